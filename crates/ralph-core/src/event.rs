@@ -1,0 +1,105 @@
+//! The Stop event Claude Code sends on stdin. Unknown fields are ignored.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StopEvent {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub transcript_path: Option<PathBuf>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub hook_event_name: Option<String>,
+    #[serde(default)]
+    pub stop_hook_active: Option<bool>,
+    /// The text of the reply that just finished (Claude Code 2.1.47+);
+    /// absent when that reply had no text.
+    #[serde(default)]
+    pub last_assistant_message: Option<String>,
+    /// The marketer plugin's payload shape: a list of messages whose last
+    /// item's `content` is the reply.
+    #[serde(default)]
+    pub transcript: Option<Vec<Value>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("the Stop event on stdin is empty")]
+    Empty,
+    #[error("the Stop event on stdin is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl StopEvent {
+    pub fn parse(input: &[u8]) -> Result<Self, EventError> {
+        if input.iter().all(u8::is_ascii_whitespace) {
+            return Err(EventError::Empty);
+        }
+        Ok(serde_json::from_slice(input)?)
+    }
+
+    /// The session, when Claude Code named one.
+    pub fn session(&self) -> Option<&str> {
+        self.session_id.as_deref().filter(|s| !s.trim().is_empty())
+    }
+
+    /// The reply carried by the event itself, if any: `last_assistant_message`,
+    /// or else the marketer shape's last `transcript` item.
+    pub fn reply_in_payload(&self) -> Option<String> {
+        if let Some(text) = &self.last_assistant_message {
+            return Some(text.clone());
+        }
+        let last = self.transcript.as_ref()?.last()?;
+        let content = last
+            .get("content")
+            .or_else(|| last.get("message")?.get("content"))?;
+        Some(content_text(content))
+    }
+}
+
+/// The text of a message `content`: a string, or the `text` blocks of a list
+/// joined by a blank line (as Claude Code joins them).
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_real_payload_and_ignores_unknown_fields() {
+        let raw = br#"{"session_id":"s1","transcript_path":"/t.jsonl","cwd":"/p","prompt_id":"x","permission_mode":"default","effort":{"level":"medium"},"hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"hi","background_tasks":[],"session_crons":[]}"#;
+        let e = StopEvent::parse(raw).unwrap();
+        assert_eq!(e.session(), Some("s1"));
+        assert_eq!(e.reply_in_payload().as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn marketer_shape() {
+        let raw = br#"{"session_id":"s","transcript":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"text","text":"x"},{"type":"tool_use"},{"type":"text","text":"y"}]}]}"#;
+        let e = StopEvent::parse(raw).unwrap();
+        assert_eq!(e.reply_in_payload().as_deref(), Some("x\n\ny"));
+    }
+
+    #[test]
+    fn empty_and_invalid() {
+        assert!(matches!(StopEvent::parse(b" \n"), Err(EventError::Empty)));
+        assert!(matches!(StopEvent::parse(b"{"), Err(EventError::Json(_))));
+        assert!(StopEvent::parse(b"[1]").is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! ralph's logic: the loop state, the promise, the Stop-hook decision and
+//! the files they live in. The `ralph` binary is a thin shell over this.
+
+pub mod answer;
+pub mod arguments;
+pub mod decide;
+pub mod event;
+pub mod frontmatter;
+pub mod hook;
+pub mod loops;
+pub mod messages;
+pub mod ownership;
+pub mod promise;
+pub mod state;
+pub mod store;
+pub mod templates;
+pub mod time;
+pub mod transcript;
+pub mod verify;
+pub mod worktree;

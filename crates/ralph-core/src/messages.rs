@@ -1,0 +1,71 @@
+//! The words ralph says: the footer under the fed-back prompt, the one-line
+//! status for the user, and the notices when a loop ends.
+
+use crate::decide::Outcome;
+use crate::state::LoopState;
+
+/// The footer under the prompt, telling the agent where it is and exactly
+/// how to finish.
+pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> String {
+    let mut out = String::from("\n\n---\n");
+    let of = if state.max_iterations == 0 {
+        String::new()
+    } else {
+        format!(" of {}", state.max_iterations)
+    };
+    out.push_str(&format!("Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history.\n"));
+    for note in notes {
+        out.push_str(note);
+        out.push('\n');
+    }
+    out.push_str(&how_to_finish(state));
+    out
+}
+
+/// The finishing rule, shared by the footer and `ralph start`'s activation text.
+pub fn how_to_finish(state: &LoopState) -> String {
+    let mut out = String::new();
+    match &state.completion_promise {
+        Some(p) => out.push_str(&format!(
+            "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}\n",
+            if state.guards.verify.is_some() { " A verification command then checks it." } else { "" }
+        )),
+        None => out.push_str("This loop has no completion promise: it runs until its iteration limit or a budget ends it.\n"),
+    }
+    if let Some(a) = &state.abort_promise {
+        out.push_str(&format!(
+            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own.\n"
+        ));
+    }
+    out
+}
+
+/// The one line the user sees while the loop goes on.
+pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
+    let limit = if state.max_iterations == 0 {
+        "∞".to_owned()
+    } else {
+        state.max_iterations.to_string()
+    };
+    let promise = match &state.completion_promise {
+        Some(p) => format!(" · ends on <promise>{p}</promise>"),
+        None => String::new(),
+    };
+    format!("🔄 ralph `{name}`: iteration {next}/{limit}{promise}")
+}
+
+/// The notice when a loop ends.
+pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String {
+    let (icon, what) = match outcome {
+        Outcome::Completed => ("✅", "completed"),
+        Outcome::MaxIterations => ("⏹", "stopped at its iteration limit"),
+        Outcome::Aborted => ("🛑", "stopped: the agent is blocked"),
+        Outcome::TimeBudget | Outcome::TokenBudget => ("⏹", "stopped: budget reached"),
+        Outcome::Stuck => ("⚠", "stopped: stuck"),
+        Outcome::NoProgress => ("⚠", "stopped: no progress"),
+        Outcome::Idle => ("⚠", "stopped before Claude Code's block cap"),
+        Outcome::Cancelled => ("⏹", "cancelled"),
+        Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
+    };
+    format!("{icon} ralph `{name}` {what}: {detail}. Record: {record}")
+}

@@ -1,0 +1,422 @@
+//! Reading the session transcript (JSONL) from its end.
+//!
+//! Only used when the Stop event carries no reply text. The transcript can
+//! be hundreds of megabytes, so it is read backward in blocks and the scan
+//! stops at the first line that is older than what may count.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::event::content_text;
+use crate::time::Timestamp;
+
+const BLOCK: usize = 64 * 1024;
+/// The most a backward scan reads before giving up: a reply is never this long.
+const MAX_SCAN: u64 = 16 * 1024 * 1024;
+
+/// The last assistant reply found in a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastReply {
+    pub message_id: Option<String>,
+    /// The reply's text blocks joined by a blank line (empty for a tool call).
+    pub text: String,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "isSidechain", default)]
+    is_sidechain: bool,
+    #[serde(rename = "isMeta", default)]
+    is_meta: bool,
+    timestamp: Option<String>,
+    message: Option<Message>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    id: Option<String>,
+    role: Option<String>,
+    content: Option<Value>,
+}
+
+/// Finds the text of the last assistant message in the transcript, looking
+/// only at bytes after `after_offset` and at lines stamped no earlier than
+/// `not_before`, so that a promise from an earlier turn or an earlier loop
+/// never counts. Returns `None` when no such message is there.
+pub fn last_reply(
+    path: &Path,
+    after_offset: u64,
+    not_before: Option<Timestamp>,
+) -> std::io::Result<Option<LastReply>> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let floor = after_offset.min(len).max(len.saturating_sub(MAX_SCAN));
+    let mut lines = BackwardLines::new(&mut file, floor, len);
+    let mut found: Option<LastReply> = None;
+    while let Some(raw) = lines.next_line()? {
+        let Some(line) = parse_line(&raw) else {
+            continue;
+        };
+        if let (Some(limit), Some(stamp)) = (not_before, line.timestamp.as_deref())
+            && Timestamp::parse_rfc3339(stamp).is_some_and(|t| t < limit)
+        {
+            break;
+        }
+        let Some(message) = line.message else {
+            continue;
+        };
+        match line.kind.as_deref() {
+            Some("assistant") if message.role.as_deref() != Some("user") => {
+                let text = message
+                    .content
+                    .as_ref()
+                    .map(content_text)
+                    .unwrap_or_default();
+                match &mut found {
+                    None => {
+                        found = Some(LastReply {
+                            message_id: message.id,
+                            text,
+                        })
+                    }
+                    Some(reply) if reply.message_id.is_some() && reply.message_id == message.id => {
+                        if !text.is_empty() {
+                            reply.text = if reply.text.is_empty() {
+                                text
+                            } else {
+                                format!("{text}\n\n{}", reply.text)
+                            };
+                        }
+                    }
+                    Some(_) => break,
+                }
+            }
+            Some("user") if found.is_some() => break,
+            _ => {}
+        }
+    }
+    Ok(found)
+}
+
+/// Parses a conversation line; `None` for anything that is not one (other
+/// line types, sidechains, meta lines, request blobs, broken JSON).
+fn parse_line(raw: &[u8]) -> Option<Line> {
+    let line: Line = serde_json::from_slice(raw).ok()?;
+    if line.is_sidechain || line.is_meta {
+        return None;
+    }
+    match line.kind.as_deref() {
+        Some("assistant") | Some("user") => Some(line),
+        _ => None,
+    }
+}
+
+/// Yields the lines of `file[floor..end]` from last to first.
+struct BackwardLines<'a> {
+    file: &'a mut File,
+    floor: u64,
+    pos: u64,
+    /// Bytes read but not yet returned: the start of the file region still
+    /// being split, whose first line may be incomplete.
+    pending: Vec<u8>,
+}
+
+impl<'a> BackwardLines<'a> {
+    fn new(file: &'a mut File, floor: u64, end: u64) -> Self {
+        Self {
+            file,
+            floor,
+            pos: end,
+            pending: Vec::new(),
+        }
+    }
+
+    fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        loop {
+            // Drop a trailing newline, then look for the previous one.
+            while self.pending.last() == Some(&b'\n') {
+                self.pending.pop();
+            }
+            if let Some(i) = self.pending.iter().rposition(|&b| b == b'\n') {
+                let line = self.pending.split_off(i + 1);
+                return Ok(Some(line));
+            }
+            if self.pos <= self.floor {
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                return Ok(Some(std::mem::take(&mut self.pending)));
+            }
+            let size = (self.pos - self.floor).min(BLOCK as u64);
+            self.pos -= size;
+            let mut block = vec![0; size as usize];
+            self.file.seek(SeekFrom::Start(self.pos))?;
+            self.file.read_exact(&mut block)?;
+            block.extend_from_slice(&self.pending);
+            self.pending = block;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn assistant(id: &str, content: &str, ts: &str) -> String {
+        format!(
+            r#"{{"type":"assistant","isSidechain":false,"timestamp":"{ts}","message":{{"id":"{id}","role":"assistant","content":{content}}}}}"#
+        )
+    }
+
+    fn write(lines: &[String]) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        f
+    }
+
+    const T: &str = "2026-11-30T01:00:00Z";
+
+    #[test]
+    fn joins_the_blocks_of_the_last_message() {
+        let f = write(&[
+            assistant(
+                "m1",
+                r#"[{"type":"text","text":"old <promise>DONE</promise>"}]"#,
+                T,
+            ),
+            r#"{"type":"user","message":{"role":"user","content":"go on"}}"#.into(),
+            assistant("m2", r#"[{"type":"text","text":"a"}]"#, T),
+            assistant("m2", r#"[{"type":"tool_use","name":"Bash"}]"#, T),
+            assistant("m2", r#"[{"type":"text","text":"b"}]"#, T),
+            r#"{"type":"api-request-blob","message":{"role":"assistant","content":"x"}}"#.into(),
+        ]);
+        let r = last_reply(f.path(), 0, None).unwrap().unwrap();
+        assert_eq!(r.text, "a\n\nb");
+        assert_eq!(r.message_id.as_deref(), Some("m2"));
+    }
+
+    #[test]
+    fn tool_only_reply_has_no_text_and_hides_older_promises() {
+        let f = write(&[
+            assistant(
+                "m1",
+                r#"[{"type":"text","text":"<promise>DONE</promise>"}]"#,
+                T,
+            ),
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"}]}}"#
+                .into(),
+            assistant("m2", r#"[{"type":"tool_use","name":"Bash"}]"#, T),
+        ]);
+        let r = last_reply(f.path(), 0, None).unwrap().unwrap();
+        assert_eq!(r.text, "");
+    }
+
+    #[test]
+    fn skips_sidechains_and_meta() {
+        let f = write(&[
+            assistant("m1", r#""main""#, T),
+            r#"{"type":"assistant","isSidechain":true,"message":{"id":"s","role":"assistant","content":"side"}}"#.into(),
+            r#"{"type":"user","isMeta":true,"message":{"role":"user","content":"Stop hook feedback:\nx"}}"#.into(),
+        ]);
+        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, "main");
+    }
+
+    #[test]
+    fn nothing_before_the_offset_or_the_start_counts() {
+        let first = assistant("m1", r#""<promise>DONE</promise>""#, T);
+        let f = write(std::slice::from_ref(&first));
+        let offset = first.len() as u64 + 1;
+        assert_eq!(last_reply(f.path(), offset, None).unwrap(), None);
+        let later = Timestamp::parse_rfc3339("2026-11-30T02:00:00Z");
+        assert_eq!(last_reply(f.path(), 0, later).unwrap(), None);
+    }
+
+    #[test]
+    fn reads_across_block_boundaries() {
+        let big = "x".repeat(BLOCK * 2 + 17);
+        let f = write(&[
+            assistant("m0", &format!(r#""{big}""#), T),
+            assistant("m1", r#""tail""#, T),
+        ]);
+        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, "tail");
+        let f = write(&[assistant("m1", &format!(r#""{big}""#), T)]);
+        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, big);
+    }
+
+    #[test]
+    fn missing_file_is_an_error() {
+        assert!(last_reply(Path::new("/nonexistent/t.jsonl"), 0, None).is_err());
+    }
+}
+
+/// What was appended to the transcript since the last stop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// Where the next scan starts: just past the last complete line.
+    pub end_offset: u64,
+    /// Tokens of assistant messages not counted before (input, cache
+    /// creation and output; cache reads are not counted).
+    pub tokens: u64,
+    /// Whether an assistant line in the new part called a tool; `None` when
+    /// the new part holds no assistant line (the transcript lags).
+    pub ran_tool: Option<bool>,
+    /// The last assistant message id seen, so it is not counted twice.
+    pub last_message_id: Option<String>,
+}
+
+/// The most one scan reads: a single turn never appends this much.
+const MAX_APPENDED: u64 = 64 * 1024 * 1024;
+
+#[derive(Deserialize)]
+struct UsageLine {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "isSidechain", default)]
+    is_sidechain: bool,
+    message: Option<UsageMessage>,
+}
+
+#[derive(Deserialize)]
+struct UsageMessage {
+    id: Option<String>,
+    content: Option<Value>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+}
+
+/// Reads only the part of the transcript after `offset` (the cost of a stop
+/// follows the size of the last turn, never of the whole session). An offset
+/// of 0 means "first look": the current end becomes the baseline and nothing
+/// is counted, so a long session's past is never read.
+pub fn scan_appended(
+    path: &Path,
+    offset: u64,
+    last_message_id: Option<&str>,
+) -> std::io::Result<Appended> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut out = Appended {
+        end_offset: len,
+        last_message_id: last_message_id.map(str::to_owned),
+        ..Appended::default()
+    };
+    if offset == 0 || offset > len {
+        return Ok(out);
+    }
+    let start = offset.max(len.saturating_sub(MAX_APPENDED));
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    file.seek(SeekFrom::Start(start))?;
+    file.take(len - start).read_to_end(&mut buf)?;
+    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    out.end_offset = start + complete as u64;
+    let mut pending: Option<(String, Usage)> = None;
+    for raw in buf[..complete].split(|&b| b == b'\n') {
+        let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
+            continue;
+        };
+        if line.kind.as_deref() != Some("assistant") || line.is_sidechain {
+            continue;
+        }
+        let Some(message) = line.message else {
+            continue;
+        };
+        let called_tool = message
+            .content
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            });
+        out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
+        let Some(id) = message.id else { continue };
+        if out.last_message_id.as_deref() == Some(id.as_str()) && pending.is_none() {
+            continue; // counted by an earlier scan
+        }
+        let usage = message.usage.unwrap_or_default();
+        match &mut pending {
+            Some((pid, u)) if *pid == id => *u = usage,
+            _ => {
+                if let Some((_, u)) = pending.take() {
+                    out.tokens += tokens_of(u);
+                }
+                pending = Some((id.clone(), usage));
+                out.last_message_id = Some(id);
+            }
+        }
+    }
+    if let Some((_, u)) = pending {
+        out.tokens += tokens_of(u);
+    }
+    Ok(out)
+}
+
+fn tokens_of(u: Usage) -> u64 {
+    u.input_tokens + u.output_tokens + u.cache_creation_input_tokens
+}
+
+#[cfg(test)]
+mod appended_tests {
+    use super::*;
+    use std::io::Write;
+
+    fn line(id: &str, tool: bool, input: u64, output: u64) -> String {
+        let content = if tool {
+            r#"[{"type":"tool_use","name":"Bash"}]"#
+        } else {
+            r#"[{"type":"text","text":"x"}]"#
+        };
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","content":{content},"usage":{{"input_tokens":{input},"output_tokens":{output},"cache_read_input_tokens":99999}}}}}}"#
+        ) + "\n"
+    }
+
+    #[test]
+    fn first_look_sets_a_baseline() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(line("m1", false, 10, 5).as_bytes()).unwrap();
+        let a = scan_appended(f.path(), 0, None).unwrap();
+        assert_eq!(
+            (a.tokens, a.ran_tool, a.end_offset),
+            (0, None, f.as_file().metadata().unwrap().len())
+        );
+    }
+
+    #[test]
+    fn counts_each_message_once_across_scans() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        f.write_all((line("m1", false, 10, 5) + &line("m1", true, 10, 7)).as_bytes())
+            .unwrap();
+        let a = scan_appended(f.path(), base.end_offset, None).unwrap();
+        assert_eq!((a.tokens, a.ran_tool), (17, Some(true)));
+        f.write_all((line("m1", false, 10, 7) + &line("m2", false, 1, 1)).as_bytes())
+            .unwrap();
+        f.write_all(b"{\"type\":\"assistant\",\"message\":{\"id\":\"m3\"")
+            .unwrap(); // a line still being written
+        let b = scan_appended(f.path(), a.end_offset, a.last_message_id.as_deref()).unwrap();
+        assert_eq!((b.tokens, b.ran_tool), (2, Some(false)));
+        let len = f.as_file().metadata().unwrap().len();
+        assert!(b.end_offset < len);
+    }
+}

@@ -1,0 +1,145 @@
+//! Running the verification command of a loop's gate, with a time limit.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::decide::Verification;
+
+/// How much of the command's output is kept for the agent.
+const TAIL_BYTES: u64 = 4000;
+const TAIL_LINES: usize = 40;
+
+/// Runs `command` through `sh -c` in `root`, stdout and stderr together,
+/// killing its whole process group if it outlives `timeout`.
+pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
+    let output = match tempfile_in(root) {
+        Ok(f) => f,
+        Err(e) => return not_started(&e),
+    };
+    let (Ok(out), Ok(err)) = (output.try_clone(), output.try_clone()) else {
+        return not_started(&std::io::Error::other("cannot share the output file"));
+    };
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return not_started(&e),
+    };
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() >= timeout => break None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    if status.is_none() {
+        kill_group(child.id());
+        let _ = child.wait();
+    }
+    let tail = read_tail(output);
+    match status {
+        Some(s) if s.success() => Verification {
+            passed: true,
+            status: "exit 0".into(),
+            output_tail: tail,
+        },
+        Some(s) => Verification {
+            passed: false,
+            status: s
+                .code()
+                .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}")),
+            output_tail: tail,
+        },
+        None => Verification {
+            passed: false,
+            status: format!("timed out after {}s", timeout.as_secs()),
+            output_tail: tail,
+        },
+    }
+}
+
+fn not_started(e: &std::io::Error) -> Verification {
+    Verification {
+        passed: false,
+        status: format!("could not start: {e}"),
+        output_tail: String::new(),
+    }
+}
+
+/// An unnamed temp file: created, then unlinked at once, so nothing is left behind.
+fn tempfile_in(root: &Path) -> std::io::Result<File> {
+    let dir = std::env::temp_dir();
+    let dir = if dir.is_dir() { dir } else { root.to_owned() };
+    let path = dir.join(format!(
+        ".ralph-verify-{}-{:?}",
+        std::process::id(),
+        Instant::now()
+    ));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+fn kill_group(pid: u32) {
+    if pid <= 1 {
+        return; // never `kill -1`: that would mean every process
+    }
+    // `--` first: a bare `-PID` after `-KILL` is read by some kills as a signal.
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn read_tail(mut file: File) -> String {
+    let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
+    let start = len.saturating_sub(TAIL_BYTES);
+    let mut buf = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_ok() {
+        let _ = file.read_to_end(&mut buf);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    let keep = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    keep.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_fails_and_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = run("echo fine", dir.path(), Duration::from_secs(5));
+        assert!(ok.passed);
+        assert_eq!(ok.output_tail, "fine");
+        let bad = run("echo broke >&2; exit 3", dir.path(), Duration::from_secs(5));
+        assert_eq!(
+            (bad.passed, bad.status.as_str(), bad.output_tail.as_str()),
+            (false, "exit 3", "broke")
+        );
+        let started = Instant::now();
+        let slow = run("sleep 30", dir.path(), Duration::from_millis(300));
+        assert!(!slow.passed && slow.status.starts_with("timed out"));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

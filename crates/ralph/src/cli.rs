@@ -1,0 +1,170 @@
+//! The command line, declared with clap.
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ralph",
+    version,
+    about = "Keep a coding agent working on one task until it is really done",
+    long_about = "ralph runs a \"Ralph loop\" inside Claude Code: its Stop hook feeds the same prompt back \
+turn after turn until the agent gives the completion promise, a limit or a guard ends the loop, or you cancel it.\n\n\
+Exit codes: 0 success (including \"nothing to do\"); 1 the command failed (message on stderr); 2 bad usage.\n\
+The Stop hook (`ralph hook stop`) always exits 0 with a valid answer."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Claude Code hook entry points (reads the event JSON on stdin)
+    #[command(subcommand)]
+    Hook(HookCommand),
+    /// Arm a loop for this session
+    #[command(after_help = START_EXAMPLES)]
+    Start(Box<StartArgs>),
+    /// End a loop now (recorded as cancelled)
+    #[command(
+        after_help = "Examples:\n  ralph cancel                 # this session's loop, or the only one\n  ralph cancel --name docs\n  ralph cancel --all"
+    )]
+    Cancel(SelectArgs),
+    /// Pause a loop: stops go through and are not counted until `ralph resume`
+    #[command(after_help = "Examples:\n  ralph pause\n  ralph pause --name docs")]
+    Pause(SelectArgs),
+    /// Resume a paused loop
+    #[command(after_help = "Examples:\n  ralph resume\n  ralph resume --name docs")]
+    Resume(SelectArgs),
+    /// Report every loop of the project, active and ended
+    #[command(after_help = "Examples:\n  ralph status\n  ralph status --json | jq '.loops[0]'")]
+    Status(StatusArgs),
+    /// Show a loop's decision log
+    #[command(after_help = "Examples:\n  ralph log\n  ralph log --name docs --json")]
+    Log(LogArgs),
+    /// Write a PRD, progress log and prompt into ./ralph/ to start a project right
+    #[command(
+        after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
+    )]
+    Init(InitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// The Stop hook: decide whether the session may stop
+    Stop,
+}
+
+const START_EXAMPLES: &str = "Examples:
+  ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
+  ralph start --completion-promise DONE --verify 'cargo test' --max-duration 2h < ralph/PROMPT.md
+  ralph start --abort-promise BLOCKED --max-tokens 2000000 --name docs \"Write the user guide\"
+
+Guards (each optional; shown by `ralph status`, logged at every stop):
+  --max-duration 90m      end the loop (as time_budget) once it has run this long; the agent is told to
+                          wrap up at 80 %
+  --max-tokens 2000000    end it (as token_budget) once the session's assistant turns since the loop
+                          began used this many tokens (input + cache creation + output; cache reads are
+                          not counted); warning at 80 %
+  --verify 'cargo test'   when the promise comes, run this command from the project root; only exit 0
+                          completes the loop, otherwise the promise is refused and the agent sees the
+                          exit code and the output's tail (limit: --verify-timeout, default 5m, max 14m)
+  --abort-promise BLOCKED the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when
+                          only a person can unblock it; you see its explanation
+  --stuck-after 3         end it (as stuck) when the same reply comes 3 times in a row (0: off)
+  --no-progress-after 5   end it (as no_progress) after 5 iterations with no change to the git working
+                          tree or HEAD (git projects only; 0: off)
+Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop whose turns
+stop running tools is ended (as idle) before Claude Code would cut it silently.";
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Loop name: the state file is .claude/<NAME>-loop.local.md
+    #[arg(long, default_value = "ralph")]
+    pub name: String,
+    /// Turns in all, the first included; 0 means unlimited
+    #[arg(long, default_value_t = ralph_core::state::DEFAULT_MAX_ITERATIONS)]
+    pub max_iterations: u64,
+    /// The text the agent must output inside <promise>…</promise> to finish
+    #[arg(long)]
+    pub completion_promise: Option<String>,
+    /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
+    #[arg(long)]
+    pub abort_promise: Option<String>,
+    /// Time budget from the loop's start, e.g. 90m, 2h, 1h30m
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub max_duration: Option<String>,
+    /// Token budget for the loop's assistant turns
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// A command that must pass (exit 0) before the promise is accepted
+    #[arg(long)]
+    pub verify: Option<String>,
+    /// Time limit of the --verify command, e.g. 5m (at most 14m)
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub verify_timeout: Option<String>,
+    /// Identical replies in a row that end the loop as stuck (0: off) [default: 3]
+    #[arg(long)]
+    pub stuck_after: Option<u64>,
+    /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
+    #[arg(long)]
+    pub no_progress_after: Option<u64>,
+    /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
+    #[arg(long)]
+    pub session_id: Option<String>,
+    /// Replace an active loop of the same name or session
+    #[arg(long)]
+    pub force: bool,
+    /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
+    #[arg(long)]
+    pub raw_arguments: bool,
+    /// The task; read from stdin when absent
+    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    pub prompt: Vec<String>,
+}
+
+fn parse_duration_arg(value: &str) -> Result<String, String> {
+    ralph_core::time::parse_duration(value)
+        .map(|_| value.to_owned())
+        .ok_or_else(|| format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"))
+}
+
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// The loop's name [default: this session's loop, or the only one]
+    #[arg(long, conflicts_with = "all")]
+    pub name: Option<String>,
+    /// Every active loop of the project
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// How many ended loops to list
+    #[arg(long, default_value_t = 5)]
+    pub history: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The loop's name [default: this session's loop, or the most recent one]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// One JSON object per line, as stored
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// software (default) or marketing
+    #[arg(long, default_value = "software")]
+    pub template: String,
+    /// Overwrite files that exist
+    #[arg(long)]
+    pub force: bool,
+}

@@ -1,0 +1,78 @@
+//! `ralph init`: write a template's PRD, progress log and prompt into ralph/.
+
+use ralph_core::templates::{self, TEMPLATES};
+
+use crate::cli::InitArgs;
+
+const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
+
+pub fn init(args: InitArgs) -> Result<(), String> {
+    let template = templates::find(&args.template).ok_or_else(|| {
+        let names: Vec<String> = TEMPLATES
+            .iter()
+            .map(|t| format!("  {}: {}", t.name, t.summary))
+            .collect();
+        format!(
+            "no template named `{}`; choose one of:\n{}",
+            args.template,
+            names.join("\n")
+        )
+    })?;
+    let project = super::project();
+    super::ensure_claude_dir(&project)?;
+    let dir = project.root.join("ralph");
+    let existing: Vec<String> = template
+        .files
+        .iter()
+        .filter(|(f, _)| dir.join(f).exists())
+        .map(|(f, _)| format!("ralph/{f}"))
+        .collect();
+    if !existing.is_empty() && !args.force {
+        return Err(format!(
+            "{} already exist(s); nothing was written. Use --force to overwrite.",
+            existing.join(", ")
+        ));
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    for (file, contents) in template.files {
+        let path = dir.join(file);
+        std::fs::write(&path, contents)
+            .map_err(|e| format!("could not write {}: {e}", path.display()))?;
+        println!("wrote ralph/{file}");
+    }
+    if let Some(added) = ignore_loop_files(&project.root)? {
+        println!("added {added} to .gitignore (loop state is per machine)");
+    }
+    println!(
+        "\nNext: replace the example stories in ralph/prd.json with yours, then arm the loop:\n  /ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30\n(or: ralph start --completion-promise COMPLETE --max-iterations 30 < ralph/PROMPT.md)"
+    );
+    Ok(())
+}
+
+/// Adds ralph's state files to `.gitignore` in a git project, once.
+fn ignore_loop_files(root: &std::path::Path) -> Result<Option<String>, String> {
+    if !root.join(".git").exists() {
+        return Ok(None);
+    }
+    let path = root.join(".gitignore");
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let missing: Vec<&str> = GITIGNORE_LINES
+        .iter()
+        .copied()
+        .filter(|l| !current.lines().any(|c| c.trim() == *l))
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for line in &missing {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).map_err(|e| format!("could not update {}: {e}", path.display()))?;
+    Ok(Some(missing.join(" and ")))
+}

@@ -1,0 +1,339 @@
+//! `ralph start | cancel | pause | resume | status | log`.
+
+use std::io::{IsTerminal, Read};
+
+use ralph_core::arguments;
+use ralph_core::loops::{self, ArmRequest, LoopReport};
+use ralph_core::messages;
+use ralph_core::time::{Timestamp, format_duration};
+
+use crate::cli::{LogArgs, SelectArgs, StartArgs, StatusArgs};
+
+pub fn start(mut args: StartArgs) -> Result<(), String> {
+    let mut notes = Vec::new();
+    let prompt = if args.raw_arguments {
+        let raw = read_stdin()?;
+        let parsed = arguments::parse(&raw).map_err(|e| e.to_string())?;
+        for (key, value) in &parsed.options {
+            apply_option(&mut args, key, value)?;
+        }
+        for word in &parsed.unknown {
+            notes.push(format!(
+                "note: `{word}` is not a ralph option; it was kept as part of the task."
+            ));
+        }
+        parsed.prompt
+    } else if !args.prompt.is_empty() {
+        args.prompt.join(" ")
+    } else if !std::io::stdin().is_terminal() {
+        read_stdin()?
+    } else {
+        String::new()
+    };
+    let project = super::project();
+    super::ensure_claude_dir(&project)?;
+    let request = ArmRequest {
+        name: args.name,
+        prompt,
+        max_iterations: args.max_iterations,
+        completion_promise: args.completion_promise.filter(|p| !p.trim().is_empty()),
+        abort_promise: args.abort_promise.filter(|p| !p.trim().is_empty()),
+        session_id: args
+            .session_id
+            .filter(|s| !s.trim().is_empty())
+            .or_else(super::session_from_env),
+        max_duration: args.max_duration,
+        max_tokens: args.max_tokens,
+        verify: args.verify.filter(|v| !v.trim().is_empty()),
+        verify_timeout: args.verify_timeout,
+        stuck_after: args.stuck_after,
+        no_progress_after: args.no_progress_after,
+        force: args.force,
+    };
+    let (path, state) =
+        loops::arm(&project, &request, Timestamp::now()).map_err(|e| e.to_string())?;
+    for note in notes {
+        println!("{note}");
+    }
+    let limit = if state.max_iterations == 0 {
+        "no iteration limit".to_owned()
+    } else {
+        format!("at most {} iterations", state.max_iterations)
+    };
+    let owner = state
+        .session_id
+        .as_deref()
+        .map_or("the first session that stops claims it".to_owned(), |s| {
+            format!("session {s}")
+        });
+    println!(
+        "🔄 Ralph loop `{}` armed: {limit}; owner: {owner}.",
+        request.name
+    );
+    println!(
+        "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
+        super::display(&project, &path)
+    );
+    let guards = guard_summary(&state);
+    if !guards.is_empty() {
+        println!("Guards: {}", guards.join(", "));
+    }
+    println!("\nYour task:\n\n{}\n", state.prompt);
+    print!("{}", messages::how_to_finish(&state));
+    println!(
+        "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
+    );
+    Ok(())
+}
+
+fn guard_summary(state: &ralph_core::state::LoopState) -> Vec<String> {
+    let g = &state.guards;
+    let mut out = Vec::new();
+    if let Some(d) = g.max_duration_secs {
+        out.push(format!("time budget {}", format_duration(d)));
+    }
+    if let Some(t) = g.max_tokens {
+        out.push(format!("token budget {t}"));
+    }
+    if let Some(v) = &g.verify {
+        out.push(format!(
+            "verify `{v}` (limit {})",
+            format_duration(g.verify_timeout_secs)
+        ));
+    }
+    if let Some(a) = &state.abort_promise {
+        out.push(format!("abort promise {a}"));
+    }
+    out.push(if g.stuck_after > 0 {
+        format!("stuck after {} identical replies", g.stuck_after)
+    } else {
+        "stuck breaker off".into()
+    });
+    out.push(if g.no_progress_after > 0 {
+        format!(
+            "no-progress after {} unchanged iterations",
+            g.no_progress_after
+        )
+    } else {
+        "no-progress breaker off".into()
+    });
+    out
+}
+
+/// Applies an option found in raw slash-command arguments, with the same
+/// checks clap applies on the command line.
+fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Result<(), String> {
+    let number = |v: &str| -> Result<u64, String> {
+        v.trim().parse::<u64>().map_err(|_| {
+            format!("`--{key} {v}`: expected a whole number such as 10; nothing was armed")
+        })
+    };
+    let duration = |v: &str| -> Result<String, String> {
+        ralph_core::time::parse_duration(v)
+            .map(|_| v.to_owned())
+            .ok_or_else(|| {
+                format!("`--{key} {v}`: expected a duration such as 90m or 2h; nothing was armed")
+            })
+    };
+    match key {
+        "name" => args.name = value.to_owned(),
+        "max-iterations" => args.max_iterations = number(value)?,
+        "completion-promise" => args.completion_promise = Some(value.to_owned()),
+        "abort-promise" => args.abort_promise = Some(value.to_owned()),
+        "max-duration" => args.max_duration = Some(duration(value)?),
+        "max-tokens" => args.max_tokens = Some(number(value)?),
+        "verify" => args.verify = Some(value.to_owned()),
+        "verify-timeout" => args.verify_timeout = Some(duration(value)?),
+        "stuck-after" => args.stuck_after = Some(number(value)?),
+        "no-progress-after" => args.no_progress_after = Some(number(value)?),
+        "session-id" => args.session_id = Some(value.to_owned()),
+        "force" => args.force = true,
+        other => return Err(format!("unknown option --{other}")),
+    }
+    Ok(())
+}
+
+fn read_stdin() -> Result<String, String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| format!("could not read stdin: {e}"))?;
+    Ok(text)
+}
+
+pub fn cancel(args: SelectArgs) -> Result<(), String> {
+    let project = super::project();
+    let session = super::session_from_env();
+    let ended = loops::cancel(
+        &project,
+        args.name.as_deref(),
+        args.all,
+        session.as_deref(),
+        Timestamp::now(),
+    )
+    .map_err(|e| e.to_string())?;
+    if ended.is_empty() {
+        println!("No active loop to cancel.");
+    }
+    for (name, iteration, record) in ended {
+        println!(
+            "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
+            super::display(&project, &record)
+        );
+    }
+    Ok(())
+}
+
+pub fn pause_or_resume(args: SelectArgs, active: bool) -> Result<(), String> {
+    let project = super::project();
+    let session = super::session_from_env();
+    let now = Timestamp::now();
+    let names: Vec<Option<String>> = if args.all {
+        loops::read_live(&project)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|l| Some(l.file.name))
+            .collect()
+    } else {
+        vec![args.name]
+    };
+    let mut changed = Vec::new();
+    for name in names {
+        changed.extend(
+            loops::set_active(&project, name.as_deref(), session.as_deref(), active, now)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let verb = if active { "Resumed" } else { "Paused" };
+    if changed.is_empty() {
+        println!(
+            "Nothing to {}: no matching loop is {}.",
+            verb.to_lowercase().trim_end_matches('d'),
+            if active { "paused" } else { "active" }
+        );
+    }
+    for name in changed {
+        println!("{verb} loop `{name}`.");
+    }
+    Ok(())
+}
+
+pub fn status(args: StatusArgs) -> Result<(), String> {
+    let project = super::project();
+    let reports =
+        loops::report(&project, args.history, 3, Timestamp::now()).map_err(|e| e.to_string())?;
+    if args.json {
+        let value =
+            serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    if reports.is_empty() {
+        println!(
+            "No Ralph loops in {} (arm one with /ralph-loop or `ralph start`).",
+            project.root.display()
+        );
+        return Ok(());
+    }
+    for r in &reports {
+        print_report(r);
+    }
+    Ok(())
+}
+
+fn print_report(r: &LoopReport) {
+    let iteration = match (r.iteration, r.max_iterations) {
+        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(m)) => format!("iteration {i}/{m}"),
+        _ => String::new(),
+    };
+    let how = r
+        .outcome
+        .as_deref()
+        .map(|o| format!(" ({o})"))
+        .unwrap_or_default();
+    println!("{} `{}`{how} {iteration}", r.state, r.name);
+    let mut facts = Vec::new();
+    if let Some(p) = &r.completion_promise {
+        facts.push(format!("promise {p}"));
+    }
+    facts.push(format!(
+        "owner {}",
+        r.session_id.as_deref().unwrap_or("unclaimed")
+    ));
+    if let Some(s) = &r.started_at {
+        facts.push(format!("started {s}"));
+    }
+    if let Some(e) = r.elapsed_secs {
+        facts.push(format!("elapsed {}", format_duration(e)));
+    }
+    if let Some(e) = &r.ended_at {
+        facts.push(format!("ended {e}"));
+    }
+    if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
+        facts.push(format!("tokens {t}"));
+    }
+    println!("  {}", facts.join(" · "));
+    if let Some(err) = &r.error {
+        println!("  error: {err}");
+    }
+    println!("  file: {}", r.path);
+    for line in &r.recent {
+        println!("  · {}", log_summary(line));
+    }
+}
+
+fn log_summary(line: &serde_json::Value) -> String {
+    let field = |k: &str| {
+        line.get(k)
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    };
+    format!(
+        "{} iteration {} {} — {}",
+        field("time"),
+        field("iteration"),
+        field("decision"),
+        field("why")
+    )
+}
+
+pub fn log(args: LogArgs) -> Result<(), String> {
+    let project = super::project();
+    let session = super::session_from_env();
+    let reports =
+        loops::report(&project, usize::MAX, 0, Timestamp::now()).map_err(|e| e.to_string())?;
+    let chosen = match &args.name {
+        Some(name) => reports.iter().find(|r| &r.name == name),
+        None => reports
+            .iter()
+            .find(|r| session.is_some() && r.session_id == session && r.state != "ended")
+            .or_else(|| reports.first()),
+    };
+    let Some(report) = chosen else {
+        return Err(match args.name {
+            Some(name) => format!("no loop named `{name}` (see `ralph status`)"),
+            None => "no loops in this project yet".into(),
+        });
+    };
+    let log_path = if report.state == "ended" || report.state == "corrupt" {
+        std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")
+    } else {
+        project.log_path(&report.name)
+    };
+    let lines = loops::read_log_tail(&log_path, usize::MAX);
+    for line in &lines {
+        if args.json {
+            println!("{line}");
+        } else {
+            println!("{}", log_summary(line));
+        }
+    }
+    if lines.is_empty() && !args.json {
+        println!("The loop `{}` has no decisions logged yet.", report.name);
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! One function per subcommand. Each returns a `Result`; `run` maps it to an
+//! exit code (0 success, 1 failure with the message on stderr).
+
+mod hook;
+mod init;
+mod loops;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ralph_core::store::Project;
+
+use crate::cli::{Cli, Command, HookCommand};
+
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Hook(HookCommand::Stop) => return hook::stop(),
+        Command::Start(args) => loops::start(*args),
+        Command::Cancel(args) => loops::cancel(args),
+        Command::Pause(args) => loops::pause_or_resume(args, false),
+        Command::Resume(args) => loops::pause_or_resume(args, true),
+        Command::Status(args) => loops::status(args),
+        Command::Log(args) => loops::log(args),
+        Command::Init(args) => init::init(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ralph: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The project the CLI works on, by the hook's own rule (so `ralph start`
+/// arms exactly where the hook will look), falling back to the git root or
+/// the current folder when no `.claude/` exists yet.
+pub fn project() -> Project {
+    let ctx = ralph_core::hook::HookContext::from_env();
+    if let Some(p) = ctx.locate(None) {
+        return p;
+    }
+    let cwd = ctx
+        .process_cwd
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."));
+    let git_root = cwd
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(PathBuf::from);
+    Project {
+        root: git_root.unwrap_or(cwd),
+    }
+}
+
+pub fn session_from_env() -> Option<String> {
+    std::env::var("CLAUDE_CODE_SESSION_ID")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+pub fn display(project: &Project, path: &std::path::Path) -> String {
+    path.strip_prefix(&project.root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Make sure `.claude/` exists, so the hook (which looks for it) finds the project.
+pub fn ensure_claude_dir(project: &Project) -> Result<(), String> {
+    let dir = project.claude_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    Ok(())
+}
