@@ -83,6 +83,9 @@ pub enum Decision {
     },
 }
 
+/// How many blocks before Claude Code's cap an idle loop is ended.
+pub const IDLE_MARGIN: u64 = 2;
+
 /// Share of a budget after which the agent is told to wrap up.
 const WARN_AT_PERCENT: u64 = 80;
 
@@ -227,8 +230,9 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
         None => progress.idle_blocks,
     };
     // Claude Code overrides the hook at the cap-th consecutive idle block and
-    // never tells it; end the loop one block earlier, with an explanation.
-    if seen.block_cap > 0 && progress.idle_blocks + 1 >= seen.block_cap {
+    // never tells it. The transcript may lag a turn behind, so end the loop
+    // two blocks early, with an explanation, rather than be cut silently.
+    if seen.block_cap > 0 && progress.idle_blocks > 0 && progress.idle_blocks + IDLE_MARGIN >= seen.block_cap {
         return end(
             Outcome::Idle,
             format!(
@@ -274,4 +278,155 @@ pub fn fingerprint(text: &str) -> String {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(text: &str) -> LoopState {
+        LoopState::parse(&format!("---\nsession_id: s\nstarted_at: \"1970-01-01T00:00:00Z\"\n{text}---\nPrompt\n")).unwrap()
+    }
+
+    fn seen(reply: &str) -> Observation {
+        Observation { reply: Some(reply.into()), now: Some(Timestamp(0)), block_cap: 0, ..Observation::default() }
+    }
+
+    fn outcome(d: &Decision) -> Option<Outcome> {
+        match d {
+            Decision::End { outcome, .. } => Some(*outcome),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn continues_and_counts() {
+        let d = decide(&state("iteration: 4\nmax_iterations: 10\n"), &seen("working"));
+        assert!(matches!(d, Decision::Continue { next: 5, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn paused_passes() {
+        assert_eq!(decide(&state("active: false\n"), &seen("<promise>DONE</promise>")), Decision::Pass);
+    }
+
+    #[test]
+    fn promise_beats_the_limit() {
+        let s = state("iteration: 3\nmax_iterations: 3\ncompletion_promise: DONE\n");
+        assert_eq!(outcome(&decide(&s, &seen("<promise>DONE</promise>"))), Some(Outcome::Completed));
+        assert_eq!(outcome(&decide(&s, &seen("no"))), Some(Outcome::MaxIterations));
+    }
+
+    #[test]
+    fn no_promise_configured_means_tags_are_ignored() {
+        let s = state("max_iterations: 9\n");
+        assert!(matches!(decide(&s, &seen("<promise>DONE</promise>")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn verification_gate() {
+        let s = state("completion_promise: DONE\nverify: \"make test\"\nmax_iterations: 9\n");
+        let mut o = seen("<promise>DONE</promise>");
+        assert_eq!(decide(&s, &o), Decision::Verify { command: "make test".into() });
+        o.verification = Some(Verification { passed: true, status: "exit 0".into(), output_tail: String::new() });
+        assert_eq!(outcome(&decide(&s, &o)), Some(Outcome::Completed));
+        o.verification = Some(Verification { passed: false, status: "exit 2".into(), output_tail: "1 failed".into() });
+        match decide(&s, &o) {
+            Decision::Continue { notes, .. } => {
+                assert!(notes[0].contains("make test") && notes[0].contains("exit 2") && notes[0].contains("1 failed"), "{notes:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // Without the promise, the gate does not run.
+        assert!(matches!(decide(&s, &seen("working")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn abort_promise() {
+        let s = state("completion_promise: DONE\nabort_promise: BLOCKED\n");
+        match decide(&s, &seen("I need the API key.\n<promise>BLOCKED</promise>")) {
+            Decision::End { outcome: Outcome::Aborted, detail } => assert!(detail.contains("API key"), "{detail}"),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn time_budget_edges() {
+        let s = state("max_duration: 100s\n");
+        let at = |secs| Observation { now: Some(Timestamp(secs)), ..seen("x") };
+        match decide(&s, &at(79)) {
+            Decision::Continue { notes, .. } => assert!(notes.is_empty()),
+            d => panic!("{d:?}"),
+        }
+        match decide(&s, &at(80)) {
+            Decision::Continue { notes, .. } => assert!(notes[0].contains("Wrap up"), "{notes:?}"),
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(decide(&s, &at(99)), Decision::Continue { .. }));
+        assert_eq!(outcome(&decide(&s, &at(100))), Some(Outcome::TimeBudget));
+    }
+
+    #[test]
+    fn token_budget_edges() {
+        let s = state("max_tokens: 1000\n");
+        let with = |t| Observation { tokens_used: Some(t), ..seen("x") };
+        assert!(matches!(decide(&s, &with(999)), Decision::Continue { .. }));
+        assert_eq!(outcome(&decide(&s, &with(1000))), Some(Outcome::TokenBudget));
+    }
+
+    #[test]
+    fn stuck_after_k_identical_replies() {
+        let mut s = state("stuck_after: 3\n");
+        for n in 1..=2 {
+            match decide(&s, &seen("same  reply")) {
+                Decision::Continue { progress, .. } => {
+                    assert_eq!(progress.same_reply_count, n);
+                    s.progress = progress;
+                }
+                d => panic!("{d:?}"),
+            }
+        }
+        // Whitespace differences do not make a reply new.
+        assert_eq!(outcome(&decide(&s, &seen("same reply"))), Some(Outcome::Stuck));
+        assert!(matches!(decide(&s, &seen("another reply")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn no_progress_after_k_unchanged_iterations() {
+        let mut s = state("no_progress_after: 2\nstuck_after: 0\n");
+        let tree = |t: &str| Observation { tree_fingerprint: Some(t.into()), ..seen("x") };
+        for expected in [0, 1] {
+            match decide(&s, &tree("a")) {
+                Decision::Continue { progress, .. } => {
+                    assert_eq!(progress.no_progress_count, expected);
+                    s.progress = progress;
+                }
+                d => panic!("{d:?}"),
+            }
+        }
+        assert_eq!(outcome(&decide(&s, &tree("a"))), Some(Outcome::NoProgress));
+        assert!(matches!(decide(&s, &tree("b")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn breakers_can_be_switched_off() {
+        let mut s = state("stuck_after: 0\n");
+        s.progress.same_reply_count = 100;
+        s.progress.reply_fingerprint = Some(fingerprint("x"));
+        assert!(matches!(decide(&s, &seen("x")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn idle_blocks_end_before_the_cap() {
+        let mut s = state("stuck_after: 0\n");
+        let idle = Observation { ran_tool: Some(false), block_cap: 8, ..seen("x") };
+        s.progress.idle_blocks = 4;
+        assert!(matches!(decide(&s, &idle), Decision::Continue { .. }), "5 idle + 2 < 8");
+        s.progress.idle_blocks = 5;
+        assert_eq!(outcome(&decide(&s, &idle)), Some(Outcome::Idle), "6 idle + 2 >= 8");
+        let disabled = Observation { block_cap: 0, ..idle.clone() };
+        assert!(matches!(decide(&s, &disabled), Decision::Continue { .. }));
+        let busy = Observation { ran_tool: Some(true), ..idle };
+        assert!(matches!(decide(&s, &busy), Decision::Continue { progress: Progress { idle_blocks: 0, .. }, .. }));
+    }
 }
