@@ -232,7 +232,10 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     // Claude Code overrides the hook at the cap-th consecutive idle block and
     // never tells it. The transcript may lag a turn behind, so end the loop
     // two blocks early, with an explanation, rather than be cut silently.
-    if seen.block_cap > 0 && progress.idle_blocks > 0 && progress.idle_blocks + IDLE_MARGIN >= seen.block_cap {
+    if seen.block_cap > 0
+        && progress.idle_blocks > 0
+        && progress.idle_blocks + IDLE_MARGIN >= seen.block_cap
+    {
         return end(
             Outcome::Idle,
             format!(
@@ -285,11 +288,19 @@ mod tests {
     use super::*;
 
     fn state(text: &str) -> LoopState {
-        LoopState::parse(&format!("---\nsession_id: s\nstarted_at: \"1970-01-01T00:00:00Z\"\n{text}---\nPrompt\n")).unwrap()
+        LoopState::parse(&format!(
+            "---\nsession_id: s\nstarted_at: \"1970-01-01T00:00:00Z\"\n{text}---\nPrompt\n"
+        ))
+        .unwrap()
     }
 
     fn seen(reply: &str) -> Observation {
-        Observation { reply: Some(reply.into()), now: Some(Timestamp(0)), block_cap: 0, ..Observation::default() }
+        Observation {
+            reply: Some(reply.into()),
+            now: Some(Timestamp(0)),
+            block_cap: 0,
+            ..Observation::default()
+        }
     }
 
     fn outcome(d: &Decision) -> Option<Outcome> {
@@ -301,51 +312,90 @@ mod tests {
 
     #[test]
     fn continues_and_counts() {
-        let d = decide(&state("iteration: 4\nmax_iterations: 10\n"), &seen("working"));
+        let d = decide(
+            &state("iteration: 4\nmax_iterations: 10\n"),
+            &seen("working"),
+        );
         assert!(matches!(d, Decision::Continue { next: 5, .. }), "{d:?}");
     }
 
     #[test]
     fn paused_passes() {
-        assert_eq!(decide(&state("active: false\n"), &seen("<promise>DONE</promise>")), Decision::Pass);
+        assert_eq!(
+            decide(&state("active: false\n"), &seen("<promise>DONE</promise>")),
+            Decision::Pass
+        );
     }
 
     #[test]
     fn promise_beats_the_limit() {
         let s = state("iteration: 3\nmax_iterations: 3\ncompletion_promise: DONE\n");
-        assert_eq!(outcome(&decide(&s, &seen("<promise>DONE</promise>"))), Some(Outcome::Completed));
-        assert_eq!(outcome(&decide(&s, &seen("no"))), Some(Outcome::MaxIterations));
+        assert_eq!(
+            outcome(&decide(&s, &seen("<promise>DONE</promise>"))),
+            Some(Outcome::Completed)
+        );
+        assert_eq!(
+            outcome(&decide(&s, &seen("no"))),
+            Some(Outcome::MaxIterations)
+        );
     }
 
     #[test]
     fn no_promise_configured_means_tags_are_ignored() {
         let s = state("max_iterations: 9\n");
-        assert!(matches!(decide(&s, &seen("<promise>DONE</promise>")), Decision::Continue { .. }));
+        assert!(matches!(
+            decide(&s, &seen("<promise>DONE</promise>")),
+            Decision::Continue { .. }
+        ));
     }
 
     #[test]
     fn verification_gate() {
         let s = state("completion_promise: DONE\nverify: \"make test\"\nmax_iterations: 9\n");
         let mut o = seen("<promise>DONE</promise>");
-        assert_eq!(decide(&s, &o), Decision::Verify { command: "make test".into() });
-        o.verification = Some(Verification { passed: true, status: "exit 0".into(), output_tail: String::new() });
+        assert_eq!(
+            decide(&s, &o),
+            Decision::Verify {
+                command: "make test".into()
+            }
+        );
+        o.verification = Some(Verification {
+            passed: true,
+            status: "exit 0".into(),
+            output_tail: String::new(),
+        });
         assert_eq!(outcome(&decide(&s, &o)), Some(Outcome::Completed));
-        o.verification = Some(Verification { passed: false, status: "exit 2".into(), output_tail: "1 failed".into() });
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 2".into(),
+            output_tail: "1 failed".into(),
+        });
         match decide(&s, &o) {
             Decision::Continue { notes, .. } => {
-                assert!(notes[0].contains("make test") && notes[0].contains("exit 2") && notes[0].contains("1 failed"), "{notes:?}");
+                assert!(
+                    notes[0].contains("make test")
+                        && notes[0].contains("exit 2")
+                        && notes[0].contains("1 failed"),
+                    "{notes:?}"
+                );
             }
             d => panic!("{d:?}"),
         }
         // Without the promise, the gate does not run.
-        assert!(matches!(decide(&s, &seen("working")), Decision::Continue { .. }));
+        assert!(matches!(
+            decide(&s, &seen("working")),
+            Decision::Continue { .. }
+        ));
     }
 
     #[test]
     fn abort_promise() {
         let s = state("completion_promise: DONE\nabort_promise: BLOCKED\n");
         match decide(&s, &seen("I need the API key.\n<promise>BLOCKED</promise>")) {
-            Decision::End { outcome: Outcome::Aborted, detail } => assert!(detail.contains("API key"), "{detail}"),
+            Decision::End {
+                outcome: Outcome::Aborted,
+                detail,
+            } => assert!(detail.contains("API key"), "{detail}"),
             d => panic!("{d:?}"),
         }
     }
@@ -353,7 +403,10 @@ mod tests {
     #[test]
     fn time_budget_edges() {
         let s = state("max_duration: 100s\n");
-        let at = |secs| Observation { now: Some(Timestamp(secs)), ..seen("x") };
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
         match decide(&s, &at(79)) {
             Decision::Continue { notes, .. } => assert!(notes.is_empty()),
             d => panic!("{d:?}"),
@@ -369,9 +422,15 @@ mod tests {
     #[test]
     fn token_budget_edges() {
         let s = state("max_tokens: 1000\n");
-        let with = |t| Observation { tokens_used: Some(t), ..seen("x") };
+        let with = |t| Observation {
+            tokens_used: Some(t),
+            ..seen("x")
+        };
         assert!(matches!(decide(&s, &with(999)), Decision::Continue { .. }));
-        assert_eq!(outcome(&decide(&s, &with(1000))), Some(Outcome::TokenBudget));
+        assert_eq!(
+            outcome(&decide(&s, &with(1000))),
+            Some(Outcome::TokenBudget)
+        );
     }
 
     #[test]
@@ -387,14 +446,23 @@ mod tests {
             }
         }
         // Whitespace differences do not make a reply new.
-        assert_eq!(outcome(&decide(&s, &seen("same reply"))), Some(Outcome::Stuck));
-        assert!(matches!(decide(&s, &seen("another reply")), Decision::Continue { .. }));
+        assert_eq!(
+            outcome(&decide(&s, &seen("same reply"))),
+            Some(Outcome::Stuck)
+        );
+        assert!(matches!(
+            decide(&s, &seen("another reply")),
+            Decision::Continue { .. }
+        ));
     }
 
     #[test]
     fn no_progress_after_k_unchanged_iterations() {
         let mut s = state("no_progress_after: 2\nstuck_after: 0\n");
-        let tree = |t: &str| Observation { tree_fingerprint: Some(t.into()), ..seen("x") };
+        let tree = |t: &str| Observation {
+            tree_fingerprint: Some(t.into()),
+            ..seen("x")
+        };
         for expected in [0, 1] {
             match decide(&s, &tree("a")) {
                 Decision::Continue { progress, .. } => {
@@ -419,14 +487,37 @@ mod tests {
     #[test]
     fn idle_blocks_end_before_the_cap() {
         let mut s = state("stuck_after: 0\n");
-        let idle = Observation { ran_tool: Some(false), block_cap: 8, ..seen("x") };
+        let idle = Observation {
+            ran_tool: Some(false),
+            block_cap: 8,
+            ..seen("x")
+        };
         s.progress.idle_blocks = 4;
-        assert!(matches!(decide(&s, &idle), Decision::Continue { .. }), "5 idle + 2 < 8");
+        assert!(
+            matches!(decide(&s, &idle), Decision::Continue { .. }),
+            "5 idle + 2 < 8"
+        );
         s.progress.idle_blocks = 5;
-        assert_eq!(outcome(&decide(&s, &idle)), Some(Outcome::Idle), "6 idle + 2 >= 8");
-        let disabled = Observation { block_cap: 0, ..idle.clone() };
+        assert_eq!(
+            outcome(&decide(&s, &idle)),
+            Some(Outcome::Idle),
+            "6 idle + 2 >= 8"
+        );
+        let disabled = Observation {
+            block_cap: 0,
+            ..idle.clone()
+        };
         assert!(matches!(decide(&s, &disabled), Decision::Continue { .. }));
-        let busy = Observation { ran_tool: Some(true), ..idle };
-        assert!(matches!(decide(&s, &busy), Decision::Continue { progress: Progress { idle_blocks: 0, .. }, .. }));
+        let busy = Observation {
+            ran_tool: Some(true),
+            ..idle
+        };
+        assert!(matches!(
+            decide(&s, &busy),
+            Decision::Continue {
+                progress: Progress { idle_blocks: 0, .. },
+                ..
+            }
+        ));
     }
 }

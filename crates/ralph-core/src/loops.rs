@@ -330,6 +330,18 @@ pub struct LoopReport {
     pub ended_at: Option<String>,
     pub elapsed_secs: Option<u64>,
     pub tokens_used: Option<u64>,
+    pub abort_promise: Option<String>,
+    pub max_duration_secs: Option<u64>,
+    pub max_tokens: Option<u64>,
+    pub verify: Option<String>,
+    pub stuck_after: Option<u64>,
+    pub no_progress_after: Option<u64>,
+    /// The guards in words, as `ralph start` announced them.
+    pub guards: Vec<String>,
+    /// Breaker figures: identical replies in a row, unchanged iterations, idle continuations.
+    pub same_reply_count: Option<u64>,
+    pub no_progress_count: Option<u64>,
+    pub idle_blocks: Option<u64>,
     pub path: String,
     pub error: Option<String>,
     /// The last decision-log lines (JSON objects), oldest first.
@@ -410,6 +422,16 @@ fn report_one(
         ended_at: None,
         elapsed_secs: None,
         tokens_used: None,
+        abort_promise: None,
+        max_duration_secs: None,
+        max_tokens: None,
+        verify: None,
+        stuck_after: None,
+        no_progress_after: None,
+        guards: Vec::new(),
+        same_reply_count: None,
+        no_progress_count: None,
+        idle_blocks: None,
         path: path.display().to_string(),
         error: None,
         recent: read_log_tail(log, recent),
@@ -433,6 +455,16 @@ fn report_one(
                 .started_at
                 .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
             r.tokens_used = Some(s.progress.tokens_used);
+            r.abort_promise = s.abort_promise.clone();
+            r.max_duration_secs = s.guards.max_duration_secs;
+            r.max_tokens = s.guards.max_tokens;
+            r.verify = s.guards.verify.clone();
+            r.stuck_after = Some(s.guards.stuck_after);
+            r.no_progress_after = Some(s.guards.no_progress_after);
+            r.guards = crate::messages::guard_summary(&s);
+            r.same_reply_count = Some(s.progress.same_reply_count);
+            r.no_progress_count = Some(s.progress.no_progress_count);
+            r.idle_blocks = Some(s.progress.idle_blocks);
         }
         Err(e) => r.error = Some(e.to_string()),
     }

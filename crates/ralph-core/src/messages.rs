@@ -3,6 +3,7 @@
 
 use crate::decide::Outcome;
 use crate::state::LoopState;
+use crate::time::format_duration;
 
 /// The footer under the prompt, telling the agent where it is and exactly
 /// how to finish.
@@ -68,4 +69,39 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
         Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
     };
     format!("{icon} ralph `{name}` {what}: {detail}. Record: {record}")
+}
+
+/// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
+pub fn guard_summary(state: &LoopState) -> Vec<String> {
+    let g = &state.guards;
+    let mut out = Vec::new();
+    if let Some(d) = g.max_duration_secs {
+        out.push(format!("time budget {}", format_duration(d)));
+    }
+    if let Some(t) = g.max_tokens {
+        out.push(format!("token budget {t}"));
+    }
+    if let Some(v) = &g.verify {
+        out.push(format!(
+            "verify `{v}` (limit {})",
+            format_duration(g.verify_timeout_secs)
+        ));
+    }
+    if let Some(a) = &state.abort_promise {
+        out.push(format!("abort promise {a}"));
+    }
+    out.push(if g.stuck_after > 0 {
+        format!("stuck after {} identical replies", g.stuck_after)
+    } else {
+        "stuck breaker off".into()
+    });
+    out.push(if g.no_progress_after > 0 {
+        format!(
+            "no-progress after {} unchanged iterations",
+            g.no_progress_after
+        )
+    } else {
+        "no-progress breaker off".into()
+    });
+    out
 }

@@ -137,6 +137,9 @@ pub struct SelectArgs {
     /// Every active loop of the project
     #[arg(long)]
     pub all: bool,
+    /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
+    #[arg(long, conflicts_with_all = ["name", "all"])]
+    pub raw_arguments: bool,
 }
 
 #[derive(Debug, Args)]

@@ -74,7 +74,7 @@ pub fn start(mut args: StartArgs) -> Result<(), String> {
         "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
         super::display(&project, &path)
     );
-    let guards = guard_summary(&state);
+    let guards = messages::guard_summary(&state);
     if !guards.is_empty() {
         println!("Guards: {}", guards.join(", "));
     }
@@ -84,40 +84,6 @@ pub fn start(mut args: StartArgs) -> Result<(), String> {
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
     );
     Ok(())
-}
-
-fn guard_summary(state: &ralph_core::state::LoopState) -> Vec<String> {
-    let g = &state.guards;
-    let mut out = Vec::new();
-    if let Some(d) = g.max_duration_secs {
-        out.push(format!("time budget {}", format_duration(d)));
-    }
-    if let Some(t) = g.max_tokens {
-        out.push(format!("token budget {t}"));
-    }
-    if let Some(v) = &g.verify {
-        out.push(format!(
-            "verify `{v}` (limit {})",
-            format_duration(g.verify_timeout_secs)
-        ));
-    }
-    if let Some(a) = &state.abort_promise {
-        out.push(format!("abort promise {a}"));
-    }
-    out.push(if g.stuck_after > 0 {
-        format!("stuck after {} identical replies", g.stuck_after)
-    } else {
-        "stuck breaker off".into()
-    });
-    out.push(if g.no_progress_after > 0 {
-        format!(
-            "no-progress after {} unchanged iterations",
-            g.no_progress_after
-        )
-    } else {
-        "no-progress breaker off".into()
-    });
-    out
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
@@ -161,7 +127,34 @@ fn read_stdin() -> Result<String, String> {
     Ok(text)
 }
 
+/// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
+/// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
+fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, String> {
+    if !args.raw_arguments {
+        return Ok(args);
+    }
+    let raw = read_stdin()?;
+    let words: Vec<&str> = raw.split_whitespace().collect();
+    match words.as_slice() {
+        [] => {}
+        ["--all"] => args.all = true,
+        ["--name", name] => args.name = Some((*name).to_owned()),
+        [word] if word.starts_with("--name=") => {
+            args.name = Some(word["--name=".len()..].to_owned())
+        }
+        [name] if !name.starts_with('-') => args.name = Some((*name).to_owned()),
+        _ => {
+            return Err(format!(
+                "expected nothing, a loop name, `--name NAME` or `--all`, not `{}`",
+                raw.trim()
+            ));
+        }
+    }
+    Ok(args)
+}
+
 pub fn cancel(args: SelectArgs) -> Result<(), String> {
+    let args = resolve_selection(args)?;
     let project = super::project();
     let session = super::session_from_env();
     let ended = loops::cancel(
@@ -170,8 +163,15 @@ pub fn cancel(args: SelectArgs) -> Result<(), String> {
         args.all,
         session.as_deref(),
         Timestamp::now(),
-    )
-    .map_err(|e| e.to_string())?;
+    );
+    let ended = match ended {
+        // Cancelling what is already gone is not an error: cancel is idempotent.
+        Err(loops::LoopError::NoSuchLoop(name)) => {
+            println!("No active loop named `{name}`; nothing to cancel.");
+            return Ok(());
+        }
+        other => other.map_err(|e| e.to_string())?,
+    };
     if ended.is_empty() {
         println!("No active loop to cancel.");
     }
@@ -185,6 +185,7 @@ pub fn cancel(args: SelectArgs) -> Result<(), String> {
 }
 
 pub fn pause_or_resume(args: SelectArgs, active: bool) -> Result<(), String> {
+    let args = resolve_selection(args)?;
     let project = super::project();
     let session = super::session_from_env();
     let now = Timestamp::now();
@@ -277,6 +278,15 @@ fn print_report(r: &LoopReport) {
         facts.push(format!("tokens {t}"));
     }
     println!("  {}", facts.join(" · "));
+    if !r.guards.is_empty() {
+        let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
+            (Some(a), Some(b), Some(c)) if r.state != "ended" => {
+                format!(" · now: {a} same replies, {b} unchanged iterations, {c} idle turns")
+            }
+            _ => String::new(),
+        };
+        println!("  guards: {}{figures}", r.guards.join(", "));
+    }
     if let Some(err) = &r.error {
         println!("  error: {err}");
     }

@@ -1,0 +1,520 @@
+//! End-to-end tests: the real Claude Code client (pinned in package.json) in print mode, with
+//! this repository loaded as a plugin (`--plugin-dir`), talking to a scripted mock of the
+//! Messages API (tests/support/mock_api.rs). The plugin's launcher runs the `ralph` binary
+//! under test through `RALPH_BIN`.
+//!
+//! The client is looked up in `RALPH_CLAUDE_BIN`, else in
+//! `node_modules/@anthropic-ai/claude-code-linux-x64/claude` (`npm ci` installs it). When it is
+//! missing, each test prints a SKIPPED line and passes, except on CI (`CI` set) where it fails.
+//!
+//! Each test has its own HOME, project and mock port, so they run in parallel.
+
+#[path = "support/client.rs"]
+mod client;
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use client::Sandbox;
+use mock_api::{MockApi, Reply};
+use serde_json::Value;
+
+macro_rules! sandbox_or_skip {
+    ($name:expr) => {
+        match Sandbox::new($name) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+
+/// Distinct text replies, in order (the last one repeats once they are used up).
+fn replies(texts: &[&str]) -> Vec<Reply> {
+    texts.iter().map(|t| Reply::text(*t)).collect()
+}
+
+/// The loop named `name` in `ralph status --json`.
+fn loop_status(sandbox: &Sandbox, name: &str) -> Value {
+    let status = sandbox.status_json();
+    status["loops"]
+        .as_array()
+        .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
+        .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
+}
+
+/// The body of a loop state file: everything after the closing `---` of the frontmatter
+/// and the blank line that follows it.
+fn state_body(state: &str) -> &str {
+    let rest = state
+        .strip_prefix("---\n")
+        .unwrap_or_else(|| panic!("state file without frontmatter:\n{state}"));
+    let end = rest
+        .find("\n---\n")
+        .unwrap_or_else(|| panic!("state file without closing ---:\n{state}"));
+    let body = &rest[end + "\n---\n".len()..];
+    body.strip_prefix('\n').unwrap_or(body)
+}
+
+/// (a) The promise ends the loop: three turns, the task fed back at turns 2 and 3, and the
+/// loop recorded as completed at iteration 3.
+#[test]
+fn loop_runs_until_the_completion_promise() {
+    let sandbox = sandbox_or_skip!("loop_runs_until_the_completion_promise");
+    let api = MockApi::start(vec![
+        Reply::text("working on it"),
+        Reply::text("still working"),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let task = "Make the flaky parser test pass";
+    let run = sandbox.claude(
+        &api,
+        &format!("/ralph:ralph-loop {task} --max-iterations 5 --completion-promise DONE"),
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+
+    let turns = api.turns();
+    assert_eq!(
+        turns.len(),
+        3,
+        "expected exactly 3 model turns\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    assert!(
+        turns[0].messages_text().contains(task),
+        "turn 1 lacks the task\n{}",
+        api.describe()
+    );
+    for (i, turn) in turns.iter().enumerate().skip(1) {
+        let fed_back = turn.last_user_text();
+        assert!(
+            fed_back.contains(task),
+            "turn {} does not carry the task fed back by the Stop hook: {fed_back:?}\n{}",
+            i + 1,
+            api.describe()
+        );
+    }
+
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(status["outcome"], "completed", "{status}");
+    assert_eq!(status["state"], "ended", "{status}");
+    assert_eq!(status["iteration"], 3, "{status}");
+}
+
+/// The verification gate (issue 4): the promise is refused while `--verify` fails, the agent
+/// sees why, fixes it with a real tool call, and the promise is accepted once the command passes.
+#[test]
+fn verification_gate_refuses_then_accepts_the_promise() {
+    let sandbox = sandbox_or_skip!("verification_gate_refuses_then_accepts_the_promise");
+    let api = MockApi::start(vec![
+        Reply::text("All done, I believe.\n<promise>DONE</promise>"),
+        Reply::bash(
+            "The check failed; creating the marker.",
+            "touch verified.txt",
+        ),
+        Reply::text("Fixed.\n<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Ship the release --max-iterations 6 --completion-promise DONE --verify 'test -f verified.txt || { echo \"verified.txt is missing\"; exit 4; }'",
+        &["--allowedTools", "Bash(touch:*)"],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns();
+    assert_eq!(turns.len(), 3, "{}\n{}", api.describe(), run.describe());
+    let refusal = turns[1].last_user_text();
+    assert!(
+        refusal.contains("refused")
+            && refusal.contains("exit 4")
+            && refusal.contains("verified.txt is missing"),
+        "turn 2 must carry the refusal: {refusal:?}\n{}",
+        api.describe()
+    );
+    assert!(
+        sandbox.project().join("verified.txt").exists(),
+        "{}",
+        run.describe()
+    );
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(status["outcome"], "completed", "{status}");
+    assert_eq!(status["iteration"], 2, "{status}");
+}
+
+/// (b) Without the promise the loop runs exactly `--max-iterations` turns.
+#[test]
+fn loop_stops_at_max_iterations() {
+    let sandbox = sandbox_or_skip!("loop_stops_at_max_iterations");
+    // Distinct replies: ralph ends a loop whose replies repeat (the stuck guard).
+    let api = MockApi::start(replies(&[
+        "step one",
+        "step two",
+        "step three",
+        "step four",
+        "step five",
+    ]));
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Refactor the config loader --max-iterations 4 --completion-promise DONE",
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(
+        api.turns().len(),
+        4,
+        "expected exactly 4 model turns\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(status["outcome"], "max_iterations", "{status}");
+    assert_eq!(status["state"], "ended", "{status}");
+    assert_eq!(status["iteration"], 4, "{status}");
+}
+
+/// (c) Shell metacharacters and a second line reach the state file and the model verbatim.
+#[test]
+fn task_text_arrives_verbatim() {
+    let sandbox = sandbox_or_skip!("task_text_arrives_verbatim");
+    let api = MockApi::start(replies(&["step one", "step two", "step three"]));
+    api.watch_file(sandbox.state_file());
+    let task = "Print \"hello\" and 'hi' from $HOME with `whoami` and $(id -u) in *.rs; a\\b\n\
+                second line: keep   spaces & <angle> | pipes; done";
+    let run = sandbox.claude(
+        &api,
+        &format!("/ralph:ralph-loop {task} --max-iterations 2"),
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+
+    let turns = api.turns();
+    assert_eq!(
+        turns.len(),
+        2,
+        "expected exactly 2 model turns\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+
+    // The state file as it was while the loop ran (when the second turn was requested).
+    let state = turns[1].watched_file.clone().unwrap_or_else(|| {
+        panic!(
+            "no state file {} during the loop\n{}",
+            sandbox.state_file().display(),
+            run.describe()
+        )
+    });
+    assert_eq!(
+        state_body(&state).trim_end_matches('\n'),
+        task,
+        "state file:\n{state}"
+    );
+
+    let fed_back = turns[1].last_user_text();
+    assert!(
+        fed_back.contains(task),
+        "the fed-back prompt is not verbatim: {fed_back:?}\nexpected to contain {task:?}"
+    );
+}
+
+/// (d) /ralph:ralph-status shows the loop (on the model of its frontmatter) and
+/// /ralph:ralph-cancel ends it, both in print mode.
+#[test]
+fn status_and_cancel_commands_work_in_print_mode() {
+    let sandbox = sandbox_or_skip!("status_and_cancel_commands_work_in_print_mode");
+    // A loop owned by another session, so that it never blocks these sessions' stops.
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        "00000000-0000-4000-8000-000000000001",
+        "--max-iterations",
+        "7",
+        "--completion-promise",
+        "SHIPPED",
+        "Ship the release notes",
+    ]);
+    assert!(out.status.success(), "ralph start failed: {out:?}");
+
+    let api = MockApi::start(vec![Reply::text("Status summarised.")]);
+    let run = sandbox.claude(&api, "/ralph:ralph-status", &[]);
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns();
+    assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
+    // The `!` block's output is pasted into the prompt just before the command's body.
+    let shown = turns[0].messages_text();
+    let output = shown
+        .split("Above is the status")
+        .next()
+        .and_then(|before| before.rsplit("</command-name>").next())
+        .unwrap_or("");
+    assert!(
+        output.contains("ralph"),
+        "the status output did not reach the model: {shown}"
+    );
+    assert!(
+        turns[0].model().contains("haiku"),
+        "ralph-status should run on haiku, got {:?}",
+        turns[0].model()
+    );
+
+    let api = MockApi::start(vec![Reply::text("Cancelled.")]);
+    let run = sandbox.claude(&api, "/ralph:ralph-cancel", &[]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(
+        api.turns().len(),
+        1,
+        "{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(status["outcome"], "cancelled", "{status}");
+    assert_ne!(status["state"], "active", "{status}");
+}
+
+/// (e) One session's loop never blocks another session in the same project, and the other
+/// session leaves the state untouched; the owning session is still looped.
+#[test]
+fn a_loop_never_blocks_another_session() {
+    let sandbox = sandbox_or_skip!("a_loop_never_blocks_another_session");
+    let owner = "5b360de9-0000-4000-8000-00000000abcd";
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        owner,
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Port the CLI to clap",
+    ]);
+    assert!(out.status.success(), "ralph start failed: {out:?}");
+    let before = std::fs::read(sandbox.state_file()).expect("state file after ralph start");
+
+    // Another session: one turn, and the loop is not touched.
+    let api = MockApi::start(vec![Reply::text("hello there")]);
+    let run = sandbox.claude(&api, "hello", &[]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(
+        api.turns().len(),
+        1,
+        "a foreign loop blocked this session\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let after = std::fs::read(sandbox.state_file()).expect("state file after the other session");
+    assert!(
+        before == after,
+        "another session changed the state file:\n{}",
+        String::from_utf8_lossy(&after)
+    );
+    assert_eq!(loop_status(&sandbox, "ralph")["state"], "active");
+
+    // The owning session is looped: 3 turns in all.
+    let api = MockApi::start(replies(&[
+        "step one",
+        "step two",
+        "step three",
+        "step four",
+    ]));
+    let run = sandbox.claude(&api, "carry on", &["--session-id", owner]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(
+        api.turns().len(),
+        3,
+        "the owning session was not looped\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(status["outcome"], "max_iterations", "{status}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The launcher bin/ralph, run with plain `sh` in an emptied environment (no client needed).
+// It is copied into a throwaway plugin folder so that a `target/release/ralph` built in this
+// repository cannot be picked up.
+
+mod launcher {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+
+    use tempfile::TempDir;
+
+    struct Fixture {
+        dir: TempDir,
+    }
+
+    fn write_exe(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    /// A fake ralph that prints who it is and its arguments, one per line.
+    fn fake(path: &Path) {
+        write_exe(
+            path,
+            "#!/bin/sh\necho \"fake:$0\"\nfor a in \"$@\"; do echo \"arg:$a\"; done\n",
+        );
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let launcher = super::client::repo_root().join("bin/ralph");
+            let text = std::fs::read_to_string(&launcher).expect("read bin/ralph");
+            write_exe(&dir.path().join("plugin/bin/ralph"), &text);
+            std::fs::create_dir_all(dir.path().join("home")).expect("home");
+            std::fs::create_dir_all(dir.path().join("empty")).expect("empty");
+            Fixture { dir }
+        }
+        fn path(&self, rel: &str) -> PathBuf {
+            self.dir.path().join(rel)
+        }
+        fn run(&self, args: &[&str], env: &[(&str, String)], stdin: &str) -> Output {
+            let mut cmd = Command::new("sh");
+            cmd.arg(self.path("plugin/bin/ralph"))
+                .args(args)
+                .env_clear()
+                .env(
+                    "PATH",
+                    format!("{}:/usr/bin:/bin", self.path("empty").display()),
+                )
+                .env("HOME", self.path("home"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let mut child = cmd.spawn().expect("run the launcher");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(stdin.as_bytes())
+                .expect("write stdin");
+            child.wait_with_output().expect("launcher output")
+        }
+    }
+
+    fn stdout(o: &Output) -> String {
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    #[test]
+    fn without_a_binary_the_stop_hook_allows_and_says_why() {
+        let f = Fixture::new();
+        let out = f.run(
+            &["hook", "stop"],
+            &[],
+            "{\"session_id\":\"x\",\"hook_event_name\":\"Stop\"}\n",
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let answer: serde_json::Value =
+            serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+        let msg = answer["systemMessage"].as_str().expect("systemMessage");
+        assert!(
+            msg.contains("not installed") && msg.contains("/ralph:ralph-init"),
+            "{msg}"
+        );
+        assert_eq!(
+            answer.as_object().map(|o| o.len()),
+            Some(1),
+            "only a systemMessage: {answer}"
+        );
+    }
+
+    #[test]
+    fn without_a_binary_other_calls_fail_with_127() {
+        let f = Fixture::new();
+        let out = f.run(&["status"], &[], "");
+        assert_eq!(out.status.code(), Some(127), "{out:?}");
+        assert!(out.stdout.is_empty());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("/ralph:ralph-init"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn lookup_order_and_arguments_pass_through() {
+        let f = Fixture::new();
+        let data = f.path("data");
+        let root = f.path("root");
+        let explicit = f.path("explicit/ralph");
+        fake(&data.join("bin/ralph"));
+        fake(&root.join("target/release/ralph"));
+        fake(&explicit);
+        let tricky = ["start", "a b", "$HOME", "`x`", "", "*"];
+        let env_all = [
+            ("RALPH_BIN", explicit.display().to_string()),
+            ("CLAUDE_PLUGIN_DATA", data.display().to_string()),
+            ("CLAUDE_PLUGIN_ROOT", root.display().to_string()),
+        ];
+        let out = f.run(&tricky, &env_all, "");
+        let expected: String = std::iter::once(format!("fake:{}", explicit.display()))
+            .chain(tricky.iter().map(|a| format!("arg:{a}")))
+            .map(|l| l + "\n")
+            .collect();
+        assert_eq!(
+            stdout(&out),
+            expected,
+            "RALPH_BIN first, arguments verbatim"
+        );
+
+        let out = f.run(&["x"], &env_all[1..], "");
+        assert!(
+            stdout(&out).starts_with(&format!("fake:{}/bin/ralph\n", data.display())),
+            "{out:?}"
+        );
+        let out = f.run(&["x"], &env_all[2..], "");
+        assert!(
+            stdout(&out).starts_with(&format!("fake:{}/target/release/ralph\n", root.display())),
+            "{out:?}"
+        );
+
+        // Next to the launcher: <plugin>/target/release/ralph.
+        fake(&f.path("plugin/target/release/ralph"));
+        let out = f.run(&["x"], &[], "");
+        assert!(stdout(&out).starts_with("fake:"), "{out:?}");
+        assert!(
+            stdout(&out)
+                .lines()
+                .next()
+                .is_some_and(|l| l.ends_with("plugin/bin/../target/release/ralph")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn finds_the_plugin_data_binary_and_path_but_never_itself() {
+        let f = Fixture::new();
+        // Only the launcher itself on PATH: it must not exec itself.
+        let path_with_self = format!("{}:/usr/bin:/bin", f.path("plugin/bin").display());
+        let out = f.run(&["status"], &[("PATH", path_with_self.clone())], "");
+        assert_eq!(out.status.code(), Some(127), "{out:?}");
+
+        // Another ralph on PATH after the launcher's own folder.
+        fake(&f.path("elsewhere/ralph"));
+        let path = format!("{path_with_self}:{}", f.path("elsewhere").display());
+        let out = f.run(&["status"], &[("PATH", path)], "");
+        assert!(
+            stdout(&out).starts_with(&format!("fake:{}/ralph\n", f.path("elsewhere").display())),
+            "{out:?}"
+        );
+
+        // Installed by /ralph:ralph-init, seen from a `!` block (no CLAUDE_PLUGIN_DATA).
+        let installed = f.path("home/.claude/plugins/data/ralph-inline/bin/ralph");
+        fake(&installed);
+        let out = f.run(&["status"], &[], "");
+        assert!(
+            stdout(&out).starts_with(&format!("fake:{}\n", installed.display())),
+            "{out:?}"
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! Runs the real Claude Code client (print mode) against the mock API, with the repository
+//! loaded as a plugin, in a throwaway HOME and project.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::mock_api::MockApi;
+
+/// The `ralph` binary under test.
+pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// How long one client run may take before the test fails.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The install command printed when the client is missing.
+const INSTALL_HINT: &str = "run `npm ci` (or `npm install`) in the repository root: it installs the pinned \
+     @anthropic-ai/claude-code from package.json; or set RALPH_CLAUDE_BIN to a claude binary";
+
+/// The repository root, which is also the plugin root.
+pub fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The Claude Code binary, or `None` (after a loud SKIPPED line) when it is not installed
+/// and we are not on CI. On CI (`CI` set) a missing client is a failure.
+pub fn claude_bin(test: &str) -> Option<PathBuf> {
+    let path = match std::env::var_os("RALPH_CLAUDE_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            // npm installs the native client for this platform only: linux-x64 here and on
+            // CI; the other names let a developer on macOS or ARM run the tests too.
+            let os = match std::env::consts::OS {
+                "macos" => "darwin",
+                other => other,
+            };
+            let arch = match std::env::consts::ARCH {
+                "x86_64" => "x64",
+                "aarch64" => "arm64",
+                other => other,
+            };
+            let modules = repo_root().join("node_modules/@anthropic-ai");
+            let preferred = modules.join("claude-code-linux-x64/claude");
+            [
+                preferred.clone(),
+                modules.join(format!("claude-code-{os}-{arch}/claude")),
+                modules.join(format!("claude-code-{os}-{arch}-musl/claude")),
+            ]
+            .into_iter()
+            .find(|p| p.is_file())
+            .unwrap_or(preferred)
+        }
+    };
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "e2e test {test}: the Claude Code client is not installed at {}; {INSTALL_HINT}",
+            path.display()
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED e2e test {test}: the Claude Code client is not installed at {}; {INSTALL_HINT} ***\n",
+        path.display()
+    );
+    None
+}
+
+/// A fresh HOME and a fresh project folder (with `.claude/`), both deleted on drop.
+pub struct Sandbox {
+    pub claude: PathBuf,
+    pub home: TempDir,
+    pub project: TempDir,
+}
+
+/// What one client run left behind.
+pub struct Run {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub debug_log: String,
+}
+
+impl Run {
+    /// The stream-json events printed on stdout.
+    #[allow(dead_code)]
+    pub fn events(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The `result` text of the final `result` event.
+    #[allow(dead_code)]
+    pub fn result_text(&self) -> String {
+        self.events()
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "result")
+            .and_then(|e| e["result"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Everything, for assertion messages.
+    pub fn describe(&self) -> String {
+        let tail = |s: &str, n: usize| -> String {
+            let lines: Vec<&str> = s.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        };
+        format!(
+            "exit status: {}\n--- stdout (last 40 lines) ---\n{}\n--- stderr ---\n{}\n--- debug log (last 40 lines) ---\n{}",
+            self.status,
+            tail(&self.stdout, 40),
+            tail(&self.stderr, 40),
+            tail(&self.debug_log, 40)
+        )
+    }
+}
+
+impl Sandbox {
+    /// A sandbox, or `None` when the client is missing (see [`claude_bin`]).
+    pub fn new(test: &str) -> Option<Self> {
+        let claude = claude_bin(test)?;
+        let home = tempfile::Builder::new()
+            .prefix("ralph-e2e-home-")
+            .tempdir()
+            .expect("temp HOME");
+        let project = tempfile::Builder::new()
+            .prefix("ralph-e2e-proj-")
+            .tempdir()
+            .expect("temp project");
+        std::fs::create_dir_all(project.path().join(".claude")).expect("create .claude");
+        Some(Sandbox {
+            claude,
+            home,
+            project,
+        })
+    }
+
+    pub fn project(&self) -> &Path {
+        self.project.path()
+    }
+
+    /// The default loop's state file.
+    pub fn state_file(&self) -> PathBuf {
+        self.project().join(".claude/ralph-loop.local.md")
+    }
+
+    /// Runs `claude -p PROMPT` in the project with the plugin loaded, against `api`.
+    pub fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
+        let out_dir = tempfile::Builder::new()
+            .prefix("ralph-e2e-run-")
+            .tempdir()
+            .expect("temp run dir");
+        let stdout_path = out_dir.path().join("stdout");
+        let stderr_path = out_dir.path().join("stderr");
+        let debug_path = out_dir.path().join("debug.log");
+        let repo = repo_root();
+
+        let mut cmd = Command::new(&self.claude);
+        cmd.arg("-p")
+            .arg(prompt)
+            .arg("--plugin-dir")
+            .arg(&repo)
+            .args([
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-hook-events",
+            ])
+            .arg("--debug-file")
+            .arg(&debug_path)
+            .args(extra_args)
+            .current_dir(self.project());
+        hermetic_env(&mut cmd, self.home.path());
+        cmd.env("ANTHROPIC_BASE_URL", api.url())
+            .env("ANTHROPIC_API_KEY", "test")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("RALPH_BIN", RALPH)
+            .stdin(Stdio::null())
+            .stdout(File::create(&stdout_path).expect("stdout file"))
+            .stderr(File::create(&stderr_path).expect("stderr file"));
+
+        let mut child = cmd.spawn().expect("spawn the claude client");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for claude") {
+                break status;
+            }
+            if started.elapsed() > CLIENT_TIMEOUT {
+                let _ = child.kill();
+                let status = child.wait().expect("reap claude");
+                let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
+                panic!(
+                    "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
+                    run.describe(),
+                    api.describe()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        read_run(status, &stdout_path, &stderr_path, &debug_path)
+    }
+
+    /// Runs the `ralph` binary under test in the project (no Claude Code variables set).
+    pub fn ralph(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(RALPH);
+        cmd.args(args)
+            .current_dir(self.project())
+            .stdin(Stdio::null());
+        hermetic_env(&mut cmd, self.home.path());
+        cmd.output().expect("run ralph")
+    }
+
+    /// `ralph status --json`, parsed.
+    pub fn status_json(&self) -> Value {
+        let out = self.ralph(&["status", "--json"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "ralph status --json failed: {}\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("ralph status --json is not JSON ({e}): {stdout}"))
+    }
+}
+
+/// Starts from an empty environment (so that a test run inside Claude Code, or with a real
+/// API key, cannot leak into the client) and keeps only what a process needs.
+fn hermetic_env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear();
+    for var in [
+        "PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
+    ] {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    cmd.env("HOME", home);
+}
+
+fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> Run {
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    Run {
+        status,
+        stdout: read(stdout),
+        stderr: read(stderr),
+        debug_log: read(debug),
+    }
+}
