@@ -60,7 +60,10 @@ impl Project {
     fn history(&self) -> Vec<String> {
         let dir = self.path(".claude/ralph/history");
         let mut names: Vec<String> = std::fs::read_dir(dir)
-            .map(|d| d.map(|e| e.unwrap().file_name().into_string().unwrap()).collect())
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
             .unwrap_or_default();
         names.sort();
         names
@@ -107,18 +110,34 @@ struct Answer {
 
 impl From<Output> for Answer {
     fn from(out: Output) -> Self {
-        assert_eq!(out.status.code(), Some(0), "the hook must always exit 0; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "the hook must always exit 0; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
         let json = if stdout.is_empty() {
             None
         } else {
-            assert!(stdout.ends_with('\n') && stdout.trim().lines().count() == 1, "one JSON line: {stdout:?}");
-            let v: Value = serde_json::from_str(&stdout).expect("stdout is one valid JSON document");
+            assert!(
+                stdout.ends_with('\n') && stdout.trim().lines().count() == 1,
+                "one JSON line: {stdout:?}"
+            );
+            let v: Value =
+                serde_json::from_str(&stdout).expect("stdout is one valid JSON document");
             assert!(v.is_object());
-            assert_ne!(v.get("decision"), Some(&json!("allow")), "`allow` is not a valid decision");
+            assert_ne!(
+                v.get("decision"),
+                Some(&json!("allow")),
+                "`allow` is not a valid decision"
+            );
             Some(v)
         };
-        Self { json, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+        Self {
+            json,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
@@ -130,10 +149,18 @@ impl Answer {
         self.json.is_none()
     }
     fn reason(&self) -> String {
-        self.json.as_ref().and_then(|v| v["reason"].as_str()).unwrap_or_default().to_owned()
+        self.json
+            .as_ref()
+            .and_then(|v| v["reason"].as_str())
+            .unwrap_or_default()
+            .to_owned()
     }
     fn message(&self) -> String {
-        self.json.as_ref().and_then(|v| v["systemMessage"].as_str()).unwrap_or_default().to_owned()
+        self.json
+            .as_ref()
+            .and_then(|v| v["systemMessage"].as_str())
+            .unwrap_or_default()
+            .to_owned()
     }
 }
 
@@ -164,7 +191,14 @@ fn f01_loop_runs_when_the_transcript_does_not_exist_yet() {
 fn f01_promise_in_last_assistant_message_counts_even_if_transcript_lags() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
-    p.write("t.jsonl", &(transcript_line("m0", json!([{"type": "text", "text": "older reply"}]), "2026-11-30T00:00:01Z") + "\n"));
+    p.write(
+        "t.jsonl",
+        &(transcript_line(
+            "m0",
+            json!([{"type": "text", "text": "older reply"}]),
+            "2026-11-30T00:00:01Z",
+        ) + "\n"),
+    );
     let mut e = event("s1", Some("All done.\n<promise>DONE</promise>"));
     e["transcript_path"] = json!(p.path("t.jsonl"));
     let a = p.stop(e);
@@ -187,14 +221,21 @@ fn f02_tool_only_final_message_keeps_the_loop_going() {
     let mut e = event("s1", None);
     e["transcript_path"] = json!(p.path("t.jsonl"));
     let a = p.stop(e);
-    assert!(a.blocked(), "a tool-only reply must not end the loop, nor revive an older promise: {a:?}");
+    assert!(
+        a.blocked(),
+        "a tool-only reply must not end the loop, nor revive an older promise: {a:?}"
+    );
 }
 
 #[test]
 fn f02_promise_from_before_the_loop_started_never_counts() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
-    let t = transcript_line("m1", json!([{"type": "text", "text": "<promise>DONE</promise>"}]), "2026-11-29T23:59:00Z");
+    let t = transcript_line(
+        "m1",
+        json!([{"type": "text", "text": "<promise>DONE</promise>"}]),
+        "2026-11-29T23:59:00Z",
+    );
     p.write("t.jsonl", &(t + "\n"));
     let mut e = event("s1", None);
     e["transcript_path"] = json!(p.path("t.jsonl"));
@@ -206,8 +247,16 @@ fn f02_transcript_fallback_finds_a_fresh_promise() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
     let t = [
-        transcript_line("m1", json!([{"type": "text", "text": "Checked everything."}]), "2026-11-30T00:00:05Z"),
-        transcript_line("m1", json!([{"type": "text", "text": "<promise>DONE</promise>"}]), "2026-11-30T00:00:05Z"),
+        transcript_line(
+            "m1",
+            json!([{"type": "text", "text": "Checked everything."}]),
+            "2026-11-30T00:00:05Z",
+        ),
+        transcript_line(
+            "m1",
+            json!([{"type": "text", "text": "<promise>DONE</promise>"}]),
+            "2026-11-30T00:00:05Z",
+        ),
     ];
     p.write("t.jsonl", &(t.join("\n") + "\n"));
     let mut e = event("s1", None);
@@ -237,14 +286,21 @@ fn f03_bare_text_equal_to_the_promise_is_not_a_promise() {
 fn f03_promise_with_inner_whitespace_matches_after_collapsing() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"ALL  DONE\"", "Build it");
-    assert!(p.stop(event("s1", Some("<promise>ALL\n  DONE</promise>"))).message().contains("completed"));
+    assert!(
+        p.stop(event("s1", Some("<promise>ALL\n  DONE</promise>")))
+            .message()
+            .contains("completed")
+    );
 }
 
 #[test]
 fn f03_promise_is_case_sensitive() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
-    assert!(p.stop(event("s1", Some("<promise>done</promise>"))).blocked());
+    assert!(
+        p.stop(event("s1", Some("<promise>done</promise>")))
+            .blocked()
+    );
 }
 
 // ---- 4. Promise in prose or code ----
@@ -282,12 +338,23 @@ fn f05_leading_zeros_are_decimal_not_octal() {
 fn f05_limit_of_n_gives_n_turns() {
     let p = Project::new();
     p.arm("s1", "1", "3", "null", "Build it");
-    let blocks = (0..5).take_while(|i| p.stop(event("s1", Some(&format!("turn {i}")))).blocked()).count();
+    let blocks = (0..5)
+        .take_while(|i| p.stop(event("s1", Some(&format!("turn {i}")))).blocked())
+        .count();
     assert_eq!(blocks, 2, "turns 1 and 2 are blocked, turn 3 ends it");
     assert!(p.history().iter().any(|n| n.ends_with("-ralph.md")));
-    let record = p.read(&format!(".claude/ralph/history/{}", p.history().iter().find(|n| n.ends_with("-ralph.md")).unwrap()));
+    let record = p.read(&format!(
+        ".claude/ralph/history/{}",
+        p.history()
+            .iter()
+            .find(|n| n.ends_with("-ralph.md"))
+            .unwrap()
+    ));
     let ended = LoopState::parse(&record).unwrap();
-    assert_eq!((ended.outcome.as_deref(), ended.iteration), (Some("max_iterations"), 3));
+    assert_eq!(
+        (ended.outcome.as_deref(), ended.iteration),
+        (Some("max_iterations"), 3)
+    );
 }
 
 #[test]
@@ -320,23 +387,43 @@ fn f06_missing_fields_take_safe_defaults() {
 #[test]
 fn f06_corrupt_state_is_moved_aside_with_a_precise_message() {
     let p = Project::new();
-    p.write(LOOP, "---\niteration: -1\nsession_id: s1\nmax_iterations: 5\n---\nBuild it\n");
+    p.write(
+        LOOP,
+        "---\niteration: -1\nsession_id: s1\nmax_iterations: 5\n---\nBuild it\n",
+    );
     let a = p.stop(event("s1", Some("working")));
     assert!(!a.blocked());
     let m = a.message();
-    assert!(m.contains("ralph-loop.local.md") && m.contains("`iteration`") && m.contains("-1") && m.contains("whole number"), "{m}");
+    assert!(
+        m.contains("ralph-loop.local.md")
+            && m.contains("`iteration`")
+            && m.contains("-1")
+            && m.contains("whole number"),
+        "{m}"
+    );
     assert!(!p.exists(LOOP), "a corrupt file must not trap the session");
-    assert!(p.history().iter().any(|n| n.ends_with(".corrupt.md")), "{:?}", p.history());
+    assert!(
+        p.history().iter().any(|n| n.ends_with(".corrupt.md")),
+        "{:?}",
+        p.history()
+    );
     assert!(p.stop(event("s1", Some("working"))).silent());
 }
 
 #[test]
 fn f06_unparseable_yaml_and_missing_fences() {
-    for text in ["---\nsession_id: s1\niteration: [1\n---\nx\n", "---\nsession_id: s1\niteration: 1\n", "no frontmatter at all"] {
+    for text in [
+        "---\nsession_id: s1\niteration: [1\n---\nx\n",
+        "---\nsession_id: s1\niteration: 1\n",
+        "no frontmatter at all",
+    ] {
         let p = Project::new();
         p.write(LOOP, text);
         let a = p.stop(event("s1", Some("working")));
-        assert!(!a.blocked() && a.message().contains("ralph-loop.local.md"), "{text:?}: {a:?}");
+        assert!(
+            !a.blocked() && a.message().contains("ralph-loop.local.md"),
+            "{text:?}: {a:?}"
+        );
         assert!(!p.exists(LOOP));
     }
 }
@@ -363,7 +450,12 @@ fn f07_prompt_with_fences_and_field_lines_survives_byte_for_byte() {
     let after = p.read(LOOP);
     // Every line before the closing fence is kept in order (only `iteration`
     // changes); the guard bookkeeping is appended; the body is untouched.
-    let kept = before.split("x-custom: {keep: me}\n").next().unwrap().replacen("iteration: 1\n", "iteration: 2\n", 1) + "x-custom: {keep: me}\n";
+    let kept = before
+        .split("x-custom: {keep: me}\n")
+        .next()
+        .unwrap()
+        .replacen("iteration: 1\n", "iteration: 2\n", 1)
+        + "x-custom: {keep: me}\n";
     assert!(after.starts_with(&kept), "{after}");
     assert!(after.ends_with(&format!("\n---\n\n{prompt}\n")), "{after}");
     assert_eq!(after.matches("iteration: 99").count(), 1);
@@ -396,7 +488,10 @@ fn f08_unowned_loop_is_claimed_by_one_session_only() {
 fn f08_two_sessions_two_loops_in_one_project() {
     let p = Project::new();
     p.arm("a", "1", "5", "\"DONE\"", "Task A");
-    p.write(".claude/docs-loop.local.md", "---\niteration: 1\nsession_id: b\nmax_iterations: 5\n---\nTask B\n");
+    p.write(
+        ".claude/docs-loop.local.md",
+        "---\niteration: 1\nsession_id: b\nmax_iterations: 5\n---\nTask B\n",
+    );
     assert!(p.stop(event("a", Some("x"))).reason().starts_with("Task A"));
     assert!(p.stop(event("b", Some("y"))).reason().starts_with("Task B"));
     assert!(p.stop(event("c", Some("z"))).silent());
@@ -430,7 +525,11 @@ fn f09_claude_project_dir_wins() {
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
     let elsewhere = tempfile::tempdir().unwrap();
     let root = p.root().to_str().unwrap();
-    let a = run_hook(event("s1", Some("x")).to_string().as_bytes(), elsewhere.path(), &[("CLAUDE_PROJECT_DIR", root)]);
+    let a = run_hook(
+        event("s1", Some("x")).to_string().as_bytes(),
+        elsewhere.path(),
+        &[("CLAUDE_PROJECT_DIR", root)],
+    );
     assert!(a.blocked());
 }
 
@@ -453,12 +552,20 @@ fn f10_idle_continuations_end_before_claude_codes_cap() {
     let mut lines = String::new();
     let mut ended_at = None;
     for i in 0..10 {
-        lines.push_str(&transcript_line(&format!("m{i}"), json!([{"type": "text", "text": format!("thinking {i}")}]), "2026-11-30T00:00:05Z"));
+        lines.push_str(&transcript_line(
+            &format!("m{i}"),
+            json!([{"type": "text", "text": format!("thinking {i}")}]),
+            "2026-11-30T00:00:05Z",
+        ));
         lines.push('\n');
         std::fs::write(&t, &lines).unwrap();
         let mut e = event("s1", Some(&format!("thinking {i}")));
         e["transcript_path"] = json!(t);
-        let a = run_hook(e.to_string().as_bytes(), p.root(), &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "5")]);
+        let a = run_hook(
+            e.to_string().as_bytes(),
+            p.root(),
+            &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "5")],
+        );
         if !a.blocked() {
             assert!(a.message().contains("block"), "{a:?}");
             ended_at = Some(i);
@@ -477,13 +584,29 @@ fn f10_tool_use_resets_the_idle_count() {
     let t = p.path("t.jsonl");
     let mut lines = String::new();
     for i in 0..12 {
-        let content = if i % 2 == 0 { json!([{"type": "tool_use", "name": "Bash", "input": {}}]) } else { json!([{"type": "text", "text": format!("t{i}")}]) };
-        lines.push_str(&transcript_line(&format!("m{i}"), content, "2026-11-30T00:00:05Z"));
+        let content = if i % 2 == 0 {
+            json!([{"type": "tool_use", "name": "Bash", "input": {}}])
+        } else {
+            json!([{"type": "text", "text": format!("t{i}")}])
+        };
+        lines.push_str(&transcript_line(
+            &format!("m{i}"),
+            content,
+            "2026-11-30T00:00:05Z",
+        ));
         lines.push('\n');
         std::fs::write(&t, &lines).unwrap();
         let mut e = event("s1", Some(&format!("t{i}")));
         e["transcript_path"] = json!(t);
-        assert!(run_hook(e.to_string().as_bytes(), p.root(), &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "4")]).blocked(), "stop {i}");
+        assert!(
+            run_hook(
+                e.to_string().as_bytes(),
+                p.root(),
+                &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "4")]
+            )
+            .blocked(),
+            "stop {i}"
+        );
     }
 }
 
@@ -492,7 +615,8 @@ fn f10_tool_use_resets_the_idle_count() {
 #[test]
 fn f13_hostile_prompt_yields_valid_json() {
     let p = Project::new();
-    let prompt = "quote \" backslash \\ tab \t nul-ish \u{1} emoji 🚀 </script> {\"decision\":\"allow\"}";
+    let prompt =
+        "quote \" backslash \\ tab \t nul-ish \u{1} emoji 🚀 </script> {\"decision\":\"allow\"}";
     p.arm("s1", "1", "5", "\"DONE\"", prompt);
     let a = p.stop(event("s1", Some("x")));
     assert!(a.reason().starts_with(prompt));
@@ -502,7 +626,13 @@ fn f13_hostile_prompt_yields_valid_json() {
 fn f13_empty_and_invalid_stdin_allow_with_a_notice() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
-    for input in [&b""[..], b"not json", b"[1,2]", b"{\"session_id\": 5}", &[0xff, 0xfe, 0x00]] {
+    for input in [
+        &b""[..],
+        b"not json",
+        b"[1,2]",
+        b"{\"session_id\": 5}",
+        &[0xff, 0xfe, 0x00],
+    ] {
         let a = p.stop_raw(input, p.root());
         assert!(!a.blocked());
         assert!(a.message().contains("Stop event"), "{input:?}: {a:?}");
@@ -526,7 +656,10 @@ fn f13_unwritable_state_folder_allows_with_a_notice() {
     // `.claude/ralph` taken by a plain file: no lock can be made there.
     p.write(".claude/ralph", "in the way");
     let a = p.stop(event("s1", Some("x")));
-    assert!(!a.blocked() && a.message().contains(".claude/ralph"), "{a:?}");
+    assert!(
+        !a.blocked() && a.message().contains(".claude/ralph"),
+        "{a:?}"
+    );
 }
 
 // ---- the rest of the engine ----
@@ -540,10 +673,22 @@ fn ended_loops_keep_a_record_and_a_log() {
     let h = p.history();
     assert_eq!(h.len(), 2, "{h:?}");
     let record = LoopState::parse(&p.read(&format!(".claude/ralph/history/{}", h[1]))).unwrap();
-    assert_eq!((record.outcome.as_deref(), record.iteration, record.active), (Some("completed"), 2, false));
+    assert_eq!(
+        (record.outcome.as_deref(), record.iteration, record.active),
+        (Some("completed"), 2, false)
+    );
     let log = p.read(&format!(".claude/ralph/history/{}", h[0]));
-    let decisions: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(decisions.iter().map(|d| d["decision"].as_str().unwrap()).collect::<Vec<_>>(), ["block", "end"]);
+    let decisions: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        decisions
+            .iter()
+            .map(|d| d["decision"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["block", "end"]
+    );
     assert_eq!(decisions[1]["promise_seen"], true);
 }
 
@@ -553,7 +698,10 @@ fn block_answer_tells_the_agent_how_to_finish() {
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
     let a = p.stop(event("s1", Some("x")));
     assert!(a.reason().contains("iteration 2 of 5"), "{}", a.reason());
-    assert!(a.reason().contains("<promise>DONE</promise> on a line of its own"));
+    assert!(
+        a.reason()
+            .contains("<promise>DONE</promise> on a line of its own")
+    );
     assert!(a.message().contains("2/5"));
 }
 
@@ -562,7 +710,10 @@ fn concurrent_stops_never_lose_an_increment() {
     let p = Project::new();
     p.arm("s1", "1", "0", "null", "Build it");
     // Distinct replies, no breaker: every stop must count exactly once.
-    let text = p.read(LOOP).replace("---\n\nBuild", "stuck_after: 0\nno_progress_after: 0\n---\n\nBuild");
+    let text = p.read(LOOP).replace(
+        "---\n\nBuild",
+        "stuck_after: 0\nno_progress_after: 0\n---\n\nBuild",
+    );
     p.write(LOOP, &text);
     let n = 16;
     let handles: Vec<_> = (0..n)
@@ -570,7 +721,11 @@ fn concurrent_stops_never_lose_an_increment() {
             let root = p.root().to_owned();
             std::thread::spawn(move || {
                 let e = event("s1", Some(&format!("reply {i}")));
-                run_hook(e.to_string().as_bytes(), &root, &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")])
+                run_hook(
+                    e.to_string().as_bytes(),
+                    &root,
+                    &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")],
+                )
             })
         })
         .collect();
