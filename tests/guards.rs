@@ -2,6 +2,8 @@
 //! the numbers at its edges. Loops are armed with `ralph start`, so the
 //! flags are tested on the way in too.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,6 +1,8 @@
 //! `ralph hook stop` through the real binary. Each test named `fNN_…`
 //! reproduces failure NN of ../shared/docs/prior-art.md and shows it fixed.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

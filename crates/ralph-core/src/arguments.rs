@@ -5,6 +5,11 @@
 //! Options are recognised only as whole words outside quotes, as
 //! `--name value` or `--name=value`. A lone `--` ends the options: the rest
 //! is prompt. If what is left is one quoted string, its outer quotes go.
+//!
+//! Quotes group words only where a person would mean them to: a quote opens
+//! at the start of a word (or after `=`) and only if it is closed later, so
+//! the apostrophe in "Don't" is just a letter and never hides the options
+//! that follow it.
 
 /// Options that take a value.
 pub const VALUE_OPTIONS: &[&str] = &[
@@ -60,11 +65,12 @@ fn words(text: &str) -> Vec<Word> {
         let mut end = start;
         let mut quote: Option<char> = None;
         while let Some(&(i, c)) = chars.peek() {
+            let at_word_start = i == start || text[..i].ends_with('=');
             match quote {
                 Some(q) if c == q => quote = None,
                 Some(_) => unquoted.push(c),
                 None if c.is_whitespace() => break,
-                None if c == '"' || c == '\'' => {
+                None if (c == '"' || c == '\'') && at_word_start && text[i + 1..].contains(c) => {
                     quote = Some(c);
                     quoted = true;
                 }
@@ -134,7 +140,8 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
     let mut prompt = String::new();
     let mut pos = 0;
     for (start, end) in &removed {
-        prompt.push_str(&raw[pos..*start]);
+        // Take the spaces before an option with it, so no trailing blank is left behind.
+        prompt.push_str(raw[pos..*start].trim_end_matches([' ', '\t']));
         pos = *end;
     }
     prompt.push_str(&raw[pos..]);
@@ -213,6 +220,24 @@ mod tests {
         let r = parse("do it --max-iteration 5").unwrap();
         assert_eq!(r.prompt, "do it --max-iteration 5");
         assert_eq!(r.unknown, ["--max-iteration"]);
+    }
+
+    #[test]
+    fn apostrophes_are_letters() {
+        let r = parse("Don't touch the README --max-iterations 5").unwrap();
+        assert_eq!(r.prompt, "Don't touch the README");
+        assert_eq!(opts(&r), [("max-iterations", "5")]);
+        let r = parse("it's 'quoted text' here --name x").unwrap();
+        assert_eq!(r.prompt, "it's 'quoted text' here");
+        assert_eq!(opts(&r), [("name", "x")]);
+        let r = parse("\"unclosed --max-iterations 2").unwrap();
+        assert_eq!(opts(&r), [("max-iterations", "2")]);
+    }
+
+    #[test]
+    fn no_blank_is_left_where_an_option_was() {
+        let r = parse("Fix it --max-iterations 5\nsecond").unwrap();
+        assert_eq!(r.prompt, "Fix it\nsecond");
     }
 
     #[test]

@@ -256,6 +256,18 @@ fn pick<'a>(
     }
 }
 
+/// Whether there is no loop at all, checked before taking the lock so that a
+/// command with nothing to do leaves no trace (no `.claude/ralph/` appears).
+fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, LoopError> {
+    if !project.loop_files()?.is_empty() {
+        return Ok(false);
+    }
+    match name {
+        Some(name) => Err(LoopError::NoSuchLoop(name.to_owned())),
+        None => Ok(true),
+    }
+}
+
 /// Cancels loops; returns `(name, iteration, record)` for each one ended.
 pub fn cancel(
     project: &Project,
@@ -264,6 +276,9 @@ pub fn cancel(
     session: Option<&str>,
     now: Timestamp,
 ) -> Result<Vec<(String, u64, PathBuf)>, LoopError> {
+    if nothing_to_do(project, name)? {
+        return Ok(Vec::new());
+    }
     let _lock = project.lock()?;
     let lives = read_live(project)?;
     let chosen: Vec<&Live> = if all {
@@ -294,6 +309,9 @@ pub fn set_active(
     active: bool,
     now: Timestamp,
 ) -> Result<Vec<String>, LoopError> {
+    if nothing_to_do(project, name)? {
+        return Ok(Vec::new());
+    }
     let _lock = project.lock()?;
     let lives = read_live(project)?;
     let mut changed = Vec::new();

@@ -168,7 +168,8 @@ impl Project {
         fs::create_dir_all(&history).map_err(io_err("create", &history))?;
         let stem = unique_stem(
             &history,
-            &format!("{}-{}{suffix}", ended.compact(), file.name),
+            &ended.compact(),
+            &format!("-{}{suffix}", file.name),
         );
         let record = history.join(format!("{stem}.md"));
         fs::rename(&file.path, &record).map_err(io_err("move the loop file into", &history))?;
@@ -196,15 +197,19 @@ impl Project {
 }
 
 /// A name in `dir` that no file has yet: `stem`, `stem-2`, `stem-3`, …
-fn unique_stem(dir: &Path, stem: &str) -> String {
+/// A record name no file has yet: `<stamp><rest>`, then `<stamp>.002<rest>`,
+/// `<stamp>.003<rest>`, … The counter sits inside the stamp, so the loop's
+/// name stays intact and names sort oldest first.
+fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
     let taken = |s: &str| dir.join(format!("{s}.md")).exists();
-    if !taken(stem) {
-        return stem.to_owned();
+    let first = format!("{stamp}{rest}");
+    if !taken(&first) {
+        return first;
     }
     (2..)
-        .map(|n| format!("{stem}-{n}"))
+        .map(|n| format!("{stamp}.{n:03}{rest}"))
         .find(|s| !taken(s))
-        .unwrap_or_else(|| stem.to_owned())
+        .unwrap_or(first)
 }
 
 /// Held while a process reads and writes loop files.
@@ -327,10 +332,10 @@ mod tests {
         assert_eq!(
             names,
             [
-                "19700101T000000Z-ralph-2.log.jsonl",
-                "19700101T000000Z-ralph-2.md",
                 "19700101T000000Z-ralph.log.jsonl",
-                "19700101T000000Z-ralph.md"
+                "19700101T000000Z-ralph.md",
+                "19700101T000000Z.002-ralph.log.jsonl",
+                "19700101T000000Z.002-ralph.md"
             ]
         );
     }

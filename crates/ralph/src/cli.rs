@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
     long_about = "ralph runs a \"Ralph loop\" inside Claude Code: its Stop hook feeds the same prompt back \
 turn after turn until the agent gives the completion promise, a limit or a guard ends the loop, or you cancel it.\n\n\
 Exit codes: 0 success (including \"nothing to do\"); 1 the command failed (message on stderr); 2 bad usage.\n\
-The Stop hook (`ralph hook stop`) always exits 0 with a valid answer."
+The Stop hook (`ralph hook stop`) always exits 0 with a valid answer.",
+    after_help = "Examples:\n  ralph start --max-iterations 20 --completion-promise DONE \"Make the tests pass\"\n  ralph status\n  ralph cancel\n  ralph init --template marketing"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -20,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Claude Code hook entry points (reads the event JSON on stdin)
-    #[command(subcommand)]
+    #[command(subcommand, after_help = HOOK_EXAMPLES)]
     Hook(HookCommand),
     /// Arm a loop for this session
     #[command(after_help = START_EXAMPLES)]
@@ -52,8 +53,15 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
+    #[command(after_help = HOOK_EXAMPLES)]
     Stop,
 }
+
+const HOOK_EXAMPLES: &str = "Examples:
+  # hooks/hooks.json runs, for every Stop of every session:
+  \"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook stop
+  # by hand, to see the answer for one event:
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"last_assistant_message\":\"working\"}' | ralph hook stop";
 
 const START_EXAMPLES: &str = "Examples:
   ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
@@ -83,7 +91,7 @@ pub struct StartArgs {
     #[arg(long, default_value = "ralph")]
     pub name: String,
     /// Turns in all, the first included; 0 means unlimited
-    #[arg(long, default_value_t = ralph_core::state::DEFAULT_MAX_ITERATIONS)]
+    #[arg(long, default_value_t = ralph_core::state::DEFAULT_MAX_ITERATIONS, allow_negative_numbers = true)]
     pub max_iterations: u64,
     /// The text the agent must output inside <promise>…</promise> to finish
     #[arg(long)]
@@ -95,7 +103,7 @@ pub struct StartArgs {
     #[arg(long, value_parser = parse_duration_arg)]
     pub max_duration: Option<String>,
     /// Token budget for the loop's assistant turns
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_tokens: Option<u64>,
     /// A command that must pass (exit 0) before the promise is accepted
     #[arg(long)]
@@ -104,10 +112,10 @@ pub struct StartArgs {
     #[arg(long, value_parser = parse_duration_arg)]
     pub verify_timeout: Option<String>,
     /// Identical replies in a row that end the loop as stuck (0: off) [default: 3]
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub stuck_after: Option<u64>,
     /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub no_progress_after: Option<u64>,
     /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
     #[arg(long)]
@@ -116,7 +124,7 @@ pub struct StartArgs {
     #[arg(long)]
     pub force: bool,
     /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prompt")]
     pub raw_arguments: bool,
     /// The task; read from stdin when absent
     #[arg(trailing_var_arg = true, allow_hyphen_values = false)]

@@ -6,17 +6,17 @@ use crate::cli::InitArgs;
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
 
-pub fn init(args: InitArgs) -> Result<(), String> {
+pub fn init(args: InitArgs) -> super::Outcome {
     let template = templates::find(&args.template).ok_or_else(|| {
         let names: Vec<String> = TEMPLATES
             .iter()
             .map(|t| format!("  {}: {}", t.name, t.summary))
             .collect();
-        format!(
+        super::Failure::usage(format!(
             "no template named `{}`; choose one of:\n{}",
             args.template,
             names.join("\n")
-        )
+        ))
     })?;
     let project = super::project();
     super::ensure_claude_dir(&project)?;
@@ -31,7 +31,8 @@ pub fn init(args: InitArgs) -> Result<(), String> {
         return Err(format!(
             "{} already exist(s); nothing was written. Use --force to overwrite.",
             existing.join(", ")
-        ));
+        )
+        .into());
     }
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("could not create {}: {e}", dir.display()))?;

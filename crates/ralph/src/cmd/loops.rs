@@ -7,13 +7,14 @@ use ralph_core::loops::{self, ArmRequest, LoopReport};
 use ralph_core::messages;
 use ralph_core::time::{Timestamp, format_duration};
 
+use super::{Failure, Outcome};
 use crate::cli::{LogArgs, SelectArgs, StartArgs, StatusArgs};
 
-pub fn start(mut args: StartArgs) -> Result<(), String> {
+pub fn start(mut args: StartArgs) -> Outcome {
     let mut notes = Vec::new();
     let prompt = if args.raw_arguments {
         let raw = read_stdin()?;
-        let parsed = arguments::parse(&raw).map_err(|e| e.to_string())?;
+        let parsed = arguments::parse(&raw).map_err(|e| Failure::usage(e.to_string()))?;
         for (key, value) in &parsed.options {
             apply_option(&mut args, key, value)?;
         }
@@ -31,7 +32,6 @@ pub fn start(mut args: StartArgs) -> Result<(), String> {
         String::new()
     };
     let project = super::project();
-    super::ensure_claude_dir(&project)?;
     let request = ArmRequest {
         name: args.name,
         prompt,
@@ -50,8 +50,12 @@ pub fn start(mut args: StartArgs) -> Result<(), String> {
         no_progress_after: args.no_progress_after,
         force: args.force,
     };
-    let (path, state) =
-        loops::arm(&project, &request, Timestamp::now()).map_err(|e| e.to_string())?;
+    let (path, state) = loops::arm(&project, &request, Timestamp::now()).map_err(|e| match e {
+        loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
+            Failure::usage(e.to_string())
+        }
+        other => Failure::from(other.to_string()),
+    })?;
     for note in notes {
         println!("{note}");
     }
@@ -88,17 +92,21 @@ pub fn start(mut args: StartArgs) -> Result<(), String> {
 
 /// Applies an option found in raw slash-command arguments, with the same
 /// checks clap applies on the command line.
-fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Result<(), String> {
-    let number = |v: &str| -> Result<u64, String> {
+fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
+    let number = |v: &str| -> Result<u64, Failure> {
         v.trim().parse::<u64>().map_err(|_| {
-            format!("`--{key} {v}`: expected a whole number such as 10; nothing was armed")
+            Failure::usage(format!(
+                "`--{key} {v}`: expected a whole number such as 10; nothing was armed"
+            ))
         })
     };
-    let duration = |v: &str| -> Result<String, String> {
+    let duration = |v: &str| -> Result<String, Failure> {
         ralph_core::time::parse_duration(v)
             .map(|_| v.to_owned())
             .ok_or_else(|| {
-                format!("`--{key} {v}`: expected a duration such as 90m or 2h; nothing was armed")
+                Failure::usage(format!(
+                    "`--{key} {v}`: expected a duration such as 90m or 2h; nothing was armed"
+                ))
             })
     };
     match key {
@@ -114,7 +122,7 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Result<(), Stri
         "no-progress-after" => args.no_progress_after = Some(number(value)?),
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
-        other => return Err(format!("unknown option --{other}")),
+        other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())
 }
@@ -129,7 +137,7 @@ fn read_stdin() -> Result<String, String> {
 
 /// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
-fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, String> {
+fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, Failure> {
     if !args.raw_arguments {
         return Ok(args);
     }
@@ -144,16 +152,16 @@ fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, String> {
         }
         [name] if !name.starts_with('-') => args.name = Some((*name).to_owned()),
         _ => {
-            return Err(format!(
+            return Err(Failure::usage(format!(
                 "expected nothing, a loop name, `--name NAME` or `--all`, not `{}`",
                 raw.trim()
-            ));
+            )));
         }
     }
     Ok(args)
 }
 
-pub fn cancel(args: SelectArgs) -> Result<(), String> {
+pub fn cancel(args: SelectArgs) -> Outcome {
     let args = resolve_selection(args)?;
     let project = super::project();
     let session = super::session_from_env();
@@ -184,7 +192,7 @@ pub fn cancel(args: SelectArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn pause_or_resume(args: SelectArgs, active: bool) -> Result<(), String> {
+pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     let args = resolve_selection(args)?;
     let project = super::project();
     let session = super::session_from_env();
@@ -219,7 +227,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Result<(), String> {
     Ok(())
 }
 
-pub fn status(args: StatusArgs) -> Result<(), String> {
+pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
     let reports =
         loops::report(&project, args.history, 3, Timestamp::now()).map_err(|e| e.to_string())?;
@@ -311,7 +319,7 @@ fn log_summary(line: &serde_json::Value) -> String {
     )
 }
 
-pub fn log(args: LogArgs) -> Result<(), String> {
+pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
     let reports =
@@ -324,10 +332,13 @@ pub fn log(args: LogArgs) -> Result<(), String> {
             .or_else(|| reports.first()),
     };
     let Some(report) = chosen else {
-        return Err(match args.name {
-            Some(name) => format!("no loop named `{name}` (see `ralph status`)"),
-            None => "no loops in this project yet".into(),
-        });
+        return match args.name {
+            Some(name) => Err(format!("no loop named `{name}` (see `ralph status`)").into()),
+            None => {
+                println!("No Ralph loops in this project yet; nothing is logged.");
+                Ok(())
+            }
+        };
     };
     let log_path = if report.state == "ended" || report.state == "corrupt" {
         std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")

@@ -25,12 +25,40 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("ralph: {message}");
-            ExitCode::FAILURE
+        Err(failure) => {
+            eprintln!("ralph: {}", failure.message);
+            ExitCode::from(if failure.usage { 2 } else { 1 })
         }
     }
 }
+
+/// Why a command failed: a usage error (exit 2, as clap's own) or any other
+/// failure (exit 1).
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub usage: bool,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            usage: true,
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            usage: false,
+        }
+    }
+}
+
+pub type Outcome = Result<(), Failure>;
 
 /// The project the CLI works on, by the hook's own rule (so `ralph start`
 /// arms exactly where the hook will look), falling back to the git root or
