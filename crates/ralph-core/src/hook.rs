@@ -6,20 +6,18 @@
 //! nothing here panics or exits.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::json;
 
 use crate::answer::Answer;
-use crate::decide::{self, Decision, Observation, Outcome, Verification};
+use crate::decide::{Observation, Outcome, Verification};
+use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
-use crate::frontmatter::{self, quote};
-use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
-use crate::state::{self, LoopState, Progress, StateError};
+use crate::state::{self, LoopState, StateError};
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
-use crate::{transcript, verify, worktree};
+use crate::{transcript, worktree};
 
 /// What the hook takes from its environment, gathered once by the caller.
 #[derive(Debug, Clone)]
@@ -187,114 +185,26 @@ fn drive(
     let Ok(state) = &live.state else {
         return Ok(Answer::Silent);
     };
-    let (mut seen, appended) = observe(project, state, event, ctx);
-    let mut decision = decide::decide(state, &seen);
-    let mut lock = Some(lock);
-    if let Decision::Verify { command } = &decision {
-        // The gate may run for minutes: let other ralph processes work
-        // meanwhile, then make sure the loop is still the one we judged.
-        drop(lock.take());
-        let verdict = verify::run(
-            command,
-            &project.root,
-            Duration::from_secs(state.guards.verify_timeout_secs),
-        );
-        lock = Some(project.lock()?);
-        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
-            return Ok(Answer::Notice(format!(
-                "⚠ ralph `{}`: the loop changed while `{command}` ran (cancelled or advanced elsewhere); this stop was allowed.",
-                live.file.name
-            )));
-        }
-        seen.verification = Some(verdict);
-        decision = decide::decide(state, &seen);
-    }
-    let promise_seen = state
-        .completion_promise
-        .as_deref()
-        .is_some_and(|p| crate::promise::speaks(seen.reply.as_deref().unwrap_or(""), p));
-    let mut log = json!({
-        "time": ctx.now.to_string(),
-        "session": session,
-        "iteration": state.iteration,
-        "promise_seen": promise_seen,
-        "reply_excerpt": decide::excerpt(seen.reply.as_deref().unwrap_or("")),
-    });
-    if let Some(v) = &seen.verification {
-        log["verification"] = json!({"passed": v.passed, "status": v.status});
-    }
-    let answer = match decision {
-        Decision::Pass => {
-            if claim {
-                write(&live.file, &live.text, &[("session_id", quote(session))])?;
-            }
-            log["decision"] = json!("pass");
-            log["why"] = json!("paused");
-            Answer::Silent
-        }
-        Decision::Verify { .. } => Answer::Silent, // decide() never asks twice
-        Decision::End { outcome, detail } => {
-            let mut fields = vec![
-                ("active", "false".to_owned()),
-                ("outcome", outcome.as_str().to_owned()),
-                ("ended_at", quote(&ctx.now.to_string())),
-            ];
-            if claim {
-                fields.push(("session_id", quote(session)));
-            }
-            write(&live.file, &live.text, &fields)?;
-            log["decision"] = json!("end");
-            log["outcome"] = json!(outcome.as_str());
-            log["why"] = json!(detail);
-            project.append_log(&live.file.name, &log.to_string());
-            let record = project.archive(&live.file, ctx.now, "")?;
-            drop(lock);
-            return Ok(Answer::Notice(messages::ended(
-                &live.file.name,
-                outcome,
-                &detail,
-                &record.display().to_string(),
-            )));
-        }
-        Decision::Continue {
-            next,
-            mut progress,
-            notes,
-        } => {
-            if let Some(a) = &appended {
-                progress.transcript_offset = a.end_offset;
-                progress.last_message_id = a.last_message_id.clone();
-            }
-            let mut fields = vec![("iteration", next.to_string())];
-            if claim {
-                fields.push(("session_id", quote(session)));
-            }
-            fields.extend(progress_fields(&state.progress, &progress));
-            write(&live.file, &live.text, &fields)?;
-            log["decision"] = json!("block");
-            log["next_iteration"] = json!(next);
-            log["why"] = json!(if notes.is_empty() {
-                "no promise yet".to_owned()
-            } else {
-                notes.join(" ")
-            });
-            log["tokens"] = json!(progress.tokens_used);
-            log["same_reply_count"] = json!(progress.same_reply_count);
-            log["no_progress_count"] = json!(progress.no_progress_count);
-            log["idle_blocks"] = json!(progress.idle_blocks);
-            Answer::Block {
-                reason: format!(
-                    "{}{}",
-                    state.prompt,
-                    messages::footer(&live.file.name, state, next, &notes)
-                ),
-                status: messages::status_line(&live.file.name, state, next),
-            }
-        }
+    let (seen, appended) = observe(project, state, event, ctx);
+    let turn = Turn {
+        seen,
+        transcript: appended,
+        driver: session.to_owned(),
+        claim: claim.then(|| session.to_owned()),
     };
-    project.append_log(&live.file.name, &log.to_string());
-    drop(lock);
-    Ok(answer)
+    let current = LiveLoop {
+        file: &live.file,
+        text: &live.text,
+        state,
+    };
+    Ok(
+        match engine::step(project, &current, turn, ctx.now, lock)? {
+            Step::Passed => Answer::Silent,
+            Step::Changed { notice } => Answer::Notice(notice),
+            Step::Ended { notice, .. } => Answer::Notice(notice),
+            Step::Continued { reason, status, .. } => Answer::Block { reason, status },
+        },
+    )
 }
 
 /// Gathers what the decision needs: the reply, and the guard figures that
@@ -341,60 +251,6 @@ fn observe(
         verification: None::<Verification>,
     };
     (seen, appended)
-}
-
-/// The progress fields that changed, as frontmatter values.
-fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
-    let mut fields = Vec::new();
-    let mut num = |key, a: u64, b: u64| {
-        if a != b {
-            fields.push((key, b.to_string()));
-        }
-    };
-    num("tokens_used", old.tokens_used, new.tokens_used);
-    num(
-        "transcript_offset",
-        old.transcript_offset,
-        new.transcript_offset,
-    );
-    num(
-        "same_reply_count",
-        old.same_reply_count,
-        new.same_reply_count,
-    );
-    num(
-        "no_progress_count",
-        old.no_progress_count,
-        new.no_progress_count,
-    );
-    num("idle_blocks", old.idle_blocks, new.idle_blocks);
-    let mut text = |key, a: &Option<String>, b: &Option<String>| {
-        if a != b {
-            fields.push((key, quote(b.as_deref().unwrap_or(""))));
-        }
-    };
-    text(
-        "last_message_id",
-        &old.last_message_id,
-        &new.last_message_id,
-    );
-    text(
-        "reply_fingerprint",
-        &old.reply_fingerprint,
-        &new.reply_fingerprint,
-    );
-    text(
-        "tree_fingerprint",
-        &old.tree_fingerprint,
-        &new.tree_fingerprint,
-    );
-    fields
-}
-
-fn write(file: &LoopFile, text: &str, fields: &[(&str, String)]) -> Result<(), StoreError> {
-    // The text parsed under this same lock, so its layout is known to be sound.
-    let updated = frontmatter::set_fields(text, fields).unwrap_or_else(|_| text.to_owned());
-    store::write_atomic(&file.path, &updated)
 }
 
 fn with_notices(answer: Answer, notices: Vec<String>) -> Answer {

@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod arguments;
 pub mod decide;
+pub mod engine;
 pub mod event;
 pub mod frontmatter;
 pub mod hook;

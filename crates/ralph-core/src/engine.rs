@@ -1,0 +1,240 @@
+//! One turn of a loop, whoever drives it: the Stop hook (in-session) or
+//! `ralph run` (fresh context). Given what was observed, it decides, runs
+//! the verification gate if the promise asks for it, writes the state or
+//! the history record, and logs the decision. Both drivers share this, so
+//! both follow exactly the same rules.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::decide::{self, Decision, Observation, Outcome};
+use crate::frontmatter::{self, quote};
+use crate::messages;
+use crate::state::{LoopState, Progress};
+use crate::store::{self, LoopFile, Project, ProjectLock, StoreError};
+use crate::time::Timestamp;
+use crate::transcript::Appended;
+use crate::verify;
+
+/// A loop as read under the project lock.
+pub struct LiveLoop<'a> {
+    pub file: &'a LoopFile,
+    pub text: &'a str,
+    pub state: &'a LoopState,
+}
+
+/// What the driver observed for this turn.
+pub struct Turn {
+    pub seen: Observation,
+    /// How far the transcript was read, to remember for the next turn.
+    pub transcript: Option<Appended>,
+    /// Who drove the turn (a session id, or `run:<pid>`), for the log.
+    pub driver: String,
+    /// An owner to write into the file with this turn (a claim).
+    pub claim: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The loop is paused; nothing was counted.
+    Passed,
+    /// The loop changed on disk while the verification ran; nothing was written.
+    Changed { notice: String },
+    /// The loop ended and was moved into the history.
+    Ended {
+        outcome: Outcome,
+        detail: String,
+        record: PathBuf,
+        notice: String,
+    },
+    /// The loop goes on: `reason` is the prompt with its footer.
+    Continued {
+        next: u64,
+        reason: String,
+        status: String,
+    },
+}
+
+pub fn step(
+    project: &Project,
+    live: &LiveLoop<'_>,
+    turn: Turn,
+    now: Timestamp,
+    lock: ProjectLock,
+) -> Result<Step, StoreError> {
+    let state = live.state;
+    let mut seen = turn.seen;
+    let mut decision = decide::decide(state, &seen);
+    let mut lock = Some(lock);
+    if let Decision::Verify { command } = &decision {
+        // The gate may run for minutes: let other ralph processes work
+        // meanwhile, then make sure the loop is still the one we judged.
+        drop(lock.take());
+        let verdict = verify::run(
+            command,
+            &project.root,
+            Duration::from_secs(state.guards.verify_timeout_secs),
+        );
+        lock = Some(project.lock()?);
+        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text) {
+            return Ok(Step::Changed {
+                notice: format!(
+                    "⚠ ralph `{}`: the loop changed while `{command}` ran (cancelled or advanced elsewhere); this stop was allowed.",
+                    live.file.name
+                ),
+            });
+        }
+        seen.verification = Some(verdict);
+        decision = decide::decide(state, &seen);
+    }
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let promise_seen = state
+        .completion_promise
+        .as_deref()
+        .is_some_and(|p| crate::promise::speaks(reply, p));
+    let mut log = json!({
+        "time": now.to_string(),
+        "session": turn.driver,
+        "iteration": state.iteration,
+        "promise_seen": promise_seen,
+        "reply_excerpt": decide::excerpt(reply),
+    });
+    if let Some(v) = &seen.verification {
+        log["verification"] = json!({"passed": v.passed, "status": v.status});
+    }
+    let claim = turn
+        .claim
+        .as_deref()
+        .map(|owner| ("session_id", quote(owner)));
+    let result = match decision {
+        Decision::Pass | Decision::Verify { .. } => {
+            // (`decide` never asks to verify twice.)
+            if let Some(field) = claim {
+                write(live, &[field])?;
+            }
+            log["decision"] = json!("pass");
+            log["why"] = json!("paused");
+            Step::Passed
+        }
+        Decision::End { outcome, detail } => {
+            let mut fields = vec![
+                ("active", "false".to_owned()),
+                ("outcome", outcome.as_str().to_owned()),
+                ("ended_at", quote(&now.to_string())),
+            ];
+            fields.extend(claim);
+            write(live, &fields)?;
+            log["decision"] = json!("end");
+            log["outcome"] = json!(outcome.as_str());
+            log["why"] = json!(detail);
+            project.append_log(&live.file.name, &log.to_string());
+            let record = project.archive(live.file, now, "")?;
+            let notice = messages::ended(
+                &live.file.name,
+                outcome,
+                &detail,
+                &record.display().to_string(),
+            );
+            return Ok(Step::Ended {
+                outcome,
+                detail,
+                record,
+                notice,
+            });
+        }
+        Decision::Continue {
+            next,
+            mut progress,
+            notes,
+        } => {
+            if let Some(a) = &turn.transcript {
+                progress.transcript_offset = a.end_offset;
+                progress.last_message_id = a.last_message_id.clone();
+            }
+            let mut fields = vec![("iteration", next.to_string())];
+            fields.extend(claim);
+            fields.extend(progress_fields(&state.progress, &progress));
+            write(live, &fields)?;
+            log["decision"] = json!("block");
+            log["next_iteration"] = json!(next);
+            log["why"] = json!(if notes.is_empty() {
+                "no promise yet".to_owned()
+            } else {
+                notes.join(" ")
+            });
+            log["tokens"] = json!(progress.tokens_used);
+            log["same_reply_count"] = json!(progress.same_reply_count);
+            log["no_progress_count"] = json!(progress.no_progress_count);
+            log["idle_blocks"] = json!(progress.idle_blocks);
+            Step::Continued {
+                next,
+                reason: format!(
+                    "{}{}",
+                    state.prompt,
+                    messages::footer(&live.file.name, state, next, &notes)
+                ),
+                status: messages::status_line(&live.file.name, state, next),
+            }
+        }
+    };
+    project.append_log(&live.file.name, &log.to_string());
+    drop(lock);
+    Ok(result)
+}
+
+/// The progress fields that changed, as frontmatter values.
+fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
+    let mut fields = Vec::new();
+    let mut num = |key, a: u64, b: u64| {
+        if a != b {
+            fields.push((key, b.to_string()));
+        }
+    };
+    num("tokens_used", old.tokens_used, new.tokens_used);
+    num(
+        "transcript_offset",
+        old.transcript_offset,
+        new.transcript_offset,
+    );
+    num(
+        "same_reply_count",
+        old.same_reply_count,
+        new.same_reply_count,
+    );
+    num(
+        "no_progress_count",
+        old.no_progress_count,
+        new.no_progress_count,
+    );
+    num("idle_blocks", old.idle_blocks, new.idle_blocks);
+    let mut text = |key, a: &Option<String>, b: &Option<String>| {
+        if a != b {
+            fields.push((key, quote(b.as_deref().unwrap_or(""))));
+        }
+    };
+    text(
+        "last_message_id",
+        &old.last_message_id,
+        &new.last_message_id,
+    );
+    text(
+        "reply_fingerprint",
+        &old.reply_fingerprint,
+        &new.reply_fingerprint,
+    );
+    text(
+        "tree_fingerprint",
+        &old.tree_fingerprint,
+        &new.tree_fingerprint,
+    );
+    fields
+}
+
+fn write(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StoreError> {
+    // The text parsed under this same lock, so its layout is known to be sound.
+    let updated =
+        frontmatter::set_fields(live.text, fields).unwrap_or_else(|_| live.text.to_owned());
+    store::write_atomic(&live.file.path, &updated)
+}
