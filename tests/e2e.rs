@@ -140,6 +140,60 @@ fn verification_gate_refuses_then_accepts_the_promise() {
     assert_eq!(status["iteration"], 2, "{status}");
 }
 
+/// Fresh-context mode (issue 6): `ralph run` starts the real client afresh for every
+/// iteration, feeds it the prompt on stdin, reads its JSON result, and ends on the promise.
+#[test]
+fn ralph_run_drives_fresh_claude_processes_to_the_promise() {
+    let sandbox = sandbox_or_skip!("ralph_run_drives_fresh_claude_processes_to_the_promise");
+    let api = MockApi::start(vec![
+        Reply::text("Started: wrote the parser skeleton."),
+        Reply::text("Parser done and tested.\n<promise>DONE</promise>"),
+    ]);
+    let agent = format!(
+        "'{}' -p --output-format json",
+        sandbox.claude_path().display()
+    );
+    let out = sandbox.ralph_with_api(
+        &api,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            "4",
+            "Write the config parser",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "ralph run failed\n{stdout}\n{stderr}\n{}",
+        api.describe()
+    );
+    let turns = api.turns();
+    assert_eq!(turns.len(), 2, "{}", api.describe());
+    for turn in &turns {
+        // Fresh context: each request holds only its own prompt, never the previous reply.
+        let text = turn.messages_text();
+        assert!(text.contains("Write the config parser"), "{text}");
+        assert!(
+            !text.contains("parser skeleton"),
+            "the second process must not see the first one's context: {text}"
+        );
+    }
+    assert!(turns[1].messages_text().contains("iteration 2 of 4"));
+    let status = loop_status(&sandbox, "ralph");
+    assert_eq!(
+        (status["outcome"].as_str(), status["iteration"].as_u64()),
+        (Some("completed"), Some(2)),
+        "{status}"
+    );
+    assert!(stdout.contains("completed"), "{stdout}");
+}
+
 /// (b) Without the promise the loop runs exactly `--max-iterations` turns.
 #[test]
 fn loop_stops_at_max_iterations() {

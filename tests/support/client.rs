@@ -223,6 +223,30 @@ impl Sandbox {
         cmd.output().expect("run ralph")
     }
 
+    /// Runs `ralph ARGS` in the project with the mock API's variables set, so that an agent
+    /// it starts (`ralph run --agent "<claude> -p …"`) talks to `api`.
+    #[allow(dead_code)]
+    pub fn ralph_with_api(&self, api: &MockApi, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(RALPH);
+        cmd.args(args)
+            .current_dir(self.project())
+            .stdin(Stdio::null());
+        hermetic_env(&mut cmd, self.home.path());
+        cmd.env("ANTHROPIC_BASE_URL", api.url())
+            .env("ANTHROPIC_API_KEY", "test")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_ERROR_REPORTING", "1");
+        cmd.output().expect("run ralph")
+    }
+
+    /// The Claude Code binary this sandbox runs.
+    #[allow(dead_code)]
+    pub fn claude_path(&self) -> &Path {
+        &self.claude
+    }
+
     /// `ralph status --json`, parsed.
     pub fn status_json(&self) -> Value {
         let out = self.ralph(&["status", "--json"]);

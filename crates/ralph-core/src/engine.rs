@@ -125,6 +125,14 @@ pub fn step(
                 ("ended_at", quote(&now.to_string())),
             ];
             fields.extend(claim);
+            // The record keeps the final token count (the budget that ended it, say).
+            if let Some(tokens) = seen
+                .tokens_used
+                .filter(|t| *t != state.progress.tokens_used)
+            {
+                fields.push(("tokens_used", tokens.to_string()));
+                log["tokens"] = json!(tokens);
+            }
             write(live, &fields)?;
             log["decision"] = json!("end");
             log["outcome"] = json!(outcome.as_str());

@@ -1,6 +1,7 @@
 //! ralph's logic: the loop state, the promise, the Stop-hook decision and
 //! the files they live in. The `ralph` binary is a thin shell over this.
 
+pub mod agent;
 pub mod answer;
 pub mod arguments;
 pub mod decide;
@@ -11,6 +12,7 @@ pub mod hook;
 pub mod loops;
 pub mod messages;
 pub mod ownership;
+pub mod prd;
 pub mod promise;
 pub mod state;
 pub mod store;

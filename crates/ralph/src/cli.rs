@@ -37,6 +37,12 @@ pub enum Command {
     /// Resume a paused loop
     #[command(after_help = "Examples:\n  ralph resume\n  ralph resume --name docs")]
     Resume(SelectArgs),
+    /// Drive a loop from outside: every iteration is a fresh agent process
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(Box<RunArgs>),
+    /// Print this session's loop in one short line, for Claude Code's statusLine setting
+    #[command(after_help = STATUSLINE_EXAMPLES)]
+    Statusline,
     /// Report every loop of the project, active and ended
     #[command(after_help = "Examples:\n  ralph status\n  ralph status --json | jq '.loops[0]'")]
     Status(StatusArgs),
@@ -62,6 +68,24 @@ const HOOK_EXAMPLES: &str = "Examples:
   \"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook stop
   # by hand, to see the answer for one event:
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"last_assistant_message\":\"working\"}' | ralph hook stop";
+
+const RUN_EXAMPLES: &str = "Examples:
+  ralph run --max-iterations 20 --completion-promise COMPLETE < ralph/PROMPT.md
+  ralph run --agent ./examples/fake-agent.sh --completion-promise DONE --max-iterations 5 \"Write three haiku\"
+  ralph run --name ralph                  # take over the loop /ralph-loop armed, fresh context from now on
+  ralph run --name ralph --hand-back-after 3
+
+Every iteration starts the agent afresh (default: `claude -p --output-format json`), gives it the
+prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout). The decision is
+the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
+decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
+Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort),
+130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.";
+
+const STATUSLINE_EXAMPLES: &str =
+    "Claude Code runs it with the status JSON on stdin. In .claude/settings.json:
+  { \"statusLine\": { \"type\": \"command\", \"command\": \"ralph statusline\" } }
+Prints e.g. `🔄 ralph 3/20 · 12m · DONE`, or nothing when this session drives no loop.";
 
 const START_EXAMPLES: &str = "Examples:
   ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
@@ -90,9 +114,28 @@ pub struct StartArgs {
     /// Loop name: the state file is .claude/<NAME>-loop.local.md
     #[arg(long, default_value = "ralph")]
     pub name: String,
-    /// Turns in all, the first included; 0 means unlimited
-    #[arg(long, default_value_t = ralph_core::state::DEFAULT_MAX_ITERATIONS, allow_negative_numbers = true)]
-    pub max_iterations: u64,
+    #[command(flatten)]
+    pub arm: ArmFlags,
+    /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
+    #[arg(long)]
+    pub session_id: Option<String>,
+    /// Replace an active loop of the same name or session
+    #[arg(long)]
+    pub force: bool,
+    /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
+    #[arg(long, conflicts_with = "prompt")]
+    pub raw_arguments: bool,
+    /// The task; read from stdin when absent
+    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    pub prompt: Vec<String>,
+}
+
+/// How a loop is armed: its limit, promises and guards. Shared by `start` and `run`.
+#[derive(Debug, Args, Default)]
+pub struct ArmFlags {
+    /// Turns in all, the first included; 0 means unlimited [default: 50]
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_iterations: Option<u64>,
     /// The text the agent must output inside <promise>…</promise> to finish
     #[arg(long)]
     pub completion_promise: Option<String>,
@@ -117,17 +160,41 @@ pub struct StartArgs {
     /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
     #[arg(long, allow_negative_numbers = true)]
     pub no_progress_after: Option<u64>,
-    /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
-    #[arg(long)]
-    pub session_id: Option<String>,
-    /// Replace an active loop of the same name or session
+}
+
+impl ArmFlags {
+    /// Whether any flag was given (a loop being resumed keeps its own settings).
+    pub fn any(&self) -> bool {
+        self.max_iterations.is_some()
+            || self.completion_promise.is_some()
+            || self.abort_promise.is_some()
+            || self.max_duration.is_some()
+            || self.max_tokens.is_some()
+            || self.verify.is_some()
+            || self.verify_timeout.is_some()
+            || self.stuck_after.is_some()
+            || self.no_progress_after.is_some()
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop
+    #[arg(long, default_value = "ralph")]
+    pub name: String,
+    /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`)
+    #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
+    pub agent: String,
+    #[command(flatten)]
+    pub arm: ArmFlags,
+    /// Hand the loop back (to its session, or to the first session that stops) after N iterations
+    #[arg(long, value_name = "N")]
+    pub hand_back_after: Option<u64>,
+    /// Replace an active loop of the same name when a task is given
     #[arg(long)]
     pub force: bool,
-    /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
-    #[arg(long, conflicts_with = "prompt")]
-    pub raw_arguments: bool,
-    /// The task; read from stdin when absent
-    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    /// The task (for a new loop); read from stdin when it is not a terminal
+    #[arg(trailing_var_arg = true)]
     pub prompt: Vec<String>,
 }
 

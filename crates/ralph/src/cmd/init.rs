@@ -40,12 +40,12 @@ pub fn init(args: InitArgs) -> super::Outcome {
         let path = dir.join(file);
         std::fs::write(&path, contents)
             .map_err(|e| format!("could not write {}: {e}", path.display()))?;
-        println!("wrote ralph/{file}");
+        say!("wrote ralph/{file}");
     }
     if let Some(added) = ignore_loop_files(&project.root)? {
-        println!("added {added} to .gitignore (loop state is per machine)");
+        say!("added {added} to .gitignore (loop state is per machine)");
     }
-    println!(
+    say!(
         "\nNext: replace the example stories in ralph/prd.json with yours, then arm the loop:\n  /ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30\n(or: ralph start --completion-promise COMPLETE --max-iterations 30 < ralph/PROMPT.md)"
     );
     Ok(())

@@ -8,7 +8,7 @@ use ralph_core::messages;
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::{Failure, Outcome};
-use crate::cli::{LogArgs, SelectArgs, StartArgs, StatusArgs};
+use crate::cli::{ArmFlags, LogArgs, SelectArgs, StartArgs, StatusArgs};
 
 pub fn start(mut args: StartArgs) -> Outcome {
     let mut notes = Vec::new();
@@ -32,32 +32,14 @@ pub fn start(mut args: StartArgs) -> Outcome {
         String::new()
     };
     let project = super::project();
-    let request = ArmRequest {
-        name: args.name,
-        prompt,
-        max_iterations: args.max_iterations,
-        completion_promise: args.completion_promise.filter(|p| !p.trim().is_empty()),
-        abort_promise: args.abort_promise.filter(|p| !p.trim().is_empty()),
-        session_id: args
-            .session_id
-            .filter(|s| !s.trim().is_empty())
-            .or_else(super::session_from_env),
-        max_duration: args.max_duration,
-        max_tokens: args.max_tokens,
-        verify: args.verify.filter(|v| !v.trim().is_empty()),
-        verify_timeout: args.verify_timeout,
-        stuck_after: args.stuck_after,
-        no_progress_after: args.no_progress_after,
-        force: args.force,
-    };
-    let (path, state) = loops::arm(&project, &request, Timestamp::now()).map_err(|e| match e {
-        loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
-            Failure::usage(e.to_string())
-        }
-        other => Failure::from(other.to_string()),
-    })?;
+    let session = args
+        .session_id
+        .filter(|s| !s.trim().is_empty())
+        .or_else(super::session_from_env);
+    let request = arm_request(args.name, prompt, args.arm, session, args.force);
+    let (path, state) = arm(&project, &request)?;
     for note in notes {
-        println!("{note}");
+        say!("{note}");
     }
     let limit = if state.max_iterations == 0 {
         "no iteration limit".to_owned()
@@ -70,24 +52,65 @@ pub fn start(mut args: StartArgs) -> Outcome {
         .map_or("the first session that stops claims it".to_owned(), |s| {
             format!("session {s}")
         });
-    println!(
+    say!(
         "🔄 Ralph loop `{}` armed: {limit}; owner: {owner}.",
         request.name
     );
-    println!(
+    say!(
         "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
         super::display(&project, &path)
     );
     let guards = messages::guard_summary(&state);
     if !guards.is_empty() {
-        println!("Guards: {}", guards.join(", "));
+        say!("Guards: {}", guards.join(", "));
     }
-    println!("\nYour task:\n\n{}\n", state.prompt);
-    print!("{}", messages::how_to_finish(&state));
-    println!(
+    say!("\nYour task:\n\n{}\n", state.prompt);
+    say!("{}", messages::how_to_finish(&state).trim_end());
+    say!(
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
     );
     Ok(())
+}
+
+/// The request to arm a loop from the command line's pieces.
+pub fn arm_request(
+    name: String,
+    prompt: String,
+    flags: ArmFlags,
+    session_id: Option<String>,
+    force: bool,
+) -> ArmRequest {
+    let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
+    ArmRequest {
+        name,
+        prompt,
+        max_iterations: flags
+            .max_iterations
+            .unwrap_or(ralph_core::state::DEFAULT_MAX_ITERATIONS),
+        completion_promise: non_empty(flags.completion_promise),
+        abort_promise: non_empty(flags.abort_promise),
+        session_id,
+        max_duration: flags.max_duration,
+        max_tokens: flags.max_tokens,
+        verify: non_empty(flags.verify),
+        verify_timeout: flags.verify_timeout,
+        stuck_after: flags.stuck_after,
+        no_progress_after: flags.no_progress_after,
+        force,
+    }
+}
+
+/// Arms a loop; a bad name or an empty prompt is a usage error.
+pub fn arm(
+    project: &ralph_core::store::Project,
+    request: &ArmRequest,
+) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
+    loops::arm(project, request, Timestamp::now()).map_err(|e| match e {
+        loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
+            Failure::usage(e.to_string())
+        }
+        other => Failure::from(other.to_string()),
+    })
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
@@ -111,15 +134,15 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     };
     match key {
         "name" => args.name = value.to_owned(),
-        "max-iterations" => args.max_iterations = number(value)?,
-        "completion-promise" => args.completion_promise = Some(value.to_owned()),
-        "abort-promise" => args.abort_promise = Some(value.to_owned()),
-        "max-duration" => args.max_duration = Some(duration(value)?),
-        "max-tokens" => args.max_tokens = Some(number(value)?),
-        "verify" => args.verify = Some(value.to_owned()),
-        "verify-timeout" => args.verify_timeout = Some(duration(value)?),
-        "stuck-after" => args.stuck_after = Some(number(value)?),
-        "no-progress-after" => args.no_progress_after = Some(number(value)?),
+        "max-iterations" => args.arm.max_iterations = Some(number(value)?),
+        "completion-promise" => args.arm.completion_promise = Some(value.to_owned()),
+        "abort-promise" => args.arm.abort_promise = Some(value.to_owned()),
+        "max-duration" => args.arm.max_duration = Some(duration(value)?),
+        "max-tokens" => args.arm.max_tokens = Some(number(value)?),
+        "verify" => args.arm.verify = Some(value.to_owned()),
+        "verify-timeout" => args.arm.verify_timeout = Some(duration(value)?),
+        "stuck-after" => args.arm.stuck_after = Some(number(value)?),
+        "no-progress-after" => args.arm.no_progress_after = Some(number(value)?),
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
@@ -127,7 +150,7 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     Ok(())
 }
 
-fn read_stdin() -> Result<String, String> {
+pub fn read_stdin() -> Result<String, String> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
@@ -175,16 +198,16 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     let ended = match ended {
         // Cancelling what is already gone is not an error: cancel is idempotent.
         Err(loops::LoopError::NoSuchLoop(name)) => {
-            println!("No active loop named `{name}`; nothing to cancel.");
+            say!("No active loop named `{name}`; nothing to cancel.");
             return Ok(());
         }
         other => other.map_err(|e| e.to_string())?,
     };
     if ended.is_empty() {
-        println!("No active loop to cancel.");
+        say!("No active loop to cancel.");
     }
     for (name, iteration, record) in ended {
-        println!(
+        say!(
             "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
             super::display(&project, &record)
         );
@@ -215,14 +238,14 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     }
     let verb = if active { "Resumed" } else { "Paused" };
     if changed.is_empty() {
-        println!(
+        say!(
             "Nothing to {}: no matching loop is {}.",
             verb.to_lowercase().trim_end_matches('d'),
             if active { "paused" } else { "active" }
         );
     }
     for name in changed {
-        println!("{verb} loop `{name}`.");
+        say!("{verb} loop `{name}`.");
     }
     Ok(())
 }
@@ -234,14 +257,14 @@ pub fn status(args: StatusArgs) -> Outcome {
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
         );
         return Ok(());
     }
     if reports.is_empty() {
-        println!(
+        say!(
             "No Ralph loops in {} (arm one with /ralph-loop or `ralph start`).",
             project.root.display()
         );
@@ -264,7 +287,7 @@ fn print_report(r: &LoopReport) {
         .as_deref()
         .map(|o| format!(" ({o})"))
         .unwrap_or_default();
-    println!("{} `{}`{how} {iteration}", r.state, r.name);
+    say!("{} `{}`{how} {iteration}", r.state, r.name);
     let mut facts = Vec::new();
     if let Some(p) = &r.completion_promise {
         facts.push(format!("promise {p}"));
@@ -285,7 +308,7 @@ fn print_report(r: &LoopReport) {
     if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
         facts.push(format!("tokens {t}"));
     }
-    println!("  {}", facts.join(" · "));
+    say!("  {}", facts.join(" · "));
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != "ended" => {
@@ -293,14 +316,14 @@ fn print_report(r: &LoopReport) {
             }
             _ => String::new(),
         };
-        println!("  guards: {}{figures}", r.guards.join(", "));
+        say!("  guards: {}{figures}", r.guards.join(", "));
     }
     if let Some(err) = &r.error {
-        println!("  error: {err}");
+        say!("  error: {err}");
     }
-    println!("  file: {}", r.path);
+    say!("  file: {}", r.path);
     for line in &r.recent {
-        println!("  · {}", log_summary(line));
+        say!("  · {}", log_summary(line));
     }
 }
 
@@ -335,7 +358,7 @@ pub fn log(args: LogArgs) -> Outcome {
         return match args.name {
             Some(name) => Err(format!("no loop named `{name}` (see `ralph status`)").into()),
             None => {
-                println!("No Ralph loops in this project yet; nothing is logged.");
+                say!("No Ralph loops in this project yet; nothing is logged.");
                 Ok(())
             }
         };
@@ -348,13 +371,13 @@ pub fn log(args: LogArgs) -> Outcome {
     let lines = loops::read_log_tail(&log_path, usize::MAX);
     for line in &lines {
         if args.json {
-            println!("{line}");
+            say!("{line}");
         } else {
-            println!("{}", log_summary(line));
+            say!("{}", log_summary(line));
         }
     }
     if lines.is_empty() && !args.json {
-        println!("The loop `{}` has no decisions logged yet.", report.name);
+        say!("The loop `{}` has no decisions logged yet.", report.name);
     }
     Ok(())
 }

@@ -1,9 +1,23 @@
 //! One function per subcommand. Each returns a `Result`; `run` maps it to an
 //! exit code (0 success, 1 failure with the message on stderr).
 
+/// `println!` that ends the process quietly when stdout is closed (e.g.
+/// `ralph status | head`), instead of panicking on a broken pipe.
+macro_rules! say {
+    () => { say!("") };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod hook;
 mod init;
 mod loops;
+mod run;
+mod statusline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +33,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cancel(args) => loops::cancel(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::pause_or_resume(args, true),
+        Command::Run(args) => run::run(*args),
+        Command::Statusline => statusline::statusline(),
         Command::Status(args) => loops::status(args),
         Command::Log(args) => loops::log(args),
         Command::Init(args) => init::init(args),
@@ -26,35 +42,41 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("ralph: {}", failure.message);
-            ExitCode::from(if failure.usage { 2 } else { 1 })
+            if !failure.message.is_empty() {
+                eprintln!("ralph: {}", failure.message);
+            }
+            ExitCode::from(failure.code)
         }
     }
 }
 
-/// Why a command failed: a usage error (exit 2, as clap's own) or any other
-/// failure (exit 1).
+/// Why a command did not succeed, and its exit code: 1 a failure, 2 a usage
+/// error (as clap's own), or a command's own code (`ralph run`: 3, 130).
 #[derive(Debug)]
 pub struct Failure {
     pub message: String,
-    pub usage: bool,
+    pub code: u8,
 }
 
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            usage: true,
+            code: 2,
+        }
+    }
+
+    pub fn with_code(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code,
         }
     }
 }
 
 impl From<String> for Failure {
     fn from(message: String) -> Self {
-        Self {
-            message,
-            usage: false,
-        }
+        Self { message, code: 1 }
     }
 }
 

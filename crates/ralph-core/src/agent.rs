@@ -1,0 +1,242 @@
+//! Fresh-context iterations: run an agent process with the prompt on its
+//! stdin, wait for it (or stop it on request), and read its reply.
+//!
+//! Any command that reads a prompt on stdin and prints its reply works. When
+//! the output is Claude Code's `--output-format json` object, the reply is
+//! its `result` and the tokens come from its `usage`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The default agent: Claude Code in print mode, one fresh session per iteration.
+pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
+
+/// What one agent run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentReply {
+    pub text: String,
+    /// Tokens reported by the agent (input + cache creation + output), if any.
+    pub tokens: Option<u64>,
+}
+
+/// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
+pub fn parse_output(stdout: &str) -> AgentReply {
+    let trimmed = stdout.trim();
+    if trimmed.starts_with('{')
+        && let Ok(value) = serde_json::from_str::<Value>(trimmed)
+        && let Some(result) = value.get("result").and_then(Value::as_str)
+    {
+        let usage = value.get("usage");
+        let field = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let tokens = usage.map(|_| {
+            field("input_tokens") + field("cache_creation_input_tokens") + field("output_tokens")
+        });
+        return AgentReply {
+            text: result.to_owned(),
+            tokens,
+        };
+    }
+    AgentReply {
+        text: trimmed.to_owned(),
+        tokens: None,
+    }
+}
+
+/// How an agent run ended.
+#[derive(Debug)]
+pub enum Finished {
+    Exited {
+        status: ExitStatus,
+        stdout: String,
+        stderr_tail: String,
+    },
+    /// The caller asked to stop; the agent's process group was killed.
+    Interrupted,
+}
+
+/// Runs `command` through `sh -c` in `root` with `prompt` on stdin, in its
+/// own process group, calling `tick` about ten times a second while it
+/// runs. When `stop` becomes true the whole group is terminated.
+pub fn run(
+    command: &str,
+    root: &Path,
+    prompt: &str,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(),
+) -> std::io::Result<Finished> {
+    let mut stdout_file = unnamed_file()?;
+    let mut stderr_file = unnamed_file()?;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(stdout_file.try_clone()?)
+        .stderr(stderr_file.try_clone()?)
+        .process_group(0)
+        .spawn()?;
+    let prompt = prompt.to_owned();
+    let mut stdin = child.stdin.take();
+    // A writer thread, so an agent that does not read its stdin cannot block us.
+    let writer = std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(prompt.as_bytes());
+        }
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if stop.load(Ordering::SeqCst) {
+            terminate_group(child.id(), &mut child);
+            break None;
+        }
+        tick();
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = writer.join();
+    let Some(status) = status else {
+        return Ok(Finished::Interrupted);
+    };
+    let mut stdout = String::new();
+    stdout_file.seek(SeekFrom::Start(0))?;
+    let mut bytes = Vec::new();
+    stdout_file.read_to_end(&mut bytes)?;
+    stdout.push_str(&String::from_utf8_lossy(&bytes));
+    let mut err = Vec::new();
+    stderr_file.seek(SeekFrom::Start(0))?;
+    stderr_file.read_to_end(&mut err)?;
+    let err = String::from_utf8_lossy(&err);
+    let lines: Vec<&str> = err.lines().collect();
+    let stderr_tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    Ok(Finished::Exited {
+        status,
+        stdout,
+        stderr_tail,
+    })
+}
+
+/// SIGTERM to the group, a grace period, then SIGKILL.
+fn terminate_group(pid: u32, child: &mut std::process::Child) {
+    if pid <= 1 {
+        return;
+    }
+    let signal = |sig: &str| {
+        let _ = Command::new("kill")
+            .args(["-s", sig, "--", &format!("-{pid}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    };
+    signal("TERM");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal("KILL");
+    let _ = child.wait();
+}
+
+fn unnamed_file() -> std::io::Result<File> {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(".ralph-agent-{}-{n}", std::process::id()));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_claude_json_and_plain_text() {
+        let json = r#"{"type":"result","subtype":"success","result":"done\n<promise>X</promise>","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":1000,"output_tokens":7}}"#;
+        assert_eq!(
+            parse_output(json),
+            AgentReply {
+                text: "done\n<promise>X</promise>".into(),
+                tokens: Some(22)
+            }
+        );
+        assert_eq!(
+            parse_output("  plain reply \n"),
+            AgentReply {
+                text: "plain reply".into(),
+                tokens: None
+            }
+        );
+        assert_eq!(
+            parse_output("{not json"),
+            AgentReply {
+                text: "{not json".into(),
+                tokens: None
+            }
+        );
+    }
+
+    #[test]
+    fn runs_an_agent_with_the_prompt_on_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        match run(
+            "tr a-z A-Z; echo oops >&2; exit 3",
+            dir.path(),
+            "hello",
+            &stop,
+            || {},
+        )
+        .unwrap()
+        {
+            Finished::Exited {
+                status,
+                stdout,
+                stderr_tail,
+            } => {
+                assert_eq!(
+                    (status.code(), stdout.as_str(), stderr_tail.as_str()),
+                    (Some(3), "HELLO", "oops")
+                );
+            }
+            Finished::Interrupted => panic!("not interrupted"),
+        }
+    }
+
+    #[test]
+    fn stop_terminates_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        let mut ticks = 0;
+        let finished = run("sleep 30", dir.path(), "", &stop, || {
+            ticks += 1;
+            if ticks == 3 {
+                stop.store(true, Ordering::SeqCst);
+            }
+        })
+        .unwrap();
+        assert!(matches!(finished, Finished::Interrupted));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}

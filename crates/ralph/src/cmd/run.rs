@@ -1,0 +1,308 @@
+//! `ralph run`: the fresh-context driver. Every iteration is a new agent
+//! process; the decision after it is the Stop hook's own (`engine::step`),
+//! so both modes share one state file, one set of rules and one history.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ralph_core::agent::{self, Finished};
+use ralph_core::decide::{Observation, Outcome as LoopOutcome};
+use ralph_core::engine::{self, LiveLoop, Step, Turn};
+use ralph_core::frontmatter;
+use ralph_core::loops::{self, scalar};
+use ralph_core::messages;
+use ralph_core::state::LoopState;
+use ralph_core::store::{self, LoopFile, Project};
+use ralph_core::time::{Timestamp, format_duration};
+use ralph_core::{prd, worktree};
+
+use super::loops::{arm, arm_request, read_stdin};
+use super::{Failure, Outcome};
+use crate::cli::RunArgs;
+
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+pub fn run(args: RunArgs) -> Outcome {
+    let project = super::project();
+    let driver = format!("ralph-run-{}", std::process::id());
+    let prompt = if !args.prompt.is_empty() {
+        Some(args.prompt.join(" "))
+    } else if !std::io::stdin().is_terminal() {
+        Some(read_stdin()?).filter(|p| !p.trim().is_empty())
+    } else {
+        None
+    };
+    let previous_owner = match prompt {
+        Some(prompt) => {
+            let request = arm_request(
+                args.name.clone(),
+                prompt,
+                args.arm,
+                Some(driver.clone()),
+                args.force,
+            );
+            arm(&project, &request)?;
+            None
+        }
+        None if args.arm.any() => {
+            return Err(Failure::usage(format!(
+                "the loop `{}` is resumed with its own settings; arming flags only go with a new task",
+                args.name
+            )));
+        }
+        None => adopt(&project, &args.name, &driver)?,
+    };
+    if let Ok(Some(dir)) = prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
+        say!(
+            "The PRD names a new branch: the previous prd.json and progress.txt were archived in {}",
+            super::display(&project, &dir)
+        );
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    // A second Ctrl-C while ralph is cleaning up still only sets the flag:
+    // the loop is recorded before ralph exits.
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+
+    let file = LoopFile {
+        name: args.name.clone(),
+        path: project.loop_path(&args.name),
+    };
+    let live_line = std::io::stdout().is_terminal();
+    let started = Instant::now();
+    let mut next_prompt: Option<String> = None;
+    let mut done_here = 0u64;
+    let mut last = String::from("starting");
+    loop {
+        let Some((text, state)) = read(&project, &file)? else {
+            say!(
+                "The loop `{}` is gone (cancelled or ended elsewhere).",
+                file.name
+            );
+            return Ok(());
+        };
+        if state.session_id.as_deref() != Some(driver.as_str()) {
+            say!(
+                "The loop `{}` was taken over by {}; this run stops.",
+                file.name,
+                state.session_id.as_deref().unwrap_or("another driver")
+            );
+            return Ok(());
+        }
+        if !state.active {
+            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
+            say!(
+                "The loop `{}` is paused; handed back. Resume it with `ralph resume` and `ralph run --name {}`.",
+                file.name,
+                file.name
+            );
+            return Ok(());
+        }
+        if args.hand_back_after.is_some_and(|n| done_here >= n) {
+            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
+            say!(
+                "Handed the loop `{}` back after {done_here} fresh iterations, at iteration {}.",
+                file.name,
+                state.iteration
+            );
+            return Ok(());
+        }
+        let prompt = next_prompt.take().unwrap_or_else(|| {
+            format!(
+                "{}{}",
+                state.prompt,
+                messages::footer(&file.name, &state, state.iteration, &[])
+            )
+        });
+        let label = state.iteration_label();
+        let mut frame = 0;
+        let finished = agent::run(&args.agent, &project.root, &prompt, &stop, || {
+            if live_line {
+                frame += 1;
+                print!(
+                    "\r\x1b[2K{} ralph run `{}` · iteration {label} · {} · last: {last}",
+                    SPINNER[frame % SPINNER.len()],
+                    file.name,
+                    format_duration(started.elapsed().as_secs()),
+                );
+                let _ = std::io::stdout().flush();
+            }
+        })
+        .map_err(|e| format!("could not start the agent `{}`: {e}", args.agent))?;
+        if live_line {
+            print!("\r\x1b[2K");
+        }
+        let (status, stdout, stderr_tail) = match finished {
+            Finished::Interrupted => return interrupted(&project, &file, started),
+            Finished::Exited {
+                status,
+                stdout,
+                stderr_tail,
+            } => (status, stdout, stderr_tail),
+        };
+        let reply = agent::parse_output(&stdout);
+        if reply.text.is_empty() && !status.success() {
+            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
+            return Err(format!(
+                "the agent `{}` failed ({status}) without a reply; the loop `{}` was left at iteration {} and handed back.\n{stderr_tail}",
+                args.agent, file.name, state.iteration
+            )
+            .into());
+        }
+        done_here += 1;
+        let lock = project.lock().map_err(|e| e.to_string())?;
+        let current = store::read_to_string(&file.path).ok();
+        if current.as_deref() != Some(text.as_str()) {
+            drop(lock);
+            say!(
+                "The loop `{}` changed while the agent ran (cancelled or paused elsewhere); this run stops.",
+                file.name
+            );
+            return Ok(());
+        }
+        let now = Timestamp::now();
+        let seen = Observation {
+            reply: Some(reply.text.clone()),
+            now: Some(now),
+            tokens_used: reply.tokens.map(|t| state.progress.tokens_used + t),
+            tree_fingerprint: (state.guards.no_progress_after > 0)
+                .then(|| worktree::fingerprint_of(&project.root))
+                .flatten(),
+            ran_tool: None,
+            block_cap: 0,
+            verification: None,
+        };
+        let turn = Turn {
+            seen,
+            transcript: None,
+            driver: driver.clone(),
+            claim: None,
+        };
+        let live = LiveLoop {
+            file: &file,
+            text: &text,
+            state: &state,
+        };
+        let step = engine::step(&project, &live, turn, now, lock).map_err(|e| e.to_string())?;
+        let elapsed = format_duration(started.elapsed().as_secs());
+        let tokens = seen_tokens(&state, reply.tokens);
+        match step {
+            Step::Passed => last = "paused".into(),
+            Step::Changed { notice } => {
+                say!("{notice}");
+                return Ok(());
+            }
+            Step::Continued { next, reason, .. } => {
+                last = if reason.contains("was refused") {
+                    "promise refused by --verify".into()
+                } else {
+                    "no promise yet".into()
+                };
+                say!("✓ iteration {label} done · {elapsed} · {last}{tokens} · next: {next}");
+                next_prompt = Some(reason);
+            }
+            Step::Ended {
+                outcome, notice, ..
+            } => {
+                say!("✓ iteration {label} done · {elapsed}{tokens}");
+                say!("{notice}");
+                say!(
+                    "Ran {done_here} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
+                    file.name
+                );
+                return match outcome {
+                    LoopOutcome::Completed => Ok(()),
+                    _ => Err(Failure::with_code(3, "")),
+                };
+            }
+        }
+    }
+}
+
+fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
+    match added {
+        Some(t) => format!(" · tokens {}", state.progress.tokens_used + t),
+        None => String::new(),
+    }
+}
+
+/// Reads the loop under the lock: its text and state, or `None` if it is gone.
+fn read(project: &Project, file: &LoopFile) -> Result<Option<(String, LoopState)>, Failure> {
+    let _lock = project.lock().map_err(|e| e.to_string())?;
+    if !file.path.exists() {
+        return Ok(None);
+    }
+    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
+    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
+    Ok(Some((text, state)))
+}
+
+/// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
+/// its owner becomes this run, so no session's Stop hook drives it meanwhile.
+fn adopt(project: &Project, name: &str, driver: &str) -> Result<Option<String>, Failure> {
+    let file = LoopFile {
+        name: name.to_owned(),
+        path: project.loop_path(name),
+    };
+    let _lock = project.lock().map_err(|e| e.to_string())?;
+    if !file.path.exists() {
+        return Err(Failure::usage(format!(
+            "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
+        )));
+    }
+    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
+    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
+    let updated = frontmatter::set_fields(&text, &[("session_id", scalar(driver))])
+        .map_err(|e| e.to_string())?;
+    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    say!(
+        "Resuming loop `{name}` at iteration {} (was driven by {}); fresh context from now on.",
+        state.iteration_label(),
+        state.session_id.as_deref().unwrap_or("no session yet")
+    );
+    Ok(state.session_id)
+}
+
+/// Gives the loop back to the session that drove it before (or, if it was
+/// armed by this run, to the first session that stops in the project).
+fn hand_back(
+    project: &Project,
+    file: &LoopFile,
+    driver: &str,
+    owner: Option<&str>,
+) -> Result<(), Failure> {
+    let _lock = project.lock().map_err(|e| e.to_string())?;
+    let Ok(text) = store::read_to_string(&file.path) else {
+        return Ok(());
+    };
+    let Ok(state) = LoopState::parse(&text) else {
+        return Ok(());
+    };
+    if state.session_id.as_deref() != Some(driver) {
+        return Ok(());
+    }
+    let value = owner.map_or_else(|| "\"\"".to_owned(), scalar);
+    let updated =
+        frontmatter::set_fields(&text, &[("session_id", value)]).map_err(|e| e.to_string())?;
+    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Ctrl-C: the agent is already stopped; record the loop as cancelled.
+fn interrupted(project: &Project, file: &LoopFile, started: Instant) -> Outcome {
+    let now = Timestamp::now();
+    let ended =
+        loops::cancel(project, Some(&file.name), false, None, now).map_err(|e| e.to_string())?;
+    say!();
+    for (name, iteration, record) in ended {
+        say!(
+            "⏹ Interrupted: the agent was stopped and loop `{name}` was recorded as cancelled at iteration {iteration} after {}. Record: {}",
+            format_duration(started.elapsed().as_secs()),
+            super::display(project, &record)
+        );
+    }
+    Err(Failure::with_code(130, ""))
+}

@@ -1,0 +1,59 @@
+//! `ralph statusline`: this session's loop in one short line, for Claude
+//! Code's `statusLine` setting. Runs on every refresh, so it only reads:
+//! no lock, no transcript, nothing written.
+
+use std::io::Read;
+
+use ralph_core::hook::HookContext;
+use ralph_core::loops;
+use ralph_core::time::{Timestamp, format_duration};
+use serde_json::Value;
+
+pub fn statusline() -> super::Outcome {
+    let mut input = String::new();
+    let _ = std::io::stdin().read_to_string(&mut input);
+    let status: Value = serde_json::from_str(&input).unwrap_or(Value::Null);
+    let text = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    let session = status["session_id"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(super::session_from_env);
+    let mut ctx = HookContext::from_env();
+    if ctx.project_dir.is_none() {
+        ctx.project_dir = text(&status["workspace"]["project_dir"]);
+    }
+    let cwd = text(&status["workspace"]["current_dir"]).or_else(|| text(&status["cwd"]));
+    let Some(project) = ctx.locate(cwd.as_deref()) else {
+        return Ok(());
+    };
+    let Ok(lives) = loops::read_live(&project) else {
+        return Ok(());
+    };
+    let mine = lives
+        .iter()
+        .filter_map(|l| Some((l, l.state.as_ref().ok()?)))
+        .find(|(_, s)| session.is_some() && s.session_id == session);
+    if let Some((live, state)) = mine {
+        say!("{}", line(&live.file.name, state, Timestamp::now()));
+    }
+    Ok(())
+}
+
+/// `🔄 ralph 3/20 · 12m · DONE`; paused: `⏸ ralph 3/20 · 12m · paused`.
+fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> String {
+    let icon = if state.active { "🔄" } else { "⏸" };
+    let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
+    if let Some(start) = state.started_at {
+        parts.push(format_duration((now.0 - start.0).max(0) as u64));
+    }
+    if !state.active {
+        parts.push("paused".into());
+    } else if let Some(p) = &state.completion_promise {
+        parts.push(p.clone());
+    }
+    parts.join(" · ")
+}
