@@ -22,16 +22,16 @@ pub fn spoken_promises(reply: &str) -> Vec<String> {
     let prose = mask_quoted(reply);
     let mut found = Vec::new();
     let mut from = 0;
-    while let Some(open_at) = prose[from..].find(OPEN).map(|i| i + from) {
-        let inner_start = open_at + OPEN.len();
-        let Some(close_at) = prose[inner_start..].find(CLOSE).map(|i| i + inner_start) else {
-            break;
-        };
+    while let Some(close_at) = prose[from..].find(CLOSE).map(|i| i + from) {
+        // The tag a close belongs to is the nearest open before it: a stray,
+        // unclosed `<promise>` earlier in the reply must not swallow it.
         let after = close_at + CLOSE.len();
-        let rest_of_line = prose[after..].split('\n').next().unwrap_or("");
-        let inner = &prose[inner_start..close_at];
-        if rest_of_line.trim().is_empty() && !inner.contains(MASK) && !inner.contains(OPEN) {
-            found.push(normalise(inner));
+        if let Some(open_at) = prose[from..close_at].rfind(OPEN).map(|i| i + from) {
+            let inner = &prose[open_at + OPEN.len()..close_at];
+            let rest_of_line = prose[after..].split('\n').next().unwrap_or("");
+            if rest_of_line.trim().is_empty() && !inner.contains(MASK) {
+                found.push(normalise(inner));
+            }
         }
         from = after;
     }
@@ -207,7 +207,15 @@ mod tests {
     }
 
     #[test]
-    fn nested_open_tag_is_not_a_promise() {
+    fn a_stray_open_tag_does_not_hide_a_later_promise() {
         assert!(!speaks("<promise><promise>DONE</promise>", "<promise>DONE"));
+        assert!(speaks(
+            "I said <promise>maybe earlier.\n<promise>DONE</promise>",
+            "DONE"
+        ));
+        assert!(speaks(
+            "<promise>x</promise> and more\n<promise>DONE</promise>",
+            "DONE"
+        ));
     }
 }
