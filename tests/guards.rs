@@ -4,52 +4,37 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[path = "support/project.rs"]
+mod project;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+use project::{LOOP, TempProject, run_ralph};
 use ralph_core::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-const LOOP: &str = ".claude/ralph-loop.local.md";
+struct Project(TempProject);
 
-struct Project {
-    dir: tempfile::TempDir,
+impl std::ops::Deref for Project {
+    type Target = TempProject;
+    fn deref(&self) -> &TempProject {
+        &self.0
+    }
 }
 
 impl Project {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        Self { dir }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
+        Self(TempProject::new())
     }
 
     fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-        let out = child.wait_with_output().unwrap();
+        // The block cap is off unless a test sets it: these tests are about the other guards.
+        let mut all_env = vec![("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")];
+        all_env.extend_from_slice(env);
+        let out = run_ralph(args, self.root(), stdin.as_bytes(), &all_env);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

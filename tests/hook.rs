@@ -3,48 +3,29 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+#[path = "support/project.rs"]
+mod project;
 
+use std::path::Path;
+use std::process::Output;
+
+use project::{LOOP, TempProject, run_ralph};
 use proptest::prelude::*;
 use ralph_core::state::LoopState;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-const LOOP: &str = ".claude/ralph-loop.local.md";
+struct Project(TempProject);
 
-struct Project {
-    dir: tempfile::TempDir,
+impl std::ops::Deref for Project {
+    type Target = TempProject;
+    fn deref(&self) -> &TempProject {
+        &self.0
+    }
 }
 
 impl Project {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        Self { dir }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.path(rel)).unwrap()
-    }
-
-    fn exists(&self, rel: &str) -> bool {
-        self.path(rel).exists()
+        Self(TempProject::new())
     }
 
     /// A loop in the reference plugin's exact layout.
@@ -85,22 +66,7 @@ impl Project {
 }
 
 fn run_hook(input: &[u8], cwd: &Path, env: &[(&str, &str)]) -> Answer {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["hook", "stop"])
-        .current_dir(cwd)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
-        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    // The hook may answer before reading everything; a closed pipe is fine.
-    let _ = child.stdin.take().unwrap().write_all(input);
-    Answer::from(child.wait_with_output().unwrap())
+    Answer::from(run_ralph(&["hook", "stop"], cwd, input, env))
 }
 
 /// What the hook printed, checked against the protocol on the way in.

@@ -181,13 +181,8 @@ impl Sandbox {
             .args(extra_args)
             .current_dir(self.project());
         hermetic_env(&mut cmd, self.home.path());
-        cmd.env("ANTHROPIC_BASE_URL", api.url())
-            .env("ANTHROPIC_API_KEY", "test")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("DISABLE_ERROR_REPORTING", "1")
-            .env("RALPH_BIN", RALPH)
+        mock_api_env(&mut cmd, api);
+        cmd.env("RALPH_BIN", RALPH)
             .stdin(Stdio::null())
             .stdout(File::create(&stdout_path).expect("stdout file"))
             .stderr(File::create(&stderr_path).expect("stderr file"));
@@ -232,12 +227,7 @@ impl Sandbox {
             .current_dir(self.project())
             .stdin(Stdio::null());
         hermetic_env(&mut cmd, self.home.path());
-        cmd.env("ANTHROPIC_BASE_URL", api.url())
-            .env("ANTHROPIC_API_KEY", "test")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("DISABLE_ERROR_REPORTING", "1");
+        mock_api_env(&mut cmd, api);
         cmd.output().expect("run ralph")
     }
 
@@ -264,6 +254,16 @@ impl Sandbox {
 
 /// Starts from an empty environment (so that a test run inside Claude Code, or with a real
 /// API key, cannot leak into the client) and keeps only what a process needs.
+/// Points Claude Code at the mock API, with every non-essential call switched off.
+fn mock_api_env(cmd: &mut Command, api: &MockApi) {
+    cmd.env("ANTHROPIC_BASE_URL", api.url())
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1");
+}
+
 fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear();
     for var in [
