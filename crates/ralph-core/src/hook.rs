@@ -101,6 +101,7 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
         ));
     };
     let lock = project.lock()?;
+    project.remove_stale_temps();
     let mut notices = Vec::new();
     let loaded = load_loops(&project, session, ctx.now, &mut notices)?;
     let candidates: Vec<Candidate<'_>> = loaded

@@ -98,44 +98,50 @@ fn mask_all(out: &mut String, content: &str) {
 
 /// Masks inline code spans: a run of N backticks up to the next run of
 /// exactly N backticks on the same line. An unmatched run is literal text.
+/// Linear in the line's length: the runs are indexed once, by length.
 fn mask_code_spans(out: &mut String, line: &str) {
     let chars: Vec<char> = line.chars().collect();
+    // Every backtick run as (start, length), left to right.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < chars.len() {
-        if chars[i] != '`' {
-            out.push(chars[i]);
-            i += 1;
-            continue;
-        }
-        let run = chars[i..].iter().take_while(|c| **c == '`').count();
-        match find_closing_run(&chars, i + run, run) {
-            Some(end) => {
-                out.extend(std::iter::repeat_n(MASK, end - i));
-                i = end;
-            }
-            None => {
-                out.extend(std::iter::repeat_n('`', run));
-                i += run;
-            }
-        }
-    }
-}
-
-/// The index just past a run of exactly `run` backticks at or after `from`.
-fn find_closing_run(chars: &[char], from: usize, run: usize) -> Option<usize> {
-    let mut j = from;
-    while j < chars.len() {
-        if chars[j] == '`' {
-            let len = chars[j..].iter().take_while(|c| **c == '`').count();
-            if len == run {
-                return Some(j + len);
-            }
-            j += len;
+        if chars[i] == '`' {
+            let len = chars[i..].iter().take_while(|c| **c == '`').count();
+            runs.push((i, len));
+            i += len;
         } else {
-            j += 1;
+            i += 1;
         }
     }
-    None
+    // For each run, the index of the next run of the same length.
+    let mut next_same = vec![usize::MAX; runs.len()];
+    let mut last_of_len: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for (k, &(_, len)) in runs.iter().enumerate().rev() {
+        if let Some(&later) = last_of_len.get(&len) {
+            next_same[k] = later;
+        }
+        last_of_len.insert(len, k);
+    }
+    let mut pos = 0;
+    let mut k = 0;
+    while k < runs.len() {
+        let (start, len) = runs[k];
+        out.extend(&chars[pos..start]);
+        match next_same[k] {
+            usize::MAX => {
+                out.extend(std::iter::repeat_n('`', len));
+                pos = start + len;
+                k += 1;
+            }
+            closing => {
+                let end = runs[closing].0 + runs[closing].1;
+                out.extend(std::iter::repeat_n(MASK, end - start));
+                pos = end;
+                k = closing + 1;
+            }
+        }
+    }
+    out.extend(&chars[pos..]);
 }
 
 #[cfg(test)]
@@ -193,6 +199,21 @@ mod tests {
             "Not yet: <promise>DONE</promise> is not true.",
             "DONE"
         ));
+    }
+
+    #[test]
+    fn spans_pair_runs_of_equal_length() {
+        assert!(!speaks("`` a ` b `` <promise>DONE</promise> ``", "DONE"));
+        assert!(speaks("x ``` y ``\n<promise>DONE</promise>", "DONE"));
+        assert!(!speaks("`a` `<promise>DONE</promise>`", "DONE"));
+    }
+
+    #[test]
+    fn many_backtick_runs_stay_fast() {
+        let line: String = (1..1500).map(|n| "`".repeat(n % 40 + 1) + "x").collect();
+        let started = std::time::Instant::now();
+        assert!(speaks(&format!("{line}\n<promise>DONE</promise>"), "DONE"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

@@ -183,6 +183,27 @@ impl Project {
         Ok(record)
     }
 
+    /// Removes temp files left in `.claude/` by ralph processes that died
+    /// mid-write (killed between create and rename). Call it under the lock.
+    /// Only where `/proc` tells which processes live; elsewhere nothing is removed.
+    pub fn remove_stale_temps(&self) {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let Ok(entries) = fs::read_dir(self.claude_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(temp_owner) else {
+                continue;
+            };
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Appends one line to a loop's decision log (best effort: a log that
     /// cannot be written must never cost the user their loop).
     pub fn append_log(&self, name: &str, line: &str) {
@@ -194,6 +215,15 @@ impl Project {
             let _ = file.write_all(format!("{line}\n").as_bytes());
         }
     }
+}
+
+/// The pid in a temp name made by `write_atomic`: `.<file>.<pid>.<n>.tmp`.
+fn temp_owner(name: &str) -> Option<u32> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let mut parts = inner.rsplitn(3, '.');
+    let (_n, pid) = (parts.next()?.parse::<u32>().ok()?, parts.next()?);
+    parts.next()?;
+    pid.parse().ok()
 }
 
 /// A name in `dir` that no file has yet: `stem`, `stem-2`, `stem-3`, …
@@ -296,6 +326,35 @@ mod tests {
             .map(|f| f.name)
             .collect();
         assert_eq!(names, ["ralph", "ralph-marketer"]);
+    }
+
+    #[test]
+    fn stale_temps_of_dead_processes_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Project {
+            root: tmp.path().into(),
+        };
+        fs::create_dir_all(p.claude_dir()).unwrap();
+        let dead = ".ralph-loop.local.md.4000000000.0.tmp"; // no such pid
+        let mine = format!(".ralph-loop.local.md.{}.0.tmp", std::process::id());
+        for f in [dead, mine.as_str(), ".notes.tmp", "ralph-loop.local.md"] {
+            fs::write(p.claude_dir().join(f), "").unwrap();
+        }
+        p.remove_stale_temps();
+        let mut left: Vec<String> = fs::read_dir(p.claude_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expected = vec![
+            ".notes.tmp".to_owned(),
+            mine,
+            "ralph-loop.local.md".to_owned(),
+        ];
+        expected.sort();
+        assert_eq!(left, expected);
+        assert_eq!(temp_owner(".x-loop.local.md.123.4.tmp"), Some(123));
+        assert_eq!(temp_owner("x.tmp"), None);
     }
 
     #[test]

@@ -1,0 +1,319 @@
+//! Robustness of `ralph hook stop` as a real process: many hooks racing on
+//! one loop, and hooks killed at random points of their run.
+//!
+//! Neither test asserts anything about timing, so both hold on a loaded
+//! machine; only their runtime grows with the load.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ralph_core::state::LoopState;
+use ralph_core::store::Project;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+const LOOP: &str = ".claude/ralph-loop.local.md";
+const SESSION: &str = "robustness-session";
+
+/// A project in a fresh temporary folder, on a RAM disk when there is one:
+/// the hook fsyncs every write, and these tests are about process deaths and
+/// races (which the page cache survives), not about power loss.
+fn project() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("ralph-robustness-")
+            .tempdir_in(shm)
+            .or_else(|_| tempfile::tempdir())
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary folder");
+    std::fs::create_dir_all(dir.path().join(".claude")).expect("create .claude");
+    dir
+}
+
+/// Arms an unlimited loop with the breakers off, through the real CLI.
+fn arm(root: &Path) {
+    let out = Command::new(BIN)
+        .current_dir(root)
+        .env("CLAUDE_PROJECT_DIR", root)
+        .args([
+            "start",
+            "--max-iterations",
+            "0",
+            "--completion-promise",
+            "DONE",
+            "--session-id",
+            SESSION,
+            "--stuck-after",
+            "0",
+            "--no-progress-after",
+            "0",
+            "Keep improving the code.",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ralph start");
+    assert!(
+        out.status.success(),
+        "ralph start failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn state(root: &Path) -> LoopState {
+    let text = std::fs::read_to_string(root.join(LOOP)).expect("the loop file exists");
+    LoopState::parse(&text).unwrap_or_else(|e| panic!("the loop file does not parse: {e}\n{text}"))
+}
+
+fn hook(root: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["hook", "stop"])
+        .current_dir(root)
+        .env("CLAUDE_PROJECT_DIR", root)
+        .env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn event(root: &Path, reply: &str) -> Vec<u8> {
+    json!({
+        "session_id": SESSION,
+        "transcript_path": root.join("no-transcript.jsonl"),
+        "cwd": root,
+        "hook_event_name": "Stop",
+        "stop_hook_active": true,
+        "last_assistant_message": reply,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Names in `.claude/` that look like the atomic writer's temp files.
+fn temp_files(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join(".claude"))
+        .expect("read .claude")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// 8 processes × 200 Stop events on one loop: every event blocks exactly
+/// once, nothing is lost or counted twice, and no temp file stays behind.
+#[test]
+fn concurrent_stops_each_advance_the_loop_exactly_once() {
+    const WORKERS: usize = 8;
+    const EVENTS: usize = 200;
+    let dir = project();
+    let root: PathBuf = dir.path().to_owned();
+    arm(&root);
+    let before = state(&root).iteration;
+
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                for i in 0..EVENTS {
+                    let mut child = hook(&root).spawn().expect("spawn ralph hook stop");
+                    let input = event(&root, &format!("worker {w}, event {i}: still going."));
+                    child
+                        .stdin
+                        .take()
+                        .expect("stdin")
+                        .write_all(&input)
+                        .expect("write the event");
+                    let out = child.wait_with_output().expect("wait for the hook");
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    let ok = out.status.code() == Some(0)
+                        && serde_json::from_str::<Value>(&stdout)
+                            .is_ok_and(|v| v["decision"] == "block");
+                    if !ok {
+                        failures.push(format!(
+                            "worker {w} event {i}: status {:?}, stdout {stdout:?}, stderr {:?}",
+                            out.status,
+                            String::from_utf8_lossy(&out.stderr)
+                        ));
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let failures: Vec<String> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("worker thread"))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} stops did not block:\n{}",
+        failures.len(),
+        WORKERS * EVENTS,
+        failures
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    let after = state(&root);
+    assert_eq!(
+        after.iteration,
+        before + (WORKERS * EVENTS) as u64,
+        "each stop advances the loop by exactly one"
+    );
+    assert!(after.active);
+    assert_eq!(after.prompt, "Keep improving the code.");
+    assert_eq!(temp_files(&root), Vec::<String>::new(), "temp files left");
+    let log = std::fs::read_to_string(root.join(".claude/ralph/logs/ralph.jsonl"))
+        .expect("the decision log");
+    assert_eq!(
+        log.lines().count(),
+        WORKERS * EVENTS,
+        "one decision-log line per stop"
+    );
+    for line in log.lines() {
+        serde_json::from_str::<Value>(line)
+            .unwrap_or_else(|e| panic!("torn decision-log line {line:?}: {e}"));
+    }
+}
+
+/// xorshift64*: a fixed seed, so the sequence of kill delays is repeatable.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Kills the hook with SIGKILL at a random moment of its run, thousands of
+/// times: the loop file is always there, always parses, and its iteration
+/// only ever moves from n to n or n + 1.
+#[test]
+fn sigkill_at_any_moment_never_tears_the_loop_file() {
+    const RUNS: usize = 2000;
+    /// Stop early (still having checked hundreds of kills) on a machine so
+    /// loaded that the full count would take unreasonably long.
+    const TIME_BUDGET: Duration = Duration::from_secs(50);
+    let dir = project();
+    let root = dir.path();
+    arm(root);
+    // Kill delays span 0–3 ms, or the whole run when a hook takes longer
+    // (a debug build, a loaded machine), so kills land in every phase of it,
+    // including the write.
+    let mut samples: Vec<Duration> = (0..5)
+        .map(|i| {
+            let t = Instant::now();
+            let mut child = hook(root).spawn().expect("spawn ralph hook stop");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(&event(root, &format!("warm-up {i}")))
+                .expect("write the event");
+            let out = child.wait_with_output().expect("wait for the hook");
+            assert!(String::from_utf8_lossy(&out.stdout).contains("\"block\""));
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    let max_delay_us = (samples[2].as_micros() as u64 * 6 / 5).clamp(3000, 20_000);
+    let mut iteration = state(root).iteration;
+    let mut rng = XorShift(0x5eed_1234_abcd_0042);
+    let (mut killed, mut advanced, mut finished) = (0usize, 0usize, 0usize);
+    let started = Instant::now();
+    let mut runs = 0;
+
+    while runs < RUNS && (runs < 300 || started.elapsed() < TIME_BUDGET) {
+        runs += 1;
+        let delay = Duration::from_micros(rng.next() % (max_delay_us + 1));
+        let mut child = hook(root).spawn().expect("spawn ralph hook stop");
+        let input = event(root, &format!("run {runs}: working."));
+        if let Some(mut stdin) = child.stdin.take() {
+            // The hook may already be dead or gone: a broken pipe is fine.
+            let _ = stdin.write_all(&input);
+        }
+        std::thread::sleep(delay);
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            finished += 1;
+        } else {
+            let _ = child.kill();
+            killed += 1;
+        }
+        let _ = child.wait();
+
+        let path = root.join(LOOP);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("run {runs}: the loop file is missing: {e}"));
+        assert!(!text.is_empty(), "run {runs}: the loop file is empty");
+        let now = LoopState::parse(&text)
+            .unwrap_or_else(|e| panic!("run {runs}: the loop file is torn: {e}\n{text}"))
+            .iteration;
+        assert!(
+            now == iteration || now == iteration + 1,
+            "run {runs}: iteration went from {iteration} to {now}"
+        );
+        advanced += usize::from(now == iteration + 1);
+        iteration = now;
+        assert!(
+            std::fs::read_dir(root.join(".claude/ralph/history"))
+                .map_or(true, |mut d| d.next().is_none()),
+            "run {runs}: the loop was ended or moved aside as corrupt"
+        );
+    }
+
+    // Leftover temp files can only come from killed writers, and they never
+    // pass for a loop: the project still lists exactly one loop, which the
+    // next (unkilled) stop advances as usual.
+    let leftovers = temp_files(root);
+    eprintln!(
+        "{runs} runs in {:.1?} (kill delays 0–{max_delay_us} µs): {killed} killed, {finished} finished first, {advanced} advanced the loop; {} temp files left: {:?}",
+        started.elapsed(),
+        leftovers.len(),
+        leftovers.iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(leftovers.len() <= killed);
+    for name in &leftovers {
+        assert!(
+            name.starts_with(".ralph-loop.local.md.") && name.ends_with(".tmp"),
+            "unexpected temp file {name}"
+        );
+    }
+    let listed: Vec<String> = Project {
+        root: root.to_owned(),
+    }
+    .loop_files()
+    .expect("list loops")
+    .into_iter()
+    .map(|f| f.name)
+    .collect();
+    assert_eq!(listed, ["ralph"], "temp files must not be taken for loops");
+
+    let mut child = hook(root).spawn().expect("spawn ralph hook stop");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "after the storm"))
+        .expect("write the event");
+    let out = child.wait_with_output().expect("wait for the hook");
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
+    assert_eq!(answer["decision"], "block");
+    assert_eq!(state(root).iteration, iteration + 1);
+    assert!(runs >= 300, "only {runs} kill runs fit in the time budget");
+}
