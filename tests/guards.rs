@@ -391,6 +391,33 @@ fn paused_loop_lets_stops_through_uncounted() {
     assert_eq!(p.state().iteration, 2);
 }
 
+#[test]
+fn tokens_spent_while_paused_are_not_counted() {
+    let p = Project::new();
+    p.start(&["--max-tokens", "1000", "--stuck-after", "0"]);
+    let t = p.path("t.jsonl");
+    std::fs::write(&t, usage_line("m0", 1, 1)).unwrap();
+    let stop = |reply: &str| {
+        p.stop_event(json!({"session_id": "s1", "cwd": p.root(), "transcript_path": t, "last_assistant_message": reply}))
+    };
+    let append = |line: String| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&t)
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap()
+    };
+    assert!(blocked(&stop("a")), "baseline");
+    p.ralph(&["pause"], "", &[]);
+    append(usage_line("paused-1", 5000, 5000));
+    assert!(stop("b").is_null());
+    p.ralph(&["resume"], "", &[]);
+    append(usage_line("m1", 100, 0));
+    assert!(blocked(&stop("c")));
+    assert_eq!(p.state().progress.tokens_used, 100);
+}
+
 // ---- status shows the guards ----
 
 #[test]

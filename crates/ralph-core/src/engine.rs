@@ -110,9 +110,17 @@ pub fn step(
         .map(|owner| ("session_id", quote(owner)));
     let result = match decision {
         Decision::Pass | Decision::Verify { .. } => {
-            // (`decide` never asks to verify twice.)
-            if let Some(field) = claim {
-                write(live, &[field])?;
+            // (`decide` never asks to verify twice.) Paused turns are not
+            // counted: the transcript read so far is skipped on resume.
+            let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
+            if let Some(a) = &turn.transcript {
+                let mut skipped = state.progress.clone();
+                skipped.transcript_offset = a.end_offset;
+                skipped.last_message_id = a.last_message_id.clone();
+                fields.extend(progress_fields(&state.progress, &skipped));
+            }
+            if !fields.is_empty() {
+                write(live, &fields)?;
             }
             log["decision"] = json!("pass");
             log["why"] = json!("paused");
