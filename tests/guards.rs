@@ -8,7 +8,7 @@
 mod project;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use project::{LOOP, TempProject, run_ralph};
@@ -170,23 +170,36 @@ fn usage_line(id: &str, input: u64, output: u64) -> String {
         + "\n"
 }
 
+/// A session transcript the test appends to, and Stops that point at it.
+struct Transcript(PathBuf);
+
+impl Transcript {
+    fn new(p: &Project, first_line: String) -> Self {
+        let path = p.path("t.jsonl");
+        std::fs::write(&path, first_line).unwrap();
+        Self(path)
+    }
+
+    fn append(&self, line: &str) {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.0)
+            .unwrap();
+        file.write_all(line.as_bytes()).unwrap();
+    }
+
+    fn stop(&self, p: &Project, reply: &str) -> Value {
+        p.stop_event(json!({"session_id": "s1", "cwd": p.root(), "transcript_path": self.0, "last_assistant_message": reply}))
+    }
+}
+
 #[test]
 fn token_budget_counts_only_new_transcript_lines() {
     let p = Project::new();
     p.start(&["--max-tokens", "1000", "--stuck-after", "0"]);
-    let t = p.path("t.jsonl");
-    std::fs::write(&t, usage_line("old", 90_000, 90_000)).unwrap();
-    let stop = |reply: &str| {
-        p.stop_event(json!({"session_id": "s1", "cwd": p.root(), "transcript_path": t, "last_assistant_message": reply}))
-    };
-    let append = |line: String| {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&t)
-            .unwrap()
-            .write_all(line.as_bytes())
-            .unwrap()
-    };
+    let t = Transcript::new(&p, usage_line("old", 90_000, 90_000));
+    let stop = |reply: &str| t.stop(&p, reply);
+    let append = |line: String| t.append(&line);
     // The first stop sets the baseline: the session's past is not counted.
     assert!(blocked(&stop("a")));
     assert_eq!(p.state().progress.tokens_used, 0);
@@ -395,19 +408,9 @@ fn paused_loop_lets_stops_through_uncounted() {
 fn tokens_spent_while_paused_are_not_counted() {
     let p = Project::new();
     p.start(&["--max-tokens", "1000", "--stuck-after", "0"]);
-    let t = p.path("t.jsonl");
-    std::fs::write(&t, usage_line("m0", 1, 1)).unwrap();
-    let stop = |reply: &str| {
-        p.stop_event(json!({"session_id": "s1", "cwd": p.root(), "transcript_path": t, "last_assistant_message": reply}))
-    };
-    let append = |line: String| {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&t)
-            .unwrap()
-            .write_all(line.as_bytes())
-            .unwrap()
-    };
+    let t = Transcript::new(&p, usage_line("m0", 1, 1));
+    let stop = |reply: &str| t.stop(&p, reply);
+    let append = |line: String| t.append(&line);
     assert!(blocked(&stop("a")), "baseline");
     p.ralph(&["pause"], "", &[]);
     append(usage_line("paused-1", 5000, 5000));

@@ -5,7 +5,6 @@
 //! the output is Claude Code's `--output-format json` object, the reply is
 //! its `result` and the tokens come from its `usage`.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -14,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::process::{scratch_file, signal_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -76,8 +77,8 @@ pub fn run(
     stop: &AtomicBool,
     mut tick: impl FnMut(),
 ) -> std::io::Result<Finished> {
-    let mut stdout_file = unnamed_file()?;
-    let mut stderr_file = unnamed_file()?;
+    let mut stdout_file = scratch_file()?;
+    let mut stderr_file = scratch_file()?;
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -128,42 +129,16 @@ pub fn run(
     })
 }
 
-/// SIGTERM to the group, a grace period, then SIGKILL.
+/// SIGTERM to the group, a grace period for the agent to exit, then SIGKILL
+/// to whatever of the group is left (a grandchild that ignored the TERM).
 fn terminate_group(pid: u32, child: &mut std::process::Child) {
-    if pid <= 1 {
-        return;
-    }
-    let signal = |sig: &str| {
-        let _ = Command::new("kill")
-            .args(["-s", sig, "--", &format!("-{pid}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    };
-    signal("TERM");
+    signal_group(pid, "TERM");
     let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
+    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    signal("KILL");
+    signal_group(pid, "KILL");
     let _ = child.wait();
-}
-
-fn unnamed_file() -> std::io::Result<File> {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(".ralph-agent-{}-{n}", std::process::id()));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
 }
 
 #[cfg(test)]

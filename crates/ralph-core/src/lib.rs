@@ -13,6 +13,7 @@ pub mod loops;
 pub mod messages;
 pub mod ownership;
 pub mod prd;
+pub mod process;
 pub mod promise;
 pub mod state;
 pub mod store;

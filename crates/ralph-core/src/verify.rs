@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::decide::Verification;
+use crate::process::{scratch_file, signal_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;
@@ -16,7 +17,7 @@ const TAIL_LINES: usize = 40;
 /// Runs `command` through `sh -c` in `root`, stdout and stderr together,
 /// killing its whole process group if it outlives `timeout`.
 pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
-    let output = match tempfile_in(root) {
+    let output = match scratch_file() {
         Ok(f) => f,
         Err(e) => return not_started(&e),
     };
@@ -46,7 +47,7 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
         }
     };
     if status.is_none() {
-        kill_group(child.id());
+        signal_group(child.id(), "KILL");
         let _ = child.wait();
     }
     let tail = read_tail(output);
@@ -77,36 +78,6 @@ fn not_started(e: &std::io::Error) -> Verification {
         status: format!("could not start: {e}"),
         output_tail: String::new(),
     }
-}
-
-/// An unnamed temp file: created, then unlinked at once, so nothing is left behind.
-fn tempfile_in(root: &Path) -> std::io::Result<File> {
-    let dir = std::env::temp_dir();
-    let dir = if dir.is_dir() { dir } else { root.to_owned() };
-    let path = dir.join(format!(
-        ".ralph-verify-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
-}
-
-fn kill_group(pid: u32) {
-    if pid <= 1 {
-        return; // never `kill -1`: that would mean every process
-    }
-    // `--` first: a bare `-PID` after `-KILL` is read by some kills as a signal.
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
 }
 
 fn read_tail(mut file: File) -> String {
