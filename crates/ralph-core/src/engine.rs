@@ -54,6 +54,10 @@ pub enum Step {
         next: u64,
         reason: String,
         status: String,
+        /// The promise was given but the verification command failed.
+        promise_refused: bool,
+        /// The guard figures after this turn.
+        progress: Progress,
     },
 }
 
@@ -192,6 +196,8 @@ pub fn step(
                     messages::footer(&live.file.name, state, next, &notes)
                 ),
                 status: messages::status_line(&live.file.name, state, next),
+                promise_refused: seen.verification.as_ref().is_some_and(|v| !v.passed),
+                progress,
             }
         }
     };

@@ -2,7 +2,7 @@
 //! status for the user, and the notices when a loop ends.
 
 use crate::decide::Outcome;
-use crate::state::LoopState;
+use crate::state::{LoopState, Progress};
 use crate::time::format_duration;
 
 /// The footer under the prompt, telling the agent where it is and exactly
@@ -104,4 +104,29 @@ pub fn guard_summary(state: &LoopState) -> Vec<String> {
         "no-progress breaker off".into()
     });
     out
+}
+
+/// The guard figures after a turn, for `ralph run`'s progress lines:
+/// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
+pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
+    let g = &state.guards;
+    let mut out = Vec::new();
+    match g.max_tokens {
+        Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
+        None if progress.tokens_used > 0 => out.push(format!("tokens {}", progress.tokens_used)),
+        None => {}
+    }
+    if g.stuck_after > 0 {
+        out.push(format!(
+            "same reply {}/{}",
+            progress.same_reply_count, g.stuck_after
+        ));
+    }
+    if g.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
+        out.push(format!(
+            "unchanged {}/{}",
+            progress.no_progress_count, g.no_progress_after
+        ));
+    }
+    out.join(" · ")
 }

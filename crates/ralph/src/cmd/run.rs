@@ -195,13 +195,25 @@ pub fn run(args: RunArgs) -> Outcome {
                 say!("{notice}");
                 return Ok(());
             }
-            Step::Continued { next, reason, .. } => {
-                last = if reason.contains("was refused") {
+            Step::Continued {
+                next,
+                reason,
+                promise_refused,
+                progress,
+                ..
+            } => {
+                last = if promise_refused {
                     "promise refused by --verify".into()
                 } else {
                     "no promise yet".into()
                 };
-                say!("✓ iteration {label} done · {elapsed} · {last}{tokens} · next: {next}");
+                let figures = messages::guard_figures(&state, &progress);
+                let figures = if figures.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · {figures}")
+                };
+                say!("✓ iteration {label} done · {elapsed} · {last}{figures} · next: {next}");
                 next_prompt = Some(reason);
             }
             Step::Ended {
