@@ -405,6 +405,22 @@ fn f06_another_sessions_corrupt_file_is_left_alone() {
     assert_eq!(p.read(LOOP), text);
 }
 
+#[test]
+fn f06_another_sessions_corrupt_file_does_not_hide_an_unowned_loop() {
+    let p = Project::new();
+    // Sorted first by name, with no start time: it must still never be chosen.
+    let broken = "---\nsession_id: other\niteration: x\n---\nTheirs\n";
+    p.write(".claude/aaa-loop.local.md", broken);
+    p.arm("", "1", "5", "\"DONE\"", "Build it");
+    assert!(
+        p.stop(event("s1", Some("working")))
+            .reason()
+            .starts_with("Build it")
+    );
+    assert_eq!(p.state().session_id.as_deref(), Some("s1"));
+    assert_eq!(p.read(".claude/aaa-loop.local.md"), broken);
+}
+
 // ---- 7. Prompts that look like frontmatter ----
 
 #[test]

@@ -14,7 +14,7 @@ use crate::decide::{Observation, Outcome, Verification};
 use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
 use crate::ownership::{self, Candidate, Selection};
-use crate::state::{self, LoopState, StateError};
+use crate::state::{self, LoopState};
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 use crate::{transcript, worktree};
@@ -83,7 +83,7 @@ pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
 struct Loaded {
     file: LoopFile,
     text: String,
-    state: Result<LoopState, StateError>,
+    state: LoopState,
 }
 
 fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
@@ -106,12 +106,9 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
     let loaded = load_loops(&project, session, ctx.now, &mut notices)?;
     let candidates: Vec<Candidate<'_>> = loaded
         .iter()
-        .map(|l| {
-            let state = l.state.as_ref().ok();
-            Candidate {
-                owner: state.and_then(|s| s.session_id.as_deref()),
-                started_at: state.and_then(|s| s.started_at),
-            }
+        .map(|l| Candidate {
+            owner: l.state.session_id.as_deref(),
+            started_at: l.state.started_at,
         })
         .collect();
     let answer = match ownership::select(session, &candidates) {
@@ -124,7 +121,8 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
 
 /// Reads every loop file under the lock. Files that ended but were not yet
 /// moved are moved now; corrupt files that are (or may be) this session's
-/// are moved aside with a notice; the rest are returned.
+/// are moved aside with a notice; other sessions' corrupt files are left
+/// alone; the valid loops are returned.
 fn load_loops(
     project: &Project,
     session: &str,
@@ -145,11 +143,7 @@ fn load_loops(
                 let ended = s.ended_at.unwrap_or(now);
                 project.archive(&file, ended, "")?;
             }
-            Ok(s) => loaded.push(Loaded {
-                file,
-                text,
-                state: Ok(s),
-            }),
+            Ok(state) => loaded.push(Loaded { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
                 let ours = owner.as_deref().is_none_or(|o| o == session);
@@ -161,13 +155,9 @@ fn load_loops(
                         record.display()
                     ));
                     project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
-                } else {
-                    loaded.push(Loaded {
-                        file,
-                        text,
-                        state: Err(e),
-                    });
                 }
+                // Another session's broken file is its own business: never
+                // a candidate here, and left exactly as it is.
             }
         }
     }
@@ -183,9 +173,7 @@ fn drive(
     ctx: &HookContext,
     lock: store::ProjectLock,
 ) -> Result<Answer, HookError> {
-    let Ok(state) = &live.state else {
-        return Ok(Answer::Silent);
-    };
+    let state = &live.state;
     let (seen, appended) = observe(project, state, event, ctx);
     let turn = Turn {
         seen,
