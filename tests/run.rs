@@ -12,10 +12,13 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 
 /// A scripted agent: the Nth call saves its prompt as `.agent/prompt-N` and
-/// prints `.agent/reply-N` (or the last reply written).
+/// prints `.agent/reply-N` (or the last reply written). With `.agent/hold`
+/// present it waits (up to a minute) until the test creates `.agent/go`, so a
+/// test can look at a run mid-iteration without racing a sleep.
 const AGENT: &str = r#"n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
 cat > .agent/prompt-$n
 [ -f .agent/delay ] && sleep "$(cat .agent/delay)"
+if [ -f .agent/hold ]; then i=0; while [ ! -f .agent/go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
 if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
 
 struct Project {
@@ -342,7 +345,7 @@ fn resumes_a_loop_armed_in_session_and_hands_it_back() {
 #[test]
 fn a_run_owns_its_loop_so_sessions_do_not_drive_it() {
     let p = Project::new(&["one"]);
-    std::fs::write(p.path(".agent/delay"), "0.5").unwrap();
+    std::fs::write(p.path(".agent/hold"), "").unwrap();
     let child = p
         .command(&[
             "run",
@@ -380,6 +383,7 @@ fn a_run_owns_its_loop_so_sessions_do_not_drive_it() {
         std::fs::read_to_string(p.path(".claude/ralph-loop.local.md")).unwrap(),
         before
     );
+    std::fs::write(p.path(".agent/go"), "").unwrap();
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(3));
 }
 
@@ -456,6 +460,7 @@ fn a_new_branch_in_the_prd_archives_the_previous_run() {
 #[test]
 fn statusline_shows_this_sessions_loop_only() {
     let p = Project::new(&[]);
+    let armed = Instant::now();
     p.command(&[
         "start",
         "--session-id",
@@ -486,7 +491,16 @@ fn statusline_shows_this_sessions_loop_only() {
         assert!(out.status.success());
         String::from_utf8(out.stdout).unwrap()
     };
-    assert_eq!(line("s1"), "🔄 ralph 1/20 · 0s · DONE\n");
+    // The elapsed time is whole seconds since arming: it may have ticked over
+    // between `start` and this line, so allow what the test itself took.
+    let armed_for = armed.elapsed().as_secs();
+    let shown = line("s1");
+    let secs: u64 = shown
+        .strip_prefix("🔄 ralph 1/20 · ")
+        .and_then(|rest| rest.strip_suffix("s · DONE\n"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected status line {shown:?}"));
+    assert!(secs <= armed_for + 1, "{shown:?} after {armed_for}s");
     assert_eq!(line("other"), "");
     p.command(&["pause"]).output().unwrap();
     assert!(line("s1").contains("paused"));

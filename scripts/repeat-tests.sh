@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the timing-sensitive test binaries many times and names every test that failed.
+#
+#   scripts/repeat-tests.sh [RUNS] [TEST-BINARY …]     (default: 20 runs of run, robustness, guards)
+#   LOAD=1 scripts/repeat-tests.sh 10                    (also keeps both cores busy meanwhile)
+#
+# A test that fails once in N runs fails CI once in N submissions: run this after touching
+# anything that waits on a child process, a signal, a lock or the clock.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-20}
+shift || true
+binaries=("$@")
+[ ${#binaries[@]} -gt 0 ] || binaries=(run robustness guards)
+
+args=()
+for b in "${binaries[@]}"; do args+=(--test "$b"); done
+cargo test -p ralph --locked "${args[@]}" --no-run >/dev/null 2>&1 || {
+    echo "build failed: cargo test -p ralph ${args[*]} --no-run" >&2
+    exit 2
+}
+
+load_pids=()
+if [ "${LOAD:-0}" = 1 ]; then
+    for _ in 1 2; do (while :; do :; done) & load_pids+=($!); done
+fi
+trap '[ ${#load_pids[@]} -gt 0 ] && kill "${load_pids[@]}" 2>/dev/null' EXIT
+
+log=$(mktemp)
+failed_runs=0
+declare -A failures=()
+for i in $(seq 1 "$runs"); do
+    threads=()
+    # Every other run with one test thread: some races only show with (or without) parallelism.
+    [ $((i % 2)) = 0 ] && threads=(-- --test-threads=1)
+    if cargo test -p ralph --locked "${args[@]}" "${threads[@]}" >"$log" 2>&1; then
+        printf '.'
+    else
+        printf 'F'
+        failed_runs=$((failed_runs + 1))
+        while read -r name; do
+            failures[$name]=$(( ${failures[$name]:-0} + 1 ))
+        done < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log")
+        cp "$log" "/tmp/repeat-tests-failure-$i.log"
+    fi
+done
+echo
+rm -f "$log"
+echo "$runs runs, $failed_runs failed"
+for name in "${!failures[@]}"; do
+    echo "  ${failures[$name]}× $name   (logs: /tmp/repeat-tests-failure-*.log)"
+done
+[ "$failed_runs" = 0 ]
