@@ -499,11 +499,11 @@ fn dev_zero_and_huge_files_in_the_history_are_refused_quickly() {
     // A sparse 1 GiB record: over the cap by its size, never read.
     let huge = fs::File::create(history.join("20980101T000000Z-huge.md")).unwrap();
     huge.set_len(1 << 30).unwrap();
-    // Under a 1 GiB address-space limit, reading any of them whole would abort.
+    // Under a 128 MiB address-space limit: reading any of them whole would fail.
     let limited = |args: &str| {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(format!("ulimit -v 1048576 && exec \"$0\" {args}"))
+            .arg(format!("ulimit -v 131072 && exec \"$0\" {args}"))
             .arg(BIN)
             .current_dir(w.root())
             .env_remove("CLAUDE_PROJECT_DIR")

@@ -35,6 +35,8 @@ pub enum LoopError {
     Ambiguous(String),
     #[error("{path}: {message}")]
     Unreadable { path: PathBuf, message: String },
+    #[error("{0}. It was left as it is; fix or remove it by hand")]
+    Untouched(String),
 }
 
 /// Everything `ralph start` writes into a new loop.
@@ -230,10 +232,7 @@ fn end(
     now: Timestamp,
 ) -> Result<PathBuf, LoopError> {
     if let Some(why) = &live.unreadable {
-        return Err(LoopError::Unreadable {
-            path: live.file.path.clone(),
-            message: format!("{why}. It was left as it is; fix or remove it by hand"),
-        });
+        return Err(LoopError::Untouched(why.clone()));
     }
     let fields = [
         ("active", "false".to_owned()),
@@ -429,8 +428,14 @@ pub fn report(
     now: Timestamp,
 ) -> Result<Vec<LoopReport>, LoopError> {
     let mut out = Vec::new();
+    // Decision logs are read only from a real folder, never through a link.
+    let logs_real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
     for live in read_live(project)? {
-        let log = project.log_path(&live.file.name);
+        let log = if logs_real {
+            project.log_path(&live.file.name)
+        } else {
+            PathBuf::new()
+        };
         let mut r = report_one(
             &live.file.name,
             &live.file.path,

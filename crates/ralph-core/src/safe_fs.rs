@@ -43,7 +43,7 @@ pub const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error(
-        "{path} is {found}, not {wanted}; ralph never follows links or opens special files inside a project. Remove it (ralph recreates what it needs)"
+        "{path} is {found}, not {wanted}; ralph never follows links or opens special files inside a project, so it was left alone. Remove it, or replace it with {wanted}"
     )]
     WrongKind {
         path: PathBuf,
