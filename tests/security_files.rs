@@ -74,6 +74,8 @@ fn blocked(answer: &Option<Value>) -> bool {
 /// home and state folder for the user.
 struct World {
     base: tempfile::TempDir,
+    /// When recording: every path seen under the project after any command.
+    seen: std::sync::Mutex<Option<BTreeMap<String, bool>>>,
 }
 
 const SENTINEL_TEXT: &str = "the user's own file\n";
@@ -87,7 +89,7 @@ impl World {
         fs::write(base.path().join("outside/sentinel"), SENTINEL_TEXT).unwrap();
         fs::write(
             base.path().join("home/agent.sh"),
-            "cat > /dev/null\necho '<promise>DONE</promise>'\n",
+            "cat > /dev/null\necho \"${AGENT_REPLY:-<promise>DONE</promise>}\"\n",
         )
         .unwrap();
         let git = Command::new("git")
@@ -97,7 +99,10 @@ impl World {
             .status()
             .unwrap();
         assert!(git.success());
-        Self { base }
+        Self {
+            base,
+            seen: std::sync::Mutex::new(None),
+        }
     }
 
     fn root(&self) -> PathBuf {
@@ -124,7 +129,11 @@ impl World {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        run_bounded(cmd, stdin)
+        let out = run_bounded(cmd, stdin);
+        if let Some(seen) = self.seen.lock().unwrap().as_mut() {
+            seen.extend(paths_under(&self.root()));
+        }
+        out
     }
 
     fn ralph(&self, args: &[&str]) -> Out {
@@ -330,6 +339,25 @@ fn lifecycle(w: &World, strict: bool) {
         "Do the stories",
     ];
     cli(&run, b"");
+    // A run handed back after one iteration leaves its loop and log behind.
+    let out = w.ralph_with(
+        &[
+            "run",
+            "--agent",
+            agent.as_str(),
+            "--name",
+            "handed",
+            "--hand-back-after",
+            "1",
+            "Keep going",
+        ],
+        b"",
+        &[("AGENT_REPLY", "still working")],
+    );
+    out.documented("run --hand-back-after 1");
+    if strict {
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
     // A new branch in the PRD: the next run archives the previous one. The
     // test edits the PRD only when it is a regular file (never through a link).
     let prd = w.path("ralph/prd.json");
@@ -392,12 +420,17 @@ fn paths_under(root: &Path) -> BTreeMap<String, bool> {
 #[test]
 fn planted_links_at_every_path_ralph_creates_lead_nowhere() {
     let clean = World::new();
+    *clean.seen.lock().unwrap() = Some(BTreeMap::new());
     lifecycle(&clean, true);
-    let learnt = paths_under(&clean.root());
+    let learnt = clean.seen.lock().unwrap().take().unwrap();
     // Sanity: the ordinary run reached every kind of file ralph writes.
     for expected in [
+        ".claude/demo-loop.local.md",
+        ".claude/handed-loop.local.md",
+        ".claude/ralph/logs/handed.jsonl",
         ".claude/ralph/lock",
         ".claude/ralph/logs",
+        ".claude/ralph/logs/demo.jsonl",
         ".claude/ralph/history",
         ".claude/ralph/last-run.json",
         "ralph/prd.json",
@@ -409,7 +442,20 @@ fn planted_links_at_every_path_ralph_creates_lead_nowhere() {
     }
     assert!(learnt.len() >= 15, "{learnt:?}");
     clean.outside_untouched("the ordinary run");
+    // A history record's name starts with the second it ended in: its
+    // learnt name is planted again, in the same project, with the stamps of
+    // the coming seconds.
+    let now = ralph_core::time::Timestamp::now().0;
     for (rel, is_dir) in &learnt {
+        let mut at = vec![rel.clone()];
+        if let Some(name) = rel.strip_prefix(".claude/ralph/history/") {
+            let rest = &name[16..]; // after `YYYYMMDDTHHMMSSZ`
+            at.extend((0..30).map(|s| {
+                let stamp = ralph_core::time::Timestamp(now + s).compact();
+                format!(".claude/ralph/history/{stamp}{rest}")
+            }));
+            at.dedup();
+        }
         // A file's path gets a link to the sentinel file; a folder's path
         // gets a link to the sentinel folder, and also one to the file.
         let targets: &[&str] = if *is_dir {
@@ -422,15 +468,19 @@ fn planted_links_at_every_path_ralph_creates_lead_nowhere() {
             if rel == ".claude" {
                 fs::remove_dir(w.path(".claude")).unwrap();
             }
-            w.plant_link(rel, target);
+            for path in &at {
+                if fs::symlink_metadata(w.path(path)).is_err() {
+                    w.plant_link(path, target);
+                }
+            }
             lifecycle(&w, false);
             w.outside_untouched(&format!("link at {rel} -> {target}"));
-            assert!(
-                fs::symlink_metadata(w.path(rel)).is_ok_and(|m| m.file_type().is_symlink())
-                    || rel.contains("history/")
-                    || rel.starts_with("ralph/archive/"),
-                "the link at {rel} was replaced or removed"
-            );
+            for path in &at {
+                assert!(
+                    fs::symlink_metadata(w.path(path)).is_ok_and(|m| m.file_type().is_symlink()),
+                    "the link at {path} was replaced or removed"
+                );
+            }
         }
     }
 }
@@ -486,6 +536,24 @@ fn fifos_at_the_lock_the_log_a_loop_file_and_the_transcript_never_hang_the_hook(
     assert!(message(&answer).contains("transcript"), "{answer:?}");
     assert!(message(&answer).contains("FIFO"), "{answer:?}");
     w.outside_untouched("fifos");
+}
+
+#[test]
+fn hard_links_at_the_log_and_the_lock_lead_nowhere() {
+    let w = World::new();
+    assert_eq!(w.start("demo", "S", "Task").code, Some(0));
+    let sentinel = w.base.path().join("outside/sentinel");
+    fs::create_dir_all(w.path(".claude/ralph/logs")).unwrap();
+    fs::hard_link(&sentinel, w.path(".claude/ralph/logs/demo.jsonl")).unwrap();
+    let answer = w.stop("S", "working");
+    assert!(blocked(&answer), "the loop still runs: {answer:?}");
+    assert!(message(&answer).contains("hard links"), "{answer:?}");
+    fs::remove_file(w.path(".claude/ralph/lock")).unwrap();
+    fs::hard_link(&sentinel, w.path(".claude/ralph/lock")).unwrap();
+    let answer = w.stop("S", "working");
+    assert!(message(&answer).contains("hard links"), "{answer:?}");
+    assert_eq!(w.ralph(&["cancel", "--all"]).code, Some(1));
+    w.outside_untouched("hard links");
 }
 
 #[test]

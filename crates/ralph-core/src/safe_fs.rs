@@ -297,7 +297,7 @@ pub fn create_new(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
 pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let old = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_file() => Some(meta.permissions()),
+        Ok(meta) if meta.is_file() => Some(kept_mode(meta.permissions())),
         Ok(meta) => return Err(wrong_kind(path, meta.file_type(), "a regular file")),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err("inspect", path)(e)),
@@ -329,17 +329,51 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     Ok(())
 }
 
+/// The permission bits a rewrite keeps: read, write and execute for each
+/// class; never set-id or sticky bits from a file ralph did not make.
+fn kept_mode(perms: fs::Permissions) -> fs::Permissions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::Permissions::from_mode(perms.mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    perms
+}
+
 /// Appends `bytes` to a regular file (created if missing) in one write,
 /// never through a link, never blocking on a FIFO.
 pub fn append(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let mut file = open_checked(path, OpenOptions::new().append(true).create(true), false)?;
+    single_link(path, &file)?;
     file.write_all(bytes).map_err(io_err("append to", path))
+}
+
+/// A file ralph writes in place (a log, the lock) must have one name only:
+/// a hard link planted in a checkout could otherwise lead the write to a
+/// file elsewhere. (Replacing by rename never writes through a hard link.)
+fn single_link(path: &Path, file: &File) -> Result<(), FsError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().map_err(io_err("inspect", path))?;
+        if meta.nlink() > 1 {
+            return Err(FsError::WrongKind {
+                path: path.to_owned(),
+                found: "a file with several hard links",
+                wanted: "a file of its own",
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, file);
+    Ok(())
 }
 
 /// Opens (creating if missing) a lock file: read-write so that a FIFO
 /// there opens without blocking and is then refused.
 pub fn open_lock(path: &Path) -> Result<File, FsError> {
-    open_checked(
+    let file = open_checked(
         path,
         OpenOptions::new()
             .read(true)
@@ -347,7 +381,9 @@ pub fn open_lock(path: &Path) -> Result<File, FsError> {
             .create(true)
             .truncate(false),
         false,
-    )
+    )?;
+    single_link(path, &file)?;
+    Ok(file)
 }
 
 /// Writes `pid` as the whole content of an open lock file.
@@ -601,6 +637,22 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, [".other.tmp", ".ralph-tmp-link", "x-loop.local.md"]);
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn in_place_writes_refuse_a_hard_link() {
+        let d = dir();
+        let victim = d.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let planted = d.path().join("log");
+        fs::hard_link(&victim, &planted).unwrap();
+        let e = append(&planted, b"x").unwrap_err();
+        assert!(e.to_string().contains("hard links"), "{e}");
+        assert!(open_lock(&planted).is_err());
+        // A replace renames a new file over the name: the other name keeps its bytes.
+        replace(&planted, b"new").unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
     }
 

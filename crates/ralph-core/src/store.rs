@@ -230,29 +230,19 @@ impl Project {
     /// a notice at most: a log that cannot be written must never cost the
     /// user their loop.
     pub fn append_log(&self, name: &str, line: &str) -> Result<(), StoreError> {
-        self.ensure_dir(".claude/ralph/logs")?;
-        let path = self.log_path(name);
-        Ok(safe_fs::append(&path, format!("{line}\n").as_bytes())?)
+        self.append_bytes(name, format!("{line}\n").as_bytes())
     }
 
-    /// Why the decision log of `name` cannot be written, if it cannot: a
-    /// link or special file where the log or its folders go.
+    /// Why the decision log of `name` cannot be written, if it cannot (a
+    /// link, a FIFO, a hard link where the log or its folders go): the
+    /// same open as an append, writing nothing.
     pub fn log_problem(&self, name: &str) -> Option<StoreError> {
-        if let Err(e) = safe_fs::check_dir(&self.root, ".claude/ralph/logs") {
-            return Some(e.into());
-        }
-        let path = self.log_path(name);
-        match safe_fs::kind_at(&path) {
-            Some(kind) if !kind.is_file() => Some(
-                FsError::WrongKind {
-                    path,
-                    found: safe_fs::describe(kind),
-                    wanted: "a regular file",
-                }
-                .into(),
-            ),
-            _ => None,
-        }
+        self.append_bytes(name, b"").err()
+    }
+
+    fn append_bytes(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.ensure_dir(".claude/ralph/logs")?;
+        Ok(safe_fs::append(&self.log_path(name), bytes)?)
     }
 }
 
@@ -278,9 +268,15 @@ pub fn record_name(name: &str) -> String {
 
 /// A record name no file has yet: `<stamp><rest>`, then `<stamp>.002<rest>`,
 /// `<stamp>.003<rest>`, … The counter sits inside the stamp, so the loop's
-/// name stays intact and names sort oldest first. A link counts as taken.
+/// name stays intact and names sort oldest first. A stem is taken when
+/// anything (a link included) has its record's or its log's name, so a
+/// rename never replaces an entry.
 fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
-    let taken = |s: &str| safe_fs::kind_at(&dir.join(format!("{s}.md"))).is_some();
+    let taken = |s: &str| {
+        [".md", ".log.jsonl"]
+            .iter()
+            .any(|ext| safe_fs::kind_at(&dir.join(format!("{s}{ext}"))).is_some())
+    };
     let first = format!("{stamp}{rest}");
     if !taken(&first) {
         return first;
