@@ -149,7 +149,8 @@ pub fn step(
             log["decision"] = json!("end");
             log["outcome"] = json!(outcome.as_str());
             log["why"] = json!(detail);
-            project.append_log(&live.file.name, &log.to_string());
+            // Best effort; the hook reports a log it cannot write before the turn.
+            let _ = project.append_log(&live.file.name, &log.to_string());
             let record = project.archive(live.file, now, "")?;
             let notice = messages::ended(
                 &live.file.name,
@@ -201,7 +202,7 @@ pub fn step(
             }
         }
     };
-    project.append_log(&live.file.name, &log.to_string());
+    let _ = project.append_log(&live.file.name, &log.to_string());
     drop(lock);
     Ok(result)
 }

@@ -141,20 +141,31 @@ fn load_loops(
         match LoopState::parse(&text) {
             Ok(s) if s.outcome.is_some() => {
                 let ended = s.ended_at.unwrap_or(now);
-                project.archive(&file, ended, "")?;
+                if let Err(e) = project.archive(&file, ended, "") {
+                    notices.push(format!(
+                        "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
+                        file.path.display()
+                    ));
+                }
             }
             Ok(state) => loaded.push(Loaded { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
                 let ours = owner.as_deref().is_none_or(|o| o == session);
                 if ours {
-                    let record = project.archive(&file, now, ".corrupt")?;
-                    notices.push(format!(
-                        "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
-                        file.path.display(),
-                        record.display()
-                    ));
-                    project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
+                    // One bad file is one notice: the other loops still run.
+                    match project.archive(&file, now, ".corrupt") {
+                        Ok(record) => notices.push(format!(
+                            "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                            file.path.display(),
+                            record.display()
+                        )),
+                        Err(why) => notices.push(format!(
+                            "⚠ ralph: {}: {e}. It could not be moved aside ({why}); fix or remove it.",
+                            file.path.display()
+                        )),
+                    }
+                    let _ = project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
                 }
                 // Another session's broken file is its own business: never
                 // a candidate here, and left exactly as it is.
@@ -174,7 +185,14 @@ fn drive(
     lock: store::ProjectLock,
 ) -> Result<Answer, HookError> {
     let state = &live.state;
-    let (seen, appended) = observe(project, state, event, ctx);
+    let mut notices = Vec::new();
+    if let Some(problem) = project.log_problem(&live.file.name) {
+        notices.push(format!(
+            "⚠ ralph `{}`: decisions are not logged: {problem}",
+            live.file.name
+        ));
+    }
+    let (seen, appended) = observe(project, state, event, ctx, &mut notices);
     let turn = Turn {
         seen,
         transcript: appended,
@@ -186,14 +204,13 @@ fn drive(
         text: &live.text,
         state,
     };
-    Ok(
-        match engine::step(project, &current, turn, ctx.now, lock)? {
-            Step::Passed => Answer::Silent,
-            Step::Changed { notice } => Answer::Notice(notice),
-            Step::Ended { notice, .. } => Answer::Notice(notice),
-            Step::Continued { reason, status, .. } => Answer::Block { reason, status },
-        },
-    )
+    let answer = match engine::step(project, &current, turn, ctx.now, lock)? {
+        Step::Passed => Answer::Silent,
+        Step::Changed { notice } => Answer::Notice(notice),
+        Step::Ended { notice, .. } => Answer::Notice(notice),
+        Step::Continued { reason, status, .. } => Answer::Block { reason, status },
+    };
+    Ok(with_notices(answer, notices))
 }
 
 /// Gathers what the decision needs: the reply, and the guard figures that
@@ -203,15 +220,25 @@ fn observe(
     state: &LoopState,
     event: &StopEvent,
     ctx: &HookContext,
+    notices: &mut Vec<String>,
 ) -> (Observation, Option<transcript::Appended>) {
     let transcript_path = event
         .transcript_path
         .as_deref()
         .filter(|p| !p.as_os_str().is_empty());
+    // A transcript that is there but not a regular file (a FIFO, a device)
+    // is refused without blocking; say so once, whichever read met it.
+    let mut refused = None;
+    let mut note = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::InvalidData && refused.is_none() {
+            refused = Some(e.to_string());
+        }
+    };
     let reply = event.reply_in_payload().or_else(|| {
         let path = transcript_path?;
         let offset = state.progress.transcript_offset;
         transcript::last_reply(path, offset, state.started_at)
+            .map_err(&mut note)
             .ok()
             .flatten()
             .map(|r| r.text)
@@ -223,8 +250,12 @@ fn observe(
             state.progress.transcript_offset,
             state.progress.last_message_id.as_deref(),
         )
+        .map_err(&mut note)
         .ok()
     });
+    if let Some(why) = refused {
+        notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
+    }
     let tree = (state.guards.no_progress_after > 0)
         .then(|| worktree::fingerprint_of(&project.root))
         .flatten();

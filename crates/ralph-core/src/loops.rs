@@ -35,6 +35,8 @@ pub enum LoopError {
     Ambiguous(String),
     #[error("{path}: {message}")]
     Unreadable { path: PathBuf, message: String },
+    #[error("{0}. It was left as it is; fix or remove it by hand")]
+    Untouched(String),
 }
 
 /// Everything `ralph start` writes into a new loop.
@@ -135,6 +137,15 @@ pub fn arm(
         return Err(LoopError::EmptyPrompt);
     }
     let text = render(req, now);
+    if text.len() as u64 > crate::safe_fs::LOOP_FILE_CAP {
+        return Err(LoopError::Unreadable {
+            path: project.loop_path(&req.name),
+            message: format!(
+                "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
+                crate::safe_fs::LOOP_FILE_CAP
+            ),
+        });
+    }
     let state = LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
         path: project.loop_path(&req.name),
         message: format!("the new loop would not read back: {e}"),
@@ -176,16 +187,37 @@ pub fn arm(
 /// A live loop file and its parsed state.
 pub struct Live {
     pub file: LoopFile,
+    /// The file's text; empty when it could not be read (see `unreadable`).
     pub text: String,
     pub state: Result<LoopState, String>,
+    /// Why the file could not be read (a link, a FIFO, over-long, not
+    /// UTF-8): such a file is reported, never rewritten or moved.
+    pub unreadable: Option<String>,
 }
 
+/// Every live loop file; one that cannot be read is listed with the reason,
+/// so that one bad file never hides the others.
 pub fn read_live(project: &Project) -> Result<Vec<Live>, LoopError> {
     let mut out = Vec::new();
     for file in project.loop_files()? {
-        let text = store::read_to_string(&file.path)?;
-        let state = LoopState::parse(&text).map_err(|e| e.to_string());
-        out.push(Live { file, text, state });
+        let live = match store::read_to_string(&file.path) {
+            Ok(text) => {
+                let state = LoopState::parse(&text).map_err(|e| e.to_string());
+                Live {
+                    file,
+                    text,
+                    state,
+                    unreadable: None,
+                }
+            }
+            Err(e) => Live {
+                file,
+                text: String::new(),
+                state: Err(e.to_string()),
+                unreadable: Some(e.to_string()),
+            },
+        };
+        out.push(live);
     }
     Ok(out)
 }
@@ -199,6 +231,9 @@ fn end(
     why: &str,
     now: Timestamp,
 ) -> Result<PathBuf, LoopError> {
+    if let Some(why) = &live.unreadable {
+        return Err(LoopError::Untouched(why.clone()));
+    }
     let fields = [
         ("active", "false".to_owned()),
         ("outcome", outcome.as_str().to_owned()),
@@ -211,7 +246,8 @@ fn end(
         store::write_atomic(&live.file.path, &updated)?;
     }
     let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
-    project.append_log(
+    // Best effort: a log that cannot be written never keeps a loop alive.
+    let _ = project.append_log(
         &live.file.name,
         &json!({"time": now.to_string(), "iteration": iteration, "decision": "end", "outcome": outcome.as_str(), "why": why}).to_string(),
     );
@@ -268,16 +304,27 @@ fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, LoopErro
     }
 }
 
-/// Cancels loops; returns `(name, iteration, record)` for each one ended.
+/// What `cancel` did: the loops ended, and those it could not end.
+#[derive(Debug, Default)]
+pub struct Cancelled {
+    /// `(name, iteration, record)` for each loop ended.
+    pub ended: Vec<(String, u64, PathBuf)>,
+    /// `(name, why)` for each chosen loop that could not be ended.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Cancels loops, each on its own: one that cannot be ended (unreadable,
+/// unarchivable) is reported in `failed` and the others still end.
 pub fn cancel(
     project: &Project,
     name: Option<&str>,
     all: bool,
     session: Option<&str>,
     now: Timestamp,
-) -> Result<Vec<(String, u64, PathBuf)>, LoopError> {
+) -> Result<Cancelled, LoopError> {
+    let mut done = Cancelled::default();
     if nothing_to_do(project, name)? {
-        return Ok(Vec::new());
+        return Ok(done);
     }
     let _lock = project.lock()?;
     let lives = read_live(project)?;
@@ -286,19 +333,22 @@ pub fn cancel(
     } else {
         pick(&lives, name, session)?
     };
-    let mut ended = Vec::new();
     for live in chosen {
-        let record = end(
+        match end(
             project,
             live,
             Outcome::Cancelled,
             "cancelled by the user",
             now,
-        )?;
-        let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
-        ended.push((live.file.name.clone(), iteration, record));
+        ) {
+            Ok(record) => {
+                let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+                done.ended.push((live.file.name.clone(), iteration, record));
+            }
+            Err(e) => done.failed.push((live.file.name.clone(), e.to_string())),
+        }
     }
-    Ok(ended)
+    Ok(done)
 }
 
 /// Pauses (`active: false`) or resumes loops; returns the names changed.
@@ -317,6 +367,9 @@ pub fn set_active(
     let mut changed = Vec::new();
     for live in pick(&lives, name, session)? {
         let Ok(state) = &live.state else { continue };
+        if live.unreadable.is_some() {
+            continue;
+        }
         if state.active == active {
             continue;
         }
@@ -327,7 +380,7 @@ pub fn set_active(
             })?;
         store::write_atomic(&live.file.path, &updated)?;
         let word = if active { "resume" } else { "pause" };
-        project.append_log(&live.file.name, &json!({"time": now.to_string(), "iteration": state.iteration, "decision": word, "why": format!("{word}d by the user")}).to_string());
+        let _ = project.append_log(&live.file.name, &json!({"time": now.to_string(), "iteration": state.iteration, "decision": word, "why": format!("{word}d by the user")}).to_string());
         changed.push(live.file.name.clone());
     }
     Ok(changed)
@@ -375,25 +428,38 @@ pub fn report(
     now: Timestamp,
 ) -> Result<Vec<LoopReport>, LoopError> {
     let mut out = Vec::new();
+    // Decision logs are read only from a real folder, never through a link.
+    let logs_real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
     for live in read_live(project)? {
-        let log = project.log_path(&live.file.name);
-        out.push(report_one(
+        let log = if logs_real {
+            project.log_path(&live.file.name)
+        } else {
+            PathBuf::new()
+        };
+        let mut r = report_one(
             &live.file.name,
             &live.file.path,
             &live.text,
             &log,
             recent,
             now,
-        ));
+        );
+        if let Some(why) = live.unreadable {
+            r.state = "unreadable".into();
+            r.error = Some(why);
+        }
+        out.push(r);
     }
+    // The history folder is read only when it is a real folder, never a link.
     let dir = project.history_dir();
+    let real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
     let mut records: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
+        Ok(entries) if real => entries
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "md"))
             .collect(),
-        Err(_) => Vec::new(),
+        _ => Vec::new(),
     };
     records.sort();
     records.reverse();
@@ -408,10 +474,17 @@ pub fn report(
             .map_or(stem.as_str(), |(_, n)| n)
             .trim_end_matches(".corrupt")
             .to_owned();
-        let text = store::read_to_string(&path).unwrap_or_default();
+        // A record ralph cannot read (a link to /dev/zero, say) is reported, not followed.
+        let (text, unreadable) = match store::read_to_string(&path) {
+            Ok(text) => (text, None),
+            Err(e) => (String::new(), Some(e.to_string())),
+        };
         let log = path.with_file_name(format!("{stem}.log.jsonl"));
         let mut r = report_one(&name, &path, &text, &log, recent, now);
-        if stem.ends_with(".corrupt") {
+        if let Some(why) = unreadable {
+            r.state = "unreadable".into();
+            r.error = Some(why);
+        } else if stem.ends_with(".corrupt") {
             r.state = "corrupt".into();
             r.outcome = Some(Outcome::Corrupt.as_str().into());
         }
@@ -494,9 +567,11 @@ pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value>
     if n == 0 {
         return Vec::new();
     }
-    let Ok(text) = std::fs::read_to_string(path) else {
+    // Only a regular file, never through a link, and only its end.
+    let Ok(bytes) = crate::safe_fs::read_tail(path, crate::safe_fs::LOG_TAIL_CAP) else {
         return Vec::new();
     };
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..]
         .iter()
@@ -577,7 +652,9 @@ mod tests {
             set_active(&p, None, Some("s2"), false, Timestamp(1)).unwrap(),
             ["b"]
         );
-        let ended = cancel(&p, None, false, Some("s1"), Timestamp(1)).unwrap();
+        let ended = cancel(&p, None, false, Some("s1"), Timestamp(1))
+            .unwrap()
+            .ended;
         assert_eq!(ended[0].0, "a");
         assert!(cancel(&p, Some("zzz"), false, None, Timestamp(1)).is_err());
         let r = report(&p, 10, 5, Timestamp(2)).unwrap();

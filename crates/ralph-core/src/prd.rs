@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::store;
+use crate::safe_fs;
 use crate::time::Timestamp;
 
 const PRD: &str = "ralph/prd.json";
@@ -40,20 +40,38 @@ fn slug(text: &str) -> String {
     s.trim_matches('-').to_owned()
 }
 
+/// Reads a small project file: `None` when it is not there; an error when
+/// it is a link, a special file, too long or not UTF-8.
+fn read_small(root: &Path, rel: &str) -> std::io::Result<Option<String>> {
+    match safe_fs::read_text(&root.join(rel), safe_fs::SMALL_FILE_CAP) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
 /// Archives the previous PRD and progress log when the PRD's `branchName`
 /// differs from the last run's, then remembers this run's. Returns the
 /// archive folder when one was made. A project without `ralph/prd.json` is
-/// left alone.
+/// left alone. Every path goes through `safe_fs`: the folders must be real
+/// folders, the archive folder is new (created exclusively), its files are
+/// created exclusively, and the rest is replaced atomically.
 pub fn archive_if_branch_changed(root: &Path, now: Timestamp) -> std::io::Result<Option<PathBuf>> {
-    let Ok(prd) = std::fs::read_to_string(root.join(PRD)) else {
+    let other = std::io::Error::other;
+    if !safe_fs::check_dir(root, "ralph").map_err(other)? {
+        return Ok(None);
+    }
+    let Some(prd) = read_small(root, PRD)? else {
         return Ok(None);
     };
     let Some(branch) = branch_of(&prd) else {
         return Ok(None);
     };
-    let last: Option<Value> = std::fs::read_to_string(root.join(LAST_RUN))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let last: Option<Value> = if safe_fs::check_dir(root, ".claude/ralph").map_err(other)? {
+        read_small(root, LAST_RUN)?.and_then(|t| serde_json::from_str(&t).ok())
+    } else {
+        None
+    };
     let last_branch = last
         .as_ref()
         .and_then(|v| v["branch"].as_str())
@@ -61,32 +79,37 @@ pub fn archive_if_branch_changed(root: &Path, now: Timestamp) -> std::io::Result
     let mut archived = None;
     if let Some(old) = last_branch.filter(|old| *old != branch) {
         let date = &now.to_string()[..10];
-        let mut dir = root
-            .join("ralph/archive")
-            .join(format!("{date}-{}", slug(&old)));
-        let mut n = 2;
-        while dir.exists() {
-            dir = root
-                .join("ralph/archive")
-                .join(format!("{date}-{}-{n}", slug(&old)));
-            n += 1;
-        }
-        std::fs::create_dir_all(&dir)?;
+        let parent = safe_fs::ensure_dir(root, "ralph/archive").map_err(other)?;
+        let mut n = 1;
+        let dir = loop {
+            let name = match n {
+                1 => format!("{date}-{}", slug(&old)),
+                _ => format!("{date}-{}-{n}", slug(&old)),
+            };
+            let dir = parent.join(name);
+            // create_dir is exclusive: an existing entry (or link) is skipped.
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let old_prd = last
             .as_ref()
             .and_then(|v| v["prd"].as_str())
             .unwrap_or_default();
-        std::fs::write(dir.join("prd.json"), old_prd)?;
-        if let Ok(progress) = std::fs::read_to_string(root.join(PROGRESS)) {
-            std::fs::write(dir.join("progress.txt"), progress)?;
+        safe_fs::create_new(&dir.join("prd.json"), old_prd.as_bytes()).map_err(other)?;
+        match safe_fs::copy_new(&root.join(PROGRESS), &dir.join("progress.txt")) {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(other(e)),
         }
-        std::fs::write(root.join(PROGRESS), FRESH_PROGRESS)?;
+        safe_fs::replace(&root.join(PROGRESS), FRESH_PROGRESS.as_bytes()).map_err(other)?;
         archived = Some(dir);
     }
-    std::fs::create_dir_all(root.join(".claude/ralph"))?;
+    safe_fs::ensure_dir(root, ".claude/ralph").map_err(other)?;
     let record = json!({"branch": branch, "prd": prd, "started_at": now.to_string()});
-    store::write_atomic(&root.join(LAST_RUN), &record.to_string())
-        .map_err(std::io::Error::other)?;
+    safe_fs::replace(&root.join(LAST_RUN), record.to_string().as_bytes()).map_err(other)?;
     Ok(archived)
 }
 

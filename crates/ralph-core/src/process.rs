@@ -3,22 +3,12 @@
 
 use std::fs::File;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
-/// An unnamed scratch file: created in the temp folder, then unlinked at
-/// once, so nothing is left behind whatever happens to the process.
+/// An unnamed scratch file in the temp folder: created exclusively under a
+/// random name and unlinked at once (or never named, where the system
+/// allows), so no planted link can redirect it and nothing is left behind.
 pub fn scratch_file() -> std::io::Result<File> {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(".ralph-scratch-{}-{n}", std::process::id()));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
+    tempfile::tempfile()
 }
 
 /// Sends `signal` (`TERM`, `KILL`) to the process group led by `pid` (a child

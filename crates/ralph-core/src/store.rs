@@ -8,12 +8,12 @@
 //!   .claude/ralph/history/<stamp>-<name>.md          an ended loop
 //!   .claude/ralph/history/<stamp>-<name>.log.jsonl   its decision log
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::safe_fs::{self, FsError};
 use crate::time::Timestamp;
 
 pub const LOOP_SUFFIX: &str = "-loop.local.md";
@@ -21,6 +21,12 @@ pub const LOOP_SUFFIX: &str = "-loop.local.md";
 /// How long to wait for another ralph process to release the lock before
 /// giving up (and letting the session stop).
 const LOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The longest loop name kept whole in a history record's name. Names ralph
+/// arms are at most 64 characters; a longer one (a file planted by hand) is
+/// shortened with a hash, so `<stamp>.NNN-<name>.corrupt.log.jsonl` always
+/// fits in a file name (255 bytes).
+const RECORD_NAME_MAX: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct Project {
@@ -42,8 +48,14 @@ pub enum StoreError {
         path: PathBuf,
         source: io::Error,
     },
-    #[error("another ralph process held {path} for over {secs}s")]
-    LockTimeout { path: PathBuf, secs: u64 },
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("another ralph process ({holder}) held {path} for over {secs}s")]
+    LockTimeout {
+        path: PathBuf,
+        secs: u64,
+        holder: String,
+    },
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -100,9 +112,21 @@ impl Project {
         self.claude_dir().join(format!("{name}{LOOP_SUFFIX}"))
     }
 
-    /// The live loop files, sorted by name. A missing `.claude/` means none.
+    /// Makes sure `rel` (under the root) is a real folder, never a link.
+    pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
+        Ok(safe_fs::ensure_dir(&self.root, rel)?)
+    }
+
+    /// The live loop files, sorted by name. A missing `.claude/` means none;
+    /// so does a `.claude` that is a link (ralph never follows it). Every
+    /// entry with a loop file's name is listed whatever it is, so that a
+    /// FIFO or a link there is reported when read, not silently skipped.
     pub fn loop_files(&self) -> Result<Vec<LoopFile>, StoreError> {
         let dir = self.claude_dir();
+        match safe_fs::kind_at(&dir) {
+            Some(kind) if kind.is_dir() => {}
+            _ => return Ok(Vec::new()),
+        }
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -116,7 +140,7 @@ impl Project {
                 if name.is_empty() || name.starts_with('.') {
                     return None;
                 }
-                entry.file_type().ok()?.is_file().then(|| LoopFile {
+                Some(LoopFile {
                     name: name.to_owned(),
                     path: entry.path(),
                 })
@@ -128,27 +152,31 @@ impl Project {
 
     /// Takes the project's lock, waiting a bounded time for other ralph
     /// processes. Released when the guard is dropped (or the process dies).
+    /// The lock file is opened without following a link and must be a
+    /// regular file; the holder writes its pid into it, so that a process
+    /// that gives up waiting can name who held it.
     pub fn lock(&self) -> Result<ProjectLock, StoreError> {
-        let dir = self.ralph_dir();
-        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        let dir = self.ensure_dir(".claude/ralph")?;
         let path = dir.join("lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_err("open the lock file", &path))?;
+        let file = safe_fs::open_lock(&path)?;
         let started = Instant::now();
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(ProjectLock { _file: file }),
+                Ok(()) => {
+                    // Best effort: the pid only makes a timeout message precise.
+                    let _ = safe_fs::write_holder(&file, std::process::id());
+                    return Ok(ProjectLock { _file: file });
+                }
                 Err(fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
                 Err(fs::TryLockError::WouldBlock) => {
+                    let holder = safe_fs::read_holder(&path)
+                        .map_or_else(|| "pid unknown".to_owned(), |pid| format!("pid {pid}"));
                     return Err(StoreError::LockTimeout {
                         path,
                         secs: LOCK_PATIENCE.as_secs(),
+                        holder,
                     });
                 }
                 Err(fs::TryLockError::Error(e)) => return Err(io_err("lock", &path)(e)),
@@ -157,81 +185,98 @@ impl Project {
     }
 
     /// Moves an ended loop file (already rewritten with its outcome) and its
-    /// decision log into the history. Returns the record's path.
+    /// decision log into the history. Returns the record's path. Only the
+    /// entries are renamed (nothing is opened); the history folder must be
+    /// a real folder, and a log that is not a regular file stays behind.
     pub fn archive(
         &self,
         file: &LoopFile,
         ended: Timestamp,
         suffix: &str,
     ) -> Result<PathBuf, StoreError> {
-        let history = self.history_dir();
-        fs::create_dir_all(&history).map_err(io_err("create", &history))?;
+        let history = self.ensure_dir(".claude/ralph/history")?;
         let stem = unique_stem(
             &history,
             &ended.compact(),
-            &format!("-{}{suffix}", file.name),
+            &format!("-{}{suffix}", record_name(&file.name)),
         );
         let record = history.join(format!("{stem}.md"));
         fs::rename(&file.path, &record).map_err(io_err("move the loop file into", &history))?;
         let log = self.log_path(&file.name);
-        if log.exists() {
+        if safe_fs::kind_at(&log).is_some_and(|k| k.is_file())
+            && safe_fs::check_dir(&self.root, ".claude/ralph/logs").unwrap_or(false)
+        {
             // Best effort: a log that cannot move stays where status still finds it.
             let _ = fs::rename(&log, history.join(format!("{stem}.log.jsonl")));
         }
-        sync_dir(&history);
-        sync_dir(&self.claude_dir());
+        safe_fs::sync_dir(&history);
+        safe_fs::sync_dir(&self.claude_dir());
         Ok(record)
     }
 
-    /// Removes temp files left in `.claude/` by ralph processes that died
-    /// mid-write (killed between create and rename). Call it under the lock.
-    /// Only where `/proc` tells which processes live; elsewhere nothing is removed.
+    /// Removes temp files left in `.claude/` and `.claude/ralph/` by ralph
+    /// processes that died mid-write. Call it under the lock. Only ralph's
+    /// own temps go (see [`safe_fs::remove_stale_temps`]).
     pub fn remove_stale_temps(&self) {
-        if !Path::new("/proc/self").exists() {
-            return;
-        }
-        let Ok(entries) = fs::read_dir(self.claude_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(temp_owner) else {
-                continue;
-            };
-            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = fs::remove_file(entry.path());
+        let now = SystemTime::now();
+        for rel in [".claude", ".claude/ralph"] {
+            if safe_fs::check_dir(&self.root, rel).unwrap_or(false) {
+                safe_fs::remove_stale_temps(&self.root.join(rel), now);
             }
         }
     }
 
-    /// Appends one line to a loop's decision log (best effort: a log that
-    /// cannot be written must never cost the user their loop).
-    pub fn append_log(&self, name: &str, line: &str) {
-        let path = self.log_path(name);
-        if let Some(dir) = path.parent() {
-            let _ = fs::create_dir_all(dir);
-        }
-        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(&path) {
-            let _ = file.write_all(format!("{line}\n").as_bytes());
-        }
+    /// Appends one line to a loop's decision log. Callers treat an error as
+    /// a notice at most: a log that cannot be written must never cost the
+    /// user their loop.
+    pub fn append_log(&self, name: &str, line: &str) -> Result<(), StoreError> {
+        self.append_bytes(name, format!("{line}\n").as_bytes())
+    }
+
+    /// Why the decision log of `name` cannot be written, if it cannot (a
+    /// link, a FIFO, a hard link where the log or its folders go): the
+    /// same open as an append, writing nothing.
+    pub fn log_problem(&self, name: &str) -> Option<StoreError> {
+        self.append_bytes(name, b"").err()
+    }
+
+    fn append_bytes(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.ensure_dir(".claude/ralph/logs")?;
+        Ok(safe_fs::append(&self.log_path(name), bytes)?)
     }
 }
 
-/// The pid in a temp name made by `write_atomic`: `.<file>.<pid>.<n>.tmp`.
-fn temp_owner(name: &str) -> Option<u32> {
-    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    let mut parts = inner.rsplitn(3, '.');
-    let (_n, pid) = (parts.next()?.parse::<u32>().ok()?, parts.next()?);
-    parts.next()?;
-    pid.parse().ok()
+/// The loop's name as it appears in a history record's name: whole when it
+/// is short, else its start and a hash of all of it.
+pub fn record_name(name: &str) -> String {
+    if name.len() <= RECORD_NAME_MAX {
+        return name.to_owned();
+    }
+    let mut head = String::new();
+    for c in name.chars() {
+        if head.len() + c.len_utf8() > 40 {
+            break;
+        }
+        head.push(c);
+    }
+    // FNV-1a: stable across runs and versions, no dependency.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{head}~{hash:016x}")
 }
 
-/// A name in `dir` that no file has yet: `stem`, `stem-2`, `stem-3`, …
 /// A record name no file has yet: `<stamp><rest>`, then `<stamp>.002<rest>`,
 /// `<stamp>.003<rest>`, … The counter sits inside the stamp, so the loop's
-/// name stays intact and names sort oldest first.
+/// name stays intact and names sort oldest first. A stem is taken when
+/// anything (a link included) has its record's or its log's name, so a
+/// rename never replaces an entry.
 fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
-    let taken = |s: &str| dir.join(format!("{s}.md")).exists();
+    let taken = |s: &str| {
+        [".md", ".log.jsonl"]
+            .iter()
+            .any(|ext| safe_fs::kind_at(&dir.join(format!("{s}{ext}"))).is_some())
+    };
     let first = format!("{stamp}{rest}");
     if !taken(&first) {
         return first;
@@ -247,40 +292,16 @@ pub struct ProjectLock {
     _file: File,
 }
 
-static TEMP_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// Replaces `path` with `contents` so that readers see the old file or the
-/// new one, never a mix: a temp file in the same folder, fsync, rename,
-/// fsync of the folder. The temp name never matches `*-loop.local.md`.
+/// Replaces `path` with `contents` atomically, keeping its mode
+/// (see [`safe_fs::replace`]). Temp names never match `*-loop.local.md`.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<(), StoreError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state");
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let temp = dir.join(format!(".{file_name}.{}.{n}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&temp).map_err(io_err("create", &temp))?;
-        file.write_all(contents.as_bytes())
-            .map_err(io_err("write", &temp))?;
-        file.sync_all().map_err(io_err("sync", &temp))?;
-        fs::rename(&temp, path).map_err(io_err("replace", path))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    } else {
-        sync_dir(dir);
-    }
-    result
+    Ok(safe_fs::replace(path, contents.as_bytes())?)
 }
 
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
+/// Reads a loop file (live or recorded): a regular file, not through a
+/// link, at most [`safe_fs::LOOP_FILE_CAP`] bytes, valid UTF-8.
 pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
-    let bytes = fs::read(path).map_err(io_err("read", path))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(safe_fs::read_text(path, safe_fs::LOOP_FILE_CAP)?)
 }
 
 #[cfg(test)]
@@ -329,32 +350,26 @@ mod tests {
     }
 
     #[test]
-    fn stale_temps_of_dead_processes_are_removed() {
+    fn long_names_make_short_record_names() {
+        let long = "a".repeat(238);
+        let short = record_name(&long);
+        assert!(short.len() < 64, "{short}");
+        assert_ne!(record_name(&"a".repeat(239)), short);
+        assert_eq!(record_name("ralph"), "ralph");
         let tmp = tempfile::tempdir().unwrap();
         let p = Project {
             root: tmp.path().into(),
         };
         fs::create_dir_all(p.claude_dir()).unwrap();
-        let dead = ".ralph-loop.local.md.4000000000.0.tmp"; // no such pid
-        let mine = format!(".ralph-loop.local.md.{}.0.tmp", std::process::id());
-        for f in [dead, mine.as_str(), ".notes.tmp", "ralph-loop.local.md"] {
-            fs::write(p.claude_dir().join(f), "").unwrap();
-        }
-        p.remove_stale_temps();
-        let mut left: Vec<String> = fs::read_dir(p.claude_dir())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        let mut expected = vec![
-            ".notes.tmp".to_owned(),
-            mine,
-            "ralph-loop.local.md".to_owned(),
-        ];
-        expected.sort();
-        assert_eq!(left, expected);
-        assert_eq!(temp_owner(".x-loop.local.md.123.4.tmp"), Some(123));
-        assert_eq!(temp_owner("x.tmp"), None);
+        let file = LoopFile {
+            name: long.clone(),
+            path: p.loop_path(&long),
+        };
+        fs::write(&file.path, "x").unwrap();
+        p.append_log(&long, "{}").unwrap();
+        let record = p.archive(&file, Timestamp(0), ".corrupt").unwrap();
+        assert!(record.exists());
+        assert!(!file.path.exists());
     }
 
     #[test]
@@ -380,7 +395,7 @@ mod tests {
                 path: p.loop_path("ralph"),
             };
             fs::write(&file.path, "x").unwrap();
-            p.append_log("ralph", "{}");
+            p.append_log("ralph", "{}").unwrap();
             p.archive(&file, Timestamp(0), "").unwrap();
         }
         let mut names: Vec<_> = fs::read_dir(p.history_dir())

@@ -15,6 +15,17 @@ use crate::event::content_text;
 use crate::time::Timestamp;
 
 const BLOCK: usize = 64 * 1024;
+
+/// Opens the transcript. Its path comes from the client (Claude Code keeps
+/// transcripts under `~/.claude/projects/`), so a link is followed; but the
+/// open never blocks and only a regular file is read, so a FIFO or device
+/// planted on the way is refused (as `InvalidData`, with the reason).
+fn open(path: &Path) -> std::io::Result<File> {
+    crate::safe_fs::open_read_following(path).map_err(|e| match e {
+        crate::safe_fs::FsError::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
+}
 /// The most a backward scan reads before giving up: a reply is never this long.
 const MAX_SCAN: u64 = 16 * 1024 * 1024;
 
@@ -54,7 +65,7 @@ pub fn last_reply(
     after_offset: u64,
     not_before: Option<Timestamp>,
 ) -> std::io::Result<Option<LastReply>> {
-    let mut file = File::open(path)?;
+    let mut file = open(path)?;
     let len = file.metadata()?.len();
     let floor = after_offset.min(len).max(len.saturating_sub(MAX_SCAN));
     let mut lines = BackwardLines::new(&mut file, floor, len);
@@ -311,7 +322,7 @@ pub fn scan_appended(
     offset: u64,
     last_message_id: Option<&str>,
 ) -> std::io::Result<Appended> {
-    let mut file = File::open(path)?;
+    let mut file = open(path)?;
     let len = file.metadata()?.len();
     let mut out = Appended {
         end_offset: len,

@@ -1,5 +1,6 @@
 //! `ralph init`: write a template's PRD, progress log and prompt into ralph/.
 
+use ralph_core::safe_fs;
 use ralph_core::templates::{self, TEMPLATES};
 
 use crate::cli::InitArgs;
@@ -21,10 +22,11 @@ pub fn init(args: InitArgs) -> super::Outcome {
     let project = super::project();
     super::ensure_claude_dir(&project)?;
     let dir = project.root.join("ralph");
+    // Anything already there counts, a link included (it is never written through).
     let existing: Vec<String> = template
         .files
         .iter()
-        .filter(|(f, _)| dir.join(f).exists())
+        .filter(|(f, _)| safe_fs::kind_at(&dir.join(f)).is_some())
         .map(|(f, _)| format!("ralph/{f}"))
         .collect();
     if !existing.is_empty() && !args.force {
@@ -34,12 +36,11 @@ pub fn init(args: InitArgs) -> super::Outcome {
         )
         .into());
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    safe_fs::ensure_dir(&project.root, "ralph").map_err(|e| e.to_string())?;
     for (file, contents) in template.files {
         let path = dir.join(file);
-        std::fs::write(&path, contents)
-            .map_err(|e| format!("could not write {}: {e}", path.display()))?;
+        safe_fs::replace(&path, contents.as_bytes())
+            .map_err(|e| format!("could not write ralph/{file}: {e}"))?;
         say!("wrote ralph/{file}");
     }
     if let Some(added) = ignore_loop_files(&project.root)? {
@@ -57,7 +58,16 @@ fn ignore_loop_files(root: &std::path::Path) -> Result<Option<String>, String> {
         return Ok(None);
     }
     let path = root.join(".gitignore");
-    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let current = match safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP) {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => {
+            return Err(format!(
+                "{e}; .gitignore was not edited (add {} yourself)",
+                GITIGNORE_LINES.join(" and ")
+            ));
+        }
+    };
     let missing: Vec<&str> = GITIGNORE_LINES
         .iter()
         .copied()
@@ -74,6 +84,7 @@ fn ignore_loop_files(root: &std::path::Path) -> Result<Option<String>, String> {
         text.push_str(line);
         text.push('\n');
     }
-    std::fs::write(&path, text).map_err(|e| format!("could not update {}: {e}", path.display()))?;
+    safe_fs::replace(&path, text.as_bytes())
+        .map_err(|e| format!("could not update .gitignore: {e}"))?;
     Ok(Some(missing.join(" and ")))
 }

@@ -195,7 +195,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
         session.as_deref(),
         Timestamp::now(),
     );
-    let ended = match ended {
+    let done = match ended {
         // Cancelling what is already gone is not an error: cancel is idempotent.
         Err(loops::LoopError::NoSuchLoop(name)) => {
             say!("No active loop named `{name}`; nothing to cancel.");
@@ -203,14 +203,23 @@ pub fn cancel(args: SelectArgs) -> Outcome {
         }
         other => other.map_err(|e| e.to_string())?,
     };
-    if ended.is_empty() {
+    if done.ended.is_empty() && done.failed.is_empty() {
         say!("No active loop to cancel.");
     }
-    for (name, iteration, record) in ended {
+    for (name, iteration, record) in done.ended {
         say!(
             "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
             super::display(&project, &record)
         );
+    }
+    // What could not be ended is listed, and the exit code says so.
+    if !done.failed.is_empty() {
+        let list: Vec<String> = done
+            .failed
+            .iter()
+            .map(|(name, why)| format!("  `{name}`: {why}"))
+            .collect();
+        return Err(format!("could not cancel:\n{}", list.join("\n")).into());
     }
     Ok(())
 }
@@ -365,8 +374,10 @@ pub fn log(args: LogArgs) -> Outcome {
     };
     let log_path = if report.state == "ended" || report.state == "corrupt" {
         std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")
-    } else {
+    } else if ralph_core::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false) {
         project.log_path(&report.name)
+    } else {
+        std::path::PathBuf::new() // a linked logs folder is never read
     };
     let lines = loops::read_log_tail(&log_path, usize::MAX);
     for line in &lines {

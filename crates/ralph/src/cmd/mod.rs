@@ -118,8 +118,6 @@ pub fn display(project: &Project, path: &std::path::Path) -> String {
 
 /// Make sure `.claude/` exists, so the hook (which looks for it) finds the project.
 pub fn ensure_claude_dir(project: &Project) -> Result<(), String> {
-    let dir = project.claude_dir();
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    project.ensure_dir(".claude").map_err(|e| e.to_string())?;
     Ok(())
 }

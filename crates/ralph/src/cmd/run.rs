@@ -54,11 +54,13 @@ pub fn run(args: RunArgs) -> Outcome {
         }
         None => adopt(&project, &args.name, &driver)?,
     };
-    if let Ok(Some(dir)) = prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
-        say!(
+    match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
+        Ok(Some(dir)) => say!(
             "The PRD names a new branch: the previous prd.json and progress.txt were archived in {}",
             super::display(&project, &dir)
-        );
+        ),
+        Ok(None) => {}
+        Err(e) => say!("⚠ The PRD was not archived: {e}"),
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -244,7 +246,7 @@ fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
 /// Reads the loop under the lock: its text and state, or `None` if it is gone.
 fn read(project: &Project, file: &LoopFile) -> Result<Option<(String, LoopState)>, Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    if !file.path.exists() {
+    if ralph_core::safe_fs::kind_at(&file.path).is_none() {
         return Ok(None);
     }
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
@@ -260,7 +262,7 @@ fn adopt(project: &Project, name: &str, driver: &str) -> Result<Option<String>, 
         path: project.loop_path(name),
     };
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    if !file.path.exists() {
+    if ralph_core::safe_fs::kind_at(&file.path).is_none() {
         return Err(Failure::usage(format!(
             "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
         )));
@@ -306,8 +308,9 @@ fn hand_back(
 /// Ctrl-C: the agent is already stopped; record the loop as cancelled.
 fn interrupted(project: &Project, file: &LoopFile, started: Instant) -> Outcome {
     let now = Timestamp::now();
-    let ended =
-        loops::cancel(project, Some(&file.name), false, None, now).map_err(|e| e.to_string())?;
+    let ended = loops::cancel(project, Some(&file.name), false, None, now)
+        .map_err(|e| e.to_string())?
+        .ended;
     say!();
     for (name, iteration, record) in ended {
         say!(

@@ -1,0 +1,685 @@
+//! Every file ralph touches under a project goes through here. A project may
+//! be a stranger's checkout, so its paths are never trusted:
+//!
+//! - opens never follow a symbolic link at the last component (`O_NOFOLLOW`)
+//!   and never block (`O_NONBLOCK`); what was opened is checked with `fstat`
+//!   and only a regular file is accepted (a FIFO, device, socket, folder or
+//!   link is a [`FsError::WrongKind`] naming the path and what was found);
+//! - folders ralph creates or uses are checked component by component with
+//!   `symlink_metadata` from the project root down, and a link is refused;
+//! - reads are capped: an over-long file is an error, never a truncation
+//!   (only a log *tail* reads the end of a longer file on purpose);
+//! - new files are created exclusively (`O_EXCL`) under unpredictable names
+//!   ([`TEMP_PREFIX`] + random), so a planted link can never be written
+//!   through; a replace is temp + fsync + rename, keeping the old file's mode;
+//! - appends (decision logs) are `O_APPEND|O_NOFOLLOW` and checked regular.
+//!
+//! The project root itself is the user's choice and may be a link. Unix
+//! specifics sit behind `cfg(unix)`; elsewhere the same functions work with
+//! the plain checks (`symlink_metadata`, file type after open).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// A loop file (live or in the history) is a task and a few fields; this
+/// is far above any real one. A longer file is refused, not truncated.
+pub const LOOP_FILE_CAP: u64 = 8 * 1024 * 1024;
+/// Small JSON and text files ralph reads whole (`last-run.json`,
+/// `ralph/prd.json`, `.gitignore`).
+pub const SMALL_FILE_CAP: u64 = 8 * 1024 * 1024;
+/// How much of a decision log's end `ralph status` and `ralph log` read.
+pub const LOG_TAIL_CAP: u64 = 16 * 1024 * 1024;
+/// The lock file holds a pid.
+const LOCK_FILE_CAP: u64 = 64;
+
+/// Every temp file ralph creates starts with this; nothing else does, and
+/// it never matches `*-loop.local.md`.
+pub const TEMP_PREFIX: &str = ".ralph-tmp-";
+/// A temp file older than this is stale: a write takes milliseconds.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error(
+        "{path} is {found}, not {wanted}; ralph never follows links or opens special files inside a project, so it was left alone. Remove it, or replace it with {wanted}"
+    )]
+    WrongKind {
+        path: PathBuf,
+        found: &'static str,
+        wanted: &'static str,
+    },
+    #[error("{path} is larger than {cap} bytes, more than ralph reads; it was not read")]
+    TooLong { path: PathBuf, cap: u64 },
+    #[error(
+        "{path} is not valid UTF-8 (first bad byte at offset {offset}); ralph keeps a loop file's bytes exactly and will not guess an encoding, so it was left untouched. Save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+    )]
+    NotUtf8 { path: PathBuf, offset: usize },
+    #[error("could not {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl FsError {
+    /// The path does not exist (nothing was there to refuse).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, FsError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FsError + 'a {
+    move |source| FsError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What a file type is, in words.
+pub fn describe(kind: fs::FileType) -> &'static str {
+    if kind.is_symlink() {
+        return "a symbolic link";
+    }
+    if kind.is_dir() {
+        return "a folder";
+    }
+    if kind.is_file() {
+        return "a regular file";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_block_device() || kind.is_char_device() {
+            return "a device";
+        }
+    }
+    "a special file"
+}
+
+fn wrong_kind(path: &Path, kind: fs::FileType, wanted: &'static str) -> FsError {
+    FsError::WrongKind {
+        path: path.to_owned(),
+        found: describe(kind),
+        wanted,
+    }
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway).
+fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut flags = OFlags::NONBLOCK | OFlags::CLOEXEC;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        options.custom_flags(flags.bits() as i32);
+    }
+    #[cfg(not(unix))]
+    let _ = follow;
+    options
+}
+
+/// Opens with `options` (never following a link unless `follow`), then
+/// accepts only a regular file. A refused open says what was there.
+fn open_checked(path: &Path, options: &mut OpenOptions, follow: bool) -> Result<File, FsError> {
+    #[cfg(not(unix))]
+    if !follow
+        && let Ok(meta) = fs::symlink_metadata(path)
+        && meta.file_type().is_symlink()
+    {
+        return Err(wrong_kind(path, meta.file_type(), "a regular file"));
+    }
+    let file = guarded(options, follow).open(path).map_err(|e| {
+        // O_NOFOLLOW on a link fails (ELOOP); say what it was.
+        match fs::symlink_metadata(path) {
+            Ok(meta) if !meta.is_file() && e.kind() != io::ErrorKind::NotFound => {
+                wrong_kind(path, meta.file_type(), "a regular file")
+            }
+            _ => io_err("open", path)(e),
+        }
+    })?;
+    let meta = file.metadata().map_err(io_err("inspect", path))?;
+    if !meta.is_file() {
+        return Err(wrong_kind(path, meta.file_type(), "a regular file"));
+    }
+    Ok(file)
+}
+
+/// Opens a regular file for reading without following a link.
+pub fn open_read(path: &Path) -> Result<File, FsError> {
+    open_checked(path, OpenOptions::new().read(true), false)
+}
+
+/// Opens a regular file for reading, following links: only for paths that
+/// come from the client (the transcript), never for a project's own paths.
+/// It still never blocks and accepts only a regular file.
+pub fn open_read_following(path: &Path) -> Result<File, FsError> {
+    open_checked(path, OpenOptions::new().read(true), true)
+}
+
+/// Reads a whole regular file of at most `cap` bytes.
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FsError> {
+    let file = open_read(path)?;
+    let len = file.metadata().map_err(io_err("inspect", path))?.len();
+    if len > cap {
+        return Err(FsError::TooLong {
+            path: path.to_owned(),
+            cap,
+        });
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // One byte past the cap tells a file that grew since the fstat.
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("read", path))?;
+    if bytes.len() as u64 > cap {
+        return Err(FsError::TooLong {
+            path: path.to_owned(),
+            cap,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads a whole regular UTF-8 file of at most `cap` bytes; other bytes are
+/// refused, never replaced.
+pub fn read_text(path: &Path, cap: u64) -> Result<String, FsError> {
+    let bytes = read_capped(path, cap)?;
+    String::from_utf8(bytes).map_err(|e| FsError::NotUtf8 {
+        path: path.to_owned(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
+/// The last `max` bytes of a regular file (all of it when shorter), for
+/// logs that only matter at their end.
+pub fn read_tail(path: &Path, max: u64) -> Result<Vec<u8>, FsError> {
+    let mut file = open_read(path)?;
+    let len = file.metadata().map_err(io_err("inspect", path))?.len();
+    let start = len.saturating_sub(max);
+    file.seek(SeekFrom::Start(start))
+        .map_err(io_err("read", path))?;
+    let mut bytes = Vec::new();
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("read", path))?;
+    Ok(bytes)
+}
+
+/// The components of `rel` joined onto `root` one by one; `rel` must be a
+/// plain relative path (no `..`, no root).
+fn steps(root: &Path, rel: &Path) -> Vec<PathBuf> {
+    let mut path = root.to_owned();
+    rel.components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => {
+                path.push(part);
+                Some(path.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `root/rel` is a real folder all the way down: `Ok(false)` when a
+/// component is missing, an error when one is a link or not a folder.
+pub fn check_dir(root: &Path, rel: impl AsRef<Path>) -> Result<bool, FsError> {
+    for step in steps(root, rel.as_ref()) {
+        match fs::symlink_metadata(&step) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(meta) => return Err(wrong_kind(&step, meta.file_type(), "a folder")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("inspect", &step)(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Makes sure `root/rel` is a real folder, creating the missing components
+/// one at a time; any component that is a link or not a folder is refused.
+pub fn ensure_dir(root: &Path, rel: impl AsRef<Path>) -> Result<PathBuf, FsError> {
+    let mut last = root.to_owned();
+    for step in steps(root, rel.as_ref()) {
+        match fs::symlink_metadata(&step) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(meta) => return Err(wrong_kind(&step, meta.file_type(), "a folder")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&step) {
+                Ok(()) => {}
+                // Created meanwhile by another process: check what it is.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let meta = fs::symlink_metadata(&step).map_err(io_err("inspect", &step))?;
+                    if !meta.is_dir() {
+                        return Err(wrong_kind(&step, meta.file_type(), "a folder"));
+                    }
+                }
+                Err(e) => return Err(io_err("create", &step)(e)),
+            },
+            Err(e) => return Err(io_err("inspect", &step)(e)),
+        }
+        last = step;
+    }
+    Ok(last)
+}
+
+/// What is at `path` without following a link: `None` when nothing is.
+pub fn kind_at(path: &Path) -> Option<fs::FileType> {
+    fs::symlink_metadata(path).ok().map(|m| m.file_type())
+}
+
+/// Creates `path` exclusively (`O_EXCL`: an existing file or link there is an
+/// error, never written through) and writes `bytes`.
+pub fn create_new(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let mut file = guarded(OpenOptions::new().write(true).create_new(true), false)
+        .open(path)
+        .map_err(io_err("create", path))?;
+    file.write_all(bytes).map_err(io_err("write", path))?;
+    file.sync_all().map_err(io_err("sync", path))
+}
+
+/// Replaces `path` with `bytes` so that readers see the old file or the new
+/// one, never a mix: a temp file created exclusively under a random name in
+/// the same folder, written, given the old file's permission mode, fsynced,
+/// renamed over `path`, then the folder fsynced. A link or special file at
+/// `path` is refused (the rename would replace the link itself, but a
+/// project's own files are never links, so one there is a sign of tampering).
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let old = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Some(kept_mode(meta.permissions())),
+        Ok(meta) => return Err(wrong_kind(path, meta.file_type(), "a regular file")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err("inspect", path)(e)),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(TEMP_PREFIX).suffix("").rand_bytes(12);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // A new file gets the usual 0666 less the umask, as `File::create` would.
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    let mut temp = builder
+        .tempfile_in(dir)
+        .map_err(io_err("create a temp file in", dir))?;
+    if let Some(perms) = old {
+        temp.as_file()
+            .set_permissions(perms)
+            .map_err(io_err("set the mode of", temp.path()))?;
+    }
+    temp.write_all(bytes)
+        .map_err(io_err("write", temp.path()))?;
+    temp.as_file()
+        .sync_all()
+        .map_err(io_err("sync", temp.path()))?;
+    temp.persist(path)
+        .map_err(|e| io_err("replace", path)(e.error))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// The permission bits a rewrite keeps: read, write and execute for each
+/// class; never set-id or sticky bits from a file ralph did not make.
+fn kept_mode(perms: fs::Permissions) -> fs::Permissions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::Permissions::from_mode(perms.mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    perms
+}
+
+/// Appends `bytes` to a regular file (created if missing) in one write,
+/// never through a link, never blocking on a FIFO.
+pub fn append(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let mut file = open_checked(path, OpenOptions::new().append(true).create(true), false)?;
+    single_link(path, &file)?;
+    file.write_all(bytes).map_err(io_err("append to", path))
+}
+
+/// A file ralph writes in place (a log, the lock) must have one name only:
+/// a hard link planted in a checkout could otherwise lead the write to a
+/// file elsewhere. (Replacing by rename never writes through a hard link.)
+fn single_link(path: &Path, file: &File) -> Result<(), FsError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().map_err(io_err("inspect", path))?;
+        if meta.nlink() > 1 {
+            return Err(FsError::WrongKind {
+                path: path.to_owned(),
+                found: "a file with several hard links",
+                wanted: "a file of its own",
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, file);
+    Ok(())
+}
+
+/// Opens (creating if missing) a lock file: read-write so that a FIFO
+/// there opens without blocking and is then refused.
+pub fn open_lock(path: &Path) -> Result<File, FsError> {
+    let file = open_checked(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+        false,
+    )?;
+    single_link(path, &file)?;
+    Ok(file)
+}
+
+/// Writes `pid` as the whole content of an open lock file.
+pub fn write_holder(mut file: &File, pid: u32) -> io::Result<()> {
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(pid.to_string().as_bytes())
+}
+
+/// The pid written into a lock file by its holder, if one reads back.
+pub fn read_holder(path: &Path) -> Option<u32> {
+    let bytes = read_capped(path, LOCK_FILE_CAP).ok()?;
+    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+}
+
+/// Removes ralph's own stale temp files from `dir`: a name starting with
+/// [`TEMP_PREFIX`], a regular file (never following a link), last written
+/// more than [`STALE_TEMP_AGE`] ago. Call it under the project lock; best
+/// effort. Needs no `/proc`: a live writer finishes within milliseconds.
+pub fn remove_stale_temps(dir: &Path, now: SystemTime) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX)) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old_enough = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age > STALE_TEMP_AGE);
+        if meta.is_file() && old_enough {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// Copies a regular file into a new file created exclusively.
+pub fn copy_new(from: &Path, to: &Path) -> Result<(), FsError> {
+    let mut source = open_read(from)?;
+    let mut target = guarded(OpenOptions::new().write(true).create_new(true), false)
+        .open(to)
+        .map_err(io_err("create", to))?;
+    io::copy(&mut source, &mut target).map_err(io_err("copy into", to))?;
+    target.sync_all().map_err(io_err("sync", to))
+}
+
+/// Flushes a folder's entries (a rename) to disk; best effort.
+pub fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(d) = OpenOptions::new()
+            .read(true)
+            .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+            .open(dir)
+        {
+            let _ = d.sync_all();
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[cfg(unix)]
+    fn fifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn reads_a_regular_file_within_its_cap() {
+        let d = dir();
+        let p = d.path().join("a");
+        fs::write(&p, "hello").unwrap();
+        assert_eq!(read_text(&p, 5).unwrap(), "hello");
+        assert!(matches!(
+            read_text(&p, 4),
+            Err(FsError::TooLong { cap: 4, .. })
+        ));
+        assert!(
+            read_text(&d.path().join("missing"), 5)
+                .unwrap_err()
+                .is_not_found()
+        );
+    }
+
+    #[test]
+    fn refuses_bytes_that_are_not_utf8() {
+        let d = dir();
+        let p = d.path().join("latin1");
+        fs::write(&p, b"caf\xe9").unwrap();
+        let e = read_text(&p, 100).unwrap_err();
+        assert!(matches!(e, FsError::NotUtf8 { offset: 3, .. }), "{e}");
+        assert!(e.to_string().contains("UTF-8"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn never_follows_a_link_and_refuses_special_files() {
+        let d = dir();
+        let target = d.path().join("target");
+        fs::write(&target, "secret").unwrap();
+        let link = d.path().join("link");
+        symlink(&target, &link).unwrap();
+        let e = read_text(&link, 100).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FsError::WrongKind {
+                    found: "a symbolic link",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(append(&link, b"x").is_err());
+        assert!(open_lock(&link).is_err());
+        assert!(create_new(&link, b"x").is_err());
+        assert!(replace(&link, b"x").is_err());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "secret");
+
+        let f = d.path().join("fifo");
+        fifo(&f);
+        let started = std::time::Instant::now();
+        for e in [
+            read_text(&f, 100).unwrap_err(),
+            append(&f, b"x").unwrap_err(),
+            open_lock(&f).unwrap_err(),
+            read_tail(&f, 10).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("FIFO"), "{e}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let e = read_text(Path::new("/dev/null"), 100);
+        assert!(e.is_err());
+        let e = open_read_following(d.path()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FsError::WrongKind {
+                    found: "a folder",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // The transcript may be reached through a link, but only to a regular file.
+        assert_eq!(open_read_following(&link).map(|_| ()).ok(), Some(()));
+        let fifo_link = d.path().join("fifo-link");
+        symlink(&f, &fifo_link).unwrap();
+        assert!(open_read_following(&fifo_link).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn folders_are_checked_component_by_component() {
+        let d = dir();
+        let outside = dir();
+        let root = d.path();
+        assert!(!check_dir(root, ".claude/ralph").unwrap());
+        let made = ensure_dir(root, ".claude/ralph/logs").unwrap();
+        assert_eq!(made, root.join(".claude/ralph/logs"));
+        assert!(check_dir(root, ".claude/ralph/logs").unwrap());
+        symlink(outside.path(), root.join(".claude/ralph/history")).unwrap();
+        let e = ensure_dir(root, ".claude/ralph/history/x").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(check_dir(root, ".claude/ralph/history").is_err());
+        fs::write(root.join("plain"), "").unwrap();
+        assert!(ensure_dir(root, "plain/sub").is_err());
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replace_keeps_the_mode_and_every_byte() {
+        let d = dir();
+        let p = d.path().join("x-loop.local.md");
+        let body = b"\xef\xbb\xbf---\r\nactive: true\r\n---\r\n\r\nbody\r\n";
+        fs::write(&p, body).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        replace(&p, body).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), body);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let fresh = d.path().join("fresh");
+        replace(&fresh, b"new").unwrap();
+        // A new file gets the mode `File::create` would give it (0666 less the umask).
+        let plain = d.path().join("plain");
+        fs::write(&plain, "").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&fresh), mode(&plain));
+        fs::remove_file(&plain).unwrap();
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 2, "no temp left");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn stale_temps_are_ralphs_own_old_regular_files_only() {
+        let d = dir();
+        let outside = dir();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let names = [
+            ".ralph-tmp-old",
+            ".ralph-tmp-link",
+            ".other.tmp",
+            "x-loop.local.md",
+        ];
+        for n in &names[..] {
+            if *n == ".ralph-tmp-link" {
+                symlink(&victim, d.path().join(n)).unwrap();
+            } else {
+                fs::write(d.path().join(n), "").unwrap();
+            }
+        }
+        // Nothing is old yet: nothing goes.
+        remove_stale_temps(d.path(), SystemTime::now());
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 4);
+        // An hour later the regular temp goes; the link, others and the target stay.
+        remove_stale_temps(d.path(), SystemTime::now() + Duration::from_secs(3600));
+        let mut left: Vec<String> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".other.tmp", ".ralph-tmp-link", "x-loop.local.md"]);
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn in_place_writes_refuse_a_hard_link() {
+        let d = dir();
+        let victim = d.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let planted = d.path().join("log");
+        fs::hard_link(&victim, &planted).unwrap();
+        let e = append(&planted, b"x").unwrap_err();
+        assert!(e.to_string().contains("hard links"), "{e}");
+        assert!(open_lock(&planted).is_err());
+        // A replace renames a new file over the name: the other name keeps its bytes.
+        replace(&planted, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn lock_holder_pid_round_trips() {
+        let d = dir();
+        let p = d.path().join("lock");
+        let f = open_lock(&p).unwrap();
+        write_holder(&f, 4242).unwrap();
+        write_holder(&f, 17).unwrap();
+        assert_eq!(read_holder(&p), Some(17));
+        fs::write(&p, "garbage").unwrap();
+        assert_eq!(read_holder(&p), None);
+    }
+
+    #[test]
+    fn tails_and_copies() {
+        let d = dir();
+        let p = d.path().join("log");
+        append(&p, b"one\n").unwrap();
+        append(&p, b"two\n").unwrap();
+        assert_eq!(read_tail(&p, 4).unwrap(), b"two\n");
+        assert_eq!(read_tail(&p, 100).unwrap(), b"one\ntwo\n");
+        let copy = d.path().join("copy");
+        copy_new(&p, &copy).unwrap();
+        assert_eq!(fs::read(&copy).unwrap(), b"one\ntwo\n");
+        assert!(copy_new(&p, &copy).is_err(), "never overwrites");
+        assert!(create_new(&copy, b"x").is_err());
+    }
+}
