@@ -116,8 +116,6 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
             "⚠ ralph: the Stop event names no session_id, so no loop was advanced (a loop is only driven by the session that owns it). Update Claude Code.".into(),
         ));
     };
-    let lock = project.lock()?;
-    project.remove_stale_temps();
     let mut notices = Vec::new();
     // Only now, with loop files present, is the registry consulted.
     let gate = Gate {
@@ -125,6 +123,13 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
         root: registry::canonical_root(&project).ok(),
         session,
     };
+    // Read-only first: a project whose loop files are all inert for this
+    // session is left exactly as it is (not even the lock file is made).
+    if !gate.concerns_us(&project, &mut notices)? {
+        return Ok(with_notices(Answer::Silent, notices));
+    }
+    let lock = project.lock()?;
+    project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
     // The loops this session may drive: armed here, or its own loop from
     // before ralph kept records. Anything else is inert.
@@ -194,6 +199,66 @@ impl Gate<'_> {
             (Some(r), Some(root)) => r.lookup(root, name).ok().flatten().is_some(),
             _ => false,
         }
+    }
+
+    /// Whether any loop file here may be this session's to drive or to tidy
+    /// (an ended or corrupt loop of this user). Reads only; the inert files
+    /// get their notice (once per session) on the way.
+    fn concerns_us(&self, project: &Project, notices: &mut Vec<String>) -> Result<bool, HookError> {
+        for file in project.loop_files()? {
+            let Ok(text) = store::read_to_string(&file.path) else {
+                return Ok(true); // reported under the lock, as any unreadable file
+            };
+            match LoopState::parse(&text) {
+                Ok(state) => {
+                    let owner = state.session_id.clone();
+                    let live = Loaded { file, text, state };
+                    let ended = live.state.outcome.is_some();
+                    if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
+                        continue;
+                    }
+                    match self.arming(&live) {
+                        Arming::Armed => return Ok(true),
+                        Arming::Legacy if owner.as_deref() == Some(self.session) => {
+                            return Ok(true);
+                        }
+                        _ if ended => {}
+                        other => notices.extend(self.notice_once(&live, &other)),
+                    }
+                }
+                Err(e) => {
+                    let owner = state::scan_session_id(&text);
+                    if self.has_record(&file.name) || owner.as_deref() == Some(self.session) {
+                        return Ok(true);
+                    }
+                    if owner.is_none() {
+                        notices.extend(self.corrupt_notice_once(&file, &text, &e));
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The notice for a corrupt loop file that is nobody's and was not armed
+    /// here: it is ignored, said once per session.
+    fn corrupt_notice_once(
+        &self,
+        file: &LoopFile,
+        text: &str,
+        error: &state::StateError,
+    ) -> Option<String> {
+        let first = self
+            .registry
+            .as_ref()
+            .is_none_or(|r| r.first_notice(self.session, &file.path, &registry::digest_text(text)));
+        first.then(|| {
+            format!(
+                "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
+                messages::escape_controls(&file.path.display().to_string()),
+                messages::escape_controls(&error.to_string())
+            )
+        })
     }
 
     fn forget(&self, name: &str, nonce: Option<&str>) {
@@ -309,16 +374,7 @@ fn load_loops(
                 } else if owner.is_none() {
                     // Not armed here and nobody's: inert, like any loop file
                     // that came with the project; said once per session.
-                    let first = gate.registry.as_ref().is_none_or(|r| {
-                        r.first_notice(session, &file.path, &registry::digest_text(&text))
-                    });
-                    if first {
-                        notices.push(format!(
-                            "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
-                            messages::escape_controls(&file.path.display().to_string()),
-                            messages::escape_controls(&e.to_string())
-                        ));
-                    }
+                    notices.extend(gate.corrupt_notice_once(&file, &text, &e));
                 }
                 // Another session's broken file is its own business: never
                 // a candidate here, and left exactly as it is.
