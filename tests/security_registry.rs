@@ -303,11 +303,14 @@ fn a_loop_file_copied_from_another_project_with_its_nonce_stays_inert() {
     assert!(user.stop(a.path(), "s1", "working").blocked());
 }
 
+/// A change made to a loop file by hand.
+type Edit<'a> = Box<dyn Fn(&str) -> String + 'a>;
+
 #[test]
 fn editing_the_prompt_or_verify_after_arming_makes_the_loop_inert() {
     let user = User::new();
     let sentinel = user.sentinel("edited");
-    let edits: [(&str, Box<dyn Fn(&str) -> String>); 4] = [
+    let edits: [(&str, Edit); 4] = [
         (
             "verify",
             Box::new(|t: &str| {
