@@ -95,7 +95,6 @@ pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
 }
 
 /// A loop file as read under the lock.
-#[derive(Clone)]
 struct Loaded {
     file: LoopFile,
     text: String,
@@ -133,6 +132,7 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
     // The loops this session may drive: armed here, or its own loop from
     // before ralph kept records. Anything else is inert.
+    // (loop, whether it is this session's loop from before ralph kept records)
     let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
     for live in &loaded {
         if live
@@ -167,11 +167,15 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
         Selection::Owned(i) => (drivable[i], false),
         Selection::Claim(i) => (drivable[i], true),
     };
+    let adopted;
     let live = match chosen {
-        (live, false) => live.clone(),
-        (live, true) => gate.adopt_legacy(live, ctx.now)?,
+        (live, false) => live,
+        (live, true) => {
+            adopted = gate.adopt_legacy(live, ctx.now)?;
+            &adopted
+        }
     };
-    let answer = drive(&project, &live, &gate, session, claim, &event, ctx, lock)?;
+    let answer = drive(&project, live, &gate, session, claim, &event, ctx, lock)?;
     Ok(with_notices(answer, notices))
 }
 
