@@ -77,6 +77,9 @@ cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 PROJ=$WORK/project
 RESULTS=$WORK/results
+# ralph drives only loops recorded as armed by this user: keep that record
+# here, not in the user's own ~/.local/state/ralph.
+export XDG_STATE_HOME=$WORK/state
 mkdir -p "$PROJ/.claude" "$RESULTS"
 LOOPF=$PROJ/.claude/ralph-loop.local.md
 BLOCK_TEXT="Still working on the next story."
@@ -84,9 +87,11 @@ PROMISE_LINE_TEXT=$'All stories pass.\n<promise>DONE</promise>'
 
 # Restores the armed loop before every timed run so each run does the same
 # work (the allow path archives the loop; the reference deletes it).
+# An ended loop's record of arming is removed, so it is restored too.
 cat >"$WORK/prepare.sh" <<EOF
 cp "$WORK/snapshot.md" "$LOOPF"
 rm -rf "$PROJ/.claude/ralph/history" "$PROJ/.claude/ralph/logs"
+rm -rf "$XDG_STATE_HOME" && cp -a "$WORK/state-snapshot" "$XDG_STATE_HOME"
 EOF
 
 payload() { # payload FILE TRANSCRIPT [LAST_MESSAGE]
@@ -113,7 +118,7 @@ transcript() { # transcript SIZE -> path (generated once per size)
 # then points transcript_offset at the last line (a stop then reads one
 # turn's worth of transcript, as in a real session).
 arm() { # arm TRANSCRIPT
-  rm -rf "$PROJ/.claude"
+  rm -rf "$PROJ/.claude" "$XDG_STATE_HOME"
   mkdir -p "$PROJ/.claude"
   (cd "$PROJ" && "$RALPH" start --max-iterations 0 --completion-promise DONE \
     --session-id "$SESSION" "Implement the next story in PRD.md." </dev/null >/dev/null)
@@ -129,6 +134,7 @@ arm() { # arm TRANSCRIPT
   # would ignore them as older than the loop, so date the loop before them.
   sed -i 's/^started_at: .*/started_at: "2026-01-01T00:00:00Z"/' "$LOOPF"
   cp "$LOOPF" "$WORK/snapshot.md"
+  rm -rf "$WORK/state-snapshot" && cp -a "$XDG_STATE_HOME" "$WORK/state-snapshot"
 }
 
 # check CASE PAYLOAD EXPECT: one untimed run of each hook, to be sure the

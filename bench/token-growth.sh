@@ -13,6 +13,8 @@ command -v hyperfine >/dev/null || { echo "needs hyperfine: sudo apt-get install
 (cd "$REPO" && cargo build --release -p ralph --quiet)
 RALPH=$REPO/target/release/ralph
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ralph-growth.XXXXXX")
+# ralph records the loops it arms per user: keep that record out of the real home.
+export XDG_STATE_HOME=$WORK/state
 trap 'rm -rf "$WORK"' EXIT
 
 # The lines one turn appends: assistant text, tool_use, tool_result, assistant text (with usage).

@@ -44,7 +44,8 @@ impl Sandbox {
             .env_remove("CLAUDE_PROJECT_DIR")
             .env_remove("CLAUDE_CODE_SESSION_ID")
             .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-            .env("HOME", self.home.path());
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join(".local/state"));
         cmd
     }
 
@@ -250,10 +251,19 @@ fn start_writes_the_reference_layout() {
         .and_then(|s| s.strip_suffix('"'))
         .unwrap_or_else(|| panic!("started_at is not a quoted string: {text}"));
     assert!(is_utc_timestamp(started), "started_at `{started}`");
-    assert_eq!(lines[7], "---", "{text}");
-    assert_eq!(lines[8], "", "{text}");
-    assert_eq!(lines[9], "Make every test pass", "{text}");
-    assert_eq!(lines.len(), 10, "{text}");
+    // The nonce that binds the file to its record of this user's armed loops.
+    let nonce = lines[7]
+        .strip_prefix("ralph_nonce: \"")
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no quoted ralph_nonce after started_at: {text}"));
+    assert!(
+        nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit()),
+        "nonce `{nonce}`"
+    );
+    assert_eq!(lines[8], "---", "{text}");
+    assert_eq!(lines[9], "", "{text}");
+    assert_eq!(lines[10], "Make every test pass", "{text}");
+    assert_eq!(lines.len(), 11, "{text}");
     assert!(text.ends_with("Make every test pass\n"), "{text:?}");
 }
 

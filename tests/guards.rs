@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use project::{LOOP, TempProject, run_ralph};
+use project::{LOOP, TempProject};
 use ralph_core::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
@@ -34,7 +34,7 @@ impl Project {
         // The block cap is off unless a test sets it: these tests are about the other guards.
         let mut all_env = vec![("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")];
         all_env.extend_from_slice(env);
-        let out = run_ralph(args, self.root(), stdin.as_bytes(), &all_env);
+        let out = self.0.ralph(args, self.root(), stdin.as_bytes(), &all_env);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -28,12 +28,25 @@ impl Project {
         Self(TempProject::new())
     }
 
-    /// A loop in the reference plugin's exact layout.
+    /// A loop in the reference plugin's exact layout. A loop owned by a
+    /// session is adopted silently at that session's first stop (the
+    /// migration of loops armed before ralph kept records); an unowned one
+    /// is adopted here, as the user would (`ralph adopt --yes`).
     fn arm(&self, session: &str, iteration: &str, max: &str, promise: &str, prompt: &str) {
         self.write(
             LOOP,
             &format!("---\nactive: true\niteration: {iteration}\nsession_id: {session}\nmax_iterations: {max}\ncompletion_promise: {promise}\nstarted_at: \"2026-11-30T00:00:00Z\"\n---\n\n{prompt}\n"),
         );
+        if session.is_empty() {
+            self.adopt("ralph");
+        }
+    }
+
+    /// A loop armed here (`ralph start`) whose file then became `text`.
+    fn armed_then_written(&self, text: &str) {
+        let out = self.ralph(&["start", "placeholder"], self.root(), b"", &[]);
+        assert!(out.status.success(), "{out:?}");
+        self.write(LOOP, text);
     }
 
     fn state(&self) -> LoopState {
@@ -61,7 +74,11 @@ impl Project {
     }
 
     fn stop_raw(&self, input: &[u8], cwd: &Path) -> Answer {
-        run_hook(input, cwd, &[])
+        self.hook(input, cwd, &[])
+    }
+
+    fn hook(&self, input: &[u8], cwd: &Path, env: &[(&str, &str)]) -> Answer {
+        Answer::from(self.ralph(&["hook", "stop"], cwd, input, env))
     }
 }
 
@@ -386,7 +403,7 @@ fn f06_unparseable_yaml_and_missing_fences() {
         "no frontmatter at all",
     ] {
         let p = Project::new();
-        p.write(LOOP, text);
+        p.armed_then_written(text);
         let a = p.stop(event("s1", Some("working")));
         assert!(
             !a.blocked() && a.message().contains("ralph-loop.local.md"),
@@ -509,7 +526,7 @@ fn f09_claude_project_dir_wins() {
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
     let elsewhere = tempfile::tempdir().unwrap();
     let root = p.root().to_str().unwrap();
-    let a = run_hook(
+    let a = p.hook(
         event("s1", Some("x")).to_string().as_bytes(),
         elsewhere.path(),
         &[("CLAUDE_PROJECT_DIR", root)],
@@ -545,7 +562,7 @@ fn f10_idle_continuations_end_before_claude_codes_cap() {
         std::fs::write(&t, &lines).unwrap();
         let mut e = event("s1", Some(&format!("thinking {i}")));
         e["transcript_path"] = json!(t);
-        let a = run_hook(
+        let a = p.hook(
             e.to_string().as_bytes(),
             p.root(),
             &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "5")],
@@ -583,7 +600,7 @@ fn f10_tool_use_resets_the_idle_count() {
         let mut e = event("s1", Some(&format!("t{i}")));
         e["transcript_path"] = json!(t);
         assert!(
-            run_hook(
+            p.hook(
                 e.to_string().as_bytes(),
                 p.root(),
                 &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "4")]
@@ -703,13 +720,13 @@ fn concurrent_stops_never_lose_an_increment() {
     let handles: Vec<_> = (0..n)
         .map(|i| {
             let root = p.root().to_owned();
+            let user = p.user_env();
             std::thread::spawn(move || {
                 let e = event("s1", Some(&format!("reply {i}")));
-                run_hook(
-                    e.to_string().as_bytes(),
-                    &root,
-                    &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")],
-                )
+                let mut env: Vec<(&str, &str)> =
+                    user.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                env.push(("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0"));
+                run_hook(e.to_string().as_bytes(), &root, &env)
             })
         })
         .collect();

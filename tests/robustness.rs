@@ -35,11 +35,19 @@ fn project() -> tempfile::TempDir {
     dir
 }
 
+/// This test's HOME, inside its temporary folder (ralph keeps its record of
+/// armed loops under it), so that the user's own is never touched.
+fn home(root: &Path) -> PathBuf {
+    root.join(".home")
+}
+
 /// Arms an unlimited loop with the breakers off, through the real CLI.
 fn arm(root: &Path) {
     let out = Command::new(BIN)
         .current_dir(root)
         .env("CLAUDE_PROJECT_DIR", root)
+        .env("HOME", home(root))
+        .env("XDG_STATE_HOME", home(root).join(".local/state"))
         .args([
             "start",
             "--max-iterations",
@@ -74,6 +82,8 @@ fn hook(root: &Path) -> Command {
     cmd.args(["hook", "stop"])
         .current_dir(root)
         .env("CLAUDE_PROJECT_DIR", root)
+        .env("HOME", home(root))
+        .env("XDG_STATE_HOME", home(root).join(".local/state"))
         .env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

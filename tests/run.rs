@@ -23,6 +23,8 @@ if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply
 
 struct Project {
     dir: tempfile::TempDir,
+    /// This test's HOME (ralph's record of armed loops lives under it).
+    home: tempfile::TempDir,
 }
 
 impl Project {
@@ -34,7 +36,10 @@ impl Project {
         for (i, r) in replies.iter().enumerate() {
             std::fs::write(dir.path().join(format!(".agent/reply-{}", i + 1)), r).unwrap();
         }
-        Self { dir }
+        Self {
+            dir,
+            home: tempfile::tempdir().unwrap(),
+        }
     }
 
     fn root(&self) -> &Path {
@@ -51,6 +56,8 @@ impl Project {
             .current_dir(self.root())
             .env_remove("CLAUDE_PROJECT_DIR")
             .env_remove("CLAUDE_CODE_SESSION_ID")
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

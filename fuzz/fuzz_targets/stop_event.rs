@@ -46,8 +46,11 @@ fuzz_target!(|data: &[u8]| {
     let root = root();
     let claude = root.join(".claude");
     let state_path = claude.join("ralph-loop.local.md");
-    // Fresh project every run: only the loop file.
+    // Fresh project every run: only the loop file, and no record of armed
+    // loops (the owner's first stop adopts the loop, as for a loop armed
+    // before ralph kept records).
     let _ = std::fs::remove_dir_all(claude.join("ralph"));
+    let _ = std::fs::remove_dir_all(root.join("state"));
     std::fs::write(&state_path, STATE).expect("state");
 
     let payload: Vec<u8> = if mode & 1 == 0 {
@@ -82,6 +85,7 @@ fuzz_target!(|data: &[u8]| {
         project_dir: Some(root.to_owned()),
         process_cwd: None,
         home: None,
+        state_home: Some(root.join("state")),
         block_cap: if mode & 32 != 0 { 0 } else { 8 },
         now: Timestamp(1_796_000_000),
     };

@@ -9,16 +9,48 @@ use std::process::{Command, Output, Stdio};
 pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 pub const LOOP: &str = ".claude/ralph-loop.local.md";
 
-/// A temporary folder with `.claude/` in it, removed when dropped.
+/// A temporary folder with `.claude/` in it, and a HOME of its own (where
+/// ralph keeps its record of armed loops), both removed when dropped.
 pub struct TempProject {
     dir: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl TempProject {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        Self { dir }
+        let home = tempfile::tempdir().unwrap();
+        Self { dir, home }
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// This test's HOME and XDG_STATE_HOME, for every ralph it runs.
+    pub fn user_env(&self) -> Vec<(&'static str, String)> {
+        user_env(self.home())
+    }
+
+    /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME).
+    pub fn ralph(&self, args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
+        let user = self.user_env();
+        let mut all: Vec<(&str, &str)> = user.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend_from_slice(env);
+        run_ralph(args, cwd, stdin, &all)
+    }
+
+    /// Registers a hand-written loop file as armed by this user, as a person
+    /// would after reading it: `ralph adopt --yes --name NAME`.
+    pub fn adopt(&self, name: &str) {
+        let out = self.ralph(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
+        assert!(
+            out.status.success(),
+            "ralph adopt --name {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn root(&self) -> &Path {
@@ -44,12 +76,27 @@ impl TempProject {
     }
 }
 
-/// Runs `ralph ARGS` in `cwd` with `stdin` piped in and Claude Code's own
-/// variables removed (tests add back what they need through `env`).
+/// HOME and XDG_STATE_HOME for a test user whose home is `home`.
+pub fn user_env(home: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("HOME", home.display().to_string()),
+        (
+            "XDG_STATE_HOME",
+            home.join(".local/state").display().to_string(),
+        ),
+    ]
+}
+
+/// Runs `ralph ARGS` in `cwd` with `stdin` piped in, and Claude Code's own
+/// variables, HOME and XDG_STATE_HOME removed (tests add back what they need
+/// through `env`; without a HOME nothing can be armed, and the user's real
+/// record of armed loops is never touched).
 pub fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .current_dir(cwd)
+        .env_remove("HOME")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("CLAUDE_CODE_SESSION_ID")
         .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")

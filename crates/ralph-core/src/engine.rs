@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::frontmatter::{self, quote};
 use crate::messages;
+use crate::registry::{self, Registry};
 use crate::state::{LoopState, Progress};
 use crate::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
@@ -23,6 +24,8 @@ pub struct LiveLoop<'a> {
     pub file: &'a LoopFile,
     pub text: &'a str,
     pub state: &'a LoopState,
+    /// Where the loop is recorded as armed; its record is removed when it ends.
+    pub registry: Option<&'a Registry>,
 }
 
 /// What the driver observed for this turn.
@@ -152,6 +155,9 @@ pub fn step(
             // Best effort; the hook reports a log it cannot write before the turn.
             let _ = project.append_log(&live.file.name, &log.to_string());
             let record = project.archive(live.file, now, "")?;
+            if let (Some(registry), Ok(root)) = (live.registry, registry::canonical_root(project)) {
+                registry.forget(&root, &live.file.name, state.nonce.as_deref());
+            }
             let notice = messages::ended(
                 &live.file.name,
                 outcome,

@@ -13,7 +13,10 @@ use crate::answer::Answer;
 use crate::decide::{Observation, Outcome, Verification};
 use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
+use crate::frontmatter::{self, quote};
+use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
+use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::state::{self, LoopState};
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
@@ -25,6 +28,8 @@ pub struct HookContext {
     pub project_dir: Option<PathBuf>,
     pub process_cwd: Option<PathBuf>,
     pub home: Option<PathBuf>,
+    /// `XDG_STATE_HOME`: with `home`, where the record of armed loops is.
+    pub state_home: Option<PathBuf>,
     /// `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` (default 8; 0 disables the cap).
     pub block_cap: u64,
     pub now: Timestamp,
@@ -44,6 +49,7 @@ impl HookContext {
             project_dir: var("CLAUDE_PROJECT_DIR"),
             process_cwd: std::env::current_dir().ok(),
             home: var("HOME"),
+            state_home: var("XDG_STATE_HOME"),
             block_cap: std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
@@ -59,6 +65,11 @@ impl HookContext {
             .collect();
         store::locate_project(self.project_dir.as_deref(), &starts, self.home.as_deref())
     }
+
+    /// The per-user record of armed loops, if HOME or XDG_STATE_HOME names it.
+    pub fn registry(&self) -> Option<Registry> {
+        registry::locate(self.state_home.as_deref(), self.home.as_deref())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +78,10 @@ pub enum HookError {
     Event(#[from] EventError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("{path}: {message}")]
+    Adopt { path: PathBuf, message: String },
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
@@ -100,35 +115,226 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
             "⚠ ralph: the Stop event names no session_id, so no loop was advanced (a loop is only driven by the session that owns it). Update Claude Code.".into(),
         ));
     };
+    let mut notices = Vec::new();
+    // Only now, with loop files present, is the registry consulted.
+    let gate = Gate {
+        registry: ctx.registry(),
+        root: registry::canonical_root(&project).ok(),
+        session,
+    };
+    // Read-only first: a project whose loop files are all inert for this
+    // session is left exactly as it is (not even the lock file is made).
+    if !gate.concerns_us(&project, &mut notices)? {
+        return Ok(with_notices(Answer::Silent, notices));
+    }
     let lock = project.lock()?;
     project.remove_stale_temps();
-    let mut notices = Vec::new();
-    let loaded = load_loops(&project, session, ctx.now, &mut notices)?;
-    let candidates: Vec<Candidate<'_>> = loaded
+    let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
+    // The loops this session may drive: armed here, or its own loop from
+    // before ralph kept records. Anything else is inert.
+    // (loop, whether it is this session's loop from before ralph kept records)
+    let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
+    for live in &loaded {
+        if live
+            .state
+            .session_id
+            .as_deref()
+            .is_some_and(|o| o != session)
+        {
+            continue; // another session's loop: not this stop's business
+        }
+        match gate.arming(live) {
+            Arming::Armed => drivable.push((live, false)),
+            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
+                drivable.push((live, true));
+            }
+            other => {
+                if let Some(notice) = gate.notice_once(live, &other) {
+                    notices.push(notice);
+                }
+            }
+        }
+    }
+    let candidates: Vec<Candidate<'_>> = drivable
         .iter()
-        .map(|l| Candidate {
+        .map(|(l, _)| Candidate {
             owner: l.state.session_id.as_deref(),
             started_at: l.state.started_at,
         })
         .collect();
-    let answer = match ownership::select(session, &candidates) {
-        Selection::None => Answer::Silent,
-        Selection::Owned(i) => drive(&project, &loaded[i], session, false, &event, ctx, lock)?,
-        Selection::Claim(i) => drive(&project, &loaded[i], session, true, &event, ctx, lock)?,
+    let (chosen, claim) = match ownership::select(session, &candidates) {
+        Selection::None => return Ok(with_notices(Answer::Silent, notices)),
+        Selection::Owned(i) => (drivable[i], false),
+        Selection::Claim(i) => (drivable[i], true),
     };
+    let adopted;
+    let live = match chosen {
+        (live, false) => live,
+        (live, true) => {
+            adopted = gate.adopt_legacy(live, ctx.now)?;
+            &adopted
+        }
+    };
+    let answer = drive(&project, live, &gate, session, claim, &event, ctx, lock)?;
     Ok(with_notices(answer, notices))
 }
 
+/// The registry check for one stop: which loops were armed here.
+struct Gate<'a> {
+    registry: Option<Registry>,
+    /// The project's canonical path, as records bind it.
+    root: Option<PathBuf>,
+    session: &'a str,
+}
+
+impl Gate<'_> {
+    fn arming(&self, live: &Loaded) -> Arming {
+        registry::arming(
+            self.registry.as_ref(),
+            self.root.as_deref(),
+            &live.file.name,
+            &live.state,
+        )
+    }
+
+    /// Whether a record exists for this loop's name (a corrupt file armed here).
+    fn has_record(&self, name: &str) -> bool {
+        match (&self.registry, &self.root) {
+            (Some(r), Some(root)) => r.lookup(root, name).ok().flatten().is_some(),
+            _ => false,
+        }
+    }
+
+    /// Whether any loop file here may be this session's to drive or to tidy
+    /// (an ended or corrupt loop of this user). Reads only; the inert files
+    /// get their notice (once per session) on the way.
+    fn concerns_us(&self, project: &Project, notices: &mut Vec<String>) -> Result<bool, HookError> {
+        for file in project.loop_files()? {
+            let Ok(text) = store::read_to_string(&file.path) else {
+                return Ok(true); // reported under the lock, as any unreadable file
+            };
+            match LoopState::parse(&text) {
+                Ok(state) => {
+                    let owner = state.session_id.clone();
+                    let live = Loaded { file, text, state };
+                    let ended = live.state.outcome.is_some();
+                    if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
+                        continue;
+                    }
+                    match self.arming(&live) {
+                        Arming::Armed => return Ok(true),
+                        Arming::Legacy if owner.as_deref() == Some(self.session) => {
+                            return Ok(true);
+                        }
+                        _ if ended => {}
+                        other => notices.extend(self.notice_once(&live, &other)),
+                    }
+                }
+                Err(e) => {
+                    let owner = state::scan_session_id(&text);
+                    if self.has_record(&file.name) || owner.as_deref() == Some(self.session) {
+                        return Ok(true);
+                    }
+                    if owner.is_none() {
+                        notices.extend(self.corrupt_notice_once(&file, &text, &e));
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The notice for a corrupt loop file that is nobody's and was not armed
+    /// here: it is ignored, said once per session.
+    fn corrupt_notice_once(
+        &self,
+        file: &LoopFile,
+        text: &str,
+        error: &state::StateError,
+    ) -> Option<String> {
+        let first = self
+            .registry
+            .as_ref()
+            .is_none_or(|r| r.first_notice(self.session, &file.path, &registry::digest_text(text)));
+        first.then(|| {
+            format!(
+                "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
+                messages::escape_controls(&file.path.display().to_string()),
+                messages::escape_controls(&error.to_string())
+            )
+        })
+    }
+
+    fn forget(&self, name: &str, nonce: Option<&str>) {
+        if let (Some(r), Some(root)) = (&self.registry, &self.root) {
+            r.forget(root, name, nonce);
+        }
+    }
+
+    /// The notice for an inert loop, the first time this session meets it
+    /// in this shape; `None` afterwards.
+    fn notice_once(&self, live: &Loaded, arming: &Arming) -> Option<String> {
+        let first = match &self.registry {
+            Some(r) => r.first_notice(
+                self.session,
+                &live.file.path,
+                &registry::digest(&live.state),
+            ),
+            None => true,
+        };
+        first.then(|| inert_notice(&live.file.path, &live.file.name, &arming.why_not()))
+    }
+
+    /// A loop this session armed before ralph kept records: recorded now,
+    /// with a new nonce written into its file, then driven as usual.
+    fn adopt_legacy(&self, live: &Loaded, now: Timestamp) -> Result<Loaded, HookError> {
+        let (Some(registry), Some(root)) = (&self.registry, &self.root) else {
+            return Err(RegistryError::NoHome.into());
+        };
+        let refused = |message: String| HookError::Adopt {
+            path: live.file.path.clone(),
+            message,
+        };
+        let nonce = registry::new_nonce()?;
+        let text = frontmatter::set_fields(&live.text, &[(registry::NONCE_FIELD, quote(&nonce))])
+            .map_err(|e| refused(e.to_string()))?;
+        let state = LoopState::parse(&text).map_err(|e| refused(e.to_string()))?;
+        if state.nonce.as_deref() != Some(nonce.as_str()) {
+            return Err(refused(format!(
+                "`{}` did not read back",
+                registry::NONCE_FIELD
+            )));
+        }
+        registry.record(root, &live.file.name, &nonce, &state, now)?;
+        store::write_atomic(&live.file.path, &text)?;
+        Ok(Loaded {
+            file: live.file.clone(),
+            text,
+            state,
+        })
+    }
+}
+
+/// The one notice an inert loop file gets in a session.
+fn inert_notice(path: &Path, name: &str, why: &str) -> String {
+    format!(
+        "⚠ ralph: {} is not driven: {why}. ralph runs only loops you armed on this machine; to run this one, read it and adopt it: `ralph adopt --name {}`",
+        messages::escape_controls(&path.display().to_string()),
+        messages::escape_controls(name)
+    )
+}
+
 /// Reads every loop file under the lock. Files that ended but were not yet
-/// moved are moved now; corrupt files that are (or may be) this session's
-/// are moved aside with a notice; other sessions' corrupt files are left
-/// alone; the valid loops are returned.
+/// moved are moved now (when they are this user's); corrupt files that were
+/// armed here, or are this session's, are moved aside with a notice; other
+/// corrupt files are left alone; the valid loops are returned.
 fn load_loops(
     project: &Project,
-    session: &str,
+    gate: &Gate<'_>,
     now: Timestamp,
     notices: &mut Vec<String>,
 ) -> Result<Vec<Loaded>, HookError> {
+    let session = gate.session;
     let mut loaded = Vec::new();
     for file in project.loop_files()? {
         let text = match store::read_to_string(&file.path) {
@@ -140,32 +346,52 @@ fn load_loops(
         };
         match LoopState::parse(&text) {
             Ok(s) if s.outcome.is_some() => {
-                let ended = s.ended_at.unwrap_or(now);
-                if let Err(e) = project.archive(&file, ended, "") {
-                    notices.push(format!(
-                        "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
-                        file.path.display()
-                    ));
+                let live = Loaded {
+                    file,
+                    text,
+                    state: s,
+                };
+                let ours = match gate.arming(&live) {
+                    Arming::Armed => true,
+                    Arming::Legacy => live.state.session_id.as_deref() == Some(session),
+                    Arming::Unarmed(_) => false,
+                };
+                if ours {
+                    let ended = live.state.ended_at.unwrap_or(now);
+                    match project.archive(&live.file, ended, "") {
+                        Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
+                        Err(e) => notices.push(format!(
+                            "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
+                            live.file.path.display()
+                        )),
+                    }
                 }
             }
             Ok(state) => loaded.push(Loaded { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
-                let ours = owner.as_deref().is_none_or(|o| o == session);
-                if ours {
+                let armed_here = gate.has_record(&file.name);
+                if armed_here || owner.as_deref() == Some(session) {
                     // One bad file is one notice: the other loops still run.
                     match project.archive(&file, now, ".corrupt") {
-                        Ok(record) => notices.push(format!(
-                            "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
-                            file.path.display(),
-                            record.display()
-                        )),
+                        Ok(record) => {
+                            gate.forget(&file.name, None);
+                            notices.push(format!(
+                                "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                                file.path.display(),
+                                record.display()
+                            ));
+                        }
                         Err(why) => notices.push(format!(
                             "⚠ ralph: {}: {e}. It could not be moved aside ({why}); fix or remove it.",
                             file.path.display()
                         )),
                     }
                     let _ = project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
+                } else if owner.is_none() {
+                    // Not armed here and nobody's: inert, like any loop file
+                    // that came with the project; said once per session.
+                    notices.extend(gate.corrupt_notice_once(&file, &text, &e));
                 }
                 // Another session's broken file is its own business: never
                 // a candidate here, and left exactly as it is.
@@ -175,9 +401,11 @@ fn load_loops(
     Ok(loaded)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn drive(
     project: &Project,
     live: &Loaded,
+    gate: &Gate<'_>,
     session: &str,
     claim: bool,
     event: &StopEvent,
@@ -203,6 +431,7 @@ fn drive(
         file: &live.file,
         text: &live.text,
         state,
+        registry: gate.registry.as_ref(),
     };
     let answer = match engine::step(project, &current, turn, ctx.now, lock)? {
         Step::Passed => Answer::Silent,

@@ -16,6 +16,7 @@ pub mod prd;
 pub mod process;
 pub mod promise;
 pub mod safe_fs;
+pub mod registry;
 pub mod state;
 pub mod store;
 pub mod templates;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::decide::Outcome;
 use crate::frontmatter::{self, quote};
+use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::state::LoopState;
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
@@ -37,6 +38,12 @@ pub enum LoopError {
     Unreadable { path: PathBuf, message: String },
     #[error("{0}. It was left as it is; fix or remove it by hand")]
     Untouched(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(
+        "{path} changed while you read it; nothing was adopted. Run `ralph adopt --name {name}` again"
+    )]
+    ChangedMeanwhile { path: PathBuf, name: String },
 }
 
 /// Everything `ralph start` writes into a new loop.
@@ -84,8 +91,9 @@ pub fn scalar(value: &str) -> String {
     }
 }
 
-/// The text of a new loop file, in the reference layout plus our fields.
-pub fn render(req: &ArmRequest, now: Timestamp) -> String {
+/// The text of a new loop file, in the reference layout plus our fields;
+/// `nonce` binds it to its record in the per-user registry.
+pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     let mut fm = vec![
         "active: true".to_owned(),
         "iteration: 1".to_owned(),
@@ -117,6 +125,7 @@ pub fn render(req: &ArmRequest, now: Timestamp) -> String {
         "no_progress_after",
         req.no_progress_after.map(|n| n.to_string()),
     );
+    opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",
         fm.join("\n"),
@@ -124,9 +133,11 @@ pub fn render(req: &ArmRequest, now: Timestamp) -> String {
     )
 }
 
-/// Arms a loop. Returns its file and parsed state.
+/// Arms a loop and records it in the registry, so that the hook drives it.
+/// Returns its file and parsed state.
 pub fn arm(
     project: &Project,
+    registry: &Registry,
     req: &ArmRequest,
     now: Timestamp,
 ) -> Result<(PathBuf, LoopState), LoopError> {
@@ -136,7 +147,8 @@ pub fn arm(
     if req.prompt.trim().is_empty() {
         return Err(LoopError::EmptyPrompt);
     }
-    let text = render(req, now);
+    let nonce = registry::new_nonce()?;
+    let text = render(req, &nonce, now);
     if text.len() as u64 > crate::safe_fs::LOOP_FILE_CAP {
         return Err(LoopError::Unreadable {
             path: project.loop_path(&req.name),
@@ -174,12 +186,15 @@ pub fn arm(
         }
         end(
             project,
+            Some(registry),
             &live,
             Outcome::Cancelled,
             "replaced by a new loop (--force)",
             now,
         )?;
     }
+    let root = registry::canonical_root(project)?;
+    registry.record(&root, &req.name, &nonce, &state, now)?;
     store::write_atomic(&path, &text)?;
     Ok((path, state))
 }
@@ -223,9 +238,11 @@ pub fn read_live(project: &Project) -> Result<Vec<Live>, LoopError> {
 }
 
 /// Ends a live loop: records the outcome in the file, then moves it (and its
-/// log) into the history. Returns the record's path.
+/// log) into the history, and forgets its registry record. Returns the
+/// history record's path.
 fn end(
     project: &Project,
+    registry: Option<&Registry>,
     live: &Live,
     outcome: Outcome,
     why: &str,
@@ -251,7 +268,12 @@ fn end(
         &live.file.name,
         &json!({"time": now.to_string(), "iteration": iteration, "decision": "end", "outcome": outcome.as_str(), "why": why}).to_string(),
     );
-    Ok(project.archive(&live.file, now, "")?)
+    let record = project.archive(&live.file, now, "")?;
+    if let (Some(registry), Ok(root)) = (registry, registry::canonical_root(project)) {
+        let nonce = live.state.as_ref().ok().and_then(|s| s.nonce.as_deref());
+        registry.forget(&root, &live.file.name, nonce);
+    }
+    Ok(record)
 }
 
 /// Which live loops a command without `--name` means: the one this session
@@ -317,6 +339,7 @@ pub struct Cancelled {
 /// unarchivable) is reported in `failed` and the others still end.
 pub fn cancel(
     project: &Project,
+    registry: Option<&Registry>,
     name: Option<&str>,
     all: bool,
     session: Option<&str>,
@@ -336,6 +359,7 @@ pub fn cancel(
     for live in chosen {
         match end(
             project,
+            registry,
             live,
             Outcome::Cancelled,
             "cancelled by the user",
@@ -414,6 +438,10 @@ pub struct LoopReport {
     pub no_progress_count: Option<u64>,
     pub idle_blocks: Option<u64>,
     pub path: String,
+    /// For a live loop: whether it is armed on this machine (the hook drives only those).
+    pub armed: Option<bool>,
+    /// Why a live loop is not armed here, and how to adopt it.
+    pub not_armed: Option<String>,
     pub error: Option<String>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
@@ -423,6 +451,7 @@ pub struct LoopReport {
 /// recent ended ones (newest first).
 pub fn report(
     project: &Project,
+    registry: Option<&Registry>,
     history: usize,
     recent: usize,
     now: Timestamp,
@@ -430,7 +459,13 @@ pub fn report(
     let mut out = Vec::new();
     // Decision logs are read only from a real folder, never through a link.
     let logs_real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
-    for live in read_live(project)? {
+    let lives = read_live(project)?;
+    let root = if lives.is_empty() {
+        None
+    } else {
+        registry::canonical_root(project).ok()
+    };
+    for live in lives {
         let log = if logs_real {
             project.log_path(&live.file.name)
         } else {
@@ -447,6 +482,11 @@ pub fn report(
         if let Some(why) = live.unreadable {
             r.state = "unreadable".into();
             r.error = Some(why);
+        }
+        if let Ok(state) = &live.state {
+            let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
+            r.armed = Some(arming == Arming::Armed);
+            r.not_armed = not_armed_note(&arming, &live.file.name, state.session_id.as_deref());
         }
         out.push(r);
     }
@@ -524,6 +564,8 @@ fn report_one(
         no_progress_count: None,
         idle_blocks: None,
         path: path.display().to_string(),
+        armed: None,
+        not_armed: None,
         error: None,
         recent: read_log_tail(log, recent),
     };
@@ -562,6 +604,65 @@ fn report_one(
     r
 }
 
+/// What `ralph status` says of a loop that is not armed here.
+pub fn not_armed_note(arming: &Arming, name: &str, owner: Option<&str>) -> Option<String> {
+    let name = crate::messages::escape_controls(name);
+    match (arming, owner) {
+        (Arming::Armed, _) => None,
+        (Arming::Legacy, Some(_)) => Some(format!(
+            "not armed on this machine (written before ralph kept a record of armed loops): its owning session adopts it at its next stop, or `ralph adopt --name {name}`"
+        )),
+        (other, _) => Some(format!(
+            "not armed on this machine: {} — `ralph adopt --name {name}`",
+            other.why_not()
+        )),
+    }
+}
+
+/// Adopts a loop file deliberately: `shown` is the text the user read and
+/// accepted. Under the lock, if the file is still exactly that text, a new
+/// nonce is written into it and the loop is recorded as armed here.
+pub fn adopt(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    shown: &str,
+    now: Timestamp,
+) -> Result<LoopState, LoopError> {
+    let path = project.loop_path(name);
+    let _lock = project.lock()?;
+    let text = store::read_to_string(&path).map_err(|_| LoopError::NoSuchLoop(name.to_owned()))?;
+    if text != shown {
+        return Err(LoopError::ChangedMeanwhile {
+            path,
+            name: name.to_owned(),
+        });
+    }
+    let nonce = registry::new_nonce()?;
+    let unreadable = |message: String| LoopError::Unreadable {
+        path: path.clone(),
+        message,
+    };
+    let updated = frontmatter::set_fields(&text, &[(registry::NONCE_FIELD, quote(&nonce))])
+        .map_err(|e| unreadable(e.to_string()))?;
+    let state = LoopState::parse(&updated).map_err(|e| unreadable(e.to_string()))?;
+    if state.nonce.as_deref() != Some(nonce.as_str()) {
+        return Err(unreadable(format!(
+            "the `{}` field did not read back; nothing was adopted",
+            registry::NONCE_FIELD
+        )));
+    }
+    let root = registry::canonical_root(project)?;
+    registry.record(&root, name, &nonce, &state, now)?;
+    store::write_atomic(&path, &updated)?;
+    // Best effort: the adoption stands even when the log cannot be written.
+    let _ = project.append_log(
+        name,
+        &json!({"time": now.to_string(), "iteration": state.iteration, "decision": "adopt", "why": "adopted by the user (ralph adopt)"}).to_string(),
+    );
+    Ok(state)
+}
+
 /// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).
 pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
     if n == 0 {
@@ -583,13 +684,14 @@ pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value>
 mod tests {
     use super::*;
 
-    fn project() -> (tempfile::TempDir, Project) {
+    fn project() -> (tempfile::TempDir, Project, Registry) {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join(".claude")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
         let p = Project {
-            root: tmp.path().into(),
+            root: tmp.path().join("p"),
         };
-        (tmp, p)
+        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        (tmp, p, r)
     }
 
     fn req(name: &str, session: Option<&str>) -> ArmRequest {
@@ -605,8 +707,9 @@ mod tests {
 
     #[test]
     fn rendered_state_reads_back() {
-        let text = render(&req("ralph", Some("abc-1")), Timestamp(0));
+        let text = render(&req("ralph", Some("abc-1")), "n0nce", Timestamp(0));
         assert!(text.contains("session_id: abc-1\n"), "{text}");
+        assert!(text.contains("\nralph_nonce: \"n0nce\"\n---\n"), "{text}");
         let s = LoopState::parse(&text).unwrap();
         assert_eq!(s.prompt, "Do \"it\" $HOME\n---\niteration: 7");
         assert_eq!(s.completion_promise.as_deref(), Some("ALL DONE"));
@@ -615,19 +718,19 @@ mod tests {
 
     #[test]
     fn arm_refuses_duplicates_without_force() {
-        let (_t, p) = project();
-        arm(&p, &req("ralph", Some("s")), Timestamp(0)).unwrap();
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("ralph", Some("s")), Timestamp(0)).unwrap();
         assert!(matches!(
-            arm(&p, &req("ralph", None), Timestamp(1)),
+            arm(&p, &r, &req("ralph", None), Timestamp(1)),
             Err(LoopError::NameTaken { .. })
         ));
         assert!(matches!(
-            arm(&p, &req("other", Some("s")), Timestamp(1)),
+            arm(&p, &r, &req("other", Some("s")), Timestamp(1)),
             Err(LoopError::SessionBusy { .. })
         ));
         let mut forced = req("other", Some("s"));
         forced.force = true;
-        arm(&p, &forced, Timestamp(2)).unwrap();
+        arm(&p, &r, &forced, Timestamp(2)).unwrap();
         let names: Vec<_> = p
             .loop_files()
             .unwrap()
@@ -635,32 +738,82 @@ mod tests {
             .map(|f| f.name)
             .collect();
         assert_eq!(names, ["other"]);
-        let reports = report(&p, 10, 0, Timestamp(3)).unwrap();
+        let reports = report(&p, Some(&r), 10, 0, Timestamp(3)).unwrap();
         assert_eq!(reports[1].outcome.as_deref(), Some("cancelled"));
     }
 
     #[test]
     fn cancel_and_pause() {
-        let (_t, p) = project();
-        arm(&p, &req("a", Some("s1")), Timestamp(0)).unwrap();
-        arm(&p, &req("b", Some("s2")), Timestamp(0)).unwrap();
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("a", Some("s1")), Timestamp(0)).unwrap();
+        arm(&p, &r, &req("b", Some("s2")), Timestamp(0)).unwrap();
         assert!(matches!(
-            cancel(&p, None, false, None, Timestamp(1)),
+            cancel(&p, Some(&r), None, false, None, Timestamp(1)),
             Err(LoopError::Ambiguous(_))
         ));
         assert_eq!(
             set_active(&p, None, Some("s2"), false, Timestamp(1)).unwrap(),
             ["b"]
         );
-        let ended = cancel(&p, None, false, Some("s1"), Timestamp(1))
+        let ended = cancel(&p, Some(&r), None, false, Some("s1"), Timestamp(1))
             .unwrap()
             .ended;
         assert_eq!(ended[0].0, "a");
-        assert!(cancel(&p, Some("zzz"), false, None, Timestamp(1)).is_err());
-        let r = report(&p, 10, 5, Timestamp(2)).unwrap();
+        assert!(cancel(&p, Some(&r), Some("zzz"), false, None, Timestamp(1)).is_err());
+        let r = report(&p, Some(&r), 10, 5, Timestamp(2)).unwrap();
         assert_eq!((r[0].name.as_str(), r[0].state.as_str()), ("b", "paused"));
         assert_eq!((r[1].name.as_str(), r[1].state.as_str()), ("a", "ended"));
         assert_eq!(r[1].recent.last().unwrap()["outcome"], "cancelled");
+    }
+
+    #[test]
+    fn armed_loops_are_recorded_and_forgotten_when_they_end() {
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("a", Some("s1")), Timestamp(0)).unwrap();
+        let root = registry::canonical_root(&p).unwrap();
+        assert!(r.lookup(&root, "a").unwrap().is_some());
+        let reports = report(&p, Some(&r), 0, 0, Timestamp(1)).unwrap();
+        assert_eq!(
+            (reports[0].armed, &reports[0].not_armed),
+            (Some(true), &None)
+        );
+        cancel(&p, Some(&r), Some("a"), false, None, Timestamp(1)).unwrap();
+        assert!(r.lookup(&root, "a").unwrap().is_none());
+    }
+
+    #[test]
+    fn adopt_records_only_the_text_that_was_shown() {
+        let (_t, p, r) = project();
+        let planted = "---\nverify: \"touch x\"\n---\nDo it\n";
+        std::fs::write(p.loop_path("x"), planted).unwrap();
+        let reports = report(&p, Some(&r), 0, 0, Timestamp(1)).unwrap();
+        assert_eq!(reports[0].armed, Some(false));
+        assert!(
+            reports[0]
+                .not_armed
+                .as_deref()
+                .is_some_and(|n| n.contains("ralph adopt --name x")),
+            "{:?}",
+            reports[0].not_armed
+        );
+        let shown_before_an_edit = planted.replace("touch x", "true");
+        assert!(matches!(
+            adopt(&p, &r, "x", &shown_before_an_edit, Timestamp(2)),
+            Err(LoopError::ChangedMeanwhile { .. })
+        ));
+        let state = adopt(&p, &r, "x", planted, Timestamp(2)).unwrap();
+        let text = std::fs::read_to_string(p.loop_path("x")).unwrap();
+        assert!(
+            text.starts_with("---\nverify: \"touch x\"\nralph_nonce: "),
+            "{text}"
+        );
+        assert!(text.ends_with("\n---\nDo it\n"), "{text}");
+        let root = registry::canonical_root(&p).unwrap();
+        assert_eq!(r.check(&root, "x", &state), Arming::Armed);
+        assert_eq!(
+            report(&p, Some(&r), 0, 0, Timestamp(3)).unwrap()[0].armed,
+            Some(true)
+        );
     }
 
     #[test]

@@ -130,3 +130,41 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
     }
     out.join(" · ")
 }
+
+/// Text from a file, safe to print: control characters (but newlines and
+/// tabs), and the invisible characters that reorder or hide text, are shown
+/// as escapes (`\x1b`, `\u{202e}`), so a file cannot steer the terminal or
+/// make its words look like other words.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            '\u{80}'..='\u{9f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_and_text_kept() {
+        assert_eq!(
+            escape_controls("verify `cargo test`\r\x1b[2Kcurl x | sh"),
+            "verify `cargo test`\\x0d\\x1b[2Kcurl x | sh"
+        );
+        assert_eq!(escape_controls("a\u{202e}b\u{85}"), "a\\u{202e}b\\u{85}");
+        assert_eq!(escape_controls("line\n\tnext 🚀 é"), "line\n\tnext 🚀 é");
+    }
+}

@@ -42,6 +42,8 @@ pub struct LoopState {
     /// Set once the loop has ended (only in history records).
     pub outcome: Option<String>,
     pub ended_at: Option<Timestamp>,
+    /// `ralph_nonce`: binds the file to its record in the per-user registry.
+    pub nonce: Option<String>,
     /// The prompt: the body without its surrounding blank lines.
     pub prompt: String,
 }
@@ -115,6 +117,7 @@ struct RawFields {
     idle_blocks: Option<String>,
     outcome: Option<String>,
     ended_at: Option<String>,
+    ralph_nonce: Option<String>,
 }
 
 impl LoopState {
@@ -168,6 +171,7 @@ impl LoopState {
             },
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
+            nonce: non_empty(raw.ralph_nonce),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
         })
     }

@@ -31,6 +31,9 @@ pub enum Command {
         after_help = "Examples:\n  ralph cancel                 # this session's loop, or the only one\n  ralph cancel --name docs\n  ralph cancel --all"
     )]
     Cancel(SelectArgs),
+    /// Take over a loop file this user did not arm here (cloned, copied or edited), after reading it
+    #[command(after_help = ADOPT_EXAMPLES)]
+    Adopt(AdoptArgs),
     /// Pause a loop: stops go through and are not counted until `ralph resume`
     #[command(after_help = "Examples:\n  ralph pause\n  ralph pause --name docs")]
     Pause(SelectArgs),
@@ -68,6 +71,16 @@ const HOOK_EXAMPLES: &str = "Examples:
   \"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook stop
   # by hand, to see the answer for one event:
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"last_assistant_message\":\"working\"}' | ralph hook stop";
+
+const ADOPT_EXAMPLES: &str = "Examples:
+  ralph adopt                    # the only loop here that is not armed on this machine
+  ralph adopt --name docs        # shows its prompt, promise and verify command, then asks
+  ralph adopt --name docs --yes  # after reading the file yourself, without a terminal
+
+The Stop hook drives only loops armed by this user on this machine (`ralph start`, /ralph-loop,
+`ralph run`); a loop file that came with a repository, was copied from elsewhere, or whose
+prompt, promise or verify command changed since it was armed stays inert. Adopting records it as
+yours: from then on it runs like any loop you armed, verify command included.";
 
 const RUN_EXAMPLES: &str = "Examples:
   ralph run --max-iterations 20 --completion-promise COMPLETE < ralph/PROMPT.md
@@ -215,6 +228,16 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The loop's name [default: the only loop here that is not armed on this machine]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Adopt without asking (read the loop file first: its verify command runs as you)
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

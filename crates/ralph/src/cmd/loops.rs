@@ -105,7 +105,8 @@ pub fn arm(
     project: &ralph_core::store::Project,
     request: &ArmRequest,
 ) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
-    loops::arm(project, request, Timestamp::now()).map_err(|e| match e {
+    let registry = super::require_registry()?;
+    loops::arm(project, &registry, request, Timestamp::now()).map_err(|e| match e {
         loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
             Failure::usage(e.to_string())
         }
@@ -190,6 +191,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     let session = super::session_from_env();
     let ended = loops::cancel(
         &project,
+        super::registry().as_ref(),
         args.name.as_deref(),
         args.all,
         session.as_deref(),
@@ -261,8 +263,14 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
 
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
-    let reports =
-        loops::report(&project, args.history, 3, Timestamp::now()).map_err(|e| e.to_string())?;
+    let reports = loops::report(
+        &project,
+        super::registry().as_ref(),
+        args.history,
+        3,
+        Timestamp::now(),
+    )
+    .map_err(|e| e.to_string())?;
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
@@ -327,6 +335,9 @@ fn print_report(r: &LoopReport) {
         };
         say!("  guards: {}{figures}", r.guards.join(", "));
     }
+    if let Some(note) = &r.not_armed {
+        say!("  ⚠ {note}");
+    }
     if let Some(err) = &r.error {
         say!("  error: {err}");
     }
@@ -354,8 +365,8 @@ fn log_summary(line: &serde_json::Value) -> String {
 pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
-    let reports =
-        loops::report(&project, usize::MAX, 0, Timestamp::now()).map_err(|e| e.to_string())?;
+    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())
+        .map_err(|e| e.to_string())?;
     let chosen = match &args.name {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports

@@ -13,6 +13,7 @@ macro_rules! say {
     }};
 }
 
+mod adopt;
 mod hook;
 mod init;
 mod loops;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Hook(HookCommand::Stop) => return hook::stop(),
         Command::Start(args) => loops::start(*args),
         Command::Cancel(args) => loops::cancel(args),
+        Command::Adopt(args) => adopt::adopt(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::pause_or_resume(args, true),
         Command::Run(args) => run::run(*args),
@@ -101,6 +103,16 @@ pub fn project() -> Project {
     Project {
         root: git_root.unwrap_or(cwd),
     }
+}
+
+/// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
+pub fn registry() -> Option<ralph_core::registry::Registry> {
+    ralph_core::hook::HookContext::from_env().registry()
+}
+
+/// The registry, for commands that arm or adopt a loop and so must record it.
+pub fn require_registry() -> Result<ralph_core::registry::Registry, Failure> {
+    registry().ok_or_else(|| Failure::from(ralph_core::registry::RegistryError::NoHome.to_string()))
 }
 
 pub fn session_from_env() -> Option<String> {

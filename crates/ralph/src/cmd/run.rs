@@ -13,6 +13,7 @@ use ralph_core::engine::{self, LiveLoop, Step, Turn};
 use ralph_core::frontmatter;
 use ralph_core::loops::{self, scalar};
 use ralph_core::messages;
+use ralph_core::registry::Registry;
 use ralph_core::state::LoopState;
 use ralph_core::store::{self, LoopFile, Project};
 use ralph_core::time::{Timestamp, format_duration};
@@ -26,6 +27,7 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 
 pub fn run(args: RunArgs) -> Outcome {
     let project = super::project();
+    let registry = super::require_registry()?;
     let driver = format!("ralph-run-{}", std::process::id());
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
@@ -52,7 +54,7 @@ pub fn run(args: RunArgs) -> Outcome {
                 args.name
             )));
         }
-        None => adopt(&project, &args.name, &driver)?,
+        None => take_over(&project, &registry, &args.name, &driver)?,
     };
     match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
@@ -79,7 +81,7 @@ pub fn run(args: RunArgs) -> Outcome {
     let mut done_here = 0u64;
     let mut last = String::from("starting");
     loop {
-        let Some((text, state)) = read(&project, &file)? else {
+        let Some((text, state)) = read(&project, &registry, &file)? else {
             say!(
                 "The loop `{}` is gone (cancelled or ended elsewhere).",
                 file.name
@@ -138,7 +140,7 @@ pub fn run(args: RunArgs) -> Outcome {
             print!("\r\x1b[2K");
         }
         let (status, stdout, stderr_tail) = match finished {
-            Finished::Interrupted => return interrupted(&project, &file, started),
+            Finished::Interrupted => return interrupted(&project, &registry, &file, started),
             Finished::Exited {
                 status,
                 stdout,
@@ -187,6 +189,7 @@ pub fn run(args: RunArgs) -> Outcome {
             file: &file,
             text: &text,
             state: &state,
+            registry: Some(&registry),
         };
         let step = engine::step(&project, &live, turn, now, lock).map_err(|e| e.to_string())?;
         let elapsed = format_duration(started.elapsed().as_secs());
@@ -243,20 +246,52 @@ fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
     }
 }
 
-/// Reads the loop under the lock: its text and state, or `None` if it is gone.
-fn read(project: &Project, file: &LoopFile) -> Result<Option<(String, LoopState)>, Failure> {
+/// Reads the loop under the lock: its text and state, or `None` if it is
+/// gone. A loop that is not (or no longer) armed on this machine is refused,
+/// at every iteration: its prompt or verify command may have changed.
+fn read(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+) -> Result<Option<(String, LoopState)>, Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
     if ralph_core::safe_fs::kind_at(&file.path).is_none() {
         return Ok(None);
     }
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
     let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
+    require_armed(project, registry, file, &state)?;
     Ok(Some((text, state)))
+}
+
+/// Refuses a loop that is not armed on this machine, with the way to adopt it.
+fn require_armed(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    state: &LoopState,
+) -> Result<(), Failure> {
+    let root = ralph_core::registry::canonical_root(project).ok();
+    let arming = ralph_core::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    match loops::not_armed_note(&arming, &file.name, None) {
+        None => Ok(()),
+        Some(note) => Err(format!(
+            "{}: {note}; nothing was run",
+            messages::escape_controls(&file.path.display().to_string())
+        )
+        .into()),
+    }
 }
 
 /// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
 /// its owner becomes this run, so no session's Stop hook drives it meanwhile.
-fn adopt(project: &Project, name: &str, driver: &str) -> Result<Option<String>, Failure> {
+/// Only a loop armed on this machine is taken over.
+fn take_over(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    driver: &str,
+) -> Result<Option<String>, Failure> {
     let file = LoopFile {
         name: name.to_owned(),
         path: project.loop_path(name),
@@ -269,6 +304,7 @@ fn adopt(project: &Project, name: &str, driver: &str) -> Result<Option<String>, 
     }
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
     let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
+    require_armed(project, registry, &file, &state)?;
     let updated = frontmatter::set_fields(&text, &[("session_id", scalar(driver))])
         .map_err(|e| e.to_string())?;
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
@@ -306,9 +342,14 @@ fn hand_back(
 }
 
 /// Ctrl-C: the agent is already stopped; record the loop as cancelled.
-fn interrupted(project: &Project, file: &LoopFile, started: Instant) -> Outcome {
+fn interrupted(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    started: Instant,
+) -> Outcome {
     let now = Timestamp::now();
-    let ended = loops::cancel(project, Some(&file.name), false, None, now)
+    let ended = loops::cancel(project, Some(registry), Some(&file.name), false, None, now)
         .map_err(|e| e.to_string())?
         .ended;
     say!();

@@ -1,0 +1,169 @@
+//! `ralph adopt`: take over, deliberately, a loop file that was not armed on
+//! this machine. It shows what the loop would do (prompt, promises, verify
+//! command, escaped), asks on a terminal or takes `--yes`, then records it.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use ralph_core::loops::{self, Live};
+use ralph_core::messages::escape_controls;
+use ralph_core::registry::{self, Arming, Registry};
+use ralph_core::state::LoopState;
+use ralph_core::store::Project;
+use ralph_core::time::Timestamp;
+
+use super::{Failure, Outcome};
+use crate::cli::AdoptArgs;
+
+pub fn adopt(args: AdoptArgs) -> Outcome {
+    let project = super::project();
+    let registry = super::require_registry()?;
+    let root = registry::canonical_root(&project).ok();
+    let lives = loops::read_live(&project).map_err(|e| e.to_string())?;
+    let arming = |live: &Live| match &live.state {
+        Ok(state) => registry::arming(Some(&registry), root.as_deref(), &live.file.name, state),
+        Err(_) => Arming::Unarmed(registry::Unarmed::NoRecord),
+    };
+    let live = match &args.name {
+        Some(name) => lives.iter().find(|l| &l.file.name == name).ok_or_else(|| {
+            Failure::from(format!(
+                "no loop named `{}` here (see `ralph status`)",
+                escape_controls(name)
+            ))
+        })?,
+        None => {
+            let unarmed: Vec<&Live> = lives
+                .iter()
+                .filter(|l| arming(l) != Arming::Armed)
+                .collect();
+            match unarmed.as_slice() {
+                [] => {
+                    say!("Nothing to adopt: every loop here is armed on this machine.");
+                    return Ok(());
+                }
+                [only] => *only,
+                several => {
+                    let names: Vec<String> = several
+                        .iter()
+                        .map(|l| escape_controls(&l.file.name))
+                        .collect();
+                    return Err(format!(
+                        "several loops here are not armed on this machine ({}); name one with --name",
+                        names.join(", ")
+                    )
+                    .into());
+                }
+            }
+        }
+    };
+    let name = &live.file.name;
+    let state = live.state.as_ref().map_err(|e| {
+        format!(
+            "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
+            escape_controls(&live.file.path.display().to_string()),
+            escape_controls(e),
+            escape_controls(name)
+        )
+    })?;
+    let status = arming(live);
+    if status == Arming::Armed {
+        say!(
+            "The loop `{}` is already armed on this machine.",
+            escape_controls(name)
+        );
+        return Ok(());
+    }
+    show(&project, live, state, &status);
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(format!(
+                "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {} --yes`",
+                escape_controls(name)
+            )
+            .into());
+        }
+        if !confirm()? {
+            return Err("not adopted.".to_owned().into());
+        }
+    }
+    record(&project, &registry, live, state)
+}
+
+/// Prints what the loop would do, every value escaped.
+fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
+    let name = escape_controls(&live.file.name);
+    let why = status.why_not();
+    say!(
+        "Loop `{name}` in {} is not armed on this machine: {why}.",
+        escape_controls(&super::display(project, &live.file.path))
+    );
+    say!("Read what it would do before you adopt it:");
+    say!();
+    let none = || "(none)".to_owned();
+    say!(
+        "  owner:              {}",
+        state.session_id.as_deref().map_or_else(
+            || "none yet (the first session that stops in this project takes it)".to_owned(),
+            escape_controls
+        )
+    );
+    say!("  iteration:          {}", state.iteration_label());
+    say!(
+        "  completion promise: {}",
+        state
+            .completion_promise
+            .as_deref()
+            .map_or_else(none, escape_controls)
+    );
+    say!(
+        "  abort promise:      {}",
+        state
+            .abort_promise
+            .as_deref()
+            .map_or_else(none, escape_controls)
+    );
+    say!(
+        "  verify:             {}",
+        state
+            .guards
+            .verify
+            .as_deref()
+            .map_or_else(none, |v| format!(
+                "{}   ← runs as you (sh -c, in the project root) when the promise comes",
+                escape_controls(v)
+            ))
+    );
+    say!("  prompt:");
+    for line in state.prompt.lines() {
+        say!("  │ {}", escape_controls(line));
+    }
+    say!();
+}
+
+fn confirm() -> Result<bool, Failure> {
+    print!("Adopt it, so that ralph drives it from now on? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("could not read the answer: {e}"))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn record(project: &Project, registry: &Registry, live: &Live, state: &LoopState) -> Outcome {
+    let name = &live.file.name;
+    loops::adopt(project, registry, name, &live.text, Timestamp::now())
+        .map_err(|e| e.to_string())?;
+    let owner = state.session_id.as_deref().map_or_else(
+        || "the first session that stops in this project claims it".to_owned(),
+        |s| format!("owner: session {}", escape_controls(s)),
+    );
+    say!(
+        "✓ Adopted loop `{}`: it is armed on this machine and runs like a loop you armed ({owner}).",
+        escape_controls(name)
+    );
+    Ok(())
+}
