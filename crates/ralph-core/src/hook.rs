@@ -13,6 +13,7 @@ use crate::answer::Answer;
 use crate::decide::{Observation, Outcome, Verification};
 use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
+use crate::host::Host;
 use crate::ownership::{self, Candidate, Selection};
 use crate::state::{self, LoopState};
 use crate::store::{self, LoopFile, Project, StoreError};
@@ -71,12 +72,40 @@ pub enum HookError {
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
 pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
-    match run(input, ctx) {
+    stop_for_host(input, ctx, None).answer
+}
+
+/// The hook's answer and the host it is for, which decides its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAnswer {
+    pub answer: Answer,
+    pub host: Host,
+    /// The loop asked for a fresh context (Gemini's `clearContext`).
+    pub fresh_context: bool,
+}
+
+impl HostAnswer {
+    /// The exact bytes for stdout.
+    pub fn render(&self) -> String {
+        self.host.render(&self.answer, self.fresh_context)
+    }
+}
+
+/// Answers one turn-end event of any host: `host` when the caller named it
+/// (`--host`), else the host recognised from the event.
+pub fn stop_for_host(input: &[u8], ctx: &HookContext, host: Option<Host>) -> HostAnswer {
+    let mut out = HostAnswer {
+        answer: Answer::Silent,
+        host: host.unwrap_or(Host::Claude),
+        fresh_context: false,
+    };
+    out.answer = match run(input, ctx, host, &mut out) {
         Ok(answer) => answer,
         Err(e) => Answer::Notice(format!(
             "⚠ ralph: {e}. The stop was allowed; the loop was not advanced."
         )),
-    }
+    };
+    out
 }
 
 /// A loop file as read under the lock.
@@ -86,8 +115,14 @@ struct Loaded {
     state: LoopState,
 }
 
-fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
+fn run(
+    input: &[u8],
+    ctx: &HookContext,
+    host: Option<Host>,
+    out: &mut HostAnswer,
+) -> Result<Answer, HookError> {
     let event = StopEvent::parse(input)?;
+    out.host = host.unwrap_or_else(|| Host::detect(&event));
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
@@ -111,10 +146,23 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
             started_at: l.state.started_at,
         })
         .collect();
-    let answer = match ownership::select(session, &candidates) {
-        Selection::None => Answer::Silent,
-        Selection::Owned(i) => drive(&project, &loaded[i], session, false, &event, ctx, lock)?,
-        Selection::Claim(i) => drive(&project, &loaded[i], session, true, &event, ctx, lock)?,
+    let (i, claim) = match ownership::select(session, &candidates) {
+        Selection::None => return Ok(with_notices(Answer::Silent, notices)),
+        Selection::Owned(i) => (i, false),
+        Selection::Claim(i) => (i, true),
+    };
+    out.fresh_context = loaded[i].state.fresh_context;
+    let answer = if out.host == Host::Claude {
+        drive(&project, &loaded[i], session, claim, &event, ctx, lock)?
+    } else {
+        // Other hosts: the reply from where that host leaves it, and no
+        // block cap (only Claude Code has one).
+        let event = out.host.normalise(&event, loaded[i].state.started_at);
+        let ctx = HookContext {
+            block_cap: 0,
+            ..ctx.clone()
+        };
+        drive(&project, &loaded[i], session, claim, &event, &ctx, lock)?
     };
     Ok(with_notices(answer, notices))
 }

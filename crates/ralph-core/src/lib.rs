@@ -9,6 +9,8 @@ pub mod engine;
 pub mod event;
 pub mod frontmatter;
 pub mod hook;
+pub mod host;
+pub mod host_install;
 pub mod loops;
 pub mod messages;
 pub mod ownership;

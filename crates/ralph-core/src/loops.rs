@@ -53,6 +53,8 @@ pub struct ArmRequest {
     pub stuck_after: Option<u64>,
     pub no_progress_after: Option<u64>,
     pub force: bool,
+    /// Gemini CLI: clear the model's history before each iteration.
+    pub fresh_context: bool,
 }
 
 pub fn valid_name(name: &str) -> bool {
@@ -114,6 +116,10 @@ pub fn render(req: &ArmRequest, now: Timestamp) -> String {
     opt(
         "no_progress_after",
         req.no_progress_after.map(|n| n.to_string()),
+    );
+    opt(
+        "fresh_context",
+        req.fresh_context.then(|| "true".to_owned()),
     );
     format!(
         "---\n{}\n---\n\n{}\n",

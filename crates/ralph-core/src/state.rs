@@ -44,6 +44,9 @@ pub struct LoopState {
     pub ended_at: Option<Timestamp>,
     /// The prompt: the body without its surrounding blank lines.
     pub prompt: String,
+    /// `fresh_context: true`: each iteration starts with a cleared model
+    /// history, where the host can do it (Gemini CLI).
+    pub fresh_context: bool,
 }
 
 /// Limits set when arming; every one of them is optional.
@@ -115,6 +118,7 @@ struct RawFields {
     idle_blocks: Option<String>,
     outcome: Option<String>,
     ended_at: Option<String>,
+    fresh_context: Option<String>,
 }
 
 impl LoopState {
@@ -169,6 +173,7 @@ impl LoopState {
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
+            fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
         })
     }
 

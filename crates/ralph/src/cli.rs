@@ -49,6 +49,12 @@ pub enum Command {
     /// Show a loop's decision log
     #[command(after_help = "Examples:\n  ralph log\n  ralph log --name docs --json")]
     Log(LogArgs),
+    /// Add ralph's turn-end hook (and a /ralph-loop command where the host has them) to Codex, Gemini or Copilot
+    #[command(after_help = INSTALL_EXAMPLES)]
+    Install(InstallArgs),
+    /// Remove what `ralph install` added, and nothing else
+    #[command(after_help = INSTALL_EXAMPLES)]
+    Uninstall(InstallArgs),
     /// Write a PRD, progress log and prompt into ./ralph/ to start a project right
     #[command(
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
@@ -60,7 +66,19 @@ pub enum Command {
 pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
-    Stop,
+    Stop(HookStopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HookStopArgs {
+    /// The host that runs the hook: claude, codex, gemini or copilot [default: recognised from the event]
+    #[arg(long, value_parser = parse_host)]
+    pub host: Option<ralph_core::host::Host>,
+}
+
+fn parse_host(value: &str) -> Result<ralph_core::host::Host, String> {
+    ralph_core::host::Host::from_name(value)
+        .ok_or_else(|| format!("`{value}` is not a host; use claude, codex, gemini or copilot"))
 }
 
 const HOOK_EXAMPLES: &str = "Examples:
@@ -160,6 +178,9 @@ pub struct ArmFlags {
     /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
     #[arg(long, allow_negative_numbers = true)]
     pub no_progress_after: Option<u64>,
+    /// Gemini CLI: clear the model's history before every iteration (files and git stay)
+    #[arg(long)]
+    pub fresh_context: bool,
 }
 
 impl ArmFlags {
@@ -174,6 +195,7 @@ impl ArmFlags {
             || self.verify_timeout.is_some()
             || self.stuck_after.is_some()
             || self.no_progress_after.is_some()
+            || self.fresh_context
     }
 }
 
@@ -235,6 +257,28 @@ pub struct LogArgs {
     /// One JSON object per line, as stored
     #[arg(long)]
     pub json: bool,
+}
+
+const INSTALL_EXAMPLES: &str = "Examples:
+  ralph install codex              # ~/.codex/hooks.json and ~/.codex/prompts/ralph-loop.md
+  ralph install gemini --project   # .gemini/settings.json and .gemini/commands/ralph-loop.toml
+  ralph install copilot            # ~/.copilot/hooks/ralph.json
+  ralph uninstall gemini --project
+
+Claude Code needs no install: it loads ralph as a plugin. Every change is printed; other hooks and
+settings in those files are kept as they are. Running install twice changes nothing the second time.";
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// codex, gemini or copilot
+    #[arg(value_parser = parse_host)]
+    pub host: ralph_core::host::Host,
+    /// The project's configuration (in the current git root) instead of the user's
+    #[arg(long)]
+    pub project: bool,
+    /// The command the hook runs [default: this ralph binary's absolute path]
+    #[arg(long)]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Args)]

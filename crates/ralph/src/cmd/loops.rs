@@ -97,6 +97,7 @@ pub fn arm_request(
         stuck_after: flags.stuck_after,
         no_progress_after: flags.no_progress_after,
         force,
+        fresh_context: flags.fresh_context,
     }
 }
 

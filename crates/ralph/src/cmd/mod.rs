@@ -15,6 +15,7 @@ macro_rules! say {
 
 mod hook;
 mod init;
+mod install;
 mod loops;
 mod run;
 mod statusline;
@@ -28,7 +29,7 @@ use crate::cli::{Cli, Command, HookCommand};
 
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Hook(HookCommand::Stop) => return hook::stop(),
+        Command::Hook(HookCommand::Stop(args)) => return hook::stop(args.host),
         Command::Start(args) => loops::start(*args),
         Command::Cancel(args) => loops::cancel(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
@@ -38,6 +39,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => loops::status(args),
         Command::Log(args) => loops::log(args),
         Command::Init(args) => init::init(args),
+        Command::Install(args) => install::install(args),
+        Command::Uninstall(args) => install::uninstall(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,10 +106,13 @@ pub fn project() -> Project {
     }
 }
 
+/// The session of the agent that runs this command: the first session
+/// variable a host sets for its shell commands (Claude Code, Codex, Gemini).
 pub fn session_from_env() -> Option<String> {
-    std::env::var("CLAUDE_CODE_SESSION_ID")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
+    ralph_core::host::Host::ALL
+        .iter()
+        .filter_map(|h| h.session_variable())
+        .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
 }
 
 pub fn display(project: &Project, path: &std::path::Path) -> String {
