@@ -212,7 +212,10 @@ fn last_reply(
 ) -> (Option<String>, bool) {
     let mut synced = false;
     let reply = (|| {
-        let mut file = open_regular(path)?;
+        let Some(mut file) = open_regular(path) else {
+            synced = true; // nothing there to wait for
+            return None;
+        };
         let len = file.metadata().ok()?.len();
         let mut lines = BackwardLines::new(&mut file, len.saturating_sub(MAX_SCAN), len);
         while let Some(raw) = lines.next_line().ok()? {
@@ -456,7 +459,7 @@ mod tests {
             r#"{"type":"user.message","data":{"content":"do it"},"timestamp":"2026-11-30T14:55:18.210Z"}"#,
             r#"{"type":"assistant.message","data":{"content":"reply 1","toolRequests":[]},"timestamp":"2026-11-30T14:55:18.300Z"}"#,
             r#"{"type":"assistant.turn_end","data":{"turnId":"0"},"timestamp":"2026-11-30T14:55:18.329Z"}"#,
-            r#"{"type":"hook.start","data":{"hookType":"agentStop"},"timestamp":"2026-11-30T14:55:18.330Z"}"#,
+            r#"{"type":"hook.start","data":{"hookType":"agentStop","input":{"timestamp":1796050518330}},"timestamp":"2026-11-30T14:55:18.330Z"}"#,
         ]);
         let mut e = event(COPILOT);
         e.transcript_path_camel = Some(t.path().to_owned());
@@ -469,12 +472,42 @@ mod tests {
             r#"{"type":"assistant.message","data":{"content":"old"},"timestamp":"2026-11-30T14:55:18.300Z"}"#,
             r#"{"type":"user.message","data":{"content":"go"},"timestamp":"2026-11-30T14:55:19.000Z"}"#,
             r#"{"type":"assistant.message","data":{"content":"","toolRequests":[{}]},"timestamp":"2026-11-30T14:55:19.300Z"}"#,
+            r#"{"type":"hook.start","data":{"input":{"timestamp":1796050518330}},"timestamp":"2026-11-30T14:55:19.330Z"}"#,
         ]);
         e.transcript_path_camel = Some(t.path().to_owned());
         assert_eq!(
             Host::Copilot.normalise(&e, None).last_assistant_message,
             None
         );
+    }
+
+    #[test]
+    fn copilot_waits_for_its_events_to_reach_the_file() {
+        let t = file(&[
+            r#"{"type":"user.message","data":{"content":"go"},"timestamp":"2026-11-30T14:55:18.210Z"}"#,
+        ]);
+        let path = t.path().to_owned();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            writeln!(f, r#"{{"type":"assistant.message","data":{{"content":"late"}},"timestamp":"2026-11-30T14:55:18.300Z"}}"#).unwrap();
+            writeln!(f, r#"{{"type":"hook.start","data":{{"input":{{"timestamp":1796050518330}}}},"timestamp":"2026-11-30T14:55:18.330Z"}}"#).unwrap();
+        });
+        let mut e = event(COPILOT);
+        e.transcript_path_camel = Some(t.path().to_owned());
+        let started = Instant::now();
+        assert_eq!(
+            Host::Copilot
+                .normalise(&e, None)
+                .last_assistant_message
+                .as_deref(),
+            Some("late")
+        );
+        assert!(started.elapsed() < COPILOT_FLUSH_WAIT);
+        writer.join().unwrap();
     }
 
     #[test]
@@ -487,7 +520,7 @@ mod tests {
     #[test]
     fn a_transcript_that_is_not_a_regular_file_is_not_read() {
         let mut e = event(COPILOT);
-        e.transcript_path_camel = Some(PathBuf::from("/dev/zero"));
+        e.transcript_path_camel = Some(std::path::PathBuf::from("/dev/zero"));
         assert_eq!(
             Host::Copilot.normalise(&e, None).last_assistant_message,
             None
