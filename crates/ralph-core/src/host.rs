@@ -177,7 +177,7 @@ struct Record {
 }
 
 /// How long the hook waits for Copilot to write the turn's events.
-const COPILOT_FLUSH_WAIT: Duration = Duration::from_secs(3);
+const COPILOT_FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 /// Copilot writes its events file asynchronously: when the hook starts, the
 /// turn's last message may not be on disk yet. The `hook.start` event of
@@ -213,7 +213,8 @@ fn last_reply(
     let mut synced = false;
     let reply = (|| {
         let Some(mut file) = open_regular(path) else {
-            synced = true; // nothing there to wait for
+            // A file not written yet is worth waiting for; anything else is not.
+            synced = std::fs::symlink_metadata(path).is_ok();
             return None;
         };
         let len = file.metadata().ok()?.len();

@@ -60,6 +60,19 @@ pub fn uninstall(args: InstallArgs) -> Outcome {
     } else {
         false
     };
+    // A repository's .github/hooks/ralph.json is ralph's own file: once it holds
+    // nothing but its version, it goes.
+    if plan.host == Host::Copilot && plan.project {
+        let left = read_regular(&plan.settings, true)?
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        if left.is_some_and(|v| {
+            v.as_object()
+                .is_some_and(|o| o.keys().all(|k| k == "version"))
+        }) {
+            fs::remove_file(&plan.settings)
+                .map_err(|e| format!("could not remove {}: {e}", plan.settings.display()))?;
+        }
+    }
     report(
         &plan.settings,
         changed,
