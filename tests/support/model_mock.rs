@@ -64,7 +64,10 @@ impl ScriptedModel {
 
     /// The request bodies of the model turns, in order.
     pub fn turns(&self) -> Vec<Value> {
-        self.shared.lock().map(|s| s.turns.clone()).unwrap_or_default()
+        self.shared
+            .lock()
+            .map(|s| s.turns.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -168,9 +171,12 @@ fn chat_events(text: &str) -> String {
     };
     let mut last = chunk(json!({}), json!("stop"));
     last["usage"] = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
-    [chunk(json!({"role": "assistant", "content": text}), Value::Null), last]
-        .iter()
-        .map(|c| format!("data: {c}\n\n"))
-        .chain(std::iter::once("data: [DONE]\n\n".to_owned()))
-        .collect()
+    [
+        chunk(json!({"role": "assistant", "content": text}), Value::Null),
+        last,
+    ]
+    .iter()
+    .map(|c| format!("data: {c}\n\n"))
+    .chain(std::iter::once("data: [DONE]\n\n".to_owned()))
+    .collect()
 }
