@@ -2,6 +2,7 @@
 //! the files they live in. The `ralph` binary is a thin shell over this.
 
 pub mod agent;
+pub mod agent_presets;
 pub mod answer;
 pub mod arguments;
 pub mod decide;

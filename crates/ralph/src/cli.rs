@@ -98,7 +98,18 @@ prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdou
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
 decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
 Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort),
-130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.";
+130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
+
+Agent presets (--agent NAME), each unattended; what its flags allow the agent to do without asking:
+  claude   claude -p --output-format json --dangerously-skip-permissions
+           every tool (shell, file edits, web), inside and outside the project
+  codex    codex exec --skip-git-repo-check --sandbox workspace-write
+           shell commands and edits inside Codex's sandbox: writes only in the project and temp, no network
+  gemini   gemini --approval-mode=yolo -p \"$(cat)\"
+           every tool (shell, file edits, web): YOLO mode
+  copilot  copilot --allow-all --no-auto-update --silent -p \"$(cat)\"
+           every tool, path and URL
+Run them only where that is acceptable (a container, a throwaway checkout).";
 
 const STATUSLINE_EXAMPLES: &str =
     "Claude Code runs it with the status JSON on stdin. In .claude/settings.json:
@@ -204,7 +215,8 @@ pub struct RunArgs {
     /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop
     #[arg(long, default_value = "ralph")]
     pub name: String,
-    /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`)
+    /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`);
+    /// or a preset: claude, codex, gemini, copilot (see below)
     #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
     pub agent: String,
     #[command(flatten)]
