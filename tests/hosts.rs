@@ -540,3 +540,215 @@ fn uninstall_restores_the_users_configuration() {
     .expect("json");
     assert_eq!(codex, json!({}));
 }
+
+/// `ralph hook stop` through the binary: each host's payload (as the pinned clients send it)
+/// gets exactly the answer shape that host accepts.
+mod answers {
+    use super::*;
+
+    struct Project {
+        dir: TempDir,
+    }
+
+    impl Project {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("temp");
+            std::fs::create_dir_all(dir.path().join("project/.claude")).expect("project");
+            std::fs::create_dir_all(dir.path().join("home")).expect("home");
+            Self { dir }
+        }
+
+        fn cmd(&self, args: &[&str]) -> Command {
+            let mut cmd = Command::new(RALPH);
+            cmd.args(args)
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HOME", self.dir.path().join("home"))
+                .env("XDG_STATE_HOME", self.dir.path().join("state"))
+                .current_dir(self.dir.path().join("project"));
+            cmd
+        }
+
+        fn start(&self, args: &[&str]) {
+            let out = self
+                .cmd(&[&["start"], args].concat())
+                .stdin(Stdio::null())
+                .output()
+                .expect("start");
+            assert!(out.status.success(), "{}", describe(&out));
+        }
+
+        /// The hook's stdout for `payload`, parsed (`Null` when empty).
+        fn hook(&self, payload: &Value, host: Option<&str>) -> Value {
+            let mut args = vec!["hook", "stop"];
+            if let Some(h) = host {
+                args.extend(["--host", h]);
+            }
+            let mut child = self
+                .cmd(&args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("hook");
+            {
+                use std::io::Write;
+                let mut stdin = child.stdin.take().expect("stdin");
+                stdin
+                    .write_all(payload.to_string().as_bytes())
+                    .expect("payload");
+            }
+            let out = child.wait_with_output().expect("hook output");
+            assert!(out.status.success(), "{}", describe(&out));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if stdout.trim().is_empty() {
+                return Value::Null;
+            }
+            assert_eq!(stdout.matches('\n').count(), 1, "one JSON line: {stdout:?}");
+            serde_json::from_str(&stdout).expect("JSON answer")
+        }
+
+        fn file(&self, name: &str, lines: &[Value]) -> PathBuf {
+            let path = self.dir.path().join(name);
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            std::fs::write(&path, text).expect("transcript");
+            path
+        }
+
+        fn cwd(&self) -> String {
+            self.dir
+                .path()
+                .join("project")
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
+    fn keys(v: &Value) -> Vec<&str> {
+        let mut k: Vec<&str> = v
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        k.sort_unstable();
+        k
+    }
+
+    #[test]
+    fn codex_gets_only_keys_its_schema_allows() {
+        let p = Project::new();
+        p.start(&[
+            "--session-id",
+            "cx-1",
+            "--max-iterations",
+            "3",
+            "Codex TASK",
+        ]);
+        let payload = json!({"session_id": "cx-1", "turn_id": "t1", "transcript_path": null, "cwd": p.cwd(),
+            "hook_event_name": "Stop", "model": "mock", "permission_mode": "bypassPermissions",
+            "stop_hook_active": false, "last_assistant_message": "working"});
+        let answer = p.hook(&payload, None);
+        assert_eq!(keys(&answer), ["decision", "reason", "systemMessage"]);
+        assert!(
+            answer["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Codex TASK")
+        );
+    }
+
+    #[test]
+    fn gemini_fresh_context_goes_under_hook_specific_output() {
+        let p = Project::new();
+        p.start(&["--session-id", "gm-1", "--fresh-context", "Gemini TASK"]);
+        let chat = p.file("chat.jsonl", &[
+            json!({"id": "u", "timestamp": "2099-01-01T00:00:00.000Z", "type": "user", "content": [{"text": "go"}]}),
+            json!({"id": "g", "timestamp": "2099-01-01T00:00:01.000Z", "type": "gemini", "content": "working"}),
+        ]);
+        let payload = json!({"session_id": "gm-1", "transcript_path": chat, "cwd": p.cwd(),
+            "hook_event_name": "AfterAgent", "timestamp": "2099-01-01T00:00:01.100Z", "prompt": "go",
+            "prompt_response": "<promise>OLD</promise> working", "stop_hook_active": false});
+        let answer = p.hook(&payload, None);
+        assert_eq!(
+            keys(&answer),
+            ["decision", "hookSpecificOutput", "reason", "systemMessage"]
+        );
+        assert_eq!(answer["decision"], "block");
+        assert_eq!(
+            answer["hookSpecificOutput"],
+            json!({"hookEventName": "AfterAgent", "clearContext": true})
+        );
+        assert!(answer.get("stopReason").is_none());
+    }
+
+    #[test]
+    fn copilot_gets_decision_and_reason_only_and_its_reply_from_the_events_file() {
+        let p = Project::new();
+        p.start(&[
+            "--session-id",
+            "cp-1",
+            "--completion-promise",
+            "DONE",
+            "Copilot TASK",
+        ]);
+        let events = p.file("events.jsonl", &[
+            json!({"type": "user.message", "data": {"content": "go"}, "timestamp": "2099-01-01T00:00:00.000Z"}),
+            json!({"type": "assistant.message", "data": {"content": "not yet"}, "timestamp": "2099-01-01T00:00:01.000Z"}),
+            json!({"type": "hook.start", "data": {"input": {"timestamp": 4070908801000_i64}}, "timestamp": "2099-01-01T00:00:01.100Z"}),
+        ]);
+        let camel = json!({"sessionId": "cp-1", "timestamp": 4070908801000_i64, "cwd": p.cwd(),
+            "transcriptPath": events, "stopReason": "end_turn", "stop_hook_active": false});
+        let answer = p.hook(&camel, None);
+        assert_eq!(keys(&answer), ["decision", "reason"]);
+        assert!(
+            answer["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Copilot TASK")
+        );
+        // the promise in the events file ends the loop: an empty answer (the notice goes to stderr)
+        let done = p.file("events2.jsonl", &[
+            json!({"type": "assistant.message", "data": {"content": "<promise>DONE</promise>"}, "timestamp": "2099-01-01T00:00:02.000Z"}),
+            json!({"type": "hook.start", "data": {"input": {"timestamp": 4070908802000_i64}}, "timestamp": "2099-01-01T00:00:02.100Z"}),
+        ]);
+        let snake = json!({"hook_event_name": "Stop", "session_id": "cp-1", "timestamp": 4070908802000_i64,
+            "cwd": p.cwd(), "transcript_path": done, "stop_reason": "end_turn"});
+        assert_eq!(p.hook(&snake, None), Value::Null);
+    }
+
+    #[test]
+    fn a_bad_event_named_as_copilot_gets_an_empty_answer() {
+        let p = Project::new();
+        let mut child = p
+            .cmd(&["hook", "stop", "--host", "copilot"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hook");
+        {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"{not json")
+                .expect("write");
+        }
+        let out = child.wait_with_output().expect("output");
+        assert!(out.status.success());
+        assert!(out.stdout.is_empty(), "{}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+        let bad = p
+            .cmd(&["hook", "stop", "--host", "cursor"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        assert_eq!(
+            bad.status.code(),
+            Some(2),
+            "an unknown host is a usage error"
+        );
+    }
+}
