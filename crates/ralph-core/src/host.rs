@@ -145,14 +145,16 @@ impl Host {
         format!("{value}\n")
     }
 
-    /// The environment variable this host sets for the shell commands its
-    /// agent runs, naming the session (`ralph start` reads it).
+    /// The environment variable naming the session in the shell commands
+    /// this host's agent runs (`ralph start` reads it). Gemini 0.61 sets
+    /// `GEMINI_SESSION_ID` for hooks only, not for its shell tool: a loop
+    /// armed there is claimed by the first session that stops.
     pub fn session_variable(self) -> Option<&'static str> {
         match self {
             Host::Claude => Some("CLAUDE_CODE_SESSION_ID"),
             Host::Codex => Some("CODEX_THREAD_ID"),
             Host::Gemini => Some("GEMINI_SESSION_ID"),
-            Host::Copilot => None,
+            Host::Copilot => Some("COPILOT_AGENT_SESSION_ID"),
         }
     }
 }

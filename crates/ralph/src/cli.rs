@@ -145,7 +145,7 @@ pub struct StartArgs {
     pub name: String,
     #[command(flatten)]
     pub arm: ArmFlags,
-    /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
+    /// The owning session [default: $CLAUDE_CODE_SESSION_ID, $CODEX_THREAD_ID, $GEMINI_SESSION_ID or $COPILOT_AGENT_SESSION_ID]
     #[arg(long)]
     pub session_id: Option<String>,
     /// Replace an active loop of the same name or session

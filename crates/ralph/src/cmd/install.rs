@@ -182,7 +182,7 @@ impl Plan {
             ],
             Host::Copilot => vec![
                 "note: Copilot loads a repository's hooks only once the folder is trusted.",
-                "Copilot has no session variable for shell commands: arm with `ralph start` (the first session that stops claims the loop).",
+                "Arm a loop by asking Copilot to run `ralph start --completion-promise DONE TASK` (it passes COPILOT_AGENT_SESSION_ID), or run it yourself.",
             ],
             Host::Claude => vec![],
         }
