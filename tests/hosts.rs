@@ -122,13 +122,23 @@ impl Sandbox {
     fn env(&self, cmd: &mut Command) {
         cmd.env_clear();
         for var in [
-            "PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
+            "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
         ] {
             if let Some(v) = std::env::var_os(var) {
                 cmd.env(var, v);
             }
         }
-        cmd.env("HOME", self.home())
+        // The binary under test first on PATH, for the commands the agent runs (`ralph start`).
+        let ralph_dir = Path::new(RALPH)
+            .parent()
+            .expect("ralph's folder")
+            .to_owned();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let path =
+            std::env::join_paths(std::iter::once(ralph_dir).chain(std::env::split_paths(&path)))
+                .expect("PATH");
+        cmd.env("PATH", path)
+            .env("HOME", self.home())
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .env("CODEX_HOME", self.home().join(".codex"))
             .env("GEMINI_CLI_HOME", self.home())
@@ -188,6 +198,15 @@ impl Sandbox {
     /// Runs the client once, prompt "go", against `model` (Codex, Copilot) or the fake
     /// responses (Gemini); the loop's task reaches the model only through the hook.
     fn run_client(&self, model: Option<&ScriptedModel>, replies: &[&str]) -> Output {
+        self.run_client_with(model, replies, "go")
+    }
+
+    fn run_client_with(
+        &self,
+        model: Option<&ScriptedModel>,
+        replies: &[&str],
+        prompt: &str,
+    ) -> Output {
         let mut cmd = Command::new(&self.client);
         self.env(&mut cmd);
         match self.host {
@@ -220,7 +239,7 @@ impl Sandbox {
                     .collect();
                 std::fs::write(&fake, lines.join("\n") + "\n").expect("fake responses");
                 cmd.env("GEMINI_API_KEY", "test")
-                    .args(["-p", "go", "--approval-mode=yolo", "--fake-responses"])
+                    .args(["-p", prompt, "--approval-mode=yolo", "--fake-responses"])
                     .arg(&fake)
                     .arg("--fake-responses-non-strict");
             }
@@ -478,6 +497,34 @@ fn copilot_leaves_other_sessions_alone_and_stops_at_the_limit() {
     leaves_other_sessions_alone_and_stops_at_the_limit(
         Host::Copilot,
         "copilot_leaves_other_sessions_alone_and_stops_at_the_limit",
+    );
+}
+
+/// Gemini's `/ralph-loop` command (installed by `ralph install gemini`) arms the loop from
+/// inside the session, with the user's words kept as written, and the loop runs to its promise.
+#[test]
+fn gemini_ralph_loop_command_arms_and_runs() {
+    let Some(sandbox) = Sandbox::new(Host::Gemini, "gemini_ralph_loop_command_arms_and_runs")
+    else {
+        return;
+    };
+    sandbox.install();
+    let replies = ["Working.", "<promise>OK</promise>"];
+    let run = sandbox.run_client_with(
+        None,
+        &replies,
+        "/ralph-loop Fix the \"quoted\" bug's $HOME --max-iterations 4 --completion-promise OK",
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let status = sandbox.loop_status("ralph");
+    let context = format!("{status}\n{}", describe(&run));
+    assert_eq!(status["outcome"], "completed", "{context}");
+    assert_eq!(status["iteration"], 2, "{context}");
+    assert_eq!(status["max_iterations"], 4, "{context}");
+    let chat = sandbox.gemini_chat();
+    assert!(
+        chat.contains(r#"Fix the \"quoted\" bug's $HOME\n\n---\nRalph loop"#),
+        "{chat}"
     );
 }
 

@@ -33,10 +33,7 @@ gives the task back to you until you output the completion promise, as its outpu
 
 pub const GEMINI_COMMAND: &str = r#"description = "Start a Ralph loop: keep working on one task until it is really done"
 prompt = """
-!{ralph start --raw-arguments <<'RALPH_ARGS_7f3a'
-{{args}}
-RALPH_ARGS_7f3a
-}
+!{printf '%s' {{args}} | ralph start --raw-arguments}
 
 The loop is armed; the text above is your task. Begin working on it now.
 """
