@@ -26,7 +26,7 @@ pub const VALUE_OPTIONS: &[&str] = &[
     "session-id",
 ];
 /// Options that are switches.
-pub const FLAG_OPTIONS: &[&str] = &["force"];
+pub const FLAG_OPTIONS: &[&str] = &["force", "fresh-context"];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawArguments {

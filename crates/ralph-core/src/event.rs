@@ -1,4 +1,7 @@
-//! The Stop event Claude Code sends on stdin. Unknown fields are ignored.
+//! The turn-end event a host sends on stdin: Claude Code's `Stop`, and the
+//! same event as Codex (`Stop`), Gemini (`AfterAgent`) and Copilot
+//! (`agentStop`, camelCase) send it. Unknown fields are ignored; the fields
+//! only one host sends are here so that `host::Host::detect` is a field check.
 
 use std::path::PathBuf;
 
@@ -25,6 +28,27 @@ pub struct StopEvent {
     /// item's `content` is the reply.
     #[serde(default)]
     pub transcript: Option<Vec<Value>>,
+    /// Copilot's camelCase payload (`agentStop`) names the session `sessionId`.
+    #[serde(default, rename = "sessionId")]
+    pub session_id_camel: Option<String>,
+    /// Copilot's camelCase `transcriptPath`.
+    #[serde(default, rename = "transcriptPath")]
+    pub transcript_path_camel: Option<PathBuf>,
+    /// Codex only: the turn that ended.
+    #[serde(default)]
+    pub turn_id: Option<Value>,
+    /// Copilot only: why the agent stopped (`stop_reason` or `stopReason`).
+    #[serde(default)]
+    pub stop_reason: Option<Value>,
+    #[serde(default, rename = "stopReason")]
+    pub stop_reason_camel: Option<Value>,
+    /// Gemini only: the agent's text for the whole prompt so far (it grows
+    /// across hook-forced continuations, so the transcript is read instead).
+    #[serde(default)]
+    pub prompt_response: Option<String>,
+    /// Copilot: milliseconds since the epoch; Gemini: an RFC 3339 string.
+    #[serde(default)]
+    pub timestamp: Option<Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +69,10 @@ impl StopEvent {
 
     /// The session, when Claude Code named one.
     pub fn session(&self) -> Option<&str> {
-        self.session_id.as_deref().filter(|s| !s.trim().is_empty())
+        self.session_id
+            .as_deref()
+            .or(self.session_id_camel.as_deref())
+            .filter(|s| !s.trim().is_empty())
     }
 
     /// The reply carried by the event itself, if any: `last_assistant_message`,

@@ -15,6 +15,7 @@ use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
 use crate::frontmatter::{self, quote};
 use crate::messages;
+use crate::host::Host;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::state::{self, LoopState};
@@ -86,12 +87,40 @@ pub enum HookError {
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
 pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
-    match run(input, ctx) {
+    stop_for_host(input, ctx, None).answer
+}
+
+/// The hook's answer and the host it is for, which decides its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAnswer {
+    pub answer: Answer,
+    pub host: Host,
+    /// The loop asked for a fresh context (Gemini's `clearContext`).
+    pub fresh_context: bool,
+}
+
+impl HostAnswer {
+    /// The exact bytes for stdout.
+    pub fn render(&self) -> String {
+        self.host.render(&self.answer, self.fresh_context)
+    }
+}
+
+/// Answers one turn-end event of any host: `host` when the caller named it
+/// (`--host`), else the host recognised from the event.
+pub fn stop_for_host(input: &[u8], ctx: &HookContext, host: Option<Host>) -> HostAnswer {
+    let mut out = HostAnswer {
+        answer: Answer::Silent,
+        host: host.unwrap_or(Host::Claude),
+        fresh_context: false,
+    };
+    out.answer = match run(input, ctx, host, &mut out) {
         Ok(answer) => answer,
         Err(e) => Answer::Notice(format!(
             "⚠ ralph: {e}. The stop was allowed; the loop was not advanced."
         )),
-    }
+    };
+    out
 }
 
 /// A loop file as read under the lock.
@@ -101,8 +130,14 @@ struct Loaded {
     state: LoopState,
 }
 
-fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
+fn run(
+    input: &[u8],
+    ctx: &HookContext,
+    host: Option<Host>,
+    out: &mut HostAnswer,
+) -> Result<Answer, HookError> {
     let event = StopEvent::parse(input)?;
+    out.host = host.unwrap_or_else(|| Host::detect(&event));
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
@@ -175,7 +210,19 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
             &adopted
         }
     };
-    let answer = drive(&project, live, &gate, session, claim, &event, ctx, lock)?;
+    out.fresh_context = live.state.fresh_context;
+    let answer = if out.host == Host::Claude {
+        drive(&project, live, &gate, session, claim, &event, ctx, lock)?
+    } else {
+        // Other hosts: the reply from where that host leaves it, and no
+        // block cap (only Claude Code has one).
+        let event = out.host.normalise(&event, live.state.started_at);
+        let ctx = HookContext {
+            block_cap: 0,
+            ..ctx.clone()
+        };
+        drive(&project, live, &gate, session, claim, &event, &ctx, lock)?
+    };
     Ok(with_notices(answer, notices))
 }
 

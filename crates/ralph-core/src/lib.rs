@@ -2,6 +2,7 @@
 //! the files they live in. The `ralph` binary is a thin shell over this.
 
 pub mod agent;
+pub mod agent_presets;
 pub mod answer;
 pub mod arguments;
 pub mod decide;
@@ -9,6 +10,8 @@ pub mod engine;
 pub mod event;
 pub mod frontmatter;
 pub mod hook;
+pub mod host;
+pub mod host_install;
 pub mod loops;
 pub mod messages;
 pub mod ownership;

@@ -62,6 +62,8 @@ pub struct ArmRequest {
     pub stuck_after: Option<u64>,
     pub no_progress_after: Option<u64>,
     pub force: bool,
+    /// Gemini CLI: clear the model's history before each iteration.
+    pub fresh_context: bool,
 }
 
 pub fn valid_name(name: &str) -> bool {
@@ -124,6 +126,10 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     opt(
         "no_progress_after",
         req.no_progress_after.map(|n| n.to_string()),
+    );
+    opt(
+        "fresh_context",
+        req.fresh_context.then(|| "true".to_owned()),
     );
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(

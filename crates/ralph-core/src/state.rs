@@ -46,6 +46,9 @@ pub struct LoopState {
     pub nonce: Option<String>,
     /// The prompt: the body without its surrounding blank lines.
     pub prompt: String,
+    /// `fresh_context: true`: each iteration starts with a cleared model
+    /// history, where the host can do it (Gemini CLI).
+    pub fresh_context: bool,
 }
 
 /// Limits set when arming; every one of them is optional.
@@ -118,6 +121,7 @@ struct RawFields {
     outcome: Option<String>,
     ended_at: Option<String>,
     ralph_nonce: Option<String>,
+    fresh_context: Option<String>,
 }
 
 impl LoopState {
@@ -173,6 +177,7 @@ impl LoopState {
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
             nonce: non_empty(raw.ralph_nonce),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
+            fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
         })
     }
 

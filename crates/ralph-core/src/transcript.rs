@@ -27,7 +27,7 @@ fn open(path: &Path) -> std::io::Result<File> {
     })
 }
 /// The most a backward scan reads before giving up: a reply is never this long.
-const MAX_SCAN: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_SCAN: u64 = 16 * 1024 * 1024;
 
 /// The last assistant reply found in a transcript.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +129,7 @@ fn parse_line(raw: &[u8]) -> Option<Line> {
 }
 
 /// Yields the lines of `file[floor..end]` from last to first.
-struct BackwardLines<'a> {
+pub(crate) struct BackwardLines<'a> {
     file: &'a mut File,
     floor: u64,
     pos: u64,
@@ -139,7 +139,7 @@ struct BackwardLines<'a> {
 }
 
 impl<'a> BackwardLines<'a> {
-    fn new(file: &'a mut File, floor: u64, end: u64) -> Self {
+    pub(crate) fn new(file: &'a mut File, floor: u64, end: u64) -> Self {
         Self {
             file,
             floor,
@@ -148,7 +148,7 @@ impl<'a> BackwardLines<'a> {
         }
     }
 
-    fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         loop {
             // Drop a trailing newline, then look for the previous one.
             while self.pending.last() == Some(&b'\n') {

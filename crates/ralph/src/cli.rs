@@ -52,6 +52,12 @@ pub enum Command {
     /// Show a loop's decision log
     #[command(after_help = "Examples:\n  ralph log\n  ralph log --name docs --json")]
     Log(LogArgs),
+    /// Add ralph's turn-end hook (and a /ralph-loop command where the host has them) to Codex, Gemini or Copilot
+    #[command(after_help = INSTALL_EXAMPLES)]
+    Install(InstallArgs),
+    /// Remove what `ralph install` added, and nothing else
+    #[command(after_help = INSTALL_EXAMPLES)]
+    Uninstall(InstallArgs),
     /// Write a PRD, progress log and prompt into ./ralph/ to start a project right
     #[command(
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
@@ -63,7 +69,19 @@ pub enum Command {
 pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
-    Stop,
+    Stop(HookStopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HookStopArgs {
+    /// The host that runs the hook: claude, codex, gemini or copilot [default: recognised from the event]
+    #[arg(long, value_parser = parse_host)]
+    pub host: Option<ralph_core::host::Host>,
+}
+
+fn parse_host(value: &str) -> Result<ralph_core::host::Host, String> {
+    ralph_core::host::Host::from_name(value)
+        .ok_or_else(|| format!("`{value}` is not a host; use claude, codex, gemini or copilot"))
 }
 
 const HOOK_EXAMPLES: &str = "Examples:
@@ -93,7 +111,18 @@ prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdou
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
 decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
 Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort),
-130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.";
+130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
+
+Agent presets (--agent NAME), each unattended; what its flags allow the agent to do without asking:
+  claude   claude -p --output-format json --dangerously-skip-permissions
+           every tool (shell, file edits, web), inside and outside the project
+  codex    codex exec --skip-git-repo-check --sandbox workspace-write
+           shell commands and edits inside Codex's sandbox: writes only in the project and temp, no network
+  gemini   gemini --approval-mode=yolo -p \"$(cat)\"
+           every tool (shell, file edits, web): YOLO mode
+  copilot  copilot --allow-all --no-auto-update --silent -p \"$(cat)\"
+           every tool, path and URL
+Run them only where that is acceptable (a container, a throwaway checkout).";
 
 const STATUSLINE_EXAMPLES: &str =
     "Claude Code runs it with the status JSON on stdin. In .claude/settings.json:
@@ -129,7 +158,7 @@ pub struct StartArgs {
     pub name: String,
     #[command(flatten)]
     pub arm: ArmFlags,
-    /// The owning session [default: $CLAUDE_CODE_SESSION_ID]
+    /// The owning session [default: $CLAUDE_CODE_SESSION_ID, $CODEX_THREAD_ID, $GEMINI_SESSION_ID or $COPILOT_AGENT_SESSION_ID]
     #[arg(long)]
     pub session_id: Option<String>,
     /// Replace an active loop of the same name or session
@@ -173,6 +202,9 @@ pub struct ArmFlags {
     /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
     #[arg(long, allow_negative_numbers = true)]
     pub no_progress_after: Option<u64>,
+    /// Gemini CLI: clear the model's history before every iteration (files and git stay)
+    #[arg(long)]
+    pub fresh_context: bool,
 }
 
 impl ArmFlags {
@@ -187,6 +219,7 @@ impl ArmFlags {
             || self.verify_timeout.is_some()
             || self.stuck_after.is_some()
             || self.no_progress_after.is_some()
+            || self.fresh_context
     }
 }
 
@@ -195,7 +228,8 @@ pub struct RunArgs {
     /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop
     #[arg(long, default_value = "ralph")]
     pub name: String,
-    /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`)
+    /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`);
+    /// or a preset: claude, codex, gemini, copilot (see below)
     #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
     pub agent: String,
     #[command(flatten)]
@@ -258,6 +292,28 @@ pub struct LogArgs {
     /// One JSON object per line, as stored
     #[arg(long)]
     pub json: bool,
+}
+
+const INSTALL_EXAMPLES: &str = "Examples:
+  ralph install codex              # ~/.codex/hooks.json and ~/.codex/prompts/ralph-loop.md
+  ralph install gemini --project   # .gemini/settings.json and .gemini/commands/ralph-loop.toml
+  ralph install copilot            # ~/.copilot/hooks/ralph.json
+  ralph uninstall gemini --project
+
+Claude Code needs no install: it loads ralph as a plugin. Every change is printed; other hooks and
+settings in those files are kept as they are. Running install twice changes nothing the second time.";
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// codex, gemini or copilot
+    #[arg(value_parser = parse_host)]
+    pub host: ralph_core::host::Host,
+    /// The project's configuration (in the current git root) instead of the user's
+    #[arg(long)]
+    pub project: bool,
+    /// The command the hook runs [default: this ralph binary's absolute path]
+    #[arg(long)]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -97,6 +97,7 @@ pub fn arm_request(
         stuck_after: flags.stuck_after,
         no_progress_after: flags.no_progress_after,
         force,
+        fresh_context: flags.fresh_context,
     }
 }
 
@@ -146,6 +147,7 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "no-progress-after" => args.arm.no_progress_after = Some(number(value)?),
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
+        "fresh-context" => args.arm.fresh_context = true,
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())

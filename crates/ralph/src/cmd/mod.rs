@@ -16,6 +16,7 @@ macro_rules! say {
 mod adopt;
 mod hook;
 mod init;
+mod install;
 mod loops;
 mod run;
 mod statusline;
@@ -29,7 +30,7 @@ use crate::cli::{Cli, Command, HookCommand};
 
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Hook(HookCommand::Stop) => return hook::stop(),
+        Command::Hook(HookCommand::Stop(args)) => return hook::stop(args.host),
         Command::Start(args) => loops::start(*args),
         Command::Cancel(args) => loops::cancel(args),
         Command::Adopt(args) => adopt::adopt(args),
@@ -40,6 +41,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => loops::status(args),
         Command::Log(args) => loops::log(args),
         Command::Init(args) => init::init(args),
+        Command::Install(args) => install::install(args),
+        Command::Uninstall(args) => install::uninstall(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -115,10 +118,13 @@ pub fn require_registry() -> Result<ralph_core::registry::Registry, Failure> {
     registry().ok_or_else(|| Failure::from(ralph_core::registry::RegistryError::NoHome.to_string()))
 }
 
+/// The session of the agent that runs this command: the first session
+/// variable a host sets for its shell commands (Claude Code, Codex, Gemini).
 pub fn session_from_env() -> Option<String> {
-    std::env::var("CLAUDE_CODE_SESSION_ID")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
+    ralph_core::host::Host::ALL
+        .iter()
+        .filter_map(|h| h.session_variable())
+        .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
 }
 
 pub fn display(project: &Project, path: &std::path::Path) -> String {

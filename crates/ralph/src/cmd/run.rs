@@ -26,6 +26,11 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
+    // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
+    let args = RunArgs {
+        agent: ralph_core::agent_presets::resolve(&args.agent),
+        ..args
+    };
     let project = super::project();
     let registry = super::require_registry()?;
     let driver = format!("ralph-run-{}", std::process::id());
