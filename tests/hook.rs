@@ -731,7 +731,8 @@ fn concurrent_stops_never_lose_an_increment() {
         })
         .collect();
     for h in handles {
-        assert!(h.join().unwrap().blocked());
+        let answer = h.join().unwrap();
+        assert!(answer.blocked(), "{answer:?}");
     }
     assert_eq!(p.state().iteration, 1 + n);
 }

@@ -268,11 +268,15 @@ impl Gate<'_> {
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
                     }
+                    // A loop that names this session is judged under the
+                    // lock only: a concurrent stop may be adopting it (record
+                    // written, nonce not yet), and a half-done adoption read
+                    // here would look like a replaced file.
+                    if owner.as_deref() == Some(self.session) {
+                        return Ok(true);
+                    }
                     match self.arming(&live) {
                         Arming::Armed => return Ok(true),
-                        Arming::Legacy if owner.as_deref() == Some(self.session) => {
-                            return Ok(true);
-                        }
                         _ if ended => {}
                         other => notices.extend(self.notice_once(&live, &other)),
                     }
