@@ -110,7 +110,7 @@ fn temp_files(root: &Path) -> Vec<String> {
         .expect("read .claude")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        .filter(|n| n.starts_with(ralph_core::safe_fs::TEMP_PREFIX))
         .collect();
     names.sort();
     names
@@ -300,7 +300,7 @@ fn sigkill_at_any_moment_never_tears_the_loop_file() {
     assert!(leftovers.len() <= killed);
     for name in &leftovers {
         assert!(
-            name.starts_with(".ralph-loop.local.md.") && name.ends_with(".tmp"),
+            !name.ends_with(ralph_core::store::LOOP_SUFFIX),
             "unexpected temp file {name}"
         );
     }

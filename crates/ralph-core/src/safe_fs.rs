@@ -12,7 +12,8 @@
 //! - new files are created exclusively (`O_EXCL`) under unpredictable names
 //!   ([`TEMP_PREFIX`] + random), so a planted link can never be written
 //!   through; a replace is temp + fsync + rename, keeping the old file's mode;
-//! - appends (decision logs) are `O_APPEND|O_NOFOLLOW` and checked regular.
+//! - appends (decision logs) are `O_APPEND|O_NOFOLLOW` and checked regular;
+//!   a file written in place (a log, the lock) must not be a hard link.
 //!
 //! The project root itself is the user's choice and may be a link. Unix
 //! specifics sit behind `cfg(unix)`; elsewhere the same functions work with
