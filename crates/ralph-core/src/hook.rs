@@ -221,6 +221,12 @@ impl Gate<'_> {
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
                     }
+                    // This session's own loop is judged under the lock only:
+                    // without it, a stop could see another stop's adoption
+                    // half done (record written, nonce not yet in the file).
+                    if owner.as_deref() == Some(self.session) {
+                        return Ok(true);
+                    }
                     match self.arming(&live) {
                         Arming::Armed => return Ok(true),
                         Arming::Legacy if owner.as_deref() == Some(self.session) => {
