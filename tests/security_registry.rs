@@ -382,6 +382,13 @@ fn editing_the_prompt_or_verify_after_arming_makes_the_loop_inert() {
                 && status.contains("ralph adopt --name ralph"),
             "{what}: {status}"
         );
+        let statusline = json!({"session_id": "s1", "cwd": p.path()}).to_string();
+        let line = user.ralph(p.path(), &["statusline"], statusline.as_bytes());
+        let line = String::from_utf8_lossy(&line.stdout);
+        assert!(
+            line.starts_with("⚠ ") && line.contains("not armed here: ralph adopt --name ralph"),
+            "{what}: {line}"
+        );
     }
 }
 

@@ -268,10 +268,9 @@ impl Gate<'_> {
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
                     }
-                    // A loop that names this session is judged under the
-                    // lock only: a concurrent stop may be adopting it (record
-                    // written, nonce not yet), and a half-done adoption read
-                    // here would look like a replaced file.
+                    // This session's own loop is judged under the lock only:
+                    // without it, a stop could see another stop's adoption
+                    // half done (record written, nonce not yet in the file).
                     if owner.as_deref() == Some(self.session) {
                         return Ok(true);
                     }

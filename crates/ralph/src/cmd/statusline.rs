@@ -38,7 +38,24 @@ pub fn statusline() -> super::Outcome {
         .filter_map(|l| Some((l, l.state.as_ref().ok()?)))
         .find(|(_, s)| session.is_some() && s.session_id == session);
     if let Some((live, state)) = mine {
-        say!("{}", line(&live.file.name, state, Timestamp::now()));
+        // This session's own loop from before ralph kept records is adopted
+        // at its next stop; any other loop not armed here is inert.
+        let root = ralph_core::registry::canonical_root(&project).ok();
+        let arming = ralph_core::registry::arming(
+            ctx.registry().as_ref(),
+            root.as_deref(),
+            &live.file.name,
+            state,
+        );
+        let mut shown = line(&live.file.name, state, Timestamp::now());
+        if matches!(arming, ralph_core::registry::Arming::Unarmed(_)) {
+            shown = format!(
+                "⚠ {} · not armed here: ralph adopt --name {}",
+                shown,
+                ralph_core::messages::escape_controls(&live.file.name)
+            );
+        }
+        say!("{shown}");
     }
     Ok(())
 }
