@@ -17,7 +17,7 @@ use crate::ownership::{self, Candidate, Selection};
 use crate::state::{self, LoopState};
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
-use crate::{transcript, worktree};
+use crate::{display, transcript, worktree};
 
 /// What the hook takes from its environment, gathered once by the caller.
 #[derive(Debug, Clone)]
@@ -67,15 +67,33 @@ pub enum HookError {
     Event(#[from] EventError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Step(#[from] engine::StepError),
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
 pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
-    match run(input, ctx) {
+    let answer = match run(input, ctx) {
         Ok(answer) => answer,
         Err(e) => Answer::Notice(format!(
-            "⚠ ralph: {e}. The stop was allowed; the loop was not advanced."
+            "⚠ ralph: {}. The stop was allowed; the loop was not advanced.",
+            display::line(&e.to_string())
         )),
+    };
+    shown_safely(answer)
+}
+
+/// What the user sees (`systemMessage`) may quote a loop file or a reply:
+/// its control characters are escaped. The `reason` is the prompt for the
+/// model and goes as the user wrote it.
+fn shown_safely(answer: Answer) -> Answer {
+    match answer {
+        Answer::Silent => Answer::Silent,
+        Answer::Notice(m) => Answer::Notice(display::block(&m).into_owned()),
+        Answer::Block { reason, status } => Answer::Block {
+            reason,
+            status: display::block(&status).into_owned(),
+        },
     }
 }
 
@@ -150,9 +168,10 @@ fn load_loops(
                 if ours {
                     let record = project.archive(&file, now, ".corrupt")?;
                     notices.push(format!(
-                        "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
-                        file.path.display(),
-                        record.display()
+                        "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                        display::line(&file.path.display().to_string()),
+                        display::line(&e.to_string()),
+                        display::line(&record.display().to_string())
                     ));
                     project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
                 }
@@ -233,7 +252,7 @@ fn observe(
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
-            .map(|a| state.progress.tokens_used + a.tokens),
+            .map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
         tree_fingerprint: tree,
         ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,

@@ -15,7 +15,7 @@ pub fn stop() -> ExitCode {
     };
     let rendered = answer.render();
     if let ralph_core::answer::Answer::Notice(message) = &answer {
-        eprintln!("{message}");
+        eprintln!("{}", ralph_core::display::block(message));
     }
     // A closed stdout leaves nothing to tell; the exit code stays 0 either way.
     let _ = std::io::stdout().write_all(rendered.as_bytes());

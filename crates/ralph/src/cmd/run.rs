@@ -122,10 +122,11 @@ pub fn run(args: RunArgs) -> Outcome {
         let finished = agent::run(&args.agent, &project.root, &prompt, &stop, || {
             if live_line {
                 frame += 1;
+                // The escape codes are ralph's own; the name is escaped.
                 print!(
                     "\r\x1b[2K{} ralph run `{}` · iteration {label} · {} · last: {last}",
                     SPINNER[frame % SPINNER.len()],
-                    file.name,
+                    ralph_core::display::line(&file.name),
                     format_duration(started.elapsed().as_secs()),
                 );
                 let _ = std::io::stdout().flush();
@@ -167,7 +168,9 @@ pub fn run(args: RunArgs) -> Outcome {
         let seen = Observation {
             reply: Some(reply.text.clone()),
             now: Some(now),
-            tokens_used: reply.tokens.map(|t| state.progress.tokens_used + t),
+            tokens_used: reply
+                .tokens
+                .map(|t| state.progress.tokens_used.saturating_add(t)),
             tree_fingerprint: (state.guards.no_progress_after > 0)
                 .then(|| worktree::fingerprint_of(&project.root))
                 .flatten(),
@@ -236,7 +239,7 @@ pub fn run(args: RunArgs) -> Outcome {
 
 fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
     match added {
-        Some(t) => format!(" · tokens {}", state.progress.tokens_used + t),
+        Some(t) => format!(" · tokens {}", state.progress.tokens_used.saturating_add(t)),
         None => String::new(),
     }
 }

@@ -38,7 +38,10 @@ pub fn statusline() -> super::Outcome {
         .filter_map(|l| Some((l, l.state.as_ref().ok()?)))
         .find(|(_, s)| session.is_some() && s.session_id == session);
     if let Some((live, state)) = mine {
-        say!("{}", line(&live.file.name, state, Timestamp::now()));
+        say!(
+            "{}",
+            ralph_core::display::line(&line(&live.file.name, state, Timestamp::now()))
+        );
     }
     Ok(())
 }
@@ -48,7 +51,7 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
     if let Some(start) = state.started_at {
-        parts.push(format_duration((now.0 - start.0).max(0) as u64));
+        parts.push(format_duration(now.secs_since(start)));
     }
     if !state.active {
         parts.push("paused".into());
