@@ -80,6 +80,9 @@ pub fn step(
 ) -> Result<Step, StepError> {
     let state = live.state;
     let mut seen = turn.seen;
+    // A count past what a file can hold is held at the cap (the budget
+    // check and the record agree, and the record always writes back).
+    seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
     if let Decision::Verify { command } = &decision {

@@ -73,7 +73,17 @@ pub enum HookError {
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
 pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
-    let answer = match run(input, ctx) {
+    answer(StopEvent::parse(input), ctx)
+}
+
+/// `stop` on an event read straight from `input` (stdin): the raw payload
+/// is never held next to the parsed reply.
+pub fn stop_reader(input: impl std::io::Read, ctx: &HookContext) -> Answer {
+    answer(StopEvent::from_reader(input), ctx)
+}
+
+fn answer(parsed: Result<StopEvent, EventError>, ctx: &HookContext) -> Answer {
+    let answer = match parsed.map_err(HookError::from).and_then(|e| run(e, ctx)) {
         Ok(answer) => answer,
         Err(e) => Answer::Notice(format!(
             "⚠ ralph: {}. The stop was allowed; the loop was not advanced.",
@@ -104,8 +114,7 @@ struct Loaded {
     state: LoopState,
 }
 
-fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
-    let event = StopEvent::parse(input)?;
+fn run(mut event: StopEvent, ctx: &HookContext) -> Result<Answer, HookError> {
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
@@ -113,7 +122,7 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
     if project.loop_files()?.is_empty() {
         return Ok(Answer::Silent);
     }
-    let Some(session) = event.session() else {
+    let Some(session) = event.session().map(str::to_owned) else {
         return Ok(Answer::Notice(
             "⚠ ralph: the Stop event names no session_id, so no loop was advanced (a loop is only driven by the session that owns it). Update Claude Code.".into(),
         ));
@@ -121,7 +130,7 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
     let lock = project.lock()?;
     project.remove_stale_temps();
     let mut notices = Vec::new();
-    let loaded = load_loops(&project, session, ctx.now, &mut notices)?;
+    let loaded = load_loops(&project, &session, ctx.now, &mut notices)?;
     let candidates: Vec<Candidate<'_>> = loaded
         .iter()
         .map(|l| Candidate {
@@ -129,10 +138,10 @@ fn run(input: &[u8], ctx: &HookContext) -> Result<Answer, HookError> {
             started_at: l.state.started_at,
         })
         .collect();
-    let answer = match ownership::select(session, &candidates) {
+    let answer = match ownership::select(&session, &candidates) {
         Selection::None => Answer::Silent,
-        Selection::Owned(i) => drive(&project, &loaded[i], session, false, &event, ctx, lock)?,
-        Selection::Claim(i) => drive(&project, &loaded[i], session, true, &event, ctx, lock)?,
+        Selection::Owned(i) => drive(&project, &loaded[i], &session, false, &mut event, ctx, lock)?,
+        Selection::Claim(i) => drive(&project, &loaded[i], &session, true, &mut event, ctx, lock)?,
     };
     Ok(with_notices(answer, notices))
 }
@@ -188,7 +197,7 @@ fn drive(
     live: &Loaded,
     session: &str,
     claim: bool,
-    event: &StopEvent,
+    event: &mut StopEvent,
     ctx: &HookContext,
     lock: store::ProjectLock,
 ) -> Result<Answer, HookError> {
@@ -220,14 +229,15 @@ fn drive(
 fn observe(
     project: &Project,
     state: &LoopState,
-    event: &StopEvent,
+    event: &mut StopEvent,
     ctx: &HookContext,
 ) -> (Observation, Option<transcript::Appended>) {
     let transcript_path = event
         .transcript_path
-        .as_deref()
+        .take()
         .filter(|p| !p.as_os_str().is_empty());
-    let reply = event.reply_in_payload().or_else(|| {
+    let transcript_path = transcript_path.as_deref();
+    let reply = event.take_reply().or_else(|| {
         let path = transcript_path?;
         let offset = state.progress.transcript_offset;
         transcript::last_reply(path, offset, state.started_at)

@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(parse_duration("18446744073709551616s"), None);
         assert_eq!(parse_duration("99999999999999999999h"), None);
         assert_eq!(parse_duration("213503982334601d"), None);
-        assert_eq!(format_duration(u64::MAX).is_empty(), false);
+        assert!(!format_duration(u64::MAX).is_empty());
     }
 
     #[test]

@@ -1,18 +1,13 @@
 //! `ralph hook stop`: read the event, answer, exit 0 — whatever happens.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use ralph_core::hook::{self, HookContext};
 
 pub fn stop() -> ExitCode {
-    let mut input = Vec::new();
-    let answer = match std::io::stdin().read_to_end(&mut input) {
-        Ok(_) => hook::stop(&input, &HookContext::from_env()),
-        Err(e) => ralph_core::answer::Answer::Notice(format!(
-            "⚠ ralph: could not read the Stop event on stdin: {e}. The stop was allowed."
-        )),
-    };
+    // Parsed as it is read: a huge reply is never held twice over.
+    let answer = hook::stop_reader(std::io::stdin().lock(), &HookContext::from_env());
     let rendered = answer.render();
     if let ralph_core::answer::Answer::Notice(message) = &answer {
         eprintln!("{}", ralph_core::display::block(message));
