@@ -321,7 +321,23 @@ fn prove_spelling(text: &str, layout: &Split, raw: &RawFields) -> Result<(), Sta
             (Ok(lines), _) if lines.get(field) != in_file => {
                 "has a `key:` line inside another field's value (quoted or block text), which is not the value YAML reads"
             }
-            (_, Err(_)) => "has a `key:` line inside another field's value (quoted or block text)",
+            (_, Err(_)) => {
+                // Taking out the line that was inside a value broke it.
+                let yaml = &text[layout.yaml.clone()];
+                let start = layout.yaml.start;
+                let culprit = found
+                    .iter()
+                    .find(|(_, range)| {
+                        let (a, b) = (range.start - start, range.end - start);
+                        parse_raw(&format!("{}{}", &yaml[..a], &yaml[b..])).is_err()
+                    })
+                    .map_or(field, |(f, _)| *f);
+                return Err(spelling(
+                    culprit,
+                    "has a `key:` line inside another field's value (quoted or block text)",
+                    raw,
+                ));
+            }
             (_, Ok(rest)) if rest.get(field).is_some() => {
                 "is also written in another spelling elsewhere in the frontmatter"
             }
