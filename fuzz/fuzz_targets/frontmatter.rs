@@ -26,17 +26,38 @@ fn model(text: &str, key: &str, value: &str) -> Option<String> {
     let s = split(text).ok()?;
     let yaml = &text[s.yaml.clone()];
     let lines: Vec<&str> = yaml.split_inclusive('\n').collect();
+    // `key:`, `key :`, `"key":` or `'key':` at column 0, then a blank or the end.
+    let spellings = [
+        key.to_owned(),
+        format!("\"{key}\""),
+        format!("'{key}'"),
+    ];
     let hit = lines.iter().position(|l| {
-        l.strip_prefix(key)
-            .is_some_and(|rest| rest.starts_with(':'))
+        let l = l.trim_end_matches('\n');
+        spellings.iter().any(|k| {
+            l.strip_prefix(k.as_str())
+                .map(|rest| rest.trim_start_matches([' ', '\t']))
+                .and_then(|rest| rest.strip_prefix(':'))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+        })
     });
     let mut out = String::from(&text[..s.yaml.start]);
     let new_line = format!("{key}: {value}{}", s.newline);
     match hit {
         Some(i) => {
+            // Indented lines continue the value; blank lines only when an
+            // indented line follows them.
             let mut j = i + 1;
-            while j < lines.len() && lines[j].starts_with([' ', '\t']) {
-                j += 1;
+            let mut k = i + 1;
+            while k < lines.len() {
+                if lines[k].trim().is_empty() {
+                    k += 1;
+                } else if lines[k].starts_with([' ', '\t']) {
+                    k += 1;
+                    j = k;
+                } else {
+                    break;
+                }
             }
             lines[..i].iter().for_each(|l| out.push_str(l));
             out.push_str(&new_line);
@@ -118,4 +139,12 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again.completion_promise, before.completion_promise);
     }
     let _ = reparsed;
+
+    // A proven rewrite either refuses or reads back exactly.
+    if let Ok(out) = ralph_core::rewrite::set_fields(&text, &[(key, value.clone())]) {
+        let again = LoopState::parse(&out).expect("a proven rewrite parses");
+        if key == "iteration" {
+            assert_eq!(again.iteration.to_string(), value);
+        }
+    }
 });

@@ -3,7 +3,7 @@
 //! no file and no clock of its own, so every rule is tested directly.
 
 use crate::promise;
-use crate::state::{LoopState, Progress};
+use crate::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::time::{Timestamp, format_duration};
 
 /// What the shell observed for this Stop.
@@ -80,6 +80,8 @@ pub enum Decision {
         progress: Progress,
         /// Lines for the agent under the prompt (refused promise, budget warnings).
         notes: Vec<String>,
+        /// Lines for the user (a clock that looks wrong).
+        notices: Vec<String>,
     },
 }
 
@@ -152,11 +154,19 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
         );
     }
 
-    let elapsed = match (state.started_at, seen.now) {
-        (Some(start), Some(now)) => Some((now.0 - start.0).max(0) as u64),
-        _ => None,
-    };
-    if let (Some(limit), Some(elapsed)) = (state.guards.max_duration_secs, elapsed) {
+    if state.iteration >= MAX_COUNT {
+        return end(
+            Outcome::MaxIterations,
+            format!("reached {MAX_COUNT} iterations, the most a loop file can count"),
+        );
+    }
+
+    let mut progress = state.progress.clone();
+    let mut notices = Vec::new();
+    if let Some(limit) = state.guards.max_duration_secs
+        && let Some(now) = seen.now
+    {
+        let elapsed = elapsed_time(state, now, &mut progress, &mut notices);
         if elapsed >= limit {
             return end(
                 Outcome::TimeBudget,
@@ -167,12 +177,16 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
                 ),
             );
         }
-        if elapsed * 100 >= limit * WARN_AT_PERCENT {
+        if percent_reached(elapsed, limit) {
             notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
         }
     }
 
-    let tokens = seen.tokens_used.unwrap_or(state.progress.tokens_used);
+    // Held at the cap the file can store, so the figure always writes back.
+    let tokens = seen
+        .tokens_used
+        .unwrap_or(state.progress.tokens_used)
+        .min(MAX_TOKENS);
     if let Some(limit) = state.guards.max_tokens {
         if tokens >= limit {
             return end(
@@ -180,17 +194,16 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
                 format!("used {tokens} of its {limit} token budget"),
             );
         }
-        if tokens * 100 >= limit * WARN_AT_PERCENT {
+        if percent_reached(tokens, limit) {
             notes.push(format!("Token budget: {tokens} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run."));
         }
     }
 
-    let mut progress = state.progress.clone();
     progress.tokens_used = tokens;
 
-    let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint(&promise::normalise(reply)));
+    let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint_words(reply));
     progress.same_reply_count = match (&fingerprint, &progress.reply_fingerprint) {
-        (Some(new), Some(old)) if new == old => progress.same_reply_count + 1,
+        (Some(new), Some(old)) if new == old => progress.same_reply_count.saturating_add(1),
         (Some(_), _) => 1,
         (None, _) => 0,
     };
@@ -208,7 +221,7 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
 
     if let Some(tree) = &seen.tree_fingerprint {
         progress.no_progress_count = match &progress.tree_fingerprint {
-            Some(old) if old == tree => progress.no_progress_count + 1,
+            Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
             _ => 0,
         };
         progress.tree_fingerprint = Some(tree.clone());
@@ -225,7 +238,7 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     }
 
     progress.idle_blocks = match seen.ran_tool {
-        Some(false) => progress.idle_blocks + 1,
+        Some(false) => progress.idle_blocks.saturating_add(1),
         Some(true) => 0,
         None => progress.idle_blocks,
     };
@@ -234,7 +247,7 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     // two blocks early, with an explanation, rather than be cut silently.
     if seen.block_cap > 0
         && progress.idle_blocks > 0
-        && progress.idle_blocks + IDLE_MARGIN >= seen.block_cap
+        && progress.idle_blocks.saturating_add(IDLE_MARGIN) >= seen.block_cap
     {
         return end(
             Outcome::Idle,
@@ -246,10 +259,49 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     }
 
     Decision::Continue {
-        next: state.iteration + 1,
+        next: state.iteration.saturating_add(1),
         progress,
         notes,
+        notices,
     }
+}
+
+/// Whether `used` reached [`WARN_AT_PERCENT`] of `limit`, without overflow.
+fn percent_reached(used: u64, limit: u64) -> bool {
+    u128::from(used) * 100 >= u128::from(limit) * u128::from(WARN_AT_PERCENT)
+}
+
+/// The time counted against the budget, brought up to `now`; records the
+/// new total in `progress`. Two readings, and the larger one counts: the
+/// time since `started_at`, and the running total kept in the file, which
+/// grows at each stop by the non-negative step since the clock reading of
+/// the previous stop. A clock set back (or a `started_at` in the future)
+/// can pause the count for a step, but never lowers it or switches the
+/// budget off.
+fn elapsed_time(
+    state: &LoopState,
+    now: Timestamp,
+    progress: &mut Progress,
+    notices: &mut Vec<String>,
+) -> u64 {
+    let since_start = match state.started_at {
+        Some(start) if start > now => {
+            notices.push(format!(
+                "⚠ ralph: the loop's started_at ({start}) is later than the clock ({now}); the time budget goes on counting from the time already used."
+            ));
+            0
+        }
+        Some(start) => now.secs_since(start),
+        None => 0,
+    };
+    let counted = match (progress.elapsed_secs, progress.clock_at) {
+        (Some(counted), Some(last)) => counted.saturating_add(now.secs_since(last)),
+        _ => 0,
+    };
+    let elapsed = counted.max(since_start);
+    progress.elapsed_secs = Some(elapsed);
+    progress.clock_at = Some(now);
+    elapsed
 }
 
 fn end(outcome: Outcome, detail: String) -> Decision {
@@ -264,23 +316,61 @@ fn refusal(expected: &str, command: &str, v: &Verification) -> String {
     )
 }
 
-/// At most 300 characters of the reply, on one line, for messages.
+/// At most 300 characters of the reply, whitespace collapsed, for
+/// messages. Reads only as far as it needs: a huge reply is never copied.
 pub fn excerpt(reply: &str) -> String {
-    let flat = promise::normalise(reply);
-    match flat.char_indices().nth(300) {
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-        None => flat,
+    const MAX_CHARS: usize = 300;
+    let mut out = String::new();
+    let mut count = 0;
+    for word in reply.split_whitespace() {
+        let space = (!out.is_empty()).then_some(' ');
+        for c in space.into_iter().chain(word.chars()) {
+            if count == MAX_CHARS {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            count += 1;
+        }
+    }
+    out
+}
+
+/// The fingerprint of the reply with its whitespace collapsed (the same
+/// value as `fingerprint(&promise::normalise(text))`), without the copy.
+pub fn fingerprint_words(text: &str) -> String {
+    let mut hash = Fnv::default();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            hash.write(b" ");
+        }
+        hash.write(word.as_bytes());
+    }
+    format!("{:016x}", hash.0)
+}
+
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
     }
 }
 
 /// FNV-1a 64: stable across runs and versions, unlike std's hasher.
 pub fn fingerprint(text: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    let mut hash = Fnv::default();
+    hash.write(text.as_bytes());
+    format!("{:016x}", hash.0)
 }
 
 #[cfg(test)]
@@ -519,5 +609,213 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn excerpt_and_fingerprint_match_the_normalised_text() {
+        for reply in [
+            "",
+            " a  b\n c ",
+            &"word ".repeat(100),
+            &"x".repeat(301),
+            &"é".repeat(300),
+        ] {
+            let flat = promise::normalise(reply);
+            let want = match flat.char_indices().nth(300) {
+                Some((cut, _)) => format!("{}…", &flat[..cut]),
+                None => flat.clone(),
+            };
+            assert_eq!(excerpt(reply), want, "{reply:?}");
+            assert_eq!(fingerprint_words(reply), fingerprint(&flat), "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn a_clock_set_back_does_not_switch_the_time_budget_off() {
+        let mut s = state("max_duration: 100s\nstuck_after: 0\n");
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
+        // 60 s in, then the clock jumps back a year: the count pauses for
+        // that step, then goes on from 60.
+        let Decision::Continue { progress, .. } = decide(&s, &at(60)) else {
+            panic!()
+        };
+        assert_eq!(
+            (progress.elapsed_secs, progress.clock_at),
+            (Some(60), Some(Timestamp(60)))
+        );
+        s.progress = progress;
+        let back = -365 * 86_400;
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &at(back))
+        else {
+            panic!()
+        };
+        assert_eq!(progress.elapsed_secs, Some(60));
+        assert!(notes.is_empty());
+        s.progress = progress;
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &at(back + 25))
+        else {
+            panic!()
+        };
+        assert_eq!(progress.elapsed_secs, Some(85));
+        assert!(notes[0].contains("Wrap up"), "{notes:?}");
+        s.progress = progress;
+        assert_eq!(
+            outcome(&decide(&s, &at(back + 40))),
+            Some(Outcome::TimeBudget)
+        );
+    }
+
+    #[test]
+    fn a_started_at_in_the_future_is_reported_and_the_budget_still_counts() {
+        let mut s = state("max_duration: 100s\n");
+        s.started_at = Some(Timestamp(1_000_000));
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
+        let Decision::Continue {
+            progress, notices, ..
+        } = decide(&s, &at(10))
+        else {
+            panic!()
+        };
+        assert!(notices[0].contains("started_at"), "{notices:?}");
+        assert_eq!(progress.elapsed_secs, Some(0));
+        s.progress = progress;
+        assert_eq!(outcome(&decide(&s, &at(110))), Some(Outcome::TimeBudget));
+    }
+
+    #[test]
+    fn extreme_figures_neither_wrap_nor_panic() {
+        let mut s = state("max_tokens: 1000000000000000\nmax_duration: 3650d\n");
+        s.iteration = u64::MAX;
+        s.max_iterations = 0;
+        assert_eq!(
+            outcome(&decide(&s, &seen("x"))),
+            Some(Outcome::MaxIterations)
+        );
+        s.iteration = 1;
+        s.progress.same_reply_count = u64::MAX;
+        s.progress.no_progress_count = u64::MAX;
+        s.progress.idle_blocks = u64::MAX;
+        s.progress.elapsed_secs = Some(u64::MAX);
+        s.progress.clock_at = Some(Timestamp(i64::MIN));
+        s.guards.stuck_after = 0;
+        s.guards.no_progress_after = 0;
+        let extreme = Observation {
+            now: Some(Timestamp(i64::MAX)),
+            tokens_used: Some(u64::MAX),
+            ran_tool: Some(false),
+            block_cap: u64::MAX,
+            ..seen("x")
+        };
+        assert!(decide(&s, &extreme) != Decision::Pass);
+        s.guards.max_duration_secs = None;
+        s.guards.max_tokens = None;
+        let extreme = Observation {
+            ran_tool: None,
+            block_cap: 0,
+            ..extreme
+        };
+        match decide(&s, &extreme) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.tokens_used, MAX_TOKENS),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn extreme_u64() -> impl Strategy<Value = u64> {
+            prop_oneof![
+                Just(0),
+                Just(1),
+                Just(u64::MAX),
+                Just(u64::MAX - 1),
+                Just(MAX_COUNT),
+                Just(MAX_TOKENS),
+                any::<u64>(),
+                0u64..100,
+            ]
+        }
+
+        fn extreme_i64() -> impl Strategy<Value = i64> {
+            prop_oneof![
+                Just(i64::MIN),
+                Just(i64::MAX),
+                Just(0),
+                any::<i64>(),
+                -100i64..100
+            ]
+        }
+
+        proptest! {
+            /// The fuzz target `decide` (fuzz/fuzz_targets/decide.rs), in CI.
+            #[test]
+            fn decide_never_panics_and_never_runs_past_its_limit(
+                iteration in extreme_u64(),
+                max_iterations in extreme_u64(),
+                counters in proptest::array::uniform4(extreme_u64()),
+                elapsed in proptest::option::of(extreme_u64()),
+                clock in proptest::option::of(extreme_i64()),
+                started in proptest::option::of(extreme_i64()),
+                now in proptest::option::of(extreme_i64()),
+                tokens in proptest::option::of(extreme_u64()),
+                max_tokens in proptest::option::of(extreme_u64()),
+                max_duration in proptest::option::of(extreme_u64()),
+                guards in proptest::array::uniform3(extreme_u64()),
+                ran_tool in proptest::option::of(any::<bool>()),
+                reply in proptest::option::of("(<promise>DONE</promise>|x|\n){0,3}"),
+            ) {
+                let mut s = state("completion_promise: DONE\n");
+                s.iteration = iteration;
+                s.max_iterations = max_iterations;
+                s.started_at = started.map(Timestamp);
+                s.progress.tokens_used = counters[0];
+                s.progress.same_reply_count = counters[1];
+                s.progress.no_progress_count = counters[2];
+                s.progress.idle_blocks = counters[3];
+                s.progress.elapsed_secs = elapsed;
+                s.progress.clock_at = clock.map(Timestamp);
+                s.progress.tree_fingerprint = Some("t".into());
+                s.guards.max_tokens = max_tokens;
+                s.guards.max_duration_secs = max_duration;
+                s.guards.stuck_after = guards[0];
+                s.guards.no_progress_after = guards[1];
+                let seen = Observation {
+                    reply,
+                    now: now.map(Timestamp),
+                    tokens_used: tokens,
+                    tree_fingerprint: Some("t".into()),
+                    ran_tool,
+                    block_cap: guards[2],
+                    verification: None,
+                };
+                match decide(&s, &seen) {
+                    Decision::Continue { next, progress, .. } => {
+                        prop_assert!(max_iterations == 0 || iteration < max_iterations);
+                        prop_assert!(iteration < MAX_COUNT);
+                        prop_assert_eq!(next, iteration + 1);
+                        prop_assert!(progress.tokens_used <= MAX_TOKENS);
+                        if let (Some(limit), Some(e)) = (max_duration.filter(|_| now.is_some()), progress.elapsed_secs) {
+                            prop_assert!(e < limit);
+                        }
+                        if let Some(limit) = max_tokens {
+                            prop_assert!(progress.tokens_used < limit);
+                        }
+                    }
+                    Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
+                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                }
+            }
+        }
     }
 }

@@ -10,9 +10,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::decide::{self, Decision, Observation, Outcome};
-use crate::frontmatter::{self, quote};
+use crate::frontmatter::quote;
 use crate::messages;
 use crate::registry::{self, Registry};
+use crate::rewrite::{self, RewriteError};
 use crate::state::{LoopState, Progress};
 use crate::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
@@ -64,15 +65,27 @@ pub enum Step {
     },
 }
 
+/// Why a turn could not be completed. The loop file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Rewrite { path: PathBuf, source: RewriteError },
+}
+
 pub fn step(
     project: &Project,
     live: &LiveLoop<'_>,
     turn: Turn,
     now: Timestamp,
     lock: ProjectLock,
-) -> Result<Step, StoreError> {
+) -> Result<Step, StepError> {
     let state = live.state;
     let mut seen = turn.seen;
+    // A count past what a file can hold is held at the cap (the budget
+    // check and the record agree, and the record always writes back).
+    seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
     if let Decision::Verify { command } = &decision {
@@ -88,8 +101,9 @@ pub fn step(
         if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text) {
             return Ok(Step::Changed {
                 notice: format!(
-                    "⚠ ralph `{}`: the loop changed while `{command}` ran (cancelled or advanced elsewhere); this stop was allowed.",
-                    live.file.name
+                    "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
+                    crate::display::line(&live.file.name),
+                    crate::display::line(command)
                 ),
             });
         }
@@ -175,6 +189,7 @@ pub fn step(
             next,
             mut progress,
             notes,
+            notices,
         } => {
             if let Some(a) = &turn.transcript {
                 progress.transcript_offset = a.end_offset;
@@ -202,7 +217,10 @@ pub fn step(
                     state.prompt,
                     messages::footer(&live.file.name, state, next, &notes)
                 ),
-                status: messages::status_line(&live.file.name, state, next),
+                status: std::iter::once(messages::status_line(&live.file.name, state, next))
+                    .chain(notices)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 promise_refused: seen.verification.as_ref().is_some_and(|v| !v.passed),
                 progress,
             }
@@ -238,6 +256,15 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
         new.no_progress_count,
     );
     num("idle_blocks", old.idle_blocks, new.idle_blocks);
+    if let Some(elapsed) = new
+        .elapsed_secs
+        .filter(|_| old.elapsed_secs != new.elapsed_secs)
+    {
+        fields.push(("elapsed_secs", elapsed.to_string()));
+    }
+    if let Some(clock) = new.clock_at.filter(|_| old.clock_at != new.clock_at) {
+        fields.push(("clock_at", quote(&clock.to_string())));
+    }
     let mut text = |key, a: &Option<String>, b: &Option<String>| {
         if a != b {
             fields.push((key, quote(b.as_deref().unwrap_or(""))));
@@ -261,9 +288,12 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
     fields
 }
 
-fn write(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StoreError> {
-    // The text parsed under this same lock, so its layout is known to be sound.
-    let updated =
-        frontmatter::set_fields(live.text, fields).unwrap_or_else(|_| live.text.to_owned());
-    store::write_atomic(&live.file.path, &updated)
+/// Writes the fields, or refuses (and writes nothing) when the rewrite does
+/// not read back exactly as intended.
+fn write(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StepError> {
+    let updated = rewrite::set_fields(live.text, fields).map_err(|source| StepError::Rewrite {
+        path: live.file.path.clone(),
+        source,
+    })?;
+    Ok(store::write_atomic(&live.file.path, &updated)?)
 }

@@ -57,6 +57,8 @@ pub enum EventError {
     Empty,
     #[error("the Stop event on stdin is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("could not read the Stop event on stdin: {0}")]
+    Read(String),
 }
 
 impl StopEvent {
@@ -68,6 +70,23 @@ impl StopEvent {
     }
 
     /// The session, when Claude Code named one.
+    /// Parses the event straight from a reader, so the raw payload is never
+    /// held in memory next to the parsed reply (a huge reply is held about
+    /// twice while it is parsed, once afterwards).
+    pub fn from_reader(reader: impl std::io::Read) -> Result<Self, EventError> {
+        let mut tracked = Tracked {
+            inner: reader,
+            content: false,
+        };
+        let parsed = serde_json::from_reader(&mut tracked);
+        match parsed {
+            Ok(event) => Ok(event),
+            Err(e) if e.is_io() => Err(EventError::Read(e.to_string())),
+            Err(_) if !tracked.content => Err(EventError::Empty),
+            Err(e) => Err(EventError::Json(e)),
+        }
+    }
+
     pub fn session(&self) -> Option<&str> {
         self.session_id
             .as_deref()
@@ -77,6 +96,15 @@ impl StopEvent {
 
     /// The reply carried by the event itself, if any: `last_assistant_message`,
     /// or else the marketer shape's last `transcript` item.
+    /// Moves the reply out of the event (see `reply_in_payload`), so a huge
+    /// reply is held once, not copied.
+    pub fn take_reply(&mut self) -> Option<String> {
+        match self.last_assistant_message.take() {
+            Some(text) => Some(text),
+            None => self.reply_in_payload(),
+        }
+    }
+
     pub fn reply_in_payload(&self) -> Option<String> {
         if let Some(text) = &self.last_assistant_message {
             return Some(text.clone());
@@ -91,6 +119,22 @@ impl StopEvent {
 
 /// The text of a message `content`: a string, or the `text` blocks of a list
 /// joined by a blank line (as Claude Code joins them).
+/// A reader that notes whether anything but whitespace went through it.
+struct Tracked<R> {
+    inner: R,
+    content: bool,
+}
+
+impl<R: std::io::Read> std::io::Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if !self.content {
+            self.content = buf[..n].iter().any(|b| !b.is_ascii_whitespace());
+        }
+        Ok(n)
+    }
+}
+
 pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
@@ -114,6 +158,21 @@ mod tests {
         let e = StopEvent::parse(raw).unwrap();
         assert_eq!(e.session(), Some("s1"));
         assert_eq!(e.reply_in_payload().as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn reads_from_a_reader_like_from_bytes() {
+        let raw: &[u8] = br#"{"session_id":"s1","last_assistant_message":"a\nb"}"#;
+        let mut e = StopEvent::from_reader(raw).unwrap();
+        assert_eq!(e.take_reply().as_deref(), Some("a\nb"));
+        assert!(matches!(
+            StopEvent::from_reader(&b" \n"[..]),
+            Err(EventError::Empty)
+        ));
+        assert!(matches!(
+            StopEvent::from_reader(&b"{"[..]),
+            Err(EventError::Json(_))
+        ));
     }
 
     #[test]

@@ -134,29 +134,77 @@ pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, Split
 
 /// The byte range of a field's line(s), and whether it ends in a newline.
 fn find_field(text: &str, split: &Split, key: &str) -> Option<(Range<usize>, bool)> {
+    field_lines(text, split)
+        .find(|(name, _)| *name == key)
+        .map(|(_, range)| {
+            let had_newline = text[..range.end].ends_with('\n');
+            (range, had_newline)
+        })
+}
+
+/// Every line of the frontmatter that starts, at column 0, with a key
+/// written as `key:`, `key :`, `"key":` or `'key':` (no escapes inside the
+/// quotes), with the indented lines that continue its value: the key's name
+/// and the byte range of those lines. This is exactly what [`set_field`]
+/// rewrites, so `state` can prove that each such line *is* the field the
+/// YAML parser reads, and not, say, a line inside another field's quoted
+/// text.
+pub fn field_lines<'a>(
+    text: &'a str,
+    split: &Split,
+) -> impl Iterator<Item = (&'a str, Range<usize>)> + 'a {
     let mut lines = LineIter::new(&text[..split.yaml.end], split.yaml.start).peekable();
-    while let Some(line) = lines.next() {
-        let content = &text[line.content.clone()];
-        let Some(rest) = content.strip_prefix(key) else {
-            continue;
-        };
-        if !rest.starts_with(':') {
-            continue;
-        }
-        let mut end = line.end;
-        while let Some(next) = lines.peek() {
-            let next_content = &text[next.content.clone()];
-            if next_content.starts_with([' ', '\t']) {
-                end = next.end;
+    std::iter::from_fn(move || {
+        loop {
+            let line = lines.next()?;
+            let Some(name) = line_key(&text[line.content.clone()]) else {
+                continue;
+            };
+            // The value goes on over indented lines, and over blank lines
+            // that an indented line follows (a block scalar's empty lines).
+            let mut end = line.end;
+            while let Some(next) = lines.peek() {
+                let content = &text[next.content.clone()];
+                if content.trim().is_empty() {
+                    // Kept only if an indented line comes after it.
+                } else if content.starts_with([' ', '\t']) {
+                    end = next.end;
+                } else {
+                    break;
+                }
                 lines.next();
-            } else {
-                break;
             }
+            return Some((name, line.start..end));
         }
-        let had_newline = text[..end].ends_with('\n');
-        return Some((line.start..end, had_newline));
+    })
+}
+
+/// The key a frontmatter line starts with, in the spellings [`field_lines`]
+/// accepts; `None` for anything else (indented lines, comments, flow style,
+/// complex keys, escapes in quoted keys).
+fn line_key(line: &str) -> Option<&str> {
+    let (name, rest) = match line.as_bytes().first()? {
+        quote @ (b'"' | b'\'') => {
+            let inner = &line[1..];
+            let close = inner.find(*quote as char)?;
+            let name = &inner[..close];
+            if name.contains('\\') {
+                return None;
+            }
+            (name, &inner[close + 1..])
+        }
+        _ => {
+            let len = line
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(line.len());
+            (&line[..len], &line[len..])
+        }
+    };
+    if name.is_empty() {
+        return None;
     }
-    None
+    let rest = rest.trim_start_matches([' ', '\t']).strip_prefix(':')?;
+    (rest.is_empty() || rest.starts_with([' ', '\t', '\r'])).then_some(name)
 }
 
 /// Quotes a string as a YAML double-quoted scalar (JSON string syntax is a
@@ -224,6 +272,34 @@ mod tests {
         let text = "---\nprompt: |\n  line one\n  line two\nother: 1\n---\nbody";
         let out = set_fields(text, &[("prompt", "x".into()), ("new", "\"v\"".into())]).unwrap();
         assert_eq!(out, "---\nprompt: x\nother: 1\nnew: \"v\"\n---\nbody");
+    }
+
+    #[test]
+    fn other_key_spellings_are_rewritten_canonically() {
+        for text in [
+            "---\n\"iteration\": 1\nx: 2\n---\nbody",
+            "---\n'iteration': 1\nx: 2\n---\nbody",
+            "---\niteration : 1\nx: 2\n---\nbody",
+            "---\niteration\t:\t1\nx: 2\n---\nbody",
+        ] {
+            let out = set_fields(text, &[("iteration", "2".into())]).unwrap();
+            assert_eq!(out, "---\niteration: 2\nx: 2\n---\nbody", "{text:?}");
+        }
+    }
+
+    #[test]
+    fn field_lines_sees_keys_anywhere_at_column_zero() {
+        let text = "---\nnote: \"a\niteration: 2\n  b\"\nverify: |\n  x\n\n  y\n\n# c\nk:v\n---\n";
+        let s = split(text).unwrap();
+        let found: Vec<_> = field_lines(text, &s).map(|(k, r)| (k, &text[r])).collect();
+        assert_eq!(
+            found,
+            [
+                ("note", "note: \"a\n"),
+                ("iteration", "iteration: 2\n  b\"\n"),
+                ("verify", "verify: |\n  x\n\n  y\n"),
+            ]
+        );
     }
 
     #[test]

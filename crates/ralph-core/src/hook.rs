@@ -13,15 +13,15 @@ use crate::answer::Answer;
 use crate::decide::{Observation, Outcome, Verification};
 use crate::engine::{self, LiveLoop, Step, Turn};
 use crate::event::{EventError, StopEvent};
-use crate::frontmatter::{self, quote};
-use crate::messages;
+use crate::frontmatter::quote;
 use crate::host::Host;
+use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::state::{self, LoopState};
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
-use crate::{transcript, worktree};
+use crate::{display, transcript, worktree};
 
 /// What the hook takes from its environment, gathered once by the caller.
 #[derive(Debug, Clone)]
@@ -83,11 +83,19 @@ pub enum HookError {
     Registry(#[from] RegistryError),
     #[error("{path}: {message}")]
     Adopt { path: PathBuf, message: String },
+    #[error(transparent)]
+    Step(#[from] engine::StepError),
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
 pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
     stop_for_host(input, ctx, None).answer
+}
+
+/// `stop` on an event read straight from `input` (stdin): the raw payload
+/// is never held next to the parsed reply.
+pub fn stop_reader(input: impl std::io::Read, ctx: &HookContext) -> Answer {
+    stop_reader_for_host(input, ctx, None).answer
 }
 
 /// The hook's answer and the host it is for, which decides its shape.
@@ -109,18 +117,54 @@ impl HostAnswer {
 /// Answers one turn-end event of any host: `host` when the caller named it
 /// (`--host`), else the host recognised from the event.
 pub fn stop_for_host(input: &[u8], ctx: &HookContext, host: Option<Host>) -> HostAnswer {
+    answer(StopEvent::parse(input), ctx, host)
+}
+
+/// `stop_for_host` on an event read straight from `input` (stdin).
+pub fn stop_reader_for_host(
+    input: impl std::io::Read,
+    ctx: &HookContext,
+    host: Option<Host>,
+) -> HostAnswer {
+    answer(StopEvent::from_reader(input), ctx, host)
+}
+
+fn answer(
+    parsed: Result<StopEvent, EventError>,
+    ctx: &HookContext,
+    host: Option<Host>,
+) -> HostAnswer {
     let mut out = HostAnswer {
         answer: Answer::Silent,
         host: host.unwrap_or(Host::Claude),
         fresh_context: false,
     };
-    out.answer = match run(input, ctx, host, &mut out) {
+    let answer = match parsed
+        .map_err(HookError::from)
+        .and_then(|event| run(event, ctx, host, &mut out))
+    {
         Ok(answer) => answer,
         Err(e) => Answer::Notice(format!(
-            "⚠ ralph: {e}. The stop was allowed; the loop was not advanced."
+            "⚠ ralph: {}. The stop was allowed; the loop was not advanced.",
+            display::line(&e.to_string())
         )),
     };
+    out.answer = shown_safely(answer);
     out
+}
+
+/// What the user sees (`systemMessage`) may quote a loop file or a reply:
+/// its control characters are escaped. The `reason` is the prompt for the
+/// model and goes as the user wrote it.
+fn shown_safely(answer: Answer) -> Answer {
+    match answer {
+        Answer::Silent => Answer::Silent,
+        Answer::Notice(m) => Answer::Notice(display::block(&m).into_owned()),
+        Answer::Block { reason, status } => Answer::Block {
+            reason,
+            status: display::block(&status).into_owned(),
+        },
+    }
 }
 
 /// A loop file as read under the lock.
@@ -131,12 +175,11 @@ struct Loaded {
 }
 
 fn run(
-    input: &[u8],
+    mut event: StopEvent,
     ctx: &HookContext,
     host: Option<Host>,
     out: &mut HostAnswer,
 ) -> Result<Answer, HookError> {
-    let event = StopEvent::parse(input)?;
     out.host = host.unwrap_or_else(|| Host::detect(&event));
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
@@ -145,13 +188,14 @@ fn run(
     if project.loop_files()?.is_empty() {
         return Ok(Answer::Silent);
     }
-    let Some(session) = event.session() else {
+    let Some(session) = event.session().map(str::to_owned) else {
         return Ok(Answer::Notice(
             "⚠ ralph: the Stop event names no session_id, so no loop was advanced (a loop is only driven by the session that owns it). Update Claude Code.".into(),
         ));
     };
     let mut notices = Vec::new();
     // Only now, with loop files present, is the registry consulted.
+    let session = session.as_str();
     let gate = Gate {
         registry: ctx.registry(),
         root: registry::canonical_root(&project).ok(),
@@ -212,16 +256,18 @@ fn run(
     };
     out.fresh_context = live.state.fresh_context;
     let answer = if out.host == Host::Claude {
-        drive(&project, live, &gate, session, claim, &event, ctx, lock)?
+        drive(&project, live, &gate, session, claim, &mut event, ctx, lock)?
     } else {
         // Other hosts: the reply from where that host leaves it, and no
         // block cap (only Claude Code has one).
-        let event = out.host.normalise(&event, live.state.started_at);
+        let mut event = out.host.normalise(&event, live.state.started_at);
         let ctx = HookContext {
             block_cap: 0,
             ..ctx.clone()
         };
-        drive(&project, live, &gate, session, claim, &event, &ctx, lock)?
+        drive(
+            &project, live, &gate, session, claim, &mut event, &ctx, lock,
+        )?
     };
     Ok(with_notices(answer, notices))
 }
@@ -346,8 +392,9 @@ impl Gate<'_> {
             message,
         };
         let nonce = registry::new_nonce()?;
-        let text = frontmatter::set_fields(&live.text, &[(registry::NONCE_FIELD, quote(&nonce))])
-            .map_err(|e| refused(e.to_string()))?;
+        let text =
+            crate::rewrite::set_fields(&live.text, &[(registry::NONCE_FIELD, quote(&nonce))])
+                .map_err(|e| refused(e.to_string()))?;
         let state = LoopState::parse(&text).map_err(|e| refused(e.to_string()))?;
         if state.nonce.as_deref() != Some(nonce.as_str()) {
             return Err(refused(format!(
@@ -427,9 +474,10 @@ fn load_loops(
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
-                                "⚠ ralph: {}: {e}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
-                                file.path.display(),
-                                record.display()
+                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                                display::line(&file.path.display().to_string()),
+                                display::line(&e.to_string()),
+                                display::line(&record.display().to_string())
                             ));
                         }
                         Err(why) => notices.push(format!(
@@ -458,7 +506,7 @@ fn drive(
     gate: &Gate<'_>,
     session: &str,
     claim: bool,
-    event: &StopEvent,
+    event: &mut StopEvent,
     ctx: &HookContext,
     lock: store::ProjectLock,
 ) -> Result<Answer, HookError> {
@@ -497,14 +545,15 @@ fn drive(
 fn observe(
     project: &Project,
     state: &LoopState,
-    event: &StopEvent,
+    event: &mut StopEvent,
     ctx: &HookContext,
     notices: &mut Vec<String>,
 ) -> (Observation, Option<transcript::Appended>) {
     let transcript_path = event
         .transcript_path
-        .as_deref()
+        .take()
         .filter(|p| !p.as_os_str().is_empty());
+    let transcript_path = transcript_path.as_deref();
     // A transcript that is there but not a regular file (a FIFO, a device)
     // is refused without blocking; say so once, whichever read met it.
     let mut refused = None;
@@ -513,7 +562,7 @@ fn observe(
             refused = Some(e.to_string());
         }
     };
-    let reply = event.reply_in_payload().or_else(|| {
+    let reply = event.take_reply().or_else(|| {
         let path = transcript_path?;
         let offset = state.progress.transcript_offset;
         transcript::last_reply(path, offset, state.started_at)
@@ -543,7 +592,7 @@ fn observe(
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
-            .map(|a| state.progress.tokens_used + a.tokens),
+            .map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
         tree_fingerprint: tree,
         ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,

@@ -8,8 +8,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::decide::Outcome;
-use crate::frontmatter::{self, quote};
+use crate::frontmatter::quote;
 use crate::registry::{self, Arming, Registry, RegistryError};
+use crate::rewrite;
 use crate::state::LoopState;
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
@@ -263,7 +264,7 @@ fn end(
         ("ended_at", quote(&now.to_string())),
     ];
     // A corrupt file cannot be rewritten; it is moved as it is.
-    if let Ok(updated) = frontmatter::set_fields(&live.text, &fields)
+    if let Ok(updated) = rewrite::set_fields(&live.text, &fields)
         && live.state.is_ok()
     {
         store::write_atomic(&live.file.path, &updated)?;
@@ -403,10 +404,12 @@ pub fn set_active(
         if state.active == active {
             continue;
         }
-        let updated = frontmatter::set_fields(&live.text, &[("active", active.to_string())])
-            .map_err(|e| LoopError::Unreadable {
-                path: live.file.path.clone(),
-                message: e.to_string(),
+        let updated =
+            rewrite::set_fields(&live.text, &[("active", active.to_string())]).map_err(|e| {
+                LoopError::Unreadable {
+                    path: live.file.path.clone(),
+                    message: e.to_string(),
+                }
             })?;
         store::write_atomic(&live.file.path, &updated)?;
         let word = if active { "resume" } else { "pause" };
@@ -649,7 +652,7 @@ pub fn adopt(
         path: path.clone(),
         message,
     };
-    let updated = frontmatter::set_fields(&text, &[(registry::NONCE_FIELD, quote(&nonce))])
+    let updated = rewrite::set_fields(&text, &[(registry::NONCE_FIELD, quote(&nonce))])
         .map_err(|e| unreadable(e.to_string()))?;
     let state = LoopState::parse(&updated).map_err(|e| unreadable(e.to_string()))?;
     if state.nonce.as_deref() != Some(nonce.as_str()) {

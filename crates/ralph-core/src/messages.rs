@@ -1,7 +1,10 @@
 //! The words ralph says: the footer under the fed-back prompt, the one-line
-//! status for the user, and the notices when a loop ends.
+//! status for the user, and the notices when a loop ends. Text from a loop
+//! file or a reply in what the *user* sees goes through `display::line`;
+//! the footer is for the model and quotes the file as written.
 
 use crate::decide::Outcome;
+use crate::display::line;
 use crate::state::{LoopState, Progress};
 use crate::time::format_duration;
 
@@ -49,10 +52,13 @@ pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
         state.max_iterations.to_string()
     };
     let promise = match &state.completion_promise {
-        Some(p) => format!(" · ends on <promise>{p}</promise>"),
+        Some(p) => format!(" · ends on <promise>{}</promise>", line(p)),
         None => String::new(),
     };
-    format!("🔄 ralph `{name}`: iteration {next}/{limit}{promise}")
+    format!(
+        "🔄 ralph `{}`: iteration {next}/{limit}{promise}",
+        line(name)
+    )
 }
 
 /// The notice when a loop ends.
@@ -68,7 +74,12 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
         Outcome::Cancelled => ("⏹", "cancelled"),
         Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
     };
-    format!("{icon} ralph `{name}` {what}: {detail}. Record: {record}")
+    format!(
+        "{icon} ralph `{}` {what}: {}. Record: {}",
+        line(name),
+        line(detail),
+        line(record)
+    )
 }
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
@@ -83,12 +94,13 @@ pub fn guard_summary(state: &LoopState) -> Vec<String> {
     }
     if let Some(v) = &g.verify {
         out.push(format!(
-            "verify `{v}` (limit {})",
+            "verify `{}` (limit {})",
+            line(v),
             format_duration(g.verify_timeout_secs)
         ));
     }
     if let Some(a) = &state.abort_promise {
-        out.push(format!("abort promise {a}"));
+        out.push(format!("abort promise {}", line(a)));
     }
     out.push(if g.stuck_after > 0 {
         format!("stuck after {} identical replies", g.stuck_after)

@@ -14,71 +14,150 @@ const CLOSE: &str = "</promise>";
 
 /// Collapses every run of whitespace to one space and trims the ends.
 pub fn normalise(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::new();
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// Whether `a` and `b` are equal once normalised, without building either.
+pub fn same_words(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
 }
 
 /// The normalised contents of every tag that counts as a promise, in order.
 pub fn spoken_promises(reply: &str) -> Vec<String> {
-    let prose = mask_quoted(reply);
     let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(close_at) = prose[from..].find(CLOSE).map(|i| i + from) {
-        // The tag a close belongs to is the nearest open before it: a stray,
-        // unclosed `<promise>` earlier in the reply must not swallow it.
-        let after = close_at + CLOSE.len();
-        if let Some(open_at) = prose[from..close_at].rfind(OPEN).map(|i| i + from) {
-            let inner = &prose[open_at + OPEN.len()..close_at];
-            let rest_of_line = prose[after..].split('\n').next().unwrap_or("");
-            if rest_of_line.trim().is_empty() && !inner.contains(MASK) {
-                found.push(normalise(inner));
-            }
-        }
-        from = after;
-    }
+    for_each_promise(reply, |inner| {
+        found.push(normalise(inner));
+        true
+    });
     found
 }
 
 /// Whether `reply` speaks the promise `expected`.
 pub fn speaks(reply: &str, expected: &str) -> bool {
-    let expected = normalise(expected);
-    !expected.is_empty() && spoken_promises(reply).contains(&expected)
+    if expected.split_whitespace().next().is_none() {
+        return false;
+    }
+    let mut spoken = false;
+    for_each_promise(reply, |inner| {
+        spoken = same_words(inner, expected);
+        !spoken
+    });
+    spoken
 }
 
-/// Stands in for every character of code or quotation, so that no tag can
-/// be found inside them. (A private-use character: never part of a tag.)
+/// Calls `visit` with the raw text inside each tag that counts as a
+/// promise, in order, until it returns `false`.
+///
+/// Memory stays in proportion to the reply: the reply is read in place, and
+/// what is code or quotation is one bit per byte (an eighth of the reply),
+/// never a copy of it.
+fn for_each_promise(reply: &str, mut visit: impl FnMut(&str) -> bool) {
+    if !reply.contains(CLOSE) {
+        return;
+    }
+    let masked = mask_quoted(reply);
+    let unmasked_at = |at: usize, len: usize| !masked.any(at..at + len);
+    let mut from = 0;
+    while let Some(close_at) = reply[from..].find(CLOSE).map(|i| i + from) {
+        let after = close_at + CLOSE.len();
+        if !unmasked_at(close_at, CLOSE.len()) {
+            from = after;
+            continue;
+        }
+        // The tag a close belongs to is the nearest open before it: a stray,
+        // unclosed `<promise>` earlier in the reply must not swallow it.
+        let mut search_end = close_at;
+        let open_at = loop {
+            match reply[from..search_end].rfind(OPEN).map(|i| i + from) {
+                Some(at) if unmasked_at(at, OPEN.len()) => break Some(at),
+                Some(at) => search_end = at,
+                None => break None,
+            }
+        };
+        if let Some(open_at) = open_at {
+            let inner = open_at + OPEN.len()..close_at;
+            let line_end = reply[after..].find('\n').map_or(reply.len(), |i| i + after);
+            let rest_of_line = &reply[after..line_end];
+            let plain = rest_of_line.trim().is_empty()
+                && !masked.any(after..line_end)
+                && !masked.any(inner.clone())
+                && !reply[inner.clone()].contains(MASK);
+            if plain && !visit(&reply[inner]) {
+                return;
+            }
+        }
+        from = after;
+    }
+}
+
+/// Once stood in for code and quotation in a masked copy of the reply; a
+/// tag whose text holds it still never counts (the fuzz target checks it).
 const MASK: char = '\u{E000}';
 
-/// Returns `text` with code blocks, code spans and quoted lines masked,
-/// keeping line breaks so that "rest of the line" still means the same.
-fn mask_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+/// One bit per byte of the reply: set where the byte is code or quotation.
+struct Mask {
+    bits: Vec<u64>,
+}
+
+impl Mask {
+    fn new(len: usize) -> Self {
+        Self {
+            bits: vec![0; len.div_ceil(64)],
+        }
+    }
+
+    fn set(&mut self, range: std::ops::Range<usize>) {
+        for i in range {
+            self.bits[i / 64] |= 1 << (i % 64);
+        }
+    }
+
+    /// Whether any byte in `range` is masked.
+    fn any(&self, range: std::ops::Range<usize>) -> bool {
+        range
+            .into_iter()
+            .any(|i| self.bits[i / 64] & (1 << (i % 64)) != 0)
+    }
+}
+
+/// Marks code blocks, code spans and quoted lines of `text` (their line
+/// breaks stay unmasked, so "rest of the line" still means the same).
+fn mask_quoted(text: &str) -> Mask {
+    let mut masked = Mask::new(text.len());
     let mut fence: Option<(char, usize)> = None;
+    let mut at = 0;
     for line in text.split_inclusive('\n') {
-        let (content, newline) = match line.strip_suffix('\n') {
-            Some(c) => (c, "\n"),
-            None => (line, ""),
-        };
+        let start = at;
+        at += line.len();
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        let whole = start..start + content.len();
         let trimmed = content.trim_start_matches(' ');
         let indent = content.len() - trimmed.len();
         let opener = fence_marker(trimmed).filter(|_| indent <= 3);
         match (fence, opener) {
             (None, Some(marker)) => {
                 fence = Some(marker);
-                mask_all(&mut out, content);
+                masked.set(whole);
             }
             (Some((ch, len)), Some((c2, l2)))
                 if ch == c2 && l2 >= len && is_bare_fence(trimmed) =>
             {
                 fence = None;
-                mask_all(&mut out, content);
+                masked.set(whole);
             }
-            (Some(_), _) => mask_all(&mut out, content),
-            (None, None) if trimmed.starts_with('>') => mask_all(&mut out, content),
-            (None, None) => mask_code_spans(&mut out, content),
+            (Some(_), _) => masked.set(whole),
+            (None, None) if trimmed.starts_with('>') => masked.set(whole),
+            (None, None) => mask_code_spans(&mut masked, start, content),
         }
-        out.push_str(newline);
     }
-    out
+    masked
 }
 
 /// A line opening or closing a fence: three or more backticks or tildes.
@@ -92,56 +171,43 @@ fn is_bare_fence(line: &str) -> bool {
     line.trim_end().chars().all(|c| c == '`' || c == '~')
 }
 
-fn mask_all(out: &mut String, content: &str) {
-    out.extend(content.chars().map(|_| MASK));
+/// The backtick runs of a line, as (start, length) in bytes, left to right.
+fn backtick_runs(line: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = i + bytes[i..].iter().position(|&b| b == b'`')?;
+        let len = bytes[start..].iter().take_while(|&&b| b == b'`').count();
+        i = start + len;
+        Some((start, len))
+    })
 }
 
 /// Masks inline code spans: a run of N backticks up to the next run of
 /// exactly N backticks on the same line. An unmatched run is literal text.
-/// Linear in the line's length: the runs are indexed once, by length.
-fn mask_code_spans(out: &mut String, line: &str) {
-    let chars: Vec<char> = line.chars().collect();
-    // Every backtick run as (start, length), left to right.
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '`' {
-            let len = chars[i..].iter().take_while(|c| **c == '`').count();
-            runs.push((i, len));
-            i += len;
-        } else {
-            i += 1;
-        }
-    }
-    // For each run, the index of the next run of the same length.
-    let mut next_same = vec![usize::MAX; runs.len()];
+/// Linear in the line's length, and the only memory is one entry per
+/// distinct run length (at most the square root of twice the line's length):
+/// a run opens a span exactly when a later run of its length exists, and the
+/// span then ends at the first run of that length.
+fn mask_code_spans(masked: &mut Mask, offset: usize, line: &str) {
     let mut last_of_len: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for (k, &(_, len)) in runs.iter().enumerate().rev() {
-        if let Some(&later) = last_of_len.get(&len) {
-            next_same[k] = later;
-        }
-        last_of_len.insert(len, k);
+    for (start, len) in backtick_runs(line) {
+        last_of_len.insert(len, start);
     }
-    let mut pos = 0;
-    let mut k = 0;
-    while k < runs.len() {
-        let (start, len) = runs[k];
-        out.extend(&chars[pos..start]);
-        match next_same[k] {
-            usize::MAX => {
-                out.extend(std::iter::repeat_n('`', len));
-                pos = start + len;
-                k += 1;
+    let mut open: Option<(usize, usize)> = None;
+    for (start, len) in backtick_runs(line) {
+        match open {
+            None if last_of_len.get(&len).is_some_and(|&last| last > start) => {
+                open = Some((start, len));
             }
-            closing => {
-                let end = runs[closing].0 + runs[closing].1;
-                out.extend(std::iter::repeat_n(MASK, end - start));
-                pos = end;
-                k = closing + 1;
+            None => {}
+            Some((from, want)) if want == len => {
+                masked.set(offset + from..offset + start + len);
+                open = None;
             }
+            Some(_) => {}
         }
     }
-    out.extend(&chars[pos..]);
 }
 
 #[cfg(test)]
@@ -214,6 +280,23 @@ mod tests {
         let started = std::time::Instant::now();
         assert!(speaks(&format!("{line}\n<promise>DONE</promise>"), "DONE"));
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn memory_stays_in_proportion_to_the_reply() {
+        // The mask is one bit per byte; no per-character or per-run copy.
+        let reply = "`a` ".repeat(250_000) + "\n<promise>DONE</promise>";
+        let masked = mask_quoted(&reply);
+        assert_eq!(masked.bits.len(), reply.len().div_ceil(64));
+        assert!(speaks(&reply, "DONE"));
+        assert!(!speaks(&format!("{reply} and more"), "DONE"));
+    }
+
+    #[test]
+    fn same_words_is_normalised_equality() {
+        assert!(same_words(" a \n b ", "a b"));
+        assert!(!same_words("a b", "a  bc"));
+        assert_eq!(normalise(" a \t b\n"), "a b");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use crate::frontmatter::{self, Split, SplitError};
+use crate::frontmatter::{self, Split, SplitError, quote};
 use crate::time::{Timestamp, parse_duration};
 
 /// `max_iterations` when the field is missing: a finite limit, so a file
@@ -76,6 +76,12 @@ pub struct Progress {
     pub no_progress_count: u64,
     /// Consecutive blocks whose continuation ran no tool.
     pub idle_blocks: u64,
+    /// Time counted against the time budget so far (only with a budget).
+    /// It grows by the non-negative steps between stops, so a clock set
+    /// back never switches the budget off.
+    pub elapsed_secs: Option<u64>,
+    /// The clock at the stop that last added to `elapsed_secs`.
+    pub clock_at: Option<Timestamp>,
 }
 
 /// Why a state file cannot be used. Every variant names what to fix.
@@ -85,6 +91,14 @@ pub enum StateError {
     Layout(#[from] SplitError),
     #[error("the frontmatter is not valid YAML ({detail}){near}")]
     Yaml { detail: String, near: String },
+    #[error(
+        "field `{field}` {problem}, so ralph could not rewrite it safely; write it as `{field}: {example}` on a line of its own (a plain key at the start of the line, outside any other value)"
+    )]
+    Spelling {
+        field: &'static str,
+        problem: &'static str,
+        example: String,
+    },
     #[error("field `{field}` has the value `{value}`, {expected}")]
     Field {
         field: &'static str,
@@ -93,36 +107,66 @@ pub enum StateError {
     },
 }
 
-/// The frontmatter as written, every field a raw scalar. Unknown fields are
-/// ignored here and kept in the file by the in-place rewrite.
-#[derive(Debug, Default, Deserialize)]
-struct RawFields {
-    active: Option<String>,
-    iteration: Option<String>,
-    max_iterations: Option<String>,
-    session_id: Option<String>,
-    completion_promise: Option<String>,
-    abort_promise: Option<String>,
-    started_at: Option<String>,
-    max_duration: Option<String>,
-    max_tokens: Option<String>,
-    verify: Option<String>,
-    verify_timeout: Option<String>,
-    stuck_after: Option<String>,
-    no_progress_after: Option<String>,
-    tokens_used: Option<String>,
-    transcript_offset: Option<String>,
-    last_message_id: Option<String>,
-    reply_fingerprint: Option<String>,
-    same_reply_count: Option<String>,
-    tree_fingerprint: Option<String>,
-    no_progress_count: Option<String>,
-    idle_blocks: Option<String>,
-    outcome: Option<String>,
-    ended_at: Option<String>,
-    ralph_nonce: Option<String>,
-    fresh_context: Option<String>,
+macro_rules! raw_fields {
+    ($($name:ident),* $(,)?) => {
+        /// The frontmatter as written, every field a raw scalar. Unknown fields
+        /// are ignored here and kept in the file by the in-place rewrite.
+        #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+        pub(crate) struct RawFields {
+            $($name: Option<String>,)*
+        }
+
+        /// Every field ralph reads, by its name in the file.
+        pub const KNOWN_FIELDS: &[&str] = &[$(stringify!($name)),*];
+
+        impl RawFields {
+            /// The raw value of the field called `name` (`None`: absent or unknown).
+            pub(crate) fn get(&self, name: &str) -> Option<&str> {
+                match name {
+                    $(stringify!($name) => self.$name.as_deref(),)*
+                    _ => None,
+                }
+            }
+        }
+    };
 }
+
+raw_fields!(
+    active,
+    iteration,
+    max_iterations,
+    session_id,
+    completion_promise,
+    abort_promise,
+    started_at,
+    max_duration,
+    max_tokens,
+    verify,
+    verify_timeout,
+    stuck_after,
+    no_progress_after,
+    tokens_used,
+    transcript_offset,
+    last_message_id,
+    reply_fingerprint,
+    same_reply_count,
+    tree_fingerprint,
+    no_progress_count,
+    idle_blocks,
+    elapsed_secs,
+    clock_at,
+    outcome,
+    ended_at,
+    ralph_nonce,
+    fresh_context,
+);
+
+/// The largest iteration count, limit or breaker threshold a file may hold.
+pub const MAX_COUNT: u64 = 1_000_000_000;
+/// The largest token figure (budget or count) a file may hold.
+pub const MAX_TOKENS: u64 = 1_000_000_000_000_000;
+/// The largest transcript offset, in bytes (a petabyte).
+pub const MAX_OFFSET: u64 = 1_000_000_000_000_000;
 
 impl LoopState {
     /// Parses a whole state file.
@@ -132,17 +176,16 @@ impl LoopState {
     }
 
     pub fn parse_split(text: &str, layout: &Split) -> Result<Self, StateError> {
-        let yaml = &text[layout.yaml.clone()];
-        let raw: RawFields = if yaml.trim().is_empty() {
-            RawFields::default()
-        } else {
-            serde_saphyr::from_str(yaml).map_err(|e| yaml_error(yaml, &e.to_string()))?
-        };
-        let body = &text[layout.body.clone()];
+        let raw = raw_fields(text, layout)?;
+        Self::from_raw(raw, &text[layout.body.clone()])
+    }
+
+    fn from_raw(raw: RawFields, body: &str) -> Result<Self, StateError> {
+        let count = |field, value: Option<String>| number(field, value.as_deref(), MAX_COUNT);
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
-            iteration: number("iteration", raw.iteration.as_deref())?.unwrap_or(1),
-            max_iterations: number("max_iterations", raw.max_iterations.as_deref())?
+            iteration: count("iteration", raw.iteration)?.unwrap_or(1),
+            max_iterations: count("max_iterations", raw.max_iterations)?
                 .unwrap_or(DEFAULT_MAX_ITERATIONS),
             session_id: non_empty(raw.session_id),
             completion_promise: promise(raw.completion_promise),
@@ -150,28 +193,33 @@ impl LoopState {
             started_at: timestamp("started_at", raw.started_at.as_deref())?,
             guards: Guards {
                 max_duration_secs: duration("max_duration", raw.max_duration.as_deref())?,
-                max_tokens: number("max_tokens", raw.max_tokens.as_deref())?.filter(|&n| n > 0),
+                max_tokens: number("max_tokens", raw.max_tokens.as_deref(), MAX_TOKENS)?
+                    .filter(|&n| n > 0),
                 verify: non_empty(raw.verify),
                 verify_timeout_secs: duration("verify_timeout", raw.verify_timeout.as_deref())?
                     .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
                     .clamp(1, MAX_VERIFY_TIMEOUT),
-                stuck_after: number("stuck_after", raw.stuck_after.as_deref())?
-                    .unwrap_or(DEFAULT_STUCK_AFTER),
-                no_progress_after: number("no_progress_after", raw.no_progress_after.as_deref())?
+                stuck_after: count("stuck_after", raw.stuck_after)?.unwrap_or(DEFAULT_STUCK_AFTER),
+                no_progress_after: count("no_progress_after", raw.no_progress_after)?
                     .unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
             },
             progress: Progress {
-                tokens_used: number("tokens_used", raw.tokens_used.as_deref())?.unwrap_or(0),
-                transcript_offset: number("transcript_offset", raw.transcript_offset.as_deref())?
+                tokens_used: number("tokens_used", raw.tokens_used.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
+                transcript_offset: number(
+                    "transcript_offset",
+                    raw.transcript_offset.as_deref(),
+                    MAX_OFFSET,
+                )?
+                .unwrap_or(0),
                 last_message_id: non_empty(raw.last_message_id),
                 reply_fingerprint: non_empty(raw.reply_fingerprint),
-                same_reply_count: number("same_reply_count", raw.same_reply_count.as_deref())?
-                    .unwrap_or(0),
+                same_reply_count: count("same_reply_count", raw.same_reply_count)?.unwrap_or(0),
                 tree_fingerprint: non_empty(raw.tree_fingerprint),
-                no_progress_count: number("no_progress_count", raw.no_progress_count.as_deref())?
-                    .unwrap_or(0),
-                idle_blocks: number("idle_blocks", raw.idle_blocks.as_deref())?.unwrap_or(0),
+                no_progress_count: count("no_progress_count", raw.no_progress_count)?.unwrap_or(0),
+                idle_blocks: count("idle_blocks", raw.idle_blocks)?.unwrap_or(0),
+                elapsed_secs: duration("elapsed_secs", raw.elapsed_secs.as_deref())?,
+                clock_at: timestamp("clock_at", raw.clock_at.as_deref())?,
             },
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
@@ -208,6 +256,127 @@ pub fn scan_session_id(text: &str) -> Option<String> {
     })
 }
 
+/// Reads the frontmatter into raw fields, and proves that every known field
+/// is written where a rewrite will find it (see `parse_proven_yaml`).
+pub(crate) fn raw_fields(text: &str, layout: &Split) -> Result<RawFields, StateError> {
+    let yaml = &text[layout.yaml.clone()];
+    let raw = parse_raw(yaml)?;
+    prove_spelling(text, layout, &raw)?;
+    Ok(raw)
+}
+
+pub(crate) fn parse_raw(yaml: &str) -> Result<RawFields, StateError> {
+    let only_comments = yaml
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    if only_comments {
+        return Ok(RawFields::default());
+    }
+    serde_saphyr::from_str(yaml).map_err(|e| yaml_error(yaml, &e.to_string()))
+}
+
+/// The rewrite edits the `key: value` lines that `frontmatter::field_lines`
+/// finds; the reader is a YAML parser. Both must see the same fields, or a
+/// rewrite would change a line the parser never reads (a key hidden in a
+/// quoted multi-line value: a loop that is never counted) or miss the one
+/// it does (`{iteration: 1}`, an alias, a merge key). The proof: the lines
+/// found for known fields, parsed alone, give exactly the known fields of
+/// the whole frontmatter, and the rest, parsed alone, gives none of them.
+/// Anything else is refused here, at the first stop, with the fix.
+fn prove_spelling(text: &str, layout: &Split, raw: &RawFields) -> Result<(), StateError> {
+    let mut found: Vec<(&'static str, std::ops::Range<usize>)> = Vec::new();
+    for (name, range) in frontmatter::field_lines(text, layout) {
+        let Some(&field) = KNOWN_FIELDS.iter().find(|f| **f == name) else {
+            continue;
+        };
+        if found.iter().any(|(f, _)| *f == field) {
+            return Err(spelling(field, "is on more than one line", raw));
+        }
+        found.push((field, range));
+    }
+    let mut lines = String::new();
+    let mut rest = String::new();
+    let mut at = layout.yaml.start;
+    found.sort_by_key(|(_, range)| range.start);
+    for (_, range) in &found {
+        rest.push_str(&text[at..range.start]);
+        lines.push_str(&text[range.clone()]);
+        if !lines.ends_with('\n') {
+            lines.push('\n');
+        }
+        at = range.end;
+    }
+    rest.push_str(&text[at..layout.yaml.end]);
+    let from_lines = parse_raw(&lines);
+    let from_rest = parse_raw(&rest);
+    for field in KNOWN_FIELDS.iter().copied() {
+        let in_file = raw.get(field);
+        let line = found.iter().any(|(f, _)| *f == field);
+        let problem = match (&from_lines, &from_rest) {
+            _ if !line && in_file.is_some() => {
+                "is not written as a plain `key: value` line (a flow mapping `{…}`, an alias, a merge key, a complex or escaped key)"
+            }
+            (Err(_), _) => {
+                let culprit = found
+                    .iter()
+                    .find(|(_, range)| parse_raw(&text[range.clone()]).is_err())
+                    .map_or(field, |(f, _)| *f);
+                return Err(spelling(
+                    culprit,
+                    "has a `key:` line that does not read on its own (it sits inside another value, or uses an anchor or alias defined elsewhere)",
+                    raw,
+                ));
+            }
+            (Ok(lines), _) if lines.get(field) != in_file => {
+                "has a `key:` line inside another field's value (quoted or block text), which is not the value YAML reads"
+            }
+            (_, Err(_)) => {
+                // Taking out the line that was inside a value broke it.
+                let yaml = &text[layout.yaml.clone()];
+                let start = layout.yaml.start;
+                let culprit = found
+                    .iter()
+                    .find(|(_, range)| {
+                        let (a, b) = (range.start - start, range.end - start);
+                        parse_raw(&format!("{}{}", &yaml[..a], &yaml[b..])).is_err()
+                    })
+                    .map_or(field, |(f, _)| *f);
+                return Err(spelling(
+                    culprit,
+                    "has a `key:` line inside another field's value (quoted or block text)",
+                    raw,
+                ));
+            }
+            (_, Ok(rest)) if rest.get(field).is_some() => {
+                "is also written in another spelling elsewhere in the frontmatter"
+            }
+            _ => continue,
+        };
+        return Err(spelling(field, problem, raw));
+    }
+    Ok(())
+}
+
+fn spelling(field: &'static str, problem: &'static str, raw: &RawFields) -> StateError {
+    let example = raw
+        .get(field)
+        .filter(|v| !v.is_empty() && v.len() <= 40 && !v.contains(['\n', '\r']))
+        .map_or_else(
+            || "…".to_owned(),
+            |v| {
+                let plain = v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+                if plain { v.to_owned() } else { quote(v) }
+            },
+        );
+    StateError::Spelling {
+        field,
+        problem,
+        example,
+    }
+}
+
 fn yaml_error(yaml: &str, message: &str) -> StateError {
     let detail = message
         .lines()
@@ -237,9 +406,10 @@ fn promise(value: Option<String>) -> Option<String> {
     non_empty(value).filter(|v| v != "null")
 }
 
-/// Reads a whole decimal number. Leading zeros are decimal (`08` is 8):
-/// unlike bash arithmetic, nothing here is octal.
-fn number(field: &'static str, value: Option<&str>) -> Result<Option<u64>, StateError> {
+/// Reads a whole decimal number no larger than `cap`. Leading zeros are
+/// decimal (`08` is 8): unlike bash arithmetic, nothing here is octal. A
+/// number past its cap is an error, never wrapped or clamped.
+fn number(field: &'static str, value: Option<&str>, cap: u64) -> Result<Option<u64>, StateError> {
     let Some(raw) = value else { return Ok(None) };
     let trimmed = raw.trim().trim_matches(['"', '\'']).replace('_', "");
     if trimmed.is_empty() {
@@ -256,11 +426,24 @@ fn number(field: &'static str, value: Option<&str>) -> Result<Option<u64>, State
     if digits.is_empty() {
         return Ok(Some(0));
     }
-    digits.parse().map(Some).map_err(|_| StateError::Field {
-        field,
-        value: raw.to_owned(),
-        expected: "a number this large is not a sensible limit",
-    })
+    match digits.parse::<u64>() {
+        Ok(n) if n <= cap => Ok(Some(n)),
+        _ => Err(StateError::Field {
+            field,
+            value: raw.to_owned(),
+            expected: cap_message(cap),
+        }),
+    }
+}
+
+fn cap_message(cap: u64) -> &'static str {
+    match cap {
+        MAX_COUNT => "past the largest count ralph accepts (1000000000); write a smaller number",
+        MAX_TOKENS => {
+            "past the largest token figure ralph accepts (1000000000000000); write a smaller number"
+        }
+        _ => "a number this large is not a sensible value; write a smaller number",
+    }
 }
 
 fn boolean(field: &'static str, value: Option<&str>, default: bool) -> Result<bool, StateError> {
@@ -298,7 +481,7 @@ fn duration(field: &'static str, value: Option<&str>) -> Result<Option<u64>, Sta
             .ok_or_else(|| StateError::Field {
                 field,
                 value: v.to_owned(),
-                expected: "expected a duration such as `90m`, `2h` or `1h30m`",
+                expected: "expected a duration such as `90m`, `2h` or `1h30m`, at most 3650d",
             }),
     }
 }
@@ -352,6 +535,96 @@ mod tests {
     fn yaml_errors_point_at_the_line() {
         let err = LoopState::parse("---\niteration: 1\nbroken: [1\n---\nx").unwrap_err();
         assert!(err.to_string().contains("broken"), "{err}");
+    }
+
+    fn refused(text: &str) -> String {
+        match LoopState::parse(text) {
+            Ok(s) => panic!("accepted {text:?} as {s:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_counter_hidden_in_a_quoted_value_is_refused() {
+        // The attack: the line edit would count `iteration: 2`, the parser
+        // never sees it, and the loop runs past any limit.
+        let err =
+            refused("---\nactive: true\nnote: \"x\niteration: 2\nmax_iterations: 3\n\"\n---\nP");
+        assert!(
+            err.contains("`iteration`") || err.contains("`max_iterations`"),
+            "{err}"
+        );
+        assert!(err.contains("on a line of its own"), "{err}");
+        // The same with real fields in another spelling further down.
+        let err = refused("---\nnote: \"x\niteration: 2\n\"\n\"iteration\": 2\n---\nP");
+        assert!(err.contains("`iteration`"), "{err}");
+        // A key at column 0 after a block scalar is a real key: it counts.
+        let s = LoopState::parse("---\nnote: |\n  x\niteration: 2\n---\nP").unwrap();
+        assert_eq!(s.iteration, 2);
+    }
+
+    #[test]
+    fn every_other_spelling_works_or_is_refused_with_the_fix() {
+        for (text, works) in [
+            ("---\n\"iteration\": 4\n---\nP", true),
+            ("---\n'iteration': 4\n---\nP", true),
+            ("---\niteration : 4\n---\nP", true),
+            ("---\niteration: !!str 4\n---\nP", true),
+            ("---\n{iteration: 4}\n---\nP", false),
+            ("---\nx: &n 4\niteration: *n\n---\nP", false),
+            ("---\nbase: &b {iteration: 4}\n<<: *b\n---\nP", false),
+            ("---\n? iteration\n: 4\n---\nP", false),
+            ("---\n\"iter\\x61tion\": 4\n---\nP", false),
+        ] {
+            match LoopState::parse(text) {
+                Ok(s) => assert!(works && s.iteration == 4, "{text:?}: {s:?}"),
+                Err(e) => {
+                    assert!(!works, "{text:?}: {e}");
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains("iteration") || msg.contains("YAML"),
+                        "{text:?}: {msg}"
+                    );
+                }
+            }
+        }
+        let err = refused("---\n{iteration: 4}\n---\nP");
+        assert!(
+            err.contains("write it as `iteration: 4` on a line of its own"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn duplicated_keys_are_refused() {
+        let err = refused("---\niteration: 1\n\"iteration\": 2\n---\nP");
+        assert!(err.contains("iteration"), "{err}");
+    }
+
+    #[test]
+    fn empty_values_and_comments_still_read() {
+        let s = LoopState::parse("---\n# a comment\nsession_id:\nverify: |\n  a\n\n  b\n---\nP")
+            .unwrap();
+        assert_eq!(s.session_id, None);
+        assert_eq!(s.guards.verify.as_deref(), Some("a\n\nb\n"));
+    }
+
+    #[test]
+    fn numbers_past_their_caps_are_corrupt_not_wrapped() {
+        let err = refused("---\niteration: 18446744073709551615\n---\nP");
+        assert!(
+            err.contains("`iteration`") && err.contains("1000000000"),
+            "{err}"
+        );
+        refused("---\niteration: 18446744073709551616\n---\nP");
+        refused("---\nmax_iterations: 1000000001\n---\nP");
+        refused("---\ntokens_used: 1000000000000001\n---\nP");
+        refused("---\nmax_duration: 3651d\n---\nP");
+        let s = LoopState::parse(
+            "---\niteration: 1000000000\nmax_tokens: 1000000000000000\nmax_duration: 3650d\n---\nP",
+        )
+        .unwrap();
+        assert_eq!(s.iteration, MAX_COUNT);
     }
 
     #[test]

@@ -71,6 +71,13 @@ impl Timestamp {
         ))
     }
 
+    /// Whole seconds from `earlier` to `self`; 0 when `earlier` is later (a
+    /// clock that went backwards never yields a negative or wrapped step).
+    pub fn secs_since(self, earlier: Timestamp) -> u64 {
+        let diff = i128::from(self.0) - i128::from(earlier.0);
+        u64::try_from(diff.max(0)).unwrap_or(u64::MAX)
+    }
+
     /// A compact form for file names: `20261130T012756Z`.
     pub fn compact(self) -> String {
         let (y, mo, d, h, mi, s) = self.parts();
@@ -117,9 +124,19 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// The longest duration ralph accepts anywhere: ten years, in seconds. A
+/// time budget past it is a typo, and every sum of durations and
+/// timestamps stays far inside `i64`/`u64`.
+pub const MAX_DURATION_SECS: u64 = 10 * 365 * 86_400;
+
 /// Parses a duration such as `90m`, `2h`, `1h30m`, `45s`, `1d` or a bare
-/// number of seconds. Returns whole seconds.
+/// number of seconds. Returns whole seconds; `None` for anything else,
+/// including a duration longer than [`MAX_DURATION_SECS`].
 pub fn parse_duration(text: &str) -> Option<u64> {
+    parse_duration_unbounded(text).filter(|&secs| secs <= MAX_DURATION_SECS)
+}
+
+fn parse_duration_unbounded(text: &str) -> Option<u64> {
     let text = text.trim();
     if text.is_empty() {
         return None;
@@ -209,5 +226,26 @@ mod tests {
         assert_eq!(parse_duration("m"), None);
         assert_eq!(parse_duration("10m5"), None);
         assert_eq!(format_duration(3900), "1h05m");
+    }
+
+    #[test]
+    fn extreme_durations_are_refused_not_wrapped() {
+        assert_eq!(parse_duration("3650d"), Some(MAX_DURATION_SECS));
+        assert_eq!(parse_duration("3651d"), None);
+        assert_eq!(parse_duration("18446744073709551615"), None);
+        assert_eq!(parse_duration("18446744073709551616s"), None);
+        assert_eq!(parse_duration("99999999999999999999h"), None);
+        assert_eq!(parse_duration("213503982334601d"), None);
+        assert!(!format_duration(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn elapsed_between_extreme_stamps_does_not_overflow() {
+        assert_eq!(
+            Timestamp(i64::MAX).secs_since(Timestamp(i64::MIN)),
+            u64::MAX
+        );
+        assert_eq!(Timestamp(i64::MIN).secs_since(Timestamp(i64::MAX)), 0);
+        assert_eq!(Timestamp(10).secs_since(Timestamp(4)), 6);
     }
 }

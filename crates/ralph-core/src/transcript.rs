@@ -368,7 +368,7 @@ pub fn scan_appended(
             Some((pid, u)) if *pid == id => *u = usage,
             _ => {
                 if let Some((_, u)) = pending.take() {
-                    out.tokens += tokens_of(u);
+                    out.tokens = out.tokens.saturating_add(tokens_of(u));
                 }
                 pending = Some((id.clone(), usage));
                 out.last_message_id = Some(id);
@@ -376,13 +376,15 @@ pub fn scan_appended(
         }
     }
     if let Some((_, u)) = pending {
-        out.tokens += tokens_of(u);
+        out.tokens = out.tokens.saturating_add(tokens_of(u));
     }
     Ok(out)
 }
 
 fn tokens_of(u: Usage) -> u64 {
-    u.input_tokens + u.output_tokens + u.cache_creation_input_tokens
+    u.input_tokens
+        .saturating_add(u.output_tokens)
+        .saturating_add(u.cache_creation_input_tokens)
 }
 
 #[cfg(test)]

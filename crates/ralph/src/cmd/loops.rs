@@ -276,7 +276,7 @@ pub fn status(args: StatusArgs) -> Outcome {
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
-        say!(
+        say_json!(
             "{}",
             serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
         );
@@ -306,14 +306,14 @@ fn print_report(r: &LoopReport) {
         .as_deref()
         .map(|o| format!(" ({o})"))
         .unwrap_or_default();
-    say!("{} `{}`{how} {iteration}", r.state, r.name);
+    say!("{} `{}`{how} {iteration}", r.state, one_line(&r.name));
     let mut facts = Vec::new();
     if let Some(p) = &r.completion_promise {
-        facts.push(format!("promise {p}"));
+        facts.push(format!("promise {}", one_line(p)));
     }
     facts.push(format!(
         "owner {}",
-        r.session_id.as_deref().unwrap_or("unclaimed")
+        one_line(r.session_id.as_deref().unwrap_or("unclaimed"))
     ));
     if let Some(s) = &r.started_at {
         facts.push(format!("started {s}"));
@@ -335,15 +335,15 @@ fn print_report(r: &LoopReport) {
             }
             _ => String::new(),
         };
-        say!("  guards: {}{figures}", r.guards.join(", "));
+        say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
     }
     if let Some(note) = &r.not_armed {
         say!("  ⚠ {note}");
     }
     if let Some(err) = &r.error {
-        say!("  error: {err}");
+        say!("  error: {}", one_line(err));
     }
-    say!("  file: {}", r.path);
+    say!("  file: {}", one_line(&r.path));
     for line in &r.recent {
         say!("  · {}", log_summary(line));
     }
@@ -355,13 +355,19 @@ fn log_summary(line: &serde_json::Value) -> String {
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
             .unwrap_or_default()
     };
-    format!(
+    one_line(&format!(
         "{} iteration {} {} — {}",
         field("time"),
         field("iteration"),
         field("decision"),
         field("why")
-    )
+    ))
+    .into_owned()
+}
+
+/// A value shown on one line: its newlines are escaped too.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    ralph_core::display::line(text)
 }
 
 pub fn log(args: LogArgs) -> Outcome {
@@ -395,7 +401,7 @@ pub fn log(args: LogArgs) -> Outcome {
     let lines = loops::read_log_tail(&log_path, usize::MAX);
     for line in &lines {
         if args.json {
-            say!("{line}");
+            say_json!("{line}");
         } else {
             say!("{}", log_summary(line));
         }

@@ -2,12 +2,27 @@
 //! exit code (0 success, 1 failure with the message on stderr).
 
 /// `println!` that ends the process quietly when stdout is closed (e.g.
-/// `ralph status | head`), instead of panicking on a broken pipe.
+/// `ralph status | head`), instead of panicking on a broken pipe. What it
+/// prints may hold text from a loop file, a log or a reply, so control
+/// characters and bidirectional marks are shown escaped (newlines and tabs
+/// stay): nothing printed can steer the terminal.
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+        let text = format!($($arg)*);
+        if writeln!(std::io::stdout(), "{}", ralph_core::display::block(&text)).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// `say!` for JSON output: the escapes keep it valid JSON.
+macro_rules! say_json {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let text = format!($($arg)*);
+        if writeln!(std::io::stdout(), "{}", ralph_core::display::json(&text)).is_err() {
             std::process::exit(0);
         }
     }};
@@ -48,7 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("ralph: {}", failure.message);
+                eprintln!("ralph: {}", ralph_core::display::block(&failure.message));
             }
             ExitCode::from(failure.code)
         }

@@ -10,7 +10,6 @@ use std::time::Instant;
 use ralph_core::agent::{self, Finished};
 use ralph_core::decide::{Observation, Outcome as LoopOutcome};
 use ralph_core::engine::{self, LiveLoop, Step, Turn};
-use ralph_core::frontmatter;
 use ralph_core::loops::{self, scalar};
 use ralph_core::messages;
 use ralph_core::registry::Registry;
@@ -131,10 +130,11 @@ pub fn run(args: RunArgs) -> Outcome {
         let finished = agent::run(&args.agent, &project.root, &prompt, &stop, || {
             if live_line {
                 frame += 1;
+                // The escape codes are ralph's own; the name is escaped.
                 print!(
                     "\r\x1b[2K{} ralph run `{}` · iteration {label} · {} · last: {last}",
                     SPINNER[frame % SPINNER.len()],
-                    file.name,
+                    ralph_core::display::line(&file.name),
                     format_duration(started.elapsed().as_secs()),
                 );
                 let _ = std::io::stdout().flush();
@@ -176,7 +176,9 @@ pub fn run(args: RunArgs) -> Outcome {
         let seen = Observation {
             reply: Some(reply.text.clone()),
             now: Some(now),
-            tokens_used: reply.tokens.map(|t| state.progress.tokens_used + t),
+            tokens_used: reply
+                .tokens
+                .map(|t| state.progress.tokens_used.saturating_add(t)),
             tree_fingerprint: (state.guards.no_progress_after > 0)
                 .then(|| worktree::fingerprint_of(&project.root))
                 .flatten(),
@@ -246,7 +248,7 @@ pub fn run(args: RunArgs) -> Outcome {
 
 fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
     match added {
-        Some(t) => format!(" · tokens {}", state.progress.tokens_used + t),
+        Some(t) => format!(" · tokens {}", state.progress.tokens_used.saturating_add(t)),
         None => String::new(),
     }
 }
@@ -310,7 +312,7 @@ fn take_over(
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
     let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
     require_armed(project, registry, &file, &state)?;
-    let updated = frontmatter::set_fields(&text, &[("session_id", scalar(driver))])
+    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", scalar(driver))])
         .map_err(|e| e.to_string())?;
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
     say!(
@@ -340,8 +342,8 @@ fn hand_back(
         return Ok(());
     }
     let value = owner.map_or_else(|| "\"\"".to_owned(), scalar);
-    let updated =
-        frontmatter::set_fields(&text, &[("session_id", value)]).map_err(|e| e.to_string())?;
+    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", value)])
+        .map_err(|e| e.to_string())?;
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
     Ok(())
 }

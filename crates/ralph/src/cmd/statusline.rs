@@ -55,7 +55,7 @@ pub fn statusline() -> super::Outcome {
                 ralph_core::messages::escape_controls(&live.file.name)
             );
         }
-        say!("{shown}");
+        say!("{}", ralph_core::display::line(&shown));
     }
     Ok(())
 }
@@ -65,7 +65,7 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
     if let Some(start) = state.started_at {
-        parts.push(format_duration((now.0 - start.0).max(0) as u64));
+        parts.push(format_duration(now.secs_since(start)));
     }
     if !state.active {
         parts.push("paused".into());
