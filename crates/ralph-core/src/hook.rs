@@ -218,10 +218,11 @@ fn observe(
     });
     let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0;
     let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
-        transcript::scan_appended(
+        transcript::scan_loop(
             p,
             state.progress.transcript_offset,
             state.progress.last_message_id.as_deref(),
+            state.started_at,
         )
         .ok()
     });
@@ -233,11 +234,16 @@ fn observe(
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
-            .map(|a| state.progress.tokens_used + a.tokens),
+            .map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
         tree_fingerprint: tree,
         ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,
         verification: None::<Verification>,
+        stop_hook_active: event.stop_hook_active,
+        // No transcript to read (not written yet at a session's first stop):
+        // the reply is missing too.
+        reply_missing: appended.as_ref().is_none_or(|a| a.reply_missing),
+        largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
     };
     (seen, appended)
 }

@@ -69,8 +69,16 @@ pub struct Progress {
     pub same_reply_count: u64,
     pub tree_fingerprint: Option<String>,
     pub no_progress_count: u64,
-    /// Consecutive blocks whose continuation ran no tool.
+    /// ralph's blocks in a row since Claude Code's block count last started
+    /// over (a new turn, or a continuation that provably ran a tool).
     pub idle_blocks: u64,
+    /// The largest single assistant message counted (tokens): the estimate
+    /// for a reply the transcript does not hold yet.
+    pub largest_reply_tokens: u64,
+    /// The estimate added at the last stop for a reply not yet in the
+    /// transcript (0 when the transcript held it): `tokens_used` is known,
+    /// this much may be missing.
+    pub unseen_tokens: u64,
 }
 
 /// Why a state file cannot be used. Every variant names what to fix.
@@ -113,6 +121,8 @@ struct RawFields {
     tree_fingerprint: Option<String>,
     no_progress_count: Option<String>,
     idle_blocks: Option<String>,
+    largest_reply_tokens: Option<String>,
+    unseen_tokens: Option<String>,
     outcome: Option<String>,
     ended_at: Option<String>,
 }
@@ -165,6 +175,12 @@ impl LoopState {
                 no_progress_count: number("no_progress_count", raw.no_progress_count.as_deref())?
                     .unwrap_or(0),
                 idle_blocks: number("idle_blocks", raw.idle_blocks.as_deref())?.unwrap_or(0),
+                largest_reply_tokens: number(
+                    "largest_reply_tokens",
+                    raw.largest_reply_tokens.as_deref(),
+                )?
+                .unwrap_or(0),
+                unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref())?.unwrap_or(0),
             },
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
