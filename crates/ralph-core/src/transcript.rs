@@ -288,6 +288,7 @@ struct UsageLine {
     kind: Option<String>,
     #[serde(rename = "isSidechain", default)]
     is_sidechain: bool,
+    timestamp: Option<String>,
     message: Option<UsageMessage>,
 }
 
@@ -327,7 +328,7 @@ pub fn scan_appended(
             ..Appended::default()
         });
     }
-    scan_from(&mut file, len, offset, last_message_id)
+    scan_from(&mut file, len, offset, last_message_id, None)
 }
 
 /// The loop's view of the transcript: like [`scan_appended`], but the first
@@ -346,7 +347,7 @@ pub fn scan_loop(
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();
     let from = loop_start_offset(&mut file, len, start)?;
-    scan_from(&mut file, len, from, last_message_id)
+    scan_from(&mut file, len, from, last_message_id, Some(start))
 }
 
 /// Where the loop's part of the transcript begins: just past the last line
@@ -373,12 +374,14 @@ fn loop_start_offset(file: &mut File, len: u64, started_at: Timestamp) -> std::i
     Ok(floor)
 }
 
-/// Counts the assistant messages in `file[offset..len]` (complete lines only).
+/// Counts the assistant messages in `file[offset..len]` (complete lines
+/// only); with `not_before`, only lines stamped at or after it.
 fn scan_from(
     file: &mut File,
     len: u64,
     offset: u64,
     last_message_id: Option<&str>,
+    not_before: Option<Timestamp>,
 ) -> std::io::Result<Appended> {
     let mut out = Appended {
         end_offset: len,
@@ -398,6 +401,12 @@ fn scan_from(
         let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
             continue;
         };
+        if let Some(limit) = not_before {
+            let stamp = line.timestamp.as_deref().and_then(Timestamp::parse_rfc3339);
+            if stamp.is_none_or(|t| t < limit) {
+                continue;
+            }
+        }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
         }
