@@ -369,15 +369,13 @@ fn ralph_run_counts_the_agents_usage_exactly() {
 /// Drives text-only continuations until the loop stops blocking; returns how many blocks.
 fn blocks_until_the_loop_ends(p: &Project, cap: &str, stops: usize) -> (usize, Answer) {
     let t = p.started_at();
-    let mut blocks = 0;
     for i in 0..stops {
         let ts = at(t, i as i64);
         p.append(&[feedback(&ts), reply(&format!("msg_{i}"), &ts)]);
         let a = p.stop(i > 0, cap);
         if !a.blocked() {
-            return (blocks, a);
+            return (i, a); // stops 0..i blocked
         }
-        blocks += 1;
     }
     panic!("cap {cap}: still blocking after {stops} stops");
 }
@@ -475,4 +473,43 @@ fn continuations_that_run_tools_and_new_turns_start_the_count_over() {
         // Every stop the first of its turn: the client's count never passes 1.
         assert!(p2.stop(false, "1").blocked(), "stop {i}");
     }
+}
+
+#[test]
+fn at_the_cap_the_hook_waits_for_a_lagging_transcript_before_ending() {
+    let p = Project::new();
+    p.start(&["--max-iterations", "100", "--stuck-after", "0"]);
+    let t = p.started_at();
+    p.append(&[
+        user("/ralph:ralph-loop Work", false, &at(t, 0)),
+        reply("msg_0", &at(t, 0)),
+    ]);
+    assert!(p.stop(false, "1").blocked());
+    // The continuation ran a tool, but at the stop only the feedback line is written; the
+    // client writes the rest a moment later, while the hook runs.
+    p.append(&[feedback(&at(t, 1))]);
+    let transcript = p.transcript();
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut lines = tool_call("msg_1", &at(t, 1));
+        lines.push(reply("msg_2", &at(t, 1)));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(transcript)
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    });
+    let a = p.stop(true, "1");
+    late.join().unwrap();
+    assert!(
+        a.blocked(),
+        "the tool call arrived late: not ended: {}",
+        a.stdout
+    );
+    // Nothing more is written this time: after the wait, the loop ends at the cap.
+    p.append(&[feedback(&at(t, 2))]);
+    let a = p.stop(true, "1");
+    assert!(a.notice().contains("block cap"), "{}", a.stdout);
 }

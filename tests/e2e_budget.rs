@@ -3,6 +3,8 @@
 //! `/ralph:ralph-loop`, and a scripted mock model whose every request costs 15 tokens (10 input,
 //! 5 output, as the mock's `usage` says). See tests/e2e.rs for the harness and the skip rule.
 
+#![allow(dead_code)] // the shared support modules hold helpers that other test files use
+
 #[path = "support/client.rs"]
 mod client;
 #[path = "support/mock_api.rs"]
@@ -134,7 +136,8 @@ fn block_cap_the_loop_ends_before_the_client_overrides_it() {
             run.describe()
         );
         assert!(
-            run.stdout.contains("stopped before Claude Code's block cap"),
+            run.stdout
+                .contains("stopped before Claude Code's block cap"),
             "{name}: ralph's own message\n{}",
             run.describe()
         );

@@ -6,6 +6,7 @@
 //! nothing here panics or exits.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -217,7 +218,7 @@ fn observe(
             .map(|r| r.text)
     });
     let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0;
-    let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
+    let scan = |p: &Path| {
         transcript::scan_loop(
             p,
             state.progress.transcript_offset,
@@ -225,6 +226,14 @@ fn observe(
             state.started_at,
         )
         .ok()
+    };
+    let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
+        let first = scan(p)?;
+        Some(if block_cap_hinges_on_lag(state, event, ctx, &first) {
+            settle(first, || scan(p))
+        } else {
+            first
+        })
     });
     let tree = (state.guards.no_progress_after > 0)
         .then(|| worktree::fingerprint_of(&project.root))
@@ -246,6 +255,43 @@ fn observe(
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
     };
     (seen, appended)
+}
+
+/// The longest the hook waits for Claude Code to finish writing the turn
+/// into the transcript (it was always written within half a second).
+const TRANSCRIPT_SETTLE: Duration = Duration::from_secs(2);
+
+/// Whether this stop would end the loop at the block cap only because the
+/// transcript has not caught up: the turn's last reply is not written yet,
+/// so a tool call before it may not be either.
+fn block_cap_hinges_on_lag(
+    state: &LoopState,
+    event: &StopEvent,
+    ctx: &HookContext,
+    seen: &transcript::Appended,
+) -> bool {
+    ctx.block_cap > 0
+        && event.stop_hook_active != Some(false)
+        && state.progress.idle_blocks >= ctx.block_cap
+        && seen.ran_tool != Some(true)
+        && seen.reply_missing
+}
+
+/// Reads the transcript again until the turn's last reply is in, for at most
+/// [`TRANSCRIPT_SETTLE`]. Only the stop that would end a loop at the block
+/// cap pays for this, so a loop whose turns run tools is not ended early.
+fn settle(
+    mut latest: transcript::Appended,
+    mut rescan: impl FnMut() -> Option<transcript::Appended>,
+) -> transcript::Appended {
+    let deadline = Instant::now() + TRANSCRIPT_SETTLE;
+    while latest.reply_missing && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(again) = rescan() {
+            latest = again;
+        }
+    }
+    latest
 }
 
 fn with_notices(answer: Answer, notices: Vec<String>) -> Answer {

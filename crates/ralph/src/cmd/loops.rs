@@ -316,7 +316,9 @@ fn print_report(r: &LoopReport) {
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != "ended" => {
-                format!(" · now: {a} same replies, {b} unchanged iterations, {c} idle turns")
+                format!(
+                    " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
+                )
             }
             _ => String::new(),
         };
