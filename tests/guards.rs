@@ -164,7 +164,7 @@ fn time_budget_warns_at_80_percent_and_ends_at_100() {
 }
 
 fn usage_line(id: &str, input: u64, output: u64) -> String {
-    json!({"type": "assistant", "message": {"id": id, "role": "assistant", "content": [{"type": "tool_use", "name": "Bash"}],
+    json!({"type": "assistant", "message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
         "usage": {"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 50000}}})
     .to_string()
         + "\n"
@@ -200,7 +200,7 @@ fn token_budget_counts_only_new_transcript_lines() {
     let t = Transcript::new(&p, usage_line("old", 90_000, 90_000));
     let stop = |reply: &str| t.stop(&p, reply);
     let append = |line: String| t.append(&line);
-    // The first stop sets the baseline: the session's past is not counted.
+    // The session's past (lines from before the loop) is not counted.
     assert!(blocked(&stop("a")));
     assert_eq!(p.state().progress.tokens_used, 0);
     append(usage_line("m1", 400, 100));
@@ -411,7 +411,7 @@ fn tokens_spent_while_paused_are_not_counted() {
     let t = Transcript::new(&p, usage_line("m0", 1, 1));
     let stop = |reply: &str| t.stop(&p, reply);
     let append = |line: String| t.append(&line);
-    assert!(blocked(&stop("a")), "baseline");
+    assert!(blocked(&stop("a")), "nothing of the loop yet");
     p.ralph(&["pause"], "", &[]);
     append(usage_line("paused-1", 5000, 5000));
     assert!(stop("b").is_null());

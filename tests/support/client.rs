@@ -285,3 +285,77 @@ fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> R
         debug_log: read(debug),
     }
 }
+
+impl Sandbox {
+    /// Like [`Sandbox::claude`], with extra environment variables for the client (and so for
+    /// its hooks), e.g. `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, or `RALPH_BIN` pointing elsewhere.
+    #[allow(dead_code)]
+    pub fn claude_with_env(
+        &self,
+        api: &MockApi,
+        prompt: &str,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Run {
+        let out_dir = tempfile::Builder::new()
+            .prefix("ralph-e2e-run-")
+            .tempdir()
+            .expect("temp run dir");
+        let stdout_path = out_dir.path().join("stdout");
+        let stderr_path = out_dir.path().join("stderr");
+        let debug_path = out_dir.path().join("debug.log");
+        let mut cmd = Command::new(&self.claude);
+        cmd.arg("-p")
+            .arg(prompt)
+            .arg("--plugin-dir")
+            .arg(repo_root())
+            .args(["--output-format", "stream-json", "--verbose"])
+            .arg("--include-hook-events")
+            .arg("--debug-file")
+            .arg(&debug_path)
+            .args(extra_args)
+            .current_dir(self.project());
+        hermetic_env(&mut cmd, self.home.path());
+        mock_api_env(&mut cmd, api);
+        cmd.env("RALPH_BIN", RALPH);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(File::create(&stdout_path).expect("stdout file"))
+            .stderr(File::create(&stderr_path).expect("stderr file"));
+        let mut child = cmd.spawn().expect("spawn the claude client");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for claude") {
+                break status;
+            }
+            if started.elapsed() > CLIENT_TIMEOUT {
+                let _ = child.kill();
+                let status = child.wait().expect("reap claude");
+                let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
+                panic!(
+                    "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
+                    run.describe(),
+                    api.describe()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        read_run(status, &stdout_path, &stderr_path, &debug_path)
+    }
+
+    /// `ralph ARGS` in the project with extra environment variables.
+    #[allow(dead_code)]
+    pub fn ralph_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = Command::new(RALPH);
+        cmd.args(args)
+            .current_dir(self.project())
+            .stdin(Stdio::null());
+        hermetic_env(&mut cmd, self.home.path());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run ralph")
+    }
+}

@@ -20,6 +20,14 @@ pub struct Observation {
     pub ran_tool: Option<bool>,
     /// Claude Code's consecutive-block cap (0: disabled).
     pub block_cap: u64,
+    /// The Stop event's `stop_hook_active`: `Some(false)` is the first stop
+    /// of a turn, where Claude Code's block count starts over.
+    pub stop_hook_active: Option<bool>,
+    /// The transcript does not hold the reply that ended this turn yet, so
+    /// `tokens_used` lacks it (the hook's view; `ralph run` is exact).
+    pub reply_missing: bool,
+    /// The largest single assistant message counted for this stop (tokens).
+    pub largest_reply_tokens: u64,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
 }
@@ -43,7 +51,7 @@ pub enum Outcome {
     TokenBudget,
     Stuck,
     NoProgress,
-    Idle,
+    BlockCap,
     Cancelled,
     Corrupt,
 }
@@ -59,7 +67,7 @@ impl Outcome {
             Self::TokenBudget => "token_budget",
             Self::Stuck => "stuck",
             Self::NoProgress => "no_progress",
-            Self::Idle => "idle",
+            Self::BlockCap => "block_cap",
             Self::Cancelled => "cancelled",
             Self::Corrupt => "corrupt",
         }
@@ -84,9 +92,6 @@ pub enum Decision {
         notices: Vec<String>,
     },
 }
-
-/// How many blocks before Claude Code's cap an idle loop is ended.
-pub const IDLE_MARGIN: u64 = 2;
 
 /// Share of a budget after which the agent is told to wrap up.
 const WARN_AT_PERCENT: u64 = 80;
@@ -182,24 +187,35 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
         }
     }
 
+    // The hook knows the tokens the transcript proves; the reply that just
+    // ended may not be written yet. The budget counts it at the size of the
+    // largest message seen, so the loop ends before the budget is passed,
+    // or at worst one turn after (when that reply was larger than any before).
     // Held at the cap the file can store, so the figure always writes back.
     let tokens = seen
         .tokens_used
         .unwrap_or(state.progress.tokens_used)
         .min(MAX_TOKENS);
+    let unseen = unseen_tokens(state, seen);
     if let Some(limit) = state.guards.max_tokens {
-        if tokens >= limit {
+        let projected = tokens.saturating_add(unseen);
+        if projected >= limit {
             return end(
                 Outcome::TokenBudget,
-                format!("used {tokens} of its {limit} token budget"),
+                format!(
+                    "used {} of its {limit} token budget",
+                    token_words(tokens, unseen)
+                ),
             );
         }
-        if percent_reached(tokens, limit) {
-            notes.push(format!("Token budget: {tokens} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run."));
+        if percent_reached(projected, limit) {
+            notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
         }
     }
 
     progress.tokens_used = tokens;
+    progress.largest_reply_tokens = largest_reply(state, seen);
+    progress.unseen_tokens = unseen;
 
     let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint_words(reply));
     progress.same_reply_count = match (&fingerprint, &progress.reply_fingerprint) {
@@ -237,26 +253,28 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
         }
     }
 
-    progress.idle_blocks = match seen.ran_tool {
-        Some(false) => progress.idle_blocks.saturating_add(1),
-        Some(true) => 0,
-        None => progress.idle_blocks,
+    // Claude Code lets a Stop hook block `block_cap` times in a row and
+    // overrides the next block, ending the turn with its own warning. Its
+    // count starts over at a new turn (`stop_hook_active: false`) and after a
+    // continuation that ran a tool. ralph counts its own blocks the same way,
+    // trusting only tool use the transcript proves (a tool it cannot see yet
+    // makes it end early, never late), and ends the loop itself at the stop
+    // where one more block would be overridden.
+    let blocks = if seen.stop_hook_active == Some(false) || seen.ran_tool == Some(true) {
+        0
+    } else {
+        progress.idle_blocks
     };
-    // Claude Code overrides the hook at the cap-th consecutive idle block and
-    // never tells it. The transcript may lag a turn behind, so end the loop
-    // two blocks early, with an explanation, rather than be cut silently.
-    if seen.block_cap > 0
-        && progress.idle_blocks > 0
-        && progress.idle_blocks.saturating_add(IDLE_MARGIN) >= seen.block_cap
-    {
+    if seen.block_cap > 0 && blocks >= seen.block_cap {
         return end(
-            Outcome::Idle,
+            Outcome::BlockCap,
             format!(
-                "{} turns in a row ran no tool; Claude Code ends a turn after {} such blocks, so the loop stops here",
-                progress.idle_blocks, seen.block_cap
+                "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                seen.block_cap
             ),
         );
     }
+    progress.idle_blocks = blocks.saturating_add(1);
 
     Decision::Continue {
         next: state.iteration.saturating_add(1),
@@ -302,6 +320,34 @@ fn elapsed_time(
     progress.elapsed_secs = Some(elapsed);
     progress.clock_at = Some(now);
     elapsed
+}
+
+/// The largest single message seen in the loop, this stop included.
+fn largest_reply(state: &LoopState, seen: &Observation) -> u64 {
+    state
+        .progress
+        .largest_reply_tokens
+        .max(seen.largest_reply_tokens)
+}
+
+/// The estimate for the reply the transcript does not hold yet: the largest
+/// message seen so far (0 when the transcript holds the reply, or when no
+/// message was seen yet and there is nothing to go by).
+pub fn unseen_tokens(state: &LoopState, seen: &Observation) -> u64 {
+    if seen.reply_missing {
+        largest_reply(state, seen)
+    } else {
+        0
+    }
+}
+
+/// `120`, or `105 known + ~15 for the last reply, not yet in the transcript`.
+pub fn token_words(known: u64, unseen: u64) -> String {
+    if unseen == 0 {
+        known.to_string()
+    } else {
+        format!("{known} known + ~{unseen} for the last reply (not yet in the transcript)")
+    }
 }
 
 fn end(outcome: Outcome, detail: String) -> Decision {
@@ -575,40 +621,120 @@ mod tests {
     }
 
     #[test]
-    fn idle_blocks_end_before_the_cap() {
-        let mut s = state("stuck_after: 0\n");
-        let idle = Observation {
-            ran_tool: Some(false),
-            block_cap: 8,
+    fn block_cap_counts_own_blocks_and_starts_over() {
+        let s = state("stuck_after: 0\n");
+        let stop = |active: bool, tool: Option<bool>, cap: u64| Observation {
+            stop_hook_active: Some(active),
+            ran_tool: tool,
+            block_cap: cap,
             ..seen("x")
         };
-        s.progress.idle_blocks = 4;
-        assert!(
-            matches!(decide(&s, &idle), Decision::Continue { .. }),
-            "5 idle + 2 < 8"
-        );
-        s.progress.idle_blocks = 5;
-        assert_eq!(
-            outcome(&decide(&s, &idle)),
-            Some(Outcome::Idle),
-            "6 idle + 2 >= 8"
-        );
-        let disabled = Observation {
-            block_cap: 0,
-            ..idle.clone()
-        };
-        assert!(matches!(decide(&s, &disabled), Decision::Continue { .. }));
-        let busy = Observation {
-            ran_tool: Some(true),
-            ..idle
-        };
-        assert!(matches!(
-            decide(&s, &busy),
-            Decision::Continue {
-                progress: Progress { idle_blocks: 0, .. },
-                ..
+        for cap in [1, 2, 8, 20] {
+            // The client allows `cap` blocks in a row; ralph ends at the next stop.
+            let mut s = s.clone();
+            let mut blocked = 0;
+            let mut active = false;
+            loop {
+                match decide(&s, &stop(active, Some(false), cap)) {
+                    Decision::Continue { progress, .. } => {
+                        blocked += 1;
+                        s.progress = progress;
+                        active = true;
+                    }
+                    d => {
+                        assert_eq!(outcome(&d), Some(Outcome::BlockCap), "{d:?}");
+                        break;
+                    }
+                }
+                assert!(blocked <= cap, "cap {cap}: blocked {blocked} times");
             }
+            assert_eq!(blocked, cap, "cap {cap}: never earlier than needed");
+        }
+        let mut s = s.clone();
+        s.progress.idle_blocks = 2;
+        assert_eq!(
+            outcome(&decide(&s, &stop(true, None, 2))),
+            Some(Outcome::BlockCap),
+            "unknown tool use does not reset"
+        );
+        assert_eq!(
+            outcome(&decide(&s, &stop(true, Some(false), 2))),
+            Some(Outcome::BlockCap)
+        );
+        for fresh in [stop(true, Some(true), 2), stop(false, None, 2)] {
+            match decide(&s, &fresh) {
+                Decision::Continue { progress, .. } => assert_eq!(progress.idle_blocks, 1),
+                d => panic!("a tool or a new turn starts the count over: {d:?}"),
+            }
+        }
+        assert!(
+            matches!(
+                decide(&s, &stop(true, Some(false), 0)),
+                Decision::Continue { .. }
+            ),
+            "cap 0: off"
+        );
+    }
+
+    #[test]
+    fn token_budget_counts_the_unseen_reply() {
+        let mut s = state("max_tokens: 100\n");
+        s.progress.largest_reply_tokens = 15;
+        let with = |known, missing| Observation {
+            tokens_used: Some(known),
+            reply_missing: missing,
+            ..seen("x")
+        };
+        // 75 known and the reply written: 75, under 80 %.
+        match decide(&s, &with(75, false)) {
+            Decision::Continue {
+                progress, notes, ..
+            } => {
+                assert_eq!((progress.tokens_used, progress.unseen_tokens), (75, 0));
+                assert!(notes.is_empty(), "{notes:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // 75 known, the last reply missing: ~90, past 80 %: the wrap-up note says both.
+        match decide(&s, &with(75, true)) {
+            Decision::Continue {
+                progress, notes, ..
+            } => {
+                assert_eq!(progress.unseen_tokens, 15);
+                assert!(notes[0].contains("75 known + ~15"), "{notes:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // 90 known + ~15 unseen reaches 100: the loop ends before the budget is passed.
+        match decide(&s, &with(90, true)) {
+            Decision::End {
+                outcome: Outcome::TokenBudget,
+                detail,
+            } => {
+                assert!(detail.contains("90 known + ~15"), "{detail}")
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            decide(&s, &with(90, false)),
+            Decision::Continue { .. }
         ));
+        // A larger message raises the estimate.
+        let big = Observation {
+            largest_reply_tokens: 40,
+            ..with(60, true)
+        };
+        assert_eq!(outcome(&decide(&s, &big)), Some(Outcome::TokenBudget));
+        // Exact counts (`ralph run`): nothing is added.
+        s.progress.largest_reply_tokens = 0;
+        assert!(matches!(
+            decide(&s, &with(99, false)),
+            Decision::Continue { .. }
+        ));
+        assert_eq!(
+            outcome(&decide(&s, &with(u64::MAX, true))),
+            Some(Outcome::TokenBudget)
+        );
     }
 
     #[test]
@@ -798,6 +924,7 @@ mod tests {
                     ran_tool,
                     block_cap: guards[2],
                     verification: None,
+                    ..Observation::default()
                 };
                 match decide(&s, &seen) {
                     Decision::Continue { next, progress, .. } => {

@@ -162,6 +162,13 @@ pub fn step(
                 fields.push(("tokens_used", tokens.to_string()));
                 log["tokens"] = json!(tokens);
             }
+            let unseen = decide::unseen_tokens(state, &seen);
+            if unseen != state.progress.unseen_tokens {
+                fields.push(("unseen_tokens", unseen.to_string()));
+            }
+            if unseen > 0 {
+                log["tokens_unseen"] = json!(unseen);
+            }
             write(live, &fields)?;
             log["decision"] = json!("end");
             log["outcome"] = json!(outcome.as_str());
@@ -207,6 +214,9 @@ pub fn step(
                 notes.join(" ")
             });
             log["tokens"] = json!(progress.tokens_used);
+            if progress.unseen_tokens > 0 {
+                log["tokens_unseen"] = json!(progress.unseen_tokens);
+            }
             log["same_reply_count"] = json!(progress.same_reply_count);
             log["no_progress_count"] = json!(progress.no_progress_count);
             log["idle_blocks"] = json!(progress.idle_blocks);
@@ -215,7 +225,12 @@ pub fn step(
                 reason: format!(
                     "{}{}",
                     state.prompt,
-                    messages::footer(&live.file.name, state, next, &notes)
+                    messages::footer(
+                        &live.file.name,
+                        state,
+                        next,
+                        &footer_notes(state, &progress, notes)
+                    )
                 ),
                 status: std::iter::once(messages::status_line(&live.file.name, state, next))
                     .chain(notices)
@@ -229,6 +244,20 @@ pub fn step(
     let _ = project.append_log(&live.file.name, &log.to_string());
     drop(lock);
     Ok(result)
+}
+
+/// The footer's notes: the decision's, plus the token count when a budget
+/// is set (known, and what may be missing), unless a wrap-up note says it.
+fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) -> Vec<String> {
+    if let Some(limit) = state.guards.max_tokens
+        && !notes.iter().any(|n| n.starts_with("Token budget"))
+    {
+        notes.push(format!(
+            "Tokens: {} of {limit}.",
+            decide::token_words(progress.tokens_used, progress.unseen_tokens)
+        ));
+    }
+    notes
 }
 
 /// The progress fields that changed, as frontmatter values.
@@ -256,6 +285,12 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
         new.no_progress_count,
     );
     num("idle_blocks", old.idle_blocks, new.idle_blocks);
+    num(
+        "largest_reply_tokens",
+        old.largest_reply_tokens,
+        new.largest_reply_tokens,
+    );
+    num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
     if let Some(elapsed) = new
         .elapsed_secs
         .filter(|_| old.elapsed_secs != new.elapsed_secs)

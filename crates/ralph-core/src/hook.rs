@@ -6,6 +6,7 @@
 //! nothing here panics or exits.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -572,14 +573,23 @@ fn observe(
             .map(|r| r.text)
     });
     let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0;
-    let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
-        transcript::scan_appended(
+    let mut scan = |p: &Path| {
+        transcript::scan_loop(
             p,
             state.progress.transcript_offset,
             state.progress.last_message_id.as_deref(),
+            state.started_at,
         )
         .map_err(&mut note)
         .ok()
+    };
+    let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
+        let first = scan(p)?;
+        Some(if block_cap_hinges_on_lag(state, event, ctx, &first) {
+            settle(first, || scan(p))
+        } else {
+            first
+        })
     });
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
@@ -597,8 +607,50 @@ fn observe(
         ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,
         verification: None::<Verification>,
+        stop_hook_active: event.stop_hook_active,
+        // No transcript to read (not written yet at a session's first stop):
+        // the reply is missing too.
+        reply_missing: appended.as_ref().is_none_or(|a| a.reply_missing),
+        largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
     };
     (seen, appended)
+}
+
+/// The longest the hook waits for Claude Code to finish writing the turn
+/// into the transcript (it was always written within half a second).
+const TRANSCRIPT_SETTLE: Duration = Duration::from_secs(2);
+
+/// Whether this stop would end the loop at the block cap only because the
+/// transcript has not caught up: the turn's last reply is not written yet,
+/// so a tool call before it may not be either.
+fn block_cap_hinges_on_lag(
+    state: &LoopState,
+    event: &StopEvent,
+    ctx: &HookContext,
+    seen: &transcript::Appended,
+) -> bool {
+    ctx.block_cap > 0
+        && event.stop_hook_active != Some(false)
+        && state.progress.idle_blocks >= ctx.block_cap
+        && seen.ran_tool != Some(true)
+        && seen.reply_missing
+}
+
+/// Reads the transcript again until the turn's last reply is in, for at most
+/// [`TRANSCRIPT_SETTLE`]. Only the stop that would end a loop at the block
+/// cap pays for this, so a loop whose turns run tools is not ended early.
+fn settle(
+    mut latest: transcript::Appended,
+    mut rescan: impl FnMut() -> Option<transcript::Appended>,
+) -> transcript::Appended {
+    let deadline = Instant::now() + TRANSCRIPT_SETTLE;
+    while latest.reply_missing && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(again) = rescan() {
+            latest = again;
+        }
+    }
+    latest
 }
 
 fn with_notices(answer: Answer, notices: Vec<String>) -> Answer {

@@ -283,12 +283,9 @@ fn reply_in(
 /// A transcript is the host's file, but its path came on stdin: open it only
 /// if it is a regular file, never a FIFO or device that could hang the hook.
 fn open_regular(path: &Path) -> Option<File> {
-    // Checked before opening (opening a FIFO would block) and after.
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = File::open(path).ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
+    // Opened without blocking, then checked regular (safe_fs): a FIFO swapped
+    // in between a check and the open cannot hang the hook.
+    crate::safe_fs::open_read_following(path).ok()
 }
 
 /// A content value: a string, or a list of parts whose `text` fields are

@@ -434,6 +434,9 @@ pub struct LoopReport {
     pub ended_at: Option<String>,
     pub elapsed_secs: Option<u64>,
     pub tokens_used: Option<u64>,
+    /// Tokens the transcript did not prove yet at the last stop (an estimate
+    /// of the last reply); `tokens_used` is the known count.
+    pub unseen_tokens: Option<u64>,
     pub abort_promise: Option<String>,
     pub max_duration_secs: Option<u64>,
     pub max_tokens: Option<u64>,
@@ -562,6 +565,7 @@ fn report_one(
         ended_at: None,
         elapsed_secs: None,
         tokens_used: None,
+        unseen_tokens: None,
         abort_promise: None,
         max_duration_secs: None,
         max_tokens: None,
@@ -597,6 +601,7 @@ fn report_one(
                 .started_at
                 .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
             r.tokens_used = Some(s.progress.tokens_used);
+            r.unseen_tokens = Some(s.progress.unseen_tokens);
             r.abort_promise = s.abort_promise.clone();
             r.max_duration_secs = s.guards.max_duration_secs;
             r.max_tokens = s.guards.max_tokens;

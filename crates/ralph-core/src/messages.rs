@@ -70,7 +70,7 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
         Outcome::TimeBudget | Outcome::TokenBudget => ("⏹", "stopped: budget reached"),
         Outcome::Stuck => ("⚠", "stopped: stuck"),
         Outcome::NoProgress => ("⚠", "stopped: no progress"),
-        Outcome::Idle => ("⚠", "stopped before Claude Code's block cap"),
+        Outcome::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
         Outcome::Cancelled => ("⏹", "cancelled"),
         Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
     };

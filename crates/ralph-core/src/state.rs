@@ -74,7 +74,8 @@ pub struct Progress {
     pub same_reply_count: u64,
     pub tree_fingerprint: Option<String>,
     pub no_progress_count: u64,
-    /// Consecutive blocks whose continuation ran no tool.
+    /// ralph's blocks in a row since Claude Code's block count last started
+    /// over (a new turn, or a continuation that provably ran a tool).
     pub idle_blocks: u64,
     /// Time counted against the time budget so far (only with a budget).
     /// It grows by the non-negative steps between stops, so a clock set
@@ -82,6 +83,13 @@ pub struct Progress {
     pub elapsed_secs: Option<u64>,
     /// The clock at the stop that last added to `elapsed_secs`.
     pub clock_at: Option<Timestamp>,
+    /// The largest single assistant message counted (tokens): the estimate
+    /// for a reply the transcript does not hold yet.
+    pub largest_reply_tokens: u64,
+    /// The estimate added at the last stop for a reply not yet in the
+    /// transcript (0 when the transcript held it): `tokens_used` is known,
+    /// this much may be missing.
+    pub unseen_tokens: u64,
 }
 
 /// Why a state file cannot be used. Every variant names what to fix.
@@ -155,6 +163,8 @@ raw_fields!(
     idle_blocks,
     elapsed_secs,
     clock_at,
+    largest_reply_tokens,
+    unseen_tokens,
     outcome,
     ended_at,
     ralph_nonce,
@@ -220,6 +230,14 @@ impl LoopState {
                 idle_blocks: count("idle_blocks", raw.idle_blocks)?.unwrap_or(0),
                 elapsed_secs: duration("elapsed_secs", raw.elapsed_secs.as_deref())?,
                 clock_at: timestamp("clock_at", raw.clock_at.as_deref())?,
+                largest_reply_tokens: number(
+                    "largest_reply_tokens",
+                    raw.largest_reply_tokens.as_deref(),
+                    MAX_TOKENS,
+                )?
+                .unwrap_or(0),
+                unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
+                    .unwrap_or(0),
             },
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,

@@ -282,6 +282,12 @@ pub struct Appended {
     pub ran_tool: Option<bool>,
     /// The last assistant message id seen, so it is not counted twice.
     pub last_message_id: Option<String>,
+    /// The largest single assistant message counted in this scan (tokens).
+    pub largest_reply: u64,
+    /// The transcript does not hold the reply that ended the turn yet: its
+    /// last conversation line is a user line or a tool call (the client
+    /// writes the transcript after the Stop hook may already run).
+    pub reply_missing: bool,
 }
 
 /// The most one scan reads: a single turn never appends this much.
@@ -293,6 +299,7 @@ struct UsageLine {
     kind: Option<String>,
     #[serde(rename = "isSidechain", default)]
     is_sidechain: bool,
+    timestamp: Option<String>,
     message: Option<UsageMessage>,
 }
 
@@ -300,6 +307,7 @@ struct UsageLine {
 struct UsageMessage {
     id: Option<String>,
     content: Option<Value>,
+    stop_reason: Option<String>,
     usage: Option<Usage>,
 }
 
@@ -324,14 +332,75 @@ pub fn scan_appended(
 ) -> std::io::Result<Appended> {
     let mut file = open(path)?;
     let len = file.metadata()?.len();
+    if offset == 0 || offset > len {
+        return Ok(Appended {
+            end_offset: len,
+            last_message_id: last_message_id.map(str::to_owned),
+            ..Appended::default()
+        });
+    }
+    scan_from(&mut file, len, offset, last_message_id, None)
+}
+
+/// The loop's view of the transcript: like [`scan_appended`], but the first
+/// look (`offset` 0) counts everything the loop spent so far, the arming turn
+/// included: it starts at the first line stamped at or after `started_at`,
+/// found by reading backward from the end (bounded, never before the loop).
+pub fn scan_loop(
+    path: &Path,
+    offset: u64,
+    last_message_id: Option<&str>,
+    started_at: Option<Timestamp>,
+) -> std::io::Result<Appended> {
+    let (Some(start), 0) = (started_at, offset) else {
+        return scan_appended(path, offset, last_message_id);
+    };
+    let mut file = open(path)?;
+    let len = file.metadata()?.len();
+    let from = loop_start_offset(&mut file, len, start)?;
+    scan_from(&mut file, len, from, last_message_id, Some(start))
+}
+
+/// Where the loop's part of the transcript begins: just past the last line
+/// stamped before `started_at` (lines without a stamp do not decide), at
+/// most [`MAX_APPENDED`] from the end.
+fn loop_start_offset(file: &mut File, len: u64, started_at: Timestamp) -> std::io::Result<u64> {
+    #[derive(Deserialize)]
+    struct Stamped {
+        timestamp: Option<String>,
+    }
+    let floor = len.saturating_sub(MAX_APPENDED);
+    let mut lines = BackwardLines::new(file, floor, len);
+    let mut start = len;
+    while let Some(raw) = lines.next_line()? {
+        let stamp = serde_json::from_slice::<Stamped>(&raw)
+            .ok()
+            .and_then(|l| l.timestamp)
+            .and_then(|t| Timestamp::parse_rfc3339(&t));
+        if stamp.is_some_and(|t| t < started_at) {
+            return Ok(start);
+        }
+        start = start.saturating_sub(raw.len() as u64 + 1);
+    }
+    Ok(floor)
+}
+
+/// Counts the assistant messages in `file[offset..len]` (complete lines
+/// only); with `not_before`, only lines stamped at or after it.
+fn scan_from(
+    file: &mut File,
+    len: u64,
+    offset: u64,
+    last_message_id: Option<&str>,
+    not_before: Option<Timestamp>,
+) -> std::io::Result<Appended> {
     let mut out = Appended {
         end_offset: len,
         last_message_id: last_message_id.map(str::to_owned),
+        // Nothing of this turn written yet, until a line says otherwise.
+        reply_missing: true,
         ..Appended::default()
     };
-    if offset == 0 || offset > len {
-        return Ok(out);
-    }
     let start = offset.max(len.saturating_sub(MAX_APPENDED));
     let mut buf = Vec::with_capacity((len - start) as usize);
     file.seek(SeekFrom::Start(start))?;
@@ -343,6 +412,15 @@ pub fn scan_appended(
         let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
             continue;
         };
+        if let Some(limit) = not_before {
+            let stamp = line.timestamp.as_deref().and_then(Timestamp::parse_rfc3339);
+            if stamp.is_none_or(|t| t < limit) {
+                continue;
+            }
+        }
+        if line.kind.as_deref() == Some("user") && !line.is_sidechain {
+            out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
+        }
         if line.kind.as_deref() != Some("assistant") || line.is_sidechain {
             continue;
         }
@@ -359,6 +437,7 @@ pub fn scan_appended(
                     .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
             });
         out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
+        out.reply_missing = called_tool || message.stop_reason.as_deref() == Some("tool_use");
         let Some(id) = message.id else { continue };
         if out.last_message_id.as_deref() == Some(id.as_str()) && pending.is_none() {
             continue; // counted by an earlier scan
@@ -368,7 +447,7 @@ pub fn scan_appended(
             Some((pid, u)) if *pid == id => *u = usage,
             _ => {
                 if let Some((_, u)) = pending.take() {
-                    out.tokens = out.tokens.saturating_add(tokens_of(u));
+                    out.add(tokens_of(u));
                 }
                 pending = Some((id.clone(), usage));
                 out.last_message_id = Some(id);
@@ -376,9 +455,16 @@ pub fn scan_appended(
         }
     }
     if let Some((_, u)) = pending {
-        out.tokens = out.tokens.saturating_add(tokens_of(u));
+        out.add(tokens_of(u));
     }
     Ok(out)
+}
+
+impl Appended {
+    fn add(&mut self, message_tokens: u64) {
+        self.tokens = self.tokens.saturating_add(message_tokens);
+        self.largest_reply = self.largest_reply.max(message_tokens);
+    }
 }
 
 fn tokens_of(u: Usage) -> u64 {
@@ -431,5 +517,153 @@ mod appended_tests {
         assert_eq!((b.tokens, b.ran_tool), (2, Some(false)));
         let len = f.as_file().metadata().unwrap().len();
         assert!(b.end_offset < len);
+    }
+}
+
+/// Transcripts shaped like the ones Claude Code 2.1.328 writes (see
+/// docs/claude-code-notes.md): one line per content block, each carrying the
+/// message's final usage and stop reason; feedback as a meta user line; the
+/// reply that ended the turn sometimes not written yet when the hook runs.
+#[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use std::io::Write;
+
+    fn assistant(id: &str, block: &str, stop: &str, ts: &str) -> String {
+        format!(
+            r#"{{"parentUuid":"p","isSidechain":false,"type":"assistant","uuid":"u","timestamp":"{ts}","message":{{"id":"{id}","type":"message","role":"assistant","model":"m","content":[{block}],"stop_reason":"{stop}","usage":{{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":500,"output_tokens":5}}}}}}"#
+        ) + "\n"
+    }
+    fn text(id: &str, ts: &str) -> String {
+        assistant(id, r#"{"type":"text","text":"step"}"#, "end_turn", ts)
+    }
+    fn user(content: &str, meta: bool, ts: &str) -> String {
+        format!(
+            r#"{{"type":"user","isMeta":{meta},"isSidechain":false,"timestamp":"{ts}","message":{{"role":"user","content":{content}}}}}"#
+        ) + "\n"
+    }
+    fn feedback(ts: &str) -> String {
+        user(r#""Stop hook feedback:\nWork""#, true, ts)
+    }
+    fn other(kind: &str, ts: &str) -> String {
+        format!(r#"{{"type":"{kind}","timestamp":"{ts}"}}"#) + "\n"
+    }
+
+    const BEFORE: &str = "2026-11-30T15:09:30.100Z";
+    const ARMED: &str = "2026-11-30T15:09:37Z";
+    const T1: &str = "2026-11-30T15:09:37.855Z";
+    const T2: &str = "2026-11-30T15:09:38.739Z";
+
+    fn started() -> Option<Timestamp> {
+        Timestamp::parse_rfc3339(ARMED)
+    }
+
+    #[test]
+    fn first_stop_counts_the_arming_turn_and_nothing_before() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let earlier = user(r#""hello""#, false, BEFORE) + &text("msg_old", BEFORE);
+        let arming = user(r#""/ralph:ralph-loop Work""#, false, T1)
+            + &other("attachment", T1)
+            + &text("msg_1", T1);
+        f.write_all((earlier + &arming).as_bytes()).unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!(
+            (a.tokens, a.largest_reply, a.reply_missing),
+            (15, 15, false)
+        );
+        assert_eq!(a.last_message_id.as_deref(), Some("msg_1"));
+        assert_eq!(a.end_offset, f.as_file().metadata().unwrap().len());
+        // Without a start time, the first look is a baseline, as before.
+        assert_eq!(scan_loop(f.path(), 0, None, None).unwrap().tokens, 0);
+    }
+
+    #[test]
+    fn a_lagging_reply_is_reported_missing_then_counted_once() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        // Stop 1: the arming prompt is there, its reply is not yet.
+        f.write_all(user(r#""/ralph:ralph-loop Work""#, false, T1).as_bytes())
+            .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!((a.tokens, a.reply_missing), (0, true));
+        // Stop 2: reply 1, the feedback, and reply 2 are in.
+        f.write_all((text("msg_1", T1) + &feedback(T2) + &text("msg_2", T2)).as_bytes())
+            .unwrap();
+        let b = scan_loop(
+            f.path(),
+            a.end_offset,
+            a.last_message_id.as_deref(),
+            started(),
+        )
+        .unwrap();
+        assert_eq!(
+            (b.tokens, b.reply_missing, b.ran_tool),
+            (30, false, Some(false))
+        );
+        // Stop 3: only the feedback is written: the reply is missing, nothing counted.
+        f.write_all(feedback(T2).as_bytes()).unwrap();
+        let c = scan_loop(
+            f.path(),
+            b.end_offset,
+            b.last_message_id.as_deref(),
+            started(),
+        )
+        .unwrap();
+        assert_eq!((c.tokens, c.reply_missing, c.ran_tool), (0, true, None));
+    }
+
+    #[test]
+    fn a_tool_call_spread_over_lines_counts_once_and_proves_the_tool() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(feedback(T1).as_bytes()).unwrap();
+        let start = f.as_file().metadata().unwrap().len();
+        let call = assistant(
+            "msg_3",
+            r#"{"type":"text","text":"running"}"#,
+            "tool_use",
+            T2,
+        ) + &assistant(
+            "msg_3",
+            r#"{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"true"}}"#,
+            "tool_use",
+            T2,
+        );
+        f.write_all(call.as_bytes()).unwrap();
+        let a = scan_loop(f.path(), start, None, started()).unwrap();
+        assert_eq!(
+            (a.tokens, a.reply_missing, a.ran_tool),
+            (15, true, Some(true))
+        );
+        f.write_all(
+            (user(
+                r#"[{"type":"tool_result","tool_use_id":"toolu_1","content":""}]"#,
+                false,
+                T2,
+            ) + &text("msg_4", T2))
+                .as_bytes(),
+        )
+        .unwrap();
+        let b = scan_loop(f.path(), start, None, started()).unwrap();
+        assert_eq!(
+            (b.tokens, b.reply_missing, b.ran_tool),
+            (30, false, Some(true))
+        );
+    }
+
+    #[test]
+    fn the_loop_start_is_found_across_blocks_and_bounded() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let filler = format!(
+            r#"{{"type":"user","timestamp":"{BEFORE}","x":"{}"}}"#,
+            "y".repeat(BLOCK)
+        ) + "\n";
+        f.write_all((filler.clone() + &filler + &text("msg_old", BEFORE)).as_bytes())
+            .unwrap();
+        f.write_all((text("msg_1", T1) + &other("system", T1) + &text("msg_2", T2)).as_bytes())
+            .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!(a.tokens, 30);
+        // No line after the start: nothing is counted.
+        let later = Timestamp::parse_rfc3339("2026-11-30T16:00:00Z");
+        assert_eq!(scan_loop(f.path(), 0, None, later).unwrap().tokens, 0);
     }
 }

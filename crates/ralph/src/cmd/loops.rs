@@ -325,13 +325,19 @@ fn print_report(r: &LoopReport) {
         facts.push(format!("ended {e}"));
     }
     if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
-        facts.push(format!("tokens {t}"));
+        let unseen = r.unseen_tokens.unwrap_or(0);
+        facts.push(format!(
+            "tokens {}",
+            ralph_core::decide::token_words(t, unseen)
+        ));
     }
     say!("  {}", facts.join(" · "));
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != "ended" => {
-                format!(" · now: {a} same replies, {b} unchanged iterations, {c} idle turns")
+                format!(
+                    " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
+                )
             }
             _ => String::new(),
         };
@@ -355,8 +361,19 @@ fn log_summary(line: &serde_json::Value) -> String {
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
             .unwrap_or_default()
     };
+    let known = line.get("tokens").and_then(serde_json::Value::as_u64);
+    let unseen = line
+        .get("tokens_unseen")
+        .and_then(serde_json::Value::as_u64);
+    let tokens = match (known, unseen.unwrap_or(0)) {
+        (Some(known), unseen) if known > 0 || unseen > 0 => format!(
+            " · tokens {}",
+            ralph_core::decide::token_words(known, unseen)
+        ),
+        _ => String::new(),
+    };
     one_line(&format!(
-        "{} iteration {} {} — {}",
+        "{} iteration {} {} — {}{tokens}",
         field("time"),
         field("iteration"),
         field("decision"),

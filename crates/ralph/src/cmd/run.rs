@@ -185,6 +185,7 @@ pub fn run(args: RunArgs) -> Outcome {
             ran_tool: None,
             block_cap: 0,
             verification: None,
+            ..Observation::default()
         };
         let turn = Turn {
             seen,

@@ -1,0 +1,219 @@
+//! Real-client tests for the token budget (issue 19) and the block cap (issue 16): the pinned
+//! Claude Code client in print mode, the plugin loaded with `--plugin-dir`, the loop armed with
+//! `/ralph:ralph-loop`, and a scripted mock model whose every request costs 15 tokens (10 input,
+//! 5 output, as the mock's `usage` says). See tests/e2e.rs for the harness and the skip rule.
+
+#![allow(dead_code)] // the shared support modules hold helpers that other test files use
+
+#[path = "support/client.rs"]
+mod client;
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use client::{Run, Sandbox};
+use mock_api::{MockApi, Reply};
+use serde_json::Value;
+
+/// What one mock request costs in the transcript (input 10 + output 5).
+const TURN_TOKENS: u64 = 15;
+
+/// The client's own warning when it overrides a Stop hook at its block cap.
+const OVERRIDE: &str = "overriding and ending turn";
+
+macro_rules! sandbox_or_skip {
+    ($name:expr) => {
+        match Sandbox::new($name) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+
+/// Distinct text replies (no tools), so that no reply repeats.
+fn text_replies(n: usize) -> Vec<Reply> {
+    (1..=n)
+        .map(|i| Reply::text(format!("Thinking, step {i}.")))
+        .collect()
+}
+
+fn the_loop(sandbox: &Sandbox) -> Value {
+    let status = sandbox.status_json();
+    status["loops"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == "ralph").cloned())
+        .unwrap_or_else(|| panic!("no loop in ralph status --json: {status}"))
+}
+
+/// Everything the client printed and logged, where its override warning would show.
+fn client_output(run: &Run) -> String {
+    format!("{}\n{}\n{}", run.stdout, run.stderr, run.debug_log)
+}
+
+/// The token budget set between two turn boundaries: real usage reaches 100 at the 7th request
+/// (105). The loop must end at most one turn after that, as `token_budget`, and well before the
+/// client's block cap (9 requests at the default cap of 8), whether or not the transcript lags.
+#[test]
+fn token_budget_ends_within_a_turn_of_the_real_usage() {
+    let sandbox = sandbox_or_skip!("token_budget_ends_within_a_turn_of_the_real_usage");
+    let api = MockApi::start(text_replies(20));
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 20 --max-tokens 100 --stuck-after 0 --no-progress-after 0",
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns().len() as u64;
+    let crossing = 100u64.div_ceil(TURN_TOKENS); // the request whose usage reaches 100
+    assert!(
+        (crossing..=crossing + 1).contains(&turns),
+        "{turns} requests; the budget was reached at request {crossing}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let l = the_loop(&sandbox);
+    assert_eq!(l["outcome"], "token_budget", "{l}\n{}", run.describe());
+    // What ralph knew plus what it estimated covers the budget; the known count is what
+    // the transcript proved (every request, the arming one included, or all but the last).
+    let known = l["tokens_used"].as_u64().unwrap();
+    let unseen = l["unseen_tokens"].as_u64().unwrap();
+    assert!(known + unseen >= 100, "{l}");
+    assert!(
+        known == turns * TURN_TOKENS || (known == (turns - 1) * TURN_TOKENS && unseen > 0),
+        "{turns} requests, {l}"
+    );
+    assert!(
+        !client_output(&run).contains(OVERRIDE),
+        "{}",
+        run.describe()
+    );
+    let ended = "stopped: budget reached";
+    assert!(
+        run.stdout.contains(ended),
+        "ralph's own notice: {}",
+        run.describe()
+    );
+    let log = sandbox.ralph(&["log"]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains(&format!("tokens {known}")),
+        "ralph log shows the count: {log}"
+    );
+}
+
+/// Replies without tools and the breakers off: at the default cap and at 1, 2 and 20, the loop
+/// ends itself with its own message at the stop where the client would override the block,
+/// and the client never prints its warning.
+#[test]
+fn block_cap_the_loop_ends_before_the_client_overrides_it() {
+    for cap in [None, Some(1), Some(2), Some(20)] {
+        let name = format!("block_cap_the_loop_ends_before_the_client_overrides_it (cap {cap:?})");
+        let sandbox = sandbox_or_skip!(&name);
+        let api = MockApi::start(text_replies(30));
+        let cap_text = cap.map(|c: u64| c.to_string());
+        let env: Vec<(&str, &str)> = cap_text
+            .as_deref()
+            .map(|c| ("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", c))
+            .into_iter()
+            .collect();
+        let run = sandbox.claude_with_env(
+            &api,
+            "/ralph:ralph-loop Ponder --max-iterations 40 --stuck-after 0 --no-progress-after 0",
+            &[],
+            &env,
+        );
+        assert!(run.status.success(), "{name}\n{}", run.describe());
+        let blocks = cap.unwrap_or(8);
+        assert_eq!(
+            api.turns().len() as u64,
+            blocks + 1,
+            "{name}: the client allows {blocks} blocks\n{}\n{}",
+            api.describe(),
+            run.describe()
+        );
+        assert!(
+            !client_output(&run).contains(OVERRIDE),
+            "{name}: the client overrode the hook\n{}",
+            run.describe()
+        );
+        assert!(
+            run.stdout
+                .contains("stopped before Claude Code's block cap"),
+            "{name}: ralph's own message\n{}",
+            run.describe()
+        );
+        let l = the_loop(&sandbox);
+        assert_eq!(l["outcome"], "block_cap", "{name}: {l}");
+    }
+}
+
+/// A loop whose continuations run a tool is not ended by the block-cap guard, even at cap 1:
+/// the client starts its count over after a tool, and ralph sees the tool in the transcript.
+#[test]
+fn block_cap_a_loop_that_runs_tools_is_not_ended() {
+    let sandbox = sandbox_or_skip!("block_cap_a_loop_that_runs_tools_is_not_ended");
+    let mut script = Vec::new();
+    for i in 1..=6 {
+        script.push(Reply::bash(format!("Checking, step {i}."), "true"));
+        script.push(Reply::text(format!("Checked, step {i}.")));
+    }
+    let api = MockApi::start(script);
+    let run = sandbox.claude_with_env(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 5 --stuck-after 0 --no-progress-after 0",
+        &["--allowedTools", "Bash(true)"],
+        &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "1")],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (l["outcome"].as_str(), l["iteration"].as_u64()),
+        (Some("max_iterations"), Some(5)),
+        "{l}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    assert_eq!(api.turns().len(), 10, "{}", api.describe());
+    assert!(
+        !client_output(&run).contains(OVERRIDE),
+        "{}",
+        run.describe()
+    );
+}
+
+/// `ralph run` reads the usage from the agent's JSON result, which has no lag: 15, 30, 45 of a
+/// budget of 40 ends after exactly three processes.
+#[test]
+fn ralph_run_token_budget_is_exact() {
+    let sandbox = sandbox_or_skip!("ralph_run_token_budget_is_exact");
+    let api = MockApi::start(text_replies(10));
+    let agent = format!(
+        "'{}' -p --output-format json",
+        sandbox.claude_path().display()
+    );
+    let out = sandbox.ralph_with_api(
+        &api,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--max-tokens",
+            "40",
+            "--max-iterations",
+            "9",
+            "--stuck-after",
+            "0",
+            "Work",
+        ],
+    );
+    assert_eq!(api.turns().len(), 3, "{}\n{out:?}", api.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (
+            l["outcome"].as_str(),
+            l["tokens_used"].as_u64(),
+            l["unseen_tokens"].as_u64()
+        ),
+        (Some("token_budget"), Some(45), Some(0)),
+        "{l}"
+    );
+}
