@@ -2,13 +2,12 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::decide::Verification;
-use crate::process::{scratch_file, signal_group};
+use crate::process::{Stop, in_own_group, scratch_file, stop_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;
@@ -24,15 +23,14 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
     let (Ok(out), Ok(err)) = (output.try_clone(), output.try_clone()) else {
         return not_started(&std::io::Error::other("cannot share the output file"));
     };
-    let child = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(command)
         .current_dir(root)
         .stdin(Stdio::null())
         .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn();
+        .stderr(err);
+    let child = in_own_group(&mut sh).spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => return not_started(&e),
@@ -47,7 +45,10 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
         }
     };
     if status.is_none() {
-        signal_group(child.id(), "KILL");
+        // A system call, not a `kill` binary: works whatever PATH holds.
+        // If the group cannot be signalled, `stop_group` kills the shell
+        // itself; either way the wait below cannot outlive it.
+        let _ = stop_group(&mut child, Stop::Kill);
         let _ = child.wait();
     }
     let tail = read_tail(output);
