@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::decide::Verification;
@@ -13,9 +14,41 @@ use crate::process::{Stop, in_own_group, scratch_file, stop_group};
 const TAIL_BYTES: u64 = 4000;
 const TAIL_LINES: usize = 40;
 
+/// Time this process has spent in verification gates: finished gates, and
+/// the start of the one running. The hook's overall deadline leaves the
+/// gate its own limit by not counting this time.
+static GATE_CLOCK: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZERO, None));
+
+/// How long this process has spent running verification commands so far,
+/// including one still running.
+pub fn time_in_gates() -> Duration {
+    let clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    clock.0 + clock.1.map_or(Duration::ZERO, |since| since.elapsed())
+}
+
+/// Marks a gate as running for as long as it lives.
+struct GateTimer;
+
+impl GateTimer {
+    fn start() -> Self {
+        GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(Instant::now());
+        Self
+    }
+}
+
+impl Drop for GateTimer {
+    fn drop(&mut self) {
+        let mut clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(since) = clock.1.take() {
+            clock.0 += since.elapsed();
+        }
+    }
+}
+
 /// Runs `command` through `sh -c` in `root`, stdout and stderr together,
 /// killing its whole process group if it outlives `timeout`.
 pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
+    let _timer = GateTimer::start();
     let output = match scratch_file() {
         Ok(f) => f,
         Err(e) => return not_started(&e),
@@ -113,5 +146,6 @@ mod tests {
         let slow = run("sleep 30", dir.path(), Duration::from_millis(300));
         assert!(!slow.passed && slow.status.starts_with("timed out"));
         assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(time_in_gates() >= Duration::from_millis(300));
     }
 }
