@@ -327,7 +327,8 @@ print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in sizes:
     r = {x["command"]: x["median"] * 1000 for x in json.load(open(os.path.join(results, f"git-{n}.json")))["results"]}
     e, b, s, ref, f = r["edit"], r["noedit"], r["status"], r["reference"], r["floor"]
-    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {e / f:.1f}× | {(b - s) / f:.1f}× |")
+    ratio = lambda a: f"{a / f:.1f}×" if f > 0.0005 else "—"
+    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio(e)} | {ratio(b - s)} |")
 PY
 )
   echo
