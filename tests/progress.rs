@@ -5,6 +5,7 @@
 //! PATH that records each call before running the real one, so a test can
 //! tell whether a stop read the working tree.
 
+#![cfg(unix)] // process groups, /proc and symlinked tool folders
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 #[path = "support/project.rs"]
@@ -349,7 +350,9 @@ fn a_verify_timeout_kills_the_group_without_a_kill_binary() {
     let p = TempProject::new();
     let outside = tempfile::tempdir().unwrap();
     let bin = outside.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    for dir in ["bin", "home", "state"] {
+        std::fs::create_dir(outside.path().join(dir)).unwrap();
+    }
     for tool in ["sh", "sleep"] {
         let real = ["/bin", "/usr/bin"]
             .iter()
