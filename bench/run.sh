@@ -270,15 +270,21 @@ for n in $GIT_SIZES; do
   # Prime: the first stop sets the transcript baseline and the tree fingerprint.
   (cd "$R" && "$RALPH" hook stop <"$WORK/git-p-$n.json" >/dev/null)
   cp "$R/.claude/ralph-loop.local.md" "$WORK/git-snap-$n.md"
+  # The same loop with the breaker off: what the stop costs without any
+  # no-progress check (the durable write, the log), for the breaker's share.
+  sed 's/^max_iterations: .*/&\nno_progress_after: 0/' "$WORK/git-snap-$n.md" >"$WORK/git-snap-off-$n.md"
+  grep -q '^no_progress_after: 0$' "$WORK/git-snap-off-$n.md" || die "could not switch the breaker off"
   cp "$T" "$T.base"
-  for kind in edit bash; do
-    turn_lines "$kind" >"$WORK/git-turn-$kind.jsonl"
+  for kind in edit bash off; do
+    turn_lines "${kind/off/edit}" >"$WORK/git-turn-$kind.jsonl"
+    snap=$WORK/git-snap-$n.md
+    [[ $kind == off ]] && snap=$WORK/git-snap-off-$n.md
     {
-      echo "cp '$WORK/git-snap-$n.md' '$R/.claude/ralph-loop.local.md'"
+      echo "cp '$snap' '$R/.claude/ralph-loop.local.md'"
       echo "rm -rf '$R/.claude/ralph/history' '$R/.claude/ralph/logs'"
       echo "cat '$T.base' '$WORK/git-turn-$kind.jsonl' >'$T'"
       # What the Edit call did: one file changed.
-      [[ $kind == edit ]] && echo "echo \"edit \$\$\" >'$R/d000/f000000.txt'"
+      [[ $kind != bash ]] && echo "echo \"edit \$\$\" >'$R/d000/f000000.txt'"
     } >"$WORK/git-prep-$kind-$n.sh"
     # One untimed run: the intended path (a block; an edit decided without git).
     sh "$WORK/git-prep-$kind-$n.sh"
@@ -288,6 +294,7 @@ for n in $GIT_SIZES; do
     case $kind in
       edit) [[ $fp == edit-* ]] || die "git $n: the editing turn was not decided by the edit: $fp" ;;
       bash) [[ $fp != edit-* && -n $fp ]] || die "git $n: the non-editing turn did not read the tree: $fp" ;;
+      off) grep -q "^tree_fingerprint: \"\{0,1\}$fp\"\{0,1\}$" "$snap" || die "git $n: the breaker was not off: $fp" ;;
     esac
   done
   c="git repository, $n files"
@@ -298,12 +305,14 @@ for n in $GIT_SIZES; do
     args+=(-N --input "$P"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop"
+      --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n floor "$TRUE")
   else
     args+=(--prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop < $P"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop < $P"
+      --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop < $P"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all < $P"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF < $P"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n floor "$TRUE < $P")
@@ -322,13 +331,13 @@ if ((${#GIT_CASES[@]})); then
   GIT_TABLE=$(python3 - "$RESULTS" "${GIT_CASES[@]}" <<'PY'
 import json, os, sys
 results, sizes = sys.argv[1], sys.argv[2:]
-print("| files | ralph, editing turn ms | ralph, non-editing turn ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | non-editing − `git status`, ÷ floor |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| files | ralph, editing turn ms | ralph, non-editing turn ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | editing − breaker off | non-editing − `git status` − breaker off |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in sizes:
     r = {x["command"]: x["median"] * 1000 for x in json.load(open(os.path.join(results, f"git-{n}.json")))["results"]}
-    e, b, s, ref, f = r["edit"], r["noedit"], r["status"], r["reference"], r["floor"]
-    ratio = lambda a: f"{a / f:.1f}×" if f > 0.0005 else "—"
-    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio(e)} | {ratio(b - s)} |")
+    e, b, o, s, ref, f = r["edit"], r["noedit"], r["off"], r["status"], r["reference"], r["floor"]
+    ratio = f"{e / f:.1f}×" if f > 0.0005 else "—"
+    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio} | {e - o:+.2f} ms | {b - s - o:+.2f} ms |")
 PY
 )
   echo
@@ -387,7 +396,7 @@ Times are hyperfine medians of whole processes; RSS is the maximum of `/usr/bin/
 {refnote_block}""")
 if git_table:
     text = put(text, "bench-git", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; {git_version}).
-Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all five commands in one run per size.
+Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all six commands in one run per size.
 
 {git_table}
 """)
