@@ -3,8 +3,9 @@
 # `true` floor, as whole processes, with hyperfine; measures ralph's peak RSS
 # with /usr/bin/time -v; prints a markdown table and writes docs/performance.md.
 #
-# usage: bench/run.sh            (from anywhere; sizes 0 10 200 1024 MiB)
-# env:   RALPH_BENCH_SIZES="0 10 200"   transcript sizes in MiB (0 = no transcript file)
+# usage: bench/run.sh            (from anywhere; sizes 0 10 200 1024 MiB, repos of 1k/30k/100k files)
+# env:   RALPH_BENCH_SIZES="0 10 200"   transcript sizes in MiB (0 = no transcript file; "" skips)
+#        RALPH_BENCH_GIT_SIZES="1000 30000 100000"   files per git repository ("" skips)
 #        RALPH_SHARED=/path/to/shared   where bench/{reference-stop-hook.sh,gen-transcript.py} are
 #                                       (default: ../shared next to the repository)
 #        RALPH_BENCH_CACHE=/some/dir    keep generated transcripts there and reuse them
@@ -15,7 +16,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${RALPH_SHARED:-$REPO/../shared}
-SIZES=${RALPH_BENCH_SIZES:-"0 10 200 1024"}
+SIZES=${RALPH_BENCH_SIZES-"0 10 200 1024"}
+GIT_SIZES=${RALPH_BENCH_GIT_SIZES-"1000 30000 100000"}
 WARMUP=${RALPH_BENCH_WARMUP:-3}
 MIN_RUNS=${RALPH_BENCH_MIN_RUNS:-10}
 RSS_RUNS=${RALPH_BENCH_RSS_RUNS:-5}
@@ -26,7 +28,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 
 # --- tools -------------------------------------------------------------------
 missing=()
-for tool in hyperfine jq perl python3 cargo; do
+for tool in hyperfine jq perl python3 cargo git; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 [[ -x /usr/bin/time ]] || missing+=("time (/usr/bin/time)")
@@ -220,9 +222,135 @@ PY
   fi
 done
 
+# --- git repositories ----------------------------------------------------------
+# A loop armed by `ralph start` with the default guards (no-progress breaker
+# on) in repositories of N committed files, the transcript outside the
+# repository. Each timed run starts from the same primed loop and appends one
+# turn to the transcript: an editing turn (an Edit call and its successful
+# result; one file changed) or a non-editing turn (a Bash call, no change).
+# The same hyperfine run times one `git status`, the reference and the floor.
+GIT_CASES=()
+make_repo() { # make_repo N -> path (generated once per size, cached)
+  local n=$1 r="$CACHE/git-$1"
+  if [[ ! -f $r/.ready ]]; then
+    echo "bench: generating a git repository of $n files…" >&2
+    rm -rf "$r" && mkdir -p "$r"
+    python3 - "$r" "$n" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, f"d{i // 1000:03d}")
+    if i % 1000 == 0:
+        os.mkdir(d)
+    with open(os.path.join(d, f"f{i:06d}.txt"), "w") as f:
+        f.write(f"file {i}\n")
+PY
+    (cd "$r" && git init -q && git add -A &&
+      git -c user.name=bench -c user.email=bench@example.com commit -qm files &&
+      sleep 1 && git update-index -q --refresh && git status --porcelain >/dev/null)
+    touch "$r/.ready"
+    (cd "$r" && git update-index --assume-unchanged .ready 2>/dev/null || true)
+    echo .ready >>"$r/.git/info/exclude"
+  fi
+  echo "$r"
+}
+
+turn_lines() { # turn_lines KIND -> the transcript lines of one turn
+  local tool=Bash
+  [[ $1 == edit ]] && tool=Edit
+  printf '%s\n' \
+    "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_tool\",\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"$tool\",\"input\":{}}],\"usage\":{\"input_tokens\":10,\"output_tokens\":10}}}" \
+    "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":\"ok\"}]}}" \
+    "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_text\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"$BLOCK_TEXT\"}],\"usage\":{\"input_tokens\":10,\"output_tokens\":10}}}"
+}
+
+for n in $GIT_SIZES; do
+  R=$(make_repo "$n")
+  T=$WORK/git-transcript-$n.jsonl
+  echo '{"type":"user","message":{"role":"user","content":"start"}}' >"$T"
+  rm -rf "$R/.claude"
+  (cd "$R" && "$RALPH" start --max-iterations 0 --completion-promise DONE \
+    --session-id "$SESSION" "Implement the next story in PRD.md." </dev/null >/dev/null)
+  jq -cn --arg s "$SESSION" --arg t "$T" --arg c "$R" --arg m "$BLOCK_TEXT" \
+    '{session_id:$s, transcript_path:$t, cwd:$c, hook_event_name:"Stop", stop_hook_active:false, last_assistant_message:$m}' >"$WORK/git-p-$n.json"
+  # Prime: the first stop sets the transcript baseline and the tree fingerprint.
+  (cd "$R" && "$RALPH" hook stop <"$WORK/git-p-$n.json" >/dev/null)
+  cp "$R/.claude/ralph-loop.local.md" "$WORK/git-snap-$n.md"
+  # The same loop with the breaker off: what the stop costs without any
+  # no-progress check (the durable write, the log), for the breaker's share.
+  sed 's/^max_iterations: .*/&\nno_progress_after: 0/' "$WORK/git-snap-$n.md" >"$WORK/git-snap-off-$n.md"
+  grep -q '^no_progress_after: 0$' "$WORK/git-snap-off-$n.md" || die "could not switch the breaker off"
+  cp "$T" "$T.base"
+  for kind in edit bash off; do
+    turn_lines "${kind/off/edit}" >"$WORK/git-turn-$kind.jsonl"
+    snap=$WORK/git-snap-$n.md
+    [[ $kind == off ]] && snap=$WORK/git-snap-off-$n.md
+    {
+      echo "cp '$snap' '$R/.claude/ralph-loop.local.md'"
+      echo "rm -rf '$R/.claude/ralph/history' '$R/.claude/ralph/logs'"
+      echo "cat '$T.base' '$WORK/git-turn-$kind.jsonl' >'$T'"
+      # What the Edit call did: one file changed.
+      [[ $kind != bash ]] && echo "echo \"edit \$\$\" >'$R/d000/f000000.txt'"
+    } >"$WORK/git-prep-$kind-$n.sh"
+    # One untimed run: the intended path (a block; an edit decided without git).
+    sh "$WORK/git-prep-$kind-$n.sh"
+    out=$(cd "$R" && "$RALPH" hook stop <"$WORK/git-p-$n.json" 2>/dev/null)
+    [[ $(jq -r .decision <<<"$out") == block ]] || die "git $n $kind: ralph did not block: $out"
+    fp=$(sed -n 's/^tree_fingerprint: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$R/.claude/ralph-loop.local.md")
+    case $kind in
+      edit) [[ $fp == edit-* ]] || die "git $n: the editing turn was not decided by the edit: $fp" ;;
+      bash) [[ $fp != edit-* && -n $fp ]] || die "git $n: the non-editing turn did not read the tree: $fp" ;;
+      off) grep -q "^tree_fingerprint: \"\{0,1\}$fp\"\{0,1\}$" "$snap" || die "git $n: the breaker was not off: $fp" ;;
+    esac
+  done
+  c="git repository, $n files"
+  echo "bench: timing: $c" >&2
+  args=(--warmup "$WARMUP" --min-runs "$MIN_RUNS" --style basic --export-json "$RESULTS/git-$n.json")
+  P=$WORK/git-p-$n.json
+  if [[ $MODE == input ]]; then
+    args+=(-N --input "$P"
+      --prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop"
+      --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop"
+      --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop"
+      --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all"
+      --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF"
+      --prepare "sh $WORK/git-prep-edit-$n.sh" -n floor "$TRUE")
+  else
+    args+=(--prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop < $P"
+      --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop < $P"
+      --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop < $P"
+      --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all < $P"
+      --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF < $P"
+      --prepare "sh $WORK/git-prep-edit-$n.sh" -n floor "$TRUE < $P")
+  fi
+  (cd "$R" && hyperfine "${args[@]}" >"$RESULTS/git-$n.log" 2>&1) ||
+    { cat "$RESULTS/git-$n.log" >&2; die "hyperfine failed for $c"; }
+  GIT_CASES+=("$n")
+  rm -rf "$R/.claude"
+  (cd "$R" && git checkout -q -- d000/f000000.txt)
+done
+
 # --- report ------------------------------------------------------------------
 CPU=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-TABLE=$(python3 - "$RESULTS" "$MODE" "${CASES[@]}" <<'PY'
+GIT_TABLE=""
+if ((${#GIT_CASES[@]})); then
+  GIT_TABLE=$(python3 - "$RESULTS" "${GIT_CASES[@]}" <<'PY'
+import json, os, sys
+results, sizes = sys.argv[1], sys.argv[2:]
+print("| files | ralph, editing turn ms | ralph, non-editing turn ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | editing − breaker off | non-editing − `git status` − breaker off |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for n in sizes:
+    r = {x["command"]: x["median"] * 1000 for x in json.load(open(os.path.join(results, f"git-{n}.json")))["results"]}
+    e, b, o, s, ref, f = r["edit"], r["noedit"], r["off"], r["status"], r["reference"], r["floor"]
+    ratio = f"{e / f:.1f}×" if f > 0.0005 else "—"
+    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio} | {e - o:+.2f} ms | {b - s - o:+.2f} ms |")
+PY
+)
+  echo
+  echo "$GIT_TABLE"
+fi
+TABLE=""
+((${#CASES[@]})) && TABLE=$(python3 - "$RESULTS" "$MODE" "${CASES[@]}" <<'PY'
 import json, os, sys
 results, mode, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
 rss = dict(l.rsplit(" ", 1) for l in open(os.path.join(results, "rss.txt")).read().splitlines())
@@ -246,29 +374,38 @@ done
 
 if [[ $OUT != - ]]; then
   python3 - "$OUT" "$TABLE" "$(date -u +%Y-%m-%dT%H:%MZ)" "$(nproc)" "$CPU" "$MODE" \
-    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" <<'PY'
+    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" "$GIT_TABLE" "$GIT_SIZES" "$(git --version)" <<'PY'
 import re, sys
-out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen = sys.argv[1:]
-start, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen, git_table, git_sizes, git_version = sys.argv[1:]
 refnote_block = ("\n" + refnote) if refnote else ""
 how = ("hyperfine `--input` (`-N`, no shell)" if mode == "input" else
        "hyperfine 1.15 shell mode: `sh -c 'cmd < payload.json'`, with the measured "
        "shell start-up subtracted (so the floor is the cost of exec'ing `true`)")
-block = f"""{start}
-Measured {date} on {nproc} × {cpu} ({hf}; {how}).
+try:
+    text = open(out).read()
+except FileNotFoundError:
+    text = "# Performance\n\n"
+
+def put(text, name, body):
+    start, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{body}{end}"
+    if start in text and end in text:
+        return re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+    return text + "\n" + block + "\n"
+
+if table:
+    text = put(text, "bench", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}).
 Transcript sizes (MiB): {sizes}; generator: `{gen}`.
 Times are hyperfine medians of whole processes; RSS is the maximum of `/usr/bin/time -v` over a few runs.
 
 {table}
-{refnote_block}{end}"""
-try:
-    text = open(out).read()
-except FileNotFoundError:
-    text = None
-if text and start in text and end in text:
-    text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
-else:
-    text = (text or "# Performance\n\n") + "\n" + block + "\n"
+{refnote_block}""")
+if git_table:
+    text = put(text, "bench-git", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; {git_version}).
+Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all six commands in one run per size.
+
+{git_table}
+""")
 open(out, "w").write(text)
 print(f"bench: wrote {out}", file=sys.stderr)
 PY

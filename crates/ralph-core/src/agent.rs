@@ -6,7 +6,6 @@
 //! its `result` and the tokens come from its `usage`.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{scratch_file, signal_group};
+use crate::process::{Stop, in_own_group, scratch_file, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -79,15 +78,14 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(command)
         .current_dir(root)
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)
-        .stderr(stderr_file.try_clone()?)
-        .process_group(0)
-        .spawn()?;
+        .stderr(stderr_file.try_clone()?);
+    let mut child = in_own_group(&mut sh).spawn()?;
     let prompt = prompt.to_owned();
     let mut stdin = child.stdin.take();
     // A writer thread, so an agent that does not read its stdin cannot block us.
@@ -101,7 +99,7 @@ pub fn run(
             break Some(status);
         }
         if stop.load(Ordering::SeqCst) {
-            terminate_group(child.id(), &mut child);
+            terminate_group(&mut child);
             break None;
         }
         tick();
@@ -131,13 +129,16 @@ pub fn run(
 
 /// SIGTERM to the group, a grace period for the agent to exit, then SIGKILL
 /// to whatever of the group is left (a grandchild that ignored the TERM).
-fn terminate_group(pid: u32, child: &mut std::process::Child) {
-    signal_group(pid, "TERM");
+/// (By system call: no `kill` binary is needed on PATH.)
+fn terminate_group(child: &mut std::process::Child) {
+    let asked = stop_group(child, Stop::Terminate).is_ok();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+    while asked && Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    signal_group(pid, "KILL");
+    // The group outlives its leader while a grandchild is in it, so this
+    // runs even when the agent itself has exited.
+    let _ = stop_group(child, Stop::Kill);
     let _ = child.wait();
 }
 

@@ -572,7 +572,8 @@ fn observe(
             .flatten()
             .map(|r| r.text)
     });
-    let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0;
+    let wants_progress = state.guards.no_progress_after > 0;
+    let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress;
     let mut scan = |p: &Path| {
         transcript::scan_loop(
             p,
@@ -594,8 +595,22 @@ fn observe(
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
-    let tree = (state.guards.no_progress_after > 0)
-        .then(|| worktree::fingerprint_of(&project.root))
+    // The cheapest signal that decides: an edit the transcript proves, then
+    // (only when that cannot tell) the working tree and HEAD through one
+    // `git status`. A transcript that lags the Stop event proves nothing, so
+    // the tree is read: a lag can delay the breaker, never end a loop falsely.
+    let tree = wants_progress
+        .then(|| {
+            let edit_proven = appended
+                .as_ref()
+                .filter(|a| a.edit_proven)
+                .map(|a| a.end_offset);
+            worktree::progress_fingerprint(
+                &project.root,
+                state.progress.tree_fingerprint.as_deref(),
+                edit_proven,
+            )
+        })
         .flatten();
     let seen = Observation {
         reply,

@@ -1,8 +1,10 @@
-//! What the verification gate and `ralph run` need to run a child command:
-//! a scratch file for its output, and a way to stop its whole process group.
+//! What the verification gate, `ralph run` and the git fingerprint need to
+//! run a child command: a scratch file for its output, its own process
+//! group, and a way to stop that whole group with a system call (no `kill`
+//! binary, no shell).
 
 use std::fs::File;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command};
 
 /// An unnamed scratch file in the temp folder: created exclusively under a
 /// random name and unlinked at once (or never named, where the system
@@ -11,16 +13,125 @@ pub fn scratch_file() -> std::io::Result<File> {
     tempfile::tempfile()
 }
 
-/// Sends `signal` (`TERM`, `KILL`) to the process group led by `pid` (a child
-/// spawned with `process_group(0)`), so the command's own children stop too.
-pub fn signal_group(pid: u32, signal: &str) {
-    if pid <= 1 {
-        return; // never `kill -1`: that would mean every process
+/// Makes the command lead a new process group, so that everything it starts
+/// can be stopped together with [`stop_group`].
+pub fn in_own_group(command: &mut Command) -> &mut Command {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0)
     }
-    // `--` first: a bare `-PID` after the signal is read by some kills as a signal.
-    let _ = Command::new("kill")
-        .args(["-s", signal, "--", &format!("-{pid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    #[cfg(not(unix))]
+    {
+        command
+    }
+}
+
+/// How hard to ask a process group to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM: a chance to clean up.
+    Terminate,
+    /// SIGKILL: no chance.
+    Kill,
+}
+
+/// Signals the process group led by `child` (spawned with [`in_own_group`]),
+/// so the command's own children stop too. A group that is already gone is
+/// not an error. If the group cannot be signalled, the child itself is
+/// killed (`Child::kill`) instead, and that result is returned.
+pub fn stop_group(child: &mut Child, how: Stop) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        match signal_unix_group(child.id(), how) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {
+                return Ok(());
+            }
+            Err(_) => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = how;
+    match child.kill() {
+        // Already exited (and maybe reaped): nothing left to stop.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(unix)]
+fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {
+    use rustix::process::{Pid, Signal, kill_process_group};
+    // Never 0 or 1 (our own group, or "every process"), nor a pid that
+    // does not fit: a child spawned by us has neither.
+    let pid = i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 1)
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::other("not a child's process group"))?;
+    let signal = match how {
+        Stop::Terminate => Signal::TERM,
+        Stop::Kill => Signal::KILL,
+    };
+    kill_process_group(pid, signal).map_err(std::io::Error::from)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    fn alive(pid: i32) -> bool {
+        // Signal 0 through the system call: exists (even as a zombie) or not.
+        rustix::process::Pid::from_raw(pid)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+    }
+
+    #[test]
+    fn stops_the_whole_group_without_a_kill_binary() {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "sleep 60 & echo $!; wait"])
+            .env("PATH", "/nonexistent-no-kill-here:/usr/bin:/bin")
+            .stdout(Stdio::piped());
+        let mut child = in_own_group(&mut command).spawn().unwrap();
+        let mut line = Vec::new();
+        let mut out = child.stdout.take().unwrap();
+        let mut byte = [0u8];
+        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            line.push(byte[0]);
+        }
+        let grandchild: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
+        assert!(alive(grandchild));
+        stop_group(&mut child, Stop::Kill).unwrap();
+        child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(grandchild), "the grandchild survived");
+        // A group that is gone is not an error.
+        stop_group(&mut child, Stop::Kill).unwrap();
+    }
+
+    #[test]
+    fn scratch_files_are_unlinked_and_distinct() {
+        use std::io::{Seek, Write};
+        let mut a = scratch_file().unwrap();
+        let mut b = scratch_file().unwrap();
+        a.write_all(b"a").unwrap();
+        b.write_all(b"b").unwrap();
+        a.rewind().unwrap();
+        let mut s = String::new();
+        a.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "a");
+    }
 }

@@ -288,7 +288,14 @@ pub struct Appended {
     /// last conversation line is a user line or a tool call (the client
     /// writes the transcript after the Stop hook may already run).
     pub reply_missing: bool,
+    /// Whether the new part proves a file edit: a call of one of
+    /// [`EDIT_TOOLS`] and, also in the new part, its result, not an error.
+    /// A call whose result has not landed yet proves nothing.
+    pub edit_proven: bool,
 }
+
+/// Claude Code's tools that change files and nothing else.
+pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
 
 /// The most one scan reads: a single turn never appends this much.
 const MAX_APPENDED: u64 = 64 * 1024 * 1024;
@@ -408,6 +415,7 @@ fn scan_from(
     let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     out.end_offset = start + complete as u64;
     let mut pending: Option<(String, Usage)> = None;
+    let mut edit_calls: Vec<String> = Vec::new();
     for raw in buf[..complete].split(|&b| b == b'\n') {
         let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
             continue;
@@ -421,6 +429,8 @@ fn scan_from(
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
         }
+        // Edits count on every chain: a subagent's edit changed files too.
+        note_edits(&line, &mut edit_calls, &mut out.edit_proven);
         if line.kind.as_deref() != Some("assistant") || line.is_sidechain {
             continue;
         }
@@ -467,6 +477,39 @@ impl Appended {
     }
 }
 
+/// Remembers the ids of edit-tool calls (assistant lines) and marks an edit
+/// proven when a user line carries a successful result for one of them.
+fn note_edits(line: &UsageLine, calls: &mut Vec<String>, proven: &mut bool) {
+    let Some(blocks) = line
+        .message
+        .as_ref()
+        .and_then(|m| m.content.as_ref())
+        .and_then(Value::as_array)
+    else {
+        return;
+    };
+    let field = |b: &Value, k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
+    for block in blocks {
+        match (
+            line.kind.as_deref(),
+            block.get("type").and_then(Value::as_str),
+        ) {
+            (Some("assistant"), Some("tool_use"))
+                if field(block, "name").is_some_and(|n| EDIT_TOOLS.contains(&n.as_str())) =>
+            {
+                calls.extend(field(block, "id"));
+            }
+            (Some("user"), Some("tool_result"))
+                if block.get("is_error").and_then(Value::as_bool) != Some(true)
+                    && field(block, "tool_use_id").is_some_and(|id| calls.contains(&id)) =>
+            {
+                *proven = true;
+            }
+            _ => {}
+        }
+    }
+}
+
 fn tokens_of(u: Usage) -> u64 {
     u.input_tokens
         .saturating_add(u.output_tokens)
@@ -487,6 +530,59 @@ mod appended_tests {
         format!(
             r#"{{"type":"assistant","message":{{"id":"{id}","content":{content},"usage":{{"input_tokens":{input},"output_tokens":{output},"cache_read_input_tokens":99999}}}}}}"#
         ) + "\n"
+    }
+
+    fn edit_call(id: &str, tool: &str) -> String {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"m-{id}","content":[{{"type":"tool_use","id":"{id}","name":"{tool}","input":{{}}}}]}}}}"#
+        ) + "\n"
+    }
+
+    fn result(id: &str, error: bool) -> String {
+        format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{error},"content":"ok"}}]}}}}"#
+        ) + "\n"
+    }
+
+    fn proven(appended: &str) -> bool {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        f.write_all(appended.as_bytes()).unwrap();
+        scan_appended(f.path(), base.end_offset, None)
+            .unwrap()
+            .edit_proven
+    }
+
+    #[test]
+    fn an_edit_is_proven_only_by_its_successful_result() {
+        for tool in EDIT_TOOLS {
+            assert!(
+                proven(&(edit_call("t1", tool) + &result("t1", false))),
+                "{tool}"
+            );
+        }
+        assert!(
+            !proven(&(edit_call("t1", "Edit") + &result("t1", true))),
+            "an error"
+        );
+        assert!(
+            !proven(&edit_call("t1", "Edit")),
+            "no result yet (the transcript lags)"
+        );
+        assert!(!proven(&result("t1", false)), "a result without its call");
+        assert!(
+            !proven(&(edit_call("t1", "Bash") + &result("t1", false))),
+            "not an edit tool"
+        );
+        assert!(
+            !proven(&(edit_call("t1", "Edit") + &result("t2", false))),
+            "another call's result"
+        );
+        assert!(
+            !proven(&line("m1", true, 1, 1)),
+            "a tool call without an id"
+        );
     }
 
     #[test]

@@ -2,21 +2,53 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::decide::Verification;
-use crate::process::{scratch_file, signal_group};
+use crate::process::{Stop, in_own_group, scratch_file, stop_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;
 const TAIL_LINES: usize = 40;
 
+/// Time this process has spent in verification gates: finished gates, and
+/// the start of the one running. The hook's overall deadline leaves the
+/// gate its own limit by not counting this time.
+static GATE_CLOCK: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZERO, None));
+
+/// How long this process has spent running verification commands so far,
+/// including one still running.
+pub fn time_in_gates() -> Duration {
+    let clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    clock.0 + clock.1.map_or(Duration::ZERO, |since| since.elapsed())
+}
+
+/// Marks a gate as running for as long as it lives.
+struct GateTimer;
+
+impl GateTimer {
+    fn start() -> Self {
+        GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(Instant::now());
+        Self
+    }
+}
+
+impl Drop for GateTimer {
+    fn drop(&mut self) {
+        let mut clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(since) = clock.1.take() {
+            clock.0 += since.elapsed();
+        }
+    }
+}
+
 /// Runs `command` through `sh -c` in `root`, stdout and stderr together,
 /// killing its whole process group if it outlives `timeout`.
 pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
+    let _timer = GateTimer::start();
     let output = match scratch_file() {
         Ok(f) => f,
         Err(e) => return not_started(&e),
@@ -24,15 +56,14 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
     let (Ok(out), Ok(err)) = (output.try_clone(), output.try_clone()) else {
         return not_started(&std::io::Error::other("cannot share the output file"));
     };
-    let child = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(command)
         .current_dir(root)
         .stdin(Stdio::null())
         .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn();
+        .stderr(err);
+    let child = in_own_group(&mut sh).spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => return not_started(&e),
@@ -47,7 +78,10 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
         }
     };
     if status.is_none() {
-        signal_group(child.id(), "KILL");
+        // A system call, not a `kill` binary: works whatever PATH holds.
+        // If the group cannot be signalled, `stop_group` kills the shell
+        // itself; either way the wait below cannot outlive it.
+        let _ = stop_group(&mut child, Stop::Kill);
         let _ = child.wait();
     }
     let tail = read_tail(output);
@@ -112,5 +146,6 @@ mod tests {
         let slow = run("sleep 30", dir.path(), Duration::from_millis(300));
         assert!(!slow.passed && slow.status.starts_with("timed out"));
         assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(time_in_gates() >= Duration::from_millis(300));
     }
 }

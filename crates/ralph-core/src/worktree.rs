@@ -1,46 +1,217 @@
-//! A cheap fingerprint of "has anything changed?" for the no-progress
-//! breaker: HEAD, the list of changed paths with their index and HEAD object
-//! names, and the size and modification time of each changed file. One `git`
-//! call; nothing is hashed by content. `.claude/` is left out: ralph's own
-//! files change at every stop.
+//! "Did this turn change anything?" for the no-progress breaker, answered
+//! with the cheapest signal that can decide, so that the common turn does
+//! not cost more as the repository grows.
+//!
+//! 1. **A file edit the transcript proves**: an `Edit`, `Write`, `MultiEdit`
+//!    or `NotebookEdit` call whose result was not an error, since the last
+//!    stop (found by `transcript::scan_appended`). That is progress, whatever
+//!    git would say (an edit reverted by the next edit still counts), and no
+//!    process runs.
+//! 2. **Otherwise, the working tree**: one `git status --porcelain=v2`
+//!    (HEAD, the index, every file `stat`ed), hardened against
+//!    repository-configured programs and with a time limit. This is the
+//!    signal that sees a `Bash`-only turn, a commit, or a formatter.
+//!
+//! The result is a string that the pure `decide` compares with the one
+//! stored at the previous stop: equal means "no progress". A proven edit
+//! yields a string that differs from the stored one by construction, and a
+//! working-tree fingerprint only ever equals a working-tree fingerprint. So
+//! after a turn decided by an edit, the next undecided turn sets a new
+//! baseline and counts as progress: the breaker can fire one turn later
+//! than the strict count, never earlier.
+//!
+//! HEAD and the index's identity are not a separate, cheaper signal: a
+//! commit seen there would still need the tree read to give the next turn
+//! its baseline, and `git status` reports both anyway.
+//! `.claude/` is left out: ralph's own files change at every stop.
 
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::UNIX_EPOCH;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::decide::fingerprint;
+use crate::process::{Stop, in_own_group, stop_group};
 
-/// `None` when `root` is not a git work tree or git cannot run.
-pub fn fingerprint_of(root: &Path) -> Option<String> {
-    if !root.join(".git").exists() {
-        return None;
+/// The longest the working-tree fallback may take (both git processes);
+/// past it the breaker skips this stop rather than hold the session.
+pub const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
+
+/// The most of `git status` output kept: past it, the stop is skipped.
+const MAX_STATUS_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The no-progress fingerprint after this turn; `None` when `root` is not a
+/// git work tree or the working tree could not be read in time (the
+/// breaker then neither counts nor resets at this stop).
+///
+/// `previous` is the fingerprint stored at the last stop; `edit_proven` is
+/// the transcript offset up to which a successful file edit was proven
+/// since then, if one was.
+pub fn progress_fingerprint(
+    root: &Path,
+    previous: Option<&str>,
+    edit_proven: Option<u64>,
+) -> Option<String> {
+    std::fs::symlink_metadata(root.join(".git")).ok()?;
+    if let Some(offset) = edit_proven {
+        let proven = format!("edit-{offset}");
+        if previous != Some(proven.as_str()) {
+            return Some(proven);
+        }
     }
-    // Porcelain v2 with --branch carries HEAD (`# branch.oid`) too, so one
-    // process tells everything.
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args([
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--untracked-files=all",
-            "--",
-            ".",
-            ":(exclude).claude",
-        ])
+    working_tree(root, STATUS_TIME_LIMIT)
+}
+
+/// Configuration that makes `git status` start a program, switched off.
+/// `git status` can run: the fsmonitor hook (`core.fsmonitor`); clean
+/// filters (`filter.<driver>.clean` / `.process`, for files whose `stat`
+/// changed, chosen by attributes; every driver the configuration defines is
+/// blanked, see [`filter_overrides`]); `git status` inside each submodule
+/// (avoided with `--ignore-submodules=dirty`); a lazy fetch in a partial
+/// clone (`GIT_NO_LAZY_FETCH`, `protocol.allow=never`); and a pager (output
+/// is a pipe; `GIT_PAGER=cat` anyway). It runs no hooks, no textconv and no
+/// external diff; those are switched off too, in case a later git does.
+const HARDENING: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("diff.external", ""),
+    ("protocol.allow", "never"),
+    ("status.submoduleSummary", "false"),
+    ("submodule.recurse", "false"),
+];
+
+/// The environment git would otherwise take from the session: a `GIT_DIR`
+/// or index set there must not change which tree is read.
+const FOREIGN_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+];
+
+fn git(root: &Path, overrides: &[(String, String)]) -> Command {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(root);
+    for key in FOREIGN_ENV {
+        command.env_remove(key);
+    }
+    // Passed as GIT_CONFIG_KEY_n / VALUE_n: a driver name may hold `=`,
+    // which `-c key=value` would split at.
+    let all: Vec<(&str, &str)> = HARDENING
+        .iter()
+        .copied()
+        .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .collect();
+    command.env("GIT_CONFIG_COUNT", all.len().to_string());
+    for (i, (key, value)) in all.iter().enumerate() {
+        command.env(format!("GIT_CONFIG_KEY_{i}"), key);
+        command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
+    command
+        .env("GIT_OPTIONAL_LOCKS", "0") // never rewrite the index as a side effect
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+        .stdout(Stdio::piped());
+    command
+}
+
+/// Runs a git command until `deadline`, returning its stdout when it exited
+/// in time with one of `ok_codes`; on time out its process group is killed.
+fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Option<Vec<u8>> {
+    let mut child = in_own_group(&mut command).spawn().ok()?;
+    let stdout = child.stdout.take()?;
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let read = stdout.take(MAX_STATUS_BYTES + 1).read_to_end(&mut out);
+        let _ = sender.send(read.ok().map(|_| out));
+    });
+    let left = deadline.saturating_duration_since(Instant::now());
+    match receiver.recv_timeout(left) {
+        Ok(out) => {
+            let status = child.wait().ok()?;
+            let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
+            out.filter(|o| accepted && (o.len() as u64) <= MAX_STATUS_BYTES)
+        }
+        Err(_) => {
+            let _ = stop_group(&mut child, Stop::Kill);
+            let _ = child.wait();
+            None
+        }
     }
-    let status = String::from_utf8_lossy(&out.stdout);
+}
+
+/// Every filter driver the configuration defines (in any scope, includes
+/// followed), blanked: a blank command is no filter, and a driver marked
+/// `required` is released so that git does not fail instead.
+fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
+    let mut command = git(root, &[]);
+    command.args(["config", "-z", "--name-only", "--get-regexp", r"^filter\."]);
+    // `git config --get-regexp` exits 1 when nothing matches.
+    let out = run_until(command, deadline, &[0, 1])?;
+    Some(blanked_drivers(&String::from_utf8_lossy(&out)))
+}
+
+/// From `filter.<driver>.<key>` names (NUL-separated), the overrides that
+/// blank every driver.
+fn blanked_drivers(names: &str) -> Vec<(String, String)> {
+    let mut drivers: Vec<&str> = names
+        .split('\0')
+        .filter_map(|name| name.strip_prefix("filter."))
+        .filter_map(|rest| rest.rsplit_once('.').map(|(driver, _)| driver))
+        .collect();
+    drivers.sort_unstable();
+    drivers.dedup();
+    drivers
+        .into_iter()
+        .flat_map(|d| {
+            [
+                (format!("filter.{d}.clean"), String::new()),
+                (format!("filter.{d}.smudge"), String::new()),
+                (format!("filter.{d}.process"), String::new()),
+                (format!("filter.{d}.required"), "false".to_owned()),
+            ]
+        })
+        .collect()
+}
+
+/// The working tree's fingerprint: HEAD, the changed paths with their index
+/// and HEAD object names, and the size and modification time of each
+/// changed file (nothing is hashed by content). `None` when git cannot run
+/// or does not answer within `limit`.
+pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
+    let deadline = Instant::now() + limit;
+    let overrides = filter_overrides(root, deadline)?;
+    let mut command = git(root, &overrides);
+    command.args([
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=dirty",
+        "--no-renames",
+        "--",
+        ".",
+        ":(exclude).claude",
+    ]);
+    let out = run_until(command, deadline, &[0])?;
+    let status = String::from_utf8_lossy(&out);
     let mut summary = status.clone().into_owned();
     for path in changed_paths(&status) {
-        if let Ok(meta) = root.join(path).metadata() {
+        if let Ok(meta) = root.join(path).symlink_metadata() {
             let modified = meta
                 .modified()
                 .ok()
@@ -78,6 +249,23 @@ fn changed_paths(status: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    fn git_in(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    fn tree(dir: &Path) -> Option<String> {
+        working_tree(dir, Duration::from_secs(60))
+    }
+
     #[test]
     fn parses_porcelain_v2_paths() {
         let status = "# branch.oid abc\0# branch.head main\0\
@@ -92,39 +280,102 @@ mod tests {
     }
 
     #[test]
-    fn changes_when_the_tree_changes() {
+    fn blanks_every_filter_driver() {
+        let names = "filter.lfs.clean\0filter.lfs.process\0filter.a.b=c.smudge\0";
+        let o = blanked_drivers(names);
+        assert!(o.contains(&("filter.lfs.process".into(), String::new())));
+        assert!(o.contains(&("filter.a.b=c.clean".into(), String::new())));
+        assert!(o.contains(&("filter.lfs.required".into(), "false".into())));
+        assert_eq!(o.len(), 8);
+    }
+
+    #[test]
+    fn working_tree_changes_when_the_tree_changes() {
         let dir = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .unwrap()
-        };
-        assert_eq!(fingerprint_of(dir.path()), None);
-        git(&["init", "-q"]);
+        assert_eq!(tree(dir.path()), None);
+        git_in(dir.path(), &["init", "-q"]);
         std::fs::write(dir.path().join("a"), "1").unwrap();
-        let untracked = fingerprint_of(dir.path()).unwrap();
-        git(&["add", "a"]);
-        git(&["commit", "-qm", "x"]);
-        let committed = fingerprint_of(dir.path()).unwrap();
+        let untracked = tree(dir.path()).unwrap();
+        git_in(dir.path(), &["add", "a"]);
+        git_in(dir.path(), &["commit", "-qm", "x"]);
+        let committed = tree(dir.path()).unwrap();
         assert_ne!(untracked, committed);
         assert_eq!(
-            fingerprint_of(dir.path()).unwrap(),
+            tree(dir.path()).unwrap(),
             committed,
             "stable when nothing changes"
         );
         std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
         std::fs::write(dir.path().join(".claude/x-loop.local.md"), "ignored").unwrap();
-        assert_eq!(
-            fingerprint_of(dir.path()).unwrap(),
-            committed,
-            ".claude/ is left out"
-        );
+        assert_eq!(tree(dir.path()).unwrap(), committed, ".claude/ is left out");
         std::fs::write(dir.path().join("a"), "22").unwrap();
-        assert_ne!(fingerprint_of(dir.path()).unwrap(), committed);
+        assert_ne!(tree(dir.path()).unwrap(), committed);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn proven_edits_decide_without_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(progress_fingerprint(root, None, Some(10)), None, "not git");
+        git_in(root, &["init", "-q"]);
+        git_in(root, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        let base = progress_fingerprint(root, None, None).unwrap();
+        assert_eq!(
+            progress_fingerprint(root, Some(&base), None).as_deref(),
+            Some(base.as_str()),
+            "nothing changed: the same string"
+        );
+        let edited = progress_fingerprint(root, Some(&base), Some(100)).unwrap();
+        assert_ne!(edited, base);
+        let again = progress_fingerprint(root, Some(&edited), Some(100)).unwrap();
+        assert_ne!(again, edited, "a proven edit never looks like no change");
+        let after_edit = progress_fingerprint(root, Some(&edited), None).unwrap();
+        assert_ne!(
+            after_edit, edited,
+            "the first undecided turn sets a baseline"
+        );
+        git_in(root, &["commit", "-q", "--allow-empty", "-m", "y"]);
+        let moved = progress_fingerprint(root, Some(&after_edit), None).unwrap();
+        assert_ne!(moved, after_edit, "a commit is seen");
+        std::fs::write(root.join("new"), "x").unwrap();
+        let seen = progress_fingerprint(root, Some(&after_edit), None).unwrap();
+        assert_ne!(seen, after_edit);
+    }
+
+    #[test]
+    fn a_repository_configured_program_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::write(root.join("a"), "1").unwrap();
+        std::fs::write(root.join("b"), "1").unwrap();
+        std::fs::write(root.join(".gitattributes"), "a filter=x\nb filter=y\n").unwrap();
+        git_in(root, &["add", "a", "b", ".gitattributes"]);
+        let marker = root.join("ran");
+        let evil = format!("touch '{}'; cat", marker.display());
+        for (key, value) in [
+            ("core.fsmonitor", evil.as_str()),
+            ("filter.x.clean", evil.as_str()),
+            ("filter.x.required", "true"),
+            ("filter.y.process", evil.as_str()),
+            ("core.pager", evil.as_str()),
+        ] {
+            git_in(root, &["config", key, value]);
+        }
+        // A stat change makes git look at the content: a clean filter runs there.
+        std::fs::write(root.join("a"), "2").unwrap();
+        std::fs::write(root.join("b"), "2").unwrap();
+        assert!(tree(root).is_some());
+        assert!(!marker.exists(), "a configured program ran");
+        // The test can fail: a plain `git status` does run one.
+        let _ = Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(root)
+            .output();
+        assert!(
+            marker.exists(),
+            "the planted programs did not run even unguarded"
+        );
     }
 }

@@ -1,20 +1,89 @@
 //! `ralph hook stop [--host NAME]`: read the event, answer in the host's
-//! shape, exit 0 — whatever happens.
+//! shape, exit 0 — whatever happens, and in time: a watchdog answers for
+//! the hook if it runs out of time.
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use ralph_core::answer::Answer;
+use ralph_core::hook::HostAnswer;
 use ralph_core::hook::{self, HookContext};
 use ralph_core::host::Host;
+use ralph_core::verify;
+
+/// The hook's own work (everything but a verification gate) must end
+/// within this; far inside the 900 s `timeout` of `hooks/hooks.json`.
+const DEADLINE: Duration = Duration::from_secs(60);
+/// Whatever runs, the answer comes before this (the gate is capped at
+/// 840 s, the hooks.json timeout is 900 s).
+const HARD_DEADLINE: Duration = Duration::from_secs(880);
+
+/// Set once an answer was printed: the hook prints at most one JSON object,
+/// whether the work or the watchdog answers first.
+static ANSWERED: Mutex<bool> = Mutex::new(false);
 
 pub fn stop(host: Option<Host>) -> ExitCode {
+    let started = Instant::now();
+    let deadline = deadline_from_env();
+    // Before the event is read the host is known only when it was named.
+    let watchdog_host = host.unwrap_or(Host::Claude);
+    std::thread::spawn(move || watchdog(started, deadline, watchdog_host));
     // Parsed as it is read: a huge reply is never held twice over.
     let reply = hook::stop_reader_for_host(std::io::stdin().lock(), &HookContext::from_env(), host);
-    let rendered = reply.render();
-    if let ralph_core::answer::Answer::Notice(message) = &reply.answer {
+    answer_once(&reply);
+    ExitCode::SUCCESS
+}
+
+/// Prints `reply` unless one was printed already; true if it printed.
+fn answer_once(reply: &HostAnswer) -> bool {
+    let mut answered = ANSWERED.lock().unwrap_or_else(|e| e.into_inner());
+    if *answered {
+        return false;
+    }
+    *answered = true;
+    if let Answer::Notice(message) = &reply.answer {
         eprintln!("{}", ralph_core::display::block(message));
     }
     // A closed stdout leaves nothing to tell; the exit code stays 0 either way.
-    let _ = std::io::stdout().write_all(rendered.as_bytes());
-    ExitCode::SUCCESS
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(reply.render().as_bytes());
+    let _ = out.flush();
+    true
+}
+
+/// Sleeps until the hook's own time (wall time minus time in verification
+/// gates) reaches `deadline`, then allows the stop with a notice and ends
+/// the process, unless the hook answered first.
+fn watchdog(started: Instant, deadline: Duration, host: Host) {
+    loop {
+        let elapsed = started.elapsed();
+        let own = elapsed.saturating_sub(verify::time_in_gates());
+        if own >= deadline || elapsed >= HARD_DEADLINE {
+            break;
+        }
+        let left = (deadline - own).min(HARD_DEADLINE - elapsed);
+        std::thread::sleep(left.max(Duration::from_millis(10)));
+    }
+    let notice = HostAnswer {
+        host,
+        fresh_context: false,
+        answer: Answer::Notice(format!(
+            "⚠ ralph: the Stop hook did not finish within {}s (a slow disk, lock or git?), so it allowed the stop; the loop may not have advanced this time.",
+            deadline.as_secs()
+        )),
+    };
+    if answer_once(&notice) {
+        std::process::exit(0);
+    }
+}
+
+/// `RALPH_HOOK_DEADLINE_SECS` shortens (never lengthens) the deadline.
+fn deadline_from_env() -> Duration {
+    std::env::var("RALPH_HOOK_DEADLINE_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(DEADLINE, |s| Duration::from_secs(s).min(DEADLINE))
 }

@@ -180,7 +180,13 @@ pub fn run(args: RunArgs) -> Outcome {
                 .tokens
                 .map(|t| state.progress.tokens_used.saturating_add(t)),
             tree_fingerprint: (state.guards.no_progress_after > 0)
-                .then(|| worktree::fingerprint_of(&project.root))
+                .then(|| {
+                    worktree::progress_fingerprint(
+                        &project.root,
+                        state.progress.tree_fingerprint.as_deref(),
+                        None,
+                    )
+                })
                 .flatten(),
             ran_tool: None,
             block_cap: 0,

@@ -1,0 +1,528 @@
+//! The no-progress breaker's signals at their edges, and the hook's time
+//! limits, through the real binary in real git repositories.
+//!
+//! Every command gets its own `HOME` and `XDG_STATE_HOME`, and a `git` on
+//! PATH that records each call before running the real one, so a test can
+//! tell whether a stop read the working tree.
+
+#![cfg(unix)] // process groups, /proc and symlinked tool folders
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/project.rs"]
+mod project;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use project::{BIN, TempProject, run_ralph};
+use serde_json::{Value, json};
+
+/// The real git, found once on the test's PATH.
+fn real_git() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH")
+}
+
+struct Repo {
+    project: TempProject,
+    /// HOME, XDG_STATE_HOME, the transcript and the git wrapper live here,
+    /// outside the repository.
+    outside: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Self {
+        let project = TempProject::new();
+        let outside = tempfile::tempdir().unwrap();
+        for dir in ["home", "state", "bin"] {
+            std::fs::create_dir(outside.path().join(dir)).unwrap();
+        }
+        let wrapper = outside.path().join("bin/git");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+                outside.path().join("git-calls").display(),
+                real_git().display()
+            ),
+        )
+        .unwrap();
+        make_executable(&wrapper);
+        std::fs::write(outside.path().join("t.jsonl"), "{\"type\":\"user\"}\n").unwrap();
+        let repo = Self { project, outside };
+        repo.git(&["init", "-q"]);
+        repo.project.write("src/a.txt", "one\n");
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-qm", "start"]);
+        repo
+    }
+
+    fn root(&self) -> &Path {
+        self.project.root()
+    }
+
+    fn git(&self, args: &[&str]) {
+        let ok = Command::new(real_git())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(self.root())
+            .env("HOME", self.outside.path().join("home"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let path = format!(
+            "{}:{}",
+            self.outside.path().join("bin").display(),
+            std::env::var("PATH").unwrap()
+        );
+        vec![
+            ("HOME".into(), self.dir("home")),
+            ("XDG_STATE_HOME".into(), self.dir("state")),
+            ("PATH".into(), path),
+            ("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP".into(), "0".into()),
+        ]
+    }
+
+    fn dir(&self, name: &str) -> String {
+        self.outside.path().join(name).display().to_string()
+    }
+
+    fn ralph(&self, args: &[&str], stdin: &str) -> (i32, String) {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = run_ralph(args, self.root(), stdin.as_bytes(), &env);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    fn start(&self, flags: &[&str]) {
+        let mut args = vec!["start", "--session-id", "s1", "--stuck-after", "0"];
+        args.extend_from_slice(flags);
+        args.push("Build the thing");
+        let (code, out) = self.ralph(&args, "");
+        assert_eq!(code, 0, "{out}");
+    }
+
+    fn transcript(&self) -> PathBuf {
+        self.outside.path().join("t.jsonl")
+    }
+
+    fn append(&self, lines: &[String]) {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.transcript())
+            .unwrap();
+        for line in lines {
+            writeln!(file, "{line}").unwrap();
+        }
+    }
+
+    /// One Stop; the parsed answer (Null when silent) and whether it ran git.
+    fn stop(&self, reply: &str) -> (Value, bool) {
+        let _ = std::fs::remove_file(self.outside.path().join("git-calls"));
+        let event = json!({"session_id": "s1", "cwd": self.root(), "transcript_path": self.transcript(), "last_assistant_message": reply});
+        let (code, out) = self.ralph(&["hook", "stop"], &event.to_string());
+        assert_eq!(code, 0, "{out}");
+        let json = out.lines().next().unwrap_or("");
+        let answer = if json.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(json).expect("valid JSON")
+        };
+        (answer, self.outside.path().join("git-calls").exists())
+    }
+
+    fn blocks(&self, reply: &str) -> bool {
+        self.stop(reply).0["decision"] == "block"
+    }
+
+    fn no_progress_count(&self) -> u64 {
+        let text = self.project.read(project::LOOP);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("no_progress_count:"))
+            .unwrap_or("no_progress_count: 0");
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    }
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn tool_call(id: &str, tool: &str) -> String {
+    json!({"type": "assistant", "message": {"id": format!("msg-{id}"), "role": "assistant",
+        "content": [{"type": "tool_use", "id": id, "name": tool, "input": {}}]}})
+    .to_string()
+}
+
+fn tool_result(id: &str, is_error: bool) -> String {
+    json!({"type": "user", "message": {"role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": id, "is_error": is_error, "content": "ok"}]}})
+    .to_string()
+}
+
+fn text_reply(id: &str) -> String {
+    json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+        "content": [{"type": "text", "text": "Done for now."}]}})
+    .to_string()
+}
+
+fn ended_with(answer: &Value, words: &str) -> bool {
+    answer["decision"] != "block"
+        && answer["systemMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains(words))
+}
+
+#[test]
+fn a_proven_edit_is_progress_and_runs_no_git() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    let (first, ran_git) = r.stop("look");
+    assert!(
+        first["decision"] == "block" && ran_git,
+        "first sight of the tree"
+    );
+    for turn in 0..4 {
+        let id = format!("edit{turn}");
+        r.project.write("src/a.txt", &format!("turn {turn}\n"));
+        r.append(&[
+            tool_call(&id, "Edit"),
+            tool_result(&id, false),
+            text_reply(&format!("r{turn}")),
+        ]);
+        let (answer, ran_git) = r.stop("edited");
+        assert_eq!(answer["decision"], "block", "turn {turn}: {answer}");
+        assert!(!ran_git, "an editing turn must not read the working tree");
+        assert_eq!(r.no_progress_count(), 0);
+    }
+}
+
+#[test]
+fn an_edit_reverted_within_the_turn_still_counts_as_progress() {
+    // Documented: a successful Edit is progress by the rule, even when the
+    // tree ends up as it was.
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "1"]);
+    assert!(r.blocks("look"));
+    for turn in 0..3 {
+        let id = format!("e{turn}");
+        r.append(&[tool_call(&id, "Write"), tool_result(&id, false)]);
+        assert!(r.blocks("wrote and put it back"), "turn {turn}");
+    }
+}
+
+#[test]
+fn a_failed_edit_proves_nothing_and_the_breaker_fires() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    assert!(r.blocks("look"));
+    r.append(&[tool_call("e1", "Edit"), tool_result("e1", true)]);
+    let (answer, ran_git) = r.stop("the edit failed");
+    assert!(answer["decision"] == "block" && ran_git, "{answer}");
+    r.append(&[tool_call("e2", "MultiEdit"), tool_result("e2", true)]);
+    let (answer, _) = r.stop("failed again");
+    assert!(
+        ended_with(
+            &answer,
+            "no change to the working tree or HEAD for 2 iterations"
+        ),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_bash_only_turn_that_changed_files_is_progress_through_the_fallback() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    assert!(r.blocks("look"));
+    assert!(r.blocks("look"));
+    assert_eq!(r.no_progress_count(), 1);
+    r.project.write("src/b.txt", "made by sed\n");
+    r.append(&[tool_call("b1", "Bash"), tool_result("b1", false)]);
+    let (answer, ran_git) = r.stop("ran a script");
+    assert!(answer["decision"] == "block" && ran_git, "{answer}");
+    assert_eq!(r.no_progress_count(), 0);
+    // A Bash-only turn that changed nothing counts.
+    r.append(&[tool_call("b2", "Bash"), tool_result("b2", false)]);
+    assert!(r.blocks("ran the tests"));
+    assert_eq!(r.no_progress_count(), 1);
+    r.append(&[tool_call("b3", "Bash"), tool_result("b3", false)]);
+    let (answer, _) = r.stop("ran the tests again");
+    assert!(ended_with(&answer, "for 2 iterations"), "{answer}");
+}
+
+#[test]
+fn a_file_changed_outside_the_agent_is_seen() {
+    // A formatter (or the user) changes a file; the turn itself ran no tool.
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    assert!(r.blocks("look"));
+    assert!(r.blocks("look"));
+    r.project.write("src/a.txt", "one\n\n");
+    r.append(&[text_reply("t1")]);
+    assert!(r.blocks("thinking"));
+    assert_eq!(r.no_progress_count(), 0, "the formatter's change counts");
+}
+
+#[test]
+fn a_turn_with_no_tools_and_no_changes_counts_as_no_progress() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    assert!(r.blocks("look"));
+    r.append(&[text_reply("t1")]);
+    assert!(r.blocks("thinking"));
+    r.append(&[text_reply("t2")]);
+    let (answer, _) = r.stop("still thinking");
+    assert!(ended_with(&answer, "for 2 iterations"), "{answer}");
+}
+
+#[test]
+fn a_lagging_transcript_never_ends_a_loop_that_edits() {
+    // The turn's lines land after its Stop: the stop sees nothing new, reads
+    // the tree, and finds the change; the late lines count at the next stop.
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "1"]);
+    assert!(r.blocks("look"));
+    for turn in 0..4 {
+        r.project.write("src/a.txt", &format!("lagging {turn}\n"));
+        let (answer, ran_git) = r.stop("edited");
+        assert_eq!(answer["decision"], "block", "turn {turn}: {answer}");
+        // The first stop has only the tree to go by; later ones see the
+        // previous turn's late lines, which are progress too.
+        assert!(turn > 0 || ran_git);
+        let id = format!("late{turn}");
+        r.append(&[tool_call(&id, "Edit"), tool_result(&id, false)]);
+    }
+    assert!(r.blocks("nothing new"), "the last late lines count here");
+    // An edit whose result has not landed proves nothing either: the tree decides.
+    r.append(&[tool_call("pending", "Edit")]);
+    r.project.write("src/a.txt", "pending\n");
+    let (answer, ran_git) = r.stop("edited");
+    assert!(answer["decision"] == "block" && ran_git, "{answer}");
+}
+
+#[test]
+fn after_an_edit_the_breaker_fires_at_most_one_turn_later() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "2"]);
+    assert!(r.blocks("look"));
+    r.project.write("src/a.txt", "edited\n");
+    r.append(&[tool_call("e1", "Edit"), tool_result("e1", false)]);
+    assert!(r.blocks("edited"));
+    // The first undecided turn after it sets the working-tree baseline.
+    assert!(r.blocks("look"));
+    assert!(r.blocks("look"));
+    let (answer, _) = r.stop("look");
+    assert!(ended_with(&answer, "for 2 iterations"), "{answer}");
+}
+
+// ---- Time limits and process control ----
+
+fn alive(pid: u32) -> bool {
+    // Gone, or a zombie nobody reaped yet: either way it runs no more.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn a_verify_timeout_kills_the_group_without_a_kill_binary() {
+    let p = TempProject::new();
+    let outside = tempfile::tempdir().unwrap();
+    let bin = outside.path().join("bin");
+    for dir in ["bin", "home", "state"] {
+        std::fs::create_dir(outside.path().join(dir)).unwrap();
+    }
+    for tool in ["sh", "sleep"] {
+        let real = ["/bin", "/usr/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();
+    }
+    let pid_file = outside.path().join("grandchild.pid");
+    let verify = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
+    let env = [
+        ("HOME", outside.path().join("home").display().to_string()),
+        (
+            "XDG_STATE_HOME",
+            outside.path().join("state").display().to_string(),
+        ),
+        ("PATH", bin.display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            &verify,
+            "--verify-timeout",
+            "2s",
+            "Task",
+        ],
+        p.root(),
+        b"",
+        &env,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "<promise>DONE</promise>"});
+    let started = Instant::now();
+    let out = run_ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &env,
+    );
+    let took = started.elapsed();
+    assert!(out.status.success());
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(
+        answer["reason"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 2s"),
+        "{answer}"
+    );
+    assert!(took < Duration::from_secs(10), "a 2 s limit took {took:?}");
+    let grandchild: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(grandchild) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(grandchild),
+        "the verify command's grandchild survived"
+    );
+}
+
+/// Runs `ralph hook stop` with stdin left open (a Stop event that never
+/// ends), returning the output and how long the hook took.
+fn hook_with_open_stdin(
+    p: &TempProject,
+    env: &[(&str, String)],
+) -> (std::process::Output, Duration) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["hook", "stop"])
+        .current_dir(p.root())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    (out, started.elapsed())
+}
+
+#[test]
+fn the_hook_answers_by_its_deadline_with_one_allow() {
+    let p = TempProject::new();
+    let outside = tempfile::tempdir().unwrap();
+    let env = [
+        ("HOME", outside.path().display().to_string()),
+        ("XDG_STATE_HOME", outside.path().display().to_string()),
+        ("RALPH_HOOK_DEADLINE_SECS", "1".to_owned()),
+    ];
+    let (out, took) = hook_with_open_stdin(&p, &env);
+    assert!(out.status.success());
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "exactly one JSON object: {text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert!(answer.get("decision").is_none(), "{answer}");
+    assert!(
+        answer["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish within 1s")
+    );
+}
+
+#[test]
+fn the_deadline_leaves_the_verify_gate_its_own_limit() {
+    let p = TempProject::new();
+    let outside = tempfile::tempdir().unwrap();
+    let env = [
+        ("HOME", outside.path().display().to_string()),
+        ("XDG_STATE_HOME", outside.path().display().to_string()),
+        ("RALPH_HOOK_DEADLINE_SECS", "1".to_owned()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            "sleep 3",
+            "Task",
+        ],
+        p.root(),
+        b"",
+        &env,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "<promise>DONE</promise>"});
+    let out = run_ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &env,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        answer["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("completed"),
+        "the gate ran past the hook's own deadline and its verdict stood: {answer}"
+    );
+}
