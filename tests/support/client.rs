@@ -174,56 +174,18 @@ impl Sandbox {
 
     /// Runs `claude -p PROMPT` in the project with the plugin loaded, against `api`.
     pub fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
-        let out_dir = tempfile::Builder::new()
-            .prefix("ralph-e2e-run-")
-            .tempdir()
-            .expect("temp run dir");
-        let stdout_path = out_dir.path().join("stdout");
-        let stderr_path = out_dir.path().join("stderr");
-        let debug_path = out_dir.path().join("debug.log");
         let plugin = plugin_root();
-
-        let mut cmd = Command::new(&self.claude);
-        cmd.arg("-p")
-            .arg(prompt)
-            .arg("--plugin-dir")
-            .arg(&plugin)
-            .args([
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--include-hook-events",
-            ])
-            .arg("--debug-file")
-            .arg(&debug_path)
-            .args(extra_args)
-            .current_dir(self.project());
-        hermetic_env(&mut cmd, self.home.path());
-        mock_api_env(&mut cmd, api);
-        cmd.env("RALPH_BIN", RALPH)
-            .stdin(Stdio::null())
-            .stdout(File::create(&stdout_path).expect("stdout file"))
-            .stderr(File::create(&stderr_path).expect("stderr file"));
-
-        let mut child = cmd.spawn().expect("spawn the claude client");
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for claude") {
-                break status;
-            }
-            if started.elapsed() > CLIENT_TIMEOUT {
-                let _ = child.kill();
-                let status = child.wait().expect("reap claude");
-                let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
-                panic!(
-                    "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
-                    run.describe(),
-                    api.describe()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        read_run(status, &stdout_path, &stderr_path, &debug_path)
+        let mut args: Vec<&std::ffi::OsStr> = vec!["--plugin-dir".as_ref(), plugin.as_os_str()];
+        args.extend(extra_args.iter().map(std::ffi::OsStr::new));
+        run_claude(
+            &self.claude,
+            prompt,
+            &args,
+            self.project(),
+            self.home.path(),
+            api,
+            &[("RALPH_BIN", RALPH.as_ref())],
+        )
     }
 
     /// Runs the `ralph` binary under test in the project (no Claude Code variables set).
@@ -270,6 +232,68 @@ impl Sandbox {
     }
 }
 
+/// Runs `claude -p PROMPT ARGS` in `cwd` with a hermetic environment (HOME = `home`, plus
+/// `env`), against `api`, and fails the test when it takes longer than [`CLIENT_TIMEOUT`].
+pub fn run_claude(
+    claude: &Path,
+    prompt: &str,
+    args: &[&std::ffi::OsStr],
+    cwd: &Path,
+    home: &Path,
+    api: &MockApi,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Run {
+    let out_dir = tempfile::Builder::new()
+        .prefix("ralph-e2e-run-")
+        .tempdir()
+        .expect("temp run dir");
+    let stdout_path = out_dir.path().join("stdout");
+    let stderr_path = out_dir.path().join("stderr");
+    let debug_path = out_dir.path().join("debug.log");
+
+    let mut cmd = Command::new(claude);
+    cmd.arg("-p")
+        .arg(prompt)
+        .args(args)
+        .args([
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-hook-events",
+        ])
+        .arg("--debug-file")
+        .arg(&debug_path)
+        .current_dir(cwd);
+    hermetic_env(&mut cmd, home);
+    mock_api_env(&mut cmd, api);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).expect("stdout file"))
+        .stderr(File::create(&stderr_path).expect("stderr file"));
+
+    let mut child = cmd.spawn().expect("spawn the claude client");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for claude") {
+            break status;
+        }
+        if started.elapsed() > CLIENT_TIMEOUT {
+            let _ = child.kill();
+            let status = child.wait().expect("reap claude");
+            let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
+            panic!(
+                "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
+                run.describe(),
+                api.describe()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    read_run(status, &stdout_path, &stderr_path, &debug_path)
+}
+
 /// Starts from an empty environment (so that a test run inside Claude Code, or with a real
 /// API key, cannot leak into the client) and keeps only what a process needs.
 /// Points Claude Code at the mock API, with every non-essential call switched off.
@@ -282,7 +306,7 @@ fn mock_api_env(cmd: &mut Command, api: &MockApi) {
         .env("DISABLE_ERROR_REPORTING", "1");
 }
 
-fn hermetic_env(cmd: &mut Command, home: &Path) {
+pub fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear();
     for var in [
         "PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
