@@ -661,3 +661,167 @@ mod launcher {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Names as typed (issue 10): every slash command the user-facing text mentions is a skill of
+// the plugin, and the real client runs each one by the name the text uses.
+
+mod names {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    use super::client::{self, Sandbox};
+    use super::mock_api::{MockApi, Reply};
+
+    /// Where users read command names: docs, templates, every message and help text, skills.
+    fn user_facing_files() -> Vec<PathBuf> {
+        let repo = client::repo_root();
+        let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "plugin/bin/ralph"]
+            .iter()
+            .map(|f| repo.join(f))
+            .collect();
+        for dir in [
+            "docs",
+            "plugin/skills",
+            "crates/ralph-core/templates",
+            "crates/ralph-core/src",
+            "crates/ralph/src",
+            "npm/ralph",
+        ] {
+            collect(&repo.join(dir), &mut files);
+        }
+        files
+    }
+
+    fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                collect(&path, out);
+            } else if path.extension().is_some_and(|e| {
+                ["md", "rs", "js", "json", "txt"].contains(&e.to_str().unwrap_or(""))
+            }) {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Every `/ralph-…` or `/ralph:ralph-…` that stands as a word (after a blank, a quote, a
+    /// backtick or a bracket): a slash command, not a path such as `.claude/ralph-loop.local.md`.
+    fn mentioned(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for (i, _) in text.match_indices("/ralph") {
+            let before = text[..i].chars().next_back();
+            if before.is_some_and(|c| !(c.is_whitespace() || "`\"'(|[".contains(c))) {
+                continue;
+            }
+            let name: String = text[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ':')
+                .collect();
+            names.insert(name.trim_end_matches([':', '-']).to_owned());
+        }
+        names
+    }
+
+    fn skills() -> BTreeSet<String> {
+        let dir = client::plugin_root().join("skills");
+        std::fs::read_dir(&dir)
+            .expect("plugin/skills")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_mention_scanner_tells_commands_from_paths() {
+        let text = "run /ralph-loop or `/ralph:ralph-cancel`, (/ralph-status); \
+                    not .claude/ralph-loop.local.md, bin/ralph, /path/to/ralph, target/release/ralph";
+        let found: Vec<String> = mentioned(text).into_iter().collect();
+        assert_eq!(found, ["ralph-loop", "ralph-status", "ralph:ralph-cancel"]);
+    }
+
+    #[test]
+    fn every_skill_declares_its_name_and_only_the_user_runs_it() {
+        for skill in skills() {
+            let path = client::plugin_root().join(format!("skills/{skill}/SKILL.md"));
+            let text = std::fs::read_to_string(&path).expect("SKILL.md");
+            let front = text.split("\n---\n").next().unwrap_or("");
+            // Without `name:` the client answers only to /ralph:<skill> (checked in 2.1.328).
+            assert!(
+                front.contains(&format!("\nname: {skill}\n")),
+                "{}",
+                path.display()
+            );
+            assert!(
+                front.contains("\ndisable-model-invocation: true"),
+                "{}",
+                path.display()
+            );
+            assert!(
+                !text.contains("$ARGUMENTS"),
+                "{}: typed text must never reach a `!` block (see typed.rs)",
+                path.display()
+            );
+        }
+    }
+
+    /// Every name the text mentions, checked against the plugin's skills and then run by the
+    /// real client under exactly that name.
+    #[test]
+    fn every_mentioned_command_is_a_skill_the_client_runs_by_that_name() {
+        let skills = skills();
+        let mut mentions: BTreeSet<String> = BTreeSet::new();
+        for file in user_facing_files() {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            // A module's unit tests hold counter-examples on purpose; users never see them.
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            for name in mentioned(text) {
+                let skill = name.strip_prefix("ralph:").unwrap_or(&name);
+                assert!(
+                    skills.contains(skill),
+                    "{} mentions /{name}, which is not a skill of the plugin ({skills:?})",
+                    file.display()
+                );
+                mentions.insert(name);
+            }
+        }
+        for skill in ["ralph-loop", "ralph-cancel", "ralph-status"] {
+            assert!(mentions.contains(skill), "the docs never mention /{skill}");
+        }
+
+        const TEST: &str = "every_mentioned_command_is_a_skill_the_client_runs_by_that_name";
+        if client::claude_bin(TEST).is_none() {
+            return;
+        }
+        // One sandbox per name, all at once: each run is independent.
+        std::thread::scope(|scope| {
+            for name in &mentions {
+                scope.spawn(move || {
+                    let sandbox = Sandbox::new(TEST).expect("client found above");
+                    let skill = name.strip_prefix("ralph:").unwrap_or(name);
+                    let api = MockApi::start(vec![Reply::text("ok")]);
+                    let run = sandbox.claude(&api, &format!("/{name}"), &[]);
+                    assert!(run.status.success(), "/{name}\n{}", run.describe());
+                    let prompts: String = api.turns().iter().map(|t| t.messages_text()).collect();
+                    assert!(
+                        !prompts.contains("no command with that name"),
+                        "the client does not know /{name}\n{prompts}"
+                    );
+                    // Either the skill's block ran and its body reached the model, or the
+                    // block failed (e.g. /ralph-loop with no task) and the client says so:
+                    // both mean the client ran the skill.
+                    let ran = prompts
+                        .contains(&format!("<command-name>/ralph:{skill}</command-name>"))
+                        || run.result_text().starts_with("Shell command failed");
+                    assert!(
+                        ran,
+                        "/{name} did not run the skill\n{}\n{}",
+                        api.describe(),
+                        run.describe()
+                    );
+                });
+            }
+        });
+    }
+}
