@@ -719,7 +719,11 @@ mod names {
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ':')
                 .collect();
-            names.insert(name.trim_end_matches([':', '-']).to_owned());
+            let name = name.trim_end_matches([':', '-']);
+            // `/ralph:<name>` in prose names the pattern, not a command.
+            if name.strip_prefix("ralph:").unwrap_or(name).starts_with("ralph-") {
+                names.insert(name.to_owned());
+            }
         }
         names
     }
