@@ -721,7 +721,11 @@ mod names {
                 .collect();
             let name = name.trim_end_matches([':', '-']);
             // `/ralph:<name>` in prose names the pattern, not a command.
-            if name.strip_prefix("ralph:").unwrap_or(name).starts_with("ralph-") {
+            if name
+                .strip_prefix("ralph:")
+                .unwrap_or(name)
+                .starts_with("ralph-")
+            {
                 names.insert(name.to_owned());
             }
         }

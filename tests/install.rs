@@ -10,9 +10,12 @@
 //! (`npm ci --prefix tests/registry`). When either is missing the test prints a SKIPPED line
 //! and passes, except on CI (`CI` set) where it fails.
 
+// This test uses only part of the shared harness.
 #[path = "support/client.rs"]
+#[allow(dead_code)]
 mod client;
 #[path = "support/mock_api.rs"]
+#[allow(dead_code)]
 mod mock_api;
 
 use std::ffi::OsString;
