@@ -833,3 +833,160 @@ mod names {
         });
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// `ralph hook prompt` and `--typed-arguments` through the binary alone (no client needed).
+
+mod typed_arguments {
+    use std::io::Write;
+    use std::path::Path;
+    use std::process::{Command, Output, Stdio};
+
+    use super::client::RALPH;
+
+    fn ralph(home: &Path, project: &Path, args: &[&str], stdin: &str, session: &str) -> Output {
+        let mut child = Command::new(RALPH)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home)
+            .env("CLAUDE_CODE_SESSION_ID", session)
+            .current_dir(project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ralph");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("stdin");
+        child.wait_with_output().expect("ralph output")
+    }
+
+    fn event(session: &str, prompt: &str) -> String {
+        serde_json::json!({
+            "session_id": session,
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn other_prompts_leave_no_trace() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        for prompt in [
+            "hello",
+            "/ralph-status",
+            "/ralph-loops x",
+            "please /ralph-loop x",
+        ] {
+            let out = ralph(
+                home.path(),
+                project.path(),
+                &["hook", "prompt"],
+                &event("s1", prompt),
+                "s1",
+            );
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        }
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            "not json",
+            "s1",
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(
+            !home.path().join(".local").exists(),
+            "nothing kept for other prompts"
+        );
+    }
+
+    #[test]
+    fn typed_text_arms_byte_for_byte_once() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        std::fs::create_dir(project.path().join(".claude")).expect(".claude");
+        let task = "Fix it\nRALPH_ARGS_7f3a\n$(touch pwned) `touch pwned2` 'q' \"d\"\n\u{e9}nd";
+        let typed = format!("/ralph:ralph-loop {task}\n--max-iterations 3 --name typed");
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("s-1", &typed),
+            "s-1",
+        );
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+
+        let start = ["start", "--session-id", "s-1", "--typed-arguments"];
+        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        assert!(out.status.success(), "{out:?}");
+        let state = std::fs::read_to_string(project.path().join(".claude/typed-loop.local.md"))
+            .expect("armed");
+        assert_eq!(
+            super::state_body(&state).trim_end_matches('\n'),
+            task,
+            "{state}"
+        );
+        assert!(state.contains("max_iterations: 3"), "{state}");
+        assert!(!project.path().join("pwned").exists() && !project.path().join("pwned2").exists());
+
+        // Taken once: a second block finds nothing and says why.
+        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("did not reach ralph"),
+            "{out:?}"
+        );
+
+        // Another session's typed text is not this session's.
+        let typed = "/ralph-cancel --all";
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("s-2", typed),
+            "s-2",
+        );
+        assert!(out.status.success(), "{out:?}");
+        let cancel = ["cancel", "--typed-arguments"];
+        let out = ralph(home.path(), project.path(), &cancel, "", "s-1");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let out = ralph(home.path(), project.path(), &cancel, "", "s-2");
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Cancelled loop `typed`"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn an_unusable_session_id_is_reported_not_used() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("../../evil", "/ralph-loop x"),
+            "x",
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert!(
+            answer["systemMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("not usable")),
+            "{answer}"
+        );
+    }
+}
