@@ -1,11 +1,12 @@
-//! End-to-end tests: the real Claude Code client (pinned in package.json) in print mode, with
-//! this repository loaded as a plugin (`--plugin-dir`), talking to a scripted mock of the
-//! Messages API (tests/support/mock_api.rs). The plugin's launcher runs the `ralph` binary
-//! under test through `RALPH_BIN`.
+//! End-to-end tests: the real Claude Code client (pinned in tests/client/package.json) in print
+//! mode, with the repository's `plugin/` folder loaded as a plugin (`--plugin-dir`), talking to
+//! a scripted mock of the Messages API (tests/support/mock_api.rs). The plugin's launcher runs
+//! the `ralph` binary under test through `RALPH_BIN`.
 //!
 //! The client is looked up in `RALPH_CLAUDE_BIN`, else in
-//! `node_modules/@anthropic-ai/claude-code-linux-x64/claude` (`npm ci` installs it). When it is
-//! missing, each test prints a SKIPPED line and passes, except on CI (`CI` set) where it fails.
+//! `tests/client/node_modules/@anthropic-ai/claude-code-linux-x64/claude`
+//! (`npm ci --prefix tests/client` installs it). When it is missing, each test prints a SKIPPED
+//! line and passes, except on CI (`CI` set) where it fails.
 //!
 //! Each test has its own HOME, project and mock port, so they run in parallel.
 
@@ -67,7 +68,7 @@ fn loop_runs_until_the_completion_promise() {
     let task = "Make the flaky parser test pass";
     let run = sandbox.claude(
         &api,
-        &format!("/ralph:ralph-loop {task} --max-iterations 5 --completion-promise DONE"),
+        &format!("/ralph-loop {task} --max-iterations 5 --completion-promise DONE"),
         &[],
     );
     assert!(run.status.success(), "{}", run.describe());
@@ -116,7 +117,7 @@ fn verification_gate_refuses_then_accepts_the_promise() {
     ]);
     let run = sandbox.claude(
         &api,
-        "/ralph:ralph-loop Ship the release --max-iterations 6 --completion-promise DONE --verify 'test -f verified.txt || { echo \"verified.txt is missing\"; exit 4; }'",
+        "/ralph-loop Ship the release --max-iterations 6 --completion-promise DONE --verify 'test -f verified.txt || { echo \"verified.txt is missing\"; exit 4; }'",
         &["--allowedTools", "Bash(touch:*)"],
     );
     assert!(run.status.success(), "{}", run.describe());
@@ -234,11 +235,7 @@ fn task_text_arrives_verbatim() {
     api.watch_file(sandbox.state_file());
     let task = "Print \"hello\" and 'hi' from $HOME with `whoami` and $(id -u) in *.rs; a\\b\n\
                 second line: keep   spaces & <angle> | pipes; done";
-    let run = sandbox.claude(
-        &api,
-        &format!("/ralph:ralph-loop {task} --max-iterations 2"),
-        &[],
-    );
+    let run = sandbox.claude(&api, &format!("/ralph-loop {task} --max-iterations 2"), &[]);
     assert!(run.status.success(), "{}", run.describe());
 
     let turns = api.turns();
@@ -271,8 +268,66 @@ fn task_text_arrives_verbatim() {
     );
 }
 
-/// (d) /ralph:ralph-status shows the loop (on the model of its frontmatter) and
-/// /ralph:ralph-cancel ends it, both in print mode.
+/// Issue 9, item 10: task text is never shell. Whatever is typed after /ralph-loop (the old
+/// heredoc delimiter on a line of its own, `$(…)`, backticks, quotes, `${CLAUDE_SESSION_ID}`,
+/// newlines) arms a loop whose prompt is byte-identical to the typed text, and no command in
+/// it runs. The text travels as JSON through the UserPromptSubmit hook, never through a `!`
+/// block (crates/ralph-core/src/typed.rs).
+#[test]
+fn hostile_task_text_is_data_not_shell() {
+    let sandbox = sandbox_or_skip!("hostile_task_text_is_data_not_shell");
+    let p = sandbox.project().display().to_string();
+    let task = format!(
+        "Fix it\nRALPH_ARGS_7f3a\ntouch {p}/pwned-after-delimiter\nEOF\n\
+         $(touch {p}/pwned-dollar) and `touch {p}/pwned-backtick`\n\
+         '; touch {p}/pwned-single; ' \"; touch {p}/pwned-double; \"\n\
+         ${{CLAUDE_SESSION_ID}} $ARGUMENTS $0 $1 \\n \\ <<'X' | & ; > out.txt\n\
+         last line"
+    );
+    for (i, command) in ["/ralph-loop", "/ralph:ralph-loop"].iter().enumerate() {
+        let name = format!("hostile{i}");
+        let api = MockApi::start(replies(&["step one", "step two"]));
+        let state_file = sandbox
+            .project()
+            .join(format!(".claude/{name}-loop.local.md"));
+        api.watch_file(state_file.clone());
+        let run = sandbox.claude(
+            &api,
+            &format!("{command} {task}\n--name {name} --max-iterations 2"),
+            &[],
+        );
+        assert!(run.status.success(), "{}", run.describe());
+        let turns = api.turns();
+        assert_eq!(turns.len(), 2, "{}\n{}", api.describe(), run.describe());
+        let state = turns[1].watched_file.clone().unwrap_or_else(|| {
+            panic!(
+                "{command}: no state file during the loop\n{}",
+                run.describe()
+            )
+        });
+        assert_eq!(
+            state_body(&state).trim_end_matches('\n'),
+            task,
+            "{command}: the prompt is not byte-identical; state file:\n{state}"
+        );
+        assert!(
+            turns[1].last_user_text().contains(&task),
+            "{command}: the fed-back prompt is not verbatim\n{}",
+            api.describe()
+        );
+    }
+    let mut planted: Vec<String> = std::fs::read_dir(sandbox.project())
+        .expect("read project")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pwned") || n == "out.txt")
+        .collect();
+    planted.sort();
+    assert!(planted.is_empty(), "task text ran as shell: {planted:?}");
+}
+
+/// (d) /ralph-status shows the loop (on the model of its frontmatter) and /ralph-cancel ends
+/// it, both in print mode.
 #[test]
 fn status_and_cancel_commands_work_in_print_mode() {
     let sandbox = sandbox_or_skip!("status_and_cancel_commands_work_in_print_mode");
@@ -290,7 +345,7 @@ fn status_and_cancel_commands_work_in_print_mode() {
     assert!(out.status.success(), "ralph start failed: {out:?}");
 
     let api = MockApi::start(vec![Reply::text("Status summarised.")]);
-    let run = sandbox.claude(&api, "/ralph:ralph-status", &[]);
+    let run = sandbox.claude(&api, "/ralph-status", &[]);
     assert!(run.status.success(), "{}", run.describe());
     let turns = api.turns();
     assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
@@ -312,7 +367,7 @@ fn status_and_cancel_commands_work_in_print_mode() {
     );
 
     let api = MockApi::start(vec![Reply::text("Cancelled.")]);
-    let run = sandbox.claude(&api, "/ralph:ralph-cancel", &[]);
+    let run = sandbox.claude(&api, "/ralph-cancel", &[]);
     assert!(run.status.success(), "{}", run.describe());
     assert_eq!(
         api.turns().len(),
@@ -529,8 +584,8 @@ mod launcher {
     impl Fixture {
         fn new() -> Self {
             let dir = tempfile::tempdir().expect("tempdir");
-            let launcher = super::client::repo_root().join("bin/ralph");
-            let text = std::fs::read_to_string(&launcher).expect("read bin/ralph");
+            let launcher = super::client::plugin_root().join("bin/ralph");
+            let text = std::fs::read_to_string(&launcher).expect("read plugin/bin/ralph");
             write_exe(&dir.path().join("plugin/bin/ralph"), &text);
             std::fs::create_dir_all(dir.path().join("home")).expect("home");
             std::fs::create_dir_all(dir.path().join("empty")).expect("empty");
@@ -540,6 +595,9 @@ mod launcher {
             self.dir.path().join(rel)
         }
         fn run(&self, args: &[&str], env: &[(&str, String)], stdin: &str) -> Output {
+            self.run_in(&self.path("home"), args, env, stdin)
+        }
+        fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, String)], stdin: &str) -> Output {
             let mut cmd = Command::new("sh");
             cmd.arg(self.path("plugin/bin/ralph"))
                 .args(args)
@@ -549,6 +607,8 @@ mod launcher {
                     format!("{}:/usr/bin:/bin", self.path("empty").display()),
                 )
                 .env("HOME", self.path("home"))
+                .env("PWD", cwd)
+                .current_dir(cwd)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -570,27 +630,63 @@ mod launcher {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// The hook's event, as the client sends it.
+    const EVENT: &str = "{\"session_id\":\"x\",\"hook_event_name\":\"Stop\"}\n";
+
     #[test]
-    fn without_a_binary_the_stop_hook_allows_and_says_why() {
+    fn without_a_binary_the_stop_hook_is_silent_where_no_loop_exists() {
         let f = Fixture::new();
-        let out = f.run(
-            &["hook", "stop"],
+        let project = f.path("project");
+        std::fs::create_dir_all(project.join(".claude")).expect("mkdir");
+        for env in [
+            vec![("CLAUDE_PROJECT_DIR", project.display().to_string())],
+            vec![],
+        ] {
+            let out = f.run_in(&project, &["hook", "stop"], &env, EVENT);
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            assert!(out.stdout.is_empty(), "{out:?}");
+            assert!(out.stderr.is_empty(), "{out:?}");
+        }
+        let out = f.run_in(
+            &project,
+            &["hook", "prompt"],
             &[],
-            "{\"session_id\":\"x\",\"hook_event_name\":\"Stop\"}\n",
+            "{\"prompt\":\"/ralph-loop x\"}",
         );
         assert_eq!(out.status.code(), Some(0), "{out:?}");
-        let answer: serde_json::Value =
-            serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
-        let msg = answer["systemMessage"].as_str().expect("systemMessage");
-        assert!(
-            msg.contains("not installed") && msg.contains("/ralph:ralph-init"),
-            "{msg}"
-        );
-        assert_eq!(
-            answer.as_object().map(|o| o.len()),
-            Some(1),
-            "only a systemMessage: {answer}"
-        );
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn without_a_binary_the_stop_hook_warns_where_a_loop_waits_with_real_paths() {
+        let f = Fixture::new();
+        // A quote and a backslash in the path: the answer must still be one JSON object.
+        let project = f.path("pro\"ject\\x");
+        std::fs::create_dir_all(project.join(".claude/ralph")).expect("mkdir");
+        std::fs::write(project.join(".claude/ralph-loop.local.md"), "---\n---\n").expect("loop");
+        let sub = project.join("src/deep");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        let by_env = [("CLAUDE_PROJECT_DIR", project.display().to_string())];
+        for (cwd, env) in [(&project, &by_env[..]), (&sub, &[][..])] {
+            let out = f.run_in(cwd, &["hook", "stop"], env, EVENT);
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            let answer: serde_json::Value =
+                serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+            let msg = answer["systemMessage"].as_str().expect("systemMessage");
+            let plugin = f.path("plugin").canonicalize().expect("real path");
+            assert!(msg.contains("not found"), "{msg}");
+            assert!(
+                msg.contains(&format!("{}/node_modules/@ralph-loop/", plugin.display())),
+                "{msg}"
+            );
+            assert!(msg.contains("npm install -g @ralph-loop/ralph"), "{msg}");
+            assert!(
+                msg.contains(&project.join(".claude").display().to_string()),
+                "{msg}"
+            );
+            assert!(!msg.contains('<'), "no placeholder: {msg}");
+            assert_eq!(answer.as_object().map(|o| o.len()), Some(1), "{answer}");
+        }
     }
 
     #[test]
@@ -600,7 +696,7 @@ mod launcher {
         assert_eq!(out.status.code(), Some(127), "{out:?}");
         assert!(out.stdout.is_empty());
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("/ralph:ralph-init"),
+            String::from_utf8_lossy(&out.stderr).contains("npm install -g @ralph-loop/ralph"),
             "{out:?}"
         );
     }
@@ -608,16 +704,15 @@ mod launcher {
     #[test]
     fn lookup_order_and_arguments_pass_through() {
         let f = Fixture::new();
-        let data = f.path("data");
         let root = f.path("root");
         let explicit = f.path("explicit/ralph");
-        fake(&data.join("bin/ralph"));
-        fake(&root.join("target/release/ralph"));
+        let npm = root.join("node_modules/@ralph-loop/ralph-linux-x64/bin/ralph");
+        fake(&npm);
+        fake(&root.join("../target/release/ralph"));
         fake(&explicit);
         let tricky = ["start", "a b", "$HOME", "`x`", "", "*"];
         let env_all = [
             ("RALPH_BIN", explicit.display().to_string()),
-            ("CLAUDE_PLUGIN_DATA", data.display().to_string()),
             ("CLAUDE_PLUGIN_ROOT", root.display().to_string()),
         ];
         let out = f.run(&tricky, &env_all, "");
@@ -631,32 +726,35 @@ mod launcher {
             "RALPH_BIN first, arguments verbatim"
         );
 
+        // The npm-delivered binary comes before a checkout's build.
         let out = f.run(&["x"], &env_all[1..], "");
         assert!(
-            stdout(&out).starts_with(&format!("fake:{}/bin/ralph\n", data.display())),
+            stdout(&out).starts_with(&format!("fake:{}\n", npm.display())),
             "{out:?}"
         );
-        let out = f.run(&["x"], &env_all[2..], "");
+        std::fs::remove_file(&npm).expect("rm");
+        let out = f.run(&["x"], &env_all[1..], "");
         assert!(
-            stdout(&out).starts_with(&format!("fake:{}/target/release/ralph\n", root.display())),
+            stdout(&out).starts_with(&format!(
+                "fake:{}/../target/release/ralph\n",
+                root.display()
+            )),
             "{out:?}"
         );
 
-        // Next to the launcher: <plugin>/target/release/ralph.
-        fake(&f.path("plugin/target/release/ralph"));
+        // Without CLAUDE_PLUGIN_ROOT (a `!` block): the folder above the launcher.
+        let beside = f.path("plugin/node_modules/@ralph-loop/ralph-darwin-arm64/bin/ralph");
+        fake(&beside);
         let out = f.run(&["x"], &[], "");
-        assert!(stdout(&out).starts_with("fake:"), "{out:?}");
         assert!(
-            stdout(&out)
-                .lines()
-                .next()
-                .is_some_and(|l| l.ends_with("plugin/bin/../target/release/ralph")),
+            stdout(&out).lines().next().is_some_and(|l| l
+                .ends_with("plugin/bin/../node_modules/@ralph-loop/ralph-darwin-arm64/bin/ralph")),
             "{out:?}"
         );
     }
 
     #[test]
-    fn finds_the_plugin_data_binary_and_path_but_never_itself() {
+    fn finds_ralph_on_path_but_never_itself() {
         let f = Fixture::new();
         // Only the launcher itself on PATH: it must not exec itself.
         let path_with_self = format!("{}:/usr/bin:/bin", f.path("plugin/bin").display());
@@ -671,14 +769,334 @@ mod launcher {
             stdout(&out).starts_with(&format!("fake:{}/ralph\n", f.path("elsewhere").display())),
             "{out:?}"
         );
+    }
+}
 
-        // Installed by /ralph:ralph-init, seen from a `!` block (no CLAUDE_PLUGIN_DATA).
-        let installed = f.path("home/.claude/plugins/data/ralph-inline/bin/ralph");
-        fake(&installed);
-        let out = f.run(&["status"], &[], "");
+// ---------------------------------------------------------------------------------------
+// Names as typed (issue 10): every slash command the user-facing text mentions is a skill of
+// the plugin, and the real client runs each one by the name the text uses.
+
+mod names {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    use super::client::{self, Sandbox};
+    use super::mock_api::{MockApi, Reply};
+
+    /// Where users read command names: docs, templates, every message and help text, skills.
+    fn user_facing_files() -> Vec<PathBuf> {
+        let repo = client::repo_root();
+        let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "plugin/bin/ralph"]
+            .iter()
+            .map(|f| repo.join(f))
+            .collect();
+        for dir in [
+            "docs",
+            "plugin/skills",
+            "crates/ralph-core/templates",
+            "crates/ralph-core/src",
+            "crates/ralph/src",
+            "npm/ralph",
+        ] {
+            collect(&repo.join(dir), &mut files);
+        }
+        files
+    }
+
+    fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                collect(&path, out);
+            } else if path.extension().is_some_and(|e| {
+                ["md", "rs", "js", "json", "txt"].contains(&e.to_str().unwrap_or(""))
+            }) {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Every `/ralph-…` or `/ralph:ralph-…` that stands as a word (after a blank, a quote, a
+    /// backtick or a bracket): a slash command, not a path such as `.claude/ralph-loop.local.md`.
+    fn mentioned(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for (i, _) in text.match_indices("/ralph") {
+            let before = text[..i].chars().next_back();
+            if before.is_some_and(|c| !(c.is_whitespace() || "`\"'(|[".contains(c))) {
+                continue;
+            }
+            let name: String = text[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ':')
+                .collect();
+            let name = name.trim_end_matches([':', '-']);
+            // `/ralph:<name>` in prose names the pattern, not a command.
+            if name
+                .strip_prefix("ralph:")
+                .unwrap_or(name)
+                .starts_with("ralph-")
+            {
+                names.insert(name.to_owned());
+            }
+        }
+        names
+    }
+
+    fn skills() -> BTreeSet<String> {
+        let dir = client::plugin_root().join("skills");
+        std::fs::read_dir(&dir)
+            .expect("plugin/skills")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_mention_scanner_tells_commands_from_paths() {
+        let text = "run /ralph-loop or `/ralph:ralph-cancel`, (/ralph-status); \
+                    not .claude/ralph-loop.local.md, bin/ralph, /path/to/ralph, target/release/ralph";
+        let found: Vec<String> = mentioned(text).into_iter().collect();
+        assert_eq!(found, ["ralph-loop", "ralph-status", "ralph:ralph-cancel"]);
+    }
+
+    #[test]
+    fn every_skill_declares_its_name_and_only_the_user_runs_it() {
+        for skill in skills() {
+            let path = client::plugin_root().join(format!("skills/{skill}/SKILL.md"));
+            let text = std::fs::read_to_string(&path).expect("SKILL.md");
+            let front = text.split("\n---\n").next().unwrap_or("");
+            // Without `name:` the client answers only to /ralph:<skill> (checked in 2.1.328).
+            assert!(
+                front.contains(&format!("\nname: {skill}\n")),
+                "{}",
+                path.display()
+            );
+            assert!(
+                front.contains("\ndisable-model-invocation: true"),
+                "{}",
+                path.display()
+            );
+            assert!(
+                !text.contains("$ARGUMENTS"),
+                "{}: typed text must never reach a `!` block (see typed.rs)",
+                path.display()
+            );
+        }
+    }
+
+    /// Every name the text mentions, checked against the plugin's skills and then run by the
+    /// real client under exactly that name.
+    #[test]
+    fn every_mentioned_command_is_a_skill_the_client_runs_by_that_name() {
+        let skills = skills();
+        let mut mentions: BTreeSet<String> = BTreeSet::new();
+        for file in user_facing_files() {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            // A module's unit tests hold counter-examples on purpose; users never see them.
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            for name in mentioned(text) {
+                let skill = name.strip_prefix("ralph:").unwrap_or(&name);
+                assert!(
+                    skills.contains(skill),
+                    "{} mentions /{name}, which is not a skill of the plugin ({skills:?})",
+                    file.display()
+                );
+                mentions.insert(name);
+            }
+        }
+        for skill in ["ralph-loop", "ralph-cancel", "ralph-status"] {
+            assert!(mentions.contains(skill), "the docs never mention /{skill}");
+        }
+
+        const TEST: &str = "every_mentioned_command_is_a_skill_the_client_runs_by_that_name";
+        if client::claude_bin(TEST).is_none() {
+            return;
+        }
+        // One sandbox per name, all at once: each run is independent.
+        std::thread::scope(|scope| {
+            for name in &mentions {
+                scope.spawn(move || {
+                    let sandbox = Sandbox::new(TEST).expect("client found above");
+                    let skill = name.strip_prefix("ralph:").unwrap_or(name);
+                    let api = MockApi::start(vec![Reply::text("ok")]);
+                    let run = sandbox.claude(&api, &format!("/{name}"), &[]);
+                    assert!(run.status.success(), "/{name}\n{}", run.describe());
+                    let prompts: String = api.turns().iter().map(|t| t.messages_text()).collect();
+                    assert!(
+                        !prompts.contains("no command with that name"),
+                        "the client does not know /{name}\n{prompts}"
+                    );
+                    // Either the skill's block ran and its body reached the model, or the
+                    // block failed (e.g. /ralph-loop with no task) and the client says so:
+                    // both mean the client ran the skill.
+                    let ran = prompts
+                        .contains(&format!("<command-name>/ralph:{skill}</command-name>"))
+                        || run.result_text().starts_with("Shell command failed");
+                    assert!(
+                        ran,
+                        "/{name} did not run the skill\n{}\n{}",
+                        api.describe(),
+                        run.describe()
+                    );
+                });
+            }
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// `ralph hook prompt` and `--typed-arguments` through the binary alone (no client needed).
+
+mod typed_arguments {
+    use std::io::Write;
+    use std::path::Path;
+    use std::process::{Command, Output, Stdio};
+
+    use super::client::RALPH;
+
+    fn ralph(home: &Path, project: &Path, args: &[&str], stdin: &str, session: &str) -> Output {
+        let mut child = Command::new(RALPH)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home)
+            .env("CLAUDE_CODE_SESSION_ID", session)
+            .current_dir(project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ralph");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("stdin");
+        child.wait_with_output().expect("ralph output")
+    }
+
+    fn event(session: &str, prompt: &str) -> String {
+        serde_json::json!({
+            "session_id": session,
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn other_prompts_leave_no_trace() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        for prompt in [
+            "hello",
+            "/ralph-status",
+            "/ralph-loops x",
+            "please /ralph-loop x",
+        ] {
+            let out = ralph(
+                home.path(),
+                project.path(),
+                &["hook", "prompt"],
+                &event("s1", prompt),
+                "s1",
+            );
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        }
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            "not json",
+            "s1",
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
         assert!(
-            stdout(&out).starts_with(&format!("fake:{}\n", installed.display())),
+            !home.path().join(".local").exists(),
+            "nothing kept for other prompts"
+        );
+    }
+
+    #[test]
+    fn typed_text_arms_byte_for_byte_once() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        std::fs::create_dir(project.path().join(".claude")).expect(".claude");
+        let task = "Fix it\nRALPH_ARGS_7f3a\n$(touch pwned) `touch pwned2` 'q' \"d\"\n\u{e9}nd";
+        let typed = format!("/ralph:ralph-loop {task}\n--max-iterations 3 --name typed");
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("s-1", &typed),
+            "s-1",
+        );
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+
+        let start = ["start", "--session-id", "s-1", "--typed-arguments"];
+        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        assert!(out.status.success(), "{out:?}");
+        let state = std::fs::read_to_string(project.path().join(".claude/typed-loop.local.md"))
+            .expect("armed");
+        assert_eq!(
+            super::state_body(&state).trim_end_matches('\n'),
+            task,
+            "{state}"
+        );
+        assert!(state.contains("max_iterations: 3"), "{state}");
+        assert!(!project.path().join("pwned").exists() && !project.path().join("pwned2").exists());
+
+        // Taken once: a second block finds nothing and says why.
+        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("did not reach ralph"),
             "{out:?}"
+        );
+
+        // Another session's typed text is not this session's.
+        let typed = "/ralph-cancel --all";
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("s-2", typed),
+            "s-2",
+        );
+        assert!(out.status.success(), "{out:?}");
+        let cancel = ["cancel", "--typed-arguments"];
+        let out = ralph(home.path(), project.path(), &cancel, "", "s-1");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let out = ralph(home.path(), project.path(), &cancel, "", "s-2");
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Cancelled loop `typed`"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn an_unusable_session_id_is_reported_not_used() {
+        let home = tempfile::tempdir().expect("home");
+        let project = tempfile::tempdir().expect("project");
+        let out = ralph(
+            home.path(),
+            project.path(),
+            &["hook", "prompt"],
+            &event("../../evil", "/ralph-loop x"),
+            "x",
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert!(
+            answer["systemMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("not usable")),
+            "{answer}"
         );
     }
 }

@@ -1,5 +1,5 @@
-//! Runs the real Claude Code client (print mode) against the mock API, with the repository
-//! loaded as a plugin, in a throwaway HOME and project.
+//! Runs the real Claude Code client (print mode) against the mock API, with the repository's
+//! `plugin/` folder loaded as a plugin, in a throwaway HOME and project.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -18,13 +18,57 @@ pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The install command printed when the client is missing.
-const INSTALL_HINT: &str = "run `npm ci` (or `npm install`) in the repository root: it installs the pinned \
-     @anthropic-ai/claude-code from package.json; or set RALPH_CLAUDE_BIN to a claude binary";
+const INSTALL_HINT: &str = "run `npm ci --prefix tests/client` in the repository root: it installs the pinned \
+     @anthropic-ai/claude-code from tests/client/package.json; or set RALPH_CLAUDE_BIN to a claude binary";
 
-/// The repository root, which is also the plugin root.
+/// The repository root.
 pub fn repo_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.canonicalize().unwrap_or(root)
+}
+
+/// The plugin folder, as `claude --plugin-dir` and the marketplace entry see it.
+pub fn plugin_root() -> PathBuf {
+    repo_root().join("plugin")
+}
+
+/// Where `npm ci --prefix tests/client` puts the pinned client's packages.
+pub fn client_modules() -> PathBuf {
+    repo_root().join("tests/client/node_modules")
+}
+
+/// The `claude` binary from the pinned client's npm packages for this platform, if installed.
+pub fn installed_client() -> PathBuf {
+    // npm installs the native client for this platform only: linux-x64 here and on CI; the
+    // other names let a developer on macOS or ARM run the tests too.
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let modules = client_modules().join("@anthropic-ai");
+    let preferred = modules.join("claude-code-linux-x64/claude");
+    [
+        preferred.clone(),
+        modules.join(format!("claude-code-{os}-{arch}/claude")),
+        modules.join(format!("claude-code-{os}-{arch}-musl/claude")),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .unwrap_or(preferred)
+}
+
+/// Fails the test on CI, or prints a loud SKIPPED line and returns `None` elsewhere.
+pub fn skip_or_fail<T>(test: &str, why: &str) -> Option<T> {
+    if std::env::var_os("CI").is_some() {
+        panic!("e2e test {test}: {why}");
+    }
+    eprintln!("\n*** SKIPPED e2e test {test}: {why} ***\n");
+    None
 }
 
 /// The Claude Code binary, or `None` (after a loud SKIPPED line) when it is not installed
@@ -32,44 +76,18 @@ pub fn repo_root() -> PathBuf {
 pub fn claude_bin(test: &str) -> Option<PathBuf> {
     let path = match std::env::var_os("RALPH_CLAUDE_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            // npm installs the native client for this platform only: linux-x64 here and on
-            // CI; the other names let a developer on macOS or ARM run the tests too.
-            let os = match std::env::consts::OS {
-                "macos" => "darwin",
-                other => other,
-            };
-            let arch = match std::env::consts::ARCH {
-                "x86_64" => "x64",
-                "aarch64" => "arm64",
-                other => other,
-            };
-            let modules = repo_root().join("node_modules/@anthropic-ai");
-            let preferred = modules.join("claude-code-linux-x64/claude");
-            [
-                preferred.clone(),
-                modules.join(format!("claude-code-{os}-{arch}/claude")),
-                modules.join(format!("claude-code-{os}-{arch}-musl/claude")),
-            ]
-            .into_iter()
-            .find(|p| p.is_file())
-            .unwrap_or(preferred)
-        }
+        _ => installed_client(),
     };
     if path.is_file() {
         return Some(path);
     }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "e2e test {test}: the Claude Code client is not installed at {}; {INSTALL_HINT}",
+    skip_or_fail(
+        test,
+        &format!(
+            "the Claude Code client is not installed at {}; {INSTALL_HINT}",
             path.display()
-        );
-    }
-    eprintln!(
-        "\n*** SKIPPED e2e test {test}: the Claude Code client is not installed at {}; {INSTALL_HINT} ***\n",
-        path.display()
-    );
-    None
+        ),
+    )
 }
 
 /// A fresh HOME and a fresh project folder (with `.claude/`), both deleted on drop.
@@ -156,56 +174,18 @@ impl Sandbox {
 
     /// Runs `claude -p PROMPT` in the project with the plugin loaded, against `api`.
     pub fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
-        let out_dir = tempfile::Builder::new()
-            .prefix("ralph-e2e-run-")
-            .tempdir()
-            .expect("temp run dir");
-        let stdout_path = out_dir.path().join("stdout");
-        let stderr_path = out_dir.path().join("stderr");
-        let debug_path = out_dir.path().join("debug.log");
-        let repo = repo_root();
-
-        let mut cmd = Command::new(&self.claude);
-        cmd.arg("-p")
-            .arg(prompt)
-            .arg("--plugin-dir")
-            .arg(&repo)
-            .args([
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--include-hook-events",
-            ])
-            .arg("--debug-file")
-            .arg(&debug_path)
-            .args(extra_args)
-            .current_dir(self.project());
-        hermetic_env(&mut cmd, self.home.path());
-        mock_api_env(&mut cmd, api);
-        cmd.env("RALPH_BIN", RALPH)
-            .stdin(Stdio::null())
-            .stdout(File::create(&stdout_path).expect("stdout file"))
-            .stderr(File::create(&stderr_path).expect("stderr file"));
-
-        let mut child = cmd.spawn().expect("spawn the claude client");
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for claude") {
-                break status;
-            }
-            if started.elapsed() > CLIENT_TIMEOUT {
-                let _ = child.kill();
-                let status = child.wait().expect("reap claude");
-                let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
-                panic!(
-                    "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
-                    run.describe(),
-                    api.describe()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        read_run(status, &stdout_path, &stderr_path, &debug_path)
+        let plugin = plugin_root();
+        let mut args: Vec<&std::ffi::OsStr> = vec!["--plugin-dir".as_ref(), plugin.as_os_str()];
+        args.extend(extra_args.iter().map(std::ffi::OsStr::new));
+        run_claude(
+            &self.claude,
+            prompt,
+            &args,
+            self.project(),
+            self.home.path(),
+            api,
+            &[("RALPH_BIN", RALPH.as_ref())],
+        )
     }
 
     /// Runs the `ralph` binary under test in the project (no Claude Code variables set).
@@ -252,6 +232,68 @@ impl Sandbox {
     }
 }
 
+/// Runs `claude -p PROMPT ARGS` in `cwd` with a hermetic environment (HOME = `home`, plus
+/// `env`), against `api`, and fails the test when it takes longer than [`CLIENT_TIMEOUT`].
+pub fn run_claude(
+    claude: &Path,
+    prompt: &str,
+    args: &[&std::ffi::OsStr],
+    cwd: &Path,
+    home: &Path,
+    api: &MockApi,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Run {
+    let out_dir = tempfile::Builder::new()
+        .prefix("ralph-e2e-run-")
+        .tempdir()
+        .expect("temp run dir");
+    let stdout_path = out_dir.path().join("stdout");
+    let stderr_path = out_dir.path().join("stderr");
+    let debug_path = out_dir.path().join("debug.log");
+
+    let mut cmd = Command::new(claude);
+    cmd.arg("-p")
+        .arg(prompt)
+        .args(args)
+        .args([
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-hook-events",
+        ])
+        .arg("--debug-file")
+        .arg(&debug_path)
+        .current_dir(cwd);
+    hermetic_env(&mut cmd, home);
+    mock_api_env(&mut cmd, api);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).expect("stdout file"))
+        .stderr(File::create(&stderr_path).expect("stderr file"));
+
+    let mut child = cmd.spawn().expect("spawn the claude client");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for claude") {
+            break status;
+        }
+        if started.elapsed() > CLIENT_TIMEOUT {
+            let _ = child.kill();
+            let status = child.wait().expect("reap claude");
+            let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
+            panic!(
+                "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
+                run.describe(),
+                api.describe()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    read_run(status, &stdout_path, &stderr_path, &debug_path)
+}
+
 /// Starts from an empty environment (so that a test run inside Claude Code, or with a real
 /// API key, cannot leak into the client) and keeps only what a process needs.
 /// Points Claude Code at the mock API, with every non-essential call switched off.
@@ -264,7 +306,7 @@ fn mock_api_env(cmd: &mut Command, api: &MockApi) {
         .env("DISABLE_ERROR_REPORTING", "1");
 }
 
-fn hermetic_env(cmd: &mut Command, home: &Path) {
+pub fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear();
     for var in [
         "PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",

@@ -27,5 +27,6 @@ pub mod store;
 pub mod templates;
 pub mod time;
 pub mod transcript;
+pub mod typed;
 pub mod verify;
 pub mod worktree;

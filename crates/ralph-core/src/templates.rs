@@ -13,17 +13,11 @@ pub const TEMPLATES: &[Template] = &[
         name: "software",
         summary: "a software project: user stories with acceptance criteria, checks, one commit per story",
         files: [
-            (
-                "PROMPT.md",
-                include_str!("../../../templates/software/PROMPT.md"),
-            ),
-            (
-                "prd.json",
-                include_str!("../../../templates/software/prd.json"),
-            ),
+            ("PROMPT.md", include_str!("../templates/software/PROMPT.md")),
+            ("prd.json", include_str!("../templates/software/prd.json")),
             (
                 "progress.txt",
-                include_str!("../../../templates/software/progress.txt"),
+                include_str!("../templates/software/progress.txt"),
             ),
         ],
     },
@@ -33,15 +27,12 @@ pub const TEMPLATES: &[Template] = &[
         files: [
             (
                 "PROMPT.md",
-                include_str!("../../../templates/marketing/PROMPT.md"),
+                include_str!("../templates/marketing/PROMPT.md"),
             ),
-            (
-                "prd.json",
-                include_str!("../../../templates/marketing/prd.json"),
-            ),
+            ("prd.json", include_str!("../templates/marketing/prd.json")),
             (
                 "progress.txt",
-                include_str!("../../../templates/marketing/progress.txt"),
+                include_str!("../templates/marketing/progress.txt"),
             ),
         ],
     },

@@ -70,6 +70,10 @@ pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
     Stop(HookStopArgs),
+    /// The UserPromptSubmit hook: keep the text typed after /ralph-loop (and the other
+    /// skills) for `--typed-arguments`, so that it never passes through a shell
+    #[command(after_help = HOOK_EXAMPLES)]
+    Prompt,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +91,8 @@ fn parse_host(value: &str) -> Result<ralph_core::host::Host, String> {
 const HOOK_EXAMPLES: &str = "Examples:
   # hooks/hooks.json runs, for every Stop of every session:
   \"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook stop
+  # and, for every prompt the user submits:
+  \"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook prompt
   # by hand, to see the answer for one event:
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"last_assistant_message\":\"working\"}' | ralph hook stop";
 
@@ -167,6 +173,10 @@ pub struct StartArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
     #[arg(long, conflicts_with = "prompt")]
     pub raw_arguments: bool,
+    /// Take what the user typed after /ralph-loop, as the UserPromptSubmit hook kept it
+    /// (same syntax as --raw-arguments; the /ralph-loop skill uses this)
+    #[arg(long, conflicts_with_all = ["prompt", "raw_arguments"])]
+    pub typed_arguments: bool,
     /// The task; read from stdin when absent
     #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
     pub prompt: Vec<String>,
@@ -262,6 +272,9 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
+    /// Take what the user typed after the slash command, as the UserPromptSubmit hook kept it
+    #[arg(long, conflicts_with_all = ["name", "all", "raw_arguments"])]
+    pub typed_arguments: bool,
 }
 
 #[derive(Debug, Args)]
@@ -324,4 +337,8 @@ pub struct InitArgs {
     /// Overwrite files that exist
     #[arg(long)]
     pub force: bool,
+    /// Take what the user typed after /ralph-init (`[TEMPLATE] [--force]`), as the
+    /// UserPromptSubmit hook kept it
+    #[arg(long)]
+    pub typed_arguments: bool,
 }

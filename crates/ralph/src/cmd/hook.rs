@@ -2,7 +2,7 @@
 //! shape, exit 0 — whatever happens, and in time: a watchdog answers for
 //! the hook if it runs out of time.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use ralph_core::answer::Answer;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::{self, HookContext};
 use ralph_core::host::Host;
+use ralph_core::typed;
 use ralph_core::verify;
 
 /// The hook's own work (everything but a verification gate) must end
@@ -86,4 +87,37 @@ fn deadline_from_env() -> Duration {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|&s| s > 0)
         .map_or(DEADLINE, |s| Duration::from_secs(s).min(DEADLINE))
+}
+
+/// `ralph hook prompt`: the UserPromptSubmit hook. For `/ralph-loop …` and the other skills
+/// that take arguments it keeps the typed text, from the event's JSON, for the skill's
+/// `--typed-arguments`; every other prompt costs one JSON parse. It prints nothing (stdout
+/// of this hook would reach the model) except a `systemMessage` when it could not keep the
+/// text, and always exits 0.
+pub fn prompt() -> ExitCode {
+    let mut input = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut input);
+    let Ok(event) = serde_json::from_slice::<serde_json::Value>(&input) else {
+        return ExitCode::SUCCESS;
+    };
+    let Some((command, text)) = event["prompt"].as_str().and_then(typed::recognise) else {
+        return ExitCode::SUCCESS;
+    };
+    let session = event["session_id"].as_str().unwrap_or_default();
+    let kept = typed::default_dir().and_then(|dir| {
+        typed::keep(
+            &dir,
+            session,
+            command,
+            text,
+            ralph_core::time::Timestamp::now().0,
+        )
+    });
+    if let Err(e) = kept {
+        let answer = serde_json::json!({
+            "systemMessage": format!("⚠ ralph: could not keep the text typed after /{}: {e}", command.skill())
+        });
+        let _ = writeln!(std::io::stdout(), "{answer}");
+    }
+    ExitCode::SUCCESS
 }

@@ -7,7 +7,14 @@ use crate::cli::InitArgs;
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
 
-pub fn init(args: InitArgs) -> super::Outcome {
+pub fn init(mut args: InitArgs) -> super::Outcome {
+    if args.typed_arguments {
+        let typed = super::loops::typed_text(
+            super::session_from_env().as_deref(),
+            ralph_core::typed::SlashCommand::Init,
+        )?;
+        apply_typed(&mut args, &typed)?;
+    }
     let template = templates::find(&args.template).ok_or_else(|| {
         let names: Vec<String> = TEMPLATES
             .iter()
@@ -49,6 +56,33 @@ pub fn init(args: InitArgs) -> super::Outcome {
     say!(
         "\nNext: replace the example stories in ralph/prd.json with yours, then arm the loop:\n  /ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30\n(or: ralph start --completion-promise COMPLETE --max-iterations 30 < ralph/PROMPT.md)"
     );
+    Ok(())
+}
+
+/// `/ralph-init [TEMPLATE] [--template TEMPLATE] [--force]`, split on whitespace: a template
+/// name has no spaces, and anything else is refused rather than guessed.
+fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
+    let mut words = typed.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            "--force" => args.force = true,
+            "--template" => {
+                args.template = words
+                    .next()
+                    .ok_or_else(|| super::Failure::usage("`--template` needs a value"))?
+                    .to_owned()
+            }
+            w if w.starts_with("--template=") => {
+                args.template = w["--template=".len()..].to_owned()
+            }
+            w if !w.starts_with('-') => args.template = w.to_owned(),
+            other => {
+                return Err(super::Failure::usage(format!(
+                    "`{other}` is not an option of /ralph-init; use `[software|marketing] [--force]`"
+                )));
+            }
+        }
+    }
     Ok(())
 }
 

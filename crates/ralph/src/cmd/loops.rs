@@ -6,14 +6,24 @@ use ralph_core::arguments;
 use ralph_core::loops::{self, ArmRequest, LoopReport};
 use ralph_core::messages;
 use ralph_core::time::{Timestamp, format_duration};
+use ralph_core::typed::{self, SlashCommand};
 
 use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, LogArgs, SelectArgs, StartArgs, StatusArgs};
 
 pub fn start(mut args: StartArgs) -> Outcome {
     let mut notes = Vec::new();
-    let prompt = if args.raw_arguments {
-        let raw = read_stdin()?;
+    let session = args
+        .session_id
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(super::session_from_env);
+    let prompt = if args.raw_arguments || args.typed_arguments {
+        let raw = if args.typed_arguments {
+            typed_text(session.as_deref(), SlashCommand::Loop)?
+        } else {
+            read_stdin()?
+        };
         let parsed = arguments::parse(&raw).map_err(|e| Failure::usage(e.to_string()))?;
         for (key, value) in &parsed.options {
             apply_option(&mut args, key, value)?;
@@ -32,10 +42,6 @@ pub fn start(mut args: StartArgs) -> Outcome {
         String::new()
     };
     let project = super::project();
-    let session = args
-        .session_id
-        .filter(|s| !s.trim().is_empty())
-        .or_else(super::session_from_env);
     let request = arm_request(args.name, prompt, args.arm, session, args.force);
     let (path, state) = arm(&project, &request)?;
     for note in notes {
@@ -161,13 +167,30 @@ pub fn read_stdin() -> Result<String, String> {
     Ok(text)
 }
 
+/// The text the user typed after `/<command>`, as the UserPromptSubmit hook kept it for this
+/// session (crates/ralph-core/src/typed.rs says why it never goes through the shell).
+pub fn typed_text(session: Option<&str>, command: SlashCommand) -> Result<String, Failure> {
+    let session = session.ok_or_else(|| {
+        Failure::from(format!(
+            "no session id (CLAUDE_CODE_SESSION_ID), so the text typed after /{} cannot be found",
+            command.skill()
+        ))
+    })?;
+    let dir = typed::default_dir().map_err(|e| e.to_string())?;
+    typed::take(&dir, session, command, Timestamp::now().0)
+        .map_err(|e| Failure::from(e.to_string()))
+}
+
 /// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
-fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, Failure> {
-    if !args.raw_arguments {
+fn resolve_selection(mut args: SelectArgs, command: SlashCommand) -> Result<SelectArgs, Failure> {
+    let raw = if args.typed_arguments {
+        typed_text(super::session_from_env().as_deref(), command)?
+    } else if args.raw_arguments {
+        read_stdin()?
+    } else {
         return Ok(args);
-    }
-    let raw = read_stdin()?;
+    };
     let words: Vec<&str> = raw.split_whitespace().collect();
     match words.as_slice() {
         [] => {}
@@ -188,7 +211,7 @@ fn resolve_selection(mut args: SelectArgs) -> Result<SelectArgs, Failure> {
 }
 
 pub fn cancel(args: SelectArgs) -> Outcome {
-    let args = resolve_selection(args)?;
+    let args = resolve_selection(args, SlashCommand::Cancel)?;
     let project = super::project();
     let session = super::session_from_env();
     let ended = loops::cancel(
@@ -229,7 +252,12 @@ pub fn cancel(args: SelectArgs) -> Outcome {
 }
 
 pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
-    let args = resolve_selection(args)?;
+    let command = if active {
+        SlashCommand::Resume
+    } else {
+        SlashCommand::Pause
+    };
+    let args = resolve_selection(args, command)?;
     let project = super::project();
     let session = super::session_from_env();
     let now = Timestamp::now();
