@@ -15,6 +15,7 @@ pub mod ownership;
 pub mod prd;
 pub mod process;
 pub mod promise;
+pub mod session;
 pub mod state;
 pub mod store;
 pub mod templates;

@@ -61,7 +61,22 @@ pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
     Stop,
+    /// The UserPromptSubmit hook: tell the user when a message goes into an armed loop
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    Prompt,
+    /// The SessionStart hook: report this session's paused or kept loop
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    SessionStart,
+    /// The SessionEnd hook: pause this session's loop so it never runs on by surprise
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    SessionEnd,
 }
+
+const SESSION_HOOK_EXAMPLES: &str = "They read the event JSON on stdin, print nothing or one {\"systemMessage\": …} for the
+user, and always exit 0; they never block a prompt. Examples:
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"prompt\":\"stop\"}' | ralph hook prompt
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"reason\":\"prompt_input_exit\"}' | ralph hook session-end
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"source\":\"resume\"}' | ralph hook session-start";
 
 const HOOK_EXAMPLES: &str = "Examples:
   # hooks/hooks.json runs, for every Stop of every session:

@@ -29,6 +29,7 @@ use crate::cli::{Cli, Command, HookCommand};
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Hook(HookCommand::Stop) => return hook::stop(),
+        Command::Hook(event) => return hook::session(event),
         Command::Start(args) => loops::start(*args),
         Command::Cancel(args) => loops::cancel(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
