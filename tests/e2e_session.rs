@@ -10,6 +10,8 @@
 
 #[path = "support/client.rs"]
 mod client;
+// Shared with tests/e2e.rs, which uses the parts this file does not.
+#[allow(dead_code)]
 #[path = "support/mock_api.rs"]
 mod mock_api;
 

@@ -1,6 +1,8 @@
 //! The session hooks (`ralph hook prompt | session-start | session-end`) through the real
 //! binary: what the user is told, what is written, and what is never touched.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 #[path = "support/project.rs"]
 mod project;
 
@@ -217,6 +219,24 @@ fn ralph_commands_get_no_line_and_ralph_loop_announces_the_loop() {
         None
     );
     assert_eq!(other.prompt(OWNER, "/ralph:ralph-loop"), None);
+    // This session already drives a loop: ralph start refuses, and says so itself.
+    assert_eq!(
+        s.prompt(OWNER, "/ralph-loop Another task --name other"),
+        None
+    );
+    assert!(
+        s.prompt(OWNER, "/ralph-loop Another task --name other --force")
+            .is_some()
+    );
+    assert!(
+        s.prompt(OTHER, "/ralph-loop Another task --name other")
+            .is_some()
+    );
+    assert_eq!(
+        s.prompt(OTHER, "/ralph-loop Another task"),
+        None,
+        "the name is taken"
+    );
     let unlimited = other
         .prompt(OWNER, "/ralph-loop x --max-iterations 0 --name \u{1b}[2J")
         .unwrap();

@@ -172,13 +172,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     // `/ralph-loop` itself: its `!` block arms the loop after this hook, and
     // its output reaches only the model, so the user hears it from here.
     if let Some(raw) = rules::arming_arguments(prompt) {
-        return Ok(rules::arming(raw).map_or(Answer::Silent, |a| {
-            Answer::Notice(messages::arming(
-                &a.name,
-                a.max_iterations,
-                a.completion_promise.as_deref(),
-            ))
-        }));
+        return arming_notice(raw, &event, ctx);
     }
     if rules::is_ralph_command(prompt) {
         return Ok(Answer::Silent);
@@ -192,8 +186,8 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
     };
-    let (live, state) = (&lives[i], lives[i].state.as_ref().ok());
-    let Some(state) = state else {
+    let live = &lives[i];
+    let Ok(state) = &live.state else {
         return Ok(Answer::Silent);
     };
     if !rules::tell_on_prompt(prompt, state, &rules::read_marks(&live.text)) {
@@ -210,6 +204,36 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     Ok(Answer::Notice(messages::prompt_into_loop(
         &live.file.name,
         state,
+    )))
+}
+
+/// What `/ralph-loop ARGS` is about to arm, unless `ralph start` will
+/// refuse it (bad arguments, a live loop of that name or of this session):
+/// then its own error is what the user should see, alone.
+fn arming_notice(
+    raw: &str,
+    event: &SessionEvent,
+    ctx: &SessionContext,
+) -> Result<Answer, SessionError> {
+    let Some(arming) = rules::arming(raw) else {
+        return Ok(Answer::Silent);
+    };
+    if let Some(project) = ctx.hook.locate(event.cwd.as_deref())
+        && !project.loop_files()?.is_empty()
+    {
+        let lives = loops::read_live(&project)?;
+        let live = lives.iter().map(|l| {
+            let owner = l.state.as_ref().ok().and_then(|s| s.session_id.as_deref());
+            (l.file.name.as_str(), owner)
+        });
+        if rules::arming_refused(&arming, event.session(), live) {
+            return Ok(Answer::Silent);
+        }
+    }
+    Ok(Answer::Notice(messages::arming(
+        &arming.name,
+        arming.max_iterations,
+        arming.completion_promise.as_deref(),
     )))
 }
 

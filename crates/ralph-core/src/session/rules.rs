@@ -87,7 +87,7 @@ pub fn read_marks(text: &str) -> Marks {
 
 /// The first word of a prompt, when it is a slash command.
 fn command_word(prompt: &str) -> Option<&str> {
-    let word = prompt.trim_start().split_whitespace().next()?;
+    let word = prompt.split_whitespace().next()?;
     word.strip_prefix('/')
 }
 
@@ -111,6 +111,8 @@ pub struct Arming {
     /// 0 means unlimited.
     pub max_iterations: u64,
     pub completion_promise: Option<String>,
+    /// `--force`: replaces a loop of the same name or session.
+    pub force: bool,
 }
 
 /// Reads what `/ralph-loop ARGS` will arm. `None` when `ralph start` is going
@@ -124,6 +126,7 @@ pub fn arming(raw: &str) -> Option<Arming> {
         name: "ralph".into(),
         max_iterations: DEFAULT_MAX_ITERATIONS,
         completion_promise: None,
+        force: false,
     };
     for (key, value) in parsed.options {
         match key.as_str() {
@@ -132,10 +135,23 @@ pub fn arming(raw: &str) -> Option<Arming> {
             "completion-promise" => {
                 arming.completion_promise = Some(value).filter(|v| !v.trim().is_empty())
             }
+            "force" => arming.force = true,
             _ => {}
         }
     }
     Some(arming)
+}
+
+/// Whether `ralph start` will refuse this arming because of a live loop
+/// (`name`, `owner` of each): the same name, or this session's own loop,
+/// without `--force`. The hook then stays quiet; the command says why.
+pub fn arming_refused<'a>(
+    arming: &Arming,
+    session: Option<&str>,
+    mut live: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> bool {
+    !arming.force
+        && live.any(|(name, owner)| name == arming.name || (session.is_some() && owner == session))
 }
 
 /// Whether this prompt gets the "this message goes into the loop" line: the
@@ -244,7 +260,8 @@ mod tests {
             Some(Arming {
                 name: "docs".into(),
                 max_iterations: 20,
-                completion_promise: Some("ALL DONE".into())
+                completion_promise: Some("ALL DONE".into()),
+                force: false,
             })
         );
         assert_eq!(arming("Fix it").unwrap().max_iterations, 50);
@@ -255,6 +272,13 @@ mod tests {
         assert_eq!(arming("Fix it --max-iterations ten"), None);
         assert_eq!(arming("--max-iterations 3"), None);
         assert_eq!(arming("Fix it --name"), None);
+        let a = arming("Fix it --name docs").unwrap();
+        let live = [("ralph", Some("s1")), ("notes", None)];
+        assert!(!arming_refused(&a, Some("s2"), live.into_iter()));
+        assert!(arming_refused(&a, Some("s1"), live.into_iter()));
+        assert!(arming_refused(&a, None, [("docs", None)].into_iter()));
+        let forced = arming("Fix it --name docs --force").unwrap();
+        assert!(!arming_refused(&forced, Some("s1"), live.into_iter()));
     }
 
     #[test]
