@@ -393,3 +393,44 @@ fn bad_events_get_a_notice_never_a_block() {
     assert_eq!(s.end(OWNER, "other", ""), None);
     assert!(s.state().contains("iteration: ["));
 }
+
+/// Without a ralph binary, the plugin's launcher answers the session hooks with nothing at
+/// all and exit 0: a prompt is never held up or flagged (the Stop hook says how to install).
+#[test]
+fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let launcher = dir.path().join("plugin/bin/ralph");
+    std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bin/ralph");
+    std::fs::copy(&source, &launcher).unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for which in ["prompt", "session-start", "session-end"] {
+        let mut child = std::process::Command::new("sh")
+            .arg(&launcher)
+            .args(["hook", which])
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", empty.display()))
+            .env("HOME", dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"{\"session_id\":\"s\",\"prompt\":\"hi\"}\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{which}: {out:?}");
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "{which}: {out:?}"
+        );
+    }
+}
