@@ -325,7 +325,18 @@ fn clear_hands_the_loop_to_the_new_conversation_of_the_same_client() {
     let s = Session::new();
     s.arm(OWNER, &[]);
     let told = s.end(OWNER, "clear", "4242").unwrap();
-    assert!(told.contains("/clear started a new conversation"), "{told}");
+    assert!(
+        told.contains("moves to the conversation /clear opens"),
+        "{told}"
+    );
+    let why = s.log().pop().unwrap();
+    assert!(
+        why["why"]
+            .as_str()
+            .unwrap()
+            .contains("/clear started a new conversation"),
+        "{why}"
+    );
     assert_eq!(field(&s.state(), "active"), Some("false"));
     // Another client process starting a cleared session takes nothing.
     assert_eq!(s.start(NEW, "clear", "999"), None);

@@ -192,6 +192,15 @@ pub fn paused_at_session_end(name: &str, state: &LoopState, why: &str) -> String
     )
 }
 
+/// `/clear` ended the owning session: the loop waits for the new conversation.
+pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}` (iteration {}) moves to the conversation /clear opens.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
 /// The owning session starts (resume, startup) and its loop is paused.
 pub fn paused_on_start(name: &str, state: &LoopState, why: Option<&str>) -> String {
     let why = why

@@ -248,7 +248,9 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     let lives = loops::read_live(&project)?;
     let mut notices = Vec::new();
     for (live, state) in owned(&lives, session) {
-        let (why, mut fields) = match rules::on_end(reason, state) {
+        let rule = rules::on_end(reason, state);
+        let handing_over = matches!(rule, EndRule::HandOver { .. }) && ctx.client_pid.is_some();
+        let (why, mut fields) = match rule {
             EndRule::Leave => continue,
             EndRule::Pause { why } => (why, Vec::new()),
             EndRule::HandOver { why } => {
@@ -270,11 +272,11 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
             &live.file.name,
             &json!({"time": ctx.hook.now.to_string(), "session": session, "iteration": state.iteration, "decision": "pause", "reason": reason, "why": why}).to_string(),
         );
-        notices.push(messages::paused_at_session_end(
-            &live.file.name,
-            state,
-            &why,
-        ));
+        notices.push(if handing_over {
+            messages::handed_over_at_clear(&live.file.name, state)
+        } else {
+            messages::paused_at_session_end(&live.file.name, state, &why)
+        });
     }
     Ok(notice(notices))
 }
