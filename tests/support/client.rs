@@ -316,6 +316,7 @@ pub fn hermetic_env(cmd: &mut Command, home: &Path) {
         }
     }
     cmd.env("HOME", home);
+    cmd.env("XDG_STATE_HOME", home.join(".local/state"));
 }
 
 fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> Run {

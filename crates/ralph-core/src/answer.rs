@@ -28,6 +28,18 @@ impl Answer {
         };
         format!("{value}\n")
     }
+
+    /// The same answer with one more line for the user.
+    pub fn with_notice(self, extra: String) -> Self {
+        match self {
+            Self::Silent => Self::Notice(extra),
+            Self::Notice(m) => Self::Notice(format!("{m}\n{extra}")),
+            Self::Block { reason, status } => Self::Block {
+                reason,
+                status: format!("{status}\n{extra}"),
+            },
+        }
+    }
 }
 
 #[cfg(test)]

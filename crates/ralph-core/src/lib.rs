@@ -22,6 +22,7 @@ pub mod promise;
 pub mod registry;
 pub mod rewrite;
 pub mod safe_fs;
+pub mod session;
 pub mod state;
 pub mod store;
 pub mod templates;

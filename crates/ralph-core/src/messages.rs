@@ -166,6 +166,115 @@ pub fn escape_controls(text: &str) -> String {
     out
 }
 
+// ---------------------------------------------------------------------------
+// What the session hooks (prompt, session start, session end) tell the user.
+
+/// Text from a file or an event, made safe to show: control characters are
+/// written as escapes, so a name cannot move the cursor or clear the screen.
+pub fn printable(text: &str) -> String {
+    crate::display::line(text).into_owned()
+}
+
+fn limit_words(max_iterations: u64) -> String {
+    match max_iterations {
+        0 => "no iteration limit".into(),
+        1 => "at most 1 iteration".into(),
+        n => format!("at most {n} iterations"),
+    }
+}
+
+/// Shown while `/ralph-loop` runs: the user, not only the model, learns
+/// that the loop is being armed and how it ends.
+pub fn arming(name: &str, max_iterations: u64, completion_promise: Option<&str>) -> String {
+    let ends = match completion_promise {
+        Some(p) => format!(
+            "it ends when the agent outputs <promise>{}</promise>, or at the limit",
+            printable(p)
+        ),
+        None => "no completion promise: it ends at the limit".into(),
+    };
+    format!(
+        "🔄 ralph `{}`: arming a loop for this session, {}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name),
+        limit_words(max_iterations)
+    )
+}
+
+/// The first prompt after the loop's turn ended without the loop ending
+/// (Esc, Ctrl-C, the client's block cap).
+pub fn prompt_into_loop(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is armed, iteration {}: this message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The session that owned a loop ended; the loop was paused.
+pub fn paused_at_session_end(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⏸ ralph `{}` paused at iteration {}: {why}. It will not run on by itself; /ralph-resume in this session (claude --resume) carries on.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// `/clear` ended the owning session: the loop waits for the new conversation.
+pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}` (iteration {}) moves to the conversation /clear opens.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The owning session starts (resume, startup) and its loop is paused.
+pub fn paused_on_start(name: &str, state: &LoopState, why: Option<&str>) -> String {
+    let why = why
+        .map(|w| format!(" ({})", printable(w)))
+        .unwrap_or_default();
+    format!(
+        "⏸ ralph `{}` is paused at iteration {}{why}. /ralph-resume carries on, /ralph-cancel ends it.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The owning session is resumed while its loop is still active.
+pub fn armed_on_start(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is armed, iteration {}: your next message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// Compaction keeps the loop.
+pub fn kept_after_compaction(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is kept after compaction, iteration {}: the task is fed back at the next stop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// `/clear` handed the loop over to the new conversation.
+pub fn kept_after_clear(name: &str, state: &LoopState, active: bool) -> String {
+    if active {
+        format!(
+            "🔄 ralph `{}` is kept after /clear and now runs in this conversation, iteration {}: your next message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+            printable(name),
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "⏸ ralph `{}` is kept after /clear, still paused at iteration {}: /ralph-resume carries on, /ralph-cancel ends it.",
+            printable(name),
+            state.iteration_label()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,9 +71,16 @@ pub enum HookCommand {
     #[command(after_help = HOOK_EXAMPLES)]
     Stop(HookStopArgs),
     /// The UserPromptSubmit hook: keep the text typed after /ralph-loop (and the other
-    /// skills) for `--typed-arguments`, so that it never passes through a shell
-    #[command(after_help = HOOK_EXAMPLES)]
+    /// skills) for `--typed-arguments`, so that it never passes through a shell; tell the
+    /// user when a message goes into an armed loop
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
     Prompt,
+    /// The SessionStart hook: report this session's paused or kept loop
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    SessionStart,
+    /// The SessionEnd hook: pause this session's loop so it never runs on by surprise
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    SessionEnd,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +94,12 @@ fn parse_host(value: &str) -> Result<ralph_core::host::Host, String> {
     ralph_core::host::Host::from_name(value)
         .ok_or_else(|| format!("`{value}` is not a host; use claude, codex, gemini or copilot"))
 }
+
+const SESSION_HOOK_EXAMPLES: &str = "They read the event JSON on stdin, print nothing or one {\"systemMessage\": …} for the
+user, and always exit 0; they never block a prompt. Examples:
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"prompt\":\"stop\"}' | ralph hook prompt
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"reason\":\"prompt_input_exit\"}' | ralph hook session-end
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"source\":\"resume\"}' | ralph hook session-start";
 
 const HOOK_EXAMPLES: &str = "Examples:
   # hooks/hooks.json runs, for every Stop of every session:

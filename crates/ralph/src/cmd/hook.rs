@@ -89,20 +89,13 @@ fn deadline_from_env() -> Duration {
         .map_or(DEADLINE, |s| Duration::from_secs(s).min(DEADLINE))
 }
 
-/// `ralph hook prompt`: the UserPromptSubmit hook. For `/ralph-loop …` and the other skills
-/// that take arguments it keeps the typed text, from the event's JSON, for the skill's
-/// `--typed-arguments`; every other prompt costs one JSON parse. It prints nothing (stdout
-/// of this hook would reach the model) except a `systemMessage` when it could not keep the
-/// text, and always exits 0.
-pub fn prompt() -> ExitCode {
-    let mut input = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut input);
-    let Ok(event) = serde_json::from_slice::<serde_json::Value>(&input) else {
-        return ExitCode::SUCCESS;
-    };
-    let Some((command, text)) = event["prompt"].as_str().and_then(typed::recognise) else {
-        return ExitCode::SUCCESS;
-    };
+/// For `/ralph-loop …` and the other skills that take arguments, keeps the typed text from
+/// the UserPromptSubmit event's JSON for the skill's `--typed-arguments`, so it never passes
+/// through a shell; every other prompt costs one JSON parse. Returns what to tell the user
+/// when the text could not be kept.
+fn keep_typed(input: &[u8]) -> Option<String> {
+    let event = serde_json::from_slice::<serde_json::Value>(input).ok()?;
+    let (command, text) = event["prompt"].as_str().and_then(typed::recognise)?;
     let session = event["session_id"].as_str().unwrap_or_default();
     let kept = typed::default_dir().and_then(|dir| {
         typed::keep(
@@ -113,11 +106,42 @@ pub fn prompt() -> ExitCode {
             ralph_core::time::Timestamp::now().0,
         )
     });
-    if let Err(e) = kept {
-        let answer = serde_json::json!({
-            "systemMessage": format!("⚠ ralph: could not keep the text typed after /{}: {e}", command.skill())
-        });
-        let _ = writeln!(std::io::stdout(), "{answer}");
-    }
+    kept.err().map(|e| {
+        format!(
+            "⚠ ralph: could not keep the text typed after /{}: {e}",
+            command.skill()
+        )
+    })
+}
+
+/// `ralph hook prompt | session-start | session-end`: the session hooks. Each prints nothing
+/// or one `systemMessage` (stdout of the prompt hook would otherwise reach the model), never
+/// blocks a prompt, and always exits 0.
+pub fn session(event: crate::cli::HookCommand) -> ExitCode {
+    use crate::cli::HookCommand;
+    use ralph_core::session::{self, SessionContext};
+    let mut input = Vec::new();
+    let answer = match std::io::stdin().read_to_end(&mut input) {
+        Ok(_) => {
+            let ctx = SessionContext::from_env();
+            match event {
+                HookCommand::Prompt => {
+                    let answer = session::prompt(&input, &ctx);
+                    match keep_typed(&input) {
+                        Some(problem) => answer.with_notice(problem),
+                        None => answer,
+                    }
+                }
+                HookCommand::SessionStart => session::start(&input, &ctx),
+                HookCommand::SessionEnd => session::end(&input, &ctx),
+                HookCommand::Stop(_) => hook::stop(&input, &ctx.hook),
+            }
+        }
+        Err(e) => ralph_core::answer::Answer::Notice(format!(
+            "⚠ ralph: could not read the hook event on stdin: {e}."
+        )),
+    };
+    // A closed stdout leaves nothing to tell; the exit code stays 0 either way.
+    let _ = std::io::stdout().write_all(answer.render().as_bytes());
     ExitCode::SUCCESS
 }

@@ -46,7 +46,7 @@ use crate::cli::{Cli, Command, HookCommand};
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Hook(HookCommand::Stop(args)) => return hook::stop(args.host),
-        Command::Hook(HookCommand::Prompt) => return hook::prompt(),
+        Command::Hook(event) => return hook::session(event),
         Command::Start(args) => loops::start(*args),
         Command::Cancel(args) => loops::cancel(args),
         Command::Adopt(args) => adopt::adopt(args),

@@ -1,0 +1,300 @@
+//! End-to-end tests of the session hooks (issue 16) with the real Claude Code client in
+//! print mode against the mock API (see tests/e2e.rs for the harness): a prompt into an
+//! interrupted loop, the session's end, `--resume`, `/compact` and `/clear`, and a session
+//! without loops.
+//!
+//! A turn that ends without a Stop (Esc, Ctrl-C, the client's block cap) is made here with
+//! `--max-turns`: the client stops the turn after that many model requests and runs no
+//! further Stop hook, exactly as after an interruption. Every print-mode run ends with
+//! `SessionEnd` (reason `other`).
+
+#[path = "support/client.rs"]
+mod client;
+// Shared with tests/e2e.rs, which uses the parts this file does not.
+#[allow(dead_code)]
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use client::{Run, Sandbox};
+use mock_api::{MockApi, Reply};
+use serde_json::Value;
+
+macro_rules! sandbox_or_skip {
+    ($name:expr) => {
+        match Sandbox::new($name) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+
+const OWNER: &str = "5b360de9-1111-4000-8000-00000000abcd";
+
+fn replies() -> Vec<Reply> {
+    [
+        "Reading the code.",
+        "Chapter one.",
+        "Chapter two.",
+        "Chapter three.",
+    ]
+    .iter()
+    .map(|t| Reply::text(*t))
+    .collect()
+}
+
+/// What the client printed as `<Hook> says: <message>` (shown to the user).
+fn shown(run: &Run) -> Vec<String> {
+    run.events()
+        .iter()
+        .filter(|e| e["type"] == "system" && e["subtype"] == "informational")
+        .filter_map(|e| e["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The stdout of every run of the hook named `hook` (e.g. `SessionStart:resume`).
+fn hook_stdout(run: &Run, hook: &str) -> Vec<String> {
+    run.events()
+        .iter()
+        .filter(|e| e["subtype"] == "hook_response" && e["hook_name"] == hook)
+        .map(|e| e["stdout"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// The systemMessage a hook answered, parsed from its stdout.
+fn system_message(stdout: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(stdout).ok()?;
+    v["systemMessage"].as_str().map(str::to_owned)
+}
+
+fn loop_status(sandbox: &Sandbox) -> Value {
+    let status = sandbox.status_json();
+    status["loops"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == "ralph").cloned())
+        .unwrap_or_else(|| panic!("no loop `ralph`: {status}"))
+}
+
+fn arm(sandbox: &Sandbox) {
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        OWNER,
+        "--max-iterations",
+        "10",
+        "--completion-promise",
+        "DONE",
+        "Write the user guide",
+    ]);
+    assert!(out.status.success(), "ralph start failed: {out:?}");
+}
+
+/// The user interrupts a loop and writes to the session: one line says the message goes into
+/// the loop; then the client closes the session and the loop is paused, not left to run on.
+/// `--resume` later says so, and once resumed the next interruption gets its own line.
+#[test]
+fn interrupted_loop_prompt_line_pause_at_session_end_and_resume_report() {
+    let sandbox =
+        sandbox_or_skip!("interrupted_loop_prompt_line_pause_at_session_end_and_resume_report");
+    arm(&sandbox);
+
+    // 1. A prompt while the loop is armed; the Stop hook blocks twice; `--max-turns 2` cuts
+    // the turn before the second continuation is sent (no Stop follows).
+    let api = MockApi::start(replies());
+    let run = sandbox.claude(
+        &api,
+        "Stop for a moment: what have you done so far?",
+        &["--session-id", OWNER, "--max-turns", "2"],
+    );
+    let lines = shown(&run);
+    let prompt_lines: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("UserPromptSubmit says:"))
+        .collect();
+    assert_eq!(
+        prompt_lines,
+        [
+            "UserPromptSubmit says: 🔄 ralph `ralph` is armed, iteration 1/10: this message goes into the loop — /ralph-pause or /ralph-cancel to stop"
+        ],
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        api.turns().len(),
+        2,
+        "{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    // The model never sees what the session hooks tell the user.
+    assert!(
+        !api.turns().iter().any(|t| t
+            .messages_text()
+            .contains("this message goes into the loop")),
+        "{}",
+        api.describe()
+    );
+    let status = loop_status(&sandbox);
+    assert_eq!(
+        (status["state"].as_str(), status["iteration"].as_u64()),
+        (Some("paused"), Some(3)),
+        "the session's end must pause the loop: {status}"
+    );
+    let ended = hook_stdout(&run, "SessionEnd");
+    assert!(ended.is_empty() || ended.iter().all(|s| s.is_empty() || s.contains("paused")));
+    let log = status["recent"].as_array().unwrap();
+    let last = log.last().unwrap();
+    assert_eq!(
+        (last["decision"].as_str(), last["reason"].as_str()),
+        (Some("pause"), Some("other")),
+        "{status}"
+    );
+
+    // 2. The session is resumed: the user is told the loop is paused and how to go on; the
+    // paused loop lets the turn end (one model request) and the prompt gets no line.
+    let api = MockApi::start(vec![Reply::text("Here is where we are.")]);
+    let run = sandbox.claude(&api, "Where were we?", &["--resume", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let started = hook_stdout(&run, "SessionStart:resume");
+    let message = started.iter().find_map(|s| system_message(s));
+    assert_eq!(
+        message.as_deref(),
+        Some(
+            "⏸ ralph `ralph` is paused at iteration 3/10 (the session ended: the client closed it). /ralph-resume carries on, /ralph-cancel ends it."
+        ),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        !shown(&run)
+            .iter()
+            .any(|l| l.starts_with("UserPromptSubmit")),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(api.turns().len(), 1, "{}", api.describe());
+
+    // 3. Resumed by the user and interrupted again: a new line, at the new iteration.
+    let out = sandbox.ralph(&["resume", "--name", "ralph"]);
+    assert!(out.status.success(), "{out:?}");
+    let api = MockApi::start(replies());
+    let run = sandbox.claude(&api, "Carry on", &["--resume", OWNER, "--max-turns", "1"]);
+    let lines = shown(&run);
+    assert!(
+        lines.iter().any(|l| l
+            == "UserPromptSubmit says: 🔄 ralph `ralph` is armed, iteration 3/10: this message goes into the loop — /ralph-pause or /ralph-cancel to stop"),
+        "{lines:#?}\n{}",
+        run.describe()
+    );
+    assert_eq!(loop_status(&sandbox)["state"], "paused");
+}
+
+/// `/ralph:ralph-loop` tells the user, during its first turn, what it arms and how it ends.
+#[test]
+fn ralph_loop_tells_the_user_it_is_armed() {
+    let sandbox = sandbox_or_skip!("ralph_loop_tells_the_user_it_is_armed");
+    let api = MockApi::start(vec![
+        Reply::text("Started."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Write the guide --max-iterations 4 --completion-promise DONE",
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let lines = shown(&run);
+    let first = lines.first().map(String::as_str);
+    assert_eq!(
+        first,
+        Some(
+            "UserPromptSubmit says: 🔄 ralph `ralph`: arming a loop for this session, at most 4 iterations; it ends when the agent outputs <promise>DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(loop_status(&sandbox)["outcome"], "completed");
+}
+
+/// `/compact` keeps the loop and says so; `/clear` hands it to the new conversation.
+#[test]
+fn compact_keeps_the_loop_and_clear_hands_it_over() {
+    let sandbox = sandbox_or_skip!("compact_keeps_the_loop_and_clear_hands_it_over");
+    arm(&sandbox);
+    // A first turn gives the session a transcript to resume.
+    let api = MockApi::start(replies());
+    sandbox.claude(&api, "Begin", &["--session-id", OWNER, "--max-turns", "1"]);
+    let out = sandbox.ralph(&["resume", "--name", "ralph"]);
+    assert!(out.status.success(), "{out:?}");
+
+    let api = MockApi::start(vec![Reply::text("Summary of the conversation.")]);
+    let run = sandbox.claude(&api, "/compact", &["--resume", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(
+        shown(&run).iter().any(|l| l
+            .starts_with("SessionStart:compact says: 🔄 ralph `ralph` is kept after compaction")),
+        "{:#?}\n{}",
+        shown(&run),
+        run.describe()
+    );
+
+    let out = sandbox.ralph(&["resume", "--name", "ralph"]);
+    assert!(out.status.success(), "{out:?}");
+    let api = MockApi::start(vec![Reply::text("ok")]);
+    let run = sandbox.claude(&api, "/clear", &["--resume", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let new_session = run
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| e["session_id"].as_str().map(str::to_owned))
+        .expect("a session id");
+    assert_ne!(new_session, OWNER, "/clear starts a new session");
+    let kept = hook_stdout(&run, "SessionStart:clear")
+        .iter()
+        .find_map(|s| system_message(s))
+        .unwrap_or_default();
+    assert!(
+        kept.contains("kept after /clear and now runs in this conversation"),
+        "{kept:?}\n{}",
+        run.describe()
+    );
+    let status = loop_status(&sandbox);
+    assert_eq!(status["session_id"], new_session.as_str(), "{status}");
+    // The new conversation's print run ended too: paused again, never running on.
+    assert_eq!(status["state"], "paused", "{status}");
+}
+
+/// A session in a project without loops (and beside another session's loop) is told nothing,
+/// changes nothing, and the hooks answer with empty output.
+#[test]
+fn a_session_without_loops_sees_nothing() {
+    let sandbox = sandbox_or_skip!("a_session_without_loops_sees_nothing");
+    let api = MockApi::start(vec![Reply::text("Hello.")]);
+    let run = sandbox.claude(&api, "hello", &[]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(shown(&run).is_empty(), "{:#?}", shown(&run));
+    for hook in ["SessionStart:startup", "UserPromptSubmit", "Stop"] {
+        let outs = hook_stdout(&run, hook);
+        assert!(
+            !outs.is_empty(),
+            "the {hook} hook did not run\n{}",
+            run.describe()
+        );
+        assert!(outs.iter().all(String::is_empty), "{hook}: {outs:?}");
+    }
+    assert!(!sandbox.project().join(".claude/ralph").exists());
+
+    // Another session's loop: not mentioned, not paused, byte for byte the same.
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        "00000000-0000-4000-8000-000000000009",
+        "Someone else's task",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let before = std::fs::read(sandbox.state_file()).unwrap();
+    let api = MockApi::start(vec![Reply::text("Hello again.")]);
+    let run = sandbox.claude(&api, "hello", &[]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(shown(&run).is_empty(), "{:#?}", shown(&run));
+    assert_eq!(std::fs::read(sandbox.state_file()).unwrap(), before);
+}

@@ -1,0 +1,447 @@
+//! The session hooks (`ralph hook prompt | session-start | session-end`) through the real
+//! binary: what the user is told, what is written, and what is never touched.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/project.rs"]
+mod project;
+
+use std::process::Output;
+
+use project::{LOOP, TempProject, run_ralph};
+use serde_json::{Value, json};
+
+const OWNER: &str = "5b360de9-0000-4000-8000-00000000aaaa";
+const OTHER: &str = "5b360de9-0000-4000-8000-00000000bbbb";
+
+/// A project plus its own HOME and XDG_STATE_HOME, so no command sees the real ones.
+struct Session {
+    project: TempProject,
+    home: tempfile::TempDir,
+}
+
+impl Session {
+    fn new() -> Self {
+        Self {
+            project: TempProject::new(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn ralph(&self, args: &[&str], stdin: &[u8], client_pid: &str) -> Output {
+        let home = self.home.path().to_str().unwrap().to_owned();
+        let state = format!("{home}/state");
+        run_ralph(
+            args,
+            self.project.root(),
+            stdin,
+            &[
+                ("HOME", &home),
+                ("XDG_STATE_HOME", &state),
+                ("CLAUDE_PID", client_pid),
+            ],
+        )
+    }
+
+    fn arm(&self, session: &str, extra: &[&str]) {
+        let mut args = vec![
+            "start",
+            "--session-id",
+            session,
+            "--max-iterations",
+            "20",
+            "--completion-promise",
+            "DONE",
+        ];
+        args.extend_from_slice(extra);
+        args.push("Write the user guide");
+        let out = self.ralph(&args, b"", "");
+        assert!(out.status.success(), "ralph start failed: {out:?}");
+    }
+
+    /// Runs one session hook; checks the contract (exit 0, nothing or one JSON object with
+    /// only a systemMessage) and returns the message, if any.
+    fn hook(&self, which: &str, event: &Value) -> Option<String> {
+        self.hook_with_pid(which, event, "")
+    }
+
+    fn hook_with_pid(&self, which: &str, event: &Value, client_pid: &str) -> Option<String> {
+        let out = self.ralph(&["hook", which], event.to_string().as_bytes(), client_pid);
+        answer(&out)
+    }
+
+    fn cwd(&self) -> String {
+        self.project.root().to_str().unwrap().to_owned()
+    }
+
+    fn prompt(&self, session: &str, prompt: &str) -> Option<String> {
+        self.hook(
+            "prompt",
+            &json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+        )
+    }
+
+    fn end(&self, session: &str, reason: &str, client_pid: &str) -> Option<String> {
+        self.hook_with_pid(
+            "session-end",
+            &json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "SessionEnd", "reason": reason}),
+            client_pid,
+        )
+    }
+
+    fn start(&self, session: &str, source: &str, client_pid: &str) -> Option<String> {
+        self.hook_with_pid(
+            "session-start",
+            &json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "SessionStart", "source": source}),
+            client_pid,
+        )
+    }
+
+    fn state(&self) -> String {
+        self.project.read(LOOP)
+    }
+
+    /// Runs the Stop hook once for `session` (the loop advances one iteration).
+    fn stop(&self, session: &str, reply: &str) {
+        let event = json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "Stop", "stop_hook_active": true, "last_assistant_message": reply});
+        let out = self.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.project.path(".claude/ralph/logs/ralph.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn answer(out: &Output) -> Option<String> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a session hook must exit 0: {out:?}"
+    );
+    if stdout.is_empty() {
+        return None;
+    }
+    let value: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout:?}"));
+    let object = value.as_object().expect("an object");
+    assert_eq!(
+        object.keys().collect::<Vec<_>>(),
+        ["systemMessage"],
+        "a session hook only ever tells the user: {stdout}"
+    );
+    assert!(
+        !stdout.trim_end().contains('\n'),
+        "exactly one line: {stdout:?}"
+    );
+    Some(value["systemMessage"].as_str().unwrap().to_owned())
+}
+
+fn field<'a>(state: &'a str, key: &str) -> Option<&'a str> {
+    state
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[test]
+fn a_project_without_loops_gets_nothing_and_no_files() {
+    let s = Session::new();
+    assert_eq!(s.prompt(OWNER, "hello"), None);
+    assert_eq!(s.start(OWNER, "startup", "4242"), None);
+    assert_eq!(s.start(OWNER, "clear", "4242"), None);
+    assert_eq!(s.end(OWNER, "prompt_input_exit", "4242"), None);
+    assert!(
+        !s.project.exists(".claude/ralph"),
+        "the common path must not create .claude/ralph/"
+    );
+    // Not even a project: a folder without .claude/.
+    let bare = tempfile::tempdir().unwrap();
+    let event = json!({"session_id": OWNER, "cwd": bare.path(), "prompt": "hi"});
+    let out = run_ralph(
+        &["hook", "prompt"],
+        bare.path(),
+        event.to_string().as_bytes(),
+        &[("HOME", bare.path().to_str().unwrap())],
+    );
+    assert_eq!(answer(&out), None);
+}
+
+#[test]
+fn a_prompt_into_an_armed_loop_is_announced_once_per_interruption() {
+    let s = Session::new();
+    s.arm(OWNER, &["--name", "ralph"]);
+    let line = s.prompt(OWNER, "stop, and tell me what you did").unwrap();
+    assert_eq!(
+        line,
+        "🔄 ralph `ralph` is armed, iteration 1/20: this message goes into the loop — /ralph-pause or /ralph-cancel to stop"
+    );
+    // The same interruption: no second line.
+    assert_eq!(s.prompt(OWNER, "hello?"), None);
+    // The loop went on (a stop advanced it) and was interrupted again: a new line.
+    s.stop(OWNER, "working on chapter 1");
+    let again = s.prompt(OWNER, "wait").unwrap();
+    assert!(again.contains("iteration 2/20"), "{again}");
+    assert_eq!(
+        s.log().iter().filter(|l| l["decision"] == "prompt").count(),
+        2
+    );
+}
+
+#[test]
+fn ralph_commands_get_no_line_and_ralph_loop_announces_the_loop() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    for command in ["/ralph-pause", "/ralph:ralph-cancel", "/ralph-status"] {
+        assert_eq!(s.prompt(OWNER, command), None, "{command}");
+    }
+    assert_eq!(field(&s.state(), "prompt_noticed_at"), None);
+    // /ralph-loop runs its `!` block after this hook: the user hears what it arms.
+    let other = Session::new();
+    for prompt in [
+        "/ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE'",
+        "/ralph:ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE'",
+    ] {
+        let line = other.prompt(OWNER, prompt).unwrap();
+        assert_eq!(
+            line,
+            "🔄 ralph `docs`: arming a loop for this session, at most 12 iterations; it ends when the agent outputs <promise>ALL DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
+        );
+    }
+    // Arguments ralph start will refuse (it says why itself): nothing from this hook.
+    assert_eq!(
+        other.prompt(OWNER, "/ralph-loop Write docs --max-iterations ten"),
+        None
+    );
+    assert_eq!(other.prompt(OWNER, "/ralph:ralph-loop"), None);
+    // This session already drives a loop: ralph start refuses, and says so itself.
+    assert_eq!(
+        s.prompt(OWNER, "/ralph-loop Another task --name other"),
+        None
+    );
+    assert!(
+        s.prompt(OWNER, "/ralph-loop Another task --name other --force")
+            .is_some()
+    );
+    assert!(
+        s.prompt(OTHER, "/ralph-loop Another task --name other")
+            .is_some()
+    );
+    assert_eq!(
+        s.prompt(OTHER, "/ralph-loop Another task"),
+        None,
+        "the name is taken"
+    );
+    let unlimited = other
+        .prompt(OWNER, "/ralph-loop x --max-iterations 0 --name \u{1b}[2J")
+        .unwrap();
+    assert!(
+        unlimited.contains("no iteration limit") && unlimited.contains("\\x1b[2J"),
+        "control characters must be escaped: {unlimited:?}"
+    );
+}
+
+#[test]
+fn another_sessions_loop_is_never_touched_nor_mentioned() {
+    let s = Session::new();
+    s.arm(OTHER, &[]);
+    let before = s.state();
+    assert_eq!(s.prompt(OWNER, "hello"), None);
+    assert_eq!(s.start(OWNER, "resume", "4242"), None);
+    assert_eq!(s.end(OWNER, "prompt_input_exit", "4242"), None);
+    assert_eq!(s.end(OWNER, "clear", "4242"), None);
+    assert_eq!(s.start(OWNER, "clear", "4242"), None);
+    assert_eq!(s.state(), before, "another session's loop changed");
+    // A paused loop of this session is not announced on a prompt either.
+    let p = Session::new();
+    p.arm(OWNER, &[]);
+    let out = p.ralph(&["pause"], b"", "");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(p.prompt(OWNER, "hello"), None);
+}
+
+#[test]
+fn session_end_pauses_with_the_reason_and_resume_reports_it() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    s.stop(OWNER, "chapter 1 written");
+    let told = s.end(OWNER, "prompt_input_exit", "4242").unwrap();
+    assert!(
+        told.contains("paused at iteration 2/20") && told.contains("you quit Claude Code"),
+        "{told}"
+    );
+    assert_eq!(field(&s.state(), "active"), Some("false"));
+    let last = s.log().pop().unwrap();
+    assert_eq!(
+        (last["decision"].as_str(), last["reason"].as_str()),
+        (Some("pause"), Some("prompt_input_exit")),
+        "{last}"
+    );
+    // A paused loop lets the session stop, uncounted.
+    s.stop(OWNER, "more");
+    assert_eq!(field(&s.state(), "iteration"), Some("2"));
+    // Ending again changes nothing.
+    let before = s.state();
+    assert_eq!(s.end(OWNER, "logout", "4242"), None);
+    assert_eq!(s.state(), before);
+    // The owner comes back: told that the loop is paused, why, and how to go on.
+    let back = s.start(OWNER, "resume", "5151").unwrap();
+    assert_eq!(
+        back,
+        "⏸ ralph `ralph` is paused at iteration 2/20 (the session ended: you quit Claude Code). /ralph-resume carries on, /ralph-cancel ends it."
+    );
+    // Paused by the user instead: the reason says so.
+    let out = s.ralph(&["resume"], b"", "");
+    assert!(out.status.success(), "{out:?}");
+    let armed = s.start(OWNER, "startup", "5151").unwrap();
+    assert!(armed.contains("is armed, iteration 2/20"), "{armed}");
+    let out = s.ralph(&["pause"], b"", "");
+    assert!(out.status.success(), "{out:?}");
+    let back = s.start(OWNER, "resume", "5151").unwrap();
+    assert!(back.contains("(paused by the user)"), "{back}");
+}
+
+#[test]
+fn compaction_keeps_the_loop_and_says_so() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    let before = s.state();
+    let told = s.start(OWNER, "compact", "4242").unwrap();
+    assert!(
+        told.contains("kept after compaction, iteration 1/20"),
+        "{told}"
+    );
+    assert_eq!(s.state(), before, "compaction must not change the loop");
+}
+
+#[test]
+fn clear_hands_the_loop_to_the_new_conversation_of_the_same_client() {
+    const NEW: &str = "5b360de9-0000-4000-8000-00000000cccc";
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    let told = s.end(OWNER, "clear", "4242").unwrap();
+    assert!(
+        told.contains("moves to the conversation /clear opens"),
+        "{told}"
+    );
+    let why = s.log().pop().unwrap();
+    assert!(
+        why["why"]
+            .as_str()
+            .unwrap()
+            .contains("/clear started a new conversation"),
+        "{why}"
+    );
+    assert_eq!(field(&s.state(), "active"), Some("false"));
+    // Another client process starting a cleared session takes nothing.
+    assert_eq!(s.start(NEW, "clear", "999"), None);
+    assert_eq!(field(&s.state(), "session_id"), Some(OWNER));
+    // Without the client's pid there is no proof: nothing moves.
+    assert_eq!(s.start(NEW, "clear", ""), None);
+    // The same client's new conversation takes it over, active as it was.
+    let kept = s.start(NEW, "clear", "4242").unwrap();
+    assert!(
+        kept.contains("kept after /clear and now runs in this conversation, iteration 1/20"),
+        "{kept}"
+    );
+    let state = s.state();
+    assert_eq!(
+        field(&state, "session_id"),
+        Some(format!("\"{NEW}\"").as_str())
+    );
+    assert_eq!(field(&state, "active"), Some("true"));
+    assert_eq!(field(&state, "clear_handover"), Some("\"\""));
+    // The handover is spent: a second start takes nothing, the old owner has nothing.
+    assert_eq!(s.start("someone-else", "clear", "4242"), None);
+    assert_eq!(s.prompt(OWNER, "hi"), None);
+    // The new owner drives it; the Stop hook agrees.
+    s.stop(NEW, "chapter 1");
+    assert_eq!(field(&s.state(), "iteration"), Some("2"));
+    let log = s.log();
+    assert!(
+        log.iter()
+            .any(|l| l["decision"] == "handover" && l["from"] == OWNER)
+    );
+}
+
+#[test]
+fn a_paused_loop_stays_paused_across_clear() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    assert!(s.ralph(&["pause"], b"", "").status.success());
+    s.end(OWNER, "clear", "4242");
+    let kept = s.start("new-one", "clear", "4242").unwrap();
+    assert!(kept.contains("still paused"), "{kept}");
+    assert_eq!(field(&s.state(), "active"), Some("false"));
+}
+
+#[test]
+fn bad_events_get_a_notice_never_a_block() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    for which in ["prompt", "session-start", "session-end"] {
+        for input in [&b""[..], b"{", b"[1,2]", b"\xff\xfe"] {
+            let out = s.ralph(&["hook", which], input, "");
+            let told = answer(&out).unwrap_or_else(|| panic!("{which} {input:?}: silent"));
+            assert!(told.starts_with("⚠ ralph:"), "{which}: {told}");
+        }
+        // An event without a session acts on nothing.
+        let event = json!({"cwd": s.cwd(), "prompt": "hi", "reason": "other", "source": "resume"});
+        let out = s.ralph(&["hook", which], event.to_string().as_bytes(), "");
+        assert_eq!(answer(&out), None, "{which}");
+    }
+    // A corrupt loop file of this session: the hooks say nothing and leave it for the Stop hook.
+    s.project.write(
+        LOOP,
+        &format!("---\nsession_id: {OWNER}\niteration: [\n---\nx\n"),
+    );
+    assert_eq!(s.prompt(OWNER, "hello"), None);
+    assert_eq!(s.end(OWNER, "other", ""), None);
+    assert!(s.state().contains("iteration: ["));
+}
+
+/// Without a ralph binary, the plugin's launcher answers the session hooks with nothing at
+/// all and exit 0: a prompt is never held up or flagged (the Stop hook says how to install).
+#[test]
+fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let launcher = dir.path().join("plugin/bin/ralph");
+    std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin/bin/ralph");
+    std::fs::copy(&source, &launcher).unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for which in ["prompt", "session-start", "session-end"] {
+        let mut child = std::process::Command::new("sh")
+            .arg(&launcher)
+            .args(["hook", which])
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", empty.display()))
+            .env("HOME", dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"{\"session_id\":\"s\",\"prompt\":\"hi\"}\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{which}: {out:?}");
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "{which}: {out:?}"
+        );
+    }
+}
