@@ -245,10 +245,15 @@ pub struct RunArgs {
     pub prompt: Vec<String>,
 }
 
+/// The slash command's own check, so both paths accept the same durations
+/// (a unit is required: `2` alone would silently mean seconds).
 fn parse_duration_arg(value: &str) -> Result<String, String> {
-    ralph_core::time::parse_duration(value)
-        .map(|_| value.to_owned())
-        .ok_or_else(|| format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"))
+    ralph_core::arguments::check_duration("…", value).map_err(|e| match e {
+        ralph_core::arguments::ArgumentsError::DurationUnit { value, .. } => {
+            format!("`{value}` has no unit; write e.g. {value}m (minutes) or {value}h (hours); units: s, m, h, d")
+        }
+        _ => format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"),
+    })
 }
 
 #[derive(Debug, Args)]

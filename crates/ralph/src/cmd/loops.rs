@@ -118,22 +118,9 @@ pub fn arm(
 /// Applies an option found in raw slash-command arguments, with the same
 /// checks clap applies on the command line.
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
-    let number = |v: &str| -> Result<u64, Failure> {
-        v.trim().parse::<u64>().map_err(|_| {
-            Failure::usage(format!(
-                "`--{key} {v}`: expected a whole number such as 10; nothing was armed"
-            ))
-        })
-    };
-    let duration = |v: &str| -> Result<String, Failure> {
-        ralph_core::time::parse_duration(v)
-            .map(|_| v.to_owned())
-            .ok_or_else(|| {
-                Failure::usage(format!(
-                    "`--{key} {v}`: expected a duration such as 90m or 2h; nothing was armed"
-                ))
-            })
-    };
+    let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
+    let number = |v: &str| arguments::check_number(key, v).map_err(usage);
+    let duration = |v: &str| arguments::check_duration(key, v).map_err(usage);
     match key {
         "name" => args.name = value.to_owned(),
         "max-iterations" => args.arm.max_iterations = Some(number(value)?),
