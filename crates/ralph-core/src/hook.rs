@@ -468,6 +468,12 @@ fn drive(
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
+    // The user sees a refused promise too, not only the model.
+    let refused = seen
+        .verification
+        .as_ref()
+        .filter(|v| !v.passed)
+        .map(|v| messages::verify_refused_status(&v.status));
     let turn = Turn {
         seen,
         transcript: appended,
@@ -484,7 +490,13 @@ fn drive(
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
-        Step::Continued { reason, status, .. } => Answer::Block { reason, status },
+        Step::Continued { reason, status, .. } => Answer::Block {
+            reason,
+            status: match refused {
+                Some(refused) => format!("{status} · {refused}"),
+                None => status,
+            },
+        },
     };
     Ok(with_notices(answer, notices))
 }

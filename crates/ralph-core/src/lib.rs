@@ -6,6 +6,7 @@ pub mod agent_presets;
 pub mod answer;
 pub mod arguments;
 pub mod decide;
+pub mod driver;
 pub mod engine;
 pub mod event;
 pub mod frontmatter;

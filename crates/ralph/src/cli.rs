@@ -107,10 +107,17 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --name ralph --hand-back-after 3
 
 Every iteration starts the agent afresh (default: `claude -p --output-format json`), gives it the
-prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout). The decision is
+prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout).
+
+Permissions: the default agent runs in print mode, where nobody can approve a tool, so Claude Code
+refuses every edit or command that would need approval. ralph shows each refusal on the iteration
+line and ends the run (as denied) when the same one comes twice. For unattended runs in a project
+you trust, give `--permission-mode acceptEdits` (file edits in the project without asking; shell
+commands that need approval are still refused), or allow tools in .claude/settings.json
+(\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]}). `--agent claude` allows everything. The decision is
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
 decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
-Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort),
+Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort, denied),
 130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
 
 Agent presets (--agent NAME), each unattended; what its flags allow the agent to do without asking:
@@ -232,6 +239,12 @@ pub struct RunArgs {
     /// or a preset: claude, codex, gemini, copilot (see below)
     #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
     pub agent: String,
+    /// Claude Code's permission mode for the default agent (passed as `--permission-mode`):
+    /// acceptEdits lets it edit files in the project without asking (shell commands that
+    /// change files are still refused); bypassPermissions allows every tool; manual (the
+    /// default) asks, which in print mode means refused
+    #[arg(long, value_name = "MODE", value_parser = ["acceptEdits", "auto", "bypassPermissions", "dontAsk", "manual", "plan"])]
+    pub permission_mode: Option<String>,
     #[command(flatten)]
     pub arm: ArmFlags,
     /// Hand the loop back (to its session, or to the first session that stops) after N iterations

@@ -294,6 +294,19 @@ fn print_report(r: &LoopReport) {
         .map(|o| format!(" ({o})"))
         .unwrap_or_default();
     say!("{} `{}`{how} {iteration}", r.state, r.name);
+    if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
+        say!("  task: {task}");
+    }
+    if r.driver_gone
+        && let Some(owner) = &r.session_id
+    {
+        say!(
+            "  ⚠ its driver {} is no longer running, so nothing drives it: take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
+            messages::escape_controls(owner),
+            r.name,
+            r.name
+        );
+    }
     let mut facts = Vec::new();
     if let Some(p) = &r.completion_promise {
         facts.push(format!("promise {p}"));
@@ -342,12 +355,20 @@ fn log_summary(line: &serde_json::Value) -> String {
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
             .unwrap_or_default()
     };
+    // One line per stop: a multi-line reason (a refused promise with the
+    // verify output) is folded onto its line.
+    let why = field("why")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ");
     format!(
         "{} iteration {} {} — {}",
         field("time"),
         field("iteration"),
         field("decision"),
-        field("why")
+        why
     )
 }
 
@@ -380,6 +401,10 @@ pub fn log(args: LogArgs) -> Outcome {
         std::path::PathBuf::new() // a linked logs folder is never read
     };
     let lines = loops::read_log_tail(&log_path, usize::MAX);
+    if !args.json {
+        let task = report.task.as_deref().unwrap_or("");
+        say!("Loop `{}` ({}) · task: {task}", report.name, report.state);
+    }
     for line in &lines {
         if args.json {
             say!("{line}");

@@ -1,15 +1,14 @@
 //! One function per subcommand. Each returns a `Result`; `run` maps it to an
 //! exit code (0 success, 1 failure with the message on stderr).
 
-/// `println!` that ends the process quietly when stdout is closed (e.g.
-/// `ralph status | head`), instead of panicking on a broken pipe.
+/// `println!` that ignores a closed stdout (e.g. `ralph status | head`)
+/// instead of panicking on a broken pipe. It never exits: `ralph run … |
+/// true` must go on driving its loop and record how it ended.
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
-            std::process::exit(0);
-        }
+        let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
 

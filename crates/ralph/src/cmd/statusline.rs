@@ -55,5 +55,9 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
     } else if let Some(p) = &state.completion_promise {
         parts.push(p.clone());
     }
+    let task = ralph_core::messages::task_line(&state.prompt, 40);
+    if !task.is_empty() {
+        parts.push(task);
+    }
     parts.join(" · ")
 }
