@@ -42,7 +42,10 @@ pub const OPTIONS: &[(&str, Kind)] = &[
 ];
 
 fn kind_of(key: &str) -> Option<Kind> {
-    OPTIONS.iter().find(|(k, _)| *k == key).map(|(_, kind)| *kind)
+    OPTIONS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, kind)| *kind)
 }
 
 /// The option a mistyped `--word` most likely meant: the known option
@@ -133,7 +136,9 @@ pub enum ArgumentsError {
         "`--{option} {value}` has no unit; nothing was armed. Write e.g. `--{option} {value}m` (minutes) or `--{option} {value}h` (hours); units: s, m, h, d"
     )]
     DurationUnit { option: String, value: String },
-    #[error("`--{option} {value}`: expected a duration such as 90m, 2h or 1h30m; nothing was armed")]
+    #[error(
+        "`--{option} {value}`: expected a duration such as 90m, 2h or 1h30m; nothing was armed"
+    )]
     BadDuration { option: String, value: String },
     #[error("`--{option} {value}`: expected a whole number such as 10; nothing was armed")]
     BadNumber { option: String, value: String },

@@ -202,7 +202,15 @@ pub fn step(
                     state.prompt,
                     messages::footer(&live.file.name, state, next, &notes)
                 ),
-                status: messages::status_line(&live.file.name, state, next),
+                // The user sees a refused promise too, not only the model.
+                status: match seen.verification.as_ref().filter(|v| !v.passed) {
+                    Some(v) => format!(
+                        "{} · {}",
+                        messages::status_line(&live.file.name, state, next),
+                        messages::verify_refused_status(&v.status)
+                    ),
+                    None => messages::status_line(&live.file.name, state, next),
+                },
                 promise_refused: seen.verification.as_ref().is_some_and(|v| !v.passed),
                 progress,
             }

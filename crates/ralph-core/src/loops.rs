@@ -640,8 +640,8 @@ fn report_one(
             r.session_id = s.session_id.clone();
             r.completion_promise = s.completion_promise.clone();
             r.task = Some(crate::messages::task_line(&s.prompt, 80));
-            r.driver_gone = s.outcome.is_none()
-                && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
+            r.driver_gone =
+                s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
             r.started_at = s.started_at.map(|t| t.to_string());
             r.ended_at = s.ended_at.map(|t| t.to_string());
             r.elapsed_secs = s

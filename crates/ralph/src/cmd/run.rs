@@ -143,7 +143,16 @@ pub fn run(args: RunArgs) -> Outcome {
             Ok(f) => f,
             Err(e) => {
                 let why = format!("could not start the agent `{}`: {e}", args.agent);
-                return Err(give_up(&project, &registry, &file, &driver, armed_here, previous_owner.as_deref(), &why, state.iteration));
+                return Err(give_up(
+                    &project,
+                    &registry,
+                    &file,
+                    &driver,
+                    armed_here,
+                    previous_owner.as_deref(),
+                    &why,
+                    state.iteration,
+                ));
             }
         };
         if live_line {
@@ -164,7 +173,16 @@ pub fn run(args: RunArgs) -> Outcome {
                 args.agent,
                 messages::escape_controls(&stderr_tail)
             );
-            return Err(give_up(&project, &registry, &file, &driver, armed_here, previous_owner.as_deref(), &why, state.iteration));
+            return Err(give_up(
+                &project,
+                &registry,
+                &file,
+                &driver,
+                armed_here,
+                previous_owner.as_deref(),
+                &why,
+                state.iteration,
+            ));
         }
         for d in &reply.denials {
             if !all_denials.contains(d) {
@@ -240,7 +258,15 @@ pub fn run(args: RunArgs) -> Outcome {
                     "✓ iteration {label} done · {elapsed} · {last}{figures}{denied_note} · next: {next}"
                 );
                 if denied_again {
-                    return end_denied(&project, &registry, &file, &driver, &all_denials, done_here, &elapsed);
+                    return end_denied(
+                        &project,
+                        &registry,
+                        &file,
+                        &driver,
+                        &all_denials,
+                        done_here,
+                        &elapsed,
+                    );
                 }
                 next_prompt = Some(reason);
             }
@@ -336,7 +362,10 @@ fn take_over(
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
     let was = match state.session_id.as_deref() {
         Some(o) if ralph_core::driver::is_gone(o) => {
-            format!("its driver {} had ended without handing it back", messages::escape_controls(o))
+            format!(
+                "its driver {} had ended without handing it back",
+                messages::escape_controls(o)
+            )
         }
         Some(o) => format!("was driven by {}", messages::escape_controls(o)),
         None => "no session had claimed it yet".to_owned(),
@@ -527,9 +556,19 @@ fn give_up(
     }
     let back = hand_back(project, file, driver, previous_owner);
     let to = match (back, previous_owner) {
-        (Err(e), _) => format!("could not be handed back ({}); cancel it or run again", e.message),
-        (Ok(()), Some(owner)) => format!("was handed back to {} as it was", messages::escape_controls(owner)),
+        (Err(e), _) => format!(
+            "could not be handed back ({}); cancel it or run again",
+            e.message
+        ),
+        (Ok(()), Some(owner)) => format!(
+            "was handed back to {} as it was",
+            messages::escape_controls(owner)
+        ),
         (Ok(()), None) => "was handed back unclaimed, as it was before this run".to_owned(),
     };
-    format!("{why}\nThe loop `{}` was left at iteration {iteration} and {to}.", file.name).into()
+    format!(
+        "{why}\nThe loop `{}` was left at iteration {iteration} and {to}.",
+        file.name
+    )
+    .into()
 }
