@@ -27,6 +27,12 @@ pub enum Reply {
     Text(String),
     /// A text block, then a `Bash` tool call (`stop_reason: tool_use`).
     TextAndBash { text: String, command: String },
+    /// A text block, then a call of any tool with this input (`stop_reason: tool_use`).
+    TextAndTool {
+        text: String,
+        name: String,
+        input: Value,
+    },
 }
 
 impl Reply {
@@ -38,6 +44,15 @@ impl Reply {
         Reply::TextAndBash {
             text: text.into(),
             command: command.into(),
+        }
+    }
+    /// A `Write` tool call: the model asks to create `file_path` with `content`.
+    #[allow(dead_code)]
+    pub fn write(text: impl Into<String>, file_path: &str, content: &str) -> Self {
+        Reply::TextAndTool {
+            text: text.into(),
+            name: "Write".into(),
+            input: json!({"file_path": file_path, "content": content}),
         }
     }
 }
@@ -383,9 +398,18 @@ fn event(out: &mut String, name: &str, data: Value) {
 
 /// The SSE stream of one reply, as the Messages API sends it.
 fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
-    let (text, command) = match reply {
+    let (text, tool) = match reply {
         Reply::Text(t) => (t.as_str(), None),
-        Reply::TextAndBash { text, command } => (text.as_str(), Some(command.as_str())),
+        Reply::TextAndBash { text, command } => (
+            text.as_str(),
+            Some((
+                "Bash",
+                json!({"command": command, "description": "Run a command"}),
+            )),
+        ),
+        Reply::TextAndTool { text, name, input } => {
+            (text.as_str(), Some((name.as_str(), input.clone())))
+        }
     };
     let mut out = String::new();
     event(
@@ -420,14 +444,14 @@ fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
         "content_block_stop",
         json!({"type": "content_block_stop", "index": 0}),
     );
-    if let Some(command) = command {
-        let input = json!({"command": command, "description": "Run a command"}).to_string();
+    if let Some((name, input)) = &tool {
+        let input = input.to_string();
         event(
             &mut out,
             "content_block_start",
             json!({
                 "type": "content_block_start", "index": 1,
-                "content_block": {"type": "tool_use", "id": format!("toolu_mock_{n}"), "name": "Bash", "input": {}}
+                "content_block": {"type": "tool_use", "id": format!("toolu_mock_{n}"), "name": name, "input": {}}
             }),
         );
         event(
@@ -444,7 +468,7 @@ fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
             json!({"type": "content_block_stop", "index": 1}),
         );
     }
-    let stop_reason = if command.is_some() {
+    let stop_reason = if tool.is_some() {
         "tool_use"
     } else {
         "end_turn"

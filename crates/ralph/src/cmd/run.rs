@@ -472,8 +472,7 @@ fn denial_note(reply: &agent::AgentReply) -> String {
 
 fn denials_summary(all: &[String]) -> String {
     format!(
-        "⚠ Claude Code refused the agent {} time(s): {}. In print mode nobody can approve a tool; give `--permission-mode acceptEdits` (edits in the project) or allow the tools in .claude/settings.json.",
-        all.len(),
+        "⚠ Claude Code refused the agent: {}. In print mode nobody can approve a tool; give `--permission-mode acceptEdits` (edits in the project) or allow the tools in .claude/settings.json.",
         all.join("; ")
     )
 }
