@@ -129,3 +129,33 @@ fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_complet
     assert!(!said.contains("denied"), "{}", describe(&done));
     assert!(said.contains("completed"), "{}", describe(&done));
 }
+
+/// A typo in `/ralph-loop`'s options: nothing is armed, and ralph's refusal
+/// (with its suggestion) reaches the user.
+#[test]
+fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
+    let Some(sandbox) = Sandbox::new("e2e_run slash typo") else {
+        return;
+    };
+    let api = MockApi::start(vec![Reply::text("Noted.")]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop \"Fix it\" --max-iteration 5 --completion-promise DONE",
+        &[],
+    );
+    // A `!` block that exits non-zero ends the command before the model:
+    // the client shows "Shell command failed for pattern …: [stderr] …" to
+    // the user as the turn's result, and no model turn is made.
+    assert!(run.status.success(), "{}", run.describe());
+    let result = run.result_text();
+    assert!(result.starts_with("Shell command failed"), "{}", run.describe());
+    assert!(
+        result.contains(
+            "ralph: `--max-iteration` is not a ralph option (did you mean `--max-iterations`?); nothing was armed"
+        ),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(api.turns().len(), 0, "{}", api.describe());
+    assert!(!sandbox.state_file().exists());
+}

@@ -98,17 +98,6 @@ fn a_mistyped_slash_option_is_refused_with_the_suggestion_and_nothing_is_armed()
 }
 
 #[test]
-fn the_slash_command_tells_the_model_to_show_a_refusal_and_not_to_start() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../commands/ralph-loop.md"),
-    )
-    .unwrap();
-    let after = text.rsplit("```").next().unwrap();
-    assert!(after.contains("Only if the output above says the loop was armed"));
-    assert!(after.contains("word for word") && after.contains("stop without starting"));
-}
-
-#[test]
 fn a_duration_needs_a_unit_on_both_paths() {
     let p = TempProject::new();
     let cli = ralph(&p, &["start", "--max-duration", "2", "task"]);
