@@ -148,7 +148,11 @@ fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
     // the user as the turn's result, and no model turn is made.
     assert!(run.status.success(), "{}", run.describe());
     let result = run.result_text();
-    assert!(result.starts_with("Shell command failed"), "{}", run.describe());
+    assert!(
+        result.starts_with("Shell command failed"),
+        "{}",
+        run.describe()
+    );
     assert!(
         result.contains(
             "ralph: `--max-iteration` is not a ralph option (did you mean `--max-iterations`?); nothing was armed"
@@ -158,4 +162,68 @@ fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
     );
     assert_eq!(api.turns().len(), 0, "{}", api.describe());
     assert!(!sandbox.state_file().exists());
+}
+
+/// The facts docs/decisions/stop-continuation.md rests on, pinned for the
+/// client in package.json: both answers continue the turn and show the
+/// `systemMessage`; `decision: block` reaches the model as a user message
+/// "Stop hook feedback:" and raises the "stop hook reported a problem"
+/// notice, `additionalContext` reaches it as a system reminder, no notice.
+#[test]
+fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
+    let Some(sandbox) = Sandbox::new("e2e_run stop continuations") else {
+        return;
+    };
+    for (label, answer) in [
+        (
+            "block",
+            r#"{"decision":"block","reason":"TASK AGAIN","systemMessage":"STATUS LINE"}"#,
+        ),
+        (
+            "context",
+            r#"{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"TASK AGAIN"},"systemMessage":"STATUS LINE"}"#,
+        ),
+    ] {
+        let dir = sandbox.project().join(label);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("hook.sh");
+        // Continue once, then let the stop through.
+        std::fs::write(
+            &script,
+            format!(
+                "cat >/dev/null; if [ ! -f {0}/done ]; then touch {0}/done; echo '{1}'; fi\n",
+                dir.display(),
+                answer
+            ),
+        )
+        .unwrap();
+        let settings = format!(
+            r#"{{"hooks":{{"Stop":[{{"hooks":[{{"type":"command","command":"sh {}"}}]}}]}}}}"#,
+            script.display()
+        );
+        let api = MockApi::start(vec![
+            Reply::text("first reply"),
+            Reply::text("second reply"),
+        ]);
+        let run = sandbox.claude(&api, "hello", &["--settings", &settings]);
+        let turns = api.turns();
+        assert_eq!(turns.len(), 2, "{label}: {}", run.describe());
+        let fed = turns[1].last_user_text();
+        let shown = |needle: &str| run.stdout.lines().any(|l| l.contains(needle));
+        assert!(
+            shown("\"content\":\"Stop says: STATUS LINE\""),
+            "{label}: {}",
+            run.describe()
+        );
+        if label == "block" {
+            assert_eq!(fed.trim_end(), "Stop hook feedback:\nTASK AGAIN");
+            assert!(shown("stop hook reported a problem"), "{}", run.describe());
+        } else {
+            assert_eq!(
+                fed.trim_end(),
+                "<system-reminder>\nStop hook additional context: TASK AGAIN\n</system-reminder>"
+            );
+            assert!(!shown("stop hook reported a problem"), "{}", run.describe());
+        }
+    }
 }
