@@ -134,7 +134,7 @@ Run them only where that is acceptable (a container, a throwaway checkout).";
 const STATUSLINE_EXAMPLES: &str =
     "Claude Code runs it with the status JSON on stdin. In .claude/settings.json:
   { \"statusLine\": { \"type\": \"command\", \"command\": \"ralph statusline\" } }
-Prints e.g. `🔄 ralph 3/20 · 12m · DONE`, or nothing when this session drives no loop.";
+Prints e.g. `🔄 ralph 3/20 · 12m · DONE · Fix the parser` (the task's first line last), or nothing when this session drives no loop.";
 
 const START_EXAMPLES: &str = "Examples:
   ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"

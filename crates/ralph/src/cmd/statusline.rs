@@ -43,7 +43,7 @@ pub fn statusline() -> super::Outcome {
     Ok(())
 }
 
-/// `🔄 ralph 3/20 · 12m · DONE`; paused: `⏸ ralph 3/20 · 12m · paused`.
+/// `🔄 ralph 3/20 · 12m · DONE · Fix the parser`; paused: `⏸ ralph 3/20 · 12m · paused · …`.
 fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> String {
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
