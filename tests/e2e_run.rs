@@ -227,3 +227,120 @@ fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
         }
     }
 }
+
+/// The README's walk-through, command by command, in a scratch cargo
+/// project, printed as a user of print mode sees it (docs/walkthrough.md).
+/// Run by hand: `cargo test -p ralph --test e2e_run walkthrough -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints a transcript for docs/walkthrough.md"]
+fn walkthrough() {
+    let Some(sandbox) = Sandbox::new("walkthrough") else {
+        return;
+    };
+    let project = sandbox.project();
+    // `--verify "cargo test"` runs with the sandbox's HOME: lend it this user's toolchain.
+    if let Some(real) = std::env::var_os("HOME") {
+        for dir in [".rustup", ".cargo"] {
+            let _ = std::os::unix::fs::symlink(
+                Path::new(&real).join(dir),
+                sandbox.home.path().join(dir),
+            );
+        }
+    }
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"scratch\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(
+        project.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n#[test]\nfn adds() { assert_eq!(add(2, 2), 4); }\n",
+    )
+    .unwrap();
+    let show = |title: &str, run: &client::Run| {
+        println!("\n$ claude -p '{title}'");
+        for e in run.events() {
+            match (e["type"].as_str(), e["subtype"].as_str()) {
+                (Some("assistant"), _) => {
+                    for block in e["message"]["content"].as_array().into_iter().flatten() {
+                        if let Some(t) = block["text"].as_str() {
+                            println!("● {t}");
+                        }
+                        if block["type"] == "tool_use" {
+                            println!(
+                                "● {}({})",
+                                block["name"].as_str().unwrap_or(""),
+                                block["input"]["command"].as_str().unwrap_or("")
+                            );
+                        }
+                    }
+                }
+                (Some("user"), _) => {
+                    if let Some(t) = e["message"]["content"][0]["text"].as_str() {
+                        println!("  [to the model] {}", t.lines().next().unwrap_or(""));
+                    }
+                }
+                (Some("system"), Some("informational")) => {
+                    println!("  ⎿ {}", e["content"].as_str().unwrap_or(""))
+                }
+                (Some("system"), Some("notification")) => {
+                    println!("  [notice] {}", e["text"].as_str().unwrap_or(""))
+                }
+                (Some("result"), _) => println!("[result] {}", e["result"].as_str().unwrap_or("")),
+                _ => {}
+            }
+        }
+    };
+    let api = MockApi::start(vec![
+        Reply::bash("Setting up ralph here.", "ralph init"),
+        Reply::text("ralph is set up: ralph/prd.json, ralph/progress.txt and ralph/PROMPT.md."),
+    ]);
+    show(
+        "/ralph:ralph-init",
+        &sandbox.claude(&api, "/ralph:ralph-init", &[]),
+    );
+    let api = MockApi::start(vec![
+        Reply::text("I read ralph/PROMPT.md and the PRD; the first story is the adder."),
+        Reply::text("The adder is done.\n<promise>COMPLETE</promise>"),
+        Reply::bash(
+            "cargo test fails: add subtracts. Fixing it.",
+            "sed -i 's/a - b/a + b/' src/lib.rs",
+        ),
+        Reply::text("Fixed; the test passes.\n<promise>COMPLETE</promise>"),
+    ]);
+    let prompt = "/ralph:ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30 --verify \"cargo test\"";
+    show(
+        prompt,
+        &sandbox.claude(&api, prompt, &["--allowedTools", "Bash(sed:*)"]),
+    );
+    for cmd in [
+        "/ralph:ralph-status",
+        "/ralph:ralph-pause",
+        "/ralph:ralph-cancel",
+    ] {
+        let api = MockApi::start(vec![Reply::text(
+            "(the model's summary of the output above)",
+        )]);
+        show(cmd, &sandbox.claude(&api, cmd, &[]));
+        if let Some(t) = api.turns().first() {
+            println!(
+                "  [the `!` output the model read] {}",
+                t.messages_text()
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .skip_while(|l| !l.contains("ralph") || l.contains("system-reminder"))
+                    .take(12)
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            );
+        }
+    }
+    let status = sandbox.ralph(&["status"]);
+    println!(
+        "\n$ ralph status\n{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let log = sandbox.ralph(&["log"]);
+    println!("$ ralph log\n{}", String::from_utf8_lossy(&log.stdout));
+}
