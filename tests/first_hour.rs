@@ -455,6 +455,50 @@ fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
     );
 }
 
+#[test]
+fn a_killed_run_gives_a_taken_over_loop_back_to_its_session_at_its_next_stop() {
+    let p = TempProject::new();
+    assert!(
+        ralph(&p, &["start", "--session-id", "S1", "task"])
+            .status
+            .success()
+    );
+    let agent = agent(&p, &["working"]);
+    p.write(".agent/hold", "");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", &agent])
+        .current_dir(p.root())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in p.user_env() {
+        cmd.env(k, v);
+    }
+    let mut run = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while calls(&p) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // While the run lives, S1's stops leave the loop to it.
+    assert_eq!(stop(&p, "S1", "hi"), Value::Null);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    p.write(".agent/go", "");
+    let owner = field(&p.read(LOOP), "session_id").unwrap().to_owned();
+    assert!(owner.ends_with(":S1"), "{owner}");
+    let s = out(&ralph(&p, &["status"]));
+    assert!(
+        s.contains("is no longer running; session S1 gets it back at its next stop"),
+        "{s}"
+    );
+    // An unrelated session is not fed the task; S1 is, and owns it again.
+    assert_eq!(stop(&p, "unrelated", "hi"), Value::Null);
+    let answer = stop(&p, "S1", "back");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(field(&p.read(LOOP), "session_id"), Some("S1"));
+}
+
 // --- 1. ralph run reads the agent's permission denials ---------------------
 
 const DENIED: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"I need permission to write notes.txt.","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"notes.txt","content":"x"}}],"usage":{"input_tokens":10,"output_tokens":5}}"#;

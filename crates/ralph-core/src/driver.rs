@@ -1,8 +1,12 @@
 //! Who drives a loop from outside: `ralph run` owns a loop under the name
 //! `ralph-run-<pid>-<start>`, where `<start>` is the process's start time
-//! (clock ticks since boot, from `/proc/<pid>/stat`). A loop whose driver
-//! process is gone is nobody's: `ralph status` says so, and the next
-//! `ralph run --name NAME` takes it over.
+//! (clock ticks since boot, from `/proc/<pid>/stat`). A run that took the
+//! loop over from a session appends `:<session>`, so the loop can find its
+//! way home. A loop whose driver process is gone is reported by `ralph
+//! status`; the next `ralph run --name NAME` takes it over, and the session
+//! it was taken from gets it back at its next stop. A loop the run armed
+//! itself has no such session: it waits for `ralph run` or `ralph cancel`,
+//! and is never fed to an unrelated session.
 //!
 //! The start time guards against a reused pid: a different process with the
 //! same pid has a different start time. Where `/proc` cannot be read the id
@@ -21,6 +25,27 @@ pub fn own_id() -> String {
         Some(start) => format!("{PREFIX}{pid}-{start}"),
         None => format!("{PREFIX}{pid}"),
     }
+}
+
+/// The owner a run writes into a loop it takes over from `previous`: its
+/// own id, plus the session to hand the loop back to (a previous run's
+/// session, when the loop is taken from a run that died).
+pub fn taking_over(own: &str, previous: Option<&str>) -> String {
+    let session = previous.and_then(|p| match parse(p) {
+        Some(_) => p.split_once(':').map(|(_, s)| s),
+        None => Some(p),
+    });
+    match session.filter(|s| !s.is_empty()) {
+        Some(s) => format!("{own}:{s}"),
+        None => own.to_owned(),
+    }
+}
+
+/// The session a loop goes back to because its driver died: `S` from
+/// `ralph-run-<pid>-<start>:S` when that process is gone.
+pub fn orphaned_for(owner: &str) -> Option<&str> {
+    let (_, session) = owner.split_once(':')?;
+    (parse(owner).is_some() && !session.is_empty() && is_gone(owner)).then_some(session)
 }
 
 /// Whether `owner` names a `ralph run` whose process no longer runs.
@@ -50,6 +75,7 @@ pub fn is_gone(owner: &str) -> bool {
 /// `ralph-run-<pid>[-<start>]` → `(pid, start)`.
 fn parse(owner: &str) -> Option<(u32, Option<u64>)> {
     let rest = owner.strip_prefix(PREFIX)?;
+    let rest = rest.split_once(':').map_or(rest, |(id, _)| id);
     let (pid, start) = match rest.split_once('-') {
         Some((p, s)) => (p, Some(s.parse().ok()?)),
         None => (rest, None),
@@ -84,6 +110,26 @@ mod tests {
         assert!(!is_gone(&me));
         assert!(!is_gone("4f2a-session"));
         assert!(!is_gone("ralph-run-x"));
+    }
+
+    #[test]
+    fn a_taken_over_loop_remembers_its_session() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = format!("{PREFIX}{}", child.id());
+        child.wait().unwrap();
+        let me = own_id();
+        assert_eq!(taking_over(&me, Some("S1")), format!("{me}:S1"));
+        assert_eq!(taking_over(&me, None), me);
+        // From a run that died: the session it had is carried on.
+        assert_eq!(
+            taking_over(&me, Some(&format!("{dead}:S1"))),
+            format!("{me}:S1")
+        );
+        assert_eq!(taking_over(&me, Some(&dead)), me);
+        assert_eq!(orphaned_for(&format!("{dead}:S1")), Some("S1"));
+        assert_eq!(orphaned_for(&format!("{me}:S1")), None);
+        assert_eq!(orphaned_for(&dead), None);
+        assert_eq!(orphaned_for("S1:x"), None);
     }
 
     #[test]

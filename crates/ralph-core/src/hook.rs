@@ -124,6 +124,14 @@ pub fn stop_for_host(input: &[u8], ctx: &HookContext, host: Option<Host>) -> Hos
 }
 
 /// A loop file as read under the lock.
+/// Whose a loop is for this stop: its `session_id`, except that a loop whose
+/// `ralph run` died goes back to the session it was taken from
+/// (crate::driver), which claims it again at its next stop.
+fn owner_of(state: &LoopState) -> Option<&str> {
+    let owner = state.session_id.as_deref()?;
+    Some(crate::driver::orphaned_for(owner).unwrap_or(owner))
+}
+
 struct Loaded {
     file: LoopFile,
     text: String,
@@ -170,12 +178,7 @@ fn run(
     // (loop, whether it is this session's loop from before ralph kept records)
     let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
     for live in &loaded {
-        if live
-            .state
-            .session_id
-            .as_deref()
-            .is_some_and(|o| o != session)
-        {
+        if owner_of(&live.state).is_some_and(|o| o != session) {
             continue; // another session's loop: not this stop's business
         }
         match gate.arming(live) {
@@ -193,13 +196,16 @@ fn run(
     let candidates: Vec<Candidate<'_>> = drivable
         .iter()
         .map(|(l, _)| Candidate {
-            owner: l.state.session_id.as_deref(),
+            owner: owner_of(&l.state),
             started_at: l.state.started_at,
         })
         .collect();
     let (chosen, claim) = match ownership::select(session, &candidates) {
         Selection::None => return Ok(with_notices(Answer::Silent, notices)),
-        Selection::Owned(i) => (drivable[i], false),
+        Selection::Owned(i) => (
+            drivable[i],
+            drivable[i].0.state.session_id.as_deref() != Some(session),
+        ),
         Selection::Claim(i) => (drivable[i], true),
     };
     let adopted;
@@ -262,7 +268,7 @@ impl Gate<'_> {
             };
             match LoopState::parse(&text) {
                 Ok(state) => {
-                    let owner = state.session_id.clone();
+                    let owner = owner_of(&state).map(str::to_owned);
                     let live = Loaded { file, text, state };
                     let ended = live.state.outcome.is_some();
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {

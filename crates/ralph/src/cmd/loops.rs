@@ -300,9 +300,16 @@ fn print_report(r: &LoopReport) {
     if r.driver_gone
         && let Some(owner) = &r.session_id
     {
+        let home = match owner.split_once(':') {
+            Some((_, session)) => format!(
+                "session {} gets it back at its next stop; or ",
+                messages::escape_controls(session)
+            ),
+            None => "nothing drives it: ".to_owned(),
+        };
         say!(
-            "  ⚠ its driver {} is no longer running, so nothing drives it: take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-            messages::escape_controls(owner),
+            "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
+            messages::escape_controls(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
             r.name,
             r.name
         );

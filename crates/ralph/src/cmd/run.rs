@@ -31,7 +31,7 @@ pub fn run(args: RunArgs) -> Outcome {
     let args = RunArgs { agent, ..args };
     let project = super::project();
     let registry = super::require_registry()?;
-    let driver = ralph_core::driver::own_id();
+    let own_id = ralph_core::driver::own_id();
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
     } else if !std::io::stdin().is_terminal() {
@@ -42,20 +42,20 @@ pub fn run(args: RunArgs) -> Outcome {
     // A loop this run armed is this run's alone: if the run cannot go on,
     // it ends (as failed) rather than wait for the next unrelated session.
     let armed_here = prompt.is_some();
-    let previous_owner = match prompt {
+    let (driver, previous_owner) = match prompt {
         Some(prompt) => {
             let request = arm_request(
                 args.name.clone(),
                 prompt,
                 args.arm,
-                Some(driver.clone()),
+                Some(own_id.clone()),
                 args.force,
             );
             arm(&project, &request)?;
-            None
+            (own_id, None)
         }
         None if args.arm.any() => return Err(flags_without_task(&project, &args.name)),
-        None => take_over(&project, &registry, &args.name, &driver)?,
+        None => take_over(&project, &registry, &args.name, &own_id)?,
     };
     match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
@@ -337,13 +337,15 @@ fn require_armed(
 
 /// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
 /// its owner becomes this run, so no session's Stop hook drives it meanwhile.
-/// Only a loop armed on this machine is taken over.
+/// Only a loop armed on this machine is taken over. Returns the owner id
+/// written (with the session to hand back to, should this run die) and the
+/// owner to hand the loop back to when the run ends.
 fn take_over(
     project: &Project,
     registry: &Registry,
     name: &str,
-    driver: &str,
-) -> Result<Option<String>, Failure> {
+    own_id: &str,
+) -> Result<(String, Option<String>), Failure> {
     let file = LoopFile {
         name: name.to_owned(),
         path: project.loop_path(name),
@@ -357,7 +359,8 @@ fn take_over(
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
     let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
     require_armed(project, registry, &file, &state)?;
-    let updated = frontmatter::set_fields(&text, &[("session_id", scalar(driver))])
+    let driver = ralph_core::driver::taking_over(own_id, state.session_id.as_deref());
+    let updated = frontmatter::set_fields(&text, &[("session_id", scalar(&driver))])
         .map_err(|e| e.to_string())?;
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
     let was = match state.session_id.as_deref() {
@@ -374,7 +377,13 @@ fn take_over(
         "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
         state.iteration_label(),
     );
-    Ok(state.session_id)
+    // Handed back to the session it came from; a loop taken from a dead run
+    // that had no session goes back to that run's id, inert as it was found.
+    let back_to = match driver.split_once(':') {
+        Some((_, session)) => Some(session.to_owned()),
+        None => state.session_id,
+    };
+    Ok((driver, back_to))
 }
 
 /// Gives the loop back to the session that drove it before (or, if it was
