@@ -54,6 +54,16 @@ impl Reply {
             input,
         }
     }
+
+    /// A `Write` tool call: the model asks to create `file_path` with `content`.
+    #[allow(dead_code)]
+    pub fn write(text: impl Into<String>, file_path: &str, content: &str) -> Self {
+        Reply::TextAndTool {
+            text: text.into(),
+            name: "Write".into(),
+            input: json!({"file_path": file_path, "content": content}),
+        }
+    }
 }
 
 /// One logged HTTP request.

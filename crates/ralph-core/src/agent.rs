@@ -24,6 +24,35 @@ pub struct AgentReply {
     pub text: String,
     /// Tokens reported by the agent (input + cache creation + output), if any.
     pub tokens: Option<u64>,
+    /// Tool uses the agent was refused (Claude Code's `permission_denials`),
+    /// each in one escaped line: `Write src/a.rs`, `Bash: echo x > f`.
+    pub denials: Vec<String>,
+    /// Claude Code's `is_error` and `subtype` (`success`, `error_max_turns`, …).
+    pub is_error: bool,
+    pub subtype: Option<String>,
+}
+
+/// One denial in a line: the tool and what it was asked to touch or run.
+fn denial_line(item: &Value) -> String {
+    let tool = item
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .unwrap_or("a tool");
+    let input = item.get("tool_input");
+    let target = ["file_path", "command", "path", "url", "pattern"]
+        .iter()
+        .find_map(|k| input.and_then(|i| i.get(k)).and_then(Value::as_str));
+    let line = match target {
+        Some(t) => format!("{tool} {}", t.lines().next().unwrap_or("")),
+        None => tool.to_owned(),
+    };
+    let short: String = line.chars().take(80).collect();
+    let short = if short.len() < line.len() {
+        format!("{short}…")
+    } else {
+        short
+    };
+    crate::messages::escape_controls(&short)
 }
 
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
@@ -43,14 +72,28 @@ pub fn parse_output(stdout: &str) -> AgentReply {
         let tokens = usage.map(|_| {
             field("input_tokens") + field("cache_creation_input_tokens") + field("output_tokens")
         });
+        let denials = value
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .map(|items| items.iter().map(denial_line).collect())
+            .unwrap_or_default();
         return AgentReply {
             text: result.to_owned(),
             tokens,
+            denials,
+            is_error: value.get("is_error").and_then(Value::as_bool) == Some(true),
+            subtype: value
+                .get("subtype")
+                .and_then(Value::as_str)
+                .map(crate::messages::escape_controls),
         };
     }
     AgentReply {
         text: trimmed.to_owned(),
         tokens: None,
+        denials: Vec::new(),
+        is_error: false,
+        subtype: None,
     }
 }
 
@@ -153,23 +196,43 @@ mod tests {
             parse_output(json),
             AgentReply {
                 text: "done\n<promise>X</promise>".into(),
-                tokens: Some(22)
+                tokens: Some(22),
+                denials: vec![],
+                is_error: false,
+                subtype: Some("success".into()),
             }
         );
         assert_eq!(
             parse_output("  plain reply \n"),
             AgentReply {
                 text: "plain reply".into(),
-                tokens: None
+                tokens: None,
+                denials: vec![],
+                is_error: false,
+                subtype: None,
             }
         );
         assert_eq!(
             parse_output("{not json"),
             AgentReply {
                 text: "{not json".into(),
-                tokens: None
+                tokens: None,
+                denials: vec![],
+                is_error: false,
+                subtype: None,
             }
         );
+    }
+
+    #[test]
+    fn reads_permission_denials() {
+        let json = r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not write it","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"/p/notes.txt","content":"x"}},{"tool_name":"Bash","tool_use_id":"t2","tool_input":{"command":"echo hi > f\u001b[2K\nrm -rf /"}}]}"#;
+        let reply = parse_output(json);
+        assert_eq!(
+            reply.denials,
+            ["Write /p/notes.txt", "Bash echo hi > f\\x1b[2K"]
+        );
+        assert!(!reply.is_error);
     }
 
     #[test]

@@ -11,22 +11,105 @@
 //! the apostrophe in "Don't" is just a letter and never hides the options
 //! that follow it.
 
-/// Options that take a value.
-pub const VALUE_OPTIONS: &[&str] = &[
-    "name",
-    "max-iterations",
-    "completion-promise",
-    "abort-promise",
-    "max-duration",
-    "max-tokens",
-    "verify",
-    "verify-timeout",
-    "stuck-after",
-    "no-progress-after",
-    "session-id",
+/// What an option's value is, so the slash command checks it as clap does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A switch: no value.
+    Flag,
+    Text,
+    /// A whole number such as 10.
+    Number,
+    /// A duration with a unit, such as 90m or 2h.
+    Duration,
+}
+
+/// Every option of `ralph start`, in one table: the slash command's parser
+/// reads it, and a test compares it with clap's own list for `ralph start`.
+pub const OPTIONS: &[(&str, Kind)] = &[
+    ("name", Kind::Text),
+    ("max-iterations", Kind::Number),
+    ("completion-promise", Kind::Text),
+    ("abort-promise", Kind::Text),
+    ("max-duration", Kind::Duration),
+    ("max-tokens", Kind::Number),
+    ("verify", Kind::Text),
+    ("verify-timeout", Kind::Duration),
+    ("stuck-after", Kind::Number),
+    ("no-progress-after", Kind::Number),
+    ("fresh-context", Kind::Flag),
+    ("session-id", Kind::Text),
+    ("force", Kind::Flag),
 ];
-/// Options that are switches.
-pub const FLAG_OPTIONS: &[&str] = &["force", "fresh-context"];
+
+fn kind_of(key: &str) -> Option<Kind> {
+    OPTIONS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, kind)| *kind)
+}
+
+/// The option a mistyped `--word` most likely meant: the known option
+/// within two edits, or one the word starts (or is started by).
+pub fn suggestion(word: &str) -> Option<&'static str> {
+    let word = word.trim_start_matches('-');
+    let word = word.split_once('=').map_or(word, |(k, _)| k);
+    OPTIONS
+        .iter()
+        .map(|(k, _)| (*k, edit_distance(k, word)))
+        .filter(|(k, d)| {
+            *d <= 2 || (word.len() >= 4 && (k.starts_with(word) || word.starts_with(k)))
+        })
+        .min_by_key(|(_, d)| *d)
+        .map(|(k, _)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// A duration value as ralph accepts it: digits with a unit (`90m`, `2h`,
+/// `1h30m`, `45s`). A bare number is refused: `2` would silently be seconds.
+pub fn check_duration(option: &str, value: &str) -> Result<String, ArgumentsError> {
+    let text = value.trim();
+    let bare = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if bare {
+        return Err(ArgumentsError::DurationUnit {
+            option: option.to_owned(),
+            value: text.to_owned(),
+        });
+    }
+    match crate::time::parse_duration(text) {
+        Some(_) => Ok(text.to_owned()),
+        None => Err(ArgumentsError::BadDuration {
+            option: option.to_owned(),
+            value: value.to_owned(),
+        }),
+    }
+}
+
+/// A whole-number value, as clap reads `u64`.
+pub fn check_number(option: &str, value: &str) -> Result<u64, ArgumentsError> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| ArgumentsError::BadNumber {
+            option: option.to_owned(),
+            value: value.to_owned(),
+        })
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawArguments {
@@ -39,8 +122,42 @@ pub struct RawArguments {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgumentsError {
-    #[error("`--{0}` needs a value, e.g. `--{0} 10`")]
+    #[error("`--{0}` needs a value, e.g. `{example}`", example = example(.0))]
     MissingValue(String),
+    #[error(
+        "`{word}` is not a ralph option{hint}; nothing was armed. Put words that belong to the task inside quotes, or after `--`",
+        hint = .suggestion.map(|s| format!(" (did you mean `--{s}`?)")).unwrap_or_default()
+    )]
+    UnknownOption {
+        word: String,
+        suggestion: Option<&'static str>,
+    },
+    #[error(
+        "`--{option} {value}` has no unit; nothing was armed. Write e.g. `--{option} {value}m` (minutes) or `--{option} {value}h` (hours); units: s, m, h, d"
+    )]
+    DurationUnit { option: String, value: String },
+    #[error(
+        "`--{option} {value}`: expected a duration such as 90m, 2h or 1h30m; nothing was armed"
+    )]
+    BadDuration { option: String, value: String },
+    #[error("`--{option} {value}`: expected a whole number such as 10; nothing was armed")]
+    BadNumber { option: String, value: String },
+}
+
+/// A value that fits the option, for the "needs a value" message.
+fn example(option: &str) -> String {
+    let value = match option {
+        "name" => "docs",
+        "completion-promise" => "DONE",
+        "abort-promise" => "BLOCKED",
+        "max-duration" => "2h",
+        "verify-timeout" => "5m",
+        "verify" => "'cargo test'",
+        "max-tokens" => "2000000",
+        "session-id" => "<session id>",
+        _ => "10",
+    };
+    format!("--{option} {value}")
 }
 
 /// A word of the raw text: its byte span and its text with quotes removed.
@@ -112,10 +229,11 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
             Some((k, v)) => (k, Some(v)),
             None => (option, None),
         };
-        if FLAG_OPTIONS.contains(&key) && inline.is_none() {
+        let kind = kind_of(key);
+        if kind == Some(Kind::Flag) && inline.is_none() {
             result.options.push((key.to_owned(), String::new()));
             removed.push((word.start, word.end));
-        } else if VALUE_OPTIONS.contains(&key) {
+        } else if kind.is_some_and(|k| k != Kind::Flag) {
             let value = match inline {
                 Some(_) => word
                     .unquoted
@@ -130,12 +248,34 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
                     next.unquoted.clone()
                 }
             };
+            match kind {
+                Some(Kind::Number) => {
+                    check_number(key, &value)?;
+                }
+                Some(Kind::Duration) => {
+                    check_duration(key, &value)?;
+                }
+                _ => {}
+            }
             result.options.push((key.to_owned(), value));
             removed.push((word.start, words[i].end));
         } else if key.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && !word.quoted {
             result.unknown.push(text.to_owned());
         }
         i += 1;
+    }
+    // As strict as the command line: a mistyped option next to real ones,
+    // or one that is close to a real one, is refused rather than folded
+    // into the task (where only the model would see it).
+    if let Some(word) = result
+        .unknown
+        .iter()
+        .find(|w| !result.options.is_empty() || suggestion(w).is_some())
+    {
+        return Err(ArgumentsError::UnknownOption {
+            word: word.clone(),
+            suggestion: suggestion(word),
+        });
     }
     let mut prompt = String::new();
     let mut pos = 0;
@@ -216,10 +356,39 @@ mod tests {
     }
 
     #[test]
-    fn unknown_options_stay_in_the_prompt() {
-        let r = parse("do it --max-iteration 5").unwrap();
-        assert_eq!(r.prompt, "do it --max-iteration 5");
-        assert_eq!(r.unknown, ["--max-iteration"]);
+    fn unknown_options_far_from_ralph_s_stay_in_the_prompt() {
+        let r = parse("add a --verbose flag").unwrap();
+        assert_eq!(r.prompt, "add a --verbose flag");
+        assert_eq!(r.unknown, ["--verbose"]);
+    }
+
+    #[test]
+    fn a_mistyped_option_is_refused_with_the_suggestion() {
+        let e = parse("\"Fix it\" --max-iteration 5 --completion-promise DONE").unwrap_err();
+        assert_eq!(
+            e,
+            ArgumentsError::UnknownOption {
+                word: "--max-iteration".into(),
+                suggestion: Some("max-iterations")
+            }
+        );
+        assert!(e.to_string().contains("did you mean `--max-iterations`?"));
+        // Alone, a near miss is refused too; next to a real option, any stranger is.
+        assert!(parse("do it --max-iteration 5").is_err());
+        assert!(parse("do it --verbose --name x").is_err());
+        assert!(parse("do it -- --verbose --name x").is_ok());
+    }
+
+    #[test]
+    fn durations_need_a_unit_and_numbers_are_numbers() {
+        let e = parse("t --max-duration 2").unwrap_err();
+        assert!(e.to_string().contains("`--max-duration 2m`"), "{e}");
+        assert!(parse("t --verify-timeout=30").is_err());
+        assert!(parse("t --max-duration 1h30m").is_ok());
+        assert!(matches!(
+            parse("t --max-iterations five"),
+            Err(ArgumentsError::BadNumber { .. })
+        ));
     }
 
     #[test]
@@ -246,6 +415,8 @@ mod tests {
             parse("task --max-iterations"),
             Err(ArgumentsError::MissingValue("max-iterations".into()))
         );
+        let e = parse("task --completion-promise").unwrap_err().to_string();
+        assert!(e.contains("e.g. `--completion-promise DONE`"), "{e}");
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub enum Outcome {
     BlockCap,
     Cancelled,
     Corrupt,
+    /// `ralph run`: the agent was refused the same permission again.
+    Denied,
+    /// `ralph run`: the agent could not run, on a loop this run armed.
+    Failed,
 }
 
 impl Outcome {
@@ -70,6 +74,8 @@ impl Outcome {
             Self::BlockCap => "block_cap",
             Self::Cancelled => "cancelled",
             Self::Corrupt => "corrupt",
+            Self::Denied => "denied",
+            Self::Failed => "failed",
         }
     }
 }
@@ -355,10 +361,13 @@ fn end(outcome: Outcome, detail: String) -> Decision {
 }
 
 fn refusal(expected: &str, command: &str, v: &Verification) -> String {
+    let output = match v.output_tail.trim_end() {
+        "" => "It printed nothing.".to_owned(),
+        tail => format!("Last lines of its output:\n{tail}"),
+    };
     format!(
-        "Your promise `{expected}` was refused: the verification command `{command}` failed ({}). Fix the cause, then give the promise again.\nLast lines of its output:\n{}",
+        "Your promise `{expected}` was refused: the verification command `{command}` failed ({}). Fix the cause, then give the promise again.\n{output}",
         v.status,
-        v.output_tail.trim_end()
     )
 }
 

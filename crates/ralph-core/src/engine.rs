@@ -232,10 +232,18 @@ pub fn step(
                         &footer_notes(state, &progress, notes)
                     )
                 ),
-                status: std::iter::once(messages::status_line(&live.file.name, state, next))
-                    .chain(notices)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                // The user sees a refused promise too, not only the model.
+                status: std::iter::once(match seen.verification.as_ref().filter(|v| !v.passed) {
+                    Some(v) => format!(
+                        "{} · {}",
+                        messages::status_line(&live.file.name, state, next),
+                        messages::verify_refused_status(&v.status)
+                    ),
+                    None => messages::status_line(&live.file.name, state, next),
+                })
+                .chain(notices)
+                .collect::<Vec<_>>()
+                .join("\n"),
                 promise_refused: seen.verification.as_ref().is_some_and(|v| !v.passed),
                 progress,
             }

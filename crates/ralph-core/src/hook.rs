@@ -169,6 +169,14 @@ fn shown_safely(answer: Answer) -> Answer {
 }
 
 /// A loop file as read under the lock.
+/// Whose a loop is for this stop: its `session_id`, except that a loop whose
+/// `ralph run` died goes back to the session it was taken from
+/// (crate::driver), which claims it again at its next stop.
+fn owner_of(state: &LoopState) -> Option<&str> {
+    let owner = state.session_id.as_deref()?;
+    Some(crate::driver::orphaned_for(owner).unwrap_or(owner))
+}
+
 struct Loaded {
     file: LoopFile,
     text: String,
@@ -215,12 +223,7 @@ fn run(
     // (loop, whether it is this session's loop from before ralph kept records)
     let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
     for live in &loaded {
-        if live
-            .state
-            .session_id
-            .as_deref()
-            .is_some_and(|o| o != session)
-        {
+        if owner_of(&live.state).is_some_and(|o| o != session) {
             continue; // another session's loop: not this stop's business
         }
         match gate.arming(live) {
@@ -238,13 +241,16 @@ fn run(
     let candidates: Vec<Candidate<'_>> = drivable
         .iter()
         .map(|(l, _)| Candidate {
-            owner: l.state.session_id.as_deref(),
+            owner: owner_of(&l.state),
             started_at: l.state.started_at,
         })
         .collect();
     let (chosen, claim) = match ownership::select(session, &candidates) {
         Selection::None => return Ok(with_notices(Answer::Silent, notices)),
-        Selection::Owned(i) => (drivable[i], false),
+        Selection::Owned(i) => (
+            drivable[i],
+            drivable[i].0.state.session_id.as_deref() != Some(session),
+        ),
         Selection::Claim(i) => (drivable[i], true),
     };
     let adopted;
@@ -309,7 +315,7 @@ impl Gate<'_> {
             };
             match LoopState::parse(&text) {
                 Ok(state) => {
-                    let owner = state.session_id.clone();
+                    let owner = owner_of(&state).map(str::to_owned);
                     let live = Loaded { file, text, state };
                     let ended = live.state.outcome.is_some();
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
@@ -520,6 +526,12 @@ fn drive(
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
+    // The user sees a refused promise too, not only the model.
+    let refused = seen
+        .verification
+        .as_ref()
+        .filter(|v| !v.passed)
+        .map(|v| messages::verify_refused_status(&v.status));
     let turn = Turn {
         seen,
         transcript: appended,
@@ -536,7 +548,13 @@ fn drive(
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
-        Step::Continued { reason, status, .. } => Answer::Block { reason, status },
+        Step::Continued { reason, status, .. } => Answer::Block {
+            reason,
+            status: match refused {
+                Some(refused) => format!("{status} · {refused}"),
+                None => status,
+            },
+        },
     };
     Ok(with_notices(answer, notices))
 }

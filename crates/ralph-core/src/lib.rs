@@ -7,6 +7,7 @@ pub mod answer;
 pub mod arguments;
 pub mod decide;
 pub mod display;
+pub mod driver;
 pub mod engine;
 pub mod event;
 pub mod frontmatter;

@@ -20,9 +20,14 @@ pub enum LoopError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
-        "a loop named `{name}` is already active ({path}); cancel it with `ralph cancel --name {name}`, or replace it with --force"
+        "a loop named `{name}` is already active ({path}), {whose}. To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force",
+        whose = owner_words(.owner.as_deref())
     )]
-    NameTaken { name: String, path: PathBuf },
+    NameTaken {
+        name: String,
+        path: PathBuf,
+        owner: Option<String>,
+    },
     #[error(
         "this session already drives the loop `{name}`; one session runs one loop at a time. Cancel it first, or use --force to replace it"
     )]
@@ -45,6 +50,15 @@ pub enum LoopError {
         "{path} changed while you read it; nothing was adopted. Run `ralph adopt --name {name}` again"
     )]
     ChangedMeanwhile { path: PathBuf, name: String },
+}
+
+/// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
+fn owner_words(owner: Option<&str>) -> String {
+    match owner {
+        Some(o) if o.starts_with("ralph-run-") => format!("driven by `ralph run` ({o})"),
+        Some(o) => format!("owned by session {o}"),
+        None => "not claimed by any session yet".to_owned(),
+    }
 }
 
 /// Everything `ralph start` writes into a new loop.
@@ -184,6 +198,12 @@ pub fn arm(
                 LoopError::NameTaken {
                     name: req.name.clone(),
                     path,
+                    owner: live
+                        .state
+                        .as_ref()
+                        .ok()
+                        .and_then(|s| s.session_id.clone())
+                        .map(|s| crate::messages::escape_controls(&s)),
                 }
             } else {
                 LoopError::SessionBusy {
@@ -382,6 +402,31 @@ pub fn cancel(
     Ok(done)
 }
 
+/// Ends the loop `name` as `outcome` if `driver` still owns it (`ralph run`
+/// ending what it drives: denied, failed). Returns its iteration and the
+/// history record, or `None` when it is gone or someone else owns it now.
+pub fn end_driven(
+    project: &Project,
+    registry: Option<&Registry>,
+    name: &str,
+    driver: &str,
+    outcome: Outcome,
+    why: &str,
+    now: Timestamp,
+) -> Result<Option<(u64, PathBuf)>, LoopError> {
+    let _lock = project.lock()?;
+    let lives = read_live(project)?;
+    let Some(live) = lives.iter().find(|l| {
+        l.file.name == name
+            && l.state.as_ref().ok().and_then(|s| s.session_id.as_deref()) == Some(driver)
+    }) else {
+        return Ok(None);
+    };
+    let record = end(project, registry, live, outcome, why, now)?;
+    let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+    Ok(Some((iteration, record)))
+}
+
 /// Pauses (`active: false`) or resumes loops; returns the names changed.
 pub fn set_active(
     project: &Project,
@@ -430,6 +475,10 @@ pub struct LoopReport {
     pub max_iterations: Option<u64>,
     pub session_id: Option<String>,
     pub completion_promise: Option<String>,
+    /// The task's first line, escaped (what the loop works on).
+    pub task: Option<String>,
+    /// A `ralph run` owner whose process is gone: nobody drives the loop.
+    pub driver_gone: bool,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub elapsed_secs: Option<u64>,
@@ -561,6 +610,8 @@ fn report_one(
         max_iterations: None,
         session_id: None,
         completion_promise: None,
+        task: None,
+        driver_gone: false,
         started_at: None,
         ended_at: None,
         elapsed_secs: None,
@@ -595,6 +646,9 @@ fn report_one(
             r.max_iterations = Some(s.max_iterations);
             r.session_id = s.session_id.clone();
             r.completion_promise = s.completion_promise.clone();
+            r.task = Some(crate::messages::task_line(&s.prompt, 80));
+            r.driver_gone =
+                s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
             r.started_at = s.started_at.map(|t| t.to_string());
             r.ended_at = s.ended_at.map(|t| t.to_string());
             r.elapsed_secs = s
@@ -613,7 +667,11 @@ fn report_one(
             r.no_progress_count = Some(s.progress.no_progress_count);
             r.idle_blocks = Some(s.progress.idle_blocks);
         }
-        Err(e) => r.error = Some(e.to_string()),
+        Err(e) => {
+            // The rest is unreadable, but an intact `session_id:` line still says whose it is.
+            r.session_id = crate::state::scan_session_id(text);
+            r.error = Some(e.to_string());
+        }
     }
     r
 }

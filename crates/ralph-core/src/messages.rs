@@ -73,6 +73,8 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
         Outcome::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
         Outcome::Cancelled => ("⏹", "cancelled"),
         Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
+        Outcome::Denied => ("🚫", "stopped: the agent was denied permission"),
+        Outcome::Failed => ("⚠", "stopped: the agent could not run"),
     };
     format!(
         "{icon} ralph `{}` {what}: {}. Record: {}",
@@ -141,6 +143,29 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
         ));
     }
     out.join(" · ")
+}
+
+/// For the user's status line when `--verify` refused the promise.
+pub fn verify_refused_status(status: &str) -> String {
+    format!(
+        "promise refused: --verify failed ({})",
+        escape_controls(status)
+    )
+}
+
+/// What a loop works on, in one line for `status`, `log` and the status
+/// line: the task's first non-blank line, at most `max` characters, escaped.
+pub fn task_line(prompt: &str, max: usize) -> String {
+    let line = prompt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let cut = match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    };
+    escape_controls(&cut).replace('\t', " ")
 }
 
 /// Text from a file, safe to print: control characters (but newlines and

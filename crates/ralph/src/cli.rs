@@ -126,10 +126,17 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --name ralph --hand-back-after 3
 
 Every iteration starts the agent afresh (default: `claude -p --output-format json`), gives it the
-prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout). The decision is
+prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout).
+
+Permissions: the default agent runs in print mode, where nobody can approve a tool, so Claude Code
+refuses every edit or command that would need approval. ralph shows each refusal on the iteration
+line and ends the run (as denied) when the same one comes twice. For unattended runs in a project
+you trust, give `--permission-mode acceptEdits` (file edits in the project without asking; shell
+commands that need approval are still refused), or allow tools in .claude/settings.json
+(\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]}). `--agent claude` allows everything. The decision is
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
 decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
-Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort),
+Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort, denied),
 130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
 
 Agent presets (--agent NAME), each unattended; what its flags allow the agent to do without asking:
@@ -146,7 +153,7 @@ Run them only where that is acceptable (a container, a throwaway checkout).";
 const STATUSLINE_EXAMPLES: &str =
     "Claude Code runs it with the status JSON on stdin. In .claude/settings.json:
   { \"statusLine\": { \"type\": \"command\", \"command\": \"ralph statusline\" } }
-Prints e.g. `🔄 ralph 3/20 · 12m · DONE`, or nothing when this session drives no loop.";
+Prints e.g. `🔄 ralph 3/20 · 12m · DONE · Fix the parser` (the task's first line last), or nothing when this session drives no loop.";
 
 const START_EXAMPLES: &str = "Examples:
   ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
@@ -167,8 +174,9 @@ Guards (each optional; shown by `ralph status`, logged at every stop):
   --stuck-after 3         end it (as stuck) when the same reply comes 3 times in a row (0: off)
   --no-progress-after 5   end it (as no_progress) after 5 iterations with no change to the git working
                           tree or HEAD (git projects only; 0: off)
-Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop whose turns
-stop running tools is ended (as idle) before Claude Code would cut it silently.";
+Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop that
+continues the turn that many times in a row without a tool call is ended (as block_cap) before
+Claude Code would override it.";
 
 #[derive(Debug, Args)]
 pub struct StartArgs {
@@ -255,6 +263,12 @@ pub struct RunArgs {
     /// or a preset: claude, codex, gemini, copilot (see below)
     #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
     pub agent: String,
+    /// Claude Code's permission mode for the default agent (passed as `--permission-mode`):
+    /// acceptEdits lets it edit files in the project without asking (shell commands that
+    /// change files are still refused); bypassPermissions allows every tool; manual (the
+    /// default) asks, which in print mode means refused
+    #[arg(long, value_name = "MODE", value_parser = ["acceptEdits", "auto", "bypassPermissions", "dontAsk", "manual", "plan"])]
+    pub permission_mode: Option<String>,
     #[command(flatten)]
     pub arm: ArmFlags,
     /// Hand the loop back (to its session, or to the first session that stops) after N iterations
@@ -268,10 +282,15 @@ pub struct RunArgs {
     pub prompt: Vec<String>,
 }
 
+/// The slash command's own check, so both paths accept the same durations
+/// (a unit is required: `2` alone would silently mean seconds).
 fn parse_duration_arg(value: &str) -> Result<String, String> {
-    ralph_core::time::parse_duration(value)
-        .map(|_| value.to_owned())
-        .ok_or_else(|| format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"))
+    ralph_core::arguments::check_duration("…", value).map_err(|e| match e {
+        ralph_core::arguments::ArgumentsError::DurationUnit { value, .. } => {
+            format!("`{value}` has no unit; write e.g. {value}m (minutes) or {value}h (hours); units: s, m, h, d")
+        }
+        _ => format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"),
+    })
 }
 
 #[derive(Debug, Args)]

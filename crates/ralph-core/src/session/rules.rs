@@ -308,7 +308,7 @@ mod tests {
         ));
         assert_eq!(
             end_reason_words(Some("odd\u{1b}[2J")),
-            "the client closed it (odd\\u{1b}[2J)"
+            "the client closed it (odd\\x1b[2J)"
         );
     }
 

@@ -124,22 +124,9 @@ pub fn arm(
 /// Applies an option found in raw slash-command arguments, with the same
 /// checks clap applies on the command line.
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
-    let number = |v: &str| -> Result<u64, Failure> {
-        v.trim().parse::<u64>().map_err(|_| {
-            Failure::usage(format!(
-                "`--{key} {v}`: expected a whole number such as 10; nothing was armed"
-            ))
-        })
-    };
-    let duration = |v: &str| -> Result<String, Failure> {
-        ralph_core::time::parse_duration(v)
-            .map(|_| v.to_owned())
-            .ok_or_else(|| {
-                Failure::usage(format!(
-                    "`--{key} {v}`: expected a duration such as 90m or 2h; nothing was armed"
-                ))
-            })
-    };
+    let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
+    let number = |v: &str| arguments::check_number(key, v).map_err(usage);
+    let duration = |v: &str| arguments::check_duration(key, v).map_err(usage);
     match key {
         "name" => args.name = value.to_owned(),
         "max-iterations" => args.arm.max_iterations = Some(number(value)?),
@@ -335,6 +322,26 @@ fn print_report(r: &LoopReport) {
         .map(|o| format!(" ({o})"))
         .unwrap_or_default();
     say!("{} `{}`{how} {iteration}", r.state, one_line(&r.name));
+    if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
+        say!("  task: {}", one_line(task));
+    }
+    if r.driver_gone
+        && let Some(owner) = &r.session_id
+    {
+        let home = match owner.split_once(':') {
+            Some((_, session)) => format!(
+                "session {} gets it back at its next stop; or ",
+                messages::escape_controls(session)
+            ),
+            None => "nothing drives it: ".to_owned(),
+        };
+        say!(
+            "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
+            messages::escape_controls(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+            r.name,
+            r.name
+        );
+    }
     let mut facts = Vec::new();
     if let Some(p) = &r.completion_promise {
         facts.push(format!("promise {}", one_line(p)));
@@ -400,12 +407,19 @@ fn log_summary(line: &serde_json::Value) -> String {
         ),
         _ => String::new(),
     };
+    // One line per stop: a multi-line reason (a refused promise with the
+    // verify output) is folded onto its line.
+    let why = field("why")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ");
     one_line(&format!(
-        "{} iteration {} {} — {}{tokens}",
+        "{} iteration {} {} — {why}{tokens}",
         field("time"),
         field("iteration"),
         field("decision"),
-        field("why")
     ))
     .into_owned()
 }
@@ -444,6 +458,10 @@ pub fn log(args: LogArgs) -> Outcome {
         std::path::PathBuf::new() // a linked logs folder is never read
     };
     let lines = loops::read_log_tail(&log_path, usize::MAX);
+    if !args.json {
+        let task = report.task.as_deref().unwrap_or("");
+        say!("Loop `{}` ({}) · task: {task}", report.name, report.state);
+    }
     for line in &lines {
         if args.json {
             say_json!("{line}");

@@ -1,8 +1,9 @@
 //! One function per subcommand. Each returns a `Result`; `run` maps it to an
 //! exit code (0 success, 1 failure with the message on stderr).
 
-/// `println!` that ends the process quietly when stdout is closed (e.g.
-/// `ralph status | head`), instead of panicking on a broken pipe. What it
+/// `println!` that ignores a closed stdout (e.g. `ralph status | head`)
+/// instead of panicking on a broken pipe. It never exits: `ralph run … |
+/// true` must go on driving its loop and record how it ended. What it
 /// prints may hold text from a loop file, a log or a reply, so control
 /// characters and bidirectional marks are shown escaped (newlines and tabs
 /// stay): nothing printed can steer the terminal.
@@ -11,9 +12,7 @@ macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        if writeln!(std::io::stdout(), "{}", ralph_core::display::block(&text)).is_err() {
-            std::process::exit(0);
-        }
+        let _ = writeln!(std::io::stdout(), "{}", ralph_core::display::block(&text));
     }};
 }
 
@@ -22,9 +21,7 @@ macro_rules! say_json {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        if writeln!(std::io::stdout(), "{}", ralph_core::display::json(&text)).is_err() {
-            std::process::exit(0);
-        }
+        let _ = writeln!(std::io::stdout(), "{}", ralph_core::display::json(&text));
     }};
 }
 

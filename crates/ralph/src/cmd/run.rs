@@ -25,14 +25,12 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
+    let agent = agent_command(&args)?;
     // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
-    let args = RunArgs {
-        agent: ralph_core::agent_presets::resolve(&args.agent),
-        ..args
-    };
+    let args = RunArgs { agent, ..args };
     let project = super::project();
     let registry = super::require_registry()?;
-    let driver = format!("ralph-run-{}", std::process::id());
+    let own_id = ralph_core::driver::own_id();
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
     } else if !std::io::stdin().is_terminal() {
@@ -40,25 +38,23 @@ pub fn run(args: RunArgs) -> Outcome {
     } else {
         None
     };
-    let previous_owner = match prompt {
+    // A loop this run armed is this run's alone: if the run cannot go on,
+    // it ends (as failed) rather than wait for the next unrelated session.
+    let armed_here = prompt.is_some();
+    let (driver, previous_owner) = match prompt {
         Some(prompt) => {
             let request = arm_request(
                 args.name.clone(),
                 prompt,
                 args.arm,
-                Some(driver.clone()),
+                Some(own_id.clone()),
                 args.force,
             );
             arm(&project, &request)?;
-            None
+            (own_id, None)
         }
-        None if args.arm.any() => {
-            return Err(Failure::usage(format!(
-                "the loop `{}` is resumed with its own settings; arming flags only go with a new task",
-                args.name
-            )));
-        }
-        None => take_over(&project, &registry, &args.name, &driver)?,
+        None if args.arm.any() => return Err(flags_without_task(&project, &args.name)),
+        None => take_over(&project, &registry, &args.name, &own_id)?,
     };
     match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
@@ -84,6 +80,9 @@ pub fn run(args: RunArgs) -> Outcome {
     let mut next_prompt: Option<String> = None;
     let mut done_here = 0u64;
     let mut last = String::from("starting");
+    // Refusals of the last iteration, and every one seen, for the summary.
+    let mut last_denials: Vec<String> = Vec::new();
+    let mut all_denials: Vec<String> = Vec::new();
     loop {
         let Some((text, state)) = read(&project, &registry, &file)? else {
             say!(
@@ -139,8 +138,23 @@ pub fn run(args: RunArgs) -> Outcome {
                 );
                 let _ = std::io::stdout().flush();
             }
-        })
-        .map_err(|e| format!("could not start the agent `{}`: {e}", args.agent))?;
+        });
+        let finished = match finished {
+            Ok(f) => f,
+            Err(e) => {
+                let why = format!("could not start the agent `{}`: {e}", args.agent);
+                return Err(give_up(
+                    &project,
+                    &registry,
+                    &file,
+                    &driver,
+                    armed_here,
+                    previous_owner.as_deref(),
+                    &why,
+                    state.iteration,
+                ));
+            }
+        };
         if live_line {
             print!("\r\x1b[2K");
         }
@@ -154,13 +168,30 @@ pub fn run(args: RunArgs) -> Outcome {
         };
         let reply = agent::parse_output(&stdout);
         if reply.text.is_empty() && !status.success() {
-            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
-            return Err(format!(
-                "the agent `{}` failed ({status}) without a reply; the loop `{}` was left at iteration {} and handed back.\n{stderr_tail}",
-                args.agent, file.name, state.iteration
-            )
-            .into());
+            let why = format!(
+                "the agent `{}` failed ({status}) without a reply.\n{}",
+                args.agent,
+                messages::escape_controls(&stderr_tail)
+            );
+            return Err(give_up(
+                &project,
+                &registry,
+                &file,
+                &driver,
+                armed_here,
+                previous_owner.as_deref(),
+                &why,
+                state.iteration,
+            ));
         }
+        for d in &reply.denials {
+            if !all_denials.contains(d) {
+                all_denials.push(d.clone());
+            }
+        }
+        let denied_again = !reply.denials.is_empty() && reply.denials == last_denials;
+        let denied_note = denial_note(&reply);
+        last_denials = reply.denials.clone();
         done_here += 1;
         let lock = project.lock().map_err(|e| e.to_string())?;
         let current = store::read_to_string(&file.path).ok();
@@ -232,14 +263,30 @@ pub fn run(args: RunArgs) -> Outcome {
                 } else {
                     format!(" · {figures}")
                 };
-                say!("✓ iteration {label} done · {elapsed} · {last}{figures} · next: {next}");
+                say!(
+                    "✓ iteration {label} done · {elapsed} · {last}{figures}{denied_note} · next: {next}"
+                );
+                if denied_again {
+                    return end_denied(
+                        &project,
+                        &registry,
+                        &file,
+                        &driver,
+                        &all_denials,
+                        done_here,
+                        &elapsed,
+                    );
+                }
                 next_prompt = Some(reason);
             }
             Step::Ended {
                 outcome, notice, ..
             } => {
-                say!("✓ iteration {label} done · {elapsed}{tokens}");
+                say!("✓ iteration {label} done · {elapsed}{tokens}{denied_note}");
                 say!("{notice}");
+                if !all_denials.is_empty() {
+                    say!("{}", denials_summary(&all_denials));
+                }
                 say!(
                     "Ran {done_here} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
                     file.name
@@ -299,13 +346,15 @@ fn require_armed(
 
 /// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
 /// its owner becomes this run, so no session's Stop hook drives it meanwhile.
-/// Only a loop armed on this machine is taken over.
+/// Only a loop armed on this machine is taken over. Returns the owner id
+/// written (with the session to hand back to, should this run die) and the
+/// owner to hand the loop back to when the run ends.
 fn take_over(
     project: &Project,
     registry: &Registry,
     name: &str,
-    driver: &str,
-) -> Result<Option<String>, Failure> {
+    own_id: &str,
+) -> Result<(String, Option<String>), Failure> {
     let file = LoopFile {
         name: name.to_owned(),
         path: project.loop_path(name),
@@ -319,15 +368,31 @@ fn take_over(
     let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
     let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
     require_armed(project, registry, &file, &state)?;
-    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", scalar(driver))])
+    let driver = ralph_core::driver::taking_over(own_id, state.session_id.as_deref());
+    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", scalar(&driver))])
         .map_err(|e| e.to_string())?;
     store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    let was = match state.session_id.as_deref() {
+        Some(o) if ralph_core::driver::is_gone(o) => {
+            format!(
+                "its driver {} had ended without handing it back",
+                messages::escape_controls(o)
+            )
+        }
+        Some(o) => format!("was driven by {}", messages::escape_controls(o)),
+        None => "no session had claimed it yet".to_owned(),
+    };
     say!(
-        "Resuming loop `{name}` at iteration {} (was driven by {}); fresh context from now on.",
+        "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
         state.iteration_label(),
-        state.session_id.as_deref().unwrap_or("no session yet")
     );
-    Ok(state.session_id)
+    // Handed back to the session it came from; a loop taken from a dead run
+    // that had no session goes back to that run's id, inert as it was found.
+    let back_to = match driver.split_once(':') {
+        Some((_, session)) => Some(session.to_owned()),
+        None => state.session_id,
+    };
+    Ok((driver, back_to))
 }
 
 /// Gives the loop back to the session that drove it before (or, if it was
@@ -375,4 +440,152 @@ fn interrupted(
         );
     }
     Err(Failure::with_code(130, ""))
+}
+
+/// The agent's command line: a preset's, or the default with the chosen
+/// permission mode. `--permission-mode` belongs to Claude Code in print
+/// mode, so it is refused next to any other agent (which has its own flags).
+fn agent_command(args: &RunArgs) -> Result<String, Failure> {
+    let resolved = ralph_core::agent_presets::resolve(&args.agent);
+    match &args.permission_mode {
+        None => Ok(resolved),
+        Some(mode) if args.agent == agent::DEFAULT_AGENT => {
+            Ok(format!("{resolved} --permission-mode {mode}"))
+        }
+        Some(_) => Err(Failure::usage(format!(
+            "--permission-mode goes with the default agent (`{}`); `{}` sets its own permissions: put the flag into the --agent command",
+            agent::DEFAULT_AGENT,
+            args.agent
+        ))),
+    }
+}
+
+/// Arming flags without a task: say what `ralph run` does with each.
+fn flags_without_task(project: &Project, name: &str) -> Failure {
+    if ralph_core::safe_fs::kind_at(&project.loop_path(name)).is_none() {
+        return Failure::usage(format!(
+            "no loop named `{name}` here and no task given; nothing was armed. Give the task as arguments or on stdin: ralph run --completion-promise DONE \"<task>\""
+        ));
+    }
+    Failure::usage(format!(
+        "the loop `{name}` exists; without a task, `ralph run --name {name}` takes it over with its own settings, so arming flags only go with a new task (use --force to replace it)"
+    ))
+}
+
+/// ` · denied: Write notes.txt, Bash …` for the iteration line, or the
+/// agent's error subtype; empty when the agent was refused nothing.
+fn denial_note(reply: &agent::AgentReply) -> String {
+    let mut note = String::new();
+    if !reply.denials.is_empty() {
+        note.push_str(&format!(" · ⚠ denied: {}", reply.denials.join(", ")));
+    }
+    if reply.is_error {
+        note.push_str(&format!(
+            " · agent error: {}",
+            reply.subtype.as_deref().unwrap_or("unknown")
+        ));
+    }
+    note
+}
+
+fn denials_summary(all: &[String]) -> String {
+    format!(
+        "⚠ Claude Code refused the agent: {}. In print mode nobody can approve a tool; give `--permission-mode acceptEdits` (edits in the project) or allow the tools in .claude/settings.json.",
+        all.join("; ")
+    )
+}
+
+/// The same refusal twice in a row: the agent cannot do its task this way,
+/// and every further iteration would be spent on it. End the loop as denied.
+fn end_denied(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    driver: &str,
+    all: &[String],
+    done_here: u64,
+    elapsed: &str,
+) -> Outcome {
+    let why = "Claude Code refused the agent the same tool use twice in a row";
+    let ended = loops::end_driven(
+        project,
+        Some(registry),
+        &file.name,
+        driver,
+        LoopOutcome::Denied,
+        why,
+        Timestamp::now(),
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some((_, record)) = ended {
+        say!(
+            "{}",
+            messages::ended(
+                &file.name,
+                LoopOutcome::Denied,
+                why,
+                &super::display(project, &record)
+            )
+        );
+    }
+    say!("{}", denials_summary(all));
+    say!(
+        "Ran {done_here} fresh iteration(s) in {elapsed}. Fix: ralph run --permission-mode acceptEdits --name {} \"<task>\" (or allow the tools in .claude/settings.json).",
+        file.name
+    );
+    Err(Failure::with_code(3, ""))
+}
+
+/// The agent could not run. A loop taken over goes back to its owner as it
+/// was; a loop this run armed ends as failed, so no unrelated session that
+/// stops here later is fed its task.
+#[allow(clippy::too_many_arguments)]
+fn give_up(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    driver: &str,
+    armed_here: bool,
+    previous_owner: Option<&str>,
+    why: &str,
+    iteration: u64,
+) -> Failure {
+    if armed_here {
+        let ended = loops::end_driven(
+            project,
+            Some(registry),
+            &file.name,
+            driver,
+            LoopOutcome::Failed,
+            why.lines().next().unwrap_or(why),
+            Timestamp::now(),
+        );
+        return match ended {
+            Ok(Some((_, record))) => format!(
+                "{why}\nThe loop `{}` this run armed was ended as failed at iteration {iteration}, so no other session is fed its task. Record: {}",
+                file.name,
+                super::display(project, &record)
+            )
+            .into(),
+            Ok(None) => format!("{why}\nThe loop `{}` is no longer this run's; it was left as it is.", file.name).into(),
+            Err(e) => format!("{why}\nThe loop `{}` could not be ended ({e}); cancel it: ralph cancel --name {}", file.name, file.name).into(),
+        };
+    }
+    let back = hand_back(project, file, driver, previous_owner);
+    let to = match (back, previous_owner) {
+        (Err(e), _) => format!(
+            "could not be handed back ({}); cancel it or run again",
+            e.message
+        ),
+        (Ok(()), Some(owner)) => format!(
+            "was handed back to {} as it was",
+            messages::escape_controls(owner)
+        ),
+        (Ok(()), None) => "was handed back unclaimed, as it was before this run".to_owned(),
+    };
+    format!(
+        "{why}\nThe loop `{}` was left at iteration {iteration} and {to}.",
+        file.name
+    )
+    .into()
 }

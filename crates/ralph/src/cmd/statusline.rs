@@ -60,7 +60,7 @@ pub fn statusline() -> super::Outcome {
     Ok(())
 }
 
-/// `🔄 ralph 3/20 · 12m · DONE`; paused: `⏸ ralph 3/20 · 12m · paused`.
+/// `🔄 ralph 3/20 · 12m · DONE · Fix the parser`; paused: `⏸ ralph 3/20 · 12m · paused · …`.
 fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> String {
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
@@ -71,6 +71,10 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
         parts.push("paused".into());
     } else if let Some(p) = &state.completion_promise {
         parts.push(p.clone());
+    }
+    let task = ralph_core::messages::task_line(&state.prompt, 40);
+    if !task.is_empty() {
+        parts.push(task);
     }
     parts.join(" · ")
 }

@@ -1,0 +1,346 @@
+//! `ralph run` with its default agent, the real Claude Code client in print
+//! mode, against the scripted mock API (issue 11): a model that writes a
+//! file is refused without permission (ralph shows the denial and ends the
+//! run as `denied`), and succeeds with `--permission-mode acceptEdits`.
+//!
+//! The client is found as in tests/e2e.rs; when it is missing the tests
+//! print SKIPPED and pass, except on CI (`CI` set) where they fail.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest
+#[path = "support/client.rs"]
+mod client;
+#[allow(dead_code)]
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use client::{RALPH, Sandbox};
+use mock_api::{MockApi, Reply};
+
+/// `ralph ARGS` in the sandbox's project, with the real client on PATH as
+/// `claude` (so the default agent is the real one) and pointed at `api`.
+fn ralph_run(sandbox: &Sandbox, api: &MockApi, args: &[&str]) -> Output {
+    let bin = sandbox.home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("claude");
+    if !link.exists() {
+        std::os::unix::fs::symlink(sandbox.claude_path(), &link).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = sandbox.home.path();
+    Command::new(RALPH)
+        .args(args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("ANTHROPIC_BASE_URL", api.url())
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every iteration: the model asks to write notes.txt, then (after the
+/// tool result) says it is done with the promise.
+fn writer_script(project: &Path) -> Vec<Reply> {
+    let target = project.join("notes.txt");
+    let target = target.to_str().unwrap();
+    let mut script = Vec::new();
+    for _ in 0..3 {
+        script.push(Reply::write("Writing the notes.", target, "three notes\n"));
+        script.push(Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"));
+    }
+    script
+}
+
+#[test]
+fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_completes() {
+    let Some(sandbox) = Sandbox::new("e2e_run denied then acceptEdits") else {
+        return;
+    };
+    let project = sandbox.project().to_path_buf();
+    // `test -f` checks the file really was written: a promise without it is refused.
+    let task = [
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "test -f notes.txt",
+        "--max-iterations",
+        "5",
+        "Write three notes into notes.txt",
+    ];
+
+    let api = MockApi::start(writer_script(&project));
+    let mut args = vec!["run"];
+    args.extend_from_slice(&task);
+    let denied = ralph_run(&sandbox, &api, &args);
+    let said = String::from_utf8_lossy(&denied.stdout).into_owned();
+    assert_eq!(denied.status.code(), Some(3), "{}", describe(&denied));
+    assert!(!project.join("notes.txt").exists());
+    let target = project.join("notes.txt").display().to_string();
+    assert!(
+        said.contains(&format!("⚠ denied: Write {target}")),
+        "{}",
+        describe(&denied)
+    );
+    assert!(
+        said.contains("stopped: the agent was denied permission")
+            && said.contains("--permission-mode acceptEdits"),
+        "{}",
+        describe(&denied)
+    );
+
+    let api = MockApi::start(writer_script(&project));
+    let mut args = vec!["run", "--permission-mode", "acceptEdits"];
+    args.extend_from_slice(&task);
+    let done = ralph_run(&sandbox, &api, &args);
+    assert!(done.status.success(), "{}", describe(&done));
+    assert_eq!(
+        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        "three notes\n"
+    );
+    let said = String::from_utf8_lossy(&done.stdout);
+    if std::env::var_os("RALPH_SHOW_RUNS").is_some() {
+        eprintln!("{}\n{}", describe(&denied), describe(&done));
+    }
+    assert!(!said.contains("denied"), "{}", describe(&done));
+    assert!(said.contains("completed"), "{}", describe(&done));
+}
+
+/// A typo in `/ralph-loop`'s options: nothing is armed, and ralph's refusal
+/// (with its suggestion) reaches the user.
+#[test]
+fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
+    let Some(sandbox) = Sandbox::new("e2e_run slash typo") else {
+        return;
+    };
+    let api = MockApi::start(vec![Reply::text("Noted.")]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop \"Fix it\" --max-iteration 5 --completion-promise DONE",
+        &[],
+    );
+    // A `!` block that exits non-zero ends the command before the model:
+    // the client shows "Shell command failed for pattern …: [stderr] …" to
+    // the user as the turn's result, and no model turn is made.
+    assert!(run.status.success(), "{}", run.describe());
+    let result = run.result_text();
+    assert!(
+        result.starts_with("Shell command failed"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        result.contains(
+            "ralph: `--max-iteration` is not a ralph option (did you mean `--max-iterations`?); nothing was armed"
+        ),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(api.turns().len(), 0, "{}", api.describe());
+    assert!(!sandbox.state_file().exists());
+}
+
+/// The facts docs/decisions/stop-continuation.md rests on, pinned for the
+/// client in package.json: both answers continue the turn and show the
+/// `systemMessage`; `decision: block` reaches the model as a user message
+/// "Stop hook feedback:" and raises the "stop hook reported a problem"
+/// notice, `additionalContext` reaches it as a system reminder, no notice.
+#[test]
+fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
+    let Some(sandbox) = Sandbox::new("e2e_run stop continuations") else {
+        return;
+    };
+    for (label, answer) in [
+        (
+            "block",
+            r#"{"decision":"block","reason":"TASK AGAIN","systemMessage":"STATUS LINE"}"#,
+        ),
+        (
+            "context",
+            r#"{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"TASK AGAIN"},"systemMessage":"STATUS LINE"}"#,
+        ),
+    ] {
+        let dir = sandbox.project().join(label);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("hook.sh");
+        // Continue once, then let the stop through.
+        std::fs::write(
+            &script,
+            format!(
+                "cat >/dev/null; if [ ! -f {0}/done ]; then touch {0}/done; echo '{1}'; fi\n",
+                dir.display(),
+                answer
+            ),
+        )
+        .unwrap();
+        let settings = format!(
+            r#"{{"hooks":{{"Stop":[{{"hooks":[{{"type":"command","command":"sh {}"}}]}}]}}}}"#,
+            script.display()
+        );
+        let api = MockApi::start(vec![
+            Reply::text("first reply"),
+            Reply::text("second reply"),
+        ]);
+        let run = sandbox.claude(&api, "hello", &["--settings", &settings]);
+        let turns = api.turns();
+        assert_eq!(turns.len(), 2, "{label}: {}", run.describe());
+        let fed = turns[1].last_user_text();
+        let shown = |needle: &str| run.stdout.lines().any(|l| l.contains(needle));
+        assert!(
+            shown("\"content\":\"Stop says: STATUS LINE\""),
+            "{label}: {}",
+            run.describe()
+        );
+        if label == "block" {
+            assert_eq!(fed.trim_end(), "Stop hook feedback:\nTASK AGAIN");
+            assert!(shown("stop hook reported a problem"), "{}", run.describe());
+        } else {
+            assert_eq!(
+                fed.trim_end(),
+                "<system-reminder>\nStop hook additional context: TASK AGAIN\n</system-reminder>"
+            );
+            assert!(!shown("stop hook reported a problem"), "{}", run.describe());
+        }
+    }
+}
+
+/// The README's walk-through, command by command, in a scratch cargo
+/// project, printed as a user of print mode sees it (docs/walkthrough.md).
+/// Run by hand: `cargo test -p ralph --test e2e_run walkthrough -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints a transcript for docs/walkthrough.md"]
+fn walkthrough() {
+    let Some(sandbox) = Sandbox::new("walkthrough") else {
+        return;
+    };
+    let project = sandbox.project();
+    // `--verify "cargo test"` runs with the sandbox's HOME: lend it this user's toolchain.
+    if let Some(real) = std::env::var_os("HOME") {
+        for dir in [".rustup", ".cargo"] {
+            let _ = std::os::unix::fs::symlink(
+                Path::new(&real).join(dir),
+                sandbox.home.path().join(dir),
+            );
+        }
+    }
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"scratch\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(
+        project.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n#[test]\nfn adds() { assert_eq!(add(2, 2), 4); }\n",
+    )
+    .unwrap();
+    let show = |title: &str, run: &client::Run| {
+        println!("\n$ claude -p '{title}'");
+        for e in run.events() {
+            match (e["type"].as_str(), e["subtype"].as_str()) {
+                (Some("assistant"), _) => {
+                    for block in e["message"]["content"].as_array().into_iter().flatten() {
+                        if let Some(t) = block["text"].as_str() {
+                            println!("● {t}");
+                        }
+                        if block["type"] == "tool_use" {
+                            println!(
+                                "● {}({})",
+                                block["name"].as_str().unwrap_or(""),
+                                block["input"]["command"].as_str().unwrap_or("")
+                            );
+                        }
+                    }
+                }
+                (Some("user"), _) => {
+                    if let Some(t) = e["message"]["content"][0]["text"].as_str() {
+                        println!("  [to the model] {}", t.lines().next().unwrap_or(""));
+                    }
+                }
+                (Some("system"), Some("informational")) => {
+                    println!("  ⎿ {}", e["content"].as_str().unwrap_or(""))
+                }
+                (Some("system"), Some("notification")) => {
+                    println!("  [notice] {}", e["text"].as_str().unwrap_or(""))
+                }
+                (Some("result"), _) => println!("[result] {}", e["result"].as_str().unwrap_or("")),
+                _ => {}
+            }
+        }
+    };
+    let api = MockApi::start(vec![
+        Reply::bash("Setting up ralph here.", "ralph init"),
+        Reply::text("ralph is set up: ralph/prd.json, ralph/progress.txt and ralph/PROMPT.md."),
+    ]);
+    show(
+        "/ralph:ralph-init",
+        &sandbox.claude(&api, "/ralph:ralph-init", &[]),
+    );
+    let api = MockApi::start(vec![
+        Reply::text("I read ralph/PROMPT.md and the PRD; the first story is the adder."),
+        Reply::text("The adder is done.\n<promise>COMPLETE</promise>"),
+        Reply::bash(
+            "cargo test fails: add subtracts. Fixing it.",
+            "sed -i 's/a - b/a + b/' src/lib.rs",
+        ),
+        Reply::text("Fixed; the test passes.\n<promise>COMPLETE</promise>"),
+    ]);
+    let prompt = "/ralph:ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30 --verify \"cargo test\"";
+    show(
+        prompt,
+        &sandbox.claude(&api, prompt, &["--allowedTools", "Bash(sed:*)"]),
+    );
+    for cmd in [
+        "/ralph:ralph-status",
+        "/ralph:ralph-pause",
+        "/ralph:ralph-cancel",
+    ] {
+        let api = MockApi::start(vec![Reply::text(
+            "(the model's summary of the output above)",
+        )]);
+        show(cmd, &sandbox.claude(&api, cmd, &[]));
+        if let Some(t) = api.turns().first() {
+            println!(
+                "  [the `!` output the model read] {}",
+                t.messages_text()
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .skip_while(|l| !l.contains("ralph") || l.contains("system-reminder"))
+                    .take(12)
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            );
+        }
+    }
+    let status = sandbox.ralph(&["status"]);
+    println!(
+        "\n$ ralph status\n{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let log = sandbox.ralph(&["log"]);
+    println!("$ ralph log\n{}", String::from_utf8_lossy(&log.stdout));
+}

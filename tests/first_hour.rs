@@ -1,0 +1,594 @@
+//! Issue 11, "the first hour with ralph": every surprise a new user met,
+//! pinned through the real binary. Each test runs ralph with its own HOME
+//! and XDG_STATE_HOME (tests/support/project.rs).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+#[path = "support/project.rs"]
+mod project;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use project::{BIN, LOOP, TempProject};
+use serde_json::{Value, json};
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status.code(),
+        out(o),
+        err(o)
+    )
+}
+
+fn ralph(p: &TempProject, args: &[&str]) -> Output {
+    p.ralph(args, p.root(), b"", &[])
+}
+
+fn ralph_stdin(p: &TempProject, args: &[&str], stdin: &str) -> Output {
+    p.ralph(args, p.root(), stdin.as_bytes(), &[])
+}
+
+/// The hook's answer to a Stop of `session` with `reply`.
+fn stop(p: &TempProject, session: &str, reply: &str) -> Value {
+    let event = json!({"session_id": session, "cwd": p.root(), "last_assistant_message": reply});
+    let o = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let text = out(&o);
+    if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+fn history(p: &TempProject) -> Vec<String> {
+    std::fs::read_dir(p.path(".claude/ralph/history"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".md"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .map(|v| v.trim().trim_matches('"'))
+}
+
+// --- 3. slash-command options, as strict as the CLI ------------------------
+
+#[test]
+fn a_mistyped_slash_option_is_refused_with_the_suggestion_and_nothing_is_armed() {
+    let p = TempProject::new();
+    let o = ralph_stdin(
+        &p,
+        &["start", "--raw-arguments"],
+        "\"Fix it\" --max-iteration 5 --completion-promise DONE",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(
+        err(&o).contains("`--max-iteration` is not a ralph option (did you mean `--max-iterations`?); nothing was armed"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!p.exists(LOOP));
+    // The CLI refuses the same typo (clap), so both paths agree.
+    let cli = ralph(&p, &["start", "--max-iteration", "5", "Fix it"]);
+    assert_eq!(cli.status.code(), Some(2));
+    assert!(err(&cli).contains("--max-iterations"), "{}", describe(&cli));
+}
+
+#[test]
+fn a_duration_needs_a_unit_on_both_paths() {
+    let p = TempProject::new();
+    let cli = ralph(&p, &["start", "--max-duration", "2", "task"]);
+    assert_eq!(cli.status.code(), Some(2), "{}", describe(&cli));
+    assert!(
+        err(&cli).contains("`2` has no unit; write e.g. 2m"),
+        "{}",
+        describe(&cli)
+    );
+    let slash = ralph_stdin(&p, &["start", "--raw-arguments"], "task --max-duration 2");
+    assert_eq!(slash.status.code(), Some(2), "{}", describe(&slash));
+    assert!(
+        err(&slash).contains(
+            "`--max-duration 2` has no unit; nothing was armed. Write e.g. `--max-duration 2m`"
+        ),
+        "{}",
+        describe(&slash)
+    );
+    assert!(!p.exists(LOOP));
+    let ok = ralph_stdin(&p, &["start", "--raw-arguments"], "task --max-duration 2m");
+    assert!(ok.status.success(), "{}", describe(&ok));
+    assert_eq!(field(&p.read(LOOP), "max_duration"), Some("2m"));
+}
+
+/// The options of `ralph start` (from clap, via `--help`) and the slash
+/// command's table are the same list.
+#[test]
+fn slash_options_and_ralph_start_options_come_from_one_table() {
+    let p = TempProject::new();
+    let help = out(&ralph(&p, &["start", "--help"]));
+    let mut from_clap: Vec<String> = help
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("-h, ").unwrap_or(l);
+            let name = l.strip_prefix("--")?;
+            Some(name.split([' ', '=', '<']).next()?.to_owned())
+        })
+        .filter(|n| !["help", "raw-arguments", "typed-arguments"].contains(&n.as_str()))
+        .collect();
+    from_clap.sort();
+    from_clap.dedup();
+    let mut from_table: Vec<String> = ralph_core::arguments::OPTIONS
+        .iter()
+        .map(|(k, _)| (*k).to_owned())
+        .collect();
+    from_table.sort();
+    assert_eq!(from_clap, from_table, "{help}");
+    assert!(from_clap.len() > 10, "{help}");
+}
+
+// --- 5. messages that were wrong -------------------------------------------
+
+#[test]
+fn a_missing_value_is_shown_with_a_value_that_fits() {
+    let p = TempProject::new();
+    let o = ralph_stdin(
+        &p,
+        &["start", "--raw-arguments"],
+        "task --completion-promise",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("`--completion-promise` needs a value, e.g. `--completion-promise DONE`"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn run_with_flags_and_no_task_in_an_empty_folder_says_nothing_is_there() {
+    let p = TempProject::new();
+    let o = ralph(&p, &["run", "--completion-promise", "DONE"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    let e = err(&o);
+    assert!(!e.contains("resumed"), "{e}");
+    assert!(
+        e.contains("no loop named `ralph` here and no task given; nothing was armed"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_active_name_says_whose_it_is_and_how_to_start_a_second() {
+    let p = TempProject::new();
+    assert!(
+        ralph(&p, &["start", "--session-id", "S1", "first"])
+            .status
+            .success()
+    );
+    let o = ralph(&p, &["start", "--session-id", "S2", "second"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let e = err(&o);
+    assert!(e.contains("owned by session S1"), "{e}");
+    assert!(e.contains("give it another name: --name <other>"), "{e}");
+}
+
+#[test]
+fn status_of_a_broken_file_keeps_its_intact_owner() {
+    let p = TempProject::new();
+    assert!(
+        ralph(&p, &["start", "--session-id", "S1", "task"])
+            .status
+            .success()
+    );
+    let text = p.read(LOOP).replace("iteration: 1", "iteration: one");
+    p.write(LOOP, &text);
+    let o = ralph(&p, &["status"]);
+    let s = out(&o);
+    assert!(s.contains("owner S1"), "{}", describe(&o));
+    assert!(!s.contains("unclaimed"), "{s}");
+}
+
+#[test]
+fn cancel_pause_resume_with_nothing_to_do_say_so_and_the_command_files_claim_nothing() {
+    let p = TempProject::new();
+    let c = ralph_stdin(&p, &["cancel", "--raw-arguments"], "");
+    assert_eq!(out(&c).trim(), "No active loop to cancel.");
+    let pa = ralph_stdin(&p, &["pause", "--raw-arguments"], "");
+    assert_eq!(
+        out(&pa).trim(),
+        "Nothing to pause: no matching loop is active."
+    );
+    let r = ralph_stdin(&p, &["resume", "--raw-arguments"], "");
+    assert_eq!(
+        out(&r).trim(),
+        "Nothing to resume: no matching loop is paused."
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin/skills");
+    for name in ["ralph-cancel", "ralph-pause", "ralph-resume"] {
+        let text = std::fs::read_to_string(dir.join(name).join("SKILL.md")).unwrap();
+        let after = text.rsplit("```").next().unwrap();
+        for claim in [
+            "The loop was",
+            "The loop is",
+            "loop was cancelled",
+            "is paused by",
+        ] {
+            assert!(!after.contains(claim), "{name}: {after}");
+        }
+        assert!(after.contains("claiming nothing it does not say"), "{name}");
+    }
+}
+
+// --- 4. the user sees every decision that matters --------------------------
+
+#[test]
+fn the_task_first_line_shows_in_status_log_and_statusline_escaped() {
+    let p = TempProject::new();
+    let task = "Fix the \u{1b}[31mlogin\nsecond line";
+    assert!(
+        ralph_stdin(&p, &["start", "--session-id", "S1"], task)
+            .status
+            .success()
+    );
+    let s = out(&ralph(&p, &["status"]));
+    assert!(s.contains("  task: Fix the \\x1b[31mlogin\n"), "{s}");
+    assert!(!s.contains('\u{1b}') && !s.contains("second line"), "{s}");
+    let l = out(&ralph(&p, &["log"]));
+    assert!(
+        l.starts_with("Loop `ralph` (active) · task: Fix the \\x1b[31mlogin\n"),
+        "{l}"
+    );
+    let line = p.ralph(
+        &["statusline"],
+        p.root(),
+        json!({"session_id": "S1", "cwd": p.root()})
+            .to_string()
+            .as_bytes(),
+        &[],
+    );
+    let line = out(&line);
+    assert!(
+        line.contains("Fix the \\x1b[31mlogin") && !line.contains('\u{1b}'),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_refused_promise_is_shown_to_the_user_with_the_exit_code() {
+    let p = TempProject::new();
+    assert!(
+        ralph(
+            &p,
+            &[
+                "start",
+                "--session-id",
+                "S1",
+                "--completion-promise",
+                "DONE",
+                "--verify",
+                "exit 3",
+                "task"
+            ]
+        )
+        .status
+        .success()
+    );
+    let answer = stop(&p, "S1", "<promise>DONE</promise>");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    let message = answer["systemMessage"].as_str().unwrap();
+    assert!(
+        message.contains("promise refused: --verify failed (exit 3)"),
+        "{message}"
+    );
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("failed (exit 3)") && reason.contains("It printed nothing."),
+        "{reason}"
+    );
+    assert!(!reason.contains("Last lines of its output"), "{reason}");
+    // `ralph log` keeps one line per stop (after its header).
+    let log = out(&ralph(&p, &["log"]));
+    assert_eq!(log.lines().count(), 2, "{log}");
+}
+
+// --- 2. a loop never outlives its driver unnoticed --------------------------
+
+#[test]
+fn a_run_that_cannot_start_its_agent_ends_the_loop_it_armed_as_failed() {
+    let p = TempProject::new();
+    let o = ralph(&p, &["run", "--agent", "no-such-agent-7f3a", "task"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        err(&o).contains("was ended as failed at iteration 1, so no other session is fed its task"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!p.exists(LOOP));
+    assert!(history(&p).iter().any(|n| n.ends_with("-ralph.md")));
+    let record = p.read(&format!(".claude/ralph/history/{}", history(&p)[0]));
+    assert_eq!(field(&record, "outcome"), Some("failed"));
+    // The next unrelated session is not fed the task.
+    assert_eq!(stop(&p, "unrelated", "hi"), Value::Null);
+}
+
+#[test]
+fn a_run_that_cannot_start_its_agent_hands_a_taken_over_loop_back_as_it_was() {
+    let p = TempProject::new();
+    assert!(
+        ralph(&p, &["start", "--session-id", "S1", "task"])
+            .status
+            .success()
+    );
+    let o = ralph(&p, &["run", "--agent", "no-such-agent-7f3a"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        err(&o).contains("was handed back to S1 as it was"),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(field(&p.read(LOOP), "session_id"), Some("S1"));
+}
+
+/// A scripted agent: prints `.agent/reply-N` for its Nth call (or the last).
+fn agent(p: &TempProject, replies: &[&str]) -> String {
+    p.write(
+        ".agent/agent.sh",
+        "n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n; cat >/dev/null\n\
+         [ -f .agent/hold ] && while [ ! -f .agent/go ]; do sleep 0.05; done\n\
+         if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat .agent/reply-last; fi\n",
+    );
+    for (i, r) in replies.iter().enumerate() {
+        p.write(&format!(".agent/reply-{}", i + 1), r);
+    }
+    p.write(".agent/reply-last", replies.last().unwrap());
+    "sh .agent/agent.sh".into()
+}
+
+fn calls(p: &TempProject) -> u32 {
+    std::fs::read_to_string(p.path(".agent/n")).map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[test]
+fn a_closed_stdout_does_not_end_the_run() {
+    let p = TempProject::new();
+    let agent = agent(&p, &["working", "working more", "<promise>DONE</promise>"]);
+    let script = format!(
+        "'{BIN}' run --agent '{agent}' --completion-promise DONE --max-iterations 5 task | true; sleep 0"
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]).current_dir(p.root());
+    for (k, v) in p.user_env() {
+        cmd.env(k, v);
+    }
+    let status = cmd.env_remove("CLAUDE_PROJECT_DIR").status().unwrap();
+    assert!(status.success());
+    // `| true` closes the pipe at once; the run must still drive to the promise.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while calls(&p) < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    while p.exists(LOOP) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(calls(&p), 3);
+    let record = p.read(&format!(".claude/ralph/history/{}", history(&p)[0]));
+    assert_eq!(field(&record, "outcome"), Some("completed"));
+}
+
+#[test]
+fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
+    let p = TempProject::new();
+    let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    p.write(".agent/hold", "");
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "run",
+        "--agent",
+        &agent,
+        "--completion-promise",
+        "DONE",
+        "task",
+    ])
+    .current_dir(p.root())
+    .env_remove("CLAUDE_PROJECT_DIR")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    for (k, v) in p.user_env() {
+        cmd.env(k, v);
+    }
+    let mut run = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while calls(&p) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.kill().unwrap(); // SIGKILL: no chance to hand anything back
+    run.wait().unwrap();
+    let owner = field(&p.read(LOOP), "session_id").unwrap().to_owned();
+    assert!(
+        owner.starts_with(&format!("ralph-run-{}-", run.id())),
+        "{owner}"
+    );
+    let s = out(&ralph(&p, &["status"]));
+    assert!(
+        s.contains(&format!("its driver {owner} is no longer running"))
+            && s.contains("ralph run --name ralph"),
+        "{s}"
+    );
+    let json = out(&ralph(&p, &["status", "--json"]));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["loops"][0]["driver_gone"], true, "{json}");
+    // Let the orphaned agent finish, then take the loop over.
+    p.write(".agent/go", "");
+    std::fs::remove_file(p.path(".agent/hold")).unwrap();
+    let o = ralph(&p, &["run", "--agent", &agent]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        out(&o).contains(&format!(
+            "its driver {owner} had ended without handing it back"
+        )),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn a_killed_run_gives_a_taken_over_loop_back_to_its_session_at_its_next_stop() {
+    let p = TempProject::new();
+    assert!(
+        ralph(&p, &["start", "--session-id", "S1", "task"])
+            .status
+            .success()
+    );
+    let agent = agent(&p, &["working"]);
+    p.write(".agent/hold", "");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", &agent])
+        .current_dir(p.root())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in p.user_env() {
+        cmd.env(k, v);
+    }
+    let mut run = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while calls(&p) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // While the run lives, S1's stops leave the loop to it.
+    assert_eq!(stop(&p, "S1", "hi"), Value::Null);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    p.write(".agent/go", "");
+    let owner = field(&p.read(LOOP), "session_id").unwrap().to_owned();
+    assert!(owner.ends_with(":S1"), "{owner}");
+    let s = out(&ralph(&p, &["status"]));
+    assert!(
+        s.contains("is no longer running; session S1 gets it back at its next stop"),
+        "{s}"
+    );
+    // An unrelated session is not fed the task; S1 is, and owns it again.
+    assert_eq!(stop(&p, "unrelated", "hi"), Value::Null);
+    let answer = stop(&p, "S1", "back");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(field(&p.read(LOOP), "session_id"), Some("S1"));
+}
+
+// --- 1. ralph run reads the agent's permission denials ---------------------
+
+const DENIED: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"I need permission to write notes.txt.","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"notes.txt","content":"x"}}],"usage":{"input_tokens":10,"output_tokens":5}}"#;
+
+#[test]
+fn denials_show_on_the_iteration_line_and_the_same_denial_twice_ends_the_run_as_denied() {
+    let p = TempProject::new();
+    let agent = agent(&p, &[DENIED]);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            "10",
+            "write notes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let s = out(&o);
+    assert!(
+        s.contains("✓ iteration 1/10 done") && s.contains("⚠ denied: Write notes.txt"),
+        "{s}"
+    );
+    assert!(
+        s.contains("stopped: the agent was denied permission"),
+        "{s}"
+    );
+    assert!(s.contains("--permission-mode acceptEdits"), "{s}");
+    assert_eq!(calls(&p), 2, "{s}");
+    let record = p.read(&format!(".claude/ralph/history/{}", history(&p)[0]));
+    assert_eq!(field(&record, "outcome"), Some("denied"));
+}
+
+#[test]
+fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
+    let p = TempProject::new();
+    // A `claude` on PATH that records its arguments and gives the promise.
+    let bin = p.path(".bin");
+    p.write(
+        ".bin/claude",
+        "#!/bin/sh\necho \"$@\" > .agent-args\ncat >/dev/null\necho '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"<promise>DONE</promise>\"}'\n",
+    );
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("claude"))
+        .status()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = p.ralph(
+        &[
+            "run",
+            "--permission-mode",
+            "acceptEdits",
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
+        p.root(),
+        b"",
+        &[("PATH", &path)],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        p.read(".agent-args").trim(),
+        "-p --output-format json --permission-mode acceptEdits"
+    );
+    let other = ralph(
+        &p,
+        &[
+            "run",
+            "--permission-mode",
+            "acceptEdits",
+            "--agent",
+            "codex",
+            "task",
+        ],
+    );
+    assert_eq!(other.status.code(), Some(2), "{}", describe(&other));
+    assert!(
+        err(&other).contains("put the flag into the --agent command"),
+        "{}",
+        describe(&other)
+    );
+    let help = out(&ralph(&p, &["run", "--help"]));
+    assert!(
+        help.contains("--permission-mode acceptEdits") && help.contains("unattended"),
+        "{help}"
+    );
+}
