@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the timing-sensitive test binaries many times and names every test that failed.
 #
-#   scripts/repeat-tests.sh [RUNS] [TEST-BINARY …]     (default: 20 runs of run, robustness, guards)
+#   scripts/repeat-tests.sh [RUNS] [TEST-BINARY …]     (default: 20 runs of the timing-sensitive binaries)
 #   LOAD=1 scripts/repeat-tests.sh 10                    (also keeps both cores busy meanwhile)
 #
 # A test that fails once in N runs fails CI once in N submissions: run this after touching
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-20}
 shift || true
 binaries=("$@")
-[ ${#binaries[@]} -gt 0 ] || binaries=(run robustness guards)
+[ ${#binaries[@]} -gt 0 ] || binaries=(run robustness guards budget progress session first_hour)
 
 args=()
 for b in "${binaries[@]}"; do args+=(--test "$b"); done
