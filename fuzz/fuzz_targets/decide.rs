@@ -88,6 +88,9 @@ fuzz_target!(|data: &[u8]| {
         ran_tool: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         block_cap: b.u64(),
         verification: None,
+        stop_hook_active: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
+        reply_missing: b.byte() % 2 == 0,
+        largest_reply_tokens: b.u64(),
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
