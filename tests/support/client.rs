@@ -340,52 +340,20 @@ impl Sandbox {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> Run {
-        let out_dir = tempfile::Builder::new()
-            .prefix("ralph-e2e-run-")
-            .tempdir()
-            .expect("temp run dir");
-        let stdout_path = out_dir.path().join("stdout");
-        let stderr_path = out_dir.path().join("stderr");
-        let debug_path = out_dir.path().join("debug.log");
-        let mut cmd = Command::new(&self.claude);
-        cmd.arg("-p")
-            .arg(prompt)
-            .arg("--plugin-dir")
-            .arg(repo_root())
-            .args(["--output-format", "stream-json", "--verbose"])
-            .arg("--include-hook-events")
-            .arg("--debug-file")
-            .arg(&debug_path)
-            .args(extra_args)
-            .current_dir(self.project());
-        hermetic_env(&mut cmd, self.home.path());
-        mock_api_env(&mut cmd, api);
-        cmd.env("RALPH_BIN", RALPH);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(File::create(&stdout_path).expect("stdout file"))
-            .stderr(File::create(&stderr_path).expect("stderr file"));
-        let mut child = cmd.spawn().expect("spawn the claude client");
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for claude") {
-                break status;
-            }
-            if started.elapsed() > CLIENT_TIMEOUT {
-                let _ = child.kill();
-                let status = child.wait().expect("reap claude");
-                let run = read_run(status, &stdout_path, &stderr_path, &debug_path);
-                panic!(
-                    "claude -p {prompt:?} did not finish within {CLIENT_TIMEOUT:?}\n{}\n--- mock requests ---\n{}",
-                    run.describe(),
-                    api.describe()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        read_run(status, &stdout_path, &stderr_path, &debug_path)
+        let plugin = plugin_root();
+        let mut args: Vec<&std::ffi::OsStr> = vec!["--plugin-dir".as_ref(), plugin.as_os_str()];
+        args.extend(extra_args.iter().map(std::ffi::OsStr::new));
+        let mut all_env: Vec<(&str, &std::ffi::OsStr)> = vec![("RALPH_BIN", RALPH.as_ref())];
+        all_env.extend(env.iter().map(|(k, v)| (*k, std::ffi::OsStr::new(*v))));
+        run_claude(
+            &self.claude,
+            prompt,
+            &args,
+            self.project(),
+            self.home.path(),
+            api,
+            &all_env,
+        )
     }
 
     /// `ralph ARGS` in the project with extra environment variables.
