@@ -25,6 +25,9 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
+    if let Some(n) = args.fanout.parallel {
+        return super::parallel::run(args, usize::from(n));
+    }
     let agent = agent_command(&args)?;
     // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
     let args = RunArgs { agent, ..args };
