@@ -1,0 +1,388 @@
+//! `ralph run --parallel N`, `ralph plan` and `ralph clean` through the real
+//! binary, with a scripted agent in real git worktrees: stories that
+//! complete, conflict, hit their limit or are interrupted each end as the
+//! issue says, the PRD and the branches say so, and a second run resumes
+//! only what is open.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// The scripted agent. It knows its story by its branch and counts its
+/// calls in `$FAKE_LOG/<story>.calls`.
+/// - US-001 commits `shared.txt` = one and completes.
+/// - US-002 waits until US-001 is merged into the main tree, then writes
+///   `shared.txt` = two (left uncommitted: ralph commits it) and completes,
+///   so its rebase onto main conflicts with US-001's change.
+/// - US-003 never finishes, so it hits its limit, unless `$FAKE_LOG/finish`
+///   exists; then it writes `three.txt` and completes.
+/// - With `$FAKE_LOG/hold` it waits for `$FAKE_LOG/go` (Ctrl-C tests).
+const AGENT: &str = r#"set -eu
+cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+echo x >> "$FAKE_LOG/$story.calls"
+if [ -f "$FAKE_LOG/hold" ]; then i=0; while [ ! -f "$FAKE_LOG/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
+case $story in
+  US-001) echo one > shared.txt; git add shared.txt; git commit -qm "US-001: shared one"; echo "done <promise>DONE</promise>" ;;
+  US-002) i=0; while [ ! -f "$FAKE_MAIN/shared.txt" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+          echo two > shared.txt; echo "done <promise>DONE</promise>" ;;
+  US-003) if [ -f "$FAKE_LOG/finish" ]; then echo three > three.txt; echo "done <promise>DONE</promise>"; else echo "still working"; fi ;;
+  *) echo "$story" > "$story.txt"; echo "done <promise>DONE</promise>" ;;
+esac
+"#;
+
+struct Repo {
+    /// The main tree.
+    dir: tempfile::TempDir,
+    /// HOME (with a .gitconfig), XDG_STATE_HOME, and the agent and its log.
+    home: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(stories: &[(&str, bool)]) -> Self {
+        let repo = Self {
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(
+            repo.home.path().join(".gitconfig"),
+            "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.log()).unwrap();
+        std::fs::write(repo.home.path().join("agent.sh"), AGENT).unwrap();
+        repo.git(&["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(repo.root().join("ralph")).unwrap();
+        let list: Vec<Value> = stories
+            .iter()
+            .enumerate()
+            .map(|(i, (id, passes))| {
+                json!({"id": id, "title": format!("Story {id}"), "description": "Do it.",
+                       "acceptanceCriteria": ["works"], "priority": i + 1, "passes": passes, "notes": ""})
+            })
+            .collect();
+        let prd = json!({"project": "P", "branchName": "ralph/p", "userStories": list});
+        std::fs::write(
+            repo.root().join("ralph/prd.json"),
+            serde_json::to_string_pretty(&prd).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(repo.root().join("README"), "hello\n").unwrap();
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-qm", "start"]);
+        repo
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.home.path().join("agent-log")
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env_remove("CLAUDE_PROJECT_DIR")
+            .env_remove("CLAUDE_CODE_SESSION_ID")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("FAKE_LOG", self.log())
+            .env("FAKE_MAIN", self.root());
+    }
+
+    fn git_in(&self, dir: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C").arg(dir).args(args);
+        self.env(&mut cmd);
+        cmd.output().unwrap()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = self.git_in(self.root(), args);
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn ralph(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(self.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.env(&mut cmd);
+        cmd
+    }
+
+    fn agent(&self) -> String {
+        format!("sh {}", self.home.path().join("agent.sh").display())
+    }
+
+    fn run_parallel(&self, extra: &[&str]) -> Output {
+        let agent = self.agent();
+        let mut args = vec![
+            "run",
+            "--parallel",
+            "3",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "2",
+            "--verify",
+            "test -f shared.txt || test -f three.txt || test -f US-004.txt",
+        ];
+        args.extend_from_slice(extra);
+        self.ralph(&args).output().unwrap()
+    }
+
+    fn calls(&self, story: &str) -> usize {
+        std::fs::read_to_string(self.log().join(format!("{story}.calls")))
+            .map_or(0, |s| s.lines().count())
+    }
+
+    fn passes(&self) -> Vec<bool> {
+        let prd: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.root().join("ralph/prd.json")).unwrap(),
+        )
+        .unwrap();
+        prd["userStories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["passes"].as_bool().unwrap())
+            .collect()
+    }
+
+    fn record(&self, story: &str) -> Value {
+        let path = self
+            .root()
+            .join(format!(".claude/ralph/stories/{story}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn worktree(&self, story: &str) -> PathBuf {
+        self.root().join(format!(".claude/ralph/worktrees/{story}"))
+    }
+
+    fn show(&self, what: &str) -> String {
+        self.git(&["show", what])
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_open() {
+    let repo = Repo::new(&[("US-001", false), ("US-002", false), ("US-003", false)]);
+    let out = repo.run_parallel(&[]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+
+    // US-001 completed, was verified on main and merged; the PRD says so.
+    assert_eq!(repo.passes(), [true, false, false], "{all}");
+    assert_eq!(repo.show("main:shared.txt"), "one\n");
+    assert_eq!(repo.record("US-001")["state"], "merged");
+    assert!(
+        !repo.worktree("US-001").exists(),
+        "a merged story's worktree goes"
+    );
+
+    // US-002 conflicted: nothing forced, its work is on its branch, the
+    // rebase was aborted, and the command to resolve it is shown.
+    assert_eq!(repo.record("US-002")["state"], "conflict", "{all}");
+    assert_eq!(
+        repo.show("ralph/US-002:shared.txt"),
+        "two\n",
+        "nothing is lost"
+    );
+    assert!(repo.worktree("US-002").is_dir());
+    let rebasing = repo.git_in(&repo.worktree("US-002"), &["status"]);
+    assert!(
+        !String::from_utf8_lossy(&rebasing.stdout).contains("rebase"),
+        "the rebase was aborted"
+    );
+    assert!(all.contains("git rebase main"), "{all}");
+
+    // US-003 hit its limit and is kept for inspection.
+    let us3 = repo.record("US-003");
+    assert_eq!(us3["state"], "ended");
+    assert_eq!(us3["outcome"], "max_iterations", "{us3}");
+    assert_eq!(us3["iterations"], 2);
+    assert!(repo.worktree("US-003").is_dir());
+    assert!(
+        repo.git_in(repo.root(), &["rev-parse", "--verify", "ralph/US-003"])
+            .status
+            .success()
+    );
+
+    // The summary table, and each loop's own history kept in the main tree.
+    assert!(all.contains("story") && all.contains("iterations") && all.contains("branch"));
+    assert!(all.contains("ralph/US-002"), "{all}");
+    let history: Vec<String> = std::fs::read_dir(repo.root().join(".claude/ralph/history"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for story in ["US-001", "US-002", "US-003"] {
+        assert!(history.iter().any(|h| h.contains(story)), "{history:?}");
+    }
+    // ralph's folders stay out of `git status` of the main tree.
+    assert_eq!(repo.git(&["status", "--porcelain", "--", ".claude"]), "");
+    assert_eq!(
+        (
+            repo.calls("US-001"),
+            repo.calls("US-002"),
+            repo.calls("US-003")
+        ),
+        (1, 1, 2)
+    );
+
+    // Second run: only what is open. US-003 runs again (now it finishes);
+    // US-002's loop does not, only its rebase is tried again.
+    std::fs::write(repo.log().join("finish"), "").unwrap();
+    let out = repo.run_parallel(&[]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    assert_eq!(
+        (
+            repo.calls("US-001"),
+            repo.calls("US-002"),
+            repo.calls("US-003")
+        ),
+        (1, 1, 3),
+        "{all}"
+    );
+    assert_eq!(repo.passes(), [true, false, true], "{all}");
+    assert_eq!(repo.show("main:three.txt"), "three\n");
+    assert_eq!(repo.record("US-002")["state"], "conflict");
+    assert!(!repo.worktree("US-003").exists());
+
+    // The user resolves US-002 on its branch; the next run brings it home.
+    let wt = repo.worktree("US-002");
+    let _ = repo.git_in(&wt, &["rebase", "main"]);
+    std::fs::write(wt.join("shared.txt"), "one\ntwo\n").unwrap();
+    assert!(repo.git_in(&wt, &["add", "shared.txt"]).status.success());
+    let mut cont = Command::new("git");
+    cont.arg("-C")
+        .arg(&wt)
+        .args(["-c", "core.editor=true", "rebase", "--continue"]);
+    repo.env(&mut cont);
+    assert!(cont.output().unwrap().status.success());
+    let out = repo.run_parallel(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.passes(), [true, true, true]);
+    assert_eq!(repo.show("main:shared.txt"), "one\ntwo\n");
+    assert_eq!(repo.calls("US-002"), 1, "its loop never ran again");
+
+    // Nothing open: a run changes nothing; clean has nothing left to remove.
+    let out = repo.run_parallel(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    std::fs::write(repo.log().join("hold"), "").unwrap();
+    let agent = repo.agent();
+    let child = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "3",
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while repo.calls("US-004") == 0 || repo.calls("US-005") == 0 {
+        assert!(Instant::now() < deadline, "both agents should start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{all}");
+    for story in ["US-004", "US-005"] {
+        assert_eq!(repo.record(story)["state"], "cancelled", "{all}");
+        assert!(repo.worktree(story).is_dir());
+    }
+    assert_eq!(repo.passes(), [false, false]);
+
+    // Resumed: both run again and complete.
+    std::fs::remove_file(repo.log().join("hold")).unwrap();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(repo.passes(), [true, true], "{all}");
+    assert_eq!(repo.show("main:US-004.txt"), "US-004\n");
+    assert_eq!(repo.show("main:US-005.txt"), "US-005\n");
+}
+
+#[test]
+fn plan_prints_the_open_stories_as_a_matrix() {
+    let repo = Repo::new(&[("US-001", true), ("US-002", false), ("a.b_c", false)]);
+    let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        m,
+        json!({"include": [
+            {"story": "US-002", "title": "Story US-002", "branch": "ralph/US-002"},
+            {"story": "a.b_c", "title": "Story a.b_c", "branch": "ralph/a.b_c"},
+        ]})
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}
+
+#[test]
+fn a_story_id_that_cannot_be_a_branch_is_refused_before_anything_runs() {
+    let repo = Repo::new(&[("US-001", false), ("$(touch pwned)", false)]);
+    for args in [
+        &["plan", "--matrix"][..],
+        &["run", "--parallel", "2", "--agent", "true"][..],
+    ] {
+        let out = repo.ralph(args).output().unwrap();
+        let all = text(&out);
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("ralph/prd.json: userStories[1].id"), "{all}");
+    }
+    assert!(!repo.root().join("pwned").exists());
+    assert!(!repo.root().join(".claude/ralph/worktrees").exists());
+}
