@@ -27,6 +27,7 @@ const AGENT: &str = r#"set -eu
 cat > /dev/null
 story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
 echo x >> "$FAKE_LOG/$story.calls"
+echo "${FAKE_KEY:-}" > "$FAKE_LOG/$story.key"
 if [ -f "$FAKE_LOG/hold" ]; then i=0; while [ ! -f "$FAKE_LOG/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
 case $story in
   US-001) echo one > shared.txt; git add shared.txt; git commit -qm "US-001: shared one"; echo "done <promise>DONE</promise>" ;;
@@ -385,4 +386,91 @@ fn a_story_id_that_cannot_be_a_branch_is_refused_before_anything_runs() {
     }
     assert!(!repo.root().join("pwned").exists());
     assert!(!repo.root().join(".claude/ralph/worktrees").exists());
+}
+
+/// The fleet's per-job script (.github/actions/ralph-story/run-story.sh),
+/// as a GitHub job runs it, against a local bare repository: no network,
+/// no `gh` (the pull request is the action's separate step).
+#[test]
+fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
+    let repo = Repo::new(&[("US-001", false), ("US-003", false)]);
+    let origin = repo.home.path().join("origin.git");
+    assert!(
+        Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&origin)
+            .status()
+            .unwrap()
+            .success()
+    );
+    repo.git(&["remote", "add", "origin", origin.to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.github/actions/ralph-story/run-story.sh"
+    );
+    let out_dir = repo.home.path().join("out");
+    let job = |story: &str| {
+        let safe: String = story.chars().filter(char::is_ascii_alphanumeric).collect();
+        let outputs = repo.home.path().join(format!("{safe}.outputs"));
+        let mut cmd = Command::new("bash");
+        cmd.arg(script)
+            .current_dir(repo.root())
+            .env("STORY", story)
+            .env("AGENT", repo.agent())
+            .env("RALPH", BIN)
+            .env("MAX_ITERATIONS", "2")
+            .env("VERIFY", "test -f shared.txt")
+            .env("AGENT_KEY_ENV", "FAKE_KEY")
+            .env("AGENT_KEY", "sekrit")
+            .env("OUT", &out_dir)
+            .env("GITHUB_OUTPUT", &outputs)
+            .stdin(Stdio::null());
+        repo.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        (out, std::fs::read_to_string(&outputs).unwrap_or_default())
+    };
+    let in_origin = |what: &str| {
+        let mut cmd = Command::new("git");
+        cmd.arg("--git-dir").arg(&origin).args(["show", what]);
+        repo.env(&mut cmd);
+        cmd.output().unwrap()
+    };
+
+    let (out, outputs) = job("US-001");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        outputs.contains("outcome=ready") && outputs.contains("branch=ralph/US-001"),
+        "{outputs}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&in_origin("ralph/US-001:shared.txt").stdout),
+        "one\n"
+    );
+    let body = std::fs::read_to_string(out_dir.join("pr-body.md")).unwrap();
+    assert!(
+        body.contains("**US-001**") && body.contains("**ready**"),
+        "{body}"
+    );
+    assert!(body.contains("Decision log"), "{body}");
+    assert_eq!(
+        std::fs::read_to_string(repo.log().join("US-001.key")).unwrap(),
+        "sekrit\n"
+    );
+    assert_eq!(
+        repo.passes(),
+        [false, false],
+        "a fleet job merges nothing: its pull request does"
+    );
+    assert!(!in_origin("main:shared.txt").status.success());
+
+    // A story that hits its limit: not ready, no pull request (exit 3).
+    let (out, outputs) = job("US-003");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(outputs.contains("outcome=ended"), "{outputs}");
+
+    // An id from a matrix that could not be a branch never reaches git.
+    let (out, _) = job("x;touch pwned");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!repo.root().join("pwned").exists());
 }
