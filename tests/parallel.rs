@@ -357,6 +357,28 @@ fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
 }
 
 #[test]
+fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
+    let repo = Repo::new(&[("US-001", false)]);
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            "codex",
+            "--permission-mode",
+            "acceptEdits",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--permission-mode goes with the default agent"));
+    let out = repo.ralph(&["run", "--story", "US-001"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--story needs --parallel");
+    assert!(!repo.root().join(".claude/ralph/worktrees").exists());
+}
+
+#[test]
 fn plan_prints_the_open_stories_as_a_matrix() {
     let repo = Repo::new(&[("US-001", true), ("US-002", false), ("a.b_c", false)]);
     let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();

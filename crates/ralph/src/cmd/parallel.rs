@@ -55,6 +55,8 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
             "--hand-back-after and --force go with a single loop, not with --parallel",
         ));
     }
+    // Each child resolves the preset itself; a flag it would refuse is refused here, once.
+    super::run::agent_command(&args)?;
     let merge = MergeMode::parse(&args.fanout.merge).unwrap_or(MergeMode::Ff);
     let project = super::project();
     let root = project.root.clone();

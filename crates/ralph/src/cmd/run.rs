@@ -448,7 +448,7 @@ fn interrupted(
 /// The agent's command line: a preset's, or the default with the chosen
 /// permission mode. `--permission-mode` belongs to Claude Code in print
 /// mode, so it is refused next to any other agent (which has its own flags).
-fn agent_command(args: &RunArgs) -> Result<String, Failure> {
+pub(super) fn agent_command(args: &RunArgs) -> Result<String, Failure> {
     let resolved = ralph_core::agent_presets::resolve(&args.agent);
     match &args.permission_mode {
         None => Ok(resolved),
