@@ -116,13 +116,22 @@ pub fn open(stories: &[Story]) -> Vec<Story> {
     open
 }
 
-/// Tasks named on the command line: `task-1`, `task-2`, … in order.
+/// Tasks named on the command line. Each id is `task-` and a hash of its
+/// text, so the same command resumes the same tasks and another task never
+/// inherits an earlier one's record.
 pub fn tasks(texts: &[String]) -> Vec<Story> {
+    use sha2::{Digest, Sha256};
     texts
         .iter()
-        .enumerate()
-        .map(|(i, t)| Story {
-            id: format!("task-{}", i + 1),
+        .map(|t| Story {
+            id: format!(
+                "task-{}",
+                Sha256::digest(t.as_bytes())
+                    .iter()
+                    .take(4)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            ),
             title: t.lines().next().unwrap_or_default().to_owned(),
             description: t.clone(),
             criteria: Vec::new(),
@@ -437,6 +446,10 @@ mod tests {
         }]);
         assert!(t.starts_with("story   outcome"), "{t}");
         assert!(t.lines().nth(1).unwrap().ends_with("ralph/US-001"));
-        assert_eq!(tasks(&["fix a\nmore".into()])[0].title, "fix a");
+        let t = tasks(&["fix a\nmore".into(), "other".into()]);
+        assert_eq!(t[0].title, "fix a");
+        assert!(t[0].id.starts_with("task-") && t[0].id.len() == 13 && valid_id(&t[0].id));
+        assert_ne!(t[0].id, t[1].id);
+        assert_eq!(t[0].id, tasks(&["fix a\nmore".into()])[0].id);
     }
 }

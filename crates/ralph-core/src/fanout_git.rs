@@ -15,13 +15,25 @@ use crate::safe_fs;
 /// `.gitignore`): its worktrees and records, and each worktree's loop file.
 const EXCLUDES: &[&str] = &["/.claude/ralph/", "/.claude/*.local.md"];
 
-/// Runs `git -C root args…` hardened; its stdout on exit 0, else an error
-/// holding git's own message.
+/// Runs `git -C root args…` hardened, every filter driver the
+/// configuration defines blanked (a command that checks out or adds files
+/// would run them); its stdout on exit 0, else an error holding git's own
+/// message.
 pub fn git(root: &Path, args: &[&str]) -> Result<String, String> {
     let overrides =
         crate::worktree::filter_overrides(root, Instant::now() + Duration::from_secs(30))
             .unwrap_or_default();
-    let mut command = crate::worktree::git(root, &overrides);
+    run(root, args, &overrides)
+}
+
+/// [`git`] for a command that reads refs or the index only, and so runs no
+/// filter: one git process instead of two.
+fn git_plain(root: &Path, args: &[&str]) -> Result<String, String> {
+    run(root, args, &[])
+}
+
+fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<String, String> {
+    let mut command = crate::worktree::git(root, overrides);
     command.args(args).stderr(Stdio::piped());
     let out = command
         .output()
@@ -43,13 +55,13 @@ pub fn git(root: &Path, args: &[&str]) -> Result<String, String> {
 
 /// The branch checked out in `root`; an error on a detached HEAD.
 pub fn current_branch(root: &Path) -> Result<String, String> {
-    let name = git(root, &["symbolic-ref", "--short", "-q", "HEAD"])
+    let name = git_plain(root, &["symbolic-ref", "--short", "-q", "HEAD"])
         .map_err(|_| "the main tree is not on a branch (detached HEAD); check out the branch the stories should be merged into".to_owned())?;
     Ok(name.trim().to_owned())
 }
 
 pub fn branch_exists(root: &Path, branch: &str) -> bool {
-    git(
+    git_plain(
         root,
         &[
             "rev-parse",
@@ -64,7 +76,7 @@ pub fn branch_exists(root: &Path, branch: &str) -> bool {
 /// Adds ralph's lines to the repository's `info/exclude` (shared by every
 /// worktree), once.
 pub fn ensure_excluded(root: &Path) -> Result<(), String> {
-    let common = git(root, &["rev-parse", "--git-common-dir"])?;
+    let common = git_plain(root, &["rev-parse", "--git-common-dir"])?;
     let common = root.join(common.trim());
     safe_fs::ensure_dir(&common, "info").map_err(|e| e.to_string())?;
     let path = common.join("info/exclude");
@@ -122,7 +134,7 @@ pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Resul
 /// when there was nothing.
 pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, String> {
     git(worktree, &["add", "-A"])?;
-    if git(worktree, &["diff", "--cached", "--quiet"]).is_ok() {
+    if git_plain(worktree, &["diff", "--cached", "--quiet"]).is_ok() {
         return Ok(false);
     }
     git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
@@ -160,13 +172,13 @@ pub fn merge(root: &Path, branch: &str, mode: MergeMode, message: &str) -> Resul
 /// Removes a worktree (its branch stays).
 pub fn remove_worktree(root: &Path, path: &Path) -> Result<(), String> {
     let where_ = path.to_string_lossy().into_owned();
-    git(root, &["worktree", "remove", "--force", "--", &where_])?;
+    git_plain(root, &["worktree", "remove", "--force", "--", &where_])?;
     Ok(())
 }
 
 /// Forgets worktrees whose folders are gone.
 pub fn prune(root: &Path) -> Result<(), String> {
-    git(root, &["worktree", "prune"]).map(|_| ())
+    git_plain(root, &["worktree", "prune"]).map(|_| ())
 }
 
 /// The story's worktree folder.

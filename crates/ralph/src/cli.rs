@@ -130,6 +130,15 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --agent ./examples/fake-agent.sh --completion-promise DONE --max-iterations 5 \"Write three haiku\"
   ralph run --name ralph                  # take over the loop /ralph-loop armed, fresh context from now on
   ralph run --name ralph --hand-back-after 3
+  ralph run --parallel 4 --agent codex --max-iterations 20 --verify 'cargo test'
+
+Many loops (--parallel N): each open story of ralph/prd.json (or each task given as an argument)
+runs as its own `ralph run` in a git worktree (.claude/ralph/worktrees/<id>, branch ralph/<id>),
+at most N at once. A story is done when its loop completed and --verify passes on its branch
+rebased onto the current branch; then it is merged (--merge ff|merge|none) and `passes: true`
+is written to ralph/prd.json. A conflict is never forced: the story stays on its branch and the
+command to resolve it is printed. Run the same command again to resume; `ralph clean` removes
+the worktrees kept. Exit codes: 0 every story came home, 3 some did not, 130 interrupted.
 
 Every iteration starts the agent afresh (default: `claude -p --output-format json`), gives it the
 prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout).

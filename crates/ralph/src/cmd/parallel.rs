@@ -99,15 +99,14 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let mut queue: VecDeque<Story> = VecDeque::new();
     for story in stories {
         let record = read_record(&records, &story.id);
-        match fanout::next(record.as_ref()) {
-            Next::Skip => say!(
+        match (fanout::next(record.as_ref()), record) {
+            (Next::Skip, record) => say!(
                 "{}: {} earlier (branch {}); skipped",
                 story.id,
                 record.as_ref().map_or("", |r| r.state.as_str()),
                 fanout::branch(&story.id)
             ),
-            Next::BringHome => {
-                let record = record.unwrap_or_else(|| unreachable_record(&story));
+            (Next::BringHome, Some(record)) => {
                 say!(
                     "{}: its loop completed earlier; bringing it home again",
                     story.id
@@ -125,7 +124,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
                 };
                 fleet.finish(&records, &story, record);
             }
-            Next::RunLoop => queue.push_back(story),
+            (Next::BringHome | Next::RunLoop, _) => queue.push_back(story),
         }
     }
 
@@ -221,20 +220,6 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         Ok(())
     } else {
         Err(Failure::with_code(3, ""))
-    }
-}
-
-/// Never used: `next` says BringHome only when there is a record.
-fn unreachable_record(story: &Story) -> StoryRecord {
-    StoryRecord {
-        story: story.id.clone(),
-        state: StoryState::Conflict,
-        outcome: "completed".into(),
-        iterations: 0,
-        tokens: 0,
-        seconds: 0,
-        branch: fanout::branch(&story.id),
-        note: String::new(),
     }
 }
 
