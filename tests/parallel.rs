@@ -171,7 +171,7 @@ impl Repo {
     }
 
     fn worktree(&self, story: &str) -> PathBuf {
-        self.root().join(format!(".claude/ralph/worktrees/{story}"))
+        self.root().join(format!(".ralph/worktrees/{story}"))
     }
 
     fn show(&self, what: &str) -> String {
@@ -242,7 +242,10 @@ fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_op
         assert!(history.iter().any(|h| h.contains(story)), "{history:?}");
     }
     // ralph's folders stay out of `git status` of the main tree.
-    assert_eq!(repo.git(&["status", "--porcelain", "--", ".claude"]), "");
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--", ".claude", ".ralph"]),
+        ""
+    );
     assert_eq!(
         (
             repo.calls("US-001"),
@@ -375,7 +378,7 @@ fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
     assert!(text(&out).contains("--permission-mode goes with the default agent"));
     let out = repo.ralph(&["run", "--story", "US-001"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "--story needs --parallel");
-    assert!(!repo.root().join(".claude/ralph/worktrees").exists());
+    assert!(!repo.root().join(".ralph/worktrees").exists());
 }
 
 #[test]
@@ -407,7 +410,7 @@ fn a_story_id_that_cannot_be_a_branch_is_refused_before_anything_runs() {
         assert!(all.contains("ralph/prd.json: userStories[1].id"), "{all}");
     }
     assert!(!repo.root().join("pwned").exists());
-    assert!(!repo.root().join(".claude/ralph/worktrees").exists());
+    assert!(!repo.root().join(".ralph/worktrees").exists());
 }
 
 /// The fleet's per-job script (.github/actions/ralph-story/run-story.sh),
@@ -495,4 +498,98 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
     let (out, _) = job("x;touch pwned");
     assert_eq!(out.status.code(), Some(2));
     assert!(!repo.root().join("pwned").exists());
+}
+
+#[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest
+#[path = "support/client.rs"]
+mod client;
+#[allow(dead_code)]
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+/// One story with the real Claude Code client (the default agent) against
+/// the scripted mock API: it writes a file in its worktree with
+/// `--permission-mode acceptEdits`, gives the promise, and the story comes
+/// home. Skipped (loudly) without the client, except on CI.
+#[test]
+fn e2e_the_real_client_completes_a_story_in_its_worktree() {
+    let Some(sandbox) = client::Sandbox::new("parallel e2e") else {
+        return;
+    };
+    let project = sandbox.project().to_path_buf();
+    let home = sandbox.home.path().to_path_buf();
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = Test\n\temail = test@example.com\n",
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&project)
+            .args(args)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(project.join("ralph")).unwrap();
+    std::fs::write(
+        project.join("ralph/prd.json"),
+        r#"{"userStories":[{"id":"US-001","title":"Notes","description":"Write notes.txt","passes":false}]}"#,
+    )
+    .unwrap();
+    git(&["add", "ralph/prd.json"]);
+    git(&["commit", "-qm", "start"]);
+
+    let target = project.join(".ralph/worktrees/US-001/notes.txt");
+    let api = mock_api::MockApi::start(vec![
+        mock_api::Reply::write("Writing the notes.", target.to_str().unwrap(), "notes\n"),
+        mock_api::Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"),
+    ]);
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(sandbox.claude_path(), bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--parallel",
+            "1",
+            "--permission-mode",
+            "acceptEdits",
+            "--verify",
+            "test -f notes.txt",
+            "--max-iterations",
+            "3",
+        ])
+        .current_dir(&project)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("ANTHROPIC_BASE_URL", api.url())
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(git(&["show", "main:notes.txt"]), "notes\n");
+    assert!(
+        std::fs::read_to_string(project.join("ralph/prd.json"))
+            .unwrap()
+            .contains("\"passes\": true")
+    );
 }

@@ -9,8 +9,11 @@ use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
 pub const PRD: &str = "ralph/prd.json";
-/// The folder ralph owns for the worktrees, one per story.
-pub const WORKTREES: &str = ".claude/ralph/worktrees";
+/// The folder ralph owns for the worktrees, one per story. Not under
+/// `.claude/`: Claude Code refuses edits to any path under a `.claude`
+/// folder even with `--permission-mode acceptEdits`, so an agent could not
+/// edit a single file of its worktree there (found by the e2e test).
+pub const WORKTREES: &str = ".ralph/worktrees";
 /// The folder ralph owns for each story's record (one JSON file per story).
 pub const RECORDS: &str = ".claude/ralph/stories";
 /// The promise a story's loop gives when nothing else was chosen.

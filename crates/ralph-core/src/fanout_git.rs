@@ -12,8 +12,8 @@ use crate::fanout::MergeMode;
 use crate::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
-/// `.gitignore`): its worktrees and records, and each worktree's loop file.
-const EXCLUDES: &[&str] = &["/.claude/ralph/", "/.claude/*.local.md"];
+/// `.gitignore`): its worktrees, its records, and each worktree's loop file.
+const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
 
 /// Runs `git -C root args…` hardened, every filter driver the
 /// configuration defines blanked (a command that checks out or adds files

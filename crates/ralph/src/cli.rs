@@ -133,7 +133,7 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --parallel 4 --agent codex --max-iterations 20 --verify 'cargo test'
 
 Many loops (--parallel N): each open story of ralph/prd.json (or each task given as an argument)
-runs as its own `ralph run` in a git worktree (.claude/ralph/worktrees/<id>, branch ralph/<id>),
+runs as its own `ralph run` in a git worktree (.ralph/worktrees/<id>, branch ralph/<id>),
 at most N at once. A story is done when its loop completed and --verify passes on its branch
 rebased onto the current branch; then it is merged (--merge ff|merge|none) and `passes: true`
 is written to ralph/prd.json. A conflict is never forced: the story stays on its branch and the

@@ -586,7 +586,7 @@ impl Fleet {
         self.clear();
         let mut out = std::io::stdout();
         for slot in running {
-            let last: String = slot.last.chars().take(100).collect();
+            let last: String = slot.last.chars().take(60).collect();
             let _ = writeln!(
                 out,
                 "\x1b[2K⠿ {} · {} · {}",
