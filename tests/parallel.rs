@@ -4,6 +4,7 @@
 //! issue says, the PRD and the branches say so, and a second run resumes
 //! only what is open.
 
+#![cfg(unix)] // sh agents, `kill -INT`, symlinks: Unix only
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::path::{Path, PathBuf};
