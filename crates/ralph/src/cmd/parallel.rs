@@ -24,6 +24,9 @@ use ralph_core::time::format_duration;
 use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
 
+/// How long the child runs get to record their loops after Ctrl-C.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
 /// One loop running now.
 struct Slot {
     story: Story,
@@ -130,16 +133,28 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
 
     let (sender, lines) = mpsc::channel::<(String, String)>();
     let mut running: Vec<Slot> = Vec::new();
-    let mut interrupted = false;
+    let mut interrupted: Option<Instant> = None;
+    let mut killed = false;
     loop {
-        if stop.load(Ordering::SeqCst) && !interrupted {
-            interrupted = true;
+        if stop.load(Ordering::SeqCst) && interrupted.is_none() {
+            interrupted = Some(Instant::now());
             fleet.event("⏹ Ctrl-C: stopping every agent; each loop is recorded as cancelled");
             for slot in &mut running {
                 fg::interrupt(&mut slot.child);
             }
         }
-        while !interrupted && running.len() < n {
+        // A run that does not stop within its grace time is killed (its
+        // loop then stays as it was; `ralph cancel` there ends it).
+        if !killed && interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE) {
+            killed = true;
+            for slot in &mut running {
+                let _ = ralph_core::process::stop_group(
+                    &mut slot.child,
+                    ralph_core::process::Stop::Kill,
+                );
+            }
+        }
+        while interrupted.is_none() && running.len() < n {
             let Some(story) = queue.pop_front() else {
                 break;
             };
@@ -203,12 +218,16 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         fleet.redraw(&running);
     }
     fleet.redraw(&[]);
+    if fleet.rows.is_empty() {
+        say!("Nothing open to run: every story passes, or came home earlier.");
+        return Ok(());
+    }
     say!();
     say!("{}", fanout::table(&fleet.rows));
     for note in &fleet.notes {
         say!("{note}");
     }
-    if interrupted {
+    if interrupted.is_some() {
         say!("Run the same command again to resume what was left.");
         return Err(Failure::with_code(130, ""));
     }
