@@ -383,6 +383,45 @@ fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
 }
 
 #[test]
+fn a_planted_record_brings_nothing_home_without_ralphs_own_worktree() {
+    let repo = Repo::new(&[("US-004", false)]);
+    // A branch with someone's commit, and a record that says its loop completed.
+    repo.git(&["branch", "ralph/US-004"]);
+    let planted = repo.root().join(".ralph/worktrees/US-004");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::create_dir_all(repo.root().join(".claude/ralph/stories")).unwrap();
+    std::fs::write(
+        repo.root().join(".claude/ralph/stories/US-004.json"),
+        json!({"story": "US-004", "state": "conflict", "outcome": "completed", "iterations": 1,
+               "tokens": 0, "seconds": 0, "branch": "ralph/US-004", "note": ""})
+        .to_string(),
+    )
+    .unwrap();
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "1",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(repo.calls("US-004"), 0, "{all}");
+    assert!(all.contains("is not a worktree on ralph/US-004"), "{all}");
+    assert_eq!(repo.passes(), [false], "nothing was merged: {all}");
+    assert!(
+        repo.git_in(repo.root(), &["show", "main:US-004.txt"])
+            .stdout
+            .is_empty()
+    );
+}
+
+#[test]
 fn plan_prints_the_open_stories_as_a_matrix() {
     let repo = Repo::new(&[("US-001", true), ("US-002", false), ("a.b_c", false)]);
     let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();

@@ -130,6 +130,29 @@ pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Resul
     Ok(())
 }
 
+/// Whether git itself (not a folder that merely looks like one) lists a
+/// worktree at `path` on `branch`: a story is brought home only from a
+/// worktree ralph added, never from one planted in the project.
+pub fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
+    let Ok(list) = git_plain(root, &["worktree", "list", "--porcelain"]) else {
+        return false;
+    };
+    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    list.split("\n\n").any(|entry| {
+        let mut at = None;
+        let mut on = None;
+        for line in entry.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                at = Some(std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p)));
+            } else if let Some(b) = line.strip_prefix("branch ") {
+                on = Some(b.to_owned());
+            }
+        }
+        at.as_deref() == Some(want.as_path())
+            && on.as_deref() == Some(&format!("refs/heads/{branch}"))
+    })
+}
+
 /// Commits whatever the agent left uncommitted in a worktree; `false`
 /// when there was nothing.
 pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, String> {

@@ -109,24 +109,23 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
                 record.as_ref().map_or("", |r| r.state.as_str()),
                 fanout::branch(&story.id)
             ),
-            (Next::BringHome, Some(record)) => {
+            (Next::BringHome, Some(record))
+                if fg::is_registered(
+                    &fleet.project.root,
+                    &fg::worktree_path(&fleet.project.root, &story.id),
+                    &fanout::branch(&story.id),
+                ) =>
+            {
                 say!(
                     "{}: its loop completed earlier; bringing it home again",
                     story.id
                 );
                 let worktree = fg::worktree_path(&fleet.project.root, &story.id);
-                let prepared = fg::worktree_for(
-                    &fleet.project.root,
-                    &worktree,
-                    &fanout::branch(&story.id),
-                    &fleet.base,
-                );
-                let record = match prepared {
-                    Ok(()) => fleet.bring_home(&story, &worktree, record),
-                    Err(e) => StoryRecord { note: e, ..record },
-                };
+                let record = fleet.bring_home(&story, &worktree, record);
                 fleet.finish(&records, &story, record);
             }
+            // No worktree of ralph's (after `ralph clean`, say): the loop
+            // runs again on the story's branch, which keeps its work.
             (Next::BringHome | Next::RunLoop, _) => queue.push_back(story),
         }
     }
