@@ -421,6 +421,60 @@ fn a_planted_record_brings_nothing_home_without_ralphs_own_worktree() {
     );
 }
 
+/// `--agent codex` / `gemini`: each child resolves the preset itself. Stand-in
+/// `codex` and `gemini` programs on PATH (the scripted agent) show that the
+/// preset's command line is what runs in each worktree.
+#[test]
+fn agent_presets_run_in_every_story() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    let bin = repo.home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["codex", "gemini"] {
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" > \"$FAKE_LOG/{name}.args\"\nexec sh {}\n",
+            repo.home.path().join("agent.sh").display()
+        );
+        let path = bin.join(name);
+        std::fs::write(&path, script).unwrap();
+        let mut perm = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (preset, story) in [("codex", "US-004"), ("gemini", "US-005")] {
+        let out = repo
+            .ralph(&[
+                "run",
+                "--parallel",
+                "2",
+                "--agent",
+                preset,
+                "--story",
+                story,
+            ])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{preset}: {}", text(&out));
+        assert_eq!(repo.calls(story), 1);
+    }
+    let codex = std::fs::read_to_string(repo.log().join("codex.args")).unwrap();
+    assert!(
+        codex.contains("exec --skip-git-repo-check --sandbox workspace-write"),
+        "{codex}"
+    );
+    let gemini = std::fs::read_to_string(repo.log().join("gemini.args")).unwrap();
+    assert!(
+        gemini.contains("--approval-mode=yolo -p") && gemini.contains("US-005"),
+        "{gemini}"
+    );
+    assert_eq!(repo.passes(), [true, true]);
+}
+
 #[test]
 fn plan_prints_the_open_stories_as_a_matrix() {
     let repo = Repo::new(&[("US-001", true), ("US-002", false), ("a.b_c", false)]);
