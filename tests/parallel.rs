@@ -255,6 +255,14 @@ fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_op
         ),
         (1, 1, 2)
     );
+    let plan = repo.ralph(&["plan"]).output().unwrap();
+    let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert!(
+        plan.contains("US-002  conflict  Story US-002")
+            && plan.contains("US-003  ended  Story US-003"),
+        "{plan}"
+    );
+    assert!(!plan.contains("US-001"), "{plan}");
 
     // Second run: only what is open. US-003 runs again (now it finishes);
     // US-002's loop does not, only its rebase is tried again.

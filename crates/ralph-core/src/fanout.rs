@@ -161,7 +161,8 @@ pub fn prompt(story: &Story, promise: &str) -> String {
         }
     }
     p.push_str(&format!(
-        "\nCommit your work on this branch (`git commit`). Do not edit `{PRD}` and do not switch \
+        "\nCommit your work on this branch (`git commit`). Do not edit `{PRD}` or \
+         `ralph/progress.txt` (every story's branch would conflict there) and do not switch \
          branches: ralph merges the branch and marks the story done once its checks pass. When the \
          story is implemented, its checks pass and the work is committed, reply with \
          <promise>{promise}</promise>.\n"

@@ -410,7 +410,7 @@ pub struct FanoutArgs {
 }
 
 const PLAN_EXAMPLES: &str = "Examples:
-  ralph plan                       # the open stories, one a line
+  ralph plan                       # the open stories, one a line, with what the last --parallel run left
   ralph plan --matrix              # {\"include\":[{\"story\":\"US-001\",\"title\":…,\"branch\":\"ralph/US-001\"}]}
   echo \"matrix=$(ralph plan --matrix)\" >> \"$GITHUB_OUTPUT\"
 

@@ -676,8 +676,15 @@ pub fn plan(args: PlanArgs) -> Outcome {
     if open.is_empty() {
         say!("No open stories in {}.", fanout::PRD);
     }
+    let records = project.root.join(fanout::RECORDS);
+    let has_records = safe_fs::check_dir(&project.root, fanout::RECORDS).unwrap_or(false);
     for s in &open {
-        say!("{}  {}", s.id, s.title);
+        // What the last `ralph run --parallel` left it as, if anything.
+        let state = has_records
+            .then(|| read_record(&records, &s.id))
+            .flatten()
+            .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
+        say!("{}  {state}  {}", s.id, s.title);
     }
     Ok(())
 }
