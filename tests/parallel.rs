@@ -347,7 +347,25 @@ fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
     }
     assert_eq!(repo.passes(), [false, false]);
 
-    // Resumed: both run again and complete.
+    // `ralph clean` removes the kept worktrees; the branches stay.
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("its branch ralph/US-004 stays"),
+        "{}",
+        text(&out)
+    );
+    for story in ["US-004", "US-005"] {
+        assert!(!repo.worktree(story).exists());
+        let branch = format!("ralph/{story}");
+        assert!(
+            repo.git_in(repo.root(), &["rev-parse", "--verify", &branch])
+                .status
+                .success()
+        );
+    }
+
+    // Resumed: both run again (on their branches, in new worktrees) and complete.
     std::fs::remove_file(repo.log().join("hold")).unwrap();
     let out = repo
         .ralph(&[
