@@ -614,6 +614,25 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(outputs.contains("outcome=ended"), "{outputs}");
 
+    // Left ready on its branch; a local run that merges brings it home
+    // without running its loop again.
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "1",
+            "--story",
+            "US-001",
+            "--agent",
+            &agent,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.calls("US-001"), 1);
+    assert_eq!(repo.passes(), [true, false]);
+
     // An id from a matrix that could not be a branch never reaches git.
     let (out, _) = job("x;touch pwned");
     assert_eq!(out.status.code(), Some(2));

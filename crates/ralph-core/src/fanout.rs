@@ -268,9 +268,12 @@ pub enum Next {
     Skip,
 }
 
-pub fn next(record: Option<&StoryRecord>) -> Next {
+/// What to do with an open story, from its record; `merging` is false
+/// under `--merge none` (a story left ready on its branch stays so).
+pub fn next(record: Option<&StoryRecord>, merging: bool) -> Next {
     match record.map(|r| r.state) {
-        Some(StoryState::Merged | StoryState::Ready) => Next::Skip,
+        Some(StoryState::Merged) => Next::Skip,
+        Some(StoryState::Ready) if !merging => Next::Skip,
         Some(s) if s.loop_completed() => Next::BringHome,
         _ => Next::RunLoop,
     }
@@ -421,12 +424,21 @@ mod tests {
             branch: "ralph/a".into(),
             note: String::new(),
         };
-        assert_eq!(next(None), Next::RunLoop);
-        assert_eq!(next(Some(&rec(StoryState::Cancelled))), Next::RunLoop);
-        assert_eq!(next(Some(&rec(StoryState::Ended))), Next::RunLoop);
-        assert_eq!(next(Some(&rec(StoryState::Conflict))), Next::BringHome);
-        assert_eq!(next(Some(&rec(StoryState::VerifyFailed))), Next::BringHome);
-        assert_eq!(next(Some(&rec(StoryState::Merged))), Next::Skip);
+        assert_eq!(next(None, true), Next::RunLoop);
+        assert_eq!(next(Some(&rec(StoryState::Cancelled)), true), Next::RunLoop);
+        assert_eq!(next(Some(&rec(StoryState::Ended)), true), Next::RunLoop);
+        assert_eq!(
+            next(Some(&rec(StoryState::Conflict)), true),
+            Next::BringHome
+        );
+        assert_eq!(
+            next(Some(&rec(StoryState::VerifyFailed)), true),
+            Next::BringHome
+        );
+        assert_eq!(next(Some(&rec(StoryState::Merged)), true), Next::Skip);
+        // Left ready by `--merge none`: merged by a run that merges.
+        assert_eq!(next(Some(&rec(StoryState::Ready)), false), Next::Skip);
+        assert_eq!(next(Some(&rec(StoryState::Ready)), true), Next::BringHome);
         let json = serde_json::to_string(&rec(StoryState::VerifyFailed)).unwrap();
         assert!(json.contains("\"verify_failed\""));
     }

@@ -102,12 +102,17 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let mut queue: VecDeque<Story> = VecDeque::new();
     for story in stories {
         let record = read_record(&records, &story.id);
-        match (fanout::next(record.as_ref()), record) {
+        match (
+            fanout::next(record.as_ref(), merge != MergeMode::None),
+            record,
+        ) {
             (Next::Skip, record) => say!(
-                "{}: {} earlier (branch {}); skipped",
+                "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
                 story.id,
                 record.as_ref().map_or("", |r| r.state.as_str()),
-                fanout::branch(&story.id)
+                fanout::branch(&story.id),
+                fanout::RECORDS,
+                story.id
             ),
             (Next::BringHome, Some(record))
                 if fg::is_registered(
