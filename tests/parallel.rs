@@ -23,6 +23,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 ///   so its rebase onto main conflicts with US-001's change.
 /// - US-003 never finishes, so it hits its limit, unless `$FAKE_LOG/finish`
 ///   exists; then it writes `three.txt` and completes.
+/// - US-006 switches its worktree to another branch before committing.
 /// - With `$FAKE_LOG/hold` it waits for `$FAKE_LOG/go` (Ctrl-C tests).
 const AGENT: &str = r#"set -eu
 cat > /dev/null
@@ -35,6 +36,7 @@ case $story in
   US-002) i=0; while [ ! -f "$FAKE_MAIN/shared.txt" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
           echo two > shared.txt; echo "done <promise>DONE</promise>" ;;
   US-003) if [ -f "$FAKE_LOG/finish" ]; then echo three > three.txt; echo "done <promise>DONE</promise>"; else echo "still working"; fi ;;
+  US-006) git checkout -qb elsewhere; echo six > six.txt; git add six.txt; git commit -qm six; echo "done <promise>DONE</promise>" ;;
   *) echo "$story" > "$story.txt"; echo "done <promise>DONE</promise>" ;;
 esac
 "#;
@@ -499,6 +501,32 @@ fn agent_presets_run_in_every_story() {
         "{gemini}"
     );
     assert_eq!(repo.passes(), [true, true]);
+}
+
+#[test]
+fn an_agent_that_switches_branches_gets_nothing_merged() {
+    let repo = Repo::new(&[("US-006", false)]);
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&["run", "--parallel", "1", "--agent", &agent])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    assert_eq!(repo.record("US-006")["state"], "merge_failed");
+    assert!(all.contains("is on elsewhere, not ralph/US-006"), "{all}");
+    assert_eq!(repo.passes(), [false]);
+    assert!(
+        !repo
+            .git_in(repo.root(), &["show", "main:six.txt"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        repo.show("elsewhere:six.txt"),
+        "six\n",
+        "the work is where the agent put it"
+    );
 }
 
 #[test]

@@ -455,6 +455,17 @@ impl Fleet {
             outcome: "completed".into(),
             ..record
         };
+        // An agent that switched branches left its work elsewhere: say so, move nothing.
+        let head = fg::current_branch(worktree).unwrap_or_else(|_| "a detached HEAD".into());
+        if head != branch {
+            return StoryRecord {
+                state: StoryState::MergeFailed,
+                note: format!(
+                    "its worktree {shown} is on {head}, not {branch} (the agent switched branches); nothing was merged. Bring the work onto {branch} there, then run again"
+                ),
+                ..completed
+            };
+        }
         let message = format!(
             "{}: {} (left uncommitted by its loop)",
             story.id, story.title
