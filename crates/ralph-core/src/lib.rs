@@ -10,6 +10,8 @@ pub mod display;
 pub mod driver;
 pub mod engine;
 pub mod event;
+pub mod fanout;
+pub mod fanout_git;
 pub mod frontmatter;
 pub mod hook;
 pub mod host;

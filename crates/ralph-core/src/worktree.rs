@@ -98,7 +98,7 @@ const FOREIGN_ENV: &[&str] = &[
     "GIT_CONFIG_COUNT",
 ];
 
-fn git(root: &Path, overrides: &[(String, String)]) -> Command {
+pub(crate) fn git(root: &Path, overrides: &[(String, String)]) -> Command {
     let mut command = Command::new("git");
     command.arg("-C").arg(root);
     for key in FOREIGN_ENV {
@@ -156,7 +156,7 @@ fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Optio
 /// Every filter driver the configuration defines (in any scope, includes
 /// followed), blanked: a blank command is no filter, and a driver marked
 /// `required` is released so that git does not fail instead.
-fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
+pub(crate) fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
     let mut command = git(root, &[]);
     command.args(["config", "-z", "--name-only", "--get-regexp", r"^filter\."]);
     // `git config --get-regexp` exits 1 when nothing matches.

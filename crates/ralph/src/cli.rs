@@ -58,6 +58,12 @@ pub enum Command {
     /// Remove what `ralph install` added, and nothing else
     #[command(after_help = INSTALL_EXAMPLES)]
     Uninstall(InstallArgs),
+    /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
+    #[command(after_help = PLAN_EXAMPLES)]
+    Plan(PlanArgs),
+    /// Remove the worktrees `ralph run --parallel` kept (their branches stay)
+    #[command(after_help = "Examples:\n  ralph clean")]
+    Clean,
     /// Write a PRD, progress log and prompt into ./ralph/ to start a project right
     #[command(
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
@@ -124,6 +130,15 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --agent ./examples/fake-agent.sh --completion-promise DONE --max-iterations 5 \"Write three haiku\"
   ralph run --name ralph                  # take over the loop /ralph-loop armed, fresh context from now on
   ralph run --name ralph --hand-back-after 3
+  ralph run --parallel 4 --agent codex --max-iterations 20 --verify 'cargo test'
+
+Many loops (--parallel N): each open story of ralph/prd.json (or each task given as an argument)
+runs as its own `ralph run` in a git worktree (.ralph/worktrees/<id>, branch ralph/<id>),
+at most N at once. A story is done when its loop completed and --verify passes on its branch
+rebased onto the current branch; then it is merged (--merge ff|merge|none) and `passes: true`
+is written to ralph/prd.json. A conflict is never forced: the story stays on its branch and the
+command to resolve it is printed. Run the same command again to resume; `ralph clean` removes
+the worktrees kept. Exit codes: 0 every story came home, 3 some did not, 130 interrupted.
 
 Every iteration starts the agent afresh (default: `claude -p --output-format json`), gives it the
 prompt on stdin and reads its reply (Claude Code's JSON `result`, or plain stdout).
@@ -277,6 +292,8 @@ pub struct RunArgs {
     /// Replace an active loop of the same name when a task is given
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub fanout: FanoutArgs,
     /// The task (for a new loop); read from stdin when it is not a terminal
     #[arg(trailing_var_arg = true)]
     pub prompt: Vec<String>,
@@ -373,4 +390,35 @@ pub struct InitArgs {
     /// UserPromptSubmit hook kept it
     #[arg(long)]
     pub typed_arguments: bool,
+}
+
+/// `ralph run --parallel N`: many loops at once, one worktree per story.
+#[derive(Debug, Args, Default)]
+pub struct FanoutArgs {
+    /// Run the open stories of ralph/prd.json (or each task given as an argument), at
+    /// most N at once, each in its own worktree on the branch ralph/<story-id>
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub parallel: Option<u16>,
+    /// With --parallel: only these stories (repeatable)
+    #[arg(long, value_name = "ID", requires = "parallel")]
+    pub story: Vec<String>,
+    /// With --parallel: how a finished story comes home: ff (fast-forward after the
+    /// rebase; a merge commit if the base moved), merge (always a merge commit), or
+    /// none (leave it on its branch, e.g. for a pull request)
+    #[arg(long, value_name = "HOW", default_value = "ff", value_parser = ["ff", "merge", "none"], requires = "parallel")]
+    pub merge: String,
+}
+
+const PLAN_EXAMPLES: &str = "Examples:
+  ralph plan                       # the open stories, one a line, with what the last --parallel run left
+  ralph plan --matrix              # {\"include\":[{\"story\":\"US-001\",\"title\":…,\"branch\":\"ralph/US-001\"}]}
+  echo \"matrix=$(ralph plan --matrix)\" >> \"$GITHUB_OUTPUT\"
+
+Open stories are those of ralph/prd.json whose `passes` is false, by priority.";
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Print a GitHub Actions matrix (one line of JSON) for a fleet of jobs
+    #[arg(long)]
+    pub matrix: bool,
 }

@@ -30,6 +30,7 @@ mod hook;
 mod init;
 mod install;
 mod loops;
+mod parallel;
 mod run;
 mod statusline;
 
@@ -53,6 +54,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Statusline => statusline::statusline(),
         Command::Status(args) => loops::status(args),
         Command::Log(args) => loops::log(args),
+        Command::Plan(args) => parallel::plan(args),
+        Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
         Command::Install(args) => install::install(args),
         Command::Uninstall(args) => install::uninstall(args),

@@ -25,6 +25,9 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
+    if let Some(n) = args.fanout.parallel {
+        return super::parallel::run(args, usize::from(n));
+    }
     let agent = agent_command(&args)?;
     // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
     let args = RunArgs { agent, ..args };
@@ -445,7 +448,7 @@ fn interrupted(
 /// The agent's command line: a preset's, or the default with the chosen
 /// permission mode. `--permission-mode` belongs to Claude Code in print
 /// mode, so it is refused next to any other agent (which has its own flags).
-fn agent_command(args: &RunArgs) -> Result<String, Failure> {
+pub(super) fn agent_command(args: &RunArgs) -> Result<String, Failure> {
     let resolved = ralph_core::agent_presets::resolve(&args.agent);
     match &args.permission_mode {
         None => Ok(resolved),

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# One story of the fleet, in one job: run its loop with `ralph run --parallel 1 --merge none`
+# (the same driver, guards and verify gate as on a laptop; the branch is rebased onto the
+# base and verified there), push its branch, and write the pull request's body.
+# It never opens the pull request itself: that is the action's separate `gh pr create`
+# step, so this script runs anywhere, e.g. against a local bare repository in the tests.
+#
+# Input (environment):
+#   STORY           the story id (from `ralph plan --matrix`)             required
+#   AGENT           `ralph run --agent` value (claude, codex, gemini, copilot or a command)
+#   MAX_ITERATIONS, MAX_DURATION, MAX_TOKENS, COMPLETION_PROMISE, VERIFY, PERMISSION_MODE
+#                   the loop's `ralph run` flags of the same names, when set
+#   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
+#   AGENT_KEY       its value (from a secret)
+#   REMOTE          where to push [origin]; RALPH: the ralph binary [ralph]
+#   OUT             folder for summary.txt, pr-body.md [ralph-fleet-out]
+# Output: `outcome=<state>` and `branch=ralph/<story>` appended to $GITHUB_OUTPUT when set.
+# Exit: 0 when the story is ready for its pull request, 3 when it is not, 2 on bad input.
+set -uo pipefail
+
+story=${STORY:-}
+case $story in
+    "" | -* | .* | *..* | *. | *.lock | *[!A-Za-z0-9._-]*)
+        echo "run-story: STORY='${story}' is not a story id (letters, digits, . _ - only)" >&2
+        exit 2 ;;
+esac
+if [ -n "${AGENT_KEY_ENV:-}" ]; then
+    case $AGENT_KEY_ENV in
+        *[!A-Z0-9_]* | [0-9]*) echo "run-story: AGENT_KEY_ENV='$AGENT_KEY_ENV' is not a variable name" >&2; exit 2 ;;
+    esac
+    export "$AGENT_KEY_ENV=${AGENT_KEY:-}"
+fi
+unset AGENT_KEY
+ralph=${RALPH:-ralph}
+remote=${REMOTE:-origin}
+out=${OUT:-ralph-fleet-out}
+branch="ralph/$story"
+mkdir -p "$out"
+
+# actions/checkout may leave a detached HEAD; ralph merges nothing here (--merge none)
+# but rebases onto the branch that is checked out.
+if ! base=$(git symbolic-ref -q --short HEAD); then
+    base=${BASE:?detached HEAD: set BASE to the branch the stories start from}
+    git checkout -q -B "$base"
+fi
+
+# Each flag is one argument: nothing in a value is run or split by a shell.
+extra=()
+[ -n "${MAX_ITERATIONS:-}" ] && extra+=(--max-iterations "$MAX_ITERATIONS")
+[ -n "${MAX_DURATION:-}" ] && extra+=(--max-duration "$MAX_DURATION")
+[ -n "${MAX_TOKENS:-}" ] && extra+=(--max-tokens "$MAX_TOKENS")
+[ -n "${COMPLETION_PROMISE:-}" ] && extra+=(--completion-promise "$COMPLETION_PROMISE")
+[ -n "${VERIFY:-}" ] && extra+=(--verify "$VERIFY")
+[ -n "${PERMISSION_MODE:-}" ] && extra+=(--permission-mode "$PERMISSION_MODE")
+set +e
+"$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}" \
+    2>&1 | tee "$out/summary.txt"
+status=${PIPESTATUS[0]}
+set -e
+
+state=$(sed -n 's/^ *"state": *"\([a-z_]*\)".*/\1/p' ".claude/ralph/stories/$story.json" 2>/dev/null || true)
+state=${state:-failed}
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    { echo "outcome=$state"; echo "branch=$branch"; } >> "$GITHUB_OUTPUT"
+fi
+
+# The branch goes up whenever it holds work, so that nothing a loop did is lost.
+if git rev-parse -q --verify "refs/heads/$branch" >/dev/null \
+    && [ -n "$(git rev-list "$base..refs/heads/$branch" 2>/dev/null)" ]; then
+    git push -q --force-with-lease "$remote" "refs/heads/$branch:refs/heads/$branch"
+fi
+
+log=$(ls -1 .claude/ralph/history/*"-${story//./_}.log.jsonl" 2>/dev/null | tail -n 1 || true)
+{
+    echo "Story **$story**, run by \`ralph run --parallel 1 --merge none\`: **$state**."
+    echo
+    echo '```'
+    tail -n 40 "$out/summary.txt"
+    echo '```'
+    if [ -n "$log" ]; then
+        echo
+        echo "<details><summary>Decision log (last 20 lines)</summary>"
+        echo
+        echo '```'
+        tail -n 20 "$log"
+        echo '```'
+        echo "</details>"
+    fi
+} > "$out/pr-body.md"
+
+[ "$state" = ready ] && exit 0
+[ "$status" -eq 0 ] && exit 3
+exit "$status"

@@ -1,0 +1,228 @@
+//! The git side of many loops at once: a worktree per story, rebasing a
+//! finished branch onto the base, merging it home. Every git process runs
+//! with the hardening of `worktree.rs` (no fsmonitor, hooks, filters,
+//! pager or external diff from the repository's configuration), and every
+//! branch name it is given was checked by `fanout::valid_id`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::fanout::MergeMode;
+use crate::safe_fs;
+
+/// Lines ralph adds to `.git/info/exclude` (never to the user's
+/// `.gitignore`): its worktrees, its records, and each worktree's loop file.
+const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
+
+/// Runs `git -C root args…` hardened, every filter driver the
+/// configuration defines blanked (a command that checks out or adds files
+/// would run them); its stdout on exit 0, else an error holding git's own
+/// message.
+pub fn git(root: &Path, args: &[&str]) -> Result<String, String> {
+    let overrides =
+        crate::worktree::filter_overrides(root, Instant::now() + Duration::from_secs(30))
+            .unwrap_or_default();
+    run(root, args, &overrides)
+}
+
+/// [`git`] for a command that reads refs or the index only, and so runs no
+/// filter: one git process instead of two.
+fn git_plain(root: &Path, args: &[&str]) -> Result<String, String> {
+    run(root, args, &[])
+}
+
+fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<String, String> {
+    let mut command = crate::worktree::git(root, overrides);
+    command.args(args).stderr(Stdio::piped());
+    let out = command
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err = err.trim();
+        Err(format!(
+            "`git {}` failed ({}){}{}",
+            args.join(" "),
+            out.status,
+            if err.is_empty() { "" } else { ": " },
+            crate::messages::escape_controls(err)
+        ))
+    }
+}
+
+/// The branch checked out in `root`; an error on a detached HEAD.
+pub fn current_branch(root: &Path) -> Result<String, String> {
+    let name = git_plain(root, &["symbolic-ref", "--short", "-q", "HEAD"])
+        .map_err(|_| "the main tree is not on a branch (detached HEAD); check out the branch the stories should be merged into".to_owned())?;
+    Ok(name.trim().to_owned())
+}
+
+pub fn branch_exists(root: &Path, branch: &str) -> bool {
+    git_plain(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ],
+    )
+    .is_ok()
+}
+
+/// Adds ralph's lines to the repository's `info/exclude` (shared by every
+/// worktree), once.
+pub fn ensure_excluded(root: &Path) -> Result<(), String> {
+    let common = git_plain(root, &["rev-parse", "--git-common-dir"])?;
+    let common = root.join(common.trim());
+    safe_fs::ensure_dir(&common, "info").map_err(|e| e.to_string())?;
+    let path = common.join("info/exclude");
+    let now = match safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP) {
+        Ok(t) => t,
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut add = String::new();
+    if !now.is_empty() && !now.ends_with('\n') {
+        add.push('\n');
+    }
+    let missing: Vec<&&str> = EXCLUDES
+        .iter()
+        .filter(|l| !now.lines().any(|n| n.trim() == **l))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    add.push_str("# ralph run --parallel: its worktrees and loop files\n");
+    for l in missing {
+        add.push_str(l);
+        add.push('\n');
+    }
+    safe_fs::append(&path, add.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// The story's worktree at `path` on `branch`: reused when it is there (and
+/// on that branch), else added, on the existing branch or a new one from
+/// `base`.
+pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Result<(), String> {
+    if safe_fs::kind_at(path).is_some_and(|k| k.is_dir()) {
+        let head = current_branch(path).unwrap_or_default();
+        if head == branch {
+            return Ok(());
+        }
+        return Err(format!(
+            "{} exists but is not a worktree on {branch}; remove it with `ralph clean`",
+            path.display()
+        ));
+    }
+    let where_ = path.to_string_lossy().into_owned();
+    if branch_exists(root, branch) {
+        git(root, &["worktree", "add", "--", &where_, branch])?;
+    } else {
+        git(
+            root,
+            &["worktree", "add", "-b", branch, "--", &where_, base],
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether git itself (not a folder that merely looks like one) lists a
+/// worktree at `path` on `branch`: a story is brought home only from a
+/// worktree ralph added, never from one planted in the project.
+pub fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
+    let Ok(list) = git_plain(root, &["worktree", "list", "--porcelain"]) else {
+        return false;
+    };
+    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    list.split("\n\n").any(|entry| {
+        let mut at = None;
+        let mut on = None;
+        for line in entry.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                at = Some(std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p)));
+            } else if let Some(b) = line.strip_prefix("branch ") {
+                on = Some(b.to_owned());
+            }
+        }
+        at.as_deref() == Some(want.as_path())
+            && on.as_deref() == Some(&format!("refs/heads/{branch}"))
+    })
+}
+
+/// Commits whatever the agent left uncommitted in a worktree; `false`
+/// when there was nothing.
+pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, String> {
+    git(worktree, &["add", "-A"])?;
+    if git_plain(worktree, &["diff", "--cached", "--quiet"]).is_ok() {
+        return Ok(false);
+    }
+    git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
+    Ok(true)
+}
+
+/// Rebases the worktree's branch onto `base`. A conflict is never forced:
+/// the rebase is aborted and `Ok(false)` returned.
+pub fn rebase(worktree: &Path, base: &str) -> Result<bool, String> {
+    match git(worktree, &["rebase", "-q", base]) {
+        Ok(_) => Ok(true),
+        Err(_) => {
+            git(worktree, &["rebase", "--abort"])?;
+            Ok(false)
+        }
+    }
+}
+
+/// Merges `branch` into the branch checked out in `root`.
+pub fn merge(root: &Path, branch: &str, mode: MergeMode, message: &str) -> Result<(), String> {
+    match mode {
+        MergeMode::None => Ok(()),
+        MergeMode::Ff => {
+            if git(root, &["merge", "-q", "--ff-only", branch]).is_ok() {
+                return Ok(());
+            }
+            git(root, &["merge", "-q", "--no-ff", "-m", message, branch]).map(|_| ())
+        }
+        MergeMode::Merge => {
+            git(root, &["merge", "-q", "--no-ff", "-m", message, branch]).map(|_| ())
+        }
+    }
+}
+
+/// Removes a worktree (its branch stays).
+pub fn remove_worktree(root: &Path, path: &Path) -> Result<(), String> {
+    let where_ = path.to_string_lossy().into_owned();
+    git_plain(root, &["worktree", "remove", "--force", "--", &where_])?;
+    Ok(())
+}
+
+/// Forgets worktrees whose folders are gone.
+pub fn prune(root: &Path) -> Result<(), String> {
+    git_plain(root, &["worktree", "prune"]).map(|_| ())
+}
+
+/// The story's worktree folder.
+pub fn worktree_path(root: &Path, id: &str) -> PathBuf {
+    root.join(crate::fanout::WORKTREES).join(id)
+}
+
+/// Ctrl-C for a child run: SIGINT to its process group (it leads one), so
+/// that `ralph run` stops its agent and records its loop as cancelled.
+pub fn interrupt(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Pid, Signal, kill_process_group};
+        if let Some(pid) = i32::try_from(child.id())
+            .ok()
+            .filter(|&p| p > 1)
+            .and_then(Pid::from_raw)
+        {
+            let _ = kill_process_group(pid, Signal::INT);
+            return;
+        }
+    }
+    let _ = child.kill();
+}

@@ -1,0 +1,762 @@
+//! `ralph run --parallel N`, `ralph plan` and `ralph clean` through the real
+//! binary, with a scripted agent in real git worktrees: stories that
+//! complete, conflict, hit their limit or are interrupted each end as the
+//! issue says, the PRD and the branches say so, and a second run resumes
+//! only what is open.
+
+#![cfg(unix)] // sh agents, `kill -INT`, symlinks: Unix only
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// The scripted agent. It knows its story by its branch and counts its
+/// calls in `$FAKE_LOG/<story>.calls`.
+/// - US-001 commits `shared.txt` = one and completes.
+/// - US-002 waits until US-001 is merged into the main tree, then writes
+///   `shared.txt` = two (left uncommitted: ralph commits it) and completes,
+///   so its rebase onto main conflicts with US-001's change.
+/// - US-003 never finishes, so it hits its limit, unless `$FAKE_LOG/finish`
+///   exists; then it writes `three.txt` and completes.
+/// - US-006 switches its worktree to another branch before committing.
+/// - With `$FAKE_LOG/hold` it waits for `$FAKE_LOG/go` (Ctrl-C tests).
+const AGENT: &str = r#"set -eu
+cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+echo x >> "$FAKE_LOG/$story.calls"
+echo "${FAKE_KEY:-}" > "$FAKE_LOG/$story.key"
+if [ -f "$FAKE_LOG/hold" ]; then i=0; while [ ! -f "$FAKE_LOG/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
+case $story in
+  US-001) echo one > shared.txt; git add shared.txt; git commit -qm "US-001: shared one"; echo "done <promise>DONE</promise>" ;;
+  US-002) i=0; while [ ! -f "$FAKE_MAIN/shared.txt" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+          echo two > shared.txt; echo "done <promise>DONE</promise>" ;;
+  US-003) if [ -f "$FAKE_LOG/finish" ]; then echo three > three.txt; echo "done <promise>DONE</promise>"; else echo "still working"; fi ;;
+  US-006) git checkout -qb elsewhere; echo six > six.txt; git add six.txt; git commit -qm six; echo "done <promise>DONE</promise>" ;;
+  *) echo "$story" > "$story.txt"; echo "done <promise>DONE</promise>" ;;
+esac
+"#;
+
+struct Repo {
+    /// The main tree.
+    dir: tempfile::TempDir,
+    /// HOME (with a .gitconfig), XDG_STATE_HOME, and the agent and its log.
+    home: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(stories: &[(&str, bool)]) -> Self {
+        let repo = Self {
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(
+            repo.home.path().join(".gitconfig"),
+            "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.log()).unwrap();
+        std::fs::write(repo.home.path().join("agent.sh"), AGENT).unwrap();
+        repo.git(&["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(repo.root().join("ralph")).unwrap();
+        let list: Vec<Value> = stories
+            .iter()
+            .enumerate()
+            .map(|(i, (id, passes))| {
+                json!({"id": id, "title": format!("Story {id}"), "description": "Do it.",
+                       "acceptanceCriteria": ["works"], "priority": i + 1, "passes": passes, "notes": ""})
+            })
+            .collect();
+        let prd = json!({"project": "P", "branchName": "ralph/p", "userStories": list});
+        std::fs::write(
+            repo.root().join("ralph/prd.json"),
+            serde_json::to_string_pretty(&prd).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(repo.root().join("README"), "hello\n").unwrap();
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-qm", "start"]);
+        repo
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.home.path().join("agent-log")
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env_remove("CLAUDE_PROJECT_DIR")
+            .env_remove("CLAUDE_CODE_SESSION_ID")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("FAKE_LOG", self.log())
+            .env("FAKE_MAIN", self.root());
+    }
+
+    fn git_in(&self, dir: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C").arg(dir).args(args);
+        self.env(&mut cmd);
+        cmd.output().unwrap()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = self.git_in(self.root(), args);
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn ralph(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(self.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.env(&mut cmd);
+        cmd
+    }
+
+    fn agent(&self) -> String {
+        format!("sh {}", self.home.path().join("agent.sh").display())
+    }
+
+    fn run_parallel(&self, extra: &[&str]) -> Output {
+        let agent = self.agent();
+        let mut args = vec![
+            "run",
+            "--parallel",
+            "3",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "2",
+            "--verify",
+            "test -f shared.txt || test -f three.txt || test -f US-004.txt",
+        ];
+        args.extend_from_slice(extra);
+        self.ralph(&args).output().unwrap()
+    }
+
+    fn calls(&self, story: &str) -> usize {
+        std::fs::read_to_string(self.log().join(format!("{story}.calls")))
+            .map_or(0, |s| s.lines().count())
+    }
+
+    fn passes(&self) -> Vec<bool> {
+        let prd: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.root().join("ralph/prd.json")).unwrap(),
+        )
+        .unwrap();
+        prd["userStories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["passes"].as_bool().unwrap())
+            .collect()
+    }
+
+    fn record(&self, story: &str) -> Value {
+        let path = self
+            .root()
+            .join(format!(".claude/ralph/stories/{story}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn worktree(&self, story: &str) -> PathBuf {
+        self.root().join(format!(".ralph/worktrees/{story}"))
+    }
+
+    fn show(&self, what: &str) -> String {
+        self.git(&["show", what])
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_open() {
+    let repo = Repo::new(&[("US-001", false), ("US-002", false), ("US-003", false)]);
+    let out = repo.run_parallel(&[]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+
+    // US-001 completed, was verified on main and merged; the PRD says so.
+    assert_eq!(repo.passes(), [true, false, false], "{all}");
+    assert_eq!(repo.show("main:shared.txt"), "one\n");
+    assert_eq!(repo.record("US-001")["state"], "merged");
+    assert!(
+        !repo.worktree("US-001").exists(),
+        "a merged story's worktree goes"
+    );
+
+    // US-002 conflicted: nothing forced, its work is on its branch, the
+    // rebase was aborted, and the command to resolve it is shown.
+    assert_eq!(repo.record("US-002")["state"], "conflict", "{all}");
+    assert_eq!(
+        repo.show("ralph/US-002:shared.txt"),
+        "two\n",
+        "nothing is lost"
+    );
+    assert!(repo.worktree("US-002").is_dir());
+    let rebasing = repo.git_in(&repo.worktree("US-002"), &["status"]);
+    assert!(
+        !String::from_utf8_lossy(&rebasing.stdout).contains("rebase"),
+        "the rebase was aborted"
+    );
+    assert!(all.contains("git rebase main"), "{all}");
+
+    // US-003 hit its limit and is kept for inspection.
+    let us3 = repo.record("US-003");
+    assert_eq!(us3["state"], "ended");
+    assert_eq!(us3["outcome"], "max_iterations", "{us3}");
+    assert_eq!(us3["iterations"], 2);
+    assert!(repo.worktree("US-003").is_dir());
+    assert!(
+        repo.git_in(repo.root(), &["rev-parse", "--verify", "ralph/US-003"])
+            .status
+            .success()
+    );
+
+    // The summary table, and each loop's own history kept in the main tree.
+    assert!(all.contains("story") && all.contains("iterations") && all.contains("branch"));
+    assert!(all.contains("ralph/US-002"), "{all}");
+    let history: Vec<String> = std::fs::read_dir(repo.root().join(".claude/ralph/history"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for story in ["US-001", "US-002", "US-003"] {
+        assert!(history.iter().any(|h| h.contains(story)), "{history:?}");
+    }
+    // ralph's folders stay out of `git status` of the main tree.
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--", ".claude", ".ralph"]),
+        ""
+    );
+    assert_eq!(
+        (
+            repo.calls("US-001"),
+            repo.calls("US-002"),
+            repo.calls("US-003")
+        ),
+        (1, 1, 2)
+    );
+    let plan = repo.ralph(&["plan"]).output().unwrap();
+    let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert!(
+        plan.contains("US-002  conflict  Story US-002")
+            && plan.contains("US-003  ended  Story US-003"),
+        "{plan}"
+    );
+    assert!(!plan.contains("US-001"), "{plan}");
+
+    // Second run: only what is open. US-003 runs again (now it finishes);
+    // US-002's loop does not, only its rebase is tried again.
+    std::fs::write(repo.log().join("finish"), "").unwrap();
+    let out = repo.run_parallel(&[]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    assert_eq!(
+        (
+            repo.calls("US-001"),
+            repo.calls("US-002"),
+            repo.calls("US-003")
+        ),
+        (1, 1, 3),
+        "{all}"
+    );
+    assert_eq!(repo.passes(), [true, false, true], "{all}");
+    assert_eq!(repo.show("main:three.txt"), "three\n");
+    assert_eq!(repo.record("US-002")["state"], "conflict");
+    assert!(!repo.worktree("US-003").exists());
+
+    // The user resolves US-002 on its branch; the next run brings it home.
+    let wt = repo.worktree("US-002");
+    let _ = repo.git_in(&wt, &["rebase", "main"]);
+    std::fs::write(wt.join("shared.txt"), "one\ntwo\n").unwrap();
+    assert!(repo.git_in(&wt, &["add", "shared.txt"]).status.success());
+    let mut cont = Command::new("git");
+    cont.arg("-C")
+        .arg(&wt)
+        .args(["-c", "core.editor=true", "rebase", "--continue"]);
+    repo.env(&mut cont);
+    assert!(cont.output().unwrap().status.success());
+    let out = repo.run_parallel(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.passes(), [true, true, true]);
+    assert_eq!(repo.show("main:shared.txt"), "one\ntwo\n");
+    assert_eq!(repo.calls("US-002"), 1, "its loop never ran again");
+
+    // Nothing open: a run changes nothing; clean has nothing left to remove.
+    let out = repo.run_parallel(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    std::fs::write(repo.log().join("hold"), "").unwrap();
+    let agent = repo.agent();
+    let child = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "3",
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while repo.calls("US-004") == 0 || repo.calls("US-005") == 0 {
+        assert!(Instant::now() < deadline, "both agents should start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{all}");
+    for story in ["US-004", "US-005"] {
+        assert_eq!(repo.record(story)["state"], "cancelled", "{all}");
+        assert!(repo.worktree(story).is_dir());
+    }
+    assert_eq!(repo.passes(), [false, false]);
+
+    // `ralph clean` removes the kept worktrees; the branches stay.
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("its branch ralph/US-004 stays"),
+        "{}",
+        text(&out)
+    );
+    for story in ["US-004", "US-005"] {
+        assert!(!repo.worktree(story).exists());
+        let branch = format!("ralph/{story}");
+        assert!(
+            repo.git_in(repo.root(), &["rev-parse", "--verify", &branch])
+                .status
+                .success()
+        );
+    }
+
+    // Resumed: both run again (on their branches, in new worktrees) and complete.
+    std::fs::remove_file(repo.log().join("hold")).unwrap();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(repo.passes(), [true, true], "{all}");
+    assert_eq!(repo.show("main:US-004.txt"), "US-004\n");
+    assert_eq!(repo.show("main:US-005.txt"), "US-005\n");
+}
+
+#[test]
+fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
+    let repo = Repo::new(&[("US-001", false)]);
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "2",
+            "--agent",
+            "codex",
+            "--permission-mode",
+            "acceptEdits",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--permission-mode goes with the default agent"));
+    let out = repo.ralph(&["run", "--story", "US-001"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--story needs --parallel");
+    assert!(!repo.root().join(".ralph/worktrees").exists());
+}
+
+#[test]
+fn a_planted_record_brings_nothing_home_without_ralphs_own_worktree() {
+    let repo = Repo::new(&[("US-004", false)]);
+    // A branch with someone's commit, and a record that says its loop completed.
+    repo.git(&["branch", "ralph/US-004"]);
+    let planted = repo.root().join(".ralph/worktrees/US-004");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::create_dir_all(repo.root().join(".claude/ralph/stories")).unwrap();
+    std::fs::write(
+        repo.root().join(".claude/ralph/stories/US-004.json"),
+        json!({"story": "US-004", "state": "conflict", "outcome": "completed", "iterations": 1,
+               "tokens": 0, "seconds": 0, "branch": "ralph/US-004", "note": ""})
+        .to_string(),
+    )
+    .unwrap();
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "1",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(repo.calls("US-004"), 0, "{all}");
+    assert!(all.contains("is not a worktree on ralph/US-004"), "{all}");
+    assert_eq!(repo.passes(), [false], "nothing was merged: {all}");
+    assert!(
+        repo.git_in(repo.root(), &["show", "main:US-004.txt"])
+            .stdout
+            .is_empty()
+    );
+}
+
+/// `--agent codex` / `gemini`: each child resolves the preset itself. Stand-in
+/// `codex` and `gemini` programs on PATH (the scripted agent) show that the
+/// preset's command line is what runs in each worktree.
+#[test]
+fn agent_presets_run_in_every_story() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    let bin = repo.home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["codex", "gemini"] {
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" > \"$FAKE_LOG/{name}.args\"\nexec sh {}\n",
+            repo.home.path().join("agent.sh").display()
+        );
+        let path = bin.join(name);
+        std::fs::write(&path, script).unwrap();
+        let mut perm = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (preset, story) in [("codex", "US-004"), ("gemini", "US-005")] {
+        let out = repo
+            .ralph(&[
+                "run",
+                "--parallel",
+                "2",
+                "--agent",
+                preset,
+                "--story",
+                story,
+            ])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{preset}: {}", text(&out));
+        assert_eq!(repo.calls(story), 1);
+    }
+    let codex = std::fs::read_to_string(repo.log().join("codex.args")).unwrap();
+    assert!(
+        codex.contains("exec --skip-git-repo-check --sandbox workspace-write"),
+        "{codex}"
+    );
+    let gemini = std::fs::read_to_string(repo.log().join("gemini.args")).unwrap();
+    assert!(
+        gemini.contains("--approval-mode=yolo -p") && gemini.contains("US-005"),
+        "{gemini}"
+    );
+    assert_eq!(repo.passes(), [true, true]);
+}
+
+#[test]
+fn an_agent_that_switches_branches_gets_nothing_merged() {
+    let repo = Repo::new(&[("US-006", false)]);
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&["run", "--parallel", "1", "--agent", &agent])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    assert_eq!(repo.record("US-006")["state"], "merge_failed");
+    assert!(all.contains("is on elsewhere, not ralph/US-006"), "{all}");
+    assert_eq!(repo.passes(), [false]);
+    assert!(
+        !repo
+            .git_in(repo.root(), &["show", "main:six.txt"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        repo.show("elsewhere:six.txt"),
+        "six\n",
+        "the work is where the agent put it"
+    );
+}
+
+#[test]
+fn plan_prints_the_open_stories_as_a_matrix() {
+    let repo = Repo::new(&[("US-001", true), ("US-002", false), ("a.b_c", false)]);
+    let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        m,
+        json!({"include": [
+            {"story": "US-002", "title": "Story US-002", "branch": "ralph/US-002"},
+            {"story": "a.b_c", "title": "Story a.b_c", "branch": "ralph/a.b_c"},
+        ]})
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}
+
+#[test]
+fn a_story_id_that_cannot_be_a_branch_is_refused_before_anything_runs() {
+    let repo = Repo::new(&[("US-001", false), ("$(touch pwned)", false)]);
+    for args in [
+        &["plan", "--matrix"][..],
+        &["run", "--parallel", "2", "--agent", "true"][..],
+    ] {
+        let out = repo.ralph(args).output().unwrap();
+        let all = text(&out);
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("ralph/prd.json: userStories[1].id"), "{all}");
+    }
+    assert!(!repo.root().join("pwned").exists());
+    assert!(!repo.root().join(".ralph/worktrees").exists());
+}
+
+/// The fleet's per-job script (.github/actions/ralph-story/run-story.sh),
+/// as a GitHub job runs it, against a local bare repository: no network,
+/// no `gh` (the pull request is the action's separate step).
+#[test]
+fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
+    let repo = Repo::new(&[("US-001", false), ("US-003", false)]);
+    let origin = repo.home.path().join("origin.git");
+    assert!(
+        Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&origin)
+            .status()
+            .unwrap()
+            .success()
+    );
+    repo.git(&["remote", "add", "origin", origin.to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.github/actions/ralph-story/run-story.sh"
+    );
+    let out_dir = repo.home.path().join("out");
+    let job = |story: &str| {
+        let safe: String = story.chars().filter(char::is_ascii_alphanumeric).collect();
+        let outputs = repo.home.path().join(format!("{safe}.outputs"));
+        let mut cmd = Command::new("bash");
+        cmd.arg(script)
+            .current_dir(repo.root())
+            .env("STORY", story)
+            .env("AGENT", repo.agent())
+            .env("RALPH", BIN)
+            .env("MAX_ITERATIONS", "2")
+            .env("VERIFY", "test -f shared.txt")
+            .env("AGENT_KEY_ENV", "FAKE_KEY")
+            .env("AGENT_KEY", "sekrit")
+            .env("OUT", &out_dir)
+            .env("GITHUB_OUTPUT", &outputs)
+            .stdin(Stdio::null());
+        repo.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        (out, std::fs::read_to_string(&outputs).unwrap_or_default())
+    };
+    let in_origin = |what: &str| {
+        let mut cmd = Command::new("git");
+        cmd.arg("--git-dir").arg(&origin).args(["show", what]);
+        repo.env(&mut cmd);
+        cmd.output().unwrap()
+    };
+
+    let (out, outputs) = job("US-001");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        outputs.contains("outcome=ready") && outputs.contains("branch=ralph/US-001"),
+        "{outputs}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&in_origin("ralph/US-001:shared.txt").stdout),
+        "one\n"
+    );
+    let body = std::fs::read_to_string(out_dir.join("pr-body.md")).unwrap();
+    assert!(
+        body.contains("**US-001**") && body.contains("**ready**"),
+        "{body}"
+    );
+    assert!(body.contains("Decision log"), "{body}");
+    assert_eq!(
+        std::fs::read_to_string(repo.log().join("US-001.key")).unwrap(),
+        "sekrit\n"
+    );
+    assert_eq!(
+        repo.passes(),
+        [false, false],
+        "a fleet job merges nothing: its pull request does"
+    );
+    assert!(!in_origin("main:shared.txt").status.success());
+
+    // A story that hits its limit: not ready, no pull request (exit 3).
+    let (out, outputs) = job("US-003");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(outputs.contains("outcome=ended"), "{outputs}");
+
+    // Left ready on its branch; a local run that merges brings it home
+    // without running its loop again.
+    let agent = repo.agent();
+    let out = repo
+        .ralph(&[
+            "run",
+            "--parallel",
+            "1",
+            "--story",
+            "US-001",
+            "--agent",
+            &agent,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.calls("US-001"), 1);
+    assert_eq!(repo.passes(), [true, false]);
+
+    // An id from a matrix that could not be a branch never reaches git.
+    let (out, _) = job("x;touch pwned");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!repo.root().join("pwned").exists());
+}
+
+#[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest
+#[path = "support/client.rs"]
+mod client;
+#[allow(dead_code)]
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+/// One story with the real Claude Code client (the default agent) against
+/// the scripted mock API: it writes a file in its worktree with
+/// `--permission-mode acceptEdits`, gives the promise, and the story comes
+/// home. Skipped (loudly) without the client, except on CI.
+#[test]
+fn e2e_the_real_client_completes_a_story_in_its_worktree() {
+    let Some(sandbox) = client::Sandbox::new("parallel e2e") else {
+        return;
+    };
+    let project = sandbox.project().to_path_buf();
+    let home = sandbox.home.path().to_path_buf();
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = Test\n\temail = test@example.com\n",
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&project)
+            .args(args)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(project.join("ralph")).unwrap();
+    std::fs::write(
+        project.join("ralph/prd.json"),
+        r#"{"userStories":[{"id":"US-001","title":"Notes","description":"Write notes.txt","passes":false}]}"#,
+    )
+    .unwrap();
+    git(&["add", "ralph/prd.json"]);
+    git(&["commit", "-qm", "start"]);
+
+    let target = project.join(".ralph/worktrees/US-001/notes.txt");
+    let api = mock_api::MockApi::start(vec![
+        mock_api::Reply::write("Writing the notes.", target.to_str().unwrap(), "notes\n"),
+        mock_api::Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"),
+    ]);
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(sandbox.claude_path(), bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--parallel",
+            "1",
+            "--permission-mode",
+            "acceptEdits",
+            "--verify",
+            "test -f notes.txt",
+            "--max-iterations",
+            "3",
+        ])
+        .current_dir(&project)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("ANTHROPIC_BASE_URL", api.url())
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(git(&["show", "main:notes.txt"]), "notes\n");
+    assert!(
+        std::fs::read_to_string(project.join("ralph/prd.json"))
+            .unwrap()
+            .contains("\"passes\": true")
+    );
+}
