@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{Stop, in_own_group, scratch_file, stop_group};
+use crate::process::{GroupChild, Stop, scratch_file, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -128,9 +128,9 @@ pub fn run(
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)
         .stderr(stderr_file.try_clone()?);
-    let mut child = in_own_group(&mut sh).spawn()?;
+    let mut group = spawn_in_group(&mut sh)?;
     let prompt = prompt.to_owned();
-    let mut stdin = child.stdin.take();
+    let mut stdin = group.child.stdin.take();
     // A writer thread, so an agent that does not read its stdin cannot block us.
     let writer = std::thread::spawn(move || {
         if let Some(s) = stdin.as_mut() {
@@ -138,11 +138,11 @@ pub fn run(
         }
     });
     let status = loop {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = group.child.try_wait()? {
             break Some(status);
         }
         if stop.load(Ordering::SeqCst) {
-            terminate_group(&mut child);
+            terminate_group(&mut group);
             break None;
         }
         tick();
@@ -173,16 +173,16 @@ pub fn run(
 /// SIGTERM to the group, a grace period for the agent to exit, then SIGKILL
 /// to whatever of the group is left (a grandchild that ignored the TERM).
 /// (By system call: no `kill` binary is needed on PATH.)
-fn terminate_group(child: &mut std::process::Child) {
-    let asked = stop_group(child, Stop::Terminate).is_ok();
+fn terminate_group(group: &mut GroupChild) {
+    let asked = stop_group(group, Stop::Terminate).is_ok();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while asked && Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+    while asked && Instant::now() < deadline && !matches!(group.child.try_wait(), Ok(Some(_))) {
         std::thread::sleep(Duration::from_millis(50));
     }
     // The group outlives its leader while a grandchild is in it, so this
     // runs even when the agent itself has exited.
-    let _ = stop_group(child, Stop::Kill);
-    let _ = child.wait();
+    let _ = stop_group(group, Stop::Kill);
+    let _ = group.child.wait();
 }
 
 #[cfg(test)]

@@ -115,7 +115,14 @@ fn wrong_kind(path: &Path, kind: fs::FileType, wanted: &'static str) -> FsError 
     }
 }
 
-/// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway).
+/// Windows' `FILE_FLAG_OPEN_REPARSE_POINT`: open a link (or any reparse
+/// point) itself instead of what it points to, so the type check after the
+/// open sees it and refuses it.
+#[cfg(windows)]
+pub(crate) const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+
+/// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway); on
+/// Windows `FILE_FLAG_OPEN_REPARSE_POINT` (no FIFOs there to block on).
 fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
     #[cfg(unix)]
     {
@@ -127,7 +134,12 @@ fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
         }
         options.custom_flags(flags.bits() as i32);
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    if !follow {
+        use std::os::windows::fs::OpenOptionsExt;
+        options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT);
+    }
+    #[cfg(not(any(unix, windows)))]
     let _ = follow;
     options
 }
@@ -324,10 +336,73 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     temp.as_file()
         .sync_all()
         .map_err(io_err("sync", temp.path()))?;
-    temp.persist(path)
-        .map_err(|e| io_err("replace", path)(e.error))?;
+    persist(temp, path)?;
     sync_dir(dir);
     Ok(())
+}
+
+/// How long a replace keeps trying while Windows refuses the rename because
+/// another program holds the target open without sharing delete access (an
+/// editor, a virus scanner, an indexer).
+#[cfg(windows)]
+const REPLACE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Renames the temp file over `path`. On Unix one rename. On Windows a
+/// read-only target is made writable first (a rename over it is refused,
+/// where Unix would replace it: the new file keeps the read-only mark), and
+/// a target held open by another program is retried for
+/// [`REPLACE_PATIENCE`], then reported. A failed replace leaves no temp.
+fn persist(temp: tempfile::NamedTempFile, path: &Path) -> Result<(), FsError> {
+    #[cfg(windows)]
+    {
+        let started = std::time::Instant::now();
+        let mut temp = temp;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match temp.persist(path) {
+                Ok(_) => return Ok(()),
+                Err(e) if windows_busy(&e.error) && started.elapsed() < REPLACE_PATIENCE => {
+                    clear_read_only(path);
+                    temp = e.file;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                // Dropping the returned temp file removes it.
+                Err(e) => return Err(io_err("replace", path)(e.error)),
+            }
+        }
+    }
+    #[cfg(not(windows))]
+    temp.persist(path)
+        .map(|_| ())
+        .map_err(|e| io_err("replace", path)(e.error))
+}
+
+/// Access denied (a read-only target, or one being deleted), a sharing or a
+/// lock violation: the errors another program's open handle causes.
+#[cfg(windows)]
+fn windows_busy(e: &io::Error) -> bool {
+    const ACCESS_DENIED: i32 = 5;
+    const SHARING_VIOLATION: i32 = 32;
+    const LOCK_VIOLATION: i32 = 33;
+    matches!(
+        e.raw_os_error(),
+        Some(ACCESS_DENIED | SHARING_VIOLATION | LOCK_VIOLATION)
+    )
+}
+
+/// Drops the read-only mark of a regular file (never through a link).
+#[cfg(windows)]
+fn clear_read_only(path: &Path) {
+    if let Ok(meta) = fs::symlink_metadata(path)
+        && meta.is_file()
+        && meta.permissions().readonly()
+    {
+        let mut perms = meta.permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        let _ = fs::set_permissions(path, perms);
+    }
 }
 
 /// The permission bits a rewrite keeps: read, write and execute for each

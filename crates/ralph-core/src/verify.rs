@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::decide::Verification;
-use crate::process::{Stop, in_own_group, scratch_file, stop_group};
+use crate::process::{Stop, scratch_file, spawn_in_group, stop_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;
@@ -63,14 +63,13 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
-    let child = in_own_group(&mut sh).spawn();
-    let mut child = match child {
-        Ok(c) => c,
+    let mut group = match spawn_in_group(&mut sh) {
+        Ok(g) => g,
         Err(e) => return not_started(&e),
     };
     let started = Instant::now();
     let status = loop {
-        match child.try_wait() {
+        match group.child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if started.elapsed() >= timeout => break None,
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -81,8 +80,8 @@ pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
         // A system call, not a `kill` binary: works whatever PATH holds.
         // If the group cannot be signalled, `stop_group` kills the shell
         // itself; either way the wait below cannot outlive it.
-        let _ = stop_group(&mut child, Stop::Kill);
-        let _ = child.wait();
+        let _ = stop_group(&mut group, Stop::Kill);
+        let _ = group.child.wait();
     }
     let tail = read_tail(output);
     match status {

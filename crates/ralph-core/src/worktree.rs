@@ -32,7 +32,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::decide::fingerprint;
-use crate::process::{Stop, in_own_group, stop_group};
+use crate::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (both git processes);
 /// past it the breaker skips this stop rather than hold the session.
@@ -130,8 +130,8 @@ fn git(root: &Path, overrides: &[(String, String)]) -> Command {
 /// Runs a git command until `deadline`, returning its stdout when it exited
 /// in time with one of `ok_codes`; on time out its process group is killed.
 fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Option<Vec<u8>> {
-    let mut child = in_own_group(&mut command).spawn().ok()?;
-    let stdout = child.stdout.take()?;
+    let mut group = spawn_in_group(&mut command).ok()?;
+    let stdout = group.child.stdout.take()?;
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();
@@ -141,13 +141,13 @@ fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Optio
     let left = deadline.saturating_duration_since(Instant::now());
     match receiver.recv_timeout(left) {
         Ok(out) => {
-            let status = child.wait().ok()?;
+            let status = group.child.wait().ok()?;
             let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
             out.filter(|o| accepted && (o.len() as u64) <= MAX_STATUS_BYTES)
         }
         Err(_) => {
-            let _ = stop_group(&mut child, Stop::Kill);
-            let _ = child.wait();
+            let _ = stop_group(&mut group, Stop::Kill);
+            let _ = group.child.wait();
             None
         }
     }
