@@ -7,13 +7,13 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{GroupChild, Stop, scratch_file, spawn_in_group, stop_group};
+use crate::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -109,7 +109,7 @@ pub enum Finished {
     Interrupted,
 }
 
-/// Runs `command` through `sh -c` in `root` with `prompt` on stdin, in its
+/// Runs `command` through the shell ([`shell`]) in `root` with `prompt` on stdin, in its
 /// own process group, calling `tick` about ten times a second while it
 /// runs. When `stop` becomes true the whole group is terminated.
 pub fn run(
@@ -121,10 +121,8 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(command)
-        .current_dir(root)
+    let mut sh = shell(command);
+    sh.current_dir(root)
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)
         .stderr(stderr_file.try_clone()?);
@@ -235,6 +233,7 @@ mod tests {
         assert!(!reply.is_error);
     }
 
+    #[cfg(unix)]
     #[test]
     fn runs_an_agent_with_the_prompt_on_stdin() {
         let dir = tempfile::tempdir().unwrap();
@@ -262,6 +261,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn stop_terminates_the_agent() {
         let dir = tempfile::tempdir().unwrap();

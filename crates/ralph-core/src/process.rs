@@ -13,6 +13,29 @@ pub fn scratch_file() -> std::io::Result<File> {
     tempfile::tempfile()
 }
 
+/// A command line for the shell: `sh -c COMMAND`. On Windows `sh` is used
+/// when PATH has one (Git for Windows, which Claude Code needs there, puts
+/// it on the hooks' PATH); otherwise `cmd /S /C "COMMAND"`, the text passed
+/// as it is (cmd does not read the C runtime's quoting).
+pub fn shell(command: &str) -> Command {
+    #[cfg(windows)]
+    if !sh_on_path() {
+        use std::os::windows::process::CommandExt;
+        let mut cmd = Command::new("cmd");
+        cmd.raw_arg("/S /C").raw_arg(format!("\"{command}\""));
+        return cmd;
+    }
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(command);
+    sh
+}
+
+#[cfg(windows)]
+fn sh_on_path() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("sh.exe").is_file()))
+}
+
 /// A child running in its own process group (Unix) or job object (Windows),
 /// so that everything it starts can be stopped together with [`stop_group`].
 #[derive(Debug)]

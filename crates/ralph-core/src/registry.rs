@@ -563,13 +563,18 @@ mod tests {
 
     #[test]
     fn locates_by_xdg_then_home_and_ignores_relative_paths() {
+        // An absolute path: with a drive letter on Windows.
+        let abs = |p: &str| format!("{}{p}", if cfg!(windows) { "C:" } else { "" });
         let at = |s: Option<&str>, h: Option<&str>| {
             locate(s.map(Path::new), h.map(Path::new)).map(|r| r.dir)
         };
-        assert_eq!(at(Some("/s"), Some("/h")), Some(PathBuf::from("/s/ralph")));
         assert_eq!(
-            at(Some("rel"), Some("/h")),
-            Some(PathBuf::from("/h/.local/state/ralph"))
+            at(Some(&abs("/s")), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/s/ralph")))
+        );
+        assert_eq!(
+            at(Some("rel"), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/h/.local/state/ralph")))
         );
         assert_eq!(at(None, Some("h")), None);
         assert_eq!(at(None, None), None);

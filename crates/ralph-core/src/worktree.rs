@@ -249,6 +249,7 @@ fn changed_paths(status: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn git_in(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
@@ -262,6 +263,7 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
+    #[cfg(unix)]
     fn tree(dir: &Path) -> Option<String> {
         working_tree(dir, Duration::from_secs(60))
     }
@@ -289,6 +291,8 @@ mod tests {
         assert_eq!(o.len(), 8);
     }
 
+    // Needs git, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
     #[test]
     fn working_tree_changes_when_the_tree_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -343,6 +347,8 @@ mod tests {
         assert_ne!(seen, after_edit);
     }
 
+    // Needs git, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
     #[test]
     fn a_repository_configured_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();
