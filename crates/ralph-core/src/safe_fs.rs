@@ -326,7 +326,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let mut temp = builder
         .tempfile_in(dir)
         .map_err(io_err("create a temp file in", dir))?;
-    if let Some(perms) = old {
+    if let Some(perms) = old.clone() {
         temp.as_file()
             .set_permissions(perms)
             .map_err(io_err("set the mode of", temp.path()))?;
@@ -337,6 +337,14 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         .sync_all()
         .map_err(io_err("sync", temp.path()))?;
     persist(temp, path)?;
+    // Windows: the read-only mark set on the open temp file may not survive
+    // the rename (it does not under Wine); set it again on the new file.
+    #[cfg(windows)]
+    if let Some(perms) = old.filter(|p| p.readonly())
+        && fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+    {
+        let _ = fs::set_permissions(path, perms);
+    }
     sync_dir(dir);
     Ok(())
 }
@@ -757,5 +765,69 @@ mod tests {
         assert_eq!(fs::read(&copy).unwrap(), b"one\ntwo\n");
         assert!(copy_new(&p, &copy).is_err(), "never overwrites");
         assert!(create_new(&copy, b"x").is_err());
+    }
+
+    /// Windows refuses a rename over a read-only file (Unix replaces it);
+    /// the replace clears the mark, and the new file keeps it. CRLF bytes
+    /// travel unchanged.
+    #[cfg(windows)]
+    #[test]
+    fn replace_over_a_read_only_file_on_windows() {
+        let d = dir();
+        let p = d.path().join("x-loop.local.md");
+        fs::write(&p, "---\r\nactive: true\r\n---\r\n").unwrap();
+        let mut perms = fs::metadata(&p).unwrap().permissions();
+        perms.set_readonly(true);
+        fs::set_permissions(&p, perms).unwrap();
+        let body = b"---\r\nactive: false\r\n---\r\n\r\nbody\r\n";
+        replace(&p, body).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), body);
+        assert!(fs::metadata(&p).unwrap().permissions().readonly());
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
+    }
+
+    /// A target another program holds open without sharing delete access
+    /// (an editor, a scanner): the replace waits for it within
+    /// [`REPLACE_PATIENCE`], and past that fails, leaving no temp file.
+    #[cfg(windows)]
+    #[test]
+    fn replace_waits_for_a_target_held_open_on_windows() {
+        use std::os::windows::fs::OpenOptionsExt;
+        use std::sync::mpsc;
+        let d = dir();
+        let p = d.path().join("x-loop.local.md");
+        fs::write(&p, "old").unwrap();
+        let hold = |p: &Path| {
+            OpenOptions::new()
+                .read(true)
+                .share_mode(1) // FILE_SHARE_READ only: no delete, no rename over it
+                .open(p)
+                .unwrap()
+        };
+        // Held for good: refused after the patience, the old bytes and no temp left.
+        let held = hold(&p);
+        let started = std::time::Instant::now();
+        let e = replace(&p, b"new").unwrap_err();
+        assert!(started.elapsed() >= REPLACE_PATIENCE, "{e}");
+        assert!(e.to_string().contains("replace"), "{e}");
+        drop(held);
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
+        // Released while the replace waits: the replace goes through.
+        let (opened, wait_for_open) = mpsc::channel();
+        let holder = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let file = hold(&p);
+                opened.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+                drop(file);
+            })
+        };
+        wait_for_open.recv().unwrap();
+        replace(&p, b"new").unwrap();
+        holder.join().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
     }
 }
