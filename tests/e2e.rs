@@ -555,6 +555,7 @@ fn a_cloned_repositorys_loop_file_stays_inert() {
 // It is copied into a throwaway plugin folder so that a `target/release/ralph` built in this
 // repository cannot be picked up.
 
+#[cfg(unix)]
 mod launcher {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;

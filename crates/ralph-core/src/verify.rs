@@ -185,8 +185,8 @@ mod tests {
         if parent {
             let args: Vec<String> = std::env::args().skip(1).collect();
             let me = std::env::current_exe().unwrap();
-            let _grandchild = std::process::Command::new(me).args(args).spawn().unwrap();
-            std::thread::sleep(Duration::from_secs(60));
+            let mut grandchild = std::process::Command::new(me).args(args).spawn().unwrap();
+            let _ = grandchild.wait();
             return;
         }
         let mut ticks = std::fs::OpenOptions::new()
