@@ -156,12 +156,24 @@ pub fn locate(state_home: Option<&Path>, home: Option<&Path>) -> Option<Registry
 
 /// The registry named by the process environment.
 pub fn from_env() -> Option<Registry> {
+    let state_home = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    locate(state_home.as_deref(), home_from_env().as_deref())
+}
+
+/// The user's home folder: `$HOME`; on Windows, where only Git Bash sets
+/// `HOME` (to the same folder), `%USERPROFILE%` when it is missing.
+pub fn home_from_env() -> Option<PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    locate(var("XDG_STATE_HOME").as_deref(), var("HOME").as_deref())
+    let home = var("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| var("USERPROFILE"));
+    home
 }
 
 /// A project's path as records bind it: canonical, so that one folder

@@ -110,7 +110,11 @@ pub fn default_dir() -> Result<PathBuf, TypedError> {
             .filter(|p| p.is_absolute())
     };
     let state = absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|h| h.join(".local/state")))
+        .or_else(|| {
+            crate::registry::home_from_env()
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })
         .ok_or(TypedError::NoStateDir)?;
     Ok(state.join("ralph/typed"))
 }
