@@ -16,8 +16,10 @@
 //!
 //! On Windows there is no `/proc` and no safe way (without `unsafe` code) to
 //! ask whether a pid runs: the id is `ralph-run-<pid>` and such a driver is
-//! never taken for gone. A loop whose run died waits for `ralph cancel`; it
-//! is never fed to a wrong session. (A known limit, in docs/windows.md.)
+//! never taken for gone. A loop whose run died is then not handed back to
+//! its session nor flagged by `ralph status`: it waits for `ralph run --name
+//! NAME` (which takes it over) or `ralph cancel`, and is never fed to a
+//! wrong session. (A known limit, in docs/windows.md.)
 
 const PREFIX: &str = "ralph-run-";
 
