@@ -667,7 +667,12 @@ fn start_prints_the_activation_text() {
     assert!(text.contains("Write the user guide"), "{text}");
     assert!(text.contains("<promise>DONE</promise>"), "{text}");
     assert!(text.contains("at most 4 iterations"), "{text}");
-    assert!(text.contains(".claude/ralph-loop.local.md"), "{text}");
+    // Windows names the path with a backslash.
+    assert!(
+        text.replace('\\', "/")
+            .contains(".claude/ralph-loop.local.md"),
+        "{text}"
+    );
     assert!(stderr(&out).is_empty(), "{}", describe(&out));
 }
 

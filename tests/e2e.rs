@@ -555,6 +555,7 @@ fn a_cloned_repositorys_loop_file_stays_inert() {
 // It is copied into a throwaway plugin folder so that a `target/release/ralph` built in this
 // repository cannot be picked up.
 
+#[cfg(unix)]
 mod launcher {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
@@ -749,6 +750,43 @@ mod launcher {
         assert!(
             stdout(&out).lines().next().is_some_and(|l| l
                 .ends_with("plugin/bin/../node_modules/@ralph-loop/ralph-darwin-arm64/bin/ralph")),
+            "{out:?}"
+        );
+    }
+
+    /// Windows (Git Bash runs the launcher there): each place is also tried as `ralph.exe`,
+    /// the name `@ralph-loop/ralph-win32-x64` and a Windows build give the binary.
+    #[test]
+    fn finds_ralph_exe_where_windows_puts_it() {
+        let f = Fixture::new();
+        let root = f.path("root");
+        let env = [("CLAUDE_PLUGIN_ROOT", root.display().to_string())];
+        let npm = root.join("node_modules/@ralph-loop/ralph-win32-x64/bin/ralph.exe");
+        let build = root.join("../target/release/ralph.exe");
+        let on_path = f.path("elsewhere/ralph.exe");
+        fake(&npm);
+        fake(&build);
+        fake(&on_path);
+        let first_line = |out: &Output| stdout(out).lines().next().unwrap_or("").to_owned();
+        let out = f.run(&["x"], &env, "");
+        assert_eq!(
+            first_line(&out),
+            format!("fake:{}", npm.display()),
+            "{out:?}"
+        );
+        std::fs::remove_file(&npm).expect("rm");
+        let out = f.run(&["x"], &env, "");
+        assert_eq!(
+            first_line(&out),
+            format!("fake:{}", build.display()),
+            "{out:?}"
+        );
+        std::fs::remove_file(&build).expect("rm");
+        let path = format!("{}:/usr/bin:/bin", f.path("elsewhere").display());
+        let out = f.run(&["x"], &[env[0].clone(), ("PATH", path)], "");
+        assert_eq!(
+            first_line(&out),
+            format!("fake:{}", on_path.display()),
             "{out:?}"
         );
     }

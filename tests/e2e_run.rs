@@ -5,7 +5,8 @@
 //!
 //! The client is found as in tests/e2e.rs; when it is missing the tests
 //! print SKIPPED and pass, except on CI (`CI` set) where they fail.
-
+//! Unix only: the client is put on PATH through a symbolic link.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 #[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest

@@ -565,6 +565,7 @@ fn a_project_without_loops_never_touches_the_registry() {
     assert!(!user.state_home().exists(), "the registry was touched");
 }
 
+#[cfg(unix)]
 #[test]
 fn the_registry_is_private_and_a_symlinked_one_is_refused() {
     use std::os::unix::fs::PermissionsExt;

@@ -407,6 +407,7 @@ fn bad_events_get_a_notice_never_a_block() {
 
 /// Without a ralph binary, the plugin's launcher answers the session hooks with nothing at
 /// all and exit 0: a prompt is never held up or flagged (the Stop hook says how to install).
+#[cfg(unix)]
 #[test]
 fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
     use std::os::unix::fs::PermissionsExt;

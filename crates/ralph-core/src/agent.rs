@@ -7,13 +7,13 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{Stop, in_own_group, scratch_file, stop_group};
+use crate::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -109,7 +109,7 @@ pub enum Finished {
     Interrupted,
 }
 
-/// Runs `command` through `sh -c` in `root` with `prompt` on stdin, in its
+/// Runs `command` through the shell ([`shell`]) in `root` with `prompt` on stdin, in its
 /// own process group, calling `tick` about ten times a second while it
 /// runs. When `stop` becomes true the whole group is terminated.
 pub fn run(
@@ -121,16 +121,14 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(command)
-        .current_dir(root)
+    let mut sh = shell(command);
+    sh.current_dir(root)
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)
         .stderr(stderr_file.try_clone()?);
-    let mut child = in_own_group(&mut sh).spawn()?;
+    let mut group = spawn_in_group(&mut sh)?;
     let prompt = prompt.to_owned();
-    let mut stdin = child.stdin.take();
+    let mut stdin = group.child.stdin.take();
     // A writer thread, so an agent that does not read its stdin cannot block us.
     let writer = std::thread::spawn(move || {
         if let Some(s) = stdin.as_mut() {
@@ -138,11 +136,11 @@ pub fn run(
         }
     });
     let status = loop {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = group.child.try_wait()? {
             break Some(status);
         }
         if stop.load(Ordering::SeqCst) {
-            terminate_group(&mut child);
+            terminate_group(&mut group);
             break None;
         }
         tick();
@@ -173,16 +171,16 @@ pub fn run(
 /// SIGTERM to the group, a grace period for the agent to exit, then SIGKILL
 /// to whatever of the group is left (a grandchild that ignored the TERM).
 /// (By system call: no `kill` binary is needed on PATH.)
-fn terminate_group(child: &mut std::process::Child) {
-    let asked = stop_group(child, Stop::Terminate).is_ok();
+fn terminate_group(group: &mut GroupChild) {
+    let asked = stop_group(group, Stop::Terminate).is_ok();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while asked && Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+    while asked && Instant::now() < deadline && !matches!(group.child.try_wait(), Ok(Some(_))) {
         std::thread::sleep(Duration::from_millis(50));
     }
     // The group outlives its leader while a grandchild is in it, so this
     // runs even when the agent itself has exited.
-    let _ = stop_group(child, Stop::Kill);
-    let _ = child.wait();
+    let _ = stop_group(group, Stop::Kill);
+    let _ = group.child.wait();
 }
 
 #[cfg(test)]
@@ -235,6 +233,7 @@ mod tests {
         assert!(!reply.is_error);
     }
 
+    #[cfg(unix)]
     #[test]
     fn runs_an_agent_with_the_prompt_on_stdin() {
         let dir = tempfile::tempdir().unwrap();
@@ -262,6 +261,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn stop_terminates_the_agent() {
         let dir = tempfile::tempdir().unwrap();

@@ -50,7 +50,7 @@ impl HookContext {
         Self {
             project_dir: var("CLAUDE_PROJECT_DIR"),
             process_cwd: std::env::current_dir().ok(),
-            home: var("HOME"),
+            home: crate::registry::home_from_env(),
             state_home: var("XDG_STATE_HOME"),
             block_cap: std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
                 .ok()

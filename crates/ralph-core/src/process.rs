@@ -1,7 +1,7 @@
 //! What the verification gate, `ralph run` and the git fingerprint need to
 //! run a child command: a scratch file for its output, its own process
-//! group, and a way to stop that whole group with a system call (no `kill`
-//! binary, no shell).
+//! group (a job object on Windows), and a way to stop that whole group with
+//! a system call (no `kill` or `taskkill` binary, no shell).
 
 use std::fs::File;
 use std::process::{Child, Command};
@@ -13,37 +13,90 @@ pub fn scratch_file() -> std::io::Result<File> {
     tempfile::tempfile()
 }
 
-/// Makes the command lead a new process group, so that everything it starts
-/// can be stopped together with [`stop_group`].
-pub fn in_own_group(command: &mut Command) -> &mut Command {
+/// A command line for the shell: `sh -c COMMAND`. On Windows `sh` is used
+/// when PATH has one (Git for Windows, which Claude Code needs there, puts
+/// it on the hooks' PATH); otherwise `cmd /S /C "COMMAND"`, the text passed
+/// as it is (cmd does not read the C runtime's quoting).
+pub fn shell(command: &str) -> Command {
+    #[cfg(windows)]
+    if !sh_on_path() {
+        use std::os::windows::process::CommandExt;
+        let mut cmd = Command::new("cmd");
+        cmd.raw_arg("/S /C").raw_arg(format!("\"{command}\""));
+        return cmd;
+    }
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(command);
+    sh
+}
+
+#[cfg(windows)]
+fn sh_on_path() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("sh.exe").is_file()))
+}
+
+/// A child running in its own process group (Unix) or job object (Windows),
+/// so that everything it starts can be stopped together with [`stop_group`].
+#[derive(Debug)]
+pub struct GroupChild {
+    pub child: Child,
+    /// Closing the job's last handle kills every process in it
+    /// (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`), so whatever the child left
+    /// running also ends when this value is dropped.
+    #[cfg(windows)]
+    job: Option<win32job::Job>,
+}
+
+/// Spawns `command` leading a new process group (Unix: `setpgid`), or in a
+/// new job object (Windows: assigned right after the spawn; a grandchild
+/// started within those microseconds would escape it).
+pub fn spawn_in_group(command: &mut Command) -> std::io::Result<GroupChild> {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        command.process_group(0)
+        command.process_group(0);
     }
-    #[cfg(not(unix))]
+    let child = command.spawn()?;
+    #[cfg(windows)]
     {
-        command
+        let job = job_for(&child);
+        Ok(GroupChild { child, job })
     }
+    #[cfg(not(windows))]
+    Ok(GroupChild { child })
+}
+
+/// A kill-on-close job holding `child`; `None` if the system refuses (the
+/// child alone is then stopped).
+#[cfg(windows)]
+fn job_for(child: &Child) -> Option<win32job::Job> {
+    use std::os::windows::io::AsRawHandle;
+    let mut limits = win32job::ExtendedLimitInfo::new();
+    limits.limit_kill_on_job_close();
+    let job = win32job::Job::create_with_limit_info(&limits).ok()?;
+    job.assign_process(child.as_raw_handle() as isize).ok()?;
+    Some(job)
 }
 
 /// How hard to ask a process group to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
-    /// SIGTERM: a chance to clean up.
+    /// SIGTERM: a chance to clean up. (Windows has no such signal for a
+    /// console program; there the whole job is ended at once.)
     Terminate,
     /// SIGKILL: no chance.
     Kill,
 }
 
-/// Signals the process group led by `child` (spawned with [`in_own_group`]),
-/// so the command's own children stop too. A group that is already gone is
-/// not an error. If the group cannot be signalled, the child itself is
-/// killed (`Child::kill`) instead, and that result is returned.
-pub fn stop_group(child: &mut Child, how: Stop) -> std::io::Result<()> {
+/// Stops the process group (Unix) or job (Windows) led by `group`, so the
+/// command's own children stop too. A group that is already gone is not an
+/// error. If the group cannot be stopped, the child itself is killed
+/// (`Child::kill`) instead, and that result is returned.
+pub fn stop_group(group: &mut GroupChild, how: Stop) -> std::io::Result<()> {
     #[cfg(unix)]
     {
-        match signal_unix_group(child.id(), how) {
+        match signal_unix_group(group.child.id(), how) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {
                 return Ok(());
@@ -51,9 +104,18 @@ pub fn stop_group(child: &mut Child, how: Stop) -> std::io::Result<()> {
             Err(_) => {}
         }
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        let _ = how;
+        // The last handle closes: the system ends every process in the job.
+        if group.job.take().is_some() {
+            let _ = group.child.kill();
+            return Ok(());
+        }
+    }
+    #[cfg(not(any(unix, windows)))]
     let _ = how;
-    match child.kill() {
+    match group.child.kill() {
         // Already exited (and maybe reaped): nothing left to stop.
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
         other => other,
@@ -102,24 +164,24 @@ mod tests {
             .args(["-c", "sleep 60 & echo $!; wait"])
             .env("PATH", "/nonexistent-no-kill-here:/usr/bin:/bin")
             .stdout(Stdio::piped());
-        let mut child = in_own_group(&mut command).spawn().unwrap();
+        let mut group = spawn_in_group(&mut command).unwrap();
         let mut line = Vec::new();
-        let mut out = child.stdout.take().unwrap();
+        let mut out = group.child.stdout.take().unwrap();
         let mut byte = [0u8];
         while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
             line.push(byte[0]);
         }
         let grandchild: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
         assert!(alive(grandchild));
-        stop_group(&mut child, Stop::Kill).unwrap();
-        child.wait().unwrap();
+        stop_group(&mut group, Stop::Kill).unwrap();
+        group.child.wait().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while alive(grandchild) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(grandchild), "the grandchild survived");
         // A group that is gone is not an error.
-        stop_group(&mut child, Stop::Kill).unwrap();
+        stop_group(&mut group, Stop::Kill).unwrap();
     }
 
     #[test]

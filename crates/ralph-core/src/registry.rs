@@ -19,8 +19,6 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -158,12 +156,24 @@ pub fn locate(state_home: Option<&Path>, home: Option<&Path>) -> Option<Registry
 
 /// The registry named by the process environment.
 pub fn from_env() -> Option<Registry> {
+    let state_home = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    locate(state_home.as_deref(), home_from_env().as_deref())
+}
+
+/// The user's home folder: `$HOME`; on Windows, where only Git Bash sets
+/// `HOME` (to the same folder), `%USERPROFILE%` when it is missing.
+pub fn home_from_env() -> Option<PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    locate(var("XDG_STATE_HOME").as_deref(), var("HOME").as_deref())
+    let home = var("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| var("USERPROFILE"));
+    home
 }
 
 /// A project's path as records bind it: canonical, so that one folder
@@ -260,21 +270,20 @@ impl Registry {
     }
 
     fn record_path(&self, root: &Path, name: &str) -> PathBuf {
-        let key = hash_parts(&[b"loop", root.as_os_str().as_bytes(), name.as_bytes()]);
+        let key = hash_parts(&[b"loop", &path_bytes(root), name.as_bytes()]);
         self.loops_dir().join(format!("{key}.json"))
     }
 
     /// Creates the registry's folders (0700) where missing, and checks them.
     fn ensure(&self, sub: &Path) -> Result<(), RegistryError> {
         if fs::symlink_metadata(&self.dir).is_err() {
-            DirBuilder::new()
+            private_dir_builder()
                 .recursive(true)
-                .mode(0o700)
                 .create(&self.dir)
                 .map_err(io_err("create", &self.dir))?;
         }
         check_dir(&self.dir)?;
-        match DirBuilder::new().mode(0o700).create(sub) {
+        match private_dir_builder().create(sub) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err("create", sub)(e)),
@@ -307,10 +316,7 @@ impl Registry {
         let path = self.record_path(root, name);
         let temp = loops.join(format!(".{}.tmp", new_nonce()?));
         let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
+            let mut file = private_new_file()
                 .open(&temp)
                 .map_err(io_err("create", &temp))?;
             file.write_all(text.as_bytes())
@@ -391,14 +397,10 @@ impl Registry {
         let key = hash_parts(&[
             b"notice",
             session.as_bytes(),
-            file.as_os_str().as_bytes(),
+            &path_bytes(file),
             digest.as_bytes(),
         ]);
-        let created = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join(&key[..32]));
+        let created = private_new_file().open(dir.join(&key[..32]));
         match created {
             Ok(_) => {
                 sweep_old_markers(&dir);
@@ -442,30 +444,31 @@ fn check_dir(path: &Path) -> Result<(), RegistryError> {
     if !meta.is_dir() {
         return unsafe_because("not a folder");
     }
-    if meta.uid() != rustix::process::getuid().as_raw() {
-        return unsafe_because("owned by another user");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.uid() != rustix::process::getuid().as_raw() {
+            return unsafe_because("owned by another user");
+        }
+        if meta.mode() & 0o022 != 0 {
+            return unsafe_because("writable by other users");
+        }
     }
-    if meta.mode() & 0o022 != 0 {
-        return unsafe_because("writable by other users");
-    }
+    // Windows: the folder lies in the user's profile, whose ACL keeps other
+    // users out; ralph does not read ACLs (no safe API for them).
     Ok(())
 }
 
 /// Reads a small regular file of this user, never through a symlink and
 /// never blocking on a FIFO. `None` when it does not exist.
 fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-    {
+    let file = match no_follow_read().open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("open", path)(e)),
     };
     let meta = file.metadata().map_err(io_err("inspect", path))?;
-    if !meta.is_file() || meta.uid() != rustix::process::getuid().as_raw() {
+    if !meta.is_file() || !owned_by_me(&meta) {
         return Err(RegistryError::Unsafe {
             path: path.to_owned(),
             what: "not a regular file of yours".into(),
@@ -478,9 +481,84 @@ fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
     Ok(Some(text))
 }
 
+/// The bytes a digest sees for a path: the OS string exactly (UTF-16 code
+/// units on Windows, where a path need not be valid Unicode either).
+fn path_bytes(path: &Path) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes().to_vec()
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::ffi::OsStrExt;
+        path.as_os_str()
+            .encode_wide()
+            .flat_map(u16::to_le_bytes)
+            .collect()
+    }
+}
+
+/// A folder only this user may enter (0700; on Windows the profile's ACL).
+fn private_dir_builder() -> DirBuilder {
+    #[allow(unused_mut)]
+    let mut builder = DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+}
+
+/// A new file only this user may read (0600), created exclusively.
+fn private_new_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// Read access that never follows a link (nor blocks on a FIFO).
+fn no_follow_read() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        options.custom_flags(flags.bits() as i32);
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        options.custom_flags(crate::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
+    }
+    options
+}
+
+/// Whether this user owns the file (Windows: always; see [`check_dir`]).
+fn owned_by_me(meta: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.uid() == rustix::process::getuid().as_raw()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
 
     fn state(text: &str) -> LoopState {
@@ -497,13 +575,18 @@ mod tests {
 
     #[test]
     fn locates_by_xdg_then_home_and_ignores_relative_paths() {
+        // An absolute path: with a drive letter on Windows.
+        let abs = |p: &str| format!("{}{p}", if cfg!(windows) { "C:" } else { "" });
         let at = |s: Option<&str>, h: Option<&str>| {
             locate(s.map(Path::new), h.map(Path::new)).map(|r| r.dir)
         };
-        assert_eq!(at(Some("/s"), Some("/h")), Some(PathBuf::from("/s/ralph")));
         assert_eq!(
-            at(Some("rel"), Some("/h")),
-            Some(PathBuf::from("/h/.local/state/ralph"))
+            at(Some(&abs("/s")), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/s/ralph")))
+        );
+        assert_eq!(
+            at(Some("rel"), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/h/.local/state/ralph")))
         );
         assert_eq!(at(None, Some("h")), None);
         assert_eq!(at(None, None), None);
@@ -579,6 +662,7 @@ mod tests {
         assert_eq!(reg.check(&root, "x", &stripped), Arming::Legacy);
     }
 
+    #[cfg(unix)]
     #[test]
     fn folders_are_private_and_checked() {
         let (t, reg, root) = setup();
@@ -618,6 +702,7 @@ mod tests {
         assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlinked_record_is_not_followed() {
         let (t, reg, root) = setup();

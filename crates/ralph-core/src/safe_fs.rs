@@ -115,7 +115,14 @@ fn wrong_kind(path: &Path, kind: fs::FileType, wanted: &'static str) -> FsError 
     }
 }
 
-/// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway).
+/// Windows' `FILE_FLAG_OPEN_REPARSE_POINT`: open a link (or any reparse
+/// point) itself instead of what it points to, so the type check after the
+/// open sees it and refuses it.
+#[cfg(windows)]
+pub(crate) const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+
+/// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway); on
+/// Windows `FILE_FLAG_OPEN_REPARSE_POINT` (no FIFOs there to block on).
 fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
     #[cfg(unix)]
     {
@@ -127,7 +134,12 @@ fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
         }
         options.custom_flags(flags.bits() as i32);
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    if !follow {
+        use std::os::windows::fs::OpenOptionsExt;
+        options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT);
+    }
+    #[cfg(not(any(unix, windows)))]
     let _ = follow;
     options
 }
@@ -314,7 +326,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let mut temp = builder
         .tempfile_in(dir)
         .map_err(io_err("create a temp file in", dir))?;
-    if let Some(perms) = old {
+    if let Some(perms) = old.clone() {
         temp.as_file()
             .set_permissions(perms)
             .map_err(io_err("set the mode of", temp.path()))?;
@@ -324,10 +336,81 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     temp.as_file()
         .sync_all()
         .map_err(io_err("sync", temp.path()))?;
-    temp.persist(path)
-        .map_err(|e| io_err("replace", path)(e.error))?;
+    persist(temp, path)?;
+    // Windows: the read-only mark set on the open temp file may not survive
+    // the rename (it does not under Wine); set it again on the new file.
+    #[cfg(windows)]
+    if let Some(perms) = old.filter(|p| p.readonly())
+        && fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+    {
+        let _ = fs::set_permissions(path, perms);
+    }
     sync_dir(dir);
     Ok(())
+}
+
+/// How long a replace keeps trying while Windows refuses the rename because
+/// another program holds the target open without sharing delete access (an
+/// editor, a virus scanner, an indexer).
+#[cfg(windows)]
+const REPLACE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Renames the temp file over `path`. On Unix one rename. On Windows a
+/// read-only target is made writable first (a rename over it is refused,
+/// where Unix would replace it: the new file keeps the read-only mark), and
+/// a target held open by another program is retried for
+/// [`REPLACE_PATIENCE`], then reported. A failed replace leaves no temp.
+fn persist(temp: tempfile::NamedTempFile, path: &Path) -> Result<(), FsError> {
+    #[cfg(windows)]
+    {
+        let started = std::time::Instant::now();
+        let mut temp = temp;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match temp.persist(path) {
+                Ok(_) => return Ok(()),
+                Err(e) if windows_busy(&e.error) && started.elapsed() < REPLACE_PATIENCE => {
+                    clear_read_only(path);
+                    temp = e.file;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                // Dropping the returned temp file removes it.
+                Err(e) => return Err(io_err("replace", path)(e.error)),
+            }
+        }
+    }
+    #[cfg(not(windows))]
+    temp.persist(path)
+        .map(|_| ())
+        .map_err(|e| io_err("replace", path)(e.error))
+}
+
+/// Access denied (a read-only target, or one being deleted), a sharing or a
+/// lock violation: the errors another program's open handle causes.
+#[cfg(windows)]
+fn windows_busy(e: &io::Error) -> bool {
+    const ACCESS_DENIED: i32 = 5;
+    const SHARING_VIOLATION: i32 = 32;
+    const LOCK_VIOLATION: i32 = 33;
+    matches!(
+        e.raw_os_error(),
+        Some(ACCESS_DENIED | SHARING_VIOLATION | LOCK_VIOLATION)
+    )
+}
+
+/// Drops the read-only mark of a regular file (never through a link).
+#[cfg(windows)]
+fn clear_read_only(path: &Path) {
+    if let Ok(meta) = fs::symlink_metadata(path)
+        && meta.is_file()
+        && meta.permissions().readonly()
+    {
+        let mut perms = meta.permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        let _ = fs::set_permissions(path, perms);
+    }
 }
 
 /// The permission bits a rewrite keeps: read, write and execute for each
@@ -682,5 +765,69 @@ mod tests {
         assert_eq!(fs::read(&copy).unwrap(), b"one\ntwo\n");
         assert!(copy_new(&p, &copy).is_err(), "never overwrites");
         assert!(create_new(&copy, b"x").is_err());
+    }
+
+    /// Windows refuses a rename over a read-only file (Unix replaces it);
+    /// the replace clears the mark, and the new file keeps it. CRLF bytes
+    /// travel unchanged.
+    #[cfg(windows)]
+    #[test]
+    fn replace_over_a_read_only_file_on_windows() {
+        let d = dir();
+        let p = d.path().join("x-loop.local.md");
+        fs::write(&p, "---\r\nactive: true\r\n---\r\n").unwrap();
+        let mut perms = fs::metadata(&p).unwrap().permissions();
+        perms.set_readonly(true);
+        fs::set_permissions(&p, perms).unwrap();
+        let body = b"---\r\nactive: false\r\n---\r\n\r\nbody\r\n";
+        replace(&p, body).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), body);
+        assert!(fs::metadata(&p).unwrap().permissions().readonly());
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
+    }
+
+    /// A target another program holds open without sharing delete access
+    /// (an editor, a scanner): the replace waits for it within
+    /// [`REPLACE_PATIENCE`], and past that fails, leaving no temp file.
+    #[cfg(windows)]
+    #[test]
+    fn replace_waits_for_a_target_held_open_on_windows() {
+        use std::os::windows::fs::OpenOptionsExt;
+        use std::sync::mpsc;
+        let d = dir();
+        let p = d.path().join("x-loop.local.md");
+        fs::write(&p, "old").unwrap();
+        let hold = |p: &Path| {
+            OpenOptions::new()
+                .read(true)
+                .share_mode(1) // FILE_SHARE_READ only: no delete, no rename over it
+                .open(p)
+                .unwrap()
+        };
+        // Held for good: refused after the patience, the old bytes and no temp left.
+        let held = hold(&p);
+        let started = std::time::Instant::now();
+        let e = replace(&p, b"new").unwrap_err();
+        assert!(started.elapsed() >= REPLACE_PATIENCE, "{e}");
+        assert!(e.to_string().contains("replace"), "{e}");
+        drop(held);
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
+        // Released while the replace waits: the replace goes through.
+        let (opened, wait_for_open) = mpsc::channel();
+        let holder = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let file = hold(&p);
+                opened.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+                drop(file);
+            })
+        };
+        wait_for_open.recv().unwrap();
+        replace(&p, b"new").unwrap();
+        holder.join().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp left");
     }
 }

@@ -110,7 +110,11 @@ pub fn default_dir() -> Result<PathBuf, TypedError> {
             .filter(|p| p.is_absolute())
     };
     let state = absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|h| h.join(".local/state")))
+        .or_else(|| {
+            crate::registry::home_from_env()
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })
         .ok_or(TypedError::NoStateDir)?;
     Ok(state.join("ralph/typed"))
 }
@@ -130,12 +134,14 @@ fn file(dir: &Path, session: &str, command: SlashCommand) -> Result<PathBuf, Typ
 }
 
 fn ensure_dir(dir: &Path) -> Result<(), TypedError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io(dir))?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir).map_err(io(dir))?;
     let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
     if !meta.is_dir() {
         return Err(TypedError::NotAFolder(dir.to_owned()));
@@ -152,7 +158,6 @@ pub fn keep(
     text: &str,
     now: i64,
 ) -> Result<(), TypedError> {
-    use std::os::unix::fs::OpenOptionsExt;
     if text.len() > MAX_BYTES {
         return Err(TypedError::TooLong(command.skill()));
     }
@@ -168,12 +173,14 @@ pub fn keep(
         .map_or(0, |d| d.subsec_nanos());
     for attempt in 0u32..100 {
         let temp = dir.join(format!(".tmp-{}-{nanos:x}-{attempt}", std::process::id()));
-        let mut out = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
         {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut out = match options.open(&temp) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(io(&temp)(e)),
@@ -316,6 +323,7 @@ mod tests {
         ));
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlinked_folder_is_refused() {
         let dir = tempfile::tempdir().unwrap();

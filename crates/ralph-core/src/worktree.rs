@@ -32,7 +32,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::decide::fingerprint;
-use crate::process::{Stop, in_own_group, stop_group};
+use crate::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (both git processes);
 /// past it the breaker skips this stop rather than hold the session.
@@ -130,8 +130,8 @@ pub(crate) fn git(root: &Path, overrides: &[(String, String)]) -> Command {
 /// Runs a git command until `deadline`, returning its stdout when it exited
 /// in time with one of `ok_codes`; on time out its process group is killed.
 fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Option<Vec<u8>> {
-    let mut child = in_own_group(&mut command).spawn().ok()?;
-    let stdout = child.stdout.take()?;
+    let mut group = spawn_in_group(&mut command).ok()?;
+    let stdout = group.child.stdout.take()?;
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();
@@ -141,13 +141,13 @@ fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Optio
     let left = deadline.saturating_duration_since(Instant::now());
     match receiver.recv_timeout(left) {
         Ok(out) => {
-            let status = child.wait().ok()?;
+            let status = group.child.wait().ok()?;
             let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
             out.filter(|o| accepted && (o.len() as u64) <= MAX_STATUS_BYTES)
         }
         Err(_) => {
-            let _ = stop_group(&mut child, Stop::Kill);
-            let _ = child.wait();
+            let _ = stop_group(&mut group, Stop::Kill);
+            let _ = group.child.wait();
             None
         }
     }
@@ -249,6 +249,7 @@ fn changed_paths(status: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn git_in(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
@@ -262,6 +263,7 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
+    #[cfg(unix)]
     fn tree(dir: &Path) -> Option<String> {
         working_tree(dir, Duration::from_secs(60))
     }
@@ -289,6 +291,8 @@ mod tests {
         assert_eq!(o.len(), 8);
     }
 
+    // Needs git, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
     #[test]
     fn working_tree_changes_when_the_tree_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -343,6 +347,8 @@ mod tests {
         assert_ne!(seen, after_edit);
     }
 
+    // Needs git, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
     #[test]
     fn a_repository_configured_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();

@@ -115,10 +115,10 @@ impl Plan {
             if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
                 return Ok(PathBuf::from(dir));
             }
-            let home = std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
+            // HOME, or %USERPROFILE% on Windows outside Git Bash.
+            let home = ralph_core::registry::home_from_env()
                 .ok_or_else(|| Failure::from("HOME is not set".to_owned()))?;
-            Ok(PathBuf::from(home).join(sub))
+            Ok(home.join(sub))
         };
         let root = super::project().root;
         let (settings, command_file) = match (host, args.project) {
