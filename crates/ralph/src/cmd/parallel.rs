@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use ralph_core::fanout::{self, MergeMode, Next, Row, Story, StoryRecord, StoryState, valid_id};
 use ralph_core::fanout_git as fg;
+use ralph_core::process::GroupChild;
 use ralph_core::safe_fs;
 use ralph_core::state::LoopState;
 use ralph_core::store::Project;
@@ -30,7 +31,7 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// One loop running now.
 struct Slot {
     story: Story,
-    child: Child,
+    child: GroupChild,
     worktree: PathBuf,
     started: Instant,
     last: String,
@@ -144,7 +145,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
             interrupted = Some(Instant::now());
             fleet.event("⏹ Ctrl-C: stopping every agent; each loop is recorded as cancelled");
             for slot in &mut running {
-                fg::interrupt(&mut slot.child);
+                fg::interrupt(&mut slot.child.child);
             }
         }
         // A run that does not stop within its grace time is killed (its
@@ -203,7 +204,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         }
         let mut i = 0;
         while i < running.len() {
-            match running[i].child.try_wait() {
+            match running[i].child.child.try_wait() {
                 Ok(Some(status)) => {
                     let slot = running.remove(i);
                     // Whatever it printed last is still in the channel: drain it.
@@ -364,9 +365,9 @@ impl Fleet {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = ralph_core::process::in_own_group(&mut command)
-            .spawn()
+        let mut group = ralph_core::process::spawn_in_group(&mut command)
             .map_err(|e| format!("could not start `ralph run`: {e}"))?;
+        let child = &mut group.child;
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(fanout::prompt(story, promise).as_bytes());
         }
@@ -396,7 +397,7 @@ impl Fleet {
         }
         Ok(Slot {
             story: story.clone(),
-            child,
+            child: group,
             worktree,
             started: Instant::now(),
             last: "starting".into(),
