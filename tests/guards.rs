@@ -164,7 +164,9 @@ fn time_budget_warns_at_80_percent_and_ends_at_100() {
 }
 
 fn usage_line(id: &str, input: u64, output: u64) -> String {
-    json!({"type": "assistant", "message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+    // The reply's text is its id: a stop that follows this line carries it as
+    // `last_assistant_message`, as Claude Code's does.
+    json!({"type": "assistant", "message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": id}], "stop_reason": "end_turn",
         "usage": {"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 50000}}})
     .to_string()
         + "\n"
@@ -204,19 +206,19 @@ fn token_budget_counts_only_new_transcript_lines() {
     assert!(blocked(&stop("a")));
     assert_eq!(p.state().progress.tokens_used, 0);
     append(usage_line("m1", 400, 100));
-    let a = stop("b");
+    let a = stop("m1");
     assert!(blocked(&a) && !reason(&a).contains("Token budget"), "{a}");
     append(usage_line("m2", 250, 50));
-    let a = stop("c");
+    let a = stop("m2");
     assert!(
         blocked(&a) && reason(&a).contains("Token budget: 800 of 1000"),
         "{a}"
     );
     append(usage_line("m3", 100, 99));
-    assert!(blocked(&stop("d")));
+    assert!(blocked(&stop("m3")));
     assert_eq!(p.state().progress.tokens_used, 999);
     append(usage_line("m4", 1, 0));
-    let a = stop("e");
+    let a = stop("m4");
     assert!(
         !blocked(&a) && notice(&a).contains("1000 of its 1000 token budget"),
         "{a}"
@@ -417,7 +419,7 @@ fn tokens_spent_while_paused_are_not_counted() {
     assert!(stop("b").is_null());
     p.ralph(&["resume"], "", &[]);
     append(usage_line("m1", 100, 0));
-    assert!(blocked(&stop("c")));
+    assert!(blocked(&stop("m1")));
     assert_eq!(p.state().progress.tokens_used, 100);
 }
 

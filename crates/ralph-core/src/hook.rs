@@ -604,11 +604,13 @@ fn observe(
     };
     let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
         let first = scan(p)?;
-        Some(if block_cap_hinges_on_lag(state, event, ctx, &first) {
-            settle(first, || scan(p))
-        } else {
-            first
-        })
+        Some(
+            if block_cap_hinges_on_lag(state, event, ctx, &first, reply.as_deref()) {
+                settle(first, reply.as_deref(), || scan(p))
+            } else {
+                first
+            },
+        )
     });
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
@@ -631,7 +633,6 @@ fn observe(
         })
         .flatten();
     let seen = Observation {
-        reply,
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
@@ -643,14 +644,18 @@ fn observe(
         stop_hook_active: event.stop_hook_active,
         // No transcript to read (not written yet at a session's first stop):
         // the reply is missing too.
-        reply_missing: appended.as_ref().is_none_or(|a| a.reply_missing),
+        reply_missing: appended
+            .as_ref()
+            .is_none_or(|a| a.lacks_reply(reply.as_deref())),
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
+        reply,
     };
     (seen, appended)
 }
 
 /// The longest the hook waits for Claude Code to finish writing the turn
-/// into the transcript (it was always written within half a second).
+/// into the transcript (it was written within half a second when the machine
+/// was idle; on a loaded machine it lagged by two replies at times).
 const TRANSCRIPT_SETTLE: Duration = Duration::from_secs(2);
 
 /// Whether this stop would end the loop at the block cap only because the
@@ -661,12 +666,13 @@ fn block_cap_hinges_on_lag(
     event: &StopEvent,
     ctx: &HookContext,
     seen: &transcript::Appended,
+    reply: Option<&str>,
 ) -> bool {
     ctx.block_cap > 0
         && event.stop_hook_active != Some(false)
         && state.progress.idle_blocks >= ctx.block_cap
         && seen.ran_tool != Some(true)
-        && seen.reply_missing
+        && seen.lacks_reply(reply)
 }
 
 /// Reads the transcript again until the turn's last reply is in, for at most
@@ -674,10 +680,11 @@ fn block_cap_hinges_on_lag(
 /// cap pays for this, so a loop whose turns run tools is not ended early.
 fn settle(
     mut latest: transcript::Appended,
+    reply: Option<&str>,
     mut rescan: impl FnMut() -> Option<transcript::Appended>,
 ) -> transcript::Appended {
     let deadline = Instant::now() + TRANSCRIPT_SETTLE;
-    while latest.reply_missing && Instant::now() < deadline {
+    while latest.lacks_reply(reply) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
         if let Some(again) = rescan() {
             latest = again;

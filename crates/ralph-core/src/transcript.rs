@@ -292,6 +292,29 @@ pub struct Appended {
     /// [`EDIT_TOOLS`] and, also in the new part, its result, not an error.
     /// A call whose result has not landed yet proves nothing.
     pub edit_proven: bool,
+    /// The text of the last assistant text block in the new part (main
+    /// chain): compared with the reply the Stop event carries, it tells
+    /// whether the transcript holds this turn's reply or an older one.
+    pub last_text: Option<String>,
+}
+
+impl Appended {
+    /// Whether the transcript does not hold the reply that ended the turn:
+    /// by its own lines ([`Appended::reply_missing`]), or because its last
+    /// text is not the reply the Stop event carries (the transcript can lag
+    /// by more than one reply on a loaded machine, and then its last line is
+    /// an older reply).
+    pub fn lacks_reply(&self, reply: Option<&str>) -> bool {
+        self.reply_missing
+            || reply.is_some_and(|reply| {
+                let reply = reply.trim();
+                !reply.is_empty()
+                    && self
+                        .last_text
+                        .as_deref()
+                        .is_some_and(|last| !reply.ends_with(last.trim()))
+            })
+    }
 }
 
 /// Claude Code's tools that change files and nothing else.
@@ -448,6 +471,9 @@ fn scan_from(
             });
         out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
         out.reply_missing = called_tool || message.stop_reason.as_deref() == Some("tool_use");
+        if let Some(text) = message.content.as_ref().and_then(text_of) {
+            out.last_text = Some(text);
+        }
         let Some(id) = message.id else { continue };
         if out.last_message_id.as_deref() == Some(id.as_str()) && pending.is_none() {
             continue; // counted by an earlier scan
@@ -510,6 +536,18 @@ fn note_edits(line: &UsageLine, calls: &mut Vec<String>, proven: &mut bool) {
     }
 }
 
+/// The text blocks of one assistant line, joined as the client joins them
+/// (`None` when it holds none).
+fn text_of(content: &Value) -> Option<String> {
+    let texts: Vec<&str> = content
+        .as_array()?
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
 fn tokens_of(u: Usage) -> u64 {
     u.input_tokens
         .saturating_add(u.output_tokens)
@@ -519,6 +557,27 @@ fn tokens_of(u: Usage) -> u64 {
 #[cfg(test)]
 mod appended_tests {
     use super::*;
+
+    #[test]
+    fn an_older_reply_last_in_the_transcript_means_this_turns_reply_is_missing() {
+        // Lagging by two replies: the new part ends with the previous turn's reply.
+        let lagging = Appended {
+            last_text: Some("Checked, step 3.".into()),
+            ..Appended::default()
+        };
+        assert!(lagging.lacks_reply(Some("Checked, step 4.")));
+        // The reply is there: the last text block ends the event's reply.
+        assert!(!lagging.lacks_reply(Some("Looked around.\n\nChecked, step 3.")));
+        // Nothing to compare with: the lines decide (a tool call, a user line).
+        assert!(!Appended::default().lacks_reply(Some("anything")));
+        assert!(
+            Appended {
+                reply_missing: true,
+                ..Appended::default()
+            }
+            .lacks_reply(None)
+        );
+    }
     use std::io::Write;
 
     fn line(id: &str, tool: bool, input: u64, output: u64) -> String {
