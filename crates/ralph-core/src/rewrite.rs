@@ -44,8 +44,9 @@ pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, Rewri
     let updated = frontmatter::set_fields(text, fields).map_err(StateError::from)?;
     let after_layout = frontmatter::split(&updated).map_err(StateError::from)?;
     let after = state::raw_fields(&updated, &after_layout)?;
-    // The typed reading must still hold (a value past its cap, say).
-    LoopState::parse_split(&updated, &after_layout)?;
+    // The typed reading must still hold (a value past its cap, say); built
+    // from the fields just read, so the new text is parsed once, not twice.
+    LoopState::from_raw(after.clone(), &updated[after_layout.body.clone()])?;
     if text[before_layout.body.clone()] != updated[after_layout.body.clone()] {
         return Err(RewriteError::BodyChanged);
     }

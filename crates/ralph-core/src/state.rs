@@ -190,7 +190,7 @@ impl LoopState {
         Self::from_raw(raw, &text[layout.body.clone()])
     }
 
-    fn from_raw(raw: RawFields, body: &str) -> Result<Self, StateError> {
+    pub(crate) fn from_raw(raw: RawFields, body: &str) -> Result<Self, StateError> {
         let count = |field, value: Option<String>| number(field, value.as_deref(), MAX_COUNT);
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
