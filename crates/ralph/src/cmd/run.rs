@@ -128,6 +128,20 @@ pub fn run(args: RunArgs) -> Outcome {
             )
         });
         let label = state.iteration_label();
+        // The agent could not give this iteration a reply: the loop is left
+        // as it was found (or ended, if this run armed it).
+        let give_up_here = |why: &str| {
+            give_up(
+                &project,
+                &registry,
+                &file,
+                &driver,
+                armed_here,
+                previous_owner.as_deref(),
+                why,
+                state.iteration,
+            )
+        };
         let mut frame = 0;
         let finished = agent::run(&args.agent, &project.root, &prompt, &stop, || {
             if live_line {
@@ -146,16 +160,7 @@ pub fn run(args: RunArgs) -> Outcome {
             Ok(f) => f,
             Err(e) => {
                 let why = format!("could not start the agent `{}`: {e}", args.agent);
-                return Err(give_up(
-                    &project,
-                    &registry,
-                    &file,
-                    &driver,
-                    armed_here,
-                    previous_owner.as_deref(),
-                    &why,
-                    state.iteration,
-                ));
+                return Err(give_up_here(&why));
             }
         };
         if live_line {
@@ -176,16 +181,7 @@ pub fn run(args: RunArgs) -> Outcome {
                 args.agent,
                 messages::escape_controls(&stderr_tail)
             );
-            return Err(give_up(
-                &project,
-                &registry,
-                &file,
-                &driver,
-                armed_here,
-                previous_owner.as_deref(),
-                &why,
-                state.iteration,
-            ));
+            return Err(give_up_here(&why));
         }
         for d in &reply.denials {
             if !all_denials.contains(d) {
