@@ -58,10 +58,20 @@ else
 fi
 
 # --- build -------------------------------------------------------------------
-echo "bench: building ralph (release)…" >&2
-(cd "$REPO" && cargo build --release -p ralph --quiet)
+# The binary users get on Linux is the static musl build (the npm packages
+# and release archives); it starts faster than a dynamically linked one. Use
+# it when the target is installed, else the host build; the report says which.
+TARGET=${RALPH_BENCH_TARGET-auto}
+if [[ $TARGET == auto ]]; then
+  TARGET=""
+  [[ $(uname -sm) == "Linux x86_64" ]] && rustup target list --installed 2>/dev/null |
+    grep -qx x86_64-unknown-linux-musl && TARGET=x86_64-unknown-linux-musl
+fi
+echo "bench: building ralph (release${TARGET:+, $TARGET})…" >&2
+(cd "$REPO" && cargo build --release -p ralph --quiet ${TARGET:+--target "$TARGET"})
 RALPH=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/ralph
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/${TARGET:+$TARGET/}release/ralph
+BUILD_LABEL=${TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
 [[ -x $RALPH ]] || die "no binary at $RALPH"
 TRUE=$(command -v true)
 [[ $TRUE == /* ]] || TRUE=/bin/true
@@ -337,13 +347,13 @@ if ((${#GIT_CASES[@]})); then
   GIT_TABLE=$(python3 - "$RESULTS" "${GIT_CASES[@]}" <<'PY'
 import json, os, sys
 results, sizes = sys.argv[1], sys.argv[2:]
-print("| files | ralph, editing turn ms | ralph, non-editing turn ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | editing − breaker off | non-editing − `git status` − breaker off |")
+print("| files | ralph, editing turn ms | ralph, non-editing turn ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | (non-editing − `git status`) ÷ floor | editing − breaker off |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in sizes:
     r = {x["command"]: x["median"] * 1000 for x in json.load(open(os.path.join(results, f"git-{n}.json")))["results"]}
     e, b, o, s, ref, f = r["edit"], r["noedit"], r["off"], r["status"], r["reference"], r["floor"]
-    ratio = f"{e / f:.1f}×" if f > 0.0005 else "—"
-    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio} | {e - o:+.2f} ms | {b - s - o:+.2f} ms |")
+    ratio = lambda a: f"{a / f:.1f}×" if f > 0.0005 else "—"
+    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio(e)} | {ratio(b - s)} | {e - o:+.2f} ms |")
 PY
 )
   echo
@@ -374,9 +384,9 @@ done
 
 if [[ $OUT != - ]]; then
   python3 - "$OUT" "$TABLE" "$(date -u +%Y-%m-%dT%H:%MZ)" "$(nproc)" "$CPU" "$MODE" \
-    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" "$GIT_TABLE" "$GIT_SIZES" "$(git --version)" <<'PY'
+    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" "$GIT_TABLE" "$GIT_SIZES" "$(git --version)" "$BUILD_LABEL" <<'PY'
 import re, sys
-out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen, git_table, git_sizes, git_version = sys.argv[1:]
+out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen, git_table, git_sizes, git_version, build = sys.argv[1:]
 refnote_block = ("\n" + refnote) if refnote else ""
 how = ("hyperfine `--input` (`-N`, no shell)" if mode == "input" else
        "hyperfine 1.15 shell mode: `sh -c 'cmd < payload.json'`, with the measured "
@@ -394,14 +404,14 @@ def put(text, name, body):
     return text + "\n" + block + "\n"
 
 if table:
-    text = put(text, "bench", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}).
+    text = put(text, "bench", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; ralph built for {build}).
 Transcript sizes (MiB): {sizes}; generator: `{gen}`.
 Times are hyperfine medians of whole processes; RSS is the maximum of `/usr/bin/time -v` over a few runs.
 
 {table}
 {refnote_block}""")
 if git_table:
-    text = put(text, "bench-git", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; {git_version}).
+    text = put(text, "bench-git", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; {git_version}; ralph built for {build}).
 Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all six commands in one run per size.
 
 {git_table}

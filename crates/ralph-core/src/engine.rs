@@ -205,7 +205,7 @@ pub fn step(
             let mut fields = vec![("iteration", next.to_string())];
             fields.extend(claim);
             fields.extend(progress_fields(&state.progress, &progress));
-            write(live, &fields)?;
+            write_turn(live, &fields)?;
             log["decision"] = json!("block");
             log["next_iteration"] = json!(next);
             log["why"] = json!(if notes.is_empty() {
@@ -334,9 +334,24 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
 /// Writes the fields, or refuses (and writes nothing) when the rewrite does
 /// not read back exactly as intended.
 fn write(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StepError> {
-    let updated = rewrite::set_fields(live.text, fields).map_err(|source| StepError::Rewrite {
+    Ok(store::write_atomic(
+        &live.file.path,
+        &rewritten(live, fields)?,
+    )?)
+}
+
+/// [`write`] for a turn that goes on: the counters need not survive a power
+/// cut, so the file is replaced without an fsync (see `store::write_turn`).
+fn write_turn(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StepError> {
+    Ok(store::write_turn(
+        &live.file.path,
+        &rewritten(live, fields)?,
+    )?)
+}
+
+fn rewritten(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<String, StepError> {
+    rewrite::set_fields(live.text, fields).map_err(|source| StepError::Rewrite {
         path: live.file.path.clone(),
         source,
-    })?;
-    Ok(store::write_atomic(&live.file.path, &updated)?)
+    })
 }

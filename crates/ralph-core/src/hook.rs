@@ -313,6 +313,11 @@ impl Gate<'_> {
             let Ok(text) = store::read_to_string(&file.path) else {
                 return Ok(true); // reported under the lock, as any unreadable file
             };
+            // This session's own loop is judged under the lock only (see
+            // below); a line scan finds it without parsing the file twice.
+            if state::scan_session_id(&text).as_deref() == Some(self.session) {
+                return Ok(true);
+            }
             match LoopState::parse(&text) {
                 Ok(state) => {
                     let owner = owner_of(&state).map(str::to_owned);

@@ -312,6 +312,20 @@ fn prove_spelling(text: &str, layout: &Split, raw: &RawFields) -> Result<(), Sta
         }
         found.push((field, range));
     }
+    if plainly_written(&text[layout.yaml.clone()]) {
+        return Ok(());
+    }
+    prove_by_parsing(text, layout, raw, found)
+}
+
+/// The proof the long way: the known fields' lines and the rest, each
+/// parsed alone, against the whole.
+fn prove_by_parsing(
+    text: &str,
+    layout: &Split,
+    raw: &RawFields,
+    mut found: Vec<(&'static str, std::ops::Range<usize>)>,
+) -> Result<(), StateError> {
     let mut lines = String::new();
     let mut rest = String::new();
     let mut at = layout.yaml.start;
@@ -373,6 +387,74 @@ fn prove_spelling(text: &str, layout: &Split, raw: &RawFields) -> Result<(), Sta
         return Err(spelling(field, problem, raw));
     }
     Ok(())
+}
+
+/// Whether every line of the frontmatter stands alone: blank, a comment, or
+/// a `key: value` line at column 0 with a plain key and a one-line scalar
+/// that neither opens a multi-line value nor refers to another line (no
+/// block scalar, flow collection, anchor, alias, tag, or unclosed quote).
+/// Such a frontmatter is a list of independent entries, so each line parsed
+/// alone reads as it does in the whole, and the proof in [`prove_spelling`]
+/// holds without parsing the parts again. Every file ralph writes has this
+/// shape; anything else takes the full proof.
+fn plainly_written(yaml: &str) -> bool {
+    yaml.split('\n').all(|line| {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() || line.starts_with('#') {
+            return true;
+        }
+        let key_len = line
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(line.len());
+        let starts_plain = line
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+        match line[key_len..].strip_prefix(':') {
+            Some(rest) if starts_plain => {
+                rest.is_empty() || rest.strip_prefix(' ').is_some_and(one_line_scalar)
+            }
+            _ => false,
+        }
+    })
+}
+
+/// A scalar that ends on its line: a closed quoted string (then at most a
+/// comment), or a plain scalar starting with a character that opens nothing.
+fn one_line_scalar(value: &str) -> bool {
+    let value = value.trim_start_matches(' ');
+    let after_quote = |rest: &str| {
+        let rest = rest.trim_start_matches(' ');
+        rest.is_empty() || rest.starts_with('#')
+    };
+    let mut chars = value.char_indices();
+    match chars.next() {
+        None => true,
+        Some((_, '"')) => {
+            let mut escaped = false;
+            for (i, c) in chars {
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    '"' => return after_quote(&value[i + 1..]),
+                    _ => {}
+                }
+            }
+            false
+        }
+        Some((_, '\'')) => {
+            let mut rest = &value[1..];
+            while let Some(at) = rest.find('\'') {
+                if rest[at + 1..].starts_with('\'') {
+                    rest = &rest[at + 2..];
+                } else {
+                    return after_quote(&rest[at + 1..]);
+                }
+            }
+            false
+        }
+        Some((_, c)) => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '~' | '+'),
+    }
 }
 
 fn spelling(field: &'static str, problem: &'static str, raw: &RawFields) -> StateError {
@@ -611,6 +693,49 @@ mod tests {
             err.contains("write it as `iteration: 4` on a line of its own"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn plainly_written_frontmatter_passes_the_long_proof_too() {
+        let plain = [
+            "---\nactive: true\niteration: 5\nsession_id: s1\ncompletion_promise: null\nstarted_at: \"2026-11-30T17:37:32Z\"\n---\nTask\n",
+            "---\n# note\n\nverify: 'it''s fine' # c\nabort_promise: \"a \\\" b: c\"\nmax_duration: 90m\nother:\n---\nx",
+            "---\r\niteration: 2\r\nsession_id: ~\r\n---\r\nx",
+        ];
+        for text in plain {
+            let layout = frontmatter::split(text).unwrap();
+            let yaml = &text[layout.yaml.clone()];
+            assert!(plainly_written(yaml), "{text:?}");
+            let raw = parse_raw(yaml).unwrap();
+            let found = frontmatter::field_lines(text, &layout)
+                .filter_map(|(name, range)| {
+                    KNOWN_FIELDS
+                        .iter()
+                        .find(|f| **f == name)
+                        .map(|f| (*f, range))
+                })
+                .collect();
+            prove_by_parsing(text, &layout, &raw, found).unwrap();
+        }
+        let not_plain = [
+            "note: |\n  iteration: 2\n",
+            "note: \"a\niteration: 2\"\n",
+            "note: 'a\niteration: 2'\n",
+            "{iteration: 1}\n",
+            "a: &x 1\niteration: *x\n",
+            "iteration: !!str 1\n",
+            "\"iteration\": 1\n",
+            "iteration : 1\n",
+            "list:\n- iteration: 1\n",
+            "note: [a,\niteration: 1]\n",
+            "<<: {iteration: 1}\n",
+            "? iteration\n: 1\n",
+            "iteration:\t1\n",
+            "note: a\n  iteration: 2\n",
+        ];
+        for yaml in not_plain {
+            assert!(!plainly_written(yaml), "{yaml:?}");
+        }
     }
 
     #[test]

@@ -298,6 +298,12 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<(), StoreError> {
     Ok(safe_fs::replace(path, contents.as_bytes())?)
 }
 
+/// [`write_atomic`] for a loop's per-turn update: as atomic, not fsynced
+/// (see [`safe_fs::replace_unsynced`]).
+pub fn write_turn(path: &Path, contents: &str) -> Result<(), StoreError> {
+    Ok(safe_fs::replace_unsynced(path, contents.as_bytes())?)
+}
+
 /// Reads a loop file (live or recorded): a regular file, not through a
 /// link, at most [`safe_fs::LOOP_FILE_CAP`] bytes, valid UTF-8.
 pub fn read_to_string(path: &Path) -> Result<String, StoreError> {

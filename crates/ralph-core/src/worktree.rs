@@ -9,7 +9,9 @@
 //!    process runs.
 //! 2. **Otherwise, the working tree**: one `git status --porcelain=v2`
 //!    (HEAD, the index, every file `stat`ed), hardened against
-//!    repository-configured programs and with a time limit. This is the
+//!    repository-configured programs and with a time limit (a second, tiny
+//!    `git config` runs first only when the repository's configuration may
+//!    define a filter, see `git_config`). This is the
 //!    signal that sees a `Bash`-only turn, a commit, or a formatter.
 //!
 //! The result is a string that the pure `decide` compares with the one
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::decide::fingerprint;
 use crate::process::{Stop, spawn_in_group, stop_group};
 
-/// The longest the working-tree fallback may take (both git processes);
+/// The longest the working-tree fallback may take (every git process it starts);
 /// past it the breaker skips this stop rather than hold the session.
 pub const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
 
@@ -67,7 +69,9 @@ pub fn progress_fingerprint(
 /// `git status` can run: the fsmonitor hook (`core.fsmonitor`); clean
 /// filters (`filter.<driver>.clean` / `.process`, for files whose `stat`
 /// changed, chosen by attributes; every driver the configuration defines is
-/// blanked, see [`filter_overrides`]); `git status` inside each submodule
+/// blanked: found by reading the configuration when the repository's own
+/// file plainly defines none (`git_config`), else by asking git, see
+/// [`filter_overrides`]); `git status` inside each submodule
 /// (avoided with `--ignore-submodules=dirty`); a lazy fetch in a partial
 /// clone (`GIT_NO_LAZY_FETCH`, `protocol.allow=never`); and a pager (output
 /// is a pipe; `GIT_PAGER=cat` anyway). It runs no hooks, no textconv and no
@@ -164,6 +168,16 @@ pub(crate) fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(St
     Some(blanked_drivers(&String::from_utf8_lossy(&out)))
 }
 
+/// The overrides for `git status`: [`filter_overrides`], unless the
+/// drivers can be known without starting git (`git_config`), which spares
+/// a process at every stop that needs the working tree.
+fn status_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
+    match crate::git_config::drivers_without_git(root) {
+        Some(drivers) => Some(blank(drivers.iter().map(String::as_str))),
+        None => filter_overrides(root, deadline),
+    }
+}
+
 /// From `filter.<driver>.<key>` names (NUL-separated), the overrides that
 /// blank every driver.
 fn blanked_drivers(names: &str) -> Vec<(String, String)> {
@@ -174,6 +188,12 @@ fn blanked_drivers(names: &str) -> Vec<(String, String)> {
         .collect();
     drivers.sort_unstable();
     drivers.dedup();
+    blank(drivers)
+}
+
+/// The overrides that blank each driver: a blank command is no filter, and
+/// a driver marked `required` is released so that git does not fail.
+fn blank<'a>(drivers: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
     drivers
         .into_iter()
         .flat_map(|d| {
@@ -193,7 +213,7 @@ fn blanked_drivers(names: &str) -> Vec<(String, String)> {
 /// or does not answer within `limit`.
 pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
     let deadline = Instant::now() + limit;
-    let overrides = filter_overrides(root, deadline)?;
+    let overrides = status_overrides(root, deadline)?;
     let mut command = git(root, &overrides);
     command.args([
         "status",
@@ -382,6 +402,40 @@ mod tests {
         assert!(
             marker.exists(),
             "the planted programs did not run even unguarded"
+        );
+    }
+
+    // The repository's config names no filter itself, but includes a file
+    // that does: the scan without git must not be fooled into skipping it.
+    #[cfg(unix)]
+    #[test]
+    fn a_filter_from_an_included_file_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::write(root.join("a"), "1").unwrap();
+        std::fs::write(root.join(".gitattributes"), "a filter=x\n").unwrap();
+        git_in(root, &["add", "a", ".gitattributes"]);
+        let marker = root.join("ran");
+        std::fs::write(
+            root.join(".git/more.cfg"),
+            format!(
+                "[filter \"x\"]\n\tclean = touch '{}'; cat\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        git_in(root, &["config", "include.path", "more.cfg"]);
+        std::fs::write(root.join("a"), "2").unwrap();
+        assert!(tree(root).is_some());
+        assert!(!marker.exists(), "an included filter ran");
+        let _ = Command::new("git")
+            .args(["status"])
+            .current_dir(root)
+            .output();
+        assert!(
+            marker.exists(),
+            "the included filter did not run even unguarded"
         );
     }
 }
