@@ -738,6 +738,42 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The shortcut never accepts a frontmatter the long proof refuses:
+        /// lines drawn from plain and tricky spellings, in any order.
+        #[test]
+        fn the_shortcut_agrees_with_the_long_proof(
+            picks in proptest::collection::vec(0usize..18, 0..8)
+        ) {
+            const LINES: [&str; 18] = [
+                "iteration: 3", "session_id: \"s 1\"", "verify: 'a''b' # c", "note: x",
+                "# comment", "", "active: true", "note: |", "  iteration: 9",
+                "other: \"a", "iteration: 4\"", "max_iterations: *x", "a: &x 5",
+                "{verify: z}", "- item", "started_at: \"2026-01-01T00:00:00Z\"",
+                "stuck_after: 0 # off", "\tx: 1",
+            ];
+            let yaml: String = picks.iter().map(|&i| format!("{}\n", LINES[i])).collect();
+            let text = format!("---\n{yaml}---\nbody\n");
+            let Ok(layout) = frontmatter::split(&text) else { return Ok(()) };
+            let Ok(raw) = parse_raw(&text[layout.yaml.clone()]) else { return Ok(()) };
+            let mut found = Vec::new();
+            for (name, range) in frontmatter::field_lines(&text, &layout) {
+                if let Some(f) = KNOWN_FIELDS.iter().find(|f| **f == name) {
+                    if found.iter().any(|(g, _)| g == f) {
+                        return Ok(()); // refused before either proof
+                    }
+                    found.push((*f, range));
+                }
+            }
+            if plainly_written(&text[layout.yaml.clone()]) {
+                proptest::prop_assert!(
+                    prove_by_parsing(&text, &layout, &raw, found).is_ok(),
+                    "{text:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn duplicated_keys_are_refused() {
         let err = refused("---\niteration: 1\n\"iteration\": 2\n---\nP");
