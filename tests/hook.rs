@@ -3,8 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::path::Path;
 use std::process::Output;
@@ -740,7 +739,13 @@ fn concurrent_stops_never_lose_an_increment() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // Failing cases are kept beside this file, in tests/hook.proptest-regressions (the
+    // default would look for them beside the test binary's main.rs instead).
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn any_stdin_gets_a_valid_answer(input in proptest::collection::vec(any::<u8>(), 0..300)) {
