@@ -238,7 +238,7 @@ fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
 
 /// The README's walk-through, command by command, in a scratch cargo
 /// project, printed as a user of print mode sees it (docs/walkthrough.md).
-/// Run by hand: `cargo test -p ralph --test e2e_run walkthrough -- --ignored --nocapture`.
+/// Run by hand: `cargo test -p ralph --test integration e2e_run::walkthrough -- --ignored --nocapture`.
 #[test]
 #[ignore = "prints a transcript for docs/walkthrough.md"]
 fn walkthrough() {
