@@ -10,6 +10,7 @@ use std::process::Output;
 
 use project::{LOOP, TempProject, run_ralph};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use ralph_core::state::LoopState;
 use serde_json::{Value, json};
 
@@ -743,7 +744,7 @@ proptest! {
     // default would look for them beside the test binary's main.rs instead).
     #![proptest_config(ProptestConfig {
         cases: 48,
-        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()
     })]
 
