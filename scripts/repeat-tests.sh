@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Runs the timing-sensitive test binaries many times and names every test that failed.
+# Runs the timing-sensitive integration tests many times and names every test that failed.
 #
-#   scripts/repeat-tests.sh [RUNS] [TEST-BINARY …]     (default: 20 runs of the timing-sensitive binaries)
-#   LOAD=1 scripts/repeat-tests.sh 10                    (also keeps both cores busy meanwhile)
+#   scripts/repeat-tests.sh [RUNS] [MODULE-OR-FILTER …]  (default: 20 runs of the timing-sensitive modules)
+#   LOAD=1 scripts/repeat-tests.sh 10                     (also keeps both cores busy meanwhile)
+#
+# The integration tests are one binary (tests/main.rs) with one module per area; a module name
+# (`hook`) runs that module's tests, a name with `::` the tests it begins
+# (`robustness::sigkill`), `all` the whole binary.
 #
 # A test that fails once in N runs fails CI once in N submissions: run this after touching
 # anything that waits on a child process, a signal, a lock or the clock.
@@ -10,15 +14,31 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
 shift || true
-binaries=("$@")
-[ ${#binaries[@]} -gt 0 ] || binaries=(run robustness guards budget progress session first_hour)
+modules=("$@")
+[ ${#modules[@]} -gt 0 ] || modules=(run robustness guards budget progress session first_hour)
 
-args=()
-for b in "${binaries[@]}"; do args+=(--test "$b"); done
-cargo test -p ralph --locked "${args[@]}" --no-run >/dev/null 2>&1 || {
-    echo "build failed: cargo test -p ralph ${args[*]} --no-run" >&2
+cargo test -p ralph --locked --test integration --no-run >/dev/null 2>&1 || {
+    echo "build failed: cargo test -p ralph --test integration --no-run" >&2
     exit 2
 }
+# The tests whose full name starts with `MODULE::` (or with the filter), run with --exact: a
+# plain filter `run::` would also pick `e2e_run::`.
+prefixes=()
+for m in "${modules[@]}"; do
+    case "$m" in
+        all) prefixes+=("") ;;
+        *::*) prefixes+=("$m") ;;
+        *) prefixes+=("$m::") ;;
+    esac
+done
+tests=()
+while read -r name; do
+    for p in "${prefixes[@]}"; do
+        if [[ "$name" == "$p"* ]]; then tests+=("$name"); break; fi
+    done
+done < <(cargo test -p ralph --locked --test integration -- --list --format terse 2>/dev/null | sed -n 's/: test$//p')
+[ ${#tests[@]} -gt 0 ] || { echo "no test matches: ${modules[*]}" >&2; exit 2; }
+echo "${#tests[@]} tests, $runs runs"
 
 load_pids=()
 if [ "${LOAD:-0}" = 1 ]; then
@@ -32,8 +52,8 @@ declare -A failures=()
 for i in $(seq 1 "$runs"); do
     threads=()
     # Every other run with one test thread: some races only show with (or without) parallelism.
-    [ $((i % 2)) = 0 ] && threads=(-- --test-threads=1)
-    if cargo test -p ralph --locked "${args[@]}" "${threads[@]}" >"$log" 2>&1; then
+    [ $((i % 2)) = 0 ] && threads=(--test-threads=1)
+    if cargo test -p ralph --locked --test integration -- --exact "${tests[@]}" "${threads[@]}" >"$log" 2>&1; then
         printf '.'
     else
         printf 'F'

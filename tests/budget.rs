@@ -14,8 +14,7 @@ use ralph_core::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-const LOOP: &str = ".claude/ralph-loop.local.md";
+use crate::support::{BIN, LOOP};
 
 /// A project, a private HOME and state folder, and the session's transcript.
 struct Project {

@@ -3,12 +3,7 @@
 //! `/ralph:ralph-loop`, and a scripted mock model whose every request costs 15 tokens (10 input,
 //! 5 output, as the mock's `usage` says). See tests/e2e.rs for the harness and the skip rule.
 
-#![allow(dead_code)] // the shared support modules hold helpers that other test files use
-
-#[path = "support/client.rs"]
-mod client;
-#[path = "support/mock_api.rs"]
-mod mock_api;
+use crate::support::{client, mock_api};
 
 use client::{Run, Sandbox};
 use mock_api::{MockApi, Reply};
@@ -53,6 +48,10 @@ fn client_output(run: &Run) -> String {
 /// (105). The loop must end at most one turn after that, as `token_budget`, and well before the
 /// client's block cap (9 requests at the default cap of 8), whether or not the transcript lags.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn token_budget_ends_within_a_turn_of_the_real_usage() {
     let sandbox = sandbox_or_skip!("token_budget_ends_within_a_turn_of_the_real_usage");
     let api = MockApi::start(text_replies(20));
@@ -110,6 +109,10 @@ fn token_budget_ends_within_a_turn_of_the_real_usage() {
 /// ends itself with its own message at the stop where the client would override the block,
 /// and the client never prints its warning.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn block_cap_the_loop_ends_before_the_client_overrides_it() {
     for cap in [None, Some(1), Some(2), Some(20)] {
         let name = format!("block_cap_the_loop_ends_before_the_client_overrides_it (cap {cap:?})");
@@ -155,6 +158,10 @@ fn block_cap_the_loop_ends_before_the_client_overrides_it() {
 /// A loop whose continuations run a tool is not ended by the block-cap guard, even at cap 1:
 /// the client starts its count over after a tool, and ralph sees the tool in the transcript.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn block_cap_a_loop_that_runs_tools_is_not_ended() {
     let sandbox = sandbox_or_skip!("block_cap_a_loop_that_runs_tools_is_not_ended");
     let mut script = Vec::new();
@@ -189,6 +196,10 @@ fn block_cap_a_loop_that_runs_tools_is_not_ended() {
 /// `ralph run` reads the usage from the agent's JSON result, which has no lag: 15, 30, 45 of a
 /// budget of 40 ends after exactly three processes.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn ralph_run_token_budget_is_exact() {
     let sandbox = sandbox_or_skip!("ralph_run_token_budget_is_exact");
     let api = MockApi::start(text_replies(10));

@@ -4,17 +4,12 @@
 //! run as `denied`), and succeeds with `--permission-mode acceptEdits`.
 //!
 //! The client is found as in tests/e2e.rs; when it is missing the tests
-//! print SKIPPED and pass, except on CI (`CI` set) where they fail.
+//! are reported as ignored, except on CI (`CI` set) where they fail.
 //! Unix only: the client is put on PATH through a symbolic link.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest
-#[path = "support/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "support/mock_api.rs"]
-mod mock_api;
+use crate::support::{client, mock_api};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -78,6 +73,10 @@ fn writer_script(project: &Path) -> Vec<Reply> {
 }
 
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_completes() {
     let Some(sandbox) = Sandbox::new("e2e_run denied then acceptEdits") else {
         return;
@@ -134,6 +133,10 @@ fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_complet
 /// A typo in `/ralph-loop`'s options: nothing is armed, and ralph's refusal
 /// (with its suggestion) reaches the user.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
     let Some(sandbox) = Sandbox::new("e2e_run slash typo") else {
         return;
@@ -171,6 +174,10 @@ fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
 /// "Stop hook feedback:" and raises the "stop hook reported a problem"
 /// notice, `additionalContext` reaches it as a system reminder, no notice.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
     let Some(sandbox) = Sandbox::new("e2e_run stop continuations") else {
         return;
@@ -231,7 +238,7 @@ fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
 
 /// The README's walk-through, command by command, in a scratch cargo
 /// project, printed as a user of print mode sees it (docs/walkthrough.md).
-/// Run by hand: `cargo test -p ralph --test e2e_run walkthrough -- --ignored --nocapture`.
+/// Run by hand: `cargo test -p ralph --test integration e2e_run::walkthrough -- --ignored --nocapture`.
 #[test]
 #[ignore = "prints a transcript for docs/walkthrough.md"]
 fn walkthrough() {

@@ -8,12 +8,7 @@
 //! further Stop hook, exactly as after an interruption. Every print-mode run ends with
 //! `SessionEnd` (reason `other`).
 
-#[path = "support/client.rs"]
-mod client;
-// Shared with tests/e2e.rs, which uses the parts this file does not.
-#[allow(dead_code)]
-#[path = "support/mock_api.rs"]
-mod mock_api;
+use crate::support::{client, mock_api};
 
 use client::{Run, Sandbox};
 use mock_api::{MockApi, Reply};
@@ -92,6 +87,10 @@ fn arm(sandbox: &Sandbox) {
 /// the loop; then the client closes the session and the loop is paused, not left to run on.
 /// `--resume` later says so, and once resumed the next interruption gets its own line.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn interrupted_loop_prompt_line_pause_at_session_end_and_resume_report() {
     let sandbox =
         sandbox_or_skip!("interrupted_loop_prompt_line_pause_at_session_end_and_resume_report");
@@ -190,6 +189,10 @@ fn interrupted_loop_prompt_line_pause_at_session_end_and_resume_report() {
 
 /// `/ralph:ralph-loop` tells the user, during its first turn, what it arms and how it ends.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn ralph_loop_tells_the_user_it_is_armed() {
     let sandbox = sandbox_or_skip!("ralph_loop_tells_the_user_it_is_armed");
     let api = MockApi::start(vec![
@@ -216,6 +219,10 @@ fn ralph_loop_tells_the_user_it_is_armed() {
 
 /// `/compact` keeps the loop and says so; `/clear` hands it to the new conversation.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn compact_keeps_the_loop_and_clear_hands_it_over() {
     let sandbox = sandbox_or_skip!("compact_keeps_the_loop_and_clear_hands_it_over");
     arm(&sandbox);
@@ -266,6 +273,10 @@ fn compact_keeps_the_loop_and_clear_hands_it_over() {
 /// A session in a project without loops (and beside another session's loop) is told nothing,
 /// changes nothing, and the hooks answer with empty output.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn a_session_without_loops_sees_nothing() {
     let sandbox = sandbox_or_skip!("a_session_without_loops_sees_nothing");
     let api = MockApi::start(vec![Reply::text("Hello.")]);

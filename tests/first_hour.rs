@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

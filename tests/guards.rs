@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::{blocked, project};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -88,10 +87,6 @@ impl Project {
             .find(|l| l["state"] == "ended")
             .and_then(|l| l["outcome"].as_str().map(str::to_owned))
     }
-}
-
-fn blocked(answer: &Value) -> bool {
-    answer["decision"] == "block"
 }
 
 fn reason(answer: &Value) -> &str {

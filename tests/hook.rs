@@ -3,14 +3,14 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::path::Path;
 use std::process::Output;
 
 use project::{LOOP, TempProject, run_ralph};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use ralph_core::state::LoopState;
 use serde_json::{Value, json};
 
@@ -740,7 +740,13 @@ fn concurrent_stops_never_lose_an_increment() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // Failing cases are kept beside this file, in tests/hook.proptest-regressions (the
+    // default would look for them beside the test binary's main.rs instead).
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn any_stdin_gets_a_valid_answer(input in proptest::collection::vec(any::<u8>(), 0..300)) {

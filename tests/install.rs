@@ -7,16 +7,10 @@
 //! copy, which brings this platform's binary), and the skills then run by the names users type.
 //!
 //! Needs the pinned client (`npm ci --prefix tests/client`) and verdaccio
-//! (`npm ci --prefix tests/registry`). When either is missing the test prints a SKIPPED line
-//! and passes, except on CI (`CI` set) where it fails.
+//! (`npm ci --prefix tests/registry`). When either is missing cargo reports the test as
+//! ignored, with those commands (crates/ralph/build.rs), except on CI (`CI` set) where it fails.
 
-// This test uses only part of the shared harness.
-#[path = "support/client.rs"]
-#[allow(dead_code)]
-mod client;
-#[path = "support/mock_api.rs"]
-#[allow(dead_code)]
-mod mock_api;
+use crate::support::{client, mock_api};
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -258,6 +252,10 @@ fn loop_named(status: &Value, name: &str) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    any(no_claude_client, no_registry),
+    ignore = "Claude Code client or verdaccio not installed: npm ci --prefix tests/client; npm ci --prefix tests/registry"
+)]
 fn installs_as_the_readme_says_and_runs_by_the_typed_names() {
     const TEST: &str = "installs_as_the_readme_says_and_runs_by_the_typed_names";
     let Some(claude) = client::claude_bin(TEST) else {

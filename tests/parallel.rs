@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+use crate::support::{BIN, text};
 
 /// The scripted agent. It knows its story by its branch and counts its
 /// calls in `$FAKE_LOG/<story>.calls`.
@@ -180,14 +180,6 @@ impl Repo {
     fn show(&self, what: &str) -> String {
         self.git(&["show", what])
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]
@@ -667,18 +659,17 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
     assert!(!repo.root().join("pwned").exists());
 }
 
-#[allow(dead_code)] // shared with tests/e2e.rs, which uses the rest
-#[path = "support/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "support/mock_api.rs"]
-mod mock_api;
+use crate::support::{client, mock_api};
 
 /// One story with the real Claude Code client (the default agent) against
 /// the scripted mock API: it writes a file in its worktree with
 /// `--permission-mode acceptEdits`, gives the promise, and the story comes
 /// home. Skipped (loudly) without the client, except on CI.
 #[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
 fn e2e_the_real_client_completes_a_story_in_its_worktree() {
     let Some(sandbox) = client::Sandbox::new("parallel e2e") else {
         return;

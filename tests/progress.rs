@@ -8,8 +8,7 @@
 #![cfg(unix)] // process groups, /proc and symlinked tool folders
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@ use ralph_core::state::LoopState;
 use ralph_core::store::Project;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-const LOOP: &str = ".claude/ralph-loop.local.md";
+use crate::support::{BIN, LOOP};
+
 const SESSION: &str = "robustness-session";
 
 /// A project in a fresh temporary folder, on a RAM disk when there is one:
@@ -326,4 +326,148 @@ fn sigkill_at_any_moment_never_tears_the_loop_file() {
     assert_eq!(answer["decision"], "block");
     assert_eq!(state(root).iteration, iteration + 1);
     assert!(runs >= 300, "only {runs} kill runs fit in the time budget");
+}
+
+/// `strace`, found on PATH: it lets a test stop ralph at one exact system call.
+#[cfg(target_os = "linux")]
+fn strace() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("strace"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let why = "strace is not installed (apt-get install strace)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("\n*** SKIPPED {why} ***\n");
+    }
+    found
+}
+
+/// Kills the hook with SIGKILL exactly between writing the new loop file and
+/// renaming it into place (strace turns the rename into a kill), so the kill
+/// is known to land mid-write: the new state is complete in a temp file but
+/// not yet the loop. The loop file keeps every byte of the old state, the
+/// next stop carries on from it without taking the temp file for a loop, and
+/// once the temp file is stale a stop removes it.
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(no_strace, ignore = "strace not installed: apt-get install strace")]
+fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let Some(strace) = strace() else { return };
+    let dir = project();
+    let root = dir.path();
+    arm(root);
+    let stop = |reply: &str| -> Value {
+        let mut child = hook(root).spawn().expect("spawn ralph hook stop");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&event(root, reply))
+            .expect("write the event");
+        let out = child.wait_with_output().expect("wait for the hook");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not a JSON answer ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    };
+    assert_eq!(stop("first turn")["decision"], "block");
+    let before = std::fs::read(root.join(LOOP)).expect("read the loop file");
+    let iteration = state(root).iteration;
+    assert!(temp_files(root).is_empty());
+
+    // The first rename any process of the hook makes is the loop file's:
+    // strace fails it and sends SIGKILL before it runs.
+    let hook_cmd = hook(root);
+    let mut traced = Command::new(strace);
+    traced
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .arg("-e")
+        .arg("inject=rename,renameat,renameat2:error=EIO:signal=KILL:when=1")
+        .arg("--")
+        .arg(hook_cmd.get_program())
+        .args(hook_cmd.get_args())
+        .current_dir(root)
+        .envs(
+            hook_cmd
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = traced.spawn().expect("spawn strace ralph hook stop");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "killed turn"))
+        .expect("write the event");
+    let out = child.wait_with_output().expect("wait for strace");
+    // strace ends the way its tracee did: by SIGKILL, with no answer printed.
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "the hook was not killed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty(), "a killed hook printed an answer");
+
+    // Mid-write: the next state is complete in a temp file; the loop file
+    // is byte for byte the old one and still parses.
+    let temps = temp_files(root);
+    assert_eq!(temps.len(), 1, "one temp file left by the kill: {temps:?}");
+    let temp = root.join(".claude").join(&temps[0]);
+    let written = std::fs::read_to_string(&temp).expect("read the temp file");
+    let next = LoopState::parse(&written)
+        .unwrap_or_else(|e| panic!("the temp file holds no whole loop: {e}\n{written}"));
+    assert_eq!(
+        next.iteration,
+        iteration + 1,
+        "the temp file is the next state"
+    );
+    assert_eq!(std::fs::read(root.join(LOOP)).expect("read"), before);
+    assert_eq!(state(root).iteration, iteration);
+
+    // The next stop carries on from the old state; a fresh temp file may be
+    // a live writer's, so it stays, and it is never listed as a loop.
+    assert_eq!(stop("next turn")["decision"], "block");
+    assert_eq!(state(root).iteration, iteration + 1);
+    assert_eq!(temp_files(root), temps);
+    let listed: Vec<String> = Project {
+        root: root.to_owned(),
+    }
+    .loop_files()
+    .expect("list loops")
+    .into_iter()
+    .map(|f| f.name)
+    .collect();
+    assert_eq!(
+        listed,
+        ["ralph"],
+        "the temp file must not be taken for a loop"
+    );
+
+    // Once older than a write could take, a stop under the lock removes it.
+    let long_ago = std::time::SystemTime::now()
+        - ralph_core::safe_fs::STALE_TEMP_AGE
+        - Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&temp)
+        .and_then(|f| f.set_modified(long_ago))
+        .expect("age the temp file");
+    assert_eq!(stop("a later turn")["decision"], "block");
+    assert_eq!(state(root).iteration, iteration + 2);
+    assert!(
+        temp_files(root).is_empty(),
+        "the stale temp file was not removed"
+    );
 }

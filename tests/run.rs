@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+use crate::support::{BIN, text};
 
 /// A scripted agent: the Nth call saves its prompt as `.agent/prompt-N` and
 /// prints `.agent/reply-N` (or the last reply written). With `.agent/hold`
@@ -86,14 +86,6 @@ impl Project {
     fn loop_json(&self) -> Value {
         self.status()["loops"][0].clone()
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+use crate::support::BIN;
+
 /// Far beyond any honest command on a loaded machine; a hang fails the test.
 const DEADLINE: Duration = Duration::from_secs(60);
 

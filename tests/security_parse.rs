@@ -15,8 +15,8 @@ use ralph_core::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-const LOOP: &str = ".claude/ralph-loop.local.md";
+use crate::support::LOOP;
+use crate::support::{BIN, blocked};
 
 struct Sandbox {
     project: tempfile::TempDir,
@@ -115,10 +115,6 @@ impl Sandbox {
     fn state(&self) -> LoopState {
         LoopState::parse(&self.text()).unwrap()
     }
-}
-
-fn blocked(answer: &Value) -> bool {
-    answer["decision"] == "block"
 }
 
 fn notice(answer: &Value) -> &str {

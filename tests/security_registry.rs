@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

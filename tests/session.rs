@@ -3,8 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-#[path = "support/project.rs"]
-mod project;
+use crate::support::project;
 
 use std::process::Output;
 

@@ -11,8 +11,7 @@ use tempfile::TempDir;
 
 use super::mock_api::MockApi;
 
-/// The `ralph` binary under test.
-pub const RALPH: &str = env!("CARGO_BIN_EXE_ralph");
+pub use super::{BIN as RALPH, repo_root};
 
 /// How long one client run may take before the test fails.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -20,12 +19,6 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 /// The install command printed when the client is missing.
 const INSTALL_HINT: &str = "run `npm ci --prefix tests/client` in the repository root: it installs the pinned \
      @anthropic-ai/claude-code from tests/client/package.json; or set RALPH_CLAUDE_BIN to a claude binary";
-
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    root.canonicalize().unwrap_or(root)
-}
 
 /// The plugin folder, as `claude --plugin-dir` and the marketplace entry see it.
 pub fn plugin_root() -> PathBuf {
@@ -107,7 +100,6 @@ pub struct Run {
 
 impl Run {
     /// The stream-json events printed on stdout.
-    #[allow(dead_code)]
     pub fn events(&self) -> Vec<Value> {
         self.stdout
             .lines()
@@ -116,7 +108,6 @@ impl Run {
     }
 
     /// The `result` text of the final `result` event.
-    #[allow(dead_code)]
     pub fn result_text(&self) -> String {
         self.events()
             .iter()
@@ -200,7 +191,6 @@ impl Sandbox {
 
     /// Runs `ralph ARGS` in the project with the mock API's variables set, so that an agent
     /// it starts (`ralph run --agent "<claude> -p …"`) talks to `api`.
-    #[allow(dead_code)]
     pub fn ralph_with_api(&self, api: &MockApi, args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new(RALPH);
         cmd.args(args)
@@ -212,7 +202,6 @@ impl Sandbox {
     }
 
     /// The Claude Code binary this sandbox runs.
-    #[allow(dead_code)]
     pub fn claude_path(&self) -> &Path {
         &self.claude
     }
@@ -332,7 +321,6 @@ fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> R
 impl Sandbox {
     /// Like [`Sandbox::claude`], with extra environment variables for the client (and so for
     /// its hooks), e.g. `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, or `RALPH_BIN` pointing elsewhere.
-    #[allow(dead_code)]
     pub fn claude_with_env(
         &self,
         api: &MockApi,
@@ -357,7 +345,6 @@ impl Sandbox {
     }
 
     /// `ralph ARGS` in the project with extra environment variables.
-    #[allow(dead_code)]
     pub fn ralph_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         let mut cmd = Command::new(RALPH);
         cmd.args(args)

@@ -39,14 +39,12 @@ impl Reply {
     pub fn text(s: impl Into<String>) -> Self {
         Reply::Text(s.into())
     }
-    #[allow(dead_code)]
     pub fn bash(text: impl Into<String>, command: impl Into<String>) -> Self {
         Reply::TextAndBash {
             text: text.into(),
             command: command.into(),
         }
     }
-    #[allow(dead_code)]
     pub fn tool(text: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Reply::TextAndTool {
             text: text.into(),
@@ -56,7 +54,6 @@ impl Reply {
     }
 
     /// A `Write` tool call: the model asks to create `file_path` with `content`.
-    #[allow(dead_code)]
     pub fn write(text: impl Into<String>, file_path: &str, content: &str) -> Self {
         Reply::TextAndTool {
             text: text.into(),
@@ -83,7 +80,6 @@ pub struct LoggedRequest {
 impl LoggedRequest {
     /// All text of the request's `messages` (text blocks and tool results), joined by
     /// newlines: what the model was shown.
-    #[allow(dead_code)]
     pub fn messages_text(&self) -> String {
         let mut out = String::new();
         if let Some(messages) = self.body.get("messages").and_then(Value::as_array) {
@@ -96,7 +92,6 @@ impl LoggedRequest {
 
     /// The text of the last `role: user` message: on a Stop-hook continuation, the
     /// feedback the hook sent.
-    #[allow(dead_code)]
     pub fn last_user_text(&self) -> String {
         let mut out = String::new();
         if let Some(m) = self
@@ -110,7 +105,6 @@ impl LoggedRequest {
         out
     }
 
-    #[allow(dead_code)]
     pub fn model(&self) -> &str {
         self.body.get("model").and_then(Value::as_str).unwrap_or("")
     }
@@ -194,7 +188,6 @@ impl MockApi {
     }
 
     /// Records the content of `path` with every request from now on.
-    #[allow(dead_code)]
     pub fn watch_file(&self, path: impl Into<PathBuf>) {
         lock(&self.shared).watch = Some(path.into());
     }

@@ -1,13 +1,12 @@
 //! A throwaway project for tests that run the `ralph` binary.
 
-#![allow(dead_code, clippy::unwrap_used)] // each test file uses its own part of it
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
-pub const LOOP: &str = ".claude/ralph-loop.local.md";
+pub use super::{BIN, LOOP};
 
 /// A temporary folder with `.claude/` in it, and a HOME of its own (where
 /// ralph keeps its record of armed loops), both removed when dropped.

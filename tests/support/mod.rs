@@ -1,0 +1,41 @@
+//! The one harness every integration test shares: the binary under test, the repository's
+//! folders, throwaway projects (`project`), the real Claude Code client (`client`) and the
+//! mock APIs it and the other hosts talk to (`mock_api`, `model_mock`).
+
+#![allow(dead_code)] // each test module uses its own part of the harness
+
+pub mod client;
+pub mod mock_api;
+pub mod model_mock;
+pub mod project;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+/// The `ralph` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+
+/// The loop file `ralph loop` writes when no name is given.
+pub const LOOP: &str = ".claude/ralph-loop.local.md";
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// A finished command's stdout followed by its stderr, for assertions and failure messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Whether a hook answer blocks the turn (`"decision": "block"`).
+pub fn blocked(answer: &Value) -> bool {
+    answer["decision"] == "block"
+}
