@@ -106,98 +106,150 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     if !state.active {
         return Decision::Pass;
     }
-    let reply = seen.reply.as_deref().unwrap_or("");
-    let mut notes = Vec::new();
+    match steps(state, seen) {
+        Ok(decision) => decision,
+        Err(Early::Verify(command)) => Decision::Verify { command },
+        Err(Early::End(outcome, detail)) => Decision::End { outcome, detail },
+    }
+}
 
-    if let Some(expected) = &state.completion_promise
-        && promise::speaks(reply, expected)
-    {
-        {
-            match (&state.guards.verify, &seen.verification) {
-                (None, _) => {
-                    return end(
-                        Outcome::Completed,
-                        format!(
-                            "the agent gave the promise `{expected}` at iteration {}",
-                            state.iteration
-                        ),
-                    );
-                }
-                (Some(command), None) => {
-                    return Decision::Verify {
-                        command: command.clone(),
-                    };
-                }
-                (Some(command), Some(v)) if v.passed => {
-                    return end(
-                        Outcome::Completed,
-                        format!(
-                            "the agent gave the promise `{expected}` and `{command}` passed, at iteration {}",
-                            state.iteration
-                        ),
-                    );
-                }
-                (Some(command), Some(v)) => notes.push(refusal(expected, command, v)),
-            }
+/// A decision taken before the last step: the loop ends, or the gate runs.
+/// Kept small (not a whole `Decision`) so each step can return it with `?`.
+enum Early {
+    End(Outcome, String),
+    Verify(String),
+}
+
+/// What the turn carries forward while the steps run.
+struct Turn {
+    progress: Progress,
+    /// Lines for the agent under the prompt.
+    notes: Vec<String>,
+    /// Lines for the user.
+    notices: Vec<String>,
+}
+
+/// The rules in the order they apply: the first that ends the loop wins.
+fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let mut turn = Turn {
+        progress: state.progress.clone(),
+        notes: Vec::new(),
+        notices: Vec::new(),
+    };
+    completion_promise(state, seen, reply, &mut turn.notes)?;
+    abort_promise(state, reply)?;
+    iteration_limit(state)?;
+    time_budget(state, seen, &mut turn)?;
+    token_budget(state, seen, &mut turn)?;
+    stuck_breaker(state, reply, &mut turn.progress)?;
+    no_progress_breaker(state, seen, &mut turn.progress)?;
+    block_cap(seen, &mut turn.progress)?;
+    Ok(Decision::Continue {
+        next: state.iteration.saturating_add(1),
+        progress: turn.progress,
+        notes: turn.notes,
+        notices: turn.notices,
+    })
+}
+
+/// The promise completes the loop, or asks for the gate, or (the gate
+/// failed) is refused with a note for the agent.
+fn completion_promise(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    notes: &mut Vec<String>,
+) -> Result<(), Early> {
+    let Some(expected) = &state.completion_promise else {
+        return Ok(());
+    };
+    if !promise::speaks(reply, expected) {
+        return Ok(());
+    }
+    match (&state.guards.verify, &seen.verification) {
+        (None, _) => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), None) => Err(Early::Verify(command.clone())),
+        (Some(command), Some(v)) if v.passed => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` and `{command}` passed, at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), Some(v)) => {
+            notes.push(refusal(expected, command, v));
+            Ok(())
         }
     }
+}
 
-    if let Some(abort) = &state.abort_promise
-        && promise::speaks(reply, abort)
-    {
-        return end(
+fn abort_promise(state: &LoopState, reply: &str) -> Result<(), Early> {
+    match &state.abort_promise {
+        Some(abort) if promise::speaks(reply, abort) => Err(Early::End(
             Outcome::Aborted,
             format!(
                 "the agent said it is blocked (`{abort}`) at iteration {}: {}",
                 state.iteration,
                 excerpt(reply)
             ),
-        );
+        )),
+        _ => Ok(()),
     }
+}
 
+fn iteration_limit(state: &LoopState) -> Result<(), Early> {
     if state.at_limit() {
-        return end(
+        return Err(Early::End(
             Outcome::MaxIterations,
             format!(
                 "reached the limit of {} iterations without the promise",
                 state.max_iterations
             ),
-        );
+        ));
     }
-
     if state.iteration >= MAX_COUNT {
-        return end(
+        return Err(Early::End(
             Outcome::MaxIterations,
             format!("reached {MAX_COUNT} iterations, the most a loop file can count"),
-        );
+        ));
     }
+    Ok(())
+}
 
-    let mut progress = state.progress.clone();
-    let mut notices = Vec::new();
-    if let Some(limit) = state.guards.max_duration_secs
-        && let Some(now) = seen.now
-    {
-        let elapsed = elapsed_time(state, now, &mut progress, &mut notices);
-        if elapsed >= limit {
-            return end(
-                Outcome::TimeBudget,
-                format!(
-                    "ran {} of its {} time budget",
-                    format_duration(elapsed),
-                    format_duration(limit)
-                ),
-            );
-        }
-        if percent_reached(elapsed, limit) {
-            notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
-        }
+fn time_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let (Some(limit), Some(now)) = (state.guards.max_duration_secs, seen.now) else {
+        return Ok(());
+    };
+    let elapsed = elapsed_time(state, now, &mut turn.progress, &mut turn.notices);
+    if elapsed >= limit {
+        return Err(Early::End(
+            Outcome::TimeBudget,
+            format!(
+                "ran {} of its {} time budget",
+                format_duration(elapsed),
+                format_duration(limit)
+            ),
+        ));
     }
+    if percent_reached(elapsed, limit) {
+        turn.notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
+    }
+    Ok(())
+}
 
-    // The hook knows the tokens the transcript proves; the reply that just
-    // ended may not be written yet. The budget counts it at the size of the
-    // largest message seen, so the loop ends before the budget is passed,
-    // or at worst one turn after (when that reply was larger than any before).
-    // Held at the cap the file can store, so the figure always writes back.
+/// The hook knows the tokens the transcript proves; the reply that just
+/// ended may not be written yet. The budget counts it at the size of the
+/// largest message seen, so the loop ends before the budget is passed,
+/// or at worst one turn after (when that reply was larger than any before).
+/// Held at the cap the file can store, so the figure always writes back.
+fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
     let tokens = seen
         .tokens_used
         .unwrap_or(state.progress.tokens_used)
@@ -206,23 +258,25 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     if let Some(limit) = state.guards.max_tokens {
         let projected = tokens.saturating_add(unseen);
         if projected >= limit {
-            return end(
+            return Err(Early::End(
                 Outcome::TokenBudget,
                 format!(
                     "used {} of its {limit} token budget",
                     token_words(tokens, unseen)
                 ),
-            );
+            ));
         }
         if percent_reached(projected, limit) {
-            notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
+            turn.notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
         }
     }
+    turn.progress.tokens_used = tokens;
+    turn.progress.largest_reply_tokens = largest_reply(state, seen);
+    turn.progress.unseen_tokens = unseen;
+    Ok(())
+}
 
-    progress.tokens_used = tokens;
-    progress.largest_reply_tokens = largest_reply(state, seen);
-    progress.unseen_tokens = unseen;
-
+fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Result<(), Early> {
     let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint_words(reply));
     progress.same_reply_count = match (&fingerprint, &progress.reply_fingerprint) {
         (Some(new), Some(old)) if new == old => progress.same_reply_count.saturating_add(1),
@@ -232,62 +286,67 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     progress.reply_fingerprint = fingerprint;
     let stuck_after = state.guards.stuck_after;
     if stuck_after > 0 && progress.same_reply_count >= stuck_after {
-        return end(
+        return Err(Early::End(
             Outcome::Stuck,
             format!(
                 "the same reply came {} times in a row",
                 progress.same_reply_count
             ),
-        );
+        ));
     }
+    Ok(())
+}
 
-    if let Some(tree) = &seen.tree_fingerprint {
-        progress.no_progress_count = match &progress.tree_fingerprint {
-            Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
-            _ => 0,
-        };
-        progress.tree_fingerprint = Some(tree.clone());
-        let limit = state.guards.no_progress_after;
-        if limit > 0 && progress.no_progress_count >= limit {
-            return end(
-                Outcome::NoProgress,
-                format!(
-                    "no change to the working tree or HEAD for {} iterations",
-                    progress.no_progress_count
-                ),
-            );
-        }
+fn no_progress_breaker(
+    state: &LoopState,
+    seen: &Observation,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    let Some(tree) = &seen.tree_fingerprint else {
+        return Ok(());
+    };
+    progress.no_progress_count = match &progress.tree_fingerprint {
+        Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
+        _ => 0,
+    };
+    progress.tree_fingerprint = Some(tree.clone());
+    let limit = state.guards.no_progress_after;
+    if limit > 0 && progress.no_progress_count >= limit {
+        return Err(Early::End(
+            Outcome::NoProgress,
+            format!(
+                "no change to the working tree or HEAD for {} iterations",
+                progress.no_progress_count
+            ),
+        ));
     }
+    Ok(())
+}
 
-    // Claude Code lets a Stop hook block `block_cap` times in a row and
-    // overrides the next block, ending the turn with its own warning. Its
-    // count starts over at a new turn (`stop_hook_active: false`) and after a
-    // continuation that ran a tool. ralph counts its own blocks the same way,
-    // trusting only tool use the transcript proves (a tool it cannot see yet
-    // makes it end early, never late), and ends the loop itself at the stop
-    // where one more block would be overridden.
+/// Claude Code lets a Stop hook block `block_cap` times in a row and
+/// overrides the next block, ending the turn with its own warning. Its
+/// count starts over at a new turn (`stop_hook_active: false`) and after a
+/// continuation that ran a tool. ralph counts its own blocks the same way,
+/// trusting only tool use the transcript proves (a tool it cannot see yet
+/// makes it end early, never late), and ends the loop itself at the stop
+/// where one more block would be overridden.
+fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
     let blocks = if seen.stop_hook_active == Some(false) || seen.ran_tool == Some(true) {
         0
     } else {
         progress.idle_blocks
     };
     if seen.block_cap > 0 && blocks >= seen.block_cap {
-        return end(
+        return Err(Early::End(
             Outcome::BlockCap,
             format!(
                 "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
                 seen.block_cap
             ),
-        );
+        ));
     }
     progress.idle_blocks = blocks.saturating_add(1);
-
-    Decision::Continue {
-        next: state.iteration.saturating_add(1),
-        progress,
-        notes,
-        notices,
-    }
+    Ok(())
 }
 
 /// Whether `used` reached [`WARN_AT_PERCENT`] of `limit`, without overflow.
@@ -354,10 +413,6 @@ pub fn token_words(known: u64, unseen: u64) -> String {
     } else {
         format!("{known} known + ~{unseen} for the last reply (not yet in the transcript)")
     }
-}
-
-fn end(outcome: Outcome, detail: String) -> Decision {
-    Decision::End { outcome, detail }
 }
 
 fn refusal(expected: &str, command: &str, v: &Verification) -> String {
