@@ -353,6 +353,25 @@ fn verification_gate_refuses_until_the_command_passes() {
 }
 
 #[test]
+fn max_verify_failures_ends_the_loop_after_that_many_refused_promises() {
+    let p = Project::new();
+    p.start(&[
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "exit 1",
+        "--max-verify-failures",
+        "2",
+    ]);
+    let a = p.stop("<promise>DONE</promise>");
+    assert!(blocked(&a) && reason(&a).contains("refused"), "{a}");
+    assert!(blocked(&p.stop("working on it")));
+    let a = p.stop("<promise>DONE</promise>");
+    assert!(!blocked(&a) && notice(&a).contains("kept failing"), "{a}");
+    assert_eq!(p.last_outcome().as_deref(), Some("verify_failures"));
+}
+
+#[test]
 fn verification_gate_times_out() {
     let p = Project::new();
     p.start(&[

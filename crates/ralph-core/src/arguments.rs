@@ -34,6 +34,7 @@ pub const OPTIONS: &[(&str, Kind)] = &[
     ("max-tokens", Kind::Number),
     ("verify", Kind::Text),
     ("verify-timeout", Kind::Duration),
+    ("max-verify-failures", Kind::Number),
     ("stuck-after", Kind::Number),
     ("no-progress-after", Kind::Number),
     ("fresh-context", Kind::Flag),

@@ -52,6 +52,8 @@ pub enum Outcome {
     Stuck,
     NoProgress,
     BlockCap,
+    /// The verification gate failed `max_verify_failures` times.
+    VerifyFailures,
     Cancelled,
     Corrupt,
     /// `ralph run`: the agent was refused the same permission again.
@@ -72,6 +74,7 @@ impl Outcome {
             Self::Stuck => "stuck",
             Self::NoProgress => "no_progress",
             Self::BlockCap => "block_cap",
+            Self::VerifyFailures => "verify_failures",
             Self::Cancelled => "cancelled",
             Self::Corrupt => "corrupt",
             Self::Denied => "denied",
@@ -137,7 +140,7 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: Vec::new(),
         notices: Vec::new(),
     };
-    completion_promise(state, seen, reply, &mut turn.notes)?;
+    completion_promise(state, seen, reply, &mut turn)?;
     abort_promise(state, reply)?;
     iteration_limit(state)?;
     time_budget(state, seen, &mut turn)?;
@@ -159,7 +162,7 @@ fn completion_promise(
     state: &LoopState,
     seen: &Observation,
     reply: &str,
-    notes: &mut Vec<String>,
+    turn: &mut Turn,
 ) -> Result<(), Early> {
     let Some(expected) = &state.completion_promise else {
         return Ok(());
@@ -184,10 +187,28 @@ fn completion_promise(
             ),
         )),
         (Some(command), Some(v)) => {
-            notes.push(refusal(expected, command, v));
-            Ok(())
+            turn.notes.push(refusal(expected, command, v));
+            verify_failures(state, command, &mut turn.progress)
         }
     }
+}
+
+/// Counts a failed gate, and ends the loop once `max_verify_failures`
+/// gates have failed. A passing gate completes the loop, so the count
+/// never needs resetting: the failures counted are all in a row.
+fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) -> Result<(), Early> {
+    progress.verify_failures = progress.verify_failures.saturating_add(1).min(MAX_COUNT);
+    let limit = state.guards.max_verify_failures;
+    if limit > 0 && progress.verify_failures >= limit {
+        return Err(Early::End(
+            Outcome::VerifyFailures,
+            format!(
+                "the promise was refused {} times: `{command}` kept failing",
+                progress.verify_failures
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn abort_promise(state: &LoopState, reply: &str) -> Result<(), Early> {
@@ -586,6 +607,44 @@ mod tests {
             decide(&s, &seen("working")),
             Decision::Continue { .. }
         ));
+    }
+
+    #[test]
+    fn max_verify_failures_ends_after_that_many_failed_gates() {
+        let mut s = state("completion_promise: DONE\nverify: make check\nmax_verify_failures: 2\n");
+        let mut o = seen("<promise>DONE</promise>");
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 1".into(),
+            output_tail: String::new(),
+        });
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &o)
+        else {
+            panic!("the first failure is refused, not the end")
+        };
+        assert_eq!(progress.verify_failures, 1);
+        assert!(notes[0].contains("was refused"), "{notes:?}");
+        // A turn without the promise keeps the count.
+        s.progress = progress;
+        let Decision::Continue { progress, .. } = decide(&s, &seen("working")) else {
+            panic!()
+        };
+        assert_eq!(progress.verify_failures, 1);
+        s.progress = progress;
+        match decide(&s, &o) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::VerifyFailures);
+                assert_eq!(outcome.as_str(), "verify_failures");
+                assert!(detail.contains("refused 2 times"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Off (the default): failures are counted, never end the loop.
+        s.guards.max_verify_failures = 0;
+        s.progress.verify_failures = 1_000;
+        assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
     }
 
     #[test]

@@ -299,6 +299,7 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
         new.largest_reply_tokens,
     );
     num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
+    num("verify_failures", old.verify_failures, new.verify_failures);
     if let Some(elapsed) = new
         .elapsed_secs
         .filter(|_| old.elapsed_secs != new.elapsed_secs)

@@ -13,6 +13,7 @@ pub mod event;
 pub mod fanout;
 pub mod fanout_git;
 pub mod frontmatter;
+pub mod guards;
 pub mod hook;
 pub mod host;
 pub mod host_install;

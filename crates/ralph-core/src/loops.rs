@@ -74,6 +74,7 @@ pub struct ArmRequest {
     pub max_tokens: Option<u64>,
     pub verify: Option<String>,
     pub verify_timeout: Option<String>,
+    pub max_verify_failures: Option<u64>,
     pub stuck_after: Option<u64>,
     pub no_progress_after: Option<u64>,
     pub force: bool,
@@ -137,6 +138,10 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     opt("max_tokens", req.max_tokens.map(|n| n.to_string()));
     opt("verify", req.verify.as_deref().map(quote));
     opt("verify_timeout", req.verify_timeout.as_deref().map(quote));
+    opt(
+        "max_verify_failures",
+        req.max_verify_failures.map(|n| n.to_string()),
+    );
     opt("stuck_after", req.stuck_after.map(|n| n.to_string()));
     opt(
         "no_progress_after",

@@ -6,7 +6,6 @@
 use crate::decide::Outcome;
 use crate::display::line;
 use crate::state::{LoopState, Progress};
-use crate::time::format_duration;
 
 /// The footer under the prompt, telling the agent where it is and exactly
 /// how to finish.
@@ -71,6 +70,7 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
         Outcome::Stuck => ("⚠", "stopped: stuck"),
         Outcome::NoProgress => ("⚠", "stopped: no progress"),
         Outcome::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
+        Outcome::VerifyFailures => ("⚠", "stopped: the check kept failing"),
         Outcome::Cancelled => ("⏹", "cancelled"),
         Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
         Outcome::Denied => ("🚫", "stopped: the agent was denied permission"),
@@ -86,63 +86,13 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
-    let g = &state.guards;
-    let mut out = Vec::new();
-    if let Some(d) = g.max_duration_secs {
-        out.push(format!("time budget {}", format_duration(d)));
-    }
-    if let Some(t) = g.max_tokens {
-        out.push(format!("token budget {t}"));
-    }
-    if let Some(v) = &g.verify {
-        out.push(format!(
-            "verify `{}` (limit {})",
-            line(v),
-            format_duration(g.verify_timeout_secs)
-        ));
-    }
-    if let Some(a) = &state.abort_promise {
-        out.push(format!("abort promise {}", line(a)));
-    }
-    out.push(if g.stuck_after > 0 {
-        format!("stuck after {} identical replies", g.stuck_after)
-    } else {
-        "stuck breaker off".into()
-    });
-    out.push(if g.no_progress_after > 0 {
-        format!(
-            "no-progress after {} unchanged iterations",
-            g.no_progress_after
-        )
-    } else {
-        "no-progress breaker off".into()
-    });
-    out
+    crate::guards::summary(state)
 }
 
 /// The guard figures after a turn, for `ralph run`'s progress lines:
 /// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
 pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
-    let g = &state.guards;
-    let mut out = Vec::new();
-    match g.max_tokens {
-        Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
-        None if progress.tokens_used > 0 => out.push(format!("tokens {}", progress.tokens_used)),
-        None => {}
-    }
-    if g.stuck_after > 0 {
-        out.push(format!(
-            "same reply {}/{}",
-            progress.same_reply_count, g.stuck_after
-        ));
-    }
-    if g.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
-        out.push(format!(
-            "unchanged {}/{}",
-            progress.no_progress_count, g.no_progress_after
-        ));
-    }
-    out.join(" · ")
+    state.guards.figures(progress)
 }
 
 /// For the user's status line when `--verify` refused the promise.

@@ -184,6 +184,8 @@ Guards (each optional; shown by `ralph status`, logged at every stop):
   --verify 'cargo test'   when the promise comes, run this command from the project root; only exit 0
                           completes the loop, otherwise the promise is refused and the agent sees the
                           exit code and the output's tail (limit: --verify-timeout, default 5m, max 14m)
+  --max-verify-failures 3 end it (as verify_failures) once the --verify gate refused the promise 3 times
+                          (0: off, the default)
   --abort-promise BLOCKED the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when
                           only a person can unblock it; you see its explanation
   --stuck-after 3         end it (as stuck) when the same reply comes 3 times in a row (0: off)
@@ -242,6 +244,9 @@ pub struct ArmFlags {
     /// Time limit of the --verify command, e.g. 5m (at most 14m)
     #[arg(long, value_parser = parse_duration_arg)]
     pub verify_timeout: Option<String>,
+    /// Failed --verify gates (refused promises) that end the loop (0: off) [default: 0]
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_verify_failures: Option<u64>,
     /// Identical replies in a row that end the loop as stuck (0: off) [default: 3]
     #[arg(long, allow_negative_numbers = true)]
     pub stuck_after: Option<u64>,
@@ -263,6 +268,7 @@ impl ArmFlags {
             || self.max_tokens.is_some()
             || self.verify.is_some()
             || self.verify_timeout.is_some()
+            || self.max_verify_failures.is_some()
             || self.stuck_after.is_some()
             || self.no_progress_after.is_some()
             || self.fresh_context

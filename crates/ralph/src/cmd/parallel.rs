@@ -304,6 +304,7 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         max_tokens,
         verify,
         verify_timeout,
+        max_verify_failures,
         stuck_after,
         no_progress_after,
         fresh_context,
@@ -320,6 +321,10 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     add("--max-tokens", max_tokens.map(|v| v.to_string()));
     add("--verify", verify.clone());
     add("--verify-timeout", verify_timeout.clone());
+    add(
+        "--max-verify-failures",
+        max_verify_failures.map(|v| v.to_string()),
+    );
     add("--stuck-after", stuck_after.map(|v| v.to_string()));
     add(
         "--no-progress-after",
