@@ -11,6 +11,8 @@
 //! the apostrophe in "Don't" is just a letter and never hides the options
 //! that follow it.
 
+use crate::guards;
+
 /// What an option's value is, so the slash command checks it as clap does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -23,24 +25,50 @@ pub enum Kind {
     Duration,
 }
 
-/// Every option of `ralph start`, in one table: the slash command's parser
-/// reads it, and a test compares it with clap's own list for `ralph start`.
-pub const OPTIONS: &[(&str, Kind)] = &[
+/// The options of `ralph start` that come before the guards.
+const BEFORE_GUARDS: &[(&str, Kind)] = &[
     ("name", Kind::Text),
     ("max-iterations", Kind::Number),
     ("completion-promise", Kind::Text),
     ("abort-promise", Kind::Text),
-    ("max-duration", Kind::Duration),
-    ("max-tokens", Kind::Number),
-    ("verify", Kind::Text),
-    ("verify-timeout", Kind::Duration),
-    ("max-verify-failures", Kind::Number),
-    ("stuck-after", Kind::Number),
-    ("no-progress-after", Kind::Number),
+];
+
+/// The options of `ralph start` that come after the guards.
+const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
 ];
+
+/// Every option of `ralph start`, in one table (the guards' own from
+/// `guards::OPTIONS`): the slash command's parser reads it, and a test
+/// compares it with clap's own list for `ralph start`.
+pub const OPTIONS: &[(&str, Kind)] =
+    &all_options::<{ BEFORE_GUARDS.len() + guards::OPTIONS.len() + AFTER_GUARDS.len() }>();
+
+const fn all_options<const N: usize>() -> [(&'static str, Kind); N] {
+    let mut out = [("", Kind::Flag); N];
+    let mut at = 0;
+    let mut i = 0;
+    while i < BEFORE_GUARDS.len() {
+        out[at] = BEFORE_GUARDS[i];
+        at += 1;
+        i += 1;
+    }
+    i = 0;
+    while i < guards::OPTIONS.len() {
+        out[at] = (guards::OPTIONS[i].flag, guards::OPTIONS[i].kind);
+        at += 1;
+        i += 1;
+    }
+    i = 0;
+    while i < AFTER_GUARDS.len() {
+        out[at] = AFTER_GUARDS[i];
+        at += 1;
+        i += 1;
+    }
+    out
+}
 
 fn kind_of(key: &str) -> Option<Kind> {
     OPTIONS

@@ -4,7 +4,8 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::arguments::Kind;
+use crate::arguments::{ArgumentsError, Kind, check_duration, check_number};
+use crate::frontmatter::quote;
 use crate::state::{LoopState, Progress};
 use crate::time::format_duration;
 
@@ -42,6 +43,10 @@ pub struct GuardOption {
     pub field: &'static str,
     pub kind: Kind,
     pub default: &'static str,
+    /// The value's name in `--help` (`--max-tokens <MAX_TOKENS>`).
+    pub value_name: &'static str,
+    /// The line `ralph start --help` shows.
+    pub help: &'static str,
 }
 
 /// Every guard's option.
@@ -51,42 +56,56 @@ pub const OPTIONS: &[GuardOption] = &[
         field: "max_duration",
         kind: Kind::Duration,
         default: "none",
+        value_name: "MAX_DURATION",
+        help: "Time budget from the loop's start, e.g. 90m, 2h, 1h30m",
     },
     GuardOption {
         flag: "max-tokens",
         field: "max_tokens",
         kind: Kind::Number,
         default: "none",
+        value_name: "MAX_TOKENS",
+        help: "Token budget for the loop's assistant turns",
     },
     GuardOption {
         flag: "verify",
         field: "verify",
         kind: Kind::Text,
         default: "none",
+        value_name: "VERIFY",
+        help: "A command that must pass (exit 0) before the promise is accepted",
     },
     GuardOption {
         flag: "verify-timeout",
         field: "verify_timeout",
         kind: Kind::Duration,
         default: "5m",
+        value_name: "VERIFY_TIMEOUT",
+        help: "Time limit of the --verify command, e.g. 5m (at most 14m)",
     },
     GuardOption {
         flag: "max-verify-failures",
         field: "max_verify_failures",
         kind: Kind::Number,
         default: "0",
+        value_name: "MAX_VERIFY_FAILURES",
+        help: "Failed --verify gates (refused promises) that end the loop (0: off) [default: 0]",
     },
     GuardOption {
         flag: "stuck-after",
         field: "stuck_after",
         kind: Kind::Number,
         default: "3",
+        value_name: "STUCK_AFTER",
+        help: "Identical replies in a row that end the loop as stuck (0: off) [default: 3]",
     },
     GuardOption {
         flag: "no-progress-after",
         field: "no_progress_after",
         kind: Kind::Number,
         default: "5",
+        value_name: "NO_PROGRESS_AFTER",
+        help: "Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]",
     },
 ];
 
@@ -168,6 +187,67 @@ impl Guards {
     }
 }
 
+/// The guards asked for when arming, as option values already checked for
+/// their kind (a whole number, a duration with a unit), in the table's
+/// order. `ralph start`, the slash command and `ralph plan` fill it; the new
+/// loop file is written from it; nothing names a guard one by one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuardSettings {
+    values: Vec<(&'static GuardOption, String)>,
+}
+
+impl GuardSettings {
+    /// The guard whose option is `--flag`.
+    pub fn option(flag: &str) -> Option<&'static GuardOption> {
+        OPTIONS.iter().find(|g| g.flag == flag)
+    }
+
+    /// Sets a guard from its option's text, with the checks clap applies.
+    pub fn set(&mut self, option: &'static GuardOption, value: &str) -> Result<(), ArgumentsError> {
+        let value = match option.kind {
+            Kind::Number => check_number(option.flag, value)?.to_string(),
+            Kind::Duration => check_duration(option.flag, value)?,
+            Kind::Text | Kind::Flag => value.to_owned(),
+        };
+        self.values.retain(|(g, _)| g.flag != option.flag);
+        self.values.push((option, value));
+        self.values
+            .sort_by_key(|(g, _)| OPTIONS.iter().position(|o| o.flag == g.flag));
+        Ok(())
+    }
+
+    /// The value given for `--flag`, as given.
+    pub fn get(&self, flag: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(g, _)| g.flag == flag)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The settings as command-line words (`--stuck-after 2 …`), to arm
+    /// the same guards in another process.
+    pub fn args(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .flat_map(|(g, v)| [format!("--{}", g.flag), v.clone()])
+            .collect()
+    }
+
+    /// The loop-file fields and their YAML values. A blank text
+    /// (`--verify ''`) sets nothing.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        self.values.iter().filter_map(|(g, v)| match g.kind {
+            Kind::Number => Some((g.field, v.clone())),
+            _ if v.trim().is_empty() && g.kind == Kind::Text => None,
+            _ => Some((g.field, quote(v))),
+        })
+    }
+}
+
 /// The guards of a loop in words (see [`Guards::summary`]).
 pub fn summary(state: &LoopState) -> Vec<String> {
     state.guards.summary(state.abort_promise.as_deref())
@@ -179,12 +259,12 @@ mod tests {
 
     #[test]
     fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {
-        for g in OPTIONS {
-            assert!(
-                crate::arguments::OPTIONS.contains(&(g.flag, g.kind)),
-                "--{} is missing from arguments::OPTIONS",
-                g.flag
-            );
+        let starts_at = crate::arguments::OPTIONS
+            .iter()
+            .position(|(flag, _)| *flag == OPTIONS[0].flag)
+            .unwrap();
+        for (i, g) in OPTIONS.iter().enumerate() {
+            assert_eq!(crate::arguments::OPTIONS[starts_at + i], (g.flag, g.kind));
             assert!(
                 crate::state::KNOWN_FIELDS.contains(&g.field),
                 "{} is not read from the loop file",
@@ -192,6 +272,40 @@ mod tests {
             );
             assert_eq!(g.field, g.flag.replace('-', "_"));
         }
+    }
+
+    #[test]
+    fn settings_are_checked_kept_in_table_order_and_written_as_fields() {
+        let mut s = GuardSettings::default();
+        let opt = |f| GuardSettings::option(f).unwrap();
+        s.set(opt("stuck-after"), " 07").unwrap();
+        s.set(opt("verify"), "cargo test").unwrap();
+        s.set(opt("max-duration"), "2h").unwrap();
+        assert!(s.set(opt("max-tokens"), "-1").is_err());
+        assert!(s.set(opt("verify-timeout"), "5").is_err());
+        let fields: Vec<_> = s.fields().collect();
+        assert_eq!(
+            fields,
+            [
+                ("max_duration", "\"2h\"".to_owned()),
+                ("verify", "\"cargo test\"".to_owned()),
+                ("stuck_after", "7".to_owned()),
+            ]
+        );
+        assert_eq!(
+            s.args(),
+            [
+                "--max-duration",
+                "2h",
+                "--verify",
+                "cargo test",
+                "--stuck-after",
+                "7"
+            ]
+        );
+        s.set(opt("verify"), " ").unwrap();
+        assert_eq!(s.get("verify"), Some(" "));
+        assert_eq!(s.fields().count(), 2, "a blank --verify sets nothing");
     }
 
     #[test]

@@ -70,13 +70,7 @@ pub struct ArmRequest {
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
-    pub max_duration: Option<String>,
-    pub max_tokens: Option<u64>,
-    pub verify: Option<String>,
-    pub verify_timeout: Option<String>,
-    pub max_verify_failures: Option<u64>,
-    pub stuck_after: Option<u64>,
-    pub no_progress_after: Option<u64>,
+    pub guards: crate::guards::GuardSettings,
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
@@ -134,19 +128,9 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         }
     };
     opt("abort_promise", req.abort_promise.as_deref().map(quote));
-    opt("max_duration", req.max_duration.as_deref().map(quote));
-    opt("max_tokens", req.max_tokens.map(|n| n.to_string()));
-    opt("verify", req.verify.as_deref().map(quote));
-    opt("verify_timeout", req.verify_timeout.as_deref().map(quote));
-    opt(
-        "max_verify_failures",
-        req.max_verify_failures.map(|n| n.to_string()),
-    );
-    opt("stuck_after", req.stuck_after.map(|n| n.to_string()));
-    opt(
-        "no_progress_after",
-        req.no_progress_after.map(|n| n.to_string()),
-    );
+    for (field, value) in req.guards.fields() {
+        opt(field, Some(value));
+    }
     opt(
         "fresh_context",
         req.fresh_context.then(|| "true".to_owned()),

@@ -1,6 +1,8 @@
 //! The command line, declared with clap.
 
 use clap::{Args, Parser, Subcommand};
+use ralph_core::arguments::Kind;
+use ralph_core::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -232,27 +234,9 @@ pub struct ArmFlags {
     /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
     #[arg(long)]
     pub abort_promise: Option<String>,
-    /// Time budget from the loop's start, e.g. 90m, 2h, 1h30m
-    #[arg(long, value_parser = parse_duration_arg)]
-    pub max_duration: Option<String>,
-    /// Token budget for the loop's assistant turns
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_tokens: Option<u64>,
-    /// A command that must pass (exit 0) before the promise is accepted
-    #[arg(long)]
-    pub verify: Option<String>,
-    /// Time limit of the --verify command, e.g. 5m (at most 14m)
-    #[arg(long, value_parser = parse_duration_arg)]
-    pub verify_timeout: Option<String>,
-    /// Failed --verify gates (refused promises) that end the loop (0: off) [default: 0]
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_verify_failures: Option<u64>,
-    /// Identical replies in a row that end the loop as stuck (0: off) [default: 3]
-    #[arg(long, allow_negative_numbers = true)]
-    pub stuck_after: Option<u64>,
-    /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
-    #[arg(long, allow_negative_numbers = true)]
-    pub no_progress_after: Option<u64>,
+    /// The guards: one option each, from `ralph_core::guards::OPTIONS`.
+    #[command(flatten)]
+    pub guards: GuardFlags,
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
@@ -264,14 +248,58 @@ impl ArmFlags {
         self.max_iterations.is_some()
             || self.completion_promise.is_some()
             || self.abort_promise.is_some()
-            || self.max_duration.is_some()
-            || self.max_tokens.is_some()
-            || self.verify.is_some()
-            || self.verify_timeout.is_some()
-            || self.max_verify_failures.is_some()
-            || self.stuck_after.is_some()
-            || self.no_progress_after.is_some()
+            || !self.guards.0.is_empty()
             || self.fresh_context
+    }
+}
+
+/// The guard options, built from the core's table rather than written out
+/// here, so a new guard needs no change to the command line.
+#[derive(Debug, Clone, Default)]
+pub struct GuardFlags(pub GuardSettings);
+
+impl clap::FromArgMatches for GuardFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut settings = GuardSettings::default();
+        for guard in guards::OPTIONS {
+            let value = match guard.kind {
+                Kind::Number => matches.get_one::<u64>(guard.field).map(u64::to_string),
+                _ => matches.get_one::<String>(guard.field).cloned(),
+            };
+            if let Some(value) = value {
+                settings
+                    .set(guard, &value)
+                    .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e))?;
+            }
+        }
+        Ok(Self(settings))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for GuardFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        guards::OPTIONS.iter().fold(cmd, |cmd, guard| {
+            let arg = clap::Arg::new(guard.field)
+                .long(guard.flag)
+                .value_name(guard.value_name)
+                .help(guard.help);
+            cmd.arg(match guard.kind {
+                Kind::Number => arg
+                    .value_parser(clap::value_parser!(u64))
+                    .allow_negative_numbers(true),
+                Kind::Duration => arg.value_parser(parse_duration_arg),
+                Kind::Text | Kind::Flag => arg,
+            })
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 

@@ -96,13 +96,7 @@ pub fn arm_request(
         completion_promise: non_empty(flags.completion_promise),
         abort_promise: non_empty(flags.abort_promise),
         session_id,
-        max_duration: flags.max_duration,
-        max_tokens: flags.max_tokens,
-        verify: non_empty(flags.verify),
-        verify_timeout: flags.verify_timeout,
-        max_verify_failures: flags.max_verify_failures,
-        stuck_after: flags.stuck_after,
-        no_progress_after: flags.no_progress_after,
+        guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
     }
@@ -127,19 +121,14 @@ pub fn arm(
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
     let number = |v: &str| arguments::check_number(key, v).map_err(usage);
-    let duration = |v: &str| arguments::check_duration(key, v).map_err(usage);
+    if let Some(guard) = ralph_core::guards::GuardSettings::option(key) {
+        return args.arm.guards.0.set(guard, value).map_err(usage);
+    }
     match key {
         "name" => args.name = value.to_owned(),
         "max-iterations" => args.arm.max_iterations = Some(number(value)?),
         "completion-promise" => args.arm.completion_promise = Some(value.to_owned()),
         "abort-promise" => args.arm.abort_promise = Some(value.to_owned()),
-        "max-duration" => args.arm.max_duration = Some(duration(value)?),
-        "max-tokens" => args.arm.max_tokens = Some(number(value)?),
-        "verify" => args.arm.verify = Some(value.to_owned()),
-        "verify-timeout" => args.arm.verify_timeout = Some(duration(value)?),
-        "max-verify-failures" => args.arm.max_verify_failures = Some(number(value)?),
-        "stuck-after" => args.arm.stuck_after = Some(number(value)?),
-        "no-progress-after" => args.arm.no_progress_after = Some(number(value)?),
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,

@@ -78,15 +78,16 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let child_args = child_args(&args, &promise);
     let verify_timeout = args
         .arm
-        .verify_timeout
-        .as_deref()
+        .guards
+        .0
+        .get("verify-timeout")
         .and_then(ralph_core::time::parse_duration)
         .unwrap_or(300);
     let mut fleet = Fleet {
         project,
         base,
         merge,
-        verify: args.arm.verify.clone(),
+        verify: args.arm.guards.0.get("verify").map(str::to_owned),
         verify_timeout: Duration::from_secs(verify_timeout),
         from_prd,
         live: std::io::stdout().is_terminal(),
@@ -300,13 +301,7 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         max_iterations,
         completion_promise: _,
         abort_promise,
-        max_duration,
-        max_tokens,
-        verify,
-        verify_timeout,
-        max_verify_failures,
-        stuck_after,
-        no_progress_after,
+        guards,
         fresh_context,
     } = &args.arm;
     out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
@@ -317,19 +312,7 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     };
     add("--max-iterations", max_iterations.map(|v| v.to_string()));
     add("--abort-promise", abort_promise.clone());
-    add("--max-duration", max_duration.clone());
-    add("--max-tokens", max_tokens.map(|v| v.to_string()));
-    add("--verify", verify.clone());
-    add("--verify-timeout", verify_timeout.clone());
-    add(
-        "--max-verify-failures",
-        max_verify_failures.map(|v| v.to_string()),
-    );
-    add("--stuck-after", stuck_after.map(|v| v.to_string()));
-    add(
-        "--no-progress-after",
-        no_progress_after.map(|v| v.to_string()),
-    );
+    out.extend(guards.0.args());
     if *fresh_context {
         out.push("--fresh-context".to_owned());
     }
