@@ -19,6 +19,8 @@ pub mod host;
 pub mod host_install;
 pub mod loops;
 pub mod messages;
+pub mod observation;
+pub mod outcome;
 pub mod ownership;
 pub mod prd;
 pub mod process;

@@ -3,8 +3,8 @@
 //! file or a reply in what the *user* sees goes through `display::line`;
 //! the footer is for the model and quotes the file as written.
 
-use crate::decide::Outcome;
 use crate::display::line;
+use crate::outcome::Outcome;
 use crate::state::{LoopState, Progress};
 
 /// The footer under the prompt, telling the agent where it is and exactly
@@ -62,20 +62,7 @@ pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
 
 /// The notice when a loop ends.
 pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String {
-    let (icon, what) = match outcome {
-        Outcome::Completed => ("✅", "completed"),
-        Outcome::MaxIterations => ("⏹", "stopped at its iteration limit"),
-        Outcome::Aborted => ("🛑", "stopped: the agent is blocked"),
-        Outcome::TimeBudget | Outcome::TokenBudget => ("⏹", "stopped: budget reached"),
-        Outcome::Stuck => ("⚠", "stopped: stuck"),
-        Outcome::NoProgress => ("⚠", "stopped: no progress"),
-        Outcome::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
-        Outcome::VerifyFailures => ("⚠", "stopped: the check kept failing"),
-        Outcome::Cancelled => ("⏹", "cancelled"),
-        Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
-        Outcome::Denied => ("🚫", "stopped: the agent was denied permission"),
-        Outcome::Failed => ("⚠", "stopped: the agent could not run"),
-    };
+    let (icon, what) = outcome.headline();
     format!(
         "{icon} ralph `{}` {what}: {}. Record: {}",
         line(name),
