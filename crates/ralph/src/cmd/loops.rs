@@ -108,12 +108,7 @@ pub fn arm(
     request: &ArmRequest,
 ) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
     let registry = super::require_registry()?;
-    loops::arm(project, &registry, request, Timestamp::now()).map_err(|e| match e {
-        loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
-            Failure::usage(e.to_string())
-        }
-        other => Failure::from(other.to_string()),
-    })
+    Ok(loops::arm(project, &registry, request, Timestamp::now())?)
 }
 
 /// Applies an option found in raw slash-command arguments, with the same

@@ -235,7 +235,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     }
     if interrupted.is_some() {
         say!("Run the same command again to resume what was left.");
-        return Err(Failure::with_code(130, ""));
+        return Err(Failure::interrupted());
     }
     let all_done = fleet
         .rows
@@ -244,7 +244,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     if all_done {
         Ok(())
     } else {
-        Err(Failure::with_code(3, ""))
+        Err(Failure::ended())
     }
 }
 
