@@ -293,29 +293,39 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
         }
         i += 1;
     }
-    // As strict as the command line: a mistyped option next to real ones,
-    // or one that is close to a real one, is refused rather than folded
-    // into the task (where only the model would see it).
-    if let Some(word) = result
+    refuse_unknown(&result)?;
+    result.prompt = prompt_without(raw, &removed);
+    Ok(result)
+}
+
+/// As strict as the command line: a mistyped option next to real ones,
+/// or one that is close to a real one, is refused rather than folded
+/// into the task (where only the model would see it).
+fn refuse_unknown(result: &RawArguments) -> Result<(), ArgumentsError> {
+    match result
         .unknown
         .iter()
         .find(|w| !result.options.is_empty() || suggestion(w).is_some())
     {
-        return Err(ArgumentsError::UnknownOption {
+        Some(word) => Err(ArgumentsError::UnknownOption {
             word: word.clone(),
             suggestion: suggestion(word),
-        });
+        }),
+        None => Ok(()),
     }
+}
+
+/// The raw text without the option words (byte spans in `removed`).
+fn prompt_without(raw: &str, removed: &[(usize, usize)]) -> String {
     let mut prompt = String::new();
     let mut pos = 0;
-    for (start, end) in &removed {
+    for (start, end) in removed {
         // Take the spaces before an option with it, so no trailing blank is left behind.
         prompt.push_str(raw[pos..*start].trim_end_matches([' ', '\t']));
         pos = *end;
     }
     prompt.push_str(&raw[pos..]);
-    result.prompt = strip_outer_quotes(prompt.trim());
-    Ok(result)
+    strip_outer_quotes(prompt.trim())
 }
 
 /// `"Build it"` → `Build it`, only when the whole text is one quoted word.
