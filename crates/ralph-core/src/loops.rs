@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::decide::Outcome;
 use crate::frontmatter::quote;
+use crate::outcome::{LoopStatus, Outcome};
 use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::rewrite;
 use crate::state::LoopState;
@@ -457,8 +457,7 @@ pub fn set_active(
 #[derive(Debug, Clone, Serialize)]
 pub struct LoopReport {
     pub name: String,
-    /// `active`, `paused`, `ended` or `corrupt`.
-    pub state: String,
+    pub state: LoopStatus,
     pub outcome: Option<String>,
     pub iteration: Option<u64>,
     pub max_iterations: Option<u64>,
@@ -530,7 +529,7 @@ pub fn report(
             now,
         );
         if let Some(why) = live.unreadable {
-            r.state = "unreadable".into();
+            r.state = LoopStatus::Unreadable;
             r.error = Some(why);
         }
         if let Ok(state) = &live.state {
@@ -572,10 +571,10 @@ pub fn report(
         let log = path.with_file_name(format!("{stem}.log.jsonl"));
         let mut r = report_one(&name, &path, &text, &log, recent, now);
         if let Some(why) = unreadable {
-            r.state = "unreadable".into();
+            r.state = LoopStatus::Unreadable;
             r.error = Some(why);
         } else if stem.ends_with(".corrupt") {
-            r.state = "corrupt".into();
+            r.state = LoopStatus::Corrupt;
             r.outcome = Some(Outcome::Corrupt.as_str().into());
         }
         out.push(r);
@@ -593,7 +592,7 @@ fn report_one(
 ) -> LoopReport {
     let mut r = LoopReport {
         name: name.to_owned(),
-        state: "corrupt".into(),
+        state: LoopStatus::Corrupt,
         outcome: None,
         iteration: None,
         max_iterations: None,
@@ -625,11 +624,10 @@ fn report_one(
     match LoopState::parse(text) {
         Ok(s) => {
             r.state = match (&s.outcome, s.active) {
-                (Some(_), _) => "ended",
-                (None, true) => "active",
-                (None, false) => "paused",
-            }
-            .into();
+                (Some(_), _) => LoopStatus::Ended,
+                (None, true) => LoopStatus::Active,
+                (None, false) => LoopStatus::Paused,
+            };
             r.outcome = s.outcome.clone();
             r.iteration = Some(s.iteration);
             r.max_iterations = Some(s.max_iterations);

@@ -1,5 +1,5 @@
-//! How a loop ended: the word stored in its `outcome:` field and the
-//! notice the user sees.
+//! How a loop ended (the word stored in its `outcome:` field and the
+//! notice the user sees), and what state `ralph status` reports it in.
 
 /// How a loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,54 @@ impl Outcome {
             Self::Corrupt => "corrupt",
             Self::Denied => "denied",
             Self::Failed => "failed",
+        }
+    }
+}
+
+/// A loop's state as `ralph status` reports it; serialised as the word
+/// shown (`active`, `paused`, …), as before it was a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoopStatus {
+    Active,
+    Paused,
+    Ended,
+    /// Its file does not parse.
+    Corrupt,
+    /// Its file could not be read (not a regular file, too large, …).
+    Unreadable,
+}
+
+impl LoopStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Paused => "paused",
+            Self::Ended => "ended",
+            Self::Corrupt => "corrupt",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl std::fmt::Display for LoopStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_serialises_as_the_word_it_shows() {
+        use LoopStatus::*;
+        for s in [Active, Paused, Ended, Corrupt, Unreadable] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::json!(s.as_str())
+            );
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `ralph start | cancel | pause | resume | status | log`.
 
+use ralph_core::outcome::LoopStatus;
 use std::io::{IsTerminal, Read};
 
 use ralph_core::arguments;
@@ -355,7 +356,7 @@ fn print_report(r: &LoopReport) {
     say!("  {}", facts.join(" · "));
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
-            (Some(a), Some(b), Some(c)) if r.state != "ended" => {
+            (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
                 format!(
                     " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
                 )
@@ -424,7 +425,7 @@ pub fn log(args: LogArgs) -> Outcome {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports
             .iter()
-            .find(|r| session.is_some() && r.session_id == session && r.state != "ended")
+            .find(|r| session.is_some() && r.session_id == session && r.state != LoopStatus::Ended)
             .or_else(|| reports.first()),
     };
     let Some(report) = chosen else {
@@ -436,7 +437,7 @@ pub fn log(args: LogArgs) -> Outcome {
             }
         };
     };
-    let log_path = if report.state == "ended" || report.state == "corrupt" {
+    let log_path = if matches!(report.state, LoopStatus::Ended | LoopStatus::Corrupt) {
         std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")
     } else if ralph_core::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false) {
         project.log_path(&report.name)
