@@ -3,6 +3,8 @@
 //! file or a reply in what the *user* sees goes through `display::line`;
 //! the footer is for the model and quotes the file as written.
 
+use std::fmt::Write as _;
+
 use crate::display::line;
 use crate::outcome::Outcome;
 use crate::state::{LoopState, Progress};
@@ -16,7 +18,10 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
     } else {
         format!(" of {}", state.max_iterations)
     };
-    out.push_str(&format!("Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history.\n"));
+    let _ = writeln!(
+        out,
+        "Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history."
+    );
     for note in notes {
         out.push_str(note);
         out.push('\n');
@@ -29,16 +34,24 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
 pub fn how_to_finish(state: &LoopState) -> String {
     let mut out = String::new();
     match &state.completion_promise {
-        Some(p) => out.push_str(&format!(
-            "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}\n",
-            if state.guards.verify.is_some() { " A verification command then checks it." } else { "" }
-        )),
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}",
+                if state.guards.verify.is_some() {
+                    " A verification command then checks it."
+                } else {
+                    ""
+                }
+            );
+        }
         None => out.push_str("This loop has no completion promise: it runs until its iteration limit or a budget ends it.\n"),
     }
     if let Some(a) = &state.abort_promise {
-        out.push_str(&format!(
-            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own.\n"
-        ));
+        let _ = writeln!(
+            out,
+            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own."
+        );
     }
     out
 }
@@ -115,13 +128,15 @@ pub fn escape_controls(text: &str) -> String {
         match c {
             '\n' | '\t' => out.push(c),
             c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
+                let _ = write!(out, "\\x{:02x}", c as u32);
             }
             '\u{80}'..='\u{9f}'
             | '\u{200b}'..='\u{200f}'
             | '\u{2028}'..='\u{202e}'
             | '\u{2060}'..='\u{2069}'
-            | '\u{feff}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            | '\u{feff}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
             c => out.push(c),
         }
     }
