@@ -67,9 +67,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let base = fg::current_branch(&root)?;
     let (stories, from_prd) = select(&root, &args)?;
     fg::ensure_excluded(&root)?;
-    let records = project
-        .ensure_dir(fanout::RECORDS)
-        .map_err(|e| e.to_string())?;
+    let records = project.ensure_dir(fanout::RECORDS)?;
     let promise = args
         .arm
         .completion_promise
@@ -700,12 +698,11 @@ pub fn clean() -> Outcome {
     let project = super::project();
     let root = &project.root;
     let dir = root.join(fanout::WORKTREES);
-    if !safe_fs::check_dir(root, fanout::WORKTREES).map_err(|e| e.to_string())? {
+    if !safe_fs::check_dir(root, fanout::WORKTREES)? {
         say!("No worktrees to remove.");
         return Ok(());
     }
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| e.to_string())?
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
