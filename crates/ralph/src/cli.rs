@@ -456,3 +456,23 @@ pub struct PlanArgs {
     #[arg(long)]
     pub matrix: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    /// `ralph start --help` explains every guard below its option list.
+    #[test]
+    fn the_start_help_explains_every_guard() {
+        for guard in ralph_core::guards::OPTIONS {
+            let flag = format!("--{}", guard.flag);
+            let whole_word = super::START_EXAMPLES.match_indices(&flag).any(|(at, _)| {
+                !super::START_EXAMPLES[at + flag.len()..]
+                    .starts_with(|c: char| c.is_ascii_lowercase() || c == '-')
+            });
+            assert!(
+                whole_word,
+                "--{} is not explained in START_EXAMPLES",
+                guard.flag
+            );
+        }
+    }
+}
