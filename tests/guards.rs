@@ -348,6 +348,57 @@ fn verification_gate_refuses_until_the_command_passes() {
 }
 
 #[test]
+fn max_verify_failures_ends_the_loop_after_that_many_refused_promises() {
+    let p = Project::new();
+    p.start(&[
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "exit 1",
+        "--max-verify-failures",
+        "2",
+    ]);
+    let a = p.stop("<promise>DONE</promise>");
+    assert!(blocked(&a) && reason(&a).contains("refused"), "{a}");
+    let s = p.state();
+    assert_eq!(
+        (s.guards.max_verify_failures, s.progress.verify_failures),
+        (2, 1)
+    );
+    assert!(blocked(&p.stop("working on it")));
+    assert_eq!(
+        p.state().progress.verify_failures,
+        1,
+        "a turn without the gate keeps the count"
+    );
+    let a = p.stop("<promise>DONE</promise>");
+    assert!(!blocked(&a) && notice(&a).contains("kept failing"), "{a}");
+    assert_eq!(p.last_outcome().as_deref(), Some("verify_failures"));
+}
+
+#[test]
+fn max_verify_failures_is_an_option_of_the_slash_command_too() {
+    let p = Project::new();
+    let (code, out, err) = p.ralph(
+        &["start", "--session-id", "s1", "--raw-arguments"],
+        "--completion-promise DONE --verify 'exit 1' --max-verify-failures=4 Build it",
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let s = p.state();
+    assert_eq!(s.guards.max_verify_failures, 4);
+    assert_eq!(s.prompt, "Build it");
+    assert!(out.contains("ends after 4 failed checks"), "{out}");
+    let (code, _, err) = p.ralph(
+        &["start", "--name", "x", "--raw-arguments"],
+        "--max-verify-failures=many Build it",
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("expected a whole number"), "{err}");
+}
+
+#[test]
 fn verification_gate_times_out() {
     let p = Project::new();
     p.start(&[

@@ -11,6 +11,8 @@
 //! the apostrophe in "Don't" is just a letter and never hides the options
 //! that follow it.
 
+use crate::guards;
+
 /// What an option's value is, so the slash command checks it as clap does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -23,23 +25,50 @@ pub enum Kind {
     Duration,
 }
 
-/// Every option of `ralph start`, in one table: the slash command's parser
-/// reads it, and a test compares it with clap's own list for `ralph start`.
-pub const OPTIONS: &[(&str, Kind)] = &[
+/// The options of `ralph start` that come before the guards.
+const BEFORE_GUARDS: &[(&str, Kind)] = &[
     ("name", Kind::Text),
     ("max-iterations", Kind::Number),
     ("completion-promise", Kind::Text),
     ("abort-promise", Kind::Text),
-    ("max-duration", Kind::Duration),
-    ("max-tokens", Kind::Number),
-    ("verify", Kind::Text),
-    ("verify-timeout", Kind::Duration),
-    ("stuck-after", Kind::Number),
-    ("no-progress-after", Kind::Number),
+];
+
+/// The options of `ralph start` that come after the guards.
+const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
 ];
+
+/// Every option of `ralph start`, in one table (the guards' own from
+/// `guards::OPTIONS`): the slash command's parser reads it, and a test
+/// compares it with clap's own list for `ralph start`.
+pub const OPTIONS: &[(&str, Kind)] =
+    &all_options::<{ BEFORE_GUARDS.len() + guards::OPTIONS.len() + AFTER_GUARDS.len() }>();
+
+const fn all_options<const N: usize>() -> [(&'static str, Kind); N] {
+    let mut out = [("", Kind::Flag); N];
+    let mut at = 0;
+    let mut i = 0;
+    while i < BEFORE_GUARDS.len() {
+        out[at] = BEFORE_GUARDS[i];
+        at += 1;
+        i += 1;
+    }
+    i = 0;
+    while i < guards::OPTIONS.len() {
+        out[at] = (guards::OPTIONS[i].flag, guards::OPTIONS[i].kind);
+        at += 1;
+        i += 1;
+    }
+    i = 0;
+    while i < AFTER_GUARDS.len() {
+        out[at] = AFTER_GUARDS[i];
+        at += 1;
+        i += 1;
+    }
+    out
+}
 
 fn kind_of(key: &str) -> Option<Kind> {
     OPTIONS
@@ -264,29 +293,39 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
         }
         i += 1;
     }
-    // As strict as the command line: a mistyped option next to real ones,
-    // or one that is close to a real one, is refused rather than folded
-    // into the task (where only the model would see it).
-    if let Some(word) = result
+    refuse_unknown(&result)?;
+    result.prompt = prompt_without(raw, &removed);
+    Ok(result)
+}
+
+/// As strict as the command line: a mistyped option next to real ones,
+/// or one that is close to a real one, is refused rather than folded
+/// into the task (where only the model would see it).
+fn refuse_unknown(result: &RawArguments) -> Result<(), ArgumentsError> {
+    match result
         .unknown
         .iter()
         .find(|w| !result.options.is_empty() || suggestion(w).is_some())
     {
-        return Err(ArgumentsError::UnknownOption {
+        Some(word) => Err(ArgumentsError::UnknownOption {
             word: word.clone(),
             suggestion: suggestion(word),
-        });
+        }),
+        None => Ok(()),
     }
+}
+
+/// The raw text without the option words (byte spans in `removed`).
+fn prompt_without(raw: &str, removed: &[(usize, usize)]) -> String {
     let mut prompt = String::new();
     let mut pos = 0;
-    for (start, end) in &removed {
+    for (start, end) in removed {
         // Take the spaces before an option with it, so no trailing blank is left behind.
         prompt.push_str(raw[pos..*start].trim_end_matches([' ', '\t']));
         pos = *end;
     }
     prompt.push_str(&raw[pos..]);
-    result.prompt = strip_outer_quotes(prompt.trim());
-    Ok(result)
+    strip_outer_quotes(prompt.trim())
 }
 
 /// `"Build it"` → `Build it`, only when the whole text is one quoted word.

@@ -2,83 +2,11 @@
 //! what was observed (the reply, the clock, the guard figures). It touches
 //! no file and no clock of its own, so every rule is tested directly.
 
+pub use crate::observation::{Observation, Verification, fingerprint, fingerprint_words};
+pub use crate::outcome::Outcome;
 use crate::promise;
 use crate::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::time::{Timestamp, format_duration};
-
-/// What the shell observed for this Stop.
-#[derive(Debug, Clone, Default)]
-pub struct Observation {
-    /// The text of the reply that just finished (`None`: no text, e.g. a tool call).
-    pub reply: Option<String>,
-    pub now: Option<Timestamp>,
-    /// Tokens used since the loop began, when counted.
-    pub tokens_used: Option<u64>,
-    /// A fingerprint of the working tree and HEAD, when the project is a git repository.
-    pub tree_fingerprint: Option<String>,
-    /// Whether the turn that just ended ran any tool, when known.
-    pub ran_tool: Option<bool>,
-    /// Claude Code's consecutive-block cap (0: disabled).
-    pub block_cap: u64,
-    /// The Stop event's `stop_hook_active`: `Some(false)` is the first stop
-    /// of a turn, where Claude Code's block count starts over.
-    pub stop_hook_active: Option<bool>,
-    /// The transcript does not hold the reply that ended this turn yet, so
-    /// `tokens_used` lacks it (the hook's view; `ralph run` is exact).
-    pub reply_missing: bool,
-    /// The largest single assistant message counted for this stop (tokens).
-    pub largest_reply_tokens: u64,
-    /// The result of the verification command, once it has run.
-    pub verification: Option<Verification>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verification {
-    pub passed: bool,
-    /// `exit 3`, `timed out after 300s`, `could not start: …`
-    pub status: String,
-    /// The last lines of its output.
-    pub output_tail: String,
-}
-
-/// How a loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Completed,
-    MaxIterations,
-    Aborted,
-    TimeBudget,
-    TokenBudget,
-    Stuck,
-    NoProgress,
-    BlockCap,
-    Cancelled,
-    Corrupt,
-    /// `ralph run`: the agent was refused the same permission again.
-    Denied,
-    /// `ralph run`: the agent could not run, on a loop this run armed.
-    Failed,
-}
-
-impl Outcome {
-    /// The word stored in the `outcome:` field and shown by `ralph status`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::MaxIterations => "max_iterations",
-            Self::Aborted => "aborted",
-            Self::TimeBudget => "time_budget",
-            Self::TokenBudget => "token_budget",
-            Self::Stuck => "stuck",
-            Self::NoProgress => "no_progress",
-            Self::BlockCap => "block_cap",
-            Self::Cancelled => "cancelled",
-            Self::Corrupt => "corrupt",
-            Self::Denied => "denied",
-            Self::Failed => "failed",
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -106,98 +34,168 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     if !state.active {
         return Decision::Pass;
     }
-    let reply = seen.reply.as_deref().unwrap_or("");
-    let mut notes = Vec::new();
+    match steps(state, seen) {
+        Ok(decision) => decision,
+        Err(Early::Verify(command)) => Decision::Verify { command },
+        Err(Early::End(outcome, detail)) => Decision::End { outcome, detail },
+    }
+}
 
-    if let Some(expected) = &state.completion_promise
-        && promise::speaks(reply, expected)
-    {
-        {
-            match (&state.guards.verify, &seen.verification) {
-                (None, _) => {
-                    return end(
-                        Outcome::Completed,
-                        format!(
-                            "the agent gave the promise `{expected}` at iteration {}",
-                            state.iteration
-                        ),
-                    );
-                }
-                (Some(command), None) => {
-                    return Decision::Verify {
-                        command: command.clone(),
-                    };
-                }
-                (Some(command), Some(v)) if v.passed => {
-                    return end(
-                        Outcome::Completed,
-                        format!(
-                            "the agent gave the promise `{expected}` and `{command}` passed, at iteration {}",
-                            state.iteration
-                        ),
-                    );
-                }
-                (Some(command), Some(v)) => notes.push(refusal(expected, command, v)),
-            }
+/// A decision taken before the last step: the loop ends, or the gate runs.
+/// Kept small (not a whole `Decision`) so each step can return it with `?`.
+enum Early {
+    End(Outcome, String),
+    Verify(String),
+}
+
+/// What the turn carries forward while the steps run.
+struct Turn {
+    progress: Progress,
+    /// Lines for the agent under the prompt.
+    notes: Vec<String>,
+    /// Lines for the user.
+    notices: Vec<String>,
+}
+
+/// The rules in the order they apply: the first that ends the loop wins.
+fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let mut turn = Turn {
+        progress: state.progress.clone(),
+        notes: Vec::new(),
+        notices: Vec::new(),
+    };
+    completion_promise(state, seen, reply, &mut turn)?;
+    abort_promise(state, reply)?;
+    iteration_limit(state)?;
+    time_budget(state, seen, &mut turn)?;
+    token_budget(state, seen, &mut turn)?;
+    stuck_breaker(state, reply, &mut turn.progress)?;
+    no_progress_breaker(state, seen, &mut turn.progress)?;
+    block_cap(seen, &mut turn.progress)?;
+    Ok(Decision::Continue {
+        next: state.iteration.saturating_add(1),
+        progress: turn.progress,
+        notes: turn.notes,
+        notices: turn.notices,
+    })
+}
+
+/// The promise completes the loop, or asks for the gate, or (the gate
+/// failed) is refused with a note for the agent.
+fn completion_promise(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<(), Early> {
+    let Some(expected) = &state.completion_promise else {
+        return Ok(());
+    };
+    if !promise::speaks(reply, expected) {
+        return Ok(());
+    }
+    match (&state.guards.verify, &seen.verification) {
+        (None, _) => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), None) => Err(Early::Verify(command.clone())),
+        (Some(command), Some(v)) if v.passed => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` and `{command}` passed, at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), Some(v)) => {
+            turn.notes.push(refusal(expected, command, v));
+            verify_failures(state, command, &mut turn.progress)
         }
     }
+}
 
-    if let Some(abort) = &state.abort_promise
-        && promise::speaks(reply, abort)
-    {
-        return end(
+/// Counts a failed gate, and ends the loop once `max_verify_failures`
+/// gates have failed. A passing gate completes the loop, so the count
+/// never needs resetting: the failures counted are all in a row.
+fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) -> Result<(), Early> {
+    progress.verify_failures = progress.verify_failures.saturating_add(1).min(MAX_COUNT);
+    let limit = state.guards.max_verify_failures;
+    if limit > 0 && progress.verify_failures >= limit {
+        return Err(Early::End(
+            Outcome::VerifyFailures,
+            format!(
+                "the promise was refused {} times: `{command}` kept failing",
+                progress.verify_failures
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn abort_promise(state: &LoopState, reply: &str) -> Result<(), Early> {
+    match &state.abort_promise {
+        Some(abort) if promise::speaks(reply, abort) => Err(Early::End(
             Outcome::Aborted,
             format!(
                 "the agent said it is blocked (`{abort}`) at iteration {}: {}",
                 state.iteration,
                 excerpt(reply)
             ),
-        );
+        )),
+        _ => Ok(()),
     }
+}
 
+fn iteration_limit(state: &LoopState) -> Result<(), Early> {
     if state.at_limit() {
-        return end(
+        return Err(Early::End(
             Outcome::MaxIterations,
             format!(
                 "reached the limit of {} iterations without the promise",
                 state.max_iterations
             ),
-        );
+        ));
     }
-
     if state.iteration >= MAX_COUNT {
-        return end(
+        return Err(Early::End(
             Outcome::MaxIterations,
             format!("reached {MAX_COUNT} iterations, the most a loop file can count"),
-        );
+        ));
     }
+    Ok(())
+}
 
-    let mut progress = state.progress.clone();
-    let mut notices = Vec::new();
-    if let Some(limit) = state.guards.max_duration_secs
-        && let Some(now) = seen.now
-    {
-        let elapsed = elapsed_time(state, now, &mut progress, &mut notices);
-        if elapsed >= limit {
-            return end(
-                Outcome::TimeBudget,
-                format!(
-                    "ran {} of its {} time budget",
-                    format_duration(elapsed),
-                    format_duration(limit)
-                ),
-            );
-        }
-        if percent_reached(elapsed, limit) {
-            notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
-        }
+fn time_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let (Some(limit), Some(now)) = (state.guards.max_duration_secs, seen.now) else {
+        return Ok(());
+    };
+    let elapsed = elapsed_time(state, now, &mut turn.progress, &mut turn.notices);
+    if elapsed >= limit {
+        return Err(Early::End(
+            Outcome::TimeBudget,
+            format!(
+                "ran {} of its {} time budget",
+                format_duration(elapsed),
+                format_duration(limit)
+            ),
+        ));
     }
+    if percent_reached(elapsed, limit) {
+        turn.notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
+    }
+    Ok(())
+}
 
-    // The hook knows the tokens the transcript proves; the reply that just
-    // ended may not be written yet. The budget counts it at the size of the
-    // largest message seen, so the loop ends before the budget is passed,
-    // or at worst one turn after (when that reply was larger than any before).
-    // Held at the cap the file can store, so the figure always writes back.
+/// The hook knows the tokens the transcript proves; the reply that just
+/// ended may not be written yet. The budget counts it at the size of the
+/// largest message seen, so the loop ends before the budget is passed,
+/// or at worst one turn after (when that reply was larger than any before).
+/// Held at the cap the file can store, so the figure always writes back.
+fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
     let tokens = seen
         .tokens_used
         .unwrap_or(state.progress.tokens_used)
@@ -206,23 +204,25 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     if let Some(limit) = state.guards.max_tokens {
         let projected = tokens.saturating_add(unseen);
         if projected >= limit {
-            return end(
+            return Err(Early::End(
                 Outcome::TokenBudget,
                 format!(
                     "used {} of its {limit} token budget",
                     token_words(tokens, unseen)
                 ),
-            );
+            ));
         }
         if percent_reached(projected, limit) {
-            notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
+            turn.notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
         }
     }
+    turn.progress.tokens_used = tokens;
+    turn.progress.largest_reply_tokens = largest_reply(state, seen);
+    turn.progress.unseen_tokens = unseen;
+    Ok(())
+}
 
-    progress.tokens_used = tokens;
-    progress.largest_reply_tokens = largest_reply(state, seen);
-    progress.unseen_tokens = unseen;
-
+fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Result<(), Early> {
     let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint_words(reply));
     progress.same_reply_count = match (&fingerprint, &progress.reply_fingerprint) {
         (Some(new), Some(old)) if new == old => progress.same_reply_count.saturating_add(1),
@@ -232,62 +232,67 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     progress.reply_fingerprint = fingerprint;
     let stuck_after = state.guards.stuck_after;
     if stuck_after > 0 && progress.same_reply_count >= stuck_after {
-        return end(
+        return Err(Early::End(
             Outcome::Stuck,
             format!(
                 "the same reply came {} times in a row",
                 progress.same_reply_count
             ),
-        );
+        ));
     }
+    Ok(())
+}
 
-    if let Some(tree) = &seen.tree_fingerprint {
-        progress.no_progress_count = match &progress.tree_fingerprint {
-            Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
-            _ => 0,
-        };
-        progress.tree_fingerprint = Some(tree.clone());
-        let limit = state.guards.no_progress_after;
-        if limit > 0 && progress.no_progress_count >= limit {
-            return end(
-                Outcome::NoProgress,
-                format!(
-                    "no change to the working tree or HEAD for {} iterations",
-                    progress.no_progress_count
-                ),
-            );
-        }
+fn no_progress_breaker(
+    state: &LoopState,
+    seen: &Observation,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    let Some(tree) = &seen.tree_fingerprint else {
+        return Ok(());
+    };
+    progress.no_progress_count = match &progress.tree_fingerprint {
+        Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
+        _ => 0,
+    };
+    progress.tree_fingerprint = Some(tree.clone());
+    let limit = state.guards.no_progress_after;
+    if limit > 0 && progress.no_progress_count >= limit {
+        return Err(Early::End(
+            Outcome::NoProgress,
+            format!(
+                "no change to the working tree or HEAD for {} iterations",
+                progress.no_progress_count
+            ),
+        ));
     }
+    Ok(())
+}
 
-    // Claude Code lets a Stop hook block `block_cap` times in a row and
-    // overrides the next block, ending the turn with its own warning. Its
-    // count starts over at a new turn (`stop_hook_active: false`) and after a
-    // continuation that ran a tool. ralph counts its own blocks the same way,
-    // trusting only tool use the transcript proves (a tool it cannot see yet
-    // makes it end early, never late), and ends the loop itself at the stop
-    // where one more block would be overridden.
+/// Claude Code lets a Stop hook block `block_cap` times in a row and
+/// overrides the next block, ending the turn with its own warning. Its
+/// count starts over at a new turn (`stop_hook_active: false`) and after a
+/// continuation that ran a tool. ralph counts its own blocks the same way,
+/// trusting only tool use the transcript proves (a tool it cannot see yet
+/// makes it end early, never late), and ends the loop itself at the stop
+/// where one more block would be overridden.
+fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
     let blocks = if seen.stop_hook_active == Some(false) || seen.ran_tool == Some(true) {
         0
     } else {
         progress.idle_blocks
     };
     if seen.block_cap > 0 && blocks >= seen.block_cap {
-        return end(
+        return Err(Early::End(
             Outcome::BlockCap,
             format!(
                 "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
                 seen.block_cap
             ),
-        );
+        ));
     }
     progress.idle_blocks = blocks.saturating_add(1);
-
-    Decision::Continue {
-        next: state.iteration.saturating_add(1),
-        progress,
-        notes,
-        notices,
-    }
+    Ok(())
 }
 
 /// Whether `used` reached [`WARN_AT_PERCENT`] of `limit`, without overflow.
@@ -356,10 +361,6 @@ pub fn token_words(known: u64, unseen: u64) -> String {
     }
 }
 
-fn end(outcome: Outcome, detail: String) -> Decision {
-    Decision::End { outcome, detail }
-}
-
 fn refusal(expected: &str, command: &str, v: &Verification) -> String {
     let output = match v.output_tail.trim_end() {
         "" => "It printed nothing.".to_owned(),
@@ -389,43 +390,6 @@ pub fn excerpt(reply: &str) -> String {
         }
     }
     out
-}
-
-/// The fingerprint of the reply with its whitespace collapsed (the same
-/// value as `fingerprint(&promise::normalise(text))`), without the copy.
-pub fn fingerprint_words(text: &str) -> String {
-    let mut hash = Fnv::default();
-    for (i, word) in text.split_whitespace().enumerate() {
-        if i > 0 {
-            hash.write(b" ");
-        }
-        hash.write(word.as_bytes());
-    }
-    format!("{:016x}", hash.0)
-}
-
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-/// FNV-1a 64: stable across runs and versions, unlike std's hasher.
-pub fn fingerprint(text: &str) -> String {
-    let mut hash = Fnv::default();
-    hash.write(text.as_bytes());
-    format!("{:016x}", hash.0)
 }
 
 #[cfg(test)]
@@ -531,6 +495,44 @@ mod tests {
             decide(&s, &seen("working")),
             Decision::Continue { .. }
         ));
+    }
+
+    #[test]
+    fn max_verify_failures_ends_after_that_many_failed_gates() {
+        let mut s = state("completion_promise: DONE\nverify: make check\nmax_verify_failures: 2\n");
+        let mut o = seen("<promise>DONE</promise>");
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 1".into(),
+            output_tail: String::new(),
+        });
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &o)
+        else {
+            panic!("the first failure is refused, not the end")
+        };
+        assert_eq!(progress.verify_failures, 1);
+        assert!(notes[0].contains("was refused"), "{notes:?}");
+        // A turn without the promise keeps the count.
+        s.progress = progress;
+        let Decision::Continue { progress, .. } = decide(&s, &seen("working")) else {
+            panic!()
+        };
+        assert_eq!(progress.verify_failures, 1);
+        s.progress = progress;
+        match decide(&s, &o) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::VerifyFailures);
+                assert_eq!(outcome.as_str(), "verify_failures");
+                assert!(detail.contains("refused 2 times"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Off (the default): failures are counted, never end the loop.
+        s.guards.max_verify_failures = 0;
+        s.progress.verify_failures = 1_000;
+        assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
     }
 
     #[test]

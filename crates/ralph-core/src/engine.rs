@@ -270,65 +270,7 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
 
 /// The progress fields that changed, as frontmatter values.
 fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
-    let mut fields = Vec::new();
-    let mut num = |key, a: u64, b: u64| {
-        if a != b {
-            fields.push((key, b.to_string()));
-        }
-    };
-    num("tokens_used", old.tokens_used, new.tokens_used);
-    num(
-        "transcript_offset",
-        old.transcript_offset,
-        new.transcript_offset,
-    );
-    num(
-        "same_reply_count",
-        old.same_reply_count,
-        new.same_reply_count,
-    );
-    num(
-        "no_progress_count",
-        old.no_progress_count,
-        new.no_progress_count,
-    );
-    num("idle_blocks", old.idle_blocks, new.idle_blocks);
-    num(
-        "largest_reply_tokens",
-        old.largest_reply_tokens,
-        new.largest_reply_tokens,
-    );
-    num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
-    if let Some(elapsed) = new
-        .elapsed_secs
-        .filter(|_| old.elapsed_secs != new.elapsed_secs)
-    {
-        fields.push(("elapsed_secs", elapsed.to_string()));
-    }
-    if let Some(clock) = new.clock_at.filter(|_| old.clock_at != new.clock_at) {
-        fields.push(("clock_at", quote(&clock.to_string())));
-    }
-    let mut text = |key, a: &Option<String>, b: &Option<String>| {
-        if a != b {
-            fields.push((key, quote(b.as_deref().unwrap_or(""))));
-        }
-    };
-    text(
-        "last_message_id",
-        &old.last_message_id,
-        &new.last_message_id,
-    );
-    text(
-        "reply_fingerprint",
-        &old.reply_fingerprint,
-        &new.reply_fingerprint,
-    );
-    text(
-        "tree_fingerprint",
-        &old.tree_fingerprint,
-        &new.tree_fingerprint,
-    );
-    fields
+    new.changed_fields(old)
 }
 
 /// Writes the fields, or refuses (and writes nothing) when the rewrite does

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::decide::Outcome;
 use crate::frontmatter::quote;
+use crate::outcome::{LoopStatus, Outcome};
 use crate::registry::{self, Arming, Registry, RegistryError};
 use crate::rewrite;
 use crate::state::LoopState;
@@ -70,12 +70,7 @@ pub struct ArmRequest {
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
-    pub max_duration: Option<String>,
-    pub max_tokens: Option<u64>,
-    pub verify: Option<String>,
-    pub verify_timeout: Option<String>,
-    pub stuck_after: Option<u64>,
-    pub no_progress_after: Option<u64>,
+    pub guards: crate::guards::GuardSettings,
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
@@ -133,15 +128,9 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         }
     };
     opt("abort_promise", req.abort_promise.as_deref().map(quote));
-    opt("max_duration", req.max_duration.as_deref().map(quote));
-    opt("max_tokens", req.max_tokens.map(|n| n.to_string()));
-    opt("verify", req.verify.as_deref().map(quote));
-    opt("verify_timeout", req.verify_timeout.as_deref().map(quote));
-    opt("stuck_after", req.stuck_after.map(|n| n.to_string()));
-    opt(
-        "no_progress_after",
-        req.no_progress_after.map(|n| n.to_string()),
-    );
+    for (field, value) in req.guards.fields() {
+        opt(field, Some(value));
+    }
     opt(
         "fresh_context",
         req.fresh_context.then(|| "true".to_owned()),
@@ -468,8 +457,7 @@ pub fn set_active(
 #[derive(Debug, Clone, Serialize)]
 pub struct LoopReport {
     pub name: String,
-    /// `active`, `paused`, `ended` or `corrupt`.
-    pub state: String,
+    pub state: LoopStatus,
     pub outcome: Option<String>,
     pub iteration: Option<u64>,
     pub max_iterations: Option<u64>,
@@ -541,7 +529,7 @@ pub fn report(
             now,
         );
         if let Some(why) = live.unreadable {
-            r.state = "unreadable".into();
+            r.state = LoopStatus::Unreadable;
             r.error = Some(why);
         }
         if let Ok(state) = &live.state {
@@ -583,10 +571,10 @@ pub fn report(
         let log = path.with_file_name(format!("{stem}.log.jsonl"));
         let mut r = report_one(&name, &path, &text, &log, recent, now);
         if let Some(why) = unreadable {
-            r.state = "unreadable".into();
+            r.state = LoopStatus::Unreadable;
             r.error = Some(why);
         } else if stem.ends_with(".corrupt") {
-            r.state = "corrupt".into();
+            r.state = LoopStatus::Corrupt;
             r.outcome = Some(Outcome::Corrupt.as_str().into());
         }
         out.push(r);
@@ -604,7 +592,7 @@ fn report_one(
 ) -> LoopReport {
     let mut r = LoopReport {
         name: name.to_owned(),
-        state: "corrupt".into(),
+        state: LoopStatus::Corrupt,
         outcome: None,
         iteration: None,
         max_iterations: None,
@@ -636,11 +624,10 @@ fn report_one(
     match LoopState::parse(text) {
         Ok(s) => {
             r.state = match (&s.outcome, s.active) {
-                (Some(_), _) => "ended",
-                (None, true) => "active",
-                (None, false) => "paused",
-            }
-            .into();
+                (Some(_), _) => LoopStatus::Ended,
+                (None, true) => LoopStatus::Active,
+                (None, false) => LoopStatus::Paused,
+            };
             r.outcome = s.outcome.clone();
             r.iteration = Some(s.iteration);
             r.max_iterations = Some(s.max_iterations);

@@ -3,10 +3,11 @@
 //! file or a reply in what the *user* sees goes through `display::line`;
 //! the footer is for the model and quotes the file as written.
 
-use crate::decide::Outcome;
+use std::fmt::Write as _;
+
 use crate::display::line;
+use crate::outcome::Outcome;
 use crate::state::{LoopState, Progress};
-use crate::time::format_duration;
 
 /// The footer under the prompt, telling the agent where it is and exactly
 /// how to finish.
@@ -17,7 +18,10 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
     } else {
         format!(" of {}", state.max_iterations)
     };
-    out.push_str(&format!("Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history.\n"));
+    let _ = writeln!(
+        out,
+        "Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history."
+    );
     for note in notes {
         out.push_str(note);
         out.push('\n');
@@ -30,16 +34,24 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
 pub fn how_to_finish(state: &LoopState) -> String {
     let mut out = String::new();
     match &state.completion_promise {
-        Some(p) => out.push_str(&format!(
-            "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}\n",
-            if state.guards.verify.is_some() { " A verification command then checks it." } else { "" }
-        )),
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}",
+                if state.guards.verify.is_some() {
+                    " A verification command then checks it."
+                } else {
+                    ""
+                }
+            );
+        }
         None => out.push_str("This loop has no completion promise: it runs until its iteration limit or a budget ends it.\n"),
     }
     if let Some(a) = &state.abort_promise {
-        out.push_str(&format!(
-            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own.\n"
-        ));
+        let _ = writeln!(
+            out,
+            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own."
+        );
     }
     out
 }
@@ -63,19 +75,7 @@ pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
 
 /// The notice when a loop ends.
 pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String {
-    let (icon, what) = match outcome {
-        Outcome::Completed => ("✅", "completed"),
-        Outcome::MaxIterations => ("⏹", "stopped at its iteration limit"),
-        Outcome::Aborted => ("🛑", "stopped: the agent is blocked"),
-        Outcome::TimeBudget | Outcome::TokenBudget => ("⏹", "stopped: budget reached"),
-        Outcome::Stuck => ("⚠", "stopped: stuck"),
-        Outcome::NoProgress => ("⚠", "stopped: no progress"),
-        Outcome::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
-        Outcome::Cancelled => ("⏹", "cancelled"),
-        Outcome::Corrupt => ("⚠", "stopped: its state file is corrupt"),
-        Outcome::Denied => ("🚫", "stopped: the agent was denied permission"),
-        Outcome::Failed => ("⚠", "stopped: the agent could not run"),
-    };
+    let (icon, what) = outcome.headline();
     format!(
         "{icon} ralph `{}` {what}: {}. Record: {}",
         line(name),
@@ -86,63 +86,13 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
-    let g = &state.guards;
-    let mut out = Vec::new();
-    if let Some(d) = g.max_duration_secs {
-        out.push(format!("time budget {}", format_duration(d)));
-    }
-    if let Some(t) = g.max_tokens {
-        out.push(format!("token budget {t}"));
-    }
-    if let Some(v) = &g.verify {
-        out.push(format!(
-            "verify `{}` (limit {})",
-            line(v),
-            format_duration(g.verify_timeout_secs)
-        ));
-    }
-    if let Some(a) = &state.abort_promise {
-        out.push(format!("abort promise {}", line(a)));
-    }
-    out.push(if g.stuck_after > 0 {
-        format!("stuck after {} identical replies", g.stuck_after)
-    } else {
-        "stuck breaker off".into()
-    });
-    out.push(if g.no_progress_after > 0 {
-        format!(
-            "no-progress after {} unchanged iterations",
-            g.no_progress_after
-        )
-    } else {
-        "no-progress breaker off".into()
-    });
-    out
+    crate::guards::summary(state)
 }
 
 /// The guard figures after a turn, for `ralph run`'s progress lines:
 /// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
 pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
-    let g = &state.guards;
-    let mut out = Vec::new();
-    match g.max_tokens {
-        Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
-        None if progress.tokens_used > 0 => out.push(format!("tokens {}", progress.tokens_used)),
-        None => {}
-    }
-    if g.stuck_after > 0 {
-        out.push(format!(
-            "same reply {}/{}",
-            progress.same_reply_count, g.stuck_after
-        ));
-    }
-    if g.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
-        out.push(format!(
-            "unchanged {}/{}",
-            progress.no_progress_count, g.no_progress_after
-        ));
-    }
-    out.join(" · ")
+    state.guards.figures(progress)
 }
 
 /// For the user's status line when `--verify` refused the promise.
@@ -178,13 +128,15 @@ pub fn escape_controls(text: &str) -> String {
         match c {
             '\n' | '\t' => out.push(c),
             c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
+                let _ = write!(out, "\\x{:02x}", c as u32);
             }
             '\u{80}'..='\u{9f}'
             | '\u{200b}'..='\u{200f}'
             | '\u{2028}'..='\u{202e}'
             | '\u{2060}'..='\u{2069}'
-            | '\u{feff}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            | '\u{feff}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
             c => out.push(c),
         }
     }

@@ -13,15 +13,10 @@ use crate::time::{Timestamp, parse_duration};
 /// `max_iterations` when the field is missing: a finite limit, so a file
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
-/// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
-pub const DEFAULT_STUCK_AFTER: u64 = 3;
-/// Iterations without any change to the working tree or HEAD that end a loop.
-pub const DEFAULT_NO_PROGRESS_AFTER: u64 = 5;
-/// The verification command's time limit, in seconds, when none is set.
-pub const DEFAULT_VERIFY_TIMEOUT: u64 = 300;
-/// The longest verification a loop may ask for: it must finish well inside
-/// the hook's own timeout (900 s in hooks/hooks.json).
-pub const MAX_VERIFY_TIMEOUT: u64 = 840;
+pub use crate::guards::{
+    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, Guards,
+    MAX_VERIFY_TIMEOUT,
+};
 
 /// A parsed loop state file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,17 +44,6 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
-}
-
-/// Limits set when arming; every one of them is optional.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Guards {
-    pub max_duration_secs: Option<u64>,
-    pub max_tokens: Option<u64>,
-    pub verify: Option<String>,
-    pub verify_timeout_secs: u64,
-    pub stuck_after: u64,
-    pub no_progress_after: u64,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -90,6 +74,76 @@ pub struct Progress {
     /// transcript (0 when the transcript held it): `tokens_used` is known,
     /// this much may be missing.
     pub unseen_tokens: u64,
+    /// Verification gates failed so far (see `Guards::max_verify_failures`).
+    pub verify_failures: u64,
+}
+
+impl Progress {
+    /// The fields that changed since `old`, as frontmatter values: what a
+    /// stop writes back. A field added to `Progress` is written here.
+    pub fn changed_fields(&self, old: &Progress) -> Vec<(&'static str, String)> {
+        let new = self;
+        let mut fields = Vec::new();
+        let mut num = |key, a: u64, b: u64| {
+            if a != b {
+                fields.push((key, b.to_string()));
+            }
+        };
+        num("tokens_used", old.tokens_used, new.tokens_used);
+        num(
+            "transcript_offset",
+            old.transcript_offset,
+            new.transcript_offset,
+        );
+        num(
+            "same_reply_count",
+            old.same_reply_count,
+            new.same_reply_count,
+        );
+        num(
+            "no_progress_count",
+            old.no_progress_count,
+            new.no_progress_count,
+        );
+        num("idle_blocks", old.idle_blocks, new.idle_blocks);
+        num(
+            "largest_reply_tokens",
+            old.largest_reply_tokens,
+            new.largest_reply_tokens,
+        );
+        num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
+        num("verify_failures", old.verify_failures, new.verify_failures);
+        if let Some(elapsed) = new
+            .elapsed_secs
+            .filter(|_| old.elapsed_secs != new.elapsed_secs)
+        {
+            fields.push(("elapsed_secs", elapsed.to_string()));
+        }
+        if let Some(clock) = new.clock_at.filter(|_| old.clock_at != new.clock_at) {
+            fields.push(("clock_at", quote(&clock.to_string())));
+        }
+        let mut text = |key, a: &Option<String>, b: &Option<String>| {
+            if a != b {
+                fields.push((key, quote(b.as_deref().unwrap_or(""))));
+            }
+        };
+        text(
+            "last_message_id",
+            &old.last_message_id,
+            &new.last_message_id,
+        );
+        text(
+            "reply_fingerprint",
+            &old.reply_fingerprint,
+            &new.reply_fingerprint,
+        );
+        text(
+            "tree_fingerprint",
+            &old.tree_fingerprint,
+            &new.tree_fingerprint,
+        );
+        fields
+    }
 }
 
 /// Why a state file cannot be used. Every variant names what to fix.
@@ -153,6 +207,7 @@ raw_fields!(
     verify_timeout,
     stuck_after,
     no_progress_after,
+    max_verify_failures,
     tokens_used,
     transcript_offset,
     last_message_id,
@@ -165,6 +220,7 @@ raw_fields!(
     clock_at,
     largest_reply_tokens,
     unseen_tokens,
+    verify_failures,
     outcome,
     ended_at,
     ralph_nonce,
@@ -212,6 +268,8 @@ impl LoopState {
                 stuck_after: count("stuck_after", raw.stuck_after)?.unwrap_or(DEFAULT_STUCK_AFTER),
                 no_progress_after: count("no_progress_after", raw.no_progress_after)?
                     .unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
+                max_verify_failures: count("max_verify_failures", raw.max_verify_failures)?
+                    .unwrap_or(crate::guards::DEFAULT_MAX_VERIFY_FAILURES),
             },
             progress: Progress {
                 tokens_used: number("tokens_used", raw.tokens_used.as_deref(), MAX_TOKENS)?
@@ -238,6 +296,7 @@ impl LoopState {
                 .unwrap_or(0),
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
+                verify_failures: count("verify_failures", raw.verify_failures)?.unwrap_or(0),
             },
             outcome: non_empty(raw.outcome),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,

@@ -12,8 +12,7 @@ impl Timestamp {
     pub fn now() -> Self {
         let secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         Self(secs)
     }
 

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::decide::Verification;
+use crate::observation::Verification;
 use crate::process::{Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// How much of the command's output is kept for the agent.

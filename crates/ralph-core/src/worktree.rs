@@ -33,7 +33,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::decide::fingerprint;
+use crate::observation::fingerprint;
 use crate::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (every git process it starts);

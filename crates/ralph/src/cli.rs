@@ -1,6 +1,8 @@
 //! The command line, declared with clap.
 
 use clap::{Args, Parser, Subcommand};
+use ralph_core::arguments::Kind;
+use ralph_core::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -184,6 +186,8 @@ Guards (each optional; shown by `ralph status`, logged at every stop):
   --verify 'cargo test'   when the promise comes, run this command from the project root; only exit 0
                           completes the loop, otherwise the promise is refused and the agent sees the
                           exit code and the output's tail (limit: --verify-timeout, default 5m, max 14m)
+  --max-verify-failures 3 end it (as verify_failures) once the --verify gate refused the promise 3 times
+                          (0: off, the default)
   --abort-promise BLOCKED the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when
                           only a person can unblock it; you see its explanation
   --stuck-after 3         end it (as stuck) when the same reply comes 3 times in a row (0: off)
@@ -230,24 +234,9 @@ pub struct ArmFlags {
     /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
     #[arg(long)]
     pub abort_promise: Option<String>,
-    /// Time budget from the loop's start, e.g. 90m, 2h, 1h30m
-    #[arg(long, value_parser = parse_duration_arg)]
-    pub max_duration: Option<String>,
-    /// Token budget for the loop's assistant turns
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_tokens: Option<u64>,
-    /// A command that must pass (exit 0) before the promise is accepted
-    #[arg(long)]
-    pub verify: Option<String>,
-    /// Time limit of the --verify command, e.g. 5m (at most 14m)
-    #[arg(long, value_parser = parse_duration_arg)]
-    pub verify_timeout: Option<String>,
-    /// Identical replies in a row that end the loop as stuck (0: off) [default: 3]
-    #[arg(long, allow_negative_numbers = true)]
-    pub stuck_after: Option<u64>,
-    /// Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]
-    #[arg(long, allow_negative_numbers = true)]
-    pub no_progress_after: Option<u64>,
+    /// The guards: one option each, from `ralph_core::guards::OPTIONS`.
+    #[command(flatten)]
+    pub guards: GuardFlags,
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
@@ -259,13 +248,58 @@ impl ArmFlags {
         self.max_iterations.is_some()
             || self.completion_promise.is_some()
             || self.abort_promise.is_some()
-            || self.max_duration.is_some()
-            || self.max_tokens.is_some()
-            || self.verify.is_some()
-            || self.verify_timeout.is_some()
-            || self.stuck_after.is_some()
-            || self.no_progress_after.is_some()
+            || !self.guards.0.is_empty()
             || self.fresh_context
+    }
+}
+
+/// The guard options, built from the core's table rather than written out
+/// here, so a new guard needs no change to the command line.
+#[derive(Debug, Clone, Default)]
+pub struct GuardFlags(pub GuardSettings);
+
+impl clap::FromArgMatches for GuardFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut settings = GuardSettings::default();
+        for guard in guards::OPTIONS {
+            let value = match guard.kind {
+                Kind::Number => matches.get_one::<u64>(guard.field).map(u64::to_string),
+                _ => matches.get_one::<String>(guard.field).cloned(),
+            };
+            if let Some(value) = value {
+                settings
+                    .set(guard, &value)
+                    .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e))?;
+            }
+        }
+        Ok(Self(settings))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for GuardFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        guards::OPTIONS.iter().fold(cmd, |cmd, guard| {
+            let arg = clap::Arg::new(guard.field)
+                .long(guard.flag)
+                .value_name(guard.value_name)
+                .help(guard.help);
+            cmd.arg(match guard.kind {
+                Kind::Number => arg
+                    .value_parser(clap::value_parser!(u64))
+                    .allow_negative_numbers(true),
+                Kind::Duration => arg.value_parser(parse_duration_arg),
+                Kind::Text | Kind::Flag => arg,
+            })
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -421,4 +455,24 @@ pub struct PlanArgs {
     /// Print a GitHub Actions matrix (one line of JSON) for a fleet of jobs
     #[arg(long)]
     pub matrix: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    /// `ralph start --help` explains every guard below its option list.
+    #[test]
+    fn the_start_help_explains_every_guard() {
+        for guard in ralph_core::guards::OPTIONS {
+            let flag = format!("--{}", guard.flag);
+            let whole_word = super::START_EXAMPLES.match_indices(&flag).any(|(at, _)| {
+                !super::START_EXAMPLES[at + flag.len()..]
+                    .starts_with(|c: char| c.is_ascii_lowercase() || c == '-')
+            });
+            assert!(
+                whole_word,
+                "--{} is not explained in START_EXAMPLES",
+                guard.flag
+            );
+        }
+    }
 }

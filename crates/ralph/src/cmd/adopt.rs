@@ -18,7 +18,7 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
     let project = super::project();
     let registry = super::require_registry()?;
     let root = registry::canonical_root(&project).ok();
-    let lives = loops::read_live(&project).map_err(|e| e.to_string())?;
+    let lives = loops::read_live(&project)?;
     let arming = |live: &Live| match &live.state {
         Ok(state) => registry::arming(Some(&registry), root.as_deref(), &live.file.name, state),
         Err(_) => Arming::Unarmed(registry::Unarmed::NoRecord),
@@ -155,8 +155,7 @@ fn confirm() -> Result<bool, Failure> {
 
 fn record(project: &Project, registry: &Registry, live: &Live, state: &LoopState) -> Outcome {
     let name = &live.file.name;
-    loops::adopt(project, registry, name, &live.text, Timestamp::now())
-        .map_err(|e| e.to_string())?;
+    loops::adopt(project, registry, name, &live.text, Timestamp::now())?;
     let owner = state.session_id.as_deref().map_or_else(
         || "the first session that stops in this project claims it".to_owned(),
         |s| format!("owner: session {}", escape_controls(s)),

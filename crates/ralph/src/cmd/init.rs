@@ -43,7 +43,7 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
         )
         .into());
     }
-    safe_fs::ensure_dir(&project.root, "ralph").map_err(|e| e.to_string())?;
+    safe_fs::ensure_dir(&project.root, "ralph")?;
     for (file, contents) in template.files {
         let path = dir.join(file);
         safe_fs::replace(&path, contents.as_bytes())

@@ -230,7 +230,7 @@ fn edit_json(
     let changed =
         change(&mut root).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
     if changed {
-        let text = serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(&Value::Object(root))?;
         write_atomic(path, &format!("{text}\n"), project)?;
     }
     Ok(changed)

@@ -1,5 +1,6 @@
 //! `ralph start | cancel | pause | resume | status | log`.
 
+use ralph_core::outcome::LoopStatus;
 use std::io::{IsTerminal, Read};
 
 use ralph_core::arguments;
@@ -96,12 +97,7 @@ pub fn arm_request(
         completion_promise: non_empty(flags.completion_promise),
         abort_promise: non_empty(flags.abort_promise),
         session_id,
-        max_duration: flags.max_duration,
-        max_tokens: flags.max_tokens,
-        verify: non_empty(flags.verify),
-        verify_timeout: flags.verify_timeout,
-        stuck_after: flags.stuck_after,
-        no_progress_after: flags.no_progress_after,
+        guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
     }
@@ -113,12 +109,7 @@ pub fn arm(
     request: &ArmRequest,
 ) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
     let registry = super::require_registry()?;
-    loops::arm(project, &registry, request, Timestamp::now()).map_err(|e| match e {
-        loops::LoopError::BadName(_) | loops::LoopError::EmptyPrompt => {
-            Failure::usage(e.to_string())
-        }
-        other => Failure::from(other.to_string()),
-    })
+    Ok(loops::arm(project, &registry, request, Timestamp::now())?)
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
@@ -126,18 +117,14 @@ pub fn arm(
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
     let number = |v: &str| arguments::check_number(key, v).map_err(usage);
-    let duration = |v: &str| arguments::check_duration(key, v).map_err(usage);
+    if let Some(guard) = ralph_core::guards::GuardSettings::option(key) {
+        return args.arm.guards.0.set(guard, value).map_err(usage);
+    }
     match key {
         "name" => args.name = value.to_owned(),
         "max-iterations" => args.arm.max_iterations = Some(number(value)?),
         "completion-promise" => args.arm.completion_promise = Some(value.to_owned()),
         "abort-promise" => args.arm.abort_promise = Some(value.to_owned()),
-        "max-duration" => args.arm.max_duration = Some(duration(value)?),
-        "max-tokens" => args.arm.max_tokens = Some(number(value)?),
-        "verify" => args.arm.verify = Some(value.to_owned()),
-        "verify-timeout" => args.arm.verify_timeout = Some(duration(value)?),
-        "stuck-after" => args.arm.stuck_after = Some(number(value)?),
-        "no-progress-after" => args.arm.no_progress_after = Some(number(value)?),
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
@@ -369,7 +356,7 @@ fn print_report(r: &LoopReport) {
     say!("  {}", facts.join(" · "));
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
-            (Some(a), Some(b), Some(c)) if r.state != "ended" => {
+            (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
                 format!(
                     " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
                 )
@@ -438,7 +425,7 @@ pub fn log(args: LogArgs) -> Outcome {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports
             .iter()
-            .find(|r| session.is_some() && r.session_id == session && r.state != "ended")
+            .find(|r| session.is_some() && r.session_id == session && r.state != LoopStatus::Ended)
             .or_else(|| reports.first()),
     };
     let Some(report) = chosen else {
@@ -450,7 +437,7 @@ pub fn log(args: LogArgs) -> Outcome {
             }
         };
     };
-    let log_path = if report.state == "ended" || report.state == "corrupt" {
+    let log_path = if matches!(report.state, LoopStatus::Ended | LoopStatus::Corrupt) {
         std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")
     } else if ralph_core::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false) {
         project.log_path(&report.name)

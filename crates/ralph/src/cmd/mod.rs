@@ -1,5 +1,7 @@
 //! One function per subcommand. Each returns a `Result`; `run` maps it to an
-//! exit code (0 success, 1 failure with the message on stderr).
+//! exit code (0 success, else the `Failure`'s code with its message on
+//! stderr). Core errors become failures by `From`, their codes chosen in
+//! one place (`exit_code`).
 
 /// `println!` that ignores a closed stdout (e.g. `ralph status | head`)
 /// instead of panicking on a broken pipe. It never exits: `ralph run … |
@@ -71,8 +73,19 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Why a command did not succeed, and its exit code: 1 a failure, 2 a usage
-/// error (as clap's own), or a command's own code (`ralph run`: 3, 130).
+/// ralph's exit codes, all of them: 0 is success.
+pub mod code {
+    /// A failure, the message on stderr.
+    pub const FAILURE: u8 = 1;
+    /// A usage error, as clap's own.
+    pub const USAGE: u8 = 2;
+    /// `ralph run` / `ralph plan`: the loop ended otherwise than completed.
+    pub const ENDED: u8 = 3;
+    /// Interrupted by Ctrl-C (128 + SIGINT).
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// Why a command did not succeed, and its exit code (see [`code`]).
 #[derive(Debug)]
 pub struct Failure {
     pub message: String,
@@ -83,23 +96,75 @@ impl Failure {
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            code: 2,
+            code: code::USAGE,
         }
     }
 
-    pub fn with_code(code: u8, message: impl Into<String>) -> Self {
+    /// The loop ended otherwise than completed; what happened is already printed.
+    pub fn ended() -> Self {
         Self {
-            message: message.into(),
-            code,
+            message: String::new(),
+            code: code::ENDED,
+        }
+    }
+
+    /// Ctrl-C; what happened is already printed.
+    pub fn interrupted() -> Self {
+        Self {
+            message: String::new(),
+            code: code::INTERRUPTED,
         }
     }
 }
 
 impl From<String> for Failure {
     fn from(message: String) -> Self {
-        Self { message, code: 1 }
+        Self {
+            message,
+            code: code::FAILURE,
+        }
     }
 }
+
+/// The exit code of each error the core returns, in one place: what the
+/// user typed wrong is a usage error; everything else a failure.
+fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
+    use ralph_core::loops::LoopError;
+    if error.is::<ralph_core::arguments::ArgumentsError>() {
+        return code::USAGE;
+    }
+    match error.downcast_ref::<LoopError>() {
+        Some(LoopError::BadName(_) | LoopError::EmptyPrompt) => code::USAGE,
+        _ => code::FAILURE,
+    }
+}
+
+macro_rules! failure_from {
+    ($($error:ty),* $(,)?) => {$(
+        impl From<$error> for Failure {
+            fn from(error: $error) -> Self {
+                Self {
+                    code: exit_code(&error),
+                    message: error.to_string(),
+                }
+            }
+        }
+    )*};
+}
+
+failure_from!(
+    ralph_core::arguments::ArgumentsError,
+    ralph_core::engine::StepError,
+    ralph_core::state::StateError,
+    ralph_core::typed::TypedError,
+    ralph_core::rewrite::RewriteError,
+    ralph_core::registry::RegistryError,
+    ralph_core::store::StoreError,
+    ralph_core::safe_fs::FsError,
+    ralph_core::loops::LoopError,
+    serde_json::Error,
+    std::io::Error,
+);
 
 pub type Outcome = Result<(), Failure>;
 
@@ -131,7 +196,7 @@ pub fn registry() -> Option<ralph_core::registry::Registry> {
 
 /// The registry, for commands that arm or adopt a loop and so must record it.
 pub fn require_registry() -> Result<ralph_core::registry::Registry, Failure> {
-    registry().ok_or_else(|| Failure::from(ralph_core::registry::RegistryError::NoHome.to_string()))
+    registry().ok_or_else(|| ralph_core::registry::RegistryError::NoHome.into())
 }
 
 /// The session of the agent that runs this command: the first session
@@ -151,7 +216,32 @@ pub fn display(project: &Project, path: &std::path::Path) -> String {
 }
 
 /// Make sure `.claude/` exists, so the hook (which looks for it) finds the project.
-pub fn ensure_claude_dir(project: &Project) -> Result<(), String> {
-    project.ensure_dir(".claude").map_err(|e| e.to_string())?;
+pub fn ensure_claude_dir(project: &Project) -> Result<(), Failure> {
+    project.ensure_dir(".claude")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::arguments::ArgumentsError;
+    use ralph_core::loops::LoopError;
+    use ralph_core::registry::RegistryError;
+
+    #[test]
+    fn each_core_error_has_its_exit_code() {
+        let usage = [
+            Failure::from(ArgumentsError::MissingValue("name".into())),
+            Failure::from(LoopError::EmptyPrompt),
+            Failure::from(LoopError::BadName("a b".into())),
+        ];
+        for f in usage {
+            assert_eq!(f.code, code::USAGE, "{}", f.message);
+        }
+        let failure = Failure::from(RegistryError::NoHome);
+        assert_eq!(failure.code, code::FAILURE);
+        assert_eq!(failure.message, RegistryError::NoHome.to_string());
+        assert_eq!(Failure::ended().code, 3);
+        assert_eq!(Failure::interrupted().code, 130);
+    }
 }

@@ -67,9 +67,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let base = fg::current_branch(&root)?;
     let (stories, from_prd) = select(&root, &args)?;
     fg::ensure_excluded(&root)?;
-    let records = project
-        .ensure_dir(fanout::RECORDS)
-        .map_err(|e| e.to_string())?;
+    let records = project.ensure_dir(fanout::RECORDS)?;
     let promise = args
         .arm
         .completion_promise
@@ -78,15 +76,16 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let child_args = child_args(&args, &promise);
     let verify_timeout = args
         .arm
-        .verify_timeout
-        .as_deref()
+        .guards
+        .0
+        .get("verify-timeout")
         .and_then(ralph_core::time::parse_duration)
         .unwrap_or(300);
     let mut fleet = Fleet {
         project,
         base,
         merge,
-        verify: args.arm.verify.clone(),
+        verify: args.arm.guards.0.get("verify").map(str::to_owned),
         verify_timeout: Duration::from_secs(verify_timeout),
         from_prd,
         live: std::io::stdout().is_terminal(),
@@ -234,7 +233,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     }
     if interrupted.is_some() {
         say!("Run the same command again to resume what was left.");
-        return Err(Failure::with_code(130, ""));
+        return Err(Failure::interrupted());
     }
     let all_done = fleet
         .rows
@@ -243,7 +242,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     if all_done {
         Ok(())
     } else {
-        Err(Failure::with_code(3, ""))
+        Err(Failure::ended())
     }
 }
 
@@ -300,12 +299,7 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         max_iterations,
         completion_promise: _,
         abort_promise,
-        max_duration,
-        max_tokens,
-        verify,
-        verify_timeout,
-        stuck_after,
-        no_progress_after,
+        guards,
         fresh_context,
     } = &args.arm;
     out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
@@ -316,15 +310,7 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     };
     add("--max-iterations", max_iterations.map(|v| v.to_string()));
     add("--abort-promise", abort_promise.clone());
-    add("--max-duration", max_duration.clone());
-    add("--max-tokens", max_tokens.map(|v| v.to_string()));
-    add("--verify", verify.clone());
-    add("--verify-timeout", verify_timeout.clone());
-    add("--stuck-after", stuck_after.map(|v| v.to_string()));
-    add(
-        "--no-progress-after",
-        no_progress_after.map(|v| v.to_string()),
-    );
+    out.extend(guards.0.args());
     if *fresh_context {
         out.push("--fresh-context".to_owned());
     }
@@ -712,12 +698,11 @@ pub fn clean() -> Outcome {
     let project = super::project();
     let root = &project.root;
     let dir = root.join(fanout::WORKTREES);
-    if !safe_fs::check_dir(root, fanout::WORKTREES).map_err(|e| e.to_string())? {
+    if !safe_fs::check_dir(root, fanout::WORKTREES)? {
         say!("No worktrees to remove.");
         return Ok(());
     }
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| e.to_string())?
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())

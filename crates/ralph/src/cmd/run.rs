@@ -292,7 +292,7 @@ pub fn run(args: RunArgs) -> Outcome {
                 );
                 return match outcome {
                     LoopOutcome::Completed => Ok(()),
-                    _ => Err(Failure::with_code(3, "")),
+                    _ => Err(Failure::ended()),
                 };
             }
         }
@@ -438,7 +438,7 @@ fn interrupted(
             super::display(project, &record)
         );
     }
-    Err(Failure::with_code(130, ""))
+    Err(Failure::interrupted())
 }
 
 /// The agent's command line: a preset's, or the default with the chosen
@@ -532,7 +532,7 @@ fn end_denied(
         "Ran {done_here} fresh iteration(s) in {elapsed}. Fix: ralph run --permission-mode acceptEdits --name {} \"<task>\" (or allow the tools in .claude/settings.json).",
         file.name
     );
-    Err(Failure::with_code(3, ""))
+    Err(Failure::ended())
 }
 
 /// The agent could not run. A loop taken over goes back to its owner as it

@@ -1,0 +1,110 @@
+//! How a loop ended (the word stored in its `outcome:` field and the
+//! notice the user sees), and what state `ralph status` reports it in.
+
+/// How a loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    MaxIterations,
+    Aborted,
+    TimeBudget,
+    TokenBudget,
+    Stuck,
+    NoProgress,
+    BlockCap,
+    /// The verification gate failed `max_verify_failures` times.
+    VerifyFailures,
+    Cancelled,
+    Corrupt,
+    /// `ralph run`: the agent was refused the same permission again.
+    Denied,
+    /// `ralph run`: the agent could not run, on a loop this run armed.
+    Failed,
+}
+
+impl Outcome {
+    /// The icon and the words of the notice when a loop ends this way.
+    pub fn headline(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Completed => ("✅", "completed"),
+            Self::MaxIterations => ("⏹", "stopped at its iteration limit"),
+            Self::Aborted => ("🛑", "stopped: the agent is blocked"),
+            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
+            Self::Stuck => ("⚠", "stopped: stuck"),
+            Self::NoProgress => ("⚠", "stopped: no progress"),
+            Self::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
+            Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
+            Self::Cancelled => ("⏹", "cancelled"),
+            Self::Corrupt => ("⚠", "stopped: its state file is corrupt"),
+            Self::Denied => ("🚫", "stopped: the agent was denied permission"),
+            Self::Failed => ("⚠", "stopped: the agent could not run"),
+        }
+    }
+
+    /// The word stored in the `outcome:` field and shown by `ralph status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::MaxIterations => "max_iterations",
+            Self::Aborted => "aborted",
+            Self::TimeBudget => "time_budget",
+            Self::TokenBudget => "token_budget",
+            Self::Stuck => "stuck",
+            Self::NoProgress => "no_progress",
+            Self::BlockCap => "block_cap",
+            Self::VerifyFailures => "verify_failures",
+            Self::Cancelled => "cancelled",
+            Self::Corrupt => "corrupt",
+            Self::Denied => "denied",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A loop's state as `ralph status` reports it; serialised as the word
+/// shown (`active`, `paused`, …), as before it was a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoopStatus {
+    Active,
+    Paused,
+    Ended,
+    /// Its file does not parse.
+    Corrupt,
+    /// Its file could not be read (not a regular file, too large, …).
+    Unreadable,
+}
+
+impl LoopStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Paused => "paused",
+            Self::Ended => "ended",
+            Self::Corrupt => "corrupt",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl std::fmt::Display for LoopStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_serialises_as_the_word_it_shows() {
+        use LoopStatus::*;
+        for s in [Active, Paused, Ended, Corrupt, Unreadable] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::json!(s.as_str())
+            );
+        }
+    }
+}
