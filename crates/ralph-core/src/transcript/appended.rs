@@ -176,7 +176,8 @@ fn scan_from(
         ..Appended::default()
     };
     let start = offset.max(len.saturating_sub(MAX_APPENDED));
-    let mut buf = Vec::with_capacity((len - start) as usize);
+    // At most MAX_APPENDED; the capacity is only a hint.
+    let mut buf = Vec::with_capacity(usize::try_from(len - start).unwrap_or(0));
     file.seek(SeekFrom::Start(start))?;
     file.take(len - start).read_to_end(&mut buf)?;
     let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);

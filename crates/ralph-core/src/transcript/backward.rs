@@ -45,9 +45,9 @@ impl<'a> BackwardLines<'a> {
                 }
                 return Ok(Some(std::mem::take(&mut self.pending)));
             }
-            let size = (self.pos - self.floor).min(BLOCK as u64);
-            self.pos -= size;
-            let mut block = vec![0; size as usize];
+            let size = usize::try_from(self.pos - self.floor).map_or(BLOCK, |n| n.min(BLOCK));
+            self.pos -= size as u64;
+            let mut block = vec![0; size];
             self.file.seek(SeekFrom::Start(self.pos))?;
             self.file.read_exact(&mut block)?;
             block.extend_from_slice(&self.pending);

@@ -79,7 +79,7 @@ pub fn last_reply(
                         found = Some(LastReply {
                             message_id: message.id,
                             text,
-                        })
+                        });
                     }
                     Some(reply) if reply.message_id.is_some() && reply.message_id == message.id => {
                         if !text.is_empty() {
@@ -108,7 +108,7 @@ fn parse_line(raw: &[u8]) -> Option<Line> {
         return None;
     }
     match line.kind.as_deref() {
-        Some("assistant") | Some("user") => Some(line),
+        Some("assistant" | "user") => Some(line),
         _ => None,
     }
 }
