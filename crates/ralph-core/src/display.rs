@@ -50,7 +50,7 @@ fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// For JSON text that goes to a terminal: serde_json escapes C0 controls
+/// For JSON text that goes to a terminal: `serde_json` escapes C0 controls
 /// but writes C1 controls and bidirectional marks as they are. They can
 /// only occur inside JSON strings, so a `\uXXXX` escape keeps the value
 /// (and the JSON valid) while making them visible.

@@ -531,7 +531,8 @@ fn no_follow_read() -> OpenOptions {
     {
         use std::os::unix::fs::OpenOptionsExt;
         let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-        options.custom_flags(flags.bits() as i32);
+        // The flags are a bit pattern: reinterpret, never convert.
+        options.custom_flags(flags.bits().cast_signed());
     }
     #[cfg(windows)]
     {

@@ -315,7 +315,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
             messages::paused_at_session_end(&live.file.name, state, &why)
         });
     }
-    Ok(notice(notices))
+    Ok(notice(&notices))
 }
 
 fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
@@ -350,7 +350,7 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
         };
         notices.push(text);
     }
-    Ok(notice(notices))
+    Ok(notice(&notices))
 }
 
 /// `/clear` ended the owner's session and started this one in the same
@@ -408,7 +408,7 @@ fn last_pause_reason(project: &Project, name: &str) -> Option<String> {
         .flatten()
 }
 
-fn notice(notices: Vec<String>) -> Answer {
+fn notice(notices: &[String]) -> Answer {
     if notices.is_empty() {
         Answer::Silent
     } else {

@@ -2,7 +2,7 @@
 //!
 //! A skill's `!` block is shell text, and Claude Code pastes `$ARGUMENTS` into it raw: no
 //! quoting (not even a quoted heredoc, whose delimiter is public) survives every input. So the
-//! skills never put `$ARGUMENTS` in a block. The UserPromptSubmit hook (`ralph hook prompt`)
+//! skills never put `$ARGUMENTS` in a block. The `UserPromptSubmit` hook (`ralph hook prompt`)
 //! gets the prompt as JSON before any block runs; when it is `/ralph-loop …` (or
 //! `/ralph:ralph-loop …`, `/ralph-cancel …`, …) the hook keeps the text after the name in a
 //! per-user file keyed by session and command. The skill's block then runs a fixed command

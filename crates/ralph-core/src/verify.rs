@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::observation::Verification;
@@ -22,7 +22,7 @@ static GATE_CLOCK: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZE
 /// How long this process has spent running verification commands so far,
 /// including one still running.
 pub fn time_in_gates() -> Duration {
-    let clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let clock = GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
     clock.0 + clock.1.map_or(Duration::ZERO, |since| since.elapsed())
 }
 
@@ -31,14 +31,14 @@ struct GateTimer;
 
 impl GateTimer {
     fn start() -> Self {
-        GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(Instant::now());
+        GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(Instant::now());
         Self
     }
 }
 
 impl Drop for GateTimer {
     fn drop(&mut self) {
-        let mut clock = GATE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clock = GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(since) = clock.1.take() {
             clock.0 += since.elapsed();
         }

@@ -133,7 +133,7 @@ pub fn arming(raw: &str) -> Option<Arming> {
             "name" => arming.name = value,
             "max-iterations" => arming.max_iterations = value.trim().parse().ok()?,
             "completion-promise" => {
-                arming.completion_promise = Some(value).filter(|v| !v.trim().is_empty())
+                arming.completion_promise = Some(value).filter(|v| !v.trim().is_empty());
             }
             "force" => arming.force = true,
             _ => {}

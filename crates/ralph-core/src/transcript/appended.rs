@@ -1,8 +1,7 @@
-//! Reading the session transcript (JSONL) from its end.
-//!
-//! Only used when the Stop event carries no reply text. The transcript can
-//! be hundreds of megabytes, so it is read backward in blocks and the scan
-//! stops at the first line that is older than what may count.
+//! The forward reader: what was appended to the transcript since an offset
+//! (tokens, tool use, proven edits, whether this turn's reply has landed).
+//! The cost of a stop follows the size of the last turn, never of the whole
+//! session.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -11,265 +10,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::event::content_text;
+use super::backward::BackwardLines;
+use super::open;
 use crate::time::Timestamp;
 
-const BLOCK: usize = 64 * 1024;
-
-/// Opens the transcript. Its path comes from the client (Claude Code keeps
-/// transcripts under `~/.claude/projects/`), so a link is followed; but the
-/// open never blocks and only a regular file is read, so a FIFO or device
-/// planted on the way is refused (as `InvalidData`, with the reason).
-fn open(path: &Path) -> std::io::Result<File> {
-    crate::safe_fs::open_read_following(path).map_err(|e| match e {
-        crate::safe_fs::FsError::Io { source, .. } => source,
-        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-    })
-}
-/// The most a backward scan reads before giving up: a reply is never this long.
-pub(crate) const MAX_SCAN: u64 = 16 * 1024 * 1024;
-
-/// The last assistant reply found in a transcript.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastReply {
-    pub message_id: Option<String>,
-    /// The reply's text blocks joined by a blank line (empty for a tool call).
-    pub text: String,
-}
-
-#[derive(Deserialize)]
-struct Line {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    #[serde(rename = "isSidechain", default)]
-    is_sidechain: bool,
-    #[serde(rename = "isMeta", default)]
-    is_meta: bool,
-    timestamp: Option<String>,
-    message: Option<Message>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    id: Option<String>,
-    role: Option<String>,
-    content: Option<Value>,
-}
-
-/// Finds the text of the last assistant message in the transcript, looking
-/// only at bytes after `after_offset` and at lines stamped no earlier than
-/// `not_before`, so that a promise from an earlier turn or an earlier loop
-/// never counts. Returns `None` when no such message is there.
-pub fn last_reply(
-    path: &Path,
-    after_offset: u64,
-    not_before: Option<Timestamp>,
-) -> std::io::Result<Option<LastReply>> {
-    let mut file = open(path)?;
-    let len = file.metadata()?.len();
-    let floor = after_offset.min(len).max(len.saturating_sub(MAX_SCAN));
-    let mut lines = BackwardLines::new(&mut file, floor, len);
-    let mut found: Option<LastReply> = None;
-    while let Some(raw) = lines.next_line()? {
-        let Some(line) = parse_line(&raw) else {
-            continue;
-        };
-        if let (Some(limit), Some(stamp)) = (not_before, line.timestamp.as_deref())
-            && Timestamp::parse_rfc3339(stamp).is_some_and(|t| t < limit)
-        {
-            break;
-        }
-        let Some(message) = line.message else {
-            continue;
-        };
-        match line.kind.as_deref() {
-            Some("assistant") if message.role.as_deref() != Some("user") => {
-                let text = message
-                    .content
-                    .as_ref()
-                    .map(content_text)
-                    .unwrap_or_default();
-                match &mut found {
-                    None => {
-                        found = Some(LastReply {
-                            message_id: message.id,
-                            text,
-                        })
-                    }
-                    Some(reply) if reply.message_id.is_some() && reply.message_id == message.id => {
-                        if !text.is_empty() {
-                            reply.text = if reply.text.is_empty() {
-                                text
-                            } else {
-                                format!("{text}\n\n{}", reply.text)
-                            };
-                        }
-                    }
-                    Some(_) => break,
-                }
-            }
-            Some("user") if found.is_some() => break,
-            _ => {}
-        }
-    }
-    Ok(found)
-}
-
-/// Parses a conversation line; `None` for anything that is not one (other
-/// line types, sidechains, meta lines, request blobs, broken JSON).
-fn parse_line(raw: &[u8]) -> Option<Line> {
-    let line: Line = serde_json::from_slice(raw).ok()?;
-    if line.is_sidechain || line.is_meta {
-        return None;
-    }
-    match line.kind.as_deref() {
-        Some("assistant") | Some("user") => Some(line),
-        _ => None,
-    }
-}
-
-/// Yields the lines of `file[floor..end]` from last to first.
-pub(crate) struct BackwardLines<'a> {
-    file: &'a mut File,
-    floor: u64,
-    pos: u64,
-    /// Bytes read but not yet returned: the start of the file region still
-    /// being split, whose first line may be incomplete.
-    pending: Vec<u8>,
-}
-
-impl<'a> BackwardLines<'a> {
-    pub(crate) fn new(file: &'a mut File, floor: u64, end: u64) -> Self {
-        Self {
-            file,
-            floor,
-            pos: end,
-            pending: Vec::new(),
-        }
-    }
-
-    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
-        loop {
-            // Drop a trailing newline, then look for the previous one.
-            while self.pending.last() == Some(&b'\n') {
-                self.pending.pop();
-            }
-            if let Some(i) = self.pending.iter().rposition(|&b| b == b'\n') {
-                let line = self.pending.split_off(i + 1);
-                return Ok(Some(line));
-            }
-            if self.pos <= self.floor {
-                if self.pending.is_empty() {
-                    return Ok(None);
-                }
-                return Ok(Some(std::mem::take(&mut self.pending)));
-            }
-            let size = (self.pos - self.floor).min(BLOCK as u64);
-            self.pos -= size;
-            let mut block = vec![0; size as usize];
-            self.file.seek(SeekFrom::Start(self.pos))?;
-            self.file.read_exact(&mut block)?;
-            block.extend_from_slice(&self.pending);
-            self.pending = block;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    fn assistant(id: &str, content: &str, ts: &str) -> String {
-        format!(
-            r#"{{"type":"assistant","isSidechain":false,"timestamp":"{ts}","message":{{"id":"{id}","role":"assistant","content":{content}}}}}"#
-        )
-    }
-
-    fn write(lines: &[String]) -> tempfile::NamedTempFile {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        for l in lines {
-            writeln!(f, "{l}").unwrap();
-        }
-        f
-    }
-
-    const T: &str = "2026-11-30T01:00:00Z";
-
-    #[test]
-    fn joins_the_blocks_of_the_last_message() {
-        let f = write(&[
-            assistant(
-                "m1",
-                r#"[{"type":"text","text":"old <promise>DONE</promise>"}]"#,
-                T,
-            ),
-            r#"{"type":"user","message":{"role":"user","content":"go on"}}"#.into(),
-            assistant("m2", r#"[{"type":"text","text":"a"}]"#, T),
-            assistant("m2", r#"[{"type":"tool_use","name":"Bash"}]"#, T),
-            assistant("m2", r#"[{"type":"text","text":"b"}]"#, T),
-            r#"{"type":"api-request-blob","message":{"role":"assistant","content":"x"}}"#.into(),
-        ]);
-        let r = last_reply(f.path(), 0, None).unwrap().unwrap();
-        assert_eq!(r.text, "a\n\nb");
-        assert_eq!(r.message_id.as_deref(), Some("m2"));
-    }
-
-    #[test]
-    fn tool_only_reply_has_no_text_and_hides_older_promises() {
-        let f = write(&[
-            assistant(
-                "m1",
-                r#"[{"type":"text","text":"<promise>DONE</promise>"}]"#,
-                T,
-            ),
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"}]}}"#
-                .into(),
-            assistant("m2", r#"[{"type":"tool_use","name":"Bash"}]"#, T),
-        ]);
-        let r = last_reply(f.path(), 0, None).unwrap().unwrap();
-        assert_eq!(r.text, "");
-    }
-
-    #[test]
-    fn skips_sidechains_and_meta() {
-        let f = write(&[
-            assistant("m1", r#""main""#, T),
-            r#"{"type":"assistant","isSidechain":true,"message":{"id":"s","role":"assistant","content":"side"}}"#.into(),
-            r#"{"type":"user","isMeta":true,"message":{"role":"user","content":"Stop hook feedback:\nx"}}"#.into(),
-        ]);
-        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, "main");
-    }
-
-    #[test]
-    fn nothing_before_the_offset_or_the_start_counts() {
-        let first = assistant("m1", r#""<promise>DONE</promise>""#, T);
-        let f = write(std::slice::from_ref(&first));
-        let offset = first.len() as u64 + 1;
-        assert_eq!(last_reply(f.path(), offset, None).unwrap(), None);
-        let later = Timestamp::parse_rfc3339("2026-11-30T02:00:00Z");
-        assert_eq!(last_reply(f.path(), 0, later).unwrap(), None);
-    }
-
-    #[test]
-    fn reads_across_block_boundaries() {
-        let big = "x".repeat(BLOCK * 2 + 17);
-        let f = write(&[
-            assistant("m0", &format!(r#""{big}""#), T),
-            assistant("m1", r#""tail""#, T),
-        ]);
-        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, "tail");
-        let f = write(&[assistant("m1", &format!(r#""{big}""#), T)]);
-        assert_eq!(last_reply(f.path(), 0, None).unwrap().unwrap().text, big);
-    }
-
-    #[test]
-    fn missing_file_is_an_error() {
-        assert!(last_reply(Path::new("/nonexistent/t.jsonl"), 0, None).is_err());
-    }
-}
-
-/// What was appended to the transcript since the last stop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Appended {
     /// Where the next scan starts: just past the last complete line.
@@ -432,7 +176,8 @@ fn scan_from(
         ..Appended::default()
     };
     let start = offset.max(len.saturating_sub(MAX_APPENDED));
-    let mut buf = Vec::with_capacity((len - start) as usize);
+    // At most MAX_APPENDED; the capacity is only a hint.
+    let mut buf = Vec::with_capacity(usize::try_from(len - start).unwrap_or(0));
     file.seek(SeekFrom::Start(start))?;
     file.take(len - start).read_to_end(&mut buf)?;
     let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -682,6 +427,7 @@ mod appended_tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
+    use crate::transcript::backward::BLOCK;
     use std::io::Write;
 
     fn assistant(id: &str, block: &str, stop: &str, ts: &str) -> String {
