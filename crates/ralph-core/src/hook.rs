@@ -8,14 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::answer::Answer;
 use crate::decide::{Observation, Outcome, Verification};
-use crate::engine::{self, LiveLoop, Step, Turn};
+use crate::engine::{self, Step, Turn};
 use crate::event::{EventError, StopEvent};
-use crate::frontmatter::quote;
 use crate::host::Host;
+use crate::lifecycle::{AdoptError, LogEntry, Logged, Loop};
 use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming, Registry, RegistryError};
@@ -177,12 +175,6 @@ fn owner_of(state: &LoopState) -> Option<&str> {
     Some(crate::driver::orphaned_for(owner).unwrap_or(owner))
 }
 
-struct Loaded {
-    file: LoopFile,
-    text: String,
-    state: LoopState,
-}
-
 fn run(
     mut event: StopEvent,
     ctx: &HookContext,
@@ -221,7 +213,7 @@ fn run(
     // The loops this session may drive: armed here, or its own loop from
     // before ralph kept records. Anything else is inert.
     // (loop, whether it is this session's loop from before ralph kept records)
-    let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
+    let mut drivable: Vec<(&Loop, bool)> = Vec::new();
     for live in &loaded {
         if owner_of(&live.state).is_some_and(|o| o != session) {
             continue; // another session's loop: not this stop's business
@@ -288,7 +280,7 @@ struct Gate<'a> {
 }
 
 impl Gate<'_> {
-    fn arming(&self, live: &Loaded) -> Arming {
+    fn arming(&self, live: &Loop) -> Arming {
         registry::arming(
             self.registry.as_ref(),
             self.root.as_deref(),
@@ -316,7 +308,7 @@ impl Gate<'_> {
             match LoopState::parse(&text) {
                 Ok(state) => {
                     let owner = owner_of(&state).map(str::to_owned);
-                    let live = Loaded { file, text, state };
+                    let live = Loop { file, text, state };
                     let ended = live.state.outcome.is_some();
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
@@ -376,7 +368,7 @@ impl Gate<'_> {
 
     /// The notice for an inert loop, the first time this session meets it
     /// in this shape; `None` afterwards.
-    fn notice_once(&self, live: &Loaded, arming: &Arming) -> Option<String> {
+    fn notice_once(&self, live: &Loop, arming: &Arming) -> Option<String> {
         let first = match &self.registry {
             Some(r) => r.first_notice(
                 self.session,
@@ -390,31 +382,21 @@ impl Gate<'_> {
 
     /// A loop this session armed before ralph kept records: recorded now,
     /// with a new nonce written into its file, then driven as usual.
-    fn adopt_legacy(&self, live: &Loaded, now: Timestamp) -> Result<Loaded, HookError> {
+    fn adopt_legacy(&self, live: &Loop, now: Timestamp) -> Result<Loop, HookError> {
         let (Some(registry), Some(root)) = (&self.registry, &self.root) else {
             return Err(RegistryError::NoHome.into());
         };
-        let refused = |message: String| HookError::Adopt {
-            path: live.file.path.clone(),
-            message,
-        };
-        let nonce = registry::new_nonce()?;
-        let text =
-            crate::rewrite::set_fields(&live.text, &[(registry::NONCE_FIELD, quote(&nonce))])
-                .map_err(|e| refused(e.to_string()))?;
-        let state = LoopState::parse(&text).map_err(|e| refused(e.to_string()))?;
-        if state.nonce.as_deref() != Some(nonce.as_str()) {
-            return Err(refused(format!(
-                "`{}` did not read back",
-                registry::NONCE_FIELD
-            )));
-        }
-        registry.record(root, &live.file.name, &nonce, &state, now)?;
-        store::write_atomic(&live.file.path, &text)?;
-        Ok(Loaded {
-            file: live.file.clone(),
-            text,
-            state,
+        live.adopt(registry, root, now).map_err(|e| {
+            let message = match e {
+                AdoptError::Registry(e) => return HookError::from(e),
+                AdoptError::Store(e) => return HookError::from(e),
+                AdoptError::Refused(message) => message,
+                AdoptError::NonceLost => format!("`{}` did not read back", registry::NONCE_FIELD),
+            };
+            HookError::Adopt {
+                path: live.file.path.clone(),
+                message,
+            }
         })
     }
 }
@@ -437,7 +419,7 @@ fn load_loops(
     gate: &Gate<'_>,
     now: Timestamp,
     notices: &mut Vec<String>,
-) -> Result<Vec<Loaded>, HookError> {
+) -> Result<Vec<Loop>, HookError> {
     let session = gate.session;
     let mut loaded = Vec::new();
     for file in project.loop_files()? {
@@ -450,7 +432,7 @@ fn load_loops(
         };
         match LoopState::parse(&text) {
             Ok(s) if s.outcome.is_some() => {
-                let live = Loaded {
+                let live = Loop {
                     file,
                     text,
                     state: s,
@@ -471,7 +453,7 @@ fn load_loops(
                     }
                 }
             }
-            Ok(state) => loaded.push(Loaded { file, text, state }),
+            Ok(state) => loaded.push(Loop { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
                 let armed_here = gate.has_record(&file.name);
@@ -492,7 +474,10 @@ fn load_loops(
                             file.path.display()
                         )),
                     }
-                    let _ = project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
+                    LogEntry::new(now, Logged::End, e.to_string())
+                        .session(session)
+                        .outcome(Outcome::Corrupt)
+                        .append(project, &file.name);
                 } else if owner.is_none() {
                     // Not armed here and nobody's: inert, like any loop file
                     // that came with the project; said once per session.
@@ -509,7 +494,7 @@ fn load_loops(
 #[allow(clippy::too_many_arguments)]
 fn drive(
     project: &Project,
-    live: &Loaded,
+    live: &Loop,
     gate: &Gate<'_>,
     session: &str,
     claim: bool,
@@ -538,13 +523,7 @@ fn drive(
         driver: session.to_owned(),
         claim: claim.then(|| session.to_owned()),
     };
-    let current = LiveLoop {
-        file: &live.file,
-        text: &live.text,
-        state,
-        registry: gate.registry.as_ref(),
-    };
-    let answer = match engine::step(project, &current, turn, ctx.now, lock)? {
+    let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),

@@ -16,6 +16,7 @@ pub mod frontmatter;
 pub mod hook;
 pub mod host;
 pub mod host_install;
+pub mod lifecycle;
 pub mod loops;
 pub mod messages;
 pub mod ownership;

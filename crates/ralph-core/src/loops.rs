@@ -5,12 +5,11 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::decide::Outcome;
 use crate::frontmatter::quote;
+use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
 use crate::registry::{self, Arming, Registry, RegistryError};
-use crate::rewrite;
 use crate::state::LoopState;
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
@@ -222,7 +221,7 @@ pub fn arm(
     }
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
-    store::write_atomic(&path, &text)?;
+    lifecycle::create(&path, &text)?;
     Ok((path, state))
 }
 
@@ -278,29 +277,14 @@ fn end(
     if let Some(why) = &live.unreadable {
         return Err(LoopError::Untouched(why.clone()));
     }
-    let fields = [
-        ("active", "false".to_owned()),
-        ("outcome", outcome.as_str().to_owned()),
-        ("ended_at", quote(&now.to_string())),
-    ];
-    // A corrupt file cannot be rewritten; it is moved as it is.
-    if let Ok(updated) = rewrite::set_fields(&live.text, &fields)
-        && live.state.is_ok()
-    {
-        store::write_atomic(&live.file.path, &updated)?;
-    }
-    let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
-    // Best effort: a log that cannot be written never keeps a loop alive.
-    let _ = project.append_log(
-        &live.file.name,
-        &json!({"time": now.to_string(), "iteration": iteration, "decision": "end", "outcome": outcome.as_str(), "why": why}).to_string(),
-    );
-    let record = project.archive(&live.file, now, "")?;
-    if let (Some(registry), Ok(root)) = (registry, registry::canonical_root(project)) {
-        let nonce = live.state.as_ref().ok().and_then(|s| s.nonce.as_deref());
-        registry.forget(&root, &live.file.name, nonce);
-    }
-    Ok(record)
+    Ok(lifecycle::end_file(
+        project,
+        registry,
+        &live.file,
+        &live.text,
+        live.state.as_ref().ok(),
+        lifecycle::Ending { outcome, why, now },
+    )?)
 }
 
 /// Which live loops a command without `--name` means: the one this session
@@ -449,16 +433,28 @@ pub fn set_active(
         if state.active == active {
             continue;
         }
-        let updated =
-            rewrite::set_fields(&live.text, &[("active", active.to_string())]).map_err(|e| {
-                LoopError::Unreadable {
+        let current = Loop {
+            file: live.file.clone(),
+            text: live.text.clone(),
+            state: state.clone(),
+        };
+        current
+            .write(&[("active", active.to_string())])
+            .map_err(|e| match e {
+                WriteError::Store(e) => LoopError::Store(e),
+                WriteError::Rewrite { source, .. } => LoopError::Unreadable {
                     path: live.file.path.clone(),
-                    message: e.to_string(),
-                }
+                    message: source.to_string(),
+                },
             })?;
-        store::write_atomic(&live.file.path, &updated)?;
-        let word = if active { "resume" } else { "pause" };
-        let _ = project.append_log(&live.file.name, &json!({"time": now.to_string(), "iteration": state.iteration, "decision": word, "why": format!("{word}d by the user")}).to_string());
+        let (word, why) = if active {
+            (Logged::Resume, "resumed by the user")
+        } else {
+            (Logged::Pause, "paused by the user")
+        };
+        LogEntry::new(now, word, why)
+            .iteration(state.iteration)
+            .append(project, &live.file.name);
         changed.push(live.file.name.clone());
     }
     Ok(changed)
@@ -710,29 +706,37 @@ pub fn adopt(
             name: name.to_owned(),
         });
     }
-    let nonce = registry::new_nonce()?;
-    let unreadable = |message: String| LoopError::Unreadable {
-        path: path.clone(),
-        message,
-    };
-    let updated = rewrite::set_fields(&text, &[(registry::NONCE_FIELD, quote(&nonce))])
-        .map_err(|e| unreadable(e.to_string()))?;
-    let state = LoopState::parse(&updated).map_err(|e| unreadable(e.to_string()))?;
-    if state.nonce.as_deref() != Some(nonce.as_str()) {
-        return Err(unreadable(format!(
-            "the `{}` field did not read back; nothing was adopted",
-            registry::NONCE_FIELD
-        )));
-    }
     let root = registry::canonical_root(project)?;
-    registry.record(&root, name, &nonce, &state, now)?;
-    store::write_atomic(&path, &updated)?;
-    // Best effort: the adoption stands even when the log cannot be written.
-    let _ = project.append_log(
-        name,
-        &json!({"time": now.to_string(), "iteration": state.iteration, "decision": "adopt", "why": "adopted by the user (ralph adopt)"}).to_string(),
-    );
-    Ok(state)
+    let shown = Loop {
+        file: LoopFile {
+            name: name.to_owned(),
+            path: path.clone(),
+        },
+        state: LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+            path: path.clone(),
+            message: e.to_string(),
+        })?,
+        text,
+    };
+    let adopted = shown.adopt(registry, &root, now).map_err(|e| {
+        let message = match e {
+            AdoptError::Registry(e) => return LoopError::Registry(e),
+            AdoptError::Store(e) => return LoopError::Store(e),
+            AdoptError::Refused(message) => message,
+            AdoptError::NonceLost => format!(
+                "the `{}` field did not read back; nothing was adopted",
+                registry::NONCE_FIELD
+            ),
+        };
+        LoopError::Unreadable {
+            path: path.clone(),
+            message,
+        }
+    })?;
+    LogEntry::new(now, Logged::Adopt, "adopted by the user (ralph adopt)")
+        .iteration(adopted.state.iteration)
+        .append(project, name);
+    Ok(adopted.state)
 }
 
 /// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).

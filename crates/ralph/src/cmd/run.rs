@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use ralph_core::agent::{self, Finished};
 use ralph_core::decide::{Observation, Outcome as LoopOutcome};
-use ralph_core::engine::{self, LiveLoop, Step, Turn};
-use ralph_core::loops::{self, scalar};
+use ralph_core::engine::{self, Step, Turn};
+use ralph_core::lifecycle::Loop;
+use ralph_core::loops;
 use ralph_core::messages;
 use ralph_core::registry::Registry;
 use ralph_core::state::LoopState;
@@ -87,7 +88,7 @@ pub fn run(args: RunArgs) -> Outcome {
     let mut last_denials: Vec<String> = Vec::new();
     let mut all_denials: Vec<String> = Vec::new();
     loop {
-        let Some((text, state)) = read(&project, &registry, &file)? else {
+        let Some(Loop { text, state, .. }) = read(&project, &registry, &file)? else {
             say!(
                 "The loop `{}` is gone (cancelled or ended elsewhere).",
                 file.name
@@ -229,13 +230,14 @@ pub fn run(args: RunArgs) -> Outcome {
             driver: driver.clone(),
             claim: None,
         };
-        let live = LiveLoop {
-            file: &file,
-            text: &text,
-            state: &state,
-            registry: Some(&registry),
+        let live = Loop {
+            file: file.clone(),
+            text,
+            state,
         };
-        let step = engine::step(&project, &live, turn, now, lock).map_err(|e| e.to_string())?;
+        let step = engine::step(&project, &live, Some(&registry), turn, now, lock)
+            .map_err(|e| e.to_string())?;
+        let state = live.state;
         let elapsed = format_duration(started.elapsed().as_secs());
         let tokens = seen_tokens(&state, reply.tokens);
         match step {
@@ -309,19 +311,13 @@ fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
 /// Reads the loop under the lock: its text and state, or `None` if it is
 /// gone. A loop that is not (or no longer) armed on this machine is refused,
 /// at every iteration: its prompt or verify command may have changed.
-fn read(
-    project: &Project,
-    registry: &Registry,
-    file: &LoopFile,
-) -> Result<Option<(String, LoopState)>, Failure> {
+fn read(project: &Project, registry: &Registry, file: &LoopFile) -> Result<Option<Loop>, Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    if ralph_core::safe_fs::kind_at(&file.path).is_none() {
+    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
         return Ok(None);
-    }
-    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
-    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
-    require_armed(project, registry, file, &state)?;
-    Ok(Some((text, state)))
+    };
+    require_armed(project, registry, file, &live.state)?;
+    Ok(Some(live))
 }
 
 /// Refuses a loop that is not armed on this machine, with the way to adopt it.
@@ -364,13 +360,15 @@ fn take_over(
             "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
         )));
     }
-    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
-    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
-    require_armed(project, registry, &file, &state)?;
+    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
+        return Err(Failure::usage(format!(
+            "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
+        )));
+    };
+    require_armed(project, registry, &file, &live.state)?;
+    let state = live.state.clone();
     let driver = ralph_core::driver::taking_over(own_id, state.session_id.as_deref());
-    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", scalar(&driver))])
-        .map_err(|e| e.to_string())?;
-    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    live.set_owner(&driver).map_err(|e| e.to_string())?;
     let was = match state.session_id.as_deref() {
         Some(o) if ralph_core::driver::is_gone(o) => {
             format!(
@@ -403,19 +401,10 @@ fn hand_back(
     owner: Option<&str>,
 ) -> Result<(), Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    let Ok(text) = store::read_to_string(&file.path) else {
+    let Ok(Some(live)) = Loop::load(file.clone()) else {
         return Ok(());
     };
-    let Ok(state) = LoopState::parse(&text) else {
-        return Ok(());
-    };
-    if state.session_id.as_deref() != Some(driver) {
-        return Ok(());
-    }
-    let value = owner.map_or_else(|| "\"\"".to_owned(), scalar);
-    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", value)])
-        .map_err(|e| e.to_string())?;
-    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    live.hand_back(driver, owner).map_err(|e| e.to_string())?;
     Ok(())
 }
 
