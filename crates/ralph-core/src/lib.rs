@@ -25,6 +25,7 @@ pub mod process;
 pub mod promise;
 pub mod registry;
 pub mod rewrite;
+pub mod run_loop;
 pub mod safe_fs;
 pub mod session;
 pub mod state;
