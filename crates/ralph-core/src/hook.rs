@@ -210,40 +210,8 @@ fn run(
     let lock = project.lock()?;
     project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
-    // The loops this session may drive: armed here, or its own loop from
-    // before ralph kept records. Anything else is inert.
-    // (loop, whether it is this session's loop from before ralph kept records)
-    let mut drivable: Vec<(&Loop, bool)> = Vec::new();
-    for live in &loaded {
-        if owner_of(&live.state).is_some_and(|o| o != session) {
-            continue; // another session's loop: not this stop's business
-        }
-        match gate.arming(live) {
-            Arming::Armed => drivable.push((live, false)),
-            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
-                drivable.push((live, true));
-            }
-            other => {
-                if let Some(notice) = gate.notice_once(live, &other) {
-                    notices.push(notice);
-                }
-            }
-        }
-    }
-    let candidates: Vec<Candidate<'_>> = drivable
-        .iter()
-        .map(|(l, _)| Candidate {
-            owner: owner_of(&l.state),
-            started_at: l.state.started_at,
-        })
-        .collect();
-    let (chosen, claim) = match ownership::select(session, &candidates) {
-        Selection::None => return Ok(with_notices(Answer::Silent, notices)),
-        Selection::Owned(i) => (
-            drivable[i],
-            drivable[i].0.state.session_id.as_deref() != Some(session),
-        ),
-        Selection::Claim(i) => (drivable[i], true),
+    let Some((chosen, claim)) = choose(&loaded, &gate, session, &mut notices) else {
+        return Ok(with_notices(Answer::Silent, notices));
     };
     let adopted;
     let live = match chosen {
@@ -269,6 +237,50 @@ fn run(
         )?
     };
     Ok(with_notices(answer, notices))
+}
+
+/// The loop this stop drives, if any, and whether the session claims it.
+/// Only loops this session may drive are candidates: armed here, or its
+/// own loop from before ralph kept records (the `bool` beside it says
+/// which). Anything else is inert and gets its notice once.
+fn choose<'a>(
+    loaded: &'a [Loop],
+    gate: &Gate<'_>,
+    session: &str,
+    notices: &mut Vec<String>,
+) -> Option<((&'a Loop, bool), bool)> {
+    let mut drivable: Vec<(&Loop, bool)> = Vec::new();
+    for live in loaded {
+        if owner_of(&live.state).is_some_and(|o| o != session) {
+            continue; // another session's loop: not this stop's business
+        }
+        match gate.arming(live) {
+            Arming::Armed => drivable.push((live, false)),
+            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
+                drivable.push((live, true));
+            }
+            other => {
+                if let Some(notice) = gate.notice_once(live, &other) {
+                    notices.push(notice);
+                }
+            }
+        }
+    }
+    let candidates: Vec<Candidate<'_>> = drivable
+        .iter()
+        .map(|(l, _)| Candidate {
+            owner: owner_of(&l.state),
+            started_at: l.state.started_at,
+        })
+        .collect();
+    match ownership::select(session, &candidates) {
+        Selection::None => None,
+        Selection::Owned(i) => Some((
+            drivable[i],
+            drivable[i].0.state.session_id.as_deref() != Some(session),
+        )),
+        Selection::Claim(i) => Some((drivable[i], true)),
+    }
 }
 
 /// The registry check for one stop: which loops were armed here.
@@ -594,22 +606,8 @@ fn observe(
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
-    // The cheapest signal that decides: an edit the transcript proves, then
-    // (only when that cannot tell) the working tree and HEAD through one
-    // `git status`. A transcript that lags the Stop event proves nothing, so
-    // the tree is read: a lag can delay the breaker, never end a loop falsely.
     let tree = wants_progress
-        .then(|| {
-            let edit_proven = appended
-                .as_ref()
-                .filter(|a| a.edit_proven)
-                .map(|a| a.end_offset);
-            worktree::progress_fingerprint(
-                &project.root,
-                state.progress.tree_fingerprint.as_deref(),
-                edit_proven,
-            )
-        })
+        .then(|| tree_fingerprint(project, state, appended.as_ref()))
         .flatten();
     let seen = Observation {
         now: Some(ctx.now),
@@ -630,6 +628,23 @@ fn observe(
         reply,
     };
     (seen, appended)
+}
+
+/// The cheapest signal that decides: an edit the transcript proves, then
+/// (only when that cannot tell) the working tree and HEAD through one
+/// `git status`. A transcript that lags the Stop event proves nothing, so
+/// the tree is read: a lag can delay the breaker, never end a loop falsely.
+fn tree_fingerprint(
+    project: &Project,
+    state: &LoopState,
+    appended: Option<&transcript::Appended>,
+) -> Option<String> {
+    let edit_proven = appended.filter(|a| a.edit_proven).map(|a| a.end_offset);
+    worktree::progress_fingerprint(
+        &project.root,
+        state.progress.tree_fingerprint.as_deref(),
+        edit_proven,
+    )
 }
 
 /// The longest the hook waits for Claude Code to finish writing the turn

@@ -502,6 +502,10 @@ pub struct LoopReport {
     pub error: Option<String>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
+    /// Where its decision log is (live: under `logs/`; ended: beside its
+    /// record); empty when the logs folder is not a real folder.
+    #[serde(skip)]
+    pub log: PathBuf,
 }
 
 /// Every loop of the project: live ones first, then the `history` most
@@ -547,6 +551,18 @@ pub fn report(
         }
         out.push(r);
     }
+    out.extend(history_reports(project, history, recent, now));
+    Ok(out)
+}
+
+/// The `history` most recent ended loops, newest first.
+fn history_reports(
+    project: &Project,
+    history: usize,
+    recent: usize,
+    now: Timestamp,
+) -> Vec<LoopReport> {
+    let mut out = Vec::new();
     // The history folder is read only when it is a real folder, never a link.
     let dir = project.history_dir();
     let real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
@@ -587,7 +603,7 @@ pub fn report(
         }
         out.push(r);
     }
-    Ok(out)
+    out
 }
 
 fn report_one(
@@ -628,41 +644,10 @@ fn report_one(
         not_armed: None,
         error: None,
         recent: read_log_tail(log, recent),
+        log: log.to_owned(),
     };
     match LoopState::parse(text) {
-        Ok(s) => {
-            r.state = match (&s.outcome, s.active) {
-                (Some(_), _) => "ended",
-                (None, true) => "active",
-                (None, false) => "paused",
-            }
-            .into();
-            r.outcome = s.outcome.clone();
-            r.iteration = Some(s.iteration);
-            r.max_iterations = Some(s.max_iterations);
-            r.session_id = s.session_id.clone();
-            r.completion_promise = s.completion_promise.clone();
-            r.task = Some(crate::messages::task_line(&s.prompt, 80));
-            r.driver_gone =
-                s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
-            r.started_at = s.started_at.map(|t| t.to_string());
-            r.ended_at = s.ended_at.map(|t| t.to_string());
-            r.elapsed_secs = s
-                .started_at
-                .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
-            r.tokens_used = Some(s.progress.tokens_used);
-            r.unseen_tokens = Some(s.progress.unseen_tokens);
-            r.abort_promise = s.abort_promise.clone();
-            r.max_duration_secs = s.guards.max_duration_secs;
-            r.max_tokens = s.guards.max_tokens;
-            r.verify = s.guards.verify.clone();
-            r.stuck_after = Some(s.guards.stuck_after);
-            r.no_progress_after = Some(s.guards.no_progress_after);
-            r.guards = crate::messages::guard_summary(&s);
-            r.same_reply_count = Some(s.progress.same_reply_count);
-            r.no_progress_count = Some(s.progress.no_progress_count);
-            r.idle_blocks = Some(s.progress.idle_blocks);
-        }
+        Ok(s) => fill_from_state(&mut r, &s, now),
         Err(e) => {
             // The rest is unreadable, but an intact `session_id:` line still says whose it is.
             r.session_id = crate::state::scan_session_id(text);
@@ -670,6 +655,41 @@ fn report_one(
         }
     }
     r
+}
+
+/// The report's figures from a loop's parsed state.
+fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
+    r.state = match (&s.outcome, s.active) {
+        (Some(_), _) => "ended",
+        (None, true) => "active",
+        (None, false) => "paused",
+    }
+    .into();
+    r.outcome = s.outcome.clone();
+    r.iteration = Some(s.iteration);
+    r.max_iterations = Some(s.max_iterations);
+    r.session_id = s.session_id.clone();
+    r.completion_promise = s.completion_promise.clone();
+    r.task = Some(crate::messages::task_line(&s.prompt, 80));
+    r.driver_gone =
+        s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
+    r.started_at = s.started_at.map(|t| t.to_string());
+    r.ended_at = s.ended_at.map(|t| t.to_string());
+    r.elapsed_secs = s
+        .started_at
+        .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
+    r.tokens_used = Some(s.progress.tokens_used);
+    r.unseen_tokens = Some(s.progress.unseen_tokens);
+    r.abort_promise = s.abort_promise.clone();
+    r.max_duration_secs = s.guards.max_duration_secs;
+    r.max_tokens = s.guards.max_tokens;
+    r.verify = s.guards.verify.clone();
+    r.stuck_after = Some(s.guards.stuck_after);
+    r.no_progress_after = Some(s.guards.no_progress_after);
+    r.guards = crate::messages::guard_summary(s);
+    r.same_reply_count = Some(s.progress.same_reply_count);
+    r.no_progress_count = Some(s.progress.no_progress_count);
+    r.idle_blocks = Some(s.progress.idle_blocks);
 }
 
 /// What `ralph status` says of a loop that is not armed here.
