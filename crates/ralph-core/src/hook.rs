@@ -13,7 +13,7 @@ use crate::decide::{Observation, Outcome, Verification};
 use crate::engine::{self, Step, Turn};
 use crate::event::{EventError, StopEvent};
 use crate::host::Host;
-use crate::lifecycle::{AdoptError, LogEntry, Logged, Loop};
+use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop};
 use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming, Registry, RegistryError};
@@ -456,7 +456,7 @@ fn load_loops(
                 };
                 if ours {
                     let ended = live.state.ended_at.unwrap_or(now);
-                    match project.archive(&live.file, ended, "") {
+                    match lifecycle::archive_as_is(project, &live.file, ended, "") {
                         Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
                         Err(e) => notices.push(format!(
                             "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
@@ -471,7 +471,7 @@ fn load_loops(
                 let armed_here = gate.has_record(&file.name);
                 if armed_here || owner.as_deref() == Some(session) {
                     // One bad file is one notice: the other loops still run.
-                    match project.archive(&file, now, ".corrupt") {
+                    match lifecycle::archive_as_is(project, &file, now, ".corrupt") {
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
