@@ -393,4 +393,68 @@ mod tests {
         assert!(paused.contains("\"decision\":\"pause\""), "{paused}");
         assert!(!paused.contains("outcome"), "{paused}");
     }
+
+    fn armed(owner: &str) -> (tempfile::TempDir, Project, Registry, Loop) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        let req = crate::loops::ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5,
+            session_id: Some(owner.into()),
+            ..crate::loops::ArmRequest::default()
+        };
+        crate::loops::arm(&project, &registry, &req, Timestamp(0)).unwrap();
+        let file = LoopFile {
+            name: "l".into(),
+            path: project.loop_path("l"),
+        };
+        let live = Loop::load(file).unwrap().unwrap();
+        (tmp, project, registry, live)
+    }
+
+    #[test]
+    fn end_writes_the_outcome_logs_once_and_moves_file_and_log_into_the_history() {
+        let (_tmp, project, registry, live) = armed("s1");
+        let entry = LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise")
+            .iteration(1)
+            .outcome(Outcome::Completed);
+        let (record, notice) = live
+            .end(&project, Some(&registry), entry, Vec::new(), Timestamp(5))
+            .unwrap();
+        assert!(!live.file.path.exists());
+        let text = std::fs::read_to_string(&record).unwrap();
+        assert!(text.contains("\noutcome: completed\n"), "{text}");
+        assert!(!LoopState::parse(&text).unwrap().active);
+        let log = record.with_file_name(
+            record.file_stem().unwrap().to_str().unwrap().to_owned() + ".log.jsonl",
+        );
+        let lines = std::fs::read_to_string(log).unwrap();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("\"outcome\":\"completed\""), "{lines}");
+        assert!(notice.contains("completed"), "{notice}");
+        assert!(Loop::load(live.file.clone()).unwrap().is_none());
+    }
+
+    #[test]
+    fn hand_back_only_touches_a_loop_the_driver_still_drives() {
+        let (_tmp, _project, _registry, live) = armed("run:1");
+        live.hand_back("run:2", Some("s1")).unwrap();
+        assert_eq!(
+            live.file.path.metadata().unwrap().len() as usize,
+            live.text.len()
+        );
+        let reread = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(reread.text, live.text);
+        live.hand_back("run:1", Some("s1")).unwrap();
+        let back = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(back.state.session_id.as_deref(), Some("s1"));
+        back.hand_back("s1", None).unwrap();
+        let unclaimed = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(unclaimed.state.session_id, None);
+    }
 }

@@ -117,3 +117,38 @@ fn observe(
         ..Observation::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
+        let text = crate::loops::render(
+            &crate::loops::ArmRequest {
+                name: "l".into(),
+                prompt: "task".into(),
+                max_iterations: 5,
+                session_id: Some("run:1".into()),
+                ..crate::loops::ArmRequest::default()
+            },
+            "n",
+            Timestamp(0),
+        );
+        let mut state = LoopState::parse(&text).unwrap();
+        assert_eq!(standing(&state, "run:1", 0, None), Standing::Go);
+        assert_eq!(standing(&state, "run:1", 2, Some(3)), Standing::Go);
+        assert_eq!(standing(&state, "run:1", 3, Some(3)), Standing::HandBackDue);
+        assert_eq!(
+            standing(&state, "run:2", 0, None),
+            Standing::TakenOver(Some("run:1".into()))
+        );
+        state.active = false;
+        assert_eq!(standing(&state, "run:1", 0, None), Standing::Paused);
+        state.session_id = None;
+        assert_eq!(
+            standing(&state, "run:1", 0, None),
+            Standing::TakenOver(None)
+        );
+    }
+}
