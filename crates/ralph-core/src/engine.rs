@@ -207,10 +207,8 @@ fn end(
     if unseen > 0 {
         log.tokens_unseen = Some(unseen);
     }
-    log.decision = Logged::End;
-    log.outcome = Some(outcome);
     log.why.clone_from(&detail);
-    let (record, notice) = live.end(project, registry, log, fields, now)?;
+    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
     Ok(Step::Ended {
         outcome,
         detail,

@@ -45,6 +45,9 @@ pub enum Logged {
     Pause,
     Resume,
     Adopt,
+    /// The session hooks' entries (`session.rs`).
+    Prompt,
+    Handover,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -73,6 +76,12 @@ pub struct LogEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_iteration: Option<u64>,
     pub why: String,
+    /// A pause's cause, as the session hooks log it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The owner a loop was handed over from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +131,8 @@ impl LogEntry {
             outcome: None,
             next_iteration: None,
             why: why.into(),
+            reason: None,
+            from: None,
             tokens: None,
             tokens_unseen: None,
             same_reply_count: None,
@@ -268,19 +279,22 @@ impl Loop {
         Ok(store::write_atomic(&self.file.path, &updated)?)
     }
 
-    /// Ends the loop: writes the outcome (with `extra` fields, such as the
-    /// final token count), logs `entry`, moves the file and its log into the
-    /// history and forgets its registry record. Returns the record's path
-    /// and the sentence that says why it ended.
+    /// Ends the loop as `outcome`: writes it (with `extra` fields, such as
+    /// the final token count), logs `entry` (its `why` is the reason given),
+    /// moves the file and its log into the history and forgets its registry
+    /// record. Returns the record's path and the sentence that says why it
+    /// ended.
     pub fn end(
         &self,
         project: &Project,
         registry: Option<&Registry>,
-        entry: LogEntry,
+        outcome: Outcome,
+        mut entry: LogEntry,
         extra: Vec<(&'static str, String)>,
         now: Timestamp,
     ) -> Result<(PathBuf, String), WriteError> {
-        let outcome = entry.outcome.unwrap_or(Outcome::Cancelled);
+        entry.decision = Logged::End;
+        entry.outcome = Some(outcome);
         let mut fields = end_fields(outcome, now);
         fields.extend(extra);
         self.write(&fields)?;
@@ -420,11 +434,17 @@ mod tests {
     #[test]
     fn end_writes_the_outcome_logs_once_and_moves_file_and_log_into_the_history() {
         let (_tmp, project, registry, live) = armed("s1");
-        let entry = LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise")
-            .iteration(1)
-            .outcome(Outcome::Completed);
+        let entry =
+            LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise").iteration(1);
         let (record, notice) = live
-            .end(&project, Some(&registry), entry, Vec::new(), Timestamp(5))
+            .end(
+                &project,
+                Some(&registry),
+                Outcome::Completed,
+                entry,
+                Vec::new(),
+                Timestamp(5),
+            )
             .unwrap();
         assert!(!live.file.path.exists());
         let text = std::fs::read_to_string(&record).unwrap();
