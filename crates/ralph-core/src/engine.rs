@@ -7,27 +7,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::frontmatter::quote;
+use crate::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
 use crate::messages;
-use crate::registry::{self, Registry};
-use crate::rewrite::{self, RewriteError};
+use crate::registry::Registry;
 use crate::state::{LoopState, Progress};
-use crate::store::{self, LoopFile, Project, ProjectLock, StoreError};
+use crate::store::{self, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 use crate::transcript::Appended;
 use crate::verify;
-
-/// A loop as read under the project lock.
-pub struct LiveLoop<'a> {
-    pub file: &'a LoopFile,
-    pub text: &'a str,
-    pub state: &'a LoopState,
-    /// Where the loop is recorded as armed; its record is removed when it ends.
-    pub registry: Option<&'a Registry>,
-}
 
 /// What the driver observed for this turn.
 pub struct Turn {
@@ -70,18 +59,21 @@ pub enum Step {
 pub enum StepError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{path}: {source}")]
-    Rewrite { path: PathBuf, source: RewriteError },
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
+/// One turn: decide (running the verification gate if the promise asks for
+/// it), then write what was decided and log it.
 pub fn step(
     project: &Project,
-    live: &LiveLoop<'_>,
+    live: &Loop,
+    registry: Option<&Registry>,
     turn: Turn,
     now: Timestamp,
     lock: ProjectLock,
 ) -> Result<Step, StepError> {
-    let state = live.state;
+    let state = &live.state;
     let mut seen = turn.seen;
     // A count past what a file can hold is held at the cap (the budget
     // check and the record agree, and the record always writes back).
@@ -98,7 +90,7 @@ pub fn step(
             Duration::from_secs(state.guards.verify_timeout_secs),
         );
         lock = Some(project.lock()?);
-        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text) {
+        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
             return Ok(Step::Changed {
                 notice: format!(
                     "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
@@ -110,148 +102,197 @@ pub fn step(
         seen.verification = Some(verdict);
         decision = decide::decide(state, &seen);
     }
-    let reply = seen.reply.as_deref().unwrap_or("");
-    let promise_seen = state
-        .completion_promise
-        .as_deref()
-        .is_some_and(|p| crate::promise::speaks(reply, p));
-    let mut log = json!({
-        "time": now.to_string(),
-        "session": turn.driver,
-        "iteration": state.iteration,
-        "promise_seen": promise_seen,
-        "reply_excerpt": decide::excerpt(reply),
-    });
-    if let Some(v) = &seen.verification {
-        log["verification"] = json!({"passed": v.passed, "status": v.status});
-    }
+    let log = turn_entry(state, &seen, &turn.driver, now);
     let claim = turn
         .claim
         .as_deref()
         .map(|owner| ("session_id", quote(owner)));
     let result = match decision {
+        // (`decide` never asks to verify twice.)
         Decision::Pass | Decision::Verify { .. } => {
-            // (`decide` never asks to verify twice.) Paused turns are not
-            // counted: the transcript read so far is skipped on resume.
-            let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
-            if let Some(a) = &turn.transcript {
-                let mut skipped = state.progress.clone();
-                skipped.transcript_offset = a.end_offset;
-                skipped.last_message_id = a.last_message_id.clone();
-                fields.extend(progress_fields(&state.progress, &skipped));
-            }
-            if !fields.is_empty() {
-                write(live, &fields)?;
-            }
-            log["decision"] = json!("pass");
-            log["why"] = json!("paused");
-            Step::Passed
+            pass(live, claim, turn.transcript.as_ref(), log)?
         }
         Decision::End { outcome, detail } => {
-            let mut fields = vec![
-                ("active", "false".to_owned()),
-                ("outcome", outcome.as_str().to_owned()),
-                ("ended_at", quote(&now.to_string())),
-            ];
-            fields.extend(claim);
-            // The record keeps the final token count (the budget that ended it, say).
-            if let Some(tokens) = seen
-                .tokens_used
-                .filter(|t| *t != state.progress.tokens_used)
-            {
-                fields.push(("tokens_used", tokens.to_string()));
-                log["tokens"] = json!(tokens);
-            }
-            let unseen = decide::unseen_tokens(state, &seen);
-            if unseen != state.progress.unseen_tokens {
-                fields.push(("unseen_tokens", unseen.to_string()));
-            }
-            if unseen > 0 {
-                log["tokens_unseen"] = json!(unseen);
-            }
-            write(live, &fields)?;
-            log["decision"] = json!("end");
-            log["outcome"] = json!(outcome.as_str());
-            log["why"] = json!(detail);
-            // Best effort; the hook reports a log it cannot write before the turn.
-            let _ = project.append_log(&live.file.name, &log.to_string());
-            let record = project.archive(live.file, now, "")?;
-            if let (Some(registry), Ok(root)) = (live.registry, registry::canonical_root(project)) {
-                registry.forget(&root, &live.file.name, state.nonce.as_deref());
-            }
-            let notice = messages::ended(
-                &live.file.name,
-                outcome,
-                &detail,
-                &record.display().to_string(),
+            return end(
+                project, live, registry, &seen, claim, log, outcome, detail, now,
             );
-            return Ok(Step::Ended {
-                outcome,
-                detail,
-                record,
-                notice,
-            });
         }
         Decision::Continue {
             next,
-            mut progress,
+            progress,
             notes,
             notices,
         } => {
-            if let Some(a) = &turn.transcript {
-                progress.transcript_offset = a.end_offset;
-                progress.last_message_id = a.last_message_id.clone();
-            }
-            let mut fields = vec![("iteration", next.to_string())];
-            fields.extend(claim);
-            fields.extend(progress_fields(&state.progress, &progress));
-            write_turn(live, &fields)?;
-            log["decision"] = json!("block");
-            log["next_iteration"] = json!(next);
-            log["why"] = json!(if notes.is_empty() {
-                "no promise yet".to_owned()
-            } else {
-                notes.join(" ")
-            });
-            log["tokens"] = json!(progress.tokens_used);
-            if progress.unseen_tokens > 0 {
-                log["tokens_unseen"] = json!(progress.unseen_tokens);
-            }
-            log["same_reply_count"] = json!(progress.same_reply_count);
-            log["no_progress_count"] = json!(progress.no_progress_count);
-            log["idle_blocks"] = json!(progress.idle_blocks);
-            Step::Continued {
+            let turn_done = Continue {
                 next,
-                reason: format!(
-                    "{}{}",
-                    state.prompt,
-                    messages::footer(
-                        &live.file.name,
-                        state,
-                        next,
-                        &footer_notes(state, &progress, notes)
-                    )
-                ),
-                // The user sees a refused promise too, not only the model.
-                status: std::iter::once(match seen.verification.as_ref().filter(|v| !v.passed) {
-                    Some(v) => format!(
-                        "{} · {}",
-                        messages::status_line(&live.file.name, state, next),
-                        messages::verify_refused_status(&v.status)
-                    ),
-                    None => messages::status_line(&live.file.name, state, next),
-                })
-                .chain(notices)
-                .collect::<Vec<_>>()
-                .join("\n"),
-                promise_refused: seen.verification.as_ref().is_some_and(|v| !v.passed),
                 progress,
-            }
+                notes,
+                notices,
+            };
+            go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?
         }
     };
-    let _ = project.append_log(&live.file.name, &log.to_string());
+    result.1.append(project, &live.file.name);
     drop(lock);
-    Ok(result)
+    Ok(result.0)
+}
+
+/// The log entry's fields every turn has.
+fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestamp) -> LogEntry {
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let promise_seen = state
+        .completion_promise
+        .as_deref()
+        .is_some_and(|p| crate::promise::speaks(reply, p));
+    let mut log = LogEntry::new(now, Logged::Pass, "")
+        .session(driver)
+        .iteration(state.iteration);
+    log.promise_seen = Some(promise_seen);
+    log.reply_excerpt = Some(decide::excerpt(reply));
+    log.verification = seen.verification.as_ref().map(VerificationEntry::from);
+    log
+}
+
+/// A paused loop: nothing is counted; the transcript read so far is
+/// skipped on resume.
+fn pass(
+    live: &Loop,
+    claim: Option<(&'static str, String)>,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
+    if let Some(a) = transcript {
+        let mut skipped = state.progress.clone();
+        skipped.transcript_offset = a.end_offset;
+        skipped.last_message_id = a.last_message_id.clone();
+        fields.extend(progress_fields(&state.progress, &skipped));
+    }
+    if !fields.is_empty() {
+        live.write(&fields)?;
+    }
+    log.decision = Logged::Pass;
+    log.why = "paused".to_owned();
+    Ok((Step::Passed, log))
+}
+
+/// The loop ends: its record keeps the final token count (the budget that
+/// ended it, say), and it moves into the history.
+#[allow(clippy::too_many_arguments)]
+fn end(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &Observation,
+    claim: Option<(&'static str, String)>,
+    mut log: LogEntry,
+    outcome: Outcome,
+    detail: String,
+    now: Timestamp,
+) -> Result<Step, StepError> {
+    let state = &live.state;
+    let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
+    if let Some(tokens) = seen
+        .tokens_used
+        .filter(|t| *t != state.progress.tokens_used)
+    {
+        fields.push(("tokens_used", tokens.to_string()));
+        log.tokens = Some(tokens);
+    }
+    let unseen = decide::unseen_tokens(state, seen);
+    if unseen != state.progress.unseen_tokens {
+        fields.push(("unseen_tokens", unseen.to_string()));
+    }
+    if unseen > 0 {
+        log.tokens_unseen = Some(unseen);
+    }
+    log.why.clone_from(&detail);
+    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
+    Ok(Step::Ended {
+        outcome,
+        detail,
+        record,
+        notice,
+    })
+}
+
+/// What `decide` said for a turn that goes on.
+struct Continue {
+    next: u64,
+    progress: Progress,
+    notes: Vec<String>,
+    notices: Vec<String>,
+}
+
+/// The loop goes on: the counters are written and the prompt is fed back
+/// with its footer.
+fn go_on(
+    live: &Loop,
+    seen: &Observation,
+    claim: Option<(&'static str, String)>,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+    turn: Continue,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    let Continue {
+        next,
+        mut progress,
+        notes,
+        notices,
+    } = turn;
+    if let Some(a) = transcript {
+        progress.transcript_offset = a.end_offset;
+        progress.last_message_id = a.last_message_id.clone();
+    }
+    let mut fields = vec![("iteration", next.to_string())];
+    fields.extend(claim);
+    fields.extend(progress_fields(&state.progress, &progress));
+    live.write_turn(&fields)?;
+    log.decision = Logged::Block;
+    log.next_iteration = Some(next);
+    log.why = if notes.is_empty() {
+        "no promise yet".to_owned()
+    } else {
+        notes.join(" ")
+    };
+    log.tokens = Some(progress.tokens_used);
+    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
+    log.same_reply_count = Some(progress.same_reply_count);
+    log.no_progress_count = Some(progress.no_progress_count);
+    log.idle_blocks = Some(progress.idle_blocks);
+    let refused = seen.verification.as_ref().filter(|v| !v.passed);
+    // The user sees a refused promise too, not only the model.
+    let status = std::iter::once(match refused {
+        Some(v) => format!(
+            "{} · {}",
+            messages::status_line(&live.file.name, state, next),
+            messages::verify_refused_status(&v.status)
+        ),
+        None => messages::status_line(&live.file.name, state, next),
+    })
+    .chain(notices)
+    .collect::<Vec<_>>()
+    .join("\n");
+    let reason = format!(
+        "{}{}",
+        state.prompt,
+        messages::footer(
+            &live.file.name,
+            state,
+            next,
+            &footer_notes(state, &progress, notes)
+        )
+    );
+    let step = Step::Continued {
+        next,
+        reason,
+        status,
+        promise_refused: refused.is_some(),
+        progress,
+    };
+    Ok((step, log))
 }
 
 /// The footer's notes: the decision's, plus the token count when a budget
@@ -271,29 +312,4 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
 /// The progress fields that changed, as frontmatter values.
 fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
     new.changed_fields(old)
-}
-
-/// Writes the fields, or refuses (and writes nothing) when the rewrite does
-/// not read back exactly as intended.
-fn write(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StepError> {
-    Ok(store::write_atomic(
-        &live.file.path,
-        &rewritten(live, fields)?,
-    )?)
-}
-
-/// [`write`] for a turn that goes on: the counters need not survive a power
-/// cut, so the file is replaced without an fsync (see `store::write_turn`).
-fn write_turn(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<(), StepError> {
-    Ok(store::write_turn(
-        &live.file.path,
-        &rewritten(live, fields)?,
-    )?)
-}
-
-fn rewritten(live: &LiveLoop<'_>, fields: &[(&str, String)]) -> Result<String, StepError> {
-    rewrite::set_fields(live.text, fields).map_err(|source| StepError::Rewrite {
-        path: live.file.path.clone(),
-        source,
-    })
 }

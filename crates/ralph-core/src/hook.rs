@@ -8,14 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::answer::Answer;
 use crate::decide::{Observation, Outcome, Verification};
-use crate::engine::{self, LiveLoop, Step, Turn};
+use crate::engine::{self, Step, Turn};
 use crate::event::{EventError, StopEvent};
-use crate::frontmatter::quote;
 use crate::host::Host;
+use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop};
 use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming, Registry, RegistryError};
@@ -177,12 +175,6 @@ fn owner_of(state: &LoopState) -> Option<&str> {
     Some(crate::driver::orphaned_for(owner).unwrap_or(owner))
 }
 
-struct Loaded {
-    file: LoopFile,
-    text: String,
-    state: LoopState,
-}
-
 fn run(
     mut event: StopEvent,
     ctx: &HookContext,
@@ -218,40 +210,8 @@ fn run(
     let lock = project.lock()?;
     project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
-    // The loops this session may drive: armed here, or its own loop from
-    // before ralph kept records. Anything else is inert.
-    // (loop, whether it is this session's loop from before ralph kept records)
-    let mut drivable: Vec<(&Loaded, bool)> = Vec::new();
-    for live in &loaded {
-        if owner_of(&live.state).is_some_and(|o| o != session) {
-            continue; // another session's loop: not this stop's business
-        }
-        match gate.arming(live) {
-            Arming::Armed => drivable.push((live, false)),
-            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
-                drivable.push((live, true));
-            }
-            other => {
-                if let Some(notice) = gate.notice_once(live, &other) {
-                    notices.push(notice);
-                }
-            }
-        }
-    }
-    let candidates: Vec<Candidate<'_>> = drivable
-        .iter()
-        .map(|(l, _)| Candidate {
-            owner: owner_of(&l.state),
-            started_at: l.state.started_at,
-        })
-        .collect();
-    let (chosen, claim) = match ownership::select(session, &candidates) {
-        Selection::None => return Ok(with_notices(Answer::Silent, notices)),
-        Selection::Owned(i) => (
-            drivable[i],
-            drivable[i].0.state.session_id.as_deref() != Some(session),
-        ),
-        Selection::Claim(i) => (drivable[i], true),
+    let Some((chosen, claim)) = choose(&loaded, &gate, session, &mut notices) else {
+        return Ok(with_notices(Answer::Silent, notices));
     };
     let adopted;
     let live = match chosen {
@@ -279,6 +239,50 @@ fn run(
     Ok(with_notices(answer, notices))
 }
 
+/// The loop this stop drives, if any, and whether the session claims it.
+/// Only loops this session may drive are candidates: armed here, or its
+/// own loop from before ralph kept records (the `bool` beside it says
+/// which). Anything else is inert and gets its notice once.
+fn choose<'a>(
+    loaded: &'a [Loop],
+    gate: &Gate<'_>,
+    session: &str,
+    notices: &mut Vec<String>,
+) -> Option<((&'a Loop, bool), bool)> {
+    let mut drivable: Vec<(&Loop, bool)> = Vec::new();
+    for live in loaded {
+        if owner_of(&live.state).is_some_and(|o| o != session) {
+            continue; // another session's loop: not this stop's business
+        }
+        match gate.arming(live) {
+            Arming::Armed => drivable.push((live, false)),
+            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
+                drivable.push((live, true));
+            }
+            other => {
+                if let Some(notice) = gate.notice_once(live, &other) {
+                    notices.push(notice);
+                }
+            }
+        }
+    }
+    let candidates: Vec<Candidate<'_>> = drivable
+        .iter()
+        .map(|(l, _)| Candidate {
+            owner: owner_of(&l.state),
+            started_at: l.state.started_at,
+        })
+        .collect();
+    match ownership::select(session, &candidates) {
+        Selection::None => None,
+        Selection::Owned(i) => Some((
+            drivable[i],
+            drivable[i].0.state.session_id.as_deref() != Some(session),
+        )),
+        Selection::Claim(i) => Some((drivable[i], true)),
+    }
+}
+
 /// The registry check for one stop: which loops were armed here.
 struct Gate<'a> {
     registry: Option<Registry>,
@@ -288,7 +292,7 @@ struct Gate<'a> {
 }
 
 impl Gate<'_> {
-    fn arming(&self, live: &Loaded) -> Arming {
+    fn arming(&self, live: &Loop) -> Arming {
         registry::arming(
             self.registry.as_ref(),
             self.root.as_deref(),
@@ -321,7 +325,7 @@ impl Gate<'_> {
             match LoopState::parse(&text) {
                 Ok(state) => {
                     let owner = owner_of(&state).map(str::to_owned);
-                    let live = Loaded { file, text, state };
+                    let live = Loop { file, text, state };
                     let ended = live.state.outcome.is_some();
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
@@ -381,7 +385,7 @@ impl Gate<'_> {
 
     /// The notice for an inert loop, the first time this session meets it
     /// in this shape; `None` afterwards.
-    fn notice_once(&self, live: &Loaded, arming: &Arming) -> Option<String> {
+    fn notice_once(&self, live: &Loop, arming: &Arming) -> Option<String> {
         let first = match &self.registry {
             Some(r) => r.first_notice(
                 self.session,
@@ -395,31 +399,21 @@ impl Gate<'_> {
 
     /// A loop this session armed before ralph kept records: recorded now,
     /// with a new nonce written into its file, then driven as usual.
-    fn adopt_legacy(&self, live: &Loaded, now: Timestamp) -> Result<Loaded, HookError> {
+    fn adopt_legacy(&self, live: &Loop, now: Timestamp) -> Result<Loop, HookError> {
         let (Some(registry), Some(root)) = (&self.registry, &self.root) else {
             return Err(RegistryError::NoHome.into());
         };
-        let refused = |message: String| HookError::Adopt {
-            path: live.file.path.clone(),
-            message,
-        };
-        let nonce = registry::new_nonce()?;
-        let text =
-            crate::rewrite::set_fields(&live.text, &[(registry::NONCE_FIELD, quote(&nonce))])
-                .map_err(|e| refused(e.to_string()))?;
-        let state = LoopState::parse(&text).map_err(|e| refused(e.to_string()))?;
-        if state.nonce.as_deref() != Some(nonce.as_str()) {
-            return Err(refused(format!(
-                "`{}` did not read back",
-                registry::NONCE_FIELD
-            )));
-        }
-        registry.record(root, &live.file.name, &nonce, &state, now)?;
-        store::write_atomic(&live.file.path, &text)?;
-        Ok(Loaded {
-            file: live.file.clone(),
-            text,
-            state,
+        live.adopt(registry, root, now).map_err(|e| {
+            let message = match e {
+                AdoptError::Registry(e) => return HookError::from(e),
+                AdoptError::Store(e) => return HookError::from(e),
+                AdoptError::Refused(message) => message,
+                AdoptError::NonceLost => format!("`{}` did not read back", registry::NONCE_FIELD),
+            };
+            HookError::Adopt {
+                path: live.file.path.clone(),
+                message,
+            }
         })
     }
 }
@@ -442,7 +436,7 @@ fn load_loops(
     gate: &Gate<'_>,
     now: Timestamp,
     notices: &mut Vec<String>,
-) -> Result<Vec<Loaded>, HookError> {
+) -> Result<Vec<Loop>, HookError> {
     let session = gate.session;
     let mut loaded = Vec::new();
     for file in project.loop_files()? {
@@ -455,7 +449,7 @@ fn load_loops(
         };
         match LoopState::parse(&text) {
             Ok(s) if s.outcome.is_some() => {
-                let live = Loaded {
+                let live = Loop {
                     file,
                     text,
                     state: s,
@@ -467,7 +461,7 @@ fn load_loops(
                 };
                 if ours {
                     let ended = live.state.ended_at.unwrap_or(now);
-                    match project.archive(&live.file, ended, "") {
+                    match lifecycle::archive_as_is(project, &live.file, ended, "") {
                         Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
                         Err(e) => notices.push(format!(
                             "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
@@ -476,13 +470,13 @@ fn load_loops(
                     }
                 }
             }
-            Ok(state) => loaded.push(Loaded { file, text, state }),
+            Ok(state) => loaded.push(Loop { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
                 let armed_here = gate.has_record(&file.name);
                 if armed_here || owner.as_deref() == Some(session) {
                     // One bad file is one notice: the other loops still run.
-                    match project.archive(&file, now, ".corrupt") {
+                    match lifecycle::archive_as_is(project, &file, now, ".corrupt") {
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
@@ -497,7 +491,10 @@ fn load_loops(
                             file.path.display()
                         )),
                     }
-                    let _ = project.append_log(&file.name, &json!({"time": now.to_string(), "session": session, "decision": "end", "outcome": Outcome::Corrupt.as_str(), "why": e.to_string()}).to_string());
+                    LogEntry::new(now, Logged::End, e.to_string())
+                        .session(session)
+                        .outcome(Outcome::Corrupt)
+                        .append(project, &file.name);
                 } else if owner.is_none() {
                     // Not armed here and nobody's: inert, like any loop file
                     // that came with the project; said once per session.
@@ -514,7 +511,7 @@ fn load_loops(
 #[allow(clippy::too_many_arguments)]
 fn drive(
     project: &Project,
-    live: &Loaded,
+    live: &Loop,
     gate: &Gate<'_>,
     session: &str,
     claim: bool,
@@ -543,13 +540,7 @@ fn drive(
         driver: session.to_owned(),
         claim: claim.then(|| session.to_owned()),
     };
-    let current = LiveLoop {
-        file: &live.file,
-        text: &live.text,
-        state,
-        registry: gate.registry.as_ref(),
-    };
-    let answer = match engine::step(project, &current, turn, ctx.now, lock)? {
+    let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
@@ -620,22 +611,8 @@ fn observe(
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
-    // The cheapest signal that decides: an edit the transcript proves, then
-    // (only when that cannot tell) the working tree and HEAD through one
-    // `git status`. A transcript that lags the Stop event proves nothing, so
-    // the tree is read: a lag can delay the breaker, never end a loop falsely.
     let tree = wants_progress
-        .then(|| {
-            let edit_proven = appended
-                .as_ref()
-                .filter(|a| a.edit_proven)
-                .map(|a| a.end_offset);
-            worktree::progress_fingerprint(
-                &project.root,
-                state.progress.tree_fingerprint.as_deref(),
-                edit_proven,
-            )
-        })
+        .then(|| tree_fingerprint(project, state, appended.as_ref()))
         .flatten();
     let seen = Observation {
         now: Some(ctx.now),
@@ -656,6 +633,23 @@ fn observe(
         reply,
     };
     (seen, appended)
+}
+
+/// The cheapest signal that decides: an edit the transcript proves, then
+/// (only when that cannot tell) the working tree and HEAD through one
+/// `git status`. A transcript that lags the Stop event proves nothing, so
+/// the tree is read: a lag can delay the breaker, never end a loop falsely.
+fn tree_fingerprint(
+    project: &Project,
+    state: &LoopState,
+    appended: Option<&transcript::Appended>,
+) -> Option<String> {
+    let edit_proven = appended.filter(|a| a.edit_proven).map(|a| a.end_offset);
+    worktree::progress_fingerprint(
+        &project.root,
+        state.progress.tree_fingerprint.as_deref(),
+        edit_proven,
+    )
 }
 
 /// The longest the hook waits for Claude Code to finish writing the turn

@@ -5,12 +5,11 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::frontmatter::quote;
+use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
 use crate::outcome::{LoopStatus, Outcome};
 use crate::registry::{self, Arming, Registry, RegistryError};
-use crate::rewrite;
 use crate::state::LoopState;
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
@@ -211,7 +210,7 @@ pub fn arm(
     }
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
-    store::write_atomic(&path, &text)?;
+    lifecycle::create(&path, &text)?;
     Ok((path, state))
 }
 
@@ -267,29 +266,14 @@ fn end(
     if let Some(why) = &live.unreadable {
         return Err(LoopError::Untouched(why.clone()));
     }
-    let fields = [
-        ("active", "false".to_owned()),
-        ("outcome", outcome.as_str().to_owned()),
-        ("ended_at", quote(&now.to_string())),
-    ];
-    // A corrupt file cannot be rewritten; it is moved as it is.
-    if let Ok(updated) = rewrite::set_fields(&live.text, &fields)
-        && live.state.is_ok()
-    {
-        store::write_atomic(&live.file.path, &updated)?;
-    }
-    let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
-    // Best effort: a log that cannot be written never keeps a loop alive.
-    let _ = project.append_log(
-        &live.file.name,
-        &json!({"time": now.to_string(), "iteration": iteration, "decision": "end", "outcome": outcome.as_str(), "why": why}).to_string(),
-    );
-    let record = project.archive(&live.file, now, "")?;
-    if let (Some(registry), Ok(root)) = (registry, registry::canonical_root(project)) {
-        let nonce = live.state.as_ref().ok().and_then(|s| s.nonce.as_deref());
-        registry.forget(&root, &live.file.name, nonce);
-    }
-    Ok(record)
+    Ok(lifecycle::end_file(
+        project,
+        registry,
+        &live.file,
+        &live.text,
+        live.state.as_ref().ok(),
+        lifecycle::Ending { outcome, why, now },
+    )?)
 }
 
 /// Which live loops a command without `--name` means: the one this session
@@ -438,16 +422,28 @@ pub fn set_active(
         if state.active == active {
             continue;
         }
-        let updated =
-            rewrite::set_fields(&live.text, &[("active", active.to_string())]).map_err(|e| {
-                LoopError::Unreadable {
+        let current = Loop {
+            file: live.file.clone(),
+            text: live.text.clone(),
+            state: state.clone(),
+        };
+        current
+            .write(&[("active", active.to_string())])
+            .map_err(|e| match e {
+                WriteError::Store(e) => LoopError::Store(e),
+                WriteError::Rewrite { source, .. } => LoopError::Unreadable {
                     path: live.file.path.clone(),
-                    message: e.to_string(),
-                }
+                    message: source.to_string(),
+                },
             })?;
-        store::write_atomic(&live.file.path, &updated)?;
-        let word = if active { "resume" } else { "pause" };
-        let _ = project.append_log(&live.file.name, &json!({"time": now.to_string(), "iteration": state.iteration, "decision": word, "why": format!("{word}d by the user")}).to_string());
+        let (word, why) = if active {
+            (Logged::Resume, "resumed by the user")
+        } else {
+            (Logged::Pause, "paused by the user")
+        };
+        LogEntry::new(now, word, why)
+            .iteration(state.iteration)
+            .append(project, &live.file.name);
         changed.push(live.file.name.clone());
     }
     Ok(changed)
@@ -494,6 +490,10 @@ pub struct LoopReport {
     pub error: Option<String>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
+    /// Where its decision log is (live: under `logs/`; ended: beside its
+    /// record); empty when the logs folder is not a real folder.
+    #[serde(skip)]
+    pub log: PathBuf,
 }
 
 /// Every loop of the project: live ones first, then the `history` most
@@ -539,6 +539,18 @@ pub fn report(
         }
         out.push(r);
     }
+    out.extend(history_reports(project, history, recent, now));
+    Ok(out)
+}
+
+/// The `history` most recent ended loops, newest first.
+fn history_reports(
+    project: &Project,
+    history: usize,
+    recent: usize,
+    now: Timestamp,
+) -> Vec<LoopReport> {
+    let mut out = Vec::new();
     // The history folder is read only when it is a real folder, never a link.
     let dir = project.history_dir();
     let real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
@@ -579,7 +591,7 @@ pub fn report(
         }
         out.push(r);
     }
-    Ok(out)
+    out
 }
 
 fn report_one(
@@ -620,40 +632,10 @@ fn report_one(
         not_armed: None,
         error: None,
         recent: read_log_tail(log, recent),
+        log: log.to_owned(),
     };
     match LoopState::parse(text) {
-        Ok(s) => {
-            r.state = match (&s.outcome, s.active) {
-                (Some(_), _) => LoopStatus::Ended,
-                (None, true) => LoopStatus::Active,
-                (None, false) => LoopStatus::Paused,
-            };
-            r.outcome = s.outcome.clone();
-            r.iteration = Some(s.iteration);
-            r.max_iterations = Some(s.max_iterations);
-            r.session_id = s.session_id.clone();
-            r.completion_promise = s.completion_promise.clone();
-            r.task = Some(crate::messages::task_line(&s.prompt, 80));
-            r.driver_gone =
-                s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
-            r.started_at = s.started_at.map(|t| t.to_string());
-            r.ended_at = s.ended_at.map(|t| t.to_string());
-            r.elapsed_secs = s
-                .started_at
-                .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
-            r.tokens_used = Some(s.progress.tokens_used);
-            r.unseen_tokens = Some(s.progress.unseen_tokens);
-            r.abort_promise = s.abort_promise.clone();
-            r.max_duration_secs = s.guards.max_duration_secs;
-            r.max_tokens = s.guards.max_tokens;
-            r.verify = s.guards.verify.clone();
-            r.stuck_after = Some(s.guards.stuck_after);
-            r.no_progress_after = Some(s.guards.no_progress_after);
-            r.guards = crate::messages::guard_summary(&s);
-            r.same_reply_count = Some(s.progress.same_reply_count);
-            r.no_progress_count = Some(s.progress.no_progress_count);
-            r.idle_blocks = Some(s.progress.idle_blocks);
-        }
+        Ok(s) => fill_from_state(&mut r, &s, now),
         Err(e) => {
             // The rest is unreadable, but an intact `session_id:` line still says whose it is.
             r.session_id = crate::state::scan_session_id(text);
@@ -661,6 +643,40 @@ fn report_one(
         }
     }
     r
+}
+
+/// The report's figures from a loop's parsed state.
+fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
+    r.state = match (&s.outcome, s.active) {
+        (Some(_), _) => LoopStatus::Ended,
+        (None, true) => LoopStatus::Active,
+        (None, false) => LoopStatus::Paused,
+    };
+    r.outcome = s.outcome.clone();
+    r.iteration = Some(s.iteration);
+    r.max_iterations = Some(s.max_iterations);
+    r.session_id = s.session_id.clone();
+    r.completion_promise = s.completion_promise.clone();
+    r.task = Some(crate::messages::task_line(&s.prompt, 80));
+    r.driver_gone =
+        s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
+    r.started_at = s.started_at.map(|t| t.to_string());
+    r.ended_at = s.ended_at.map(|t| t.to_string());
+    r.elapsed_secs = s
+        .started_at
+        .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
+    r.tokens_used = Some(s.progress.tokens_used);
+    r.unseen_tokens = Some(s.progress.unseen_tokens);
+    r.abort_promise = s.abort_promise.clone();
+    r.max_duration_secs = s.guards.max_duration_secs;
+    r.max_tokens = s.guards.max_tokens;
+    r.verify = s.guards.verify.clone();
+    r.stuck_after = Some(s.guards.stuck_after);
+    r.no_progress_after = Some(s.guards.no_progress_after);
+    r.guards = crate::messages::guard_summary(s);
+    r.same_reply_count = Some(s.progress.same_reply_count);
+    r.no_progress_count = Some(s.progress.no_progress_count);
+    r.idle_blocks = Some(s.progress.idle_blocks);
 }
 
 /// What `ralph status` says of a loop that is not armed here.
@@ -697,29 +713,37 @@ pub fn adopt(
             name: name.to_owned(),
         });
     }
-    let nonce = registry::new_nonce()?;
-    let unreadable = |message: String| LoopError::Unreadable {
-        path: path.clone(),
-        message,
-    };
-    let updated = rewrite::set_fields(&text, &[(registry::NONCE_FIELD, quote(&nonce))])
-        .map_err(|e| unreadable(e.to_string()))?;
-    let state = LoopState::parse(&updated).map_err(|e| unreadable(e.to_string()))?;
-    if state.nonce.as_deref() != Some(nonce.as_str()) {
-        return Err(unreadable(format!(
-            "the `{}` field did not read back; nothing was adopted",
-            registry::NONCE_FIELD
-        )));
-    }
     let root = registry::canonical_root(project)?;
-    registry.record(&root, name, &nonce, &state, now)?;
-    store::write_atomic(&path, &updated)?;
-    // Best effort: the adoption stands even when the log cannot be written.
-    let _ = project.append_log(
-        name,
-        &json!({"time": now.to_string(), "iteration": state.iteration, "decision": "adopt", "why": "adopted by the user (ralph adopt)"}).to_string(),
-    );
-    Ok(state)
+    let shown = Loop {
+        file: LoopFile {
+            name: name.to_owned(),
+            path: path.clone(),
+        },
+        state: LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+            path: path.clone(),
+            message: e.to_string(),
+        })?,
+        text,
+    };
+    let adopted = shown.adopt(registry, &root, now).map_err(|e| {
+        let message = match e {
+            AdoptError::Registry(e) => return LoopError::Registry(e),
+            AdoptError::Store(e) => return LoopError::Store(e),
+            AdoptError::Refused(message) => message,
+            AdoptError::NonceLost => format!(
+                "the `{}` field did not read back; nothing was adopted",
+                registry::NONCE_FIELD
+            ),
+        };
+        LoopError::Unreadable {
+            path: path.clone(),
+            message,
+        }
+    })?;
+    LogEntry::new(now, Logged::Adopt, "adopted by the user (ralph adopt)")
+        .iteration(adopted.state.iteration)
+        .append(project, name);
+    Ok(adopted.state)
 }
 
 /// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).

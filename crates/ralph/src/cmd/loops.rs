@@ -437,14 +437,8 @@ pub fn log(args: LogArgs) -> Outcome {
             }
         };
     };
-    let log_path = if matches!(report.state, LoopStatus::Ended | LoopStatus::Corrupt) {
-        std::path::PathBuf::from(report.path.trim_end_matches(".md").to_owned() + ".log.jsonl")
-    } else if ralph_core::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false) {
-        project.log_path(&report.name)
-    } else {
-        std::path::PathBuf::new() // a linked logs folder is never read
-    };
-    let lines = loops::read_log_tail(&log_path, usize::MAX);
+    // A linked logs folder is never read (the report's path is empty then).
+    let lines = loops::read_log_tail(&report.log, usize::MAX);
     if !args.json {
         let task = report.task.as_deref().unwrap_or("");
         say!("Loop `{}` ({}) · task: {task}", report.name, report.state);

@@ -8,15 +8,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ralph_core::agent::{self, Finished};
-use ralph_core::decide::{Observation, Outcome as LoopOutcome};
-use ralph_core::engine::{self, LiveLoop, Step, Turn};
-use ralph_core::loops::{self, scalar};
+use ralph_core::decide::Outcome as LoopOutcome;
+use ralph_core::engine::Step;
+use ralph_core::lifecycle::Loop;
+use ralph_core::loops;
 use ralph_core::messages;
+use ralph_core::prd;
 use ralph_core::registry::Registry;
+use ralph_core::run_loop::{self, Standing};
 use ralph_core::state::LoopState;
-use ralph_core::store::{self, LoopFile, Project};
+use ralph_core::store::{LoopFile, Project};
 use ralph_core::time::{Timestamp, format_duration};
-use ralph_core::{prd, worktree};
 
 use super::loops::{arm, arm_request, read_stdin};
 use super::{Failure, Outcome};
@@ -31,6 +33,38 @@ pub fn run(args: RunArgs) -> Outcome {
     let agent = agent_command(&args)?;
     // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
     let args = RunArgs { agent, ..args };
+    start(args)?.iterate()
+}
+
+/// One `ralph run` and what the terminal shows of it.
+struct Run {
+    /// The agent's command line.
+    agent: String,
+    /// `--hand-back-after`: how many fresh iterations before handing back.
+    hand_back_after: Option<u64>,
+    project: Project,
+    registry: Registry,
+    file: LoopFile,
+    /// The owner id this run writes into the loop.
+    driver: String,
+    /// Who to hand the loop back to when the run ends.
+    previous_owner: Option<String>,
+    /// A loop this run armed is this run's alone: if the run cannot go on,
+    /// it ends (as failed) rather than wait for the next unrelated session.
+    armed_here: bool,
+    stop: Arc<AtomicBool>,
+    live_line: bool,
+    started: Instant,
+    done_here: u64,
+    last: String,
+    /// Refusals of the last iteration, and every one seen, for the summary.
+    last_denials: Vec<String>,
+    all_denials: Vec<String>,
+}
+
+/// Arms the loop (a task was given) or takes it over, archives a PRD whose
+/// branch changed, and sets Ctrl-C to stop the agent.
+fn start(args: RunArgs) -> Result<Run, Failure> {
     let project = super::project();
     let registry = super::require_registry()?;
     let own_id = ralph_core::driver::own_id();
@@ -41,8 +75,6 @@ pub fn run(args: RunArgs) -> Outcome {
     } else {
         None
     };
-    // A loop this run armed is this run's alone: if the run cannot go on,
-    // it ends (as failed) rather than wait for the next unrelated session.
     let armed_here = prompt.is_some();
     let (driver, previous_owner) = match prompt {
         Some(prompt) => {
@@ -67,182 +99,217 @@ pub fn run(args: RunArgs) -> Outcome {
         Ok(None) => {}
         Err(e) => say!("⚠ The PRD was not archived: {e}"),
     }
-
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     // A second Ctrl-C while ralph is cleaning up still only sets the flag:
     // the loop is recorded before ralph exits.
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-
     let file = LoopFile {
         name: args.name.clone(),
         path: project.loop_path(&args.name),
     };
-    let live_line = std::io::stdout().is_terminal();
-    let started = Instant::now();
-    let mut next_prompt: Option<String> = None;
-    let mut done_here = 0u64;
-    let mut last = String::from("starting");
-    // Refusals of the last iteration, and every one seen, for the summary.
-    let mut last_denials: Vec<String> = Vec::new();
-    let mut all_denials: Vec<String> = Vec::new();
-    loop {
-        let Some((text, state)) = read(&project, &registry, &file)? else {
-            say!(
-                "The loop `{}` is gone (cancelled or ended elsewhere).",
-                file.name
-            );
-            return Ok(());
-        };
-        if state.session_id.as_deref() != Some(driver.as_str()) {
-            say!(
-                "The loop `{}` was taken over by {}; this run stops.",
-                file.name,
-                state.session_id.as_deref().unwrap_or("another driver")
-            );
-            return Ok(());
+    Ok(Run {
+        agent: args.agent,
+        hand_back_after: args.hand_back_after,
+        project,
+        registry,
+        file,
+        driver,
+        previous_owner,
+        armed_here,
+        stop,
+        live_line: std::io::stdout().is_terminal(),
+        started: Instant::now(),
+        done_here: 0,
+        last: String::from("starting"),
+        last_denials: Vec::new(),
+        all_denials: Vec::new(),
+    })
+}
+
+/// What an iteration leaves for the next: its prompt, or the run's end.
+enum Next {
+    Prompt(Option<String>),
+    Done(Outcome),
+}
+
+impl Run {
+    fn iterate(mut self) -> Outcome {
+        let mut next_prompt: Option<String> = None;
+        loop {
+            let Some(live) = read(&self.project, &self.registry, &self.file)? else {
+                say!(
+                    "The loop `{}` is gone (cancelled or ended elsewhere).",
+                    self.file.name
+                );
+                return Ok(());
+            };
+            if let Some(done) = self.stands_down(&live.state)? {
+                return done;
+            }
+            match self.iteration(live, next_prompt.take())? {
+                Next::Prompt(prompt) => next_prompt = prompt,
+                Next::Done(outcome) => return outcome,
+            }
         }
-        if !state.active {
-            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
-            say!(
-                "The loop `{}` is paused; handed back. Resume it with `ralph resume` and `ralph run --name {}`.",
-                file.name,
-                file.name
-            );
-            return Ok(());
+    }
+
+    /// Stops the run when the loop is no longer this run's to drive.
+    fn stands_down(&self, state: &LoopState) -> Result<Option<Outcome>, Failure> {
+        let name = &self.file.name;
+        match run_loop::standing(state, &self.driver, self.done_here, self.hand_back_after) {
+            Standing::Go => return Ok(None),
+            Standing::TakenOver(by) => say!(
+                "The loop `{name}` was taken over by {}; this run stops.",
+                by.as_deref().unwrap_or("another driver")
+            ),
+            Standing::Paused => {
+                self.hand_back()?;
+                say!(
+                    "The loop `{name}` is paused; handed back. Resume it with `ralph resume` and `ralph run --name {name}`."
+                );
+            }
+            Standing::HandBackDue => {
+                self.hand_back()?;
+                say!(
+                    "Handed the loop `{name}` back after {} fresh iterations, at iteration {}.",
+                    self.done_here,
+                    state.iteration
+                );
+            }
         }
-        if args.hand_back_after.is_some_and(|n| done_here >= n) {
-            hand_back(&project, &file, &driver, previous_owner.as_deref())?;
-            say!(
-                "Handed the loop `{}` back after {done_here} fresh iterations, at iteration {}.",
-                file.name,
-                state.iteration
-            );
-            return Ok(());
-        }
-        let prompt = next_prompt.take().unwrap_or_else(|| {
-            format!(
-                "{}{}",
-                state.prompt,
-                messages::footer(&file.name, &state, state.iteration, &[])
-            )
-        });
-        let label = state.iteration_label();
-        // The agent could not give this iteration a reply: the loop is left
-        // as it was found (or ended, if this run armed it).
-        let give_up_here = |why: &str| {
-            give_up(
-                &project,
-                &registry,
-                &file,
-                &driver,
-                armed_here,
-                previous_owner.as_deref(),
-                why,
-                state.iteration,
-            )
-        };
+        Ok(Some(Ok(())))
+    }
+
+    fn hand_back(&self) -> Result<(), Failure> {
+        hand_back(
+            &self.project,
+            &self.file,
+            &self.driver,
+            self.previous_owner.as_deref(),
+        )
+    }
+
+    /// The agent could not give this iteration a reply: the loop is left
+    /// as it was found (or ended, if this run armed it).
+    fn give_up_here(&self, why: &str, iteration: u64) -> Failure {
+        give_up(
+            &self.project,
+            &self.registry,
+            &self.file,
+            &self.driver,
+            self.armed_here,
+            self.previous_owner.as_deref(),
+            why,
+            iteration,
+        )
+    }
+
+    /// Runs the agent once, with the spinner on a terminal.
+    fn run_agent(&self, prompt: &str, label: &str) -> std::io::Result<Finished> {
         let mut frame = 0;
-        let finished = agent::run(&args.agent, &project.root, &prompt, &stop, || {
-            if live_line {
+        let finished = agent::run(&self.agent, &self.project.root, prompt, &self.stop, || {
+            if self.live_line {
                 frame += 1;
                 // The escape codes are ralph's own; the name is escaped.
                 print!(
-                    "\r\x1b[2K{} ralph run `{}` · iteration {label} · {} · last: {last}",
+                    "\r\x1b[2K{} ralph run `{}` · iteration {label} · {} · last: {}",
                     SPINNER[frame % SPINNER.len()],
-                    ralph_core::display::line(&file.name),
-                    format_duration(started.elapsed().as_secs()),
+                    ralph_core::display::line(&self.file.name),
+                    format_duration(self.started.elapsed().as_secs()),
+                    self.last
                 );
                 let _ = std::io::stdout().flush();
             }
         });
-        let finished = match finished {
-            Ok(f) => f,
-            Err(e) => {
-                let why = format!("could not start the agent `{}`: {e}", args.agent);
-                return Err(give_up_here(&why));
-            }
-        };
-        if live_line {
+        if finished.is_ok() && self.live_line {
             print!("\r\x1b[2K");
         }
-        let (status, stdout, stderr_tail) = match finished {
-            Finished::Interrupted => return interrupted(&project, &registry, &file, started),
-            Finished::Exited {
+        finished
+    }
+
+    /// One fresh iteration: the agent runs, its reply is judged, the line
+    /// for it is printed.
+    fn iteration(&mut self, live: Loop, next_prompt: Option<String>) -> Result<Next, Failure> {
+        let state = &live.state;
+        let prompt = next_prompt.unwrap_or_else(|| {
+            format!(
+                "{}{}",
+                state.prompt,
+                messages::footer(&self.file.name, state, state.iteration, &[])
+            )
+        });
+        let label = state.iteration_label();
+        let (status, stdout, stderr_tail) = match self.run_agent(&prompt, &label) {
+            Err(e) => {
+                let why = format!("could not start the agent `{}`: {e}", self.agent);
+                return Err(self.give_up_here(&why, state.iteration));
+            }
+            Ok(Finished::Interrupted) => {
+                return Ok(Next::Done(interrupted(
+                    &self.project,
+                    &self.registry,
+                    &self.file,
+                    self.started,
+                )));
+            }
+            Ok(Finished::Exited {
                 status,
                 stdout,
                 stderr_tail,
-            } => (status, stdout, stderr_tail),
+            }) => (status, stdout, stderr_tail),
         };
         let reply = agent::parse_output(&stdout);
         if reply.text.is_empty() && !status.success() {
             let why = format!(
                 "the agent `{}` failed ({status}) without a reply.\n{}",
-                args.agent,
+                self.agent,
                 messages::escape_controls(&stderr_tail)
             );
-            return Err(give_up_here(&why));
+            return Err(self.give_up_here(&why, state.iteration));
         }
         for d in &reply.denials {
-            if !all_denials.contains(d) {
-                all_denials.push(d.clone());
+            if !self.all_denials.contains(d) {
+                self.all_denials.push(d.clone());
             }
         }
-        let denied_again = !reply.denials.is_empty() && reply.denials == last_denials;
-        let denied_note = denial_note(&reply);
-        last_denials = reply.denials.clone();
-        done_here += 1;
-        let lock = project.lock().map_err(|e| e.to_string())?;
-        let current = store::read_to_string(&file.path).ok();
-        if current.as_deref() != Some(text.as_str()) {
-            drop(lock);
-            say!(
-                "The loop `{}` changed while the agent ran (cancelled or paused elsewhere); this run stops.",
-                file.name
-            );
-            return Ok(());
-        }
-        let now = Timestamp::now();
-        let seen = Observation {
-            reply: Some(reply.text.clone()),
-            now: Some(now),
-            tokens_used: reply
-                .tokens
-                .map(|t| state.progress.tokens_used.saturating_add(t)),
-            tree_fingerprint: (state.guards.no_progress_after > 0)
-                .then(|| {
-                    worktree::progress_fingerprint(
-                        &project.root,
-                        state.progress.tree_fingerprint.as_deref(),
-                        None,
-                    )
-                })
-                .flatten(),
-            ran_tool: None,
-            block_cap: 0,
-            verification: None,
-            ..Observation::default()
+        let denied_again = !reply.denials.is_empty() && reply.denials == self.last_denials;
+        self.last_denials = reply.denials.clone();
+        self.done_here += 1;
+        let judged = run_loop::judge(&self.project, &self.registry, &live, &reply, &self.driver)
+            .map_err(|e| e.to_string())?;
+        let step = match judged {
+            None => {
+                say!(
+                    "The loop `{}` changed while the agent ran (cancelled or paused elsewhere); this run stops.",
+                    self.file.name
+                );
+                return Ok(Next::Done(Ok(())));
+            }
+            Some(step) => step,
         };
-        let turn = Turn {
-            seen,
-            transcript: None,
-            driver: driver.clone(),
-            claim: None,
-        };
-        let live = LiveLoop {
-            file: &file,
-            text: &text,
-            state: &state,
-            registry: Some(&registry),
-        };
-        let step = engine::step(&project, &live, turn, now, lock).map_err(|e| e.to_string())?;
-        let elapsed = format_duration(started.elapsed().as_secs());
-        let tokens = seen_tokens(&state, reply.tokens);
+        self.report(step, &live.state, &reply, &label, denied_again)
+    }
+
+    /// The line for a judged iteration, and what comes next.
+    fn report(
+        &mut self,
+        step: Step,
+        state: &LoopState,
+        reply: &agent::AgentReply,
+        label: &str,
+        denied_again: bool,
+    ) -> Result<Next, Failure> {
+        let elapsed = format_duration(self.started.elapsed().as_secs());
+        let denied_note = denial_note(reply);
         match step {
-            Step::Passed => last = "paused".into(),
+            Step::Passed => {
+                self.last = "paused".into();
+                Ok(Next::Prompt(None))
+            }
             Step::Changed { notice } => {
                 say!("{notice}");
-                return Ok(());
+                Ok(Next::Done(Ok(())))
             }
             Step::Continued {
                 next,
@@ -251,49 +318,52 @@ pub fn run(args: RunArgs) -> Outcome {
                 progress,
                 ..
             } => {
-                last = if promise_refused {
+                self.last = if promise_refused {
                     "promise refused by --verify".into()
                 } else {
                     "no promise yet".into()
                 };
-                let figures = messages::guard_figures(&state, &progress);
+                let figures = messages::guard_figures(state, &progress);
                 let figures = if figures.is_empty() {
                     String::new()
                 } else {
                     format!(" · {figures}")
                 };
                 say!(
-                    "✓ iteration {label} done · {elapsed} · {last}{figures}{denied_note} · next: {next}"
+                    "✓ iteration {label} done · {elapsed} · {}{figures}{denied_note} · next: {next}",
+                    self.last
                 );
                 if denied_again {
-                    return end_denied(
-                        &project,
-                        &registry,
-                        &file,
-                        &driver,
-                        &all_denials,
-                        done_here,
+                    return Ok(Next::Done(end_denied(
+                        &self.project,
+                        &self.registry,
+                        &self.file,
+                        &self.driver,
+                        &self.all_denials,
+                        self.done_here,
                         &elapsed,
-                    );
+                    )));
                 }
-                next_prompt = Some(reason);
+                Ok(Next::Prompt(Some(reason)))
             }
             Step::Ended {
                 outcome, notice, ..
             } => {
+                let tokens = seen_tokens(state, reply.tokens);
                 say!("✓ iteration {label} done · {elapsed}{tokens}{denied_note}");
                 say!("{notice}");
-                if !all_denials.is_empty() {
-                    say!("{}", denials_summary(&all_denials));
+                if !self.all_denials.is_empty() {
+                    say!("{}", denials_summary(&self.all_denials));
                 }
                 say!(
-                    "Ran {done_here} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
-                    file.name
+                    "Ran {} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
+                    self.done_here,
+                    self.file.name
                 );
-                return match outcome {
+                Ok(Next::Done(match outcome {
                     LoopOutcome::Completed => Ok(()),
                     _ => Err(Failure::ended()),
-                };
+                }))
             }
         }
     }
@@ -309,19 +379,13 @@ fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
 /// Reads the loop under the lock: its text and state, or `None` if it is
 /// gone. A loop that is not (or no longer) armed on this machine is refused,
 /// at every iteration: its prompt or verify command may have changed.
-fn read(
-    project: &Project,
-    registry: &Registry,
-    file: &LoopFile,
-) -> Result<Option<(String, LoopState)>, Failure> {
+fn read(project: &Project, registry: &Registry, file: &LoopFile) -> Result<Option<Loop>, Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    if ralph_core::safe_fs::kind_at(&file.path).is_none() {
+    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
         return Ok(None);
-    }
-    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
-    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
-    require_armed(project, registry, file, &state)?;
-    Ok(Some((text, state)))
+    };
+    require_armed(project, registry, file, &live.state)?;
+    Ok(Some(live))
 }
 
 /// Refuses a loop that is not armed on this machine, with the way to adopt it.
@@ -364,13 +428,15 @@ fn take_over(
             "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
         )));
     }
-    let text = store::read_to_string(&file.path).map_err(|e| e.to_string())?;
-    let state = LoopState::parse(&text).map_err(|e| format!("{}: {e}", file.path.display()))?;
-    require_armed(project, registry, &file, &state)?;
+    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
+        return Err(Failure::usage(format!(
+            "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
+        )));
+    };
+    require_armed(project, registry, &file, &live.state)?;
+    let state = live.state.clone();
     let driver = ralph_core::driver::taking_over(own_id, state.session_id.as_deref());
-    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", scalar(&driver))])
-        .map_err(|e| e.to_string())?;
-    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    live.set_owner(&driver).map_err(|e| e.to_string())?;
     let was = match state.session_id.as_deref() {
         Some(o) if ralph_core::driver::is_gone(o) => {
             format!(
@@ -403,19 +469,10 @@ fn hand_back(
     owner: Option<&str>,
 ) -> Result<(), Failure> {
     let _lock = project.lock().map_err(|e| e.to_string())?;
-    let Ok(text) = store::read_to_string(&file.path) else {
+    let Ok(Some(live)) = Loop::load(file.clone()) else {
         return Ok(());
     };
-    let Ok(state) = LoopState::parse(&text) else {
-        return Ok(());
-    };
-    if state.session_id.as_deref() != Some(driver) {
-        return Ok(());
-    }
-    let value = owner.map_or_else(|| "\"\"".to_owned(), scalar);
-    let updated = ralph_core::rewrite::set_fields(&text, &[("session_id", value)])
-        .map_err(|e| e.to_string())?;
-    store::write_atomic(&file.path, &updated).map_err(|e| e.to_string())?;
+    live.hand_back(driver, owner).map_err(|e| e.to_string())?;
     Ok(())
 }
 
