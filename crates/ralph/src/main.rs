@@ -5,6 +5,10 @@
 mod cli;
 mod cmd;
 
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 fn main() -> std::process::ExitCode {
     cmd::run(<cli::Cli as clap::Parser>::parse())
 }
