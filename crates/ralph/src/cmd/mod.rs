@@ -162,9 +162,28 @@ failure_from!(
     ralph_core::store::StoreError,
     ralph_core::safe_fs::FsError,
     ralph_core::loops::LoopError,
+    ralph_core::lifecycle::LoadError,
+    ralph_core::lifecycle::WriteError,
+    ralph_core::run_loop::JudgeError,
     serde_json::Error,
     std::io::Error,
 );
+
+/// `ralph run`'s driver errors: all failures (whatever they wrap, as when
+/// they were strings), but a missing loop to take over is a usage error,
+/// told with how to arm one.
+impl From<ralph_core::run_loop::RunError> for Failure {
+    fn from(error: ralph_core::run_loop::RunError) -> Self {
+        use ralph_core::run_loop::RunError;
+        match error {
+            RunError::NoLoopToResume(name) => Self::usage(format!(
+                "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
+                RunError::NoLoopToResume(name.clone())
+            )),
+            other => other.to_string().into(),
+        }
+    }
+}
 
 pub type Outcome = Result<(), Failure>;
 
