@@ -359,4 +359,63 @@ mod tests {
             Standing::TakenOver(None)
         );
     }
+
+    fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry = crate::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        let request = crate::loops::ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5,
+            session_id: session.map(Into::into),
+            ..crate::loops::ArmRequest::default()
+        };
+        crate::loops::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let file = LoopFile {
+            name: "l".into(),
+            path: project.loop_path("l"),
+        };
+        (tmp, project, registry, file)
+    }
+
+    #[test]
+    fn a_run_takes_a_loop_over_and_hands_it_back_to_its_session() {
+        let (_tmp, project, registry, file) = armed(Some("s1"));
+        let taken = take_over(&project, &registry, "l", "run-1").unwrap();
+        assert_eq!(taken.driver, "run-1:s1");
+        assert_eq!(taken.back_to.as_deref(), Some("s1"));
+        assert_eq!(taken.found.session_id.as_deref(), Some("s1"));
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("run-1:s1"));
+        hand_back(&project, &file, &taken.driver, Some("s1")).unwrap();
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("s1"));
+        assert!(matches!(
+            take_over(&project, &registry, "other", "run-1"),
+            Err(RunError::NoLoopToResume(name)) if name == "other"
+        ));
+    }
+
+    #[test]
+    fn a_run_that_armed_its_loop_ends_it_when_the_agent_cannot_run() {
+        let (_tmp, project, registry, file) = armed(Some("run-1"));
+        let gave_up = give_up(
+            &project,
+            &registry,
+            &file,
+            "run-1",
+            true,
+            None,
+            "no agent\nmore",
+        );
+        assert!(matches!(gave_up, GaveUp::Ended(_)), "{gave_up:?}");
+        assert!(read(&project, &registry, &file).unwrap().is_none());
+        // Gone already: nothing to hand back, and no error.
+        let gave_up = give_up(&project, &registry, &file, "run-1", false, None, "no agent");
+        assert!(matches!(gave_up, GaveUp::HandedBack(Ok(()))), "{gave_up:?}");
+    }
 }
