@@ -14,12 +14,14 @@ use crate::state::LoopState;
 use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 
+/// The texts say what happened; how to go on with the CLI (which flag to
+/// give) is the binary's to add.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
-        "a loop named `{name}` is already active ({path}), {whose}. To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force",
+        "a loop named `{name}` is already active ({path}), {whose}",
         whose = owner_words(.owner.as_deref())
     )]
     NameTaken {
@@ -27,9 +29,7 @@ pub enum LoopError {
         path: PathBuf,
         owner: Option<String>,
     },
-    #[error(
-        "this session already drives the loop `{name}`; one session runs one loop at a time. Cancel it first, or use --force to replace it"
-    )]
+    #[error("this session already drives the loop `{name}`; one session runs one loop at a time")]
     SessionBusy { name: String },
     #[error("the prompt is empty: give the task as arguments or on stdin")]
     EmptyPrompt,
@@ -37,7 +37,7 @@ pub enum LoopError {
     BadName(String),
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
-    #[error("several loops are active ({0}); name one with --name, or use --all")]
+    #[error("several loops are active ({0})")]
     Ambiguous(String),
     #[error("{path}: {message}")]
     Unreadable { path: PathBuf, message: String },
@@ -45,9 +45,7 @@ pub enum LoopError {
     Untouched(String),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    #[error(
-        "{path} changed while you read it; nothing was adopted. Run `ralph adopt --name {name}` again"
-    )]
+    #[error("{path} changed while you read it; nothing was adopted")]
     ChangedMeanwhile { path: PathBuf, name: String },
 }
 

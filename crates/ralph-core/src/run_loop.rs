@@ -4,13 +4,16 @@
 //! summary, exit code) stays in the binary; loop files are touched only
 //! through [`crate::lifecycle`].
 
+use std::path::PathBuf;
+
 use crate::agent::AgentReply;
-use crate::decide::Observation;
+use crate::decide::{Observation, Outcome};
 use crate::engine::{self, Step, StepError, Turn};
-use crate::lifecycle::Loop;
+use crate::lifecycle::{LoadError, Loop, WriteError};
+use crate::loops::{self, LoopError};
 use crate::registry::Registry;
 use crate::state::LoopState;
-use crate::store::{self, Project, StoreError};
+use crate::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 use crate::worktree;
 
@@ -88,6 +91,211 @@ pub fn judge(
     )?))
 }
 
+/// Why the driver could not read, take, hand back or end its loop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    /// No loop of that name to take over (the binary adds how to arm one).
+    #[error("no loop named `{0}` to resume")]
+    NoLoopToResume(String),
+    /// The loop is not (or no longer) armed on this machine.
+    #[error("{path}: {note}; nothing was run")]
+    NotArmed { path: String, note: String },
+}
+
+/// Reads the loop under the lock: its text and state, or `None` if it is
+/// gone. A loop that is not (or no longer) armed on this machine is refused,
+/// at every iteration: its prompt or verify command may have changed.
+pub fn read(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+) -> Result<Option<Loop>, RunError> {
+    let _lock = project.lock()?;
+    let Some(live) = Loop::load(file.clone())? else {
+        return Ok(None);
+    };
+    require_armed(project, registry, file, &live.state)?;
+    Ok(Some(live))
+}
+
+/// Refuses a loop that is not armed on this machine, with the way to adopt it.
+fn require_armed(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    state: &LoopState,
+) -> Result<(), RunError> {
+    let root = crate::registry::canonical_root(project).ok();
+    let arming = crate::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    match loops::not_armed_note(&arming, &file.name, None) {
+        None => Ok(()),
+        Some(note) => Err(RunError::NotArmed {
+            path: crate::messages::escape_controls(&file.path.display().to_string()),
+            note,
+        }),
+    }
+}
+
+/// A loop this run took over.
+#[derive(Debug)]
+pub struct TakenOver {
+    /// The owner id written (with the session to hand back to, should this run die).
+    pub driver: String,
+    /// The owner to hand the loop back to when the run ends.
+    pub back_to: Option<String>,
+    /// The loop's state as it was found.
+    pub found: LoopState,
+}
+
+/// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
+/// its owner becomes this run, so no session's Stop hook drives it meanwhile.
+/// Only a loop armed on this machine is taken over.
+pub fn take_over(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    own_id: &str,
+) -> Result<TakenOver, RunError> {
+    let file = LoopFile {
+        name: name.to_owned(),
+        path: project.loop_path(name),
+    };
+    let _lock = project.lock()?;
+    if crate::safe_fs::kind_at(&file.path).is_none() {
+        return Err(RunError::NoLoopToResume(name.to_owned()));
+    }
+    let Some(live) = Loop::load(file.clone())? else {
+        return Err(RunError::NoLoopToResume(name.to_owned()));
+    };
+    require_armed(project, registry, &file, &live.state)?;
+    let found = live.state.clone();
+    let driver = crate::driver::taking_over(own_id, found.session_id.as_deref());
+    live.set_owner(&driver)?;
+    // Handed back to the session it came from; a loop taken from a dead run
+    // that had no session goes back to that run's id, inert as it was found.
+    let back_to = match driver.split_once(':') {
+        Some((_, session)) => Some(session.to_owned()),
+        None => found.session_id.clone(),
+    };
+    Ok(TakenOver {
+        driver,
+        back_to,
+        found,
+    })
+}
+
+/// Gives the loop back to the session that drove it before (or, if it was
+/// armed by this run, to the first session that stops in the project).
+pub fn hand_back(
+    project: &Project,
+    file: &LoopFile,
+    driver: &str,
+    owner: Option<&str>,
+) -> Result<(), RunError> {
+    let _lock = project.lock()?;
+    let Ok(Some(live)) = Loop::load(file.clone()) else {
+        return Ok(());
+    };
+    live.hand_back(driver, owner)?;
+    Ok(())
+}
+
+/// Ctrl-C: the agent is already stopped; records the loop as cancelled.
+/// Returns `(name, iteration, record)` of each loop ended.
+pub fn record_interrupted(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+) -> Result<Vec<(String, u64, PathBuf)>, RunError> {
+    let cancelled = loops::cancel(
+        project,
+        Some(registry),
+        Some(name),
+        false,
+        None,
+        Timestamp::now(),
+    )?;
+    Ok(cancelled.ended)
+}
+
+/// Why a loop ends as denied.
+pub const DENIED_TWICE: &str = "Claude Code refused the agent the same tool use twice in a row";
+
+/// The same refusal twice in a row: the agent cannot do its task this way,
+/// and every further iteration would be spent on it. Ends the loop as
+/// denied; returns its record, or `None` if it is no longer this run's.
+pub fn end_denied(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    driver: &str,
+) -> Result<Option<PathBuf>, RunError> {
+    let ended = loops::end_driven(
+        project,
+        Some(registry),
+        name,
+        driver,
+        Outcome::Denied,
+        DENIED_TWICE,
+        Timestamp::now(),
+    )?;
+    Ok(ended.map(|(_, record)| record))
+}
+
+/// What became of a loop when its agent could not run.
+#[derive(Debug)]
+pub enum GaveUp {
+    /// This run armed it: ended as failed, with its record.
+    Ended(PathBuf),
+    /// This run armed it, but it is no longer this run's: left as it is.
+    NotOurs,
+    /// This run armed it and could not end it.
+    EndFailed(RunError),
+    /// Taken over: handed back as it was (or not, with why).
+    HandedBack(Result<(), RunError>),
+}
+
+/// The agent could not run. A loop taken over goes back to its owner as it
+/// was; a loop this run armed ends as failed (with the first line of `why`),
+/// so no unrelated session that stops here later is fed its task.
+pub fn give_up(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    driver: &str,
+    armed_here: bool,
+    previous_owner: Option<&str>,
+    why: &str,
+) -> GaveUp {
+    if !armed_here {
+        return GaveUp::HandedBack(hand_back(project, file, driver, previous_owner));
+    }
+    let ended = loops::end_driven(
+        project,
+        Some(registry),
+        &file.name,
+        driver,
+        Outcome::Failed,
+        why.lines().next().unwrap_or(why),
+        Timestamp::now(),
+    );
+    match ended {
+        Ok(Some((_, record))) => GaveUp::Ended(record),
+        Ok(None) => GaveUp::NotOurs,
+        Err(e) => GaveUp::EndFailed(e.into()),
+    }
+}
+
 /// What the decision needs from a fresh-context iteration: the reply, its
 /// tokens and, when the no-progress guard is on, the tree's fingerprint.
 fn observe(
@@ -150,5 +358,64 @@ mod tests {
             standing(&state, "run:1", 0, None),
             Standing::TakenOver(None)
         );
+    }
+
+    fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry = crate::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        let request = crate::loops::ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5,
+            session_id: session.map(Into::into),
+            ..crate::loops::ArmRequest::default()
+        };
+        crate::loops::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let file = LoopFile {
+            name: "l".into(),
+            path: project.loop_path("l"),
+        };
+        (tmp, project, registry, file)
+    }
+
+    #[test]
+    fn a_run_takes_a_loop_over_and_hands_it_back_to_its_session() {
+        let (_tmp, project, registry, file) = armed(Some("s1"));
+        let taken = take_over(&project, &registry, "l", "run-1").unwrap();
+        assert_eq!(taken.driver, "run-1:s1");
+        assert_eq!(taken.back_to.as_deref(), Some("s1"));
+        assert_eq!(taken.found.session_id.as_deref(), Some("s1"));
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("run-1:s1"));
+        hand_back(&project, &file, &taken.driver, Some("s1")).unwrap();
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("s1"));
+        assert!(matches!(
+            take_over(&project, &registry, "other", "run-1"),
+            Err(RunError::NoLoopToResume(name)) if name == "other"
+        ));
+    }
+
+    #[test]
+    fn a_run_that_armed_its_loop_ends_it_when_the_agent_cannot_run() {
+        let (_tmp, project, registry, file) = armed(Some("run-1"));
+        let gave_up = give_up(
+            &project,
+            &registry,
+            &file,
+            "run-1",
+            true,
+            None,
+            "no agent\nmore",
+        );
+        assert!(matches!(gave_up, GaveUp::Ended(_)), "{gave_up:?}");
+        assert!(read(&project, &registry, &file).unwrap().is_none());
+        // Gone already: nothing to hand back, and no error.
+        let gave_up = give_up(&project, &registry, &file, "run-1", false, None, "no agent");
+        assert!(matches!(gave_up, GaveUp::HandedBack(Ok(()))), "{gave_up:?}");
     }
 }

@@ -25,7 +25,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
         } else {
             read_stdin()?
         };
-        let parsed = arguments::parse(&raw).map_err(|e| Failure::usage(e.to_string()))?;
+        let parsed = arguments::parse(&raw)?;
         for (key, value) in &parsed.options {
             apply_option(&mut args, key, value)?;
         }
@@ -150,9 +150,8 @@ pub fn typed_text(session: Option<&str>, command: SlashCommand) -> Result<String
             command.skill()
         ))
     })?;
-    let dir = typed::default_dir().map_err(|e| e.to_string())?;
-    typed::take(&dir, session, command, Timestamp::now().0)
-        .map_err(|e| Failure::from(e.to_string()))
+    let dir = typed::default_dir()?;
+    Ok(typed::take(&dir, session, command, Timestamp::now().0)?)
 }
 
 /// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
@@ -202,7 +201,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
             say!("No active loop named `{name}`; nothing to cancel.");
             return Ok(());
         }
-        other => other.map_err(|e| e.to_string())?,
+        other => other?,
     };
     if done.ended.is_empty() && done.failed.is_empty() {
         say!("No active loop to cancel.");
@@ -236,8 +235,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     let session = super::session_from_env();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
-        loops::read_live(&project)
-            .map_err(|e| e.to_string())?
+        loops::read_live(&project)?
             .into_iter()
             .map(|l| Some(l.file.name))
             .collect()
@@ -246,10 +244,13 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     };
     let mut changed = Vec::new();
     for name in names {
-        changed.extend(
-            loops::set_active(&project, name.as_deref(), session.as_deref(), active, now)
-                .map_err(|e| e.to_string())?,
-        );
+        changed.extend(loops::set_active(
+            &project,
+            name.as_deref(),
+            session.as_deref(),
+            active,
+            now,
+        )?);
     }
     let verb = if active { "Resumed" } else { "Paused" };
     if changed.is_empty() {
@@ -273,15 +274,11 @@ pub fn status(args: StatusArgs) -> Outcome {
         args.history,
         3,
         Timestamp::now(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
-        say_json!(
-            "{}",
-            serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
-        );
+        say_json!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
     if reports.is_empty() {
@@ -419,8 +416,7 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
-    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())
-        .map_err(|e| e.to_string())?;
+    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())?;
     let chosen = match &args.name {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports

@@ -161,10 +161,54 @@ failure_from!(
     ralph_core::registry::RegistryError,
     ralph_core::store::StoreError,
     ralph_core::safe_fs::FsError,
-    ralph_core::loops::LoopError,
+    ralph_core::lifecycle::LoadError,
+    ralph_core::lifecycle::WriteError,
+    ralph_core::run_loop::JudgeError,
     serde_json::Error,
     std::io::Error,
 );
+
+/// A loop error, with the CLI flags that get past it.
+impl From<ralph_core::loops::LoopError> for Failure {
+    fn from(error: ralph_core::loops::LoopError) -> Self {
+        use ralph_core::loops::LoopError;
+        let hint = match &error {
+            LoopError::NameTaken { name, .. } => format!(
+                ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
+            ),
+            LoopError::SessionBusy { .. } => {
+                ". Cancel it first, or use --force to replace it".to_owned()
+            }
+            LoopError::Ambiguous(_) => "; name one with --name, or use --all".to_owned(),
+            LoopError::ChangedMeanwhile { name, .. } => {
+                format!(". Run `ralph adopt --name {name}` again")
+            }
+            _ => String::new(),
+        };
+        Self {
+            code: exit_code(&error),
+            message: format!("{error}{hint}"),
+        }
+    }
+}
+
+/// `ralph run`'s driver errors: all failures (whatever they wrap, as when
+/// they were strings), but a missing loop to take over is a usage error,
+/// told with how to arm one.
+impl From<ralph_core::run_loop::RunError> for Failure {
+    fn from(error: ralph_core::run_loop::RunError) -> Self {
+        use ralph_core::run_loop::RunError;
+        match error {
+            RunError::NoLoopToResume(name) => Self::usage(format!(
+                "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
+                RunError::NoLoopToResume(name.clone())
+            )),
+            // A loop error keeps its hint; all of them are failures here.
+            RunError::Loop(error) => Failure::from(error).message.into(),
+            other => other.to_string().into(),
+        }
+    }
+}
 
 pub type Outcome = Result<(), Failure>;
 
@@ -243,5 +287,38 @@ mod tests {
         assert_eq!(failure.message, RegistryError::NoHome.to_string());
         assert_eq!(Failure::ended().code, 3);
         assert_eq!(Failure::interrupted().code, 130);
+    }
+
+    #[test]
+    fn loop_errors_get_their_cli_hints_in_the_binary() {
+        let busy = Failure::from(LoopError::SessionBusy { name: "x".into() });
+        assert_eq!(
+            busy.message,
+            "this session already drives the loop `x`; one session runs one loop at a time. Cancel it first, or use --force to replace it"
+        );
+        let several = Failure::from(LoopError::Ambiguous("a, b".into()));
+        assert_eq!(
+            several.message,
+            "several loops are active (a, b); name one with --name, or use --all"
+        );
+        let changed = Failure::from(LoopError::ChangedMeanwhile {
+            path: "p".into(),
+            name: "x".into(),
+        });
+        assert_eq!(
+            changed.message,
+            "p changed while you read it; nothing was adopted. Run `ralph adopt --name x` again"
+        );
+        let taken = Failure::from(LoopError::NameTaken {
+            name: "x".into(),
+            path: "p".into(),
+            owner: None,
+        });
+        assert!(
+            taken.message.ends_with("give it another name: --name <other>; to end it: `ralph cancel --name x`; to replace it: --force"),
+            "{}",
+            taken.message
+        );
+        assert_eq!(busy.code, code::FAILURE);
     }
 }

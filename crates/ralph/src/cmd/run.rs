@@ -11,11 +11,10 @@ use ralph_core::agent::{self, Finished};
 use ralph_core::decide::Outcome as LoopOutcome;
 use ralph_core::engine::Step;
 use ralph_core::lifecycle::Loop;
-use ralph_core::loops;
 use ralph_core::messages;
 use ralph_core::prd;
 use ralph_core::registry::Registry;
-use ralph_core::run_loop::{self, Standing};
+use ralph_core::run_loop::{self, GaveUp, Standing};
 use ralph_core::state::LoopState;
 use ralph_core::store::{LoopFile, Project};
 use ralph_core::time::{Timestamp, format_duration};
@@ -137,7 +136,7 @@ impl Run {
     fn iterate(mut self) -> Outcome {
         let mut next_prompt: Option<String> = None;
         loop {
-            let Some(live) = read(&self.project, &self.registry, &self.file)? else {
+            let Some(live) = run_loop::read(&self.project, &self.registry, &self.file)? else {
                 say!(
                     "The loop `{}` is gone (cancelled or ended elsewhere).",
                     self.file.name
@@ -182,24 +181,33 @@ impl Run {
     }
 
     fn hand_back(&self) -> Result<(), Failure> {
-        hand_back(
+        run_loop::hand_back(
             &self.project,
             &self.file,
             &self.driver,
             self.previous_owner.as_deref(),
-        )
+        )?;
+        Ok(())
     }
 
     /// The agent could not give this iteration a reply: the loop is left
     /// as it was found (or ended, if this run armed it).
     fn give_up_here(&self, why: &str, iteration: u64) -> Failure {
-        give_up(
+        let previous_owner = self.previous_owner.as_deref();
+        let gave_up = run_loop::give_up(
             &self.project,
             &self.registry,
             &self.file,
             &self.driver,
             self.armed_here,
-            self.previous_owner.as_deref(),
+            previous_owner,
+            why,
+        );
+        gave_up_message(
+            &self.project,
+            &self.file.name,
+            gave_up,
+            previous_owner,
             why,
             iteration,
         )
@@ -276,8 +284,7 @@ impl Run {
         let denied_again = !reply.denials.is_empty() && reply.denials == self.last_denials;
         self.last_denials = reply.denials.clone();
         self.done_here += 1;
-        let judged = run_loop::judge(&self.project, &self.registry, &live, &reply, &self.driver)
-            .map_err(|e| e.to_string())?;
+        let judged = run_loop::judge(&self.project, &self.registry, &live, &reply, &self.driver)?;
         let step = match judged {
             None => {
                 say!(
@@ -376,68 +383,16 @@ fn seen_tokens(state: &LoopState, added: Option<u64>) -> String {
     }
 }
 
-/// Reads the loop under the lock: its text and state, or `None` if it is
-/// gone. A loop that is not (or no longer) armed on this machine is refused,
-/// at every iteration: its prompt or verify command may have changed.
-fn read(project: &Project, registry: &Registry, file: &LoopFile) -> Result<Option<Loop>, Failure> {
-    let _lock = project.lock().map_err(|e| e.to_string())?;
-    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    require_armed(project, registry, file, &live.state)?;
-    Ok(Some(live))
-}
-
-/// Refuses a loop that is not armed on this machine, with the way to adopt it.
-fn require_armed(
-    project: &Project,
-    registry: &Registry,
-    file: &LoopFile,
-    state: &LoopState,
-) -> Result<(), Failure> {
-    let root = ralph_core::registry::canonical_root(project).ok();
-    let arming = ralph_core::registry::arming(Some(registry), root.as_deref(), &file.name, state);
-    match loops::not_armed_note(&arming, &file.name, None) {
-        None => Ok(()),
-        Some(note) => Err(format!(
-            "{}: {note}; nothing was run",
-            messages::escape_controls(&file.path.display().to_string())
-        )
-        .into()),
-    }
-}
-
-/// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
-/// its owner becomes this run, so no session's Stop hook drives it meanwhile.
-/// Only a loop armed on this machine is taken over. Returns the owner id
-/// written (with the session to hand back to, should this run die) and the
-/// owner to hand the loop back to when the run ends.
+/// Takes over a loop armed earlier and says from whom. Returns the owner
+/// id written and the owner to hand the loop back to when the run ends.
 fn take_over(
     project: &Project,
     registry: &Registry,
     name: &str,
     own_id: &str,
 ) -> Result<(String, Option<String>), Failure> {
-    let file = LoopFile {
-        name: name.to_owned(),
-        path: project.loop_path(name),
-    };
-    let _lock = project.lock().map_err(|e| e.to_string())?;
-    if ralph_core::safe_fs::kind_at(&file.path).is_none() {
-        return Err(Failure::usage(format!(
-            "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
-        )));
-    }
-    let Some(live) = Loop::load(file.clone()).map_err(|e| e.to_string())? else {
-        return Err(Failure::usage(format!(
-            "no loop named `{name}` to resume; give a task to arm one: ralph run --name {name} \"<task>\""
-        )));
-    };
-    require_armed(project, registry, &file, &live.state)?;
-    let state = live.state.clone();
-    let driver = ralph_core::driver::taking_over(own_id, state.session_id.as_deref());
-    live.set_owner(&driver).map_err(|e| e.to_string())?;
-    let was = match state.session_id.as_deref() {
+    let taken = run_loop::take_over(project, registry, name, own_id)?;
+    let was = match taken.found.session_id.as_deref() {
         Some(o) if ralph_core::driver::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
@@ -449,31 +404,9 @@ fn take_over(
     };
     say!(
         "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
-        state.iteration_label(),
+        taken.found.iteration_label(),
     );
-    // Handed back to the session it came from; a loop taken from a dead run
-    // that had no session goes back to that run's id, inert as it was found.
-    let back_to = match driver.split_once(':') {
-        Some((_, session)) => Some(session.to_owned()),
-        None => state.session_id,
-    };
-    Ok((driver, back_to))
-}
-
-/// Gives the loop back to the session that drove it before (or, if it was
-/// armed by this run, to the first session that stops in the project).
-fn hand_back(
-    project: &Project,
-    file: &LoopFile,
-    driver: &str,
-    owner: Option<&str>,
-) -> Result<(), Failure> {
-    let _lock = project.lock().map_err(|e| e.to_string())?;
-    let Ok(Some(live)) = Loop::load(file.clone()) else {
-        return Ok(());
-    };
-    live.hand_back(driver, owner).map_err(|e| e.to_string())?;
-    Ok(())
+    Ok((taken.driver, taken.back_to))
 }
 
 /// Ctrl-C: the agent is already stopped; record the loop as cancelled.
@@ -483,10 +416,7 @@ fn interrupted(
     file: &LoopFile,
     started: Instant,
 ) -> Outcome {
-    let now = Timestamp::now();
-    let ended = loops::cancel(project, Some(registry), Some(&file.name), false, None, now)
-        .map_err(|e| e.to_string())?
-        .ended;
+    let ended = run_loop::record_interrupted(project, registry, &file.name)?;
     say!();
     for (name, iteration, record) in ended {
         say!(
@@ -551,8 +481,7 @@ fn denials_summary(all: &[String]) -> String {
     )
 }
 
-/// The same refusal twice in a row: the agent cannot do its task this way,
-/// and every further iteration would be spent on it. End the loop as denied.
+/// The same refusal twice in a row: the loop ends as denied.
 fn end_denied(
     project: &Project,
     registry: &Registry,
@@ -562,18 +491,8 @@ fn end_denied(
     done_here: u64,
     elapsed: &str,
 ) -> Outcome {
-    let why = "Claude Code refused the agent the same tool use twice in a row";
-    let ended = loops::end_driven(
-        project,
-        Some(registry),
-        &file.name,
-        driver,
-        LoopOutcome::Denied,
-        why,
-        Timestamp::now(),
-    )
-    .map_err(|e| e.to_string())?;
-    if let Some((_, record)) = ended {
+    let why = run_loop::DENIED_TWICE;
+    if let Some(record) = run_loop::end_denied(project, registry, &file.name, driver)? {
         say!(
             "{}",
             messages::ended(
@@ -592,56 +511,33 @@ fn end_denied(
     Err(Failure::ended())
 }
 
-/// The agent could not run. A loop taken over goes back to its owner as it
-/// was; a loop this run armed ends as failed, so no unrelated session that
-/// stops here later is fed its task.
-#[allow(clippy::too_many_arguments)]
-fn give_up(
+/// The agent could not run: what became of the loop, told after `why`.
+fn gave_up_message(
     project: &Project,
-    registry: &Registry,
-    file: &LoopFile,
-    driver: &str,
-    armed_here: bool,
+    name: &str,
+    gave_up: GaveUp,
     previous_owner: Option<&str>,
     why: &str,
     iteration: u64,
 ) -> Failure {
-    if armed_here {
-        let ended = loops::end_driven(
-            project,
-            Some(registry),
-            &file.name,
-            driver,
-            LoopOutcome::Failed,
-            why.lines().next().unwrap_or(why),
-            Timestamp::now(),
-        );
-        return match ended {
-            Ok(Some((_, record))) => format!(
-                "{why}\nThe loop `{}` this run armed was ended as failed at iteration {iteration}, so no other session is fed its task. Record: {}",
-                file.name,
-                super::display(project, &record)
-            )
-            .into(),
-            Ok(None) => format!("{why}\nThe loop `{}` is no longer this run's; it was left as it is.", file.name).into(),
-            Err(e) => format!("{why}\nThe loop `{}` could not be ended ({e}); cancel it: ralph cancel --name {}", file.name, file.name).into(),
-        };
-    }
-    let back = hand_back(project, file, driver, previous_owner);
-    let to = match (back, previous_owner) {
-        (Err(e), _) => format!(
-            "could not be handed back ({}); cancel it or run again",
-            e.message
+    let to = match gave_up {
+        GaveUp::Ended(record) => return format!(
+            "{why}\nThe loop `{name}` this run armed was ended as failed at iteration {iteration}, so no other session is fed its task. Record: {}",
+            super::display(project, &record)
+        )
+        .into(),
+        GaveUp::NotOurs => return format!("{why}\nThe loop `{name}` is no longer this run's; it was left as it is.").into(),
+        GaveUp::EndFailed(e) => return format!("{why}\nThe loop `{name}` could not be ended ({e}); cancel it: ralph cancel --name {name}").into(),
+        GaveUp::HandedBack(Err(e)) => format!(
+            "could not be handed back ({e}); cancel it or run again"
         ),
-        (Ok(()), Some(owner)) => format!(
-            "was handed back to {} as it was",
-            messages::escape_controls(owner)
-        ),
-        (Ok(()), None) => "was handed back unclaimed, as it was before this run".to_owned(),
+        GaveUp::HandedBack(Ok(())) => match previous_owner {
+            Some(owner) => format!(
+                "was handed back to {} as it was",
+                messages::escape_controls(owner)
+            ),
+            None => "was handed back unclaimed, as it was before this run".to_owned(),
+        },
     };
-    format!(
-        "{why}\nThe loop `{}` was left at iteration {iteration} and {to}.",
-        file.name
-    )
-    .into()
+    format!("{why}\nThe loop `{name}` was left at iteration {iteration} and {to}.").into()
 }
