@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::answer::Answer;
+use crate::context::HookContext;
 use crate::frontmatter::quote;
-use crate::hook::HookContext;
 use crate::lifecycle::{self, LogEntry, Logged, WriteError};
 use crate::loops::{self, Live, LoopError};
 use crate::messages;
