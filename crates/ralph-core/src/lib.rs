@@ -5,6 +5,7 @@ pub mod agent;
 pub mod agent_presets;
 pub mod answer;
 pub mod arguments;
+pub mod context;
 pub mod decide;
 pub mod display;
 pub mod driver;

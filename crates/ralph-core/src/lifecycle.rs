@@ -250,6 +250,27 @@ pub fn archive_as_is(
     project.archive(file, ended, suffix)
 }
 
+/// `text` (the file's text as read) with `fields` set, proven to read back
+/// as intended.
+fn rewritten(file: &LoopFile, text: &str, fields: &[(&str, String)]) -> Result<String, WriteError> {
+    rewrite::set_fields(text, fields).map_err(|source| WriteError::Rewrite {
+        path: file.path.clone(),
+        source,
+    })
+}
+
+/// [`Loop::write`] for a loop file read as `text` under the lock the caller
+/// holds (the session hooks, which read every live loop at once): writes
+/// `fields`, or refuses and writes nothing.
+pub fn write_fields(
+    file: &LoopFile,
+    text: &str,
+    fields: &[(&str, String)],
+) -> Result<(), WriteError> {
+    let updated = rewritten(file, text, fields)?;
+    Ok(store::write_atomic(&file.path, &updated)?)
+}
+
 impl Loop {
     /// Reads `file` under the lock the caller holds: `None` when it is gone.
     pub fn load(file: LoopFile) -> Result<Option<Self>, LoadError> {
@@ -266,17 +287,13 @@ impl Loop {
 
     /// The file's text with `fields` set, proven to read back as intended.
     fn rewritten(&self, fields: &[(&str, String)]) -> Result<String, WriteError> {
-        rewrite::set_fields(&self.text, fields).map_err(|source| WriteError::Rewrite {
-            path: self.file.path.clone(),
-            source,
-        })
+        rewritten(&self.file, &self.text, fields)
     }
 
     /// Writes `fields` into the file, or refuses (and writes nothing) when
     /// the rewrite does not read back exactly as intended.
     pub fn write(&self, fields: &[(&str, String)]) -> Result<(), WriteError> {
-        let updated = self.rewritten(fields)?;
-        Ok(store::write_atomic(&self.file.path, &updated)?)
+        write_fields(&self.file, &self.text, fields)
     }
 
     /// [`Loop::write`] for a turn that goes on: the counters need not survive

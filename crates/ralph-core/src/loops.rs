@@ -650,7 +650,7 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
         (None, true) => LoopStatus::Active,
         (None, false) => LoopStatus::Paused,
     };
-    r.outcome = s.outcome.clone();
+    r.outcome = s.outcome.as_ref().map(|o| o.as_str().to_owned());
     r.iteration = Some(s.iteration);
     r.max_iterations = Some(s.max_iterations);
     r.session_id = s.session_id.clone();

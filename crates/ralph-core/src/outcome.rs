@@ -61,6 +61,69 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// Every outcome, in the order of the enum.
+    pub const ALL: [Outcome; 13] = [
+        Self::Completed,
+        Self::MaxIterations,
+        Self::Aborted,
+        Self::TimeBudget,
+        Self::TokenBudget,
+        Self::Stuck,
+        Self::NoProgress,
+        Self::BlockCap,
+        Self::VerifyFailures,
+        Self::Cancelled,
+        Self::Corrupt,
+        Self::Denied,
+        Self::Failed,
+    ];
+
+    /// The outcome whose word is `word`, if ralph writes that word.
+    pub fn from_word(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == word)
+    }
+}
+
+/// The `outcome:` field as a loop file holds it. Any word marks the loop as
+/// ended; one ralph does not write (a newer ralph's, a hand edit) is kept
+/// and shown as it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordedOutcome {
+    Known(Outcome),
+    Unknown(String),
+}
+
+impl RecordedOutcome {
+    pub fn parse(word: String) -> Self {
+        Outcome::from_word(&word).map_or(Self::Unknown(word), Self::Known)
+    }
+
+    /// The word as written in the file.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Known(o) => o.as_str(),
+            Self::Unknown(word) => word,
+        }
+    }
+
+    /// The outcome, when ralph knows its word.
+    pub fn known(&self) -> Option<Outcome> {
+        match self {
+            Self::Known(o) => Some(*o),
+            Self::Unknown(_) => None,
+        }
+    }
+}
+
+/// Reads as its word, so `state.outcome.as_deref()` is the word written.
+impl std::ops::Deref for RecordedOutcome {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 /// A loop's state as `ralph status` reports it; serialised as the word
 /// shown (`active`, `paused`, …), as before it was a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -96,6 +159,20 @@ impl std::fmt::Display for LoopStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_outcome_word_reads_back_and_an_unknown_word_is_kept() {
+        for o in Outcome::ALL {
+            assert_eq!(
+                RecordedOutcome::parse(o.as_str().to_owned()),
+                RecordedOutcome::Known(o)
+            );
+        }
+        let odd = RecordedOutcome::parse("merged_elsewhere".to_owned());
+        assert_eq!(odd, RecordedOutcome::Unknown("merged_elsewhere".to_owned()));
+        assert_eq!(odd.as_str(), "merged_elsewhere");
+        assert_eq!(odd.known(), None);
+    }
 
     #[test]
     fn a_status_serialises_as_the_word_it_shows() {

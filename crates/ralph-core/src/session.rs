@@ -14,17 +14,17 @@ pub mod rules;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::answer::Answer;
+use crate::context::HookContext;
 use crate::frontmatter::quote;
-use crate::hook::HookContext;
+use crate::lifecycle::{self, LogEntry, Logged, WriteError};
 use crate::loops::{self, Live, LoopError};
 use crate::messages;
 use crate::ownership::{self, Candidate, Selection};
 use crate::registry::{self, Arming};
 use crate::state::LoopState;
-use crate::store::{self, Project, StoreError};
+use crate::store::{Project, StoreError};
 use rules::{EndRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -89,8 +89,8 @@ pub enum SessionError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Loop(#[from] LoopError),
-    #[error("{path}: {message}")]
-    Rewrite { path: PathBuf, message: String },
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// `UserPromptSubmit`. Never blocks the prompt.
@@ -194,13 +194,7 @@ fn live_loops(
 /// A proven rewrite (`rewrite::set_fields`): every field written reads back,
 /// nothing else changes; otherwise nothing is written.
 fn rewrite(live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
-    let updated =
-        crate::rewrite::set_fields(&live.text, fields).map_err(|e| SessionError::Rewrite {
-            path: live.file.path.clone(),
-            message: e.to_string(),
-        })?;
-    store::write_atomic(&live.file.path, &updated)?;
-    Ok(())
+    Ok(lifecycle::write_fields(&live.file, &live.text, fields)?)
 }
 
 fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
@@ -234,10 +228,14 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         live,
         &[(rules::PROMPT_NOTICE_FIELD, state.iteration.to_string())],
     )?;
-    let _ = project.append_log(
-        &live.file.name,
-        &json!({"time": ctx.hook.now.to_string(), "session": session, "iteration": state.iteration, "decision": "prompt", "why": "the user wrote to the session while the loop was armed (its turn had ended without a stop: interrupted or cut)"}).to_string(),
-    );
+    LogEntry::new(
+        ctx.hook.now,
+        Logged::Prompt,
+        "the user wrote to the session while the loop was armed (its turn had ended without a stop: interrupted or cut)",
+    )
+    .session(session)
+    .iteration(state.iteration)
+    .append(&project, &live.file.name);
     Ok(Answer::Notice(messages::prompt_into_loop(
         &live.file.name,
         state,
@@ -305,10 +303,13 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
         };
         fields.push(("active", "false".to_owned()));
         rewrite(live, &fields)?;
-        let _ = project.append_log(
-            &live.file.name,
-            &json!({"time": ctx.hook.now.to_string(), "session": session, "iteration": state.iteration, "decision": "pause", "reason": reason, "why": why}).to_string(),
-        );
+        LogEntry {
+            reason: reason.map(str::to_owned),
+            ..LogEntry::new(ctx.hook.now, Logged::Pause, why.as_str())
+        }
+        .session(session)
+        .iteration(state.iteration)
+        .append(&project, &live.file.name);
         notices.push(if handing_over {
             messages::handed_over_at_clear(&live.file.name, state)
         } else {
@@ -382,10 +383,17 @@ fn take_over(
                 (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
             ],
         )?;
-        let _ = project.append_log(
-            &live.file.name,
-            &json!({"time": ctx.hook.now.to_string(), "session": session, "iteration": state.iteration, "decision": "handover", "from": state.session_id, "why": "kept across /clear: the new conversation of the same client owns the loop now"}).to_string(),
-        );
+        LogEntry {
+            from: state.session_id.clone(),
+            ..LogEntry::new(
+                ctx.hook.now,
+                Logged::Handover,
+                "kept across /clear: the new conversation of the same client owns the loop now",
+            )
+        }
+        .session(session)
+        .iteration(state.iteration)
+        .append(project, &live.file.name);
         notices.push(messages::kept_after_clear(
             &live.file.name,
             state,

@@ -35,7 +35,7 @@ pub struct LoopState {
     pub guards: Guards,
     pub progress: Progress,
     /// Set once the loop has ended (only in history records).
-    pub outcome: Option<String>,
+    pub outcome: Option<crate::outcome::RecordedOutcome>,
     pub ended_at: Option<Timestamp>,
     /// `ralph_nonce`: binds the file to its record in the per-user registry.
     pub nonce: Option<String>,
@@ -298,7 +298,7 @@ impl LoopState {
                     .unwrap_or(0),
                 verify_failures: count("verify_failures", raw.verify_failures)?.unwrap_or(0),
             },
-            outcome: non_empty(raw.outcome),
+            outcome: non_empty(raw.outcome).map(crate::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
             nonce: non_empty(raw.ralph_nonce),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use ralph_core::fanout::{self, MergeMode, Next, Row, Story, StoryRecord, StoryState, valid_id};
 use ralph_core::fanout_git as fg;
+use ralph_core::outcome::{self as ended, RecordedOutcome};
 use ralph_core::process::GroupChild;
 use ralph_core::safe_fs;
 use ralph_core::state::LoopState;
@@ -399,7 +400,10 @@ impl Fleet {
         let record = StoryRecord {
             story: slot.story.id.clone(),
             state: StoryState::Ended,
-            outcome: outcome.clone().unwrap_or_else(|| "failed".into()),
+            outcome: outcome
+                .as_deref()
+                .unwrap_or(ended::Outcome::Failed.as_str())
+                .to_owned(),
             iterations,
             tokens,
             seconds: slot.started.elapsed().as_secs(),
@@ -407,7 +411,7 @@ impl Fleet {
             note: String::new(),
         };
         match code {
-            Some(0) if outcome.as_deref() == Some("completed") => {
+            Some(0) if outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed)) => {
                 self.bring_home(&slot.story, &slot.worktree, record)
             }
             Some(130) => StoryRecord {
@@ -623,7 +627,7 @@ impl Fleet {
 
 /// The outcome, iterations and tokens of the newest history record of the
 /// loop `name` in a worktree.
-fn last_record(worktree: &Path, name: &str) -> (Option<String>, u64, u64) {
+fn last_record(worktree: &Path, name: &str) -> (Option<RecordedOutcome>, u64, u64) {
     let history = Project {
         root: worktree.to_owned(),
     }

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use ralph_core::hook::HookContext;
+use ralph_core::context::HookContext;
 use ralph_core::loops;
 use ralph_core::time::{Timestamp, format_duration};
 use serde_json::Value;
