@@ -304,14 +304,7 @@ fn sigkill_at_any_moment_never_tears_the_loop_file() {
             "unexpected temp file {name}"
         );
     }
-    let listed: Vec<String> = Project {
-        root: root.to_owned(),
-    }
-    .loop_files()
-    .expect("list loops")
-    .into_iter()
-    .map(|f| f.name)
-    .collect();
+    let listed = loop_names(root);
     assert_eq!(listed, ["ralph"], "temp files must not be taken for loops");
 
     let mut child = hook(root).spawn().expect("spawn ralph hook stop");
@@ -441,14 +434,7 @@ fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
     assert_eq!(stop("next turn")["decision"], "block");
     assert_eq!(state(root).iteration, iteration + 1);
     assert_eq!(temp_files(root), temps);
-    let listed: Vec<String> = Project {
-        root: root.to_owned(),
-    }
-    .loop_files()
-    .expect("list loops")
-    .into_iter()
-    .map(|f| f.name)
-    .collect();
+    let listed = loop_names(root);
     assert_eq!(
         listed,
         ["ralph"],
@@ -470,4 +456,16 @@ fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
         temp_files(root).is_empty(),
         "the stale temp file was not removed"
     );
+}
+
+/// The names of the loop files `root` holds, as the hook lists them.
+fn loop_names(root: &std::path::Path) -> Vec<String> {
+    Project {
+        root: root.to_owned(),
+    }
+    .loop_files()
+    .expect("list loops")
+    .into_iter()
+    .map(|f| f.name)
+    .collect()
 }
