@@ -193,21 +193,16 @@ macro_rules! raw_fields {
     };
 }
 
-raw_fields!(
+// The guards' own fields come from `guards.rs`, in the middle of the list
+// (the order is the order in which problems are reported).
+crate::guards::with_guard_fields!(raw_fields!(
     active,
     iteration,
     max_iterations,
     session_id,
     completion_promise,
     abort_promise,
-    started_at,
-    max_duration,
-    max_tokens,
-    verify,
-    verify_timeout,
-    stuck_after,
-    no_progress_after,
-    max_verify_failures,
+    started_at;
     tokens_used,
     transcript_offset,
     last_message_id,
@@ -225,7 +220,7 @@ raw_fields!(
     ended_at,
     ralph_nonce,
     fresh_context,
-);
+));
 
 /// The largest iteration count, limit or breaker threshold a file may hold.
 pub const MAX_COUNT: u64 = 1_000_000_000;
@@ -250,27 +245,15 @@ impl LoopState {
         let count = |field, value: Option<String>| number(field, value.as_deref(), MAX_COUNT);
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
-            iteration: count("iteration", raw.iteration)?.unwrap_or(1),
-            max_iterations: count("max_iterations", raw.max_iterations)?
+            iteration: count("iteration", raw.iteration.clone())?.unwrap_or(1),
+            max_iterations: count("max_iterations", raw.max_iterations.clone())?
                 .unwrap_or(DEFAULT_MAX_ITERATIONS),
-            session_id: non_empty(raw.session_id),
-            completion_promise: promise(raw.completion_promise),
-            abort_promise: promise(raw.abort_promise),
+            session_id: non_empty(raw.session_id.clone()),
+            completion_promise: promise(raw.completion_promise.clone()),
+            abort_promise: promise(raw.abort_promise.clone()),
             started_at: timestamp("started_at", raw.started_at.as_deref())?,
-            guards: Guards {
-                max_duration_secs: duration("max_duration", raw.max_duration.as_deref())?,
-                max_tokens: number("max_tokens", raw.max_tokens.as_deref(), MAX_TOKENS)?
-                    .filter(|&n| n > 0),
-                verify: non_empty(raw.verify),
-                verify_timeout_secs: duration("verify_timeout", raw.verify_timeout.as_deref())?
-                    .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
-                    .clamp(1, MAX_VERIFY_TIMEOUT),
-                stuck_after: count("stuck_after", raw.stuck_after)?.unwrap_or(DEFAULT_STUCK_AFTER),
-                no_progress_after: count("no_progress_after", raw.no_progress_after)?
-                    .unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
-                max_verify_failures: count("max_verify_failures", raw.max_verify_failures)?
-                    .unwrap_or(crate::guards::DEFAULT_MAX_VERIFY_FAILURES),
-            },
+            // Borrowed, not moved: the fields above were cloned for it.
+            guards: Guards::read(&raw)?,
             progress: Progress {
                 tokens_used: number("tokens_used", raw.tokens_used.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
@@ -556,7 +539,7 @@ fn line_number(detail: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
-fn non_empty(value: Option<String>) -> Option<String> {
+pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
@@ -568,7 +551,11 @@ fn promise(value: Option<String>) -> Option<String> {
 /// Reads a whole decimal number no larger than `cap`. Leading zeros are
 /// decimal (`08` is 8): unlike bash arithmetic, nothing here is octal. A
 /// number past its cap is an error, never wrapped or clamped.
-fn number(field: &'static str, value: Option<&str>, cap: u64) -> Result<Option<u64>, StateError> {
+pub(crate) fn number(
+    field: &'static str,
+    value: Option<&str>,
+    cap: u64,
+) -> Result<Option<u64>, StateError> {
     let Some(raw) = value else { return Ok(None) };
     let trimmed = raw.trim().trim_matches(['"', '\'']).replace('_', "");
     if trimmed.is_empty() {
@@ -632,7 +619,10 @@ fn timestamp(field: &'static str, value: Option<&str>) -> Result<Option<Timestam
     }
 }
 
-fn duration(field: &'static str, value: Option<&str>) -> Result<Option<u64>, StateError> {
+pub(crate) fn duration(
+    field: &'static str,
+    value: Option<&str>,
+) -> Result<Option<u64>, StateError> {
     match value.map(str::trim) {
         None | Some("") | Some("null") => Ok(None),
         Some(v) => parse_duration(v)
