@@ -41,8 +41,10 @@ pub struct Guards {
 /// between the fields before and after them, so that `state.rs`'s list of
 /// fields does not name them: a new guard adds its field here, its reading
 /// in [`Guards::read`], its row in [`OPTIONS`], its rule in `decide`.
+/// The guards' counters ([`GuardCounts`]) go between the middle and the
+/// last part.
 macro_rules! with_guard_fields {
-    ($callback:ident!($($before:ident),* ; $($after:ident),* $(,)?)) => {
+    ($callback:ident!($($before:ident),* ; $($middle:ident),* ; $($after:ident),* $(,)?)) => {
         $callback!(
             $($before,)*
             max_duration,
@@ -52,6 +54,8 @@ macro_rules! with_guard_fields {
             stuck_after,
             no_progress_after,
             max_verify_failures,
+            $($middle,)*
+            verify_failures,
             $($after,)*
         );
     };
@@ -75,6 +79,33 @@ impl Guards {
             max_verify_failures: count("max_verify_failures")?
                 .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
         })
+    }
+}
+
+/// What the guards count from stop to stop, kept in the loop file beside
+/// the loop's own progress.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GuardCounts {
+    /// Verification gates failed so far (see `Guards::max_verify_failures`).
+    pub verify_failures: u64,
+}
+
+impl GuardCounts {
+    /// The counts as a loop file writes them; errors name the field.
+    pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
+        let count = |name| number(name, raw.get(name), MAX_COUNT);
+        Ok(Self {
+            verify_failures: count("verify_failures")?.unwrap_or(0),
+        })
+    }
+
+    /// The counts that changed since `old`, as frontmatter values.
+    pub(crate) fn changed_fields(&self, old: &Self) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
+        if self.verify_failures != old.verify_failures {
+            fields.push(("verify_failures", self.verify_failures.to_string()));
+        }
+        fields
     }
 }
 
@@ -220,10 +251,10 @@ impl Guards {
                 progress.no_progress_count, self.no_progress_after
             ));
         }
-        if self.max_verify_failures > 0 && progress.verify_failures > 0 {
+        if self.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
             out.push(format!(
                 "failed checks {}/{}",
-                progress.verify_failures, self.max_verify_failures
+                progress.counts.verify_failures, self.max_verify_failures
             ));
         }
         out.join(" · ")

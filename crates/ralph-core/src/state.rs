@@ -14,7 +14,7 @@ use crate::time::{Timestamp, parse_duration};
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
 pub use crate::guards::{
-    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, Guards,
+    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards,
     MAX_VERIFY_TIMEOUT,
 };
 
@@ -74,8 +74,8 @@ pub struct Progress {
     /// transcript (0 when the transcript held it): `tokens_used` is known,
     /// this much may be missing.
     pub unseen_tokens: u64,
-    /// Verification gates failed so far (see `Guards::max_verify_failures`).
-    pub verify_failures: u64,
+    /// What the guards count from stop to stop (`guards.rs`).
+    pub counts: GuardCounts,
 }
 
 impl Progress {
@@ -112,7 +112,7 @@ impl Progress {
             new.largest_reply_tokens,
         );
         num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
-        num("verify_failures", old.verify_failures, new.verify_failures);
+        fields.extend(new.counts.changed_fields(&old.counts));
         if let Some(elapsed) = new
             .elapsed_secs
             .filter(|_| old.elapsed_secs != new.elapsed_secs)
@@ -214,8 +214,7 @@ crate::guards::with_guard_fields!(raw_fields!(
     elapsed_secs,
     clock_at,
     largest_reply_tokens,
-    unseen_tokens,
-    verify_failures,
+    unseen_tokens;
     outcome,
     ended_at,
     ralph_nonce,
@@ -242,11 +241,11 @@ impl LoopState {
     }
 
     pub(crate) fn from_raw(raw: RawFields, body: &str) -> Result<Self, StateError> {
-        let count = |field, value: Option<String>| number(field, value.as_deref(), MAX_COUNT);
+        let count = |field, value: &Option<String>| number(field, value.as_deref(), MAX_COUNT);
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
-            iteration: count("iteration", raw.iteration.clone())?.unwrap_or(1),
-            max_iterations: count("max_iterations", raw.max_iterations.clone())?
+            iteration: count("iteration", &raw.iteration)?.unwrap_or(1),
+            max_iterations: count("max_iterations", &raw.max_iterations)?
                 .unwrap_or(DEFAULT_MAX_ITERATIONS),
             session_id: non_empty(raw.session_id.clone()),
             completion_promise: promise(raw.completion_promise.clone()),
@@ -263,12 +262,12 @@ impl LoopState {
                     MAX_OFFSET,
                 )?
                 .unwrap_or(0),
-                last_message_id: non_empty(raw.last_message_id),
-                reply_fingerprint: non_empty(raw.reply_fingerprint),
-                same_reply_count: count("same_reply_count", raw.same_reply_count)?.unwrap_or(0),
-                tree_fingerprint: non_empty(raw.tree_fingerprint),
-                no_progress_count: count("no_progress_count", raw.no_progress_count)?.unwrap_or(0),
-                idle_blocks: count("idle_blocks", raw.idle_blocks)?.unwrap_or(0),
+                last_message_id: non_empty(raw.last_message_id.clone()),
+                reply_fingerprint: non_empty(raw.reply_fingerprint.clone()),
+                same_reply_count: count("same_reply_count", &raw.same_reply_count)?.unwrap_or(0),
+                tree_fingerprint: non_empty(raw.tree_fingerprint.clone()),
+                no_progress_count: count("no_progress_count", &raw.no_progress_count)?.unwrap_or(0),
+                idle_blocks: count("idle_blocks", &raw.idle_blocks)?.unwrap_or(0),
                 elapsed_secs: duration("elapsed_secs", raw.elapsed_secs.as_deref())?,
                 clock_at: timestamp("clock_at", raw.clock_at.as_deref())?,
                 largest_reply_tokens: number(
@@ -279,11 +278,11 @@ impl LoopState {
                 .unwrap_or(0),
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
-                verify_failures: count("verify_failures", raw.verify_failures)?.unwrap_or(0),
+                counts: GuardCounts::read(&raw)?,
             },
-            outcome: non_empty(raw.outcome).map(crate::outcome::RecordedOutcome::parse),
+            outcome: non_empty(raw.outcome.clone()).map(crate::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
-            nonce: non_empty(raw.ralph_nonce),
+            nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
         })
