@@ -362,12 +362,12 @@ fn max_verify_failures_ends_the_loop_after_that_many_refused_promises() {
     assert!(blocked(&a) && reason(&a).contains("refused"), "{a}");
     let s = p.state();
     assert_eq!(
-        (s.guards.max_verify_failures, s.progress.verify_failures),
+        (s.guards.max_verify_failures, s.progress.counts.verify_failures),
         (2, 1)
     );
     assert!(blocked(&p.stop("working on it")));
     assert_eq!(
-        p.state().progress.verify_failures,
+        p.state().progress.counts.verify_failures,
         1,
         "a turn without the gate keeps the count"
     );

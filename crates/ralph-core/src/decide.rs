@@ -122,14 +122,18 @@ fn completion_promise(
 /// gates have failed. A passing gate completes the loop, so the count
 /// never needs resetting: the failures counted are all in a row.
 fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) -> Result<(), Early> {
-    progress.verify_failures = progress.verify_failures.saturating_add(1).min(MAX_COUNT);
+    progress.counts.verify_failures = progress
+        .counts
+        .verify_failures
+        .saturating_add(1)
+        .min(MAX_COUNT);
     let limit = state.guards.max_verify_failures;
-    if limit > 0 && progress.verify_failures >= limit {
+    if limit > 0 && progress.counts.verify_failures >= limit {
         return Err(Early::End(
             Outcome::VerifyFailures,
             format!(
                 "the promise was refused {} times: `{command}` kept failing",
-                progress.verify_failures
+                progress.counts.verify_failures
             ),
         ));
     }
@@ -512,14 +516,14 @@ mod tests {
         else {
             panic!("the first failure is refused, not the end")
         };
-        assert_eq!(progress.verify_failures, 1);
+        assert_eq!(progress.counts.verify_failures, 1);
         assert!(notes[0].contains("was refused"), "{notes:?}");
         // A turn without the promise keeps the count.
         s.progress = progress;
         let Decision::Continue { progress, .. } = decide(&s, &seen("working")) else {
             panic!()
         };
-        assert_eq!(progress.verify_failures, 1);
+        assert_eq!(progress.counts.verify_failures, 1);
         s.progress = progress;
         match decide(&s, &o) {
             Decision::End { outcome, detail } => {
@@ -531,7 +535,7 @@ mod tests {
         }
         // Off (the default): failures are counted, never end the loop.
         s.guards.max_verify_failures = 0;
-        s.progress.verify_failures = 1_000;
+        s.progress.counts.verify_failures = 1_000;
         assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
     }
 

@@ -6,7 +6,9 @@
 
 use crate::arguments::{ArgumentsError, Kind, check_duration, check_number};
 use crate::frontmatter::quote;
-use crate::state::{LoopState, Progress};
+use crate::state::{
+    LoopState, MAX_COUNT, MAX_TOKENS, Progress, RawFields, StateError, duration, non_empty, number,
+};
 use crate::time::format_duration;
 
 /// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
@@ -33,6 +35,78 @@ pub struct Guards {
     pub no_progress_after: u64,
     /// Failed verification gates (refused promises) that end the loop; 0: off.
     pub max_verify_failures: u64,
+}
+
+/// Calls `$callback!` with the loop-file fields of the guards' settings
+/// between the fields before and after them, so that `state.rs`'s list of
+/// fields does not name them: a new guard adds its field here, its reading
+/// in [`Guards::read`], its row in [`OPTIONS`], its rule in `decide`.
+/// The guards' counters ([`GuardCounts`]) go between the middle and the
+/// last part.
+macro_rules! with_guard_fields {
+    ($callback:ident!($($before:ident),* ; $($middle:ident),* ; $($after:ident),* $(,)?)) => {
+        $callback!(
+            $($before,)*
+            max_duration,
+            max_tokens,
+            verify,
+            verify_timeout,
+            stuck_after,
+            no_progress_after,
+            max_verify_failures,
+            $($middle,)*
+            verify_failures,
+            $($after,)*
+        );
+    };
+}
+pub(crate) use with_guard_fields;
+
+impl Guards {
+    /// The guards' settings as a loop file writes them; errors name the field.
+    pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
+        let field = |name| raw.get(name);
+        let count = |name| number(name, field(name), MAX_COUNT);
+        Ok(Self {
+            max_duration_secs: duration("max_duration", field("max_duration"))?,
+            max_tokens: number("max_tokens", field("max_tokens"), MAX_TOKENS)?.filter(|&n| n > 0),
+            verify: non_empty(field("verify").map(str::to_owned)),
+            verify_timeout_secs: duration("verify_timeout", field("verify_timeout"))?
+                .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
+                .clamp(1, MAX_VERIFY_TIMEOUT),
+            stuck_after: count("stuck_after")?.unwrap_or(DEFAULT_STUCK_AFTER),
+            no_progress_after: count("no_progress_after")?.unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
+            max_verify_failures: count("max_verify_failures")?
+                .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
+        })
+    }
+}
+
+/// What the guards count from stop to stop, kept in the loop file beside
+/// the loop's own progress.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GuardCounts {
+    /// Verification gates failed so far (see `Guards::max_verify_failures`).
+    pub verify_failures: u64,
+}
+
+impl GuardCounts {
+    /// The counts as a loop file writes them; errors name the field.
+    pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
+        let count = |name| number(name, raw.get(name), MAX_COUNT);
+        Ok(Self {
+            verify_failures: count("verify_failures")?.unwrap_or(0),
+        })
+    }
+
+    /// The counts that changed since `old`, as frontmatter values.
+    pub(crate) fn changed_fields(&self, old: &Self) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
+        if self.verify_failures != old.verify_failures {
+            fields.push(("verify_failures", self.verify_failures.to_string()));
+        }
+        fields
+    }
 }
 
 /// One guard's option: its `--flag`, its field in the loop file, the kind
@@ -177,10 +251,10 @@ impl Guards {
                 progress.no_progress_count, self.no_progress_after
             ));
         }
-        if self.max_verify_failures > 0 && progress.verify_failures > 0 {
+        if self.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
             out.push(format!(
                 "failed checks {}/{}",
-                progress.verify_failures, self.max_verify_failures
+                progress.counts.verify_failures, self.max_verify_failures
             ));
         }
         out.join(" · ")

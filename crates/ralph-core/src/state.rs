@@ -14,7 +14,7 @@ use crate::time::{Timestamp, parse_duration};
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
 pub use crate::guards::{
-    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, Guards,
+    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards,
     MAX_VERIFY_TIMEOUT,
 };
 
@@ -74,8 +74,8 @@ pub struct Progress {
     /// transcript (0 when the transcript held it): `tokens_used` is known,
     /// this much may be missing.
     pub unseen_tokens: u64,
-    /// Verification gates failed so far (see `Guards::max_verify_failures`).
-    pub verify_failures: u64,
+    /// What the guards count from stop to stop (`guards.rs`).
+    pub counts: GuardCounts,
 }
 
 impl Progress {
@@ -112,7 +112,7 @@ impl Progress {
             new.largest_reply_tokens,
         );
         num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
-        num("verify_failures", old.verify_failures, new.verify_failures);
+        fields.extend(new.counts.changed_fields(&old.counts));
         if let Some(elapsed) = new
             .elapsed_secs
             .filter(|_| old.elapsed_secs != new.elapsed_secs)
@@ -193,21 +193,16 @@ macro_rules! raw_fields {
     };
 }
 
-raw_fields!(
+// The guards' own fields come from `guards.rs`, in the middle of the list
+// (the order is the order in which problems are reported).
+crate::guards::with_guard_fields!(raw_fields!(
     active,
     iteration,
     max_iterations,
     session_id,
     completion_promise,
     abort_promise,
-    started_at,
-    max_duration,
-    max_tokens,
-    verify,
-    verify_timeout,
-    stuck_after,
-    no_progress_after,
-    max_verify_failures,
+    started_at;
     tokens_used,
     transcript_offset,
     last_message_id,
@@ -219,13 +214,12 @@ raw_fields!(
     elapsed_secs,
     clock_at,
     largest_reply_tokens,
-    unseen_tokens,
-    verify_failures,
+    unseen_tokens;
     outcome,
     ended_at,
     ralph_nonce,
     fresh_context,
-);
+));
 
 /// The largest iteration count, limit or breaker threshold a file may hold.
 pub const MAX_COUNT: u64 = 1_000_000_000;
@@ -247,30 +241,18 @@ impl LoopState {
     }
 
     pub(crate) fn from_raw(raw: RawFields, body: &str) -> Result<Self, StateError> {
-        let count = |field, value: Option<String>| number(field, value.as_deref(), MAX_COUNT);
+        let count = |field, value: &Option<String>| number(field, value.as_deref(), MAX_COUNT);
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
-            iteration: count("iteration", raw.iteration)?.unwrap_or(1),
-            max_iterations: count("max_iterations", raw.max_iterations)?
+            iteration: count("iteration", &raw.iteration)?.unwrap_or(1),
+            max_iterations: count("max_iterations", &raw.max_iterations)?
                 .unwrap_or(DEFAULT_MAX_ITERATIONS),
-            session_id: non_empty(raw.session_id),
-            completion_promise: promise(raw.completion_promise),
-            abort_promise: promise(raw.abort_promise),
+            session_id: non_empty(raw.session_id.clone()),
+            completion_promise: promise(raw.completion_promise.clone()),
+            abort_promise: promise(raw.abort_promise.clone()),
             started_at: timestamp("started_at", raw.started_at.as_deref())?,
-            guards: Guards {
-                max_duration_secs: duration("max_duration", raw.max_duration.as_deref())?,
-                max_tokens: number("max_tokens", raw.max_tokens.as_deref(), MAX_TOKENS)?
-                    .filter(|&n| n > 0),
-                verify: non_empty(raw.verify),
-                verify_timeout_secs: duration("verify_timeout", raw.verify_timeout.as_deref())?
-                    .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
-                    .clamp(1, MAX_VERIFY_TIMEOUT),
-                stuck_after: count("stuck_after", raw.stuck_after)?.unwrap_or(DEFAULT_STUCK_AFTER),
-                no_progress_after: count("no_progress_after", raw.no_progress_after)?
-                    .unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
-                max_verify_failures: count("max_verify_failures", raw.max_verify_failures)?
-                    .unwrap_or(crate::guards::DEFAULT_MAX_VERIFY_FAILURES),
-            },
+            // Borrowed, not moved: the fields above were cloned for it.
+            guards: Guards::read(&raw)?,
             progress: Progress {
                 tokens_used: number("tokens_used", raw.tokens_used.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
@@ -280,12 +262,12 @@ impl LoopState {
                     MAX_OFFSET,
                 )?
                 .unwrap_or(0),
-                last_message_id: non_empty(raw.last_message_id),
-                reply_fingerprint: non_empty(raw.reply_fingerprint),
-                same_reply_count: count("same_reply_count", raw.same_reply_count)?.unwrap_or(0),
-                tree_fingerprint: non_empty(raw.tree_fingerprint),
-                no_progress_count: count("no_progress_count", raw.no_progress_count)?.unwrap_or(0),
-                idle_blocks: count("idle_blocks", raw.idle_blocks)?.unwrap_or(0),
+                last_message_id: non_empty(raw.last_message_id.clone()),
+                reply_fingerprint: non_empty(raw.reply_fingerprint.clone()),
+                same_reply_count: count("same_reply_count", &raw.same_reply_count)?.unwrap_or(0),
+                tree_fingerprint: non_empty(raw.tree_fingerprint.clone()),
+                no_progress_count: count("no_progress_count", &raw.no_progress_count)?.unwrap_or(0),
+                idle_blocks: count("idle_blocks", &raw.idle_blocks)?.unwrap_or(0),
                 elapsed_secs: duration("elapsed_secs", raw.elapsed_secs.as_deref())?,
                 clock_at: timestamp("clock_at", raw.clock_at.as_deref())?,
                 largest_reply_tokens: number(
@@ -296,11 +278,11 @@ impl LoopState {
                 .unwrap_or(0),
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
-                verify_failures: count("verify_failures", raw.verify_failures)?.unwrap_or(0),
+                counts: GuardCounts::read(&raw)?,
             },
-            outcome: non_empty(raw.outcome).map(crate::outcome::RecordedOutcome::parse),
+            outcome: non_empty(raw.outcome.clone()).map(crate::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
-            nonce: non_empty(raw.ralph_nonce),
+            nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
         })
@@ -556,7 +538,7 @@ fn line_number(detail: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
-fn non_empty(value: Option<String>) -> Option<String> {
+pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
@@ -568,7 +550,11 @@ fn promise(value: Option<String>) -> Option<String> {
 /// Reads a whole decimal number no larger than `cap`. Leading zeros are
 /// decimal (`08` is 8): unlike bash arithmetic, nothing here is octal. A
 /// number past its cap is an error, never wrapped or clamped.
-fn number(field: &'static str, value: Option<&str>, cap: u64) -> Result<Option<u64>, StateError> {
+pub(crate) fn number(
+    field: &'static str,
+    value: Option<&str>,
+    cap: u64,
+) -> Result<Option<u64>, StateError> {
     let Some(raw) = value else { return Ok(None) };
     let trimmed = raw.trim().trim_matches(['"', '\'']).replace('_', "");
     if trimmed.is_empty() {
@@ -632,7 +618,10 @@ fn timestamp(field: &'static str, value: Option<&str>) -> Result<Option<Timestam
     }
 }
 
-fn duration(field: &'static str, value: Option<&str>) -> Result<Option<u64>, StateError> {
+pub(crate) fn duration(
+    field: &'static str,
+    value: Option<&str>,
+) -> Result<Option<u64>, StateError> {
     match value.map(str::trim) {
         None | Some("") | Some("null") => Ok(None),
         Some(v) => parse_duration(v)
