@@ -362,8 +362,21 @@ fn max_verify_failures_ends_the_loop_after_that_many_refused_promises() {
     assert!(blocked(&a) && reason(&a).contains("refused"), "{a}");
     let s = p.state();
     assert_eq!(
-        (s.guards.max_verify_failures, s.progress.counts.verify_failures),
+        (
+            s.guards.max_verify_failures,
+            s.progress.counts.verify_failures
+        ),
         (2, 1)
+    );
+    let (_, json_out, _) = p.ralph(&["status", "--json"], "", &[]);
+    let l = &serde_json::from_str::<Value>(&json_out).unwrap()["loops"][0];
+    assert_eq!(
+        (
+            l["max_verify_failures"].as_u64(),
+            l["verify_failures"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "status --json shows the guard and its count: {l}"
     );
     assert!(blocked(&p.stop("working on it")));
     assert_eq!(

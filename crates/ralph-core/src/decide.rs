@@ -2,6 +2,7 @@
 //! what was observed (the reply, the clock, the guard figures). It touches
 //! no file and no clock of its own, so every rule is tested directly.
 
+use crate::guards::Tripped;
 pub use crate::observation::{Observation, Verification, fingerprint, fingerprint_words};
 pub use crate::outcome::Outcome;
 use crate::promise;
@@ -130,7 +131,7 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
     let limit = state.guards.max_verify_failures;
     if limit > 0 && progress.counts.verify_failures >= limit {
         return Err(Early::End(
-            Outcome::VerifyFailures,
+            Outcome::Guard(Tripped::VerifyFailures),
             format!(
                 "the promise was refused {} times: `{command}` kept failing",
                 progress.counts.verify_failures
@@ -180,7 +181,7 @@ fn time_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result
     let elapsed = elapsed_time(state, now, &mut turn.progress, &mut turn.notices);
     if elapsed >= limit {
         return Err(Early::End(
-            Outcome::TimeBudget,
+            Outcome::Guard(Tripped::TimeBudget),
             format!(
                 "ran {} of its {} time budget",
                 format_duration(elapsed),
@@ -209,7 +210,7 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
         let projected = tokens.saturating_add(unseen);
         if projected >= limit {
             return Err(Early::End(
-                Outcome::TokenBudget,
+                Outcome::Guard(Tripped::TokenBudget),
                 format!(
                     "used {} of its {limit} token budget",
                     token_words(tokens, unseen)
@@ -237,7 +238,7 @@ fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Res
     let stuck_after = state.guards.stuck_after;
     if stuck_after > 0 && progress.same_reply_count >= stuck_after {
         return Err(Early::End(
-            Outcome::Stuck,
+            Outcome::Guard(Tripped::Stuck),
             format!(
                 "the same reply came {} times in a row",
                 progress.same_reply_count
@@ -263,7 +264,7 @@ fn no_progress_breaker(
     let limit = state.guards.no_progress_after;
     if limit > 0 && progress.no_progress_count >= limit {
         return Err(Early::End(
-            Outcome::NoProgress,
+            Outcome::Guard(Tripped::NoProgress),
             format!(
                 "no change to the working tree or HEAD for {} iterations",
                 progress.no_progress_count
@@ -527,7 +528,7 @@ mod tests {
         s.progress = progress;
         match decide(&s, &o) {
             Decision::End { outcome, detail } => {
-                assert_eq!(outcome, Outcome::VerifyFailures);
+                assert_eq!(outcome, Outcome::Guard(Tripped::VerifyFailures));
                 assert_eq!(outcome.as_str(), "verify_failures");
                 assert!(detail.contains("refused 2 times"), "{detail}");
             }
@@ -567,7 +568,10 @@ mod tests {
             d => panic!("{d:?}"),
         }
         assert!(matches!(decide(&s, &at(99)), Decision::Continue { .. }));
-        assert_eq!(outcome(&decide(&s, &at(100))), Some(Outcome::TimeBudget));
+        assert_eq!(
+            outcome(&decide(&s, &at(100))),
+            Some(Outcome::Guard(Tripped::TimeBudget))
+        );
     }
 
     #[test]
@@ -580,7 +584,7 @@ mod tests {
         assert!(matches!(decide(&s, &with(999)), Decision::Continue { .. }));
         assert_eq!(
             outcome(&decide(&s, &with(1000))),
-            Some(Outcome::TokenBudget)
+            Some(Outcome::Guard(Tripped::TokenBudget))
         );
     }
 
@@ -599,7 +603,7 @@ mod tests {
         // Whitespace differences do not make a reply new.
         assert_eq!(
             outcome(&decide(&s, &seen("same reply"))),
-            Some(Outcome::Stuck)
+            Some(Outcome::Guard(Tripped::Stuck))
         );
         assert!(matches!(
             decide(&s, &seen("another reply")),
@@ -623,7 +627,10 @@ mod tests {
                 d => panic!("{d:?}"),
             }
         }
-        assert_eq!(outcome(&decide(&s, &tree("a"))), Some(Outcome::NoProgress));
+        assert_eq!(
+            outcome(&decide(&s, &tree("a"))),
+            Some(Outcome::Guard(Tripped::NoProgress))
+        );
         assert!(matches!(decide(&s, &tree("b")), Decision::Continue { .. }));
     }
 
@@ -723,7 +730,7 @@ mod tests {
         // 90 known + ~15 unseen reaches 100: the loop ends before the budget is passed.
         match decide(&s, &with(90, true)) {
             Decision::End {
-                outcome: Outcome::TokenBudget,
+                outcome: Outcome::Guard(Tripped::TokenBudget),
                 detail,
             } => {
                 assert!(detail.contains("90 known + ~15"), "{detail}")
@@ -739,7 +746,10 @@ mod tests {
             largest_reply_tokens: 40,
             ..with(60, true)
         };
-        assert_eq!(outcome(&decide(&s, &big)), Some(Outcome::TokenBudget));
+        assert_eq!(
+            outcome(&decide(&s, &big)),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
         // Exact counts (`ralph run`): nothing is added.
         s.progress.largest_reply_tokens = 0;
         assert!(matches!(
@@ -748,7 +758,7 @@ mod tests {
         ));
         assert_eq!(
             outcome(&decide(&s, &with(u64::MAX, true))),
-            Some(Outcome::TokenBudget)
+            Some(Outcome::Guard(Tripped::TokenBudget))
         );
     }
 
@@ -809,7 +819,7 @@ mod tests {
         s.progress = progress;
         assert_eq!(
             outcome(&decide(&s, &at(back + 40))),
-            Some(Outcome::TimeBudget)
+            Some(Outcome::Guard(Tripped::TimeBudget))
         );
     }
 
@@ -830,7 +840,10 @@ mod tests {
         assert!(notices[0].contains("started_at"), "{notices:?}");
         assert_eq!(progress.elapsed_secs, Some(0));
         s.progress = progress;
-        assert_eq!(outcome(&decide(&s, &at(110))), Some(Outcome::TimeBudget));
+        assert_eq!(
+            outcome(&decide(&s, &at(110))),
+            Some(Outcome::Guard(Tripped::TimeBudget))
+        );
     }
 
     #[test]

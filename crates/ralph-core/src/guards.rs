@@ -24,8 +24,9 @@ pub const MAX_VERIFY_TIMEOUT: u64 = 840;
 /// loop armed before this guard existed behaves as it did.
 pub const DEFAULT_MAX_VERIFY_FAILURES: u64 = 0;
 
-/// Limits set when arming; every one of them is optional.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Limits set when arming; every one of them is optional. `ralph status
+/// --json` shows each field under its name here.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Guards {
     pub max_duration_secs: Option<u64>,
     pub max_tokens: Option<u64>,
@@ -40,7 +41,8 @@ pub struct Guards {
 /// Calls `$callback!` with the loop-file fields of the guards' settings
 /// between the fields before and after them, so that `state.rs`'s list of
 /// fields does not name them: a new guard adds its field here, its reading
-/// in [`Guards::read`], its row in [`OPTIONS`], its rule in `decide`.
+/// in [`Guards::read`], its row in [`OPTIONS`], its ending in [`Tripped`]
+/// (if it ends loops), its rule in `decide`.
 /// The guards' counters ([`GuardCounts`]) go between the middle and the
 /// last part.
 macro_rules! with_guard_fields {
@@ -83,8 +85,8 @@ impl Guards {
 }
 
 /// What the guards count from stop to stop, kept in the loop file beside
-/// the loop's own progress.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// the loop's own progress; `ralph status --json` shows each one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct GuardCounts {
     /// Verification gates failed so far (see `Guards::max_verify_failures`).
     pub verify_failures: u64,
@@ -109,6 +111,49 @@ impl GuardCounts {
     }
 }
 
+/// How a guard ends a loop: the word in its `outcome:` field and the
+/// headline of the notice (see `Outcome::Guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tripped {
+    TimeBudget,
+    TokenBudget,
+    Stuck,
+    NoProgress,
+    /// The verification gate failed `max_verify_failures` times.
+    VerifyFailures,
+}
+
+impl Tripped {
+    pub const ALL: [Self; 5] = [
+        Self::TimeBudget,
+        Self::TokenBudget,
+        Self::Stuck,
+        Self::NoProgress,
+        Self::VerifyFailures,
+    ];
+
+    /// The word stored in the `outcome:` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TimeBudget => "time_budget",
+            Self::TokenBudget => "token_budget",
+            Self::Stuck => "stuck",
+            Self::NoProgress => "no_progress",
+            Self::VerifyFailures => "verify_failures",
+        }
+    }
+
+    /// The icon and the words of the notice.
+    pub fn headline(self) -> (&'static str, &'static str) {
+        match self {
+            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
+            Self::Stuck => ("⚠", "stopped: stuck"),
+            Self::NoProgress => ("⚠", "stopped: no progress"),
+            Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
+        }
+    }
+}
+
 /// One guard's option: its `--flag`, its field in the loop file, the kind
 /// of value, and the default as the README shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +166,10 @@ pub struct GuardOption {
     pub value_name: &'static str,
     /// The line `ralph start --help` shows.
     pub help: &'static str,
+    /// The option with a sample value, and what it does in full: the
+    /// guard's entry in the "Guards" part of `ralph start --help`.
+    pub example: &'static str,
+    pub explains: &'static str,
 }
 
 /// Every guard's option.
@@ -132,6 +181,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "none",
         value_name: "MAX_DURATION",
         help: "Time budget from the loop's start, e.g. 90m, 2h, 1h30m",
+        example: "--max-duration 90m",
+        explains: "end the loop (as time_budget) once it has run this long; the agent is told to wrap up at 80 %",
     },
     GuardOption {
         flag: "max-tokens",
@@ -140,6 +191,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "none",
         value_name: "MAX_TOKENS",
         help: "Token budget for the loop's assistant turns",
+        example: "--max-tokens 2000000",
+        explains: "end it (as token_budget) once the session's assistant turns since the loop began used this many tokens (input + cache creation + output; cache reads are not counted); warning at 80 %",
     },
     GuardOption {
         flag: "verify",
@@ -148,6 +201,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "none",
         value_name: "VERIFY",
         help: "A command that must pass (exit 0) before the promise is accepted",
+        example: "--verify 'cargo test'",
+        explains: "when the promise comes, run this command from the project root; only exit 0 completes the loop, otherwise the promise is refused and the agent sees the exit code and the output's tail",
     },
     GuardOption {
         flag: "verify-timeout",
@@ -156,6 +211,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "5m",
         value_name: "VERIFY_TIMEOUT",
         help: "Time limit of the --verify command, e.g. 5m (at most 14m)",
+        example: "--verify-timeout 10m",
+        explains: "the --verify command's time limit (default 5m, at most 14m); a command still running then is stopped with everything it started, and the promise is refused",
     },
     GuardOption {
         flag: "max-verify-failures",
@@ -164,6 +221,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "0",
         value_name: "MAX_VERIFY_FAILURES",
         help: "Failed --verify gates (refused promises) that end the loop (0: off) [default: 0]",
+        example: "--max-verify-failures 3",
+        explains: "end it (as verify_failures) once the --verify gate refused the promise 3 times (0: off, the default)",
     },
     GuardOption {
         flag: "stuck-after",
@@ -172,6 +231,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "3",
         value_name: "STUCK_AFTER",
         help: "Identical replies in a row that end the loop as stuck (0: off) [default: 3]",
+        example: "--stuck-after 3",
+        explains: "end it (as stuck) when the same reply comes 3 times in a row (0: off)",
     },
     GuardOption {
         flag: "no-progress-after",
@@ -180,6 +241,8 @@ pub const OPTIONS: &[GuardOption] = &[
         default: "5",
         value_name: "NO_PROGRESS_AFTER",
         help: "Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]",
+        example: "--no-progress-after 5",
+        explains: "end it (as no_progress) after 5 iterations with no change to the git working tree or HEAD (git projects only; 0: off)",
     },
 ];
 
@@ -345,6 +408,19 @@ mod tests {
                 g.field
             );
             assert_eq!(g.field, g.flag.replace('-', "_"));
+        }
+    }
+
+    /// Each way a guard ends a loop is told in `ralph start --help`, by
+    /// the word `ralph status` will show.
+    #[test]
+    fn every_guard_outcome_is_named_in_some_guards_help() {
+        for tripped in Tripped::ALL {
+            let named = format!("(as {})", tripped.as_str());
+            assert!(
+                OPTIONS.iter().any(|g| g.explains.contains(&named)),
+                "no guard's help says {named}"
+            );
         }
     }
 

@@ -469,11 +469,12 @@ pub struct LoopReport {
     /// of the last reply); `tokens_used` is the known count.
     pub unseen_tokens: Option<u64>,
     pub abort_promise: Option<String>,
-    pub max_duration_secs: Option<u64>,
-    pub max_tokens: Option<u64>,
-    pub verify: Option<String>,
-    pub stuck_after: Option<u64>,
-    pub no_progress_after: Option<u64>,
+    /// The guards' settings and counters, one JSON field each (named as
+    /// in `guards.rs`); absent when the file does not parse.
+    #[serde(flatten)]
+    pub guard_settings: Option<crate::guards::Guards>,
+    #[serde(flatten)]
+    pub guard_counts: Option<crate::guards::GuardCounts>,
     /// The guards in words, as `ralph start` announced them.
     pub guards: Vec<String>,
     /// Breaker figures: identical replies in a row, unchanged iterations, idle continuations.
@@ -616,11 +617,8 @@ fn report_one(
         tokens_used: None,
         unseen_tokens: None,
         abort_promise: None,
-        max_duration_secs: None,
-        max_tokens: None,
-        verify: None,
-        stuck_after: None,
-        no_progress_after: None,
+        guard_settings: None,
+        guard_counts: None,
         guards: Vec::new(),
         same_reply_count: None,
         no_progress_count: None,
@@ -666,11 +664,8 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.tokens_used = Some(s.progress.tokens_used);
     r.unseen_tokens = Some(s.progress.unseen_tokens);
     r.abort_promise = s.abort_promise.clone();
-    r.max_duration_secs = s.guards.max_duration_secs;
-    r.max_tokens = s.guards.max_tokens;
-    r.verify = s.guards.verify.clone();
-    r.stuck_after = Some(s.guards.stuck_after);
-    r.no_progress_after = Some(s.guards.no_progress_after);
+    r.guard_settings = Some(s.guards.clone());
+    r.guard_counts = Some(s.progress.counts.clone());
     r.guards = crate::messages::guard_summary(s);
     r.same_reply_count = Some(s.progress.same_reply_count);
     r.no_progress_count = Some(s.progress.no_progress_count);

@@ -1,19 +1,18 @@
 //! How a loop ended (the word stored in its `outcome:` field and the
 //! notice the user sees), and what state `ralph status` reports it in.
 
+use crate::guards::Tripped;
+
 /// How a loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Completed,
     MaxIterations,
     Aborted,
-    TimeBudget,
-    TokenBudget,
-    Stuck,
-    NoProgress,
+    /// One of the guards ended it; each guard names its own outcome
+    /// (`guards::Tripped`), so a new guard adds nothing here.
+    Guard(Tripped),
     BlockCap,
-    /// The verification gate failed `max_verify_failures` times.
-    VerifyFailures,
     Cancelled,
     Corrupt,
     /// `ralph run`: the agent was refused the same permission again.
@@ -29,11 +28,8 @@ impl Outcome {
             Self::Completed => ("✅", "completed"),
             Self::MaxIterations => ("⏹", "stopped at its iteration limit"),
             Self::Aborted => ("🛑", "stopped: the agent is blocked"),
-            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
-            Self::Stuck => ("⚠", "stopped: stuck"),
-            Self::NoProgress => ("⚠", "stopped: no progress"),
+            Self::Guard(tripped) => tripped.headline(),
             Self::BlockCap => ("⚠", "stopped before Claude Code's block cap"),
-            Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
             Self::Cancelled => ("⏹", "cancelled"),
             Self::Corrupt => ("⚠", "stopped: its state file is corrupt"),
             Self::Denied => ("🚫", "stopped: the agent was denied permission"),
@@ -47,41 +43,34 @@ impl Outcome {
             Self::Completed => "completed",
             Self::MaxIterations => "max_iterations",
             Self::Aborted => "aborted",
-            Self::TimeBudget => "time_budget",
-            Self::TokenBudget => "token_budget",
-            Self::Stuck => "stuck",
-            Self::NoProgress => "no_progress",
+            Self::Guard(tripped) => tripped.as_str(),
             Self::BlockCap => "block_cap",
-            Self::VerifyFailures => "verify_failures",
             Self::Cancelled => "cancelled",
             Self::Corrupt => "corrupt",
             Self::Denied => "denied",
             Self::Failed => "failed",
         }
     }
-}
 
-impl Outcome {
-    /// Every outcome, in the order of the enum.
-    pub const ALL: [Outcome; 13] = [
-        Self::Completed,
-        Self::MaxIterations,
-        Self::Aborted,
-        Self::TimeBudget,
-        Self::TokenBudget,
-        Self::Stuck,
-        Self::NoProgress,
-        Self::BlockCap,
-        Self::VerifyFailures,
-        Self::Cancelled,
-        Self::Corrupt,
-        Self::Denied,
-        Self::Failed,
-    ];
+    /// Every outcome: the loop's own, then the guards'.
+    pub fn all() -> impl Iterator<Item = Outcome> {
+        [
+            Self::Completed,
+            Self::MaxIterations,
+            Self::Aborted,
+            Self::BlockCap,
+            Self::Cancelled,
+            Self::Corrupt,
+            Self::Denied,
+            Self::Failed,
+        ]
+        .into_iter()
+        .chain(Tripped::ALL.into_iter().map(Self::Guard))
+    }
 
     /// The outcome whose word is `word`, if ralph writes that word.
     pub fn from_word(word: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.as_str() == word)
+        Self::all().find(|o| o.as_str() == word)
     }
 }
 
@@ -162,7 +151,16 @@ mod tests {
 
     #[test]
     fn every_outcome_word_reads_back_and_an_unknown_word_is_kept() {
-        for o in Outcome::ALL {
+        let words: Vec<&str> = Outcome::all().map(Outcome::as_str).collect();
+        let mut unique = words.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            words.len(),
+            "two outcomes share a word: {words:?}"
+        );
+        for o in Outcome::all() {
             assert_eq!(
                 RecordedOutcome::parse(o.as_str().to_owned()),
                 RecordedOutcome::Known(o)

@@ -26,7 +26,7 @@ pub enum Command {
     #[command(subcommand, after_help = HOOK_EXAMPLES)]
     Hook(HookCommand),
     /// Arm a loop for this session
-    #[command(after_help = START_EXAMPLES)]
+    #[command(after_help = start_help())]
     Start(Box<StartArgs>),
     /// End a loop now (recorded as cancelled)
     #[command(
@@ -175,27 +175,63 @@ Prints e.g. `🔄 ralph 3/20 · 12m · DONE · Fix the parser` (the task's first
 const START_EXAMPLES: &str = "Examples:
   ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
   ralph start --completion-promise DONE --verify 'cargo test' --max-duration 2h < ralph/PROMPT.md
-  ralph start --abort-promise BLOCKED --max-tokens 2000000 --name docs \"Write the user guide\"
+  ralph start --abort-promise BLOCKED --max-tokens 2000000 --name docs \"Write the user guide\"";
 
-Guards (each optional; shown by `ralph status`, logged at every stop):
-  --max-duration 90m      end the loop (as time_budget) once it has run this long; the agent is told to
-                          wrap up at 80 %
-  --max-tokens 2000000    end it (as token_budget) once the session's assistant turns since the loop
-                          began used this many tokens (input + cache creation + output; cache reads are
-                          not counted); warning at 80 %
-  --verify 'cargo test'   when the promise comes, run this command from the project root; only exit 0
-                          completes the loop, otherwise the promise is refused and the agent sees the
-                          exit code and the output's tail (limit: --verify-timeout, default 5m, max 14m)
-  --max-verify-failures 3 end it (as verify_failures) once the --verify gate refused the promise 3 times
-                          (0: off, the default)
-  --abort-promise BLOCKED the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when
-                          only a person can unblock it; you see its explanation
-  --stuck-after 3         end it (as stuck) when the same reply comes 3 times in a row (0: off)
-  --no-progress-after 5   end it (as no_progress) after 5 iterations with no change to the git working
-                          tree or HEAD (git projects only; 0: off)
-Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop that
+/// The abort promise is no guard (it is the agent's way out) but belongs
+/// beside them in the help.
+const ABORT_PROMISE_HELP: (&str, &str) = (
+    "--abort-promise BLOCKED",
+    "the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when only a person can unblock it; you see its explanation",
+);
+
+const BLOCK_CAP_HELP: &str =
+    "Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop that
 continues the turn that many times in a row without a tool call is ended (as block_cap) before
 Claude Code would override it.";
+
+/// `ralph start --help`'s text below the options: the examples, then every
+/// guard's entry from `ralph_core::guards::OPTIONS`, so a new guard is
+/// explained without an edit here.
+fn start_help() -> String {
+    let mut out = format!(
+        "{START_EXAMPLES}\n\nGuards (each optional; shown by `ralph status`, logged at every stop):\n"
+    );
+    let entries = guards::OPTIONS
+        .iter()
+        .map(|g| (g.example, g.explains))
+        .chain([ABORT_PROMISE_HELP]);
+    for (example, explains) in entries {
+        out.push_str(&help_entry(example, explains));
+    }
+    out.push_str(BLOCK_CAP_HELP);
+    out
+}
+
+/// One entry: the example in the first column, the words wrapped beside it.
+fn help_entry(example: &str, explains: &str) -> String {
+    const COLUMN: usize = 24;
+    const WIDTH: usize = 76;
+    let mut lines = vec![String::new()];
+    for word in explains.split(' ') {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.len() + 1 + word.len() > WIDTH {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let first = if i == 0 { example } else { "" };
+        // An example longer than the column gets one space before its words.
+        let pad = COLUMN.saturating_sub(first.len()).max(1);
+        out.push_str(&format!("  {first}{:pad$}{line}\n", ""));
+    }
+    out
+}
 
 #[derive(Debug, Args)]
 pub struct StartArgs {
@@ -459,20 +495,32 @@ pub struct PlanArgs {
 
 #[cfg(test)]
 mod tests {
-    /// `ralph start --help` explains every guard below its option list.
+    /// `ralph start --help` explains every guard below its option list,
+    /// each on its own entry.
     #[test]
     fn the_start_help_explains_every_guard() {
+        let help = super::start_help();
         for guard in ralph_core::guards::OPTIONS {
-            let flag = format!("--{}", guard.flag);
-            let whole_word = super::START_EXAMPLES.match_indices(&flag).any(|(at, _)| {
-                !super::START_EXAMPLES[at + flag.len()..]
-                    .starts_with(|c: char| c.is_ascii_lowercase() || c == '-')
-            });
+            let entry = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(guard.example))
+                .unwrap_or_else(|| panic!("--{} has no entry in:\n{help}", guard.flag));
             assert!(
-                whole_word,
-                "--{} is not explained in START_EXAMPLES",
-                guard.flag
+                guard.example.starts_with(&format!("--{} ", guard.flag)),
+                "{entry}"
             );
+        }
+    }
+
+    #[test]
+    fn help_entries_wrap_beside_their_example() {
+        let entry = super::help_entry("--stuck-after 3", &"word ".repeat(40));
+        let lines: Vec<&str> = entry.lines().collect();
+        assert!(lines.len() > 1, "{entry}");
+        assert!(lines[0].starts_with("  --stuck-after 3 "), "{entry}");
+        for line in &lines {
+            assert!(line.len() <= 2 + 24 + 76, "{line}");
+            assert_eq!(line.find("word"), Some(26), "{entry}");
         }
     }
 }
