@@ -34,6 +34,7 @@ mod install;
 mod loops;
 mod parallel;
 mod run;
+mod status;
 mod statusline;
 
 use std::path::PathBuf;
@@ -54,8 +55,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Resume(args) => loops::pause_or_resume(args, true),
         Command::Run(args) => run::run(*args),
         Command::Statusline => statusline::statusline(),
-        Command::Status(args) => loops::status(args),
-        Command::Log(args) => loops::log(args),
+        Command::Status(args) => status::status(args),
+        Command::Log(args) => status::log(args),
         Command::Plan(args) => parallel::plan(args),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),

@@ -1,0 +1,197 @@
+//! `ralph status | log`: what the project's loops are and what they did.
+//! Reads only (`ralph_core::loops::report`); every value from a loop file is
+//! shown escaped.
+
+use ralph_core::loops::{self, LoopReport};
+use ralph_core::messages;
+use ralph_core::outcome::LoopStatus;
+use ralph_core::time::{Timestamp, format_duration};
+
+use super::Outcome;
+use crate::cli::{LogArgs, StatusArgs};
+
+pub fn status(args: StatusArgs) -> Outcome {
+    let project = super::project();
+    let reports = loops::report(
+        &project,
+        super::registry().as_ref(),
+        args.history,
+        3,
+        Timestamp::now(),
+    )?;
+    if args.json {
+        let value =
+            serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
+        say_json!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    if reports.is_empty() {
+        say!(
+            "No Ralph loops in {} (arm one with /ralph-loop or `ralph start`).",
+            project.root.display()
+        );
+        return Ok(());
+    }
+    for r in &reports {
+        print_report(r);
+    }
+    Ok(())
+}
+
+fn print_report(r: &LoopReport) {
+    let iteration = match (r.iteration, r.max_iterations) {
+        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(m)) => format!("iteration {i}/{m}"),
+        _ => String::new(),
+    };
+    let how = r
+        .outcome
+        .as_deref()
+        .map(|o| format!(" ({o})"))
+        .unwrap_or_default();
+    say!("{} `{}`{how} {iteration}", r.state, one_line(&r.name));
+    if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
+        say!("  task: {}", one_line(task));
+    }
+    if r.driver_gone
+        && let Some(owner) = &r.session_id
+    {
+        let home = match owner.split_once(':') {
+            Some((_, session)) => format!(
+                "session {} gets it back at its next stop; or ",
+                messages::escape_controls(session)
+            ),
+            None => "nothing drives it: ".to_owned(),
+        };
+        say!(
+            "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
+            messages::escape_controls(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+            r.name,
+            r.name
+        );
+    }
+    let mut facts = Vec::new();
+    if let Some(p) = &r.completion_promise {
+        facts.push(format!("promise {}", one_line(p)));
+    }
+    facts.push(format!(
+        "owner {}",
+        one_line(r.session_id.as_deref().unwrap_or("unclaimed"))
+    ));
+    if let Some(s) = &r.started_at {
+        facts.push(format!("started {s}"));
+    }
+    if let Some(e) = r.elapsed_secs {
+        facts.push(format!("elapsed {}", format_duration(e)));
+    }
+    if let Some(e) = &r.ended_at {
+        facts.push(format!("ended {e}"));
+    }
+    if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
+        let unseen = r.unseen_tokens.unwrap_or(0);
+        facts.push(format!(
+            "tokens {}",
+            ralph_core::decide::token_words(t, unseen)
+        ));
+    }
+    say!("  {}", facts.join(" · "));
+    if !r.guards.is_empty() {
+        let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
+            (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
+                format!(
+                    " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
+                )
+            }
+            _ => String::new(),
+        };
+        say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
+    }
+    if let Some(note) = &r.not_armed {
+        say!("  ⚠ {note}");
+    }
+    if let Some(err) = &r.error {
+        say!("  error: {}", one_line(err));
+    }
+    say!("  file: {}", one_line(&r.path));
+    for line in &r.recent {
+        say!("  · {}", log_summary(line));
+    }
+}
+
+fn log_summary(line: &serde_json::Value) -> String {
+    let field = |k: &str| {
+        line.get(k)
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    };
+    let known = line.get("tokens").and_then(serde_json::Value::as_u64);
+    let unseen = line
+        .get("tokens_unseen")
+        .and_then(serde_json::Value::as_u64);
+    let tokens = match (known, unseen.unwrap_or(0)) {
+        (Some(known), unseen) if known > 0 || unseen > 0 => format!(
+            " · tokens {}",
+            ralph_core::decide::token_words(known, unseen)
+        ),
+        _ => String::new(),
+    };
+    // One line per stop: a multi-line reason (a refused promise with the
+    // verify output) is folded onto its line.
+    let why = field("why")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ");
+    one_line(&format!(
+        "{} iteration {} {} — {why}{tokens}",
+        field("time"),
+        field("iteration"),
+        field("decision"),
+    ))
+    .into_owned()
+}
+
+/// A value shown on one line: its newlines are escaped too.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    ralph_core::display::line(text)
+}
+
+pub fn log(args: LogArgs) -> Outcome {
+    let project = super::project();
+    let session = super::session_from_env();
+    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())?;
+    let chosen = match &args.name {
+        Some(name) => reports.iter().find(|r| &r.name == name),
+        None => reports
+            .iter()
+            .find(|r| session.is_some() && r.session_id == session && r.state != LoopStatus::Ended)
+            .or_else(|| reports.first()),
+    };
+    let Some(report) = chosen else {
+        return match args.name {
+            Some(name) => Err(format!("no loop named `{name}` (see `ralph status`)").into()),
+            None => {
+                say!("No Ralph loops in this project yet; nothing is logged.");
+                Ok(())
+            }
+        };
+    };
+    // A linked logs folder is never read (the report's path is empty then).
+    let lines = loops::read_log_tail(&report.log, usize::MAX);
+    if !args.json {
+        let task = report.task.as_deref().unwrap_or("");
+        say!("Loop `{}` ({}) · task: {task}", report.name, report.state);
+    }
+    for line in &lines {
+        if args.json {
+            say_json!("{line}");
+        } else {
+            say!("{}", log_summary(line));
+        }
+    }
+    if lines.is_empty() && !args.json {
+        say!("The loop `{}` has no decisions logged yet.", report.name);
+    }
+    Ok(())
+}
