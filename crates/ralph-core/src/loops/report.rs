@@ -227,7 +227,7 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.ended_at = s.ended_at.map(|t| t.to_string());
     r.elapsed_secs = s
         .started_at
-        .map(|start| (s.ended_at.unwrap_or(now).0 - start.0).max(0) as u64);
+        .map(|start| s.ended_at.unwrap_or(now).secs_since(start));
     r.tokens_used = Some(s.progress.tokens_used);
     r.unseen_tokens = Some(s.progress.unseen_tokens);
     r.abort_promise = s.abort_promise.clone();
