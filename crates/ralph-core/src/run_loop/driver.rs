@@ -571,13 +571,25 @@ mod tests {
     }
 
     #[test]
-    fn an_agent_that_fails_without_a_reply_leaves_a_loop_taken_over_as_found() {
+    fn an_agent_that_cannot_run_leaves_a_loop_taken_over_as_found() {
         let f = Fixture::new("s1");
         let before = f.text();
         let (mut driver, found) = Driver::take_over(f.setup(None), "run-1").unwrap();
         assert_eq!(found.session_id.as_deref(), Some("s1"));
         assert_eq!(driver.previous_owner(), Some("s1"));
         assert_eq!(f.state().unwrap().session_id.as_deref(), Some("run-1:s1"));
+        let missing = io::Error::new(io::ErrorKind::NotFound, "no such program");
+        match driver.next(&mut Canned::new([Err(missing)])).unwrap() {
+            Event::Ended(End::GaveUp {
+                iteration: 1,
+                gave_up: GaveUp::HandedBack(Ok(())),
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.text(), before, "the loop is back as it was found");
+        // Taken over again, the agent now exits without a reply.
+        let (mut driver, _) = Driver::take_over(f.setup(None), "run-1").unwrap();
         let mut agent = Canned::new([Ok(Finished::Exited {
             status: exit_status(1),
             stdout: String::new(),
@@ -599,6 +611,7 @@ mod tests {
         }
         assert_eq!(f.text(), before, "the loop is back as it was found");
         assert!(f.outcomes().is_empty());
+        assert_eq!(driver.done_here(), 0);
     }
 
     #[test]
