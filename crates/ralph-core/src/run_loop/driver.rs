@@ -321,7 +321,7 @@ impl Driver {
                 ..
             } => {
                 self.next_prompt = Some(reason);
-                // The line for this iteration comes first; the next call ends the loop.
+                // Refused twice: this iteration is shown first, the next call ends the loop.
                 self.denied_twice = denied_again;
                 Event::Iterated(Box::new(Iteration {
                     label,
