@@ -1,8 +1,14 @@
-//! The decisions of `ralph run` (the fresh-context driver) between agent
-//! processes: whether the run may go on with its loop, and how an agent's
-//! reply becomes a turn of [`engine::step`]. The terminal (spinner, lines,
-//! summary, exit code) stays in the binary; loop files are touched only
-//! through [`crate::lifecycle`].
+//! `ralph run`, the fresh-context driver: [`Driver`] (in `driver.rs`) runs
+//! the iteration loop and returns each step as an [`Event`]; the functions
+//! here are its moves: whether the run may go on with its loop, taking it
+//! over and handing it back, how an agent's reply becomes a turn of
+//! [`engine::step`], and the ways a run ends a loop. The terminal (spinner,
+//! lines, summary, exit code) stays in the binary; loop files are touched
+//! only through [`crate::lifecycle`].
+
+mod driver;
+
+pub use driver::{Agent, Call, Driver, End, Event, Iteration, Setup};
 
 use std::path::PathBuf;
 
@@ -360,20 +366,32 @@ mod tests {
         );
     }
 
+    /// A loop `l` ("task", at most 5 iterations) armed for `session`.
     fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
+        armed_with(crate::loops::ArmRequest {
+            session_id: session.map(Into::into),
+            ..crate::loops::ArmRequest::default()
+        })
+    }
+
+    /// The loop `l` armed by `request` (its name, prompt and limit filled
+    /// in when empty) in a throwaway project and registry.
+    pub(super) fn armed_with(
+        mut request: crate::loops::ArmRequest,
+    ) -> (tempfile::TempDir, Project, Registry, LoopFile) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
         let project = Project {
             root: tmp.path().join("p"),
         };
         let registry = crate::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-        let request = crate::loops::ArmRequest {
-            name: "l".into(),
-            prompt: "task".into(),
-            max_iterations: 5,
-            session_id: session.map(Into::into),
-            ..crate::loops::ArmRequest::default()
-        };
+        request.name = "l".into();
+        if request.prompt.is_empty() {
+            request.prompt = "task".into();
+        }
+        if request.max_iterations == 0 {
+            request.max_iterations = 5;
+        }
         crate::loops::arm(&project, &registry, &request, Timestamp(0)).unwrap();
         let file = LoopFile {
             name: "l".into(),
