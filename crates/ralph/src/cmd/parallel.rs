@@ -557,7 +557,8 @@ impl Pool {
     /// A run that does not stop within its grace time is killed (its loop
     /// then stays as it was; `ralph cancel` there ends it).
     fn kill_after_grace(&mut self) {
-        if self.killed || !self.interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE) {
+        let overdue = self.interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE);
+        if self.killed || !overdue {
             return;
         }
         self.killed = true;
