@@ -498,10 +498,12 @@ pub struct Row {
     pub branch: String,
 }
 
-impl From<&StoryRecord> for Row {
-    fn from(record: &StoryRecord) -> Self {
+impl Row {
+    /// The story `id`'s row, from its record (whose own `story` field a
+    /// planted file may have set: the table names the id ralph checked).
+    pub fn of(id: &str, record: &StoryRecord) -> Self {
         Self {
-            story: record.story.clone(),
+            story: id.to_owned(),
             outcome: record.state.as_str().to_owned(),
             iterations: record.iterations,
             seconds: record.seconds,
@@ -811,13 +813,17 @@ mod tests {
     #[test]
     fn rows_marks_and_whether_all_came_home() {
         let rows: Vec<Row> = [StoryState::Merged, StoryState::Ready]
-            .map(|s| Row::from(&record(s)))
+            .map(|s| Row::of("US-1.a", &record(s)))
             .into();
         assert!(all_home(&rows));
         assert_eq!(rows[0].branch, "ralph/US-1.a");
         assert_eq!((rows[1].outcome.as_str(), rows[1].tokens), ("ready", 7));
         let mut rows = rows;
-        rows.push(Row::from(&record(StoryState::Conflict)));
+        rows.push(Row::of("b", &record(StoryState::Conflict)));
+        assert_eq!(
+            rows[2].story, "b",
+            "the id ralph checked, not the record's field"
+        );
         assert!(!all_home(&rows));
         assert!(all_home(&[]));
         assert_eq!(StoryState::Ready.mark(), "✓");

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fanout::{self, MergeMode, PrdError};
+use crate::fanout::{self, MergeMode, PrdError, StoryRecord};
+use crate::outcome::RecordedOutcome;
 use crate::safe_fs::{self, FsError};
+use crate::state::LoopState;
 use crate::store::{Project, StoreError};
 
 /// Why a step of `--parallel` failed. A story's step failing ends up in
@@ -280,6 +282,81 @@ pub fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
+/// How a story's loop ended, as the newest record of it in its worktree's
+/// history says (nothing and zeros without one).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LastRun {
+    pub outcome: Option<RecordedOutcome>,
+    pub iterations: u64,
+    pub tokens: u64,
+}
+
+/// The newest history record of the loop `name` in a worktree.
+pub fn last_run(worktree: &Path, name: &str) -> LastRun {
+    let history = Project {
+        root: worktree.to_owned(),
+    }
+    .history_dir();
+    let marker = format!("-{}", crate::store::record_name(name));
+    let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".md") && f.contains(&marker))
+            .max()
+    });
+    let Some(file) = newest else {
+        return LastRun::default();
+    };
+    match safe_fs::read_text(&history.join(file), safe_fs::SMALL_FILE_CAP)
+        .ok()
+        .and_then(|t| LoopState::parse(&t).ok())
+    {
+        Some(s) => LastRun {
+            outcome: s.outcome,
+            iterations: s.iteration,
+            tokens: s.progress.tokens_used,
+        },
+        None => LastRun::default(),
+    }
+}
+
+/// Copies a worktree's loop history into the main tree's, so it outlives
+/// the worktree (files already there are left alone).
+pub fn keep_history(worktree: &Path, project: &Project) {
+    let from = Project {
+        root: worktree.to_owned(),
+    }
+    .history_dir();
+    let Ok(entries) = std::fs::read_dir(&from) else {
+        return;
+    };
+    let Ok(to) = project.ensure_dir(".claude/ralph/history") else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = safe_fs::copy_new(&e.path(), &to.join(e.file_name()));
+        }
+    }
+}
+
+/// The story's record in `dir`, if there is one that reads.
+pub fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
+    let text = safe_fs::read_text(&dir.join(format!("{id}.json")), safe_fs::SMALL_FILE_CAP).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Writes the record of the story `id` (checked by `fanout::valid_id`;
+/// never the record's own `story` field, which a planted file may have
+/// set) into `dir`, replacing the one before.
+pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), FleetError> {
+    let path = dir.join(format!("{id}.json"));
+    let json = serde_json::to_string_pretty(record).unwrap_or_default();
+    safe_fs::replace(&path, json.as_bytes())?;
+    Ok(())
+}
+
 /// Ctrl-C for a child run: SIGINT to its process group (it leads one), so
 /// that `ralph run` stops its agent and records its loop as cancelled.
 pub fn interrupt(child: &mut Child) {
@@ -343,5 +420,56 @@ mod tests {
             planted.to_string(),
             "/p/.ralph/worktrees/a exists but is not a worktree on ralph/a; remove it with `ralph clean`"
         );
+    }
+
+    /// A history record of the loop `name`, ended as `outcome` after `iteration`.
+    fn ended_loop(history: &Path, file: &str, outcome: &str, iteration: u64) {
+        let text = format!(
+            "---\nactive: false\niteration: {iteration}\nmax_iterations: 5\noutcome: {outcome}\ntokens_used: 42\nstarted_at: \"2026-11-30T00:00:00Z\"\n---\n\nTask.\n"
+        );
+        std::fs::write(history.join(file), text).unwrap();
+    }
+
+    #[test]
+    fn the_newest_record_of_the_loop_says_how_it_ended() {
+        let worktree = tempfile::tempdir().unwrap();
+        assert_eq!(last_run(worktree.path(), "US-1"), LastRun::default());
+        let history = worktree.path().join(".claude/ralph/history");
+        std::fs::create_dir_all(&history).unwrap();
+        ended_loop(&history, "20261130T010000Z-US-1.md", "max_iterations", 5);
+        ended_loop(&history, "20261130T020000Z-US-1.md", "completed", 2);
+        ended_loop(&history, "20261130T030000Z-US-2.md", "aborted", 1);
+        let last = last_run(worktree.path(), "US-1");
+        assert_eq!(
+            last.outcome,
+            Some(RecordedOutcome::Known(crate::outcome::Outcome::Completed))
+        );
+        assert_eq!((last.iterations, last.tokens), (2, 42));
+
+        // Kept in the main tree; a record already there is left alone.
+        let main = tempfile::tempdir().unwrap();
+        let project = Project {
+            root: main.path().to_owned(),
+        };
+        let kept = project.history_dir();
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::write(kept.join("20261130T030000Z-US-2.md"), "mine").unwrap();
+        keep_history(worktree.path(), &project);
+        assert_eq!(std::fs::read_dir(&kept).unwrap().count(), 3);
+        let mine = std::fs::read_to_string(kept.join("20261130T030000Z-US-2.md")).unwrap();
+        assert_eq!(mine, "mine");
+    }
+
+    #[test]
+    fn a_record_is_written_under_the_id_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = StoryRecord {
+            story: "../elsewhere".into(),
+            ..StoryRecord::ended("US-1", "completed", 1, 0, 0)
+        };
+        write_record(dir.path(), "US-1", &planted).unwrap();
+        assert_eq!(read_record(dir.path(), "US-1"), Some(planted));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(read_record(dir.path(), "US-2"), None);
     }
 }

@@ -21,7 +21,6 @@ use ralph_core::fanout_git::{self as fg, FleetError};
 use ralph_core::outcome::{self as ended, RecordedOutcome};
 use ralph_core::process::GroupChild;
 use ralph_core::safe_fs;
-use ralph_core::state::LoopState;
 use ralph_core::store::Project;
 use ralph_core::time::format_duration;
 
@@ -202,11 +201,6 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     out
 }
 
-fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
-    let text = safe_fs::read_text(&dir.join(format!("{id}.json")), safe_fs::SMALL_FILE_CAP).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
 impl Fleet {
     /// Stories whose loop completed earlier only come home again (from
     /// ralph's own worktree); stories merged or left ready are skipped; the
@@ -214,7 +208,7 @@ impl Fleet {
     fn triage(&mut self, stories: Vec<Story>) -> VecDeque<Story> {
         let mut queue = VecDeque::new();
         for story in stories {
-            let record = read_record(&self.records, &story.id);
+            let record = fg::read_record(&self.records, &story.id);
             let merging = self.merge != MergeMode::None;
             match (fanout::next(record.as_ref(), merging), record) {
                 (Next::Skip, record) => say!(
@@ -391,16 +385,16 @@ impl Fleet {
     /// bring a completed story home.
     fn ended(&mut self, slot: &Slot, code: Option<i32>) -> StoryRecord {
         let name = fanout::loop_name(&slot.story.id);
-        let (outcome, iterations, tokens) = last_record(&slot.worktree, &name);
-        keep_history(&slot.worktree, &self.project);
-        let completed = outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
+        let last = fg::last_run(&slot.worktree, &name);
+        fg::keep_history(&slot.worktree, &self.project);
+        let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
         let record = StoryRecord::ended(
             &slot.story.id,
-            outcome
+            last.outcome
                 .as_deref()
                 .unwrap_or(ended::Outcome::Failed.as_str()),
-            iterations,
-            tokens,
+            last.iterations,
+            last.tokens,
             slot.started.elapsed().as_secs(),
         );
         match fanout::after_run(record, code, completed, &self.shown(&slot.worktree)) {
@@ -483,9 +477,7 @@ impl Fleet {
 
     /// Records how the story stands, shows it, and adds its summary row.
     fn finish(&mut self, story: &Story, record: StoryRecord) {
-        let path = self.records.join(format!("{}.json", story.id));
-        let json = serde_json::to_string_pretty(&record).unwrap_or_default();
-        if let Err(e) = safe_fs::replace(&path, json.as_bytes()) {
+        if let Err(e) = fg::write_record(&self.records, &story.id, &record) {
             self.notes
                 .push(format!("⚠ {}: its record was not written: {e}", story.id));
         }
@@ -501,7 +493,7 @@ impl Fleet {
         if !record.note.is_empty() {
             self.notes.push(format!("{}: {}", story.id, record.note));
         }
-        self.rows.push(Row::from(&record));
+        self.rows.push(Row::of(&story.id, &record));
     }
 
     fn shown(&self, path: &Path) -> String {
@@ -596,53 +588,6 @@ fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
     }
 }
 
-/// The outcome, iterations and tokens of the newest history record of the
-/// loop `name` in a worktree.
-fn last_record(worktree: &Path, name: &str) -> (Option<RecordedOutcome>, u64, u64) {
-    let history = Project {
-        root: worktree.to_owned(),
-    }
-    .history_dir();
-    let marker = format!("-{}", ralph_core::store::record_name(name));
-    let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
-        entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.ends_with(".md") && f.contains(&marker))
-            .max()
-    });
-    let Some(file) = newest else {
-        return (None, 0, 0);
-    };
-    match safe_fs::read_text(&history.join(file), safe_fs::SMALL_FILE_CAP)
-        .ok()
-        .and_then(|t| LoopState::parse(&t).ok())
-    {
-        Some(s) => (s.outcome, s.iteration, s.progress.tokens_used),
-        None => (None, 0, 0),
-    }
-}
-
-/// Copies a worktree's loop history into the main tree's, so it outlives
-/// the worktree (files already there are left alone).
-fn keep_history(worktree: &Path, project: &Project) {
-    let from = Project {
-        root: worktree.to_owned(),
-    }
-    .history_dir();
-    let Ok(entries) = std::fs::read_dir(&from) else {
-        return;
-    };
-    let Ok(to) = project.ensure_dir(".claude/ralph/history") else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            let _ = safe_fs::copy_new(&e.path(), &to.join(e.file_name()));
-        }
-    }
-}
-
 /// `ralph plan [--matrix]`.
 pub fn plan(args: PlanArgs) -> Outcome {
     let project = super::project();
@@ -659,7 +604,7 @@ pub fn plan(args: PlanArgs) -> Outcome {
     for s in &open {
         // What the last `ralph run --parallel` left it as, if anything.
         let state = has_records
-            .then(|| read_record(&records, &s.id))
+            .then(|| fg::read_record(&records, &s.id))
             .flatten()
             .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
         say!("{}  {state}  {}", s.id, s.title);
