@@ -3,7 +3,10 @@
 //! guards and verify gate as a single run) in its own git worktree on
 //! `ralph/<story-id>`; ralph's own cost per loop is that one small process.
 //! Finished stories are rebased onto the base branch, verified there and
-//! merged home one at a time, here; the rules are in `ralph_core::fanout`.
+//! merged home one at a time. What each step means is decided in
+//! `ralph_core::fanout`, the repository is touched through
+//! `ralph_core::fanout_git`; here are the child processes, the display and
+//! the exit code.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
