@@ -5,59 +5,17 @@
 //!
 //! The client is found as in tests/e2e.rs; when it is missing the tests
 //! are reported as ignored, except on CI (`CI` set) where they fail.
-//! Unix only: the client is put on PATH through a symbolic link.
+//! Unix only: the client is put on PATH through a symbolic link
+//! (`Sandbox::ralph_with_client`).
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::{client, mock_api};
+use crate::support::{client, describe, mock_api};
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-use client::{RALPH, Sandbox};
+use client::Sandbox;
 use mock_api::{MockApi, Reply};
-
-/// `ralph ARGS` in the sandbox's project, with the real client on PATH as
-/// `claude` (so the default agent is the real one) and pointed at `api`.
-fn ralph_run(sandbox: &Sandbox, api: &MockApi, args: &[&str]) -> Output {
-    let bin = sandbox.home.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let link = bin.join("claude");
-    if !link.exists() {
-        std::os::unix::fs::symlink(sandbox.claude_path(), &link).unwrap();
-    }
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let home = sandbox.home.path();
-    Command::new(RALPH)
-        .args(args)
-        .current_dir(sandbox.project())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", home)
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("ANTHROPIC_BASE_URL", api.url())
-        .env("ANTHROPIC_API_KEY", "test")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Every iteration: the model asks to write notes.txt, then (after the
 /// tool result) says it is done with the promise.
@@ -96,7 +54,7 @@ fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_complet
     let api = MockApi::start(writer_script(&project));
     let mut args = vec!["run"];
     args.extend_from_slice(&task);
-    let denied = ralph_run(&sandbox, &api, &args);
+    let denied = sandbox.ralph_with_client(&api, &args, &[]);
     let said = String::from_utf8_lossy(&denied.stdout).into_owned();
     assert_eq!(denied.status.code(), Some(3), "{}", describe(&denied));
     assert!(!project.join("notes.txt").exists());
@@ -116,7 +74,7 @@ fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_complet
     let api = MockApi::start(writer_script(&project));
     let mut args = vec!["run", "--permission-mode", "acceptEdits"];
     args.extend_from_slice(&task);
-    let done = ralph_run(&sandbox, &api, &args);
+    let done = sandbox.ralph_with_client(&api, &args, &[]);
     assert!(done.status.success(), "{}", describe(&done));
     assert_eq!(
         std::fs::read_to_string(project.join("notes.txt")).unwrap(),
@@ -236,6 +194,42 @@ fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
     }
 }
 
+/// Prints a client run as the terminal would show it (the walkthrough's transcript).
+fn show(title: &str, run: &client::Run) {
+    println!("\n$ claude -p '{title}'");
+    for e in run.events() {
+        match (e["type"].as_str(), e["subtype"].as_str()) {
+            (Some("assistant"), _) => {
+                for block in e["message"]["content"].as_array().into_iter().flatten() {
+                    if let Some(t) = block["text"].as_str() {
+                        println!("● {t}");
+                    }
+                    if block["type"] == "tool_use" {
+                        println!(
+                            "● {}({})",
+                            block["name"].as_str().unwrap_or(""),
+                            block["input"]["command"].as_str().unwrap_or("")
+                        );
+                    }
+                }
+            }
+            (Some("user"), _) => {
+                if let Some(t) = e["message"]["content"][0]["text"].as_str() {
+                    println!("  [to the model] {}", t.lines().next().unwrap_or(""));
+                }
+            }
+            (Some("system"), Some("informational")) => {
+                println!("  ⎿ {}", e["content"].as_str().unwrap_or(""))
+            }
+            (Some("system"), Some("notification")) => {
+                println!("  [notice] {}", e["text"].as_str().unwrap_or(""))
+            }
+            (Some("result"), _) => println!("[result] {}", e["result"].as_str().unwrap_or("")),
+            _ => {}
+        }
+    }
+}
+
 /// The README's walk-through, command by command, in a scratch cargo
 /// project, printed as a user of print mode sees it (docs/walkthrough.md).
 /// Run by hand: `cargo test -p ralph --test integration e2e_run::walkthrough -- --ignored --nocapture`.
@@ -266,40 +260,6 @@ fn walkthrough() {
         "pub fn add(a: i32, b: i32) -> i32 { a - b }\n#[test]\nfn adds() { assert_eq!(add(2, 2), 4); }\n",
     )
     .unwrap();
-    let show = |title: &str, run: &client::Run| {
-        println!("\n$ claude -p '{title}'");
-        for e in run.events() {
-            match (e["type"].as_str(), e["subtype"].as_str()) {
-                (Some("assistant"), _) => {
-                    for block in e["message"]["content"].as_array().into_iter().flatten() {
-                        if let Some(t) = block["text"].as_str() {
-                            println!("● {t}");
-                        }
-                        if block["type"] == "tool_use" {
-                            println!(
-                                "● {}({})",
-                                block["name"].as_str().unwrap_or(""),
-                                block["input"]["command"].as_str().unwrap_or("")
-                            );
-                        }
-                    }
-                }
-                (Some("user"), _) => {
-                    if let Some(t) = e["message"]["content"][0]["text"].as_str() {
-                        println!("  [to the model] {}", t.lines().next().unwrap_or(""));
-                    }
-                }
-                (Some("system"), Some("informational")) => {
-                    println!("  ⎿ {}", e["content"].as_str().unwrap_or(""))
-                }
-                (Some("system"), Some("notification")) => {
-                    println!("  [notice] {}", e["text"].as_str().unwrap_or(""))
-                }
-                (Some("result"), _) => println!("[result] {}", e["result"].as_str().unwrap_or("")),
-                _ => {}
-            }
-        }
-    };
     let api = MockApi::start(vec![
         Reply::bash("Setting up ralph here.", "ralph init"),
         Reply::text("ralph is set up: ralph/prd.json, ralph/progress.txt and ralph/PROMPT.md."),

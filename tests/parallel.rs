@@ -131,21 +131,29 @@ impl Repo {
         format!("sh {}", self.home.path().join("agent.sh").display())
     }
 
-    fn run_parallel(&self, extra: &[&str]) -> Output {
-        let agent = self.agent();
-        let mut args = vec![
-            "run",
-            "--parallel",
+    /// `ralph run --parallel N --agent AGENT ARGS…` in the main tree, not started yet.
+    fn parallel(&self, n: &str, agent: &str, args: &[&str]) -> Command {
+        let mut all = vec!["run", "--parallel", n, "--agent", agent];
+        all.extend_from_slice(args);
+        self.ralph(&all)
+    }
+
+    /// `ralph run --parallel N ARGS…` with the scripted agent, run to its end.
+    fn scripted(&self, n: &str, args: &[&str]) -> Output {
+        self.parallel(n, &self.agent(), args).output().unwrap()
+    }
+
+    /// Three at a time, two iterations each, verified by the file each story writes.
+    fn run_parallel(&self) -> Output {
+        self.scripted(
             "3",
-            "--agent",
-            &agent,
-            "--max-iterations",
-            "2",
-            "--verify",
-            "test -f shared.txt || test -f three.txt || test -f US-004.txt",
-        ];
-        args.extend_from_slice(extra);
-        self.ralph(&args).output().unwrap()
+            &[
+                "--max-iterations",
+                "2",
+                "--verify",
+                "test -f shared.txt || test -f three.txt || test -f US-004.txt",
+            ],
+        )
     }
 
     fn calls(&self, story: &str) -> usize {
@@ -185,10 +193,23 @@ impl Repo {
 #[test]
 fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_open() {
     let repo = Repo::new(&[("US-001", false), ("US-002", false), ("US-003", false)]);
-    let out = repo.run_parallel(&[]);
+    let out = repo.run_parallel();
     let all = text(&out);
     assert_eq!(out.status.code(), Some(3), "{all}");
+    first_run_merges_one_keeps_a_conflict_and_one_at_its_limit(&repo, &all);
+    first_run_leaves_a_summary_the_histories_and_a_plan(&repo, &all);
+    second_run_resumes_only_what_is_open(&repo);
+    a_conflict_resolved_on_its_branch_comes_home(&repo);
 
+    // Nothing open: a run changes nothing; clean has nothing left to remove.
+    let out = repo.run_parallel();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// After the first run (`all`: what it printed).
+fn first_run_merges_one_keeps_a_conflict_and_one_at_its_limit(repo: &Repo, all: &str) {
     // US-001 completed, was verified on main and merged; the PRD says so.
     assert_eq!(repo.passes(), [true, false, false], "{all}");
     assert_eq!(repo.show("main:shared.txt"), "one\n");
@@ -225,7 +246,10 @@ fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_op
             .status
             .success()
     );
+}
 
+/// After the first run (`all`: what it printed).
+fn first_run_leaves_a_summary_the_histories_and_a_plan(repo: &Repo, all: &str) {
     // The summary table, and each loop's own history kept in the main tree.
     assert!(all.contains("story") && all.contains("iterations") && all.contains("branch"));
     assert!(all.contains("ralph/US-002"), "{all}");
@@ -257,11 +281,13 @@ fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_op
         "{plan}"
     );
     assert!(!plan.contains("US-001"), "{plan}");
+}
 
-    // Second run: only what is open. US-003 runs again (now it finishes);
-    // US-002's loop does not, only its rebase is tried again.
+/// Second run: only what is open. US-003 runs again (now it finishes);
+/// US-002's loop does not, only its rebase is tried again.
+fn second_run_resumes_only_what_is_open(repo: &Repo) {
     std::fs::write(repo.log().join("finish"), "").unwrap();
-    let out = repo.run_parallel(&[]);
+    let out = repo.run_parallel();
     let all = text(&out);
     assert_eq!(out.status.code(), Some(3), "{all}");
     assert_eq!(
@@ -277,46 +303,29 @@ fn three_stories_complete_conflict_and_hit_the_limit_then_resume_only_what_is_op
     assert_eq!(repo.show("main:three.txt"), "three\n");
     assert_eq!(repo.record("US-002")["state"], "conflict");
     assert!(!repo.worktree("US-003").exists());
+}
 
-    // The user resolves US-002 on its branch; the next run brings it home.
+/// The user resolves US-002 on its branch; the next run brings it home.
+fn a_conflict_resolved_on_its_branch_comes_home(repo: &Repo) {
     let wt = repo.worktree("US-002");
     let _ = repo.git_in(&wt, &["rebase", "main"]);
     std::fs::write(wt.join("shared.txt"), "one\ntwo\n").unwrap();
     assert!(repo.git_in(&wt, &["add", "shared.txt"]).status.success());
-    let mut cont = Command::new("git");
-    cont.arg("-C")
-        .arg(&wt)
-        .args(["-c", "core.editor=true", "rebase", "--continue"]);
-    repo.env(&mut cont);
-    assert!(cont.output().unwrap().status.success());
-    let out = repo.run_parallel(&[]);
+    let cont = repo.git_in(&wt, &["-c", "core.editor=true", "rebase", "--continue"]);
+    assert!(cont.status.success());
+    let out = repo.run_parallel();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(repo.passes(), [true, true, true]);
     assert_eq!(repo.show("main:shared.txt"), "one\ntwo\n");
     assert_eq!(repo.calls("US-002"), 1, "its loop never ran again");
-
-    // Nothing open: a run changes nothing; clean has nothing left to remove.
-    let out = repo.run_parallel(&[]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let out = repo.ralph(&["clean"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
 }
 
 #[test]
 fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
     let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
     std::fs::write(repo.log().join("hold"), "").unwrap();
-    let agent = repo.agent();
     let child = repo
-        .ralph(&[
-            "run",
-            "--parallel",
-            "2",
-            "--agent",
-            &agent,
-            "--max-iterations",
-            "3",
-        ])
+        .parallel("2", &repo.agent(), &["--max-iterations", "3"])
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -361,18 +370,7 @@ fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
 
     // Resumed: both run again (on their branches, in new worktrees) and complete.
     std::fs::remove_file(repo.log().join("hold")).unwrap();
-    let out = repo
-        .ralph(&[
-            "run",
-            "--parallel",
-            "2",
-            "--agent",
-            &agent,
-            "--max-iterations",
-            "3",
-        ])
-        .output()
-        .unwrap();
+    let out = repo.scripted("2", &["--max-iterations", "3"]);
     let all = text(&out);
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert_eq!(repo.passes(), [true, true], "{all}");
@@ -384,15 +382,7 @@ fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
 fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
     let repo = Repo::new(&[("US-001", false)]);
     let out = repo
-        .ralph(&[
-            "run",
-            "--parallel",
-            "2",
-            "--agent",
-            "codex",
-            "--permission-mode",
-            "acceptEdits",
-        ])
+        .parallel("2", "codex", &["--permission-mode", "acceptEdits"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -417,19 +407,7 @@ fn a_planted_record_brings_nothing_home_without_ralphs_own_worktree() {
         .to_string(),
     )
     .unwrap();
-    let agent = repo.agent();
-    let out = repo
-        .ralph(&[
-            "run",
-            "--parallel",
-            "1",
-            "--agent",
-            &agent,
-            "--max-iterations",
-            "2",
-        ])
-        .output()
-        .unwrap();
+    let out = repo.scripted("1", &["--max-iterations", "2"]);
     let all = text(&out);
     assert_eq!(repo.calls("US-004"), 0, "{all}");
     assert!(all.contains("is not a worktree on ralph/US-004"), "{all}");
@@ -467,15 +445,7 @@ fn agent_presets_run_in_every_story() {
     );
     for (preset, story) in [("codex", "US-004"), ("gemini", "US-005")] {
         let out = repo
-            .ralph(&[
-                "run",
-                "--parallel",
-                "2",
-                "--agent",
-                preset,
-                "--story",
-                story,
-            ])
+            .parallel("2", preset, &["--story", story])
             .env("PATH", &path)
             .output()
             .unwrap();
@@ -498,11 +468,7 @@ fn agent_presets_run_in_every_story() {
 #[test]
 fn an_agent_that_switches_branches_gets_nothing_merged() {
     let repo = Repo::new(&[("US-006", false)]);
-    let agent = repo.agent();
-    let out = repo
-        .ralph(&["run", "--parallel", "1", "--agent", &agent])
-        .output()
-        .unwrap();
+    let out = repo.scripted("1", &[]);
     let all = text(&out);
     assert_eq!(out.status.code(), Some(3), "{all}");
     assert_eq!(repo.record("US-006")["state"], "merge_failed");
@@ -570,31 +536,8 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
     );
     repo.git(&["remote", "add", "origin", origin.to_str().unwrap()]);
     repo.git(&["push", "-q", "origin", "main"]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../.github/actions/ralph-story/run-story.sh"
-    );
     let out_dir = repo.home.path().join("out");
-    let job = |story: &str| {
-        let safe: String = story.chars().filter(char::is_ascii_alphanumeric).collect();
-        let outputs = repo.home.path().join(format!("{safe}.outputs"));
-        let mut cmd = Command::new("bash");
-        cmd.arg(script)
-            .current_dir(repo.root())
-            .env("STORY", story)
-            .env("AGENT", repo.agent())
-            .env("RALPH", BIN)
-            .env("MAX_ITERATIONS", "2")
-            .env("VERIFY", "test -f shared.txt")
-            .env("AGENT_KEY_ENV", "FAKE_KEY")
-            .env("AGENT_KEY", "sekrit")
-            .env("OUT", &out_dir)
-            .env("GITHUB_OUTPUT", &outputs)
-            .stdin(Stdio::null());
-        repo.env(&mut cmd);
-        let out = cmd.output().unwrap();
-        (out, std::fs::read_to_string(&outputs).unwrap_or_default())
-    };
+    let job = |story: &str| fleet_job(&repo, story, &out_dir);
     let in_origin = |what: &str| {
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir").arg(&origin).args(["show", what]);
@@ -636,19 +579,7 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
 
     // Left ready on its branch; a local run that merges brings it home
     // without running its loop again.
-    let agent = repo.agent();
-    let out = repo
-        .ralph(&[
-            "run",
-            "--parallel",
-            "1",
-            "--story",
-            "US-001",
-            "--agent",
-            &agent,
-        ])
-        .output()
-        .unwrap();
+    let out = repo.scripted("1", &["--story", "US-001"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(repo.calls("US-001"), 1);
     assert_eq!(repo.passes(), [true, false]);
@@ -657,6 +588,33 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
     let (out, _) = job("x;touch pwned");
     assert_eq!(out.status.code(), Some(2));
     assert!(!repo.root().join("pwned").exists());
+}
+
+/// The fleet's per-job script run for `story` as a GitHub job runs it (its
+/// files in `out_dir`): what it printed, and what it wrote to `GITHUB_OUTPUT`.
+fn fleet_job(repo: &Repo, story: &str, out_dir: &Path) -> (Output, String) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.github/actions/ralph-story/run-story.sh"
+    );
+    let safe: String = story.chars().filter(char::is_ascii_alphanumeric).collect();
+    let outputs = repo.home.path().join(format!("{safe}.outputs"));
+    let mut cmd = Command::new("bash");
+    cmd.arg(script)
+        .current_dir(repo.root())
+        .env("STORY", story)
+        .env("AGENT", repo.agent())
+        .env("RALPH", BIN)
+        .env("MAX_ITERATIONS", "2")
+        .env("VERIFY", "test -f shared.txt")
+        .env("AGENT_KEY_ENV", "FAKE_KEY")
+        .env("AGENT_KEY", "sekrit")
+        .env("OUT", out_dir)
+        .env("GITHUB_OUTPUT", &outputs)
+        .stdin(Stdio::null());
+    repo.env(&mut cmd);
+    let out = cmd.output().unwrap();
+    (out, std::fs::read_to_string(&outputs).unwrap_or_default())
 }
 
 use crate::support::{client, mock_api};
@@ -708,16 +666,9 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
         mock_api::Reply::write("Writing the notes.", target.to_str().unwrap(), "notes\n"),
         mock_api::Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"),
     ]);
-    let bin = home.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(sandbox.claude_path(), bin.join("claude")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new(BIN)
-        .args([
+    let out = sandbox.ralph_with_client(
+        &api,
+        &[
             "run",
             "--parallel",
             "1",
@@ -727,22 +678,9 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
             "test -f notes.txt",
             "--max-iterations",
             "3",
-        ])
-        .current_dir(&project)
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", &home)
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("ANTHROPIC_BASE_URL", api.url())
-        .env("ANTHROPIC_API_KEY", "test")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        ],
+        &[("GIT_CONFIG_NOSYSTEM", "1")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(git(&["show", "main:notes.txt"]), "notes\n");
     assert!(

@@ -165,40 +165,64 @@ impl Sandbox {
 
     /// Runs `claude -p PROMPT` in the project with the plugin loaded, against `api`.
     pub fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
-        let plugin = plugin_root();
-        let mut args: Vec<&std::ffi::OsStr> = vec!["--plugin-dir".as_ref(), plugin.as_os_str()];
-        args.extend(extra_args.iter().map(std::ffi::OsStr::new));
-        run_claude(
-            &self.claude,
-            prompt,
-            &args,
-            self.project(),
-            self.home.path(),
-            api,
-            &[("RALPH_BIN", RALPH.as_ref())],
-        )
+        self.claude_with_env(api, prompt, extra_args, &[])
     }
 
     /// Runs the `ralph` binary under test in the project (no Claude Code variables set).
     pub fn ralph(&self, args: &[&str]) -> std::process::Output {
-        let mut cmd = Command::new(RALPH);
-        cmd.args(args)
-            .current_dir(self.project())
-            .stdin(Stdio::null());
-        hermetic_env(&mut cmd, self.home.path());
-        cmd.output().expect("run ralph")
+        self.ralph_with_env(args, &[])
     }
 
     /// Runs `ralph ARGS` in the project with the mock API's variables set, so that an agent
     /// it starts (`ralph run --agent "<claude> -p …"`) talks to `api`.
     pub fn ralph_with_api(&self, api: &MockApi, args: &[&str]) -> std::process::Output {
+        let mut cmd = self.ralph_command(args);
+        mock_api_env(&mut cmd, api);
+        cmd.output().expect("run ralph")
+    }
+
+    /// `ralph ARGS` in the project with the real client on PATH as `claude` (so the default
+    /// agent is the real one, in `ralph run` and in each child of `ralph run --parallel`),
+    /// pointed at `api`, with extra environment variables. Unix: the client goes on PATH
+    /// through a symbolic link.
+    #[cfg(unix)]
+    pub fn ralph_with_client(
+        &self,
+        api: &MockApi,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
+        let mut cmd = self.ralph_command(args);
+        mock_api_env(&mut cmd, api);
+        cmd.env("PATH", self.client_on_path())
+            .envs(env.iter().copied());
+        cmd.output().expect("run ralph")
+    }
+
+    /// A PATH whose first folder holds a `claude` link to this sandbox's client.
+    #[cfg(unix)]
+    fn client_on_path(&self) -> String {
+        let bin = self.home.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("create the bin folder");
+        let link = bin.join("claude");
+        if !link.exists() {
+            std::os::unix::fs::symlink(&self.claude, &link).expect("link the client");
+        }
+        format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// `ralph ARGS` in the project, with a hermetic environment; not started yet.
+    fn ralph_command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(RALPH);
         cmd.args(args)
             .current_dir(self.project())
             .stdin(Stdio::null());
         hermetic_env(&mut cmd, self.home.path());
-        mock_api_env(&mut cmd, api);
-        cmd.output().expect("run ralph")
+        cmd
     }
 
     /// The Claude Code binary this sandbox runs.
@@ -346,14 +370,8 @@ impl Sandbox {
 
     /// `ralph ARGS` in the project with extra environment variables.
     pub fn ralph_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-        let mut cmd = Command::new(RALPH);
-        cmd.args(args)
-            .current_dir(self.project())
-            .stdin(Stdio::null());
-        hermetic_env(&mut cmd, self.home.path());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
+        let mut cmd = self.ralph_command(args);
+        cmd.envs(env.iter().copied());
         cmd.output().expect("run ralph")
     }
 }

@@ -35,6 +35,16 @@ pub fn text(out: &Output) -> String {
     )
 }
 
+/// A finished command's exit code, stdout and stderr, each under its own heading.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Whether a hook answer blocks the turn (`"decision": "block"`).
 pub fn blocked(answer: &Value) -> bool {
     answer["decision"] == "block"

@@ -165,6 +165,8 @@ failure_from!(
     ralph_core::lifecycle::LoadError,
     ralph_core::lifecycle::WriteError,
     ralph_core::run_loop::JudgeError,
+    ralph_core::fanout::PrdError,
+    ralph_core::fanout_git::FleetError,
     serde_json::Error,
     std::io::Error,
 );

@@ -3,23 +3,27 @@
 //! guards and verify gate as a single run) in its own git worktree on
 //! `ralph/<story-id>`; ralph's own cost per loop is that one small process.
 //! Finished stories are rebased onto the base branch, verified there and
-//! merged home one at a time, here; the rules are in `ralph_core::fanout`.
+//! merged home one at a time. What each step means is decided in
+//! `ralph_core::fanout`, the repository is touched through
+//! `ralph_core::fanout_git`; here are the child processes, the display and
+//! the exit code.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ralph_core::fanout::{self, MergeMode, Next, Row, Story, StoryRecord, StoryState, valid_id};
-use ralph_core::fanout_git as fg;
+use ralph_core::fanout::{
+    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
+};
+use ralph_core::fanout_git::{self as fg, FleetError};
 use ralph_core::outcome::{self as ended, RecordedOutcome};
 use ralph_core::process::GroupChild;
 use ralph_core::safe_fs;
-use ralph_core::state::LoopState;
 use ralph_core::store::Project;
 use ralph_core::time::format_duration;
 
@@ -29,6 +33,9 @@ use crate::cli::{ArmFlags, PlanArgs, RunArgs};
 /// How long the child runs get to record their loops after Ctrl-C.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 
+/// A line a child run printed, with its story's id.
+type Line = (String, String);
+
 /// One loop running now.
 struct Slot {
     story: Story,
@@ -36,6 +43,16 @@ struct Slot {
     worktree: PathBuf,
     started: Instant,
     last: String,
+}
+
+/// The child runs going on now, and the lines they print.
+struct Pool {
+    running: Vec<Slot>,
+    sender: mpsc::Sender<Line>,
+    lines: mpsc::Receiver<Line>,
+    /// When Ctrl-C came, if it did.
+    interrupted: Option<Instant>,
+    killed: bool,
 }
 
 /// What the run needs to know at every step.
@@ -47,6 +64,11 @@ struct Fleet {
     verify_timeout: Duration,
     /// Stories come from the PRD (so `passes` is written back).
     from_prd: bool,
+    /// Where each story's record is kept.
+    records: PathBuf,
+    /// The promise each story's loop gives, and every child's arguments.
+    promise: String,
+    child_args: Vec<String>,
     live: bool,
     /// Lines on screen in the live display, to redraw over.
     drawn: usize,
@@ -55,18 +77,30 @@ struct Fleet {
 }
 
 pub fn run(args: RunArgs, n: usize) -> Outcome {
+    let (mut fleet, stories) = prepare(&args)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let queue = fleet.triage(stories);
+    let interrupted = fleet.drive(queue, n, &stop);
+    fleet.summary(interrupted)
+}
+
+/// Everything is checked before anything runs: the flags, the base branch,
+/// the stories; then ralph's folders are made ready.
+fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
     if args.hand_back_after.is_some() || args.force {
         return Err(Failure::usage(
             "--hand-back-after and --force go with a single loop, not with --parallel",
         ));
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
-    super::run::agent_command(&args)?;
+    super::run::agent_command(args)?;
     let merge = MergeMode::parse(&args.fanout.merge).unwrap_or(MergeMode::Ff);
     let project = super::project();
     let root = project.root.clone();
     let base = fg::current_branch(&root)?;
-    let (stories, from_prd) = select(&root, &args)?;
+    let (stories, from_prd) = select(&root, args)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fanout::RECORDS)?;
     let promise = args
@@ -74,7 +108,6 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         .completion_promise
         .clone()
         .unwrap_or_else(|| fanout::DEFAULT_PROMISE.to_owned());
-    let child_args = child_args(&args, &promise);
     let verify_timeout = args
         .arm
         .guards
@@ -82,169 +115,22 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         .get("verify-timeout")
         .and_then(ralph_core::time::parse_duration)
         .unwrap_or(300);
-    let mut fleet = Fleet {
+    let fleet = Fleet {
         project,
         base,
         merge,
         verify: args.arm.guards.0.get("verify").map(str::to_owned),
         verify_timeout: Duration::from_secs(verify_timeout),
         from_prd,
+        records,
+        child_args: child_args(args, &promise),
+        promise,
         live: std::io::stdout().is_terminal(),
         drawn: 0,
         rows: Vec::new(),
         notes: Vec::new(),
     };
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-
-    // Stories whose loop completed earlier only come home again.
-    let mut queue: VecDeque<Story> = VecDeque::new();
-    for story in stories {
-        let record = read_record(&records, &story.id);
-        match (
-            fanout::next(record.as_ref(), merge != MergeMode::None),
-            record,
-        ) {
-            (Next::Skip, record) => say!(
-                "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
-                story.id,
-                record.as_ref().map_or("", |r| r.state.as_str()),
-                fanout::branch(&story.id),
-                fanout::RECORDS,
-                story.id
-            ),
-            (Next::BringHome, Some(record))
-                if fg::is_registered(
-                    &fleet.project.root,
-                    &fg::worktree_path(&fleet.project.root, &story.id),
-                    &fanout::branch(&story.id),
-                ) =>
-            {
-                say!(
-                    "{}: its loop completed earlier; bringing it home again",
-                    story.id
-                );
-                let worktree = fg::worktree_path(&fleet.project.root, &story.id);
-                let record = fleet.bring_home(&story, &worktree, record);
-                fleet.finish(&records, &story, record);
-            }
-            // No worktree of ralph's (after `ralph clean`, say): the loop
-            // runs again on the story's branch, which keeps its work.
-            (Next::BringHome | Next::RunLoop, _) => queue.push_back(story),
-        }
-    }
-
-    let (sender, lines) = mpsc::channel::<(String, String)>();
-    let mut running: Vec<Slot> = Vec::new();
-    let mut interrupted: Option<Instant> = None;
-    let mut killed = false;
-    loop {
-        if stop.load(Ordering::SeqCst) && interrupted.is_none() {
-            interrupted = Some(Instant::now());
-            fleet.event("⏹ Ctrl-C: stopping every agent; each loop is recorded as cancelled");
-            for slot in &mut running {
-                fg::interrupt(&mut slot.child.child);
-            }
-        }
-        // A run that does not stop within its grace time is killed (its
-        // loop then stays as it was; `ralph cancel` there ends it).
-        if !killed && interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE) {
-            killed = true;
-            for slot in &mut running {
-                let _ = ralph_core::process::stop_group(
-                    &mut slot.child,
-                    ralph_core::process::Stop::Kill,
-                );
-            }
-        }
-        while interrupted.is_none() && running.len() < n {
-            let Some(story) = queue.pop_front() else {
-                break;
-            };
-            match fleet.start(&story, &child_args, &promise, &sender) {
-                Ok(slot) => {
-                    fleet.event(&format!(
-                        "▶ {}: started in {} on {}",
-                        story.id,
-                        super::display(&fleet.project, &slot.worktree),
-                        fanout::branch(&story.id)
-                    ));
-                    running.push(slot);
-                }
-                Err(e) => {
-                    let record = StoryRecord {
-                        story: story.id.clone(),
-                        state: StoryState::Ended,
-                        outcome: "not_started".into(),
-                        iterations: 0,
-                        tokens: 0,
-                        seconds: 0,
-                        branch: fanout::branch(&story.id),
-                        note: e,
-                    };
-                    fleet.finish(&records, &story, record);
-                }
-            }
-        }
-        if running.is_empty() {
-            break;
-        }
-        match lines.recv_timeout(Duration::from_millis(200)) {
-            Ok((id, line)) => {
-                if let Some(slot) = running.iter_mut().find(|s| s.story.id == id) {
-                    slot.last = line.clone();
-                }
-                if !fleet.live {
-                    say!("[{id}] {line}");
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {}
-        }
-        let mut i = 0;
-        while i < running.len() {
-            match running[i].child.child.try_wait() {
-                Ok(Some(status)) => {
-                    let slot = running.remove(i);
-                    // Whatever it printed last is still in the channel: drain it.
-                    while let Ok((id, line)) = lines.try_recv() {
-                        if !fleet.live {
-                            say!("[{id}] {line}");
-                        }
-                    }
-                    let record = fleet.ended(&slot, status.code());
-                    fleet.finish(&records, &slot.story, record);
-                }
-                Ok(None) => i += 1,
-                Err(_) => i += 1,
-            }
-        }
-        fleet.redraw(&running);
-    }
-    fleet.redraw(&[]);
-    if fleet.rows.is_empty() {
-        say!("Nothing open to run: every story passes, or came home earlier.");
-        return Ok(());
-    }
-    say!();
-    say!("{}", fanout::table(&fleet.rows));
-    for note in &fleet.notes {
-        say!("{note}");
-    }
-    if interrupted.is_some() {
-        say!("Run the same command again to resume what was left.");
-        return Err(Failure::interrupted());
-    }
-    let all_done = fleet
-        .rows
-        .iter()
-        .all(|r| r.outcome == "merged" || r.outcome == "ready");
-    if all_done {
-        Ok(())
-    } else {
-        Err(Failure::ended())
-    }
+    Ok((fleet, stories))
 }
 
 /// The stories this run is about: tasks from the command line, or the open
@@ -284,7 +170,7 @@ fn read_stories(root: &Path) -> Result<Vec<Story>, Failure> {
                 fanout::PRD
             )));
         }
-        Err(e) => return Err(format!("{}: {e}", fanout::PRD).into()),
+        Err(e) => return Err(PrdError::Unreadable(e).into()),
     };
     Ok(fanout::stories(&text)?)
 }
@@ -318,70 +204,177 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     out
 }
 
-fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
-    let text = safe_fs::read_text(&dir.join(format!("{id}.json")), safe_fs::SMALL_FILE_CAP).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
 impl Fleet {
-    /// Prepares the story's worktree and starts its `ralph run` there.
-    fn start(
-        &self,
-        story: &Story,
-        child_args: &[String],
-        promise: &str,
-        sender: &mpsc::Sender<(String, String)>,
-    ) -> Result<Slot, String> {
+    /// Stories whose loop completed earlier only come home again (from
+    /// ralph's own worktree); stories merged or left ready are skipped; the
+    /// rest are queued to run.
+    fn triage(&mut self, stories: Vec<Story>) -> VecDeque<Story> {
+        let mut queue = VecDeque::new();
+        for story in stories {
+            let record = fg::read_record(&self.records, &story.id);
+            let merging = self.merge != MergeMode::None;
+            match (fanout::next(record.as_ref(), merging), record) {
+                (Next::Skip, record) => say!(
+                    "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
+                    story.id,
+                    record.as_ref().map_or("", |r| r.state.as_str()),
+                    fanout::branch(&story.id),
+                    fanout::RECORDS,
+                    story.id
+                ),
+                (Next::BringHome, Some(record)) if self.has_own_worktree(&story.id) => {
+                    say!(
+                        "{}: its loop completed earlier; bringing it home again",
+                        story.id
+                    );
+                    let worktree = fg::worktree_path(&self.project.root, &story.id);
+                    let record = self.bring_home(&story, &worktree, record);
+                    self.finish(&story, record);
+                }
+                // No worktree of ralph's (after `ralph clean`, say): the loop
+                // runs again on the story's branch, which keeps its work.
+                (Next::BringHome | Next::RunLoop, _) => queue.push_back(story),
+            }
+        }
+        queue
+    }
+
+    /// Whether git lists ralph's worktree for the story, on its branch.
+    fn has_own_worktree(&self, id: &str) -> bool {
         let root = &self.project.root;
-        self.project
-            .ensure_dir(fanout::WORKTREES)
-            .map_err(|e| e.to_string())?;
-        let worktree = fg::worktree_path(root, &story.id);
-        fg::worktree_for(root, &worktree, &fanout::branch(&story.id), &self.base)?;
-        // The child's project is the worktree, never the main tree above it.
-        safe_fs::ensure_dir(&worktree, ".claude").map_err(|e| e.to_string())?;
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find ralph itself: {e}"))?;
+        fg::is_registered(root, &fg::worktree_path(root, id), &fanout::branch(id))
+    }
+
+    /// Runs the queued stories, `n` at a time, until none is left running;
+    /// whether Ctrl-C stopped the run.
+    fn drive(&mut self, mut queue: VecDeque<Story>, n: usize, stop: &AtomicBool) -> bool {
+        let (sender, lines) = mpsc::channel::<Line>();
+        let mut pool = Pool {
+            running: Vec::new(),
+            sender,
+            lines,
+            interrupted: None,
+            killed: false,
+        };
+        loop {
+            if stop.load(Ordering::SeqCst) && pool.interrupted.is_none() {
+                self.event("⏹ Ctrl-C: stopping every agent; each loop is recorded as cancelled");
+                pool.interrupt();
+            }
+            pool.kill_after_grace();
+            while pool.interrupted.is_none() && pool.running.len() < n {
+                let Some(story) = queue.pop_front() else {
+                    break;
+                };
+                self.launch(&mut pool, story);
+            }
+            if pool.running.is_empty() {
+                break;
+            }
+            self.take_line(&mut pool);
+            self.reap(&mut pool);
+            self.redraw(&pool.running);
+        }
+        self.redraw(&[]);
+        pool.interrupted.is_some()
+    }
+
+    /// Starts the story's child run, or records why it could not start.
+    fn launch(&mut self, pool: &mut Pool, story: Story) {
+        match self.start(&story, &pool.sender) {
+            Ok(slot) => {
+                self.event(&format!(
+                    "▶ {}: started in {} on {}",
+                    story.id,
+                    self.shown(&slot.worktree),
+                    fanout::branch(&story.id)
+                ));
+                pool.running.push(slot);
+            }
+            Err(e) => self.finish(&story, StoryRecord::not_started(&story.id, &e)),
+        }
+    }
+
+    /// Waits a little for a line from a child run: printed as it comes, or
+    /// kept as its story's last word for the live block.
+    fn take_line(&self, pool: &mut Pool) {
+        if let Ok((id, line)) = pool.lines.recv_timeout(Duration::from_millis(200)) {
+            if let Some(slot) = pool.running.iter_mut().find(|s| s.story.id == id) {
+                slot.last = line.clone();
+            }
+            if !self.live {
+                say!("[{id}] {line}");
+            }
+        }
+    }
+
+    /// Every child run that has ended: its story is recorded (and brought
+    /// home when its loop completed).
+    fn reap(&mut self, pool: &mut Pool) {
+        let mut i = 0;
+        while i < pool.running.len() {
+            match pool.running[i].child.child.try_wait() {
+                Ok(Some(status)) => {
+                    let slot = pool.running.remove(i);
+                    // Whatever it printed last is still in the channel: drain it.
+                    while let Ok((id, line)) = pool.lines.try_recv() {
+                        if !self.live {
+                            say!("[{id}] {line}");
+                        }
+                    }
+                    let record = self.ended(&slot, status.code());
+                    self.finish(&slot.story, record);
+                }
+                Ok(None) | Err(_) => i += 1,
+            }
+        }
+    }
+
+    /// The summary table and the notes; the exit code says whether every
+    /// story came home.
+    fn summary(&self, interrupted: bool) -> Outcome {
+        if self.rows.is_empty() {
+            say!("Nothing open to run: every story passes, or came home earlier.");
+            return Ok(());
+        }
+        say!();
+        say!("{}", fanout::table(&self.rows));
+        for note in &self.notes {
+            say!("{note}");
+        }
+        if interrupted {
+            say!("Run the same command again to resume what was left.");
+            return Err(Failure::interrupted());
+        }
+        if fanout::all_home(&self.rows) {
+            Ok(())
+        } else {
+            Err(Failure::ended())
+        }
+    }
+
+    /// Prepares the story's worktree and starts its `ralph run` there.
+    fn start(&self, story: &Story, sender: &mpsc::Sender<Line>) -> Result<Slot, FleetError> {
+        let worktree = fg::prepare_worktree(&self.project, &story.id, &self.base)?;
+        let exe = std::env::current_exe().map_err(FleetError::NoSelf)?;
         let mut command = Command::new(exe);
         command
             .arg("run")
             .arg("--name")
             .arg(fanout::loop_name(&story.id))
-            .args(child_args)
+            .args(&self.child_args)
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut group = ralph_core::process::spawn_in_group(&mut command)
-            .map_err(|e| format!("could not start `ralph run`: {e}"))?;
+        let mut group =
+            ralph_core::process::spawn_in_group(&mut command).map_err(FleetError::NotStarted)?;
         let child = &mut group.child;
         if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(fanout::prompt(story, promise).as_bytes());
+            let _ = stdin.write_all(fanout::prompt(story, &self.promise).as_bytes());
         }
-        for out in [
-            child
-                .stdout
-                .take()
-                .map(|o| Box::new(o) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|e| Box::new(e) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let sender = sender.clone();
-            let id = story.id.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines() {
-                    let Ok(line) = line else { break };
-                    if !line.trim().is_empty() && sender.send((id.clone(), line)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
+        forward_lines(child, &story.id, sender);
         Ok(Slot {
             story: story.clone(),
             child: group,
@@ -395,176 +388,105 @@ impl Fleet {
     /// bring a completed story home.
     fn ended(&mut self, slot: &Slot, code: Option<i32>) -> StoryRecord {
         let name = fanout::loop_name(&slot.story.id);
-        let (outcome, iterations, tokens) = last_record(&slot.worktree, &name);
-        keep_history(&slot.worktree, &self.project);
-        let record = StoryRecord {
-            story: slot.story.id.clone(),
-            state: StoryState::Ended,
-            outcome: outcome
+        let last = fg::last_run(&slot.worktree, &name);
+        fg::keep_history(&slot.worktree, &self.project);
+        let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
+        let record = StoryRecord::ended(
+            &slot.story.id,
+            last.outcome
                 .as_deref()
-                .unwrap_or(ended::Outcome::Failed.as_str())
-                .to_owned(),
-            iterations,
-            tokens,
-            seconds: slot.started.elapsed().as_secs(),
-            branch: fanout::branch(&slot.story.id),
-            note: String::new(),
-        };
-        match code {
-            Some(0) if outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed)) => {
-                self.bring_home(&slot.story, &slot.worktree, record)
-            }
-            Some(130) => StoryRecord {
-                state: StoryState::Cancelled,
-                outcome: "cancelled".into(),
-                note: format!(
-                    "stopped by Ctrl-C; kept in {}; the next run resumes it",
-                    self.shown(&slot.worktree)
-                ),
-                ..record
-            },
-            _ => StoryRecord {
-                note: format!(
-                    "its loop ended as {} ({}); kept for inspection in {} until `ralph clean`; `ralph log --name {name}` there shows why; the next run starts it again",
-                    record.outcome,
-                    code.map_or("killed".into(), |c| format!("exit {c}")),
-                    self.shown(&slot.worktree)
-                ),
-                ..record
-            },
+                .unwrap_or(ended::Outcome::Failed.as_str()),
+            last.iterations,
+            last.tokens,
+            slot.started.elapsed().as_secs(),
+        );
+        match fanout::after_run(record, code, completed, &self.shown(&slot.worktree)) {
+            AfterRun::BringHome(record) => self.bring_home(&slot.story, &slot.worktree, record),
+            AfterRun::Stays(record) => record,
         }
     }
 
-    /// Rebase onto the base, verify there, merge, mark `passes`. Nothing is
-    /// forced: each failure leaves the story on its branch with the command
-    /// to go on.
+    /// Brings a completed story home and records how that went.
     fn bring_home(&mut self, story: &Story, worktree: &Path, record: StoryRecord) -> StoryRecord {
-        let root = self.project.root.clone();
         let branch = fanout::branch(&story.id);
+        let home = self.homecoming(story, worktree, &branch);
+        if matches!(home, Homecoming::Merged) {
+            self.after_merge(&story.id, worktree);
+        }
         let shown = self.shown(worktree);
-        let completed = StoryRecord {
-            outcome: "completed".into(),
-            ..record
+        let trip = Trip {
+            branch: &branch,
+            base: &self.base,
+            shown: &shown,
         };
-        // An agent that switched branches left its work elsewhere: say so, move nothing.
+        home.record(record, trip)
+    }
+
+    /// Rebase onto the base, verify there, merge. Nothing is forced: the
+    /// first step that fails leaves the story on its branch.
+    fn homecoming(&self, story: &Story, worktree: &Path, branch: &str) -> Homecoming {
+        // An agent that switched branches left its work elsewhere: move nothing.
         let head = fg::current_branch(worktree).unwrap_or_else(|_| "a detached HEAD".into());
         if head != branch {
-            return StoryRecord {
-                state: StoryState::MergeFailed,
-                note: format!(
-                    "its worktree {shown} is on {head}, not {branch} (the agent switched branches); nothing was merged. Bring the work onto {branch} there, then run again"
-                ),
-                ..completed
-            };
+            return Homecoming::SwitchedBranch { head };
         }
         let message = format!(
             "{}: {} (left uncommitted by its loop)",
             story.id, story.title
         );
         if let Err(e) = fg::commit_leftovers(worktree, &message) {
-            return StoryRecord {
-                state: StoryState::MergeFailed,
-                note: format!("could not commit the loop's work in {shown}: {e}"),
-                ..completed
-            };
+            return Homecoming::NotCommitted(e);
         }
         match fg::rebase(worktree, &self.base) {
             Ok(true) => {}
-            Ok(false) => {
-                return StoryRecord {
-                    state: StoryState::Conflict,
-                    note: format!(
-                        "conflicts with {base}; nothing was forced. Resolve: cd {shown} && git rebase {base} (fix, git add, git rebase --continue), then run the same `ralph run --parallel` again",
-                        base = self.base
-                    ),
-                    ..completed
-                };
-            }
-            Err(e) => {
-                return StoryRecord {
-                    state: StoryState::Conflict,
-                    note: format!("the rebase onto {} failed: {e}", self.base),
-                    ..completed
-                };
-            }
+            Ok(false) => return Homecoming::Conflict,
+            Err(e) => return Homecoming::RebaseFailed(e),
         }
-        if let Some(verify) = &self.verify {
-            let v = ralph_core::verify::run(verify, worktree, self.verify_timeout);
-            if !v.passed {
-                return StoryRecord {
-                    state: StoryState::VerifyFailed,
-                    note: format!(
-                        "`{verify}` failed ({}) on {branch} rebased onto {}; fix it in {shown}, then run again. Output:\n{}",
-                        v.status,
-                        self.base,
-                        ralph_core::messages::escape_controls(v.output_tail.trim_end())
-                    ),
-                    ..completed
+        if let Some(command) = &self.verify {
+            let verification = ralph_core::verify::run(command, worktree, self.verify_timeout);
+            if !verification.passed {
+                let command = command.clone();
+                return Homecoming::VerifyFailed {
+                    command,
+                    verification,
                 };
             }
         }
         if self.merge == MergeMode::None {
-            return StoryRecord {
-                state: StoryState::Ready,
-                note: format!("rebased onto {} and verified; left on {branch}", self.base),
-                ..completed
-            };
+            return Homecoming::Ready;
         }
         let merge_message = format!("Merge {branch}: {}", story.title);
-        if let Err(e) = fg::merge(&root, &branch, self.merge, &merge_message) {
-            return StoryRecord {
-                state: StoryState::MergeFailed,
-                note: format!(
-                    "the merge into {} was refused: {e}; the story stays on {branch}",
-                    self.base
-                ),
-                ..completed
-            };
-        }
-        if self.from_prd
-            && let Err(e) = self.mark_passes(&story.id)
-        {
-            self.notes.push(format!(
-                "⚠ {}: merged, but `passes` was not written: {e}",
-                story.id
-            ));
-        }
-        if let Err(e) = fg::remove_worktree(&root, worktree) {
-            self.notes.push(format!(
-                "⚠ {}: merged; its worktree was not removed ({e}); `ralph clean` removes it",
-                story.id
-            ));
-        }
-        StoryRecord {
-            state: StoryState::Merged,
-            note: String::new(),
-            ..completed
+        match fg::merge(&self.project.root, branch, self.merge, &merge_message) {
+            Ok(()) => Homecoming::Merged,
+            Err(e) => Homecoming::MergeRefused(e),
         }
     }
 
-    fn mark_passes(&self, id: &str) -> Result<(), String> {
-        let _lock = self.project.lock().map_err(|e| e.to_string())?;
-        let path = self.project.root.join(fanout::PRD);
-        let text = safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP).map_err(|e| e.to_string())?;
-        let updated = fanout::set_passes(&text, id)?;
-        safe_fs::replace(&path, updated.as_bytes()).map_err(|e| e.to_string())
+    /// After a merge: `passes` written back, the worktree removed. What
+    /// fails here is told in a note; the merge stands.
+    fn after_merge(&mut self, id: &str, worktree: &Path) {
+        if self.from_prd
+            && let Err(e) = fg::mark_passes(&self.project, id)
+        {
+            self.notes
+                .push(format!("⚠ {id}: merged, but `passes` was not written: {e}"));
+        }
+        if let Err(e) = fg::remove_worktree(&self.project.root, worktree) {
+            self.notes.push(format!(
+                "⚠ {id}: merged; its worktree was not removed ({e}); `ralph clean` removes it"
+            ));
+        }
     }
 
     /// Records how the story stands, shows it, and adds its summary row.
-    fn finish(&mut self, records: &Path, story: &Story, record: StoryRecord) {
-        let path = records.join(format!("{}.json", story.id));
-        let json = serde_json::to_string_pretty(&record).unwrap_or_default();
-        if let Err(e) = safe_fs::replace(&path, json.as_bytes()) {
+    fn finish(&mut self, story: &Story, record: StoryRecord) {
+        if let Err(e) = fg::write_record(&self.records, &story.id, &record) {
             self.notes
                 .push(format!("⚠ {}: its record was not written: {e}", story.id));
         }
-        let mark = match record.state {
-            StoryState::Merged | StoryState::Ready => "✓",
-            StoryState::Cancelled => "⏹",
-            _ => "✗",
-        };
         let line = format!(
-            "{mark} {}: {} after {} iteration(s), {}",
+            "{} {}: {} after {} iteration(s), {}",
+            record.state.mark(),
             story.id,
             record.state.as_str(),
             record.iterations,
@@ -574,14 +496,7 @@ impl Fleet {
         if !record.note.is_empty() {
             self.notes.push(format!("{}: {}", story.id, record.note));
         }
-        self.rows.push(Row {
-            story: story.id.clone(),
-            outcome: record.state.as_str().to_owned(),
-            iterations: record.iterations,
-            seconds: record.seconds,
-            tokens: record.tokens,
-            branch: record.branch,
-        });
+        self.rows.push(Row::of(&story.id, &record));
     }
 
     fn shown(&self, path: &Path) -> String {
@@ -625,50 +540,54 @@ impl Fleet {
     }
 }
 
-/// The outcome, iterations and tokens of the newest history record of the
-/// loop `name` in a worktree.
-fn last_record(worktree: &Path, name: &str) -> (Option<RecordedOutcome>, u64, u64) {
-    let history = Project {
-        root: worktree.to_owned(),
+impl Pool {
+    /// Ctrl-C: SIGINT to every child run, so each records its loop as cancelled.
+    fn interrupt(&mut self) {
+        self.interrupted = Some(Instant::now());
+        for slot in &mut self.running {
+            fg::interrupt(&mut slot.child.child);
+        }
     }
-    .history_dir();
-    let marker = format!("-{}", ralph_core::store::record_name(name));
-    let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
-        entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.ends_with(".md") && f.contains(&marker))
-            .max()
-    });
-    let Some(file) = newest else {
-        return (None, 0, 0);
-    };
-    match safe_fs::read_text(&history.join(file), safe_fs::SMALL_FILE_CAP)
-        .ok()
-        .and_then(|t| LoopState::parse(&t).ok())
-    {
-        Some(s) => (s.outcome, s.iteration, s.progress.tokens_used),
-        None => (None, 0, 0),
+
+    /// A run that does not stop within its grace time is killed (its loop
+    /// then stays as it was; `ralph cancel` there ends it).
+    fn kill_after_grace(&mut self) {
+        let overdue = self.interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE);
+        if self.killed || !overdue {
+            return;
+        }
+        self.killed = true;
+        for slot in &mut self.running {
+            let _ =
+                ralph_core::process::stop_group(&mut slot.child, ralph_core::process::Stop::Kill);
+        }
     }
 }
 
-/// Copies a worktree's loop history into the main tree's, so it outlives
-/// the worktree (files already there are left alone).
-fn keep_history(worktree: &Path, project: &Project) {
-    let from = Project {
-        root: worktree.to_owned(),
-    }
-    .history_dir();
-    let Ok(entries) = std::fs::read_dir(&from) else {
-        return;
-    };
-    let Ok(to) = project.ensure_dir(".claude/ralph/history") else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            let _ = safe_fs::copy_new(&e.path(), &to.join(e.file_name()));
-        }
+/// Sends each non-blank line the child prints (stdout and stderr) to the
+/// run, tagged with the story's id, from a thread of its own.
+fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
+    let outputs = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ];
+    for out in outputs.into_iter().flatten() {
+        let sender = sender.clone();
+        let id = id.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if !line.trim().is_empty() && sender.send((id.clone(), line)).is_err() {
+                    break;
+                }
+            }
+        });
     }
 }
 
@@ -688,7 +607,7 @@ pub fn plan(args: PlanArgs) -> Outcome {
     for s in &open {
         // What the last `ralph run --parallel` left it as, if anything.
         let state = has_records
-            .then(|| read_record(&records, &s.id))
+            .then(|| fg::read_record(&records, &s.id))
             .flatten()
             .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
         say!("{}  {state}  {}", s.id, s.title);
@@ -733,7 +652,7 @@ pub fn clean() -> Outcome {
         say!("No worktrees to remove.");
     }
     if failed {
-        return Err("some worktrees were not removed".to_owned().into());
+        return Err(FleetError::NotAllRemoved.into());
     }
     Ok(())
 }
