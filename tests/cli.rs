@@ -15,6 +15,8 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use crate::support::describe;
+
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
@@ -147,15 +149,6 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status.code(),
-        stdout(out),
-        stderr(out)
-    )
 }
 
 fn assert_success(out: &Output, what: &str) {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::project;
+use crate::support::{describe, project};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -19,15 +19,6 @@ fn out(o: &Output) -> String {
 
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status.code(),
-        out(o),
-        err(o)
-    )
 }
 
 fn ralph(p: &TempProject, args: &[&str]) -> Output {

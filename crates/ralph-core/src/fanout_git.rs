@@ -361,16 +361,8 @@ pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), Fl
 /// that `ralph run` stops its agent and records its loop as cancelled.
 pub fn interrupt(child: &mut Child) {
     #[cfg(unix)]
-    {
-        use rustix::process::{Pid, Signal, kill_process_group};
-        if let Some(pid) = i32::try_from(child.id())
-            .ok()
-            .filter(|&p| p > 1)
-            .and_then(Pid::from_raw)
-        {
-            let _ = kill_process_group(pid, Signal::INT);
-            return;
-        }
+    if crate::process::signal_unix_group(child.id(), crate::process::Stop::Interrupt).is_ok() {
+        return;
     }
     let _ = child.kill();
 }

@@ -87,6 +87,9 @@ pub enum Stop {
     Terminate,
     /// SIGKILL: no chance.
     Kill,
+    /// SIGINT, as Ctrl-C would send: a child `ralph run` records its loop
+    /// and exits. (Unix only; elsewhere the process is ended.)
+    Interrupt,
 }
 
 /// Stops the process group (Unix) or job (Windows) led by `group`, so the
@@ -122,8 +125,9 @@ pub fn stop_group(group: &mut GroupChild, how: Stop) -> std::io::Result<()> {
     }
 }
 
+/// Sends `how` to the process group `pid` leads.
 #[cfg(unix)]
-fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {
+pub(crate) fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {
     use rustix::process::{Pid, Signal, kill_process_group};
     // Never 0 or 1 (our own group, or "every process"), nor a pid that
     // does not fit: a child spawned by us has neither.
@@ -135,6 +139,7 @@ fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {
     let signal = match how {
         Stop::Terminate => Signal::TERM,
         Stop::Kill => Signal::KILL,
+        Stop::Interrupt => Signal::INT,
     };
     kill_process_group(pid, signal).map_err(std::io::Error::from)
 }
