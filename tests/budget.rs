@@ -93,9 +93,14 @@ impl Project {
 
     /// One Stop of session s1 pointing at the transcript, with the block cap `cap`.
     fn stop(&self, stop_hook_active: bool, cap: &str) -> Answer {
+        self.stop_after(stop_hook_active, cap, "step")
+    }
+
+    /// A stop whose event carries `reply` as the turn's last message.
+    fn stop_after(&self, stop_hook_active: bool, cap: &str, reply: &str) -> Answer {
         let event = json!({"session_id": "s1", "cwd": self.root(), "hook_event_name": "Stop",
             "transcript_path": self.transcript(), "stop_hook_active": stop_hook_active,
-            "last_assistant_message": "step"});
+            "last_assistant_message": reply});
         let (code, stdout, err) = self.ralph(
             &["hook", "stop"],
             &event.to_string(),
@@ -248,7 +253,7 @@ fn a_reply_not_yet_in_the_transcript_is_estimated_shown_and_ends_the_loop_in_tim
     p.append(&[feedback(&at(t, 2))]);
     let a = p.stop(true, "0");
     assert!(a.blocked(), "{}", a.stdout);
-    let words = "15 known + ~15 for the last reply (not yet in the transcript)";
+    let words = "15 known + ~15 not yet in the transcript";
     assert!(a.reason().contains(words), "footer: {}", a.reason());
     let s = p.state().progress;
     assert_eq!((s.tokens_used, s.unseen_tokens), (15, 15));
@@ -287,7 +292,7 @@ fn a_reply_not_yet_in_the_transcript_is_estimated_shown_and_ends_the_loop_in_tim
     assert!(!a.blocked(), "{}", a.stdout);
     assert!(
         a.notice()
-            .contains("used 45 known + ~15 for the last reply (not yet in the transcript) of its 50 token budget"),
+            .contains("used 45 known + ~15 not yet in the transcript of its 50 token budget"),
         "{}",
         a.notice()
     );
@@ -306,6 +311,60 @@ fn a_reply_not_yet_in_the_transcript_is_estimated_shown_and_ends_the_loop_in_tim
         "{}",
         p.log_text()
     );
+}
+
+/// Turns faster than the client writes its transcript: three stops pass with no new reply
+/// in it, then three replies land at once. Each missing reply is estimated, so the figure
+/// follows the real usage (15 per reply) at every stop, and nothing is estimated once the
+/// transcript has caught up.
+#[test]
+fn every_reply_a_lagging_transcript_lacks_is_estimated() {
+    let p = Project::new();
+    p.start(&["--max-tokens", "1000", "--stuck-after", "0"]);
+    let t = p.started_at();
+    // Reply n says `step n`, and so does the Stop event that follows it.
+    let reply_n = |n: i64| {
+        block(
+            &format!("msg_{n}"),
+            json!({"type": "text", "text": format!("step {n}")}),
+            "end_turn",
+            &at(t, 2 * n - 1),
+            10,
+        )
+    };
+    let feedback_before = |n: i64| feedback(&at(t, 2 * n - 2));
+    p.append(&[user("/ralph:ralph-loop Work", false, &at(t, 0)), reply_n(1)]);
+    let a = p.stop_after(false, "0", "step 1");
+    assert!(a.reason().contains("Tokens: 15 of 1000."), "{}", a.reason());
+    for (n, missing) in [(2, 15), (3, 30), (4, 45)] {
+        let a = p.stop_after(true, "0", &format!("step {n}"));
+        let words = format!("Tokens: 15 known + ~{missing} not yet in the transcript of 1000.");
+        assert!(a.reason().contains(&words), "{words}: {}", a.reason());
+    }
+    p.append(&[
+        feedback_before(2),
+        reply_n(2),
+        feedback_before(3),
+        reply_n(3),
+        feedback_before(4),
+        reply_n(4),
+    ]);
+    let a = p.stop_after(true, "0", "step 5");
+    assert!(
+        a.reason()
+            .contains("Tokens: 60 known + ~15 not yet in the transcript of 1000."),
+        "the fifth reply is still missing: {}",
+        a.reason()
+    );
+    p.append(&[
+        feedback_before(5),
+        reply_n(5),
+        feedback_before(6),
+        reply_n(6),
+    ]);
+    let a = p.stop_after(true, "0", "step 6");
+    assert!(a.reason().contains("Tokens: 90 of 1000."), "{}", a.reason());
+    assert_eq!(p.state().progress.unseen_tokens, 0);
 }
 
 #[test]

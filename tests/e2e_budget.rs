@@ -76,16 +76,11 @@ fn token_budget_ends_within_a_turn_of_the_real_usage() {
     let known = l["tokens_used"].as_u64().unwrap();
     let unseen = l["unseen_tokens"].as_u64().unwrap();
     assert!(known + unseen >= 100, "{l}");
-    // Usually the transcript lags by the last reply at most, and ralph knows it is missing;
-    // on a loaded machine it was seen lagging by two, with the last line an earlier reply:
-    // then one reply is neither known nor estimated, and the end comes one turn later (still
-    // within the bound above).
-    assert!(
-        known == turns * TURN_TOKENS
-            || (known == (turns - 1) * TURN_TOKENS && unseen > 0)
-            || known == (turns - 1) * TURN_TOKENS && turns == crossing + 1,
-        "{turns} requests, {l}"
-    );
+    // The transcript may lag the Stop event by several replies (turns come within
+    // milliseconds here); ralph counts the stops it answered against the replies the
+    // transcript shows, and estimates each missing one: with every request costing the
+    // same, known + estimate is the real usage.
+    assert_eq!(known + unseen, turns * TURN_TOKENS, "{turns} requests, {l}");
     assert!(
         !client_output(&run).contains(OVERRIDE),
         "{}",

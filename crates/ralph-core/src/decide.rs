@@ -9,6 +9,9 @@ use crate::promise;
 use crate::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::time::{Timestamp, format_duration};
 
+// One value per stop, moved once into the step that acts on it: boxing the
+// progress would cost an allocation and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// The loop is paused: let the stop through and change nothing.
@@ -224,6 +227,7 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
     turn.progress.tokens_used = tokens;
     turn.progress.largest_reply_tokens = largest_reply(state, seen);
     turn.progress.unseen_tokens = unseen;
+    turn.progress.counts.replies_behind = replies_behind(state, seen);
     Ok(())
 }
 
@@ -346,23 +350,41 @@ fn largest_reply(state: &LoopState, seen: &Observation) -> u64 {
         .max(seen.largest_reply_tokens)
 }
 
-/// The estimate for the reply the transcript does not hold yet: the largest
-/// message seen so far (0 when the transcript holds the reply, or when no
-/// message was seen yet and there is nothing to go by).
+/// The estimate for the replies the transcript does not hold yet: the
+/// largest message seen so far for each (0 when the transcript holds the
+/// reply, or when no message was seen yet and there is nothing to go by).
 pub fn unseen_tokens(state: &LoopState, seen: &Observation) -> u64 {
-    if seen.reply_missing {
-        largest_reply(state, seen)
-    } else {
-        0
-    }
+    largest_reply(state, seen)
+        .saturating_mul(replies_behind(state, seen))
+        .min(MAX_TOKENS)
 }
 
-/// `120`, or `105 known + ~15 for the last reply, not yet in the transcript`.
+/// How many replies the transcript lacks at this stop. Each stop brings one
+/// reply that ends a turn; the transcript shows `turn_ends` of them since
+/// the last stop. So what it lacked then, plus this stop's reply, minus
+/// those it shows now, is missing; at least this stop's reply when the
+/// transcript does not end with it, and none when it does (which also
+/// clears any miscount).
+pub fn replies_behind(state: &LoopState, seen: &Observation) -> u64 {
+    if !seen.reply_missing {
+        return 0;
+    }
+    let Some(turn_ends) = seen.turn_ends else {
+        return 1;
+    };
+    let before = state.progress.counts.replies_behind;
+    before
+        .saturating_add(1)
+        .saturating_sub(turn_ends)
+        .clamp(1, MAX_COUNT)
+}
+
+/// `120`, or `105 known + ~15 not yet in the transcript`.
 pub fn token_words(known: u64, unseen: u64) -> String {
     if unseen == 0 {
         known.to_string()
     } else {
-        format!("{known} known + ~{unseen} for the last reply (not yet in the transcript)")
+        format!("{known} known + ~{unseen} not yet in the transcript")
     }
 }
 
@@ -696,6 +718,59 @@ mod tests {
             ),
             "cap 0: off"
         );
+    }
+
+    /// Turns faster than the transcript is written: the stops go on while it
+    /// shows no reply, then it catches up at once. Every missing reply is
+    /// estimated, so known + estimate is the real usage at every stop.
+    #[test]
+    fn token_budget_estimates_every_reply_a_lagging_transcript_lacks() {
+        let mut s = state("max_tokens: 1000\nstuck_after: 0\n");
+        s.progress.largest_reply_tokens = 15;
+        s.progress.tokens_used = 15; // stop 1 saw the arming turn's reply
+        let lagging = |turn_ends| Observation {
+            tokens_used: Some(15 + 15 * turn_ends),
+            reply_missing: true,
+            turn_ends: Some(turn_ends),
+            ..seen("x")
+        };
+        // Stops 2, 3 and 4 see no new reply; the real usage is 30, 45, 60.
+        for real in [30, 45, 60] {
+            let Decision::Continue { progress, .. } = decide(&s, &lagging(0)) else {
+                panic!("goes on")
+            };
+            assert_eq!(progress.tokens_used + progress.unseen_tokens, real);
+            s.progress = progress;
+        }
+        assert_eq!(s.progress.counts.replies_behind, 3);
+        // Stop 5: three replies land, this stop's is still missing: 60 known + ~15.
+        let Decision::Continue { progress, .. } = decide(&s, &lagging(3)) else {
+            panic!("goes on")
+        };
+        assert_eq!((progress.tokens_used, progress.unseen_tokens), (60, 15));
+        s.progress = progress;
+        // Stop 6: the transcript ends with this stop's reply: nothing is estimated.
+        let caught_up = Observation {
+            tokens_used: Some(90),
+            reply_missing: false,
+            turn_ends: Some(2),
+            ..seen("x")
+        };
+        let Decision::Continue { progress, .. } = decide(&s, &caught_up) else {
+            panic!("goes on")
+        };
+        assert_eq!(
+            (progress.unseen_tokens, progress.counts.replies_behind),
+            (0, 0)
+        );
+        // Without a transcript read, one reply at most, as before.
+        let unread = Observation {
+            reply_missing: true,
+            turn_ends: None,
+            ..seen("x")
+        };
+        s.progress.counts.replies_behind = 7;
+        assert_eq!(replies_behind(&s, &unread), 1);
     }
 
     #[test]

@@ -58,6 +58,7 @@ macro_rules! with_guard_fields {
             max_verify_failures,
             $($middle,)*
             verify_failures,
+            replies_behind,
             $($after,)*
         );
     };
@@ -90,6 +91,10 @@ impl Guards {
 pub struct GuardCounts {
     /// Verification gates failed so far (see `Guards::max_verify_failures`).
     pub verify_failures: u64,
+    /// The token budget's: replies the transcript lacked at the last stop
+    /// (it can lag the Stop event by several when turns come fast); each is
+    /// estimated at the largest message seen.
+    pub replies_behind: u64,
 }
 
 impl GuardCounts {
@@ -98,6 +103,7 @@ impl GuardCounts {
         let count = |name| number(name, raw.get(name), MAX_COUNT);
         Ok(Self {
             verify_failures: count("verify_failures")?.unwrap_or(0),
+            replies_behind: count("replies_behind")?.unwrap_or(0),
         })
     }
 
@@ -106,6 +112,9 @@ impl GuardCounts {
         let mut fields = Vec::new();
         if self.verify_failures != old.verify_failures {
             fields.push(("verify_failures", self.verify_failures.to_string()));
+        }
+        if self.replies_behind != old.replies_behind {
+            fields.push(("replies_behind", self.replies_behind.to_string()));
         }
         fields
     }

@@ -582,6 +582,7 @@ fn observe(
             .as_ref()
             .is_none_or(|a| a.lacks_reply(reply.as_deref())),
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
+        turn_ends: appended.as_ref().map(|a| a.turn_ends),
         reply,
     };
     (seen, appended)

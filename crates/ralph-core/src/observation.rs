@@ -27,6 +27,10 @@ pub struct Observation {
     pub reply_missing: bool,
     /// The largest single assistant message counted for this stop (tokens).
     pub largest_reply_tokens: u64,
+    /// Replies that ended a turn in the part of the transcript read at this
+    /// stop (`None`: not read). With the stops counted, it tells how many
+    /// replies a lagging transcript lacks.
+    pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
 }

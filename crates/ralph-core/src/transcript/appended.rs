@@ -28,6 +28,10 @@ pub struct Appended {
     pub last_message_id: Option<String>,
     /// The largest single assistant message counted in this scan (tokens).
     pub largest_reply: u64,
+    /// Replies in the new part that ended a turn (main chain, stopped for
+    /// another reason than a tool call): one per stop once the transcript
+    /// has caught up, none while it lags.
+    pub turn_ends: u64,
     /// The transcript does not hold the reply that ended the turn yet: its
     /// last conversation line is a user line or a tool call (the client
     /// writes the transcript after the Stop hook may already run).
@@ -184,6 +188,7 @@ fn scan_from(
     out.end_offset = start + complete as u64;
     let mut pending: Option<(String, Usage)> = None;
     let mut edit_calls: Vec<String> = Vec::new();
+    let mut last_turn_end: Option<String> = None;
     for raw in buf[..complete].split(|&b| b == b'\n') {
         let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
             continue;
@@ -216,6 +221,12 @@ fn scan_from(
             });
         out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
         out.reply_missing = called_tool || message.stop_reason.as_deref() == Some("tool_use");
+        let ends_turn = !out.reply_missing && message.stop_reason.is_some();
+        if ends_turn && message.id.is_some() && message.id != last_turn_end {
+            // A message written as several lines (one per content block) ends its turn once.
+            out.turn_ends = out.turn_ends.saturating_add(1);
+            last_turn_end.clone_from(&message.id);
+        }
         if let Some(text) = message.content.as_ref().and_then(text_of) {
             out.last_text = Some(text);
         }
@@ -476,6 +487,57 @@ mod loop_tests {
         assert_eq!(a.end_offset, f.as_file().metadata().unwrap().len());
         // Without a start time, the first look is a baseline, as before.
         assert_eq!(scan_loop(f.path(), 0, None, None).unwrap().tokens, 0);
+    }
+
+    /// One reply ends each turn: a tool call does not, a message written as
+    /// several lines counts once, and a lagging transcript shows none.
+    #[test]
+    fn replies_that_end_a_turn_are_counted() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let call = assistant(
+            "msg_1",
+            r#"{"type":"tool_use","id":"t1","name":"Bash","input":{}}"#,
+            "tool_use",
+            T1,
+        );
+        let result = user(
+            r#"[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]"#,
+            false,
+            T1,
+        );
+        let two_lines = text("msg_2", T1) + &text("msg_2", T1);
+        f.write_all(
+            (user(r#""/ralph:ralph-loop Work""#, false, T1) + &call + &result + &two_lines)
+                .as_bytes(),
+        )
+        .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!((a.turn_ends, a.reply_missing), (1, false));
+        // The transcript lags: nothing new, no turn end.
+        let b = scan_loop(
+            f.path(),
+            a.end_offset,
+            a.last_message_id.as_deref(),
+            started(),
+        )
+        .unwrap();
+        assert_eq!((b.turn_ends, b.reply_missing), (0, true));
+        // Three turns land at once.
+        let three = feedback(T2)
+            + &text("msg_3", T2)
+            + &feedback(T2)
+            + &text("msg_4", T2)
+            + &feedback(T2)
+            + &text("msg_5", T2);
+        f.write_all(three.as_bytes()).unwrap();
+        let c = scan_loop(
+            f.path(),
+            b.end_offset,
+            b.last_message_id.as_deref(),
+            started(),
+        )
+        .unwrap();
+        assert_eq!((c.turn_ends, c.tokens), (3, 45));
     }
 
     #[test]
