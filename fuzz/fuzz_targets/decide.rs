@@ -69,6 +69,8 @@ fuzz_target!(|data: &[u8]| {
     s.progress.clock_at = b.maybe_i64().map(Timestamp);
     s.progress.reply_fingerprint = (b.byte() % 2 == 0).then(|| "0000000000000000".into());
     s.progress.tree_fingerprint = (b.byte() % 2 == 0).then(|| "t".into());
+    s.progress.largest_reply_tokens = b.u64();
+    s.progress.counts.replies_behind = b.u64();
     s.guards.max_tokens = b.maybe_u64();
     s.guards.max_duration_secs = b.maybe_u64();
     s.guards.stuck_after = b.u64();
@@ -91,6 +93,7 @@ fuzz_target!(|data: &[u8]| {
         stop_hook_active: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
+        turn_ends: b.maybe_u64(),
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
@@ -102,6 +105,8 @@ fuzz_target!(|data: &[u8]| {
             assert!(s.iteration < MAX_COUNT);
             assert_eq!(next, s.iteration + 1);
             assert!(progress.tokens_used <= MAX_TOKENS);
+            assert!(progress.unseen_tokens <= MAX_TOKENS);
+            assert!(progress.counts.replies_behind <= MAX_COUNT);
             if let Some(limit) = s.guards.max_tokens {
                 assert!(progress.tokens_used < limit);
             }

@@ -1046,6 +1046,43 @@ mod tests {
                     Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
                 }
             }
+
+            /// The token budget with a lagging transcript: whatever the counts (kept by
+            /// ralph or planted in the file), the estimate never wraps, and a loop that
+            /// goes on is under its budget with the estimate included.
+            #[test]
+            fn the_estimate_for_missing_replies_never_wraps(
+                known in extreme_u64(),
+                largest in extreme_u64(),
+                behind in extreme_u64(),
+                turn_ends in proptest::option::of(extreme_u64()),
+                reply_missing in any::<bool>(),
+                max_tokens in proptest::option::of(extreme_u64()),
+            ) {
+                let mut s = state("stuck_after: 0\n");
+                s.guards.max_tokens = max_tokens;
+                s.progress.largest_reply_tokens = largest;
+                s.progress.counts.replies_behind = behind;
+                let seen = Observation {
+                    reply: Some("x".into()),
+                    tokens_used: Some(known),
+                    reply_missing,
+                    turn_ends,
+                    ..Observation::default()
+                };
+                match decide(&s, &seen) {
+                    Decision::Continue { progress, .. } => {
+                        prop_assert!(progress.unseen_tokens <= MAX_TOKENS);
+                        prop_assert!(progress.counts.replies_behind <= MAX_COUNT);
+                        prop_assert_eq!(progress.counts.replies_behind == 0, !reply_missing);
+                        if let Some(limit) = max_tokens {
+                            prop_assert!(progress.tokens_used.saturating_add(progress.unseen_tokens) < limit);
+                        }
+                    }
+                    Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
+                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                }
+            }
         }
     }
 }
