@@ -470,6 +470,12 @@ mod loop_tests {
         Timestamp::parse_rfc3339(ARMED)
     }
 
+    /// The next stop's scan, from where `previous` ended.
+    fn next_scan(path: &Path, previous: &Appended) -> Appended {
+        let last = previous.last_message_id.as_deref();
+        scan_loop(path, previous.end_offset, last, started()).unwrap()
+    }
+
     #[test]
     fn first_stop_counts_the_arming_turn_and_nothing_before() {
         let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -514,13 +520,7 @@ mod loop_tests {
         let a = scan_loop(f.path(), 0, None, started()).unwrap();
         assert_eq!((a.turn_ends, a.reply_missing), (1, false));
         // The transcript lags: nothing new, no turn end.
-        let b = scan_loop(
-            f.path(),
-            a.end_offset,
-            a.last_message_id.as_deref(),
-            started(),
-        )
-        .unwrap();
+        let b = next_scan(f.path(), &a);
         assert_eq!((b.turn_ends, b.reply_missing), (0, true));
         // Three turns land at once.
         let three = feedback(T2)
@@ -530,13 +530,7 @@ mod loop_tests {
             + &feedback(T2)
             + &text("msg_5", T2);
         f.write_all(three.as_bytes()).unwrap();
-        let c = scan_loop(
-            f.path(),
-            b.end_offset,
-            b.last_message_id.as_deref(),
-            started(),
-        )
-        .unwrap();
+        let c = next_scan(f.path(), &b);
         assert_eq!((c.turn_ends, c.tokens), (3, 45));
     }
 
@@ -551,26 +545,14 @@ mod loop_tests {
         // Stop 2: reply 1, the feedback, and reply 2 are in.
         f.write_all((text("msg_1", T1) + &feedback(T2) + &text("msg_2", T2)).as_bytes())
             .unwrap();
-        let b = scan_loop(
-            f.path(),
-            a.end_offset,
-            a.last_message_id.as_deref(),
-            started(),
-        )
-        .unwrap();
+        let b = next_scan(f.path(), &a);
         assert_eq!(
             (b.tokens, b.reply_missing, b.ran_tool),
             (30, false, Some(false))
         );
         // Stop 3: only the feedback is written: the reply is missing, nothing counted.
         f.write_all(feedback(T2).as_bytes()).unwrap();
-        let c = scan_loop(
-            f.path(),
-            b.end_offset,
-            b.last_message_id.as_deref(),
-            started(),
-        )
-        .unwrap();
+        let c = next_scan(f.path(), &b);
         assert_eq!((c.tokens, c.reply_missing, c.ran_tool), (0, true, None));
     }
 
