@@ -29,6 +29,7 @@ pub mod prd;
 pub mod process;
 pub mod promise;
 pub mod registry;
+pub mod report;
 pub mod rewrite;
 pub mod run_loop;
 pub mod safe_fs;
