@@ -22,6 +22,7 @@ mod hosts;
 mod install;
 mod parallel;
 mod progress;
+mod report;
 mod robustness;
 mod run;
 mod security_files;

@@ -14,7 +14,7 @@ const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 150.0;
 /// Room for the axis labels on the left and below.
 const LEFT: f64 = 56.0;
-const BOTTOM: f64 = 18.0;
+const BOTTOM: f64 = 22.0;
 
 /// Tokens per iteration as bars: each bar stands at the loop's running
 /// total after that turn, its top part what the turn added, against the
@@ -59,14 +59,18 @@ pub fn tokens(view: &LoopView) -> String {
         let _ = write!(
             svg,
             "<line class=\"budget\" x1=\"{LEFT}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
-             <text class=\"budget-label\" x=\"{WIDTH}\" y=\"{:.1}\" text-anchor=\"end\">budget {}</text>",
-            y - 3.0,
+             <text class=\"budget-label\" x=\"{:.1}\" y=\"{:.1}\">budget {}</text>",
+            LEFT + 4.0,
+            y - 4.0,
             thousands(limit)
         );
     }
     axis(&mut svg, &thousands(highest), rows);
     svg.push_str("</svg>");
-    figure("Tokens per iteration (running total; the darker top is what the turn added)", &svg)
+    figure(
+        "Tokens per iteration (running total; the darker top is what the turn added)",
+        &svg,
+    )
 }
 
 /// Dollars per iteration, when the log has them.
@@ -115,13 +119,18 @@ pub fn timeline(view: &LoopView) -> String {
         } else {
             secs as f64 / total as f64 * WIDTH
         };
-        let class = if row.decision == "end" { "span end" } else { "span" };
+        let class = if row.decision == "end" {
+            "span end"
+        } else {
+            "span"
+        };
         let _ = write!(
             svg,
             "<g class=\"{class}\"><title>iteration {}: {}</title>\
              <rect x=\"{x:.1}\" y=\"4\" width=\"{:.1}\" height=\"22\"/>",
             row.iteration,
-            row.seconds.map_or_else(|| "time unknown".to_owned(), format_duration),
+            row.seconds
+                .map_or_else(|| "time unknown".to_owned(), format_duration),
             (w - 1.0).max(0.5),
         );
         if w > 28.0 {
@@ -153,7 +162,8 @@ pub fn checks(view: &LoopView) -> String {
             Some(c) if c.passed => ("pass", "✓".to_owned(), format!("passed {}", c.status)),
             Some(c) => (
                 "fail",
-                c.failures.map_or_else(|| "✗".to_owned(), |n| format!("✗ {n}")),
+                c.failures
+                    .map_or_else(|| "✗".to_owned(), |n| format!("✗ {n}")),
                 format!("failed {}", c.status),
             ),
             None => ("none", "·".to_owned(), "no check ran".to_owned()),
@@ -177,7 +187,9 @@ pub fn breakers(view: &LoopView) -> String {
     for b in &view.breakers {
         let _ = write!(rows, "{}", breaker_row(b));
     }
-    format!("<figure><figcaption>Breakers: counters against their limits</figcaption><table class=\"breakers\">{rows}</table></figure>")
+    format!(
+        "<figure><figcaption>Breakers: counters against their limits</figcaption><table class=\"breakers\">{rows}</table></figure>"
+    )
 }
 
 fn breaker_row(b: &Breaker) -> String {
@@ -224,9 +236,12 @@ fn axis(svg: &mut String, top: &str, rows: &[IterationRow]) {
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         let _ = write!(
             svg,
-            "<text class=\"axis\" x=\"{LEFT}\" y=\"{HEIGHT}\">iteration {}</text>\
-             <text class=\"axis\" x=\"{WIDTH}\" y=\"{HEIGHT}\" text-anchor=\"end\">{}</text>",
-            first.iteration, last.iteration
+            "<text class=\"axis\" x=\"{LEFT}\" y=\"{:.1}\">iteration {}</text>\
+             <text class=\"axis\" x=\"{WIDTH}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            HEIGHT - 4.0,
+            first.iteration,
+            HEIGHT - 4.0,
+            last.iteration
         );
     }
 }
@@ -243,7 +258,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -76,7 +76,11 @@ fn loop_section(view: &LoopView) -> String {
         let _ = write!(out, "<p class=\"reason\">{}</p>", esc(why));
     }
     if !view.task.is_empty() {
-        let _ = write!(out, "<p class=\"task\">task: <q>{}</q></p>", esc(&view.task));
+        let _ = write!(
+            out,
+            "<p class=\"task\">task: <q>{}</q></p>",
+            esc(&view.task)
+        );
     }
     out.push_str(&facts(view));
     if let Some(e) = &view.error {
@@ -156,7 +160,9 @@ fn receipt(view: &LoopView) -> String {
         .iter()
         .map(|(k, v)| format!("<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v)))
         .collect();
-    format!("<figure class=\"receipt\"><figcaption>Receipt</figcaption><table>{rows}</table></figure>")
+    format!(
+        "<figure class=\"receipt\"><figcaption>Receipt</figcaption><table>{rows}</table></figure>"
+    )
 }
 
 /// Every iteration in words, for print and for readers without the charts.
@@ -189,7 +195,8 @@ fn iteration_table(view: &LoopView) -> String {
             esc(&r.decision),
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
-            r.cost_usd.map_or_else(|| "–".to_owned(), |c| format!("${c:.4}")),
+            r.cost_usd
+                .map_or_else(|| "–".to_owned(), |c| format!("${c:.4}")),
             esc(&check),
             esc(&r.why),
         );

@@ -114,7 +114,11 @@ fn stories(project: &Project) -> Vec<model::StoryRow> {
 
 /// The default file of a report: `.claude/ralph/reports/<name>.html`
 /// (`all.html` for `--all`); the reports folder is made a real folder.
-pub fn default_path(project: &Project, selection: &Selection, report: &Report) -> Result<PathBuf, ReportError> {
+pub fn default_path(
+    project: &Project,
+    selection: &Selection,
+    report: &Report,
+) -> Result<PathBuf, ReportError> {
     let dir = project.ensure_dir(REPORTS)?;
     let stem = match (selection, report.loops.as_slice()) {
         (Selection::All, _) | (_, []) => "all".to_owned(),

@@ -250,10 +250,7 @@ fn breakers(r: &LoopReport) -> Vec<Breaker> {
 /// A receipt's fields as text: an object's keys in order, else the value.
 fn receipt_fields(v: &Value) -> Vec<(String, String)> {
     match v {
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), plain(v)))
-            .collect(),
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), plain(v))).collect(),
         Value::Null => Vec::new(),
         other => vec![("receipt".to_owned(), plain(other))],
     }
@@ -301,12 +298,17 @@ mod tests {
 
     #[test]
     fn a_field_of_an_unexpected_type_costs_only_that_figure() {
-        let log = vec![json!({"time": 5, "decision": "block", "iteration": "one", "tokens": -3,
-                              "cost_usd": "a lot", "verification": {"passed": "yes"}})];
+        let log = vec![
+            json!({"time": 5, "decision": "block", "iteration": "one", "tokens": -3,
+                              "cost_usd": "a lot", "verification": {"passed": "yes"}}),
+        ];
         let rows = iterations(&log, None);
         assert_eq!(rows.len(), 1);
         let row = &rows[0];
-        assert_eq!((row.iteration, row.tokens_total, row.cost_usd), (0, None, None));
+        assert_eq!(
+            (row.iteration, row.tokens_total, row.cost_usd),
+            (0, None, None)
+        );
         assert_eq!((row.seconds, row.check.clone()), (None, None));
     }
 
