@@ -20,6 +20,7 @@ mod guards;
 mod hook;
 mod hosts;
 mod install;
+mod notify;
 mod parallel;
 mod progress;
 mod report;

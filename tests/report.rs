@@ -153,6 +153,11 @@ fn dom(page: &Path) -> String {
 /// A screenshot of `page` kept as `target/report-screenshots/<name>.png`;
 /// returns its path.
 fn screenshot(page: &Path, name: &str) -> PathBuf {
+    screenshot_sized(page, name, "1000,1400")
+}
+
+/// [`screenshot`] in a window of `size` (`width,height`).
+fn screenshot_sized(page: &Path, name: &str, size: &str) -> PathBuf {
     let dir = repo_root().join("target/report-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     let png = dir.join(format!("{name}.png"));
@@ -160,7 +165,7 @@ fn screenshot(page: &Path, name: &str) -> PathBuf {
     chromium(
         page,
         &[
-            "--window-size=1000,1400",
+            &format!("--window-size={size}"),
             &format!("--screenshot={}", png.display()),
         ],
     );
@@ -231,6 +236,8 @@ fn a_budget_ended_loop_shows_the_budget_the_checks_and_the_receipt() {
     );
     assert!(dom.contains("4be1c3a"), "the receipt: {dom}");
     screenshot(&page, "budget-loop");
+    // The README's picture (docs/images/report.png) is this one.
+    screenshot_sized(&page, "readme", "860,1060");
 }
 
 #[test]

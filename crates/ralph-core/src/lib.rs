@@ -22,6 +22,7 @@ pub mod host_install;
 pub mod lifecycle;
 pub mod loops;
 pub mod messages;
+pub mod notify;
 pub mod observation;
 pub mod outcome;
 pub mod ownership;

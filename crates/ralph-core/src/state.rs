@@ -44,6 +44,8 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
+    /// `notify` and `notify_url`: how the user is told the loop ended.
+    pub notify: crate::notify::Settings,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -219,6 +221,8 @@ crate::guards::with_guard_fields!(raw_fields!(
     ended_at,
     ralph_nonce,
     fresh_context,
+    notify,
+    notify_url,
 ));
 
 /// The largest iteration count, limit or breaker threshold a file may hold.
@@ -285,6 +289,12 @@ impl LoopState {
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
+            notify: crate::notify::Settings {
+                desktop: boolean("notify", raw.notify.as_deref(), false)?,
+                // A URL that does not pass the arming check is never called.
+                url: non_empty(raw.notify_url.clone())
+                    .and_then(|u| crate::notify::check_url(&u).ok()),
+            },
         })
     }
 

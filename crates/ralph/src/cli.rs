@@ -279,6 +279,12 @@ pub struct ArmFlags {
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
+    /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
+    #[arg(long)]
+    pub notify: bool,
+    /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
 }
 
 impl ArmFlags {
@@ -289,6 +295,8 @@ impl ArmFlags {
             || self.abort_promise.is_some()
             || !self.guards.0.is_empty()
             || self.fresh_context
+            || self.notify
+            || self.notify_url.is_some()
     }
 }
 

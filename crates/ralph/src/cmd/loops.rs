@@ -100,6 +100,10 @@ pub fn arm_request(
         guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
+        notify: ralph_core::notify::Settings {
+            desktop: flags.notify,
+            url: non_empty(flags.notify_url),
+        },
     }
 }
 
@@ -128,6 +132,8 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
+        "notify" => args.arm.notify = true,
+        "notify-url" => args.arm.notify_url = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())
