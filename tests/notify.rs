@@ -312,3 +312,92 @@ fn a_bad_url_arms_nothing_and_says_why() {
         "{text}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = TempProject::new();
+    let url = "https://hooks.example.com/services/T0/B0/SECRET";
+    arm(&p, &["--notify-url", url]);
+    let bin = tempfile::tempdir().unwrap();
+    let (args, input) = (bin.path().join("args"), bin.path().join("stdin"));
+    std::fs::write(
+        bin.path().join("curl"),
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\ncat > '{}'\nsleep 5\n",
+            args.display(),
+            input.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.path().join("curl"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
+    let started = Instant::now();
+    let out = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[("PATH", &path)],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the hook waited for curl"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&input).is_ok_and(|t| t.contains("max-time"))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&args).unwrap(), "--config\n-\n");
+    let config = std::fs::read_to_string(&input).unwrap();
+    assert!(config.contains(&format!("url = \"{url}\"")), "{config}");
+    assert!(
+        config.contains("header = \"Content-Type: application/json\""),
+        "{config}"
+    );
+    assert!(
+        config.contains("data-binary = \"{\\\"loop\\\":\\\"ralph\\\""),
+        "{config}"
+    );
+    assert_eq!(notify_lines(&p), vec!["url: handed to curl".to_owned()]);
+}
+
+/// In the real Claude Code client: `/ralph-loop … --notify-url` arms the loop through the
+/// typed-arguments path, and the Stop hook that ends it posts to the webhook.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn the_real_clients_stop_hook_posts_when_the_loop_ends() {
+    use crate::support::client::Sandbox;
+    use crate::support::mock_api::{MockApi, Reply};
+    let Some(sandbox) = Sandbox::new("the_real_clients_stop_hook_posts_when_the_loop_ends") else {
+        return;
+    };
+    let (base, posted) = webhook();
+    let api = MockApi::start(vec![Reply::text("step one"), Reply::text("step two")]);
+    let run = sandbox.claude(
+        &api,
+        &format!(
+            "/ralph-loop Refactor the config loader --max-iterations 2 --notify-url {base}/hook"
+        ),
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let got = posted
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("no POST\n{}\n{}", api.describe(), run.describe()));
+    assert_eq!(got.request_line, "POST /hook HTTP/1.1");
+    assert_eq!(got.body["outcome"], "max_iterations", "{}", got.body);
+    assert_eq!(got.body["iterations"], 2, "{}", got.body);
+    assert_eq!(got.body["loop"], "ralph", "{}", got.body);
+}

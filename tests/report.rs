@@ -466,4 +466,11 @@ fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
     );
     let page = report(&p, &["--name", "budget"]);
     assert_eq!(page, p.path(".claude/ralph/reports/budget.html"));
+    // A live loop has its page too, before any iteration is logged.
+    let live = std::fs::read_to_string(report(&p, &["--name", "live"])).unwrap();
+    assert!(live.contains("class=\"badge live\">active<"), "{live}");
+    assert!(
+        live.contains("No iteration logged yet.") && live.contains("1 / 3"),
+        "{live}"
+    );
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 /// The longest a notification may hold up its caller.
-pub const BUDGET: Duration = Duration::from_millis(800);
+pub const BUDGET: Duration = Duration::from_millis(700);
 /// The longest URL a loop may record.
 pub const MAX_URL: usize = 2048;
 
