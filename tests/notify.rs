@@ -319,7 +319,30 @@ fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     use std::os::unix::fs::PermissionsExt;
     let p = TempProject::new();
     let url = "https://hooks.example.com/services/T0/B0/SECRET";
-    arm(&p, &["--notify-url", url]);
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "1",
+            "--notify-url",
+            url,
+            "task",
+        ],
+        p.root(),
+        b"",
+        &[],
+    );
+    let banner = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        banner.contains("When it ends: a POST to hooks.example.com."),
+        "{banner}"
+    );
+    assert!(
+        !banner.contains("SECRET"),
+        "the banner reaches the model: {banner}"
+    );
     let bin = tempfile::tempdir().unwrap();
     let (args, input) = (bin.path().join("args"), bin.path().join("stdin"));
     std::fs::write(

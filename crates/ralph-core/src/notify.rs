@@ -38,6 +38,23 @@ impl Settings {
         self.desktop || self.url.is_some()
     }
 
+    /// What the arming banner says of these settings. Only the webhook's
+    /// host: the banner reaches the model, and a webhook's path is often
+    /// its secret.
+    pub fn summary(&self) -> Option<String> {
+        let host = self
+            .url
+            .as_deref()
+            .and_then(Target::parse)
+            .map(|t| format!("a POST to {}", t.host));
+        match (self.desktop, host) {
+            (false, None) => None,
+            (true, None) => Some("a desktop notification".to_owned()),
+            (false, Some(h)) => Some(h),
+            (true, Some(h)) => Some(format!("a desktop notification and {h}")),
+        }
+    }
+
     /// The loop-file fields of these settings, for a new loop.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
@@ -434,6 +451,20 @@ mod tests {
             check_url(" https://hooks.slack.com/services/T/B/X ").unwrap(),
             "https://hooks.slack.com/services/T/B/X"
         );
+    }
+
+    #[test]
+    fn the_banner_names_only_the_webhooks_host() {
+        let s = Settings {
+            desktop: true,
+            url: Some("https://hooks.slack.com/services/T0/B0/SECRET".into()),
+        };
+        let words = s.summary().unwrap();
+        assert_eq!(
+            words,
+            "a desktop notification and a POST to hooks.slack.com"
+        );
+        assert_eq!(Settings::default().summary(), None);
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
+    if let Some(words) = state.notify.summary() {
+        say!("When it ends: {words}.");
+    }
     say!("\nYour task:\n\n{}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(
