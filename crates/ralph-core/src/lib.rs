@@ -3,7 +3,8 @@
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it:
-//! - `time`, `display`: timestamps and durations; escaping what is printed.
+//! - `time`, `display`, `fingerprint`: timestamps and durations; escaping
+//!   what is printed; stable hashes of text.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
@@ -13,6 +14,7 @@
 //!   CLI's commands do to loops; `ralph run` and its fleet.
 
 pub mod display;
+pub mod fingerprint;
 pub mod time;
 
 pub mod fs;

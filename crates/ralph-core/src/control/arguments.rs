@@ -12,18 +12,7 @@
 //! that follow it.
 
 use crate::loop_file::guards;
-
-/// What an option's value is, so the slash command checks it as clap does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A switch: no value.
-    Flag,
-    Text,
-    /// A whole number such as 10.
-    Number,
-    /// A duration with a unit, such as 90m or 2h.
-    Duration,
-}
+pub use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_number};
 
 /// The options of `ralph start` that come before the guards.
 const BEFORE_GUARDS: &[(&str, Kind)] = &[
@@ -109,37 +98,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// A duration value as ralph accepts it: digits with a unit (`90m`, `2h`,
-/// `1h30m`, `45s`). A bare number is refused: `2` would silently be seconds.
-pub fn check_duration(option: &str, value: &str) -> Result<String, ArgumentsError> {
-    let text = value.trim();
-    let bare = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if bare {
-        return Err(ArgumentsError::DurationUnit {
-            option: option.to_owned(),
-            value: text.to_owned(),
-        });
-    }
-    match crate::time::parse_duration(text) {
-        Some(_) => Ok(text.to_owned()),
-        None => Err(ArgumentsError::BadDuration {
-            option: option.to_owned(),
-            value: value.to_owned(),
-        }),
-    }
-}
-
-/// A whole-number value, as clap reads `u64`.
-pub fn check_number(option: &str, value: &str) -> Result<u64, ArgumentsError> {
-    value
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| ArgumentsError::BadNumber {
-            option: option.to_owned(),
-            value: value.to_owned(),
-        })
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawArguments {
     /// `(option, value)` in the order given; a switch has an empty value.
@@ -147,46 +105,6 @@ pub struct RawArguments {
     pub prompt: String,
     /// Words that look like options but are not ralph's (kept in the prompt).
     pub unknown: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgumentsError {
-    #[error("`--{0}` needs a value, e.g. `{example}`", example = example(.0))]
-    MissingValue(String),
-    #[error(
-        "`{word}` is not a ralph option{hint}; nothing was armed. Put words that belong to the task inside quotes, or after `--`",
-        hint = .suggestion.map(|s| format!(" (did you mean `--{s}`?)")).unwrap_or_default()
-    )]
-    UnknownOption {
-        word: String,
-        suggestion: Option<&'static str>,
-    },
-    #[error(
-        "`--{option} {value}` has no unit; nothing was armed. Write e.g. `--{option} {value}m` (minutes) or `--{option} {value}h` (hours); units: s, m, h, d"
-    )]
-    DurationUnit { option: String, value: String },
-    #[error(
-        "`--{option} {value}`: expected a duration such as 90m, 2h or 1h30m; nothing was armed"
-    )]
-    BadDuration { option: String, value: String },
-    #[error("`--{option} {value}`: expected a whole number such as 10; nothing was armed")]
-    BadNumber { option: String, value: String },
-}
-
-/// A value that fits the option, for the "needs a value" message.
-fn example(option: &str) -> String {
-    let value = match option {
-        "name" => "docs",
-        "completion-promise" => "DONE",
-        "abort-promise" => "BLOCKED",
-        "max-duration" => "2h",
-        "verify-timeout" => "5m",
-        "verify" => "'cargo test'",
-        "max-tokens" => "2000000",
-        "session-id" => "<session id>",
-        _ => "10",
-    };
-    format!("--{option} {value}")
 }
 
 /// A word of the raw text: its byte span and its text with quotes removed.

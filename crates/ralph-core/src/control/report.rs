@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{LoopError, read_live};
+use crate::control::commands::{LoopError, read_live};
 use crate::loop_file::outcome::{LoopStatus, Outcome};
 use crate::loop_file::registry::{self, Arming, Registry};
 use crate::loop_file::state::LoopState;

@@ -1,8 +1,11 @@
 //! What the shell observed at a stop (the reply, the clock, the guard
 //! figures, the verification gate's result), and the fingerprints it
-//! compares turns by. Plain data with no rule in it: the low-level modules
-//! that fill it in (`verify`, `worktree`) need nothing from `decide`.
+//! compares turns by (`crate::fingerprint`). Plain data with no rule in it:
+//! the low-level modules that fill it in (`fs::gate`, `fs::git`) own their
+//! parts of it and need nothing from `decide`.
 
+pub use crate::fingerprint::{fingerprint, fingerprint_words};
+pub use crate::fs::gate::Verification;
 use crate::time::Timestamp;
 
 /// What the shell observed for this Stop.
@@ -33,50 +36,4 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verification {
-    pub passed: bool,
-    /// `exit 3`, `timed out after 300s`, `could not start: …`
-    pub status: String,
-    /// The last lines of its output.
-    pub output_tail: String,
-}
-
-/// The fingerprint of the reply with its whitespace collapsed (the same
-/// value as `fingerprint(&promise::normalise(text))`), without the copy.
-pub fn fingerprint_words(text: &str) -> String {
-    let mut hash = Fnv::default();
-    for (i, word) in text.split_whitespace().enumerate() {
-        if i > 0 {
-            hash.write(b" ");
-        }
-        hash.write(word.as_bytes());
-    }
-    format!("{:016x}", hash.0)
-}
-
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-/// FNV-1a 64: stable across runs and versions, unlike std's hasher.
-pub fn fingerprint(text: &str) -> String {
-    let mut hash = Fnv::default();
-    hash.write(text.as_bytes());
-    format!("{:016x}", hash.0)
 }

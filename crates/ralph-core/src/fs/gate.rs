@@ -7,7 +7,6 @@ use std::process::Stdio;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::decide::observation::Verification;
 use crate::fs::process::{Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// How much of the command's output is kept for the agent.
@@ -18,6 +17,16 @@ const TAIL_LINES: usize = 40;
 /// the start of the one running. The hook's overall deadline leaves the
 /// gate its own limit by not counting this time.
 static GATE_CLOCK: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZERO, None));
+
+/// What a gate's command did: passed, how it ended, the end of its output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    pub passed: bool,
+    /// `exit 3`, `timed out after 300s`, `could not start: …`
+    pub status: String,
+    /// The last lines of its output.
+    pub output_tail: String,
+}
 
 /// How long this process has spent running verification commands so far,
 /// including one still running.

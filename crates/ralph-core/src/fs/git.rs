@@ -33,7 +33,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::decide::observation::fingerprint;
+use crate::fingerprint::fingerprint;
 use crate::fs::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (every git process it starts);

@@ -213,6 +213,25 @@ pub fn quote(value: &str) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
+/// A YAML scalar: plain when it is a simple token (as the reference setup
+/// script writes session ids), double-quoted otherwise.
+pub fn scalar(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !matches!(
+            value,
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "~"
+        )
+        && !value.chars().all(|c| c.is_ascii_digit() || c == '.');
+    if plain {
+        value.to_owned()
+    } else {
+        quote(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +324,13 @@ mod tests {
     #[test]
     fn quote_escapes() {
         assert_eq!(quote("a \"b\"\nc"), "\"a \\\"b\\\"\\nc\"");
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(scalar("5b360de9-aa"), "5b360de9-aa");
+        assert_eq!(scalar("true"), "\"true\"");
+        assert_eq!(scalar("123"), "\"123\"");
+        assert_eq!(scalar("a b"), "\"a b\"");
     }
 }

@@ -4,11 +4,11 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::control::arguments::{ArgumentsError, Kind, check_duration, check_number};
-use crate::loop_file::frontmatter::quote;
-use crate::loop_file::state::{
-    LoopState, MAX_COUNT, MAX_TOKENS, Progress, RawFields, StateError, duration, non_empty, number,
+use crate::loop_file::fields::{
+    FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
 };
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_number};
 use crate::time::format_duration;
 
 /// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
@@ -67,7 +67,7 @@ pub(crate) use with_guard_fields;
 
 impl Guards {
     /// The guards' settings as a loop file writes them; errors name the field.
-    pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
+    pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
         let field = |name| raw.get(name);
         let count = |name| number(name, field(name), MAX_COUNT);
         Ok(Self {
@@ -99,7 +99,7 @@ pub struct GuardCounts {
 
 impl GuardCounts {
     /// The counts as a loop file writes them; errors name the field.
-    pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
+    pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
         let count = |name| number(name, raw.get(name), MAX_COUNT);
         Ok(Self {
             verify_failures: count("verify_failures")?.unwrap_or(0),
@@ -299,38 +299,6 @@ impl Guards {
         });
         out
     }
-
-    /// The guard figures after a turn, for `ralph run`'s progress lines:
-    /// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
-    pub fn figures(&self, progress: &Progress) -> String {
-        let mut out = Vec::new();
-        match self.max_tokens {
-            Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
-            None if progress.tokens_used > 0 => {
-                out.push(format!("tokens {}", progress.tokens_used));
-            }
-            None => {}
-        }
-        if self.stuck_after > 0 {
-            out.push(format!(
-                "same reply {}/{}",
-                progress.same_reply_count, self.stuck_after
-            ));
-        }
-        if self.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
-            out.push(format!(
-                "unchanged {}/{}",
-                progress.no_progress_count, self.no_progress_after
-            ));
-        }
-        if self.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
-            out.push(format!(
-                "failed checks {}/{}",
-                progress.counts.verify_failures, self.max_verify_failures
-            ));
-        }
-        out.join(" · ")
-    }
 }
 
 /// The guards asked for when arming, as option values already checked for
@@ -392,11 +360,6 @@ impl GuardSettings {
             _ => Some((g.field, quote(v))),
         })
     }
-}
-
-/// The guards of a loop in words (see [`Guards::summary`]).
-pub fn summary(state: &LoopState) -> Vec<String> {
-    state.guards.summary(state.abort_promise.as_deref())
 }
 
 #[cfg(test)]
@@ -472,7 +435,7 @@ mod tests {
 
     #[test]
     fn the_defaults_shown_are_the_defaults_read() {
-        let s = LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
+        let s = crate::loop_file::state::LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
         let shown = |flag: &str| OPTIONS.iter().find(|g| g.flag == flag).unwrap().default;
         assert_eq!(shown("stuck-after"), s.guards.stuck_after.to_string());
         assert_eq!(

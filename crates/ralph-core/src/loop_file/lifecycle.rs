@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::decide::{Outcome, Verification};
+use crate::fs::gate::Verification;
 use crate::loop_file::frontmatter::quote;
+use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry};
 use crate::loop_file::rewrite::{self, RewriteError};
 use crate::loop_file::state::LoopState;
@@ -368,7 +369,7 @@ impl Loop {
 
     /// Makes `owner` the loop's driver (`ralph run` taking over).
     pub fn set_owner(&self, owner: &str) -> Result<(), WriteError> {
-        self.write(&[("session_id", crate::control::scalar(owner))])
+        self.write(&[("session_id", crate::loop_file::frontmatter::scalar(owner))])
     }
 
     /// Gives the loop back to `owner` (none: the first session that stops
@@ -377,7 +378,7 @@ impl Loop {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
-        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::control::scalar);
+        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loop_file::frontmatter::scalar);
         self.write(&[("session_id", value)])
     }
 }

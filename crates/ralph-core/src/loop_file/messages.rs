@@ -86,13 +86,39 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
-    crate::loop_file::guards::summary(state)
+    state.guards.summary(state.abort_promise.as_deref())
 }
 
 /// The guard figures after a turn, for `ralph run`'s progress lines:
 /// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
 pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
-    state.guards.figures(progress)
+    let mut out = Vec::new();
+    match state.guards.max_tokens {
+        Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
+        None if progress.tokens_used > 0 => {
+            out.push(format!("tokens {}", progress.tokens_used));
+        }
+        None => {}
+    }
+    if state.guards.stuck_after > 0 {
+        out.push(format!(
+            "same reply {}/{}",
+            progress.same_reply_count, state.guards.stuck_after
+        ));
+    }
+    if state.guards.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
+        out.push(format!(
+            "unchanged {}/{}",
+            progress.no_progress_count, state.guards.no_progress_after
+        ));
+    }
+    if state.guards.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
+        out.push(format!(
+            "failed checks {}/{}",
+            progress.counts.verify_failures, state.guards.max_verify_failures
+        ));
+    }
+    out.join(" · ")
 }
 
 /// For the user's status line when `--verify` refused the promise.

@@ -4,10 +4,12 @@
 //! (`ownership`, `run_owner`), the words around it (`messages`), and
 //! `lifecycle`, the one place that writes a loop file.
 
+pub mod fields;
 pub mod frontmatter;
 pub mod guards;
 pub mod lifecycle;
 pub mod messages;
+pub mod options;
 pub mod outcome;
 pub mod ownership;
 pub mod registry;

@@ -9,6 +9,7 @@
 //! proof makes sure an edit never lands somewhere the YAML parser does not
 //! read.
 
+use crate::loop_file::fields::FieldSource;
 use crate::loop_file::frontmatter;
 use crate::loop_file::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
 

@@ -8,7 +8,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{GaveUp, RunError, Standing};
 use crate::decide::Outcome;
 use crate::decide::engine::Step;
 use crate::loop_file::lifecycle::Loop;
@@ -17,6 +16,7 @@ use crate::loop_file::registry::Registry;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{LoopFile, Project};
 use crate::run::agent::{self, AgentReply, Finished};
+use crate::run::moves::{self, GaveUp, RunError, Standing};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -149,10 +149,10 @@ impl Driver {
         Self::new(setup, id, None, true)
     }
 
-    /// Takes over a loop armed earlier ([`super::take_over`]); returns the
+    /// Takes over a loop armed earlier ([`moves::take_over`]); returns the
     /// driver and the loop's state as it was found.
     pub fn take_over(setup: Setup, own_id: &str) -> Result<(Self, LoopState), RunError> {
-        let taken = super::take_over(&setup.project, &setup.registry, &setup.name, own_id)?;
+        let taken = moves::take_over(&setup.project, &setup.registry, &setup.name, own_id)?;
         let driver = Self::new(setup, taken.driver, taken.back_to, false);
         Ok((driver, taken.found))
     }
@@ -205,7 +205,7 @@ impl Driver {
         if self.denied_twice {
             return Ok(Event::Ended(self.end_denied()?));
         }
-        let Some(live) = super::read(&self.setup.project, &self.setup.registry, &self.file)? else {
+        let Some(live) = moves::read(&self.setup.project, &self.setup.registry, &self.file)? else {
             return Ok(Event::Ended(End::Gone));
         };
         if let Some(end) = self.stands_down(&live.state)? {
@@ -218,7 +218,7 @@ impl Driver {
     fn stands_down(&self, state: &LoopState) -> Result<Option<End>, RunError> {
         let hand_back_after = self.setup.hand_back_after;
         Ok(
-            match super::standing(state, &self.id, self.done_here, hand_back_after) {
+            match moves::standing(state, &self.id, self.done_here, hand_back_after) {
                 Standing::Go => None,
                 Standing::TakenOver(by) => Some(End::TakenOver { by }),
                 Standing::Paused => {
@@ -237,7 +237,7 @@ impl Driver {
 
     fn hand_back(&self) -> Result<(), RunError> {
         let owner = self.previous_owner.as_deref();
-        super::hand_back(&self.setup.project, &self.file, &self.id, owner)
+        moves::hand_back(&self.setup.project, &self.file, &self.id, owner)
     }
 
     /// One fresh iteration: the agent runs, its reply is judged.
@@ -262,7 +262,7 @@ impl Driver {
             }
             Ok(Finished::Interrupted) => {
                 let (project, registry) = (&self.setup.project, &self.setup.registry);
-                let ended = super::record_interrupted(project, registry, &self.file.name)?;
+                let ended = moves::record_interrupted(project, registry, &self.file.name)?;
                 return Ok(Event::Ended(End::Interrupted { ended }));
             }
             Ok(Finished::Exited {
@@ -281,7 +281,7 @@ impl Driver {
         }
         let denied_again = self.count(&reply);
         let (project, registry) = (&self.setup.project, &self.setup.registry);
-        let Some(step) = super::judge(project, registry, &live, &reply, &self.id)? else {
+        let Some(step) = moves::judge(project, registry, &live, &reply, &self.id)? else {
             return Ok(Event::Ended(End::ChangedWhileAgentRan));
         };
         Ok(self.after(step, state, reply, label, denied_again))
@@ -349,14 +349,14 @@ impl Driver {
     fn end_denied(&mut self) -> Result<End, RunError> {
         self.denied_twice = false;
         let (project, registry) = (&self.setup.project, &self.setup.registry);
-        let record = super::end_denied(project, registry, &self.file.name, &self.id)?;
+        let record = moves::end_denied(project, registry, &self.file.name, &self.id)?;
         Ok(End::Denied { record })
     }
 
     /// The agent could not give this iteration a reply: the loop is left
     /// as it was found (or ended, if this run armed it).
     fn give_up(&self, why: String, iteration: u64) -> End {
-        let gave_up = super::give_up(
+        let gave_up = moves::give_up(
             &self.setup.project,
             &self.setup.registry,
             &self.file,
@@ -380,7 +380,7 @@ mod tests {
 
     use super::*;
     use crate::control::ArmRequest;
-    use crate::run::tests::armed_with;
+    use crate::run::moves::tests::armed_with;
     use crate::time::Timestamp;
 
     /// An agent with canned results, given out in order; it keeps the
@@ -471,7 +471,7 @@ mod tests {
 
         /// The loop as it is on disk; `None` once it has ended.
         fn state(&self) -> Option<LoopState> {
-            super::super::read(&self.project, &self.registry, &self.file)
+            crate::run::moves::read(&self.project, &self.registry, &self.file)
                 .unwrap()
                 .map(|live| live.state)
         }

@@ -62,3 +62,29 @@ mod tests {
         }
     }
 }
+
+/// `--permission-mode` belongs to Claude Code in print mode: next to any
+/// other agent (which sets its own permissions) it is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("--permission-mode goes with the default agent (`{default}`); `{agent}` sets its own permissions: put the flag into the --agent command", default = crate::run::agent::DEFAULT_AGENT)]
+pub struct PermissionModeError {
+    pub agent: String,
+}
+
+/// The agent's command line: a preset's (`--agent codex`), or the command
+/// as given, with the chosen permission mode for the default agent.
+pub fn command_line(
+    agent: &str,
+    permission_mode: Option<&str>,
+) -> Result<String, PermissionModeError> {
+    let resolved = resolve(agent);
+    match permission_mode {
+        None => Ok(resolved),
+        Some(mode) if agent == crate::run::agent::DEFAULT_AGENT => {
+            Ok(format!("{resolved} --permission-mode {mode}"))
+        }
+        Some(_) => Err(PermissionModeError {
+            agent: agent.to_owned(),
+        }),
+    }
+}

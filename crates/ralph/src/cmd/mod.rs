@@ -53,7 +53,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Adopt(args) => adopt::adopt(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::pause_or_resume(args, true),
-        Command::Run(args) => run::run(*args),
+        Command::Run(args) => match args.fanout.parallel {
+            Some(n) => parallel::run(*args, usize::from(n)),
+            None => run::run(*args),
+        },
         Command::Statusline => statusline::statusline(),
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
@@ -131,7 +134,9 @@ impl From<String> for Failure {
 /// user typed wrong is a usage error; everything else a failure.
 fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
     use ralph_core::control::LoopError;
-    if error.is::<ralph_core::control::arguments::ArgumentsError>() {
+    if error.is::<ralph_core::control::arguments::ArgumentsError>()
+        || error.is::<ralph_core::run::presets::PermissionModeError>()
+    {
         return code::USAGE;
     }
     match error.downcast_ref::<LoopError>() {
@@ -166,6 +171,7 @@ failure_from!(
     ralph_core::loop_file::lifecycle::WriteError,
     ralph_core::run::JudgeError,
     ralph_core::run::fleet::PrdError,
+    ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
     serde_json::Error,
     std::io::Error,

@@ -95,7 +95,7 @@ fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
         ));
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
-    super::run::agent_command(args)?;
+    ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     let merge = MergeMode::parse(&args.fanout.merge).unwrap_or(MergeMode::Ff);
     let project = super::project();
     let root = project.root.clone();

@@ -26,10 +26,8 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
-    if let Some(n) = args.fanout.parallel {
-        return super::parallel::run(args, usize::from(n));
-    }
-    let agent = agent_command(&args)?;
+    let agent =
+        ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
     let args = RunArgs { agent, ..args };
     let (driver, terminal) = start(args)?;
@@ -294,24 +292,6 @@ fn resuming(name: &str, found: &LoopState) -> String {
         "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
         found.iteration_label(),
     )
-}
-
-/// The agent's command line: a preset's, or the default with the chosen
-/// permission mode. `--permission-mode` belongs to Claude Code in print
-/// mode, so it is refused next to any other agent (which has its own flags).
-pub(super) fn agent_command(args: &RunArgs) -> Result<String, Failure> {
-    let resolved = ralph_core::run::presets::resolve(&args.agent);
-    match &args.permission_mode {
-        None => Ok(resolved),
-        Some(mode) if args.agent == agent::DEFAULT_AGENT => {
-            Ok(format!("{resolved} --permission-mode {mode}"))
-        }
-        Some(_) => Err(Failure::usage(format!(
-            "--permission-mode goes with the default agent (`{}`); `{}` sets its own permissions: put the flag into the --agent command",
-            agent::DEFAULT_AGENT,
-            args.agent
-        ))),
-    }
 }
 
 /// Arming flags without a task: say what `ralph run` does with each.

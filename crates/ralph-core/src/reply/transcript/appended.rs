@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::backward::BackwardLines;
-use super::open;
+use super::backward::open;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -3,11 +3,23 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 
 pub(super) const BLOCK: usize = 64 * 1024;
 
 /// The most a backward scan reads before giving up: a reply is never this long.
 pub(crate) const MAX_SCAN: u64 = 16 * 1024 * 1024;
+
+/// Opens the transcript. Its path comes from the client (Claude Code keeps
+/// transcripts under `~/.claude/projects/`), so a link is followed; but the
+/// open never blocks and only a regular file is read, so a FIFO or device
+/// planted on the way is refused (as `InvalidData`, with the reason).
+pub(super) fn open(path: &Path) -> std::io::Result<File> {
+    crate::fs::safe_fs::open_read_following(path).map_err(|e| match e {
+        crate::fs::safe_fs::FsError::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
+}
 
 /// Yields the lines of `file[floor..end]` from last to first.
 pub(crate) struct BackwardLines<'a> {

@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::backward::open;
 use super::backward::{BackwardLines, MAX_SCAN};
-use super::open;
 use crate::reply::event::content_text;
 use crate::time::Timestamp;
 

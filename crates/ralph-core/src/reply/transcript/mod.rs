@@ -9,11 +9,8 @@
 //!   an offset, what was appended since the last stop: tokens, tool use,
 //!   proven edits, whether this turn's reply has landed yet.
 //!
-//! Both open the file with [`open`] and bound what they read; the backward
-//! block reader they share is in `backward.rs`.
-
-use std::fs::File;
-use std::path::Path;
+//! Both open the file with `backward::open` and bound what they read; the
+//! backward block reader they share is in `backward.rs`.
 
 mod appended;
 mod backward;
@@ -22,14 +19,3 @@ mod last_reply;
 pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
 pub use last_reply::{LastReply, last_reply};
-
-/// Opens the transcript. Its path comes from the client (Claude Code keeps
-/// transcripts under `~/.claude/projects/`), so a link is followed; but the
-/// open never blocks and only a regular file is read, so a FIFO or device
-/// planted on the way is refused (as `InvalidData`, with the reason).
-fn open(path: &Path) -> std::io::Result<File> {
-    crate::fs::safe_fs::open_read_following(path).map_err(|e| match e {
-        crate::fs::safe_fs::FsError::Io { source, .. } => source,
-        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-    })
-}
