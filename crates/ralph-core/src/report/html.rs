@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::charts::{self, thousands};
 use super::model::{LoopView, Report, StoryRow};
-use crate::outcome::Outcome;
+use crate::loop_file::outcome::Outcome;
 use crate::time::format_duration;
 
 /// `text` safe as HTML text and as a quoted attribute value; control and

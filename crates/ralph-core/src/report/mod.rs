@@ -10,12 +10,12 @@ pub mod model;
 
 use std::path::{Path, PathBuf};
 
-use crate::fanout;
-use crate::loops::{self, LoopError, LoopReport};
-use crate::outcome::LoopStatus;
-use crate::registry::Registry;
-use crate::safe_fs::{self, FsError};
-use crate::store::Project;
+use crate::control::{self, LoopError, LoopReport};
+use crate::fs::safe_fs::{self, FsError};
+use crate::loop_file::outcome::LoopStatus;
+use crate::loop_file::registry::Registry;
+use crate::loop_file::store::Project;
+use crate::run::fleet;
 use crate::time::Timestamp;
 
 pub use html::render;
@@ -47,7 +47,7 @@ pub enum ReportError {
     #[error(transparent)]
     Fs(#[from] FsError),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::loop_file::store::StoreError),
 }
 
 /// The report's data for `selection`, read without the lock (as `ralph
@@ -58,7 +58,7 @@ pub fn gather(
     selection: &Selection,
     now: Timestamp,
 ) -> Result<Report, ReportError> {
-    let all = loops::report(project, registry, usize::MAX, 0, now)?;
+    let all = control::report(project, registry, usize::MAX, 0, now)?;
     let chosen: Vec<&LoopReport> = match selection {
         Selection::All => all.iter().collect(),
         Selection::Name(name) => vec![
@@ -79,7 +79,7 @@ pub fn gather(
     };
     let views = chosen
         .into_iter()
-        .map(|r| model::loop_view(r, &loops::read_log_tail(&r.log, usize::MAX)))
+        .map(|r| model::loop_view(r, &control::read_log_tail(&r.log, usize::MAX)))
         .collect();
     Ok(Report {
         project: project.root.display().to_string(),
@@ -92,10 +92,10 @@ pub fn gather(
 /// The stories' records of a `--parallel` run, by id; only from a real
 /// folder, only files named by a valid story id.
 fn stories(project: &Project) -> Vec<model::StoryRow> {
-    if !safe_fs::check_dir(&project.root, fanout::RECORDS).unwrap_or(false) {
+    if !safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false) {
         return Vec::new();
     }
-    let dir = project.root.join(fanout::RECORDS);
+    let dir = project.root.join(fleet::RECORDS);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
@@ -103,11 +103,11 @@ fn stories(project: &Project) -> Vec<model::StoryRow> {
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
         .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
-        .filter(|id| fanout::valid_id(id))
+        .filter(|id| fleet::valid_id(id))
         .collect();
     ids.sort();
     ids.iter()
-        .filter_map(|id| crate::fanout_git::read_record(&dir, id))
+        .filter_map(|id| crate::run::fleet::git::read_record(&dir, id))
         .map(|r| model::StoryRow::from(&r))
         .collect()
 }

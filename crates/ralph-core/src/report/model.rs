@@ -9,8 +9,8 @@
 
 use serde_json::Value;
 
-use crate::fanout::StoryRecord;
-use crate::loops::LoopReport;
+use crate::control::LoopReport;
+use crate::run::fleet::StoryRecord;
 use crate::time::Timestamp;
 
 /// Everything one HTML file shows.
