@@ -25,6 +25,8 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 /// The options of `ralph start` that come after the guards.
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
+    ("notify", Kind::Flag),
+    ("notify-url", Kind::Text),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
 ];

@@ -46,6 +46,8 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
+    /// `notify` and `notify_url`: how the user is told the loop ended.
+    pub notify: crate::loop_file::notify::Settings,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -197,6 +199,8 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     ended_at,
     ralph_nonce,
     fresh_context,
+    notify,
+    notify_url,
 ));
 
 impl LoopState {
@@ -257,6 +261,12 @@ impl LoopState {
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
+            notify: crate::loop_file::notify::Settings {
+                desktop: boolean("notify", raw.notify.as_deref(), false)?,
+                // A URL that does not pass the arming check is never called.
+                url: non_empty(raw.notify_url.clone())
+                    .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
+            },
         })
     }
 

@@ -71,6 +71,9 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
+    if let Some(words) = state.notify.summary() {
+        say!("When it ends: {words}.");
+    }
     say!("\nYour task:\n\n{}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(
@@ -100,6 +103,10 @@ pub fn arm_request(
         guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
+        notify: ralph_core::loop_file::notify::Settings {
+            desktop: flags.notify,
+            url: non_empty(flags.notify_url),
+        },
     }
 }
 
@@ -128,6 +135,8 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
+        "notify" => args.arm.notify = true,
+        "notify-url" => args.arm.notify_url = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())

@@ -188,6 +188,8 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         abort_promise,
         guards,
         fresh_context,
+        notify,
+        notify_url,
     } = &args.arm;
     out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
     let mut add = |flag: &str, value: Option<String>| {
@@ -201,7 +203,18 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     if *fresh_context {
         out.push("--fresh-context".to_owned());
     }
+    // Each story's loop tells of its own end.
+    if *notify {
+        out.push("--notify".to_owned());
+    }
+    add_notify_url(&mut out, notify_url.as_deref());
     out
+}
+
+fn add_notify_url(out: &mut Vec<String>, url: Option<&str>) {
+    if let Some(url) = url {
+        out.extend(["--notify-url".to_owned(), url.to_owned()]);
+    }
 }
 
 impl Fleet {
