@@ -44,6 +44,9 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
+    /// The hash of every setting the user chose, as the registry binds it
+    /// (`registry::settings_hash`): taken from the fields already read.
+    pub settings_hash: [u8; 32],
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -285,6 +288,7 @@ impl LoopState {
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
+            settings_hash: crate::registry::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }
 

@@ -192,7 +192,7 @@ pub fn arm(
                         .as_ref()
                         .ok()
                         .and_then(|s| s.session_id.clone())
-                        .map(|s| crate::messages::escape_controls(&s)),
+                        .map(|s| crate::display::line(&s).into_owned()),
                 }
             } else {
                 LoopError::SessionBusy {

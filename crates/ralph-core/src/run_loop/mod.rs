@@ -143,10 +143,10 @@ fn require_armed(
 ) -> Result<(), RunError> {
     let root = crate::registry::canonical_root(project).ok();
     let arming = crate::registry::arming(Some(registry), root.as_deref(), &file.name, state);
-    match loops::not_armed_note(&arming, &file.name, None) {
+    match loops::not_armed_note(&arming, &file.name) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
-            path: crate::messages::escape_controls(&file.path.display().to_string()),
+            path: crate::display::line(&file.path.display().to_string()).into_owned(),
             note,
         }),
     }

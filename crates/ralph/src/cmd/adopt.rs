@@ -5,7 +5,6 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use ralph_core::loops::{self, Live};
-use ralph_core::messages::escape_controls;
 use ralph_core::registry::{self, Arming, Registry};
 use ralph_core::state::LoopState;
 use ralph_core::store::Project;
@@ -13,6 +12,12 @@ use ralph_core::time::Timestamp;
 
 use super::{Failure, Outcome};
 use crate::cli::AdoptArgs;
+
+/// Everything adopt shows from the file is shown on one line per value: a
+/// newline in a name, a path or a command is `\n`, so it cannot fake a line.
+fn escape_controls(text: &str) -> String {
+    ralph_core::display::line(text).into_owned()
+}
 
 pub fn adopt(args: AdoptArgs) -> Outcome {
     let project = super::project();

@@ -284,10 +284,10 @@ fn resuming(name: &str, found: &LoopState) -> String {
         Some(o) if ralph_core::driver::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
-                messages::escape_controls(o)
+                ralph_core::display::line(o)
             )
         }
-        Some(o) => format!("was driven by {}", messages::escape_controls(o)),
+        Some(o) => format!("was driven by {}", ralph_core::display::line(o)),
         None => "no session had claimed it yet".to_owned(),
     };
     format!(
@@ -366,7 +366,7 @@ fn gave_up_message(driver: &Driver, gave_up: GaveUp, why: &str, iteration: u64) 
         GaveUp::HandedBack(Ok(())) => match driver.previous_owner() {
             Some(owner) => format!(
                 "was handed back to {} as it was",
-                messages::escape_controls(owner)
+                ralph_core::display::line(owner)
             ),
             None => "was handed back unclaimed, as it was before this run".to_owned(),
         },
