@@ -145,7 +145,10 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
 }
 
 fn confirm() -> Result<bool, Failure> {
-    print!("Adopt it, so that ralph drives it from now on? [y/N] ");
+    let _ = write!(
+        std::io::stdout(),
+        "Adopt it, so that ralph drives it from now on? [y/N] "
+    );
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     std::io::stdin()

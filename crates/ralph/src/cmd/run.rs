@@ -137,7 +137,8 @@ impl Terminal {
             if self.live_line {
                 frame += 1;
                 // The escape codes are ralph's own; the name is escaped.
-                print!(
+                let _ = write!(
+                    std::io::stdout(),
                     "\r\x1b[2K{} ralph run `{}` · iteration {} · {} · last: {}",
                     SPINNER[frame % SPINNER.len()],
                     self.name,
@@ -149,7 +150,7 @@ impl Terminal {
             }
         });
         if finished.is_ok() && self.live_line {
-            print!("\r\x1b[2K");
+            let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
         finished
     }
