@@ -614,7 +614,7 @@ mod tests {
         let twice = prd.replace(r#"{"id":"US-39999"}"#, r#"{"id":"US.7"},{"id":"US_7"}"#);
         let e = stories(&twice).unwrap_err().to_string();
         assert!(
-            e.contains("userStories[39999].id") && e.contains("used twice"),
+            e.contains("userStories[40000].id") && e.contains("used twice"),
             "{e}"
         );
     }
