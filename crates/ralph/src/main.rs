@@ -14,6 +14,15 @@ mod cmd;
 #[global_allocator]
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
+/// Compiled into the binary so that the plugin's launcher can tell this
+/// project's `ralph` from another program of that name on PATH by reading
+/// the file's bytes (`grep -F`), without running it. Kept in
+/// `plugin/bin/ralph` (split in two there, so that the launcher itself never
+/// passes) and `npm/ralph/bin/ralph.js`; change all three together.
+pub const BINARY_ID: &str = "ralph-loop-binary-id:3f7c1e92b04d";
+
 fn main() -> std::process::ExitCode {
+    // Referenced at run time, so neither the optimiser nor `strip` drops it.
+    std::hint::black_box(BINARY_ID);
     cmd::run(<cli::Cli as clap::Parser>::parse())
 }
