@@ -480,6 +480,10 @@ fn a_loop_file_naming_the_stopping_session_is_inert_until_adopted() {
     );
     assert!(!user.sentinel("planted").exists(), "the planted verify ran");
     assert_eq!(read(p.path(), file), planted.as_bytes(), "the file changed");
+    assert!(
+        !p.path().join(".claude/ralph").exists(),
+        "nothing is written in the project (no lock, no log)"
+    );
     assert_eq!(user.records(), 0, "a record was written");
     // Told once: the next stops are quiet, and still nothing runs.
     for reply in ["working", "<promise>DONE</promise>"] {
@@ -538,7 +542,10 @@ fn a_corrupt_loop_file_naming_the_stopping_session_is_left_alone() {
     assert!(!stop.blocked() && stop.warnings() == 1, "{stop:?}");
     assert!(stop.message().contains("is ignored"), "{stop:?}");
     assert_eq!(read(p.path(), file), text.as_bytes());
-    assert!(!p.path().join(".claude/ralph/history").exists());
+    assert!(
+        !p.path().join(".claude/ralph").exists(),
+        "no lock, no history"
+    );
     assert!(user.stop(p.path(), "s1", "x").silent());
 }
 

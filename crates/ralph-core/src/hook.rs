@@ -258,9 +258,12 @@ impl Gate<'_> {
             let Ok(text) = store::read_to_string(&file.path) else {
                 return Ok(true); // reported under the lock, as any unreadable file
             };
-            // This session's own loop is judged under the lock only (see
-            // below); a line scan finds it without parsing the file twice.
-            if state::scan_session_id(&text).as_deref() == Some(self.session) {
+            // This session's own armed loop is judged under the lock only
+            // (see below); a line scan and the record's presence find it
+            // without parsing the file twice. A file that only names this
+            // session is judged here, read-only: it may have been planted.
+            let names_us = state::scan_session_id(&text).as_deref() == Some(self.session);
+            if names_us && self.has_record(&file.name) {
                 return Ok(true);
             }
             match LoopState::parse(&text) {
@@ -271,10 +274,10 @@ impl Gate<'_> {
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
                     }
-                    // This session's own loop is judged under the lock only:
-                    // without it, a stop could see another stop's adoption
-                    // half done (record written, nonce not yet in the file).
-                    if owner.as_deref() == Some(self.session) {
+                    // A record exists for this session's own loop: judged under
+                    // the lock, so that a stop never sees an adoption half done
+                    // (record written, nonce not yet in the file).
+                    if owner.as_deref() == Some(self.session) && self.has_record(&live.file.name) {
                         return Ok(true);
                     }
                     match self.arming(&live) {
@@ -285,10 +288,10 @@ impl Gate<'_> {
                 }
                 Err(e) => {
                     let owner = state::scan_session_id(&text);
-                    if self.has_record(&file.name) || owner.as_deref() == Some(self.session) {
+                    if self.has_record(&file.name) {
                         return Ok(true);
                     }
-                    if owner.is_none() {
+                    if owner.is_none() || owner.as_deref() == Some(self.session) {
                         notices.extend(self.corrupt_notice_once(&file, &text, &e));
                     }
                 }
