@@ -716,7 +716,7 @@ mod tests {
         assert_eq!(
             reg.check(&root, "x", &stripped),
             Arming::Unarmed(Unarmed::Mismatch),
-            "a record under the name stops a nonce-less file from passing as legacy"
+            "a record under the name makes a nonce-less file a mismatch"
         );
         reg.forget(&root, "x", Some("other nonce"));
         assert_eq!(reg.check(&root, "x", &s), Arming::Armed);
