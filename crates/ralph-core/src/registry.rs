@@ -43,7 +43,7 @@ const MAX_RECORD_BYTES: u64 = 64 * 1024;
 /// and is bound: a new setting needs nothing here, a new counter that ralph
 /// rewrites at every stop belongs on this list (a unit test below fails
 /// for one that is missing; until then ralph re-records after writing it,
-/// see `lifecycle::Loop::write_turn`, so the loop still runs).
+/// see `lifecycle::Loop::keep_armed`, so the loop still runs).
 pub const BOOKKEEPING: &[&str] = &[
     "active",
     "iteration",
