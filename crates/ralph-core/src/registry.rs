@@ -27,8 +27,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::state::LoopState;
-use crate::store::{LOOP_SUFFIX, Project};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{LOOP_SUFFIX, Project};
 use crate::time::Timestamp;
 
 /// The frontmatter field that carries a loop's nonce.
@@ -597,7 +597,7 @@ fn no_follow_read() -> OpenOptions {
     #[cfg(windows)]
     {
         use std::os::windows::fs::OpenOptionsExt;
-        options.custom_flags(crate::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
+        options.custom_flags(crate::fs::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
     }
     options
 }
@@ -762,7 +762,10 @@ mod tests {
         // Every setting, whether ralph knew it when this test was written or
         // not: each known field that is not bookkeeping.
         let mut tested = 0;
-        for field in crate::state::KNOWN_FIELDS.iter().filter(|f| is_bound(f)) {
+        for field in crate::loop_file::state::KNOWN_FIELDS
+            .iter()
+            .filter(|f| is_bound(f))
+        {
             // A value each kind of field accepts: a number, a duration, a
             // flag, a time, or text.
             let values = ["7", "1h", "true", "\"2026-01-01T00:00:00Z\"", "\"x\""];
@@ -807,8 +810,8 @@ mod tests {
         // The hook stays fast when a stop leaves the record as it is: each
         // field a turn writes must be on the bookkeeping list (ralph would
         // re-record otherwise, a write per stop). Every figure made to differ.
-        let old = crate::state::Progress::default();
-        let new = crate::state::Progress {
+        let old = crate::loop_file::state::Progress::default();
+        let new = crate::loop_file::state::Progress {
             tokens_used: 1,
             transcript_offset: 1,
             last_message_id: Some("m".into()),
@@ -821,7 +824,7 @@ mod tests {
             clock_at: Some(Timestamp(1)),
             largest_reply_tokens: 1,
             unseen_tokens: 1,
-            counts: crate::guards::GuardCounts {
+            counts: crate::loop_file::guards::GuardCounts {
                 verify_failures: 1,
                 replies_behind: 1,
             },
@@ -837,7 +840,7 @@ mod tests {
         }
         for field in BOOKKEEPING {
             assert!(
-                crate::state::KNOWN_FIELDS.contains(field)
+                crate::loop_file::state::KNOWN_FIELDS.contains(field)
                     || ["prompt_noticed_at", "clear_handover"].contains(field),
                 "`{field}` is on the bookkeeping list but ralph does not read it"
             );
