@@ -898,3 +898,57 @@ fn lock_timeout_names_the_holder() {
     drop(held);
     assert_eq!(w.ralph(&["cancel", "--all"]).code, Some(0));
 }
+
+/// Issue 25, item 9: the hook wrote its notice with `eprintln!`, which
+/// panics on a closed stderr; the release build aborts on a panic, so the
+/// hook died by SIGABRT and Claude Code got no answer. Now every write of the
+/// binary ignores a closed stream: exit 0, the answer on stdout.
+#[test]
+fn a_closed_stderr_never_kills_the_hook() {
+    let w = World::new();
+    fs::write(w.path(".claude/x-loop.local.md"), hand_written_loop("")).unwrap();
+    let event = json!({
+        "session_id": "s1",
+        "cwd": w.root(),
+        "hook_event_name": "Stop",
+        "last_assistant_message": "x",
+    });
+    let mut child = Command::new(BIN)
+        .args(["hook", "stop"])
+        .current_dir(w.root())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env("HOME", w.home())
+        .env("XDG_STATE_HOME", w.base.path().join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reading end of stderr is gone before the hook writes a byte.
+    drop(child.stderr.take());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(event.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        answer["systemMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not driven")),
+        "{answer}"
+    );
+    // The CLI's own error path too: a failure with stderr closed keeps its code.
+    let mut child = Command::new(BIN)
+        .args(["adopt", "--name", "nothing-here"])
+        .current_dir(w.root())
+        .env("HOME", w.home())
+        .env("XDG_STATE_HOME", w.base.path().join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}

@@ -102,7 +102,7 @@ pub fn report(
         if let Ok(state) = &live.state {
             let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
             r.armed = Some(arming == Arming::Armed);
-            r.not_armed = not_armed_note(&arming, &live.file.name, state.session_id.as_deref());
+            r.not_armed = not_armed_note(&arming, &live.file.name);
         }
         out.push(r);
     }
@@ -244,14 +244,12 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
 }
 
 /// What `ralph status` says of a loop that is not armed here.
-pub fn not_armed_note(arming: &Arming, name: &str, owner: Option<&str>) -> Option<String> {
-    let name = crate::loop_file::messages::escape_controls(name);
-    match (arming, owner) {
-        (Arming::Armed, _) => None,
-        (Arming::Legacy, Some(_)) => Some(format!(
-            "not armed on this machine (written before ralph kept a record of armed loops): its owning session adopts it at its next stop, or `ralph adopt --name {name}`"
-        )),
-        (other, _) => Some(format!(
+/// Whoever the loop names, without a record it is inert.
+pub fn not_armed_note(arming: &Arming, name: &str) -> Option<String> {
+    let name = crate::display::line(name);
+    match arming {
+        Arming::Armed => None,
+        other => Some(format!(
             "not armed on this machine: {} — `ralph adopt --name {name}`",
             other.why_not()
         )),

@@ -112,7 +112,9 @@ pub fn step(
     let result = match decision {
         // (`decide` never asks to verify twice.)
         Decision::Pass | Decision::Verify { .. } => {
-            pass(live, claim, turn.transcript.as_ref(), log)?
+            let done = pass(live, claim, turn.transcript.as_ref(), log)?;
+            live.keep_armed(registry, project, &done.2, now);
+            (done.0, done.1)
         }
         Decision::End { outcome, detail } => {
             return end(
@@ -131,7 +133,9 @@ pub fn step(
                 notes,
                 notices,
             };
-            go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?
+            let done = go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?;
+            live.keep_armed(registry, project, &done.2, now);
+            (done.0, done.1)
         }
     };
     result.1.append(project, &live.file.name);
@@ -162,7 +166,7 @@ fn pass(
     claim: Option<(&'static str, String)>,
     transcript: Option<&Appended>,
     mut log: LogEntry,
-) -> Result<(Step, LogEntry), StepError> {
+) -> Result<Written, StepError> {
     let state = &live.state;
     let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
     if let Some(a) = transcript {
@@ -176,7 +180,7 @@ fn pass(
     }
     log.decision = Logged::Pass;
     log.why = "paused".to_owned();
-    Ok((Step::Passed, log))
+    Ok((Step::Passed, log, fields))
 }
 
 /// The loop ends: its record keeps the final token count (the budget that
@@ -219,6 +223,9 @@ fn end(
     })
 }
 
+/// A turn written: what it was, its log line, and the fields written.
+type Written = (Step, LogEntry, Vec<(&'static str, String)>);
+
 /// What `decide` said for a turn that goes on.
 struct Continue {
     next: u64,
@@ -236,7 +243,7 @@ fn go_on(
     transcript: Option<&Appended>,
     mut log: LogEntry,
     turn: Continue,
-) -> Result<(Step, LogEntry), StepError> {
+) -> Result<Written, StepError> {
     let state = &live.state;
     let Continue {
         next,
@@ -294,7 +301,7 @@ fn go_on(
         promise_refused: refused.is_some(),
         progress,
     };
-    Ok((step, log))
+    Ok((step, log, fields))
 }
 
 /// The footer's notes: the decision's, plus the token count when a budget

@@ -4,7 +4,6 @@
 
 pub mod engine;
 pub mod observation;
-
 pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
 use crate::loop_file::guards::Tripped;
 pub use crate::loop_file::outcome::Outcome;

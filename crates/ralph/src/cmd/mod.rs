@@ -72,7 +72,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("ralph: {}", ralph_core::display::block(&failure.message));
+                // Never `eprintln!`: a closed stderr would panic, and the
+                // exit code is what matters then.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "ralph: {}",
+                    ralph_core::display::block(&failure.message)
+                );
             }
             ExitCode::from(failure.code)
         }

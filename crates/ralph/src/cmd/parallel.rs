@@ -526,7 +526,7 @@ impl Fleet {
 
     fn clear(&mut self) {
         if self.drawn > 0 {
-            print!("\x1b[{}A\x1b[J", self.drawn);
+            let _ = write!(std::io::stdout(), "\x1b[{}A\x1b[J", self.drawn);
             self.drawn = 0;
         }
     }

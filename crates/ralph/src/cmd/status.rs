@@ -3,7 +3,6 @@
 //! shown escaped.
 
 use ralph_core::control::{self, LoopReport};
-use ralph_core::loop_file::messages;
 use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::time::{Timestamp, format_duration};
 
@@ -72,13 +71,13 @@ fn print_report(r: &LoopReport) {
         let home = match owner.split_once(':') {
             Some((_, session)) => format!(
                 "session {} gets it back at its next stop; or ",
-                messages::escape_controls(session)
+                ralph_core::display::line(session)
             ),
             None => "nothing drives it: ".to_owned(),
         };
         say!(
             "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-            messages::escape_controls(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+            ralph_core::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
             r.name,
             r.name
         );

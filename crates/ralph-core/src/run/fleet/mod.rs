@@ -95,6 +95,10 @@ pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
         return Err(PrdError::NoStoryList);
     };
     let mut out: Vec<Story> = Vec::with_capacity(list.len());
+    // The loop names seen so far: one lookup per story, so a PRD of tens of
+    // thousands of stories is read in linear time (a scan of the stories
+    // before each one took 38 s for 40,000).
+    let mut names = std::collections::HashSet::with_capacity(list.len());
     for (index, s) in list.iter().enumerate() {
         let id = s
             .get("id")
@@ -104,7 +108,7 @@ pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
             let id = id.to_owned();
             return Err(PrdError::BadId { index, id });
         }
-        if out.iter().any(|o| loop_name(&o.id) == loop_name(id)) {
+        if !names.insert(loop_name(id)) {
             let id = id.to_owned();
             return Err(PrdError::DuplicateId { index, id });
         }
@@ -594,6 +598,28 @@ mod tests {
         assert_eq!(m["include"][0]["branch"], "ralph/US-001");
         assert_eq!(m["include"][1]["story"], "US-002");
         assert_eq!(m["include"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn duplicate_ids_are_found_in_linear_time() {
+        let n = 40_000;
+        let list: Vec<String> = (0..n).map(|i| format!(r#"{{"id":"US-{i}"}}"#)).collect();
+        let prd = format!(r#"{{"userStories":[{}]}}"#, list.join(","));
+        let started = std::time::Instant::now();
+        assert_eq!(stories(&prd).unwrap().len(), n);
+        // Quadratic, this took 38 s in a release build; linear, well under a
+        // second even unoptimised.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let twice = prd.replace(r#"{"id":"US-39999"}"#, r#"{"id":"US.7"},{"id":"US_7"}"#);
+        let e = stories(&twice).unwrap_err().to_string();
+        assert!(
+            e.contains("userStories[40000].id") && e.contains("used twice"),
+            "{e}"
+        );
     }
 
     #[test]
