@@ -408,9 +408,11 @@ impl Homecoming {
                     "conflicts with {base}; nothing was forced. Resolve: cd {shown} && git rebase {base} (fix, git add, git rebase --continue), then run the same `ralph run --parallel` again"
                 ),
             ),
+            // Not a conflict: nothing in the files disagreed (git could
+            // not commit, say), and the note says what git said.
             Self::RebaseFailed(e) => (
-                StoryState::Conflict,
-                format!("the rebase onto {base} failed: {e}"),
+                StoryState::MergeFailed,
+                format!("the rebase onto {base} failed: {e}; the story stays on {branch}"),
             ),
             Self::VerifyFailed {
                 command,
@@ -773,8 +775,8 @@ mod tests {
             ),
             (
                 Homecoming::RebaseFailed(FleetError::NotAllRemoved),
-                StoryState::Conflict,
-                "the rebase onto main failed: some worktrees were not removed",
+                StoryState::MergeFailed,
+                "the rebase onto main failed: some worktrees were not removed; the story stays on ralph/a",
             ),
             (
                 Homecoming::VerifyFailed {

@@ -14,6 +14,7 @@ pub mod event;
 pub mod fanout;
 pub mod fanout_git;
 pub mod frontmatter;
+pub mod git;
 pub mod git_config;
 pub mod guards;
 pub mod hook;
