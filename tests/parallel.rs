@@ -916,3 +916,50 @@ fn a_user_with_no_git_identity_is_told_so_not_that_the_story_conflicts() {
     }
     assert!(!all.contains("conflicts with main"), "{all}");
 }
+
+/// A story at its limit keeps its worktree; what is uncommitted there is
+/// the user's work until it is on the branch.
+fn kept_worktree_with_uncommitted_work() -> Repo {
+    let repo = Repo::new(&[("US-003", false)]);
+    let out = repo.scripted("1", &["--max-iterations", "1"]);
+    assert!(repo.worktree("US-003").is_dir(), "{}", text(&out));
+    std::fs::write(repo.worktree("US-003").join("precious.txt"), "mine\n").unwrap();
+    std::fs::write(repo.worktree("US-003").join("README"), "edited\n").unwrap();
+    repo
+}
+
+#[test]
+fn clean_commits_uncommitted_work_to_its_branch_before_removing_the_worktree() {
+    let repo = kept_worktree_with_uncommitted_work();
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Committed the uncommitted work in .ralph/worktrees/US-003 to ralph/US-003"),
+        "{all}"
+    );
+    assert!(!repo.worktree("US-003").exists(), "{all}");
+    assert_eq!(repo.show("ralph/US-003:precious.txt"), "mine\n");
+    assert_eq!(repo.show("ralph/US-003:README"), "edited\n");
+}
+
+#[test]
+fn clean_refuses_to_remove_work_it_cannot_commit_and_says_how() {
+    let repo = kept_worktree_with_uncommitted_work();
+    std::fs::write(
+        repo.home.path().join(".gitconfig"),
+        "[user]\n\tuseConfigOnly = true\n",
+    )
+    .unwrap();
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("not removed: it holds uncommitted work")
+            && all.contains("git knows no name and email")
+            && all.contains("cd .ralph/worktrees/US-003 && git add -A && git commit"),
+        "{all}"
+    );
+    let kept = std::fs::read_to_string(repo.worktree("US-003").join("precious.txt")).unwrap();
+    assert_eq!(kept, "mine\n");
+}
