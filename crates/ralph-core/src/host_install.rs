@@ -3,9 +3,10 @@
 //! `… hook stop --host NAME`), and the text of its `ralph-loop` command or
 //! skill. The files themselves are read and written by the CLI.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::host::Host;
+use crate::json_edit::{self, Node};
 
 /// The hook's time limit: above the longest `--verify` (14 min).
 pub const HOOK_TIMEOUT_SECS: u64 = 900;
@@ -97,52 +98,137 @@ fn group_entries(host: Host, group: &Value) -> Vec<&Value> {
     }
 }
 
-/// Adds ralph's entry unless an identical one is there; an older ralph entry
-/// (another binary path) is replaced. Returns whether anything changed.
-pub fn add_hook(root: &mut Map<String, Value>, host: Host, command: &str) -> Result<bool, String> {
-    let (event, wanted) = entry(host, command);
-    let hooks = object_at(root, "hooks")?;
-    let list = hooks.entry(event).or_insert_with(|| json!([]));
-    let list = list
-        .as_array_mut()
-        .ok_or_else(|| format!("`hooks.{event}` is not a list"))?;
-    if list.contains(&wanted) {
-        return Ok(false);
-    }
-    list.retain(|g| !group_entries(host, g).iter().any(|e| is_ours(e, host)));
-    list.push(wanted);
-    Ok(true)
+/// Where the hook list of `event` is: its member's index in the root and
+/// in `hooks`, when each is there.
+fn member_index(node: &Node, key: &str) -> Option<usize> {
+    node.members().iter().rposition(|m| m.key == key)
 }
 
-/// Takes out every ralph entry for this host, and the lists it leaves empty.
-pub fn remove_hook(root: &mut Map<String, Value>, host: Host) -> Result<bool, String> {
+/// The settings text with one ralph entry of this host taken out (only the
+/// entry: a user's hook in the same group stays), and the group, list and
+/// `hooks` object it leaves empty; `None` when there is none.
+fn remove_one(text: &str, host: Host) -> Result<Option<String>, String> {
     let (event, _) = entry(host, "");
-    let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) else {
-        return Ok(false);
+    let doc = parse_settings(text)?;
+    let Some(hooks) = doc.get("hooks").filter(|h| h.is_object()) else {
+        return Ok(None);
     };
-    let Some(list) = hooks.get_mut(event).and_then(Value::as_array_mut) else {
-        return Ok(false);
+    let Some(list) = hooks.get(event).filter(|l| l.is_array()) else {
+        return Ok(None);
     };
-    let before = list.len();
-    list.retain(|g| !group_entries(host, g).iter().any(|e| is_ours(e, host)));
-    let changed = list.len() != before;
-    if list.is_empty() {
-        hooks.remove(event);
+    for (gi, group) in list.elements().iter().enumerate() {
+        let inner: Vec<&json_edit::Node> = match host {
+            Host::Copilot => vec![group],
+            _ => group
+                .get("hooks")
+                .map(|h| h.elements().iter().collect())
+                .unwrap_or_default(),
+        };
+        let Some(ei) = inner.iter().position(|e| is_ours(&e.to_value(text), host)) else {
+            continue;
+        };
+        if inner.len() > 1 {
+            let array = group.get("hooks").unwrap_or(group);
+            return Ok(Some(json_edit::remove_element(text, array, ei)));
+        }
+        if list.elements().len() > 1 {
+            return Ok(Some(json_edit::remove_element(text, list, gi)));
+        }
+        if hooks.members().len() > 1 {
+            let index = member_index(hooks, event).unwrap_or(0);
+            return Ok(Some(json_edit::remove_member(text, hooks, index)));
+        }
+        let index = member_index(&doc, "hooks").unwrap_or(0);
+        return Ok(Some(json_edit::remove_member(text, &doc, index)));
     }
-    if hooks.is_empty() {
-        root.remove("hooks");
-    }
-    Ok(changed)
+    Ok(None)
 }
 
-fn object_at<'a>(
-    root: &'a mut Map<String, Value>,
-    key: &str,
-) -> Result<&'a mut Map<String, Value>, String> {
-    root.entry(key)
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .ok_or_else(|| format!("`{key}` is not an object"))
+/// The settings document (comments allowed); an empty file is `{}`.
+fn parse_settings(text: &str) -> Result<Node, String> {
+    let doc = json_edit::parse(text).map_err(|e| format!("not valid JSON ({e}); fix it first"))?;
+    if doc.is_object() {
+        Ok(doc)
+    } else {
+        Err("expected a JSON object".to_owned())
+    }
+}
+
+/// The text of a settings file ralph creates: what an uninstall that takes
+/// everything out of it leaves, and so a file it may remove.
+pub const EMPTY_SETTINGS: &str = "{}\n";
+
+/// Adds ralph's entry to the settings text unless an identical one is
+/// the only ralph entry there; older ralph entries (another binary path)
+/// are taken out first, each alone. Every other byte stays. `version`:
+/// a `"version": 1` member is added when missing (a repository's Copilot
+/// hooks file). `None` when nothing changes.
+pub fn add_hook(
+    text: &str,
+    host: Host,
+    command: &str,
+    version: bool,
+) -> Result<Option<String>, String> {
+    let (event, wanted) = entry(host, command);
+    let mut text = if text.trim().is_empty() {
+        EMPTY_SETTINGS.to_owned()
+    } else {
+        text.to_owned()
+    };
+    let doc = parse_settings(&text)?;
+    if let Some(hooks) = doc.get("hooks").filter(|h| !h.is_object()) {
+        let _ = hooks;
+        return Err("`hooks` is not an object".to_owned());
+    }
+    let list = doc.get("hooks").and_then(|h| h.get(event));
+    if list.is_some_and(|l| !l.is_array()) {
+        return Err(format!("`hooks.{event}` is not a list"));
+    }
+    let groups: Vec<Value> = list
+        .map(|l| l.elements().iter().map(|g| g.to_value(&text)).collect())
+        .unwrap_or_default();
+    let ours = groups
+        .iter()
+        .filter(|g| group_entries(host, g).iter().any(|e| is_ours(e, host)))
+        .count();
+    let has_version = !version || doc.get("version").is_some();
+    if ours == 1 && groups.contains(&wanted) && has_version {
+        return Ok(None);
+    }
+    while let Some(fewer) = remove_one(&text, host)? {
+        text = fewer;
+    }
+    if !has_version {
+        let doc = parse_settings(&text)?;
+        text = json_edit::insert_member(&text, &doc, "version", &json!(1));
+    }
+    let doc = parse_settings(&text)?;
+    let text = match doc.get("hooks") {
+        None => json_edit::insert_member(&text, &doc, "hooks", &json!({ event: [wanted] })),
+        Some(hooks) => match hooks.get(event) {
+            None => json_edit::insert_member(&text, hooks, event, &json!([wanted])),
+            Some(list) => json_edit::push_element(&text, list, &wanted),
+        },
+    };
+    Ok(Some(text))
+}
+
+/// Takes every ralph entry for this host out of the settings text, and the
+/// groups, lists and `hooks` object that held only it: the bytes
+/// [`add_hook`] added, and no other. `None` when there was none.
+pub fn remove_hook(text: &str, host: Host) -> Result<Option<String>, String> {
+    let mut text = text.to_owned();
+    let mut changed = false;
+    while let Some(fewer) = remove_one(&text, host)? {
+        text = fewer;
+        changed = true;
+    }
+    Ok(changed.then_some(text))
+}
+
+/// Whether the settings text holds a ralph entry for this host.
+pub fn has_hook(text: &str, host: Host) -> bool {
+    remove_one(text, host).is_ok_and(|r| r.is_some())
 }
 
 #[cfg(test)]
@@ -154,39 +240,57 @@ mod tests {
         for host in [Host::Codex, Host::Gemini, Host::Copilot] {
             let (event, _) = entry(host, "");
             let other = json!({"type": "command", "command": "other-tool", "bash": "other-tool"});
-            let mut root: Map<String, Value> = serde_json::from_value(json!({
-                "model": "x",
-                "hooks": {event: [other.clone()], "PreToolUse": [1]}
-            }))
-            .unwrap();
-            let old = format!("/bin/ralph {}", hook_args(host));
-            assert!(add_hook(&mut root, host, &old).unwrap());
-            let cmd = format!("/usr/bin/ralph {}", hook_args(host));
-            assert!(
-                add_hook(&mut root, host, &cmd).unwrap(),
-                "a new path replaces the old entry"
+            let before = format!(
+                "{{\n  // mine\n  \"model\": \"x\", \"n\": 12345678901234567890,\n  \"hooks\": {{\"{event}\": [{other}], \"PreToolUse\": [1]}}\n}}\n"
             );
-            assert!(
-                !add_hook(&mut root, host, &cmd).unwrap(),
+            let old = format!("/bin/ralph {}", hook_args(host));
+            let once = add_hook(&before, host, &old, false).unwrap().unwrap();
+            let cmd = format!("/usr/bin/ralph {}", hook_args(host));
+            let text = add_hook(&once, host, &cmd, false)
+                .unwrap()
+                .expect("a new path replaces the old entry");
+            assert_eq!(
+                add_hook(&text, host, &cmd, false).unwrap(),
+                None,
                 "{host:?}: twice changes nothing"
             );
-            let list = root["hooks"][event].as_array().unwrap();
-            assert_eq!(list.len(), 2, "{host:?}: {list:?}");
+            let doc = json_edit::parse(&text).unwrap();
+            let list = doc
+                .get("hooks")
+                .unwrap()
+                .get(event)
+                .unwrap()
+                .to_value(&text);
+            assert_eq!(list.as_array().unwrap().len(), 2, "{host:?}: {list:?}");
             assert_eq!(list[0], other);
-            assert!(remove_hook(&mut root, host).unwrap());
-            assert!(!remove_hook(&mut root, host).unwrap());
-            assert_eq!(root["hooks"][event], json!([other]));
-            assert_eq!(root["model"], "x");
-            assert_eq!(root["hooks"]["PreToolUse"], json!([1]));
+            let removed = remove_hook(&text, host).unwrap().unwrap();
+            assert_eq!(removed, before, "{host:?}: every byte as before");
+            assert_eq!(remove_hook(&removed, host).unwrap(), None);
         }
     }
 
     #[test]
-    fn uninstall_leaves_no_empty_lists() {
-        let mut root = Map::new();
-        add_hook(&mut root, Host::Gemini, "ralph hook stop --host gemini").unwrap();
-        remove_hook(&mut root, Host::Gemini).unwrap();
-        assert!(root.is_empty(), "{root:?}");
+    fn uninstall_keeps_a_users_hook_in_ralphs_group() {
+        let mine = json!({"type": "command", "command": "notify-me"});
+        let ralph = json!({"type": "command", "command": "/bin/ralph hook stop --host codex"});
+        let text = format!("{{\"hooks\": {{\"Stop\": [{{\"hooks\": [{mine}, {ralph}]}}]}}}}");
+        let removed = remove_hook(&text, Host::Codex).unwrap().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&removed).unwrap(),
+            json!({"hooks": {"Stop": [{"hooks": [mine]}]}})
+        );
+        assert!(has_hook(&text, Host::Codex) && !has_hook(&removed, Host::Codex));
+    }
+
+    #[test]
+    fn uninstall_leaves_the_file_as_ralph_created_it() {
+        let text = add_hook("", Host::Gemini, "ralph hook stop --host gemini", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            remove_hook(&text, Host::Gemini).unwrap().unwrap(),
+            EMPTY_SETTINGS
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod guards;
 pub mod hook;
 pub mod host;
 pub mod host_install;
+pub mod json_edit;
 pub mod lifecycle;
 pub mod loops;
 pub mod messages;
