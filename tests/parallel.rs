@@ -963,3 +963,15 @@ fn clean_refuses_to_remove_work_it_cannot_commit_and_says_how() {
     let kept = std::fs::read_to_string(repo.worktree("US-003").join("precious.txt")).unwrap();
     assert_eq!(kept, "mine\n");
 }
+
+#[test]
+fn marking_a_story_passed_changes_that_one_value_and_no_other_byte() {
+    let repo = Repo::new(&[("US-004", false)]);
+    let prd = "{\n\t\"project\": \"P\", \"budget\": 123456789012345678901234567890,\n\t\"userStories\": [\n\t\t{\"id\": \"US-004\", \"title\": \"Story\", \"passes\": false, \"tag\": \"a\", \"tag\": \"b\"}\n\t]\n}\n";
+    std::fs::write(repo.root().join("ralph/prd.json"), prd).unwrap();
+    repo.git(&["commit", "-qam", "prd"]);
+    let out = repo.scripted("1", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let after = std::fs::read_to_string(repo.root().join("ralph/prd.json")).unwrap();
+    assert_eq!(after, prd.replace("\"passes\": false", "\"passes\": true"));
+}
