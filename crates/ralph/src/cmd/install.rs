@@ -139,7 +139,11 @@ impl Plan {
                 .ok_or_else(|| Failure::from("HOME is not set".to_owned()))?;
             Ok(home.join(sub))
         };
-        let root = super::project().root;
+        let root = if args.project {
+            super::git_root()?
+        } else {
+            PathBuf::new()
+        };
         let (settings, command_file) = match (host, args.project) {
             (Host::Claude, _) => {
                 return Err(Failure::usage(
