@@ -545,8 +545,18 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
         cmd.output().unwrap()
     };
 
+    // What an agent could leave in the checkout for the push: a hook, and
+    // a remote that points elsewhere (the push goes to REMOTE, never a name).
+    let hook = repo.root().join(".git/hooks/pre-push");
+    let marker = repo.home.path().join("pre-push-ran");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    let mut perm = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&hook, perm).unwrap();
+    repo.git(&["config", "remote.origin.url", "/nonexistent/elsewhere.git"]);
     let (out, outputs) = job("US-001");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!marker.exists(), "the checkout's pre-push hook ran");
     assert!(
         outputs.contains("outcome=ready") && outputs.contains("branch=ralph/US-001"),
         "{outputs}"
@@ -610,6 +620,7 @@ fn fleet_job(repo: &Repo, story: &str, out_dir: &Path) -> (Output, String) {
         .env("AGENT_KEY_ENV", "FAKE_KEY")
         .env("AGENT_KEY", "sekrit")
         .env("OUT", out_dir)
+        .env("REMOTE", repo.home.path().join("origin.git"))
         .env("GITHUB_OUTPUT", &outputs)
         .stdin(Stdio::null());
     repo.env(&mut cmd);
