@@ -215,7 +215,7 @@ impl Sandbox {
                     "exec",
                     "--skip-git-repo-check",
                     "--dangerously-bypass-hook-trust",
-                    "go",
+                    prompt,
                 ]);
             }
             Host::Gemini => {
@@ -892,4 +892,70 @@ mod answers {
             "an unknown host is a usage error"
         );
     }
+}
+
+/// `$ralph-loop …` in the real Codex client: the UserPromptSubmit hook that
+/// `ralph install codex` adds keeps the typed text, and the skill's fixed
+/// command (`ralph start --typed-arguments`, as the skill file says, run here
+/// as Codex's shell tool would run it: the scripted model makes no tool
+/// calls) arms exactly that task. Text that would end a here-doc or a quote
+/// is data.
+#[test]
+#[cfg_attr(
+    no_codex_client,
+    ignore = "Codex client not installed: npm ci --prefix tests/hosts"
+)]
+fn codex_skill_takes_the_task_from_the_prompt_hook_never_through_a_shell() {
+    let Some(sandbox) = Sandbox::new(Host::Codex, "codex_skill_takes_the_task") else {
+        return;
+    };
+    sandbox.install();
+    let skill = std::fs::read_to_string(sandbox.home().join(".codex/skills/ralph-loop/SKILL.md"))
+        .expect("skill");
+    assert!(
+        !skill.contains("<<") && !skill.contains("ARGUMENTS"),
+        "{skill}"
+    );
+    let command = skill
+        .lines()
+        .find(|l| l.starts_with("ralph start"))
+        .expect("the skill's command");
+    assert_eq!(command, "ralph start --typed-arguments");
+    let task = "Fix the bug\nRALPH_ARGS_7f3a\n$(touch pwned) '; touch pwned; '";
+    let prompt = format!("$ralph-loop {task} --max-iterations 3");
+    let replies = ["ok"];
+    let model = model_for(Host::Codex, &replies);
+    let run = sandbox.run_client_with(model.as_ref(), &replies, &prompt);
+    assert!(run.status.success(), "{}", describe(&run));
+    assert!(!describe(&run).contains("invalid"), "{}", describe(&run));
+    // The session Codex ran the hook for: the one its shell tool's commands carry.
+    let typed = sandbox.dir.path().join("state/ralph/typed");
+    let kept: Vec<String> = std::fs::read_dir(&typed)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let session = kept
+        .iter()
+        .find_map(|f| f.split_once('.').map(|(s, _)| s.to_owned()))
+        .unwrap_or_else(|| panic!("the prompt hook kept nothing: {kept:?}\n{}", describe(&run)));
+    let mut start = Command::new(RALPH);
+    start.args(command.split(' ').skip(1));
+    sandbox.env(&mut start);
+    let out = start
+        .env("CODEX_THREAD_ID", &session)
+        .output()
+        .expect("start");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!sandbox.project().join("pwned").exists());
+    let status = sandbox.loop_status("ralph");
+    assert_eq!(status["max_iterations"], 3, "{status}");
+    let armed = std::fs::read_to_string(sandbox.project().join(".claude/ralph-loop.local.md"))
+        .expect("the loop file");
+    assert!(
+        armed.contains(&format!("\n{task}")),
+        "the task, verbatim: {armed}"
+    );
 }

@@ -11,21 +11,23 @@ use crate::json_edit::{self, Node};
 /// The hook's time limit: above the longest `--verify` (14 min).
 pub const HOOK_TIMEOUT_SECS: u64 = 900;
 
-/// `ralph install` written by hand in a skill/command: the host's agent runs
-/// `ralph start` with the user's arguments, raw, through a quoted here-doc.
+/// The Codex skill: a fixed command, no user text in it. Codex runs the
+/// UserPromptSubmit hook (`ralph hook prompt`, which `ralph install codex`
+/// adds) before the model sees `$ralph-loop …`; the hook keeps the text after
+/// `$ralph-loop` per session, and `ralph start --typed-arguments` takes it
+/// from there as data. The task never passes through a shell, so no text
+/// in it (a here-doc's delimiter, a quote) can run as one.
 pub const CODEX_SKILL: &str = "---
 name: ralph-loop
 description: Start a Ralph loop when the user asks for one ($ralph-loop TASK --completion-promise DONE ...) - ralph keeps this session working on the task until it is really done.
 ---
 
-Run this shell command once, with the user's words after `$ralph-loop` in place of ARGUMENTS
-(keep them exactly as written: the task and any --max-iterations, --completion-promise, --verify,
---max-duration, --abort-promise or --name options):
+Run exactly this shell command once, as it is written here: do not add the user's words to it
+(ralph has already received them, with any --max-iterations, --completion-promise, --verify,
+--max-duration, --abort-promise or --name options, from the prompt itself):
 
 ```sh
-ralph start --raw-arguments <<'RALPH_ARGS_7f3a'
-ARGUMENTS
-RALPH_ARGS_7f3a
+ralph start --typed-arguments
 ```
 
 The loop is then armed and its output is your task: begin working on it. At every turn end ralph
@@ -56,15 +58,39 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 /// Whether a hook entry is ralph's (for this host): its command runs
-/// `… hook stop --host NAME`.
+/// `… hook stop --host NAME`, or, in the prompt event, `… hook prompt`.
 fn is_ours(entry: &Value, host: Host) -> bool {
     let marker = hook_args(host);
     ["command", "bash"].iter().any(|key| {
         entry
             .get(key)
             .and_then(Value::as_str)
-            .is_some_and(|c| c.trim_end().ends_with(&marker))
+            .map(str::trim_end)
+            .is_some_and(|c| c.ends_with(&marker) || c.ends_with(PROMPT_HOOK_ARGS))
     })
+}
+
+/// The prompt hook's arguments: it keeps the text after `$ralph-loop` for
+/// the skill's `--typed-arguments`.
+pub const PROMPT_HOOK_ARGS: &str = "hook prompt";
+
+/// The events ralph's hooks listen to on this host: the turn's end, and
+/// for Codex the prompt (for its skill's arguments).
+fn events(host: Host) -> &'static [&'static str] {
+    match host {
+        Host::Codex => &["Stop", "UserPromptSubmit"],
+        _ => &[],
+    }
+}
+
+/// The prompt hook's group for Codex: `command` is the stop hook's, with
+/// `hook prompt` in place of `hook stop --host codex`.
+fn prompt_entry(command: &str) -> Value {
+    let base = command
+        .trim_end()
+        .strip_suffix(&hook_args(Host::Codex))
+        .unwrap_or(command);
+    json!({"hooks": [{"type": "command", "command": format!("{base}{PROMPT_HOOK_ARGS}"), "timeout": 30}]})
 }
 
 /// The event ralph listens to and its hook entry, in each host's schema.
@@ -108,7 +134,24 @@ fn member_index(node: &Node, key: &str) -> Option<usize> {
 /// entry: a user's hook in the same group stays), and the group, list and
 /// `hooks` object it leaves empty; `None` when there is none.
 fn remove_one(text: &str, host: Host) -> Result<Option<String>, String> {
-    let (event, _) = entry(host, "");
+    // The last event's entries first: the reverse of the order they were added in.
+    for event in host_events(host).into_iter().rev() {
+        if let Some(fewer) = remove_one_in(text, host, event)? {
+            return Ok(Some(fewer));
+        }
+    }
+    Ok(None)
+}
+
+/// Every event ralph adds a hook to on this host, in the order it adds them.
+fn host_events(host: Host) -> Vec<&'static str> {
+    let (stop, _) = entry(host, "");
+    std::iter::once(stop)
+        .chain(events(host).iter().copied().filter(|e| *e != stop))
+        .collect()
+}
+
+fn remove_one_in(text: &str, host: Host, event: &str) -> Result<Option<String>, String> {
     let doc = parse_settings(text)?;
     let Some(hooks) = doc.get("hooks").filter(|h| h.is_object()) else {
         return Ok(None);
@@ -170,6 +213,32 @@ pub fn add_hook(
     version: bool,
 ) -> Result<Option<String>, String> {
     let (event, wanted) = entry(host, command);
+    let stop = add_group(text, host, event, &wanted, version)?;
+    if host != Host::Codex {
+        return Ok(stop);
+    }
+    let after_stop = stop.as_deref().unwrap_or(text);
+    match add_group(
+        after_stop,
+        host,
+        "UserPromptSubmit",
+        &prompt_entry(command),
+        false,
+    )? {
+        Some(both) => Ok(Some(both)),
+        None => Ok(stop),
+    }
+}
+
+/// [`add_hook`] for one event's group.
+fn add_group(
+    text: &str,
+    host: Host,
+    event: &str,
+    wanted: &Value,
+    version: bool,
+) -> Result<Option<String>, String> {
+    let wanted = wanted.clone();
     let mut text = if text.trim().is_empty() {
         EMPTY_SETTINGS.to_owned()
     } else {
@@ -195,7 +264,7 @@ pub fn add_hook(
     if ours == 1 && groups.contains(&wanted) && has_version {
         return Ok(None);
     }
-    while let Some(fewer) = remove_one(&text, host)? {
+    while let Some(fewer) = remove_one_in(&text, host, event)? {
         text = fewer;
     }
     if !has_version {
@@ -226,9 +295,10 @@ pub fn remove_hook(text: &str, host: Host) -> Result<Option<String>, String> {
     Ok(changed.then_some(text))
 }
 
-/// Whether the settings text holds a ralph entry for this host.
+/// Whether the settings text holds ralph's turn-end hook for this host.
 pub fn has_hook(text: &str, host: Host) -> bool {
-    remove_one(text, host).is_ok_and(|r| r.is_some())
+    let (stop, _) = entry(host, "");
+    remove_one_in(text, host, stop).is_ok_and(|r| r.is_some())
 }
 
 #[cfg(test)]
