@@ -22,7 +22,8 @@
 //!   diff ralph runs says `--no-ext-diff --no-textconv`;
 //! - transports (`core.sshCommand`, `ext::`, remote helpers, `core.gitProxy`,
 //!   `credential.helper`, `core.askPass`, `core.alternateRefsCommand`, lazy
-//!   fetches of a partial clone): `protocol.allow=never`,
+//!   fetches of a partial clone): `protocol.allow=never` and each
+//!   `protocol.<name>.allow=never` (a repository's own would win otherwise),
 //!   `GIT_NO_LAZY_FETCH`, `GIT_TERMINAL_PROMPT=0`, helpers and askpass
 //!   blanked;
 //! - automatic `gc`/`maintenance` (a detached process outliving ralph): off;
@@ -54,6 +55,13 @@ const HARDENING: &[(&str, &str)] = &[
     ("credential.helper", ""),
     ("diff.external", ""),
     ("protocol.allow", "never"),
+    // A per-protocol setting wins over `protocol.allow`: each is set too.
+    ("protocol.ext.allow", "never"),
+    ("protocol.file.allow", "never"),
+    ("protocol.ssh.allow", "never"),
+    ("protocol.git.allow", "never"),
+    ("protocol.http.allow", "never"),
+    ("protocol.https.allow", "never"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),
@@ -341,6 +349,37 @@ mod tests {
         );
         assert_eq!(resolve_include(root, origin, "%(prefix)/etc/z"), None);
         assert_eq!(resolve_include(root, origin, ""), None);
+    }
+
+    // Needs git and sh, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
+    #[test]
+    fn a_transport_the_repository_allows_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let plain = |args: &[&str]| {
+            Command::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+        };
+        assert!(plain(&["init", "-q"]).success());
+        assert!(plain(&["config", "protocol.ext.allow", "always"]).success());
+        let marker = root.join("ran");
+        let url = format!("ext::sh -c touch% {}", marker.display());
+        let mut hardened = command(root, &[]);
+        hardened.args(["ls-remote", &url]).stdout(Stdio::null());
+        let _ = hardened.status().unwrap();
+        assert!(!marker.exists(), "the ext:: transport ran");
+        let _ = plain(&["ls-remote", &url]);
+        assert!(
+            marker.exists(),
+            "the planted transport did not run even unguarded"
+        );
     }
 
     #[test]
