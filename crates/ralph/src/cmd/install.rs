@@ -13,12 +13,12 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ralph_core::host::Host;
-use ralph_core::host_install::{
+use ralph_core::fs::safe_fs;
+use ralph_core::hook::host::Host;
+use ralph_core::hook::host_install::{
     CODEX_SKILL, EMPTY_SETTINGS, GEMINI_COMMAND, add_hook, has_hook, hook_args, remove_hook,
     shell_quote,
 };
-use ralph_core::safe_fs;
 
 use super::{Failure, Outcome};
 use crate::cli::InstallArgs;
@@ -135,7 +135,7 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home = ralph_core::registry::home_from_env()
+            let home = ralph_core::loop_file::registry::home_from_env()
                 .ok_or_else(|| Failure::from("HOME is not set".to_owned()))?;
             Ok(home.join(sub))
         };
