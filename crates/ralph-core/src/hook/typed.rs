@@ -91,7 +91,7 @@ pub enum TypedError {
     #[error("{0} is a symlink or not a folder; remove it")]
     NotAFolder(PathBuf),
     #[error(
-        "the text typed after /{0} did not reach ralph: the plugin's UserPromptSubmit hook did not record it (are hooks disabled?). Nothing was done."
+        "the text typed after /{0} did not reach ralph: the plugin's UserPromptSubmit hook did not record it (are hooks disabled? With Codex, `ralph install codex` again adds the prompt hook that $ralph-loop needs). Nothing was done."
     )]
     Missing(&'static str),
     #[error("the text typed after /{0} is too long (over {MAX_BYTES} bytes)")]
