@@ -17,6 +17,7 @@
 
 pub mod display;
 pub mod fingerprint;
+pub mod json_edit;
 pub mod time;
 
 pub mod fs;

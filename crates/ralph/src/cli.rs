@@ -66,7 +66,7 @@ pub enum Command {
     /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
     #[command(after_help = PLAN_EXAMPLES)]
     Plan(PlanArgs),
-    /// Remove the worktrees `ralph run --parallel` kept (their branches stay)
+    /// Remove the worktrees `ralph run --parallel` kept (uncommitted work is committed to their branches, which stay)
     #[command(after_help = "Examples:\n  ralph clean")]
     Clean,
     /// Write a PRD, progress log and prompt into ./ralph/ to start a project right

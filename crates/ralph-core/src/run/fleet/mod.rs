@@ -214,19 +214,35 @@ pub fn matrix(open: &[Story]) -> Value {
 /// Sets `passes: true` on the story `id`, keeping the rest of the JSON as
 /// it was (key order included). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
-    let mut value: Value = serde_json::from_str(prd).map_err(PrdError::NotJson)?;
-    let story = value
-        .get_mut("userStories")
-        .and_then(Value::as_array_mut)
-        .and_then(|list| {
-            list.iter_mut()
-                .find(|s| s.get("id").and_then(Value::as_str) == Some(id))
-        })
-        .and_then(Value::as_object_mut)
-        .ok_or_else(|| PrdError::StoryGone { id: id.to_owned() })?;
-    story.insert("passes".into(), Value::Bool(true));
-    let mut text = serde_json::to_string_pretty(&value).map_err(PrdError::Unwritable)?;
-    text.push('\n');
+    // Checked as the rest of ralph reads the file (the last of duplicate
+    // keys wins), then edited as text: only the `passes` value changes.
+    serde_json::from_str::<Value>(prd).map_err(PrdError::NotJson)?;
+    let doc = crate::json_edit::parse(prd).map_err(|_| PrdError::NoStoryList)?;
+    let gone = || PrdError::StoryGone { id: id.to_owned() };
+    let story = doc
+        .get("userStories")
+        .ok_or(PrdError::NoStoryList)?
+        .elements()
+        .iter()
+        .find(|s| s.get("id").and_then(crate::json_edit::Node::as_str) == Some(id))
+        .filter(|s| s.is_object())
+        .ok_or_else(gone)?;
+    let passes: Vec<&crate::json_edit::Node> = story
+        .members()
+        .iter()
+        .filter(|m| m.key == "passes")
+        .map(|m| &m.value)
+        .collect();
+    let t = Value::Bool(true);
+    if passes.is_empty() {
+        return Ok(crate::json_edit::insert_member(prd, story, "passes", &t));
+    }
+    // Every `passes` of the story (a duplicate key too) says true, from the
+    // last one back so that the earlier offsets still hold.
+    let mut text = prd.to_owned();
+    for node in passes.iter().rev() {
+        text = crate::json_edit::replace(&text, node, &t);
+    }
     Ok(text)
 }
 
@@ -415,9 +431,11 @@ impl Homecoming {
                     "conflicts with {base}; nothing was forced. Resolve: cd {shown} && git rebase {base} (fix, git add, git rebase --continue), then run the same `ralph run --parallel` again"
                 ),
             ),
+            // Not a conflict: nothing in the files disagreed (git could
+            // not commit, say), and the note says what git said.
             Self::RebaseFailed(e) => (
-                StoryState::Conflict,
-                format!("the rebase onto {base} failed: {e}"),
+                StoryState::MergeFailed,
+                format!("the rebase onto {base} failed: {e}; the story stays on {branch}"),
             ),
             Self::VerifyFailed {
                 command,
@@ -672,6 +690,17 @@ mod tests {
         let u = out.find("\"userStories\"").unwrap();
         assert!(p < b && b < u, "{out}");
         assert!(out.find("\"notes\"").unwrap() > out.find("\"passes\"").unwrap());
+        // Exactly one value changes: big numbers and duplicate keys stay.
+        let text = "{\n  \"userStories\": [\n    {\"id\": \"A\", \"passes\": false, \"estimate\": 123456789012345678901234567890, \"x\": 1, \"x\": 2}\n  ]\n}\n";
+        assert_eq!(
+            set_passes(text, "A").unwrap(),
+            text.replace("false", "true")
+        );
+        let no_field = "{\"userStories\": [{\"id\": \"A\"}]}";
+        assert_eq!(
+            set_passes(no_field, "A").unwrap(),
+            "{\"userStories\": [{\"id\": \"A\", \"passes\": true}]}"
+        );
         assert_eq!(
             set_passes(PRD_TEXT, "US-9").unwrap_err().to_string(),
             "ralph/prd.json: no story with id \"US-9\" in `userStories` any more"
@@ -802,8 +831,8 @@ mod tests {
             ),
             (
                 Homecoming::RebaseFailed(FleetError::NotAllRemoved),
-                StoryState::Conflict,
-                "the rebase onto main failed: some worktrees were not removed",
+                StoryState::MergeFailed,
+                "the rebase onto main failed: some worktrees were not removed; the story stays on ralph/a",
             ),
             (
                 Homecoming::VerifyFailed {
