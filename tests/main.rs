@@ -10,6 +10,7 @@
 mod support;
 
 mod budget;
+mod check;
 mod cli;
 mod e2e;
 mod e2e_budget;

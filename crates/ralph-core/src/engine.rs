@@ -29,6 +29,9 @@ pub struct Turn {
     pub claim: Option<String>,
 }
 
+// One value per turn, returned once: boxing the progress would cost an
+// allocation per stop and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// The loop is paused; nothing was counted.
@@ -80,26 +83,32 @@ pub fn step(
     seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
-    if let Decision::Verify { command } = &decision {
-        // The gate may run for minutes: let other ralph processes work
-        // meanwhile, then make sure the loop is still the one we judged.
+    let gate = match &decision {
+        Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
+        Decision::Check { command } => Some((command.clone(), state.guards.check_timeout_secs)),
+        _ => None,
+    };
+    if let Some((command, timeout)) = gate {
+        // The gate or check may run for minutes: let other ralph processes
+        // work meanwhile, then make sure the loop is still the one we judged.
         drop(lock.take());
-        let verdict = verify::run(
-            command,
-            &project.root,
-            Duration::from_secs(state.guards.verify_timeout_secs),
-        );
+        let (verdict, _output) =
+            verify::run_keeping(&command, &project.root, Duration::from_secs(timeout));
         lock = Some(project.lock()?);
         if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
             return Ok(Step::Changed {
                 notice: format!(
                     "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
                     crate::display::line(&live.file.name),
-                    crate::display::line(command)
+                    crate::display::line(&command)
                 ),
             });
         }
-        seen.verification = Some(verdict);
+        if matches!(decision, Decision::Verify { .. }) {
+            seen.verification = Some(verdict);
+        } else {
+            seen.check = Some(verdict);
+        }
         decision = decide::decide(state, &seen);
     }
     let log = turn_entry(state, &seen, &turn.driver, now);
@@ -108,8 +117,8 @@ pub fn step(
         .as_deref()
         .map(|owner| ("session_id", quote(owner)));
     let result = match decision {
-        // (`decide` never asks to verify twice.)
-        Decision::Pass | Decision::Verify { .. } => {
+        // (`decide` never asks to run a command twice.)
+        Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => {
             pass(live, claim, turn.transcript.as_ref(), log)?
         }
         Decision::End { outcome, detail } => {
@@ -150,6 +159,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.promise_seen = Some(promise_seen);
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);
+    log.check = seen.check.as_ref().map(VerificationEntry::from);
     log
 }
 

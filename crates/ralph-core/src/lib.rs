@@ -11,6 +11,7 @@ pub mod display;
 pub mod driver;
 pub mod engine;
 pub mod event;
+pub mod failure;
 pub mod fanout;
 pub mod fanout_git;
 pub mod frontmatter;

@@ -33,15 +33,26 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// The result of the `--check` command, once it has run.
+    pub check: Option<Verification>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a gate or check command did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Verification {
     pub passed: bool,
     /// `exit 3`, `timed out after 300s`, `could not start: …`
     pub status: String,
     /// The last lines of its output.
     pub output_tail: String,
+    /// The exit code, when it exited with one.
+    pub exit_code: Option<i32>,
+    /// The failure count a test runner reported (`failure::failure_count`).
+    pub failures: Option<u64>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// The SHA-256 of its whole output, in hex (empty: not started).
+    pub output_sha256: String,
 }
 
 /// The fingerprint of the reply with its whitespace collapsed (the same

@@ -106,6 +106,16 @@ fn print_report(r: &LoopReport) {
         };
         say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
     }
+    if let Some(trend) = r
+        .guard_counts
+        .as_ref()
+        .and_then(|c| c.failure_trend.as_deref())
+    {
+        say!(
+            "  check: failures {}",
+            ralph_core::guards::trend_words(trend)
+        );
+    }
     if let Some(note) = &r.not_armed {
         say!("  ⚠ {note}");
     }
