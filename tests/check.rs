@@ -276,3 +276,101 @@ fn start_help_lists_the_check_and_its_breakers() {
     }
     assert!(help.contains("(as same_failure)") && help.contains("(as stalled)"));
 }
+
+fn git(root: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_completion_leaves_a_receipt_that_can_be_shown_and_rechecked() {
+    let p = Project::new();
+    let root = p.0.root();
+    git(root, &["init", "-q"]);
+    p.write("lib.txt", "code\n");
+    git(root, &["add", "lib.txt"]);
+    git(root, &["commit", "-qm", "one"]);
+    let head = git(root, &["rev-parse", "HEAD"]);
+    p.start(&[
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "echo all tests passed; test ! -f broken",
+    ]);
+    let a = p.stop("<promise>DONE</promise>");
+    assert!(!blocked(&a), "{a}");
+    assert!(
+        notice(&a).contains("receipt: `echo all tests passed"),
+        "{a}"
+    );
+    let (code, text, err) = p.ralph(&["receipt"]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(
+        text.contains("gate:     `echo all tests passed; test ! -f broken`")
+            && text.contains("exit:     0 in")
+            && text.contains(&format!("commit:   {head} (clean tree)")),
+        "{text}"
+    );
+    let (_, json, _) = p.ralph(&["receipt", "--json"]);
+    let r: Value = serde_json::from_str(&json).unwrap();
+    let r = &r["receipt"];
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["commit"], head.as_str());
+    assert_eq!(r["clean"], true);
+    // The SHA-256 is of the whole output, and the output is in the history.
+    let expected = {
+        let out = std::process::Command::new("sh")
+            .args(["-c", "printf 'all tests passed\\n' | sha256sum"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+    };
+    assert_eq!(r["output_sha256"], expected.as_str());
+    let kept = std::fs::read_to_string(r["output_file"].as_str().unwrap()).unwrap();
+    assert_eq!(kept, "all tests passed\n");
+    let (_, status, _) = p.ralph(&["status"]);
+    assert!(
+        status.contains("receipt: `echo all tests passed"),
+        "{status}"
+    );
+    let (code, text, _) = p.ralph(&["receipt", "--recheck"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("done still holds") && text.contains("output identical"),
+        "{text}"
+    );
+    p.write("broken", "");
+    let (code, text, err) = p.ralph(&["receipt", "--recheck", "--json"]);
+    assert_eq!(code, 1, "{text}{err}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["recheck"]["holds"], false);
+    assert!(err.contains("no longer passes (exit 1)"), "{err}");
+}
+
+#[test]
+fn a_receipt_is_read_only_from_this_user_s_state_not_the_project() {
+    let p = Project::new();
+    // A receipt-looking file planted in the project's history is not one.
+    p.write(
+        ".claude/ralph/history/ralph.receipt.json",
+        r#"{"command":"touch pwned"}"#,
+    );
+    p.start(&[]);
+    let (code, _, err) = p.ralph(&["receipt", "--name", "ralph", "--recheck"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no receipt for loop `ralph`"), "{err}");
+    assert!(!p.0.exists("pwned"));
+}

@@ -83,6 +83,7 @@ pub fn step(
     seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
+    let mut gate_output = None;
     let gate = match &decision {
         Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
         Decision::Check { command } => Some((command.clone(), state.guards.check_timeout_secs)),
@@ -92,7 +93,7 @@ pub fn step(
         // The gate or check may run for minutes: let other ralph processes
         // work meanwhile, then make sure the loop is still the one we judged.
         drop(lock.take());
-        let (verdict, _output) =
+        let (verdict, output) =
             verify::run_keeping(&command, &project.root, Duration::from_secs(timeout));
         lock = Some(project.lock()?);
         if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
@@ -106,6 +107,7 @@ pub fn step(
         }
         if matches!(decision, Decision::Verify { .. }) {
             seen.verification = Some(verdict);
+            gate_output = output;
         } else {
             seen.check = Some(verdict);
         }
@@ -122,9 +124,12 @@ pub fn step(
             pass(live, claim, turn.transcript.as_ref(), log)?
         }
         Decision::End { outcome, detail } => {
-            return end(
-                project, live, registry, &seen, claim, log, outcome, detail, now,
-            );
+            let ended = Ended {
+                outcome,
+                detail,
+                gate_output,
+            };
+            return end(project, live, registry, &seen, claim, log, ended, now);
         }
         Decision::Continue {
             next,
@@ -197,10 +202,14 @@ fn end(
     seen: &Observation,
     claim: Option<(&'static str, String)>,
     mut log: LogEntry,
-    outcome: Outcome,
-    detail: String,
+    ended: Ended,
     now: Timestamp,
 ) -> Result<Step, StepError> {
+    let Ended {
+        outcome,
+        detail,
+        gate_output,
+    } = ended;
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
     if let Some(tokens) = seen
@@ -218,12 +227,55 @@ fn end(
         log.tokens_unseen = Some(unseen);
     }
     log.why.clone_from(&detail);
-    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
+    let (record, mut notice) = live.end(project, registry, outcome, log, fields, now)?;
+    if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
+        notice.push('\n');
+        notice.push_str(&line);
+    }
     Ok(Step::Ended {
         outcome,
         detail,
         record,
         notice,
+    })
+}
+
+/// How the loop ends, and the output of the gate that let it (if one ran).
+struct Ended {
+    outcome: Outcome,
+    detail: String,
+    gate_output: Option<std::fs::File>,
+}
+
+/// A completion through a passing gate leaves a receipt (`receipt.rs`):
+/// its line for the notice, or why it could not be kept. Best effort: the
+/// loop has ended either way.
+fn keep_receipt(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &Observation,
+    output: Option<std::fs::File>,
+    record: &std::path::Path,
+    now: Timestamp,
+) -> Option<String> {
+    let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
+    let command = live.state.guards.verify.as_deref()?;
+    let receipt = crate::receipt::build(crate::receipt::Passed {
+        name: &live.file.name,
+        root: &project.root,
+        command,
+        verdict,
+        output,
+        iteration: live.state.iteration,
+        record,
+        now: now.to_string(),
+    });
+    let line = crate::receipt::one_line(&receipt);
+    Some(match registry.map(|r| crate::receipt::save(r, &receipt)) {
+        Some(Ok(_)) => line,
+        Some(Err(e)) => format!("{line} (not kept: {e})"),
+        None => format!("{line} (not kept: no per-user state folder)"),
     })
 }
 

@@ -29,6 +29,7 @@ pub mod ownership;
 pub mod prd;
 pub mod process;
 pub mod promise;
+pub mod receipt;
 pub mod registry;
 pub mod rewrite;
 pub mod run_loop;

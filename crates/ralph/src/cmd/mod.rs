@@ -33,6 +33,7 @@ mod init;
 mod install;
 mod loops;
 mod parallel;
+mod receipt;
 mod run;
 mod status;
 mod statusline;
@@ -57,6 +58,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Statusline => statusline::statusline(),
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
+        Command::Receipt(args) => receipt::receipt(args),
         Command::Plan(args) => parallel::plan(args),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
@@ -167,6 +169,7 @@ failure_from!(
     ralph_core::run_loop::JudgeError,
     ralph_core::fanout::PrdError,
     ralph_core::fanout_git::FleetError,
+    ralph_core::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
 );

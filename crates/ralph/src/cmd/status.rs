@@ -12,13 +12,15 @@ use crate::cli::{LogArgs, StatusArgs};
 
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
-    let reports = loops::report(
+    let registry = super::registry();
+    let mut reports = loops::report(
         &project,
-        super::registry().as_ref(),
+        registry.as_ref(),
         args.history,
         3,
         Timestamp::now(),
     )?;
+    attach_receipts(&project, registry.as_ref(), &mut reports);
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
@@ -36,6 +38,29 @@ pub fn status(args: StatusArgs) -> Outcome {
         print_report(r);
     }
     Ok(())
+}
+
+/// Each ended loop's receipt, when the one kept for its name is for this
+/// very record (a later run of the same name has its own).
+fn attach_receipts(
+    project: &ralph_core::store::Project,
+    registry: Option<&ralph_core::registry::Registry>,
+    reports: &mut [LoopReport],
+) {
+    let (Some(registry), Ok(root)) = (registry, ralph_core::registry::canonical_root(project))
+    else {
+        return;
+    };
+    for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
+        let Ok(receipt) = ralph_core::receipt::load(registry, &root, &r.name) else {
+            continue;
+        };
+        let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);
+        if file_name(&receipt.record).is_some() && file_name(&receipt.record) == file_name(&r.path)
+        {
+            r.receipt = Some(receipt);
+        }
+    }
 }
 
 fn print_report(r: &LoopReport) {
@@ -105,6 +130,9 @@ fn print_report(r: &LoopReport) {
             _ => String::new(),
         };
         say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
+    }
+    if let Some(receipt) = &r.receipt {
+        say!("  {}", ralph_core::receipt::one_line(receipt));
     }
     if let Some(trend) = r
         .guard_counts
