@@ -14,6 +14,7 @@ mod check;
 mod cli;
 mod e2e;
 mod e2e_budget;
+mod e2e_check;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;
