@@ -154,6 +154,19 @@ pub struct GuardCounts {
     pub failure_trend: Option<String>,
 }
 
+/// The loop-file fields of [`GuardCounts`]: counters ralph rewrites from
+/// stop to stop, never settings the user chose (so never bound to the
+/// arming). A test checks this list against the struct.
+pub const COUNTER_FIELDS: &[&str] = &[
+    "verify_failures",
+    "replies_behind",
+    "same_failures",
+    "failure_fingerprint",
+    "lowest_failures",
+    "stalled_checks",
+    "failure_trend",
+];
+
 impl GuardCounts {
     /// The counts as a loop file writes them; errors name the field.
     pub(crate) fn read(raw: &RawFields) -> Result<Self, StateError> {
@@ -602,6 +615,24 @@ mod tests {
                 OPTIONS.iter().any(|g| g.explains.contains(&named)),
                 "no guard's help says {named}"
             );
+        }
+    }
+
+    #[test]
+    fn the_counter_fields_are_the_counts_fields() {
+        let counts = serde_json::to_value(GuardCounts::default()).unwrap();
+        let mut keys: Vec<&str> = counts
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut listed = COUNTER_FIELDS.to_vec();
+        keys.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(keys, listed);
+        for field in COUNTER_FIELDS {
+            assert!(crate::state::KNOWN_FIELDS.contains(field), "{field}");
         }
     }
 
