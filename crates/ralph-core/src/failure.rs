@@ -4,7 +4,7 @@
 //! failures a test runner reported (cargo test, pytest, go test,
 //! jest/vitest, TAP). Pure functions of the text.
 
-use crate::observation::fingerprint;
+use crate::fingerprint::fingerprint;
 
 /// The output with what varies from run to run replaced by a placeholder:
 /// a temporary path by `<tmp>`, a hex id (7 or more hex digits with a digit

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use ralph_core::guards::DEFAULT_VERIFY_TIMEOUT;
-use ralph_core::loops;
-use ralph_core::outcome::LoopStatus;
-use ralph_core::receipt::{self, Receipt};
+use ralph_core::control;
+use ralph_core::loop_file::guards::DEFAULT_VERIFY_TIMEOUT;
+use ralph_core::loop_file::outcome::LoopStatus;
+use ralph_core::loop_file::receipt::{self, Receipt};
 use ralph_core::time::Timestamp;
 
 use super::{Failure, Outcome};
@@ -18,9 +18,9 @@ pub fn receipt(args: ReceiptArgs) -> Outcome {
         Some(name) => name,
         None => most_recent(&project)?,
     };
-    let registry = ralph_core::registry::from_env()
+    let registry = ralph_core::loop_file::registry::from_env()
         .ok_or_else(|| Failure::from(receipt::ReceiptError::NoHome))?;
-    let root = ralph_core::registry::canonical_root(&project)?;
+    let root = ralph_core::loop_file::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
     let checked = args
@@ -45,9 +45,9 @@ pub fn receipt(args: ReceiptArgs) -> Outcome {
 }
 
 /// This session's loop, else the most recently ended one.
-fn most_recent(project: &ralph_core::store::Project) -> Result<String, Failure> {
+fn most_recent(project: &ralph_core::loop_file::store::Project) -> Result<String, Failure> {
     let session = super::session_from_env();
-    let reports = loops::report(project, None, usize::MAX, 0, Timestamp::now())?;
+    let reports = control::report(project, None, usize::MAX, 0, Timestamp::now())?;
     reports
         .iter()
         .find(|r| session.is_some() && r.session_id == session)

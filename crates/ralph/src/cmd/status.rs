@@ -1,10 +1,10 @@
 //! `ralph status | log`: what the project's loops are and what they did.
-//! Reads only (`ralph_core::loops::report`); every value from a loop file is
+//! Reads only (`ralph_core::control::report`); every value from a loop file is
 //! shown escaped.
 
-use ralph_core::loops::{self, LoopReport};
-use ralph_core::messages;
-use ralph_core::outcome::LoopStatus;
+use ralph_core::control::{self, LoopReport};
+use ralph_core::loop_file::messages;
+use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::Outcome;
@@ -13,7 +13,7 @@ use crate::cli::{LogArgs, StatusArgs};
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
     let registry = super::registry();
-    let mut reports = loops::report(
+    let mut reports = control::report(
         &project,
         registry.as_ref(),
         args.history,
@@ -43,16 +43,18 @@ pub fn status(args: StatusArgs) -> Outcome {
 /// Each ended loop's receipt, when the one kept for its name is for this
 /// very record (a later run of the same name has its own).
 fn attach_receipts(
-    project: &ralph_core::store::Project,
-    registry: Option<&ralph_core::registry::Registry>,
+    project: &ralph_core::loop_file::store::Project,
+    registry: Option<&ralph_core::loop_file::registry::Registry>,
     reports: &mut [LoopReport],
 ) {
-    let (Some(registry), Ok(root)) = (registry, ralph_core::registry::canonical_root(project))
-    else {
+    let (Some(registry), Ok(root)) = (
+        registry,
+        ralph_core::loop_file::registry::canonical_root(project),
+    ) else {
         return;
     };
     for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
-        let Ok(receipt) = ralph_core::receipt::load(registry, &root, &r.name) else {
+        let Ok(receipt) = ralph_core::loop_file::receipt::load(registry, &root, &r.name) else {
             continue;
         };
         let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);
@@ -132,7 +134,7 @@ fn print_report(r: &LoopReport) {
         say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
     }
     if let Some(receipt) = &r.receipt {
-        say!("  {}", ralph_core::receipt::one_line(receipt));
+        say!("  {}", ralph_core::loop_file::receipt::one_line(receipt));
     }
     if let Some(trend) = r
         .guard_counts
@@ -141,7 +143,7 @@ fn print_report(r: &LoopReport) {
     {
         say!(
             "  check: failures {}",
-            ralph_core::guards::trend_words(trend)
+            ralph_core::loop_file::guards::trend_words(trend)
         );
     }
     if let Some(note) = &r.not_armed {
@@ -198,7 +200,7 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
-    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())?;
+    let reports = control::report(&project, None, usize::MAX, 0, Timestamp::now())?;
     let chosen = match &args.name {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports
@@ -216,7 +218,7 @@ pub fn log(args: LogArgs) -> Outcome {
         };
     };
     // A linked logs folder is never read (the report's path is empty then).
-    let lines = loops::read_log_tail(&report.log, usize::MAX);
+    let lines = control::read_log_tail(&report.log, usize::MAX);
     if !args.json {
         let task = report.task.as_deref().unwrap_or("");
         say!("Loop `{}` ({}) · task: {task}", report.name, report.state);
