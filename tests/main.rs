@@ -10,9 +10,11 @@
 mod support;
 
 mod budget;
+mod check;
 mod cli;
 mod e2e;
 mod e2e_budget;
+mod e2e_check;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;

@@ -571,6 +571,10 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
         "{body}"
     );
     assert!(body.contains("Decision log"), "{body}");
+    assert!(
+        body.contains("receipt: `test -f shared.txt` exit 0"),
+        "the pull request shows the gate's receipt: {body}"
+    );
     assert_eq!(
         std::fs::read_to_string(repo.log().join("US-001.key")).unwrap(),
         "sekrit\n"

@@ -54,6 +54,10 @@ pub struct LoopReport {
     /// Why a live loop is not armed here, and how to adopt it.
     pub not_armed: Option<String>,
     pub error: Option<String>,
+    /// An ended loop's receipt, when its gate completed it on this machine
+    /// (`receipt.rs`; filled by `ralph status`, which knows the user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::loop_file::receipt::Receipt>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
     /// Where its decision log is (live: under `logs/`; ended: beside its
@@ -196,6 +200,7 @@ fn report_one(
         armed: None,
         not_armed: None,
         error: None,
+        receipt: None,
         recent: read_log_tail(log, recent),
         log: log.to_owned(),
     };

@@ -29,6 +29,9 @@ pub struct Turn {
     pub claim: Option<String>,
 }
 
+// One value per turn, returned once: boxing the progress would cost an
+// allocation per stop and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// The loop is paused; nothing was counted.
@@ -82,26 +85,34 @@ pub fn step(
         .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
-    if let Decision::Verify { command } = &decision {
-        // The gate may run for minutes: let other ralph processes work
-        // meanwhile, then make sure the loop is still the one we judged.
+    let mut gate_output = None;
+    let gate = match &decision {
+        Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
+        Decision::Check { command } => Some((command.clone(), state.guards.check_timeout_secs)),
+        _ => None,
+    };
+    if let Some((command, timeout)) = gate {
+        // The gate or check may run for minutes: let other ralph processes
+        // work meanwhile, then make sure the loop is still the one we judged.
         drop(lock.take());
-        let verdict = gate::run(
-            command,
-            &project.root,
-            Duration::from_secs(state.guards.verify_timeout_secs),
-        );
+        let (verdict, output) =
+            gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
         lock = Some(project.lock()?);
         if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
             return Ok(Step::Changed {
                 notice: format!(
                     "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
                     crate::display::line(&live.file.name),
-                    crate::display::line(command)
+                    crate::display::line(&command)
                 ),
             });
         }
-        seen.verification = Some(verdict);
+        if matches!(decision, Decision::Verify { .. }) {
+            seen.verification = Some(verdict);
+            gate_output = output;
+        } else {
+            seen.check = Some(verdict);
+        }
         decision = decide::decide(state, &seen);
     }
     let log = turn_entry(state, &seen, &turn.driver, now);
@@ -110,16 +121,19 @@ pub fn step(
         .as_deref()
         .map(|owner| ("session_id", quote(owner)));
     let result = match decision {
-        // (`decide` never asks to verify twice.)
-        Decision::Pass | Decision::Verify { .. } => {
+        // (`decide` never asks to run a command twice.)
+        Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => {
             let done = pass(live, claim, turn.transcript.as_ref(), log)?;
             live.keep_armed(registry, project, &done.2, now);
             (done.0, done.1)
         }
         Decision::End { outcome, detail } => {
-            return end(
-                project, live, registry, &seen, claim, log, outcome, detail, now,
-            );
+            let ended = Ended {
+                outcome,
+                detail,
+                gate_output,
+            };
+            return end(project, live, registry, &seen, claim, log, ended, now);
         }
         Decision::Continue {
             next,
@@ -156,6 +170,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.promise_seen = Some(promise_seen);
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);
+    log.check = seen.check.as_ref().map(VerificationEntry::from);
     log
 }
 
@@ -193,10 +208,14 @@ fn end(
     seen: &Observation,
     claim: Option<(&'static str, String)>,
     mut log: LogEntry,
-    outcome: Outcome,
-    detail: String,
+    ended: Ended,
     now: Timestamp,
 ) -> Result<Step, StepError> {
+    let Ended {
+        outcome,
+        detail,
+        gate_output,
+    } = ended;
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
     if let Some(tokens) = seen
@@ -214,7 +233,11 @@ fn end(
         log.tokens_unseen = Some(unseen);
     }
     log.why.clone_from(&detail);
-    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
+    let (record, mut notice) = live.end(project, registry, outcome, log, fields, now)?;
+    if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
+        notice.push('\n');
+        notice.push_str(&line);
+    }
     Ok(Step::Ended {
         outcome,
         detail,
@@ -225,6 +248,47 @@ fn end(
 
 /// A turn written: what it was, its log line, and the fields written.
 type Written = (Step, LogEntry, Vec<(&'static str, String)>);
+
+/// How the loop ends, and the output of the gate that let it (if one ran).
+struct Ended {
+    outcome: Outcome,
+    detail: String,
+    gate_output: Option<std::fs::File>,
+}
+
+/// A completion through a passing gate leaves a receipt (`receipt.rs`):
+/// its line for the notice, or why it could not be kept. Best effort: the
+/// loop has ended either way.
+fn keep_receipt(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &Observation,
+    output: Option<std::fs::File>,
+    record: &std::path::Path,
+    now: Timestamp,
+) -> Option<String> {
+    let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
+    let command = live.state.guards.verify.as_deref()?;
+    let receipt = crate::loop_file::receipt::build(crate::loop_file::receipt::Passed {
+        name: &live.file.name,
+        root: &project.root,
+        command,
+        verdict,
+        output,
+        iteration: live.state.iteration,
+        record,
+        now: now.to_string(),
+    });
+    let line = crate::loop_file::receipt::one_line(&receipt);
+    Some(
+        match registry.map(|r| crate::loop_file::receipt::save(r, &receipt)) {
+            Some(Ok(_)) => line,
+            Some(Err(e)) => format!("{line} (not kept: {e})"),
+            None => format!("{line} (not kept: no per-user state folder)"),
+        },
+    )
+}
 
 /// What `decide` said for a turn that goes on.
 struct Continue {

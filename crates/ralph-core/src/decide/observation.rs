@@ -36,4 +36,6 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// The result of the `--check` command, once it has run.
+    pub check: Option<Verification>,
 }

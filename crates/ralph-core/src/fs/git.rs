@@ -144,6 +144,41 @@ pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
     Some(fingerprint(&summary))
 }
 
+/// The commit HEAD names and whether the working tree is clean (`.claude/`
+/// aside), read with the same hardened, time-limited `git status` as the
+/// fingerprint: a receipt's "passed on". `None` when `root` is no git work
+/// tree or git did not answer in time; the commit is `None` before the
+/// first commit.
+pub fn head_and_clean(root: &Path, limit: Duration) -> Option<(Option<String>, bool)> {
+    std::fs::symlink_metadata(root.join(".git")).ok()?;
+    let deadline = Instant::now() + limit;
+    let overrides = status_overrides(root, deadline)?;
+    let mut command = git(root, &overrides);
+    command.args([
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=dirty",
+        "--",
+        ".",
+        ":(exclude).claude",
+    ]);
+    let out = run_until(command, deadline, &[0])?;
+    let status = String::from_utf8_lossy(&out);
+    let head = status
+        .split('\0')
+        .find_map(|f| f.strip_prefix("# branch.oid "))
+        .filter(|oid| oid.len() >= 7 && oid.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_owned);
+    // Every entry that is not a `# ` header names a changed path.
+    let clean = status
+        .split('\0')
+        .all(|f| f.is_empty() || f.starts_with("# "));
+    Some((head, clean))
+}
+
 /// The paths of `git status --porcelain=v2 -z` entries. A rename (`2`)
 /// entry is followed by its original path as a separate field, skipped.
 fn changed_paths(status: &str) -> Vec<&str> {

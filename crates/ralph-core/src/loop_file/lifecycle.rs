@@ -70,6 +70,9 @@ pub struct LogEntry {
     pub reply_excerpt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationEntry>,
+    /// The `--check` command's result at this stop, with its failure count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<VerificationEntry>,
     pub decision: Logged,
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -102,6 +105,9 @@ pub struct LogEntry {
 pub struct VerificationEntry {
     pub passed: bool,
     pub status: String,
+    /// The failure count a test runner reported, when recognised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<u64>,
 }
 
 impl From<&Verification> for VerificationEntry {
@@ -109,6 +115,7 @@ impl From<&Verification> for VerificationEntry {
         Self {
             passed: v.passed,
             status: v.status.clone(),
+            failures: v.failures,
         }
     }
 }
@@ -130,6 +137,7 @@ impl LogEntry {
             promise_seen: None,
             reply_excerpt: None,
             verification: None,
+            check: None,
             decision,
             outcome: None,
             next_iteration: None,

@@ -137,6 +137,12 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
                 escape_controls(v)
             ))
     );
+    if let Some(check) = state.guards.check.as_deref() {
+        say!(
+            "  check:              {}   ← runs as you (sh -c, in the project root) at every stop that goes on",
+            escape_controls(check)
+        );
+    }
     say!("  prompt:");
     for line in state.prompt.lines() {
         say!("  │ {}", escape_controls(line));

@@ -33,6 +33,7 @@ mod init;
 mod install;
 mod loops;
 mod parallel;
+mod receipt;
 mod report;
 mod run;
 mod status;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
         Command::Report(args) => report::report(args),
+        Command::Receipt(args) => receipt::receipt(args),
         Command::Plan(args) => parallel::plan(args),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
@@ -185,6 +187,7 @@ failure_from!(
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
     ralph_core::report::ReportError,
+    ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
 );

@@ -11,13 +11,15 @@ use crate::cli::{LogArgs, StatusArgs};
 
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
-    let reports = control::report(
+    let registry = super::registry();
+    let mut reports = control::report(
         &project,
-        super::registry().as_ref(),
+        registry.as_ref(),
         args.history,
         3,
         Timestamp::now(),
     )?;
+    attach_receipts(&project, registry.as_ref(), &mut reports);
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
@@ -48,6 +50,31 @@ fn report_line(name: &str) -> String {
         ralph_core::report::REPORTS,
         ralph_core::report::file_stem(name)
     )
+}
+
+/// Each ended loop's receipt, when the one kept for its name is for this
+/// very record (a later run of the same name has its own).
+fn attach_receipts(
+    project: &ralph_core::loop_file::store::Project,
+    registry: Option<&ralph_core::loop_file::registry::Registry>,
+    reports: &mut [LoopReport],
+) {
+    let (Some(registry), Ok(root)) = (
+        registry,
+        ralph_core::loop_file::registry::canonical_root(project),
+    ) else {
+        return;
+    };
+    for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
+        let Ok(receipt) = ralph_core::loop_file::receipt::load(registry, &root, &r.name) else {
+            continue;
+        };
+        let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);
+        if file_name(&receipt.record).is_some() && file_name(&receipt.record) == file_name(&r.path)
+        {
+            r.receipt = Some(receipt);
+        }
+    }
 }
 
 fn print_report(r: &LoopReport) {
@@ -117,6 +144,19 @@ fn print_report(r: &LoopReport) {
             _ => String::new(),
         };
         say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
+    }
+    if let Some(receipt) = &r.receipt {
+        say!("  {}", ralph_core::loop_file::receipt::one_line(receipt));
+    }
+    if let Some(trend) = r
+        .guard_counts
+        .as_ref()
+        .and_then(|c| c.failure_trend.as_deref())
+    {
+        say!(
+            "  check: failures {}",
+            ralph_core::loop_file::guards::trend_words(trend)
+        );
     }
     if let Some(note) = &r.not_armed {
         say!("  ⚠ {note}");

@@ -841,6 +841,7 @@ mod tests {
                         passed: false,
                         status: "exit 2".into(),
                         output_tail: "bad\x1b[2J\n\n".into(),
+                        ..Verification::default()
                     },
                 },
                 StoryState::VerifyFailed,
