@@ -253,8 +253,8 @@ pub struct StartArgs {
     /// (same syntax as --raw-arguments; the /ralph-loop skill uses this)
     #[arg(long, conflicts_with_all = ["prompt", "raw_arguments"])]
     pub typed_arguments: bool,
-    /// The task; read from stdin when absent
-    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    /// The task; read from stdin when absent. Options may come before or after it; words
+    /// after `--` are task, even when they look like options
     pub prompt: Vec<String>,
 }
 
@@ -364,8 +364,8 @@ pub struct RunArgs {
     pub force: bool,
     #[command(flatten)]
     pub fanout: FanoutArgs,
-    /// The task (for a new loop); read from stdin when it is not a terminal
-    #[arg(trailing_var_arg = true)]
+    /// The task (for a new loop); read from stdin when it is not a terminal. Options may
+    /// come before or after it; words after `--` are task
     pub prompt: Vec<String>,
 }
 
