@@ -1751,3 +1751,48 @@ fn options_after_the_task_are_options_in_both_parsers() {
         assert!(sb.live_loops().is_empty(), "{args:?}: nothing is armed");
     }
 }
+
+/// Issue 26 item 5: a promise written with its tags could never be said; it is refused with
+/// the option named and the text to give instead, on the command line and after /ralph-loop.
+#[test]
+fn a_promise_with_its_tags_is_refused_with_the_fix() {
+    for (args, stdin, option) in [
+        (
+            vec![
+                "start",
+                "Fix it",
+                "--completion-promise",
+                "<promise>DONE</promise>",
+            ],
+            "",
+            "completion-promise",
+        ),
+        (
+            vec!["start", "--raw-arguments"],
+            "Fix it --completion-promise '<promise>DONE</promise>'",
+            "completion-promise",
+        ),
+        (
+            vec!["start", "Fix it", "--abort-promise", "<PROMISE>BLOCKED"],
+            "",
+            "abort-promise",
+        ),
+    ] {
+        let sb = sandbox();
+        let out = sb.run_stdin(&args, stdin);
+        assert_exit(&out, 2, &format!("{args:?}"));
+        let said = stderr(&out);
+        let inner = if option == "abort-promise" {
+            "BLOCKED"
+        } else {
+            "DONE"
+        };
+        assert!(
+            said.contains(&format!("e.g. `--{option} {inner}`"))
+                && said.contains("Nothing was armed"),
+            "{}",
+            describe(&out)
+        );
+        assert!(sb.live_loops().is_empty(), "{args:?}: nothing is armed");
+    }
+}

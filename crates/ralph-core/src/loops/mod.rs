@@ -38,6 +38,16 @@ pub enum LoopError {
     EmptyPrompt,
     #[error("`{0}` is not a valid loop name: use letters, digits, `-` and `_`")]
     BadName(String),
+    /// A promise given with its tags can never be said: the agent would have to write the
+    /// tags twice over.
+    #[error(
+        "`--{option} {value}`: give only the text between the tags, e.g. `--{option} {inner}`; the agent writes <promise>{inner}</promise> around it. Nothing was armed"
+    )]
+    PromiseWithTags {
+        option: &'static str,
+        value: String,
+        inner: String,
+    },
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
     #[error("several loops are active ({0})")]
@@ -157,6 +167,8 @@ pub fn arm(
     if req.prompt.trim().is_empty() {
         return Err(LoopError::EmptyPrompt);
     }
+    check_promise("completion-promise", req.completion_promise.as_deref())?;
+    check_promise("abort-promise", req.abort_promise.as_deref())?;
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
     if text.len() as u64 > crate::safe_fs::LOOP_FILE_CAP {
@@ -213,6 +225,32 @@ pub fn arm(
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&path, &text)?;
     Ok((path, state))
+}
+
+/// Refuses a promise written with its `<promise>` tags (or any part of them): the text
+/// between the tags is what the agent must say, so a tag inside can never match.
+fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopError> {
+    let Some(value) = value else { return Ok(()) };
+    let lower = value.to_ascii_lowercase();
+    if !lower.contains("<promise") && !lower.contains("</promise") {
+        return Ok(());
+    }
+    let mut inner = value.to_owned();
+    for tag in ["<promise>", "</promise>"] {
+        while let Some(at) = inner.to_ascii_lowercase().find(tag) {
+            inner.replace_range(at..at + tag.len(), "");
+        }
+    }
+    let inner = inner.trim();
+    Err(LoopError::PromiseWithTags {
+        option,
+        value: crate::messages::escape_controls(value),
+        inner: if inner.is_empty() {
+            "DONE".to_owned()
+        } else {
+            crate::messages::escape_controls(inner)
+        },
+    })
 }
 
 /// A live loop file and its parsed state.

@@ -135,7 +135,9 @@ fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
         return code::USAGE;
     }
     match error.downcast_ref::<LoopError>() {
-        Some(LoopError::BadName(_) | LoopError::EmptyPrompt) => code::USAGE,
+        Some(
+            LoopError::BadName(_) | LoopError::EmptyPrompt | LoopError::PromiseWithTags { .. },
+        ) => code::USAGE,
         _ => code::FAILURE,
     }
 }
