@@ -348,65 +348,8 @@ fn hostile_task_text_is_data_not_shell() {
     assert!(planted.is_empty(), "task text ran as shell: {planted:?}");
 }
 
-/// (d) /ralph-status shows the loop (on the model of its frontmatter) and /ralph-cancel ends
-/// it, both in print mode.
-#[test]
-#[cfg_attr(
-    no_claude_client,
-    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
-)]
-fn status_and_cancel_commands_work_in_print_mode() {
-    let sandbox = sandbox_or_skip!("status_and_cancel_commands_work_in_print_mode");
-    // A loop owned by another session, so that it never blocks these sessions' stops.
-    let out = sandbox.ralph(&[
-        "start",
-        "--session-id",
-        "00000000-0000-4000-8000-000000000001",
-        "--max-iterations",
-        "7",
-        "--completion-promise",
-        "SHIPPED",
-        "Ship the release notes",
-    ]);
-    assert!(out.status.success(), "ralph start failed: {out:?}");
-
-    let api = MockApi::start(vec![Reply::text("Status summarised.")]);
-    let run = sandbox.claude(&api, "/ralph-status", &[]);
-    assert!(run.status.success(), "{}", run.describe());
-    let turns = api.turns();
-    assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
-    // The `!` block's output is pasted into the prompt just before the command's body.
-    let shown = turns[0].messages_text();
-    let output = shown
-        .split("Above is the status")
-        .next()
-        .and_then(|before| before.rsplit("</command-name>").next())
-        .unwrap_or("");
-    assert!(
-        output.contains("ralph"),
-        "the status output did not reach the model: {shown}"
-    );
-    assert!(
-        turns[0].model().contains("haiku"),
-        "ralph-status should run on haiku, got {:?}",
-        turns[0].model()
-    );
-
-    let api = MockApi::start(vec![Reply::text("Cancelled.")]);
-    let run = sandbox.claude(&api, "/ralph-cancel", &[]);
-    assert!(run.status.success(), "{}", run.describe());
-    assert_eq!(
-        api.turns().len(),
-        1,
-        "{}\n{}",
-        api.describe(),
-        run.describe()
-    );
-
-    let status = loop_status(&sandbox, "ralph");
-    assert_eq!(status["outcome"], "cancelled", "{status}");
-    assert_ne!(status["state"], "active", "{status}");
-}
+// (d) /ralph-status, /ralph-pause, /ralph-resume and /ralph-cancel inside a looping
+// session: tests/e2e_session.rs (`ralph_commands_cost_no_iteration_and_keep_the_model`).
 
 /// (e) One session's loop never blocks another session in the same project, and the other
 /// session leaves the state untouched; the owning session is still looped.

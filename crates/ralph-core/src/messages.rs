@@ -177,6 +177,40 @@ pub fn arming(name: &str, max_iterations: u64, completion_promise: Option<&str>)
     )
 }
 
+/// What the user sees when `/ralph-loop` armed a loop (the UserPromptSubmit hook arms it,
+/// before the first turn): its limit, how it ends (the `--verify` gate included) and how to
+/// stop it. `kept`: the same session asked again for the loop it already drives.
+pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
+    let gate = state
+        .guards
+        .verify
+        .as_deref()
+        .map(|v| format!(" and `{}` passes", printable(v)))
+        .unwrap_or_default();
+    let ends = match &state.completion_promise {
+        Some(p) => format!(
+            "it ends when the agent outputs <promise>{}</promise>{gate}, or at the limit",
+            printable(p)
+        ),
+        None => "no completion promise: it ends at the limit".into(),
+    };
+    let what = if kept {
+        format!(
+            "already armed for this session, iteration {}: the same loop, kept as it is",
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "armed for this session, {}",
+            limit_words(state.max_iterations)
+        )
+    };
+    format!(
+        "🔄 ralph `{}`: {what}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name)
+    )
+}
+
 /// The first prompt after the loop's turn ended without the loop ending
 /// (Esc, Ctrl-C, the client's block cap).
 pub fn prompt_into_loop(name: &str, state: &LoopState) -> String {

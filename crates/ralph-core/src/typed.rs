@@ -21,15 +21,17 @@ pub enum SlashCommand {
     Pause,
     Resume,
     Init,
+    Status,
 }
 
 impl SlashCommand {
-    pub const ALL: [SlashCommand; 5] = [
+    pub const ALL: [SlashCommand; 6] = [
         Self::Loop,
         Self::Cancel,
         Self::Pause,
         Self::Resume,
         Self::Init,
+        Self::Status,
     ];
 
     /// The skill's name, as the user types it (`/ralph-loop`).
@@ -40,6 +42,7 @@ impl SlashCommand {
             Self::Pause => "ralph-pause",
             Self::Resume => "ralph-resume",
             Self::Init => "ralph-init",
+            Self::Status => "ralph-status",
         }
     }
 }
@@ -252,6 +255,10 @@ mod tests {
         }
         assert_eq!(recognise("/ralph-cancel"), Some((SlashCommand::Cancel, "")));
         assert_eq!(
+            recognise("/ralph:ralph-status\n"),
+            Some((SlashCommand::Status, ""))
+        );
+        assert_eq!(
             recognise("/ralph:ralph-resume docs"),
             Some((SlashCommand::Resume, "docs"))
         );
@@ -263,7 +270,7 @@ mod tests {
             "",
             "hello /ralph-loop x",
             "/ralph-loops x",
-            "/ralph-status",
+            "/ralph-statuses",
             "/other:ralph-loop x",
             "ralph-loop x",
         ] {

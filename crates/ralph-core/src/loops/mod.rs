@@ -161,6 +161,39 @@ pub fn arm(
     req: &ArmRequest,
     now: Timestamp,
 ) -> Result<(PathBuf, LoopState), LoopError> {
+    arm_or_keep(project, registry, req, now).map(|armed| (armed.path, armed.state))
+}
+
+/// What [`arm_or_keep`] did.
+#[derive(Debug)]
+pub struct Armed {
+    pub path: PathBuf,
+    pub state: LoopState,
+    /// The same session asked for the same loop again (say, after Esc un-sent its
+    /// `/ralph-loop` on screen): the live loop was kept as it is, nothing was written.
+    pub kept: bool,
+}
+
+/// Whether two loops were armed with the same task and settings (limits, promises,
+/// guards, gate), whatever their counters say.
+fn same_request(a: &LoopState, b: &LoopState) -> bool {
+    a.prompt == b.prompt
+        && a.max_iterations == b.max_iterations
+        && a.completion_promise == b.completion_promise
+        && a.abort_promise == b.abort_promise
+        && a.guards == b.guards
+        && a.fresh_context == b.fresh_context
+}
+
+/// [`arm`], idempotent for the session that armed it: asking again for the very loop this
+/// session already drives (active, recorded as armed here, same task and settings) keeps it
+/// and says so, rather than refusing with advice that cannot work.
+pub fn arm_or_keep(
+    project: &Project,
+    registry: &Registry,
+    req: &ArmRequest,
+    now: Timestamp,
+) -> Result<Armed, LoopError> {
     if !valid_name(&req.name) {
         return Err(LoopError::BadName(req.name.clone()));
     }
@@ -194,8 +227,32 @@ pub fn arm(
         if !(same_name || same_session) {
             continue;
         }
+        if !req.force
+            && same_name
+            && same_session
+            && let Ok(live_state) = &live.state
+            && live_state.active
+            && same_request(live_state, &state)
+            && matches!(
+                registry::arming(
+                    Some(registry),
+                    registry::canonical_root(project).ok().as_deref(),
+                    &live.file.name,
+                    live_state,
+                ),
+                registry::Arming::Armed
+            )
+        {
+            return Ok(Armed {
+                path,
+                state: live_state.clone(),
+                kept: true,
+            });
+        }
         if !req.force {
-            return Err(if same_name {
+            // This session's own loop, under the name asked for or another: another name
+            // would be refused too, so the advice is to end or replace it.
+            return Err(if same_name && !same_session {
                 LoopError::NameTaken {
                     name: req.name.clone(),
                     path,
@@ -224,7 +281,11 @@ pub fn arm(
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&path, &text)?;
-    Ok((path, state))
+    Ok(Armed {
+        path,
+        state,
+        kept: false,
+    })
 }
 
 /// Refuses a promise written with its `<promise>` tags (or any part of them): the text
