@@ -1018,12 +1018,7 @@ mod typed_arguments {
     fn other_prompts_leave_no_trace() {
         let home = tempfile::tempdir().expect("home");
         let project = tempfile::tempdir().expect("project");
-        for prompt in [
-            "hello",
-            "/ralph-status",
-            "/ralph-loops x",
-            "please /ralph-loop x",
-        ] {
+        for prompt in ["hello", "/ralph-loops x", "please /ralph-loop x"] {
             let out = ralph(
                 home.path(),
                 project.path(),
@@ -1049,8 +1044,10 @@ mod typed_arguments {
         );
     }
 
+    /// The hook arms `/ralph-loop` itself from the event's JSON (issue 26 item 1): the task
+    /// byte for byte, nothing run by a shell, and no copy of the typed text left anywhere.
     #[test]
-    fn typed_text_arms_byte_for_byte_once() {
+    fn typed_text_arms_byte_for_byte_in_the_hook() {
         let home = tempfile::tempdir().expect("home");
         let project = tempfile::tempdir().expect("project");
         std::fs::create_dir(project.path().join(".claude")).expect(".claude");
@@ -1063,15 +1060,15 @@ mod typed_arguments {
             &event("s-1", &typed),
             "s-1",
         );
-        // The session hook tells the user what is being armed; nothing else is said.
-        assert!(
-            out.status.success() && only_a_notice(&out.stdout),
-            "{out:?}"
-        );
-
-        let start = ["start", "--session-id", "s-1", "--typed-arguments"];
-        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON object");
         assert!(out.status.success(), "{out:?}");
+        assert!(
+            answer["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .is_some_and(|c| c.contains(task)),
+            "{answer}"
+        );
         let state = std::fs::read_to_string(project.path().join(".claude/typed-loop.local.md"))
             .expect("armed");
         assert_eq!(
@@ -1081,56 +1078,24 @@ mod typed_arguments {
         );
         assert!(state.contains("max_iterations: 3"), "{state}");
         assert!(!project.path().join("pwned").exists() && !project.path().join("pwned2").exists());
-
-        // Taken once: a second block finds nothing and says why.
-        let out = ralph(home.path(), project.path(), &start, "", "s-1");
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("did not reach ralph"),
-            "{out:?}"
+            !home.path().join(".local/state/ralph/typed").exists(),
+            "the typed text is not kept outside the project"
         );
 
-        // Another session's typed text is not this session's.
-        let typed = "/ralph-cancel --all";
-        let out = ralph(
-            home.path(),
-            project.path(),
-            &["hook", "prompt"],
-            &event("s-2", typed),
-            "s-2",
-        );
-        assert!(out.status.success(), "{out:?}");
-        let cancel = ["cancel", "--typed-arguments"];
-        let out = ralph(home.path(), project.path(), &cancel, "", "s-1");
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
-        let out = ralph(home.path(), project.path(), &cancel, "", "s-2");
-        assert!(out.status.success(), "{out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("Cancelled loop `typed`"),
-            "{out:?}"
-        );
-    }
-
-    #[test]
-    fn an_unusable_session_id_is_reported_not_used() {
-        let home = tempfile::tempdir().expect("home");
-        let project = tempfile::tempdir().expect("project");
-        let out = ralph(
-            home.path(),
-            project.path(),
-            &["hook", "prompt"],
-            &event("../../evil", "/ralph-loop x"),
-            "x",
-        );
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        let answer: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("one JSON object");
-        assert!(
-            answer["systemMessage"]
-                .as_str()
-                .is_some_and(|m| m.contains("not usable")),
-            "{answer}"
-        );
+        // The session's /ralph-cancel ends it, answered in the hook.
+        let cancel = |session: &str| {
+            let out = ralph(
+                home.path(),
+                project.path(),
+                &["hook", "prompt"],
+                &event(session, "/ralph-cancel"),
+                session,
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            v["reason"].as_str().unwrap_or_default().to_owned()
+        };
+        assert!(cancel("s-1").starts_with("⏹ Cancelled loop `typed`"));
     }
 }
 

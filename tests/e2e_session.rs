@@ -210,7 +210,7 @@ fn ralph_loop_tells_the_user_it_is_armed() {
     assert_eq!(
         first,
         Some(
-            "UserPromptSubmit says: 🔄 ralph `ralph`: arming a loop for this session, at most 4 iterations; it ends when the agent outputs <promise>DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
+            "UserPromptSubmit says: 🔄 ralph `ralph`: armed for this session, at most 4 iterations; it ends when the agent outputs <promise>DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
         ),
         "{lines:#?}"
     );
