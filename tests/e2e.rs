@@ -945,12 +945,17 @@ mod names {
                         !prompts.contains("no command with that name"),
                         "the client does not know /{name}\n{prompts}"
                     );
-                    // Either the skill's block ran and its body reached the model, or the
-                    // block failed (e.g. /ralph-loop with no task) and the client says so:
-                    // both mean the client ran the skill.
+                    // Either the skill's body reached the model, or ralph's prompt hook
+                    // answered the command under that name (most of them: issue 26 item 1).
+                    let answered = run.events().iter().any(|e| {
+                        e["prompt_submit_outcome"]["kind"] == "blocked_by_hook"
+                            && e["content"]
+                                .as_str()
+                                .is_some_and(|c| c.ends_with(&format!("Original prompt: /{name}")))
+                    });
                     let ran = prompts
                         .contains(&format!("<command-name>/ralph:{skill}</command-name>"))
-                        || run.result_text().starts_with("Shell command failed");
+                        || answered;
                     assert!(
                         ran,
                         "/{name} did not run the skill\n{}\n{}",

@@ -105,18 +105,17 @@ fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
         "/ralph:ralph-loop \"Fix it\" --max-iteration 5 --completion-promise DONE",
         &[],
     );
-    // A `!` block that exits non-zero ends the command before the model:
-    // the client shows "Shell command failed for pattern …: [stderr] …" to
-    // the user as the turn's result, and no model turn is made.
+    // The prompt hook refuses it before the model (a block: no model turn), and the
+    // client shows the refusal to the user.
     assert!(run.status.success(), "{}", run.describe());
-    let result = run.result_text();
+    let shown: Vec<String> = run
+        .events()
+        .iter()
+        .filter(|e| e["prompt_submit_outcome"]["kind"] == "blocked_by_hook")
+        .filter_map(|e| e["content"].as_str().map(str::to_owned))
+        .collect();
     assert!(
-        result.starts_with("Shell command failed"),
-        "{}",
-        run.describe()
-    );
-    assert!(
-        result.contains(
+        shown.len() == 1 && shown[0].contains(
             "ralph: `--max-iteration` is not a ralph option (did you mean `--max-iterations`?); nothing was armed"
         ),
         "{}",
