@@ -538,3 +538,39 @@ fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
         );
     }
 }
+
+/// Issue 26 item 2: a message the user typed while the agent worked waits in the client's
+/// queue (the transcript shows its `enqueue` line at once). The Stop hook lets that turn
+/// end, uncounted, so the message runs; once it was sent (`dequeue`), the loop goes on.
+#[test]
+fn a_queued_message_ends_the_turn_uncounted() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    let transcript = s.home.path().join("transcript.jsonl");
+    let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
+    let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
+    let stop = |lines: &[&str]| -> Value {
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
+            "stop_hook_active": true, "last_assistant_message": "working",
+            "transcript_path": transcript});
+        let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    let answer = stop(&[enqueue]);
+    assert_eq!(answer.get("decision"), None, "the turn may end: {answer}");
+    assert!(
+        answer["systemMessage"].as_str().is_some_and(|m| m
+            .contains("your queued message goes first")
+            && m.contains("iteration 1/20")),
+        "{answer}"
+    );
+    assert_eq!(field(&s.state(), "iteration"), Some("1"), "not counted");
+    let answer = stop(&[enqueue, dequeue]);
+    assert_eq!(
+        answer["decision"], "block",
+        "sent: the loop goes on: {answer}"
+    );
+    assert_eq!(field(&s.state(), "iteration"), Some("2"));
+}

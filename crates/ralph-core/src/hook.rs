@@ -480,6 +480,7 @@ fn drive(
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
+    let queued = seen.queued_message;
     // The user sees a refused promise too, not only the model.
     let refused = seen
         .verification
@@ -493,6 +494,9 @@ fn drive(
         claim: claim.then(|| session.to_owned()),
     };
     let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
+        Step::Passed if queued => {
+            Answer::Notice(messages::queued_goes_first(&live.file.name, state))
+        }
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
@@ -583,6 +587,11 @@ fn observe(
             .is_none_or(|a| a.lacks_reply(reply.as_deref())),
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
         turn_ends: appended.as_ref().map(|a| a.turn_ends),
+        // Only an active loop keeps a turn going, so only then can a message wait on it.
+        queued_message: state.active
+            && transcript_path.is_some_and(|p| {
+                crate::queued::message_waiting(p, state.progress.transcript_offset).unwrap_or(false)
+            }),
         reply,
     };
     (seen, appended)

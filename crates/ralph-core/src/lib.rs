@@ -28,6 +28,7 @@ pub mod ownership;
 pub mod prd;
 pub mod process;
 pub mod promise;
+pub mod queued;
 pub mod registry;
 pub mod rewrite;
 pub mod run_loop;

@@ -211,6 +211,16 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
     )
 }
 
+/// A message the user queued while the agent worked: the Stop hook let the turn end so it
+/// runs now, and counted nothing.
+pub fn queued_goes_first(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; after a ralph command, which needs no turn, send any message to carry on.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
 /// The first prompt after the loop's turn ended without the loop ending
 /// (Esc, Ctrl-C, the client's block cap).
 pub fn prompt_into_loop(name: &str, state: &LoopState) -> String {

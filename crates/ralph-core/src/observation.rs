@@ -33,6 +33,9 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// The user has a message waiting in the client's queue (typed while the agent
+    /// worked): the turn should end so that it runs (`queued.rs`).
+    pub queued_message: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
