@@ -597,3 +597,50 @@ fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
         "{help}"
     );
 }
+
+/// Issue 26 item 8: the corrupt-state advice works as written: fix the file, move it back,
+/// `ralph adopt --name NAME`, and the loop runs again.
+#[test]
+fn the_corrupt_state_advice_brings_the_loop_back() {
+    let p = TempProject::new();
+    assert!(
+        ralph(
+            &p,
+            &[
+                "start",
+                "--session-id",
+                "S1",
+                "--max-iterations",
+                "9",
+                "task"
+            ]
+        )
+        .status
+        .success()
+    );
+    let good = p.read(LOOP);
+    p.write(LOOP, &good.replace("iteration: 1", "iteration: one"));
+    let answer = stop(&p, "S1", "working");
+    let notice = answer["systemMessage"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        notice.contains("fix it, move it back, then `ralph adopt --name ralph`"),
+        "{notice}"
+    );
+    assert!(!p.exists(LOOP), "moved aside");
+    // The user follows the advice.
+    p.write(LOOP, &good);
+    assert!(
+        stop(&p, "S1", "working").get("decision").is_none(),
+        "inert until adopted"
+    );
+    let adopted = ralph(&p, &["adopt", "--name", "ralph", "--yes"]);
+    assert!(adopted.status.success(), "{}", describe(&adopted));
+    assert_eq!(
+        stop(&p, "S1", "working")["decision"],
+        "block",
+        "it runs again"
+    );
+}

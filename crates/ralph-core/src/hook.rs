@@ -432,10 +432,11 @@ fn load_loops(
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
-                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session. To go on with it: fix it, move it back, then `ralph adopt --name {}` (its record was dropped, so a file put back stays inert until you adopt it); or arm a new loop with /ralph-loop.",
                                 display::line(&file.path.display().to_string()),
                                 display::line(&e.to_string()),
-                                display::line(&record.display().to_string())
+                                display::line(&record.display().to_string()),
+                                display::line(&file.name)
                             ));
                         }
                         Err(why) => notices.push(format!(
