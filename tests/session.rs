@@ -574,3 +574,31 @@ fn a_queued_message_ends_the_turn_uncounted() {
     );
     assert_eq!(field(&s.state(), "iteration"), Some("2"));
 }
+
+/// Issue 26 item 8: the loop file deleted by hand mid-loop is not silent: the next prompt
+/// (or stop) of its session says so, once, and `ralph log` still shows what it decided.
+#[test]
+fn a_loop_file_deleted_mid_loop_is_told_and_its_log_kept() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    s.stop(OWNER, "chapter one");
+    std::fs::remove_file(s.project.path(LOOP)).unwrap();
+    assert_eq!(
+        s.prompt(OTHER, "hello"),
+        None,
+        "another session's loop is not mentioned"
+    );
+    let told = s.prompt(OWNER, "what now?").expect("told");
+    assert!(
+        told.contains("was deleted outside ralph") && told.contains("`ralph log --name ralph`"),
+        "{told}"
+    );
+    assert_eq!(s.prompt(OWNER, "and now?"), None, "once");
+    let log = s.ralph(&["log", "--name", "ralph"], b"", "");
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert!(log.status.success(), "{log:?}");
+    assert!(
+        text.contains("iteration 1 block") && text.contains("was deleted outside ralph"),
+        "{text}"
+    );
+}

@@ -137,9 +137,14 @@ fn run(
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
-    // The common case for a session without a loop: one directory read, no lock.
+    // The common case for a session without a loop: one directory read, no lock (and one
+    // more when a loop's log is there: its file may have been deleted by hand).
     if project.loop_files()?.is_empty() {
-        return Ok(Answer::Silent);
+        let notices = event
+            .session()
+            .map(|s| crate::loops::vanished(&project, s, ctx.now))
+            .unwrap_or_default();
+        return Ok(with_notices(Answer::Silent, notices));
     }
     let Some(session) = event.session().map(str::to_owned) else {
         return Ok(Answer::Notice(

@@ -208,6 +208,12 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     if rules::is_ralph_command(prompt) {
         return Ok(Answer::Silent);
     }
+    // This session's loop file deleted by hand: say so (once) rather than nothing.
+    if let (Some(project), Some(session)) = (ctx.hook.locate(event.cwd.as_deref()), event.session())
+        && project.loop_files()?.is_empty()
+    {
+        return Ok(notice(&loops::vanished(&project, session, ctx.hook.now)));
+    }
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
     };

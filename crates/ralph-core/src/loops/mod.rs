@@ -314,6 +314,44 @@ fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopEr
     })
 }
 
+/// A loop of `session` whose file was deleted by hand (outside ralph) while it was live: its
+/// decision log is still in `.claude/ralph/logs/`. The log gets an entry saying so and moves
+/// into the history (so `ralph log` keeps it), and the user is told once. Loops of other
+/// sessions are left alone.
+pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String> {
+    let mut notices = Vec::new();
+    for name in project.logs_without_loop() {
+        let last = read_log_tail(&project.log_path(&name), 1);
+        if last.first().and_then(|l| l["session"].as_str()) != Some(session) {
+            continue;
+        }
+        let Ok(_lock) = project.lock() else { continue };
+        // Under the lock: armed again meanwhile means nothing vanished.
+        if crate::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
+            continue;
+        }
+        let why = format!(
+            "the loop file .claude/{name}-loop.local.md was deleted outside ralph; the loop no longer runs"
+        );
+        LogEntry::new(now, Logged::End, &why)
+            .session(session)
+            .append(project, &name);
+        let kept = project
+            .archive_orphan_log(&name, now)
+            .map(|p| {
+                format!(
+                    "its decision log is kept: `ralph log --name {name}` ({})",
+                    p.display()
+                )
+            })
+            .unwrap_or_else(|e| format!("its decision log could not be moved: {e}"));
+        notices.push(crate::messages::printable(&format!(
+            "⚠ ralph `{name}`: {why}, so this session is no longer looped; {kept}. Arm a new one with /ralph-loop."
+        )));
+    }
+    notices
+}
+
 /// A live loop file and its parsed state.
 pub struct Live {
     pub file: LoopFile,
