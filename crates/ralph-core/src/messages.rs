@@ -160,23 +160,6 @@ fn limit_words(max_iterations: u64) -> String {
     }
 }
 
-/// Shown while `/ralph-loop` runs: the user, not only the model, learns
-/// that the loop is being armed and how it ends.
-pub fn arming(name: &str, max_iterations: u64, completion_promise: Option<&str>) -> String {
-    let ends = match completion_promise {
-        Some(p) => format!(
-            "it ends when the agent outputs <promise>{}</promise>, or at the limit",
-            printable(p)
-        ),
-        None => "no completion promise: it ends at the limit".into(),
-    };
-    format!(
-        "🔄 ralph `{}`: arming a loop for this session, {}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
-        printable(name),
-        limit_words(max_iterations)
-    )
-}
-
 /// What the user sees when `/ralph-loop` armed a loop (the UserPromptSubmit hook arms it,
 /// before the first turn): its limit, how it ends (the `--verify` gate included) and how to
 /// stop it. `kept`: the same session asked again for the loop it already drives.

@@ -3,10 +3,12 @@
 //! A skill's `!` block is shell text, and Claude Code pastes `$ARGUMENTS` into it raw: no
 //! quoting (not even a quoted heredoc, whose delimiter is public) survives every input. So the
 //! skills never put `$ARGUMENTS` in a block. The `UserPromptSubmit` hook (`ralph hook prompt`)
-//! gets the prompt as JSON before any block runs; when it is `/ralph-loop …` (or
-//! `/ralph:ralph-loop …`, `/ralph-cancel …`, …) the hook keeps the text after the name in a
-//! per-user file keyed by session and command. The skill's block then runs a fixed command
-//! (`ralph start --typed-arguments`), which takes that text once and parses it as data.
+//! gets the prompt as JSON before any block runs; [`recognise`] tells it which of ralph's
+//! commands it is (`/ralph-loop …`, `/ralph:ralph-loop …`, `/ralph-cancel …`, …), and the hook
+//! answers it itself (the binary's `cmd/prompt.rs`), so the plugin's skills run no block at all.
+//!
+//! [`keep`] and [`take`] remain for `--typed-arguments` (`ralph start --typed-arguments`, …):
+//! text kept per user and session, taken once, for a host whose own prompt hook keeps it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
