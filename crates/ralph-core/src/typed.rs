@@ -7,8 +7,8 @@
 //! commands it is (`/ralph-loop …`, `/ralph:ralph-loop …`, `/ralph-cancel …`, …), and the hook
 //! answers it itself (the binary's `cmd/prompt.rs`), so the plugin's skills run no block at all.
 //!
-//! [`keep`] and [`take`] remain for `--typed-arguments` (`ralph start --typed-arguments`, …):
-//! text kept per user and session, taken once, for a host whose own prompt hook keeps it.
+//! [`keep`] and [`take`] remain behind the CLI's `--typed-arguments` flags (text kept per user
+//! and session, taken once); the plugin's hook no longer keeps anything for them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
