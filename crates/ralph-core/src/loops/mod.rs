@@ -322,7 +322,10 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
     let mut notices = Vec::new();
     for name in project.logs_without_loop() {
         let last = read_log_tail(&project.log_path(&name), 1);
-        if last.first().and_then(|l| l["session"].as_str()) != Some(session) {
+        let Some(last) = last.first() else { continue };
+        // A log whose last word is an ending belongs to a loop that ended (a corrupt file
+        // moved aside, say): nothing vanished.
+        if last["session"].as_str() != Some(session) || last["decision"] == "end" {
             continue;
         }
         let Ok(_lock) = project.lock() else { continue };
