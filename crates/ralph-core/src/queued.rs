@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// The most read at one stop: queue lines are written during the turn that just ended.
-pub const MAX_SCAN: u64 = 8 * 1024 * 1024;
+pub const MAX_SCAN: u64 = 2 * 1024 * 1024;
 /// Every queue line starts so (the client writes `type` first).
 const PREFIX: &[u8] = b"{\"type\":\"queue-operation\"";
 /// A queue line longer than this (a pasted essay) is judged by its operation alone.
