@@ -93,7 +93,8 @@ pub enum SessionError {
     Write(#[from] WriteError),
 }
 
-/// `UserPromptSubmit`. Never blocks the prompt.
+/// `UserPromptSubmit` for every prompt that is not one of ralph's commands (those are
+/// answered before this, in the binary's `cmd/prompt.rs`). Never blocks the prompt.
 pub fn prompt(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_prompt(input, ctx), "your message was sent as usual")
 }
