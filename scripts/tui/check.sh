@@ -36,8 +36,8 @@ mkdir -p "$work/home" "$work/project/.claude"
 project=$work/project
 # Every turn takes a few seconds, so that there is time to type while the agent works.
 python3 "$root/scripts/tui/mock_api.py" "$work/port" "$work/requests.log" \
-    "sleep:6:Working on the guide, part one." \
-    "sleep:6:Working on the guide, part two." &
+    "sleep:10:Working on the guide, part one." \
+    "sleep:10:Working on the guide, part two." &
 mock_pid=$!
 while [ ! -s "$work/port" ]; do sleep 0.1; done
 port=$(cat "$work/port")
@@ -120,13 +120,15 @@ echo "----- screen -----"; screen | tail -n 12; echo "------------------"
 (cd "$project" && status)
 tmux send-keys -t "$session" Enter
 check "re-sent: the same loop, kept" "already armed for this session" 10
-tmux send-keys -t "$session" Escape
-sleep 1
+# End it the way a user would while the agent works: a queued /ralph-cancel.
+wait_for "esc to interrupt" 15 || true
+type_line "/ralph-cancel"
+check "the kept loop is cancelled at the reply's end" "Cancelled loop \`ralph\` at iteration 1." 30
 
 # 4. /ralph-status while idle: answered by the hook.
 before=$(grep -c '"turn' "$work/requests.log" || true)
 type_line "/ralph-status"
-check "/ralph-status is answered by the hook" "UserPromptSubmit operation blocked by hook:" 10
+check "/ralph-status is answered by the hook" "Original prompt: /ralph-status" 10
 after=$(grep -c '"turn' "$work/requests.log" || true)
 if [ "$before" = "$after" ]; then echo "ok: /ralph-status made no model request"; else
     echo "FAILED: /ralph-status made a model request"; failures=$((failures + 1)); fi
