@@ -46,8 +46,8 @@ fn operation_of_cut_line(line: &[u8]) -> Option<String> {
 /// Whether the transcript at `path`, read from byte `from` on, leaves a message of the user
 /// waiting in the queue.
 pub fn message_waiting(path: &Path, from: u64) -> std::io::Result<bool> {
-    let mut file = crate::safe_fs::open_read_following(path).map_err(|e| match e {
-        crate::safe_fs::FsError::Io { source, .. } => source,
+    let mut file = crate::fs::safe_fs::open_read_following(path).map_err(|e| match e {
+        crate::fs::safe_fs::FsError::Io { source, .. } => source,
         other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
     })?;
     let len = file.metadata()?.len();

@@ -9,12 +9,12 @@ pub use report::{LoopReport, not_armed_note, read_log_tail, report};
 
 use std::path::PathBuf;
 
-use crate::frontmatter::quote;
-use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
-use crate::outcome::Outcome;
-use crate::registry::{self, Registry, RegistryError};
-use crate::state::LoopState;
-use crate::store::{self, LoopFile, Project, StoreError};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::registry::{self, Registry, RegistryError};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
@@ -80,7 +80,7 @@ pub struct ArmRequest {
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
-    pub guards: crate::guards::GuardSettings,
+    pub guards: crate::loop_file::guards::GuardSettings,
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
@@ -204,12 +204,12 @@ pub fn arm_or_keep(
     check_promise("abort-promise", req.abort_promise.as_deref())?;
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
-    if text.len() as u64 > crate::safe_fs::LOOP_FILE_CAP {
+    if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {
         return Err(LoopError::Unreadable {
             path: project.loop_path(&req.name),
             message: format!(
                 "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
-                crate::safe_fs::LOOP_FILE_CAP
+                crate::fs::safe_fs::LOOP_FILE_CAP
             ),
         });
     }
@@ -261,7 +261,7 @@ pub fn arm_or_keep(
                         .as_ref()
                         .ok()
                         .and_then(|s| s.session_id.clone())
-                        .map(|s| crate::messages::escape_controls(&s)),
+                        .map(|s| crate::loop_file::messages::escape_controls(&s)),
                 }
             } else {
                 LoopError::SessionBusy {
@@ -305,11 +305,11 @@ fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopEr
     let inner = inner.trim();
     Err(LoopError::PromiseWithTags {
         option,
-        value: crate::messages::escape_controls(value),
+        value: crate::loop_file::messages::escape_controls(value),
         inner: if inner.is_empty() {
             "DONE".to_owned()
         } else {
-            crate::messages::escape_controls(inner)
+            crate::loop_file::messages::escape_controls(inner)
         },
     })
 }
@@ -330,7 +330,7 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
         }
         let Ok(_lock) = project.lock() else { continue };
         // Under the lock: armed again meanwhile means nothing vanished.
-        if crate::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
+        if crate::fs::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
             continue;
         }
         let why = format!(
@@ -348,7 +348,7 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
                 )
             })
             .unwrap_or_else(|e| format!("its decision log could not be moved: {e}"));
-        notices.push(crate::messages::printable(&format!(
+        notices.push(crate::loop_file::messages::printable(&format!(
             "⚠ ralph `{name}`: {why}, so this session is no longer looped; {kept}. Arm a new one with /ralph-loop."
         )));
     }
@@ -645,7 +645,7 @@ pub fn adopt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Arming;
+    use crate::loop_file::registry::Arming;
 
     fn project() -> (tempfile::TempDir, Project, Registry) {
         let tmp = tempfile::tempdir().unwrap();

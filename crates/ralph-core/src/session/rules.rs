@@ -2,8 +2,8 @@
 //! the start of one mean for the loop that session owns. No file, clock or
 //! environment here; `session.rs` gathers the facts and does the writing.
 
-use crate::frontmatter;
-use crate::state::LoopState;
+use crate::loop_file::frontmatter;
+use crate::loop_file::state::LoopState;
 use crate::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that
@@ -136,7 +136,7 @@ pub fn end_reason_words(reason: Option<&str>) -> String {
         Some("other") | None => "the client closed it".into(),
         Some(other) => format!(
             "the client closed it ({})",
-            crate::messages::printable(other)
+            crate::loop_file::messages::printable(other)
         ),
     }
 }

@@ -3,11 +3,11 @@
 
 use std::io::{IsTerminal, Read};
 
-use ralph_core::arguments;
-use ralph_core::loops::{self, ArmRequest};
-use ralph_core::messages;
+use ralph_core::control::arguments;
+use ralph_core::control::{self, ArmRequest};
+use ralph_core::hook::typed::{self, SlashCommand};
+use ralph_core::loop_file::messages;
 use ralph_core::time::Timestamp;
-use ralph_core::typed::{self, SlashCommand};
 
 use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, SelectArgs, StartArgs};
@@ -40,7 +40,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
 /// `/ralph-loop ARGS`, answered by the UserPromptSubmit hook: `raw` is the text typed after
 /// the command, as the hook event carries it (never through a shell). Arms the loop for
 /// `session` and prints what `ralph start` prints; returns its name and what was armed.
-pub fn start_typed(raw: &str, session: &str) -> Result<(String, loops::Armed), Failure> {
+pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed), Failure> {
     let mut args = StartArgs {
         name: "ralph".to_owned(),
         arm: ArmFlags::default(),
@@ -60,7 +60,7 @@ pub fn start_typed(raw: &str, session: &str) -> Result<(String, loops::Armed), F
 /// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt and
 /// how to finish it).
 pub fn tasks_of(names: &[String]) -> String {
-    let Ok(lives) = loops::read_live(&super::project()) else {
+    let Ok(lives) = control::read_live(&super::project()) else {
         return String::new();
     };
     let mut out = Vec::new();
@@ -97,11 +97,11 @@ fn arm_and_tell(
     args: StartArgs,
     prompt: String,
     notes: &[String],
-) -> Result<loops::Armed, Failure> {
+) -> Result<control::Armed, Failure> {
     let project = super::project();
     let request = arm_request(args.name, prompt, args.arm, args.session_id, args.force);
     let registry = super::require_registry()?;
-    let armed = loops::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
+    let armed = control::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
     let (path, state) = (&armed.path, &armed.state);
     for note in notes {
         say!("{note}");
@@ -159,7 +159,7 @@ pub fn arm_request(
         prompt,
         max_iterations: flags
             .max_iterations
-            .unwrap_or(ralph_core::state::DEFAULT_MAX_ITERATIONS),
+            .unwrap_or(ralph_core::loop_file::state::DEFAULT_MAX_ITERATIONS),
         completion_promise: non_empty(flags.completion_promise),
         abort_promise: non_empty(flags.abort_promise),
         session_id,
@@ -171,11 +171,11 @@ pub fn arm_request(
 
 /// Arms a loop; a bad name or an empty prompt is a usage error.
 pub fn arm(
-    project: &ralph_core::store::Project,
+    project: &ralph_core::loop_file::store::Project,
     request: &ArmRequest,
-) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
+) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
     let registry = super::require_registry()?;
-    Ok(loops::arm(project, &registry, request, Timestamp::now())?)
+    Ok(control::arm(project, &registry, request, Timestamp::now())?)
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
@@ -183,7 +183,7 @@ pub fn arm(
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
     let number = |v: &str| arguments::check_number(key, v).map_err(usage);
-    if let Some(guard) = ralph_core::guards::GuardSettings::option(key) {
+    if let Some(guard) = ralph_core::loop_file::guards::GuardSettings::option(key) {
         return args.arm.guards.0.set(guard, value).map_err(usage);
     }
     match key {
@@ -272,7 +272,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
 /// `ralph cancel` for `session` (the hook passes the one its event names).
 pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
     let project = super::project();
-    let ended = loops::cancel(
+    let ended = control::cancel(
         &project,
         super::registry().as_ref(),
         args.name.as_deref(),
@@ -282,7 +282,7 @@ pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
     );
     let done = match ended {
         // Cancelling what is already gone is not an error: cancel is idempotent.
-        Err(loops::LoopError::NoSuchLoop(name)) => {
+        Err(control::LoopError::NoSuchLoop(name)) => {
             say!("No active loop named `{name}`; nothing to cancel.");
             return Ok(());
         }
@@ -328,7 +328,7 @@ pub fn pause_or_resume_as(
     let project = super::project();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
-        loops::read_live(&project)?
+        control::read_live(&project)?
             .into_iter()
             .map(|l| Some(l.file.name))
             .collect()
@@ -337,7 +337,7 @@ pub fn pause_or_resume_as(
     };
     let mut changed = Vec::new();
     for name in names {
-        changed.extend(loops::set_active(
+        changed.extend(control::set_active(
             &project,
             name.as_deref(),
             session.as_deref(),

@@ -21,7 +21,7 @@
 use serde_json::json;
 
 use ralph_core::display;
-use ralph_core::typed::{self, SlashCommand};
+use ralph_core::hook::typed::{self, SlashCommand};
 
 use super::capture::captured;
 use super::{Failure, init, loops, status};
@@ -108,7 +108,7 @@ fn arm(text: &str, session: Option<String>) -> Reply {
     let (result, output) = captured(|| loops::start_typed(text, &session));
     match result {
         Ok((name, armed)) => Reply::Proceed {
-            notice: ralph_core::messages::armed(&name, &armed.state, armed.kept),
+            notice: ralph_core::loop_file::messages::armed(&name, &armed.state, armed.kept),
             context: output.trim_end().to_owned(),
         },
         Err(failure) => Reply::Answered(report(Err(failure), output)),
