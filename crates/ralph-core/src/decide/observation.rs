@@ -38,4 +38,7 @@ pub struct Observation {
     pub verification: Option<Verification>,
     /// The result of the `--check` command, once it has run.
     pub check: Option<Verification>,
+    /// The user has a message waiting in the client's queue (typed while the agent
+    /// worked): the turn should end so that it runs (`queued.rs`).
+    pub queued_message: bool,
 }

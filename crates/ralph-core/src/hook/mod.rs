@@ -146,9 +146,14 @@ fn run(
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
-    // The common case for a session without a loop: one directory read, no lock.
+    // The common case for a session without a loop: one directory read, no lock (and one
+    // more when a loop's log is there: its file may have been deleted by hand).
     if project.loop_files()?.is_empty() {
-        return Ok(Answer::Silent);
+        let notices = event
+            .session()
+            .map(|s| crate::control::vanished(&project, s, ctx.now))
+            .unwrap_or_default();
+        return Ok(with_notices(Answer::Silent, notices));
     }
     let Some(session) = event.session().map(str::to_owned) else {
         return Ok(Answer::Notice(
@@ -410,10 +415,11 @@ fn load_loops(
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
-                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session. To go on with it: fix it, move it back, then `ralph adopt --name {}` (its record was dropped, so a file put back stays inert until you adopt it); or arm a new loop with /ralph-loop.",
                                 display::line(&file.path.display().to_string()),
                                 display::line(&e.to_string()),
-                                display::line(&record.display().to_string())
+                                display::line(&record.display().to_string()),
+                                display::line(&file.name)
                             ));
                         }
                         Err(why) => notices.push(format!(
@@ -462,6 +468,7 @@ fn drive(
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
+    let queued = seen.queued_message;
     // The user sees a refused promise too, not only the model.
     let refused = seen
         .verification
@@ -475,6 +482,9 @@ fn drive(
         claim: claim.then(|| session.to_owned()),
     };
     let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
+        Step::Passed if queued => {
+            Answer::Notice(messages::queued_goes_first(&live.file.name, state))
+        }
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
@@ -566,6 +576,12 @@ fn observe(
             .is_none_or(|a| a.lacks_reply(reply.as_deref())),
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
         turn_ends: appended.as_ref().map(|a| a.turn_ends),
+        // Only an active loop keeps a turn going, so only then can a message wait on it.
+        queued_message: state.active
+            && transcript_path.is_some_and(|p| {
+                crate::reply::queued::message_waiting(p, state.progress.transcript_offset)
+                    .unwrap_or(false)
+            }),
         reply,
     };
     (seen, appended)
