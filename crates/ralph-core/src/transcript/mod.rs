@@ -18,6 +18,7 @@ use std::path::Path;
 mod appended;
 mod backward;
 mod last_reply;
+mod lenient;
 
 pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
