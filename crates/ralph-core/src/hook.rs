@@ -529,7 +529,9 @@ fn observe(
             refused = Some(e.to_string());
         }
     };
-    let reply = event.take_reply().or_else(|| {
+    let reply = event.take_reply();
+    let reply_from_transcript = reply.is_none();
+    let reply = reply.or_else(|| {
         let path = transcript_path?;
         let offset = state.progress.transcript_offset;
         transcript::last_reply(path, offset, state.started_at)
@@ -564,7 +566,10 @@ fn observe(
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
     let tree = wants_progress
-        .then(|| tree_fingerprint(project, state, appended.as_ref()))
+        .then(|| {
+            let from_event = reply.as_deref().filter(|_| !reply_from_transcript);
+            tree_fingerprint(project, state, appended.as_ref(), from_event)
+        })
         .flatten();
     let seen = Observation {
         now: Some(ctx.now),
@@ -592,17 +597,49 @@ fn observe(
 /// (only when that cannot tell) the working tree and HEAD through one
 /// `git status`. A transcript that lags the Stop event proves nothing, so
 /// the tree is read: a lag can delay the breaker, never end a loop falsely.
+///
+/// A turn that ran no tool at all cannot have changed the tree through the
+/// agent, so it needs no `git status`: it carries the previous fingerprint,
+/// which makes it a turn without progress, as it is by definition. Only
+/// when that is proven: this stop's part of the transcript holds the reply
+/// the Stop event carries, no line of it called, answered or announced a
+/// tool, and the previous stop's transcript held its own reply (so this
+/// part is this turn's, not a late one's). Anything less reads the tree.
 fn tree_fingerprint(
     project: &Project,
     state: &LoopState,
     appended: Option<&transcript::Appended>,
+    reply_from_event: Option<&str>,
 ) -> Option<String> {
+    if let (Some(a), Some(previous)) = (appended, &state.progress.tree_fingerprint)
+        && turn_ran_nothing(a, reply_from_event, state.progress.counts.replies_behind)
+    {
+        return Some(previous.clone());
+    }
     let edit_proven = appended.filter(|a| a.edit_proven).map(|a| a.end_offset);
     worktree::progress_fingerprint(
         &project.root,
         state.progress.tree_fingerprint.as_deref(),
         edit_proven,
     )
+}
+
+/// Whether the turn provably ran no tool (see [`tree_fingerprint`]): the
+/// transcript holds its reply (`reply`, from the Stop event) and nothing of
+/// a tool, and was not behind at the previous stop.
+fn turn_ran_nothing(
+    appended: &transcript::Appended,
+    reply: Option<&str>,
+    replies_behind_before: u64,
+) -> bool {
+    let Some(reply) = reply.filter(|r| !r.trim().is_empty()) else {
+        return false;
+    };
+    replies_behind_before == 0
+        && appended.ran_tool == Some(false)
+        && !appended.tool_seen
+        && appended.last_text.is_some()
+        && !appended.lacks_reply(Some(reply))
 }
 
 /// The longest the hook waits for Claude Code to finish writing the turn
