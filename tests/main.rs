@@ -24,6 +24,7 @@ mod parallel;
 mod progress;
 mod robustness;
 mod run;
+mod scaling;
 mod security_files;
 mod security_parse;
 mod security_registry;

@@ -5,6 +5,8 @@
 //! Every failure ends in an answer that lets the session stop and says why;
 //! nothing here panics or exits.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -153,16 +155,19 @@ fn run(
         registry: ctx.registry(),
         root: registry::canonical_root(&project).ok(),
         session,
+        inert: RefCell::default(),
     };
     // Read-only first: a project whose loop files are all inert for this
     // session is left exactly as it is (not even the lock file is made).
-    if !gate.concerns_us(&project, &mut notices)? {
+    if !gate.concerns_us(&project)? {
+        gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
     }
     let lock = project.lock()?;
     project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
-    let Some((chosen, claim)) = choose(&loaded, &gate, session, &mut notices) else {
+    let Some((chosen, claim)) = choose(&loaded, &gate, session) else {
+        gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
     };
     let adopted;
@@ -188,6 +193,7 @@ fn run(
             &project, live, &gate, session, claim, &mut event, &ctx, lock,
         )?
     };
+    gate.inert_notices(&mut notices);
     Ok(with_notices(answer, notices))
 }
 
@@ -199,7 +205,6 @@ fn choose<'a>(
     loaded: &'a [Loop],
     gate: &Gate<'_>,
     session: &str,
-    notices: &mut Vec<String>,
 ) -> Option<((&'a Loop, bool), bool)> {
     let mut drivable: Vec<(&Loop, bool)> = Vec::new();
     for live in loaded {
@@ -211,11 +216,7 @@ fn choose<'a>(
             Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
                 drivable.push((live, true));
             }
-            other => {
-                if let Some(notice) = gate.notice_once(live, &other) {
-                    notices.push(notice);
-                }
-            }
+            other => gate.note_inert(live, &other),
         }
     }
     let candidates: Vec<Candidate<'_>> = drivable
@@ -241,7 +242,30 @@ struct Gate<'a> {
     /// The project's canonical path, as records bind it.
     root: Option<PathBuf>,
     session: &'a str,
+    /// The inert loop files met at this stop, told once at its end
+    /// ([`Gate::inert_notices`]).
+    inert: RefCell<InertFiles>,
 }
+
+/// The inert loop files met so far in a stop, each once.
+#[derive(Default)]
+struct InertFiles {
+    seen: HashSet<PathBuf>,
+    list: Vec<Inert>,
+}
+
+/// An inert loop file's notice, waiting for the end of the stop.
+struct Inert {
+    path: PathBuf,
+    /// The file's shape as the notice marker keys it.
+    digest: String,
+    notice: String,
+}
+
+/// The most inert loop files named one by one in a stop; past it, one
+/// summary line counts the rest, so a checkout with thousands of committed
+/// loop files costs a few marker lookups per stop, not one per file.
+const MAX_INERT_NOTICES: usize = 3;
 
 impl Gate<'_> {
     fn arming(&self, live: &Loop) -> Arming {
@@ -264,7 +288,7 @@ impl Gate<'_> {
     /// Whether any loop file here may be this session's to drive or to tidy
     /// (an ended or corrupt loop of this user). Reads only; the inert files
     /// get their notice (once per session) on the way.
-    fn concerns_us(&self, project: &Project, notices: &mut Vec<String>) -> Result<bool, HookError> {
+    fn concerns_us(&self, project: &Project) -> Result<bool, HookError> {
         for file in project.loop_files()? {
             let Ok(text) = store::read_to_string(&file.path) else {
                 return Ok(true); // reported under the lock, as any unreadable file
@@ -291,7 +315,7 @@ impl Gate<'_> {
                     match self.arming(&live) {
                         Arming::Armed => return Ok(true),
                         _ if ended => {}
-                        other => notices.extend(self.notice_once(&live, &other)),
+                        other => self.note_inert(&live, &other),
                     }
                 }
                 Err(e) => {
@@ -300,7 +324,7 @@ impl Gate<'_> {
                         return Ok(true);
                     }
                     if owner.is_none() {
-                        notices.extend(self.corrupt_notice_once(&file, &text, &e));
+                        self.note_corrupt(&file, &text, &e);
                     }
                 }
             }
@@ -308,25 +332,15 @@ impl Gate<'_> {
         Ok(false)
     }
 
-    /// The notice for a corrupt loop file that is nobody's and was not armed
-    /// here: it is ignored, said once per session.
-    fn corrupt_notice_once(
-        &self,
-        file: &LoopFile,
-        text: &str,
-        error: &state::StateError,
-    ) -> Option<String> {
-        let first = self
-            .registry
-            .as_ref()
-            .is_none_or(|r| r.first_notice(self.session, &file.path, &registry::digest_text(text)));
-        first.then(|| {
-            format!(
-                "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
-                messages::escape_controls(&file.path.display().to_string()),
-                messages::escape_controls(&error.to_string())
-            )
-        })
+    /// A corrupt loop file that is nobody's and was not armed here: it is
+    /// ignored, said once per session (see [`Gate::inert_notices`]).
+    fn note_corrupt(&self, file: &LoopFile, text: &str, error: &state::StateError) {
+        let notice = format!(
+            "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
+            messages::escape_controls(&file.path.display().to_string()),
+            messages::escape_controls(&error.to_string())
+        );
+        self.defer(&file.path, registry::digest_text(text), notice);
     }
 
     fn forget(&self, name: &str, nonce: Option<&str>) {
@@ -335,18 +349,62 @@ impl Gate<'_> {
         }
     }
 
-    /// The notice for an inert loop, the first time this session meets it
-    /// in this shape; `None` afterwards.
-    fn notice_once(&self, live: &Loop, arming: &Arming) -> Option<String> {
-        let first = match &self.registry {
-            Some(r) => r.first_notice(
-                self.session,
-                &live.file.path,
-                &registry::digest(&live.state),
-            ),
-            None => true,
+    /// An inert loop: its notice, told once per session in this shape (see
+    /// [`Gate::inert_notices`]).
+    fn note_inert(&self, live: &Loop, arming: &Arming) {
+        let notice = inert_notice(&live.file.path, &live.file.name, &arming.why_not());
+        self.defer(&live.file.path, registry::digest(&live.state), notice);
+    }
+
+    fn defer(&self, path: &Path, digest: String, notice: String) {
+        let mut inert = self.inert.borrow_mut();
+        // Met again under the lock: once is enough.
+        if inert.seen.insert(path.to_owned()) {
+            inert.list.push(Inert {
+                path: path.to_owned(),
+                digest,
+                notice,
+            });
+        }
+    }
+
+    /// The notices of the inert loop files met at this stop, for the first
+    /// time this session meets them in this shape. Up to
+    /// [`MAX_INERT_NOTICES`] files, each has its own marker; past that, the
+    /// first few are named and one line counts the rest, under a single
+    /// marker for the whole set (so a new or changed file tells again).
+    fn inert_notices(&self, notices: &mut Vec<String>) {
+        let inert = self.inert.take().list;
+        let first = |path: &Path, digest: &str| {
+            self.registry
+                .as_ref()
+                .is_none_or(|r| r.first_notice(self.session, path, digest))
         };
-        first.then(|| inert_notice(&live.file.path, &live.file.name, &arming.why_not()))
+        if inert.len() <= MAX_INERT_NOTICES {
+            for i in inert {
+                if first(&i.path, &i.digest) {
+                    notices.push(i.notice);
+                }
+            }
+            return;
+        }
+        let mut set = String::new();
+        for i in &inert {
+            set.push_str(&i.path.display().to_string());
+            set.push('\0');
+            set.push_str(&i.digest);
+            set.push('\0');
+        }
+        let folder = inert[0].path.parent().unwrap_or(Path::new(".")).to_owned();
+        if !first(&folder, &registry::digest_text(&set)) {
+            return;
+        }
+        let more = inert.len() - MAX_INERT_NOTICES;
+        notices.extend(inert.into_iter().take(MAX_INERT_NOTICES).map(|i| i.notice));
+        notices.push(format!(
+            "⚠ ralph: {more} more loop files in {} are inert too: not armed by you on this machine, so none of them runs. `ralph status` lists them all.",
+            messages::escape_controls(&folder.display().to_string())
+        ));
     }
 
     /// A loop this session armed before ralph kept records: recorded now,
@@ -450,7 +508,7 @@ fn load_loops(
                 } else if owner.is_none() {
                     // Not armed here and nobody's: inert, like any loop file
                     // that came with the project; said once per session.
-                    notices.extend(gate.corrupt_notice_once(&file, &text, &e));
+                    gate.note_corrupt(&file, &text, &e);
                 }
                 // Another session's broken file is its own business: never
                 // a candidate here, and left exactly as it is.

@@ -2,9 +2,9 @@
 //! a large transcript is read without reading the rest.
 //!
 //! Linear in what it reads: each block is searched for a newline once, and
-//! a line that spans blocks is kept as the blocks it came in and joined
-//! once, when its start is found (joining on every block made one long
-//! line cost its length squared).
+//! a line that spans blocks is read again once, whole, when its start is
+//! found (joining the blocks on every read made one long line cost its
+//! length squared, and holding them cost it twice).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -22,10 +22,9 @@ pub(crate) struct BackwardLines<'a> {
     pos: u64,
     /// The front of the region read so far, not yet split into lines.
     head: Vec<u8>,
-    /// The later pieces of the line being assembled (no newline in them),
-    /// the last piece first.
-    tail: Vec<Vec<u8>>,
-    /// Bytes of the line being assembled that are past `head`, kept or not.
+    /// Bytes of the line being assembled that are past `head` (no newline
+    /// in them): not kept, but read again once, when the line's start is
+    /// found, so a long line is held once and never as pieces plus a copy.
     tail_len: usize,
     /// Lines longer than this come back empty (their bytes are not kept).
     max_line: usize,
@@ -40,7 +39,6 @@ impl<'a> BackwardLines<'a> {
             floor,
             pos: end,
             head: Vec::new(),
-            tail: Vec::new(),
             tail_len: 0,
             max_line: usize::MAX,
             line_start: end,
@@ -71,7 +69,7 @@ impl<'a> BackwardLines<'a> {
             if let Some(i) = self.head.iter().rposition(|&b| b == b'\n') {
                 let front = self.head.split_off(i + 1);
                 self.line_start = self.pos + (i as u64) + 1;
-                return Ok(Some(self.take_line(front)));
+                return self.take_line(front).map(Some);
             }
             if self.pos <= self.floor {
                 if self.head.is_empty() && self.tail_len == 0 {
@@ -79,18 +77,10 @@ impl<'a> BackwardLines<'a> {
                 }
                 let front = std::mem::take(&mut self.head);
                 self.line_start = self.pos;
-                return Ok(Some(self.take_line(front)));
+                return self.take_line(front).map(Some);
             }
             // No newline in `head`: all of it belongs to the line.
-            if !self.head.is_empty() {
-                self.tail_len = self.tail_len.saturating_add(self.head.len());
-                let piece = std::mem::take(&mut self.head);
-                if self.tail_len <= self.max_line {
-                    self.tail.push(piece);
-                } else {
-                    self.tail.clear();
-                }
-            }
+            self.tail_len = self.tail_len.saturating_add(self.head.len());
             let size = usize::try_from(self.pos - self.floor).map_or(BLOCK, |n| n.min(BLOCK));
             self.pos -= size as u64;
             let mut block = vec![0; size];
@@ -100,20 +90,20 @@ impl<'a> BackwardLines<'a> {
         }
     }
 
-    /// The line whose first bytes are `front`, with the pieces after them.
-    fn take_line(&mut self, mut front: Vec<u8>) -> Vec<u8> {
-        let len = self.tail_len.saturating_add(front.len());
-        if len > self.max_line {
+    /// The line whose first bytes are `front`, with the rest of it read
+    /// again from the file.
+    fn take_line(&mut self, mut front: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let rest = std::mem::take(&mut self.tail_len);
+        if rest.saturating_add(front.len()) > self.max_line {
             front.clear();
-        } else {
-            front.reserve(self.tail_len);
-            for piece in self.tail.iter().rev() {
-                front.extend_from_slice(piece);
-            }
+        } else if rest > 0 {
+            let at = self.line_start + front.len() as u64;
+            let kept = front.len();
+            front.resize(kept.saturating_add(rest), 0);
+            self.file.seek(SeekFrom::Start(at))?;
+            self.file.read_exact(&mut front[kept..])?;
         }
-        self.tail.clear();
-        self.tail_len = 0;
-        front
+        Ok(front)
     }
 }
 
