@@ -287,7 +287,7 @@ impl Gate<'_> {
 
     /// Whether any loop file here may be this session's to drive or to tidy
     /// (an ended or corrupt loop of this user). Reads only; the inert files
-    /// get their notice (once per session) on the way.
+    /// are noted on the way, for their notice at the end of the stop.
     fn concerns_us(&self, project: &Project) -> Result<bool, HookError> {
         for file in project.loop_files()? {
             let Ok(text) = store::read_to_string(&file.path) else {
