@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
+use crate::fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -52,7 +52,7 @@ fn denial_line(item: &Value) -> String {
     } else {
         short
     };
-    crate::messages::escape_controls(&short)
+    crate::loop_file::messages::escape_controls(&short)
 }
 
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
@@ -85,7 +85,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
             subtype: value
                 .get("subtype")
                 .and_then(Value::as_str)
-                .map(crate::messages::escape_controls),
+                .map(crate::loop_file::messages::escape_controls),
         };
     }
     AgentReply {

@@ -4,9 +4,9 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::arguments::{ArgumentsError, Kind, check_duration, check_number};
-use crate::frontmatter::quote;
-use crate::state::{
+use crate::control::arguments::{ArgumentsError, Kind, check_duration, check_number};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::state::{
     LoopState, MAX_COUNT, MAX_TOKENS, Progress, RawFields, StateError, duration, non_empty, number,
 };
 use crate::time::format_duration;
@@ -405,14 +405,17 @@ mod tests {
 
     #[test]
     fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {
-        let starts_at = crate::arguments::OPTIONS
+        let starts_at = crate::control::arguments::OPTIONS
             .iter()
             .position(|(flag, _)| *flag == OPTIONS[0].flag)
             .unwrap();
         for (i, g) in OPTIONS.iter().enumerate() {
-            assert_eq!(crate::arguments::OPTIONS[starts_at + i], (g.flag, g.kind));
+            assert_eq!(
+                crate::control::arguments::OPTIONS[starts_at + i],
+                (g.flag, g.kind)
+            );
             assert!(
-                crate::state::KNOWN_FIELDS.contains(&g.field),
+                crate::loop_file::state::KNOWN_FIELDS.contains(&g.field),
                 "{} is not read from the loop file",
                 g.field
             );
@@ -494,7 +497,7 @@ mod tests {
     fn the_readme_options_table_lists_every_option_with_its_default() {
         let readme = include_str!("../../../README.md");
         let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--")).collect();
-        for (flag, _) in crate::arguments::OPTIONS {
+        for (flag, _) in crate::control::arguments::OPTIONS {
             let row = rows
                 .iter()
                 .find(|r| {

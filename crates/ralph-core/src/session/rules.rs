@@ -2,9 +2,9 @@
 //! the start of one mean for the loop that session owns. No file, clock or
 //! environment here; `session.rs` gathers the facts and does the writing.
 
-use crate::arguments;
-use crate::frontmatter;
-use crate::state::{DEFAULT_MAX_ITERATIONS, LoopState};
+use crate::control::arguments;
+use crate::loop_file::frontmatter;
+use crate::loop_file::state::{DEFAULT_MAX_ITERATIONS, LoopState};
 use crate::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that
@@ -194,7 +194,7 @@ pub fn end_reason_words(reason: Option<&str>) -> String {
         Some("other") | None => "the client closed it".into(),
         Some(other) => format!(
             "the client closed it ({})",
-            crate::messages::printable(other)
+            crate::loop_file::messages::printable(other)
         ),
     }
 }
