@@ -74,6 +74,7 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     iteration_limit(state)?;
     time_budget(state, seen, &mut turn)?;
     token_budget(state, seen, &mut turn)?;
+    cost_budget(state, seen, &mut turn)?;
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
@@ -228,6 +229,35 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
     turn.progress.largest_reply_tokens = largest_reply(state, seen);
     turn.progress.unseen_tokens = unseen;
     turn.progress.counts.replies_behind = replies_behind(state, seen);
+    Ok(())
+}
+
+/// The dollar budget: what the loop spent against `max_cost`. `ralph run`
+/// knows each iteration's cost from the agent; the hook prices what the
+/// transcript proves, so a reply not written yet is counted at the next
+/// stop (the loop ends at most one turn late).
+fn cost_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let spent = seen
+        .cost_usd
+        .unwrap_or(state.progress.counts.cost_usd)
+        .min(crate::money::MAX_MONEY);
+    turn.progress.counts.cost_usd = spent;
+    let Some(limit) = state.guards.max_cost_usd else {
+        return Ok(());
+    };
+    if spent >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::CostBudget),
+            format!(
+                "spent {} of its {} dollar budget",
+                spent.dollars(),
+                limit.dollars()
+            ),
+        ));
+    }
+    if percent_reached(spent.0, limit.0) {
+        turn.notes.push(format!("Dollar budget: {} of {} spent. Wrap up: finish the current step, commit, and leave notes for the next run.", spent.dollars(), limit.dollars()));
+    }
     Ok(())
 }
 
@@ -608,6 +638,55 @@ mod tests {
             outcome(&decide(&s, &with(1000))),
             Some(Outcome::Guard(Tripped::TokenBudget))
         );
+    }
+
+    #[test]
+    fn cost_budget_ends_at_the_exact_figure_and_warns_at_80_percent() {
+        use crate::money::Money;
+        let s = state("max_cost: 2.50\ncost_usd: 1.00\n");
+        assert_eq!(s.guards.max_cost_usd, Some(Money(2_500_000)));
+        let with = |micros| Observation {
+            cost_usd: Some(Money(micros)),
+            ..seen("x")
+        };
+        match decide(&s, &with(1_999_999)) {
+            Decision::Continue {
+                notes, progress, ..
+            } => {
+                assert!(notes.is_empty(), "{notes:?}");
+                assert_eq!(progress.counts.cost_usd, Money(1_999_999));
+            }
+            d => panic!("{d:?}"),
+        }
+        match decide(&s, &with(2_000_000)) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes[0].starts_with("Dollar budget: $2.00 of $2.50"),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            decide(&s, &with(2_499_999)),
+            Decision::Continue { .. }
+        ));
+        match decide(&s, &with(2_500_000)) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::CostBudget));
+                assert_eq!(detail, "spent $2.50 of its $2.50 dollar budget");
+            }
+            d => panic!("{d:?}"),
+        }
+        // Nothing counted at this stop: the figure kept in the file decides.
+        let spent = state("max_cost: 1\ncost_usd: 1\n");
+        assert_eq!(
+            outcome(&decide(&spent, &seen("x"))),
+            Some(Outcome::Guard(Tripped::CostBudget))
+        );
+        // A bad figure in the file is refused, never read as free.
+        assert!(LoopState::parse("---\ncost_usd: -1\n---\nP").is_err());
+        assert!(LoopState::parse("---\nmax_cost: 1e3\n---\nP").is_err());
     }
 
     #[test]

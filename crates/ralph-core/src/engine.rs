@@ -207,6 +207,10 @@ fn end(
     if unseen > 0 {
         log.tokens_unseen = Some(unseen);
     }
+    fields.extend(crate::guards::GuardCounts::ending_fields(state, seen));
+    log.cost_usd = seen
+        .cost_usd
+        .filter(|_| state.guards.max_cost_usd.is_some());
     log.why.clone_from(&detail);
     let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
     Ok(Step::Ended {
@@ -262,6 +266,7 @@ fn go_on(
     log.same_reply_count = Some(progress.same_reply_count);
     log.no_progress_count = Some(progress.no_progress_count);
     log.idle_blocks = Some(progress.idle_blocks);
+    log.cost_usd = state.guards.max_cost_usd.map(|_| progress.counts.cost_usd);
     let refused = seen.verification.as_ref().filter(|v| !v.passed);
     // The user sees a refused promise too, not only the model.
     let status = std::iter::once(match refused {
@@ -304,6 +309,15 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
         notes.push(format!(
             "Tokens: {} of {limit}.",
             decide::token_words(progress.tokens_used, progress.unseen_tokens)
+        ));
+    }
+    if let Some(limit) = state.guards.max_cost_usd
+        && !notes.iter().any(|n| n.starts_with("Dollar budget"))
+    {
+        notes.push(format!(
+            "Spent: {} of {}.",
+            progress.counts.cost_usd.dollars(),
+            limit.dollars()
         ));
     }
     notes

@@ -4,8 +4,9 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::arguments::{ArgumentsError, Kind, check_duration, check_number};
+use crate::arguments::{ArgumentsError, Kind, check_duration, check_money, check_number};
 use crate::frontmatter::quote;
+use crate::money::Money;
 use crate::state::{
     LoopState, MAX_COUNT, MAX_TOKENS, Progress, RawFields, StateError, duration, non_empty, number,
 };
@@ -36,6 +37,8 @@ pub struct Guards {
     pub no_progress_after: u64,
     /// Failed verification gates (refused promises) that end the loop; 0: off.
     pub max_verify_failures: u64,
+    /// The dollar budget (`max_cost`); `None` or 0: off.
+    pub max_cost_usd: Option<Money>,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -56,9 +59,11 @@ macro_rules! with_guard_fields {
             stuck_after,
             no_progress_after,
             max_verify_failures,
+            max_cost,
             $($middle,)*
             verify_failures,
             replies_behind,
+            cost_usd,
             $($after,)*
         );
     };
@@ -81,6 +86,7 @@ impl Guards {
             no_progress_after: count("no_progress_after")?.unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
             max_verify_failures: count("max_verify_failures")?
                 .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
+            max_cost_usd: money("max_cost", field("max_cost"))?.filter(|m| m.0 > 0),
         })
     }
 }
@@ -95,6 +101,9 @@ pub struct GuardCounts {
     /// (it can lag the Stop event by several when turns come fast); each is
     /// estimated at the largest message seen.
     pub replies_behind: u64,
+    /// The dollar budget's: what the loop spent so far (the agent's own
+    /// figure in `ralph run`; the transcript's tokens priced in the hook).
+    pub cost_usd: Money,
 }
 
 impl GuardCounts {
@@ -104,6 +113,7 @@ impl GuardCounts {
         Ok(Self {
             verify_failures: count("verify_failures")?.unwrap_or(0),
             replies_behind: count("replies_behind")?.unwrap_or(0),
+            cost_usd: money("cost_usd", raw.get("cost_usd"))?.unwrap_or_default(),
         })
     }
 
@@ -116,7 +126,35 @@ impl GuardCounts {
         if self.replies_behind != old.replies_behind {
             fields.push(("replies_behind", self.replies_behind.to_string()));
         }
+        if self.cost_usd != old.cost_usd {
+            fields.push(("cost_usd", self.cost_usd.decimal()));
+        }
         fields
+    }
+
+    /// The counts an ending loop's record keeps: what it spent.
+    pub(crate) fn ending_fields(
+        state: &LoopState,
+        seen: &crate::observation::Observation,
+    ) -> Vec<(&'static str, String)> {
+        let mut ended = state.progress.counts.clone();
+        if let Some(cost) = seen.cost_usd {
+            ended.cost_usd = cost;
+        }
+        ended.changed_fields(&state.progress.counts)
+    }
+}
+
+/// A dollar amount from the loop file (`max_cost: 2.5`, `cost_usd: 0.12`),
+/// read exactly; errors name the field.
+fn money(field: &'static str, value: Option<&str>) -> Result<Option<Money>, StateError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => Money::parse(v).map(Some).map_err(|_| StateError::Field {
+            field,
+            value: v.to_owned(),
+            expected: "expected a dollar amount such as `5` or `2.50` (at most 6 decimals, at most 1000000000)",
+        }),
     }
 }
 
@@ -130,15 +168,18 @@ pub enum Tripped {
     NoProgress,
     /// The verification gate failed `max_verify_failures` times.
     VerifyFailures,
+    /// The loop spent its `max_cost`.
+    CostBudget,
 }
 
 impl Tripped {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::TimeBudget,
         Self::TokenBudget,
         Self::Stuck,
         Self::NoProgress,
         Self::VerifyFailures,
+        Self::CostBudget,
     ];
 
     /// The word stored in the `outcome:` field.
@@ -149,13 +190,16 @@ impl Tripped {
             Self::Stuck => "stuck",
             Self::NoProgress => "no_progress",
             Self::VerifyFailures => "verify_failures",
+            Self::CostBudget => "cost_budget",
         }
     }
 
     /// The icon and the words of the notice.
     pub fn headline(self) -> (&'static str, &'static str) {
         match self {
-            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
+            Self::TimeBudget | Self::TokenBudget | Self::CostBudget => {
+                ("⏹", "stopped: budget reached")
+            }
             Self::Stuck => ("⚠", "stopped: stuck"),
             Self::NoProgress => ("⚠", "stopped: no progress"),
             Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
@@ -253,6 +297,16 @@ pub const OPTIONS: &[GuardOption] = &[
         example: "--no-progress-after 5",
         explains: "end it (as no_progress) after 5 iterations with no change to the git working tree or HEAD (git projects only; 0: off)",
     },
+    GuardOption {
+        flag: "max-cost",
+        field: "max_cost",
+        kind: Kind::Money,
+        default: "none",
+        value_name: "USD",
+        help: "Dollar budget for the loop, e.g. 5 or 2.50",
+        example: "--max-cost 2.50",
+        explains: "end it (as cost_budget) once the loop spent this many US dollars: in `ralph run` the agent's own reported cost (`claude -p` is also given what is left as --max-budget-usd), in a session the transcript's tokens priced per model (docs/cost.md); warning at 80 %",
+    },
 ];
 
 impl Guards {
@@ -267,6 +321,9 @@ impl Guards {
         }
         if let Some(t) = self.max_tokens {
             out.push(format!("token budget {t}"));
+        }
+        if let Some(m) = self.max_cost_usd {
+            out.push(format!("dollar budget {}", m.dollars()));
         }
         if let Some(v) = &self.verify {
             out.push(format!(
@@ -308,6 +365,17 @@ impl Guards {
             Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
             None if progress.tokens_used > 0 => {
                 out.push(format!("tokens {}", progress.tokens_used));
+            }
+            None => {}
+        }
+        match self.max_cost_usd {
+            Some(limit) => out.push(format!(
+                "cost {}/{}",
+                progress.counts.cost_usd.dollars(),
+                limit.dollars()
+            )),
+            None if progress.counts.cost_usd.0 > 0 => {
+                out.push(format!("cost {}", progress.counts.cost_usd.dollars()));
             }
             None => {}
         }
@@ -353,6 +421,7 @@ impl GuardSettings {
         let value = match option.kind {
             Kind::Number => check_number(option.flag, value)?.to_string(),
             Kind::Duration => check_duration(option.flag, value)?,
+            Kind::Money => check_money(option.flag, value)?,
             Kind::Text | Kind::Flag => value.to_owned(),
         };
         self.values.retain(|(g, _)| g.flag != option.flag);
@@ -387,7 +456,7 @@ impl GuardSettings {
     /// (`--verify ''`) sets nothing.
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
         self.values.iter().filter_map(|(g, v)| match g.kind {
-            Kind::Number => Some((g.field, v.clone())),
+            Kind::Number | Kind::Money => Some((g.field, v.clone())),
             _ if v.trim().is_empty() && g.kind == Kind::Text => None,
             _ => Some((g.field, quote(v))),
         })

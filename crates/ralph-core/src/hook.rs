@@ -539,7 +539,9 @@ fn observe(
             .map(|r| r.text)
     });
     let wants_progress = state.guards.no_progress_after > 0;
-    let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress;
+    let wants_cost = state.guards.max_cost_usd.is_some();
+    let wants_transcript =
+        state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress || wants_cost;
     let mut scan = |p: &Path| {
         transcript::scan_loop(
             p,
@@ -566,7 +568,12 @@ fn observe(
     let tree = wants_progress
         .then(|| tree_fingerprint(project, state, appended.as_ref()))
         .flatten();
+    let cost_usd = appended
+        .as_ref()
+        .filter(|_| wants_cost)
+        .map(|a| state.progress.counts.cost_usd.plus(price(a, notices)));
     let seen = Observation {
+        cost_usd,
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
@@ -586,6 +593,44 @@ fn observe(
         reply,
     };
     (seen, appended)
+}
+
+/// What the tokens of this stop's part of the transcript cost, by the
+/// shipped price table with the user's over it. A table that cannot be read
+/// and a model it does not know are told; neither makes tokens free.
+fn price(appended: &transcript::Appended, notices: &mut Vec<String>) -> crate::money::Money {
+    use crate::pricing::PriceTable;
+    if appended.per_model.is_empty() {
+        return crate::money::Money(0);
+    }
+    let table = match PriceTable::load(crate::pricing::user_file_from_env().as_deref()) {
+        Ok(table) => table,
+        Err(e) => {
+            notices.push(format!(
+                "⚠ ralph: {e}; ralph's own prices are used meanwhile."
+            ));
+            match PriceTable::shipped() {
+                Ok(table) => table,
+                Err(e) => {
+                    notices.push(format!("⚠ ralph: {e}"));
+                    return crate::money::Money(0);
+                }
+            }
+        }
+    };
+    let priced = table.price(&appended.per_model);
+    for model in &priced.unknown {
+        notices.push(format!(
+            "⚠ ralph: no price for the model `{}`; its tokens are priced at the dearest rate known. Give its prices in {} (docs/cost.md).",
+            crate::display::line(model),
+            crate::pricing::user_file_from_env()
+                .map_or_else(
+                    || "~/.config/ralph/prices.json".to_owned(),
+                    |p| crate::display::line(&p.display().to_string()).into_owned()
+                )
+        ));
+    }
+    priced.cost
 }
 
 /// The cheapest signal that decides: an edit the transcript proves, then

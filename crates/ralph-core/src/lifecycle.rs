@@ -92,6 +92,9 @@ pub struct LogEntry {
     pub no_progress_count: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_blocks: Option<u64>,
+    /// What the loop spent so far, in dollars (with a dollar budget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::money::Money>,
 }
 
 /// The verification gate's verdict as logged (its output is not).
@@ -138,6 +141,7 @@ impl LogEntry {
             same_reply_count: None,
             no_progress_count: None,
             idle_blocks: None,
+            cost_usd: None,
         }
     }
 

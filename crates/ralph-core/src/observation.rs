@@ -33,6 +33,9 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// What the loop spent so far, when counted (the agent's reported cost
+    /// in `ralph run`; the transcript's tokens priced in the hook).
+    pub cost_usd: Option<crate::money::Money>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

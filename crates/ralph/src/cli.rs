@@ -329,6 +329,7 @@ impl Args for GuardFlags {
                     .value_parser(clap::value_parser!(u64))
                     .allow_negative_numbers(true),
                 Kind::Duration => arg.value_parser(parse_duration_arg),
+                Kind::Money => arg.value_parser(parse_money_arg),
                 Kind::Text | Kind::Flag => arg,
             })
         })
@@ -371,6 +372,12 @@ pub struct RunArgs {
 
 /// The slash command's own check, so both paths accept the same durations
 /// (a unit is required: `2` alone would silently mean seconds).
+fn parse_money_arg(value: &str) -> Result<String, String> {
+    ralph_core::money::Money::parse(value)
+        .map(ralph_core::money::Money::decimal)
+        .map_err(|e| format!("`{value}`: {e}"))
+}
+
 fn parse_duration_arg(value: &str) -> Result<String, String> {
     ralph_core::arguments::check_duration("…", value).map_err(|e| match e {
         ralph_core::arguments::ArgumentsError::DurationUnit { value, .. } => {

@@ -107,6 +107,8 @@ pub enum End {
         notice: String,
         /// The tokens counted so far, when the agent reported some.
         tokens: Option<u64>,
+        /// What the loop spent so far, when the agent reported its cost.
+        cost: Option<crate::money::Money>,
         reply: AgentReply,
     },
     /// The same refusal twice in a row: ended as denied (its record; `None`
@@ -118,6 +120,20 @@ pub enum End {
         iteration: u64,
         gave_up: GaveUp,
     },
+}
+
+/// The figures, and a word when a dollar budget is set but the agent does
+/// not report what it cost (only Claude Code's JSON output does).
+fn cost_unknown(figures: String, state: &LoopState, reply: &AgentReply) -> String {
+    if state.guards.max_cost_usd.is_none() || reply.cost.is_some() {
+        return figures;
+    }
+    let unknown = "the agent reports no cost: the dollar budget cannot count it";
+    if figures.is_empty() {
+        unknown.to_owned()
+    } else {
+        format!("{figures} · {unknown}")
+    }
 }
 
 /// One `ralph run` driving one loop.
@@ -248,8 +264,13 @@ impl Driver {
             format!("{}{footer}", state.prompt)
         });
         let label = state.iteration_label();
+        let left = state
+            .guards
+            .max_cost_usd
+            .map(|limit| limit.minus(state.progress.counts.cost_usd));
+        let with_budget = agent::with_budget(&self.setup.agent, left);
         let finished = agent.run(Call {
-            command: &self.setup.agent,
+            command: &with_budget,
             root: &self.setup.project.root,
             prompt: &prompt,
             label: &label,
@@ -272,7 +293,10 @@ impl Driver {
             }) => (status, stdout, stderr_tail),
         };
         let reply = agent::parse_output(&stdout);
-        if reply.text.is_empty() && !status.success() {
+        // Claude Code stopped at its --max-budget-usd: judged, so the
+        // dollar budget ends the loop with the cost it reports.
+        let budget_spent = reply.subtype.as_deref() == Some(agent::BUDGET_SPENT);
+        if reply.text.is_empty() && !status.success() && !budget_spent {
             let why = format!(
                 "the agent `{command}` failed ({status}) without a reply.\n{}",
                 messages::escape_controls(&stderr_tail)
@@ -327,7 +351,7 @@ impl Driver {
                     label,
                     next,
                     promise_refused,
-                    figures: messages::guard_figures(state, &progress),
+                    figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
                     reply,
                 }))
             }
@@ -340,6 +364,7 @@ impl Driver {
                 tokens: reply
                     .tokens
                     .map(|t| state.progress.tokens_used.saturating_add(t)),
+                cost: reply.cost.map(|c| state.progress.counts.cost_usd.plus(c)),
                 reply,
             }),
         }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::backward::BackwardLines;
 use super::open;
+use crate::pricing::ModelTokens;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +45,9 @@ pub struct Appended {
     /// chain): compared with the reply the Stop event carries, it tells
     /// whether the transcript holds this turn's reply or an older one.
     pub last_text: Option<String>,
+    /// The tokens counted in this scan, per model and kind (what the dollar
+    /// budget prices), in the order the models first came.
+    pub per_model: Vec<(String, ModelTokens)>,
 }
 
 impl Appended {
@@ -87,6 +91,7 @@ struct UsageMessage {
     content: Option<Value>,
     stop_reason: Option<String>,
     usage: Option<Usage>,
+    model: Option<String>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -97,6 +102,16 @@ struct Usage {
     output_tokens: u64,
     #[serde(default)]
     cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    /// The split of the cache writes by lifetime, when the API gives it.
+    cache_creation: Option<CacheCreation>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct CacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: u64,
 }
 
 /// Reads only the part of the transcript after `offset` (the cost of a stop
@@ -186,7 +201,7 @@ fn scan_from(
     file.take(len - start).read_to_end(&mut buf)?;
     let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     out.end_offset = start + complete as u64;
-    let mut pending: Option<(String, Usage)> = None;
+    let mut pending: Option<(String, Usage, Option<String>)> = None;
     let mut edit_calls: Vec<String> = Vec::new();
     let mut last_turn_end: Option<String> = None;
     for raw in buf[..complete].split(|&b| b == b'\n') {
@@ -236,26 +251,44 @@ fn scan_from(
         }
         let usage = message.usage.unwrap_or_default();
         match &mut pending {
-            Some((pid, u)) if *pid == id => *u = usage,
+            Some((pid, u, _)) if *pid == id => *u = usage,
             _ => {
-                if let Some((_, u)) = pending.take() {
-                    out.add(tokens_of(u));
+                if let Some((_, u, model)) = pending.take() {
+                    out.add(u, model);
                 }
-                pending = Some((id.clone(), usage));
+                pending = Some((id.clone(), usage, message.model));
                 out.last_message_id = Some(id);
             }
         }
     }
-    if let Some((_, u)) = pending {
-        out.add(tokens_of(u));
+    if let Some((_, u, model)) = pending {
+        out.add(u, model);
     }
     Ok(out)
 }
 
 impl Appended {
-    fn add(&mut self, message_tokens: u64) {
+    fn add(&mut self, usage: Usage, model: Option<String>) {
+        let message_tokens = tokens_of(usage);
         self.tokens = self.tokens.saturating_add(message_tokens);
         self.largest_reply = self.largest_reply.max(message_tokens);
+        let hour = usage
+            .cache_creation
+            .map_or(0, |c| c.ephemeral_1h_input_tokens)
+            .min(usage.cache_creation_input_tokens);
+        let kinds = ModelTokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_write: usage.cache_creation_input_tokens - hour,
+            cache_write_1h: hour,
+            cache_read: usage.cache_read_input_tokens,
+        };
+        // A line without a model is priced as an unknown one: never free.
+        let model = model.unwrap_or_else(|| "(no model named)".to_owned());
+        match self.per_model.iter_mut().find(|(m, _)| *m == model) {
+            Some((_, sum)) => sum.add(&kinds),
+            None => self.per_model.push((model, kinds)),
+        }
     }
 }
 
@@ -398,6 +431,48 @@ mod appended_tests {
             !proven(&line("m1", true, 1, 1)),
             "a tool call without an id"
         );
+    }
+
+    #[test]
+    fn tokens_are_summed_per_model_and_kind() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        let msg = |id: &str, model: &str, usage: &str| {
+            format!(
+                r#"{{"type":"assistant","message":{{"id":"{id}","model":"{model}","stop_reason":"end_turn","content":[{{"type":"text","text":"x"}}],"usage":{usage}}}}}"#
+            ) + "\n"
+        };
+        let u = r#"{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"cache_creation":{"ephemeral_1h_input_tokens":40}}"#;
+        let text = msg("m1", "claude-opus-4-6", u)
+            + &msg(
+                "m2",
+                "claude-haiku-4-5",
+                r#"{"input_tokens":1,"output_tokens":2}"#,
+            )
+            + &msg("m3", "claude-opus-4-6", u);
+        f.write_all(text.as_bytes()).unwrap();
+        let a = scan_appended(f.path(), base.end_offset, None).unwrap();
+        let opus = ModelTokens {
+            input: 20,
+            output: 10,
+            cache_write: 120,
+            cache_write_1h: 80,
+            cache_read: 2000,
+        };
+        let haiku = ModelTokens {
+            input: 1,
+            output: 2,
+            ..ModelTokens::default()
+        };
+        assert_eq!(
+            a.per_model,
+            [
+                ("claude-opus-4-6".to_owned(), opus),
+                ("claude-haiku-4-5".to_owned(), haiku)
+            ]
+        );
+        assert_eq!(a.tokens, 2 * 115 + 3, "the token count is unchanged");
     }
 
     #[test]

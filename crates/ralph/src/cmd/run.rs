@@ -202,8 +202,12 @@ impl Terminal {
                 outcome,
                 notice,
                 tokens,
+                cost,
                 reply,
-            } => return self.judged(driver, &label, outcome, &notice, tokens, &reply),
+            } => {
+                let figures = Figures { tokens, cost };
+                return self.judged(driver, &label, outcome, &notice, figures, &reply);
+            }
             End::Denied { record } => return self.denied(driver, record),
             End::GaveUp {
                 why,
@@ -221,11 +225,16 @@ impl Terminal {
         label: &str,
         outcome: LoopOutcome,
         notice: &str,
-        tokens: Option<u64>,
+        figures: Figures,
         reply: &agent::AgentReply,
     ) -> Outcome {
         let elapsed = self.elapsed();
-        let tokens = tokens.map_or_else(String::new, |t| format!(" · tokens {t}"));
+        let mut tokens = figures
+            .tokens
+            .map_or_else(String::new, |t| format!(" · tokens {t}"));
+        if let Some(cost) = figures.cost {
+            tokens.push_str(&format!(" · spent {}", cost.dollars()));
+        }
         say!(
             "✓ iteration {label} done · {elapsed}{tokens}{}",
             denial_note(reply)
@@ -294,6 +303,12 @@ fn resuming(name: &str, found: &LoopState) -> String {
         "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
         found.iteration_label(),
     )
+}
+
+/// What a judged run counted: tokens and dollars, when the agent said.
+struct Figures {
+    tokens: Option<u64>,
+    cost: Option<ralph_core::money::Money>,
 }
 
 /// The agent's command line: a preset's, or the default with the chosen

@@ -67,6 +67,13 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
     if let Some(start) = state.started_at {
         parts.push(format_duration(now.secs_since(start)));
     }
+    if let Some(budget) = state.guards.max_cost_usd {
+        parts.push(format!(
+            "{}/{}",
+            state.progress.counts.cost_usd.dollars(),
+            budget.dollars()
+        ));
+    }
     if !state.active {
         parts.push("paused".into());
     } else if let Some(p) = &state.completion_promise {
