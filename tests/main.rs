@@ -11,6 +11,7 @@ mod support;
 
 mod budget;
 mod cli;
+mod cost;
 mod e2e;
 mod e2e_budget;
 mod e2e_run;

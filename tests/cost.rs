@@ -1,0 +1,464 @@
+//! The dollar budget (`--max-cost`, issue 30) through the real binary: `ralph run` with a
+//! scripted agent that reports `total_cost_usd` (and a fake `claude` on PATH that records the
+//! `--max-budget-usd` it is given), and the Stop hook pricing transcripts shaped like Claude
+//! Code's, per model, with the shipped table and a user's own.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use ralph_core::state::LoopState;
+use ralph_core::time::Timestamp;
+use serde_json::{Value, json};
+
+use crate::support::{BIN, LOOP, text};
+
+/// A scripted agent: the Nth call saves its prompt and its arguments, and prints
+/// `.agent/reply-N` (or the last reply written).
+const AGENT: &str = r#"n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
+cat > .agent/prompt-$n
+echo "$@" > .agent/args-$n
+if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
+
+struct Project {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(replies: &[String]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in [".claude", ".agent", "bin"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        std::fs::write(dir.path().join(".agent/agent.sh"), AGENT).unwrap();
+        // `claude` on PATH is the same script: the default agent and the preset run it.
+        let claude = dir.path().join("bin/claude");
+        std::fs::write(&claude, format!("#!/bin/sh\n{AGENT}\n")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        for (i, r) in replies.iter().enumerate() {
+            std::fs::write(dir.path().join(format!(".agent/reply-{}", i + 1)), r).unwrap();
+        }
+        Self {
+            dir,
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root().join(rel)).unwrap_or_default()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let path = format!(
+            "{}:{}",
+            self.root().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(self.root())
+            .env_remove("CLAUDE_PROJECT_DIR")
+            .env_remove("CLAUDE_CODE_SESSION_ID")
+            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("PATH", path)
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn ralph(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = self.command(args).spawn().unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        child.wait_with_output().unwrap()
+    }
+
+    fn calls(&self) -> usize {
+        self.read(".agent/n").trim().parse().unwrap_or(0)
+    }
+
+    fn status(&self) -> Value {
+        serde_json::from_slice(&self.ralph(&["status", "--json"], "").stdout).unwrap()
+    }
+
+    fn the_loop(&self) -> Value {
+        self.status()["loops"][0].clone()
+    }
+
+    fn transcript(&self) -> PathBuf {
+        self.root().join("session.jsonl")
+    }
+
+    fn append(&self, lines: &[String]) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.transcript())
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+
+    /// One Stop of session s1, its reply in the event and the transcript beside it.
+    fn stop(&self, reply: &str) -> Value {
+        let event = json!({"session_id": "s1", "cwd": self.root(), "hook_event_name": "Stop",
+            "transcript_path": self.transcript(), "stop_hook_active": true,
+            "last_assistant_message": reply});
+        let out = self.ralph(&["hook", "stop"], &event.to_string());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if stdout.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&stdout).unwrap()
+        }
+    }
+
+    fn started_at(&self) -> Timestamp {
+        LoopState::parse(&self.read(LOOP))
+            .unwrap()
+            .started_at
+            .unwrap()
+    }
+}
+
+/// A `claude -p --output-format json` result that cost `usd`.
+fn costing(reply: &str, usd: &str) -> String {
+    format!(
+        r#"{{"type":"result","subtype":"success","is_error":false,"result":"{reply}","total_cost_usd":{usd},"usage":{{"input_tokens":1,"output_tokens":1}}}}"#
+    )
+}
+
+#[test]
+fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
+    let p = Project::new(&[
+        costing("one", "0.4"),
+        costing("two", "0.4"),
+        costing("three", "0.4"),
+        costing("four", "0.4"),
+    ]);
+    let out = p.ralph(
+        &[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--max-cost",
+            "1",
+            "--max-iterations",
+            "9",
+            "Task",
+        ],
+        "",
+    );
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    // 0.4 + 0.4 + 0.4 = 1.2 exactly (in floats it is 1.2000000000000002).
+    assert_eq!(p.calls(), 3, "$0.40, $0.80, then $1.20 of $1.00: {shown}");
+    assert!(!p.read(".agent/prompt-2").contains("Dollar budget"), "40 %");
+    assert!(
+        p.read(".agent/prompt-3")
+            .contains("Dollar budget: $0.80 of $1.00 spent. Wrap up"),
+        "80 %: {}",
+        p.read(".agent/prompt-3")
+    );
+    assert!(shown.contains("cost $0.40/$1.00"), "progress line: {shown}");
+    assert!(shown.contains("spent $1.20"), "summary: {shown}");
+    let l = p.the_loop();
+    assert_eq!(l["outcome"], "cost_budget", "{l}");
+    assert_eq!(l["cost_usd"].as_f64(), Some(1.2), "{l}");
+    assert_eq!(l["max_cost_usd"].as_f64(), Some(1.0), "{l}");
+    assert!(
+        p.read(".agent/args-1").trim().is_empty(),
+        "not claude: no flag"
+    );
+    let log = String::from_utf8_lossy(&p.ralph(&["log"], "").stdout).into_owned();
+    assert!(log.contains("spent $1.2"), "{log}");
+}
+
+#[test]
+fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
+    let p = Project::new(&[costing("one", "0.3"), costing("two", "0.25")]);
+    // The default agent (`claude -p --output-format json`) and the `claude` preset.
+    for agent in [None, Some("claude")] {
+        let _ = std::fs::remove_file(p.root().join(".agent/n"));
+        let mut args = vec!["run"];
+        if let Some(a) = agent {
+            args.extend(["--agent", a]);
+        }
+        args.extend([
+            "--max-cost",
+            "0.5",
+            "--max-iterations",
+            "9",
+            "--force",
+            "Task",
+        ]);
+        let out = p.ralph(&args, "");
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        assert_eq!(p.calls(), 2, "{}", text(&out));
+        let first = p.read(".agent/args-1");
+        let second = p.read(".agent/args-2");
+        assert!(
+            first.contains("-p") && first.contains("--max-budget-usd 0.5"),
+            "{first}"
+        );
+        assert!(
+            second.contains("--max-budget-usd 0.2"),
+            "0.5 - 0.3: {second}"
+        );
+    }
+}
+
+#[test]
+fn claude_stopped_by_its_own_budget_ends_the_loop_as_cost_budget() {
+    let spent = r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true,"total_cost_usd":0.51,"errors":["Reached maximum budget ($0.5)"]}"#;
+    let p = Project::new(&[spent.to_owned()]);
+    let out = p.ralph(&["run", "--max-cost", "0.5", "Task"], "");
+    // The fake exits 0; the real client exits 1 here, and the result is judged either way.
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let l = p.the_loop();
+    assert_eq!(
+        (l["outcome"].as_str(), l["cost_usd"].as_f64()),
+        (Some("cost_budget"), Some(0.51)),
+        "{l}"
+    );
+}
+
+#[test]
+fn an_agent_that_reports_no_cost_says_so() {
+    let p = Project::new(&["plain text".to_owned()]);
+    let out = p.ralph(
+        &[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--max-cost",
+            "1",
+            "--max-iterations",
+            "2",
+            "Task",
+        ],
+        "",
+    );
+    let shown = text(&out);
+    assert!(
+        shown.contains("the agent reports no cost: the dollar budget cannot count it"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_bad_amount_is_refused_when_arming() {
+    let p = Project::new(&[]);
+    for bad in ["-1", "1.2.3", "0.0000001", "5000000000", "1e3", "$"] {
+        let out = p.ralph(
+            &["start", "--session-id", "s1", "--max-cost", bad, "Work"],
+            "",
+        );
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out));
+        assert!(!p.root().join(LOOP).exists(), "{bad}: nothing armed");
+    }
+    let out = p.ralph(
+        &["start", "--session-id", "s1", "--max-cost", "2.50", "Work"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(p.read(LOOP).contains("max_cost: 2.5\n"), "{}", p.read(LOOP));
+    assert!(text(&out).contains("dollar budget $2.50"), "{}", text(&out));
+}
+
+/// One assistant reply as the client writes it, with this usage and model.
+fn reply_line(id: &str, model: &str, ts: &str, usage: Value) -> String {
+    json!({"parentUuid": "p", "isSidechain": false, "type": "assistant", "uuid": "u", "timestamp": ts,
+        "sessionId": "s1", "version": "2.1.328",
+        "message": {"id": id, "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": format!("step {id}")}], "stop_reason": "end_turn", "usage": usage}})
+    .to_string()
+}
+
+fn feedback(ts: &str) -> String {
+    json!({"type": "user", "isMeta": true, "isSidechain": false, "timestamp": ts,
+        "message": {"role": "user", "content": "Stop hook feedback: …"}})
+    .to_string()
+}
+
+fn at(t: Timestamp, secs: i64) -> String {
+    Timestamp(t.0 + secs).to_string().replace('Z', ".250Z")
+}
+
+#[test]
+fn the_hook_prices_the_transcript_per_model_and_ends_at_the_budget() {
+    let p = Project::new(&[]);
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-cost",
+            "0.05",
+            "--stuck-after",
+            "0",
+            "--no-progress-after",
+            "0",
+            "Work",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = p.started_at();
+    // Sonnet 4.6: 1000 in × $3 + 1000 out × $15 + 10000 cache reads × $0.30 per million
+    // = $0.003 + $0.015 + $0.003 = $0.021 a reply.
+    let usage = json!({"input_tokens": 1000, "output_tokens": 1000, "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 10000});
+    p.append(&[reply_line(
+        "m1",
+        "claude-sonnet-4-6",
+        &at(t, 1),
+        usage.clone(),
+    )]);
+    let first = p.stop("step m1");
+    assert_eq!(first["decision"], "block", "{first}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Spent: $0.02 of $0.05."),
+        "{first}"
+    );
+    assert!(
+        p.read(LOOP).contains("cost_usd: 0.021\n"),
+        "{}",
+        p.read(LOOP)
+    );
+    p.append(&[
+        feedback(&at(t, 2)),
+        reply_line("m2", "claude-sonnet-4-6", &at(t, 3), usage.clone()),
+    ]);
+    let second = p.stop("step m2");
+    assert!(
+        second["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Dollar budget: $0.04 of $0.05 spent. Wrap up"),
+        "$0.042 is 84 %: {second}"
+    );
+    let statusline = p.ralph(
+        &["statusline"],
+        &json!({"session_id": "s1", "workspace": {"project_dir": p.root()}}).to_string(),
+    );
+    let statusline = String::from_utf8_lossy(&statusline.stdout).into_owned();
+    assert!(statusline.contains("$0.04/$0.05"), "{statusline}");
+    let l = p.the_loop();
+    assert_eq!(l["cost_usd"].as_f64(), Some(0.042), "{l}");
+    let status = String::from_utf8_lossy(&p.ralph(&["status"], "").stdout).into_owned();
+    assert!(status.contains("spent $0.04 of $0.05"), "{status}");
+    p.append(&[
+        feedback(&at(t, 4)),
+        reply_line("m3", "claude-sonnet-4-6", &at(t, 5), usage),
+    ]);
+    let third = p.stop("step m3");
+    assert_ne!(third["decision"], "block", "{third}");
+    assert!(
+        third["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("spent $0.06 of its $0.05 dollar budget"),
+        "{third}"
+    );
+    let l = p.the_loop();
+    assert_eq!(
+        (l["outcome"].as_str(), l["cost_usd"].as_f64()),
+        (Some("cost_budget"), Some(0.063)),
+        "{l}"
+    );
+}
+
+#[test]
+fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
+    let p = Project::new(&[]);
+    let out = p.ralph(
+        &["start", "--session-id", "s1", "--max-cost", "100", "Work"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = p.started_at();
+    let usage = json!({"input_tokens": 1_000_000, "output_tokens": 0});
+    p.append(&[reply_line(
+        "m1",
+        "gateway-model\u{1b}[2J",
+        &at(t, 1),
+        usage.clone(),
+    )]);
+    let first = p.stop("step m1");
+    let notice = first["systemMessage"].as_str().unwrap();
+    assert!(
+        notice.contains("no price for the model `gateway-model\\x1b[2J`"),
+        "named, escaped: {notice}"
+    );
+    // The dearest input price of the shipped table: $15 per million (Opus 4.1).
+    assert!(p.read(LOOP).contains("cost_usd: 15\n"), "{}", p.read(LOOP));
+
+    let config = p.home.path().join(".config/ralph");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("prices.json"),
+        r#"{"checked":"2027-01-01","source":"test","models":{"gateway-model":{"input":"0.5","output":1,"cache_write":1,"cache_read":0.1}}}"#,
+    )
+    .unwrap();
+    p.append(&[
+        feedback(&at(t, 2)),
+        reply_line("m2", "gateway-model", &at(t, 3), usage.clone()),
+    ]);
+    let second = p.stop("step m2");
+    assert!(
+        !second["systemMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no price"),
+        "{second}"
+    );
+    assert!(
+        p.read(LOOP).contains("cost_usd: 15.5\n"),
+        "{}",
+        p.read(LOOP)
+    );
+
+    std::fs::write(
+        config.join("prices.json"),
+        r#"{"models":{"gateway-model":{"input":"x"}}}"#,
+    )
+    .unwrap();
+    p.append(&[
+        feedback(&at(t, 4)),
+        reply_line("m3", "gateway-model", &at(t, 5), usage),
+    ]);
+    let third = p.stop("step m3");
+    let notice = third["systemMessage"].as_str().unwrap();
+    assert!(
+        notice.contains("prices.json") && notice.contains("models.gateway-model.input"),
+        "the file, the field: {notice}"
+    );
+    assert_eq!(
+        third["decision"], "block",
+        "a bad table still counts: {third}"
+    );
+    assert!(
+        p.read(LOOP).contains("cost_usd: 30.5\n"),
+        "shipped prices meanwhile"
+    );
+}
