@@ -229,3 +229,60 @@ fn ralph_run_token_budget_is_exact() {
         "{l}"
     );
 }
+
+/// What one mock request costs at the shipped price of Claude Sonnet 4.6 ($3 in, $15 out per
+/// million): 10 × 3 + 5 × 15 = 105 millionths of a dollar.
+const TURN_MICRO_USD: u64 = 105;
+
+/// The dollar budget set between two turn boundaries: the real spend reaches $0.0007 at the
+/// 7th request ($0.000735). The hook prices what the transcript proves, so the loop must end
+/// as `cost_budget` at that request or at most one later, with the client's own block cap
+/// never reached, and its record must hold the exact figure of the requests it counted.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn cost_budget_ends_within_a_turn_of_the_real_spend() {
+    let sandbox = sandbox_or_skip!("cost_budget_ends_within_a_turn_of_the_real_spend");
+    let api = MockApi::start(text_replies(20));
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 20 --max-cost 0.0007 --stuck-after 0 --no-progress-after 0",
+        &["--model", "claude-sonnet-4-6"],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let models: Vec<String> = api.turns().iter().map(|t| t.model().to_owned()).collect();
+    assert!(
+        models.iter().all(|m| m == "claude-sonnet-4-6"),
+        "the client asked for {models:?}"
+    );
+    let turns = api.turns().len() as u64;
+    let crossing = 700u64.div_ceil(TURN_MICRO_USD);
+    assert!(
+        (crossing..=crossing + 1).contains(&turns),
+        "{turns} requests; the budget was reached at request {crossing}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let l = the_loop(&sandbox);
+    assert_eq!(l["outcome"], "cost_budget", "{l}\n{}", run.describe());
+    let spent = (l["cost_usd"].as_f64().unwrap() * 1e6).round() as u64;
+    assert!(spent >= 700, "{l}");
+    assert_eq!(
+        spent % TURN_MICRO_USD,
+        0,
+        "whole requests, priced exactly: {l}"
+    );
+    assert!(spent <= turns * TURN_MICRO_USD, "{l}");
+    assert!(
+        !client_output(&run).contains(OVERRIDE),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stdout.contains("stopped: budget reached"),
+        "{}",
+        run.describe()
+    );
+}
