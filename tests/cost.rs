@@ -462,3 +462,150 @@ fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
         "shipped prices meanwhile"
     );
 }
+
+/// `ralph hook NAME` with `event` (session s1, this project), its `systemMessage`.
+fn session_hook(p: &Project, name: &str, event: Value) -> Option<String> {
+    let mut event = event;
+    event["session_id"] = json!("s1");
+    event["cwd"] = json!(p.root());
+    let out = p.ralph(&["hook", name], &event.to_string());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (!stdout.trim().is_empty()).then(|| {
+        serde_json::from_str::<Value>(&stdout).unwrap()["systemMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    })
+}
+
+/// What Claude Code 2.1.328 sends to a StopFailure hook when the API answered 429
+/// (captured in print mode against a mock; no reset time, no `error_details`).
+fn rate_limited() -> Value {
+    json!({"hook_event_name": "StopFailure", "transcript_path": "/nonexistent.jsonl",
+        "prompt_id": "p1", "effort": {"level": "medium"}, "error": "rate_limit",
+        "last_assistant_message": "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit"})
+}
+
+#[test]
+fn a_rate_limit_pauses_the_loop_uncounted_and_the_user_is_told_once() {
+    let p = Project::new(&[]);
+    let out = p.ralph(&["start", "--session-id", "s1", "Work"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let before = p.read(LOOP);
+    let said = session_hook(&p, "stop-failure", rate_limited()).unwrap();
+    assert!(
+        said.contains("paused at iteration 1/50: rate limited (rate_limit)"),
+        "{said}"
+    );
+    let l = p.the_loop();
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(1)),
+        "{l}"
+    );
+    assert_ne!(p.read(LOOP), before);
+    // The next prompt tells the user, once; /ralph-resume (a ralph command) is silent.
+    let told = session_hook(&p, "prompt", json!({"prompt": "what now?"})).unwrap();
+    assert!(
+        told.contains("rate limited") && told.contains("/ralph-resume"),
+        "{told}"
+    );
+    assert_eq!(
+        session_hook(&p, "prompt", json!({"prompt": "again?"})),
+        None,
+        "told once"
+    );
+    let log = String::from_utf8_lossy(&p.ralph(&["log"], "").stdout).into_owned();
+    assert!(log.contains("pause — rate limited (rate_limit)"), "{log}");
+    // `ralph resume` (what /ralph-resume runs) goes on.
+    let out = p.ralph(&["resume"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(p.the_loop()["state"], "active");
+}
+
+#[test]
+fn a_rate_limit_is_told_at_session_start_too() {
+    let p = Project::new(&[]);
+    p.ralph(&["start", "--session-id", "s1", "Work"], "");
+    session_hook(&p, "stop-failure", rate_limited()).unwrap();
+    let told = session_hook(&p, "session-start", json!({"source": "resume"})).unwrap();
+    assert!(
+        told.contains("is paused at iteration 1/50 (rate limited"),
+        "{told}"
+    );
+    assert_eq!(
+        session_hook(&p, "prompt", json!({"prompt": "hi"})),
+        None,
+        "already told"
+    );
+}
+
+#[test]
+fn transient_api_errors_are_logged_and_change_nothing_else() {
+    let p = Project::new(&[]);
+    p.ralph(&["start", "--session-id", "s1", "Work"], "");
+    let before = p.read(LOOP);
+    // HTTP 529 and 500 both reach the hook as `server_error` in Claude Code 2.1.328.
+    let event = json!({"hook_event_name": "StopFailure", "error": "server_error",
+        "last_assistant_message": "API Error: 529 Overloaded. This is a server-side issue"});
+    assert_eq!(session_hook(&p, "stop-failure", event), None);
+    assert_eq!(p.read(LOOP), before, "byte for byte");
+    let log = String::from_utf8_lossy(&p.ralph(&["log"], "").stdout).into_owned();
+    assert!(
+        log.contains("api_error — an API error ended the turn (server_error)"),
+        "{log}"
+    );
+    // Another session's failure leaves this loop alone.
+    let out = p.ralph(
+        &["hook", "stop-failure"],
+        &json!({"session_id": "other", "cwd": p.root(), "error": "rate_limit"}).to_string(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(p.read(LOOP), before);
+    // A malformed event is an allow-style notice, never a failure.
+    let out = p.ralph(&["hook", "stop-failure"], "{not json");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(p.the_loop()["state"], "active");
+}
+
+#[test]
+fn run_stops_on_a_usage_limit_without_counting_the_iteration() {
+    let limited = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#;
+    let p = Project::new(&[costing("one", "0.1"), limited.to_owned()]);
+    let out = p.ralph(
+        &[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--max-iterations",
+            "9",
+            "Task",
+        ],
+        "",
+    );
+    let shown = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the limit's own exit code: {shown}"
+    );
+    assert!(
+        shown.contains("stopped on a rate or usage limit: API Error: Request rejected (429)"),
+        "{shown}"
+    );
+    let l = p.the_loop();
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("active"), Some(2)),
+        "live, and the limited iteration not counted: {l}"
+    );
+    // A later run takes it up again.
+    std::fs::write(
+        p.root().join(".agent/reply-3"),
+        costing("three <promise>DONE</promise>", "0.1"),
+    )
+    .unwrap();
+    let out = p.ralph(&["run", "--agent", "sh .agent/agent.sh"], "");
+    assert!(text(&out).contains("iteration 2"), "{}", text(&out));
+}

@@ -34,6 +34,10 @@ pub struct AgentReply {
     /// What the run cost, as the agent reports it (Claude Code's
     /// `total_cost_usd`), rounded up to the micro-dollar; `None`: not said.
     pub cost: Option<Money>,
+    /// The run ended on a rate or usage limit (Claude Code's
+    /// `api_error_status` 429, or `api_error_type` `rate_limit_error` or
+    /// `billing_error`): what it said, escaped. Not a failed iteration.
+    pub limit: Option<String>,
 }
 
 /// Claude Code's result when `--max-budget-usd` stopped it.
@@ -117,6 +121,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
                 .and_then(Value::as_str)
                 .map(crate::messages::escape_controls),
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
+            limit: limit_of(&value, result),
         };
     }
     AgentReply {
@@ -126,7 +131,28 @@ pub fn parse_output(stdout: &str) -> AgentReply {
         is_error: false,
         subtype: None,
         cost: None,
+        limit: None,
     }
+}
+
+/// Whether a Claude Code result says a rate or usage limit stopped it
+/// (checked in 2.1.328: a 429 gives `api_error_status: 429`,
+/// `api_error_type: "rate_limit_error"`; a spent credit balance
+/// `api_error_type: "billing_error"`; neither says when it resets).
+fn limit_of(value: &Value, result: &str) -> Option<String> {
+    let status = value.get("api_error_status").and_then(Value::as_u64);
+    let kind = value.get("api_error_type").and_then(Value::as_str);
+    let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
+    limited.then(|| {
+        let said = crate::messages::escape_controls(result.lines().next().unwrap_or("").trim());
+        let kind = kind.map_or_else(String::new, crate::messages::escape_controls);
+        match (said.is_empty(), kind.is_empty()) {
+            (true, true) => "a rate or usage limit".to_owned(),
+            (true, false) => kind,
+            (false, true) => said,
+            (false, false) => format!("{said} ({kind})"),
+        }
+    })
 }
 
 /// How an agent run ended.
@@ -231,6 +257,7 @@ mod tests {
                 is_error: false,
                 subtype: Some("success".into()),
                 cost: None,
+                limit: None,
             }
         );
         let spent = parse_output(
@@ -241,6 +268,22 @@ mod tests {
             ("", Some(Money(51_235)), Some(BUDGET_SPENT))
         );
         assert!(spent.is_error);
+        // What Claude Code 2.1.328 printed for a 429 and for a spent credit balance.
+        let limited = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#,
+        );
+        assert_eq!(
+            limited.limit.as_deref(),
+            Some("API Error: Request rejected (429) · rate limit (rate_limit_error)")
+        );
+        let billing = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"api_error_type":"billing_error","result":"Credit balance is too low"}"#,
+        );
+        assert!(billing.limit.is_some());
+        let overloaded = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"api_error_type":"overloaded_error","result":"API Error: 529 Overloaded"}"#,
+        );
+        assert_eq!(overloaded.limit, None, "transient: not a limit");
         assert_eq!(
             parse_output("  plain reply \n"),
             AgentReply {
@@ -250,6 +293,7 @@ mod tests {
                 is_error: false,
                 subtype: None,
                 cost: None,
+                limit: None,
             }
         );
         assert_eq!(
@@ -261,6 +305,7 @@ mod tests {
                 is_error: false,
                 subtype: None,
                 cost: None,
+                limit: None,
             }
         );
     }

@@ -48,6 +48,9 @@ pub enum Logged {
     /// The session hooks' entries (`session.rs`).
     Prompt,
     Handover,
+    /// An API error ended a turn (`StopFailure`): logged; a limit also pauses.
+    #[serde(rename = "api_error")]
+    ApiError,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).

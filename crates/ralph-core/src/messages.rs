@@ -196,6 +196,16 @@ pub fn paused_at_session_end(name: &str, state: &LoopState, why: &str) -> String
     )
 }
 
+/// A rate or usage limit ended a turn; the loop was paused, uncounted.
+pub fn paused_for_limit(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⏸ ralph `{}` paused at iteration {}: {}. It waits for you: /ralph-resume carries on once the limit has reset, /ralph-cancel ends it.",
+        printable(name),
+        state.iteration_label(),
+        printable(why)
+    )
+}
+
 /// `/clear` ended the owning session: the loop waits for the new conversation.
 pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
     format!(

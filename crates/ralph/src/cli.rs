@@ -89,6 +89,10 @@ pub enum HookCommand {
     /// The SessionEnd hook: pause this session's loop so it never runs on by surprise
     #[command(after_help = SESSION_HOOK_EXAMPLES)]
     SessionEnd,
+    /// The StopFailure hook: a rate or usage limit that ended the turn pauses this
+    /// session's loop (uncounted); other API errors are logged
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    StopFailure,
 }
 
 #[derive(Debug, Args)]

@@ -58,6 +58,9 @@ pub struct Setup {
 
 /// What one call of [`Driver::next`] did. After `Iterated` and `Passed`
 /// the run goes on; after `Ended` it stops.
+// One value per agent run, moved once to the terminal: boxing the ending
+// would cost an allocation and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Event {
     /// An iteration ran, was judged, and the loop goes on.
@@ -95,6 +98,9 @@ pub enum End {
     HandedBack { iteration: u64 },
     /// The loop file changed while the agent ran; nothing was written.
     ChangedWhileAgentRan,
+    /// The agent stopped on a rate or usage limit (`why`): the iteration
+    /// is not counted and the loop was handed back at `iteration`.
+    Limited { why: String, iteration: u64 },
     /// The loop changed while its verification ran ([`Step::Changed`]).
     Changed { notice: String },
     /// Ctrl-C: the agent was stopped, and each loop in `ended`
@@ -293,6 +299,14 @@ impl Driver {
             }) => (status, stdout, stderr_tail),
         };
         let reply = agent::parse_output(&stdout);
+        if let Some(why) = reply.limit.clone() {
+            // Not the agent's failure, nor a turn: nothing is judged or counted.
+            self.hand_back()?;
+            return Ok(Event::Ended(End::Limited {
+                why,
+                iteration: state.iteration,
+            }));
+        }
         // Claude Code stopped at its --max-budget-usd: judged, so the
         // dollar budget ends the loop with the cost it reports.
         let budget_spent = reply.subtype.as_deref() == Some(agent::BUDGET_SPENT);

@@ -192,6 +192,15 @@ impl Terminal {
                 "Handed the loop `{name}` back after {} fresh iterations, at iteration {iteration}.",
                 driver.done_here()
             ),
+            End::Limited { why, iteration } => {
+                say!(
+                    "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
+                );
+                return Err(super::Failure {
+                    message: String::new(),
+                    code: super::code::LIMITED,
+                });
+            }
             End::ChangedWhileAgentRan => say!(
                 "The loop `{name}` changed while the agent ran (cancelled or paused elsewhere); this run stops."
             ),
