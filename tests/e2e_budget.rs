@@ -286,3 +286,72 @@ fn cost_budget_ends_within_a_turn_of_the_real_spend() {
         run.describe()
     );
 }
+
+/// A rate limit in the real client: the arming turn ends, the Stop hook feeds the prompt back,
+/// and the API answers that continuation with HTTP 429 (Anthropic's error JSON, `retry-after`
+/// and `anthropic-ratelimit-requests-reset` headers; the client's own retries off with
+/// `CLAUDE_CODE_MAX_RETRIES=0`). The client runs `StopFailure` instead of Stop: the loop is
+/// paused at the iteration it was on, uncounted, and says why. `/ralph:ralph-resume` in the
+/// same session then takes it out of the pause, and the loop runs to its promise.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on() {
+    const SESSION: &str = "5b360de9-3030-4000-8000-0000000000aa";
+    let sandbox = sandbox_or_skip!("a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on");
+    let api = MockApi::start(vec![Reply::text("Started."), Reply::RateLimited]);
+    let run = sandbox.claude_with_env(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 10 --completion-promise DONE",
+        &["--session-id", SESSION],
+        &[("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    assert_eq!(
+        api.turns().len(),
+        2,
+        "{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(2)),
+        "paused where the limit struck, uncounted: {l}\n{}",
+        run.describe()
+    );
+    let recent = l["recent"].as_array().unwrap();
+    let pause = recent
+        .iter()
+        .find(|e| e["decision"] == "pause" && e["reason"] == "rate_limit")
+        .unwrap_or_else(|| panic!("no rate-limit pause in the log: {l}"));
+    assert!(
+        pause["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("rate limited (rate_limit): API Error"),
+        "{pause}"
+    );
+
+    let api = MockApi::start(vec![
+        Reply::text("Resumed."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude_with_env(
+        &api,
+        "/ralph:ralph-resume",
+        &["--resume", SESSION],
+        &[("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        l["outcome"],
+        "completed",
+        "{l}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+}
