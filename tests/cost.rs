@@ -609,3 +609,78 @@ fn run_stops_on_a_usage_limit_without_counting_the_iteration() {
     let out = p.ralph(&["run", "--agent", "sh .agent/agent.sh"], "");
     assert!(text(&out).contains("iteration 2"), "{}", text(&out));
 }
+
+#[test]
+fn a_stop_with_background_work_or_a_scheduled_wake_up_is_let_through_uncounted() {
+    let p = Project::new(&[]);
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-tokens",
+            "1000",
+            "--no-progress-after",
+            "0",
+            "Work",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = p.started_at();
+    let usage = json!({"input_tokens": 100, "output_tokens": 20});
+    p.append(&[reply_line(
+        "m1",
+        "claude-sonnet-4-6",
+        &at(t, 1),
+        usage.clone(),
+    )]);
+    let stop = |extra: Value| {
+        let mut event = json!({"session_id": "s1", "cwd": p.root(), "hook_event_name": "Stop",
+            "transcript_path": p.transcript(), "stop_hook_active": false,
+            "last_assistant_message": "I will wait for the build."});
+        for (k, v) in extra.as_object().unwrap() {
+            event[k] = v.clone();
+        }
+        let out = p.ralph(&["hook", "stop"], &event.to_string());
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    // What Claude Code 2.1.328 sends while a `run_in_background` Bash command runs.
+    let first = stop(
+        json!({"background_tasks": [{"id": "bz9", "type": "shell", "status": "running",
+        "description": "build", "command": "make"}], "session_crons": []}),
+    );
+    assert_ne!(first["decision"], "block", "{first}");
+    assert!(
+        first["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for 1 background task (build)"),
+        "{first}"
+    );
+    let l = p.the_loop();
+    assert_eq!(
+        (l["iteration"].as_u64(), l["tokens_used"].as_u64()),
+        (Some(1), Some(120)),
+        "uncounted, but its tokens are spent: {l}"
+    );
+    // A scheduled wake-up is the same.
+    let second = stop(
+        json!({"background_tasks": [], "session_crons": [{"id": "c1", "prompt": "check CI"}]}),
+    );
+    assert!(
+        second["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("1 scheduled wake-up (check CI)"),
+        "{second}"
+    );
+    // The stop after the work is done goes on with the loop.
+    p.append(&[
+        feedback(&at(t, 2)),
+        reply_line("m2", "claude-sonnet-4-6", &at(t, 3), usage),
+    ]);
+    let third = stop(json!({"background_tasks": [], "session_crons": []}));
+    assert_eq!(third["decision"], "block", "{third}");
+    assert_eq!(p.the_loop()["iteration"].as_u64(), Some(2));
+}

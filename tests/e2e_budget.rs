@@ -355,3 +355,59 @@ fn a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on() {
         run.describe()
     );
 }
+
+/// Background work in the real client: the agent starts a `Bash` command with
+/// `run_in_background: true` and ends its turn. The Stop input carries it in
+/// `background_tasks` (`[{"id","type":"shell","status":"running","description","command"}]`),
+/// so ralph lets that stop through, uncounted, instead of feeding the prompt back while the
+/// command runs; when it finishes the client wakes the session with a new turn (its
+/// task-notification as the prompt), and the stop after that goes on with the loop.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_loop_with_background_work_is_not_spun() {
+    let sandbox = sandbox_or_skip!("a_loop_with_background_work_is_not_spun");
+    let api = MockApi::start(vec![
+        Reply::tool(
+            "Starting the build in the background.",
+            "Bash",
+            serde_json::json!({"command": "sleep 2; echo built", "run_in_background": true, "description": "build"}),
+        ),
+        Reply::text("The build runs in the background; I will wait for it."),
+        Reply::text("The build finished."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 10 --completion-promise DONE --no-progress-after 0",
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (l["outcome"].as_str(), l["iteration"].as_u64()),
+        (Some("completed"), Some(2)),
+        "the wait was not counted: {l}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    assert_eq!(
+        api.turns().len(),
+        4,
+        "no continuation while the build ran: {}",
+        api.describe()
+    );
+    let log = sandbox.ralph(&["log"]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains(
+            "iteration 1 pass — waiting for 1 background task (build) to wake the session"
+        ),
+        "{log}"
+    );
+    // The continuation came after the task's notification, not while it ran.
+    let third = api.turns()[2].messages_text();
+    assert!(third.contains("task-notification"), "{third}");
+}

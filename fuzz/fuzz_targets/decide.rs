@@ -94,9 +94,12 @@ fuzz_target!(|data: &[u8]| {
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
         turn_ends: b.maybe_u64(),
+        cost_usd: None,
+        pending_work: None,
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
+        Decision::Wait { .. } => unreachable!("no background work was set"),
         Decision::Verify { .. } => unreachable!("no verify command was set"),
         Decision::End { detail, .. } => assert!(s.active && !detail.is_empty()),
         Decision::Continue { next, progress, .. } => {

@@ -20,6 +20,10 @@ pub enum Decision {
     Verify { command: String },
     /// The loop ends; `detail` says why, with the figures.
     End { outcome: Outcome, detail: String },
+    /// Background work will wake the session: let this stop through,
+    /// uncounted (the figures counted so far are kept); the loop goes on at
+    /// the stop after that work is done.
+    Wait { progress: Progress, why: String },
     /// Block the stop and feed the prompt back for turn `next`.
     Continue {
         next: u64,
@@ -75,6 +79,14 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     time_budget(state, seen, &mut turn)?;
     token_budget(state, seen, &mut turn)?;
     cost_budget(state, seen, &mut turn)?;
+    if let Some(work) = &seen.pending_work {
+        // Blocking now would spin the model while the work runs; the client
+        // wakes the session when it is done, and that stop goes on.
+        return Ok(Decision::Wait {
+            progress: turn.progress,
+            why: format!("waiting for {work} to wake the session"),
+        });
+    }
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
@@ -690,6 +702,42 @@ mod tests {
     }
 
     #[test]
+    fn background_work_lets_the_stop_through_uncounted_but_budgets_still_end_it() {
+        let s = state("iteration: 4\nmax_tokens: 100\n");
+        let waiting = |tokens| Observation {
+            pending_work: Some("1 background task (bg)".into()),
+            tokens_used: Some(tokens),
+            ..seen("It runs; I will wait.")
+        };
+        match decide(&s, &waiting(40)) {
+            Decision::Wait { progress, why } => {
+                assert_eq!(progress.tokens_used, 40, "counted, not skipped");
+                assert_eq!(progress.same_reply_count, 0, "the breakers are not fed");
+                assert_eq!(
+                    why,
+                    "waiting for 1 background task (bg) to wake the session"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(
+            outcome(&decide(&s, &waiting(100))),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
+        let done = state("completion_promise: DONE\n");
+        assert_eq!(
+            outcome(&decide(
+                &done,
+                &Observation {
+                    pending_work: Some("x".into()),
+                    ..seen("<promise>DONE</promise>")
+                }
+            )),
+            Some(Outcome::Completed)
+        );
+    }
+
+    #[test]
     fn stuck_after_k_identical_replies() {
         let mut s = state("stuck_after: 3\n");
         for n in 1..=2 {
@@ -1122,7 +1170,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Wait { .. } | Decision::Verify { .. } => prop_assert!(false),
                 }
             }
 
@@ -1159,7 +1207,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Wait { .. } | Decision::Verify { .. } => prop_assert!(false),
                 }
             }
         }

@@ -33,6 +33,9 @@ pub struct Turn {
 pub enum Step {
     /// The loop is paused; nothing was counted.
     Passed,
+    /// Background work will wake the session: this stop went through,
+    /// uncounted; `notice` says so.
+    Waiting { notice: String },
     /// The loop changed on disk while the verification ran; nothing was written.
     Changed { notice: String },
     /// The loop ended and was moved into the history.
@@ -112,6 +115,9 @@ pub fn step(
         Decision::Pass | Decision::Verify { .. } => {
             pass(live, claim, turn.transcript.as_ref(), log)?
         }
+        Decision::Wait { progress, why } => {
+            wait(live, turn.transcript.as_ref(), log, progress, why)?
+        }
         Decision::End { outcome, detail } => {
             return end(
                 project, live, registry, &seen, claim, log, outcome, detail, now,
@@ -175,6 +181,38 @@ fn pass(
     log.decision = Logged::Pass;
     log.why = "paused".to_owned();
     Ok((Step::Passed, log))
+}
+
+/// Background work will wake the session: the figures are written (tokens
+/// and dollars spent stay spent), the iteration is not, and the stop goes
+/// through.
+fn wait(
+    live: &Loop,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+    mut progress: Progress,
+    why: String,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    if let Some(a) = transcript {
+        progress.transcript_offset = a.end_offset;
+        progress.last_message_id = a.last_message_id.clone();
+    }
+    // The client's block count starts over with the turn that wakes it.
+    progress.idle_blocks = 0;
+    let fields = progress_fields(&state.progress, &progress);
+    if !fields.is_empty() {
+        live.write_turn(&fields)?;
+    }
+    log.decision = Logged::Pass;
+    log.tokens = Some(progress.tokens_used);
+    let notice = format!(
+        "⏳ ralph `{}` (iteration {}): {why}; the loop goes on at the next stop.",
+        crate::display::line(&live.file.name),
+        state.iteration_label()
+    );
+    log.why = why;
+    Ok((Step::Waiting { notice }, log))
 }
 
 /// The loop ends: its record keeps the final token count (the budget that

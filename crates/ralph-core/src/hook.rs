@@ -494,7 +494,7 @@ fn drive(
     };
     let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
         Step::Passed => Answer::Silent,
-        Step::Changed { notice } => Answer::Notice(notice),
+        Step::Waiting { notice } | Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
         Step::Continued { reason, status, .. } => Answer::Block {
             reason,
@@ -573,6 +573,7 @@ fn observe(
         .filter(|_| wants_cost)
         .map(|a| state.progress.counts.cost_usd.plus(price(a, notices)));
     let seen = Observation {
+        pending_work: event.pending_work(),
         cost_usd,
         now: Some(ctx.now),
         tokens_used: appended

@@ -36,6 +36,9 @@ pub struct Observation {
     /// What the loop spent so far, when counted (the agent's reported cost
     /// in `ralph run`; the transcript's tokens priced in the hook).
     pub cost_usd: Option<crate::money::Money>,
+    /// Work in flight or scheduled that will wake the session (Claude
+    /// Code's `background_tasks` / `session_crons`), in words.
+    pub pending_work: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

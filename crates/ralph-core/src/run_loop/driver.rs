@@ -349,7 +349,8 @@ impl Driver {
         denied_again: bool,
     ) -> Event {
         match step {
-            Step::Passed => Event::Passed,
+            // A fresh agent process has no background work to wait for.
+            Step::Passed | Step::Waiting { .. } => Event::Passed,
             Step::Changed { notice } => Event::Ended(End::Changed { notice }),
             Step::Continued {
                 next,
