@@ -684,3 +684,51 @@ fn a_stop_with_background_work_or_a_scheduled_wake_up_is_let_through_uncounted()
     assert_eq!(third["decision"], "block", "{third}");
     assert_eq!(p.the_loop()["iteration"].as_u64(), Some(2));
 }
+
+#[test]
+fn the_arming_line_and_status_say_which_usage_a_loop_spends() {
+    let p = Project::new(&[costing("<promise>DONE</promise>", "0.01")]);
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "Work",
+        ],
+        "",
+    );
+    assert!(
+        text(&out).contains("Spends: this session's usage: the plan's 5-hour and weekly windows on a subscription, or the account of the API key it runs with."),
+        "{}",
+        text(&out)
+    );
+    let status = String::from_utf8_lossy(&p.ralph(&["status"], "").stdout).into_owned();
+    assert!(status.contains("spends: this session's usage"), "{status}");
+    assert_eq!(p.the_loop()["spends"], "session");
+    p.ralph(&["cancel"], "");
+    // `ralph run` with Claude Code: API-priced print mode.
+    let out = p.ralph(&["run", "--completion-promise", "DONE", "Work"], "");
+    assert!(
+        text(&out).contains("Spends: API-priced `claude -p` usage (on subscription plans, the separate credit for print mode)"),
+        "{}",
+        text(&out)
+    );
+    let out = p.ralph(
+        &[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--completion-promise",
+            "DONE",
+            "Work",
+        ],
+        "",
+    );
+    assert!(
+        text(&out).contains("Spends: whatever `sh` bills"),
+        "{}",
+        text(&out)
+    );
+}

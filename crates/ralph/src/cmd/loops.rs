@@ -71,6 +71,13 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
+    if !state
+        .session_id
+        .as_deref()
+        .is_some_and(ralph_core::driver::is_run)
+    {
+        say!("Spends: {}.", messages::SPENDS_IN_SESSION);
+    }
     say!("\nYour task:\n\n{}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(

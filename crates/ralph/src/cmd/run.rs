@@ -62,6 +62,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     } else {
         None
     };
+    let spends = ralph_core::messages::spends_in_run(&args.agent);
     let setup = Setup {
         project,
         registry,
@@ -88,6 +89,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
+    say!("Spends: {spends}.");
     let project = driver.project();
     match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(

@@ -104,6 +104,14 @@ fn print_report(r: &LoopReport) {
         _ => {}
     }
     say!("  {}", facts.join(" · "));
+    match r.spends.filter(|_| r.state != LoopStatus::Ended) {
+        Some("run") => say!(
+            "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
+            messages::spends_in_run("claude")
+        ),
+        Some(_) => say!("  spends: {}", messages::SPENDS_IN_SESSION),
+        None => {}
+    }
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
