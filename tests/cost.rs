@@ -732,3 +732,75 @@ fn the_arming_line_and_status_say_which_usage_a_loop_spends() {
         text(&out)
     );
 }
+
+#[test]
+fn max_window_pauses_by_what_the_status_line_last_saw() {
+    let p = Project::new(&[]);
+    let arm = [
+        "start",
+        "--session-id",
+        "s1",
+        "--max-window",
+        "80",
+        "--no-progress-after",
+        "0",
+        "Work",
+    ];
+    let out = p.ralph(&arm, "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("set `ralph statusline` as Claude Code's status line"),
+        "{}",
+        text(&out)
+    );
+    assert!(!p.root().join(LOOP).exists(), "nothing armed");
+    let out = p.ralph(
+        &["start", "--session-id", "s1", "--max-window", "101", "Work"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // What Claude Code gives the status line on a subscription plan.
+    let refresh = |used: f64| {
+        let input = json!({"session_id": "s1", "workspace": {"project_dir": p.root()},
+            "rate_limits": {"five_hour": {"used_percentage": used, "resets_at": 4_102_444_800_i64},
+                "seven_day": {"used_percentage": 10, "resets_at": 4_102_444_800_i64}}});
+        p.ralph(&["statusline"], &input.to_string())
+    };
+    refresh(42.0);
+    let kept = p.home.path().join(".local/state/ralph/window.json");
+    assert!(
+        std::fs::read_to_string(&kept)
+            .unwrap()
+            .contains("\"used_percentage\":42")
+    );
+    let out = p.ralph(&arm, "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("pauses at 80 % of the 5-hour window"),
+        "{}",
+        text(&out)
+    );
+    let stop = || {
+        let event = json!({"session_id": "s1", "cwd": p.root(), "hook_event_name": "Stop",
+            "stop_hook_active": false, "last_assistant_message": "step"});
+        let out = p.ralph(&["hook", "stop"], &event.to_string());
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    assert_eq!(stop()["decision"], "block", "42 % of the window");
+    refresh(80.5);
+    let paused = stop();
+    assert_ne!(paused["decision"], "block", "{paused}");
+    assert!(
+        paused["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("paused at iteration 2/50: the plan's 5-hour window is 81 % used (--max-window 80), resets 2100-01-01T00:00:00Z"),
+        "{paused}"
+    );
+    assert_eq!(p.the_loop()["state"], "paused");
+    assert_eq!(
+        stop(),
+        Value::Null,
+        "paused: the next stop goes through silently"
+    );
+}

@@ -23,7 +23,13 @@ pub enum Decision {
     /// Background work will wake the session: let this stop through,
     /// uncounted (the figures counted so far are kept); the loop goes on at
     /// the stop after that work is done.
-    Wait { progress: Progress, why: String },
+    /// With `pause`, the loop is also paused (`--max-window`): it waits for
+    /// the user's /ralph-resume instead.
+    Wait {
+        progress: Progress,
+        why: String,
+        pause: bool,
+    },
     /// Block the stop and feed the prompt back for turn `next`.
     Continue {
         next: u64,
@@ -79,12 +85,24 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     time_budget(state, seen, &mut turn)?;
     token_budget(state, seen, &mut turn)?;
     cost_budget(state, seen, &mut turn)?;
+    if let (Some(limit), Some((used, resets))) = (state.guards.max_window_pct, &seen.window)
+        && *used >= limit
+    {
+        return Ok(Decision::Wait {
+            progress: turn.progress,
+            why: format!(
+                "the plan's 5-hour window is {used} % used (--max-window {limit}){resets}"
+            ),
+            pause: true,
+        });
+    }
     if let Some(work) = &seen.pending_work {
         // Blocking now would spin the model while the work runs; the client
         // wakes the session when it is done, and that stop goes on.
         return Ok(Decision::Wait {
             progress: turn.progress,
             why: format!("waiting for {work} to wake the session"),
+            pause: false,
         });
     }
     stuck_breaker(state, reply, &mut turn.progress)?;
@@ -710,7 +728,11 @@ mod tests {
             ..seen("It runs; I will wait.")
         };
         match decide(&s, &waiting(40)) {
-            Decision::Wait { progress, why } => {
+            Decision::Wait {
+                progress,
+                why,
+                pause: false,
+            } => {
                 assert_eq!(progress.tokens_used, 40, "counted, not skipped");
                 assert_eq!(progress.same_reply_count, 0, "the breakers are not fed");
                 assert_eq!(
@@ -735,6 +757,27 @@ mod tests {
             )),
             Some(Outcome::Completed)
         );
+    }
+
+    #[test]
+    fn the_window_guard_pauses_at_its_share_of_the_5_hour_window() {
+        let s = state("max_window: 80\n");
+        let at = |used| Observation {
+            window: Some((used, ", resets 2026-12-01T23:00:00Z".into())),
+            ..seen("x")
+        };
+        assert!(matches!(decide(&s, &at(79)), Decision::Continue { .. }));
+        match decide(&s, &at(80)) {
+            Decision::Wait {
+                why, pause: true, ..
+            } => assert_eq!(
+                why,
+                "the plan's 5-hour window is 80 % used (--max-window 80), resets 2026-12-01T23:00:00Z"
+            ),
+            d => panic!("{d:?}"),
+        }
+        // Nothing seen: nothing to go by (arming refuses that case).
+        assert!(matches!(decide(&s, &seen("x")), Decision::Continue { .. }));
     }
 
     #[test]

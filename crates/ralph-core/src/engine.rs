@@ -115,9 +115,11 @@ pub fn step(
         Decision::Pass | Decision::Verify { .. } => {
             pass(live, claim, turn.transcript.as_ref(), log)?
         }
-        Decision::Wait { progress, why } => {
-            wait(live, turn.transcript.as_ref(), log, progress, why)?
-        }
+        Decision::Wait {
+            progress,
+            why,
+            pause,
+        } => wait(live, turn.transcript.as_ref(), log, progress, why, pause)?,
         Decision::End { outcome, detail } => {
             return end(
                 project, live, registry, &seen, claim, log, outcome, detail, now,
@@ -192,6 +194,7 @@ fn wait(
     mut log: LogEntry,
     mut progress: Progress,
     why: String,
+    pause: bool,
 ) -> Result<(Step, LogEntry), StepError> {
     let state = &live.state;
     if let Some(a) = transcript {
@@ -200,17 +203,28 @@ fn wait(
     }
     // The client's block count starts over with the turn that wakes it.
     progress.idle_blocks = 0;
-    let fields = progress_fields(&state.progress, &progress);
+    let mut fields = progress_fields(&state.progress, &progress);
+    if pause {
+        fields.push(("active", "false".to_owned()));
+    }
     if !fields.is_empty() {
         live.write_turn(&fields)?;
     }
-    log.decision = Logged::Pass;
+    log.decision = if pause { Logged::Pause } else { Logged::Pass };
     log.tokens = Some(progress.tokens_used);
-    let notice = format!(
-        "⏳ ralph `{}` (iteration {}): {why}; the loop goes on at the next stop.",
-        crate::display::line(&live.file.name),
-        state.iteration_label()
-    );
+    let notice = if pause {
+        format!(
+            "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
+            crate::display::line(&live.file.name),
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "⏳ ralph `{}` (iteration {}): {why}; the loop goes on at the next stop.",
+            crate::display::line(&live.file.name),
+            state.iteration_label()
+        )
+    };
     log.why = why;
     Ok((Step::Waiting { notice }, log))
 }

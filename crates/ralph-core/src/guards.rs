@@ -39,6 +39,9 @@ pub struct Guards {
     pub max_verify_failures: u64,
     /// The dollar budget (`max_cost`); `None` or 0: off.
     pub max_cost_usd: Option<Money>,
+    /// Pause the in-session loop once the plan's 5-hour window is this
+    /// many percent used (`max_window`, 1–100); `None`: off.
+    pub max_window_pct: Option<u64>,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -60,6 +63,7 @@ macro_rules! with_guard_fields {
             no_progress_after,
             max_verify_failures,
             max_cost,
+            max_window,
             $($middle,)*
             verify_failures,
             replies_behind,
@@ -87,6 +91,7 @@ impl Guards {
             max_verify_failures: count("max_verify_failures")?
                 .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
             max_cost_usd: money("max_cost", field("max_cost"))?.filter(|m| m.0 > 0),
+            max_window_pct: count("max_window")?.filter(|&p| p > 0).map(|p| p.min(100)),
         })
     }
 }
@@ -307,6 +312,16 @@ pub const OPTIONS: &[GuardOption] = &[
         example: "--max-cost 2.50",
         explains: "end it (as cost_budget) once the loop spent this many US dollars: in `ralph run` the agent's own reported cost (`claude -p` is also given what is left as --max-budget-usd), in a session the transcript's tokens priced per model (docs/cost.md); warning at 80 %",
     },
+    GuardOption {
+        flag: "max-window",
+        field: "max_window",
+        kind: Kind::Number,
+        default: "none",
+        value_name: "PCT",
+        help: "Pause the in-session loop when the plan's 5-hour window reaches PCT % (needs `ralph statusline`)",
+        example: "--max-window 80",
+        explains: "pause the loop (in a session, not in `ralph run`) once the plan's 5-hour usage window is 80 % used, as `ralph statusline` last saw it; /ralph-resume goes on; refused when the status line has seen no window yet",
+    },
 ];
 
 impl Guards {
@@ -324,6 +339,9 @@ impl Guards {
         }
         if let Some(m) = self.max_cost_usd {
             out.push(format!("dollar budget {}", m.dollars()));
+        }
+        if let Some(p) = self.max_window_pct {
+            out.push(format!("pauses at {p} % of the 5-hour window"));
         }
         if let Some(v) = &self.verify {
             out.push(format!(

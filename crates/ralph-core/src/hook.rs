@@ -572,7 +572,15 @@ fn observe(
         .as_ref()
         .filter(|_| wants_cost)
         .map(|a| state.progress.counts.cost_usd.plus(price(a, notices)));
+    // What `ralph statusline` last saw of the plan's window (per user).
+    let window = state
+        .guards
+        .max_window_pct
+        .and_then(|_| ctx.registry())
+        .and_then(|r| crate::window::load(r.dir()))
+        .map(|w| (w.used_now(ctx.now), w.reset_words()));
     let seen = Observation {
+        window,
         pending_work: event.pending_work(),
         cost_usd,
         now: Some(ctx.now),

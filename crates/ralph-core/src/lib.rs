@@ -42,4 +42,5 @@ pub mod time;
 pub mod transcript;
 pub mod typed;
 pub mod verify;
+pub mod window;
 pub mod worktree;

@@ -39,6 +39,9 @@ pub struct Observation {
     /// Work in flight or scheduled that will wake the session (Claude
     /// Code's `background_tasks` / `session_crons`), in words.
     pub pending_work: Option<String>,
+    /// The plan's 5-hour window as `ralph statusline` last saw it: percent
+    /// used now, and when it resets (in words), for `--max-window`.
+    pub window: Option<(u64, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

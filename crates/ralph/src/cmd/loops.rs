@@ -43,6 +43,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
         String::new()
     };
     let project = super::project();
+    window_seen(&args.arm)?;
     let request = arm_request(args.name, prompt, args.arm, session, args.force);
     let (path, state) = arm(&project, &request)?;
     for note in notes {
@@ -117,6 +118,29 @@ pub fn arm(
 ) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
     let registry = super::require_registry()?;
     Ok(loops::arm(project, &registry, request, Timestamp::now())?)
+}
+
+/// `--max-window` goes by what `ralph statusline` last saw of the plan's
+/// 5-hour window: without that, the guard could never fire, so arming is
+/// refused with the fix.
+fn window_seen(arm: &ArmFlags) -> Outcome {
+    let Some(pct) = arm.guards.0.get("max-window") else {
+        return Ok(());
+    };
+    if pct.trim().parse::<u64>().is_ok_and(|p| p > 100) {
+        return Err(Failure::usage(format!(
+            "`--max-window {pct}`: a share of the window, 1 to 100; nothing was armed"
+        )));
+    }
+    let seen = super::require_registry()
+        .ok()
+        .and_then(|r| ralph_core::window::load(r.dir()));
+    if seen.is_none() {
+        return Err(Failure::usage(
+            "`--max-window` pauses the loop by the plan's 5-hour window as `ralph statusline` last saw it, and it has seen none yet: set `ralph statusline` as Claude Code's status line (README, \"Status line\"; only subscription plans report the window), let it refresh once, then arm again; nothing was armed".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
