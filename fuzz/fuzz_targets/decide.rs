@@ -96,6 +96,7 @@ fuzz_target!(|data: &[u8]| {
         turn_ends: b.maybe_u64(),
         cost_usd: None,
         pending_work: None,
+        window: None,
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
