@@ -804,3 +804,57 @@ fn max_window_pauses_by_what_the_status_line_last_saw() {
         "paused: the next stop goes through silently"
     );
 }
+
+/// The attachment Claude Code 2.1.328 writes into the transcript when `/goal` sets a goal.
+fn goal_status(met: bool, ts: &str) -> String {
+    json!({"parentUuid": null, "isSidechain": false, "type": "attachment", "timestamp": ts,
+        "attachment": {"type": "goal_status", "met": met, "sentinel": true, "condition": "Make the tests pass"},
+        "sessionId": "s1", "version": "2.1.328"})
+    .to_string()
+}
+
+#[test]
+fn a_turn_that_goal_drives_is_never_continued_by_the_loop() {
+    let p = Project::new(&[]);
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--no-progress-after",
+            "0",
+            "Work",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = p.started_at();
+    let usage = json!({"input_tokens": 10, "output_tokens": 5});
+    p.append(&[
+        goal_status(false, &at(t, 1)),
+        reply_line("m1", "claude-sonnet-4-6", &at(t, 2), usage.clone()),
+    ]);
+    let first = p.stop("step m1");
+    assert_ne!(first["decision"], "block", "{first}");
+    assert!(
+        first["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("/goal drives this session"),
+        "said once: {first}"
+    );
+    p.append(&[
+        feedback(&at(t, 3)),
+        reply_line("m2", "claude-sonnet-4-6", &at(t, 4), usage.clone()),
+    ]);
+    assert_eq!(p.stop("step m2"), Value::Null, "still the goal's: silent");
+    assert_eq!(p.the_loop()["iteration"].as_u64(), Some(1), "uncounted");
+    // The goal is met: the next stop is the loop's again.
+    p.append(&[
+        goal_status(true, &at(t, 5)),
+        reply_line("m3", "claude-sonnet-4-6", &at(t, 6), usage),
+    ]);
+    let after = p.stop("step m3");
+    assert_eq!(after["decision"], "block", "{after}");
+    assert_eq!(p.the_loop()["iteration"].as_u64(), Some(2));
+}

@@ -97,6 +97,7 @@ fuzz_target!(|data: &[u8]| {
         cost_usd: None,
         pending_work: None,
         window: None,
+        goal_active: None,
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),

@@ -25,10 +25,12 @@ pub enum Decision {
     /// the stop after that work is done.
     /// With `pause`, the loop is also paused (`--max-window`): it waits for
     /// the user's /ralph-resume instead.
+    /// Without `tell`, the stop goes through silently (the user was told).
     Wait {
         progress: Progress,
         why: String,
         pause: bool,
+        tell: bool,
     },
     /// Block the stop and feed the prompt back for turn `next`.
     Continue {
@@ -94,6 +96,7 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
                 "the plan's 5-hour window is {used} % used (--max-window {limit}){resets}"
             ),
             pause: true,
+            tell: true,
         });
     }
     if let Some(work) = &seen.pending_work {
@@ -103,7 +106,11 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
             progress: turn.progress,
             why: format!("waiting for {work} to wake the session"),
             pause: false,
+            tell: true,
         });
+    }
+    if let Some(wait) = goal(state, seen, &mut turn) {
+        return Ok(wait);
     }
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
@@ -289,6 +296,29 @@ fn cost_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result
         turn.notes.push(format!("Dollar budget: {} of {} spent. Wrap up: finish the current step, commit, and leave notes for the next run.", spent.dollars(), limit.dollars()));
     }
     Ok(())
+}
+
+/// `/goal` drives the session: its own Stop hook decides whether the turn
+/// goes on, and both hooks share the client's block cap, so ralph lets the
+/// stop through (uncounted; budgets above still count) and says so once.
+/// The loop goes on at the first stop after the goal is met.
+fn goal(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
+    let active = seen
+        .goal_active
+        .unwrap_or(state.progress.counts.goal_stops > 0);
+    if !active {
+        turn.progress.counts.goal_stops = 0;
+        return None;
+    }
+    let before = state.progress.counts.goal_stops;
+    let mut progress = turn.progress.clone();
+    progress.counts.goal_stops = before.saturating_add(1).min(MAX_COUNT);
+    Some(Decision::Wait {
+        progress,
+        why: "/goal drives this session: its own Stop hook continues the turn, so ralph's loop waits until the goal is met".to_owned(),
+        pause: false,
+        tell: before == 0,
+    })
 }
 
 fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Result<(), Early> {
@@ -732,6 +762,7 @@ mod tests {
                 progress,
                 why,
                 pause: false,
+                ..
             } => {
                 assert_eq!(progress.tokens_used, 40, "counted, not skipped");
                 assert_eq!(progress.same_reply_count, 0, "the breakers are not fed");

@@ -119,7 +119,11 @@ pub fn step(
             progress,
             why,
             pause,
-        } => wait(live, turn.transcript.as_ref(), log, progress, why, pause)?,
+            tell,
+        } => {
+            let (step, log) = wait(live, turn.transcript.as_ref(), log, progress, why, pause)?;
+            (if tell { step } else { Step::Passed }, log)
+        }
         Decision::End { outcome, detail } => {
             return end(
                 project, live, registry, &seen, claim, log, outcome, detail, now,

@@ -68,6 +68,7 @@ macro_rules! with_guard_fields {
             verify_failures,
             replies_behind,
             cost_usd,
+            goal_stops,
             $($after,)*
         );
     };
@@ -109,6 +110,9 @@ pub struct GuardCounts {
     /// The dollar budget's: what the loop spent so far (the agent's own
     /// figure in `ralph run`; the transcript's tokens priced in the hook).
     pub cost_usd: Money,
+    /// Stops let through in a row because `/goal` drives the session (its
+    /// own Stop hook continues the turn): 0 when no goal is set.
+    pub goal_stops: u64,
 }
 
 impl GuardCounts {
@@ -119,6 +123,7 @@ impl GuardCounts {
             verify_failures: count("verify_failures")?.unwrap_or(0),
             replies_behind: count("replies_behind")?.unwrap_or(0),
             cost_usd: money("cost_usd", raw.get("cost_usd"))?.unwrap_or_default(),
+            goal_stops: count("goal_stops")?.unwrap_or(0),
         })
     }
 
@@ -133,6 +138,9 @@ impl GuardCounts {
         }
         if self.cost_usd != old.cost_usd {
             fields.push(("cost_usd", self.cost_usd.decimal()));
+        }
+        if self.goal_stops != old.goal_stops {
+            fields.push(("goal_stops", self.goal_stops.to_string()));
         }
         fields
     }

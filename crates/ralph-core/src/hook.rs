@@ -580,6 +580,7 @@ fn observe(
         .and_then(|r| crate::window::load(r.dir()))
         .map(|w| (w.used_now(ctx.now), w.reset_words()));
     let seen = Observation {
+        goal_active: appended.as_ref().and_then(|a| a.goal_active),
         window,
         pending_work: event.pending_work(),
         cost_usd,

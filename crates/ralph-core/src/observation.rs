@@ -42,6 +42,9 @@ pub struct Observation {
     /// The plan's 5-hour window as `ralph statusline` last saw it: percent
     /// used now, and when it resets (in words), for `--max-window`.
     pub window: Option<(u64, String)>,
+    /// Whether `/goal` drives the session, as far as the transcript read at
+    /// this stop says (`None`: it says nothing new).
+    pub goal_active: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,6 +48,10 @@ pub struct Appended {
     /// The tokens counted in this scan, per model and kind (what the dollar
     /// budget prices), in the order the models first came.
     pub per_model: Vec<(String, ModelTokens)>,
+    /// The last `/goal` status in the new part: `Some(true)` a goal is
+    /// set and not met (its own Stop hook drives the session), `Some(false)`
+    /// met; `None`: the new part says nothing about a goal.
+    pub goal_active: Option<bool>,
 }
 
 impl Appended {
@@ -83,6 +87,17 @@ struct UsageLine {
     is_sidechain: bool,
     timestamp: Option<String>,
     message: Option<UsageMessage>,
+    /// Claude Code's attachments; only a `goal_status` one is read.
+    attachment: Option<AttachmentHead>,
+}
+
+/// `{"type":"goal_status","met":false,"condition":"…"}`: Claude Code 2.1.328
+/// writes it when `/goal` sets a goal (a session-scoped Stop hook of its own).
+#[derive(Deserialize)]
+struct AttachmentHead {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    met: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -213,6 +228,13 @@ fn scan_from(
             if stamp.is_none_or(|t| t < limit) {
                 continue;
             }
+        }
+        if let Some(a) = line
+            .attachment
+            .as_ref()
+            .filter(|a| a.kind.as_deref() == Some("goal_status"))
+        {
+            out.goal_active = Some(a.met != Some(true));
         }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
