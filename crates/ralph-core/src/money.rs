@@ -122,6 +122,16 @@ impl serde::Serialize for Money {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Money {
+    /// A dollar amount as `Serialize` writes it (a JSON number), read back
+    /// exactly to the micro-dollar.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        Self::from_json_up(&value)
+            .ok_or_else(|| serde::de::Error::custom("expected a dollar amount such as 2.5"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
