@@ -98,6 +98,7 @@ fuzz_target!(|data: &[u8]| {
         pending_work: None,
         window: None,
         goal_active: None,
+        largest_reply_cost: ralph_core::money::Money(0),
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),

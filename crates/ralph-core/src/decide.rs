@@ -274,26 +274,42 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
 /// transcript proves, so a reply not written yet is counted at the next
 /// stop (the loop ends at most one turn late).
 fn cost_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    use crate::money::{MAX_MONEY, Money};
     let spent = seen
         .cost_usd
         .unwrap_or(state.progress.counts.cost_usd)
-        .min(crate::money::MAX_MONEY);
+        .min(MAX_MONEY);
     turn.progress.counts.cost_usd = spent;
+    let largest = state
+        .progress
+        .counts
+        .largest_reply_cost_usd
+        .max(seen.largest_reply_cost);
+    turn.progress.counts.largest_reply_cost_usd = largest;
     let Some(limit) = state.guards.max_cost_usd else {
         return Ok(());
     };
-    if spent >= limit {
+    // Like the token budget: each reply the transcript lacks is counted at
+    // the dearest message seen, so a lagging transcript cannot make it late.
+    let unseen = Money(largest.0.saturating_mul(replies_behind(state, seen))).min(MAX_MONEY);
+    let projected = spent.plus(unseen);
+    let words = if unseen.0 == 0 {
+        spent.dollars()
+    } else {
+        format!(
+            "{} known + ~{} not yet in the transcript",
+            spent.dollars(),
+            unseen.dollars()
+        )
+    };
+    if projected >= limit {
         return Err(Early::End(
             Outcome::Guard(Tripped::CostBudget),
-            format!(
-                "spent {} of its {} dollar budget",
-                spent.dollars(),
-                limit.dollars()
-            ),
+            format!("spent {words} of its {} dollar budget", limit.dollars()),
         ));
     }
-    if percent_reached(spent.0, limit.0) {
-        turn.notes.push(format!("Dollar budget: {} of {} spent. Wrap up: finish the current step, commit, and leave notes for the next run.", spent.dollars(), limit.dollars()));
+    if percent_reached(projected.0, limit.0) {
+        turn.notes.push(format!("Dollar budget: {words} of {} spent. Wrap up: finish the current step, commit, and leave notes for the next run.", limit.dollars()));
     }
     Ok(())
 }
@@ -744,6 +760,24 @@ mod tests {
             outcome(&decide(&spent, &seen("x"))),
             Some(Outcome::Guard(Tripped::CostBudget))
         );
+        // A reply the transcript lacks is counted at the dearest message seen.
+        let lagging = Observation {
+            cost_usd: Some(Money(2_000_000)),
+            largest_reply_cost: Money(600_000),
+            reply_missing: true,
+            turn_ends: Some(0),
+            ..seen("x")
+        };
+        match decide(&s, &lagging) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::CostBudget));
+                assert_eq!(
+                    detail,
+                    "spent $2.00 known + ~$0.60 not yet in the transcript of its $2.50 dollar budget"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
         // A bad figure in the file is refused, never read as free.
         assert!(LoopState::parse("---\ncost_usd: -1\n---\nP").is_err());
         assert!(LoopState::parse("---\nmax_cost: 1e3\n---\nP").is_err());

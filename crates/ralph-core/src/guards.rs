@@ -69,6 +69,7 @@ macro_rules! with_guard_fields {
             replies_behind,
             cost_usd,
             goal_stops,
+            largest_reply_cost_usd,
             $($after,)*
         );
     };
@@ -113,6 +114,9 @@ pub struct GuardCounts {
     /// Stops let through in a row because `/goal` drives the session (its
     /// own Stop hook continues the turn): 0 when no goal is set.
     pub goal_stops: u64,
+    /// The dollar budget's estimate for a reply the transcript lacks: the
+    /// dearest single message priced so far.
+    pub largest_reply_cost_usd: Money,
 }
 
 impl GuardCounts {
@@ -124,6 +128,11 @@ impl GuardCounts {
             replies_behind: count("replies_behind")?.unwrap_or(0),
             cost_usd: money("cost_usd", raw.get("cost_usd"))?.unwrap_or_default(),
             goal_stops: count("goal_stops")?.unwrap_or(0),
+            largest_reply_cost_usd: money(
+                "largest_reply_cost_usd",
+                raw.get("largest_reply_cost_usd"),
+            )?
+            .unwrap_or_default(),
         })
     }
 
@@ -138,6 +147,12 @@ impl GuardCounts {
         }
         if self.cost_usd != old.cost_usd {
             fields.push(("cost_usd", self.cost_usd.decimal()));
+        }
+        if self.largest_reply_cost_usd != old.largest_reply_cost_usd {
+            fields.push((
+                "largest_reply_cost_usd",
+                self.largest_reply_cost_usd.decimal(),
+            ));
         }
         if self.goal_stops != old.goal_stops {
             fields.push(("goal_stops", self.goal_stops.to_string()));

@@ -568,10 +568,11 @@ fn observe(
     let tree = wants_progress
         .then(|| tree_fingerprint(project, state, appended.as_ref()))
         .flatten();
-    let cost_usd = appended
+    let priced = appended
         .as_ref()
         .filter(|_| wants_cost)
-        .map(|a| state.progress.counts.cost_usd.plus(price(a, notices)));
+        .map(|a| price(a, notices));
+    let cost_usd = priced.map(|(cost, _)| state.progress.counts.cost_usd.plus(cost));
     // What `ralph statusline` last saw of the plan's window (per user).
     let window = state
         .guards
@@ -580,6 +581,7 @@ fn observe(
         .and_then(|r| crate::window::load(r.dir()))
         .map(|w| (w.used_now(ctx.now), w.reset_words()));
     let seen = Observation {
+        largest_reply_cost: priced.map_or(crate::money::Money(0), |(_, largest)| largest),
         goal_active: appended.as_ref().and_then(|a| a.goal_active),
         window,
         pending_work: event.pending_work(),
@@ -608,10 +610,16 @@ fn observe(
 /// What the tokens of this stop's part of the transcript cost, by the
 /// shipped price table with the user's over it. A table that cannot be read
 /// and a model it does not know are told; neither makes tokens free.
-fn price(appended: &transcript::Appended, notices: &mut Vec<String>) -> crate::money::Money {
+/// Also the price of the largest message alone (the estimate for a reply
+/// the transcript does not hold yet).
+fn price(
+    appended: &transcript::Appended,
+    notices: &mut Vec<String>,
+) -> (crate::money::Money, crate::money::Money) {
     use crate::pricing::PriceTable;
+    let zero = crate::money::Money(0);
     if appended.per_model.is_empty() {
-        return crate::money::Money(0);
+        return (zero, zero);
     }
     let table = match PriceTable::load(crate::pricing::user_file_from_env().as_deref()) {
         Ok(table) => table,
@@ -623,7 +631,7 @@ fn price(appended: &transcript::Appended, notices: &mut Vec<String>) -> crate::m
                 Ok(table) => table,
                 Err(e) => {
                     notices.push(format!("⚠ ralph: {e}"));
-                    return crate::money::Money(0);
+                    return (zero, zero);
                 }
             }
         }
@@ -640,7 +648,11 @@ fn price(appended: &transcript::Appended, notices: &mut Vec<String>) -> crate::m
                 )
         ));
     }
-    priced.cost
+    let largest = appended
+        .largest_message
+        .as_ref()
+        .map_or(zero, |m| table.price(std::slice::from_ref(m)).cost);
+    (priced.cost, largest)
 }
 
 /// The cheapest signal that decides: an edit the transcript proves, then

@@ -45,6 +45,9 @@ pub struct Observation {
     /// Whether `/goal` drives the session, as far as the transcript read at
     /// this stop says (`None`: it says nothing new).
     pub goal_active: Option<bool>,
+    /// The dearest single message priced at this stop (the hook's estimate
+    /// for a reply the transcript lacks).
+    pub largest_reply_cost: crate::money::Money,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,6 +52,9 @@ pub struct Appended {
     /// set and not met (its own Stop hook drives the session), `Some(false)`
     /// met; `None`: the new part says nothing about a goal.
     pub goal_active: Option<bool>,
+    /// The largest single assistant message counted in this scan, with its
+    /// model: what a reply the transcript lacks is priced at.
+    pub largest_message: Option<(String, ModelTokens)>,
 }
 
 impl Appended {
@@ -307,6 +310,9 @@ impl Appended {
         };
         // A line without a model is priced as an unknown one: never free.
         let model = model.unwrap_or_else(|| "(no model named)".to_owned());
+        if message_tokens >= self.largest_reply {
+            self.largest_message = Some((model.clone(), kinds));
+        }
         match self.per_model.iter_mut().find(|(m, _)| *m == model) {
             Some((_, sum)) => sum.add(&kinds),
             None => self.per_model.push((model, kinds)),
