@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 use crate::money::Money;
-use crate::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -81,7 +81,7 @@ fn denial_line(item: &Value) -> String {
     } else {
         short
     };
-    crate::messages::escape_controls(&short)
+    crate::loop_file::messages::escape_controls(&short)
 }
 
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
@@ -119,7 +119,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
             subtype: value
                 .get("subtype")
                 .and_then(Value::as_str)
-                .map(crate::messages::escape_controls),
+                .map(crate::loop_file::messages::escape_controls),
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
             limit: limit_of(&value, result),
         };
@@ -144,8 +144,9 @@ fn limit_of(value: &Value, result: &str) -> Option<String> {
     let kind = value.get("api_error_type").and_then(Value::as_str);
     let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
     limited.then(|| {
-        let said = crate::messages::escape_controls(result.lines().next().unwrap_or("").trim());
-        let kind = kind.map_or_else(String::new, crate::messages::escape_controls);
+        let said =
+            crate::loop_file::messages::escape_controls(result.lines().next().unwrap_or("").trim());
+        let kind = kind.map_or_else(String::new, crate::loop_file::messages::escape_controls);
         match (said.is_empty(), kind.is_empty()) {
             (true, true) => "a rate or usage limit".to_owned(),
             (true, false) => kind,
@@ -318,10 +319,10 @@ mod tests {
             "claude -p --output-format json --max-budget-usd 1.25"
         );
         assert_eq!(
-            with_budget(crate::agent_presets::resolve("claude").as_str(), left),
+            with_budget(crate::run::presets::resolve("claude").as_str(), left),
             format!(
                 "{} --max-budget-usd 1.25",
-                crate::agent_presets::resolve("claude")
+                crate::run::presets::resolve("claude")
             )
         );
         assert_eq!(with_budget("claude -p", None), "claude -p");

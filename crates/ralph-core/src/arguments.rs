@@ -11,7 +11,7 @@
 //! the apostrophe in "Don't" is just a letter and never hides the options
 //! that follow it.
 
-use crate::guards;
+use crate::loop_file::guards;
 
 /// What an option's value is, so the slash command checks it as clap does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,11 +2,11 @@
 //! what was observed (the reply, the clock, the guard figures). It touches
 //! no file and no clock of its own, so every rule is tested directly.
 
-use crate::guards::Tripped;
-pub use crate::observation::{Observation, Verification, fingerprint, fingerprint_words};
-pub use crate::outcome::Outcome;
-use crate::promise;
-use crate::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
+pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
+use crate::loop_file::guards::Tripped;
+pub use crate::loop_file::outcome::Outcome;
+use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
+use crate::reply::promise;
 use crate::time::{Timestamp, format_duration};
 
 // One value per stop, moved once into the step that acts on it: boxing the

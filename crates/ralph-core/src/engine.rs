@@ -8,15 +8,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
-use crate::frontmatter::quote;
-use crate::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
-use crate::messages;
-use crate::registry::Registry;
-use crate::state::{LoopState, Progress};
-use crate::store::{self, Project, ProjectLock, StoreError};
+use crate::fs::gate;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
+use crate::loop_file::messages;
+use crate::loop_file::registry::Registry;
+use crate::loop_file::state::{LoopState, Progress};
+use crate::loop_file::store::{self, Project, ProjectLock, StoreError};
+use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
-use crate::transcript::Appended;
-use crate::verify;
 
 /// What the driver observed for this turn.
 pub struct Turn {
@@ -80,14 +80,16 @@ pub fn step(
     let mut seen = turn.seen;
     // A count past what a file can hold is held at the cap (the budget
     // check and the record agree, and the record always writes back).
-    seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
+    seen.tokens_used = seen
+        .tokens_used
+        .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
     let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
     if let Decision::Verify { command } = &decision {
         // The gate may run for minutes: let other ralph processes work
         // meanwhile, then make sure the loop is still the one we judged.
         drop(lock.take());
-        let verdict = verify::run(
+        let verdict = gate::run(
             command,
             &project.root,
             Duration::from_secs(state.guards.verify_timeout_secs),
@@ -155,7 +157,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     let promise_seen = state
         .completion_promise
         .as_deref()
-        .is_some_and(|p| crate::promise::speaks(reply, p));
+        .is_some_and(|p| crate::reply::promise::speaks(reply, p));
     let mut log = LogEntry::new(now, Logged::Pass, "")
         .session(driver)
         .iteration(state.iteration);
@@ -263,7 +265,9 @@ fn end(
     if unseen > 0 {
         log.tokens_unseen = Some(unseen);
     }
-    fields.extend(crate::guards::GuardCounts::ending_fields(state, seen));
+    fields.extend(crate::loop_file::guards::GuardCounts::ending_fields(
+        state, seen,
+    ));
     log.cost_usd = seen
         .cost_usd
         .filter(|_| state.guards.max_cost_usd.is_some());

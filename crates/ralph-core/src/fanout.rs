@@ -79,7 +79,7 @@ pub enum PrdError {
     StoryGone { id: String },
     /// The file could not be read (other than missing).
     #[error("{PRD}: {0}")]
-    Unreadable(crate::safe_fs::FsError),
+    Unreadable(crate::fs::safe_fs::FsError),
     #[error("{0}")]
     Unwritable(serde_json::Error),
 }
@@ -312,7 +312,7 @@ impl StoryRecord {
     }
 
     /// A story whose loop could not be started, and why.
-    pub fn not_started(id: &str, why: &crate::fanout_git::FleetError) -> Self {
+    pub fn not_started(id: &str, why: &crate::run::fleet::git::FleetError) -> Self {
         Self {
             note: why.to_string(),
             ..Self::ended(id, "not_started", 0, 0, 0)
@@ -360,20 +360,20 @@ pub enum Homecoming {
     /// The agent left its worktree on another branch (`head`).
     SwitchedBranch { head: String },
     /// What the loop left uncommitted could not be committed.
-    NotCommitted(crate::fanout_git::FleetError),
+    NotCommitted(crate::run::fleet::git::FleetError),
     /// Rebasing onto the base conflicted, and was aborted.
     Conflict,
     /// The rebase failed otherwise.
-    RebaseFailed(crate::fanout_git::FleetError),
+    RebaseFailed(crate::run::fleet::git::FleetError),
     /// The verify command failed on the rebased branch.
     VerifyFailed {
         command: String,
-        verification: crate::observation::Verification,
+        verification: crate::decide::observation::Verification,
     },
     /// Rebased and verified; left on its branch (`--merge none`).
     Ready,
     /// The merge into the base was refused.
-    MergeRefused(crate::fanout_git::FleetError),
+    MergeRefused(crate::run::fleet::git::FleetError),
     /// Merged into the base.
     Merged,
 }
@@ -425,7 +425,7 @@ impl Homecoming {
                 format!(
                     "`{command}` failed ({}) on {branch} rebased onto {base}; fix it in {shown}, then run again. Output:\n{}",
                     v.status,
-                    crate::messages::escape_controls(v.output_tail.trim_end())
+                    crate::loop_file::messages::escape_controls(v.output_tail.trim_end())
                 ),
             ),
             Self::Ready => (
@@ -769,8 +769,8 @@ mod tests {
 
     #[test]
     fn each_way_home_has_its_state_and_note() {
-        use crate::fanout_git::FleetError;
-        use crate::observation::Verification;
+        use crate::decide::observation::Verification;
+        use crate::run::fleet::git::FleetError;
         let trip = Trip {
             branch: "ralph/a",
             base: "main",
@@ -852,7 +852,7 @@ mod tests {
         assert_eq!(StoryState::Ready.mark(), "✓");
         assert_eq!(StoryState::Cancelled.mark(), "⏹");
         assert_eq!(StoryState::VerifyFailed.mark(), "✗");
-        let not = StoryRecord::not_started("a", &crate::fanout_git::FleetError::NotAllRemoved);
+        let not = StoryRecord::not_started("a", &crate::run::fleet::git::FleetError::NotAllRemoved);
         assert_eq!(
             (not.outcome.as_str(), not.note.as_str()),
             ("not_started", "some worktrees were not removed")

@@ -3,17 +3,17 @@
 //! written back under the project's lock. Every git process runs
 //! with the hardening of `worktree.rs` (no fsmonitor, hooks, filters,
 //! pager or external diff from the repository's configuration), and every
-//! branch name it is given was checked by `fanout::valid_id`.
+//! branch name it is given was checked by `fleet::valid_id`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fanout::{self, MergeMode, PrdError, StoryRecord};
-use crate::outcome::RecordedOutcome;
-use crate::safe_fs::{self, FsError};
-use crate::state::LoopState;
-use crate::store::{Project, StoreError};
+use crate::fs::safe_fs::{self, FsError};
+use crate::loop_file::outcome::RecordedOutcome;
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{Project, StoreError};
+use crate::run::fleet::{self, MergeMode, PrdError, StoryRecord};
 
 /// Why a step of `--parallel` failed. A story's step failing ends up in
 /// that story's note (the run goes on); the run's own steps fail the run.
@@ -67,7 +67,7 @@ const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"
 /// message.
 pub fn git(root: &Path, args: &[&str]) -> Result<String, FleetError> {
     let overrides =
-        crate::worktree::filter_overrides(root, Instant::now() + Duration::from_secs(30))
+        crate::fs::git::filter_overrides(root, Instant::now() + Duration::from_secs(30))
             .unwrap_or_default();
     run(root, args, &overrides)
 }
@@ -79,7 +79,7 @@ fn git_plain(root: &Path, args: &[&str]) -> Result<String, FleetError> {
 }
 
 fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<String, FleetError> {
-    let mut command = crate::worktree::git(root, overrides);
+    let mut command = crate::fs::git::git(root, overrides);
     command.args(args).stderr(Stdio::piped());
     let out = command.output().map_err(FleetError::NoGit)?;
     if out.status.success() {
@@ -89,7 +89,7 @@ fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<Str
         Err(FleetError::Git {
             command: args.join(" "),
             status: out.status,
-            stderr: crate::messages::escape_controls(stderr.trim()),
+            stderr: crate::loop_file::messages::escape_controls(stderr.trim()),
         })
     }
 }
@@ -256,7 +256,7 @@ pub fn prune(root: &Path) -> Result<(), FleetError> {
 
 /// The story's worktree folder.
 pub fn worktree_path(root: &Path, id: &str) -> PathBuf {
-    root.join(fanout::WORKTREES).join(id)
+    root.join(fleet::WORKTREES).join(id)
 }
 
 /// The story's worktree, ready for its child run: ralph's folder, the
@@ -264,9 +264,9 @@ pub fn worktree_path(root: &Path, id: &str) -> PathBuf {
 /// its own `.claude/` so that the child's project is the worktree, never
 /// the main tree above it.
 pub fn prepare_worktree(project: &Project, id: &str, base: &str) -> Result<PathBuf, FleetError> {
-    project.ensure_dir(fanout::WORKTREES)?;
+    project.ensure_dir(fleet::WORKTREES)?;
     let worktree = worktree_path(&project.root, id);
-    worktree_for(&project.root, &worktree, &fanout::branch(id), base)?;
+    worktree_for(&project.root, &worktree, &fleet::branch(id), base)?;
     safe_fs::ensure_dir(&worktree, ".claude")?;
     Ok(worktree)
 }
@@ -275,9 +275,9 @@ pub fn prepare_worktree(project: &Project, id: &str, base: &str) -> Result<PathB
 /// project's lock (the rest of the file as it was).
 pub fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
     let _lock = project.lock()?;
-    let path = project.root.join(fanout::PRD);
+    let path = project.root.join(fleet::PRD);
     let text = safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP)?;
-    let updated = fanout::set_passes(&text, id)?;
+    let updated = fleet::set_passes(&text, id)?;
     safe_fs::replace(&path, updated.as_bytes())?;
     Ok(())
 }
@@ -298,7 +298,7 @@ pub fn last_run(worktree: &Path, name: &str) -> LastRun {
         root: worktree.to_owned(),
     }
     .history_dir();
-    let marker = format!("-{}", crate::store::record_name(name));
+    let marker = format!("-{}", crate::loop_file::store::record_name(name));
     let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
         entries
             .flatten()
@@ -349,7 +349,7 @@ pub fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
     serde_json::from_str(&text).ok()
 }
 
-/// Writes the record of the story `id` (checked by `fanout::valid_id`;
+/// Writes the record of the story `id` (checked by `fleet::valid_id`;
 /// never the record's own `story` field, which a planted file may have
 /// set) into `dir`, replacing the one before.
 pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), FleetError> {
@@ -363,7 +363,9 @@ pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), Fl
 /// that `ralph run` stops its agent and records its loop as cancelled.
 pub fn interrupt(child: &mut Child) {
     #[cfg(unix)]
-    if crate::process::signal_unix_group(child.id(), crate::process::Stop::Interrupt).is_ok() {
+    if crate::fs::process::signal_unix_group(child.id(), crate::fs::process::Stop::Interrupt)
+        .is_ok()
+    {
         return;
     }
     let _ = child.kill();
@@ -436,7 +438,9 @@ mod tests {
         let last = last_run(worktree.path(), "US-1");
         assert_eq!(
             last.outcome,
-            Some(RecordedOutcome::Known(crate::outcome::Outcome::Completed))
+            Some(RecordedOutcome::Known(
+                crate::loop_file::outcome::Outcome::Completed
+            ))
         );
         assert_eq!((last.iterations, last.tokens), (2, 42));
 

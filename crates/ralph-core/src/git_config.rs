@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::safe_fs;
+use crate::fs::safe_fs;
 
 /// The most of a configuration file read; a larger one is a reason to ask git.
 const CONFIG_CAP: u64 = 1024 * 1024;

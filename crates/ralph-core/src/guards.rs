@@ -4,12 +4,12 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::arguments::{ArgumentsError, Kind, check_duration, check_money, check_number};
-use crate::frontmatter::quote;
-use crate::money::Money;
-use crate::state::{
+use crate::control::arguments::{ArgumentsError, Kind, check_duration, check_money, check_number};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::state::{
     LoopState, MAX_COUNT, MAX_TOKENS, Progress, RawFields, StateError, duration, non_empty, number,
 };
+use crate::money::Money;
 use crate::time::format_duration;
 
 /// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
@@ -163,7 +163,7 @@ impl GuardCounts {
     /// The counts an ending loop's record keeps: what it spent.
     pub(crate) fn ending_fields(
         state: &LoopState,
-        seen: &crate::observation::Observation,
+        seen: &crate::decide::observation::Observation,
     ) -> Vec<(&'static str, String)> {
         let mut ended = state.progress.counts.clone();
         if let Some(cost) = seen.cost_usd {
@@ -515,14 +515,17 @@ mod tests {
 
     #[test]
     fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {
-        let starts_at = crate::arguments::OPTIONS
+        let starts_at = crate::control::arguments::OPTIONS
             .iter()
             .position(|(flag, _)| *flag == OPTIONS[0].flag)
             .unwrap();
         for (i, g) in OPTIONS.iter().enumerate() {
-            assert_eq!(crate::arguments::OPTIONS[starts_at + i], (g.flag, g.kind));
+            assert_eq!(
+                crate::control::arguments::OPTIONS[starts_at + i],
+                (g.flag, g.kind)
+            );
             assert!(
-                crate::state::KNOWN_FIELDS.contains(&g.field),
+                crate::loop_file::state::KNOWN_FIELDS.contains(&g.field),
                 "{} is not read from the loop file",
                 g.field
             );
@@ -604,7 +607,7 @@ mod tests {
     fn the_readme_options_table_lists_every_option_with_its_default() {
         let readme = include_str!("../../../README.md");
         let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--")).collect();
-        for (flag, _) in crate::arguments::OPTIONS {
+        for (flag, _) in crate::control::arguments::OPTIONS {
             let row = rows
                 .iter()
                 .find(|r| {

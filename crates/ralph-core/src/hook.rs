@@ -8,21 +8,21 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::answer::Answer;
+use crate::decide::engine::{self, Step, Turn};
 use crate::decide::{Observation, Outcome, Verification};
-use crate::engine::{self, Step, Turn};
-use crate::event::{EventError, StopEvent};
-use crate::host::Host;
-use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop};
-use crate::messages;
-use crate::ownership::{self, Candidate, Selection};
-use crate::registry::{self, Arming, Registry, RegistryError};
-use crate::state::{self, LoopState};
-use crate::store::{self, LoopFile, Project, StoreError};
+use crate::hook::answer::Answer;
+use crate::hook::host::Host;
+use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop};
+use crate::loop_file::messages;
+use crate::loop_file::ownership::{self, Candidate, Selection};
+use crate::loop_file::registry::{self, Arming, Registry, RegistryError};
+use crate::loop_file::state::{self, LoopState};
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::reply::event::{EventError, StopEvent};
 use crate::time::Timestamp;
 use crate::{display, transcript, worktree};
 
-pub use crate::context::{DEFAULT_BLOCK_CAP, HookContext};
+pub use crate::hook::context::{DEFAULT_BLOCK_CAP, HookContext};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
@@ -121,10 +121,10 @@ fn shown_safely(answer: Answer) -> Answer {
 /// A loop file as read under the lock.
 /// Whose a loop is for this stop: its `session_id`, except that a loop whose
 /// `ralph run` died goes back to the session it was taken from
-/// (crate::driver), which claims it again at its next stop.
+/// (crate::loop_file::run_owner), which claims it again at its next stop.
 fn owner_of(state: &LoopState) -> Option<&str> {
     let owner = state.session_id.as_deref()?;
-    Some(crate::driver::orphaned_for(owner).unwrap_or(owner))
+    Some(crate::loop_file::run_owner::orphaned_for(owner).unwrap_or(owner))
 }
 
 fn run(

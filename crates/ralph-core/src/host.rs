@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::answer::Answer;
-use crate::event::StopEvent;
+use crate::hook::answer::Answer;
+use crate::reply::event::StopEvent;
+use crate::reply::transcript::{BackwardLines, MAX_SCAN};
 use crate::time::Timestamp;
-use crate::transcript::{BackwardLines, MAX_SCAN};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
@@ -285,7 +285,7 @@ fn reply_in(
 fn open_regular(path: &Path) -> Option<File> {
     // Opened without blocking, then checked regular (safe_fs): a FIFO swapped
     // in between a check and the open cannot hang the hook.
-    crate::safe_fs::open_read_following(path).ok()
+    crate::fs::safe_fs::open_read_following(path).ok()
 }
 
 /// A content value: a string, or a list of parts whose `text` fields are

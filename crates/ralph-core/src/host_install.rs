@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::host::Host;
+use crate::hook::host::Host;
 
 /// The hook's time limit: above the longest `--verify` (14 min).
 pub const HOOK_TIMEOUT_SECS: u64 = 900;

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::decide::{Outcome, Verification};
-use crate::frontmatter::quote;
-use crate::registry::{self, Registry};
-use crate::rewrite::{self, RewriteError};
-use crate::state::LoopState;
-use crate::store::{self, LoopFile, Project, StoreError};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::registry::{self, Registry};
+use crate::loop_file::rewrite::{self, RewriteError};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 
 /// A live loop as read under the project lock: its file, the text read and
@@ -281,7 +281,7 @@ pub fn write_fields(
 impl Loop {
     /// Reads `file` under the lock the caller holds: `None` when it is gone.
     pub fn load(file: LoopFile) -> Result<Option<Self>, LoadError> {
-        if crate::safe_fs::kind_at(&file.path).is_none() {
+        if crate::fs::safe_fs::kind_at(&file.path).is_none() {
             return Ok(None);
         }
         let text = store::read_to_string(&file.path)?;
@@ -338,7 +338,7 @@ impl Loop {
             self.state.nonce.as_deref(),
             now,
         )?;
-        let notice = crate::messages::ended(
+        let notice = crate::loop_file::messages::ended(
             &self.file.name,
             outcome,
             &entry.why,
@@ -375,7 +375,7 @@ impl Loop {
 
     /// Makes `owner` the loop's driver (`ralph run` taking over).
     pub fn set_owner(&self, owner: &str) -> Result<(), WriteError> {
-        self.write(&[("session_id", crate::loops::scalar(owner))])
+        self.write(&[("session_id", crate::control::scalar(owner))])
     }
 
     /// Gives the loop back to `owner` (none: the first session that stops
@@ -384,7 +384,7 @@ impl Loop {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
-        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loops::scalar);
+        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::control::scalar);
         self.write(&[("session_id", value)])
     }
 }
@@ -409,7 +409,7 @@ pub enum LoadError {
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptError {
     #[error(transparent)]
-    Registry(#[from] crate::registry::RegistryError),
+    Registry(#[from] crate::loop_file::registry::RegistryError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -447,14 +447,14 @@ mod tests {
             root: tmp.path().join("p"),
         };
         let registry = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-        let req = crate::loops::ArmRequest {
+        let req = crate::control::ArmRequest {
             name: "l".into(),
             prompt: "task".into(),
             max_iterations: 5,
             session_id: Some(owner.into()),
-            ..crate::loops::ArmRequest::default()
+            ..crate::control::ArmRequest::default()
         };
-        crate::loops::arm(&project, &registry, &req, Timestamp(0)).unwrap();
+        crate::control::arm(&project, &registry, &req, Timestamp(0)).unwrap();
         let file = LoopFile {
             name: "l".into(),
             path: project.loop_path("l"),

@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use crate::display::line;
-use crate::outcome::Outcome;
-use crate::state::{LoopState, Progress};
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::state::{LoopState, Progress};
 
 /// The footer under the prompt, telling the agent where it is and exactly
 /// how to finish.
@@ -86,7 +86,7 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
-    crate::guards::summary(state)
+    crate::loop_file::guards::summary(state)
 }
 
 /// The guard figures after a turn, for `ralph run`'s progress lines:

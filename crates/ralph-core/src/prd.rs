@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::safe_fs;
+use crate::fs::safe_fs;
 use crate::time::Timestamp;
 
 const PRD: &str = "ralph/prd.json";

@@ -215,19 +215,19 @@ pub fn user_file_from_env() -> Option<PathBuf> {
         .map(PathBuf::from);
     user_file(
         config.as_deref(),
-        crate::registry::home_from_env().as_deref(),
+        crate::loop_file::registry::home_from_env().as_deref(),
     )
 }
 
 /// Reads the user's table: a regular file of theirs, never through a link
 /// (`None`: there is none).
 fn read_own(path: &Path) -> Result<Option<String>, String> {
-    match crate::safe_fs::kind_at(path) {
+    match crate::fs::safe_fs::kind_at(path) {
         None => return Ok(None),
         Some(kind) if !kind.is_file() => {
             return Err(format!(
                 "it is {}, not a regular file",
-                crate::safe_fs::describe(kind)
+                crate::fs::safe_fs::describe(kind)
             ));
         }
         Some(_) => {}
@@ -240,7 +240,7 @@ fn read_own(path: &Path) -> Result<Option<String>, String> {
             return Err("it belongs to another user".into());
         }
     }
-    crate::safe_fs::read_text(path, MAX_TABLE_BYTES)
+    crate::fs::safe_fs::read_text(path, MAX_TABLE_BYTES)
         .map(Some)
         .map_err(|e| e.to_string())
 }

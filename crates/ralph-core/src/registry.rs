@@ -25,8 +25,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::state::LoopState;
-use crate::store::{LOOP_SUFFIX, Project};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{LOOP_SUFFIX, Project};
 use crate::time::Timestamp;
 
 /// The frontmatter field that carries a loop's nonce.
@@ -537,7 +537,7 @@ fn no_follow_read() -> OpenOptions {
     #[cfg(windows)]
     {
         use std::os::windows::fs::OpenOptionsExt;
-        options.custom_flags(crate::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
+        options.custom_flags(crate::fs::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
     }
     options
 }

@@ -9,8 +9,8 @@
 //! proof makes sure an edit never lands somewhere the YAML parser does not
 //! read.
 
-use crate::frontmatter;
-use crate::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
+use crate::loop_file::frontmatter;
+use crate::loop_file::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RewriteError {

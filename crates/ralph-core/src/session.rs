@@ -15,16 +15,16 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::answer::Answer;
-use crate::context::HookContext;
-use crate::frontmatter::quote;
-use crate::lifecycle::{self, LogEntry, Logged, WriteError};
-use crate::loops::{self, Live, LoopError};
-use crate::messages;
-use crate::ownership::{self, Candidate, Selection};
-use crate::registry::{self, Arming};
-use crate::state::LoopState;
-use crate::store::{Project, StoreError};
+use crate::control::{self, Live, LoopError};
+use crate::hook::answer::Answer;
+use crate::hook::context::HookContext;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{self, LogEntry, Logged, WriteError};
+use crate::loop_file::messages;
+use crate::loop_file::ownership::{self, Candidate, Selection};
+use crate::loop_file::registry::{self, Arming};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{Project, StoreError};
 use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -192,7 +192,7 @@ fn live_loops(
 ) -> Result<Vec<Live>, SessionError> {
     let registry = ctx.hook.registry();
     let root = registry::canonical_root(project).ok();
-    let lives = loops::read_live(project)?;
+    let lives = control::read_live(project)?;
     Ok(lives
         .into_iter()
         .filter(|l| {
@@ -282,7 +282,7 @@ fn arming_notice(
     if let Some(project) = ctx.hook.locate(event.cwd.as_deref())
         && !project.loop_files()?.is_empty()
     {
-        let lives = loops::read_live(&project)?;
+        let lives = control::read_live(&project)?;
         let live = lives.iter().map(|l| {
             let owner = l.state.as_ref().ok().and_then(|s| s.session_id.as_deref());
             (l.file.name.as_str(), owner)
@@ -481,7 +481,7 @@ fn take_over(
 /// Why the loop was last paused, from its decision log (a session end or
 /// the user), or `None` when it was resumed since or the log says nothing.
 fn last_pause_reason(project: &Project, name: &str) -> Option<String> {
-    let recent = loops::read_log_tail(&project.log_path(name), 50);
+    let recent = control::read_log_tail(&project.log_path(name), 50);
     let last = recent
         .iter()
         .rev()

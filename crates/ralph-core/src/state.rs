@@ -7,13 +7,13 @@
 
 use serde::Deserialize;
 
-use crate::frontmatter::{self, Split, SplitError, quote};
+use crate::loop_file::frontmatter::{self, Split, SplitError, quote};
 use crate::time::{Timestamp, parse_duration};
 
 /// `max_iterations` when the field is missing: a finite limit, so a file
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
-pub use crate::guards::{
+pub use crate::loop_file::guards::{
     DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards,
     MAX_VERIFY_TIMEOUT,
 };
@@ -35,7 +35,7 @@ pub struct LoopState {
     pub guards: Guards,
     pub progress: Progress,
     /// Set once the loop has ended (only in history records).
-    pub outcome: Option<crate::outcome::RecordedOutcome>,
+    pub outcome: Option<crate::loop_file::outcome::RecordedOutcome>,
     pub ended_at: Option<Timestamp>,
     /// `ralph_nonce`: binds the file to its record in the per-user registry.
     pub nonce: Option<String>,
@@ -195,7 +195,7 @@ macro_rules! raw_fields {
 
 // The guards' own fields come from `guards.rs`, in the middle of the list
 // (the order is the order in which problems are reported).
-crate::guards::with_guard_fields!(raw_fields!(
+crate::loop_file::guards::with_guard_fields!(raw_fields!(
     active,
     iteration,
     max_iterations,
@@ -280,7 +280,8 @@ impl LoopState {
                     .unwrap_or(0),
                 counts: GuardCounts::read(&raw)?,
             },
-            outcome: non_empty(raw.outcome.clone()).map(crate::outcome::RecordedOutcome::parse),
+            outcome: non_empty(raw.outcome.clone())
+                .map(crate::loop_file::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),

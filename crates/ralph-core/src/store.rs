@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::safe_fs::{self, FsError};
+use crate::fs::safe_fs::{self, FsError};
 use crate::time::Timestamp;
 
 pub const LOOP_SUFFIX: &str = "-loop.local.md";

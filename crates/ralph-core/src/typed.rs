@@ -111,7 +111,7 @@ pub fn default_dir() -> Result<PathBuf, TypedError> {
     };
     let state = absolute("XDG_STATE_HOME")
         .or_else(|| {
-            crate::registry::home_from_env()
+            crate::loop_file::registry::home_from_env()
                 .filter(|p| p.is_absolute())
                 .map(|h| h.join(".local/state"))
         })

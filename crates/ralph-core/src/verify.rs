@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::observation::Verification;
-use crate::process::{Stop, scratch_file, shell, spawn_in_group, stop_group};
+use crate::decide::observation::Verification;
+use crate::fs::process::{Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;

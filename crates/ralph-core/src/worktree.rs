@@ -33,8 +33,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::observation::fingerprint;
-use crate::process::{Stop, spawn_in_group, stop_group};
+use crate::decide::observation::fingerprint;
+use crate::fs::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (every git process it starts);
 /// past it the breaker skips this stop rather than hold the session.
@@ -172,7 +172,7 @@ pub(crate) fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(St
 /// drivers can be known without starting git (`git_config`), which spares
 /// a process at every stop that needs the working tree.
 fn status_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
-    match crate::git_config::drivers_without_git(root) {
+    match crate::fs::git_config::drivers_without_git(root) {
         Some(drivers) => Some(blank(drivers.iter().map(String::as_str))),
         None => filter_overrides(root, deadline),
     }

@@ -9,12 +9,12 @@ pub use report::{LoopReport, not_armed_note, read_log_tail, report};
 
 use std::path::PathBuf;
 
-use crate::frontmatter::quote;
-use crate::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
-use crate::outcome::Outcome;
-use crate::registry::{self, Registry, RegistryError};
-use crate::state::LoopState;
-use crate::store::{self, LoopFile, Project, StoreError};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::registry::{self, Registry, RegistryError};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
 use crate::time::Timestamp;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
@@ -70,7 +70,7 @@ pub struct ArmRequest {
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
-    pub guards: crate::guards::GuardSettings,
+    pub guards: crate::loop_file::guards::GuardSettings,
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
@@ -159,12 +159,12 @@ pub fn arm(
     }
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
-    if text.len() as u64 > crate::safe_fs::LOOP_FILE_CAP {
+    if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {
         return Err(LoopError::Unreadable {
             path: project.loop_path(&req.name),
             message: format!(
                 "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
-                crate::safe_fs::LOOP_FILE_CAP
+                crate::fs::safe_fs::LOOP_FILE_CAP
             ),
         });
     }
@@ -192,7 +192,7 @@ pub fn arm(
                         .as_ref()
                         .ok()
                         .and_then(|s| s.session_id.clone())
-                        .map(|s| crate::messages::escape_controls(&s)),
+                        .map(|s| crate::loop_file::messages::escape_controls(&s)),
                 }
             } else {
                 LoopError::SessionBusy {
@@ -505,7 +505,7 @@ pub fn adopt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Arming;
+    use crate::loop_file::registry::Arming;
 
     fn project() -> (tempfile::TempDir, Project, Registry) {
         let tmp = tempfile::tempdir().unwrap();

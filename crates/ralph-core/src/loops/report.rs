@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{LoopError, read_live};
-use crate::outcome::{LoopStatus, Outcome};
-use crate::registry::{self, Arming, Registry};
-use crate::state::LoopState;
-use crate::store::{self, Project};
+use crate::loop_file::outcome::{LoopStatus, Outcome};
+use crate::loop_file::registry::{self, Arming, Registry};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, Project};
 use crate::time::Timestamp;
 
 /// One loop as `ralph status` reports it.
@@ -39,9 +39,9 @@ pub struct LoopReport {
     /// The guards' settings and counters, one JSON field each (named as
     /// in `guards.rs`); absent when the file does not parse.
     #[serde(flatten)]
-    pub guard_settings: Option<crate::guards::Guards>,
+    pub guard_settings: Option<crate::loop_file::guards::Guards>,
     #[serde(flatten)]
-    pub guard_counts: Option<crate::guards::GuardCounts>,
+    pub guard_counts: Option<crate::loop_file::guards::GuardCounts>,
     /// The guards in words, as `ralph start` announced them.
     pub guards: Vec<String>,
     /// Which usage the loop drains: `session` (the plan's windows, or the
@@ -76,7 +76,8 @@ pub fn report(
 ) -> Result<Vec<LoopReport>, LoopError> {
     let mut out = Vec::new();
     // Decision logs are read only from a real folder, never through a link.
-    let logs_real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
+    let logs_real =
+        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
     let lives = read_live(project)?;
     let root = if lives.is_empty() {
         None
@@ -122,7 +123,8 @@ fn history_reports(
     let mut out = Vec::new();
     // The history folder is read only when it is a real folder, never a link.
     let dir = project.history_dir();
-    let real = crate::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
+    let real =
+        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
     let mut records: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) if real => entries
             .filter_map(Result::ok)
@@ -205,7 +207,7 @@ fn report_one(
         Ok(s) => fill_from_state(&mut r, &s, now),
         Err(e) => {
             // The rest is unreadable, but an intact `session_id:` line still says whose it is.
-            r.session_id = crate::state::scan_session_id(text);
+            r.session_id = crate::loop_file::state::scan_session_id(text);
             r.error = Some(e.to_string());
         }
     }
@@ -224,9 +226,11 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.max_iterations = Some(s.max_iterations);
     r.session_id = s.session_id.clone();
     r.completion_promise = s.completion_promise.clone();
-    r.task = Some(crate::messages::task_line(&s.prompt, 80));
-    r.driver_gone =
-        s.outcome.is_none() && s.session_id.as_deref().is_some_and(crate::driver::is_gone);
+    r.task = Some(crate::loop_file::messages::task_line(&s.prompt, 80));
+    r.driver_gone = s.outcome.is_none()
+        && s.session_id
+            .as_deref()
+            .is_some_and(crate::loop_file::run_owner::is_gone);
     r.started_at = s.started_at.map(|t| t.to_string());
     r.ended_at = s.ended_at.map(|t| t.to_string());
     r.elapsed_secs = s
@@ -237,9 +241,9 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.abort_promise = s.abort_promise.clone();
     r.guard_settings = Some(s.guards.clone());
     r.guard_counts = Some(s.progress.counts.clone());
-    r.guards = crate::messages::guard_summary(s);
+    r.guards = crate::loop_file::messages::guard_summary(s);
     r.spends = Some(match s.session_id.as_deref() {
-        Some(owner) if crate::driver::is_run(owner) => "run",
+        Some(owner) if crate::loop_file::run_owner::is_run(owner) => "run",
         _ => "session",
     });
     r.same_reply_count = Some(s.progress.same_reply_count);
@@ -249,7 +253,7 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
 
 /// What `ralph status` says of a loop that is not armed here.
 pub fn not_armed_note(arming: &Arming, name: &str, owner: Option<&str>) -> Option<String> {
-    let name = crate::messages::escape_controls(name);
+    let name = crate::loop_file::messages::escape_controls(name);
     match (arming, owner) {
         (Arming::Armed, _) => None,
         (Arming::Legacy, Some(_)) => Some(format!(
@@ -268,7 +272,7 @@ pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value>
         return Vec::new();
     }
     // Only a regular file, never through a link, and only its end.
-    let Ok(bytes) = crate::safe_fs::read_tail(path, crate::safe_fs::LOG_TAIL_CAP) else {
+    let Ok(bytes) = crate::fs::safe_fs::read_tail(path, crate::fs::safe_fs::LOG_TAIL_CAP) else {
         return Vec::new();
     };
     let text = String::from_utf8_lossy(&bytes);

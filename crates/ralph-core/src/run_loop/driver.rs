@@ -9,14 +9,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{GaveUp, RunError, Standing};
-use crate::agent::{self, AgentReply, Finished};
 use crate::decide::Outcome;
-use crate::engine::Step;
-use crate::lifecycle::Loop;
-use crate::messages;
-use crate::registry::Registry;
-use crate::state::LoopState;
-use crate::store::{LoopFile, Project};
+use crate::decide::engine::Step;
+use crate::loop_file::lifecycle::Loop;
+use crate::loop_file::messages;
+use crate::loop_file::registry::Registry;
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{LoopFile, Project};
+use crate::run::agent::{self, AgentReply, Finished};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -419,8 +419,8 @@ mod tests {
     use std::process::ExitStatus;
 
     use super::*;
-    use crate::loops::ArmRequest;
-    use crate::run_loop::tests::armed_with;
+    use crate::control::ArmRequest;
+    use crate::run::tests::armed_with;
     use crate::time::Timestamp;
 
     /// An agent with canned results, given out in order; it keeps the
@@ -739,7 +739,7 @@ mod tests {
         let f = Fixture::new("run-1");
         let mut driver = f.armed_here();
         let mut pausing = |_: Call<'_>| {
-            crate::loops::set_active(&f.project, Some("l"), None, false, Timestamp(1)).unwrap();
+            crate::control::set_active(&f.project, Some("l"), None, false, Timestamp(1)).unwrap();
             replied("<promise>DONE</promise>")
         };
         assert!(matches!(
@@ -778,7 +778,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(f.state().unwrap().session_id.as_deref(), Some("run-2"));
-        let cancelled = crate::loops::cancel(
+        let cancelled = crate::control::cancel(
             &f.project,
             Some(&f.registry),
             Some("l"),

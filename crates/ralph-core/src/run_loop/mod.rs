@@ -4,7 +4,7 @@
 //! over and handing it back, how an agent's reply becomes a turn of
 //! [`engine::step`], and the ways a run ends a loop. The terminal (spinner,
 //! lines, summary, exit code) stays in the binary; loop files are touched
-//! only through [`crate::lifecycle`].
+//! only through [`crate::loop_file::lifecycle`].
 
 mod driver;
 
@@ -12,16 +12,16 @@ pub use driver::{Agent, Call, Driver, End, Event, Iteration, Setup};
 
 use std::path::PathBuf;
 
-use crate::agent::AgentReply;
+use crate::control::{self, LoopError};
+use crate::decide::engine::{self, Step, StepError, Turn};
 use crate::decide::{Observation, Outcome};
-use crate::engine::{self, Step, StepError, Turn};
-use crate::lifecycle::{LoadError, Loop, WriteError};
-use crate::loops::{self, LoopError};
-use crate::registry::Registry;
-use crate::state::LoopState;
-use crate::store::{self, LoopFile, Project, StoreError};
+use crate::fs::git;
+use crate::loop_file::lifecycle::{LoadError, Loop, WriteError};
+use crate::loop_file::registry::Registry;
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::run::agent::AgentReply;
 use crate::time::Timestamp;
-use crate::worktree;
 
 /// Where a run stands with its loop before an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,12 +141,13 @@ fn require_armed(
     file: &LoopFile,
     state: &LoopState,
 ) -> Result<(), RunError> {
-    let root = crate::registry::canonical_root(project).ok();
-    let arming = crate::registry::arming(Some(registry), root.as_deref(), &file.name, state);
-    match loops::not_armed_note(&arming, &file.name, None) {
+    let root = crate::loop_file::registry::canonical_root(project).ok();
+    let arming =
+        crate::loop_file::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    match control::not_armed_note(&arming, &file.name, None) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
-            path: crate::messages::escape_controls(&file.path.display().to_string()),
+            path: crate::loop_file::messages::escape_controls(&file.path.display().to_string()),
             note,
         }),
     }
@@ -177,7 +178,7 @@ pub fn take_over(
         path: project.loop_path(name),
     };
     let _lock = project.lock()?;
-    if crate::safe_fs::kind_at(&file.path).is_none() {
+    if crate::fs::safe_fs::kind_at(&file.path).is_none() {
         return Err(RunError::NoLoopToResume(name.to_owned()));
     }
     let Some(live) = Loop::load(file.clone())? else {
@@ -185,7 +186,7 @@ pub fn take_over(
     };
     require_armed(project, registry, &file, &live.state)?;
     let found = live.state.clone();
-    let driver = crate::driver::taking_over(own_id, found.session_id.as_deref());
+    let driver = crate::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
     live.set_owner(&driver)?;
     // Handed back to the session it came from; a loop taken from a dead run
     // that had no session goes back to that run's id, inert as it was found.
@@ -223,7 +224,7 @@ pub fn record_interrupted(
     registry: &Registry,
     name: &str,
 ) -> Result<Vec<(String, u64, PathBuf)>, RunError> {
-    let cancelled = loops::cancel(
+    let cancelled = control::cancel(
         project,
         Some(registry),
         Some(name),
@@ -246,7 +247,7 @@ pub fn end_denied(
     name: &str,
     driver: &str,
 ) -> Result<Option<PathBuf>, RunError> {
-    let ended = loops::end_driven(
+    let ended = control::end_driven(
         project,
         Some(registry),
         name,
@@ -286,7 +287,7 @@ pub fn give_up(
     if !armed_here {
         return GaveUp::HandedBack(hand_back(project, file, driver, previous_owner));
     }
-    let ended = loops::end_driven(
+    let ended = control::end_driven(
         project,
         Some(registry),
         &file.name,
@@ -318,7 +319,7 @@ fn observe(
             .map(|t| state.progress.tokens_used.saturating_add(t)),
         tree_fingerprint: (state.guards.no_progress_after > 0)
             .then(|| {
-                worktree::progress_fingerprint(
+                git::progress_fingerprint(
                     &project.root,
                     state.progress.tree_fingerprint.as_deref(),
                     None,
@@ -339,13 +340,13 @@ mod tests {
 
     #[test]
     fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
-        let text = crate::loops::render(
-            &crate::loops::ArmRequest {
+        let text = crate::control::render(
+            &crate::control::ArmRequest {
                 name: "l".into(),
                 prompt: "task".into(),
                 max_iterations: 5,
                 session_id: Some("run:1".into()),
-                ..crate::loops::ArmRequest::default()
+                ..crate::control::ArmRequest::default()
             },
             "n",
             Timestamp(0),
@@ -369,23 +370,24 @@ mod tests {
 
     /// A loop `l` ("task", at most 5 iterations) armed for `session`.
     fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
-        armed_with(crate::loops::ArmRequest {
+        armed_with(crate::control::ArmRequest {
             session_id: session.map(Into::into),
-            ..crate::loops::ArmRequest::default()
+            ..crate::control::ArmRequest::default()
         })
     }
 
     /// The loop `l` armed by `request` (its name, prompt and limit filled
     /// in when empty) in a throwaway project and registry.
     pub(super) fn armed_with(
-        mut request: crate::loops::ArmRequest,
+        mut request: crate::control::ArmRequest,
     ) -> (tempfile::TempDir, Project, Registry, LoopFile) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
         let project = Project {
             root: tmp.path().join("p"),
         };
-        let registry = crate::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        let registry =
+            crate::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
         request.name = "l".into();
         if request.prompt.is_empty() {
             request.prompt = "task".into();
@@ -393,7 +395,7 @@ mod tests {
         if request.max_iterations == 0 {
             request.max_iterations = 5;
         }
-        crate::loops::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
         let file = LoopFile {
             name: "l".into(),
             path: project.loop_path("l"),

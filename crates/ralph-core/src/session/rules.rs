@@ -2,9 +2,9 @@
 //! the start of one mean for the loop that session owns. No file, clock or
 //! environment here; `session.rs` gathers the facts and does the writing.
 
-use crate::arguments;
-use crate::frontmatter;
-use crate::state::{DEFAULT_MAX_ITERATIONS, LoopState};
+use crate::control::arguments;
+use crate::loop_file::frontmatter;
+use crate::loop_file::state::{DEFAULT_MAX_ITERATIONS, LoopState};
 use crate::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that
@@ -201,7 +201,7 @@ pub fn end_reason_words(reason: Option<&str>) -> String {
         Some("other") | None => "the client closed it".into(),
         Some(other) => format!(
             "the client closed it ({})",
-            crate::messages::printable(other)
+            crate::loop_file::messages::printable(other)
         ),
     }
 }
@@ -231,7 +231,7 @@ pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str
     let said = [details, shown]
         .into_iter()
         .flatten()
-        .map(|t| crate::messages::printable(t.lines().next().unwrap_or("")))
+        .map(|t| crate::loop_file::messages::printable(t.lines().next().unwrap_or("")))
         .find(|t| !t.trim().is_empty());
     let reset = [details, shown].into_iter().flatten().find_map(reset_hint);
     match words {
@@ -246,7 +246,7 @@ pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str
             FailureRule::Pause { why }
         }
         None => {
-            let error = crate::messages::printable(error.unwrap_or("unknown"));
+            let error = crate::loop_file::messages::printable(error.unwrap_or("unknown"));
             let mut why = format!("an API error ended the turn ({error})");
             if let Some(said) = said {
                 why.push_str(&format!(": {}", excerpt(&said)));
@@ -268,7 +268,7 @@ pub fn reset_hint(text: &str) -> Option<String> {
         .take(80)
         .collect();
     let clause = clause.trim().trim_end_matches([',', ' ']).trim();
-    (clause.split_whitespace().count() > 1).then(|| crate::messages::printable(clause))
+    (clause.split_whitespace().count() > 1).then(|| crate::loop_file::messages::printable(clause))
 }
 
 fn excerpt(text: &str) -> String {

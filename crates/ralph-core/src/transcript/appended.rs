@@ -541,7 +541,7 @@ mod appended_tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use crate::transcript::backward::BLOCK;
+    use crate::reply::transcript::backward::BLOCK;
     use std::io::Write;
 
     fn assistant(id: &str, block: &str, stop: &str, ts: &str) -> String {

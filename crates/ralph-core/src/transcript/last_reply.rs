@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::backward::{BackwardLines, MAX_SCAN};
 use super::open;
-use crate::event::content_text;
+use crate::reply::event::content_text;
 use crate::time::Timestamp;
 
 /// The last assistant reply found in a transcript.
@@ -116,7 +116,7 @@ fn parse_line(raw: &[u8]) -> Option<Line> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::backward::BLOCK;
+    use crate::reply::transcript::backward::BLOCK;
     use std::io::Write;
 
     fn assistant(id: &str, content: &str, ts: &str) -> String {

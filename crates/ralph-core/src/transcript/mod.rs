@@ -28,8 +28,8 @@ pub use last_reply::{LastReply, last_reply};
 /// open never blocks and only a regular file is read, so a FIFO or device
 /// planted on the way is refused (as `InvalidData`, with the reason).
 fn open(path: &Path) -> std::io::Result<File> {
-    crate::safe_fs::open_read_following(path).map_err(|e| match e {
-        crate::safe_fs::FsError::Io { source, .. } => source,
+    crate::fs::safe_fs::open_read_following(path).map_err(|e| match e {
+        crate::fs::safe_fs::FsError::Io { source, .. } => source,
         other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
     })
 }

@@ -3,11 +3,11 @@
 
 use std::io::{IsTerminal, Read};
 
-use ralph_core::arguments;
-use ralph_core::loops::{self, ArmRequest};
-use ralph_core::messages;
+use ralph_core::control::arguments;
+use ralph_core::control::{self, ArmRequest};
+use ralph_core::hook::typed::{self, SlashCommand};
+use ralph_core::loop_file::messages;
 use ralph_core::time::Timestamp;
-use ralph_core::typed::{self, SlashCommand};
 
 use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, SelectArgs, StartArgs};
@@ -75,7 +75,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if !state
         .session_id
         .as_deref()
-        .is_some_and(ralph_core::driver::is_run)
+        .is_some_and(ralph_core::loop_file::run_owner::is_run)
     {
         say!("Spends: {}.", messages::SPENDS_IN_SESSION);
     }
@@ -101,7 +101,7 @@ pub fn arm_request(
         prompt,
         max_iterations: flags
             .max_iterations
-            .unwrap_or(ralph_core::state::DEFAULT_MAX_ITERATIONS),
+            .unwrap_or(ralph_core::loop_file::state::DEFAULT_MAX_ITERATIONS),
         completion_promise: non_empty(flags.completion_promise),
         abort_promise: non_empty(flags.abort_promise),
         session_id,
@@ -113,11 +113,11 @@ pub fn arm_request(
 
 /// Arms a loop; a bad name or an empty prompt is a usage error.
 pub fn arm(
-    project: &ralph_core::store::Project,
+    project: &ralph_core::loop_file::store::Project,
     request: &ArmRequest,
-) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
+) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
     let registry = super::require_registry()?;
-    Ok(loops::arm(project, &registry, request, Timestamp::now())?)
+    Ok(control::arm(project, &registry, request, Timestamp::now())?)
 }
 
 /// `--max-window` goes by what `ralph statusline` last saw of the plan's
@@ -148,7 +148,7 @@ fn window_seen(arm: &ArmFlags) -> Outcome {
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
     let number = |v: &str| arguments::check_number(key, v).map_err(usage);
-    if let Some(guard) = ralph_core::guards::GuardSettings::option(key) {
+    if let Some(guard) = ralph_core::loop_file::guards::GuardSettings::option(key) {
         return args.arm.guards.0.set(guard, value).map_err(usage);
     }
     match key {
@@ -218,7 +218,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     let args = resolve_selection(args, SlashCommand::Cancel)?;
     let project = super::project();
     let session = super::session_from_env();
-    let ended = loops::cancel(
+    let ended = control::cancel(
         &project,
         super::registry().as_ref(),
         args.name.as_deref(),
@@ -228,7 +228,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     );
     let done = match ended {
         // Cancelling what is already gone is not an error: cancel is idempotent.
-        Err(loops::LoopError::NoSuchLoop(name)) => {
+        Err(control::LoopError::NoSuchLoop(name)) => {
             say!("No active loop named `{name}`; nothing to cancel.");
             return Ok(());
         }
@@ -266,7 +266,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     let session = super::session_from_env();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
-        loops::read_live(&project)?
+        control::read_live(&project)?
             .into_iter()
             .map(|l| Some(l.file.name))
             .collect()
@@ -275,7 +275,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     };
     let mut changed = Vec::new();
     for name in names {
-        changed.extend(loops::set_active(
+        changed.extend(control::set_active(
             &project,
             name.as_deref(),
             session.as_deref(),
