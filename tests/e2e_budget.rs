@@ -229,3 +229,194 @@ fn ralph_run_token_budget_is_exact() {
         "{l}"
     );
 }
+
+/// What one mock request costs at the shipped price of Claude Sonnet 4.6 ($3 in, $15 out per
+/// million): 10 × 3 + 5 × 15 = 105 millionths of a dollar.
+const TURN_MICRO_USD: u64 = 105;
+
+/// The dollar budget set between two turn boundaries: the real spend reaches $0.0007 at the
+/// 7th request ($0.000735). The hook prices what the transcript proves, so the loop must end
+/// as `cost_budget` at that request or at most one later, with the client's own block cap
+/// never reached, and its record must hold the exact figure of the requests it counted.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn cost_budget_ends_within_a_turn_of_the_real_spend() {
+    let sandbox = sandbox_or_skip!("cost_budget_ends_within_a_turn_of_the_real_spend");
+    let api = MockApi::start(text_replies(20));
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 20 --max-cost 0.0007 --stuck-after 0 --no-progress-after 0",
+        &["--model", "claude-sonnet-4-6"],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let models: Vec<String> = api.turns().iter().map(|t| t.model().to_owned()).collect();
+    assert!(
+        models.iter().all(|m| m == "claude-sonnet-4-6"),
+        "the client asked for {models:?}"
+    );
+    let turns = api.turns().len() as u64;
+    let crossing = 700u64.div_ceil(TURN_MICRO_USD);
+    assert!(
+        (crossing..=crossing + 1).contains(&turns),
+        "{turns} requests; the budget was reached at request {crossing}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let l = the_loop(&sandbox);
+    assert_eq!(l["outcome"], "cost_budget", "{l}\n{}", run.describe());
+    let spent = (l["cost_usd"].as_f64().unwrap() * 1e6).round() as u64;
+    assert!(spent >= 700, "{l}");
+    assert_eq!(
+        spent % TURN_MICRO_USD,
+        0,
+        "whole requests, priced exactly: {l}"
+    );
+    assert!(spent <= turns * TURN_MICRO_USD, "{l}");
+    assert!(
+        !client_output(&run).contains(OVERRIDE),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stdout.contains("stopped: budget reached"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// A rate limit in the real client: the arming turn ends, the Stop hook feeds the prompt back,
+/// and the API answers that continuation with HTTP 429 (Anthropic's error JSON, `retry-after`
+/// and `anthropic-ratelimit-requests-reset` headers; the client's own retries off with
+/// `CLAUDE_CODE_MAX_RETRIES=0`). The client runs `StopFailure` instead of Stop: the loop is
+/// paused at the iteration it was on, uncounted, and says why (or, when the exiting client
+/// stops that hook first, `SessionEnd` pauses it). `/ralph:ralph-resume` in the same session
+/// then takes it out of the pause, and the loop runs to its promise.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on() {
+    const SESSION: &str = "5b360de9-3030-4000-8000-0000000000aa";
+    let sandbox = sandbox_or_skip!("a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on");
+    let api = MockApi::start(vec![Reply::text("Started."), Reply::RateLimited]);
+    let run = sandbox.claude_with_env(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 10 --completion-promise DONE",
+        &["--session-id", SESSION],
+        &[("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    assert_eq!(
+        api.turns().len(),
+        2,
+        "{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(2)),
+        "paused where the limit struck, uncounted: {l}\n{}",
+        run.describe()
+    );
+    // The client runs the plugin's StopFailure hook with the error it classified.
+    assert!(
+        run.debug_log.contains(
+            "StopFailure:rate_limit [\"${CLAUDE_PLUGIN_ROOT}\"/bin/ralph hook stop-failure]"
+        ),
+        "{}",
+        run.describe()
+    );
+    // In print mode the session ends right after the failed turn, and the client may stop
+    // the fire-and-forget StopFailure hook on its way out ("completed with status 1", in
+    // about half of the runs here); then SessionEnd's pause is the one that holds. Either
+    // way the loop waits, uncounted, at the iteration the limit struck.
+    let log = sandbox.ralph(&["log"]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains("pause — rate limited (rate_limit): API Error")
+            || log.contains("pause — the session ended"),
+        "{log}\n{}",
+        run.describe()
+    );
+
+    let api = MockApi::start(vec![
+        Reply::text("Resumed."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude_with_env(
+        &api,
+        "/ralph:ralph-resume",
+        &["--resume", SESSION],
+        &[("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        l["outcome"],
+        "completed",
+        "{l}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+}
+
+/// Background work in the real client: the agent starts a `Bash` command with
+/// `run_in_background: true` and ends its turn. The Stop input carries it in
+/// `background_tasks` (`[{"id","type":"shell","status":"running","description","command"}]`),
+/// so ralph lets that stop through, uncounted, instead of feeding the prompt back while the
+/// command runs; when it finishes the client wakes the session with a new turn (its
+/// task-notification as the prompt), and the stop after that goes on with the loop.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_loop_with_background_work_is_not_spun() {
+    let sandbox = sandbox_or_skip!("a_loop_with_background_work_is_not_spun");
+    let api = MockApi::start(vec![
+        Reply::tool(
+            "Starting the build in the background.",
+            "Bash",
+            serde_json::json!({"command": "sleep 2; echo built", "run_in_background": true, "description": "build"}),
+        ),
+        Reply::text("The build runs in the background; I will wait for it."),
+        Reply::text("The build finished."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph:ralph-loop Work --max-iterations 10 --completion-promise DONE --no-progress-after 0",
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let l = the_loop(&sandbox);
+    assert_eq!(
+        (l["outcome"].as_str(), l["iteration"].as_u64()),
+        (Some("completed"), Some(2)),
+        "the wait was not counted: {l}\n{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    assert_eq!(
+        api.turns().len(),
+        4,
+        "no continuation while the build ran: {}",
+        api.describe()
+    );
+    let log = sandbox.ralph(&["log"]);
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.contains(
+            "iteration 1 pass — waiting for 1 background task (build) to wake the session"
+        ),
+        "{log}"
+    );
+    // The continuation came after the task's notification, not while it ran.
+    let third = api.turns()[2].messages_text();
+    assert!(third.contains("task-notification"), "{third}");
+}

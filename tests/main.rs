@@ -12,6 +12,7 @@ mod support;
 mod budget;
 mod check;
 mod cli;
+mod cost;
 mod e2e;
 mod e2e_budget;
 mod e2e_check;

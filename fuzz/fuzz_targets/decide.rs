@@ -96,12 +96,18 @@ fuzz_target!(|data: &[u8]| {
         largest_reply_tokens: b.u64(),
         turn_ends: b.maybe_u64(),
         queued_message: b.byte() % 4 == 0,
+        cost_usd: None,
+        pending_work: None,
+        window: None,
+        goal_active: None,
+        largest_reply_cost: ralph_core::money::Money(0),
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(
             !s.active || seen.queued_message,
             "an active loop passed with no message waiting"
         ),
+        Decision::Wait { .. } => unreachable!("no background work was set"),
         Decision::Verify { .. } => unreachable!("no verify command was set"),
         Decision::Check { .. } => unreachable!("no check command was set"),
         Decision::End { detail, .. } => assert!(s.active && !detail.is_empty()),

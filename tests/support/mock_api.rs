@@ -33,6 +33,9 @@ pub enum Reply {
         name: String,
         input: Value,
     },
+    /// HTTP 429 with Anthropic's error JSON and its reset headers (`retry-after`,
+    /// `anthropic-ratelimit-requests-reset`), as the API answers a rate-limited request.
+    RateLimited,
 }
 
 impl Reply {
@@ -316,7 +319,20 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
     };
 
     let mut stream = stream;
-    if is_messages {
+    if is_messages && matches!(reply, Reply::RateLimited) {
+        let body = json!({"type": "error", "error": {"type": "rate_limit_error",
+            "message": "Number of request tokens has exceeded your per-minute rate limit"}});
+        let body = body.to_string();
+        let head = format!(
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             request-id: req_mock\r\nretry-after: 37\r\n\
+             anthropic-ratelimit-requests-reset: 2030-01-01T00:00:00Z\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes())?;
+        stream.write_all(body.as_bytes())?;
+        stream.flush()
+    } else if is_messages {
         let model = json_body
             .get("model")
             .and_then(Value::as_str)
@@ -412,6 +428,8 @@ fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
         Reply::TextAndTool { text, name, input } => {
             (text.as_str(), Some((name.as_str(), input.clone())))
         }
+        // Answered with an HTTP error before any stream (see `serve`).
+        Reply::RateLimited => ("", None),
     };
     let mut out = String::new();
     event(

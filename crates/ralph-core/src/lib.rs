@@ -15,21 +15,17 @@
 //! - `report`: `ralph report`'s page of loops and a fleet's stories, over
 //!   what `control` and `run` read.
 
+pub mod control;
+pub mod decide;
 pub mod display;
 pub mod failure;
 pub mod fingerprint;
-pub mod json_edit;
-pub mod time;
-
 pub mod fs;
-pub mod reply;
-
-pub mod loop_file;
-
-pub mod decide;
-
-pub mod control;
 pub mod hook;
-pub mod run;
-
+pub mod json_edit;
+pub mod loop_file;
+pub mod money;
+pub mod reply;
 pub mod report;
+pub mod run;
+pub mod time;

@@ -97,6 +97,10 @@ pub enum HookCommand {
     /// The SessionEnd hook: pause this session's loop so it never runs on by surprise
     #[command(after_help = SESSION_HOOK_EXAMPLES)]
     SessionEnd,
+    /// The StopFailure hook: a rate or usage limit that ended the turn pauses this
+    /// session's loop (uncounted); other API errors are logged
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    StopFailure,
 }
 
 #[derive(Debug, Args)]
@@ -348,6 +352,7 @@ impl Args for GuardFlags {
                     .value_parser(clap::value_parser!(u64))
                     .allow_negative_numbers(true),
                 Kind::Duration => arg.value_parser(parse_duration_arg),
+                Kind::Money => arg.value_parser(parse_money_arg),
                 Kind::Text | Kind::Flag => arg,
             })
         })
@@ -390,6 +395,12 @@ pub struct RunArgs {
 
 /// The slash command's own check, so both paths accept the same durations
 /// (a unit is required: `2` alone would silently mean seconds).
+fn parse_money_arg(value: &str) -> Result<String, String> {
+    ralph_core::money::Money::parse(value)
+        .map(ralph_core::money::Money::decimal)
+        .map_err(|e| format!("`{value}`: {e}"))
+}
+
 fn parse_duration_arg(value: &str) -> Result<String, String> {
     ralph_core::control::arguments::check_duration("…", value).map_err(|e| match e {
         ralph_core::control::arguments::ArgumentsError::DurationUnit { value, .. } => {

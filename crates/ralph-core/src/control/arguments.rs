@@ -12,7 +12,9 @@
 //! that follow it.
 
 use crate::loop_file::guards;
-pub use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_number};
+pub use crate::loop_file::options::{
+    ArgumentsError, Kind, check_duration, check_money, check_number,
+};
 
 /// The options of `ralph start` that come before the guards.
 const BEFORE_GUARDS: &[(&str, Kind)] = &[
@@ -203,6 +205,9 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
                 }
                 Some(Kind::Duration) => {
                     check_duration(key, &value)?;
+                }
+                Some(Kind::Money) => {
+                    check_money(key, &value)?;
                 }
                 _ => {}
             }

@@ -44,6 +44,9 @@ pub struct LoopReport {
     pub guard_counts: Option<crate::loop_file::guards::GuardCounts>,
     /// The guards in words, as `ralph start` announced them.
     pub guards: Vec<String>,
+    /// Which usage the loop drains: `session` (the plan's windows, or the
+    /// session's API key) or `run` (the agent `ralph run` starts).
+    pub spends: Option<&'static str>,
     /// Breaker figures: identical replies in a row, unchanged iterations, idle continuations.
     pub same_reply_count: Option<u64>,
     pub no_progress_count: Option<u64>,
@@ -193,6 +196,7 @@ fn report_one(
         guard_settings: None,
         guard_counts: None,
         guards: Vec::new(),
+        spends: None,
         same_reply_count: None,
         no_progress_count: None,
         idle_blocks: None,
@@ -243,6 +247,10 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.guard_settings = Some(s.guards.clone());
     r.guard_counts = Some(s.progress.counts.clone());
     r.guards = crate::loop_file::messages::guard_summary(s);
+    r.spends = Some(match s.session_id.as_deref() {
+        Some(owner) if crate::loop_file::run_owner::is_run(owner) => "run",
+        _ => "session",
+    });
     r.same_reply_count = Some(s.progress.same_reply_count);
     r.no_progress_count = Some(s.progress.no_progress_count);
     r.idle_blocks = Some(s.progress.idle_blocks);

@@ -36,6 +36,9 @@ pub struct Turn {
 pub enum Step {
     /// The loop is paused; nothing was counted.
     Passed,
+    /// Background work will wake the session: this stop went through,
+    /// uncounted; `notice` says so.
+    Waiting { notice: String },
     /// The loop changed on disk while the verification ran; nothing was written.
     Changed { notice: String },
     /// The loop ended and was moved into the history.
@@ -127,6 +130,15 @@ pub fn step(
             live.keep_armed(registry, project, &done.2, now);
             (done.0, done.1)
         }
+        Decision::Wait {
+            progress,
+            why,
+            pause,
+            tell,
+        } => {
+            let (step, log) = wait(live, turn.transcript.as_ref(), log, progress, why, pause)?;
+            (if tell { step } else { Step::Passed }, log)
+        }
         Decision::End { outcome, detail } => {
             let ended = Ended {
                 outcome,
@@ -203,6 +215,50 @@ fn pass(
     Ok((Step::Passed, log, fields))
 }
 
+/// Background work will wake the session: the figures are written (tokens
+/// and dollars spent stay spent), the iteration is not, and the stop goes
+/// through.
+fn wait(
+    live: &Loop,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+    mut progress: Progress,
+    why: String,
+    pause: bool,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    if let Some(a) = transcript {
+        progress.transcript_offset = a.end_offset;
+        progress.last_message_id = a.last_message_id.clone();
+    }
+    // The client's block count starts over with the turn that wakes it.
+    progress.idle_blocks = 0;
+    let mut fields = progress_fields(&state.progress, &progress);
+    if pause {
+        fields.push(("active", "false".to_owned()));
+    }
+    if !fields.is_empty() {
+        live.write_turn(&fields)?;
+    }
+    log.decision = if pause { Logged::Pause } else { Logged::Pass };
+    log.tokens = Some(progress.tokens_used);
+    let notice = if pause {
+        format!(
+            "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
+            crate::display::line(&live.file.name),
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "⏳ ralph `{}` (iteration {}): {why}; the loop goes on at the next stop.",
+            crate::display::line(&live.file.name),
+            state.iteration_label()
+        )
+    };
+    log.why = why;
+    Ok((Step::Waiting { notice }, log))
+}
+
 /// The loop ends: its record keeps the final token count (the budget that
 /// ended it, say), and it moves into the history.
 #[allow(clippy::too_many_arguments)]
@@ -237,6 +293,10 @@ fn end(
     if unseen > 0 {
         log.tokens_unseen = Some(unseen);
     }
+    fields.extend(state.progress.counts.ending_fields(seen.cost_usd));
+    log.cost_usd = seen
+        .cost_usd
+        .filter(|_| state.guards.max_cost_usd.is_some());
     log.why.clone_from(&detail);
     let (record, mut notice) = live.end(project, registry, outcome, log, fields, now)?;
     if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
@@ -340,6 +400,7 @@ fn go_on(
     log.same_reply_count = Some(progress.same_reply_count);
     log.no_progress_count = Some(progress.no_progress_count);
     log.idle_blocks = Some(progress.idle_blocks);
+    log.cost_usd = state.guards.max_cost_usd.map(|_| progress.counts.cost_usd);
     let refused = seen.verification.as_ref().filter(|v| !v.passed);
     // The user sees a refused promise too, not only the model.
     let status = std::iter::once(match refused {
@@ -382,6 +443,15 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
         notes.push(format!(
             "Tokens: {} of {limit}.",
             decide::token_words(progress.tokens_used, progress.unseen_tokens)
+        ));
+    }
+    if let Some(limit) = state.guards.max_cost_usd
+        && !notes.iter().any(|n| n.starts_with("Dollar budget"))
+    {
+        notes.push(format!(
+            "Spent: {} of {}.",
+            progress.counts.cost_usd.dollars(),
+            limit.dollars()
         ));
     }
     notes

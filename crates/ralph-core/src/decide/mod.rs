@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod observation;
+pub mod pricing;
 pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
 use crate::loop_file::guards::Tripped;
 pub use crate::loop_file::outcome::Outcome;
@@ -25,6 +26,18 @@ pub enum Decision {
     Check { command: String },
     /// The loop ends; `detail` says why, with the figures.
     End { outcome: Outcome, detail: String },
+    /// Background work will wake the session: let this stop through,
+    /// uncounted (the figures counted so far are kept); the loop goes on at
+    /// the stop after that work is done.
+    /// With `pause`, the loop is also paused (`--max-window`): it waits for
+    /// the user's /ralph-resume instead.
+    /// Without `tell`, the stop goes through silently (the user was told).
+    Wait {
+        progress: Progress,
+        why: String,
+        pause: bool,
+        tell: bool,
+    },
     /// Block the stop and feed the prompt back for turn `next`.
     Continue {
         next: u64,
@@ -84,6 +97,32 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     iteration_limit(state)?;
     time_budget(state, seen, &mut turn)?;
     token_budget(state, seen, &mut turn)?;
+    cost_budget(state, seen, &mut turn)?;
+    if let (Some(limit), Some((used, resets))) = (state.guards.max_window_pct, &seen.window)
+        && *used >= limit
+    {
+        return Ok(Decision::Wait {
+            progress: turn.progress,
+            why: format!(
+                "the plan's 5-hour window is {used} % used (--max-window {limit}){resets}"
+            ),
+            pause: true,
+            tell: true,
+        });
+    }
+    if let Some(work) = &seen.pending_work {
+        // Blocking now would spin the model while the work runs; the client
+        // wakes the session when it is done, and that stop goes on.
+        return Ok(Decision::Wait {
+            progress: turn.progress,
+            why: format!("waiting for {work} to wake the session"),
+            pause: false,
+            tell: true,
+        });
+    }
+    if let Some(wait) = goal(state, seen, &mut turn) {
+        return Ok(wait);
+    }
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
@@ -375,6 +414,74 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
     turn.progress.unseen_tokens = unseen;
     turn.progress.counts.replies_behind = replies_behind(state, seen);
     Ok(())
+}
+
+/// The dollar budget: what the loop spent against `max_cost`. `ralph run`
+/// knows each iteration's cost from the agent; the hook prices what the
+/// transcript proves, so a reply not written yet is counted at the next
+/// stop (the loop ends at most one turn late).
+fn cost_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    use crate::money::{MAX_MONEY, Money};
+    let spent = seen
+        .cost_usd
+        .unwrap_or(state.progress.counts.cost_usd)
+        .min(MAX_MONEY);
+    turn.progress.counts.cost_usd = spent;
+    let largest = state
+        .progress
+        .counts
+        .largest_reply_cost_usd
+        .max(seen.largest_reply_cost);
+    turn.progress.counts.largest_reply_cost_usd = largest;
+    let Some(limit) = state.guards.max_cost_usd else {
+        return Ok(());
+    };
+    // Like the token budget: each reply the transcript lacks is counted at
+    // the dearest message seen, so a lagging transcript cannot make it late.
+    let unseen = Money(largest.0.saturating_mul(replies_behind(state, seen))).min(MAX_MONEY);
+    let projected = spent.plus(unseen);
+    let words = if unseen.0 == 0 {
+        spent.dollars()
+    } else {
+        format!(
+            "{} known + ~{} not yet in the transcript",
+            spent.dollars(),
+            unseen.dollars()
+        )
+    };
+    if projected >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::CostBudget),
+            format!("spent {words} of its {} dollar budget", limit.dollars()),
+        ));
+    }
+    if percent_reached(projected.0, limit.0) {
+        turn.notes.push(format!("Dollar budget: {words} of {} spent. Wrap up: finish the current step, commit, and leave notes for the next run.", limit.dollars()));
+    }
+    Ok(())
+}
+
+/// `/goal` drives the session: its own Stop hook decides whether the turn
+/// goes on, and both hooks share the client's block cap, so ralph lets the
+/// stop through (uncounted; budgets above still count) and says so once.
+/// The loop goes on at the first stop after the goal is met.
+fn goal(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
+    let active = seen
+        .goal_active
+        .unwrap_or(state.progress.counts.goal_stops > 0);
+    if !active {
+        turn.progress.counts.goal_stops = 0;
+        return None;
+    }
+    let before = state.progress.counts.goal_stops;
+    let mut progress = turn.progress.clone();
+    progress.counts.goal_stops = before.saturating_add(1).min(MAX_COUNT);
+    Some(Decision::Wait {
+        progress,
+        why: "/goal drives this session: its own Stop hook continues the turn, so ralph's loop waits until the goal is met".to_owned(),
+        pause: false,
+        tell: before == 0,
+    })
 }
 
 fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Result<(), Early> {
@@ -776,6 +883,135 @@ mod tests {
             outcome(&decide(&s, &with(1000))),
             Some(Outcome::Guard(Tripped::TokenBudget))
         );
+    }
+
+    #[test]
+    fn cost_budget_ends_at_the_exact_figure_and_warns_at_80_percent() {
+        use crate::money::Money;
+        let s = state("max_cost: 2.50\ncost_usd: 1.00\n");
+        assert_eq!(s.guards.max_cost_usd, Some(Money(2_500_000)));
+        let with = |micros| Observation {
+            cost_usd: Some(Money(micros)),
+            ..seen("x")
+        };
+        match decide(&s, &with(1_999_999)) {
+            Decision::Continue {
+                notes, progress, ..
+            } => {
+                assert!(notes.is_empty(), "{notes:?}");
+                assert_eq!(progress.counts.cost_usd, Money(1_999_999));
+            }
+            d => panic!("{d:?}"),
+        }
+        match decide(&s, &with(2_000_000)) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes[0].starts_with("Dollar budget: $2.00 of $2.50"),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            decide(&s, &with(2_499_999)),
+            Decision::Continue { .. }
+        ));
+        match decide(&s, &with(2_500_000)) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::CostBudget));
+                assert_eq!(detail, "spent $2.50 of its $2.50 dollar budget");
+            }
+            d => panic!("{d:?}"),
+        }
+        // Nothing counted at this stop: the figure kept in the file decides.
+        let spent = state("max_cost: 1\ncost_usd: 1\n");
+        assert_eq!(
+            outcome(&decide(&spent, &seen("x"))),
+            Some(Outcome::Guard(Tripped::CostBudget))
+        );
+        // A reply the transcript lacks is counted at the dearest message seen.
+        let lagging = Observation {
+            cost_usd: Some(Money(2_000_000)),
+            largest_reply_cost: Money(600_000),
+            reply_missing: true,
+            turn_ends: Some(0),
+            ..seen("x")
+        };
+        match decide(&s, &lagging) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::CostBudget));
+                assert_eq!(
+                    detail,
+                    "spent $2.00 known + ~$0.60 not yet in the transcript of its $2.50 dollar budget"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        // A bad figure in the file is refused, never read as free.
+        assert!(LoopState::parse("---\ncost_usd: -1\n---\nP").is_err());
+        assert!(LoopState::parse("---\nmax_cost: 1e3\n---\nP").is_err());
+    }
+
+    #[test]
+    fn background_work_lets_the_stop_through_uncounted_but_budgets_still_end_it() {
+        let s = state("iteration: 4\nmax_tokens: 100\n");
+        let waiting = |tokens| Observation {
+            pending_work: Some("1 background task (bg)".into()),
+            tokens_used: Some(tokens),
+            ..seen("It runs; I will wait.")
+        };
+        match decide(&s, &waiting(40)) {
+            Decision::Wait {
+                progress,
+                why,
+                pause: false,
+                ..
+            } => {
+                assert_eq!(progress.tokens_used, 40, "counted, not skipped");
+                assert_eq!(progress.same_reply_count, 0, "the breakers are not fed");
+                assert_eq!(
+                    why,
+                    "waiting for 1 background task (bg) to wake the session"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(
+            outcome(&decide(&s, &waiting(100))),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
+        let done = state("completion_promise: DONE\n");
+        assert_eq!(
+            outcome(&decide(
+                &done,
+                &Observation {
+                    pending_work: Some("x".into()),
+                    ..seen("<promise>DONE</promise>")
+                }
+            )),
+            Some(Outcome::Completed)
+        );
+    }
+
+    #[test]
+    fn the_window_guard_pauses_at_its_share_of_the_5_hour_window() {
+        let s = state("max_window: 80\n");
+        let at = |used| Observation {
+            window: Some((used, ", resets 2026-12-01T23:00:00Z".into())),
+            ..seen("x")
+        };
+        assert!(matches!(decide(&s, &at(79)), Decision::Continue { .. }));
+        match decide(&s, &at(80)) {
+            Decision::Wait {
+                why, pause: true, ..
+            } => assert_eq!(
+                why,
+                "the plan's 5-hour window is 80 % used (--max-window 80), resets 2026-12-01T23:00:00Z"
+            ),
+            d => panic!("{d:?}"),
+        }
+        // Nothing seen: nothing to go by (arming refuses that case).
+        assert!(matches!(decide(&s, &seen("x")), Decision::Continue { .. }));
     }
 
     #[test]
@@ -1379,7 +1615,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Wait { .. } | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
                 }
             }
 
@@ -1416,7 +1652,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Wait { .. } | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
                 }
             }
         }

@@ -41,4 +41,19 @@ pub struct Observation {
     /// The user has a message waiting in the client's queue (typed while the agent
     /// worked): the turn should end so that it runs (`queued.rs`).
     pub queued_message: bool,
+    /// What the loop spent so far, when counted (the agent's reported cost
+    /// in `ralph run`; the transcript's tokens priced in the hook).
+    pub cost_usd: Option<crate::money::Money>,
+    /// Work in flight or scheduled that will wake the session (Claude
+    /// Code's `background_tasks` / `session_crons`), in words.
+    pub pending_work: Option<String>,
+    /// The plan's 5-hour window as `ralph statusline` last saw it: percent
+    /// used now, and when it resets (in words), for `--max-window`.
+    pub window: Option<(u64, String)>,
+    /// Whether `/goal` drives the session, as far as the transcript read at
+    /// this stop says (`None`: it says nothing new).
+    pub goal_active: Option<bool>,
+    /// The dearest single message priced at this stop (the hook's estimate
+    /// for a reply the transcript lacks).
+    pub largest_reply_cost: crate::money::Money,
 }

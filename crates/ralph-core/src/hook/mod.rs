@@ -539,7 +539,7 @@ fn drive(
             Answer::Notice(messages::queued_goes_first(&live.file.name, state))
         }
         Step::Passed => Answer::Silent,
-        Step::Changed { notice } => Answer::Notice(notice),
+        Step::Waiting { notice } | Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
         Step::Continued { reason, status, .. } => Answer::Block {
             reason,
@@ -586,7 +586,9 @@ fn observe(
             .map(|r| r.text)
     });
     let wants_progress = state.guards.no_progress_after > 0;
-    let wants_transcript = state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress;
+    let wants_cost = state.guards.max_cost_usd.is_some();
+    let wants_transcript =
+        state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress || wants_cost;
     let mut scan = |p: &Path| {
         transcript::scan_loop(
             p,
@@ -616,7 +618,24 @@ fn observe(
             tree_fingerprint(project, state, appended.as_ref(), from_event)
         })
         .flatten();
+    let priced = appended
+        .as_ref()
+        .filter(|_| wants_cost)
+        .map(|a| price(a, notices));
+    let cost_usd = priced.map(|(cost, _)| state.progress.counts.cost_usd.plus(cost));
+    // What `ralph statusline` last saw of the plan's window (per user).
+    let window = state
+        .guards
+        .max_window_pct
+        .and_then(|_| ctx.registry())
+        .and_then(|r| crate::loop_file::window::load(r.dir()))
+        .map(|w| (w.used_now(ctx.now), w.reset_words()));
     let seen = Observation {
+        largest_reply_cost: priced.map_or(crate::money::Money(0), |(_, largest)| largest),
+        goal_active: appended.as_ref().and_then(|a| a.goal_active),
+        window,
+        pending_work: event.pending_work(),
+        cost_usd,
         now: Some(ctx.now),
         tokens_used: appended
             .as_ref()
@@ -643,6 +662,54 @@ fn observe(
         reply,
     };
     (seen, appended)
+}
+
+/// What the tokens of this stop's part of the transcript cost, by the
+/// shipped price table with the user's over it. A table that cannot be read
+/// and a model it does not know are told; neither makes tokens free.
+/// Also the price of the largest message alone (the estimate for a reply
+/// the transcript does not hold yet).
+fn price(
+    appended: &transcript::Appended,
+    notices: &mut Vec<String>,
+) -> (crate::money::Money, crate::money::Money) {
+    use crate::decide::pricing::PriceTable;
+    let zero = crate::money::Money(0);
+    if appended.per_model.is_empty() {
+        return (zero, zero);
+    }
+    let table = match PriceTable::load(crate::decide::pricing::user_file_from_env().as_deref()) {
+        Ok(table) => table,
+        Err(e) => {
+            notices.push(format!(
+                "⚠ ralph: {e}; ralph's own prices are used meanwhile."
+            ));
+            match PriceTable::shipped() {
+                Ok(table) => table,
+                Err(e) => {
+                    notices.push(format!("⚠ ralph: {e}"));
+                    return (zero, zero);
+                }
+            }
+        }
+    };
+    let priced = table.price(&appended.per_model);
+    for model in &priced.unknown {
+        notices.push(format!(
+            "⚠ ralph: no price for the model `{}`; its tokens are priced at the dearest rate known. Give its prices in {} (docs/cost.md).",
+            crate::display::line(model),
+            crate::decide::pricing::user_file_from_env()
+                .map_or_else(
+                    || "~/.config/ralph/prices.json".to_owned(),
+                    |p| crate::display::line(&p.display().to_string()).into_owned()
+                )
+        ));
+    }
+    let largest = appended
+        .largest_message
+        .as_ref()
+        .map_or(zero, |m| table.price(std::slice::from_ref(m)).cost);
+    (priced.cost, largest)
 }
 
 /// The cheapest signal that decides: an edit the transcript proves, then

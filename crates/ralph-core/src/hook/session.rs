@@ -25,7 +25,7 @@ use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::registry::{self, Arming};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{Project, StoreError};
-use rules::{EndRule, Handover, StartRule};
+use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
 /// ralph reads; unknown fields are ignored.
@@ -44,6 +44,14 @@ pub struct SessionEvent {
     /// `SessionEnd`: `clear`, `logout`, `prompt_input_exit`, `other`, …
     #[serde(default)]
     pub reason: Option<String>,
+    /// `StopFailure`: `rate_limit`, `billing_error`, `server_error`, …
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_details: Option<String>,
+    /// `StopFailure`: the error as the client showed it.
+    #[serde(default)]
+    pub last_assistant_message: Option<String>,
 }
 
 impl SessionEvent {
@@ -107,6 +115,14 @@ pub fn start(input: &[u8], ctx: &SessionContext) -> Answer {
 /// `SessionEnd`.
 pub fn end(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_end(input, ctx), "no loop was paused")
+}
+
+/// `StopFailure`: an API error ended the turn instead of a stop. A rate
+/// or usage limit pauses this session's loop (uncounted; the user is told
+/// at the next prompt or session start, `/ralph-resume` goes on); any
+/// other error is logged. The client ignores this hook's output.
+pub fn stop_failure(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_failure(input, ctx), "the loop was left as it was")
 }
 
 fn answer_or_notice(result: Result<Answer, SessionError>, what_happened: &str) -> Answer {
@@ -218,7 +234,17 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     let Ok(state) = &live.state else {
         return Ok(Answer::Silent);
     };
-    if !rules::tell_on_prompt(prompt, state, &rules::read_marks(&live.text)) {
+    let marks = rules::read_marks(&live.text);
+    if let Some(why) = marks.limit_pause.as_deref().filter(|_| !state.active) {
+        // Told once: the mark goes with this prompt.
+        rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+        return Ok(Answer::Notice(messages::paused_for_limit(
+            &live.file.name,
+            state,
+            why,
+        )));
+    }
+    if !rules::tell_on_prompt(prompt, state, &marks) {
         return Ok(Answer::Silent);
     }
     rewrite(
@@ -286,6 +312,52 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     Ok(notice(&notices))
 }
 
+fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+    let event = SessionEvent::parse(input)?;
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    let rule = rules::on_failure(
+        event.error.as_deref(),
+        event.error_details.as_deref(),
+        event.last_assistant_message.as_deref(),
+    );
+    let _lock = project.lock()?;
+    let lives = live_loops(&project, ctx)?;
+    let Some(i) = driven(&lives, session) else {
+        return Ok(Answer::Silent);
+    };
+    let live = &lives[i];
+    let Ok(state) = &live.state else {
+        return Ok(Answer::Silent);
+    };
+    let (decision, why) = match rule {
+        FailureRule::Pause { why } if state.active => {
+            rewrite(
+                live,
+                &[
+                    ("active", "false".to_owned()),
+                    (rules::LIMIT_PAUSE_FIELD, quote(&why)),
+                ],
+            )?;
+            (Logged::Pause, why)
+        }
+        FailureRule::Pause { why } | FailureRule::Log { why } => (Logged::ApiError, why),
+    };
+    LogEntry {
+        reason: event.error.as_deref().map(messages::printable),
+        ..LogEntry::new(ctx.hook.now, decision, why.as_str())
+    }
+    .session(session)
+    .iteration(state.iteration)
+    .append(&project, &live.file.name);
+    Ok(match decision {
+        Logged::Pause => Answer::Notice(messages::paused_for_limit(&live.file.name, state, &why)),
+        _ => Answer::Silent,
+    })
+}
+
 fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     let event = SessionEvent::parse(input)?;
     let Some(project) = locate(&event, ctx)? else {
@@ -308,6 +380,9 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
         }
         let text = match rules::on_start(source, state) {
             StartRule::Paused => {
+                if rules::read_marks(&live.text).limit_pause.is_some() {
+                    rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+                }
                 let why = last_pause_reason(&project, &live.file.name);
                 messages::paused_on_start(&live.file.name, state, why.as_deref())
             }

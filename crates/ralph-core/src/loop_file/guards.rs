@@ -8,7 +8,8 @@ use crate::loop_file::fields::{
     FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
 };
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_number};
+use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_money, check_number};
+use crate::money::Money;
 use crate::time::format_duration;
 
 /// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
@@ -56,6 +57,11 @@ pub struct Guards {
     pub max_same_failure: u64,
     /// Checks in a row without a new lowest failure count that end the loop; 0: off.
     pub stall_after: u64,
+    /// The dollar budget (`max_cost`); `None` or 0: off.
+    pub max_cost_usd: Option<Money>,
+    /// Pause the in-session loop once the plan's 5-hour window is this
+    /// many percent used (`max_window`, 1–100); `None`: off.
+    pub max_window_pct: Option<u64>,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -80,6 +86,8 @@ macro_rules! with_guard_fields {
             check_timeout,
             max_same_failure,
             stall_after,
+            max_cost,
+            max_window,
             $($middle,)*
             verify_failures,
             replies_behind,
@@ -88,6 +96,9 @@ macro_rules! with_guard_fields {
             lowest_failures,
             stalled_checks,
             failure_trend,
+            cost_usd,
+            goal_stops,
+            largest_reply_cost_usd,
             $($after,)*
         );
     };
@@ -128,6 +139,8 @@ impl Guards {
                 .clamp(1, MAX_VERIFY_TIMEOUT),
             verify,
             check,
+            max_cost_usd: money("max_cost", field("max_cost"))?.filter(|m| m.0 > 0),
+            max_window_pct: count("max_window")?.filter(|&p| p > 0).map(|p| p.min(100)),
         })
     }
 }
@@ -152,6 +165,15 @@ pub struct GuardCounts {
     pub stalled_checks: u64,
     /// The last failure counts, oldest first, space-separated (`12 9 7 7`).
     pub failure_trend: Option<String>,
+    /// The dollar budget's: what the loop spent so far (the agent's own
+    /// figure in `ralph run`; the transcript's tokens priced in the hook).
+    pub cost_usd: Money,
+    /// Stops let through in a row because `/goal` drives the session (its
+    /// own Stop hook continues the turn): 0 when no goal is set.
+    pub goal_stops: u64,
+    /// The dollar budget's estimate for a reply the transcript lacks: the
+    /// dearest single message priced so far.
+    pub largest_reply_cost_usd: Money,
 }
 
 /// The loop-file fields of [`GuardCounts`]: counters ralph rewrites from
@@ -165,6 +187,9 @@ pub const COUNTER_FIELDS: &[&str] = &[
     "lowest_failures",
     "stalled_checks",
     "failure_trend",
+    "cost_usd",
+    "goal_stops",
+    "largest_reply_cost_usd",
 ];
 
 impl GuardCounts {
@@ -179,6 +204,13 @@ impl GuardCounts {
             lowest_failures: count("lowest_failures")?,
             stalled_checks: count("stalled_checks")?.unwrap_or(0),
             failure_trend: non_empty(raw.get("failure_trend").map(str::to_owned)),
+            cost_usd: money("cost_usd", raw.get("cost_usd"))?.unwrap_or_default(),
+            goal_stops: count("goal_stops")?.unwrap_or(0),
+            largest_reply_cost_usd: money(
+                "largest_reply_cost_usd",
+                raw.get("largest_reply_cost_usd"),
+            )?
+            .unwrap_or_default(),
         })
     }
 
@@ -213,7 +245,41 @@ impl GuardCounts {
                 fields.push((name, quote(new.as_deref().unwrap_or(""))));
             }
         }
+        if self.cost_usd != old.cost_usd {
+            fields.push(("cost_usd", self.cost_usd.decimal()));
+        }
+        if self.largest_reply_cost_usd != old.largest_reply_cost_usd {
+            fields.push((
+                "largest_reply_cost_usd",
+                self.largest_reply_cost_usd.decimal(),
+            ));
+        }
+        if self.goal_stops != old.goal_stops {
+            fields.push(("goal_stops", self.goal_stops.to_string()));
+        }
         fields
+    }
+
+    /// The counts an ending loop's record keeps: what it spent.
+    pub(crate) fn ending_fields(&self, cost_usd: Option<Money>) -> Vec<(&'static str, String)> {
+        let mut ended = self.clone();
+        if let Some(cost) = cost_usd {
+            ended.cost_usd = cost;
+        }
+        ended.changed_fields(self)
+    }
+}
+
+/// A dollar amount from the loop file (`max_cost: 2.5`, `cost_usd: 0.12`),
+/// read exactly; errors name the field.
+fn money(field: &'static str, value: Option<&str>) -> Result<Option<Money>, StateError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => Money::parse(v).map(Some).map_err(|_| StateError::Field {
+            field,
+            value: v.to_owned(),
+            expected: "expected a dollar amount such as `5` or `2.50` (at most 6 decimals, at most 1000000000)",
+        }),
     }
 }
 
@@ -231,10 +297,12 @@ pub enum Tripped {
     SameFailure,
     /// The check's failure count did not reach a new low for `stall_after` checks.
     Stalled,
+    /// The loop spent its `max_cost`.
+    CostBudget,
 }
 
 impl Tripped {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::TimeBudget,
         Self::TokenBudget,
         Self::Stuck,
@@ -242,6 +310,7 @@ impl Tripped {
         Self::VerifyFailures,
         Self::SameFailure,
         Self::Stalled,
+        Self::CostBudget,
     ];
 
     /// The word stored in the `outcome:` field.
@@ -254,13 +323,16 @@ impl Tripped {
             Self::VerifyFailures => "verify_failures",
             Self::SameFailure => "same_failure",
             Self::Stalled => "stalled",
+            Self::CostBudget => "cost_budget",
         }
     }
 
     /// The icon and the words of the notice.
     pub fn headline(self) -> (&'static str, &'static str) {
         match self {
-            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
+            Self::TimeBudget | Self::TokenBudget | Self::CostBudget => {
+                ("⏹", "stopped: budget reached")
+            }
             Self::Stuck => ("⚠", "stopped: stuck"),
             Self::NoProgress => ("⚠", "stopped: no progress"),
             Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
@@ -400,6 +472,26 @@ pub const OPTIONS: &[GuardOption] = &[
         example: "--no-progress-after 5",
         explains: "end it (as no_progress) after 5 iterations with no change to the git working tree or HEAD (git projects only; 0: off)",
     },
+    GuardOption {
+        flag: "max-cost",
+        field: "max_cost",
+        kind: Kind::Money,
+        default: "none",
+        value_name: "USD",
+        help: "Dollar budget for the loop, e.g. 5 or 2.50",
+        example: "--max-cost 2.50",
+        explains: "end it (as cost_budget) once the loop spent this many US dollars: in `ralph run` the agent's own reported cost (`claude -p` is also given what is left as --max-budget-usd), in a session the transcript's tokens priced per model (docs/cost.md); warning at 80 %",
+    },
+    GuardOption {
+        flag: "max-window",
+        field: "max_window",
+        kind: Kind::Number,
+        default: "none",
+        value_name: "PCT",
+        help: "Pause the in-session loop when the plan's 5-hour window reaches PCT % (needs `ralph statusline`)",
+        example: "--max-window 80",
+        explains: "pause the loop (in a session, not in `ralph run`) once the plan's 5-hour usage window is 80 % used, as `ralph statusline` last saw it; /ralph-resume goes on; refused when the status line has seen no window yet",
+    },
 ];
 
 impl Guards {
@@ -414,6 +506,12 @@ impl Guards {
         }
         if let Some(t) = self.max_tokens {
             out.push(format!("token budget {t}"));
+        }
+        if let Some(m) = self.max_cost_usd {
+            out.push(format!("dollar budget {}", m.dollars()));
+        }
+        if let Some(p) = self.max_window_pct {
+            out.push(format!("pauses at {p} % of the 5-hour window"));
         }
         if let Some(v) = &self.verify {
             out.push(format!(
@@ -497,6 +595,7 @@ impl GuardSettings {
         let value = match option.kind {
             Kind::Number => check_number(option.flag, value)?.to_string(),
             Kind::Duration => check_duration(option.flag, value)?,
+            Kind::Money => check_money(option.flag, value)?,
             Kind::Text | Kind::Flag => value.to_owned(),
         };
         self.values.retain(|(g, _)| g.flag != option.flag);
@@ -531,7 +630,7 @@ impl GuardSettings {
     /// (`--verify ''`) sets nothing.
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
         self.values.iter().filter_map(|(g, v)| match g.kind {
-            Kind::Number => Some((g.field, v.clone())),
+            Kind::Number | Kind::Money => Some((g.field, v.clone())),
             _ if v.trim().is_empty() && g.kind == Kind::Text => None,
             _ => Some((g.field, quote(v))),
         })

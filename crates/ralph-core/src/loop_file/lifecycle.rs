@@ -51,6 +51,9 @@ pub enum Logged {
     Handover,
     /// What became of a notification of the loop's end (`notify.rs`).
     Notify,
+    /// An API error ended a turn (`StopFailure`): logged; a limit also pauses.
+    #[serde(rename = "api_error")]
+    ApiError,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -98,6 +101,9 @@ pub struct LogEntry {
     pub no_progress_count: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_blocks: Option<u64>,
+    /// What the loop spent so far, in dollars (with a dollar budget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::money::Money>,
 }
 
 /// The verification gate's verdict as logged (its output is not).
@@ -149,6 +155,7 @@ impl LogEntry {
             same_reply_count: None,
             no_progress_count: None,
             idle_blocks: None,
+            cost_usd: None,
         }
     }
 

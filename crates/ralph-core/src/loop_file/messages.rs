@@ -261,6 +261,31 @@ pub fn paused_at_session_end(name: &str, state: &LoopState, why: &str) -> String
     )
 }
 
+/// What an in-session loop spends, for the arming line and `ralph status`.
+pub const SPENDS_IN_SESSION: &str = "this session's usage: the plan's 5-hour and weekly windows on a subscription, or the account of the API key it runs with";
+
+/// What a `ralph run` spends with `agent` (its command line).
+pub fn spends_in_run(agent: &str) -> String {
+    if agent.split_whitespace().next() == Some("claude") {
+        "API-priced `claude -p` usage (on subscription plans, the separate credit for print mode), in the dollars each run reports".to_owned()
+    } else {
+        format!(
+            "whatever `{}` bills; ralph counts only the cost an agent reports",
+            printable(agent.split_whitespace().next().unwrap_or(agent))
+        )
+    }
+}
+
+/// A rate or usage limit ended a turn; the loop was paused, uncounted.
+pub fn paused_for_limit(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⏸ ralph `{}` paused at iteration {}: {}. It waits for you: /ralph-resume carries on once the limit has reset, /ralph-cancel ends it.",
+        printable(name),
+        state.iteration_label(),
+        printable(why)
+    )
+}
+
 /// `/clear` ended the owning session: the loop waits for the new conversation.
 pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
     format!(

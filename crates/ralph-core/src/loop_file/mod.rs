@@ -19,3 +19,4 @@ pub mod rewrite;
 pub mod run_owner;
 pub mod state;
 pub mod store;
+pub mod window;

@@ -13,6 +13,8 @@ pub enum Kind {
     Number,
     /// A duration with a unit, such as 90m or 2h.
     Duration,
+    /// A dollar amount such as 5 or 2.50 (`money::Money`).
+    Money,
 }
 
 /// A duration value as ralph accepts it: digits with a unit (`90m`, `2h`,
@@ -33,6 +35,18 @@ pub fn check_duration(option: &str, value: &str) -> Result<String, ArgumentsErro
             value: value.to_owned(),
         }),
     }
+}
+
+/// A dollar amount, read exactly (`5`, `2.50`); given back as written
+/// without trailing zeros, the way a loop file stores it.
+pub fn check_money(option: &str, value: &str) -> Result<String, ArgumentsError> {
+    crate::money::Money::parse(value)
+        .map(crate::money::Money::decimal)
+        .map_err(|e| ArgumentsError::BadMoney {
+            option: option.to_owned(),
+            value: value.to_owned(),
+            why: e.to_string(),
+        })
 }
 
 /// A whole-number value, as clap reads `u64`.
@@ -68,6 +82,12 @@ pub enum ArgumentsError {
     BadDuration { option: String, value: String },
     #[error("`--{option} {value}`: expected a whole number such as 10; nothing was armed")]
     BadNumber { option: String, value: String },
+    #[error("`--{option} {value}`: {why}; nothing was armed")]
+    BadMoney {
+        option: String,
+        value: String,
+        why: String,
+    },
 }
 
 /// A value that fits the option, for the "needs a value" message.

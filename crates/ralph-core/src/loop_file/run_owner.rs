@@ -46,6 +46,11 @@ pub fn taking_over(own: &str, previous: Option<&str>) -> String {
     }
 }
 
+/// Whether `owner` is a `ralph run` (alive or not), not a session.
+pub fn is_run(owner: &str) -> bool {
+    parse(owner).is_some()
+}
+
 /// The session a loop goes back to because its driver died: `S` from
 /// `ralph-run-<pid>-<start>:S` when that process is gone.
 pub fn orphaned_for(owner: &str) -> Option<&str> {

@@ -49,6 +49,13 @@ pub struct StopEvent {
     /// Copilot: milliseconds since the epoch; Gemini: an RFC 3339 string.
     #[serde(default)]
     pub timestamp: Option<Value>,
+    /// Claude Code 2.1.328: background work in flight that will wake the
+    /// session (`[{"id","type":"shell","status":"running","description","command"}]`).
+    #[serde(default)]
+    pub background_tasks: Option<Vec<Value>>,
+    /// Claude Code 2.1.328: scheduled wake-ups (CronCreate, ScheduleWakeup, /loop).
+    #[serde(default)]
+    pub session_crons: Option<Vec<Value>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +69,46 @@ pub enum EventError {
 }
 
 impl StopEvent {
+    /// The work that will wake the session, in words (`1 background task
+    /// (bg)`), or `None` when nothing is in flight or scheduled.
+    pub fn pending_work(&self) -> Option<String> {
+        let named = |items: &[Value]| {
+            let names: Vec<String> = items
+                .iter()
+                .take(3)
+                .filter_map(|t| {
+                    ["description", "prompt", "command", "id"]
+                        .iter()
+                        .find_map(|k| t.get(k).and_then(Value::as_str))
+                })
+                .map(|n| crate::display::line(&n.chars().take(40).collect::<String>()).into_owned())
+                .collect();
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", names.join(", "))
+            }
+        };
+        let mut parts = Vec::new();
+        if let Some(tasks) = self.background_tasks.as_deref().filter(|t| !t.is_empty()) {
+            let s = if tasks.len() == 1 { "" } else { "s" };
+            parts.push(format!(
+                "{} background task{s}{}",
+                tasks.len(),
+                named(tasks)
+            ));
+        }
+        if let Some(crons) = self.session_crons.as_deref().filter(|c| !c.is_empty()) {
+            let s = if crons.len() == 1 { "" } else { "s" };
+            parts.push(format!(
+                "{} scheduled wake-up{s}{}",
+                crons.len(),
+                named(crons)
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(" and "))
+    }
+
     pub fn parse(input: &[u8]) -> Result<Self, EventError> {
         if input.iter().all(u8::is_ascii_whitespace) {
             return Err(EventError::Empty);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
+use crate::money::Money;
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -30,6 +31,34 @@ pub struct AgentReply {
     /// Claude Code's `is_error` and `subtype` (`success`, `error_max_turns`, …).
     pub is_error: bool,
     pub subtype: Option<String>,
+    /// What the run cost, as the agent reports it (Claude Code's
+    /// `total_cost_usd`), rounded up to the micro-dollar; `None`: not said.
+    pub cost: Option<Money>,
+    /// The run ended on a rate or usage limit (Claude Code's
+    /// `api_error_status` 429, or `api_error_type` `rate_limit_error` or
+    /// `billing_error`): what it said, escaped. Not a failed iteration.
+    pub limit: Option<String>,
+}
+
+/// Claude Code's result when `--max-budget-usd` stopped it.
+pub const BUDGET_SPENT: &str = "error_max_budget_usd";
+
+/// The agent's command with what is left of a dollar budget, for Claude
+/// Code in print mode (`claude -p …`, which stops itself once it spent
+/// `--max-budget-usd`), so one iteration cannot run far past the budget.
+/// Any other command is left as it is (it has no such flag).
+pub fn with_budget(command: &str, left: Option<Money>) -> String {
+    let mut words = command.split_whitespace();
+    let is_claude_print = words.next() == Some("claude")
+        && command
+            .split_whitespace()
+            .any(|w| w == "-p" || w == "--print");
+    match left {
+        Some(left) if is_claude_print && !command.contains("--max-budget-usd") => {
+            format!("{command} --max-budget-usd {}", left.decimal())
+        }
+        _ => command.to_owned(),
+    }
 }
 
 /// One denial in a line: the tool and what it was asked to touch or run.
@@ -58,9 +87,14 @@ fn denial_line(item: &Value) -> String {
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
 pub fn parse_output(stdout: &str) -> AgentReply {
     let trimmed = stdout.trim();
+    // A result without `result` text is an error result (max turns, the
+    // budget spent): no reply, but its cost and subtype still count.
     if trimmed.starts_with('{')
         && let Ok(value) = serde_json::from_str::<Value>(trimmed)
-        && let Some(result) = value.get("result").and_then(Value::as_str)
+        && let Some(result) = value
+            .get("result")
+            .and_then(Value::as_str)
+            .or_else(|| (value.get("type").and_then(Value::as_str) == Some("result")).then_some(""))
     {
         let usage = value.get("usage");
         let field = |k: &str| {
@@ -86,6 +120,8 @@ pub fn parse_output(stdout: &str) -> AgentReply {
                 .get("subtype")
                 .and_then(Value::as_str)
                 .map(crate::loop_file::messages::escape_controls),
+            cost: value.get("total_cost_usd").and_then(Money::from_json_up),
+            limit: limit_of(&value, result),
         };
     }
     AgentReply {
@@ -94,7 +130,30 @@ pub fn parse_output(stdout: &str) -> AgentReply {
         denials: Vec::new(),
         is_error: false,
         subtype: None,
+        cost: None,
+        limit: None,
     }
+}
+
+/// Whether a Claude Code result says a rate or usage limit stopped it
+/// (checked in 2.1.328: a 429 gives `api_error_status: 429`,
+/// `api_error_type: "rate_limit_error"`; a spent credit balance
+/// `api_error_type: "billing_error"`; neither says when it resets).
+fn limit_of(value: &Value, result: &str) -> Option<String> {
+    let status = value.get("api_error_status").and_then(Value::as_u64);
+    let kind = value.get("api_error_type").and_then(Value::as_str);
+    let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
+    limited.then(|| {
+        let said =
+            crate::loop_file::messages::escape_controls(result.lines().next().unwrap_or("").trim());
+        let kind = kind.map_or_else(String::new, crate::loop_file::messages::escape_controls);
+        match (said.is_empty(), kind.is_empty()) {
+            (true, true) => "a rate or usage limit".to_owned(),
+            (true, false) => kind,
+            (false, true) => said,
+            (false, false) => format!("{said} ({kind})"),
+        }
+    })
 }
 
 /// How an agent run ended.
@@ -198,8 +257,34 @@ mod tests {
                 denials: vec![],
                 is_error: false,
                 subtype: Some("success".into()),
+                cost: None,
+                limit: None,
             }
         );
+        let spent = parse_output(
+            r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true,"total_cost_usd":0.0512345,"errors":["budget"]}"#,
+        );
+        assert_eq!(
+            (spent.text.as_str(), spent.cost, spent.subtype.as_deref()),
+            ("", Some(Money(51_235)), Some(BUDGET_SPENT))
+        );
+        assert!(spent.is_error);
+        // What Claude Code 2.1.328 printed for a 429 and for a spent credit balance.
+        let limited = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#,
+        );
+        assert_eq!(
+            limited.limit.as_deref(),
+            Some("API Error: Request rejected (429) · rate limit (rate_limit_error)")
+        );
+        let billing = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"api_error_type":"billing_error","result":"Credit balance is too low"}"#,
+        );
+        assert!(billing.limit.is_some());
+        let overloaded = parse_output(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"api_error_type":"overloaded_error","result":"API Error: 529 Overloaded"}"#,
+        );
+        assert_eq!(overloaded.limit, None, "transient: not a limit");
         assert_eq!(
             parse_output("  plain reply \n"),
             AgentReply {
@@ -208,6 +293,8 @@ mod tests {
                 denials: vec![],
                 is_error: false,
                 subtype: None,
+                cost: None,
+                limit: None,
             }
         );
         assert_eq!(
@@ -218,7 +305,33 @@ mod tests {
                 denials: vec![],
                 is_error: false,
                 subtype: None,
+                cost: None,
+                limit: None,
             }
+        );
+    }
+
+    #[test]
+    fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
+        let left = Some(Money(1_250_000));
+        assert_eq!(
+            with_budget("claude -p --output-format json", left),
+            "claude -p --output-format json --max-budget-usd 1.25"
+        );
+        assert_eq!(
+            with_budget(crate::run::presets::resolve("claude").as_str(), left),
+            format!(
+                "{} --max-budget-usd 1.25",
+                crate::run::presets::resolve("claude")
+            )
+        );
+        assert_eq!(with_budget("claude -p", None), "claude -p");
+        assert_eq!(with_budget("codex exec", left), "codex exec");
+        assert_eq!(with_budget("./claude -p", left), "./claude -p");
+        assert_eq!(
+            with_budget("claude -p --max-budget-usd 9", left),
+            "claude -p --max-budget-usd 9",
+            "the user's own flag wins"
         );
     }
 

@@ -58,6 +58,9 @@ pub struct Setup {
 
 /// What one call of [`Driver::next`] did. After `Iterated` and `Passed`
 /// the run goes on; after `Ended` it stops.
+// One value per agent run, moved once to the terminal: boxing the ending
+// would cost an allocation and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Event {
     /// An iteration ran, was judged, and the loop goes on.
@@ -95,6 +98,9 @@ pub enum End {
     HandedBack { iteration: u64 },
     /// The loop file changed while the agent ran; nothing was written.
     ChangedWhileAgentRan,
+    /// The agent stopped on a rate or usage limit (`why`): the iteration
+    /// is not counted and the loop was handed back at `iteration`.
+    Limited { why: String, iteration: u64 },
     /// The loop changed while its verification ran ([`Step::Changed`]).
     Changed { notice: String },
     /// Ctrl-C: the agent was stopped, and each loop in `ended`
@@ -107,6 +113,8 @@ pub enum End {
         notice: String,
         /// The tokens counted so far, when the agent reported some.
         tokens: Option<u64>,
+        /// What the loop spent so far, when the agent reported its cost.
+        cost: Option<crate::money::Money>,
         reply: AgentReply,
     },
     /// The same refusal twice in a row: ended as denied (its record; `None`
@@ -118,6 +126,20 @@ pub enum End {
         iteration: u64,
         gave_up: GaveUp,
     },
+}
+
+/// The figures, and a word when a dollar budget is set but the agent does
+/// not report what it cost (only Claude Code's JSON output does).
+fn cost_unknown(figures: String, state: &LoopState, reply: &AgentReply) -> String {
+    if state.guards.max_cost_usd.is_none() || reply.cost.is_some() {
+        return figures;
+    }
+    let unknown = "the agent reports no cost: the dollar budget cannot count it";
+    if figures.is_empty() {
+        unknown.to_owned()
+    } else {
+        format!("{figures} · {unknown}")
+    }
 }
 
 /// One `ralph run` driving one loop.
@@ -248,8 +270,13 @@ impl Driver {
             format!("{}{footer}", state.prompt)
         });
         let label = state.iteration_label();
+        let left = state
+            .guards
+            .max_cost_usd
+            .map(|limit| limit.minus(state.progress.counts.cost_usd));
+        let with_budget = agent::with_budget(&self.setup.agent, left);
         let finished = agent.run(Call {
-            command: &self.setup.agent,
+            command: &with_budget,
             root: &self.setup.project.root,
             prompt: &prompt,
             label: &label,
@@ -272,7 +299,18 @@ impl Driver {
             }) => (status, stdout, stderr_tail),
         };
         let reply = agent::parse_output(&stdout);
-        if reply.text.is_empty() && !status.success() {
+        if let Some(why) = reply.limit.clone() {
+            // Not the agent's failure, nor a turn: nothing is judged or counted.
+            self.hand_back()?;
+            return Ok(Event::Ended(End::Limited {
+                why,
+                iteration: state.iteration,
+            }));
+        }
+        // Claude Code stopped at its --max-budget-usd: judged, so the
+        // dollar budget ends the loop with the cost it reports.
+        let budget_spent = reply.subtype.as_deref() == Some(agent::BUDGET_SPENT);
+        if reply.text.is_empty() && !status.success() && !budget_spent {
             let why = format!(
                 "the agent `{command}` failed ({status}) without a reply.\n{}",
                 messages::escape_controls(&stderr_tail)
@@ -311,7 +349,8 @@ impl Driver {
         denied_again: bool,
     ) -> Event {
         match step {
-            Step::Passed => Event::Passed,
+            // A fresh agent process has no background work to wait for.
+            Step::Passed | Step::Waiting { .. } => Event::Passed,
             Step::Changed { notice } => Event::Ended(End::Changed { notice }),
             Step::Continued {
                 next,
@@ -327,7 +366,7 @@ impl Driver {
                     label,
                     next,
                     promise_refused,
-                    figures: messages::guard_figures(state, &progress),
+                    figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
                     reply,
                 }))
             }
@@ -340,6 +379,7 @@ impl Driver {
                 tokens: reply
                     .tokens
                     .map(|t| state.progress.tokens_used.saturating_add(t)),
+                cost: reply.cost.map(|c| state.progress.counts.cost_usd.plus(c)),
                 reply,
             }),
         }

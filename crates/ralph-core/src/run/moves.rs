@@ -321,6 +321,7 @@ fn observe(
         ran_tool: None,
         block_cap: 0,
         verification: None,
+        cost_usd: reply.cost.map(|c| state.progress.counts.cost_usd.plus(c)),
         ..Observation::default()
     }
 }

@@ -112,6 +112,7 @@ pub fn session(event: crate::cli::HookCommand) -> ExitCode {
                 }
                 HookCommand::SessionStart => session::start(&input, &ctx),
                 HookCommand::SessionEnd => session::end(&input, &ctx),
+                HookCommand::StopFailure => session::stop_failure(&input, &ctx),
                 HookCommand::Stop(_) => hook::stop(&input, &ctx.hook),
             }
         }

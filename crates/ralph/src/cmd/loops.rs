@@ -99,6 +99,7 @@ fn arm_and_tell(
     notes: &[String],
 ) -> Result<control::Armed, Failure> {
     let project = super::project();
+    window_seen(&args.arm)?;
     let request = arm_request(args.name, prompt, args.arm, args.session_id, args.force);
     let registry = super::require_registry()?;
     let armed = control::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
@@ -139,6 +140,13 @@ fn arm_and_tell(
     }
     if let Some(words) = state.notify.summary() {
         say!("When it ends: {words}.");
+    }
+    if !state
+        .session_id
+        .as_deref()
+        .is_some_and(ralph_core::loop_file::run_owner::is_run)
+    {
+        say!("Spends: {}.", messages::SPENDS_IN_SESSION);
     }
     say!("\nYour task:\n\n{}\n", state.prompt);
     say!("{}", messages::how_to_finish(state).trim_end());
@@ -183,6 +191,29 @@ pub fn arm(
 ) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
     let registry = super::require_registry()?;
     Ok(control::arm(project, &registry, request, Timestamp::now())?)
+}
+
+/// `--max-window` goes by what `ralph statusline` last saw of the plan's
+/// 5-hour window: without that, the guard could never fire, so arming is
+/// refused with the fix.
+fn window_seen(arm: &ArmFlags) -> Outcome {
+    let Some(pct) = arm.guards.0.get("max-window") else {
+        return Ok(());
+    };
+    if pct.trim().parse::<u64>().is_ok_and(|p| p > 100) {
+        return Err(Failure::usage(format!(
+            "`--max-window {pct}`: a share of the window, 1 to 100; nothing was armed"
+        )));
+    }
+    let seen = super::require_registry()
+        .ok()
+        .and_then(|r| ralph_core::loop_file::window::load(r.dir()));
+    if seen.is_none() {
+        return Err(Failure::usage(
+            "`--max-window` pauses the loop by the plan's 5-hour window as `ralph statusline` last saw it, and it has seen none yet: set `ralph statusline` as Claude Code's status line (README, \"Status line\"; only subscription plans report the window), let it refresh once, then arm again; nothing was armed".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Applies an option found in raw slash-command arguments, with the same

@@ -99,6 +99,9 @@ pub mod code {
     pub const USAGE: u8 = 2;
     /// `ralph run` / `ralph plan`: the loop ended otherwise than completed.
     pub const ENDED: u8 = 3;
+    /// `ralph run`: the agent stopped on a rate or usage limit; the loop
+    /// waits, uncounted, for a run after the reset.
+    pub const LIMITED: u8 = 4;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
 }

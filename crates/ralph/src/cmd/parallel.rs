@@ -404,15 +404,18 @@ impl Fleet {
         let last = fg::last_run(&slot.worktree, &name);
         fg::keep_history(&slot.worktree, &self.project);
         let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
-        let record = StoryRecord::ended(
-            &slot.story.id,
-            last.outcome
-                .as_deref()
-                .unwrap_or(ended::Outcome::Failed.as_str()),
-            last.iterations,
-            last.tokens,
-            slot.started.elapsed().as_secs(),
-        );
+        let record = StoryRecord {
+            cost_usd: last.cost_usd,
+            ..StoryRecord::ended(
+                &slot.story.id,
+                last.outcome
+                    .as_deref()
+                    .unwrap_or(ended::Outcome::Failed.as_str()),
+                last.iterations,
+                last.tokens,
+                slot.started.elapsed().as_secs(),
+            )
+        };
         match fleet::after_run(record, code, completed, &self.shown(&slot.worktree)) {
             AfterRun::BringHome(record) => self.bring_home(&slot.story, &slot.worktree, record),
             AfterRun::Stays(record) => record,

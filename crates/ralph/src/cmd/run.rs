@@ -60,6 +60,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     } else {
         None
     };
+    let spends = ralph_core::loop_file::messages::spends_in_run(&args.agent);
     let setup = Setup {
         project,
         registry,
@@ -86,6 +87,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
+    say!("Spends: {spends}.");
     let project = driver.project();
     match archive::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
@@ -191,6 +193,15 @@ impl Terminal {
                 "Handed the loop `{name}` back after {} fresh iterations, at iteration {iteration}.",
                 driver.done_here()
             ),
+            End::Limited { why, iteration } => {
+                say!(
+                    "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
+                );
+                return Err(super::Failure {
+                    message: String::new(),
+                    code: super::code::LIMITED,
+                });
+            }
             End::ChangedWhileAgentRan => say!(
                 "The loop `{name}` changed while the agent ran (cancelled or paused elsewhere); this run stops."
             ),
@@ -201,8 +212,12 @@ impl Terminal {
                 outcome,
                 notice,
                 tokens,
+                cost,
                 reply,
-            } => return self.judged(driver, &label, outcome, &notice, tokens, &reply),
+            } => {
+                let figures = Figures { tokens, cost };
+                return self.judged(driver, &label, outcome, &notice, figures, &reply);
+            }
             End::Denied { record } => return self.denied(driver, record),
             End::GaveUp {
                 why,
@@ -220,11 +235,16 @@ impl Terminal {
         label: &str,
         outcome: LoopOutcome,
         notice: &str,
-        tokens: Option<u64>,
+        figures: Figures,
         reply: &agent::AgentReply,
     ) -> Outcome {
         let elapsed = self.elapsed();
-        let tokens = tokens.map_or_else(String::new, |t| format!(" · tokens {t}"));
+        let mut tokens = figures
+            .tokens
+            .map_or_else(String::new, |t| format!(" · tokens {t}"));
+        if let Some(cost) = figures.cost {
+            tokens.push_str(&format!(" · spent {}", cost.dollars()));
+        }
         say!(
             "✓ iteration {label} done · {elapsed}{tokens}{}",
             denial_note(reply)
@@ -293,6 +313,12 @@ fn resuming(name: &str, found: &LoopState) -> String {
         "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
         found.iteration_label(),
     )
+}
+
+/// What a judged run counted: tokens and dollars, when the agent said.
+struct Figures {
+    tokens: Option<u64>,
+    cost: Option<ralph_core::money::Money>,
 }
 
 /// Arming flags without a task: say what `ralph run` does with each.

@@ -133,7 +133,27 @@ fn print_report(r: &LoopReport) {
             ralph_core::decide::token_words(t, unseen)
         ));
     }
+    let spent = r.guard_counts.as_ref().map(|c| c.cost_usd);
+    let budget = r.guard_settings.as_ref().and_then(|g| g.max_cost_usd);
+    match (spent, budget) {
+        (Some(spent), Some(budget)) => {
+            facts.push(format!("spent {} of {}", spent.dollars(), budget.dollars()));
+        }
+        (Some(spent), None) if spent.0 > 0 => facts.push(format!("spent {}", spent.dollars())),
+        _ => {}
+    }
     say!("  {}", facts.join(" · "));
+    match r.spends.filter(|_| r.state != LoopStatus::Ended) {
+        Some("run") => say!(
+            "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
+            ralph_core::loop_file::messages::spends_in_run("claude")
+        ),
+        Some(_) => say!(
+            "  spends: {}",
+            ralph_core::loop_file::messages::SPENDS_IN_SESSION
+        ),
+        None => {}
+    }
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
@@ -186,6 +206,11 @@ fn log_summary(line: &serde_json::Value) -> String {
             ralph_core::decide::token_words(known, unseen)
         ),
         _ => String::new(),
+    };
+    let tokens = match line.get("cost_usd").and_then(serde_json::Value::as_f64) {
+        // Shown as logged (the log holds the exact decimal).
+        Some(_) => format!("{tokens} · spent ${}", field("cost_usd")),
+        None => tokens,
     };
     // One line per stop: a multi-line reason (a refused promise with the
     // verify output) is folded onto its line.

@@ -1,6 +1,7 @@
 //! `ralph statusline`: this session's loop in one short line, for Claude
 //! Code's `statusLine` setting. Runs on every refresh, so it only reads:
-//! no lock, no transcript, nothing written.
+//! no lock, no transcript, no loop file written; the one write is the plan's
+//! 5-hour window it was shown, kept per user for `--max-window`.
 
 use std::io::Read;
 
@@ -23,6 +24,7 @@ pub fn statusline() -> super::Outcome {
         .map(str::to_owned)
         .or_else(super::session_from_env);
     let mut ctx = HookContext::from_env();
+    keep_window(&status, &ctx);
     if ctx.project_dir.is_none() {
         ctx.project_dir = text(&status["workspace"]["project_dir"]);
     }
@@ -59,12 +61,38 @@ pub fn statusline() -> super::Outcome {
     Ok(())
 }
 
+/// Keeps the plan's 5-hour window for the Stop hook (which is never shown
+/// it), when it changed since the last refresh.
+fn keep_window(status: &Value, ctx: &HookContext) {
+    use ralph_core::loop_file::window;
+    let (Some(seen), Some(registry)) = (
+        window::Window::from_statusline(status, Timestamp::now()),
+        ctx.registry(),
+    ) else {
+        return;
+    };
+    let kept = window::load(registry.dir());
+    let same = kept.is_some_and(|k| {
+        (k.used_percentage, k.resets_at) == (seen.used_percentage, seen.resets_at)
+    });
+    if !same {
+        let _ = window::save(registry.dir(), &seen);
+    }
+}
+
 /// `🔄 ralph 3/20 · 12m · DONE · Fix the parser`; paused: `⏸ ralph 3/20 · 12m · paused · …`.
 fn line(name: &str, state: &ralph_core::loop_file::state::LoopState, now: Timestamp) -> String {
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
     if let Some(start) = state.started_at {
         parts.push(format_duration(now.secs_since(start)));
+    }
+    if let Some(budget) = state.guards.max_cost_usd {
+        parts.push(format!(
+            "{}/{}",
+            state.progress.counts.cost_usd.dollars(),
+            budget.dollars()
+        ));
     }
     if !state.active {
         parts.push("paused".into());

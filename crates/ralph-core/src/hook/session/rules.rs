@@ -12,6 +12,9 @@ pub const PROMPT_NOTICE_FIELD: &str = "prompt_noticed_at";
 /// Frontmatter field: a loop handed from a session that `/clear` ended to the
 /// session `/clear` starts: `"<client pid> <unix seconds> <active|paused>"`.
 pub const HANDOVER_FIELD: &str = "clear_handover";
+/// Frontmatter field: why a usage or rate limit paused the loop, until the
+/// user has been told (at their next prompt or session start).
+pub const LIMIT_PAUSE_FIELD: &str = "limit_pause";
 /// How long a `/clear` handover waits for the new session (the client starts
 /// it within milliseconds; the window only bounds a stale or forged mark).
 pub const HANDOVER_WINDOW_SECS: i64 = 120;
@@ -21,6 +24,8 @@ pub const HANDOVER_WINDOW_SECS: i64 = 120;
 pub struct Marks {
     pub prompt_noticed_at: Option<u64>,
     pub handover: Option<Handover>,
+    /// A limit paused the loop and the user has not been told yet: why.
+    pub limit_pause: Option<String>,
 }
 
 /// A loop's owner ended its session with `/clear`; the next session of the
@@ -79,6 +84,8 @@ pub fn read_marks(text: &str) -> Marks {
             marks.prompt_noticed_at = v.parse().ok();
         } else if let Some(v) = value(HANDOVER_FIELD) {
             marks.handover = Handover::parse(&v);
+        } else if let Some(v) = value(LIMIT_PAUSE_FIELD) {
+            marks.limit_pause = Some(v).filter(|v| !v.is_empty());
         }
     }
     marks
@@ -141,6 +148,80 @@ pub fn end_reason_words(reason: Option<&str>) -> String {
     }
 }
 
+/// What an API error that ended a turn (`StopFailure`) does to the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailureRule {
+    /// A rate or usage limit: pause, uncounted, until the user resumes.
+    Pause { why: String },
+    /// Anything else (overloaded, a server error, …): logged, nothing more;
+    /// the next prompt or stop carries on.
+    Log { why: String },
+}
+
+/// `StopFailure.error` (Claude Code 2.1.328 sends one of
+/// `rate_limit`, `billing_error`, `server_error` — also for HTTP 529
+/// overloaded —, `authentication_failed`, `invalid_request`, `unknown`, …),
+/// with its details and the message the client showed, which may say when
+/// the limit resets.
+pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str>) -> FailureRule {
+    let error = error.map(str::trim).filter(|e| !e.is_empty());
+    let words = match error {
+        Some("rate_limit") => Some("rate limited"),
+        Some("billing_error") => Some("usage or billing limit reached"),
+        _ => None,
+    };
+    let said = [details, shown]
+        .into_iter()
+        .flatten()
+        .map(|t| crate::loop_file::messages::printable(t.lines().next().unwrap_or("")))
+        .find(|t| !t.trim().is_empty());
+    let reset = [details, shown].into_iter().flatten().find_map(reset_hint);
+    match words {
+        Some(words) => {
+            let mut why = format!("{words} ({})", error.unwrap_or_default());
+            if let Some(reset) = reset {
+                why.push_str(&format!("; {reset}"));
+            }
+            if let Some(said) = said {
+                why.push_str(&format!(": {}", excerpt(&said)));
+            }
+            FailureRule::Pause { why }
+        }
+        None => {
+            let error = crate::loop_file::messages::printable(error.unwrap_or("unknown"));
+            let mut why = format!("an API error ended the turn ({error})");
+            if let Some(said) = said {
+                why.push_str(&format!(": {}", excerpt(&said)));
+            }
+            FailureRule::Log { why }
+        }
+    }
+}
+
+/// When the limit resets, if the text says: the words from `reset`
+/// (`resets 3pm (Europe/Paris)`, `reset at 2026-12-01T23:00:00Z`) up to
+/// the end of that clause.
+pub fn reset_hint(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("reset")?;
+    let clause: String = text[at..]
+        .chars()
+        .take_while(|c| !matches!(c, '.' | '·' | ';' | '\n' | '|'))
+        .take(80)
+        .collect();
+    let clause = clause.trim().trim_end_matches([',', ' ']).trim();
+    (clause.split_whitespace().count() > 1).then(|| crate::loop_file::messages::printable(clause))
+}
+
+fn excerpt(text: &str) -> String {
+    let short: String = text.chars().take(200).collect();
+    if short.len() < text.len() {
+        format!("{short}…")
+    } else {
+        short
+    }
+}
+
 /// What the owning session hears about its loop when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartRule {
@@ -170,6 +251,58 @@ mod tests {
             "---\nactive: {active}\niteration: {iteration}\nsession_id: s\nmax_iterations: 20\n---\ntask\n"
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn limits_pause_and_other_api_errors_are_only_logged() {
+        let rule = on_failure(
+            Some("rate_limit"),
+            None,
+            Some(
+                "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit",
+            ),
+        );
+        assert_eq!(
+            rule,
+            FailureRule::Pause {
+                why: "rate limited (rate_limit): API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit".into()
+            }
+        );
+        let FailureRule::Pause { why } = on_failure(
+            Some("billing_error"),
+            Some("You've hit your limit · resets 3pm (Europe/Paris)"),
+            None,
+        ) else {
+            panic!("a usage limit pauses")
+        };
+        assert!(
+            why.starts_with(
+                "usage or billing limit reached (billing_error); resets 3pm (Europe/Paris):"
+            ),
+            "{why}"
+        );
+        for transient in ["server_error", "overloaded", "unknown", ""] {
+            assert!(
+                matches!(
+                    on_failure(Some(transient), None, Some("API Error: 529 Overloaded")),
+                    FailureRule::Log { .. }
+                ),
+                "{transient}"
+            );
+        }
+        assert!(
+            matches!(on_failure(None, None, None), FailureRule::Log { why } if why.contains("(unknown)"))
+        );
+        // Escaped: an error value is printed only through `printable`.
+        let FailureRule::Log { why } = on_failure(Some("x\u{1b}[2J"), None, None) else {
+            panic!()
+        };
+        assert!(!why.contains('\u{1b}'), "{why}");
+        assert_eq!(reset_hint("limit reached"), None);
+        assert_eq!(
+            reset_hint("Limit reached. Resets at 2026-12-01T23:00:00Z."),
+            Some("Resets at 2026-12-01T23:00:00Z".into())
+        );
     }
 
     #[test]
@@ -247,7 +380,8 @@ mod tests {
             read_marks(&text),
             Marks {
                 prompt_noticed_at: Some(7),
-                handover: Some(h)
+                handover: Some(h),
+                limit_pause: None,
             }
         );
         let bad =

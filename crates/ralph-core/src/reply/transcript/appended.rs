@@ -13,6 +13,7 @@ use serde::de::IgnoredAny;
 use super::backward::open;
 use super::backward::{BLOCK, BackwardLines};
 use super::lenient;
+use crate::money::ModelTokens;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +50,16 @@ pub struct Appended {
     /// carried a tool's result, or stopped for a tool call: `false` means
     /// the agent ran nothing since the last stop (what it says is all it did).
     pub tool_seen: bool,
+    /// The tokens counted in this scan, per model and kind (what the dollar
+    /// budget prices), in the order the models first came.
+    pub per_model: Vec<(String, ModelTokens)>,
+    /// The last `/goal` status in the new part: `Some(true)` a goal is
+    /// set and not met (its own Stop hook drives the session), `Some(false)`
+    /// met; `None`: the new part says nothing about a goal.
+    pub goal_active: Option<bool>,
+    /// The largest single assistant message counted in this scan, with its
+    /// model: what a reply the transcript lacks is priced at.
+    pub largest_message: Option<(String, ModelTokens)>,
 }
 
 impl Appended {
@@ -94,6 +105,17 @@ struct UsageLine<T> {
     is_sidechain: bool,
     timestamp: Option<String>,
     message: Option<UsageMessage<T>>,
+    /// Claude Code's attachments; only a `goal_status` one is read.
+    attachment: Option<AttachmentHead>,
+}
+
+/// `{"type":"goal_status","met":false,"condition":"…"}`: Claude Code 2.1.328
+/// writes it when `/goal` sets a goal (a session-scoped Stop hook of its own).
+#[derive(Deserialize)]
+struct AttachmentHead {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    met: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +125,7 @@ struct UsageMessage<T> {
     content: lenient::Content<T>,
     stop_reason: Option<String>,
     usage: Option<Usage>,
+    model: Option<String>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -113,6 +136,16 @@ struct Usage {
     output_tokens: u64,
     #[serde(default)]
     cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    /// The split of the cache writes by lifetime, when the API gives it.
+    cache_creation: Option<CacheCreation>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct CacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: u64,
 }
 
 /// Reads only the part of the transcript after `offset` (the cost of a stop
@@ -284,7 +317,7 @@ struct Scan {
     out: Appended,
     not_before: Option<Timestamp>,
     /// A message whose lines are still coming (its usage is the last line's).
-    pending: Option<(String, Usage)>,
+    pending: Option<(String, Usage, Option<String>)>,
     edit_calls: Vec<String>,
     last_turn_end: Option<String>,
 }
@@ -317,6 +350,13 @@ impl Scan {
             if stamp.is_none_or(|t| t < limit) {
                 return;
             }
+        }
+        if let Some(a) = line
+            .attachment
+            .as_ref()
+            .filter(|a| a.kind.as_deref() == Some("goal_status"))
+        {
+            out.goal_active = Some(a.met != Some(true));
         }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
@@ -358,29 +398,50 @@ impl Scan {
         }
         let usage = message.usage.unwrap_or_default();
         match &mut self.pending {
-            Some((pid, u)) if *pid == id => *u = usage,
+            Some((pid, u, _)) if *pid == id => *u = usage,
             _ => {
-                if let Some((_, u)) = self.pending.take() {
-                    out.add(tokens_of(u));
+                if let Some((_, u, model)) = self.pending.take() {
+                    out.add(u, model);
                 }
-                self.pending = Some((id.clone(), usage));
+                self.pending = Some((id.clone(), usage, message.model));
                 out.last_message_id = Some(id);
             }
         }
     }
 
     fn finish(mut self) -> Appended {
-        if let Some((_, u)) = self.pending.take() {
-            self.out.add(tokens_of(u));
+        if let Some((_, u, model)) = self.pending.take() {
+            self.out.add(u, model);
         }
         self.out
     }
 }
 
 impl Appended {
-    fn add(&mut self, message_tokens: u64) {
+    fn add(&mut self, usage: Usage, model: Option<String>) {
+        let message_tokens = tokens_of(usage);
         self.tokens = self.tokens.saturating_add(message_tokens);
         self.largest_reply = self.largest_reply.max(message_tokens);
+        let hour = usage
+            .cache_creation
+            .map_or(0, |c| c.ephemeral_1h_input_tokens)
+            .min(usage.cache_creation_input_tokens);
+        let kinds = ModelTokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_write: usage.cache_creation_input_tokens - hour,
+            cache_write_1h: hour,
+            cache_read: usage.cache_read_input_tokens,
+        };
+        // A line without a model is priced as an unknown one: never free.
+        let model = model.unwrap_or_else(|| "(no model named)".to_owned());
+        if message_tokens >= self.largest_reply {
+            self.largest_message = Some((model.clone(), kinds));
+        }
+        match self.per_model.iter_mut().find(|(m, _)| *m == model) {
+            Some((_, sum)) => sum.add(&kinds),
+            None => self.per_model.push((model, kinds)),
+        }
     }
 }
 
@@ -568,6 +629,48 @@ mod appended_tests {
         f.write_all(&call.as_bytes()[..call.len() / 2]).unwrap();
         let b = scan_appended(f.path(), a.end_offset, None).unwrap();
         assert_eq!((b.tokens, b.end_offset), (0, len));
+    }
+
+    #[test]
+    fn tokens_are_summed_per_model_and_kind() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        let msg = |id: &str, model: &str, usage: &str| {
+            format!(
+                r#"{{"type":"assistant","message":{{"id":"{id}","model":"{model}","stop_reason":"end_turn","content":[{{"type":"text","text":"x"}}],"usage":{usage}}}}}"#
+            ) + "\n"
+        };
+        let u = r#"{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"cache_creation":{"ephemeral_1h_input_tokens":40}}"#;
+        let text = msg("m1", "claude-opus-4-6", u)
+            + &msg(
+                "m2",
+                "claude-haiku-4-5",
+                r#"{"input_tokens":1,"output_tokens":2}"#,
+            )
+            + &msg("m3", "claude-opus-4-6", u);
+        f.write_all(text.as_bytes()).unwrap();
+        let a = scan_appended(f.path(), base.end_offset, None).unwrap();
+        let opus = ModelTokens {
+            input: 20,
+            output: 10,
+            cache_write: 120,
+            cache_write_1h: 80,
+            cache_read: 2000,
+        };
+        let haiku = ModelTokens {
+            input: 1,
+            output: 2,
+            ..ModelTokens::default()
+        };
+        assert_eq!(
+            a.per_model,
+            [
+                ("claude-opus-4-6".to_owned(), opus),
+                ("claude-haiku-4-5".to_owned(), haiku)
+            ]
+        );
+        assert_eq!(a.tokens, 2 * 115 + 3, "the token count is unchanged");
     }
 
     #[test]

@@ -358,6 +358,7 @@ pub struct LastRun {
     pub outcome: Option<RecordedOutcome>,
     pub iterations: u64,
     pub tokens: u64,
+    pub cost_usd: crate::money::Money,
 }
 
 /// The newest history record of the loop `name` in a worktree.
@@ -385,6 +386,7 @@ pub fn last_run(worktree: &Path, name: &str) -> LastRun {
             outcome: s.outcome,
             iterations: s.iteration,
             tokens: s.progress.tokens_used,
+            cost_usd: s.progress.counts.cost_usd,
         },
         None => LastRun::default(),
     }

@@ -311,6 +311,10 @@ pub struct StoryRecord {
     pub branch: String,
     /// What to do about it, for the user.
     pub note: String,
+    /// What its loop spent, when its agent reported a cost (absent in
+    /// records written before the dollar budget).
+    #[serde(default)]
+    pub cost_usd: crate::money::Money,
 }
 
 impl StoryRecord {
@@ -326,6 +330,7 @@ impl StoryRecord {
             seconds,
             branch: branch(id),
             note: String::new(),
+            cost_usd: crate::money::Money(0),
         }
     }
 
@@ -521,6 +526,7 @@ pub struct Row {
     pub seconds: u64,
     pub tokens: u64,
     pub branch: String,
+    pub cost: crate::money::Money,
 }
 
 impl Row {
@@ -534,6 +540,7 @@ impl Row {
             seconds: record.seconds,
             tokens: record.tokens,
             branch: record.branch.clone(),
+            cost: record.cost_usd,
         }
     }
 }
@@ -546,8 +553,16 @@ pub fn all_home(rows: &[Row]) -> bool {
 
 /// The summary table, columns aligned.
 pub fn table(rows: &[Row]) -> String {
-    let head = ["story", "outcome", "iterations", "time", "tokens", "branch"];
-    let cells: Vec<[String; 6]> = rows
+    let head = [
+        "story",
+        "outcome",
+        "iterations",
+        "time",
+        "tokens",
+        "cost",
+        "branch",
+    ];
+    let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
             [
@@ -556,6 +571,11 @@ pub fn table(rows: &[Row]) -> String {
                 r.iterations.to_string(),
                 crate::time::format_duration(r.seconds),
                 r.tokens.to_string(),
+                if r.cost.0 > 0 {
+                    r.cost.dollars()
+                } else {
+                    "–".to_owned()
+                },
                 r.branch.clone(),
             ]
         })
@@ -718,6 +738,7 @@ mod tests {
             seconds: 0,
             branch: "ralph/a".into(),
             note: String::new(),
+            cost_usd: crate::money::Money(0),
         };
         assert_eq!(next(None, true), Next::RunLoop);
         assert_eq!(next(Some(&rec(StoryState::Cancelled)), true), Next::RunLoop);
@@ -754,7 +775,9 @@ mod tests {
             seconds: 61,
             tokens: 0,
             branch: "ralph/US-001".into(),
+            cost: crate::money::Money(1_250_000),
         }]);
+        assert!(t.lines().nth(1).unwrap().contains(" $1.25 "), "{t}");
         assert!(t.starts_with("story   outcome"), "{t}");
         assert!(t.lines().nth(1).unwrap().ends_with("ralph/US-001"));
         let t = tasks(&["fix a\nmore".into(), "other".into()]);

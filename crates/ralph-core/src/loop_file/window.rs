@@ -1,0 +1,123 @@
+//! The plan's 5-hour usage window as `ralph statusline` last saw it
+//! (Claude Code's status-line input: `rate_limits.five_hour.used_percentage`
+//! and `resets_at`, unix seconds), kept per user beside the registry
+//! (`$XDG_STATE_HOME/ralph/window.json`), never in a project. Stop hooks
+//! get no such figure, so `--max-window` reads it from here.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::time::Timestamp;
+
+/// The most the file may hold.
+const MAX_BYTES: u64 = 4096;
+
+/// The 5-hour window at one status-line refresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// Whole percent used, rounded up (0–100).
+    pub used_percentage: u64,
+    /// When the window resets (unix seconds), when the client said.
+    pub resets_at: Option<i64>,
+    /// When the status line saw it (unix seconds).
+    pub seen_at: i64,
+}
+
+impl Window {
+    /// The window in a status-line input, when it carries one (only
+    /// subscription plans do).
+    pub fn from_statusline(input: &Value, now: Timestamp) -> Option<Self> {
+        let five = input.get("rate_limits")?.get("five_hour")?;
+        let used = five.get("used_percentage")?.as_f64()?;
+        if !used.is_finite() || used < 0.0 {
+            return None;
+        }
+        Some(Self {
+            used_percentage: (used.ceil() as u64).min(100),
+            resets_at: five.get("resets_at").and_then(Value::as_i64),
+            seen_at: now.0,
+        })
+    }
+
+    /// The share used now: what was seen, or 0 once the window has reset.
+    pub fn used_now(&self, now: Timestamp) -> u64 {
+        match self.resets_at {
+            Some(reset) if now.0 >= reset => 0,
+            _ => self.used_percentage,
+        }
+    }
+
+    /// `resets 2026-12-01T23:00:00Z`, when known.
+    pub fn reset_words(&self) -> String {
+        self.resets_at
+            .map(|r| format!(", resets {}", Timestamp(r)))
+            .unwrap_or_default()
+    }
+}
+
+/// Where the last window seen is kept: beside the registry's records.
+pub fn path(registry_dir: &Path) -> PathBuf {
+    registry_dir.join("window.json")
+}
+
+/// Keeps `window` for the hooks (through `safe_fs`: an exclusive temp
+/// file renamed over the old one, never through a link).
+pub fn save(registry_dir: &Path, window: &Window) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(registry_dir).is_err() {
+        // Private, like the registry's own folders.
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(registry_dir)?;
+    }
+    if !std::fs::symlink_metadata(registry_dir)?.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder",
+            registry_dir.display()
+        )));
+    }
+    let bytes = serde_json::to_vec(window).unwrap_or_default();
+    crate::fs::safe_fs::replace(&path(registry_dir), &bytes).map_err(std::io::Error::other)
+}
+
+/// The window last seen, or `None` when the status line never saw one (or
+/// the file is not ralph's: a link, too large, not this shape).
+pub fn load(registry_dir: &Path) -> Option<Window> {
+    let text = crate::fs::safe_fs::read_text(&path(registry_dir), MAX_BYTES).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_lines_window_is_read_kept_and_read_back() {
+        let input = serde_json::json!({"rate_limits": {"five_hour": {"used_percentage": 41.2, "resets_at": 2000}}});
+        let w = Window::from_statusline(&input, Timestamp(1000)).unwrap();
+        assert_eq!(
+            w,
+            Window {
+                used_percentage: 42,
+                resets_at: Some(2000),
+                seen_at: 1000
+            }
+        );
+        assert_eq!(
+            (w.used_now(Timestamp(1999)), w.used_now(Timestamp(2000))),
+            (42, 0)
+        );
+        assert_eq!(
+            Window::from_statusline(&serde_json::json!({}), Timestamp(0)),
+            None
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let reg = dir.path().join("ralph");
+        assert_eq!(load(&reg), None);
+        save(&reg, &w).unwrap();
+        assert_eq!(load(&reg), Some(w));
+    }
+}
