@@ -11,27 +11,23 @@ use crate::json_edit::{self, Node};
 /// The hook's time limit: above the longest `--verify` (14 min).
 pub const HOOK_TIMEOUT_SECS: u64 = 900;
 
-/// The Codex skill: a fixed command, no user text in it. Codex runs the
-/// UserPromptSubmit hook (`ralph hook prompt`, which `ralph install codex`
-/// adds) before the model sees `$ralph-loop …`; the hook keeps the text after
-/// `$ralph-loop` per session, and `ralph start --typed-arguments` takes it
-/// from there as data. The task never passes through a shell, so no text
-/// in it (a here-doc's delimiter, a quote) can run as one.
+/// The Codex skill: it runs nothing. Codex runs the UserPromptSubmit hook
+/// (`ralph hook prompt`, which `ralph install codex` adds) before the model
+/// sees `$ralph-loop …`; the hook arms the loop from the prompt as data and
+/// hands the model its activation text. The task never passes through a
+/// shell, so no text in it (a here-doc's delimiter, a quote) can run as one.
 pub const CODEX_SKILL: &str = "---
 name: ralph-loop
 description: Start a Ralph loop when the user asks for one ($ralph-loop TASK --completion-promise DONE ...) - ralph keeps this session working on the task until it is really done.
 ---
 
-Run exactly this shell command once, as it is written here: do not add the user's words to it
-(ralph has already received them, with any --max-iterations, --completion-promise, --verify,
---max-duration, --abort-promise or --name options, from the prompt itself):
+ralph's UserPromptSubmit hook armed a Ralph loop for this session when this prompt was sent,
+and gave you its activation text (it starts with \"🔄 Ralph loop\"): your task and how to finish
+it. Begin working on that task now. At every turn end ralph gives the task back to you until you
+output the completion promise, as that text describes.
 
-```sh
-ralph start --typed-arguments
-```
-
-The loop is then armed and its output is your task: begin working on it. At every turn end ralph
-gives the task back to you until you output the completion promise, as its output describes.
+If there is no such text from ralph, the hook did not run and no loop is armed: tell the user so
+in one sentence (run `ralph install codex` again to add ralph's prompt hook) and stop.
 ";
 
 pub const GEMINI_COMMAND: &str = r#"description = "Start a Ralph loop: keep working on one task until it is really done"
@@ -70,8 +66,8 @@ fn is_ours(entry: &Value, host: Host) -> bool {
     })
 }
 
-/// The prompt hook's arguments: it keeps the text after `$ralph-loop` for
-/// the skill's `--typed-arguments`.
+/// The prompt hook's arguments: it arms `$ralph-loop …` from the prompt as
+/// data and answers ralph's other commands (`ralph hook prompt`).
 pub const PROMPT_HOOK_ARGS: &str = "hook prompt";
 
 /// The events ralph's hooks listen to on this host: the turn's end, and

@@ -100,6 +100,17 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
         }
         None => {}
     }
+    match state.guards.max_cost_usd {
+        Some(limit) => out.push(format!(
+            "cost {}/{}",
+            progress.counts.cost_usd.dollars(),
+            limit.dollars()
+        )),
+        None if progress.counts.cost_usd.0 > 0 => {
+            out.push(format!("cost {}", progress.counts.cost_usd.dollars()));
+        }
+        None => {}
+    }
     if state.guards.stuck_after > 0 {
         out.push(format!(
             "same reply {}/{}",
