@@ -19,31 +19,7 @@ pub const RECORDS: &str = ".claude/ralph/stories";
 /// The promise a story's loop gives when nothing else was chosen.
 pub const DEFAULT_PROMISE: &str = "DONE";
 
-/// One story (or one task named on the command line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Story {
-    pub id: String,
-    pub title: String,
-    pub description: String,
-    pub criteria: Vec<String>,
-    pub passes: bool,
-    pub priority: Option<i64>,
-}
-
-/// A story id is used as a branch name, a folder name and a loop name:
-/// ASCII letters, digits, `.`, `_`, `-`; at most 64; no leading `-` or
-/// `.`, no `..`, no trailing `.` or `.lock` (which git refuses in a ref).
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && !id.starts_with(['-', '.'])
-        && !id.ends_with('.')
-        && !id.ends_with(".lock")
-        && !id.contains("..")
-}
+pub use crate::stories::{PrdError, Story, valid_id};
 
 /// The branch a story's loop works on.
 pub fn branch(id: &str) -> String {
@@ -55,93 +31,14 @@ pub fn loop_name(id: &str) -> String {
     id.replace('.', "_")
 }
 
-/// Why `ralph/prd.json` cannot be used: each names the file and the field.
-#[derive(Debug, thiserror::Error)]
-pub enum PrdError {
-    #[error("{PRD} is not valid JSON: {0}")]
-    NotJson(serde_json::Error),
-    #[error(
-        "{PRD}: the field `userStories` is missing or not a list; see `ralph init` for the shape"
-    )]
-    NoStoryList,
-    #[error("{PRD}: userStories[{index}].id is missing or not a string")]
-    MissingId { index: usize },
-    #[error(
-        "{PRD}: userStories[{index}].id = {:?} cannot name a branch: use ASCII letters, digits, `.`, `_` and `-` only (at most 64, not starting with `-` or `.`), e.g. \"US-001\"",
-        crate::display::line(.id)
-    )]
-    BadId { index: usize, id: String },
-    #[error(
-        "{PRD}: userStories[{index}].id: the id {id:?} is used twice; every story needs its own"
-    )]
-    DuplicateId { index: usize, id: String },
-    #[error("{PRD}: no story with id {id:?} in `userStories` any more")]
-    StoryGone { id: String },
-    /// The file could not be read (other than missing).
-    #[error("{PRD}: {0}")]
-    Unreadable(crate::safe_fs::FsError),
-    #[error("{0}")]
-    Unwritable(serde_json::Error),
-}
-
-/// The stories of a PRD, in file order. Every id is checked; a bad one is
-/// refused with the file, the field and the rule.
+/// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
 pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
-    let value: Value = serde_json::from_str(prd).map_err(PrdError::NotJson)?;
-    let Some(list) = value.get("userStories").and_then(Value::as_array) else {
-        return Err(PrdError::NoStoryList);
-    };
-    let mut out: Vec<Story> = Vec::with_capacity(list.len());
-    for (index, s) in list.iter().enumerate() {
-        let id = s
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or(PrdError::MissingId { index })?;
-        if !valid_id(id) {
-            let id = id.to_owned();
-            return Err(PrdError::BadId { index, id });
-        }
-        if out.iter().any(|o| loop_name(&o.id) == loop_name(id)) {
-            let id = id.to_owned();
-            return Err(PrdError::DuplicateId { index, id });
-        }
-        out.push(story(id, s));
-    }
-    Ok(out)
+    crate::stories::parse(PRD, prd)
 }
 
-/// One story's fields as read (its id already checked).
-fn story(id: &str, s: &Value) -> Story {
-    let text = |name: &str| {
-        s.get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    Story {
-        id: id.to_owned(),
-        title: text("title"),
-        description: text("description"),
-        criteria: s
-            .get("acceptanceCriteria")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        passes: s.get("passes").and_then(Value::as_bool).unwrap_or(false),
-        priority: s.get("priority").and_then(Value::as_i64),
-    }
-}
-
-/// The open stories (`passes` false), by priority, then file order.
+/// The open stories (not passing, not blocked), by priority, then file order.
 pub fn open(stories: &[Story]) -> Vec<Story> {
-    let mut open: Vec<Story> = stories.iter().filter(|s| !s.passes).cloned().collect();
-    open.sort_by_key(|s| s.priority.unwrap_or(i64::MAX));
-    open
+    crate::stories::open(stories)
 }
 
 /// Tasks named on the command line. Each id is `task-` and a hash of its
@@ -165,6 +62,9 @@ pub fn tasks(texts: &[String]) -> Vec<Story> {
             criteria: Vec::new(),
             passes: false,
             priority: None,
+            verify: None,
+            blocked: None,
+            concerns: Vec::new(),
         })
         .collect()
 }
@@ -204,23 +104,10 @@ pub fn matrix(open: &[Story]) -> Value {
     json!({ "include": include })
 }
 
-/// Sets `passes: true` on the story `id`, keeping the rest of the JSON as
-/// it was (key order included). Errors name the file and the field.
+/// Sets `passes: true` on the story `id`, changing only that value's
+/// bytes (`stories::set_passes`). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
-    let mut value: Value = serde_json::from_str(prd).map_err(PrdError::NotJson)?;
-    let story = value
-        .get_mut("userStories")
-        .and_then(Value::as_array_mut)
-        .and_then(|list| {
-            list.iter_mut()
-                .find(|s| s.get("id").and_then(Value::as_str) == Some(id))
-        })
-        .and_then(Value::as_object_mut)
-        .ok_or_else(|| PrdError::StoryGone { id: id.to_owned() })?;
-    story.insert("passes".into(), Value::Bool(true));
-    let mut text = serde_json::to_string_pretty(&value).map_err(PrdError::Unwritable)?;
-    text.push('\n');
-    Ok(text)
+    crate::stories::set_passes(PRD, prd, id, true)
 }
 
 /// How a story stands, as its record says.
@@ -637,12 +524,11 @@ mod tests {
         let out = set_passes(PRD_TEXT, "US-002").unwrap();
         let all = stories(&out).unwrap();
         assert!(all[0].passes && !all[1].passes && all[2].passes);
-        // Key order is kept: project before branchName before userStories.
-        let p = out.find("\"project\"").unwrap();
-        let b = out.find("\"branchName\"").unwrap();
-        let u = out.find("\"userStories\"").unwrap();
-        assert!(p < b && b < u, "{out}");
-        assert!(out.find("\"notes\"").unwrap() > out.find("\"passes\"").unwrap());
+        // Only that value's bytes changed.
+        assert_eq!(
+            out,
+            PRD_TEXT.replacen("\"passes\":false", "\"passes\":true", 1)
+        );
         assert_eq!(
             set_passes(PRD_TEXT, "US-9").unwrap_err().to_string(),
             "ralph/prd.json: no story with id \"US-9\" in `userStories` any more"

@@ -35,6 +35,7 @@ pub mod safe_fs;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod stories;
 pub mod templates;
 pub mod time;
 pub mod transcript;

@@ -170,7 +170,10 @@ fn read_stories(root: &Path) -> Result<Vec<Story>, Failure> {
                 fanout::PRD
             )));
         }
-        Err(e) => return Err(PrdError::Unreadable(e).into()),
+        Err(source) => {
+            let file = fanout::PRD.to_owned();
+            return Err(PrdError::Unreadable { file, source }.into());
+        }
     };
     Ok(fanout::stories(&text)?)
 }
