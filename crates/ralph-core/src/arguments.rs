@@ -23,6 +23,9 @@ pub enum Kind {
     Number,
     /// A duration with a unit, such as 90m or 2h.
     Duration,
+    /// A switch that may carry a value after `=` (`--prd`, `--prd=x.json`):
+    /// the next word is never taken, so the task cannot be mistaken for it.
+    OptionalValue,
 }
 
 /// The options of `ralph start` that come before the guards.
@@ -36,6 +39,7 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 /// The options of `ralph start` that come after the guards.
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
+    ("prd", Kind::OptionalValue),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
 ];
@@ -259,7 +263,7 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
             None => (option, None),
         };
         let kind = kind_of(key);
-        if kind == Some(Kind::Flag) && inline.is_none() {
+        if matches!(kind, Some(Kind::Flag | Kind::OptionalValue)) && inline.is_none() {
             result.options.push((key.to_owned(), String::new()));
             removed.push((word.start, word.end));
         } else if kind.is_some_and(|k| k != Kind::Flag) {

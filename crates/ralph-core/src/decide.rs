@@ -69,7 +69,11 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: Vec::new(),
         notices: Vec::new(),
     };
-    completion_promise(state, seen, reply, &mut turn)?;
+    if state.prd.is_some() {
+        stories_complete(state, seen, reply, &mut turn)?;
+    } else {
+        completion_promise(state, seen, reply, &mut turn)?;
+    }
     abort_promise(state, reply)?;
     iteration_limit(state)?;
     time_budget(state, seen, &mut turn)?;
@@ -120,6 +124,60 @@ fn completion_promise(
             verify_failures(state, command, &mut turn.progress)
         }
     }
+}
+
+/// `--prd`: the stories say when the loop is done. A story set back at
+/// this stop counts as a failed gate; every story passing completes the
+/// loop (once the loop's `--verify` passes); only blocked stories left
+/// ends it as blocked; a promise while stories are open is refused.
+fn stories_complete(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<(), Early> {
+    use crate::messages::stories as words;
+    let Some(prd) = &seen.prd else {
+        return Ok(());
+    };
+    for refusal in &prd.refused {
+        turn.notes.push(words::refused(refusal));
+        turn.notices.push(words::refused_notice(&prd.file, refusal));
+    }
+    if let Some(first) = prd.refused.first() {
+        let command = match first {
+            crate::observation::StoryRefusal::Failed { command, .. }
+            | crate::observation::StoryRefusal::Unrecorded { command, .. } => command,
+        };
+        verify_failures(state, command, &mut turn.progress)?;
+    }
+    if crate::stories::all_pass(&prd.stories) {
+        return match (&state.guards.verify, &seen.verification) {
+            (Some(command), None) => Err(Early::Verify(command.clone())),
+            (Some(command), Some(v)) if !v.passed => {
+                turn.notes.push(format!(
+                    "Every story passes, but the loop's check `{command}` failed ({}). Fix the cause.\n{}",
+                    v.status,
+                    v.output_tail.trim_end()
+                ));
+                verify_failures(state, command, &mut turn.progress)
+            }
+            _ => Err(Early::End(
+                Outcome::Completed,
+                words::done(prd, state.iteration),
+            )),
+        };
+    }
+    if crate::stories::only_blocked_left(&prd.stories) {
+        return Err(Early::End(Outcome::Blocked, words::blocked(prd)));
+    }
+    if let Some(expected) = &state.completion_promise
+        && promise::speaks(reply, expected)
+    {
+        turn.notes
+            .push(words::promise_while_open(expected, &prd.stories));
+    }
+    Ok(())
 }
 
 /// Counts a failed gate, and ends the loop once `max_verify_failures`

@@ -61,6 +61,9 @@ pub enum StepError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
+    #[error("{0}; the stop was allowed and the loop waits: fix the PRD, then go on")]
+    Prd(#[from] crate::stories::PrdError),
 }
 
 /// One turn: decide (running the verification gate if the promise asks for
@@ -78,8 +81,38 @@ pub fn step(
     // A count past what a file can hold is held at the cap (the budget
     // check and the record agree, and the record always writes back).
     seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
-    let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
+    if let Some(prd) = &state.prd {
+        let stories = crate::prd_turn::read(&project.root, prd)?;
+        let turned = crate::prd_turn::turned(prd, &stories);
+        let mut found = crate::observation::PrdSeen {
+            file: prd.path.clone(),
+            stories: stories.clone(),
+            refused: Vec::new(),
+        };
+        if !turned.is_empty() {
+            // The checks may run for minutes, as the --verify gate does.
+            drop(lock.take());
+            let (refused, gate) = crate::prd_turn::run_checks(
+                &project.root,
+                prd,
+                &turned,
+                state.guards.verify.as_deref(),
+                Duration::from_secs(state.guards.verify_timeout_secs),
+            );
+            lock = Some(project.lock()?);
+            if let Some(changed) = changed_meanwhile(live, "the story checks") {
+                return Ok(changed);
+            }
+            if !refused.is_empty() {
+                found.stories = crate::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+            }
+            found.refused = refused;
+            seen.verification = gate;
+        }
+        seen.prd = Some(found);
+    }
+    let mut decision = decide::decide(state, &seen);
     if let Decision::Verify { command } = &decision {
         // The gate may run for minutes: let other ralph processes work
         // meanwhile, then make sure the loop is still the one we judged.
@@ -135,6 +168,27 @@ pub fn step(
     result.1.append(project, &live.file.name);
     drop(lock);
     Ok(result.0)
+}
+
+/// `Step::Changed` when the loop file is no longer the one judged (it was
+/// cancelled or advanced while a check ran without the lock).
+fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
+    (store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str())).then(|| {
+        Step::Changed {
+            notice: format!(
+                "⚠ ralph `{}`: the loop changed while {} ran (cancelled or advanced elsewhere); this stop was allowed.",
+                crate::display::line(&live.file.name),
+                crate::display::line(what)
+            ),
+        }
+    })
+}
+
+/// `prd_passed`, when the stories that pass changed at this stop.
+fn prd_field(state: &LoopState, seen: &Observation) -> Option<(&'static str, String)> {
+    let (old, now) = (state.prd.as_ref()?, seen.prd.as_ref()?);
+    let passed = crate::prd_turn::passed_field(&now.stories);
+    (passed != old.passed.join(" ")).then(|| ("prd_passed", quote(&passed)))
 }
 
 /// The log entry's fields every turn has.
@@ -193,6 +247,7 @@ fn end(
 ) -> Result<Step, StepError> {
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
+    fields.extend(prd_field(state, seen));
     if let Some(tokens) = seen
         .tokens_used
         .filter(|t| *t != state.progress.tokens_used)
@@ -248,6 +303,7 @@ fn go_on(
     }
     let mut fields = vec![("iteration", next.to_string())];
     fields.extend(claim);
+    fields.extend(prd_field(state, seen));
     fields.extend(progress_fields(&state.progress, &progress));
     live.write_turn(&fields)?;
     log.decision = Logged::Block;
@@ -264,20 +320,24 @@ fn go_on(
     log.idle_blocks = Some(progress.idle_blocks);
     let refused = seen.verification.as_ref().filter(|v| !v.passed);
     // The user sees a refused promise too, not only the model.
+    let mut line = messages::status_line(&live.file.name, state, next);
+    if let Some(prd) = &seen.prd {
+        line = format!("{line} · {}", messages::stories::status(&prd.stories));
+    }
     let status = std::iter::once(match refused {
-        Some(v) => format!(
-            "{} · {}",
-            messages::status_line(&live.file.name, state, next),
-            messages::verify_refused_status(&v.status)
-        ),
-        None => messages::status_line(&live.file.name, state, next),
+        Some(v) => format!("{line} · {}", messages::verify_refused_status(&v.status)),
+        None => line,
     })
     .chain(notices)
     .collect::<Vec<_>>()
     .join("\n");
     let reason = format!(
-        "{}{}",
+        "{}{}{}",
         state.prompt,
+        seen.prd
+            .as_ref()
+            .map(messages::stories::section)
+            .unwrap_or_default(),
         messages::footer(
             &live.file.name,
             state,

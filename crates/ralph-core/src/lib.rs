@@ -26,6 +26,7 @@ pub mod observation;
 pub mod outcome;
 pub mod ownership;
 pub mod prd;
+pub mod prd_turn;
 pub mod process;
 pub mod promise;
 pub mod registry;

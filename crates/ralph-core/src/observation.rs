@@ -33,6 +33,32 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// `--prd`: the stories as they stand after this stop's checks.
+    pub prd: Option<PrdSeen>,
+}
+
+/// A loop's PRD at a stop, after each story that turned to passing was
+/// checked (and set back when its check failed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrdSeen {
+    /// The PRD's path as the loop names it.
+    pub file: String,
+    pub stories: Vec<crate::stories::Story>,
+    /// Stories set back to `passes: false` at this stop, and why.
+    pub refused: Vec<StoryRefusal>,
+}
+
+/// A story that turned to passing but was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoryRefusal {
+    /// Its command (or the loop's `--verify`) failed.
+    Failed {
+        id: String,
+        command: String,
+        verification: Verification,
+    },
+    /// Its command is not the one recorded at arming, so it did not run.
+    Unrecorded { id: String, command: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

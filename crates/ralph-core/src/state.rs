@@ -44,6 +44,21 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
+    /// `ralph start --prd`: the stories the loop works through.
+    pub prd: Option<PrdLoop>,
+}
+
+/// A loop's PRD, as its file records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrdLoop {
+    /// `prd:` the PRD's path, relative to the project root.
+    pub path: String,
+    /// `prd_commands:` each story's `verify` command at arming, as
+    /// `ID:DIGEST` pairs (`stories::record_commands`).
+    pub commands: String,
+    /// `prd_passed:` the stories accepted as passing so far (space-separated
+    /// ids): one that turns to passing outside this list is checked.
+    pub passed: Vec<String>,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -219,6 +234,9 @@ crate::guards::with_guard_fields!(raw_fields!(
     ended_at,
     ralph_nonce,
     fresh_context,
+    prd,
+    prd_commands,
+    prd_passed,
 ));
 
 /// The largest iteration count, limit or breaker threshold a file may hold.
@@ -285,6 +303,7 @@ impl LoopState {
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
+            prd: prd_loop(&raw)?,
         })
     }
 
@@ -301,6 +320,25 @@ impl LoopState {
             format!("{}/{}", self.iteration, self.max_iterations)
         }
     }
+}
+
+/// The `prd:` fields; a path that leaves the project is refused.
+fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
+    let Some(path) = non_empty(raw.prd.clone()) else {
+        return Ok(None);
+    };
+    if !crate::stories::inside_project(&path) {
+        return Err(StateError::Field {
+            field: "prd",
+            value: crate::display::line(&path).into_owned(),
+            expected: "expected a path inside the project such as ralph/prd.json (relative, no `..`)",
+        });
+    }
+    Ok(Some(PrdLoop {
+        path,
+        commands: raw.prd_commands.clone().unwrap_or_default(),
+        passed: crate::stories::id_list(raw.prd_passed.as_deref().unwrap_or("")),
+    }))
 }
 
 /// Finds the value of `session_id:` by a plain line scan, for files whose

@@ -282,6 +282,23 @@ pub fn command_recorded(recorded: &str, id: &str, command: &str) -> bool {
         .any(|(i, d)| i == id && d == digest)
 }
 
+/// The task of a `--prd` loop armed without one.
+pub fn default_task(path: &str) -> String {
+    format!(
+        "Work through the stories in {path}, one at a time: the current story is named below. Keep notes for the next iteration in ralph/progress.txt."
+    )
+}
+
+/// A PRD path ralph reads: relative, inside the project (no `..`, no
+/// root, no drive), so a planted loop file cannot point it elsewhere.
+pub fn inside_project(path: &str) -> bool {
+    use std::path::Component;
+    !path.trim().is_empty()
+        && std::path::Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
 /// The ids recorded in a space-separated list field (`prd_verified`).
 pub fn id_list(field: &str) -> Vec<String> {
     field.split_whitespace().map(str::to_owned).collect()

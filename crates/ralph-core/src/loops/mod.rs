@@ -50,6 +50,12 @@ pub enum LoopError {
     Registry(#[from] RegistryError),
     #[error("{path} changed while you read it; nothing was adopted")]
     ChangedMeanwhile { path: PathBuf, name: String },
+    #[error("{0}; nothing was armed")]
+    Prd(#[from] crate::stories::PrdError),
+    #[error(
+        "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
+    )]
+    PrdOutside(String),
 }
 
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
@@ -74,6 +80,35 @@ pub struct ArmRequest {
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
+    /// `--prd`: the PRD as read at arming (`read_prd`).
+    pub prd: Option<ArmPrd>,
+}
+
+/// A loop's PRD at arming: its path and its stories, whose commands are
+/// recorded with the loop (only those ever run).
+#[derive(Debug, Clone, Default)]
+pub struct ArmPrd {
+    pub path: String,
+    pub stories: Vec<crate::stories::Story>,
+}
+
+/// Reads the PRD a loop is armed with, through `safe_fs`.
+pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
+    if !crate::stories::inside_project(path) {
+        return Err(LoopError::PrdOutside(
+            crate::display::line(path).into_owned(),
+        ));
+    }
+    let prd = crate::state::PrdLoop {
+        path: path.to_owned(),
+        commands: String::new(),
+        passed: Vec::new(),
+    };
+    let stories = crate::prd_turn::read(&project.root, &prd)?;
+    Ok(ArmPrd {
+        path: path.to_owned(),
+        stories,
+    })
 }
 
 pub fn valid_name(name: &str) -> bool {
@@ -135,6 +170,13 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "fresh_context",
         req.fresh_context.then(|| "true".to_owned()),
     );
+    if let Some(prd) = &req.prd {
+        opt("prd", Some(quote(&prd.path)));
+        let commands = crate::stories::record_commands(&prd.stories);
+        opt("prd_commands", Some(quote(&commands)));
+        let passed = crate::prd_turn::passed_field(&prd.stories);
+        opt("prd_passed", Some(quote(&passed)));
+    }
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",

@@ -43,7 +43,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
         String::new()
     };
     let project = super::project();
-    let request = arm_request(args.name, prompt, args.arm, session, args.force);
+    let request = arm_request(&project, args.name, prompt, args.arm, session, args.force)?;
     let (path, state) = arm(&project, &request)?;
     for note in notes {
         say!("{note}");
@@ -71,6 +71,9 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
+    if let Some(prd) = &request.prd {
+        say!("{}", story_commands(prd));
+    }
     say!("\nYour task:\n\n{}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(
@@ -79,16 +82,58 @@ pub fn start(mut args: StartArgs) -> Outcome {
     Ok(())
 }
 
-/// The request to arm a loop from the command line's pieces.
+/// What arming a `--prd` loop shows: the stories, and each command ralph
+/// would run (recorded now; one added or changed later never runs).
+pub fn story_commands(prd: &loops::ArmPrd) -> String {
+    let (pass, total) = ralph_core::stories::tally(&prd.stories);
+    let mut out = format!(
+        "Stories: {} ({pass} of {total} pass).",
+        ralph_core::display::line(&prd.path)
+    );
+    let commands: Vec<String> = prd
+        .stories
+        .iter()
+        .filter_map(|s| {
+            s.verify.as_ref().map(|c| {
+                format!(
+                    "  {}: {}",
+                    ralph_core::display::line(&s.id),
+                    ralph_core::display::line(c)
+                )
+            })
+        })
+        .collect();
+    if commands.is_empty() {
+        out.push_str(" No story has a verify command.");
+    } else {
+        out.push_str(&format!(
+            "\nStory commands ralph will run, as you (a story's command added or changed later never runs; arm again to approve it):\n{}",
+            commands.join("\n")
+        ));
+    }
+    out
+}
+
+/// The request to arm a loop from the command line's pieces; `--prd`
+/// reads the PRD now (and gives a task when none was typed).
 pub fn arm_request(
+    project: &ralph_core::store::Project,
     name: String,
     prompt: String,
     flags: ArmFlags,
     session_id: Option<String>,
     force: bool,
-) -> ArmRequest {
+) -> Result<ArmRequest, Failure> {
     let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
-    ArmRequest {
+    let prd = match &flags.prd {
+        Some(path) => Some(loops::read_prd(project, path)?),
+        None => None,
+    };
+    let prompt = match &prd {
+        Some(p) if prompt.trim().is_empty() => ralph_core::stories::default_task(&p.path),
+        _ => prompt,
+    };
+    Ok(ArmRequest {
         name,
         prompt,
         max_iterations: flags
@@ -100,7 +145,8 @@ pub fn arm_request(
         guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
-    }
+        prd,
+    })
 }
 
 /// Arms a loop; a bad name or an empty prompt is a usage error.
@@ -128,6 +174,8 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
+        "prd" if value.is_empty() => args.arm.prd = Some(ralph_core::stories::DEFAULT_PRD.into()),
+        "prd" => args.arm.prd = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())

@@ -158,6 +158,21 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
         .into_iter()
         .filter(|s| args.fanout.story.is_empty() || args.fanout.story.contains(&s.id))
         .collect();
+    for story in all.iter().filter(|s| !s.passes) {
+        match (&story.blocked, &story.verify) {
+            (Some(why), _) => say!(
+                "{}: blocked ({}); skipped",
+                ralph_core::display::line(&story.id),
+                ralph_core::display::line(why)
+            ),
+            (None, Some(command)) => say!(
+                "{}: its check `{}` runs before it comes home",
+                ralph_core::display::line(&story.id),
+                ralph_core::display::line(command)
+            ),
+            (None, None) => {}
+        }
+    }
     Ok((open, true))
 }
 
@@ -191,6 +206,8 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         abort_promise,
         guards,
         fresh_context,
+        // A story's loop gets its story as its task, not the whole PRD.
+        prd: _,
     } = &args.arm;
     out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
     let mut add = |flag: &str, value: Option<String>| {
@@ -445,7 +462,9 @@ impl Fleet {
             Ok(false) => return Homecoming::Conflict,
             Err(e) => return Homecoming::RebaseFailed(e),
         }
-        if let Some(command) = &self.verify {
+        // The story's own check, as read from the PRD when this run began
+        // (an edit on the story's branch changes nothing), then the run's.
+        for command in story.verify.iter().chain(self.verify.iter()) {
             let verification = ralph_core::verify::run(command, worktree, self.verify_timeout);
             if !verification.passed {
                 let command = command.clone();

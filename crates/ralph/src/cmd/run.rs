@@ -62,6 +62,8 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     } else {
         None
     };
+    // `--prd` alone is a task: the PRD's stories.
+    let prompt = prompt.or_else(|| args.arm.prd.as_ref().map(|_| String::new()));
     let setup = Setup {
         project,
         registry,
@@ -72,12 +74,16 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let driver = match prompt {
         Some(prompt) => {
             let request = arm_request(
+                &setup.project,
                 args.name.clone(),
                 prompt,
                 args.arm,
                 Some(own_id.clone()),
                 args.force,
-            );
+            )?;
+            if let Some(prd) = &request.prd {
+                say!("{}", super::loops::story_commands(prd));
+            }
             arm(&setup.project, &request)?;
             Driver::armed(setup, own_id)
         }
