@@ -21,6 +21,7 @@ mod hook;
 mod hosts;
 mod install;
 mod parallel;
+mod prd;
 mod progress;
 mod robustness;
 mod run;

@@ -62,7 +62,7 @@ pub enum StepError {
     #[error(transparent)]
     Write(#[from] WriteError),
     /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
-    #[error("{0}; the stop was allowed and the loop waits: fix the PRD, then go on")]
+    #[error("{0}; fix it and the loop goes on at the next stop")]
     Prd(#[from] crate::stories::PrdError),
 }
 

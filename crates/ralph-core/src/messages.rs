@@ -409,7 +409,7 @@ pub mod stories {
             })
             .collect();
         let mut out = format!(
-            "{pass} of {total} stories pass and only blocked ones are left ({}); a person must act, then arm the loop again",
+            "{pass} of {total} stories pass; {}; a person must act, then arm the loop again",
             each.join("; ")
         );
         let c = concerns(&prd.stories);

@@ -117,3 +117,12 @@ pub fn passed_field(stories: &[Story]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// `story US-002 · 1 of 3 pass` for `ralph status` and the status line
+/// (read without the lock, like them); why not, when the PRD is unusable.
+pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
+    match read(root, prd) {
+        Ok(stories) => crate::messages::stories::status(&stories),
+        Err(e) => format!("⚠ {}", crate::display::line(&e.to_string())),
+    }
+}
