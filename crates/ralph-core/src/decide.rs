@@ -497,6 +497,74 @@ mod tests {
         }
     }
 
+    /// A `--prd` stop: the stories as `(id, passes, blocked)`.
+    fn with_stories(reply: &str, stories: &[(&str, bool, Option<&str>)]) -> Observation {
+        let text = serde_json::json!({"userStories": stories
+            .iter()
+            .map(|(id, passes, blocked)| serde_json::json!({"id": id, "passes": passes, "blocked": blocked}))
+            .collect::<Vec<_>>()})
+        .to_string();
+        Observation {
+            prd: Some(crate::observation::PrdSeen {
+                file: "ralph/prd.json".into(),
+                stories: crate::stories::parse("ralph/prd.json", &text).unwrap(),
+                refused: Vec::new(),
+            }),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn with_a_prd_the_stories_decide_completion() {
+        let s = state("prd: ralph/prd.json\ncompletion_promise: DONE\n");
+        let open = with_stories(
+            "<promise>DONE</promise>",
+            &[("A", true, None), ("B", false, None)],
+        );
+        match decide(&s, &open) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes.iter().any(|n| n.contains("do not pass yet: B")),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("a promise while B is open must be refused: {d:?}"),
+        }
+        let done = with_stories("no promise at all", &[("A", true, None), ("B", true, None)]);
+        assert_eq!(outcome(&decide(&s, &done)), Some(Outcome::Completed));
+        let stuck = with_stories("x", &[("A", true, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &stuck)), Some(Outcome::Blocked));
+        let skipped = with_stories("x", &[("A", false, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &skipped)), None, "A is still open");
+    }
+
+    #[test]
+    fn with_a_prd_the_loops_verify_gates_completion_and_refusals_count() {
+        let s = state("prd: ralph/prd.json\nverify: make\nmax_verify_failures: 1\n");
+        let done = with_stories("x", &[("A", true, None)]);
+        assert_eq!(
+            decide(&s, &done),
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+        let mut refused = with_stories("x", &[("A", false, None)]);
+        refused
+            .prd
+            .as_mut()
+            .unwrap()
+            .refused
+            .push(crate::observation::StoryRefusal::Unrecorded {
+                id: "A".into(),
+                command: "make a".into(),
+            });
+        assert_eq!(
+            outcome(&decide(&s, &refused)),
+            Some(Outcome::Guard(Tripped::VerifyFailures)),
+            "a refused story counts as a failed gate"
+        );
+    }
+
     fn outcome(d: &Decision) -> Option<Outcome> {
         match d {
             Decision::End { outcome, .. } => Some(*outcome),
