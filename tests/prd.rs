@@ -360,3 +360,28 @@ fn the_slash_command_takes_prd_with_or_without_a_path() {
         "{file}"
     );
 }
+
+#[test]
+fn both_templates_arm_with_prd_and_show_their_story_verify() {
+    for template in ["software", "marketing"] {
+        let p = Project(TempProject::new());
+        let (code, out) = p.ralph(&["init", "--template", template], "");
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("/ralph-loop --prd"),
+            "init says how to arm: {out}"
+        );
+        let prompt = p.read("ralph/PROMPT.md");
+        let (code, out) = p.ralph(&["start", "--session-id", "s1", "--prd"], &prompt);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("Story commands ralph will run") && out.contains("US-001: "),
+            "{template}: {out}"
+        );
+        let answer = p.stop("orienting");
+        assert!(
+            reason(&answer).contains("## Current story US-001"),
+            "{answer}"
+        );
+    }
+}
