@@ -689,3 +689,38 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
             .contains("\"passes\": true")
     );
 }
+
+#[test]
+fn a_story_comes_home_only_when_its_own_verify_passes() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false), ("US-007", false)]);
+    let prd = std::fs::read_to_string(repo.root().join("ralph/prd.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&prd).unwrap();
+    value["userStories"][0]["verify"] = json!("test -f US-004.txt");
+    value["userStories"][1]["verify"] = json!("echo 'no never.txt'; test -f never.txt");
+    value["userStories"][2]["blocked"] = json!("needs a person");
+    std::fs::write(
+        repo.root().join("ralph/prd.json"),
+        serde_json::to_string_pretty(&value).unwrap(),
+    )
+    .unwrap();
+    repo.git(&["commit", "-qam", "story checks"]);
+    let out = repo.scripted("2", &["--max-iterations", "2"]);
+    let all = text(&out);
+    assert!(
+        all.contains("US-004: its check `test -f US-004.txt` runs before it comes home"),
+        "{all}"
+    );
+    assert!(
+        all.contains("US-007: blocked (needs a person); skipped"),
+        "{all}"
+    );
+    assert_eq!(repo.record("US-004")["state"], "merged", "{all}");
+    assert_eq!(repo.record("US-005")["state"], "verify_failed", "{all}");
+    let note = repo.record("US-005")["note"].as_str().unwrap().to_owned();
+    assert!(
+        note.contains("test -f never.txt") && note.contains("no never.txt"),
+        "{note}"
+    );
+    assert_eq!(repo.passes(), [true, false, false]);
+    assert_eq!(repo.calls("US-007"), 0, "a blocked story never runs");
+}

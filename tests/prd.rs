@@ -385,3 +385,47 @@ fn both_templates_arm_with_prd_and_show_their_story_verify() {
         );
     }
 }
+
+#[test]
+fn ralph_run_prd_works_through_the_stories_to_the_end() {
+    let prd = r#"{"userStories": [
+{"id": "A", "title": "first", "priority": 1, "passes": false},
+{"id": "B", "title": "second", "priority": 2, "passes": false, "verify": "test -f b.ok"}
+]}"#;
+    let p = Project::with_prd(prd);
+    // The agent saves its prompt, then marks the first open story passing;
+    // on its second call it also makes B's check pass.
+    p.write(
+        "agent.sh",
+        r#"n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n
+cat > prompt-$n
+[ $n -ge 3 ] && touch b.ok
+sed -i '0,/"passes": false/s//"passes": true/' ralph/prd.json
+echo "did call $n""#,
+    );
+    let (code, out) = p.ralph(
+        &[
+            "run",
+            "--agent",
+            "sh agent.sh",
+            "--prd",
+            "--max-iterations",
+            "6",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Stories: ralph/prd.json (0 of 2 pass)"),
+        "{out}"
+    );
+    assert!(p.read("prompt-1").contains("## Current story A: first"));
+    assert!(p.read("prompt-2").contains("## Current story B: second"));
+    let third = p.read("prompt-3");
+    assert!(
+        third.contains("Story B was set back") && third.contains("## Current story B"),
+        "B's check failed once: {third}"
+    );
+    assert_eq!(p.read("n").trim(), "3");
+    assert!(p.history_record().contains("outcome: completed"));
+}

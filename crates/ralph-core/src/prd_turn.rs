@@ -126,3 +126,15 @@ pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
         Err(e) => format!("⚠ {}", crate::display::line(&e.to_string())),
     }
 }
+
+/// The current story's section for a loop's first prompt (no check runs).
+pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
+    let stories = read(root, prd).ok()?;
+    Some(crate::messages::stories::section(
+        &crate::observation::PrdSeen {
+            file: prd.path.clone(),
+            stories,
+            refused: Vec::new(),
+        },
+    ))
+}

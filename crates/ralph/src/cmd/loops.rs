@@ -74,7 +74,12 @@ pub fn start(mut args: StartArgs) -> Outcome {
     if let Some(prd) = &request.prd {
         say!("{}", story_commands(prd));
     }
-    say!("\nYour task:\n\n{}\n", state.prompt);
+    let story = state
+        .prd
+        .as_ref()
+        .and_then(|prd| ralph_core::prd_turn::first_section(&project.root, prd))
+        .unwrap_or_default();
+    say!("\nYour task:\n\n{}{story}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
