@@ -429,3 +429,74 @@ echo "did call $n""#,
     assert_eq!(p.read("n").trim(), "3");
     assert!(p.history_record().contains("outcome: completed"));
 }
+
+/// The real Claude Code client in print mode, the mock API scripted: a
+/// three-story PRD worked through to the end, the middle story refused once
+/// by its own verify. Each story is marked passing by a real `Bash` call.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
+    use crate::support::client::Sandbox;
+    use crate::support::mock_api::{MockApi, Reply};
+    let Some(sandbox) =
+        Sandbox::new("e2e_the_real_client_works_through_three_stories_one_refused_once")
+    else {
+        return;
+    };
+    let prd = r#"{"project": "demo", "userStories": [
+{"id": "US-001", "passes": false, "title": "One", "description": "First.", "priority": 1},
+{"id": "US-002", "passes": false, "title": "Two", "description": "Second.", "priority": 2, "verify": "test -f two.ok || { echo 'two.ok is missing'; exit 4; }"},
+{"id": "US-003", "passes": false, "title": "Three", "description": "Third.", "priority": 3}
+]}
+"#;
+    std::fs::create_dir_all(sandbox.project().join("ralph")).unwrap();
+    std::fs::write(sandbox.project().join(PRD), prd).unwrap();
+    let mark = |id: &str| {
+        format!("sed -i 's/\"{id}\", \"passes\": false/\"{id}\", \"passes\": true/' ralph/prd.json")
+    };
+    let api = MockApi::start(vec![
+        Reply::bash("Story US-001 is done; marking it.", mark("US-001")),
+        Reply::text("US-001 done."),
+        Reply::bash("US-002 is done, I think.", mark("US-002")),
+        Reply::text("US-002 done."),
+        Reply::bash("Its check failed: creating two.ok.", "touch two.ok"),
+        Reply::bash("Marking US-002 again.", mark("US-002")),
+        Reply::text("US-002 fixed."),
+        Reply::bash("US-003 is done.", mark("US-003")),
+        Reply::text("US-003 done."),
+    ]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph-loop --prd Build the demo --max-iterations 8",
+        &["--allowedTools", "Bash(sed:*),Bash(touch:*)"],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns();
+    let fed: Vec<String> = turns.iter().map(|t| t.last_user_text()).collect();
+    let find = |needle: &str| fed.iter().position(|t| t.contains(needle));
+    let two = find("## Current story US-002").unwrap_or_else(|| panic!("{}", api.describe()));
+    let refused = find("Story US-002 was set back").unwrap_or_else(|| panic!("{}", api.describe()));
+    let three = find("## Current story US-003").unwrap_or_else(|| panic!("{}", api.describe()));
+    assert!(two < refused && refused < three, "{fed:#?}");
+    assert!(fed[refused].contains("exit 4") && fed[refused].contains("two.ok is missing"));
+    let status = sandbox.status_json();
+    let ended = status["loops"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["name"] == "ralph").cloned())
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(
+        ended["outcome"],
+        "completed",
+        "{status}\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        ended["iteration"], 4,
+        "one stop per story, and one for the refusal"
+    );
+    let done = std::fs::read_to_string(sandbox.project().join(PRD)).unwrap();
+    assert_eq!(done, prd.replace("\"passes\": false", "\"passes\": true"));
+}
