@@ -82,7 +82,8 @@ pub fn step(
     // check and the record agree, and the record always writes back).
     seen.tokens_used = seen.tokens_used.map(|t| t.min(crate::state::MAX_TOKENS));
     let mut lock = Some(lock);
-    if let Some(prd) = &state.prd {
+    // A paused loop passes without reading anything.
+    if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
         let stories = crate::prd_turn::read(&project.root, prd)?;
         let turned = crate::prd_turn::turned(prd, &stories);
         let mut found = crate::observation::PrdSeen {
