@@ -683,10 +683,10 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(git(&["show", "main:notes.txt"]), "notes\n");
-    assert!(
-        std::fs::read_to_string(project.join("ralph/prd.json"))
-            .unwrap()
-            .contains("\"passes\": true")
+    assert_eq!(
+        std::fs::read_to_string(project.join("ralph/prd.json")).unwrap(),
+        r#"{"userStories":[{"id":"US-001","title":"Notes","description":"Write notes.txt","passes":true}]}"#,
+        "only the one value changed"
     );
 }
 
