@@ -94,6 +94,7 @@ fuzz_target!(|data: &[u8]| {
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
         turn_ends: b.maybe_u64(),
+        prd: None,
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
