@@ -580,6 +580,51 @@ mod tests {
         assert!(said("{").starts_with("ralph/prd.json is not valid JSON"));
     }
 
+    proptest::proptest! {
+        /// Whatever the spacing and the other members, setting one story's
+        /// `passes` changes that story's value only, and the rest of the
+        /// text is kept byte for byte around it.
+        #[test]
+        fn set_passes_changes_one_value_only(
+            gaps in proptest::collection::vec("[ \t\n]{0,3}", 8),
+            extra in "[a-z]{0,6}",
+            big in "[1-9][0-9]{20,30}",
+            passes in proptest::collection::vec(proptest::option::of(proptest::bool::ANY), 3),
+            pick in 0usize..3,
+            value in proptest::bool::ANY,
+        ) {
+            let g = |i: usize| gaps[i].as_str();
+            let story = |i: usize| {
+                let p = passes[i].map_or(String::new(), |b| format!(",{}\"passes\"{}:{}{b}", g(1), g(2), g(3)));
+                format!("{{{}\"id\":\"S{i}\",\"n\":{big},\"x\":\"{extra}\"{p}{}}}", g(0), g(4))
+            };
+            let text = format!(
+                "{{{}\"userStories\"{}:[{}]{}}}",
+                g(5),
+                g(6),
+                (0..3).map(story).collect::<Vec<_>>().join(","),
+                g(7)
+            );
+            let id = format!("S{pick}");
+            let out = set_passes("p.json", &text, &id, value).unwrap();
+            let after = parse("p.json", &out).unwrap();
+            let before = parse("p.json", &text).unwrap();
+            for (i, (a, b)) in after.iter().zip(&before).enumerate() {
+                if i == pick {
+                    proptest::prop_assert_eq!(a.passes, value);
+                } else {
+                    proptest::prop_assert_eq!(a, b);
+                }
+            }
+            // Only the value (or one added member) differs.
+            let head = text.bytes().zip(out.bytes()).take_while(|(a, b)| a == b).count();
+            let tail = text.bytes().rev().zip(out.bytes().rev()).take_while(|(a, b)| a == b).count();
+            let changed = out.len().saturating_sub(head + tail.min(out.len() - head));
+            proptest::prop_assert!(changed <= ", \"passes\": false".len(), "{} -> {}", text, out);
+            proptest::prop_assert!(out.contains(&big));
+        }
+    }
+
     #[test]
     fn commands_are_recorded_by_digest() {
         let all = parse("p.json", PRD).unwrap();
