@@ -124,14 +124,8 @@ pub fn step(
             Duration::from_secs(state.guards.verify_timeout_secs),
         );
         lock = Some(project.lock()?);
-        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
-            return Ok(Step::Changed {
-                notice: format!(
-                    "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
-                    crate::display::line(&live.file.name),
-                    crate::display::line(command)
-                ),
-            });
+        if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
+            return Ok(changed);
         }
         seen.verification = Some(verdict);
         decision = decide::decide(state, &seen);

@@ -276,6 +276,15 @@ pub mod stories {
     use crate::observation::{PrdSeen, StoryRefusal};
     use crate::stories::{self, Story};
 
+    /// Shown while `/ralph-loop --prd` runs (see `messages::arming`).
+    pub fn arming(name: &str, max_iterations: u64) -> String {
+        format!(
+            "🔄 ralph `{}`: arming a loop for this session, {}; it ends when every story of its PRD passes, or at the limit. Every turn end feeds the task back with the current story — /ralph-pause or /ralph-cancel to stop.",
+            super::printable(name),
+            super::limit_words(max_iterations)
+        )
+    }
+
     /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).
     pub fn status(all: &[Story]) -> String {
         let (pass, total) = stories::tally(all);

@@ -265,6 +265,12 @@ fn arming_notice(
             return Ok(Answer::Silent);
         }
     }
+    if arming.prd {
+        return Ok(Answer::Notice(messages::stories::arming(
+            &arming.name,
+            arming.max_iterations,
+        )));
+    }
     Ok(Answer::Notice(messages::arming(
         &arming.name,
         arming.max_iterations,

@@ -113,13 +113,16 @@ pub struct Arming {
     pub completion_promise: Option<String>,
     /// `--force`: replaces a loop of the same name or session.
     pub force: bool,
+    /// `--prd`: it ends when every story passes (a task may be left out).
+    pub prd: bool,
 }
 
 /// Reads what `/ralph-loop ARGS` will arm. `None` when `ralph start` is going
 /// to refuse the arguments anyway (it says why itself).
 pub fn arming(raw: &str) -> Option<Arming> {
     let parsed = arguments::parse(raw).ok()?;
-    if parsed.prompt.trim().is_empty() {
+    let prd = parsed.options.iter().any(|(k, _)| k == "prd");
+    if parsed.prompt.trim().is_empty() && !prd {
         return None;
     }
     let mut arming = Arming {
@@ -127,6 +130,7 @@ pub fn arming(raw: &str) -> Option<Arming> {
         max_iterations: DEFAULT_MAX_ITERATIONS,
         completion_promise: None,
         force: false,
+        prd,
     };
     for (key, value) in parsed.options {
         match key.as_str() {
@@ -262,7 +266,13 @@ mod tests {
                 max_iterations: 20,
                 completion_promise: Some("ALL DONE".into()),
                 force: false,
+                prd: false,
             })
+        );
+        let prd = arming("--prd --max-iterations 9").unwrap();
+        assert!(
+            prd.prd && prd.max_iterations == 9,
+            "--prd needs no task: {prd:?}"
         );
         assert_eq!(arming("Fix it").unwrap().max_iterations, 50);
         assert_eq!(
