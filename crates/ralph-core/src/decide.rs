@@ -140,6 +140,14 @@ fn stories_complete(
     let Some(prd) = &seen.prd else {
         return Ok(());
     };
+    // What passes now is what was accepted: only a story that turns to
+    // passing after this is checked.
+    turn.progress.prd_passed = prd
+        .stories
+        .iter()
+        .filter(|s| s.passes)
+        .map(|s| s.id.clone())
+        .collect();
     for refusal in &prd.refused {
         turn.notes.push(words::refused(refusal));
         turn.notices.push(words::refused_notice(&prd.file, refusal));

@@ -85,7 +85,7 @@ pub fn step(
     // A paused loop passes without reading anything.
     if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
         let stories = crate::prd_turn::read(&project.root, prd)?;
-        let turned = crate::prd_turn::turned(prd, &stories);
+        let turned = crate::prd_turn::turned(&state.progress.prd_passed, &stories);
         let mut found = crate::observation::PrdSeen {
             file: prd.path.clone(),
             stories: stories.clone(),
@@ -179,13 +179,6 @@ fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
     })
 }
 
-/// `prd_passed`, when the stories that pass changed at this stop.
-fn prd_field(state: &LoopState, seen: &Observation) -> Option<(&'static str, String)> {
-    let (old, now) = (state.prd.as_ref()?, seen.prd.as_ref()?);
-    let passed = crate::prd_turn::passed_field(&now.stories);
-    (passed != old.passed.join(" ")).then(|| ("prd_passed", quote(&passed)))
-}
-
 /// The log entry's fields every turn has.
 fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestamp) -> LogEntry {
     let reply = seen.reply.as_deref().unwrap_or("");
@@ -242,7 +235,6 @@ fn end(
 ) -> Result<Step, StepError> {
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
-    fields.extend(prd_field(state, seen));
     if let Some(tokens) = seen
         .tokens_used
         .filter(|t| *t != state.progress.tokens_used)
@@ -298,7 +290,6 @@ fn go_on(
     }
     let mut fields = vec![("iteration", next.to_string())];
     fields.extend(claim);
-    fields.extend(prd_field(state, seen));
     fields.extend(progress_fields(&state.progress, &progress));
     live.write_turn(&fields)?;
     log.decision = Logged::Block;

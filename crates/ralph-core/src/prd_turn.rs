@@ -29,11 +29,12 @@ fn read_text(root: &Path, file: &str) -> Result<String, PrdError> {
     })
 }
 
-/// The stories that pass now but were not accepted as passing before.
-pub fn turned<'a>(prd: &PrdLoop, stories: &'a [Story]) -> Vec<&'a Story> {
+/// The stories that pass now but were not accepted as passing before
+/// (`accepted`: the loop's `prd_passed`).
+pub fn turned<'a>(accepted: &[String], stories: &'a [Story]) -> Vec<&'a Story> {
     stories
         .iter()
-        .filter(|s| s.passes && !prd.passed.contains(&s.id))
+        .filter(|s| s.passes && !accepted.contains(&s.id))
         .collect()
 }
 

@@ -56,9 +56,6 @@ pub struct PrdLoop {
     /// `prd_commands:` each story's `verify` command at arming, as
     /// `ID:DIGEST` pairs (`stories::record_commands`).
     pub commands: String,
-    /// `prd_passed:` the stories accepted as passing so far (space-separated
-    /// ids): one that turns to passing outside this list is checked.
-    pub passed: Vec<String>,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -91,6 +88,9 @@ pub struct Progress {
     pub unseen_tokens: u64,
     /// What the guards count from stop to stop (`guards.rs`).
     pub counts: GuardCounts,
+    /// `prd_passed:` a `--prd` loop's stories accepted as passing so far
+    /// (space-separated ids): one that turns to passing outside it is checked.
+    pub prd_passed: Vec<String>,
 }
 
 impl Progress {
@@ -128,6 +128,9 @@ impl Progress {
         );
         num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
         fields.extend(new.counts.changed_fields(&old.counts));
+        if new.prd_passed != old.prd_passed {
+            fields.push(("prd_passed", quote(&new.prd_passed.join(" "))));
+        }
         if let Some(elapsed) = new
             .elapsed_secs
             .filter(|_| old.elapsed_secs != new.elapsed_secs)
@@ -297,6 +300,7 @@ impl LoopState {
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
                 counts: GuardCounts::read(&raw)?,
+                prd_passed: crate::stories::id_list(raw.prd_passed.as_deref().unwrap_or("")),
             },
             outcome: non_empty(raw.outcome.clone()).map(crate::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
@@ -337,7 +341,6 @@ fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
     Ok(Some(PrdLoop {
         path,
         commands: raw.prd_commands.clone().unwrap_or_default(),
-        passed: crate::stories::id_list(raw.prd_passed.as_deref().unwrap_or("")),
     }))
 }
 

@@ -102,7 +102,6 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
     let prd = crate::state::PrdLoop {
         path: path.to_owned(),
         commands: String::new(),
-        passed: Vec::new(),
     };
     let stories = crate::prd_turn::read(&project.root, &prd)?;
     Ok(ArmPrd {
