@@ -500,3 +500,15 @@ fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
     let done = std::fs::read_to_string(sandbox.project().join(PRD)).unwrap();
     assert_eq!(done, prd.replace("\"passes\": false", "\"passes\": true"));
 }
+
+#[test]
+fn story_commands_are_shown_escaped_at_arming() {
+    let prd = "{\"userStories\": [{\"id\": \"A\", \"verify\": \"true \\u001b[2J\\u202e\"}]}";
+    let p = Project::with_prd(prd);
+    let out = p.start(&["--prd"]);
+    assert!(out.contains("A: true \\x1b[2J\\u{202e}"), "{out}");
+    assert!(
+        !out.contains('\u{1b}') && !out.contains('\u{202e}'),
+        "{out:?}"
+    );
+}

@@ -136,6 +136,17 @@ fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
 /// The stories this run is about: tasks from the command line, or the open
 /// stories of the PRD (only those named with --story, if any).
 fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
+    if args
+        .arm
+        .prd
+        .as_deref()
+        .is_some_and(|p| p != ralph_core::stories::DEFAULT_PRD)
+    {
+        return Err(Failure::usage(format!(
+            "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
+            fanout::PRD
+        )));
+    }
     if !args.prompt.is_empty() {
         if !args.fanout.story.is_empty() {
             return Err(Failure::usage(
