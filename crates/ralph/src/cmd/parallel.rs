@@ -235,6 +235,31 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     out
 }
 
+/// The child's arguments with its story's own check in its `--verify`
+/// gate (before the run's, if any), so the loop is refused in the loop,
+/// where the agent can still fix it, not only at the trip home.
+fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<String> {
+    let Some(story) = story_verify else {
+        return child_args.to_vec();
+    };
+    let mut out = Vec::with_capacity(child_args.len() + 2);
+    let mut run_verify = None;
+    let mut args = child_args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--verify" {
+            run_verify = args.next().cloned();
+        } else {
+            out.push(arg.clone());
+        }
+    }
+    let gate = match run_verify.filter(|v| !v.trim().is_empty()) {
+        Some(run) => format!("( {story}\n) && ( {run}\n)"),
+        None => story.to_owned(),
+    };
+    out.extend(["--verify".to_owned(), gate]);
+    out
+}
+
 impl Fleet {
     /// Stories whose loop completed earlier only come home again (from
     /// ralph's own worktree); stories merged or left ready are skipped; the
@@ -393,7 +418,7 @@ impl Fleet {
             .arg("run")
             .arg("--name")
             .arg(fanout::loop_name(&story.id))
-            .args(&self.child_args)
+            .args(with_story_gate(&self.child_args, story.verify.as_deref()))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
