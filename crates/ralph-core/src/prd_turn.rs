@@ -40,7 +40,10 @@ pub fn turned<'a>(accepted: &[String], stories: &'a [Story]) -> Vec<&'a Story> {
 
 /// Runs each turned story's own command (only the one recorded at arming)
 /// and, once, the loop's `--verify`. Returns the stories refused and the
-/// `--verify` result when it ran.
+/// `--verify` result when it ran. All of them share one `timeout`, so a
+/// stop never outlasts the hook's own limit however many stories turned;
+/// a check left without time counts as failed (the story is checked again
+/// when the agent marks it once more).
 pub fn run_checks(
     root: &Path,
     prd: &PrdLoop,
@@ -48,6 +51,18 @@ pub fn run_checks(
     loop_verify: Option<&str>,
     timeout: Duration,
 ) -> (Vec<StoryRefusal>, Option<Verification>) {
+    let started = std::time::Instant::now();
+    let run = |command: &str| match timeout.checked_sub(started.elapsed()) {
+        Some(left) if !left.is_zero() => verify::run(command, root, left),
+        _ => Verification {
+            passed: false,
+            status: format!(
+                "not run: this stop's checks used up their {}",
+                crate::time::format_duration(timeout.as_secs())
+            ),
+            output_tail: String::new(),
+        },
+    };
     let mut refused = Vec::new();
     for story in turned {
         let Some(command) = story.verify.as_deref() else {
@@ -60,7 +75,7 @@ pub fn run_checks(
             });
             continue;
         }
-        let verification = verify::run(command, root, timeout);
+        let verification = run(command);
         if !verification.passed {
             refused.push(StoryRefusal::Failed {
                 id: story.id.clone(),
@@ -70,7 +85,7 @@ pub fn run_checks(
         }
     }
     let gate = loop_verify.map(|command| {
-        let verification = verify::run(command, root, timeout);
+        let verification = run(command);
         if !verification.passed {
             for story in turned {
                 if !refused.iter().any(|r| refusal_id(r) == story.id) {
@@ -138,4 +153,66 @@ pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
             refused: Vec::new(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prd_of(stories: &[Story]) -> PrdLoop {
+        PrdLoop {
+            path: "p.json".into(),
+            commands: stories::record_commands(stories),
+        }
+    }
+
+    #[test]
+    fn the_checks_of_one_stop_share_one_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"userStories": [
+            {"id": "A", "passes": true, "verify": "sleep 5"},
+            {"id": "B", "passes": true, "verify": "true"}]}"#;
+        let all = stories::parse("p.json", text).unwrap();
+        let prd = prd_of(&all);
+        let turned = turned(&[], &all);
+        let started = std::time::Instant::now();
+        let (refused, gate) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(1));
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(gate, None);
+        let why: Vec<(&str, String)> = refused
+            .iter()
+            .map(|r| match r {
+                StoryRefusal::Failed {
+                    id, verification, ..
+                } => (id.as_str(), verification.status.clone()),
+                StoryRefusal::Unrecorded { id, .. } => (id.as_str(), "unrecorded".into()),
+            })
+            .collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].1.contains("timed out"), "{why:?}");
+        assert!(why[1].1.starts_with("not run"), "{why:?}");
+    }
+
+    #[test]
+    fn only_stories_that_turned_are_checked_and_only_recorded_commands_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"userStories": [
+            {"id": "A", "passes": true, "verify": "touch a-ran"},
+            {"id": "B", "passes": true, "verify": "touch b-ran"},
+            {"id": "C", "passes": false, "verify": "touch c-ran"}]}"#;
+        let all = stories::parse("p.json", text).unwrap();
+        let mut prd = prd_of(&all);
+        prd.commands = stories::record_commands(&all[1..]);
+        let turned = turned(&["B".to_owned()], &all);
+        assert_eq!(turned.len(), 1);
+        let (refused, _) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(30));
+        assert!(matches!(&refused[..], [StoryRefusal::Unrecorded { id, .. }] if id == "A"));
+        for ran in ["a-ran", "b-ran", "c-ran"] {
+            assert!(!dir.path().join(ran).exists(), "{ran}");
+        }
+    }
 }
