@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
-pub const PRD: &str = "ralph/prd.json";
+pub const PRD: &str = crate::stories::DEFAULT_PRD;
 /// The folder ralph owns for the worktrees, one per story. Not under
 /// `.claude/`: Claude Code refuses edits to any path under a `.claude`
 /// folder even with `--permission-mode acceptEdits`, so an agent could not
