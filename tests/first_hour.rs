@@ -130,7 +130,7 @@ fn slash_options_and_ralph_start_options_come_from_one_table() {
         .collect();
     from_clap.sort();
     from_clap.dedup();
-    let mut from_table: Vec<String> = ralph_core::arguments::OPTIONS
+    let mut from_table: Vec<String> = ralph_core::control::arguments::OPTIONS
         .iter()
         .map(|(k, _)| (*k).to_owned())
         .collect();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use project::{LOOP, TempProject};
-use ralph_core::state::LoopState;
+use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
@@ -73,7 +73,8 @@ impl Project {
     fn set_field(&self, key: &str, value: &str) {
         let text = std::fs::read_to_string(self.path(LOOP)).unwrap();
         let updated =
-            ralph_core::frontmatter::set_fields(&text, &[(key, value.to_owned())]).unwrap();
+            ralph_core::loop_file::frontmatter::set_fields(&text, &[(key, value.to_owned())])
+                .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
     }
 

@@ -91,7 +91,7 @@ impl Project {
     /// Marks a story as passing the way an agent does: a text edit.
     fn agent_sets_passes(&self, id: &str) {
         let text = self.read(PRD);
-        let out = ralph_core::stories::set_passes(PRD, &text, id, true).unwrap();
+        let out = ralph_core::loop_file::stories::set_passes(PRD, &text, id, true).unwrap();
         self.write(PRD, &out);
     }
 

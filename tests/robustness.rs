@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ralph_core::state::LoopState;
-use ralph_core::store::Project;
+use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::store::Project;
 use serde_json::{Value, json};
 
 use crate::support::{BIN, LOOP};
@@ -110,7 +110,7 @@ fn temp_files(root: &Path) -> Vec<String> {
         .expect("read .claude")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(ralph_core::safe_fs::TEMP_PREFIX))
+        .filter(|n| n.starts_with(ralph_core::fs::safe_fs::TEMP_PREFIX))
         .collect();
     names.sort();
     names
@@ -300,7 +300,7 @@ fn sigkill_at_any_moment_never_tears_the_loop_file() {
     assert!(leftovers.len() <= killed);
     for name in &leftovers {
         assert!(
-            !name.ends_with(ralph_core::store::LOOP_SUFFIX),
+            !name.ends_with(ralph_core::loop_file::store::LOOP_SUFFIX),
             "unexpected temp file {name}"
         );
     }
@@ -443,7 +443,7 @@ fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
 
     // Once older than a write could take, a stop under the lock removes it.
     let long_ago = std::time::SystemTime::now()
-        - ralph_core::safe_fs::STALE_TEMP_AGE
+        - ralph_core::fs::safe_fs::STALE_TEMP_AGE
         - Duration::from_secs(60);
     std::fs::File::options()
         .write(true)

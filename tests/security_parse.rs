@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use ralph_core::state::LoopState;
+use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
@@ -107,8 +107,11 @@ impl Sandbox {
     }
 
     fn set_field(&self, key: &str, value: &str) {
-        let updated =
-            ralph_core::frontmatter::set_fields(&self.text(), &[(key, value.to_owned())]).unwrap();
+        let updated = ralph_core::loop_file::frontmatter::set_fields(
+            &self.text(),
+            &[(key, value.to_owned())],
+        )
+        .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
     }
 
@@ -263,7 +266,7 @@ fn extreme_but_valid_figures_never_make_the_hook_fail() {
         let a = s.stop("working");
         if blocked(&a) {
             assert!(
-                s.state().iteration < ralph_core::state::MAX_COUNT,
+                s.state().iteration < ralph_core::loop_file::state::MAX_COUNT,
                 "{fields:?}"
             );
         }

@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::frontmatter::{quote, set_fields, split};
-use ralph_core::state::LoopState;
+use ralph_core::loop_file::frontmatter::{quote, set_fields, split};
+use ralph_core::loop_file::state::LoopState;
 
 const KEYS: &[&str] = &[
     "iteration",
@@ -90,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let text = String::from_utf8_lossy(rest);
     let parsed = LoopState::parse(&text);
-    let _ = ralph_core::state::scan_session_id(&text);
+    let _ = ralph_core::loop_file::state::scan_session_id(&text);
 
     let Ok(layout) = split(&text) else {
         assert!(parsed.is_err(), "parse succeeded without a frontmatter");
@@ -141,7 +141,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = reparsed;
 
     // A proven rewrite either refuses or reads back exactly.
-    if let Ok(out) = ralph_core::rewrite::set_fields(&text, &[(key, value.clone())]) {
+    if let Ok(out) = ralph_core::loop_file::rewrite::set_fields(&text, &[(key, value.clone())]) {
         let again = LoopState::parse(&out).expect("a proven rewrite parses");
         if key == "iteration" {
             assert_eq!(again.iteration.to_string(), value);

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::promise::{normalise, speaks, spoken_promises};
+use ralph_core::reply::promise::{normalise, speaks, spoken_promises};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

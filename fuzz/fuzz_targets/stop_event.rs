@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::answer::Answer;
-use ralph_core::event::StopEvent;
+use ralph_core::hook::answer::Answer;
+use ralph_core::reply::event::StopEvent;
 use ralph_core::hook::{self, HookContext};
-use ralph_core::state::LoopState;
+use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 

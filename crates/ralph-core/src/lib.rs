@@ -1,45 +1,29 @@
 //! ralph's logic: the loop state, the promise, the Stop-hook decision and
 //! the files they live in. The `ralph` binary is a thin shell over this.
+//!
+//! The folders read as the architecture, lowest first; a module imports only
+//! from its own folder and the ones listed before it:
+//! - `time`, `display`, `fingerprint`: timestamps and durations; escaping
+//!   what is printed; stable hashes of text.
+//! - `fs`: the safe file layer, child processes, git, and the gates' runner.
+//! - `reply`: what the agent said: the Stop payload, the transcript, the promise.
+//! - `loop_file`: the loop and its file: fields, guards, the arming record,
+//!   the lock, and `lifecycle`, the one place that writes a loop file.
+//! - `decide`: the pure decision and the one turn that applies it (`engine`).
+//! - `hook`, `control`, `run`: the fronts: the hooks and their hosts; what the
+//!   CLI's commands do to loops; `ralph run` and its fleet.
 
-pub mod agent;
-pub mod agent_presets;
-pub mod answer;
-pub mod arguments;
-pub mod context;
-pub mod decide;
 pub mod display;
-pub mod driver;
-pub mod engine;
-pub mod event;
-pub mod fanout;
-pub mod fanout_git;
-pub mod frontmatter;
-pub mod git_config;
-pub mod guards;
-pub mod hook;
-pub mod host;
-pub mod host_install;
-pub mod lifecycle;
-pub mod loops;
-pub mod messages;
-pub mod observation;
-pub mod outcome;
-pub mod ownership;
-pub mod prd;
-pub mod prd_turn;
-pub mod process;
-pub mod promise;
-pub mod registry;
-pub mod rewrite;
-pub mod run_loop;
-pub mod safe_fs;
-pub mod session;
-pub mod state;
-pub mod store;
-pub mod stories;
-pub mod templates;
+pub mod fingerprint;
 pub mod time;
-pub mod transcript;
-pub mod typed;
-pub mod verify;
-pub mod worktree;
+
+pub mod fs;
+pub mod reply;
+
+pub mod loop_file;
+
+pub mod decide;
+
+pub mod control;
+pub mod hook;
+pub mod run;

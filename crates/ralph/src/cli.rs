@@ -1,8 +1,8 @@
 //! The command line, declared with clap.
 
 use clap::{Args, Parser, Subcommand};
-use ralph_core::arguments::Kind;
-use ralph_core::guards::{self, GuardSettings};
+use ralph_core::control::arguments::Kind;
+use ralph_core::loop_file::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -95,11 +95,11 @@ pub enum HookCommand {
 pub struct HookStopArgs {
     /// The host that runs the hook: claude, codex, gemini or copilot [default: recognised from the event]
     #[arg(long, value_parser = parse_host)]
-    pub host: Option<ralph_core::host::Host>,
+    pub host: Option<ralph_core::hook::host::Host>,
 }
 
-fn parse_host(value: &str) -> Result<ralph_core::host::Host, String> {
-    ralph_core::host::Host::from_name(value)
+fn parse_host(value: &str) -> Result<ralph_core::hook::host::Host, String> {
+    ralph_core::hook::host::Host::from_name(value)
         .ok_or_else(|| format!("`{value}` is not a host; use claude, codex, gemini or copilot"))
 }
 
@@ -190,7 +190,7 @@ continues the turn that many times in a row without a tool call is ended (as blo
 Claude Code would override it.";
 
 /// `ralph start --help`'s text below the options: the examples, then every
-/// guard's entry from `ralph_core::guards::OPTIONS`, so a new guard is
+/// guard's entry from `ralph_core::loop_file::guards::OPTIONS`, so a new guard is
 /// explained without an edit here.
 fn start_help() -> String {
     let mut out = format!(
@@ -270,7 +270,7 @@ pub struct ArmFlags {
     /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
     #[arg(long)]
     pub abort_promise: Option<String>,
-    /// The guards: one option each, from `ralph_core::guards::OPTIONS`.
+    /// The guards: one option each, from `ralph_core::loop_file::guards::OPTIONS`.
     #[command(flatten)]
     pub guards: GuardFlags,
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
@@ -279,7 +279,7 @@ pub struct ArmFlags {
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
-    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::stories::DEFAULT_PRD)]
+    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::stories::DEFAULT_PRD)]
     pub prd: Option<String>,
 }
 
@@ -352,7 +352,7 @@ pub struct RunArgs {
     pub name: String,
     /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`);
     /// or a preset: claude, codex, gemini, copilot (see below)
-    #[arg(long, default_value = ralph_core::agent::DEFAULT_AGENT)]
+    #[arg(long, default_value = ralph_core::run::agent::DEFAULT_AGENT)]
     pub agent: String,
     /// Claude Code's permission mode for the default agent (passed as `--permission-mode`):
     /// acceptEdits lets it edit files in the project without asking (shell commands that
@@ -378,8 +378,8 @@ pub struct RunArgs {
 /// The slash command's own check, so both paths accept the same durations
 /// (a unit is required: `2` alone would silently mean seconds).
 fn parse_duration_arg(value: &str) -> Result<String, String> {
-    ralph_core::arguments::check_duration("…", value).map_err(|e| match e {
-        ralph_core::arguments::ArgumentsError::DurationUnit { value, .. } => {
+    ralph_core::control::arguments::check_duration("…", value).map_err(|e| match e {
+        ralph_core::control::arguments::ArgumentsError::DurationUnit { value, .. } => {
             format!("`{value}` has no unit; write e.g. {value}m (minutes) or {value}h (hours); units: s, m, h, d")
         }
         _ => format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"),
@@ -445,7 +445,7 @@ settings in those files are kept as they are. Running install twice changes noth
 pub struct InstallArgs {
     /// codex, gemini or copilot
     #[arg(value_parser = parse_host)]
-    pub host: ralph_core::host::Host,
+    pub host: ralph_core::hook::host::Host,
     /// The project's configuration (in the current git root) instead of the user's
     #[arg(long)]
     pub project: bool,
@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn the_start_help_explains_every_guard() {
         let help = super::start_help();
-        for guard in ralph_core::guards::OPTIONS {
+        for guard in ralph_core::loop_file::guards::OPTIONS {
             let entry = help
                 .lines()
                 .find(|l| l.trim_start().starts_with(guard.example))

@@ -4,11 +4,11 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use ralph_core::loops::{self, Live};
-use ralph_core::messages::escape_controls;
-use ralph_core::registry::{self, Arming, Registry};
-use ralph_core::state::LoopState;
-use ralph_core::store::Project;
+use ralph_core::control::{self, Live};
+use ralph_core::loop_file::messages::escape_controls;
+use ralph_core::loop_file::registry::{self, Arming, Registry};
+use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
 use super::{Failure, Outcome};
@@ -18,7 +18,7 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
     let project = super::project();
     let registry = super::require_registry()?;
     let root = registry::canonical_root(&project).ok();
-    let lives = loops::read_live(&project)?;
+    let lives = control::read_live(&project)?;
     let arming = |live: &Live| match &live.state {
         Ok(state) => registry::arming(Some(&registry), root.as_deref(), &live.file.name, state),
         Err(_) => Arming::Unarmed(registry::Unarmed::NoRecord),
@@ -155,7 +155,7 @@ fn confirm() -> Result<bool, Failure> {
 
 fn record(project: &Project, registry: &Registry, live: &Live, state: &LoopState) -> Outcome {
     let name = &live.file.name;
-    loops::adopt(project, registry, name, &live.text, Timestamp::now())?;
+    control::adopt(project, registry, name, &live.text, Timestamp::now())?;
     let owner = state.session_id.as_deref().map_or_else(
         || "the first session that stops in this project claims it".to_owned(),
         |s| format!("owner: session {}", escape_controls(s)),

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ralph_core::answer::Answer;
+use ralph_core::fs::gate;
 use ralph_core::hook::HostAnswer;
+use ralph_core::hook::answer::Answer;
+use ralph_core::hook::host::Host;
+use ralph_core::hook::typed;
 use ralph_core::hook::{self, HookContext};
-use ralph_core::host::Host;
-use ralph_core::typed;
-use ralph_core::verify;
 
 /// The hook's own work (everything but a verification gate) must end
 /// within this; far inside the 900 s `timeout` of `hooks/hooks.json`.
@@ -60,7 +60,7 @@ fn answer_once(reply: &HostAnswer) -> bool {
 fn watchdog(started: Instant, deadline: Duration, host: Host) {
     loop {
         let elapsed = started.elapsed();
-        let own = elapsed.saturating_sub(verify::time_in_gates());
+        let own = elapsed.saturating_sub(gate::time_in_gates());
         if own >= deadline || elapsed >= HARD_DEADLINE {
             break;
         }
@@ -119,7 +119,7 @@ fn keep_typed(input: &[u8]) -> Option<String> {
 /// blocks a prompt, and always exits 0.
 pub fn session(event: crate::cli::HookCommand) -> ExitCode {
     use crate::cli::HookCommand;
-    use ralph_core::session::{self, SessionContext};
+    use ralph_core::hook::session::{self, SessionContext};
     let mut input = Vec::new();
     let answer = match std::io::stdin().read_to_end(&mut input) {
         Ok(_) => {
@@ -137,7 +137,7 @@ pub fn session(event: crate::cli::HookCommand) -> ExitCode {
                 HookCommand::Stop(_) => hook::stop(&input, &ctx.hook),
             }
         }
-        Err(e) => ralph_core::answer::Answer::Notice(format!(
+        Err(e) => ralph_core::hook::answer::Answer::Notice(format!(
             "⚠ ralph: could not read the hook event on stdin: {e}."
         )),
     };

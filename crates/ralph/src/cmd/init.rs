@@ -1,7 +1,7 @@
 //! `ralph init`: write a template's PRD, progress log and prompt into ralph/.
 
-use ralph_core::safe_fs;
-use ralph_core::templates::{self, TEMPLATES};
+use ralph_core::control::templates::{self, TEMPLATES};
+use ralph_core::fs::safe_fs;
 
 use crate::cli::InitArgs;
 
@@ -11,7 +11,7 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
     if args.typed_arguments {
         let typed = super::loops::typed_text(
             super::session_from_env().as_deref(),
-            ralph_core::typed::SlashCommand::Init,
+            ralph_core::hook::typed::SlashCommand::Init,
         )?;
         apply_typed(&mut args, &typed)?;
     }

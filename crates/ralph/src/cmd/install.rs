@@ -10,8 +10,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ralph_core::host::Host;
-use ralph_core::host_install::{
+use ralph_core::hook::host::Host;
+use ralph_core::hook::host_install::{
     CODEX_SKILL, GEMINI_COMMAND, add_hook, hook_args, remove_hook, shell_quote,
 };
 use serde_json::{Map, Value};
@@ -116,7 +116,7 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home = ralph_core::registry::home_from_env()
+            let home = ralph_core::loop_file::registry::home_from_env()
                 .ok_or_else(|| Failure::from("HOME is not set".to_owned()))?;
             Ok(home.join(sub))
         };

@@ -3,11 +3,11 @@
 
 use std::io::{IsTerminal, Read};
 
-use ralph_core::arguments;
-use ralph_core::loops::{self, ArmRequest};
-use ralph_core::messages;
+use ralph_core::control::arguments;
+use ralph_core::control::{self, ArmRequest};
+use ralph_core::hook::typed::{self, SlashCommand};
+use ralph_core::loop_file::messages;
 use ralph_core::time::Timestamp;
-use ralph_core::typed::{self, SlashCommand};
 
 use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, SelectArgs, StartArgs};
@@ -77,7 +77,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
     let story = state
         .prd
         .as_ref()
-        .and_then(|prd| ralph_core::prd_turn::first_section(&project.root, prd))
+        .and_then(|prd| ralph_core::decide::prd_turn::first_section(&project.root, prd))
         .unwrap_or_default();
     say!("\nYour task:\n\n{}{story}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
@@ -89,8 +89,8 @@ pub fn start(mut args: StartArgs) -> Outcome {
 
 /// What arming a `--prd` loop shows: the stories, and each command ralph
 /// would run (recorded now; one added or changed later never runs).
-pub fn story_commands(prd: &loops::ArmPrd) -> String {
-    let (pass, total) = ralph_core::stories::tally(&prd.stories);
+pub fn story_commands(prd: &control::ArmPrd) -> String {
+    let (pass, total) = ralph_core::loop_file::stories::tally(&prd.stories);
     let mut out = format!(
         "Stories: {} ({pass} of {total} pass).",
         ralph_core::display::line(&prd.path)
@@ -122,7 +122,7 @@ pub fn story_commands(prd: &loops::ArmPrd) -> String {
 /// The request to arm a loop from the command line's pieces; `--prd`
 /// reads the PRD now (and gives a task when none was typed).
 pub fn arm_request(
-    project: &ralph_core::store::Project,
+    project: &ralph_core::loop_file::store::Project,
     name: String,
     prompt: String,
     flags: ArmFlags,
@@ -131,11 +131,13 @@ pub fn arm_request(
 ) -> Result<ArmRequest, Failure> {
     let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
     let prd = match &flags.prd {
-        Some(path) => Some(loops::read_prd(project, path)?),
+        Some(path) => Some(control::read_prd(project, path)?),
         None => None,
     };
     let prompt = match &prd {
-        Some(p) if prompt.trim().is_empty() => ralph_core::stories::default_task(&p.path),
+        Some(p) if prompt.trim().is_empty() => {
+            ralph_core::loop_file::stories::default_task(&p.path)
+        }
         _ => prompt,
     };
     Ok(ArmRequest {
@@ -143,7 +145,7 @@ pub fn arm_request(
         prompt,
         max_iterations: flags
             .max_iterations
-            .unwrap_or(ralph_core::state::DEFAULT_MAX_ITERATIONS),
+            .unwrap_or(ralph_core::loop_file::state::DEFAULT_MAX_ITERATIONS),
         completion_promise: non_empty(flags.completion_promise),
         abort_promise: non_empty(flags.abort_promise),
         session_id,
@@ -156,11 +158,11 @@ pub fn arm_request(
 
 /// Arms a loop; a bad name or an empty prompt is a usage error.
 pub fn arm(
-    project: &ralph_core::store::Project,
+    project: &ralph_core::loop_file::store::Project,
     request: &ArmRequest,
-) -> Result<(std::path::PathBuf, ralph_core::state::LoopState), Failure> {
+) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
     let registry = super::require_registry()?;
-    Ok(loops::arm(project, &registry, request, Timestamp::now())?)
+    Ok(control::arm(project, &registry, request, Timestamp::now())?)
 }
 
 /// Applies an option found in raw slash-command arguments, with the same
@@ -168,7 +170,7 @@ pub fn arm(
 fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
     let usage = |e: arguments::ArgumentsError| Failure::usage(e.to_string());
     let number = |v: &str| arguments::check_number(key, v).map_err(usage);
-    if let Some(guard) = ralph_core::guards::GuardSettings::option(key) {
+    if let Some(guard) = ralph_core::loop_file::guards::GuardSettings::option(key) {
         return args.arm.guards.0.set(guard, value).map_err(usage);
     }
     match key {
@@ -179,7 +181,9 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
-        "prd" if value.is_empty() => args.arm.prd = Some(ralph_core::stories::DEFAULT_PRD.into()),
+        "prd" if value.is_empty() => {
+            args.arm.prd = Some(ralph_core::loop_file::stories::DEFAULT_PRD.into())
+        }
         "prd" => args.arm.prd = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
@@ -240,7 +244,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     let args = resolve_selection(args, SlashCommand::Cancel)?;
     let project = super::project();
     let session = super::session_from_env();
-    let ended = loops::cancel(
+    let ended = control::cancel(
         &project,
         super::registry().as_ref(),
         args.name.as_deref(),
@@ -250,7 +254,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
     );
     let done = match ended {
         // Cancelling what is already gone is not an error: cancel is idempotent.
-        Err(loops::LoopError::NoSuchLoop(name)) => {
+        Err(control::LoopError::NoSuchLoop(name)) => {
             say!("No active loop named `{name}`; nothing to cancel.");
             return Ok(());
         }
@@ -288,7 +292,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     let session = super::session_from_env();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
-        loops::read_live(&project)?
+        control::read_live(&project)?
             .into_iter()
             .map(|l| Some(l.file.name))
             .collect()
@@ -297,7 +301,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
     };
     let mut changed = Vec::new();
     for name in names {
-        changed.extend(loops::set_active(
+        changed.extend(control::set_active(
             &project,
             name.as_deref(),
             session.as_deref(),

@@ -40,7 +40,7 @@ mod statusline;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ralph_core::store::Project;
+use ralph_core::loop_file::store::Project;
 
 use crate::cli::{Cli, Command, HookCommand};
 
@@ -53,7 +53,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Adopt(args) => adopt::adopt(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::pause_or_resume(args, true),
-        Command::Run(args) => run::run(*args),
+        Command::Run(args) => match args.fanout.parallel {
+            Some(n) => parallel::run(*args, usize::from(n)),
+            None => run::run(*args),
+        },
         Command::Statusline => statusline::statusline(),
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
@@ -130,8 +133,10 @@ impl From<String> for Failure {
 /// The exit code of each error the core returns, in one place: what the
 /// user typed wrong is a usage error; everything else a failure.
 fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
-    use ralph_core::loops::LoopError;
-    if error.is::<ralph_core::arguments::ArgumentsError>() {
+    use ralph_core::control::LoopError;
+    if error.is::<ralph_core::control::arguments::ArgumentsError>()
+        || error.is::<ralph_core::run::presets::PermissionModeError>()
+    {
         return code::USAGE;
     }
     match error.downcast_ref::<LoopError>() {
@@ -154,27 +159,28 @@ macro_rules! failure_from {
 }
 
 failure_from!(
-    ralph_core::arguments::ArgumentsError,
-    ralph_core::engine::StepError,
-    ralph_core::state::StateError,
-    ralph_core::typed::TypedError,
-    ralph_core::rewrite::RewriteError,
-    ralph_core::registry::RegistryError,
-    ralph_core::store::StoreError,
-    ralph_core::safe_fs::FsError,
-    ralph_core::lifecycle::LoadError,
-    ralph_core::lifecycle::WriteError,
-    ralph_core::run_loop::JudgeError,
-    ralph_core::fanout::PrdError,
-    ralph_core::fanout_git::FleetError,
+    ralph_core::control::arguments::ArgumentsError,
+    ralph_core::decide::engine::StepError,
+    ralph_core::loop_file::state::StateError,
+    ralph_core::hook::typed::TypedError,
+    ralph_core::loop_file::rewrite::RewriteError,
+    ralph_core::loop_file::registry::RegistryError,
+    ralph_core::loop_file::store::StoreError,
+    ralph_core::fs::safe_fs::FsError,
+    ralph_core::loop_file::lifecycle::LoadError,
+    ralph_core::loop_file::lifecycle::WriteError,
+    ralph_core::run::JudgeError,
+    ralph_core::run::fleet::PrdError,
+    ralph_core::run::presets::PermissionModeError,
+    ralph_core::run::fleet::git::FleetError,
     serde_json::Error,
     std::io::Error,
 );
 
 /// A loop error, with the CLI flags that get past it.
-impl From<ralph_core::loops::LoopError> for Failure {
-    fn from(error: ralph_core::loops::LoopError) -> Self {
-        use ralph_core::loops::LoopError;
+impl From<ralph_core::control::LoopError> for Failure {
+    fn from(error: ralph_core::control::LoopError) -> Self {
+        use ralph_core::control::LoopError;
         let hint = match &error {
             LoopError::NameTaken { name, .. } => format!(
                 ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
@@ -198,9 +204,9 @@ impl From<ralph_core::loops::LoopError> for Failure {
 /// `ralph run`'s driver errors: all failures (whatever they wrap, as when
 /// they were strings), but a missing loop to take over is a usage error,
 /// told with how to arm one.
-impl From<ralph_core::run_loop::RunError> for Failure {
-    fn from(error: ralph_core::run_loop::RunError) -> Self {
-        use ralph_core::run_loop::RunError;
+impl From<ralph_core::run::RunError> for Failure {
+    fn from(error: ralph_core::run::RunError) -> Self {
+        use ralph_core::run::RunError;
         match error {
             RunError::NoLoopToResume(name) => Self::usage(format!(
                 "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
@@ -237,19 +243,19 @@ pub fn project() -> Project {
 }
 
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
-pub fn registry() -> Option<ralph_core::registry::Registry> {
+pub fn registry() -> Option<ralph_core::loop_file::registry::Registry> {
     ralph_core::hook::HookContext::from_env().registry()
 }
 
 /// The registry, for commands that arm or adopt a loop and so must record it.
-pub fn require_registry() -> Result<ralph_core::registry::Registry, Failure> {
-    registry().ok_or_else(|| ralph_core::registry::RegistryError::NoHome.into())
+pub fn require_registry() -> Result<ralph_core::loop_file::registry::Registry, Failure> {
+    registry().ok_or_else(|| ralph_core::loop_file::registry::RegistryError::NoHome.into())
 }
 
 /// The session of the agent that runs this command: the first session
 /// variable a host sets for its shell commands (Claude Code, Codex, Gemini).
 pub fn session_from_env() -> Option<String> {
-    ralph_core::host::Host::ALL
+    ralph_core::hook::host::Host::ALL
         .iter()
         .filter_map(|h| h.session_variable())
         .find_map(|var| std::env::var(var).ok().filter(|s| !s.trim().is_empty()))
@@ -271,9 +277,9 @@ pub fn ensure_claude_dir(project: &Project) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::arguments::ArgumentsError;
-    use ralph_core::loops::LoopError;
-    use ralph_core::registry::RegistryError;
+    use ralph_core::control::LoopError;
+    use ralph_core::control::arguments::ArgumentsError;
+    use ralph_core::loop_file::registry::RegistryError;
 
     #[test]
     fn each_core_error_has_its_exit_code() {

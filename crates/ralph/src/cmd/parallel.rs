@@ -4,8 +4,8 @@
 //! `ralph/<story-id>`; ralph's own cost per loop is that one small process.
 //! Finished stories are rebased onto the base branch, verified there and
 //! merged home one at a time. What each step means is decided in
-//! `ralph_core::fanout`, the repository is touched through
-//! `ralph_core::fanout_git`; here are the child processes, the display and
+//! `ralph_core::run::fleet`, the repository is touched through
+//! `ralph_core::run::fleet::git`; here are the child processes, the display and
 //! the exit code.
 
 use std::collections::VecDeque;
@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ralph_core::fanout::{
+use ralph_core::fs::process::GroupChild;
+use ralph_core::fs::safe_fs;
+use ralph_core::loop_file::outcome::{self as ended, RecordedOutcome};
+use ralph_core::loop_file::store::Project;
+use ralph_core::run::fleet::git::{self as fg, FleetError};
+use ralph_core::run::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
-use ralph_core::fanout_git::{self as fg, FleetError};
-use ralph_core::outcome::{self as ended, RecordedOutcome};
-use ralph_core::process::GroupChild;
-use ralph_core::safe_fs;
-use ralph_core::store::Project;
 use ralph_core::time::format_duration;
 
 use super::{Failure, Outcome};
@@ -95,19 +95,19 @@ fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
         ));
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
-    super::run::agent_command(args)?;
+    ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     let merge = MergeMode::parse(&args.fanout.merge).unwrap_or(MergeMode::Ff);
     let project = super::project();
     let root = project.root.clone();
     let base = fg::current_branch(&root)?;
     let (stories, from_prd) = select(&root, args)?;
     fg::ensure_excluded(&root)?;
-    let records = project.ensure_dir(fanout::RECORDS)?;
+    let records = project.ensure_dir(fleet::RECORDS)?;
     let promise = args
         .arm
         .completion_promise
         .clone()
-        .unwrap_or_else(|| fanout::DEFAULT_PROMISE.to_owned());
+        .unwrap_or_else(|| fleet::DEFAULT_PROMISE.to_owned());
     let verify_timeout = args
         .arm
         .guards
@@ -140,11 +140,11 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
         .arm
         .prd
         .as_deref()
-        .is_some_and(|p| p != ralph_core::stories::DEFAULT_PRD)
+        .is_some_and(|p| p != ralph_core::loop_file::stories::DEFAULT_PRD)
     {
         return Err(Failure::usage(format!(
             "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
-            fanout::PRD
+            fleet::PRD
         )));
     }
     if !args.prompt.is_empty() {
@@ -153,7 +153,7 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
                 "--story picks stories of ralph/prd.json; with tasks on the command line, leave it out",
             ));
         }
-        return Ok((fanout::tasks(&args.prompt), false));
+        return Ok((fleet::tasks(&args.prompt), false));
     }
     let all = read_stories(root)?;
     for id in &args.fanout.story {
@@ -161,11 +161,11 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
             return Err(Failure::usage(format!(
                 "--story {}: no story with that id in {}",
                 ralph_core::display::line(id),
-                fanout::PRD
+                fleet::PRD
             )));
         }
     }
-    let open: Vec<Story> = fanout::open(&all)
+    let open: Vec<Story> = fleet::open(&all)
         .into_iter()
         .filter(|s| args.fanout.story.is_empty() || args.fanout.story.contains(&s.id))
         .collect();
@@ -188,20 +188,20 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
 }
 
 fn read_stories(root: &Path) -> Result<Vec<Story>, Failure> {
-    let text = match safe_fs::read_text(&root.join(fanout::PRD), safe_fs::SMALL_FILE_CAP) {
+    let text = match safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP) {
         Ok(t) => t,
         Err(e) if e.is_not_found() => {
             return Err(Failure::usage(format!(
                 "no {} here: write one (`ralph init`), or name the tasks: ralph run --parallel 2 \"task one\" \"task two\"",
-                fanout::PRD
+                fleet::PRD
             )));
         }
         Err(source) => {
-            let file = fanout::PRD.to_owned();
+            let file = fleet::PRD.to_owned();
             return Err(PrdError::Unreadable { file, source }.into());
         }
     };
-    Ok(fanout::stories(&text)?)
+    Ok(fleet::stories(&text)?)
 }
 
 /// The arguments every child `ralph run` gets: the agent and the loop's
@@ -269,13 +269,13 @@ impl Fleet {
         for story in stories {
             let record = fg::read_record(&self.records, &story.id);
             let merging = self.merge != MergeMode::None;
-            match (fanout::next(record.as_ref(), merging), record) {
+            match (fleet::next(record.as_ref(), merging), record) {
                 (Next::Skip, record) => say!(
                     "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
                     story.id,
                     record.as_ref().map_or("", |r| r.state.as_str()),
-                    fanout::branch(&story.id),
-                    fanout::RECORDS,
+                    fleet::branch(&story.id),
+                    fleet::RECORDS,
                     story.id
                 ),
                 (Next::BringHome, Some(record)) if self.has_own_worktree(&story.id) => {
@@ -298,7 +298,7 @@ impl Fleet {
     /// Whether git lists ralph's worktree for the story, on its branch.
     fn has_own_worktree(&self, id: &str) -> bool {
         let root = &self.project.root;
-        fg::is_registered(root, &fg::worktree_path(root, id), &fanout::branch(id))
+        fg::is_registered(root, &fg::worktree_path(root, id), &fleet::branch(id))
     }
 
     /// Runs the queued stories, `n` at a time, until none is left running;
@@ -343,7 +343,7 @@ impl Fleet {
                     "▶ {}: started in {} on {}",
                     story.id,
                     self.shown(&slot.worktree),
-                    fanout::branch(&story.id)
+                    fleet::branch(&story.id)
                 ));
                 pool.running.push(slot);
             }
@@ -394,7 +394,7 @@ impl Fleet {
             return Ok(());
         }
         say!();
-        say!("{}", fanout::table(&self.rows));
+        say!("{}", fleet::table(&self.rows));
         for note in &self.notes {
             say!("{note}");
         }
@@ -402,7 +402,7 @@ impl Fleet {
             say!("Run the same command again to resume what was left.");
             return Err(Failure::interrupted());
         }
-        if fanout::all_home(&self.rows) {
+        if fleet::all_home(&self.rows) {
             Ok(())
         } else {
             Err(Failure::ended())
@@ -417,18 +417,18 @@ impl Fleet {
         command
             .arg("run")
             .arg("--name")
-            .arg(fanout::loop_name(&story.id))
+            .arg(fleet::loop_name(&story.id))
             .args(with_story_gate(&self.child_args, story.verify.as_deref()))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut group =
-            ralph_core::process::spawn_in_group(&mut command).map_err(FleetError::NotStarted)?;
+        let mut group = ralph_core::fs::process::spawn_in_group(&mut command)
+            .map_err(FleetError::NotStarted)?;
         let child = &mut group.child;
         if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(fanout::prompt(story, &self.promise).as_bytes());
+            let _ = stdin.write_all(fleet::prompt(story, &self.promise).as_bytes());
         }
         forward_lines(child, &story.id, sender);
         Ok(Slot {
@@ -443,7 +443,7 @@ impl Fleet {
     /// A child run ended: read how its loop ended, keep its history, and
     /// bring a completed story home.
     fn ended(&mut self, slot: &Slot, code: Option<i32>) -> StoryRecord {
-        let name = fanout::loop_name(&slot.story.id);
+        let name = fleet::loop_name(&slot.story.id);
         let last = fg::last_run(&slot.worktree, &name);
         fg::keep_history(&slot.worktree, &self.project);
         let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
@@ -456,7 +456,7 @@ impl Fleet {
             last.tokens,
             slot.started.elapsed().as_secs(),
         );
-        match fanout::after_run(record, code, completed, &self.shown(&slot.worktree)) {
+        match fleet::after_run(record, code, completed, &self.shown(&slot.worktree)) {
             AfterRun::BringHome(record) => self.bring_home(&slot.story, &slot.worktree, record),
             AfterRun::Stays(record) => record,
         }
@@ -464,7 +464,7 @@ impl Fleet {
 
     /// Brings a completed story home and records how that went.
     fn bring_home(&mut self, story: &Story, worktree: &Path, record: StoryRecord) -> StoryRecord {
-        let branch = fanout::branch(&story.id);
+        let branch = fleet::branch(&story.id);
         let home = self.homecoming(story, worktree, &branch);
         if matches!(home, Homecoming::Merged) {
             self.after_merge(&story.id, worktree);
@@ -501,7 +501,7 @@ impl Fleet {
         // The story's own check, as read from the PRD when this run began
         // (an edit on the story's branch changes nothing), then the run's.
         for command in story.verify.iter().chain(self.verify.iter()) {
-            let verification = ralph_core::verify::run(command, worktree, self.verify_timeout);
+            let verification = ralph_core::fs::gate::run(command, worktree, self.verify_timeout);
             if !verification.passed {
                 let command = command.clone();
                 return Homecoming::VerifyFailed {
@@ -616,8 +616,10 @@ impl Pool {
         }
         self.killed = true;
         for slot in &mut self.running {
-            let _ =
-                ralph_core::process::stop_group(&mut slot.child, ralph_core::process::Stop::Kill);
+            let _ = ralph_core::fs::process::stop_group(
+                &mut slot.child,
+                ralph_core::fs::process::Stop::Kill,
+            );
         }
     }
 }
@@ -652,16 +654,16 @@ fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
 /// `ralph plan [--matrix]`.
 pub fn plan(args: PlanArgs) -> Outcome {
     let project = super::project();
-    let open = fanout::open(&read_stories(&project.root)?);
+    let open = fleet::open(&read_stories(&project.root)?);
     if args.matrix {
-        say_json!("{}", fanout::matrix(&open));
+        say_json!("{}", fleet::matrix(&open));
         return Ok(());
     }
     if open.is_empty() {
-        say!("No open stories in {}.", fanout::PRD);
+        say!("No open stories in {}.", fleet::PRD);
     }
-    let records = project.root.join(fanout::RECORDS);
-    let has_records = safe_fs::check_dir(&project.root, fanout::RECORDS).unwrap_or(false);
+    let records = project.root.join(fleet::RECORDS);
+    let has_records = safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false);
     for s in &open {
         // What the last `ralph run --parallel` left it as, if anything.
         let state = has_records
@@ -678,8 +680,8 @@ pub fn plan(args: PlanArgs) -> Outcome {
 pub fn clean() -> Outcome {
     let project = super::project();
     let root = &project.root;
-    let dir = root.join(fanout::WORKTREES);
-    if !safe_fs::check_dir(root, fanout::WORKTREES)? {
+    let dir = root.join(fleet::WORKTREES);
+    if !safe_fs::check_dir(root, fleet::WORKTREES)? {
         say!("No worktrees to remove.");
         return Ok(());
     }
@@ -697,7 +699,7 @@ pub fn clean() -> Outcome {
             Ok(()) => say!(
                 "Removed {} (its branch {} stays)",
                 super::display(&project, &path),
-                fanout::branch(name)
+                fleet::branch(name)
             ),
             Err(e) => {
                 failed = true;

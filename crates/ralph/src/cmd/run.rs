@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use ralph_core::agent::{self, Finished};
 use ralph_core::decide::Outcome as LoopOutcome;
-use ralph_core::messages;
-use ralph_core::prd;
-use ralph_core::run_loop::{self, Call, Driver, End, Event, GaveUp, Iteration, Setup};
-use ralph_core::state::LoopState;
-use ralph_core::store::Project;
+use ralph_core::loop_file::messages;
+use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::store::Project;
+use ralph_core::run::agent::{self, Finished};
+use ralph_core::run::fleet::archive;
+use ralph_core::run::{self, Call, Driver, End, Event, GaveUp, Iteration, Setup};
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::loops::{arm, arm_request, read_stdin};
@@ -26,11 +26,9 @@ use crate::cli::RunArgs;
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 pub fn run(args: RunArgs) -> Outcome {
-    if let Some(n) = args.fanout.parallel {
-        return super::parallel::run(args, usize::from(n));
-    }
-    let agent = agent_command(&args)?;
-    // `--agent codex` etc.: a preset's command line (ralph_core::agent_presets).
+    let agent =
+        ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+    // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
     let args = RunArgs { agent, ..args };
     let (driver, terminal) = start(args)?;
     iterate(driver, terminal)
@@ -54,7 +52,7 @@ struct Terminal {
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let project = super::project();
     let registry = super::require_registry()?;
-    let own_id = ralph_core::driver::own_id();
+    let own_id = ralph_core::loop_file::run_owner::own_id();
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
     } else if !std::io::stdin().is_terminal() {
@@ -95,7 +93,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         }
     };
     let project = driver.project();
-    match prd::archive_if_branch_changed(&project.root, Timestamp::now()) {
+    match archive::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
             "The PRD names a new branch: the previous prd.json and progress.txt were archived in {}",
             super::display(project, &dir)
@@ -271,7 +269,7 @@ impl Terminal {
             let record = super::display(driver.project(), &record);
             say!(
                 "{}",
-                messages::ended(name, LoopOutcome::Denied, run_loop::DENIED_TWICE, &record)
+                messages::ended(name, LoopOutcome::Denied, run::DENIED_TWICE, &record)
             );
         }
         say!("{}", denials_summary(driver.denials()));
@@ -287,7 +285,7 @@ impl Terminal {
 /// "Resuming loop …": the loop taken over, and from whom.
 fn resuming(name: &str, found: &LoopState) -> String {
     let was = match found.session_id.as_deref() {
-        Some(o) if ralph_core::driver::is_gone(o) => {
+        Some(o) if ralph_core::loop_file::run_owner::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
                 messages::escape_controls(o)
@@ -302,27 +300,9 @@ fn resuming(name: &str, found: &LoopState) -> String {
     )
 }
 
-/// The agent's command line: a preset's, or the default with the chosen
-/// permission mode. `--permission-mode` belongs to Claude Code in print
-/// mode, so it is refused next to any other agent (which has its own flags).
-pub(super) fn agent_command(args: &RunArgs) -> Result<String, Failure> {
-    let resolved = ralph_core::agent_presets::resolve(&args.agent);
-    match &args.permission_mode {
-        None => Ok(resolved),
-        Some(mode) if args.agent == agent::DEFAULT_AGENT => {
-            Ok(format!("{resolved} --permission-mode {mode}"))
-        }
-        Some(_) => Err(Failure::usage(format!(
-            "--permission-mode goes with the default agent (`{}`); `{}` sets its own permissions: put the flag into the --agent command",
-            agent::DEFAULT_AGENT,
-            args.agent
-        ))),
-    }
-}
-
 /// Arming flags without a task: say what `ralph run` does with each.
 fn flags_without_task(project: &Project, name: &str) -> Failure {
-    if ralph_core::safe_fs::kind_at(&project.loop_path(name)).is_none() {
+    if ralph_core::fs::safe_fs::kind_at(&project.loop_path(name)).is_none() {
         return Failure::usage(format!(
             "no loop named `{name}` here and no task given; nothing was armed. Give the task as arguments or on stdin: ralph run --completion-promise DONE \"<task>\""
         ));

@@ -1,10 +1,10 @@
 //! `ralph status | log`: what the project's loops are and what they did.
-//! Reads only (`ralph_core::loops::report`); every value from a loop file is
+//! Reads only (`ralph_core::control::report`); every value from a loop file is
 //! shown escaped.
 
-use ralph_core::loops::{self, LoopReport};
-use ralph_core::messages;
-use ralph_core::outcome::LoopStatus;
+use ralph_core::control::{self, LoopReport};
+use ralph_core::loop_file::messages;
+use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::Outcome;
@@ -12,7 +12,7 @@ use crate::cli::{LogArgs, StatusArgs};
 
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
-    let reports = loops::report(
+    let reports = control::report(
         &project,
         super::registry().as_ref(),
         args.history,
@@ -163,7 +163,7 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
 pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
-    let reports = loops::report(&project, None, usize::MAX, 0, Timestamp::now())?;
+    let reports = control::report(&project, None, usize::MAX, 0, Timestamp::now())?;
     let chosen = match &args.name {
         Some(name) => reports.iter().find(|r| &r.name == name),
         None => reports
@@ -181,7 +181,7 @@ pub fn log(args: LogArgs) -> Outcome {
         };
     };
     // A linked logs folder is never read (the report's path is empty then).
-    let lines = loops::read_log_tail(&report.log, usize::MAX);
+    let lines = control::read_log_tail(&report.log, usize::MAX);
     if !args.json {
         let task = report.task.as_deref().unwrap_or("");
         say!("Loop `{}` ({}) · task: {task}", report.name, report.state);

@@ -4,8 +4,8 @@
 
 use std::io::Read;
 
-use ralph_core::context::HookContext;
-use ralph_core::loops;
+use ralph_core::control;
+use ralph_core::hook::context::HookContext;
 use ralph_core::time::{Timestamp, format_duration};
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ pub fn statusline() -> super::Outcome {
     let Some(project) = ctx.locate(cwd.as_deref()) else {
         return Ok(());
     };
-    let Ok(lives) = loops::read_live(&project) else {
+    let Ok(lives) = control::read_live(&project) else {
         return Ok(());
     };
     let mine = lives
@@ -40,8 +40,8 @@ pub fn statusline() -> super::Outcome {
     if let Some((live, state)) = mine {
         // This session's own loop from before ralph kept records is adopted
         // at its next stop; any other loop not armed here is inert.
-        let root = ralph_core::registry::canonical_root(&project).ok();
-        let arming = ralph_core::registry::arming(
+        let root = ralph_core::loop_file::registry::canonical_root(&project).ok();
+        let arming = ralph_core::loop_file::registry::arming(
             ctx.registry().as_ref(),
             root.as_deref(),
             &live.file.name,
@@ -50,14 +50,14 @@ pub fn statusline() -> super::Outcome {
         let mut shown = line(&live.file.name, state, Timestamp::now());
         if let Some(prd) = &state.prd {
             // One small file, only for a --prd loop.
-            let stories = ralph_core::prd_turn::status_of(&project.root, prd);
+            let stories = ralph_core::decide::prd_turn::status_of(&project.root, prd);
             shown = format!("{shown} · {stories}");
         }
-        if matches!(arming, ralph_core::registry::Arming::Unarmed(_)) {
+        if matches!(arming, ralph_core::loop_file::registry::Arming::Unarmed(_)) {
             shown = format!(
                 "⚠ {} · not armed here: ralph adopt --name {}",
                 shown,
-                ralph_core::messages::escape_controls(&live.file.name)
+                ralph_core::loop_file::messages::escape_controls(&live.file.name)
             );
         }
         say!("{}", ralph_core::display::line(&shown));
@@ -66,7 +66,7 @@ pub fn statusline() -> super::Outcome {
 }
 
 /// `🔄 ralph 3/20 · 12m · DONE · Fix the parser`; paused: `⏸ ralph 3/20 · 12m · paused · …`.
-fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> String {
+fn line(name: &str, state: &ralph_core::loop_file::state::LoopState, now: Timestamp) -> String {
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
     if let Some(start) = state.started_at {
@@ -77,7 +77,7 @@ fn line(name: &str, state: &ralph_core::state::LoopState, now: Timestamp) -> Str
     } else if let Some(p) = &state.completion_promise {
         parts.push(p.clone());
     }
-    let task = ralph_core::messages::task_line(&state.prompt, 40);
+    let task = ralph_core::loop_file::messages::task_line(&state.prompt, 40);
     if !task.is_empty() {
         parts.push(task);
     }

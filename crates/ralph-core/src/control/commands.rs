@@ -1,0 +1,659 @@
+//! What the CLI does to loops: arm, cancel, pause, resume and adopt them.
+//! Every change happens under the project lock, with atomic writes, so a
+//! command racing a Stop hook never loses an update or revives a loop.
+
+use std::path::PathBuf;
+
+use crate::loop_file::frontmatter::{quote, scalar};
+use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::registry::{self, Registry, RegistryError};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::time::Timestamp;
+
+/// The texts say what happened; how to go on with the CLI (which flag to
+/// give) is the binary's to add.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "a loop named `{name}` is already active ({path}), {whose}",
+        whose = owner_words(.owner.as_deref())
+    )]
+    NameTaken {
+        name: String,
+        path: PathBuf,
+        owner: Option<String>,
+    },
+    #[error("this session already drives the loop `{name}`; one session runs one loop at a time")]
+    SessionBusy { name: String },
+    #[error("the prompt is empty: give the task as arguments or on stdin")]
+    EmptyPrompt,
+    #[error("`{0}` is not a valid loop name: use letters, digits, `-` and `_`")]
+    BadName(String),
+    #[error("no loop named `{0}` is active (see `ralph status`)")]
+    NoSuchLoop(String),
+    #[error("several loops are active ({0})")]
+    Ambiguous(String),
+    #[error("{path}: {message}")]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{0}. It was left as it is; fix or remove it by hand")]
+    Untouched(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("{path} changed while you read it; nothing was adopted")]
+    ChangedMeanwhile { path: PathBuf, name: String },
+    #[error("{0}; nothing was armed")]
+    Prd(#[from] crate::loop_file::stories::PrdError),
+    #[error(
+        "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
+    )]
+    PrdOutside(String),
+}
+
+/// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
+fn owner_words(owner: Option<&str>) -> String {
+    match owner {
+        Some(o) if o.starts_with("ralph-run-") => format!("driven by `ralph run` ({o})"),
+        Some(o) => format!("owned by session {o}"),
+        None => "not claimed by any session yet".to_owned(),
+    }
+}
+
+/// Everything `ralph start` writes into a new loop.
+#[derive(Debug, Clone, Default)]
+pub struct ArmRequest {
+    pub name: String,
+    pub prompt: String,
+    pub max_iterations: u64,
+    pub completion_promise: Option<String>,
+    pub abort_promise: Option<String>,
+    pub session_id: Option<String>,
+    pub guards: crate::loop_file::guards::GuardSettings,
+    pub force: bool,
+    /// Gemini CLI: clear the model's history before each iteration.
+    pub fresh_context: bool,
+    /// `--prd`: the PRD as read at arming (`read_prd`).
+    pub prd: Option<ArmPrd>,
+}
+
+/// A loop's PRD at arming: its path and its stories, whose commands are
+/// recorded with the loop (only those ever run).
+#[derive(Debug, Clone, Default)]
+pub struct ArmPrd {
+    pub path: String,
+    pub stories: Vec<crate::loop_file::stories::Story>,
+}
+
+/// Reads the PRD a loop is armed with, through `safe_fs`.
+pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
+    if !crate::loop_file::stories::inside_project(path) {
+        return Err(LoopError::PrdOutside(
+            crate::display::line(path).into_owned(),
+        ));
+    }
+    let prd = crate::loop_file::state::PrdLoop {
+        path: path.to_owned(),
+        commands: String::new(),
+    };
+    let stories = crate::decide::prd_turn::read(&project.root, &prd)?;
+    Ok(ArmPrd {
+        path: path.to_owned(),
+        stories,
+    })
+}
+
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The text of a new loop file, in the reference layout plus our fields;
+/// `nonce` binds it to its record in the per-user registry.
+pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
+    let mut fm = vec![
+        "active: true".to_owned(),
+        "iteration: 1".to_owned(),
+        format!(
+            "session_id: {}",
+            req.session_id.as_deref().map(scalar).unwrap_or_default()
+        ),
+        format!("max_iterations: {}", req.max_iterations),
+        format!(
+            "completion_promise: {}",
+            req.completion_promise
+                .as_deref()
+                .map_or("null".to_owned(), quote)
+        ),
+        format!("started_at: {}", quote(&now.to_string())),
+    ];
+    let mut opt = |key: &str, value: Option<String>| {
+        if let Some(v) = value {
+            fm.push(format!("{key}: {v}"));
+        }
+    };
+    opt("abort_promise", req.abort_promise.as_deref().map(quote));
+    for (field, value) in req.guards.fields() {
+        opt(field, Some(value));
+    }
+    opt(
+        "fresh_context",
+        req.fresh_context.then(|| "true".to_owned()),
+    );
+    if let Some(prd) = &req.prd {
+        opt("prd", Some(quote(&prd.path)));
+        let commands = crate::loop_file::stories::record_commands(&prd.stories);
+        opt("prd_commands", Some(quote(&commands)));
+        let passed = crate::decide::prd_turn::passed_field(&prd.stories);
+        opt("prd_passed", Some(quote(&passed)));
+    }
+    opt(registry::NONCE_FIELD, Some(quote(nonce)));
+    format!(
+        "---\n{}\n---\n\n{}\n",
+        fm.join("\n"),
+        req.prompt.trim_matches(['\n', '\r'])
+    )
+}
+
+/// Arms a loop and records it in the registry, so that the hook drives it.
+/// Returns its file and parsed state.
+pub fn arm(
+    project: &Project,
+    registry: &Registry,
+    req: &ArmRequest,
+    now: Timestamp,
+) -> Result<(PathBuf, LoopState), LoopError> {
+    if !valid_name(&req.name) {
+        return Err(LoopError::BadName(req.name.clone()));
+    }
+    if req.prompt.trim().is_empty() {
+        return Err(LoopError::EmptyPrompt);
+    }
+    let nonce = registry::new_nonce()?;
+    let text = render(req, &nonce, now);
+    if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {
+        return Err(LoopError::Unreadable {
+            path: project.loop_path(&req.name),
+            message: format!(
+                "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
+                crate::fs::safe_fs::LOOP_FILE_CAP
+            ),
+        });
+    }
+    let state = LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+        path: project.loop_path(&req.name),
+        message: format!("the new loop would not read back: {e}"),
+    })?;
+    let _lock = project.lock()?;
+    let path = project.loop_path(&req.name);
+    for live in read_live(project)? {
+        let same_name = live.file.name == req.name;
+        let same_session = req.session_id.is_some()
+            && live.state.as_ref().ok().and_then(|s| s.session_id.as_ref())
+                == req.session_id.as_ref();
+        if !(same_name || same_session) {
+            continue;
+        }
+        if !req.force {
+            return Err(if same_name {
+                LoopError::NameTaken {
+                    name: req.name.clone(),
+                    path,
+                    owner: live
+                        .state
+                        .as_ref()
+                        .ok()
+                        .and_then(|s| s.session_id.clone())
+                        .map(|s| crate::loop_file::messages::escape_controls(&s)),
+                }
+            } else {
+                LoopError::SessionBusy {
+                    name: live.file.name,
+                }
+            });
+        }
+        end(
+            project,
+            Some(registry),
+            &live,
+            Outcome::Cancelled,
+            "replaced by a new loop (--force)",
+            now,
+        )?;
+    }
+    let root = registry::canonical_root(project)?;
+    registry.record(&root, &req.name, &nonce, &state, now)?;
+    lifecycle::create(&path, &text)?;
+    Ok((path, state))
+}
+
+/// A live loop file and its parsed state.
+pub struct Live {
+    pub file: LoopFile,
+    /// The file's text; empty when it could not be read (see `unreadable`).
+    pub text: String,
+    pub state: Result<LoopState, String>,
+    /// Why the file could not be read (a link, a FIFO, over-long, not
+    /// UTF-8): such a file is reported, never rewritten or moved.
+    pub unreadable: Option<String>,
+}
+
+/// Every live loop file; one that cannot be read is listed with the reason,
+/// so that one bad file never hides the others.
+pub fn read_live(project: &Project) -> Result<Vec<Live>, LoopError> {
+    let mut out = Vec::new();
+    for file in project.loop_files()? {
+        let live = match store::read_to_string(&file.path) {
+            Ok(text) => {
+                let state = LoopState::parse(&text).map_err(|e| e.to_string());
+                Live {
+                    file,
+                    text,
+                    state,
+                    unreadable: None,
+                }
+            }
+            Err(e) => Live {
+                file,
+                text: String::new(),
+                state: Err(e.to_string()),
+                unreadable: Some(e.to_string()),
+            },
+        };
+        out.push(live);
+    }
+    Ok(out)
+}
+
+/// Ends a live loop: records the outcome in the file, then moves it (and its
+/// log) into the history, and forgets its registry record. Returns the
+/// history record's path.
+fn end(
+    project: &Project,
+    registry: Option<&Registry>,
+    live: &Live,
+    outcome: Outcome,
+    why: &str,
+    now: Timestamp,
+) -> Result<PathBuf, LoopError> {
+    if let Some(why) = &live.unreadable {
+        return Err(LoopError::Untouched(why.clone()));
+    }
+    Ok(lifecycle::end_file(
+        project,
+        registry,
+        &live.file,
+        &live.text,
+        live.state.as_ref().ok(),
+        lifecycle::Ending { outcome, why, now },
+    )?)
+}
+
+/// Which live loops a command without `--name` means: the one this session
+/// owns, else the only one there is.
+fn pick<'a>(
+    lives: &'a [Live],
+    name: Option<&str>,
+    session: Option<&str>,
+) -> Result<Vec<&'a Live>, LoopError> {
+    if let Some(name) = name {
+        return lives
+            .iter()
+            .find(|l| l.file.name == name)
+            .map(|l| vec![l])
+            .ok_or_else(|| LoopError::NoSuchLoop(name.to_owned()));
+    }
+    if let Some(session) = session {
+        let owned: Vec<&Live> = lives
+            .iter()
+            .filter(|l| {
+                l.state.as_ref().ok().and_then(|s| s.session_id.as_deref()) == Some(session)
+            })
+            .collect();
+        if !owned.is_empty() {
+            return Ok(owned);
+        }
+    }
+    match lives {
+        [] => Ok(Vec::new()),
+        [only] => Ok(vec![only]),
+        _ => Err(LoopError::Ambiguous(
+            lives
+                .iter()
+                .map(|l| l.file.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+    }
+}
+
+/// Whether there is no loop at all, checked before taking the lock so that a
+/// command with nothing to do leaves no trace (no `.claude/ralph/` appears).
+fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, LoopError> {
+    if !project.loop_files()?.is_empty() {
+        return Ok(false);
+    }
+    match name {
+        Some(name) => Err(LoopError::NoSuchLoop(name.to_owned())),
+        None => Ok(true),
+    }
+}
+
+/// What `cancel` did: the loops ended, and those it could not end.
+#[derive(Debug, Default)]
+pub struct Cancelled {
+    /// `(name, iteration, record)` for each loop ended.
+    pub ended: Vec<(String, u64, PathBuf)>,
+    /// `(name, why)` for each chosen loop that could not be ended.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Cancels loops, each on its own: one that cannot be ended (unreadable,
+/// unarchivable) is reported in `failed` and the others still end.
+pub fn cancel(
+    project: &Project,
+    registry: Option<&Registry>,
+    name: Option<&str>,
+    all: bool,
+    session: Option<&str>,
+    now: Timestamp,
+) -> Result<Cancelled, LoopError> {
+    let mut done = Cancelled::default();
+    if nothing_to_do(project, name)? {
+        return Ok(done);
+    }
+    let _lock = project.lock()?;
+    let lives = read_live(project)?;
+    let chosen: Vec<&Live> = if all {
+        lives.iter().collect()
+    } else {
+        pick(&lives, name, session)?
+    };
+    for live in chosen {
+        match end(
+            project,
+            registry,
+            live,
+            Outcome::Cancelled,
+            "cancelled by the user",
+            now,
+        ) {
+            Ok(record) => {
+                let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+                done.ended.push((live.file.name.clone(), iteration, record));
+            }
+            Err(e) => done.failed.push((live.file.name.clone(), e.to_string())),
+        }
+    }
+    Ok(done)
+}
+
+/// Ends the loop `name` as `outcome` if `driver` still owns it (`ralph run`
+/// ending what it drives: denied, failed). Returns its iteration and the
+/// history record, or `None` when it is gone or someone else owns it now.
+pub fn end_driven(
+    project: &Project,
+    registry: Option<&Registry>,
+    name: &str,
+    driver: &str,
+    outcome: Outcome,
+    why: &str,
+    now: Timestamp,
+) -> Result<Option<(u64, PathBuf)>, LoopError> {
+    let _lock = project.lock()?;
+    let lives = read_live(project)?;
+    let Some(live) = lives.iter().find(|l| {
+        l.file.name == name
+            && l.state.as_ref().ok().and_then(|s| s.session_id.as_deref()) == Some(driver)
+    }) else {
+        return Ok(None);
+    };
+    let record = end(project, registry, live, outcome, why, now)?;
+    let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+    Ok(Some((iteration, record)))
+}
+
+/// Pauses (`active: false`) or resumes loops; returns the names changed.
+pub fn set_active(
+    project: &Project,
+    name: Option<&str>,
+    session: Option<&str>,
+    active: bool,
+    now: Timestamp,
+) -> Result<Vec<String>, LoopError> {
+    if nothing_to_do(project, name)? {
+        return Ok(Vec::new());
+    }
+    let _lock = project.lock()?;
+    let lives = read_live(project)?;
+    let mut changed = Vec::new();
+    for live in pick(&lives, name, session)? {
+        let Ok(state) = &live.state else { continue };
+        if live.unreadable.is_some() {
+            continue;
+        }
+        if state.active == active {
+            continue;
+        }
+        let current = Loop {
+            file: live.file.clone(),
+            text: live.text.clone(),
+            state: state.clone(),
+        };
+        current
+            .write(&[("active", active.to_string())])
+            .map_err(|e| match e {
+                WriteError::Store(e) => LoopError::Store(e),
+                WriteError::Rewrite { source, .. } => LoopError::Unreadable {
+                    path: live.file.path.clone(),
+                    message: source.to_string(),
+                },
+            })?;
+        let (word, why) = if active {
+            (Logged::Resume, "resumed by the user")
+        } else {
+            (Logged::Pause, "paused by the user")
+        };
+        LogEntry::new(now, word, why)
+            .iteration(state.iteration)
+            .append(project, &live.file.name);
+        changed.push(live.file.name.clone());
+    }
+    Ok(changed)
+}
+
+/// Adopts a loop file deliberately: `shown` is the text the user read and
+/// accepted. Under the lock, if the file is still exactly that text, a new
+/// nonce is written into it and the loop is recorded as armed here.
+pub fn adopt(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    shown: &str,
+    now: Timestamp,
+) -> Result<LoopState, LoopError> {
+    let path = project.loop_path(name);
+    let _lock = project.lock()?;
+    let text = store::read_to_string(&path).map_err(|_| LoopError::NoSuchLoop(name.to_owned()))?;
+    if text != shown {
+        return Err(LoopError::ChangedMeanwhile {
+            path,
+            name: name.to_owned(),
+        });
+    }
+    let root = registry::canonical_root(project)?;
+    let shown = Loop {
+        file: LoopFile {
+            name: name.to_owned(),
+            path: path.clone(),
+        },
+        state: LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+            path: path.clone(),
+            message: e.to_string(),
+        })?,
+        text,
+    };
+    let adopted = shown.adopt(registry, &root, now).map_err(|e| {
+        let message = match e {
+            AdoptError::Registry(e) => return LoopError::Registry(e),
+            AdoptError::Store(e) => return LoopError::Store(e),
+            AdoptError::Refused(message) => message,
+            AdoptError::NonceLost => format!(
+                "the `{}` field did not read back; nothing was adopted",
+                registry::NONCE_FIELD
+            ),
+        };
+        LoopError::Unreadable {
+            path: path.clone(),
+            message,
+        }
+    })?;
+    LogEntry::new(now, Logged::Adopt, "adopted by the user (ralph adopt)")
+        .iteration(adopted.state.iteration)
+        .append(project, name);
+    Ok(adopted.state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::report::report;
+    use crate::loop_file::registry::Arming;
+
+    fn project() -> (tempfile::TempDir, Project, Registry) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let p = Project {
+            root: tmp.path().join("p"),
+        };
+        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        (tmp, p, r)
+    }
+
+    fn req(name: &str, session: Option<&str>) -> ArmRequest {
+        ArmRequest {
+            name: name.into(),
+            prompt: "Do \"it\" $HOME\n---\niteration: 7".into(),
+            max_iterations: 5,
+            completion_promise: Some("ALL DONE".into()),
+            session_id: session.map(Into::into),
+            ..ArmRequest::default()
+        }
+    }
+
+    #[test]
+    fn rendered_state_reads_back() {
+        let text = render(&req("ralph", Some("abc-1")), "n0nce", Timestamp(0));
+        assert!(text.contains("session_id: abc-1\n"), "{text}");
+        assert!(text.contains("\nralph_nonce: \"n0nce\"\n---\n"), "{text}");
+        let s = LoopState::parse(&text).unwrap();
+        assert_eq!(s.prompt, "Do \"it\" $HOME\n---\niteration: 7");
+        assert_eq!(s.completion_promise.as_deref(), Some("ALL DONE"));
+        assert_eq!(s.max_iterations, 5);
+    }
+
+    #[test]
+    fn arm_refuses_duplicates_without_force() {
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("ralph", Some("s")), Timestamp(0)).unwrap();
+        assert!(matches!(
+            arm(&p, &r, &req("ralph", None), Timestamp(1)),
+            Err(LoopError::NameTaken { .. })
+        ));
+        assert!(matches!(
+            arm(&p, &r, &req("other", Some("s")), Timestamp(1)),
+            Err(LoopError::SessionBusy { .. })
+        ));
+        let mut forced = req("other", Some("s"));
+        forced.force = true;
+        arm(&p, &r, &forced, Timestamp(2)).unwrap();
+        let names: Vec<_> = p
+            .loop_files()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["other"]);
+        let reports = report(&p, Some(&r), 10, 0, Timestamp(3)).unwrap();
+        assert_eq!(reports[1].outcome.as_deref(), Some("cancelled"));
+    }
+
+    #[test]
+    fn cancel_and_pause() {
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("a", Some("s1")), Timestamp(0)).unwrap();
+        arm(&p, &r, &req("b", Some("s2")), Timestamp(0)).unwrap();
+        assert!(matches!(
+            cancel(&p, Some(&r), None, false, None, Timestamp(1)),
+            Err(LoopError::Ambiguous(_))
+        ));
+        assert_eq!(
+            set_active(&p, None, Some("s2"), false, Timestamp(1)).unwrap(),
+            ["b"]
+        );
+        let ended = cancel(&p, Some(&r), None, false, Some("s1"), Timestamp(1))
+            .unwrap()
+            .ended;
+        assert_eq!(ended[0].0, "a");
+        assert!(cancel(&p, Some(&r), Some("zzz"), false, None, Timestamp(1)).is_err());
+        let r = report(&p, Some(&r), 10, 5, Timestamp(2)).unwrap();
+        assert_eq!((r[0].name.as_str(), r[0].state.as_str()), ("b", "paused"));
+        assert_eq!((r[1].name.as_str(), r[1].state.as_str()), ("a", "ended"));
+        assert_eq!(r[1].recent.last().unwrap()["outcome"], "cancelled");
+    }
+
+    #[test]
+    fn armed_loops_are_recorded_and_forgotten_when_they_end() {
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("a", Some("s1")), Timestamp(0)).unwrap();
+        let root = registry::canonical_root(&p).unwrap();
+        assert!(r.lookup(&root, "a").unwrap().is_some());
+        let reports = report(&p, Some(&r), 0, 0, Timestamp(1)).unwrap();
+        assert_eq!(
+            (reports[0].armed, &reports[0].not_armed),
+            (Some(true), &None)
+        );
+        cancel(&p, Some(&r), Some("a"), false, None, Timestamp(1)).unwrap();
+        assert!(r.lookup(&root, "a").unwrap().is_none());
+    }
+
+    #[test]
+    fn adopt_records_only_the_text_that_was_shown() {
+        let (_t, p, r) = project();
+        let planted = "---\nverify: \"touch x\"\n---\nDo it\n";
+        std::fs::write(p.loop_path("x"), planted).unwrap();
+        let reports = report(&p, Some(&r), 0, 0, Timestamp(1)).unwrap();
+        assert_eq!(reports[0].armed, Some(false));
+        assert!(
+            reports[0]
+                .not_armed
+                .as_deref()
+                .is_some_and(|n| n.contains("ralph adopt --name x")),
+            "{:?}",
+            reports[0].not_armed
+        );
+        let shown_before_an_edit = planted.replace("touch x", "true");
+        assert!(matches!(
+            adopt(&p, &r, "x", &shown_before_an_edit, Timestamp(2)),
+            Err(LoopError::ChangedMeanwhile { .. })
+        ));
+        let state = adopt(&p, &r, "x", planted, Timestamp(2)).unwrap();
+        let text = std::fs::read_to_string(p.loop_path("x")).unwrap();
+        assert!(
+            text.starts_with("---\nverify: \"touch x\"\nralph_nonce: "),
+            "{text}"
+        );
+        assert!(text.ends_with("\n---\nDo it\n"), "{text}");
+        let root = registry::canonical_root(&p).unwrap();
+        assert_eq!(r.check(&root, "x", &state), Arming::Armed);
+        assert_eq!(
+            report(&p, Some(&r), 0, 0, Timestamp(3)).unwrap()[0].armed,
+            Some(true)
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! What the CLI's commands do to a project's loops: arm, cancel, pause,
+//! resume and adopt them (`commands`, every change under the project lock,
+//! with atomic writes, so a command racing a Stop hook never loses an update
+//! or revives a loop); list them for `ralph status` and `ralph log`
+//! (`report`, which changes nothing); `ralph start`'s options as a slash
+//! command gives them (`arguments`); `ralph init`'s files (`templates`).
+
+pub mod arguments;
+pub mod commands;
+pub mod report;
+pub mod templates;
+
+pub use commands::*;
+pub use report::{LoopReport, not_armed_note, read_log_tail, report};

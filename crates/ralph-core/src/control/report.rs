@@ -1,0 +1,284 @@
+//! What `ralph status` and `ralph log` show of a project's loops: live
+//! ones from their files, ended ones from their history records. Nothing
+//! here changes a loop; the live files are read without the lock (a
+//! loop file is only ever replaced whole, so a read sees one version).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::control::commands::{LoopError, read_live};
+use crate::loop_file::outcome::{LoopStatus, Outcome};
+use crate::loop_file::registry::{self, Arming, Registry};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, Project};
+use crate::time::Timestamp;
+
+/// One loop as `ralph status` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopReport {
+    pub name: String,
+    pub state: LoopStatus,
+    pub outcome: Option<String>,
+    pub iteration: Option<u64>,
+    pub max_iterations: Option<u64>,
+    pub session_id: Option<String>,
+    pub completion_promise: Option<String>,
+    /// The task's first line, escaped (what the loop works on).
+    pub task: Option<String>,
+    /// A `ralph run` owner whose process is gone: nobody drives the loop.
+    pub driver_gone: bool,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub elapsed_secs: Option<u64>,
+    pub tokens_used: Option<u64>,
+    /// Tokens the transcript did not prove yet at the last stop (an estimate
+    /// of the last reply); `tokens_used` is the known count.
+    pub unseen_tokens: Option<u64>,
+    pub abort_promise: Option<String>,
+    /// `--prd`: the current story and how many pass (`story US-002 · 1 of 3 pass`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stories: Option<String>,
+    /// The guards' settings and counters, one JSON field each (named as
+    /// in `guards.rs`); absent when the file does not parse.
+    #[serde(flatten)]
+    pub guard_settings: Option<crate::loop_file::guards::Guards>,
+    #[serde(flatten)]
+    pub guard_counts: Option<crate::loop_file::guards::GuardCounts>,
+    /// The guards in words, as `ralph start` announced them.
+    pub guards: Vec<String>,
+    /// Breaker figures: identical replies in a row, unchanged iterations, idle continuations.
+    pub same_reply_count: Option<u64>,
+    pub no_progress_count: Option<u64>,
+    pub idle_blocks: Option<u64>,
+    pub path: String,
+    /// For a live loop: whether it is armed on this machine (the hook drives only those).
+    pub armed: Option<bool>,
+    /// Why a live loop is not armed here, and how to adopt it.
+    pub not_armed: Option<String>,
+    pub error: Option<String>,
+    /// The last decision-log lines (JSON objects), oldest first.
+    pub recent: Vec<serde_json::Value>,
+    /// Where its decision log is (live: under `logs/`; ended: beside its
+    /// record); empty when the logs folder is not a real folder.
+    #[serde(skip)]
+    pub log: PathBuf,
+}
+
+/// Every loop of the project: live ones first, then the `history` most
+/// recent ended ones (newest first).
+pub fn report(
+    project: &Project,
+    registry: Option<&Registry>,
+    history: usize,
+    recent: usize,
+    now: Timestamp,
+) -> Result<Vec<LoopReport>, LoopError> {
+    let mut out = Vec::new();
+    // Decision logs are read only from a real folder, never through a link.
+    let logs_real =
+        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
+    let lives = read_live(project)?;
+    let root = if lives.is_empty() {
+        None
+    } else {
+        registry::canonical_root(project).ok()
+    };
+    for live in lives {
+        let log = if logs_real {
+            project.log_path(&live.file.name)
+        } else {
+            PathBuf::new()
+        };
+        let mut r = report_one(
+            &live.file.name,
+            &live.file.path,
+            &live.text,
+            &log,
+            recent,
+            now,
+        );
+        if let Some(why) = live.unreadable {
+            r.state = LoopStatus::Unreadable;
+            r.error = Some(why);
+        }
+        if let Ok(state) = &live.state {
+            let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
+            r.armed = Some(arming == Arming::Armed);
+            r.not_armed = not_armed_note(&arming, &live.file.name, state.session_id.as_deref());
+            r.stories = state
+                .prd
+                .as_ref()
+                .map(|prd| crate::decide::prd_turn::status_of(&project.root, prd));
+        }
+        out.push(r);
+    }
+    out.extend(history_reports(project, history, recent, now));
+    Ok(out)
+}
+
+/// The `history` most recent ended loops, newest first.
+fn history_reports(
+    project: &Project,
+    history: usize,
+    recent: usize,
+    now: Timestamp,
+) -> Vec<LoopReport> {
+    let mut out = Vec::new();
+    // The history folder is read only when it is a real folder, never a link.
+    let dir = project.history_dir();
+    let real =
+        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
+    let mut records: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) if real => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect(),
+        _ => Vec::new(),
+    };
+    records.sort();
+    records.reverse();
+    for path in records.into_iter().take(history) {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let name = stem
+            .split_once('-')
+            .map_or(stem.as_str(), |(_, n)| n)
+            .trim_end_matches(".corrupt")
+            .to_owned();
+        // A record ralph cannot read (a link to /dev/zero, say) is reported, not followed.
+        let (text, unreadable) = match store::read_to_string(&path) {
+            Ok(text) => (text, None),
+            Err(e) => (String::new(), Some(e.to_string())),
+        };
+        let log = path.with_file_name(format!("{stem}.log.jsonl"));
+        let mut r = report_one(&name, &path, &text, &log, recent, now);
+        if let Some(why) = unreadable {
+            r.state = LoopStatus::Unreadable;
+            r.error = Some(why);
+        } else if stem.ends_with(".corrupt") {
+            r.state = LoopStatus::Corrupt;
+            r.outcome = Some(Outcome::Corrupt.as_str().into());
+        }
+        out.push(r);
+    }
+    out
+}
+
+fn report_one(
+    name: &str,
+    path: &std::path::Path,
+    text: &str,
+    log: &std::path::Path,
+    recent: usize,
+    now: Timestamp,
+) -> LoopReport {
+    let mut r = LoopReport {
+        name: name.to_owned(),
+        state: LoopStatus::Corrupt,
+        outcome: None,
+        iteration: None,
+        max_iterations: None,
+        session_id: None,
+        completion_promise: None,
+        task: None,
+        driver_gone: false,
+        started_at: None,
+        ended_at: None,
+        elapsed_secs: None,
+        tokens_used: None,
+        unseen_tokens: None,
+        abort_promise: None,
+        stories: None,
+        guard_settings: None,
+        guard_counts: None,
+        guards: Vec::new(),
+        same_reply_count: None,
+        no_progress_count: None,
+        idle_blocks: None,
+        path: path.display().to_string(),
+        armed: None,
+        not_armed: None,
+        error: None,
+        recent: read_log_tail(log, recent),
+        log: log.to_owned(),
+    };
+    match LoopState::parse(text) {
+        Ok(s) => fill_from_state(&mut r, &s, now),
+        Err(e) => {
+            // The rest is unreadable, but an intact `session_id:` line still says whose it is.
+            r.session_id = crate::loop_file::state::scan_session_id(text);
+            r.error = Some(e.to_string());
+        }
+    }
+    r
+}
+
+/// The report's figures from a loop's parsed state.
+fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
+    r.state = match (&s.outcome, s.active) {
+        (Some(_), _) => LoopStatus::Ended,
+        (None, true) => LoopStatus::Active,
+        (None, false) => LoopStatus::Paused,
+    };
+    r.outcome = s.outcome.as_ref().map(|o| o.as_str().to_owned());
+    r.iteration = Some(s.iteration);
+    r.max_iterations = Some(s.max_iterations);
+    r.session_id = s.session_id.clone();
+    r.completion_promise = s.completion_promise.clone();
+    r.task = Some(crate::loop_file::messages::task_line(&s.prompt, 80));
+    r.driver_gone = s.outcome.is_none()
+        && s.session_id
+            .as_deref()
+            .is_some_and(crate::loop_file::run_owner::is_gone);
+    r.started_at = s.started_at.map(|t| t.to_string());
+    r.ended_at = s.ended_at.map(|t| t.to_string());
+    r.elapsed_secs = s
+        .started_at
+        .map(|start| s.ended_at.unwrap_or(now).secs_since(start));
+    r.tokens_used = Some(s.progress.tokens_used);
+    r.unseen_tokens = Some(s.progress.unseen_tokens);
+    r.abort_promise = s.abort_promise.clone();
+    r.guard_settings = Some(s.guards.clone());
+    r.guard_counts = Some(s.progress.counts.clone());
+    r.guards = crate::loop_file::messages::guard_summary(s);
+    r.same_reply_count = Some(s.progress.same_reply_count);
+    r.no_progress_count = Some(s.progress.no_progress_count);
+    r.idle_blocks = Some(s.progress.idle_blocks);
+}
+
+/// What `ralph status` says of a loop that is not armed here.
+pub fn not_armed_note(arming: &Arming, name: &str, owner: Option<&str>) -> Option<String> {
+    let name = crate::loop_file::messages::escape_controls(name);
+    match (arming, owner) {
+        (Arming::Armed, _) => None,
+        (Arming::Legacy, Some(_)) => Some(format!(
+            "not armed on this machine (written before ralph kept a record of armed loops): its owning session adopts it at its next stop, or `ralph adopt --name {name}`"
+        )),
+        (other, _) => Some(format!(
+            "not armed on this machine: {} — `ralph adopt --name {name}`",
+            other.why_not()
+        )),
+    }
+}
+
+/// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).
+pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // Only a regular file, never through a link, and only its end.
+    let Ok(bytes) = crate::fs::safe_fs::read_tail(path, crate::fs::safe_fs::LOG_TAIL_CAP) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

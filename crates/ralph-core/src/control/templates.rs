@@ -1,0 +1,88 @@
+//! The project templates `ralph init` writes, embedded in the binary so that
+//! init works wherever the binary is, without the plugin folder.
+
+pub struct Template {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// `(file name, contents)`, written under the project's `ralph/` folder.
+    pub files: [(&'static str, &'static str); 3],
+}
+
+pub const TEMPLATES: &[Template] = &[
+    Template {
+        name: "software",
+        summary: "a software project: user stories with acceptance criteria, checks, one commit per story",
+        files: [
+            (
+                "PROMPT.md",
+                include_str!("../../templates/software/PROMPT.md"),
+            ),
+            (
+                "prd.json",
+                include_str!("../../templates/software/prd.json"),
+            ),
+            (
+                "progress.txt",
+                include_str!("../../templates/software/progress.txt"),
+            ),
+        ],
+    },
+    Template {
+        name: "marketing",
+        summary: "a content-marketing pipeline: 12 stories from set-up to metrics",
+        files: [
+            (
+                "PROMPT.md",
+                include_str!("../../templates/marketing/PROMPT.md"),
+            ),
+            (
+                "prd.json",
+                include_str!("../../templates/marketing/prd.json"),
+            ),
+            (
+                "progress.txt",
+                include_str!("../../templates/marketing/progress.txt"),
+            ),
+        ],
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Template> {
+    TEMPLATES.iter().find(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_are_complete_and_valid() {
+        for t in TEMPLATES {
+            let prd: serde_json::Value = serde_json::from_str(t.files[1].1).unwrap();
+            let stories = prd["userStories"].as_array().unwrap();
+            assert!(!stories.is_empty(), "{}", t.name);
+            for s in stories {
+                for key in [
+                    "id",
+                    "title",
+                    "description",
+                    "acceptanceCriteria",
+                    "priority",
+                    "passes",
+                    "notes",
+                ] {
+                    assert!(s.get(key).is_some(), "{} story lacks {key}", t.name);
+                }
+            }
+            assert!(t.files[0].1.contains("<promise>"), "{}", t.name);
+        }
+        assert_eq!(
+            find("marketing").map(|t| serde_json::from_str::<serde_json::Value>(t.files[1].1)
+                .unwrap()["userStories"]
+                .as_array()
+                .unwrap()
+                .len()),
+            Some(12)
+        );
+    }
+}

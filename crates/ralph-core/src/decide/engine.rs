@@ -1,0 +1,364 @@
+//! One turn of a loop, whoever drives it: the Stop hook (in-session) or
+//! `ralph run` (fresh context). Given what was observed, it decides, runs
+//! the verification gate if the promise asks for it, writes the state or
+//! the history record, and logs the decision. Both drivers share this, so
+//! both follow exactly the same rules.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::decide::{self, Decision, Observation, Outcome};
+use crate::fs::gate;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
+use crate::loop_file::messages;
+use crate::loop_file::registry::Registry;
+use crate::loop_file::state::{LoopState, Progress};
+use crate::loop_file::store::{self, Project, ProjectLock, StoreError};
+use crate::reply::transcript::Appended;
+use crate::time::Timestamp;
+
+/// What the driver observed for this turn.
+pub struct Turn {
+    pub seen: Observation,
+    /// How far the transcript was read, to remember for the next turn.
+    pub transcript: Option<Appended>,
+    /// Who drove the turn (a session id, or `run:<pid>`), for the log.
+    pub driver: String,
+    /// An owner to write into the file with this turn (a claim).
+    pub claim: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The loop is paused; nothing was counted.
+    Passed,
+    /// The loop changed on disk while the verification ran; nothing was written.
+    Changed { notice: String },
+    /// The loop ended and was moved into the history.
+    Ended {
+        outcome: Outcome,
+        detail: String,
+        record: PathBuf,
+        notice: String,
+    },
+    /// The loop goes on: `reason` is the prompt with its footer.
+    Continued {
+        next: u64,
+        reason: String,
+        status: String,
+        /// The promise was given but the verification command failed.
+        promise_refused: bool,
+        /// The guard figures after this turn.
+        progress: Progress,
+    },
+}
+
+/// Why a turn could not be completed. The loop file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
+    #[error("{0}; fix it and the loop goes on at the next stop")]
+    Prd(#[from] crate::loop_file::stories::PrdError),
+}
+
+/// One turn: decide (running the verification gate if the promise asks for
+/// it), then write what was decided and log it.
+pub fn step(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    turn: Turn,
+    now: Timestamp,
+    lock: ProjectLock,
+) -> Result<Step, StepError> {
+    let state = &live.state;
+    let mut seen = turn.seen;
+    // A count past what a file can hold is held at the cap (the budget
+    // check and the record agree, and the record always writes back).
+    seen.tokens_used = seen
+        .tokens_used
+        .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
+    let mut lock = Some(lock);
+    // A paused loop passes without reading anything.
+    if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
+        let stories = crate::decide::prd_turn::read(&project.root, prd)?;
+        let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
+        let mut found = crate::loop_file::stories::PrdSeen {
+            file: prd.path.clone(),
+            stories: stories.clone(),
+            refused: Vec::new(),
+        };
+        if !turned.is_empty() {
+            // The checks may run for minutes, as the --verify gate does.
+            drop(lock.take());
+            let (refused, gate) = crate::decide::prd_turn::run_checks(
+                &project.root,
+                prd,
+                &turned,
+                state.guards.verify.as_deref(),
+                Duration::from_secs(state.guards.verify_timeout_secs),
+            );
+            lock = Some(project.lock()?);
+            if let Some(changed) = changed_meanwhile(live, "the story checks") {
+                return Ok(changed);
+            }
+            if !refused.is_empty() {
+                found.stories =
+                    crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+            }
+            found.refused = refused;
+            seen.verification = gate;
+        }
+        seen.prd = Some(found);
+    }
+    let mut decision = decide::decide(state, &seen);
+    if let Decision::Verify { command } = &decision {
+        // The gate may run for minutes: let other ralph processes work
+        // meanwhile, then make sure the loop is still the one we judged.
+        drop(lock.take());
+        let verdict = gate::run(
+            command,
+            &project.root,
+            Duration::from_secs(state.guards.verify_timeout_secs),
+        );
+        lock = Some(project.lock()?);
+        if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
+            return Ok(changed);
+        }
+        seen.verification = Some(verdict);
+        decision = decide::decide(state, &seen);
+    }
+    let log = turn_entry(state, &seen, &turn.driver, now);
+    let claim = turn
+        .claim
+        .as_deref()
+        .map(|owner| ("session_id", quote(owner)));
+    let result = match decision {
+        // (`decide` never asks to verify twice.)
+        Decision::Pass | Decision::Verify { .. } => {
+            pass(live, claim, turn.transcript.as_ref(), log)?
+        }
+        Decision::End { outcome, detail } => {
+            return end(
+                project, live, registry, &seen, claim, log, outcome, detail, now,
+            );
+        }
+        Decision::Continue {
+            next,
+            progress,
+            notes,
+            notices,
+        } => {
+            let turn_done = Continue {
+                next,
+                progress,
+                notes,
+                notices,
+            };
+            go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?
+        }
+    };
+    result.1.append(project, &live.file.name);
+    drop(lock);
+    Ok(result.0)
+}
+
+/// `Step::Changed` when the loop file is no longer the one judged (it was
+/// cancelled or advanced while a check ran without the lock).
+fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
+    (store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str())).then(|| {
+        Step::Changed {
+            notice: format!(
+                "⚠ ralph `{}`: the loop changed while {} ran (cancelled or advanced elsewhere); this stop was allowed.",
+                crate::display::line(&live.file.name),
+                crate::display::line(what)
+            ),
+        }
+    })
+}
+
+/// The log entry's fields every turn has.
+fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestamp) -> LogEntry {
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let promise_seen = state
+        .completion_promise
+        .as_deref()
+        .is_some_and(|p| crate::reply::promise::speaks(reply, p));
+    let mut log = LogEntry::new(now, Logged::Pass, "")
+        .session(driver)
+        .iteration(state.iteration);
+    log.promise_seen = Some(promise_seen);
+    log.reply_excerpt = Some(decide::excerpt(reply));
+    log.verification = seen.verification.as_ref().map(VerificationEntry::from);
+    log
+}
+
+/// A paused loop: nothing is counted; the transcript read so far is
+/// skipped on resume.
+fn pass(
+    live: &Loop,
+    claim: Option<(&'static str, String)>,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
+    if let Some(a) = transcript {
+        let mut skipped = state.progress.clone();
+        skipped.transcript_offset = a.end_offset;
+        skipped.last_message_id = a.last_message_id.clone();
+        fields.extend(progress_fields(&state.progress, &skipped));
+    }
+    if !fields.is_empty() {
+        live.write(&fields)?;
+    }
+    log.decision = Logged::Pass;
+    log.why = "paused".to_owned();
+    Ok((Step::Passed, log))
+}
+
+/// The loop ends: its record keeps the final token count (the budget that
+/// ended it, say), and it moves into the history.
+#[allow(clippy::too_many_arguments)]
+fn end(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &Observation,
+    claim: Option<(&'static str, String)>,
+    mut log: LogEntry,
+    outcome: Outcome,
+    detail: String,
+    now: Timestamp,
+) -> Result<Step, StepError> {
+    let state = &live.state;
+    let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
+    if let Some(tokens) = seen
+        .tokens_used
+        .filter(|t| *t != state.progress.tokens_used)
+    {
+        fields.push(("tokens_used", tokens.to_string()));
+        log.tokens = Some(tokens);
+    }
+    let unseen = decide::unseen_tokens(state, seen);
+    if unseen != state.progress.unseen_tokens {
+        fields.push(("unseen_tokens", unseen.to_string()));
+    }
+    if unseen > 0 {
+        log.tokens_unseen = Some(unseen);
+    }
+    log.why.clone_from(&detail);
+    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
+    Ok(Step::Ended {
+        outcome,
+        detail,
+        record,
+        notice,
+    })
+}
+
+/// What `decide` said for a turn that goes on.
+struct Continue {
+    next: u64,
+    progress: Progress,
+    notes: Vec<String>,
+    notices: Vec<String>,
+}
+
+/// The loop goes on: the counters are written and the prompt is fed back
+/// with its footer.
+fn go_on(
+    live: &Loop,
+    seen: &Observation,
+    claim: Option<(&'static str, String)>,
+    transcript: Option<&Appended>,
+    mut log: LogEntry,
+    turn: Continue,
+) -> Result<(Step, LogEntry), StepError> {
+    let state = &live.state;
+    let Continue {
+        next,
+        mut progress,
+        notes,
+        notices,
+    } = turn;
+    if let Some(a) = transcript {
+        progress.transcript_offset = a.end_offset;
+        progress.last_message_id = a.last_message_id.clone();
+    }
+    let mut fields = vec![("iteration", next.to_string())];
+    fields.extend(claim);
+    fields.extend(progress_fields(&state.progress, &progress));
+    live.write_turn(&fields)?;
+    log.decision = Logged::Block;
+    log.next_iteration = Some(next);
+    log.why = if notes.is_empty() {
+        "no promise yet".to_owned()
+    } else {
+        notes.join(" ")
+    };
+    log.tokens = Some(progress.tokens_used);
+    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
+    log.same_reply_count = Some(progress.same_reply_count);
+    log.no_progress_count = Some(progress.no_progress_count);
+    log.idle_blocks = Some(progress.idle_blocks);
+    let refused = seen.verification.as_ref().filter(|v| !v.passed);
+    // The user sees a refused promise too, not only the model.
+    let mut line = messages::status_line(&live.file.name, state, next);
+    if let Some(prd) = &seen.prd {
+        line = format!("{line} · {}", messages::stories::status(&prd.stories));
+    }
+    let status = std::iter::once(match refused {
+        Some(v) => format!("{line} · {}", messages::verify_refused_status(&v.status)),
+        None => line,
+    })
+    .chain(notices)
+    .collect::<Vec<_>>()
+    .join("\n");
+    let reason = format!(
+        "{}{}{}",
+        state.prompt,
+        seen.prd
+            .as_ref()
+            .map(messages::stories::section)
+            .unwrap_or_default(),
+        messages::footer(
+            &live.file.name,
+            state,
+            next,
+            &footer_notes(state, &progress, notes)
+        )
+    );
+    let step = Step::Continued {
+        next,
+        reason,
+        status,
+        promise_refused: refused.is_some(),
+        progress,
+    };
+    Ok((step, log))
+}
+
+/// The footer's notes: the decision's, plus the token count when a budget
+/// is set (known, and what may be missing), unless a wrap-up note says it.
+fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) -> Vec<String> {
+    if let Some(limit) = state.guards.max_tokens
+        && !notes.iter().any(|n| n.starts_with("Token budget"))
+    {
+        notes.push(format!(
+            "Tokens: {} of {limit}.",
+            decide::token_words(progress.tokens_used, progress.unseen_tokens)
+        ));
+    }
+    notes
+}
+
+/// The progress fields that changed, as frontmatter values.
+fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
+    new.changed_fields(old)
+}

@@ -1,0 +1,1223 @@
+//! The decision at the end of a turn: a pure function of the loop state and
+//! what was observed (the reply, the clock, the guard figures). It touches
+//! no file and no clock of its own, so every rule is tested directly.
+
+pub mod engine;
+pub mod observation;
+pub mod prd_turn;
+
+pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
+use crate::loop_file::guards::Tripped;
+pub use crate::loop_file::outcome::Outcome;
+use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
+use crate::reply::promise;
+use crate::time::{Timestamp, format_duration};
+
+// One value per stop, moved once into the step that acts on it: boxing the
+// progress would cost an allocation and save nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The loop is paused: let the stop through and change nothing.
+    Pass,
+    /// The promise was spoken and a verification command must run first.
+    Verify { command: String },
+    /// The loop ends; `detail` says why, with the figures.
+    End { outcome: Outcome, detail: String },
+    /// Block the stop and feed the prompt back for turn `next`.
+    Continue {
+        next: u64,
+        progress: Progress,
+        /// Lines for the agent under the prompt (refused promise, budget warnings).
+        notes: Vec<String>,
+        /// Lines for the user (a clock that looks wrong).
+        notices: Vec<String>,
+    },
+}
+
+/// Share of a budget after which the agent is told to wrap up.
+const WARN_AT_PERCENT: u64 = 80;
+
+pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
+    if !state.active {
+        return Decision::Pass;
+    }
+    match steps(state, seen) {
+        Ok(decision) => decision,
+        Err(Early::Verify(command)) => Decision::Verify { command },
+        Err(Early::End(outcome, detail)) => Decision::End { outcome, detail },
+    }
+}
+
+/// A decision taken before the last step: the loop ends, or the gate runs.
+/// Kept small (not a whole `Decision`) so each step can return it with `?`.
+enum Early {
+    End(Outcome, String),
+    Verify(String),
+}
+
+/// What the turn carries forward while the steps run.
+struct Turn {
+    progress: Progress,
+    /// Lines for the agent under the prompt.
+    notes: Vec<String>,
+    /// Lines for the user.
+    notices: Vec<String>,
+}
+
+/// The rules in the order they apply: the first that ends the loop wins.
+fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
+    let reply = seen.reply.as_deref().unwrap_or("");
+    let mut turn = Turn {
+        progress: state.progress.clone(),
+        notes: Vec::new(),
+        notices: Vec::new(),
+    };
+    if state.prd.is_some() {
+        stories_complete(state, seen, reply, &mut turn)?;
+    } else {
+        completion_promise(state, seen, reply, &mut turn)?;
+    }
+    abort_promise(state, reply)?;
+    iteration_limit(state)?;
+    time_budget(state, seen, &mut turn)?;
+    token_budget(state, seen, &mut turn)?;
+    stuck_breaker(state, reply, &mut turn.progress)?;
+    no_progress_breaker(state, seen, &mut turn.progress)?;
+    block_cap(seen, &mut turn.progress)?;
+    Ok(Decision::Continue {
+        next: state.iteration.saturating_add(1),
+        progress: turn.progress,
+        notes: turn.notes,
+        notices: turn.notices,
+    })
+}
+
+/// The promise completes the loop, or asks for the gate, or (the gate
+/// failed) is refused with a note for the agent.
+fn completion_promise(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<(), Early> {
+    let Some(expected) = &state.completion_promise else {
+        return Ok(());
+    };
+    if !promise::speaks(reply, expected) {
+        return Ok(());
+    }
+    match (&state.guards.verify, &seen.verification) {
+        (None, _) => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), None) => Err(Early::Verify(command.clone())),
+        (Some(command), Some(v)) if v.passed => Err(Early::End(
+            Outcome::Completed,
+            format!(
+                "the agent gave the promise `{expected}` and `{command}` passed, at iteration {}",
+                state.iteration
+            ),
+        )),
+        (Some(command), Some(v)) => {
+            turn.notes.push(refusal(expected, command, v));
+            verify_failures(state, command, &mut turn.progress)
+        }
+    }
+}
+
+/// `--prd`: the stories say when the loop is done. A story set back at
+/// this stop counts as a failed gate; every story passing completes the
+/// loop (once the loop's `--verify` passes); only blocked stories left
+/// ends it as blocked; a promise while stories are open is refused.
+fn stories_complete(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<(), Early> {
+    use crate::loop_file::messages::stories as words;
+    let Some(prd) = &seen.prd else {
+        return Ok(());
+    };
+    // What passes now is what was accepted: only a story that turns to
+    // passing after this is checked.
+    turn.progress.prd_passed = prd
+        .stories
+        .iter()
+        .filter(|s| s.passes)
+        .map(|s| s.id.clone())
+        .collect();
+    for refusal in &prd.refused {
+        turn.notes.push(words::refused(refusal));
+        turn.notices.push(words::refused_notice(&prd.file, refusal));
+    }
+    if let Some(first) = prd.refused.first() {
+        let command = match first {
+            crate::decide::observation::StoryRefusal::Failed { command, .. }
+            | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
+        };
+        verify_failures(state, command, &mut turn.progress)?;
+    }
+    if crate::loop_file::stories::all_pass(&prd.stories) {
+        return match (&state.guards.verify, &seen.verification) {
+            (Some(command), None) => Err(Early::Verify(command.clone())),
+            (Some(command), Some(v)) if !v.passed => {
+                turn.notes.push(format!(
+                    "Every story passes, but the loop's check `{command}` failed ({}). Fix the cause.\n{}",
+                    v.status,
+                    v.output_tail.trim_end()
+                ));
+                verify_failures(state, command, &mut turn.progress)
+            }
+            _ => Err(Early::End(
+                Outcome::Completed,
+                words::done(prd, state.iteration),
+            )),
+        };
+    }
+    if crate::loop_file::stories::only_blocked_left(&prd.stories) {
+        return Err(Early::End(Outcome::Blocked, words::blocked(prd)));
+    }
+    if let Some(expected) = &state.completion_promise
+        && promise::speaks(reply, expected)
+    {
+        turn.notes
+            .push(words::promise_while_open(expected, &prd.stories));
+    }
+    Ok(())
+}
+
+/// Counts a failed gate, and ends the loop once `max_verify_failures`
+/// gates have failed. A passing gate completes the loop, so the count
+/// never needs resetting: the failures counted are all in a row.
+fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) -> Result<(), Early> {
+    progress.counts.verify_failures = progress
+        .counts
+        .verify_failures
+        .saturating_add(1)
+        .min(MAX_COUNT);
+    let limit = state.guards.max_verify_failures;
+    if limit > 0 && progress.counts.verify_failures >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::VerifyFailures),
+            format!(
+                "the promise was refused {} times: `{command}` kept failing",
+                progress.counts.verify_failures
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn abort_promise(state: &LoopState, reply: &str) -> Result<(), Early> {
+    match &state.abort_promise {
+        Some(abort) if promise::speaks(reply, abort) => Err(Early::End(
+            Outcome::Aborted,
+            format!(
+                "the agent said it is blocked (`{abort}`) at iteration {}: {}",
+                state.iteration,
+                excerpt(reply)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn iteration_limit(state: &LoopState) -> Result<(), Early> {
+    if state.at_limit() {
+        return Err(Early::End(
+            Outcome::MaxIterations,
+            format!(
+                "reached the limit of {} iterations without the promise",
+                state.max_iterations
+            ),
+        ));
+    }
+    if state.iteration >= MAX_COUNT {
+        return Err(Early::End(
+            Outcome::MaxIterations,
+            format!("reached {MAX_COUNT} iterations, the most a loop file can count"),
+        ));
+    }
+    Ok(())
+}
+
+fn time_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let (Some(limit), Some(now)) = (state.guards.max_duration_secs, seen.now) else {
+        return Ok(());
+    };
+    let elapsed = elapsed_time(state, now, &mut turn.progress, &mut turn.notices);
+    if elapsed >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::TimeBudget),
+            format!(
+                "ran {} of its {} time budget",
+                format_duration(elapsed),
+                format_duration(limit)
+            ),
+        ));
+    }
+    if percent_reached(elapsed, limit) {
+        turn.notes.push(format!("Time budget: {} of {} used. Wrap up: finish the current step, commit, and leave notes for the next run.", format_duration(elapsed), format_duration(limit)));
+    }
+    Ok(())
+}
+
+/// The hook knows the tokens the transcript proves; the reply that just
+/// ended may not be written yet. The budget counts it at the size of the
+/// largest message seen, so the loop ends before the budget is passed,
+/// or at worst one turn after (when that reply was larger than any before).
+/// Held at the cap the file can store, so the figure always writes back.
+fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let tokens = seen
+        .tokens_used
+        .unwrap_or(state.progress.tokens_used)
+        .min(MAX_TOKENS);
+    let unseen = unseen_tokens(state, seen);
+    if let Some(limit) = state.guards.max_tokens {
+        let projected = tokens.saturating_add(unseen);
+        if projected >= limit {
+            return Err(Early::End(
+                Outcome::Guard(Tripped::TokenBudget),
+                format!(
+                    "used {} of its {limit} token budget",
+                    token_words(tokens, unseen)
+                ),
+            ));
+        }
+        if percent_reached(projected, limit) {
+            turn.notes.push(format!("Token budget: {} of {limit} used. Wrap up: finish the current step, commit, and leave notes for the next run.", token_words(tokens, unseen)));
+        }
+    }
+    turn.progress.tokens_used = tokens;
+    turn.progress.largest_reply_tokens = largest_reply(state, seen);
+    turn.progress.unseen_tokens = unseen;
+    turn.progress.counts.replies_behind = replies_behind(state, seen);
+    Ok(())
+}
+
+fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Result<(), Early> {
+    let fingerprint = (!reply.trim().is_empty()).then(|| fingerprint_words(reply));
+    progress.same_reply_count = match (&fingerprint, &progress.reply_fingerprint) {
+        (Some(new), Some(old)) if new == old => progress.same_reply_count.saturating_add(1),
+        (Some(_), _) => 1,
+        (None, _) => 0,
+    };
+    progress.reply_fingerprint = fingerprint;
+    let stuck_after = state.guards.stuck_after;
+    if stuck_after > 0 && progress.same_reply_count >= stuck_after {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::Stuck),
+            format!(
+                "the same reply came {} times in a row",
+                progress.same_reply_count
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn no_progress_breaker(
+    state: &LoopState,
+    seen: &Observation,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    let Some(tree) = &seen.tree_fingerprint else {
+        return Ok(());
+    };
+    progress.no_progress_count = match &progress.tree_fingerprint {
+        Some(old) if old == tree => progress.no_progress_count.saturating_add(1),
+        _ => 0,
+    };
+    progress.tree_fingerprint = Some(tree.clone());
+    let limit = state.guards.no_progress_after;
+    if limit > 0 && progress.no_progress_count >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::NoProgress),
+            format!(
+                "no change to the working tree or HEAD for {} iterations",
+                progress.no_progress_count
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Claude Code lets a Stop hook block `block_cap` times in a row and
+/// overrides the next block, ending the turn with its own warning. Its
+/// count starts over at a new turn (`stop_hook_active: false`) and after a
+/// continuation that ran a tool. ralph counts its own blocks the same way,
+/// trusting only tool use the transcript proves (a tool it cannot see yet
+/// makes it end early, never late), and ends the loop itself at the stop
+/// where one more block would be overridden.
+fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
+    let blocks = if seen.stop_hook_active == Some(false) || seen.ran_tool == Some(true) {
+        0
+    } else {
+        progress.idle_blocks
+    };
+    if seen.block_cap > 0 && blocks >= seen.block_cap {
+        return Err(Early::End(
+            Outcome::BlockCap,
+            format!(
+                "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                seen.block_cap
+            ),
+        ));
+    }
+    progress.idle_blocks = blocks.saturating_add(1);
+    Ok(())
+}
+
+/// Whether `used` reached [`WARN_AT_PERCENT`] of `limit`, without overflow.
+fn percent_reached(used: u64, limit: u64) -> bool {
+    u128::from(used) * 100 >= u128::from(limit) * u128::from(WARN_AT_PERCENT)
+}
+
+/// The time counted against the budget, brought up to `now`; records the
+/// new total in `progress`. Two readings, and the larger one counts: the
+/// time since `started_at`, and the running total kept in the file, which
+/// grows at each stop by the non-negative step since the clock reading of
+/// the previous stop. A clock set back (or a `started_at` in the future)
+/// can pause the count for a step, but never lowers it or switches the
+/// budget off.
+fn elapsed_time(
+    state: &LoopState,
+    now: Timestamp,
+    progress: &mut Progress,
+    notices: &mut Vec<String>,
+) -> u64 {
+    let since_start = match state.started_at {
+        Some(start) if start > now => {
+            notices.push(format!(
+                "⚠ ralph: the loop's started_at ({start}) is later than the clock ({now}); the time budget goes on counting from the time already used."
+            ));
+            0
+        }
+        Some(start) => now.secs_since(start),
+        None => 0,
+    };
+    let counted = match (progress.elapsed_secs, progress.clock_at) {
+        (Some(counted), Some(last)) => counted.saturating_add(now.secs_since(last)),
+        _ => 0,
+    };
+    let elapsed = counted.max(since_start);
+    progress.elapsed_secs = Some(elapsed);
+    progress.clock_at = Some(now);
+    elapsed
+}
+
+/// The largest single message seen in the loop, this stop included.
+fn largest_reply(state: &LoopState, seen: &Observation) -> u64 {
+    state
+        .progress
+        .largest_reply_tokens
+        .max(seen.largest_reply_tokens)
+}
+
+/// The estimate for the replies the transcript does not hold yet: the
+/// largest message seen so far for each (0 when the transcript holds the
+/// reply, or when no message was seen yet and there is nothing to go by).
+pub fn unseen_tokens(state: &LoopState, seen: &Observation) -> u64 {
+    largest_reply(state, seen)
+        .saturating_mul(replies_behind(state, seen))
+        .min(MAX_TOKENS)
+}
+
+/// How many replies the transcript lacks at this stop. Each stop brings one
+/// reply that ends a turn; the transcript shows `turn_ends` of them since
+/// the last stop. So what it lacked then, plus this stop's reply, minus
+/// those it shows now, is missing; at least this stop's reply when the
+/// transcript does not end with it, and none when it does (which also
+/// clears any miscount).
+pub fn replies_behind(state: &LoopState, seen: &Observation) -> u64 {
+    if !seen.reply_missing {
+        return 0;
+    }
+    let Some(turn_ends) = seen.turn_ends else {
+        return 1;
+    };
+    let before = state.progress.counts.replies_behind;
+    before
+        .saturating_add(1)
+        .saturating_sub(turn_ends)
+        .clamp(1, MAX_COUNT)
+}
+
+/// `120`, or `105 known + ~15 not yet in the transcript`.
+pub fn token_words(known: u64, unseen: u64) -> String {
+    if unseen == 0 {
+        known.to_string()
+    } else {
+        format!("{known} known + ~{unseen} not yet in the transcript")
+    }
+}
+
+fn refusal(expected: &str, command: &str, v: &Verification) -> String {
+    let output = match v.output_tail.trim_end() {
+        "" => "It printed nothing.".to_owned(),
+        tail => format!("Last lines of its output:\n{tail}"),
+    };
+    format!(
+        "Your promise `{expected}` was refused: the verification command `{command}` failed ({}). Fix the cause, then give the promise again.\n{output}",
+        v.status,
+    )
+}
+
+/// At most 300 characters of the reply, whitespace collapsed, for
+/// messages. Reads only as far as it needs: a huge reply is never copied.
+pub fn excerpt(reply: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let mut out = String::new();
+    let mut count = 0;
+    for word in reply.split_whitespace() {
+        let space = (!out.is_empty()).then_some(' ');
+        for c in space.into_iter().chain(word.chars()) {
+            if count == MAX_CHARS {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            count += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(text: &str) -> LoopState {
+        LoopState::parse(&format!(
+            "---\nsession_id: s\nstarted_at: \"1970-01-01T00:00:00Z\"\n{text}---\nPrompt\n"
+        ))
+        .unwrap()
+    }
+
+    fn seen(reply: &str) -> Observation {
+        Observation {
+            reply: Some(reply.into()),
+            now: Some(Timestamp(0)),
+            block_cap: 0,
+            ..Observation::default()
+        }
+    }
+
+    /// A `--prd` stop: the stories as `(id, passes, blocked)`.
+    fn with_stories(reply: &str, stories: &[(&str, bool, Option<&str>)]) -> Observation {
+        let text = serde_json::json!({"userStories": stories
+            .iter()
+            .map(|(id, passes, blocked)| serde_json::json!({"id": id, "passes": passes, "blocked": blocked}))
+            .collect::<Vec<_>>()})
+        .to_string();
+        Observation {
+            prd: Some(crate::decide::observation::PrdSeen {
+                file: "ralph/prd.json".into(),
+                stories: crate::loop_file::stories::parse("ralph/prd.json", &text).unwrap(),
+                refused: Vec::new(),
+            }),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn with_a_prd_the_stories_decide_completion() {
+        let s = state("prd: ralph/prd.json\ncompletion_promise: DONE\n");
+        let open = with_stories(
+            "<promise>DONE</promise>",
+            &[("A", true, None), ("B", false, None)],
+        );
+        match decide(&s, &open) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes.iter().any(|n| n.contains("do not pass yet: B")),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("a promise while B is open must be refused: {d:?}"),
+        }
+        let done = with_stories("no promise at all", &[("A", true, None), ("B", true, None)]);
+        assert_eq!(outcome(&decide(&s, &done)), Some(Outcome::Completed));
+        let stuck = with_stories("x", &[("A", true, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &stuck)), Some(Outcome::Blocked));
+        let skipped = with_stories("x", &[("A", false, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &skipped)), None, "A is still open");
+    }
+
+    #[test]
+    fn with_a_prd_the_loops_verify_gates_completion_and_refusals_count() {
+        let s = state("prd: ralph/prd.json\nverify: make\nmax_verify_failures: 1\n");
+        let done = with_stories("x", &[("A", true, None)]);
+        assert_eq!(
+            decide(&s, &done),
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+        let mut refused = with_stories("x", &[("A", false, None)]);
+        refused.prd.as_mut().unwrap().refused.push(
+            crate::decide::observation::StoryRefusal::Unrecorded {
+                id: "A".into(),
+                command: "make a".into(),
+            },
+        );
+        assert_eq!(
+            outcome(&decide(&s, &refused)),
+            Some(Outcome::Guard(Tripped::VerifyFailures)),
+            "a refused story counts as a failed gate"
+        );
+    }
+
+    fn outcome(d: &Decision) -> Option<Outcome> {
+        match d {
+            Decision::End { outcome, .. } => Some(*outcome),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn continues_and_counts() {
+        let d = decide(
+            &state("iteration: 4\nmax_iterations: 10\n"),
+            &seen("working"),
+        );
+        assert!(matches!(d, Decision::Continue { next: 5, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn paused_passes() {
+        assert_eq!(
+            decide(&state("active: false\n"), &seen("<promise>DONE</promise>")),
+            Decision::Pass
+        );
+    }
+
+    #[test]
+    fn promise_beats_the_limit() {
+        let s = state("iteration: 3\nmax_iterations: 3\ncompletion_promise: DONE\n");
+        assert_eq!(
+            outcome(&decide(&s, &seen("<promise>DONE</promise>"))),
+            Some(Outcome::Completed)
+        );
+        assert_eq!(
+            outcome(&decide(&s, &seen("no"))),
+            Some(Outcome::MaxIterations)
+        );
+    }
+
+    #[test]
+    fn no_promise_configured_means_tags_are_ignored() {
+        let s = state("max_iterations: 9\n");
+        assert!(matches!(
+            decide(&s, &seen("<promise>DONE</promise>")),
+            Decision::Continue { .. }
+        ));
+    }
+
+    #[test]
+    fn verification_gate() {
+        let s = state("completion_promise: DONE\nverify: \"make test\"\nmax_iterations: 9\n");
+        let mut o = seen("<promise>DONE</promise>");
+        assert_eq!(
+            decide(&s, &o),
+            Decision::Verify {
+                command: "make test".into()
+            }
+        );
+        o.verification = Some(Verification {
+            passed: true,
+            status: "exit 0".into(),
+            output_tail: String::new(),
+        });
+        assert_eq!(outcome(&decide(&s, &o)), Some(Outcome::Completed));
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 2".into(),
+            output_tail: "1 failed".into(),
+        });
+        match decide(&s, &o) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes[0].contains("make test")
+                        && notes[0].contains("exit 2")
+                        && notes[0].contains("1 failed"),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        // Without the promise, the gate does not run.
+        assert!(matches!(
+            decide(&s, &seen("working")),
+            Decision::Continue { .. }
+        ));
+    }
+
+    #[test]
+    fn max_verify_failures_ends_after_that_many_failed_gates() {
+        let mut s = state("completion_promise: DONE\nverify: make check\nmax_verify_failures: 2\n");
+        let mut o = seen("<promise>DONE</promise>");
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 1".into(),
+            output_tail: String::new(),
+        });
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &o)
+        else {
+            panic!("the first failure is refused, not the end")
+        };
+        assert_eq!(progress.counts.verify_failures, 1);
+        assert!(notes[0].contains("was refused"), "{notes:?}");
+        // A turn without the promise keeps the count.
+        s.progress = progress;
+        let Decision::Continue { progress, .. } = decide(&s, &seen("working")) else {
+            panic!()
+        };
+        assert_eq!(progress.counts.verify_failures, 1);
+        s.progress = progress;
+        match decide(&s, &o) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::VerifyFailures));
+                assert_eq!(outcome.as_str(), "verify_failures");
+                assert!(detail.contains("refused 2 times"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Off (the default): failures are counted, never end the loop.
+        s.guards.max_verify_failures = 0;
+        s.progress.counts.verify_failures = 1_000;
+        assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn abort_promise() {
+        let s = state("completion_promise: DONE\nabort_promise: BLOCKED\n");
+        match decide(&s, &seen("I need the API key.\n<promise>BLOCKED</promise>")) {
+            Decision::End {
+                outcome: Outcome::Aborted,
+                detail,
+            } => assert!(detail.contains("API key"), "{detail}"),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn time_budget_edges() {
+        let s = state("max_duration: 100s\n");
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
+        match decide(&s, &at(79)) {
+            Decision::Continue { notes, .. } => assert!(notes.is_empty()),
+            d => panic!("{d:?}"),
+        }
+        match decide(&s, &at(80)) {
+            Decision::Continue { notes, .. } => assert!(notes[0].contains("Wrap up"), "{notes:?}"),
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(decide(&s, &at(99)), Decision::Continue { .. }));
+        assert_eq!(
+            outcome(&decide(&s, &at(100))),
+            Some(Outcome::Guard(Tripped::TimeBudget))
+        );
+    }
+
+    #[test]
+    fn token_budget_edges() {
+        let s = state("max_tokens: 1000\n");
+        let with = |t| Observation {
+            tokens_used: Some(t),
+            ..seen("x")
+        };
+        assert!(matches!(decide(&s, &with(999)), Decision::Continue { .. }));
+        assert_eq!(
+            outcome(&decide(&s, &with(1000))),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
+    }
+
+    #[test]
+    fn stuck_after_k_identical_replies() {
+        let mut s = state("stuck_after: 3\n");
+        for n in 1..=2 {
+            match decide(&s, &seen("same  reply")) {
+                Decision::Continue { progress, .. } => {
+                    assert_eq!(progress.same_reply_count, n);
+                    s.progress = progress;
+                }
+                d => panic!("{d:?}"),
+            }
+        }
+        // Whitespace differences do not make a reply new.
+        assert_eq!(
+            outcome(&decide(&s, &seen("same reply"))),
+            Some(Outcome::Guard(Tripped::Stuck))
+        );
+        assert!(matches!(
+            decide(&s, &seen("another reply")),
+            Decision::Continue { .. }
+        ));
+    }
+
+    #[test]
+    fn no_progress_after_k_unchanged_iterations() {
+        let mut s = state("no_progress_after: 2\nstuck_after: 0\n");
+        let tree = |t: &str| Observation {
+            tree_fingerprint: Some(t.into()),
+            ..seen("x")
+        };
+        for expected in [0, 1] {
+            match decide(&s, &tree("a")) {
+                Decision::Continue { progress, .. } => {
+                    assert_eq!(progress.no_progress_count, expected);
+                    s.progress = progress;
+                }
+                d => panic!("{d:?}"),
+            }
+        }
+        assert_eq!(
+            outcome(&decide(&s, &tree("a"))),
+            Some(Outcome::Guard(Tripped::NoProgress))
+        );
+        assert!(matches!(decide(&s, &tree("b")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn breakers_can_be_switched_off() {
+        let mut s = state("stuck_after: 0\n");
+        s.progress.same_reply_count = 100;
+        s.progress.reply_fingerprint = Some(fingerprint("x"));
+        assert!(matches!(decide(&s, &seen("x")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn block_cap_counts_own_blocks_and_starts_over() {
+        let s = state("stuck_after: 0\n");
+        let stop = |active: bool, tool: Option<bool>, cap: u64| Observation {
+            stop_hook_active: Some(active),
+            ran_tool: tool,
+            block_cap: cap,
+            ..seen("x")
+        };
+        for cap in [1, 2, 8, 20] {
+            // The client allows `cap` blocks in a row; ralph ends at the next stop.
+            let mut s = s.clone();
+            let mut blocked = 0;
+            let mut active = false;
+            loop {
+                match decide(&s, &stop(active, Some(false), cap)) {
+                    Decision::Continue { progress, .. } => {
+                        blocked += 1;
+                        s.progress = progress;
+                        active = true;
+                    }
+                    d => {
+                        assert_eq!(outcome(&d), Some(Outcome::BlockCap), "{d:?}");
+                        break;
+                    }
+                }
+                assert!(blocked <= cap, "cap {cap}: blocked {blocked} times");
+            }
+            assert_eq!(blocked, cap, "cap {cap}: never earlier than needed");
+        }
+        let mut s = s.clone();
+        s.progress.idle_blocks = 2;
+        assert_eq!(
+            outcome(&decide(&s, &stop(true, None, 2))),
+            Some(Outcome::BlockCap),
+            "unknown tool use does not reset"
+        );
+        assert_eq!(
+            outcome(&decide(&s, &stop(true, Some(false), 2))),
+            Some(Outcome::BlockCap)
+        );
+        for fresh in [stop(true, Some(true), 2), stop(false, None, 2)] {
+            match decide(&s, &fresh) {
+                Decision::Continue { progress, .. } => assert_eq!(progress.idle_blocks, 1),
+                d => panic!("a tool or a new turn starts the count over: {d:?}"),
+            }
+        }
+        assert!(
+            matches!(
+                decide(&s, &stop(true, Some(false), 0)),
+                Decision::Continue { .. }
+            ),
+            "cap 0: off"
+        );
+    }
+
+    /// Turns faster than the transcript is written: the stops go on while it
+    /// shows no reply, then it catches up at once. Every missing reply is
+    /// estimated, so known + estimate is the real usage at every stop.
+    #[test]
+    fn token_budget_estimates_every_reply_a_lagging_transcript_lacks() {
+        let mut s = state("max_tokens: 1000\nstuck_after: 0\n");
+        s.progress.largest_reply_tokens = 15;
+        s.progress.tokens_used = 15; // stop 1 saw the arming turn's reply
+        let lagging = |turn_ends| Observation {
+            tokens_used: Some(15 + 15 * turn_ends),
+            reply_missing: true,
+            turn_ends: Some(turn_ends),
+            ..seen("x")
+        };
+        // Stops 2, 3 and 4 see no new reply; the real usage is 30, 45, 60.
+        for real in [30, 45, 60] {
+            let Decision::Continue { progress, .. } = decide(&s, &lagging(0)) else {
+                panic!("goes on")
+            };
+            assert_eq!(progress.tokens_used + progress.unseen_tokens, real);
+            s.progress = progress;
+        }
+        assert_eq!(s.progress.counts.replies_behind, 3);
+        // Stop 5: three replies land, this stop's is still missing: 60 known + ~15.
+        let Decision::Continue { progress, .. } = decide(&s, &lagging(3)) else {
+            panic!("goes on")
+        };
+        assert_eq!((progress.tokens_used, progress.unseen_tokens), (60, 15));
+        s.progress = progress;
+        // Stop 6: the transcript ends with this stop's reply: nothing is estimated.
+        let caught_up = Observation {
+            tokens_used: Some(90),
+            reply_missing: false,
+            turn_ends: Some(2),
+            ..seen("x")
+        };
+        let Decision::Continue { progress, .. } = decide(&s, &caught_up) else {
+            panic!("goes on")
+        };
+        assert_eq!(
+            (progress.unseen_tokens, progress.counts.replies_behind),
+            (0, 0)
+        );
+        // Without a transcript read, one reply at most, as before.
+        let unread = Observation {
+            reply_missing: true,
+            turn_ends: None,
+            ..seen("x")
+        };
+        s.progress.counts.replies_behind = 7;
+        assert_eq!(replies_behind(&s, &unread), 1);
+    }
+
+    #[test]
+    fn token_budget_counts_the_unseen_reply() {
+        let mut s = state("max_tokens: 100\n");
+        s.progress.largest_reply_tokens = 15;
+        let with = |known, missing| Observation {
+            tokens_used: Some(known),
+            reply_missing: missing,
+            ..seen("x")
+        };
+        // 75 known and the reply written: 75, under 80 %.
+        match decide(&s, &with(75, false)) {
+            Decision::Continue {
+                progress, notes, ..
+            } => {
+                assert_eq!((progress.tokens_used, progress.unseen_tokens), (75, 0));
+                assert!(notes.is_empty(), "{notes:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // 75 known, the last reply missing: ~90, past 80 %: the wrap-up note says both.
+        match decide(&s, &with(75, true)) {
+            Decision::Continue {
+                progress, notes, ..
+            } => {
+                assert_eq!(progress.unseen_tokens, 15);
+                assert!(notes[0].contains("75 known + ~15"), "{notes:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // 90 known + ~15 unseen reaches 100: the loop ends before the budget is passed.
+        match decide(&s, &with(90, true)) {
+            Decision::End {
+                outcome: Outcome::Guard(Tripped::TokenBudget),
+                detail,
+            } => {
+                assert!(detail.contains("90 known + ~15"), "{detail}")
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            decide(&s, &with(90, false)),
+            Decision::Continue { .. }
+        ));
+        // A larger message raises the estimate.
+        let big = Observation {
+            largest_reply_tokens: 40,
+            ..with(60, true)
+        };
+        assert_eq!(
+            outcome(&decide(&s, &big)),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
+        // Exact counts (`ralph run`): nothing is added.
+        s.progress.largest_reply_tokens = 0;
+        assert!(matches!(
+            decide(&s, &with(99, false)),
+            Decision::Continue { .. }
+        ));
+        assert_eq!(
+            outcome(&decide(&s, &with(u64::MAX, true))),
+            Some(Outcome::Guard(Tripped::TokenBudget))
+        );
+    }
+
+    #[test]
+    fn excerpt_and_fingerprint_match_the_normalised_text() {
+        for reply in [
+            "",
+            " a  b\n c ",
+            &"word ".repeat(100),
+            &"x".repeat(301),
+            &"é".repeat(300),
+        ] {
+            let flat = promise::normalise(reply);
+            let want = match flat.char_indices().nth(300) {
+                Some((cut, _)) => format!("{}…", &flat[..cut]),
+                None => flat.clone(),
+            };
+            assert_eq!(excerpt(reply), want, "{reply:?}");
+            assert_eq!(fingerprint_words(reply), fingerprint(&flat), "{reply:?}");
+        }
+    }
+
+    #[test]
+    fn a_clock_set_back_does_not_switch_the_time_budget_off() {
+        let mut s = state("max_duration: 100s\nstuck_after: 0\n");
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
+        // 60 s in, then the clock jumps back a year: the count pauses for
+        // that step, then goes on from 60.
+        let Decision::Continue { progress, .. } = decide(&s, &at(60)) else {
+            panic!()
+        };
+        assert_eq!(
+            (progress.elapsed_secs, progress.clock_at),
+            (Some(60), Some(Timestamp(60)))
+        );
+        s.progress = progress;
+        let back = -365 * 86_400;
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &at(back))
+        else {
+            panic!()
+        };
+        assert_eq!(progress.elapsed_secs, Some(60));
+        assert!(notes.is_empty());
+        s.progress = progress;
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &at(back + 25))
+        else {
+            panic!()
+        };
+        assert_eq!(progress.elapsed_secs, Some(85));
+        assert!(notes[0].contains("Wrap up"), "{notes:?}");
+        s.progress = progress;
+        assert_eq!(
+            outcome(&decide(&s, &at(back + 40))),
+            Some(Outcome::Guard(Tripped::TimeBudget))
+        );
+    }
+
+    #[test]
+    fn a_started_at_in_the_future_is_reported_and_the_budget_still_counts() {
+        let mut s = state("max_duration: 100s\n");
+        s.started_at = Some(Timestamp(1_000_000));
+        let at = |secs| Observation {
+            now: Some(Timestamp(secs)),
+            ..seen("x")
+        };
+        let Decision::Continue {
+            progress, notices, ..
+        } = decide(&s, &at(10))
+        else {
+            panic!()
+        };
+        assert!(notices[0].contains("started_at"), "{notices:?}");
+        assert_eq!(progress.elapsed_secs, Some(0));
+        s.progress = progress;
+        assert_eq!(
+            outcome(&decide(&s, &at(110))),
+            Some(Outcome::Guard(Tripped::TimeBudget))
+        );
+    }
+
+    #[test]
+    fn extreme_figures_neither_wrap_nor_panic() {
+        let mut s = state("max_tokens: 1000000000000000\nmax_duration: 3650d\n");
+        s.iteration = u64::MAX;
+        s.max_iterations = 0;
+        assert_eq!(
+            outcome(&decide(&s, &seen("x"))),
+            Some(Outcome::MaxIterations)
+        );
+        s.iteration = 1;
+        s.progress.same_reply_count = u64::MAX;
+        s.progress.no_progress_count = u64::MAX;
+        s.progress.idle_blocks = u64::MAX;
+        s.progress.elapsed_secs = Some(u64::MAX);
+        s.progress.clock_at = Some(Timestamp(i64::MIN));
+        s.guards.stuck_after = 0;
+        s.guards.no_progress_after = 0;
+        let extreme = Observation {
+            now: Some(Timestamp(i64::MAX)),
+            tokens_used: Some(u64::MAX),
+            ran_tool: Some(false),
+            block_cap: u64::MAX,
+            ..seen("x")
+        };
+        assert!(decide(&s, &extreme) != Decision::Pass);
+        s.guards.max_duration_secs = None;
+        s.guards.max_tokens = None;
+        let extreme = Observation {
+            ran_tool: None,
+            block_cap: 0,
+            ..extreme
+        };
+        match decide(&s, &extreme) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.tokens_used, MAX_TOKENS),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn extreme_u64() -> impl Strategy<Value = u64> {
+            prop_oneof![
+                Just(0),
+                Just(1),
+                Just(u64::MAX),
+                Just(u64::MAX - 1),
+                Just(MAX_COUNT),
+                Just(MAX_TOKENS),
+                any::<u64>(),
+                0u64..100,
+            ]
+        }
+
+        fn extreme_i64() -> impl Strategy<Value = i64> {
+            prop_oneof![
+                Just(i64::MIN),
+                Just(i64::MAX),
+                Just(0),
+                any::<i64>(),
+                -100i64..100
+            ]
+        }
+
+        proptest! {
+            /// The fuzz target `decide` (fuzz/fuzz_targets/decide.rs), in CI.
+            #[test]
+            fn decide_never_panics_and_never_runs_past_its_limit(
+                iteration in extreme_u64(),
+                max_iterations in extreme_u64(),
+                counters in proptest::array::uniform4(extreme_u64()),
+                elapsed in proptest::option::of(extreme_u64()),
+                clock in proptest::option::of(extreme_i64()),
+                started in proptest::option::of(extreme_i64()),
+                now in proptest::option::of(extreme_i64()),
+                tokens in proptest::option::of(extreme_u64()),
+                max_tokens in proptest::option::of(extreme_u64()),
+                max_duration in proptest::option::of(extreme_u64()),
+                guards in proptest::array::uniform3(extreme_u64()),
+                ran_tool in proptest::option::of(any::<bool>()),
+                reply in proptest::option::of("(<promise>DONE</promise>|x|\n){0,3}"),
+            ) {
+                let mut s = state("completion_promise: DONE\n");
+                s.iteration = iteration;
+                s.max_iterations = max_iterations;
+                s.started_at = started.map(Timestamp);
+                s.progress.tokens_used = counters[0];
+                s.progress.same_reply_count = counters[1];
+                s.progress.no_progress_count = counters[2];
+                s.progress.idle_blocks = counters[3];
+                s.progress.elapsed_secs = elapsed;
+                s.progress.clock_at = clock.map(Timestamp);
+                s.progress.tree_fingerprint = Some("t".into());
+                s.guards.max_tokens = max_tokens;
+                s.guards.max_duration_secs = max_duration;
+                s.guards.stuck_after = guards[0];
+                s.guards.no_progress_after = guards[1];
+                let seen = Observation {
+                    reply,
+                    now: now.map(Timestamp),
+                    tokens_used: tokens,
+                    tree_fingerprint: Some("t".into()),
+                    ran_tool,
+                    block_cap: guards[2],
+                    verification: None,
+                    ..Observation::default()
+                };
+                match decide(&s, &seen) {
+                    Decision::Continue { next, progress, .. } => {
+                        prop_assert!(max_iterations == 0 || iteration < max_iterations);
+                        prop_assert!(iteration < MAX_COUNT);
+                        prop_assert_eq!(next, iteration + 1);
+                        prop_assert!(progress.tokens_used <= MAX_TOKENS);
+                        if let (Some(limit), Some(e)) = (max_duration.filter(|_| now.is_some()), progress.elapsed_secs) {
+                            prop_assert!(e < limit);
+                        }
+                        if let Some(limit) = max_tokens {
+                            prop_assert!(progress.tokens_used < limit);
+                        }
+                    }
+                    Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
+                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                }
+            }
+
+            /// The token budget with a lagging transcript: whatever the counts (kept by
+            /// ralph or planted in the file), the estimate never wraps, and a loop that
+            /// goes on is under its budget with the estimate included.
+            #[test]
+            fn the_estimate_for_missing_replies_never_wraps(
+                known in extreme_u64(),
+                largest in extreme_u64(),
+                behind in extreme_u64(),
+                turn_ends in proptest::option::of(extreme_u64()),
+                reply_missing in any::<bool>(),
+                max_tokens in proptest::option::of(extreme_u64()),
+            ) {
+                let mut s = state("stuck_after: 0\n");
+                s.guards.max_tokens = max_tokens;
+                s.progress.largest_reply_tokens = largest;
+                s.progress.counts.replies_behind = behind;
+                let seen = Observation {
+                    reply: Some("x".into()),
+                    tokens_used: Some(known),
+                    reply_missing,
+                    turn_ends,
+                    ..Observation::default()
+                };
+                match decide(&s, &seen) {
+                    Decision::Continue { progress, .. } => {
+                        prop_assert!(progress.unseen_tokens <= MAX_TOKENS);
+                        prop_assert!(progress.counts.replies_behind <= MAX_COUNT);
+                        prop_assert_eq!(progress.counts.replies_behind == 0, !reply_missing);
+                        if let Some(limit) = max_tokens {
+                            prop_assert!(progress.tokens_used.saturating_add(progress.unseen_tokens) < limit);
+                        }
+                    }
+                    Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
+                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                }
+            }
+        }
+    }
+}

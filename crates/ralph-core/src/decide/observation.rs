@@ -1,0 +1,43 @@
+//! What the shell observed at a stop (the reply, the clock, the guard
+//! figures, the verification gate's result), and the fingerprints it
+//! compares turns by (`crate::fingerprint`). Plain data with no rule in it:
+//! the low-level modules that fill it in (`fs::gate`, `fs::git`) own their
+//! parts of it and need nothing from `decide`.
+
+pub use crate::fingerprint::{fingerprint, fingerprint_words};
+pub use crate::fs::gate::Verification;
+use crate::time::Timestamp;
+
+/// What the shell observed for this Stop.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    /// The text of the reply that just finished (`None`: no text, e.g. a tool call).
+    pub reply: Option<String>,
+    pub now: Option<Timestamp>,
+    /// Tokens used since the loop began, when counted.
+    pub tokens_used: Option<u64>,
+    /// A fingerprint of the working tree and HEAD, when the project is a git repository.
+    pub tree_fingerprint: Option<String>,
+    /// Whether the turn that just ended ran any tool, when known.
+    pub ran_tool: Option<bool>,
+    /// Claude Code's consecutive-block cap (0: disabled).
+    pub block_cap: u64,
+    /// The Stop event's `stop_hook_active`: `Some(false)` is the first stop
+    /// of a turn, where Claude Code's block count starts over.
+    pub stop_hook_active: Option<bool>,
+    /// The transcript does not hold the reply that ended this turn yet, so
+    /// `tokens_used` lacks it (the hook's view; `ralph run` is exact).
+    pub reply_missing: bool,
+    /// The largest single assistant message counted for this stop (tokens).
+    pub largest_reply_tokens: u64,
+    /// Replies that ended a turn in the part of the transcript read at this
+    /// stop (`None`: not read). With the stops counted, it tells how many
+    /// replies a lagging transcript lacks.
+    pub turn_ends: Option<u64>,
+    /// The result of the verification command, once it has run.
+    pub verification: Option<Verification>,
+    /// `--prd`: the stories as they stand after this stop's checks.
+    pub prd: Option<PrdSeen>,
+}
+
+pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};

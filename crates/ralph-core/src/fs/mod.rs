@@ -1,0 +1,9 @@
+//! The system edge every other module goes through: the safe file layer
+//! (`safe_fs`), child processes (`process`), the gates' runner (`gate`), and
+//! git, hardened (`git`, `git_config`).
+
+pub mod gate;
+pub mod git;
+pub mod git_config;
+pub mod process;
+pub mod safe_fs;

@@ -1,0 +1,431 @@
+//! The session hooks around a loop: `UserPromptSubmit` (a prompt after an
+//! interrupted loop, and `/ralph-loop` itself), `SessionEnd` (the owner
+//! leaves: pause) and `SessionStart` (the owner comes back, compacts or
+//! clears). The rules are in `session::rules`; this module reads the event,
+//! finds the loops, writes under the project lock and answers.
+//!
+//! Like the Stop hook: a project without loop files costs one directory
+//! read; only loops this session owns are touched (a `/clear` handover is
+//! the owner's own, written by its `SessionEnd` in the same client process);
+//! every error ends in a notice for the user, never a blocked prompt.
+
+pub mod rules;
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::control::{self, Live, LoopError};
+use crate::hook::answer::Answer;
+use crate::hook::context::HookContext;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::lifecycle::{self, LogEntry, Logged, WriteError};
+use crate::loop_file::messages;
+use crate::loop_file::ownership::{self, Candidate, Selection};
+use crate::loop_file::registry::{self, Arming};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{Project, StoreError};
+use rules::{EndRule, Handover, StartRule};
+
+/// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
+/// ralph reads; unknown fields are ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SessionEvent {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// `UserPromptSubmit`: the text as typed (a slash command arrives raw).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// `SessionStart`: `startup`, `resume`, `clear` or `compact`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// `SessionEnd`: `clear`, `logout`, `prompt_input_exit`, `other`, …
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl SessionEvent {
+    fn parse(input: &[u8]) -> Result<Self, SessionError> {
+        if input.iter().all(u8::is_ascii_whitespace) {
+            return Err(SessionError::Empty);
+        }
+        Ok(serde_json::from_slice(input)?)
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.session_id.as_deref().filter(|s| !s.trim().is_empty())
+    }
+}
+
+/// What the session hooks take from their environment.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    pub hook: HookContext,
+    /// `CLAUDE_PID`: the client process, the same before and after `/clear`.
+    pub client_pid: Option<u32>,
+}
+
+impl SessionContext {
+    pub fn from_env() -> Self {
+        Self {
+            hook: HookContext::from_env(),
+            client_pid: std::env::var("CLAUDE_PID")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|&pid| pid > 1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("the hook event on stdin is empty")]
+    Empty,
+    #[error("the hook event on stdin is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// `UserPromptSubmit`. Never blocks the prompt.
+pub fn prompt(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_prompt(input, ctx), "your message was sent as usual")
+}
+
+/// `SessionStart`.
+pub fn start(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_start(input, ctx), "the session started as usual")
+}
+
+/// `SessionEnd`.
+pub fn end(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_end(input, ctx), "no loop was paused")
+}
+
+fn answer_or_notice(result: Result<Answer, SessionError>, what_happened: &str) -> Answer {
+    result.unwrap_or_else(|e| {
+        Answer::Notice(messages::printable(&format!(
+            "⚠ ralph: {e}; {what_happened}."
+        )))
+    })
+}
+
+/// The project and this session, or `None` when there is nothing to do:
+/// no project, no loop file (one directory read), or no session named.
+fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>, SessionError> {
+    let Some(project) = ctx.hook.locate(event.cwd.as_deref()) else {
+        return Ok(None);
+    };
+    let Some(session) = event.session() else {
+        return Ok(None);
+    };
+    if project.loop_files()?.is_empty() {
+        return Ok(None);
+    }
+    // Read-only first: loop files that came with the project (not armed
+    // here) are inert, so a project holding only those is left exactly as
+    // it is; not even the lock file is made.
+    if live_loops(&project, ctx, session)?.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(project))
+}
+
+/// The loop this session drives (its newest own loop), as the Stop hook
+/// picks it; unowned loops are not this hook's to claim.
+fn driven(lives: &[Live], session: &str) -> Option<usize> {
+    let valid: Vec<(usize, &LoopState)> = lives
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.state.as_ref().ok().map(|s| (i, s)))
+        .collect();
+    let candidates: Vec<Candidate<'_>> = valid
+        .iter()
+        .map(|(_, s)| Candidate {
+            owner: s.session_id.as_deref(),
+            started_at: s.started_at,
+        })
+        .collect();
+    match ownership::select(session, &candidates) {
+        Selection::Owned(i) => Some(valid[i].0),
+        Selection::Claim(_) | Selection::None => None,
+    }
+}
+
+/// Every valid loop this session owns.
+fn owned<'a>(lives: &'a [Live], session: &str) -> impl Iterator<Item = (&'a Live, &'a LoopState)> {
+    lives.iter().filter_map(move |l| {
+        let s = l.state.as_ref().ok()?;
+        (s.session_id.as_deref() == Some(session)).then_some((l, s))
+    })
+}
+
+/// The loops these hooks may touch: armed on this machine, or this session's
+/// own loop from before ralph kept records. A loop file that came with the
+/// project is as inert here as it is to the Stop hook.
+fn live_loops(
+    project: &Project,
+    ctx: &SessionContext,
+    session: &str,
+) -> Result<Vec<Live>, SessionError> {
+    let registry = ctx.hook.registry();
+    let root = registry::canonical_root(project).ok();
+    let lives = control::read_live(project)?;
+    Ok(lives
+        .into_iter()
+        .filter(|l| {
+            l.state.as_ref().is_ok_and(|state| {
+                match registry::arming(registry.as_ref(), root.as_deref(), &l.file.name, state) {
+                    Arming::Armed => true,
+                    Arming::Legacy => state.session_id.as_deref() == Some(session),
+                    Arming::Unarmed(_) => false,
+                }
+            })
+        })
+        .collect())
+}
+
+/// A proven rewrite (`rewrite::set_fields`): every field written reads back,
+/// nothing else changes; otherwise nothing is written.
+fn rewrite(live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
+    Ok(lifecycle::write_fields(&live.file, &live.text, fields)?)
+}
+
+fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+    let event = SessionEvent::parse(input)?;
+    let prompt = event.prompt.as_deref().unwrap_or("");
+    // `/ralph-loop` itself: its `!` block arms the loop after this hook, and
+    // its output reaches only the model, so the user hears it from here.
+    if let Some(raw) = rules::arming_arguments(prompt) {
+        return arming_notice(raw, &event, ctx);
+    }
+    if rules::is_ralph_command(prompt) {
+        return Ok(Answer::Silent);
+    }
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    let _lock = project.lock()?;
+    let lives = live_loops(&project, ctx, session)?;
+    let Some(i) = driven(&lives, session) else {
+        return Ok(Answer::Silent);
+    };
+    let live = &lives[i];
+    let Ok(state) = &live.state else {
+        return Ok(Answer::Silent);
+    };
+    if !rules::tell_on_prompt(prompt, state, &rules::read_marks(&live.text)) {
+        return Ok(Answer::Silent);
+    }
+    rewrite(
+        live,
+        &[(rules::PROMPT_NOTICE_FIELD, state.iteration.to_string())],
+    )?;
+    LogEntry::new(
+        ctx.hook.now,
+        Logged::Prompt,
+        "the user wrote to the session while the loop was armed (its turn had ended without a stop: interrupted or cut)",
+    )
+    .session(session)
+    .iteration(state.iteration)
+    .append(&project, &live.file.name);
+    Ok(Answer::Notice(messages::prompt_into_loop(
+        &live.file.name,
+        state,
+    )))
+}
+
+/// What `/ralph-loop ARGS` is about to arm, unless `ralph start` will
+/// refuse it (bad arguments, a live loop of that name or of this session):
+/// then its own error is what the user should see, alone.
+fn arming_notice(
+    raw: &str,
+    event: &SessionEvent,
+    ctx: &SessionContext,
+) -> Result<Answer, SessionError> {
+    let Some(arming) = rules::arming(raw) else {
+        return Ok(Answer::Silent);
+    };
+    if let Some(project) = ctx.hook.locate(event.cwd.as_deref())
+        && !project.loop_files()?.is_empty()
+    {
+        let lives = control::read_live(&project)?;
+        let live = lives.iter().map(|l| {
+            let owner = l.state.as_ref().ok().and_then(|s| s.session_id.as_deref());
+            (l.file.name.as_str(), owner)
+        });
+        if rules::arming_refused(&arming, event.session(), live) {
+            return Ok(Answer::Silent);
+        }
+    }
+    if arming.prd {
+        return Ok(Answer::Notice(messages::stories::arming(
+            &arming.name,
+            arming.max_iterations,
+        )));
+    }
+    Ok(Answer::Notice(messages::arming(
+        &arming.name,
+        arming.max_iterations,
+        arming.completion_promise.as_deref(),
+    )))
+}
+
+fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+    let event = SessionEvent::parse(input)?;
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    let reason = event.reason.as_deref();
+    let _lock = project.lock()?;
+    let lives = live_loops(&project, ctx, session)?;
+    let mut notices = Vec::new();
+    for (live, state) in owned(&lives, session) {
+        let rule = rules::on_end(reason, state);
+        let handing_over = matches!(rule, EndRule::HandOver { .. }) && ctx.client_pid.is_some();
+        let (why, mut fields) = match rule {
+            EndRule::Leave => continue,
+            EndRule::Pause { why } => (why, Vec::new()),
+            EndRule::HandOver { why } => {
+                let handover = ctx.client_pid.map(|client_pid| Handover {
+                    client_pid,
+                    at: ctx.hook.now,
+                    was_active: state.active,
+                });
+                let fields = handover
+                    .map(|h| (rules::HANDOVER_FIELD, quote(&h.render())))
+                    .into_iter()
+                    .collect();
+                (why, fields)
+            }
+        };
+        fields.push(("active", "false".to_owned()));
+        rewrite(live, &fields)?;
+        LogEntry {
+            reason: reason.map(str::to_owned),
+            ..LogEntry::new(ctx.hook.now, Logged::Pause, why.as_str())
+        }
+        .session(session)
+        .iteration(state.iteration)
+        .append(&project, &live.file.name);
+        notices.push(if handing_over {
+            messages::handed_over_at_clear(&live.file.name, state)
+        } else {
+            messages::paused_at_session_end(&live.file.name, state, &why)
+        });
+    }
+    Ok(notice(&notices))
+}
+
+fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+    let event = SessionEvent::parse(input)?;
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    let source = event.source.as_deref();
+    let _lock = project.lock()?;
+    let mut lives = live_loops(&project, ctx, session)?;
+    let mut notices = Vec::new();
+    if source == Some("clear")
+        && let Some(client_pid) = ctx.client_pid
+    {
+        notices.extend(take_over(&project, &lives, session, client_pid, ctx)?);
+        lives = live_loops(&project, ctx, session)?;
+    }
+    for (live, state) in owned(&lives, session) {
+        if source == Some("clear") {
+            continue; // told by the handover, or a fresh session's own business
+        }
+        let text = match rules::on_start(source, state) {
+            StartRule::Paused => {
+                let why = last_pause_reason(&project, &live.file.name);
+                messages::paused_on_start(&live.file.name, state, why.as_deref())
+            }
+            StartRule::Compacted => messages::kept_after_compaction(&live.file.name, state),
+            // Not marked as told: print mode never shows this message, and
+            // the first prompt's line is the one that says where it goes.
+            StartRule::Armed => messages::armed_on_start(&live.file.name, state),
+        };
+        notices.push(text);
+    }
+    Ok(notice(&notices))
+}
+
+/// `/clear` ended the owner's session and started this one in the same
+/// client process: the loops the ended session marked move to this one.
+fn take_over(
+    project: &Project,
+    lives: &[Live],
+    session: &str,
+    client_pid: u32,
+    ctx: &SessionContext,
+) -> Result<Vec<String>, SessionError> {
+    let mut notices = Vec::new();
+    for live in lives {
+        let Ok(state) = &live.state else { continue };
+        let Some(handover) = rules::read_marks(&live.text).handover else {
+            continue;
+        };
+        if !handover.is_for(client_pid, ctx.hook.now)
+            || state.session_id.as_deref() == Some(session)
+        {
+            continue;
+        }
+        rewrite(
+            live,
+            &[
+                ("session_id", quote(session)),
+                ("active", handover.was_active.to_string()),
+                (rules::HANDOVER_FIELD, quote("")),
+                (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
+            ],
+        )?;
+        LogEntry {
+            from: state.session_id.clone(),
+            ..LogEntry::new(
+                ctx.hook.now,
+                Logged::Handover,
+                "kept across /clear: the new conversation of the same client owns the loop now",
+            )
+        }
+        .session(session)
+        .iteration(state.iteration)
+        .append(project, &live.file.name);
+        notices.push(messages::kept_after_clear(
+            &live.file.name,
+            state,
+            handover.was_active,
+        ));
+    }
+    Ok(notices)
+}
+
+/// Why the loop was last paused, from its decision log (a session end or
+/// the user), or `None` when it was resumed since or the log says nothing.
+fn last_pause_reason(project: &Project, name: &str) -> Option<String> {
+    let recent = control::read_log_tail(&project.log_path(name), 50);
+    let last = recent
+        .iter()
+        .rev()
+        .find(|l| matches!(l["decision"].as_str(), Some("pause" | "resume")))?;
+    (last["decision"] == "pause")
+        .then(|| last["why"].as_str().map(str::to_owned))
+        .flatten()
+}
+
+fn notice(notices: &[String]) -> Answer {
+    if notices.is_empty() {
+        Answer::Silent
+    } else {
+        Answer::Notice(notices.join("\n"))
+    }
+}

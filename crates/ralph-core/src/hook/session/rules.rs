@@ -1,0 +1,373 @@
+//! The session rules, pure: what a user's prompt, the end of a session and
+//! the start of one mean for the loop that session owns. No file, clock or
+//! environment here; `session.rs` gathers the facts and does the writing.
+
+use crate::control::arguments;
+use crate::loop_file::frontmatter;
+use crate::loop_file::state::{DEFAULT_MAX_ITERATIONS, LoopState};
+use crate::time::Timestamp;
+
+/// Frontmatter field: the iteration at which the user was last told that
+/// their message goes into the loop (so they are told once per interruption).
+pub const PROMPT_NOTICE_FIELD: &str = "prompt_noticed_at";
+/// Frontmatter field: a loop handed from a session that `/clear` ended to the
+/// session `/clear` starts: `"<client pid> <unix seconds> <active|paused>"`.
+pub const HANDOVER_FIELD: &str = "clear_handover";
+/// How long a `/clear` handover waits for the new session (the client starts
+/// it within milliseconds; the window only bounds a stale or forged mark).
+pub const HANDOVER_WINDOW_SECS: i64 = 120;
+
+/// What the session hooks remember in a loop's frontmatter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub prompt_noticed_at: Option<u64>,
+    pub handover: Option<Handover>,
+}
+
+/// A loop's owner ended its session with `/clear`; the next session of the
+/// same client process takes the loop over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handover {
+    pub client_pid: u32,
+    pub at: Timestamp,
+    pub was_active: bool,
+}
+
+impl Handover {
+    pub fn render(&self) -> String {
+        let state = if self.was_active { "active" } else { "paused" };
+        format!("{} {} {state}", self.client_pid, self.at.0)
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut words = text.split_whitespace();
+        let client_pid = words.next()?.parse().ok()?;
+        let at = Timestamp(words.next()?.parse().ok()?);
+        let was_active = match words.next()? {
+            "active" => true,
+            "paused" => false,
+            _ => return None,
+        };
+        words.next().is_none().then_some(Self {
+            client_pid,
+            at,
+            was_active,
+        })
+    }
+
+    /// Whether the session starting now, in the client process `client_pid`,
+    /// is the one `/clear` opened right after the owner's session ended.
+    pub fn is_for(&self, client_pid: u32, now: Timestamp) -> bool {
+        let age = now.0.saturating_sub(self.at.0);
+        self.client_pid == client_pid && (0..=HANDOVER_WINDOW_SECS).contains(&age)
+    }
+}
+
+/// Reads the session marks by a line scan of the frontmatter (ralph writes
+/// them as plain one-line scalars). Anything unreadable counts as absent:
+/// a wrong mark costs at most one line of text, never a loop.
+pub fn read_marks(text: &str) -> Marks {
+    let Ok(layout) = frontmatter::split(text) else {
+        return Marks::default();
+    };
+    let mut marks = Marks::default();
+    for line in text[layout.yaml].lines() {
+        let value = |key: &str| {
+            let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+            Some(rest.trim().trim_matches(['"', '\'']).trim().to_owned())
+        };
+        if let Some(v) = value(PROMPT_NOTICE_FIELD) {
+            marks.prompt_noticed_at = v.parse().ok();
+        } else if let Some(v) = value(HANDOVER_FIELD) {
+            marks.handover = Handover::parse(&v);
+        }
+    }
+    marks
+}
+
+/// The first word of a prompt, when it is a slash command.
+fn command_word(prompt: &str) -> Option<&str> {
+    let word = prompt.split_whitespace().next()?;
+    word.strip_prefix('/')
+}
+
+/// Whether the prompt is one of ralph's own commands (`/ralph-pause`,
+/// `/ralph:ralph-cancel`, …): those never get the "goes into the loop" line.
+pub fn is_ralph_command(prompt: &str) -> bool {
+    command_word(prompt).is_some_and(|w| w.starts_with("ralph-") || w.starts_with("ralph:"))
+}
+
+/// The raw arguments of a `/ralph-loop` or `/ralph:ralph-loop` prompt.
+pub fn arming_arguments(prompt: &str) -> Option<&str> {
+    let trimmed = prompt.trim_start();
+    let word = command_word(trimmed)?;
+    matches!(word, "ralph-loop" | "ralph:ralph-loop").then(|| trimmed[word.len() + 1..].trim())
+}
+
+/// What a `/ralph-loop` prompt is about to arm, as far as its arguments say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arming {
+    pub name: String,
+    /// 0 means unlimited.
+    pub max_iterations: u64,
+    pub completion_promise: Option<String>,
+    /// `--force`: replaces a loop of the same name or session.
+    pub force: bool,
+    /// `--prd`: it ends when every story passes (a task may be left out).
+    pub prd: bool,
+}
+
+/// Reads what `/ralph-loop ARGS` will arm. `None` when `ralph start` is going
+/// to refuse the arguments anyway (it says why itself).
+pub fn arming(raw: &str) -> Option<Arming> {
+    let parsed = arguments::parse(raw).ok()?;
+    let prd = parsed.options.iter().any(|(k, _)| k == "prd");
+    if parsed.prompt.trim().is_empty() && !prd {
+        return None;
+    }
+    let mut arming = Arming {
+        name: "ralph".into(),
+        max_iterations: DEFAULT_MAX_ITERATIONS,
+        completion_promise: None,
+        force: false,
+        prd,
+    };
+    for (key, value) in parsed.options {
+        match key.as_str() {
+            "name" => arming.name = value,
+            "max-iterations" => arming.max_iterations = value.trim().parse().ok()?,
+            "completion-promise" => {
+                arming.completion_promise = Some(value).filter(|v| !v.trim().is_empty());
+            }
+            "force" => arming.force = true,
+            _ => {}
+        }
+    }
+    Some(arming)
+}
+
+/// Whether `ralph start` will refuse this arming because of a live loop
+/// (`name`, `owner` of each): the same name, or this session's own loop,
+/// without `--force`. The hook then stays quiet; the command says why.
+pub fn arming_refused<'a>(
+    arming: &Arming,
+    session: Option<&str>,
+    mut live: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> bool {
+    !arming.force
+        && live.any(|(name, owner)| name == arming.name || (session.is_some() && owner == session))
+}
+
+/// Whether this prompt gets the "this message goes into the loop" line: the
+/// loop is active, the prompt is not a ralph command, and the user has not
+/// been told yet since the loop last advanced (one line per interruption).
+pub fn tell_on_prompt(prompt: &str, state: &LoopState, marks: &Marks) -> bool {
+    state.active && !is_ralph_command(prompt) && marks.prompt_noticed_at != Some(state.iteration)
+}
+
+/// What the end of the owning session does to its loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndRule {
+    /// Already paused: nothing changes.
+    Leave,
+    /// Pause it, recording why.
+    Pause { why: String },
+    /// `/clear`: pause it and mark it for the session `/clear` opens.
+    HandOver { why: String },
+}
+
+pub fn on_end(reason: Option<&str>, state: &LoopState) -> EndRule {
+    let why = format!("the session ended: {}", end_reason_words(reason));
+    if reason == Some("clear") {
+        EndRule::HandOver { why }
+    } else if state.active {
+        EndRule::Pause { why }
+    } else {
+        EndRule::Leave
+    }
+}
+
+/// `SessionEnd.reason` in words.
+pub fn end_reason_words(reason: Option<&str>) -> String {
+    match reason {
+        Some("clear") => "/clear started a new conversation".into(),
+        Some("logout") => "you logged out".into(),
+        Some("prompt_input_exit") => "you quit Claude Code".into(),
+        Some("resume") => "you switched to another session".into(),
+        Some("bypass_permissions_disabled") => "bypass-permissions mode was turned off".into(),
+        Some("other") | None => "the client closed it".into(),
+        Some(other) => format!(
+            "the client closed it ({})",
+            crate::loop_file::messages::printable(other)
+        ),
+    }
+}
+
+/// What the owning session hears about its loop when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartRule {
+    /// A paused loop: how to resume it.
+    Paused,
+    /// An active loop after compaction: it carries on.
+    Compacted,
+    /// An active loop in a resumed (or restarted) session: the next message
+    /// goes into it.
+    Armed,
+}
+
+pub fn on_start(source: Option<&str>, state: &LoopState) -> StartRule {
+    match (state.active, source) {
+        (false, _) => StartRule::Paused,
+        (true, Some("compact")) => StartRule::Compacted,
+        (true, _) => StartRule::Armed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(active: bool, iteration: u64) -> LoopState {
+        LoopState::parse(&format!(
+            "---\nactive: {active}\niteration: {iteration}\nsession_id: s\nmax_iterations: 20\n---\ntask\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn ralph_commands_are_recognised() {
+        for p in [
+            "/ralph-loop x",
+            "/ralph:ralph-cancel",
+            "  /ralph-pause",
+            "/ralph-status\n",
+        ] {
+            assert!(is_ralph_command(p), "{p}");
+        }
+        for p in ["stop", "/clear", "please /ralph-pause", "/ralphy", ""] {
+            assert!(!is_ralph_command(p), "{p}");
+        }
+        assert_eq!(arming_arguments("/ralph-loop  Do it "), Some("Do it"));
+        assert_eq!(
+            arming_arguments("/ralph:ralph-loop Do --max-iterations 3"),
+            Some("Do --max-iterations 3")
+        );
+        assert_eq!(arming_arguments("/ralph:ralph-loop"), Some(""));
+        assert_eq!(arming_arguments("/ralph-loops x"), None);
+        assert_eq!(arming_arguments("/ralph-cancel"), None);
+    }
+
+    #[test]
+    fn arming_reads_the_options_ralph_start_reads() {
+        assert_eq!(
+            arming("Write docs --name docs --max-iterations 20 --completion-promise 'ALL DONE'"),
+            Some(Arming {
+                name: "docs".into(),
+                max_iterations: 20,
+                completion_promise: Some("ALL DONE".into()),
+                force: false,
+                prd: false,
+            })
+        );
+        let prd = arming("--prd --max-iterations 9").unwrap();
+        assert!(
+            prd.prd && prd.max_iterations == 9,
+            "--prd needs no task: {prd:?}"
+        );
+        assert_eq!(arming("Fix it").unwrap().max_iterations, 50);
+        assert_eq!(
+            arming("Fix it --max-iterations 0").unwrap().max_iterations,
+            0
+        );
+        assert_eq!(arming("Fix it --max-iterations ten"), None);
+        assert_eq!(arming("--max-iterations 3"), None);
+        assert_eq!(arming("Fix it --name"), None);
+        let a = arming("Fix it --name docs").unwrap();
+        let live = [("ralph", Some("s1")), ("notes", None)];
+        assert!(!arming_refused(&a, Some("s2"), live.into_iter()));
+        assert!(arming_refused(&a, Some("s1"), live.into_iter()));
+        assert!(arming_refused(&a, None, [("docs", None)].into_iter()));
+        let forced = arming("Fix it --name docs --force").unwrap();
+        assert!(!arming_refused(&forced, Some("s1"), live.into_iter()));
+    }
+
+    #[test]
+    fn the_prompt_line_comes_once_per_interruption() {
+        let s = state(true, 3);
+        assert!(tell_on_prompt("stop", &s, &Marks::default()));
+        let told = Marks {
+            prompt_noticed_at: Some(3),
+            ..Marks::default()
+        };
+        assert!(!tell_on_prompt("and now?", &s, &told));
+        assert!(tell_on_prompt("and now?", &state(true, 4), &told));
+        assert!(!tell_on_prompt("/ralph-pause", &s, &Marks::default()));
+        assert!(!tell_on_prompt("hi", &state(false, 3), &Marks::default()));
+    }
+
+    #[test]
+    fn session_end_pauses_and_clear_hands_over() {
+        assert!(matches!(
+            on_end(Some("prompt_input_exit"), &state(true, 2)),
+            EndRule::Pause { why } if why.contains("you quit Claude Code")
+        ));
+        assert_eq!(on_end(Some("logout"), &state(false, 2)), EndRule::Leave);
+        assert!(matches!(
+            on_end(Some("clear"), &state(false, 2)),
+            EndRule::HandOver { .. }
+        ));
+        assert_eq!(
+            end_reason_words(Some("odd\u{1b}[2J")),
+            "the client closed it (odd\\x1b[2J)"
+        );
+    }
+
+    #[test]
+    fn start_rules() {
+        assert_eq!(
+            on_start(Some("resume"), &state(false, 2)),
+            StartRule::Paused
+        );
+        assert_eq!(
+            on_start(Some("compact"), &state(true, 2)),
+            StartRule::Compacted
+        );
+        assert_eq!(on_start(Some("startup"), &state(true, 2)), StartRule::Armed);
+    }
+
+    #[test]
+    fn marks_round_trip_and_bad_marks_are_absent() {
+        let h = Handover {
+            client_pid: 1577,
+            at: Timestamp(1_000),
+            was_active: true,
+        };
+        assert_eq!(Handover::parse(&h.render()), Some(h));
+        let text = format!(
+            "---\nactive: false\n{PROMPT_NOTICE_FIELD}: 7\n{HANDOVER_FIELD}: \"{}\"\n---\nx\n",
+            h.render()
+        );
+        assert_eq!(
+            read_marks(&text),
+            Marks {
+                prompt_noticed_at: Some(7),
+                handover: Some(h)
+            }
+        );
+        let bad =
+            format!("---\n{PROMPT_NOTICE_FIELD}: -1\n{HANDOVER_FIELD}: \"x 1 active\"\n---\n");
+        assert_eq!(read_marks(&bad), Marks::default());
+        assert_eq!(read_marks("no frontmatter"), Marks::default());
+        assert!(h.is_for(1577, Timestamp(1_100)));
+        assert!(!h.is_for(1577, Timestamp(1_000 + HANDOVER_WINDOW_SECS + 1)));
+        assert!(!h.is_for(1577, Timestamp(999)));
+        assert!(!h.is_for(1578, Timestamp(1_001)));
+        assert!(
+            !Handover {
+                at: Timestamp(i64::MIN),
+                ..h
+            }
+            .is_for(1577, Timestamp(i64::MAX))
+        );
+    }
+}

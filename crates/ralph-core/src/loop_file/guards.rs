@@ -1,0 +1,477 @@
+//! The guards a loop runs besides its iteration limit and promises: their
+//! settings (one `Guards` value, read from the loop file), their options
+//! (one table, which the slash command's parser, `ralph start --help`, the
+//! README's options table and `ralph status` are checked against), and
+//! their words for the user. Each guard's rule lives in `decide`.
+
+use crate::loop_file::fields::{
+    FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
+};
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_number};
+use crate::time::format_duration;
+
+/// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
+pub const DEFAULT_STUCK_AFTER: u64 = 3;
+/// Iterations without any change to the working tree or HEAD that end a loop.
+pub const DEFAULT_NO_PROGRESS_AFTER: u64 = 5;
+/// The verification command's time limit, in seconds, when none is set.
+pub const DEFAULT_VERIFY_TIMEOUT: u64 = 300;
+/// The longest verification a loop may ask for: it must finish well inside
+/// the hook's own timeout (900 s in hooks/hooks.json).
+pub const MAX_VERIFY_TIMEOUT: u64 = 840;
+/// Failed verification gates that end a loop; off unless asked for, so a
+/// loop armed before this guard existed behaves as it did.
+pub const DEFAULT_MAX_VERIFY_FAILURES: u64 = 0;
+
+/// Limits set when arming; every one of them is optional. `ralph status
+/// --json` shows each field under its name here.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Guards {
+    pub max_duration_secs: Option<u64>,
+    pub max_tokens: Option<u64>,
+    pub verify: Option<String>,
+    pub verify_timeout_secs: u64,
+    pub stuck_after: u64,
+    pub no_progress_after: u64,
+    /// Failed verification gates (refused promises) that end the loop; 0: off.
+    pub max_verify_failures: u64,
+}
+
+/// Calls `$callback!` with the loop-file fields of the guards' settings
+/// between the fields before and after them, so that `state.rs`'s list of
+/// fields does not name them: a new guard adds its field here, its reading
+/// in [`Guards::read`], its row in [`OPTIONS`], its ending in [`Tripped`]
+/// (if it ends loops), its rule in `decide`.
+/// The guards' counters ([`GuardCounts`]) go between the middle and the
+/// last part.
+macro_rules! with_guard_fields {
+    ($callback:ident!($($before:ident),* ; $($middle:ident),* ; $($after:ident),* $(,)?)) => {
+        $callback!(
+            $($before,)*
+            max_duration,
+            max_tokens,
+            verify,
+            verify_timeout,
+            stuck_after,
+            no_progress_after,
+            max_verify_failures,
+            $($middle,)*
+            verify_failures,
+            replies_behind,
+            $($after,)*
+        );
+    };
+}
+pub(crate) use with_guard_fields;
+
+impl Guards {
+    /// The guards' settings as a loop file writes them; errors name the field.
+    pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
+        let field = |name| raw.get(name);
+        let count = |name| number(name, field(name), MAX_COUNT);
+        Ok(Self {
+            max_duration_secs: duration("max_duration", field("max_duration"))?,
+            max_tokens: number("max_tokens", field("max_tokens"), MAX_TOKENS)?.filter(|&n| n > 0),
+            verify: non_empty(field("verify").map(str::to_owned)),
+            verify_timeout_secs: duration("verify_timeout", field("verify_timeout"))?
+                .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
+                .clamp(1, MAX_VERIFY_TIMEOUT),
+            stuck_after: count("stuck_after")?.unwrap_or(DEFAULT_STUCK_AFTER),
+            no_progress_after: count("no_progress_after")?.unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
+            max_verify_failures: count("max_verify_failures")?
+                .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
+        })
+    }
+}
+
+/// What the guards count from stop to stop, kept in the loop file beside
+/// the loop's own progress; `ralph status --json` shows each one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct GuardCounts {
+    /// Verification gates failed so far (see `Guards::max_verify_failures`).
+    pub verify_failures: u64,
+    /// The token budget's: replies the transcript lacked at the last stop
+    /// (it can lag the Stop event by several when turns come fast); each is
+    /// estimated at the largest message seen.
+    pub replies_behind: u64,
+}
+
+impl GuardCounts {
+    /// The counts as a loop file writes them; errors name the field.
+    pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
+        let count = |name| number(name, raw.get(name), MAX_COUNT);
+        Ok(Self {
+            verify_failures: count("verify_failures")?.unwrap_or(0),
+            replies_behind: count("replies_behind")?.unwrap_or(0),
+        })
+    }
+
+    /// The counts that changed since `old`, as frontmatter values.
+    pub(crate) fn changed_fields(&self, old: &Self) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
+        if self.verify_failures != old.verify_failures {
+            fields.push(("verify_failures", self.verify_failures.to_string()));
+        }
+        if self.replies_behind != old.replies_behind {
+            fields.push(("replies_behind", self.replies_behind.to_string()));
+        }
+        fields
+    }
+}
+
+/// How a guard ends a loop: the word in its `outcome:` field and the
+/// headline of the notice (see `Outcome::Guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tripped {
+    TimeBudget,
+    TokenBudget,
+    Stuck,
+    NoProgress,
+    /// The verification gate failed `max_verify_failures` times.
+    VerifyFailures,
+}
+
+impl Tripped {
+    pub const ALL: [Self; 5] = [
+        Self::TimeBudget,
+        Self::TokenBudget,
+        Self::Stuck,
+        Self::NoProgress,
+        Self::VerifyFailures,
+    ];
+
+    /// The word stored in the `outcome:` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TimeBudget => "time_budget",
+            Self::TokenBudget => "token_budget",
+            Self::Stuck => "stuck",
+            Self::NoProgress => "no_progress",
+            Self::VerifyFailures => "verify_failures",
+        }
+    }
+
+    /// The icon and the words of the notice.
+    pub fn headline(self) -> (&'static str, &'static str) {
+        match self {
+            Self::TimeBudget | Self::TokenBudget => ("⏹", "stopped: budget reached"),
+            Self::Stuck => ("⚠", "stopped: stuck"),
+            Self::NoProgress => ("⚠", "stopped: no progress"),
+            Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
+        }
+    }
+}
+
+/// One guard's option: its `--flag`, its field in the loop file, the kind
+/// of value, and the default as the README shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardOption {
+    pub flag: &'static str,
+    pub field: &'static str,
+    pub kind: Kind,
+    pub default: &'static str,
+    /// The value's name in `--help` (`--max-tokens <MAX_TOKENS>`).
+    pub value_name: &'static str,
+    /// The line `ralph start --help` shows.
+    pub help: &'static str,
+    /// The option with a sample value, and what it does in full: the
+    /// guard's entry in the "Guards" part of `ralph start --help`.
+    pub example: &'static str,
+    pub explains: &'static str,
+}
+
+/// Every guard's option.
+pub const OPTIONS: &[GuardOption] = &[
+    GuardOption {
+        flag: "max-duration",
+        field: "max_duration",
+        kind: Kind::Duration,
+        default: "none",
+        value_name: "MAX_DURATION",
+        help: "Time budget from the loop's start, e.g. 90m, 2h, 1h30m",
+        example: "--max-duration 90m",
+        explains: "end the loop (as time_budget) once it has run this long; the agent is told to wrap up at 80 %",
+    },
+    GuardOption {
+        flag: "max-tokens",
+        field: "max_tokens",
+        kind: Kind::Number,
+        default: "none",
+        value_name: "MAX_TOKENS",
+        help: "Token budget for the loop's assistant turns",
+        example: "--max-tokens 2000000",
+        explains: "end it (as token_budget) once the session's assistant turns since the loop began used this many tokens (input + cache creation + output; cache reads are not counted); warning at 80 %",
+    },
+    GuardOption {
+        flag: "verify",
+        field: "verify",
+        kind: Kind::Text,
+        default: "none",
+        value_name: "VERIFY",
+        help: "A command that must pass (exit 0) before the promise is accepted",
+        example: "--verify 'cargo test'",
+        explains: "when the promise comes, run this command from the project root; only exit 0 completes the loop, otherwise the promise is refused and the agent sees the exit code and the output's tail",
+    },
+    GuardOption {
+        flag: "verify-timeout",
+        field: "verify_timeout",
+        kind: Kind::Duration,
+        default: "5m",
+        value_name: "VERIFY_TIMEOUT",
+        help: "Time limit of the --verify command, e.g. 5m (at most 14m)",
+        example: "--verify-timeout 10m",
+        explains: "the --verify command's time limit (default 5m, at most 14m); a command still running then is stopped with everything it started, and the promise is refused",
+    },
+    GuardOption {
+        flag: "max-verify-failures",
+        field: "max_verify_failures",
+        kind: Kind::Number,
+        default: "0",
+        value_name: "MAX_VERIFY_FAILURES",
+        help: "Failed --verify gates (refused promises) that end the loop (0: off) [default: 0]",
+        example: "--max-verify-failures 3",
+        explains: "end it (as verify_failures) once the --verify gate refused the promise 3 times (0: off, the default)",
+    },
+    GuardOption {
+        flag: "stuck-after",
+        field: "stuck_after",
+        kind: Kind::Number,
+        default: "3",
+        value_name: "STUCK_AFTER",
+        help: "Identical replies in a row that end the loop as stuck (0: off) [default: 3]",
+        example: "--stuck-after 3",
+        explains: "end it (as stuck) when the same reply comes 3 times in a row (0: off)",
+    },
+    GuardOption {
+        flag: "no-progress-after",
+        field: "no_progress_after",
+        kind: Kind::Number,
+        default: "5",
+        value_name: "NO_PROGRESS_AFTER",
+        help: "Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]",
+        example: "--no-progress-after 5",
+        explains: "end it (as no_progress) after 5 iterations with no change to the git working tree or HEAD (git projects only; 0: off)",
+    },
+];
+
+impl Guards {
+    /// The guards in words, as `ralph start` announces them and `ralph
+    /// status` shows them: `time budget 2h00m`, `verify `cargo test` …`.
+    /// `abort` is the loop's abort promise, listed among them.
+    pub fn summary(&self, abort: Option<&str>) -> Vec<String> {
+        let line = crate::display::line;
+        let mut out = Vec::new();
+        if let Some(d) = self.max_duration_secs {
+            out.push(format!("time budget {}", format_duration(d)));
+        }
+        if let Some(t) = self.max_tokens {
+            out.push(format!("token budget {t}"));
+        }
+        if let Some(v) = &self.verify {
+            out.push(format!(
+                "verify `{}` (limit {})",
+                line(v),
+                format_duration(self.verify_timeout_secs)
+            ));
+            if self.max_verify_failures > 0 {
+                out.push(format!(
+                    "ends after {} failed checks",
+                    self.max_verify_failures
+                ));
+            }
+        }
+        if let Some(a) = abort {
+            out.push(format!("abort promise {}", line(a)));
+        }
+        out.push(if self.stuck_after > 0 {
+            format!("stuck after {} identical replies", self.stuck_after)
+        } else {
+            "stuck breaker off".into()
+        });
+        out.push(if self.no_progress_after > 0 {
+            format!(
+                "no-progress after {} unchanged iterations",
+                self.no_progress_after
+            )
+        } else {
+            "no-progress breaker off".into()
+        });
+        out
+    }
+}
+
+/// The guards asked for when arming, as option values already checked for
+/// their kind (a whole number, a duration with a unit), in the table's
+/// order. `ralph start`, the slash command and `ralph plan` fill it; the new
+/// loop file is written from it; nothing names a guard one by one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuardSettings {
+    values: Vec<(&'static GuardOption, String)>,
+}
+
+impl GuardSettings {
+    /// The guard whose option is `--flag`.
+    pub fn option(flag: &str) -> Option<&'static GuardOption> {
+        OPTIONS.iter().find(|g| g.flag == flag)
+    }
+
+    /// Sets a guard from its option's text, with the checks clap applies.
+    pub fn set(&mut self, option: &'static GuardOption, value: &str) -> Result<(), ArgumentsError> {
+        let value = match option.kind {
+            Kind::Number => check_number(option.flag, value)?.to_string(),
+            Kind::Duration => check_duration(option.flag, value)?,
+            Kind::Text | Kind::Flag | Kind::OptionalValue => value.to_owned(),
+        };
+        self.values.retain(|(g, _)| g.flag != option.flag);
+        self.values.push((option, value));
+        self.values
+            .sort_by_key(|(g, _)| OPTIONS.iter().position(|o| o.flag == g.flag));
+        Ok(())
+    }
+
+    /// The value given for `--flag`, as given.
+    pub fn get(&self, flag: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(g, _)| g.flag == flag)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The settings as command-line words (`--stuck-after 2 …`), to arm
+    /// the same guards in another process.
+    pub fn args(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .flat_map(|(g, v)| [format!("--{}", g.flag), v.clone()])
+            .collect()
+    }
+
+    /// The loop-file fields and their YAML values. A blank text
+    /// (`--verify ''`) sets nothing.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        self.values.iter().filter_map(|(g, v)| match g.kind {
+            Kind::Number => Some((g.field, v.clone())),
+            _ if v.trim().is_empty() && g.kind == Kind::Text => None,
+            _ => Some((g.field, quote(v))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {
+        let starts_at = crate::control::arguments::OPTIONS
+            .iter()
+            .position(|(flag, _)| *flag == OPTIONS[0].flag)
+            .unwrap();
+        for (i, g) in OPTIONS.iter().enumerate() {
+            assert_eq!(
+                crate::control::arguments::OPTIONS[starts_at + i],
+                (g.flag, g.kind)
+            );
+            assert!(
+                crate::loop_file::state::KNOWN_FIELDS.contains(&g.field),
+                "{} is not read from the loop file",
+                g.field
+            );
+            assert_eq!(g.field, g.flag.replace('-', "_"));
+        }
+    }
+
+    /// Each way a guard ends a loop is told in `ralph start --help`, by
+    /// the word `ralph status` will show.
+    #[test]
+    fn every_guard_outcome_is_named_in_some_guards_help() {
+        for tripped in Tripped::ALL {
+            let named = format!("(as {})", tripped.as_str());
+            assert!(
+                OPTIONS.iter().any(|g| g.explains.contains(&named)),
+                "no guard's help says {named}"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_are_checked_kept_in_table_order_and_written_as_fields() {
+        let mut s = GuardSettings::default();
+        let opt = |f| GuardSettings::option(f).unwrap();
+        s.set(opt("stuck-after"), " 07").unwrap();
+        s.set(opt("verify"), "cargo test").unwrap();
+        s.set(opt("max-duration"), "2h").unwrap();
+        assert!(s.set(opt("max-tokens"), "-1").is_err());
+        assert!(s.set(opt("verify-timeout"), "5").is_err());
+        let fields: Vec<_> = s.fields().collect();
+        assert_eq!(
+            fields,
+            [
+                ("max_duration", "\"2h\"".to_owned()),
+                ("verify", "\"cargo test\"".to_owned()),
+                ("stuck_after", "7".to_owned()),
+            ]
+        );
+        assert_eq!(
+            s.args(),
+            [
+                "--max-duration",
+                "2h",
+                "--verify",
+                "cargo test",
+                "--stuck-after",
+                "7"
+            ]
+        );
+        s.set(opt("verify"), " ").unwrap();
+        assert_eq!(s.get("verify"), Some(" "));
+        assert_eq!(s.fields().count(), 2, "a blank --verify sets nothing");
+    }
+
+    #[test]
+    fn the_defaults_shown_are_the_defaults_read() {
+        let s = crate::loop_file::state::LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
+        let shown = |flag: &str| OPTIONS.iter().find(|g| g.flag == flag).unwrap().default;
+        assert_eq!(shown("stuck-after"), s.guards.stuck_after.to_string());
+        assert_eq!(
+            shown("no-progress-after"),
+            s.guards.no_progress_after.to_string()
+        );
+        assert_eq!(
+            shown("max-verify-failures"),
+            s.guards.max_verify_failures.to_string()
+        );
+        assert_eq!(
+            shown("verify-timeout"),
+            format!("{}m", s.guards.verify_timeout_secs / 60)
+        );
+        assert_eq!(s.guards.max_duration_secs, None);
+        assert_eq!(s.guards.max_tokens, None);
+    }
+
+    /// The README's table of `ralph start` options lists every option,
+    /// and each guard with the default it really has.
+    #[test]
+    fn the_readme_options_table_lists_every_option_with_its_default() {
+        let readme = include_str!("../../../../README.md");
+        let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--")).collect();
+        for (flag, _) in crate::control::arguments::OPTIONS {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r.strip_prefix(&format!("| `--{flag}"))
+                        .is_some_and(|rest| rest.starts_with([' ', '`']))
+                })
+                .unwrap_or_else(|| panic!("README's options table lacks --{flag}"));
+            if let Some(g) = OPTIONS.iter().find(|g| g.flag == *flag) {
+                let default = row.split('|').nth(2).unwrap_or_default().trim();
+                assert_eq!(default, g.default, "README default of --{flag}");
+            }
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! A loop's life on disk, in one place: a [`Loop`] read under the project
+//! lock, its proven rewrites, its end (outcome written, file and decision
+//! log moved into the history, registry record forgotten), adoption, the
+//! hand-over between drivers, and the one typed line of its decision log.
+//! The hook, `ralph run` and the CLI go through this module; none of them
+//! writes a loop file itself.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::fs::gate::Verification;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::registry::{self, Registry};
+use crate::loop_file::rewrite::{self, RewriteError};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::time::Timestamp;
+
+/// A live loop as read under the project lock: its file, the text read and
+/// the state parsed from that text.
+#[derive(Debug, Clone)]
+pub struct Loop {
+    pub file: LoopFile,
+    pub text: String,
+    pub state: LoopState,
+}
+
+/// Why a loop file could not be written. The file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Rewrite { path: PathBuf, source: RewriteError },
+}
+
+/// What a line of the decision log says was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Logged {
+    Pass,
+    Block,
+    End,
+    Pause,
+    Resume,
+    Adopt,
+    /// The session hooks' entries (`session.rs`).
+    Prompt,
+    Handover,
+}
+
+/// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
+/// Every writer fills this; it is serialized only in [`LogEntry::line`].
+/// `ralph log` and `ralph status` read `time`, `decision`, `outcome`,
+/// `iteration`, `session` and `why`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogEntry {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promise_seen: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_excerpt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationEntry>,
+    pub decision: Logged,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "outcome_word"
+    )]
+    pub outcome: Option<Outcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_iteration: Option<u64>,
+    pub why: String,
+    /// A pause's cause, as the session hooks log it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The owner a loop was handed over from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_unseen: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_reply_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_progress_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_blocks: Option<u64>,
+}
+
+/// The verification gate's verdict as logged (its output is not).
+#[derive(Debug, Clone, Serialize)]
+pub struct VerificationEntry {
+    pub passed: bool,
+    pub status: String,
+}
+
+impl From<&Verification> for VerificationEntry {
+    fn from(v: &Verification) -> Self {
+        Self {
+            passed: v.passed,
+            status: v.status.clone(),
+        }
+    }
+}
+
+fn outcome_word<S: serde::Serializer>(o: &Option<Outcome>, s: S) -> Result<S::Ok, S::Error> {
+    match o {
+        Some(o) => s.serialize_str(o.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
+impl LogEntry {
+    /// An entry with only the fields every line has.
+    pub fn new(now: Timestamp, decision: Logged, why: impl Into<String>) -> Self {
+        Self {
+            time: now.to_string(),
+            session: None,
+            iteration: None,
+            promise_seen: None,
+            reply_excerpt: None,
+            verification: None,
+            decision,
+            outcome: None,
+            next_iteration: None,
+            why: why.into(),
+            reason: None,
+            from: None,
+            tokens: None,
+            tokens_unseen: None,
+            same_reply_count: None,
+            no_progress_count: None,
+            idle_blocks: None,
+        }
+    }
+
+    pub fn session(mut self, session: &str) -> Self {
+        self.session = Some(session.to_owned());
+        self
+    }
+
+    pub fn iteration(mut self, iteration: u64) -> Self {
+        self.iteration = Some(iteration);
+        self
+    }
+
+    pub fn outcome(mut self, outcome: Outcome) -> Self {
+        self.outcome = Some(outcome);
+        self
+    }
+
+    /// The JSON line, without its newline.
+    pub fn line(&self) -> String {
+        // A struct of strings, numbers and booleans always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Appends the entry to the decision log of `name`. Best effort: a log
+    /// that cannot be written never costs the user their loop (the hook
+    /// reports an unwritable log before the turn).
+    pub fn append(&self, project: &Project, name: &str) {
+        let _ = project.append_log(name, &self.line());
+    }
+}
+
+/// The fields that mark a loop as ended.
+fn end_fields(outcome: Outcome, now: Timestamp) -> Vec<(&'static str, String)> {
+    vec![
+        ("active", "false".to_owned()),
+        ("outcome", outcome.as_str().to_owned()),
+        ("ended_at", quote(&now.to_string())),
+    ]
+}
+
+/// Moves an ended loop file and its log into the history and forgets its
+/// registry record. Returns the record's path.
+fn archive_and_forget(
+    project: &Project,
+    registry: Option<&Registry>,
+    file: &LoopFile,
+    nonce: Option<&str>,
+    now: Timestamp,
+) -> Result<PathBuf, StoreError> {
+    let record = project.archive(file, now, "")?;
+    if let (Some(registry), Ok(root)) = (registry, registry::canonical_root(project)) {
+        registry.forget(&root, &file.name, nonce);
+    }
+    Ok(record)
+}
+
+/// How and when a loop ends, and the sentence that says why.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    pub outcome: Outcome,
+    pub why: &'a str,
+    pub now: Timestamp,
+}
+
+/// Ends a loop file whose state may not parse (the CLI's cancel): the
+/// outcome is written when the file can be rewritten, else it is moved as
+/// it is; then logged, archived and forgotten. Returns the record's path.
+pub fn end_file(
+    project: &Project,
+    registry: Option<&Registry>,
+    file: &LoopFile,
+    text: &str,
+    state: Option<&LoopState>,
+    ending: Ending<'_>,
+) -> Result<PathBuf, StoreError> {
+    let Ending { outcome, why, now } = ending;
+    if let Ok(updated) = rewrite::set_fields(text, &end_fields(outcome, now))
+        && state.is_some()
+    {
+        store::write_atomic(&file.path, &updated)?;
+    }
+    let iteration = state.map_or(0, |s| s.iteration);
+    LogEntry::new(now, Logged::End, why)
+        .iteration(iteration)
+        .outcome(outcome)
+        .append(project, &file.name);
+    archive_and_forget(
+        project,
+        registry,
+        file,
+        state.and_then(|s| s.nonce.as_deref()),
+        now,
+    )
+}
+
+/// Writes a newly armed loop's file (the caller has proven it reads back).
+pub fn create(path: &std::path::Path, text: &str) -> Result<(), StoreError> {
+    store::write_atomic(path, text)
+}
+
+/// Moves a loop file into the history as it is (`suffix` is `.corrupt` for
+/// a file that does not parse), under the time it ended.
+pub fn archive_as_is(
+    project: &Project,
+    file: &LoopFile,
+    ended: Timestamp,
+    suffix: &str,
+) -> Result<PathBuf, StoreError> {
+    project.archive(file, ended, suffix)
+}
+
+/// `text` (the file's text as read) with `fields` set, proven to read back
+/// as intended.
+fn rewritten(file: &LoopFile, text: &str, fields: &[(&str, String)]) -> Result<String, WriteError> {
+    rewrite::set_fields(text, fields).map_err(|source| WriteError::Rewrite {
+        path: file.path.clone(),
+        source,
+    })
+}
+
+/// [`Loop::write`] for a loop file read as `text` under the lock the caller
+/// holds (the session hooks, which read every live loop at once): writes
+/// `fields`, or refuses and writes nothing.
+pub fn write_fields(
+    file: &LoopFile,
+    text: &str,
+    fields: &[(&str, String)],
+) -> Result<(), WriteError> {
+    let updated = rewritten(file, text, fields)?;
+    Ok(store::write_atomic(&file.path, &updated)?)
+}
+
+impl Loop {
+    /// Reads `file` under the lock the caller holds: `None` when it is gone.
+    pub fn load(file: LoopFile) -> Result<Option<Self>, LoadError> {
+        if crate::fs::safe_fs::kind_at(&file.path).is_none() {
+            return Ok(None);
+        }
+        let text = store::read_to_string(&file.path)?;
+        let state = LoopState::parse(&text).map_err(|e| LoadError::Parse {
+            path: file.path.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Some(Self { file, text, state }))
+    }
+
+    /// The file's text with `fields` set, proven to read back as intended.
+    fn rewritten(&self, fields: &[(&str, String)]) -> Result<String, WriteError> {
+        rewritten(&self.file, &self.text, fields)
+    }
+
+    /// Writes `fields` into the file, or refuses (and writes nothing) when
+    /// the rewrite does not read back exactly as intended.
+    pub fn write(&self, fields: &[(&str, String)]) -> Result<(), WriteError> {
+        write_fields(&self.file, &self.text, fields)
+    }
+
+    /// [`Loop::write`] for a turn that goes on: the counters need not survive
+    /// a power cut, so the file is replaced without an fsync (see
+    /// `store::write_turn`); still whole, old or new, for every reader.
+    pub fn write_turn(&self, fields: &[(&str, String)]) -> Result<(), WriteError> {
+        let updated = self.rewritten(fields)?;
+        Ok(store::write_turn(&self.file.path, &updated)?)
+    }
+
+    /// Ends the loop as `outcome`: writes it (with `extra` fields, such as
+    /// the final token count), logs `entry` (its `why` is the reason given),
+    /// moves the file and its log into the history and forgets its registry
+    /// record. Returns the record's path and the sentence that says why it
+    /// ended.
+    pub fn end(
+        &self,
+        project: &Project,
+        registry: Option<&Registry>,
+        outcome: Outcome,
+        mut entry: LogEntry,
+        extra: Vec<(&'static str, String)>,
+        now: Timestamp,
+    ) -> Result<(PathBuf, String), WriteError> {
+        entry.decision = Logged::End;
+        entry.outcome = Some(outcome);
+        let mut fields = end_fields(outcome, now);
+        fields.extend(extra);
+        self.write(&fields)?;
+        entry.append(project, &self.file.name);
+        let record = archive_and_forget(
+            project,
+            registry,
+            &self.file,
+            self.state.nonce.as_deref(),
+            now,
+        )?;
+        let notice = crate::loop_file::messages::ended(
+            &self.file.name,
+            outcome,
+            &entry.why,
+            &record.display().to_string(),
+        );
+        Ok((record, notice))
+    }
+
+    /// Writes a new nonce into the file and records the loop as armed on
+    /// this machine (an adoption). The new loop is returned; `refused`
+    /// explains a nonce that would not read back.
+    pub fn adopt(
+        &self,
+        registry: &Registry,
+        root: &std::path::Path,
+        now: Timestamp,
+    ) -> Result<Self, AdoptError> {
+        let nonce = registry::new_nonce()?;
+        let text = self
+            .rewritten(&[(registry::NONCE_FIELD, quote(&nonce))])
+            .map_err(|e| AdoptError::Refused(refusal_text(e)))?;
+        let state = LoopState::parse(&text).map_err(|e| AdoptError::Refused(e.to_string()))?;
+        if state.nonce.as_deref() != Some(nonce.as_str()) {
+            return Err(AdoptError::NonceLost);
+        }
+        registry.record(root, &self.file.name, &nonce, &state, now)?;
+        store::write_atomic(&self.file.path, &text)?;
+        Ok(Self {
+            file: self.file.clone(),
+            text,
+            state,
+        })
+    }
+
+    /// Makes `owner` the loop's driver (`ralph run` taking over).
+    pub fn set_owner(&self, owner: &str) -> Result<(), WriteError> {
+        self.write(&[("session_id", crate::loop_file::frontmatter::scalar(owner))])
+    }
+
+    /// Gives the loop back to `owner` (none: the first session that stops
+    /// claims it), if `driver` still drives it; otherwise leaves it alone.
+    pub fn hand_back(&self, driver: &str, owner: Option<&str>) -> Result<(), WriteError> {
+        if self.state.session_id.as_deref() != Some(driver) {
+            return Ok(());
+        }
+        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loop_file::frontmatter::scalar);
+        self.write(&[("session_id", value)])
+    }
+}
+
+fn refusal_text(e: WriteError) -> String {
+    match e {
+        WriteError::Rewrite { source, .. } => source.to_string(),
+        WriteError::Store(e) => e.to_string(),
+    }
+}
+
+/// Why a loop could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+/// Why a loop could not be adopted. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum AdoptError {
+    #[error(transparent)]
+    Registry(#[from] crate::loop_file::registry::RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the nonce did not read back")]
+    NonceLost,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_keep_the_keys_readers_use_and_skip_the_empty_ones() {
+        let line = LogEntry::new(Timestamp(0), Logged::End, "cancelled by the user")
+            .iteration(3)
+            .outcome(Outcome::Cancelled)
+            .line();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["decision"], "end");
+        assert_eq!(v["outcome"], "cancelled");
+        assert_eq!(v["iteration"], 3);
+        assert_eq!(v["why"], "cancelled by the user");
+        assert!(v["time"].as_str().is_some());
+        assert!(v.get("session").is_none() && v.get("tokens").is_none());
+        let paused = LogEntry::new(Timestamp(0), Logged::Pause, "paused by the user").line();
+        assert!(paused.contains("\"decision\":\"pause\""), "{paused}");
+        assert!(!paused.contains("outcome"), "{paused}");
+    }
+
+    fn armed(owner: &str) -> (tempfile::TempDir, Project, Registry, Loop) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        let req = crate::control::ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5,
+            session_id: Some(owner.into()),
+            ..crate::control::ArmRequest::default()
+        };
+        crate::control::arm(&project, &registry, &req, Timestamp(0)).unwrap();
+        let file = LoopFile {
+            name: "l".into(),
+            path: project.loop_path("l"),
+        };
+        let live = Loop::load(file).unwrap().unwrap();
+        (tmp, project, registry, live)
+    }
+
+    #[test]
+    fn end_writes_the_outcome_logs_once_and_moves_file_and_log_into_the_history() {
+        let (_tmp, project, registry, live) = armed("s1");
+        let entry =
+            LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise").iteration(1);
+        let (record, notice) = live
+            .end(
+                &project,
+                Some(&registry),
+                Outcome::Completed,
+                entry,
+                Vec::new(),
+                Timestamp(5),
+            )
+            .unwrap();
+        assert!(!live.file.path.exists());
+        let text = std::fs::read_to_string(&record).unwrap();
+        assert!(text.contains("\noutcome: completed\n"), "{text}");
+        assert!(!LoopState::parse(&text).unwrap().active);
+        let log = record.with_file_name(
+            record.file_stem().unwrap().to_str().unwrap().to_owned() + ".log.jsonl",
+        );
+        let lines = std::fs::read_to_string(log).unwrap();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("\"outcome\":\"completed\""), "{lines}");
+        assert!(notice.contains("completed"), "{notice}");
+        assert!(Loop::load(live.file.clone()).unwrap().is_none());
+    }
+
+    #[test]
+    fn hand_back_only_touches_a_loop_the_driver_still_drives() {
+        let (_tmp, _project, _registry, live) = armed("run:1");
+        live.hand_back("run:2", Some("s1")).unwrap();
+        assert_eq!(
+            live.file.path.metadata().unwrap().len() as usize,
+            live.text.len()
+        );
+        let reread = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(reread.text, live.text);
+        live.hand_back("run:1", Some("s1")).unwrap();
+        let back = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(back.state.session_id.as_deref(), Some("s1"));
+        back.hand_back("s1", None).unwrap();
+        let unclaimed = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(unclaimed.state.session_id, None);
+    }
+}

@@ -1,0 +1,456 @@
+//! The words ralph says: the footer under the fed-back prompt, the one-line
+//! status for the user, and the notices when a loop ends. Text from a loop
+//! file or a reply in what the *user* sees goes through `display::line`;
+//! the footer is for the model and quotes the file as written.
+
+use std::fmt::Write as _;
+
+use crate::display::line;
+use crate::loop_file::outcome::Outcome;
+use crate::loop_file::state::{LoopState, Progress};
+
+/// The footer under the prompt, telling the agent where it is and exactly
+/// how to finish.
+pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> String {
+    let mut out = String::from("\n\n---\n");
+    let of = if state.max_iterations == 0 {
+        String::new()
+    } else {
+        format!(" of {}", state.max_iterations)
+    };
+    let _ = writeln!(
+        out,
+        "Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history."
+    );
+    for note in notes {
+        out.push_str(note);
+        out.push('\n');
+    }
+    out.push_str(&how_to_finish(state));
+    out
+}
+
+/// The finishing rule, shared by the footer and `ralph start`'s activation text.
+pub fn how_to_finish(state: &LoopState) -> String {
+    let mut out = String::new();
+    match &state.completion_promise {
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}",
+                if state.guards.verify.is_some() {
+                    " A verification command then checks it."
+                } else {
+                    ""
+                }
+            );
+        }
+        None => out.push_str("This loop has no completion promise: it runs until its iteration limit or a budget ends it.\n"),
+    }
+    if let Some(a) = &state.abort_promise {
+        let _ = writeln!(
+            out,
+            "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own."
+        );
+    }
+    out
+}
+
+/// The one line the user sees while the loop goes on.
+pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
+    let limit = if state.max_iterations == 0 {
+        "∞".to_owned()
+    } else {
+        state.max_iterations.to_string()
+    };
+    let promise = match &state.completion_promise {
+        Some(p) => format!(" · ends on <promise>{}</promise>", line(p)),
+        None => String::new(),
+    };
+    format!(
+        "🔄 ralph `{}`: iteration {next}/{limit}{promise}",
+        line(name)
+    )
+}
+
+/// The notice when a loop ends.
+pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String {
+    let (icon, what) = outcome.headline();
+    format!(
+        "{icon} ralph `{}` {what}: {}. Record: {}",
+        line(name),
+        line(detail),
+        line(record)
+    )
+}
+
+/// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
+pub fn guard_summary(state: &LoopState) -> Vec<String> {
+    state.guards.summary(state.abort_promise.as_deref())
+}
+
+/// The guard figures after a turn, for `ralph run`'s progress lines:
+/// `tokens 1200/5000 · same reply 1/3 · unchanged 0/5`.
+pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
+    let mut out = Vec::new();
+    match state.guards.max_tokens {
+        Some(limit) => out.push(format!("tokens {}/{limit}", progress.tokens_used)),
+        None if progress.tokens_used > 0 => {
+            out.push(format!("tokens {}", progress.tokens_used));
+        }
+        None => {}
+    }
+    if state.guards.stuck_after > 0 {
+        out.push(format!(
+            "same reply {}/{}",
+            progress.same_reply_count, state.guards.stuck_after
+        ));
+    }
+    if state.guards.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
+        out.push(format!(
+            "unchanged {}/{}",
+            progress.no_progress_count, state.guards.no_progress_after
+        ));
+    }
+    if state.guards.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
+        out.push(format!(
+            "failed checks {}/{}",
+            progress.counts.verify_failures, state.guards.max_verify_failures
+        ));
+    }
+    out.join(" · ")
+}
+
+/// For the user's status line when `--verify` refused the promise.
+pub fn verify_refused_status(status: &str) -> String {
+    format!(
+        "promise refused: --verify failed ({})",
+        escape_controls(status)
+    )
+}
+
+/// What a loop works on, in one line for `status`, `log` and the status
+/// line: the task's first non-blank line, at most `max` characters, escaped.
+pub fn task_line(prompt: &str, max: usize) -> String {
+    let line = prompt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let cut = match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    };
+    escape_controls(&cut).replace('\t', " ")
+}
+
+/// Text from a file, safe to print: control characters (but newlines and
+/// tabs), and the invisible characters that reorder or hide text, are shown
+/// as escapes (`\x1b`, `\u{202e}`), so a file cannot steer the terminal or
+/// make its words look like other words.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            '\u{80}'..='\u{9f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// What the session hooks (prompt, session start, session end) tell the user.
+
+/// Text from a file or an event, made safe to show: control characters are
+/// written as escapes, so a name cannot move the cursor or clear the screen.
+pub fn printable(text: &str) -> String {
+    crate::display::line(text).into_owned()
+}
+
+fn limit_words(max_iterations: u64) -> String {
+    match max_iterations {
+        0 => "no iteration limit".into(),
+        1 => "at most 1 iteration".into(),
+        n => format!("at most {n} iterations"),
+    }
+}
+
+/// Shown while `/ralph-loop` runs: the user, not only the model, learns
+/// that the loop is being armed and how it ends.
+pub fn arming(name: &str, max_iterations: u64, completion_promise: Option<&str>) -> String {
+    let ends = match completion_promise {
+        Some(p) => format!(
+            "it ends when the agent outputs <promise>{}</promise>, or at the limit",
+            printable(p)
+        ),
+        None => "no completion promise: it ends at the limit".into(),
+    };
+    format!(
+        "🔄 ralph `{}`: arming a loop for this session, {}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name),
+        limit_words(max_iterations)
+    )
+}
+
+/// The first prompt after the loop's turn ended without the loop ending
+/// (Esc, Ctrl-C, the client's block cap).
+pub fn prompt_into_loop(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is armed, iteration {}: this message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The session that owned a loop ended; the loop was paused.
+pub fn paused_at_session_end(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⏸ ralph `{}` paused at iteration {}: {why}. It will not run on by itself; /ralph-resume in this session (claude --resume) carries on.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// `/clear` ended the owning session: the loop waits for the new conversation.
+pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}` (iteration {}) moves to the conversation /clear opens.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The owning session starts (resume, startup) and its loop is paused.
+pub fn paused_on_start(name: &str, state: &LoopState, why: Option<&str>) -> String {
+    let why = why
+        .map(|w| format!(" ({})", printable(w)))
+        .unwrap_or_default();
+    format!(
+        "⏸ ralph `{}` is paused at iteration {}{why}. /ralph-resume carries on, /ralph-cancel ends it.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// The owning session is resumed while its loop is still active.
+pub fn armed_on_start(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is armed, iteration {}: your next message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// Compaction keeps the loop.
+pub fn kept_after_compaction(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` is kept after compaction, iteration {}: the task is fed back at the next stop — /ralph-pause or /ralph-cancel to stop",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// `/clear` handed the loop over to the new conversation.
+pub fn kept_after_clear(name: &str, state: &LoopState, active: bool) -> String {
+    if active {
+        format!(
+            "🔄 ralph `{}` is kept after /clear and now runs in this conversation, iteration {}: your next message goes into the loop — /ralph-pause or /ralph-cancel to stop",
+            printable(name),
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "⏸ ralph `{}` is kept after /clear, still paused at iteration {}: /ralph-resume carries on, /ralph-cancel ends it.",
+            printable(name),
+            state.iteration_label()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_and_text_kept() {
+        assert_eq!(
+            escape_controls("verify `cargo test`\r\x1b[2Kcurl x | sh"),
+            "verify `cargo test`\\x0d\\x1b[2Kcurl x | sh"
+        );
+        assert_eq!(escape_controls("a\u{202e}b\u{85}"), "a\\u{202e}b\\u{85}");
+        assert_eq!(escape_controls("line\n\tnext 🚀 é"), "line\n\tnext 🚀 é");
+    }
+}
+
+/// `--prd`: the words about stories, for the agent (`story_*`) and the
+/// user (`*_notice`, escaped).
+pub mod stories {
+    use std::fmt::Write as _;
+
+    use crate::display::line;
+    use crate::loop_file::stories::{self, Story};
+    use crate::loop_file::stories::{PrdSeen, StoryRefusal};
+
+    /// Shown while `/ralph-loop --prd` runs (see `messages::arming`).
+    pub fn arming(name: &str, max_iterations: u64) -> String {
+        format!(
+            "🔄 ralph `{}`: arming a loop for this session, {}; it ends when every story of its PRD passes, or at the limit. Every turn end feeds the task back with the current story — /ralph-pause or /ralph-cancel to stop.",
+            super::printable(name),
+            super::limit_words(max_iterations)
+        )
+    }
+
+    /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).
+    pub fn status(all: &[Story]) -> String {
+        let (pass, total) = stories::tally(all);
+        match stories::current(all) {
+            Some(s) => format!("story {} · {pass} of {total} pass", line(&s.id)),
+            None => format!("no story open · {pass} of {total} pass"),
+        }
+    }
+
+    /// The current story, under the task, for the agent.
+    pub fn section(prd: &PrdSeen) -> String {
+        let Some(story) = stories::current(&prd.stories) else {
+            return String::new();
+        };
+        let (pass, total) = stories::tally(&prd.stories);
+        let mut out = format!("\n\n## Current story {}: {}\n\n", story.id, story.title);
+        if !story.description.is_empty() {
+            let _ = writeln!(out, "{}\n", story.description);
+        }
+        if !story.criteria.is_empty() {
+            out.push_str("Acceptance criteria:\n");
+            for c in &story.criteria {
+                let _ = writeln!(out, "- {c}");
+            }
+            out.push('\n');
+        }
+        let _ = write!(
+            out,
+            "{pass} of {total} stories pass. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            prd.file,
+            match &story.verify {
+                Some(c) => format!(" (its check `{c}` runs then)"),
+                None => String::new(),
+            }
+        );
+        out
+    }
+
+    /// Why a story was set back, for the agent.
+    pub fn refused(refusal: &StoryRefusal) -> String {
+        match refusal {
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
+            } => {
+                let output = match v.output_tail.trim_end() {
+                    "" => "It printed nothing.".to_owned(),
+                    tail => format!("Last lines of its output:\n{tail}"),
+                };
+                format!(
+                    "Story {id} was set back to `\"passes\": false`: its check `{command}` failed ({}). Fix the cause, then set it to true again.\n{output}",
+                    v.status
+                )
+            }
+            StoryRefusal::Unrecorded { id, command } => format!(
+                "Story {id} was set back to `\"passes\": false`: its verify command `{command}` is not the one recorded when this loop was armed, so ralph did not run it. Put the command back as it was; only the user can approve a new one (by arming the loop again)."
+            ),
+        }
+    }
+
+    /// Why a story was set back, for the user.
+    pub fn refused_notice(file: &str, refusal: &StoryRefusal) -> String {
+        match refusal {
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
+            } => format!(
+                "⚠ ralph: story {} refused: `{}` failed ({})",
+                line(id),
+                line(command),
+                line(&v.status)
+            ),
+            StoryRefusal::Unrecorded { id, command } => format!(
+                "⚠ ralph: story {}'s verify command `{}` was added or changed after arming; it was not run. Read it, then re-arm to approve it: ralph start --prd={} --force …",
+                line(id),
+                line(command),
+                line(file)
+            ),
+        }
+    }
+
+    /// A promise while stories are open, for the agent.
+    pub fn promise_while_open(expected: &str, all: &[Story]) -> String {
+        let open: Vec<&str> = all
+            .iter()
+            .filter(|s| !s.passes)
+            .map(|s| s.id.as_str())
+            .collect();
+        format!(
+            "Your promise `{expected}` was refused: these stories do not pass yet: {}. The loop ends by itself when every story passes.",
+            open.join(", ")
+        )
+    }
+
+    /// Each story's concerns, `; `-separated (empty when none).
+    fn concerns(all: &[Story]) -> String {
+        all.iter()
+            .filter(|s| !s.concerns.is_empty())
+            .map(|s| format!("{} concerns: {}", s.id, s.concerns.join(" / ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Why the loop completed.
+    pub fn done(prd: &PrdSeen, iteration: u64) -> String {
+        let mut out = format!(
+            "all {} stories of {} pass, at iteration {iteration}",
+            prd.stories.len(),
+            prd.file
+        );
+        let c = concerns(&prd.stories);
+        if !c.is_empty() {
+            let _ = write!(out, "; {c}");
+        }
+        out
+    }
+
+    /// Why the loop ended as blocked: each blocked story with its reason.
+    pub fn blocked(prd: &PrdSeen) -> String {
+        let (pass, total) = stories::tally(&prd.stories);
+        let each: Vec<String> = prd
+            .stories
+            .iter()
+            .filter(|s| !s.passes)
+            .filter_map(|s| {
+                s.blocked
+                    .as_ref()
+                    .map(|why| format!("{} blocked: {why}", s.id))
+            })
+            .collect();
+        let mut out = format!(
+            "{pass} of {total} stories pass; {}; a person must act, then arm the loop again",
+            each.join("; ")
+        );
+        let c = concerns(&prd.stories);
+        if !c.is_empty() {
+            let _ = write!(out, "; {c}");
+        }
+        out
+    }
+}

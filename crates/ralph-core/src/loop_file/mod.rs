@@ -1,0 +1,20 @@
+//! A loop and its file: the frontmatter and its typed fields (`state`,
+//! `guards`, `outcome`), proven rewrites, the project's files and lock
+//! (`store`), the per-user arming record (`registry`), who drives a loop
+//! (`ownership`, `run_owner`), the words around it (`messages`), and
+//! `lifecycle`, the one place that writes a loop file.
+
+pub mod fields;
+pub mod frontmatter;
+pub mod guards;
+pub mod lifecycle;
+pub mod messages;
+pub mod options;
+pub mod outcome;
+pub mod ownership;
+pub mod registry;
+pub mod rewrite;
+pub mod run_owner;
+pub mod state;
+pub mod store;
+pub mod stories;

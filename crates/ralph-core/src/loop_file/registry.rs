@@ -1,0 +1,740 @@
+//! The per-user record of armed loops: which loop files this user armed on
+//! this machine, so that a loop file that arrived with a repository (or was
+//! changed since) is never driven.
+//!
+//! It lives outside every project, in `$XDG_STATE_HOME/ralph/` (by default
+//! `~/.local/state/ralph/`), because both sides must find the same folder:
+//! `ralph start` runs from a slash command's `!` block or a terminal, the
+//! hook from Claude Code's hook runner. `CLAUDE_PLUGIN_DATA` is set only for
+//! hooks, so it cannot be that place.
+//!
+//! Layout (the folders are 0700, the files 0600, all owned by the user):
+//!   loops/<key>.json      one record per armed loop, `key` = hash of (project, name)
+//!   notices/<hash>        "this session was already told about this file"
+//!
+//! A record binds the project's canonical path, the loop's name and file, a
+//! random nonce that is also written into the loop file (`ralph_nonce`), and
+//! a SHA-256 digest of what the loop will do: prompt, completion promise,
+//! abort promise and verify command (never the counters ralph rewrites).
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{LOOP_SUFFIX, Project};
+use crate::time::Timestamp;
+
+/// The frontmatter field that carries a loop's nonce.
+pub const NONCE_FIELD: &str = "ralph_nonce";
+
+/// A record is a few hundred bytes; anything much larger is not ours.
+const MAX_RECORD_BYTES: u64 = 64 * 1024;
+
+/// Notice markers older than this are swept when a new one is written.
+const MARKER_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "neither XDG_STATE_HOME nor HOME is set to an absolute path, so ralph has no place to record the loops you arm"
+    )]
+    NoHome,
+    #[error(
+        "{path} is {what}; ralph keeps its record of armed loops only in a folder of yours. Remove it (ralph recreates it)"
+    )]
+    Unsafe { path: PathBuf, what: String },
+    #[error("could not {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("no random numbers for a nonce: {0}")]
+    Random(String),
+}
+
+fn io_err<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The folder of records, `$XDG_STATE_HOME/ralph`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registry {
+    dir: PathBuf,
+}
+
+/// One armed loop, as stored in `loops/<key>.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub project: String,
+    pub name: String,
+    pub file: String,
+    pub nonce: String,
+    pub digest: String,
+    pub armed_at: String,
+}
+
+/// Whether a loop file may be driven here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arming {
+    /// A record matches: project, name, file, nonce and digest.
+    Armed,
+    /// No nonce in the file and no record under its name: written before
+    /// ralph kept records, or by the reference plugin's setup script.
+    Legacy,
+    /// Anything else: the loop is inert until `ralph adopt`.
+    Unarmed(Unarmed),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unarmed {
+    /// No record for this project and name.
+    NoRecord,
+    /// A record exists, but for another nonce (the file was copied or replaced).
+    Mismatch,
+    /// The nonce matches, but the prompt, a promise or the verify command changed.
+    Changed,
+    /// The registry cannot be used.
+    Unavailable(String),
+}
+
+impl Arming {
+    /// Why a loop is not armed, in words ("" when it is).
+    pub fn why_not(&self) -> String {
+        match self {
+            Arming::Armed => String::new(),
+            // A file without nonce or record: it may come from an older
+            // ralph, or from anyone; nothing here says it is the user's.
+            Arming::Legacy => Unarmed::NoRecord.why(),
+            Arming::Unarmed(why) => why.why(),
+        }
+    }
+}
+
+impl Unarmed {
+    /// Why, in words, completing "… is not driven: ".
+    pub fn why(&self) -> String {
+        match self {
+            Unarmed::NoRecord => "nothing records that you armed it on this machine".into(),
+            Unarmed::Mismatch => {
+                "it is not the loop you armed under that name (copied from elsewhere or replaced)"
+                    .into()
+            }
+            Unarmed::Changed => {
+                "its prompt, promise or verify command changed since you armed it".into()
+            }
+            Unarmed::Unavailable(e) => format!("ralph's record of armed loops is unusable: {e}"),
+        }
+    }
+}
+
+/// Where the registry is: `$XDG_STATE_HOME/ralph`, else `$HOME/.local/state/ralph`.
+/// Relative values are ignored, as the XDG base-directory rules require.
+pub fn locate(state_home: Option<&Path>, home: Option<&Path>) -> Option<Registry> {
+    let absolute = |p: &&Path| p.is_absolute();
+    let base = match state_home.filter(absolute) {
+        Some(state) => state.to_owned(),
+        None => home.filter(absolute)?.join(".local").join("state"),
+    };
+    Some(Registry {
+        dir: base.join("ralph"),
+    })
+}
+
+/// The registry named by the process environment.
+pub fn from_env() -> Option<Registry> {
+    let state_home = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    locate(state_home.as_deref(), home_from_env().as_deref())
+}
+
+/// The user's home folder: `$HOME`; on Windows, where only Git Bash sets
+/// `HOME` (to the same folder), `%USERPROFILE%` when it is missing.
+pub fn home_from_env() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = var("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| var("USERPROFILE"));
+    home
+}
+
+/// A project's path as records bind it: canonical, so that one folder
+/// reached by two paths is one project.
+pub fn canonical_root(project: &Project) -> Result<PathBuf, RegistryError> {
+    fs::canonicalize(&project.root).map_err(io_err("resolve", &project.root))
+}
+
+/// Whether a loop is armed on this machine, given the registry (if any) and
+/// the project's canonical root (if it resolved).
+pub fn arming(
+    registry: Option<&Registry>,
+    root: Option<&Path>,
+    name: &str,
+    state: &LoopState,
+) -> Arming {
+    match (registry, root) {
+        (Some(registry), Some(root)) => registry.check(root, name, state),
+        (None, _) => Arming::Unarmed(Unarmed::Unavailable(RegistryError::NoHome.to_string())),
+        (_, None) => Arming::Unarmed(Unarmed::Unavailable(
+            "the project folder does not resolve".into(),
+        )),
+    }
+}
+
+/// A fresh random nonce: 128 bits, in hex.
+pub fn new_nonce() -> Result<String, RegistryError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| RegistryError::Random(e.to_string()))?;
+    Ok(hex(&bytes))
+}
+
+/// The digest of what a loop will do: its prompt, promises and verify
+/// command. Each part is length-prefixed, so no two loops share a digest by
+/// moving text from one part to another.
+pub fn digest(state: &LoopState) -> String {
+    let mut h = Sha256::new();
+    h.update(b"ralph loop v1\0");
+    let parts: [(&str, Option<&str>); 4] = [
+        ("prompt", Some(state.prompt.as_str())),
+        ("completion_promise", state.completion_promise.as_deref()),
+        ("abort_promise", state.abort_promise.as_deref()),
+        ("verify", state.guards.verify.as_deref()),
+    ];
+    for (label, value) in parts {
+        h.update(label.as_bytes());
+        h.update([0]);
+        match value {
+            None => h.update([0]),
+            Some(v) => {
+                h.update([1]);
+                h.update((v.len() as u64).to_be_bytes());
+                h.update(v.as_bytes());
+            }
+        }
+    }
+    hex(&h.finalize())
+}
+
+/// The digest of a whole file's text (for files that do not parse).
+pub fn digest_text(text: &str) -> String {
+    hash_parts(&[b"text", text.as_bytes()])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hash_parts(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    hex(&h.finalize())
+}
+
+/// The loop file a record binds, in its canonical project.
+fn loop_file(root: &Path, name: &str) -> PathBuf {
+    root.join(".claude").join(format!("{name}{LOOP_SUFFIX}"))
+}
+
+impl Registry {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn loops_dir(&self) -> PathBuf {
+        self.dir.join("loops")
+    }
+
+    fn notices_dir(&self) -> PathBuf {
+        self.dir.join("notices")
+    }
+
+    fn record_path(&self, root: &Path, name: &str) -> PathBuf {
+        let key = hash_parts(&[b"loop", &path_bytes(root), name.as_bytes()]);
+        self.loops_dir().join(format!("{key}.json"))
+    }
+
+    /// Creates the registry's folders (0700) where missing, and checks them.
+    fn ensure(&self, sub: &Path) -> Result<(), RegistryError> {
+        if fs::symlink_metadata(&self.dir).is_err() {
+            private_dir_builder()
+                .recursive(true)
+                .create(&self.dir)
+                .map_err(io_err("create", &self.dir))?;
+        }
+        check_dir(&self.dir)?;
+        match private_dir_builder().create(sub) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("create", sub)(e)),
+        }
+        check_dir(sub)
+    }
+
+    /// Records a loop as armed by this user (replacing any older record for
+    /// the same project and name). Call it under the project lock.
+    pub fn record(
+        &self,
+        root: &Path,
+        name: &str,
+        nonce: &str,
+        state: &LoopState,
+        now: Timestamp,
+    ) -> Result<(), RegistryError> {
+        let loops = self.loops_dir();
+        self.ensure(&loops)?;
+        let record = Record {
+            version: 1,
+            project: root.to_string_lossy().into_owned(),
+            name: name.to_owned(),
+            file: loop_file(root, name).to_string_lossy().into_owned(),
+            nonce: nonce.to_owned(),
+            digest: digest(state),
+            armed_at: now.to_string(),
+        };
+        let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
+        let path = self.record_path(root, name);
+        let temp = loops.join(format!(".{}.tmp", new_nonce()?));
+        let written = (|| {
+            let mut file = private_new_file()
+                .open(&temp)
+                .map_err(io_err("create", &temp))?;
+            file.write_all(text.as_bytes())
+                .map_err(io_err("write", &temp))?;
+            file.sync_all().map_err(io_err("sync", &temp))?;
+            fs::rename(&temp, &path).map_err(io_err("write", &path))
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&temp);
+        } else if let Ok(d) = File::open(&loops) {
+            let _ = d.sync_all();
+        }
+        written
+    }
+
+    /// The record for a project and name, if there is one.
+    pub fn lookup(&self, root: &Path, name: &str) -> Result<Option<Record>, RegistryError> {
+        for dir in [&self.dir, &self.loops_dir()] {
+            match fs::symlink_metadata(dir) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                _ => check_dir(dir)?,
+            }
+        }
+        let path = self.record_path(root, name);
+        let Some(text) = read_private(&path)? else {
+            return Ok(None);
+        };
+        // A record that does not parse binds nothing.
+        Ok(serde_json::from_str(&text).ok())
+    }
+
+    /// Whether `state`, read from the loop file `name` of the project at
+    /// `root` (canonical), is a loop this user armed here.
+    pub fn check(&self, root: &Path, name: &str, state: &LoopState) -> Arming {
+        let record = match self.lookup(root, name) {
+            Ok(r) => r,
+            Err(e) => return Arming::Unarmed(Unarmed::Unavailable(e.to_string())),
+        };
+        match (record, state.nonce.as_deref()) {
+            (None, None) => Arming::Legacy,
+            (None, Some(_)) => Arming::Unarmed(Unarmed::NoRecord),
+            (Some(r), nonce) => {
+                let bound = r.project == root.to_string_lossy()
+                    && r.name == name
+                    && r.file == loop_file(root, name).to_string_lossy()
+                    && Some(r.nonce.as_str()) == nonce;
+                if !bound {
+                    Arming::Unarmed(Unarmed::Mismatch)
+                } else if r.digest != digest(state) {
+                    Arming::Unarmed(Unarmed::Changed)
+                } else {
+                    Arming::Armed
+                }
+            }
+        }
+    }
+
+    /// Removes the record of a loop that ended. With a nonce, only a record
+    /// of that nonce is removed (a loop re-armed meanwhile keeps its own).
+    pub fn forget(&self, root: &Path, name: &str, nonce: Option<&str>) {
+        if let Some(nonce) = nonce {
+            match self.lookup(root, name) {
+                Ok(Some(r)) if r.nonce == nonce => {}
+                _ => return,
+            }
+        }
+        let _ = fs::remove_file(self.record_path(root, name));
+    }
+
+    /// Whether this is the first time `session` hears about `file` in this
+    /// shape (`digest`). Leaves a marker, so each later stop stays quiet.
+    /// When no marker can be written, every stop gets the notice.
+    pub fn first_notice(&self, session: &str, file: &Path, digest: &str) -> bool {
+        let dir = self.notices_dir();
+        if self.ensure(&dir).is_err() {
+            return true;
+        }
+        let key = hash_parts(&[
+            b"notice",
+            session.as_bytes(),
+            &path_bytes(file),
+            digest.as_bytes(),
+        ]);
+        let created = private_new_file().open(dir.join(&key[..32]));
+        match created {
+            Ok(_) => {
+                sweep_old_markers(&dir);
+                true
+            }
+            Err(e) => e.kind() != io::ErrorKind::AlreadyExists,
+        }
+    }
+}
+
+fn sweep_old_markers(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > MARKER_LIFETIME);
+        if old {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// A registry folder must be a real folder of this user that nobody else can write to.
+fn check_dir(path: &Path) -> Result<(), RegistryError> {
+    let meta = fs::symlink_metadata(path).map_err(io_err("inspect", path))?;
+    let unsafe_because = |what: &str| {
+        Err(RegistryError::Unsafe {
+            path: path.to_owned(),
+            what: what.to_owned(),
+        })
+    };
+    if meta.file_type().is_symlink() {
+        return unsafe_because("a symbolic link");
+    }
+    if !meta.is_dir() {
+        return unsafe_because("not a folder");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.uid() != rustix::process::getuid().as_raw() {
+            return unsafe_because("owned by another user");
+        }
+        if meta.mode() & 0o022 != 0 {
+            return unsafe_because("writable by other users");
+        }
+    }
+    // Windows: the folder lies in the user's profile, whose ACL keeps other
+    // users out; ralph does not read ACLs (no safe API for them).
+    Ok(())
+}
+
+/// Reads a small regular file of this user, never through a symlink and
+/// never blocking on a FIFO. `None` when it does not exist.
+fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
+    let file = match no_follow_read().open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("open", path)(e)),
+    };
+    let meta = file.metadata().map_err(io_err("inspect", path))?;
+    if !meta.is_file() || !owned_by_me(&meta) {
+        return Err(RegistryError::Unsafe {
+            path: path.to_owned(),
+            what: "not a regular file of yours".into(),
+        });
+    }
+    let mut text = String::new();
+    file.take(MAX_RECORD_BYTES)
+        .read_to_string(&mut text)
+        .map_err(io_err("read", path))?;
+    Ok(Some(text))
+}
+
+/// The bytes a digest sees for a path: the OS string exactly (UTF-16 code
+/// units on Windows, where a path need not be valid Unicode either).
+fn path_bytes(path: &Path) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes().to_vec()
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::ffi::OsStrExt;
+        path.as_os_str()
+            .encode_wide()
+            .flat_map(u16::to_le_bytes)
+            .collect()
+    }
+}
+
+/// A folder only this user may enter (0700; on Windows the profile's ACL).
+fn private_dir_builder() -> DirBuilder {
+    #[allow(unused_mut)]
+    let mut builder = DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+}
+
+/// A new file only this user may read (0600), created exclusively.
+fn private_new_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// Read access that never follows a link (nor blocks on a FIFO).
+fn no_follow_read() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        // The flags are a bit pattern: reinterpret, never convert.
+        options.custom_flags(flags.bits().cast_signed());
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        options.custom_flags(crate::fs::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
+    }
+    options
+}
+
+/// Whether this user owns the file (Windows: always; see [`check_dir`]).
+fn owned_by_me(meta: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.uid() == rustix::process::getuid().as_raw()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(unix)]
+    use std::os::unix::fs::PermissionsExt;
+
+    fn state(text: &str) -> LoopState {
+        LoopState::parse(text).unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, Registry, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = locate(Some(&tmp.path().join("state")), None).unwrap();
+        let root = tmp.path().join("proj");
+        fs::create_dir_all(&root).unwrap();
+        (tmp, reg, root)
+    }
+
+    #[test]
+    fn locates_by_xdg_then_home_and_ignores_relative_paths() {
+        // An absolute path: with a drive letter on Windows.
+        let abs = |p: &str| format!("{}{p}", if cfg!(windows) { "C:" } else { "" });
+        let at = |s: Option<&str>, h: Option<&str>| {
+            locate(s.map(Path::new), h.map(Path::new)).map(|r| r.dir)
+        };
+        assert_eq!(
+            at(Some(&abs("/s")), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/s/ralph")))
+        );
+        assert_eq!(
+            at(Some("rel"), Some(&abs("/h"))),
+            Some(PathBuf::from(abs("/h/.local/state/ralph")))
+        );
+        assert_eq!(at(None, Some("h")), None);
+        assert_eq!(at(None, None), None);
+    }
+
+    #[test]
+    fn digest_covers_what_the_loop_does_and_not_its_counters() {
+        let base =
+            "---\niteration: 1\nverify: \"make test\"\ncompletion_promise: DONE\n---\nBuild it\n";
+        let d = digest(&state(base));
+        let counters = base.replace(
+            "iteration: 1",
+            "iteration: 7\ntokens_used: 9\nsession_id: s",
+        );
+        assert_eq!(digest(&state(&counters)), d);
+        for changed in [
+            base.replace("make test", "curl x | sh"),
+            base.replace("DONE", "OK"),
+            base.replace("Build it", "Build that"),
+            base.replace("---\nBuild", "abort_promise: X\n---\nBuild"),
+        ] {
+            assert_ne!(digest(&state(&changed)), d, "{changed}");
+        }
+        // Text cannot move between parts unnoticed.
+        let a = "---\ncompletion_promise: \"a\"\nabort_promise: \"b\"\n---\nx\n";
+        let b = "---\ncompletion_promise: \"ab\"\n---\nx\n";
+        assert_ne!(digest(&state(a)), digest(&state(b)));
+    }
+
+    #[test]
+    fn a_record_arms_exactly_its_loop() {
+        let (_t, reg, root) = setup();
+        let text = "---\nralph_nonce: n1\nverify: ok\n---\nBuild it\n";
+        let s = state(text);
+        assert_eq!(
+            reg.check(&root, "x", &s),
+            Arming::Unarmed(Unarmed::NoRecord)
+        );
+        reg.record(&root, "x", "n1", &s, Timestamp(0)).unwrap();
+        assert_eq!(reg.check(&root, "x", &s), Arming::Armed);
+        // Another name, another project, another nonce, another verify.
+        assert_eq!(
+            reg.check(&root, "y", &s),
+            Arming::Unarmed(Unarmed::NoRecord)
+        );
+        assert_eq!(
+            reg.check(&root.join("sub"), "x", &s),
+            Arming::Unarmed(Unarmed::NoRecord)
+        );
+        let other = state(&text.replace("n1", "n2"));
+        assert_eq!(
+            reg.check(&root, "x", &other),
+            Arming::Unarmed(Unarmed::Mismatch)
+        );
+        let edited = state(&text.replace("verify: ok", "verify: evil"));
+        assert_eq!(
+            reg.check(&root, "x", &edited),
+            Arming::Unarmed(Unarmed::Changed)
+        );
+        let stripped = state("---\nverify: ok\n---\nBuild it\n");
+        assert_eq!(
+            reg.check(&root, "x", &stripped),
+            Arming::Unarmed(Unarmed::Mismatch),
+            "a record under the name stops a nonce-less file from passing as legacy"
+        );
+        reg.forget(&root, "x", Some("other nonce"));
+        assert_eq!(reg.check(&root, "x", &s), Arming::Armed);
+        reg.forget(&root, "x", Some("n1"));
+        assert_eq!(
+            reg.check(&root, "x", &s),
+            Arming::Unarmed(Unarmed::NoRecord)
+        );
+        assert_eq!(reg.check(&root, "x", &stripped), Arming::Legacy);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn folders_are_private_and_checked() {
+        let (t, reg, root) = setup();
+        let s = state("---\n---\nx\n");
+        reg.record(&root, "x", "n", &s, Timestamp(0)).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(reg.dir()), 0o700);
+        assert_eq!(mode(&reg.loops_dir()), 0o700);
+        let record = fs::read_dir(reg.loops_dir())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(mode(&record.path()), 0o600);
+
+        fs::set_permissions(reg.dir(), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            reg.check(&root, "x", &s),
+            Arming::Unarmed(Unarmed::Unavailable(_))
+        ));
+        fs::set_permissions(reg.dir(), fs::Permissions::from_mode(0o700)).unwrap();
+
+        // A registry folder that is a symlink is refused, for reads and writes.
+        let elsewhere = t.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        let linked = locate(Some(&t.path().join("linked")), None).unwrap();
+        fs::create_dir_all(t.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, linked.dir()).unwrap();
+        assert!(matches!(
+            linked.record(&root, "x", "n", &s, Timestamp(0)),
+            Err(RegistryError::Unsafe { .. })
+        ));
+        assert!(matches!(
+            linked.check(&root, "x", &s),
+            Arming::Unarmed(Unarmed::Unavailable(_))
+        ));
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_record_is_not_followed() {
+        let (t, reg, root) = setup();
+        let s = state("---\nralph_nonce: n\n---\nx\n");
+        reg.record(&root, "x", "n", &s, Timestamp(0)).unwrap();
+        let path = reg.record_path(&root, "x");
+        let copy = t.path().join("copy.json");
+        fs::rename(&path, &copy).unwrap();
+        std::os::unix::fs::symlink(&copy, &path).unwrap();
+        assert!(matches!(
+            reg.check(&root, "x", &s),
+            Arming::Unarmed(Unarmed::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn one_notice_per_session_file_and_shape() {
+        let (_t, reg, root) = setup();
+        let f = root.join(".claude/x-loop.local.md");
+        assert!(reg.first_notice("s1", &f, "d1"));
+        assert!(!reg.first_notice("s1", &f, "d1"));
+        assert!(reg.first_notice("s2", &f, "d1"));
+        assert!(reg.first_notice("s1", &f, "d2"));
+        assert!(reg.first_notice("s1", &root.join("other"), "d1"));
+    }
+
+    #[test]
+    fn nonces_are_random_hex() {
+        let (a, b) = (new_nonce().unwrap(), new_nonce().unwrap());
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}

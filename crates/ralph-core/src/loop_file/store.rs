@@ -1,0 +1,422 @@
+//! The project's loop files on disk: finding them, locking them, writing
+//! them atomically and moving ended loops into the history.
+//!
+//! Layout under the project root:
+//!   .claude/<name>-loop.local.md        an active (or paused) loop
+//!   .claude/ralph/lock                  one lock for every loop of the project
+//!   .claude/ralph/logs/<name>.jsonl     the decision log of an active loop
+//!   .claude/ralph/history/<stamp>-<name>.md          an ended loop
+//!   .claude/ralph/history/<stamp>-<name>.log.jsonl   its decision log
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::fs::safe_fs::{self, FsError};
+use crate::time::Timestamp;
+
+pub const LOOP_SUFFIX: &str = "-loop.local.md";
+
+/// How long to wait for another ralph process to release the lock before
+/// giving up (and letting the session stop).
+const LOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The longest loop name kept whole in a history record's name. Names ralph
+/// arms are at most 64 characters; a longer one (a file planted by hand) is
+/// shortened with a hash, so `<stamp>.NNN-<name>.corrupt.log.jsonl` always
+/// fits in a file name (255 bytes).
+const RECORD_NAME_MAX: usize = 64;
+
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+}
+
+/// One `.claude/<name>-loop.local.md` file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopFile {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("could not {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("another ralph process ({holder}) held {path} for over {secs}s")]
+    LockTimeout {
+        path: PathBuf,
+        secs: u64,
+        holder: String,
+    },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Where the project is, by the rule the hook and the CLI share:
+/// `CLAUDE_PROJECT_DIR` if set; else the nearest folder at or above `start`
+/// (the session's cwd, then the process cwd) that holds `.claude/`, skipping
+/// the home folder, whose `.claude/` is Claude Code's own settings.
+pub fn locate_project(
+    project_dir: Option<&Path>,
+    starts: &[&Path],
+    home: Option<&Path>,
+) -> Option<Project> {
+    if let Some(dir) = project_dir.filter(|d| !d.as_os_str().is_empty()) {
+        return Some(Project {
+            root: dir.to_owned(),
+        });
+    }
+    starts.iter().find_map(|start| {
+        start
+            .ancestors()
+            .filter(|dir| Some(*dir) != home)
+            .find(|dir| dir.join(".claude").is_dir())
+            .map(|dir| Project {
+                root: dir.to_owned(),
+            })
+    })
+}
+
+impl Project {
+    pub fn claude_dir(&self) -> PathBuf {
+        self.root.join(".claude")
+    }
+
+    pub fn ralph_dir(&self) -> PathBuf {
+        self.claude_dir().join("ralph")
+    }
+
+    pub fn history_dir(&self) -> PathBuf {
+        self.ralph_dir().join("history")
+    }
+
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.ralph_dir().join("logs").join(format!("{name}.jsonl"))
+    }
+
+    pub fn loop_path(&self, name: &str) -> PathBuf {
+        self.claude_dir().join(format!("{name}{LOOP_SUFFIX}"))
+    }
+
+    /// Makes sure `rel` (under the root) is a real folder, never a link.
+    pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
+        Ok(safe_fs::ensure_dir(&self.root, rel)?)
+    }
+
+    /// The live loop files, sorted by name. A missing `.claude/` means none;
+    /// so does a `.claude` that is a link (ralph never follows it). Every
+    /// entry with a loop file's name is listed whatever it is, so that a
+    /// FIFO or a link there is reported when read, not silently skipped.
+    pub fn loop_files(&self) -> Result<Vec<LoopFile>, StoreError> {
+        let dir = self.claude_dir();
+        match safe_fs::kind_at(&dir) {
+            Some(kind) if kind.is_dir() => {}
+            _ => return Ok(Vec::new()),
+        }
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("read the folder", &dir)(e)),
+        };
+        let mut files: Vec<LoopFile> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let file_name = entry.file_name().into_string().ok()?;
+                let name = file_name.strip_suffix(LOOP_SUFFIX)?;
+                if name.is_empty() || name.starts_with('.') {
+                    return None;
+                }
+                Some(LoopFile {
+                    name: name.to_owned(),
+                    path: entry.path(),
+                })
+            })
+            .collect();
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    }
+
+    /// Takes the project's lock, waiting a bounded time for other ralph
+    /// processes. Released when the guard is dropped (or the process dies).
+    /// The lock file is opened without following a link and must be a
+    /// regular file; the holder writes its pid into it, so that a process
+    /// that gives up waiting can name who held it.
+    pub fn lock(&self) -> Result<ProjectLock, StoreError> {
+        let dir = self.ensure_dir(".claude/ralph")?;
+        let path = dir.join("lock");
+        let file = safe_fs::open_lock(&path)?;
+        let started = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => {
+                    // Best effort: the pid only makes a timeout message precise.
+                    let _ = safe_fs::write_holder(&file, std::process::id());
+                    return Ok(ProjectLock { _file: file });
+                }
+                Err(fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    let holder = safe_fs::read_holder(&path)
+                        .map_or_else(|| "pid unknown".to_owned(), |pid| format!("pid {pid}"));
+                    return Err(StoreError::LockTimeout {
+                        path,
+                        secs: LOCK_PATIENCE.as_secs(),
+                        holder,
+                    });
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(io_err("lock", &path)(e)),
+            }
+        }
+    }
+
+    /// Moves an ended loop file (already rewritten with its outcome) and its
+    /// decision log into the history. Returns the record's path. Only the
+    /// entries are renamed (nothing is opened); the history folder must be
+    /// a real folder, and a log that is not a regular file stays behind.
+    pub fn archive(
+        &self,
+        file: &LoopFile,
+        ended: Timestamp,
+        suffix: &str,
+    ) -> Result<PathBuf, StoreError> {
+        let history = self.ensure_dir(".claude/ralph/history")?;
+        let stem = unique_stem(
+            &history,
+            &ended.compact(),
+            &format!("-{}{suffix}", record_name(&file.name)),
+        );
+        let record = history.join(format!("{stem}.md"));
+        fs::rename(&file.path, &record).map_err(io_err("move the loop file into", &history))?;
+        let log = self.log_path(&file.name);
+        if safe_fs::kind_at(&log).is_some_and(|k| k.is_file())
+            && safe_fs::check_dir(&self.root, ".claude/ralph/logs").unwrap_or(false)
+        {
+            // Best effort: a log that cannot move stays where status still finds it.
+            let _ = fs::rename(&log, history.join(format!("{stem}.log.jsonl")));
+        }
+        safe_fs::sync_dir(&history);
+        safe_fs::sync_dir(&self.claude_dir());
+        Ok(record)
+    }
+
+    /// Removes temp files left in `.claude/` and `.claude/ralph/` by ralph
+    /// processes that died mid-write. Call it under the lock. Only ralph's
+    /// own temps go (see [`safe_fs::remove_stale_temps`]).
+    pub fn remove_stale_temps(&self) {
+        let now = SystemTime::now();
+        for rel in [".claude", ".claude/ralph"] {
+            if safe_fs::check_dir(&self.root, rel).unwrap_or(false) {
+                safe_fs::remove_stale_temps(&self.root.join(rel), now);
+            }
+        }
+    }
+
+    /// Appends one line to a loop's decision log. Callers treat an error as
+    /// a notice at most: a log that cannot be written must never cost the
+    /// user their loop.
+    pub fn append_log(&self, name: &str, line: &str) -> Result<(), StoreError> {
+        self.append_bytes(name, format!("{line}\n").as_bytes())
+    }
+
+    /// Why the decision log of `name` cannot be written, if it cannot (a
+    /// link, a FIFO, a hard link where the log or its folders go): the
+    /// same open as an append, writing nothing.
+    pub fn log_problem(&self, name: &str) -> Option<StoreError> {
+        self.append_bytes(name, b"").err()
+    }
+
+    fn append_bytes(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.ensure_dir(".claude/ralph/logs")?;
+        Ok(safe_fs::append(&self.log_path(name), bytes)?)
+    }
+}
+
+/// The loop's name as it appears in a history record's name: whole when it
+/// is short, else its start and a hash of all of it.
+pub fn record_name(name: &str) -> String {
+    if name.len() <= RECORD_NAME_MAX {
+        return name.to_owned();
+    }
+    let mut head = String::new();
+    for c in name.chars() {
+        if head.len() + c.len_utf8() > 40 {
+            break;
+        }
+        head.push(c);
+    }
+    // FNV-1a: stable across runs and versions, no dependency.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{head}~{hash:016x}")
+}
+
+/// A record name no file has yet: `<stamp><rest>`, then `<stamp>.002<rest>`,
+/// `<stamp>.003<rest>`, … The counter sits inside the stamp, so the loop's
+/// name stays intact and names sort oldest first. A stem is taken when
+/// anything (a link included) has its record's or its log's name, so a
+/// rename never replaces an entry.
+fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
+    let taken = |s: &str| {
+        [".md", ".log.jsonl"]
+            .iter()
+            .any(|ext| safe_fs::kind_at(&dir.join(format!("{s}{ext}"))).is_some())
+    };
+    let first = format!("{stamp}{rest}");
+    if !taken(&first) {
+        return first;
+    }
+    (2..)
+        .map(|n| format!("{stamp}.{n:03}{rest}"))
+        .find(|s| !taken(s))
+        .unwrap_or(first)
+}
+
+/// Held while a process reads and writes loop files.
+pub struct ProjectLock {
+    _file: File,
+}
+
+/// Replaces `path` with `contents` atomically, keeping its mode
+/// (see [`safe_fs::replace`]). Temp names never match `*-loop.local.md`.
+pub fn write_atomic(path: &Path, contents: &str) -> Result<(), StoreError> {
+    Ok(safe_fs::replace(path, contents.as_bytes())?)
+}
+
+/// [`write_atomic`] for a loop's per-turn update: as atomic, not fsynced
+/// (see [`safe_fs::replace_unsynced`]).
+pub fn write_turn(path: &Path, contents: &str) -> Result<(), StoreError> {
+    Ok(safe_fs::replace_unsynced(path, contents.as_bytes())?)
+}
+
+/// Reads a loop file (live or recorded): a regular file, not through a
+/// link, at most [`safe_fs::LOOP_FILE_CAP`] bytes, valid UTF-8.
+pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
+    Ok(safe_fs::read_text(path, safe_fs::LOOP_FILE_CAP)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_root_from_a_subfolder() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join(".claude")).unwrap();
+        fs::create_dir_all(tmp.path().join("a/b")).unwrap();
+        let sub = tmp.path().join("a/b");
+        let p = locate_project(None, &[&sub], None).unwrap();
+        assert_eq!(p.root, tmp.path());
+        assert!(
+            locate_project(None, &[&sub], Some(tmp.path())).is_none_or(|p| p.root != tmp.path())
+        );
+        let explicit = locate_project(Some(Path::new("/x")), &[&sub], None).unwrap();
+        assert_eq!(explicit.root, Path::new("/x"));
+    }
+
+    #[test]
+    fn lists_loop_files_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let claude = tmp.path().join(".claude");
+        fs::create_dir_all(&claude).unwrap();
+        for f in [
+            "ralph-loop.local.md",
+            "ralph-marketer-loop.local.md",
+            "settings.json",
+            "-loop.local.md",
+            ".x-loop.local.md.1.tmp",
+        ] {
+            fs::write(claude.join(f), "").unwrap();
+        }
+        let p = Project {
+            root: tmp.path().into(),
+        };
+        let names: Vec<_> = p
+            .loop_files()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["ralph", "ralph-marketer"]);
+    }
+
+    #[test]
+    fn long_names_make_short_record_names() {
+        let long = "a".repeat(238);
+        let short = record_name(&long);
+        assert!(short.len() < 64, "{short}");
+        assert_ne!(record_name(&"a".repeat(239)), short);
+        assert_eq!(record_name("ralph"), "ralph");
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Project {
+            root: tmp.path().into(),
+        };
+        fs::create_dir_all(p.claude_dir()).unwrap();
+        let file = LoopFile {
+            name: long.clone(),
+            path: p.loop_path(&long),
+        };
+        fs::write(&file.path, "x").unwrap();
+        p.append_log(&long, "{}").unwrap();
+        let record = p.archive(&file, Timestamp(0), ".corrupt").unwrap();
+        assert!(record.exists());
+        assert!(!file.path.exists());
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x-loop.local.md");
+        write_atomic(&path, "one").unwrap();
+        write_atomic(&path, "two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn archive_keeps_distinct_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Project {
+            root: tmp.path().into(),
+        };
+        fs::create_dir_all(p.claude_dir()).unwrap();
+        for _ in 0..2 {
+            let file = LoopFile {
+                name: "ralph".into(),
+                path: p.loop_path("ralph"),
+            };
+            fs::write(&file.path, "x").unwrap();
+            p.append_log("ralph", "{}").unwrap();
+            p.archive(&file, Timestamp(0), "").unwrap();
+        }
+        let mut names: Vec<_> = fs::read_dir(p.history_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "19700101T000000Z-ralph.log.jsonl",
+                "19700101T000000Z-ralph.md",
+                "19700101T000000Z.002-ralph.log.jsonl",
+                "19700101T000000Z.002-ralph.md"
+            ]
+        );
+    }
+}

@@ -1,0 +1,614 @@
+//! The forward reader: what was appended to the transcript since an offset
+//! (tokens, tool use, proven edits, whether this turn's reply has landed).
+//! The cost of a stop follows the size of the last turn, never of the whole
+//! session.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::backward::BackwardLines;
+use super::backward::open;
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// Where the next scan starts: just past the last complete line.
+    pub end_offset: u64,
+    /// Tokens of assistant messages not counted before (input, cache
+    /// creation and output; cache reads are not counted).
+    pub tokens: u64,
+    /// Whether an assistant line in the new part called a tool; `None` when
+    /// the new part holds no assistant line (the transcript lags).
+    pub ran_tool: Option<bool>,
+    /// The last assistant message id seen, so it is not counted twice.
+    pub last_message_id: Option<String>,
+    /// The largest single assistant message counted in this scan (tokens).
+    pub largest_reply: u64,
+    /// Replies in the new part that ended a turn (main chain, stopped for
+    /// another reason than a tool call): one per stop once the transcript
+    /// has caught up, none while it lags.
+    pub turn_ends: u64,
+    /// The transcript does not hold the reply that ended the turn yet: its
+    /// last conversation line is a user line or a tool call (the client
+    /// writes the transcript after the Stop hook may already run).
+    pub reply_missing: bool,
+    /// Whether the new part proves a file edit: a call of one of
+    /// [`EDIT_TOOLS`] and, also in the new part, its result, not an error.
+    /// A call whose result has not landed yet proves nothing.
+    pub edit_proven: bool,
+    /// The text of the last assistant text block in the new part (main
+    /// chain): compared with the reply the Stop event carries, it tells
+    /// whether the transcript holds this turn's reply or an older one.
+    pub last_text: Option<String>,
+}
+
+impl Appended {
+    /// Whether the transcript does not hold the reply that ended the turn:
+    /// by its own lines ([`Appended::reply_missing`]), or because its last
+    /// text is not the reply the Stop event carries (the transcript can lag
+    /// by more than one reply on a loaded machine, and then its last line is
+    /// an older reply).
+    pub fn lacks_reply(&self, reply: Option<&str>) -> bool {
+        self.reply_missing
+            || reply.is_some_and(|reply| {
+                let reply = reply.trim();
+                !reply.is_empty()
+                    && self
+                        .last_text
+                        .as_deref()
+                        .is_some_and(|last| !reply.ends_with(last.trim()))
+            })
+    }
+}
+
+/// Claude Code's tools that change files and nothing else.
+pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// The most one scan reads: a single turn never appends this much.
+const MAX_APPENDED: u64 = 64 * 1024 * 1024;
+
+#[derive(Deserialize)]
+struct UsageLine {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "isSidechain", default)]
+    is_sidechain: bool,
+    timestamp: Option<String>,
+    message: Option<UsageMessage>,
+}
+
+#[derive(Deserialize)]
+struct UsageMessage {
+    id: Option<String>,
+    content: Option<Value>,
+    stop_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+}
+
+/// Reads only the part of the transcript after `offset` (the cost of a stop
+/// follows the size of the last turn, never of the whole session). An offset
+/// of 0 means "first look": the current end becomes the baseline and nothing
+/// is counted, so a long session's past is never read.
+pub fn scan_appended(
+    path: &Path,
+    offset: u64,
+    last_message_id: Option<&str>,
+) -> std::io::Result<Appended> {
+    let mut file = open(path)?;
+    let len = file.metadata()?.len();
+    if offset == 0 || offset > len {
+        return Ok(Appended {
+            end_offset: len,
+            last_message_id: last_message_id.map(str::to_owned),
+            ..Appended::default()
+        });
+    }
+    scan_from(&mut file, len, offset, last_message_id, None)
+}
+
+/// The loop's view of the transcript: like [`scan_appended`], but the first
+/// look (`offset` 0) counts everything the loop spent so far, the arming turn
+/// included: it starts at the first line stamped at or after `started_at`,
+/// found by reading backward from the end (bounded, never before the loop).
+pub fn scan_loop(
+    path: &Path,
+    offset: u64,
+    last_message_id: Option<&str>,
+    started_at: Option<Timestamp>,
+) -> std::io::Result<Appended> {
+    let (Some(start), 0) = (started_at, offset) else {
+        return scan_appended(path, offset, last_message_id);
+    };
+    let mut file = open(path)?;
+    let len = file.metadata()?.len();
+    let from = loop_start_offset(&mut file, len, start)?;
+    scan_from(&mut file, len, from, last_message_id, Some(start))
+}
+
+/// Where the loop's part of the transcript begins: just past the last line
+/// stamped before `started_at` (lines without a stamp do not decide), at
+/// most [`MAX_APPENDED`] from the end.
+fn loop_start_offset(file: &mut File, len: u64, started_at: Timestamp) -> std::io::Result<u64> {
+    #[derive(Deserialize)]
+    struct Stamped {
+        timestamp: Option<String>,
+    }
+    let floor = len.saturating_sub(MAX_APPENDED);
+    let mut lines = BackwardLines::new(file, floor, len);
+    let mut start = len;
+    while let Some(raw) = lines.next_line()? {
+        let stamp = serde_json::from_slice::<Stamped>(&raw)
+            .ok()
+            .and_then(|l| l.timestamp)
+            .and_then(|t| Timestamp::parse_rfc3339(&t));
+        if stamp.is_some_and(|t| t < started_at) {
+            return Ok(start);
+        }
+        start = start.saturating_sub(raw.len() as u64 + 1);
+    }
+    Ok(floor)
+}
+
+/// Counts the assistant messages in `file[offset..len]` (complete lines
+/// only); with `not_before`, only lines stamped at or after it.
+fn scan_from(
+    file: &mut File,
+    len: u64,
+    offset: u64,
+    last_message_id: Option<&str>,
+    not_before: Option<Timestamp>,
+) -> std::io::Result<Appended> {
+    let mut out = Appended {
+        end_offset: len,
+        last_message_id: last_message_id.map(str::to_owned),
+        // Nothing of this turn written yet, until a line says otherwise.
+        reply_missing: true,
+        ..Appended::default()
+    };
+    let start = offset.max(len.saturating_sub(MAX_APPENDED));
+    // At most MAX_APPENDED; the capacity is only a hint.
+    let mut buf = Vec::with_capacity(usize::try_from(len - start).unwrap_or(0));
+    file.seek(SeekFrom::Start(start))?;
+    file.take(len - start).read_to_end(&mut buf)?;
+    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    out.end_offset = start + complete as u64;
+    let mut pending: Option<(String, Usage)> = None;
+    let mut edit_calls: Vec<String> = Vec::new();
+    let mut last_turn_end: Option<String> = None;
+    for raw in buf[..complete].split(|&b| b == b'\n') {
+        let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
+            continue;
+        };
+        if let Some(limit) = not_before {
+            let stamp = line.timestamp.as_deref().and_then(Timestamp::parse_rfc3339);
+            if stamp.is_none_or(|t| t < limit) {
+                continue;
+            }
+        }
+        if line.kind.as_deref() == Some("user") && !line.is_sidechain {
+            out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
+        }
+        // Edits count on every chain: a subagent's edit changed files too.
+        note_edits(&line, &mut edit_calls, &mut out.edit_proven);
+        if line.kind.as_deref() != Some("assistant") || line.is_sidechain {
+            continue;
+        }
+        let Some(message) = line.message else {
+            continue;
+        };
+        let called_tool = message
+            .content
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            });
+        out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
+        out.reply_missing = called_tool || message.stop_reason.as_deref() == Some("tool_use");
+        let ends_turn = !out.reply_missing && message.stop_reason.is_some();
+        if ends_turn && message.id.is_some() && message.id != last_turn_end {
+            // A message written as several lines (one per content block) ends its turn once.
+            out.turn_ends = out.turn_ends.saturating_add(1);
+            last_turn_end.clone_from(&message.id);
+        }
+        if let Some(text) = message.content.as_ref().and_then(text_of) {
+            out.last_text = Some(text);
+        }
+        let Some(id) = message.id else { continue };
+        if out.last_message_id.as_deref() == Some(id.as_str()) && pending.is_none() {
+            continue; // counted by an earlier scan
+        }
+        let usage = message.usage.unwrap_or_default();
+        match &mut pending {
+            Some((pid, u)) if *pid == id => *u = usage,
+            _ => {
+                if let Some((_, u)) = pending.take() {
+                    out.add(tokens_of(u));
+                }
+                pending = Some((id.clone(), usage));
+                out.last_message_id = Some(id);
+            }
+        }
+    }
+    if let Some((_, u)) = pending {
+        out.add(tokens_of(u));
+    }
+    Ok(out)
+}
+
+impl Appended {
+    fn add(&mut self, message_tokens: u64) {
+        self.tokens = self.tokens.saturating_add(message_tokens);
+        self.largest_reply = self.largest_reply.max(message_tokens);
+    }
+}
+
+/// Remembers the ids of edit-tool calls (assistant lines) and marks an edit
+/// proven when a user line carries a successful result for one of them.
+fn note_edits(line: &UsageLine, calls: &mut Vec<String>, proven: &mut bool) {
+    let Some(blocks) = line
+        .message
+        .as_ref()
+        .and_then(|m| m.content.as_ref())
+        .and_then(Value::as_array)
+    else {
+        return;
+    };
+    let field = |b: &Value, k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
+    for block in blocks {
+        match (
+            line.kind.as_deref(),
+            block.get("type").and_then(Value::as_str),
+        ) {
+            (Some("assistant"), Some("tool_use"))
+                if field(block, "name").is_some_and(|n| EDIT_TOOLS.contains(&n.as_str())) =>
+            {
+                calls.extend(field(block, "id"));
+            }
+            (Some("user"), Some("tool_result"))
+                if block.get("is_error").and_then(Value::as_bool) != Some(true)
+                    && field(block, "tool_use_id").is_some_and(|id| calls.contains(&id)) =>
+            {
+                *proven = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The text blocks of one assistant line, joined as the client joins them
+/// (`None` when it holds none).
+fn text_of(content: &Value) -> Option<String> {
+    let texts: Vec<&str> = content
+        .as_array()?
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+fn tokens_of(u: Usage) -> u64 {
+    u.input_tokens
+        .saturating_add(u.output_tokens)
+        .saturating_add(u.cache_creation_input_tokens)
+}
+
+#[cfg(test)]
+mod appended_tests {
+    use super::*;
+
+    #[test]
+    fn an_older_reply_last_in_the_transcript_means_this_turns_reply_is_missing() {
+        // Lagging by two replies: the new part ends with the previous turn's reply.
+        let lagging = Appended {
+            last_text: Some("Checked, step 3.".into()),
+            ..Appended::default()
+        };
+        assert!(lagging.lacks_reply(Some("Checked, step 4.")));
+        // The reply is there: the last text block ends the event's reply.
+        assert!(!lagging.lacks_reply(Some("Looked around.\n\nChecked, step 3.")));
+        // Nothing to compare with: the lines decide (a tool call, a user line).
+        assert!(!Appended::default().lacks_reply(Some("anything")));
+        assert!(
+            Appended {
+                reply_missing: true,
+                ..Appended::default()
+            }
+            .lacks_reply(None)
+        );
+    }
+    use std::io::Write;
+
+    fn line(id: &str, tool: bool, input: u64, output: u64) -> String {
+        let content = if tool {
+            r#"[{"type":"tool_use","name":"Bash"}]"#
+        } else {
+            r#"[{"type":"text","text":"x"}]"#
+        };
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","content":{content},"usage":{{"input_tokens":{input},"output_tokens":{output},"cache_read_input_tokens":99999}}}}}}"#
+        ) + "\n"
+    }
+
+    fn edit_call(id: &str, tool: &str) -> String {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"m-{id}","content":[{{"type":"tool_use","id":"{id}","name":"{tool}","input":{{}}}}]}}}}"#
+        ) + "\n"
+    }
+
+    fn result(id: &str, error: bool) -> String {
+        format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{error},"content":"ok"}}]}}}}"#
+        ) + "\n"
+    }
+
+    fn proven(appended: &str) -> bool {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        f.write_all(appended.as_bytes()).unwrap();
+        scan_appended(f.path(), base.end_offset, None)
+            .unwrap()
+            .edit_proven
+    }
+
+    #[test]
+    fn an_edit_is_proven_only_by_its_successful_result() {
+        for tool in EDIT_TOOLS {
+            assert!(
+                proven(&(edit_call("t1", tool) + &result("t1", false))),
+                "{tool}"
+            );
+        }
+        assert!(
+            !proven(&(edit_call("t1", "Edit") + &result("t1", true))),
+            "an error"
+        );
+        assert!(
+            !proven(&edit_call("t1", "Edit")),
+            "no result yet (the transcript lags)"
+        );
+        assert!(!proven(&result("t1", false)), "a result without its call");
+        assert!(
+            !proven(&(edit_call("t1", "Bash") + &result("t1", false))),
+            "not an edit tool"
+        );
+        assert!(
+            !proven(&(edit_call("t1", "Edit") + &result("t2", false))),
+            "another call's result"
+        );
+        assert!(
+            !proven(&line("m1", true, 1, 1)),
+            "a tool call without an id"
+        );
+    }
+
+    #[test]
+    fn first_look_sets_a_baseline() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(line("m1", false, 10, 5).as_bytes()).unwrap();
+        let a = scan_appended(f.path(), 0, None).unwrap();
+        assert_eq!(
+            (a.tokens, a.ran_tool, a.end_offset),
+            (0, None, f.as_file().metadata().unwrap().len())
+        );
+    }
+
+    #[test]
+    fn counts_each_message_once_across_scans() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        f.write_all((line("m1", false, 10, 5) + &line("m1", true, 10, 7)).as_bytes())
+            .unwrap();
+        let a = scan_appended(f.path(), base.end_offset, None).unwrap();
+        assert_eq!((a.tokens, a.ran_tool), (17, Some(true)));
+        f.write_all((line("m1", false, 10, 7) + &line("m2", false, 1, 1)).as_bytes())
+            .unwrap();
+        f.write_all(b"{\"type\":\"assistant\",\"message\":{\"id\":\"m3\"")
+            .unwrap(); // a line still being written
+        let b = scan_appended(f.path(), a.end_offset, a.last_message_id.as_deref()).unwrap();
+        assert_eq!((b.tokens, b.ran_tool), (2, Some(false)));
+        let len = f.as_file().metadata().unwrap().len();
+        assert!(b.end_offset < len);
+    }
+}
+
+/// Transcripts shaped like the ones Claude Code 2.1.328 writes (see
+/// docs/claude-code-notes.md): one line per content block, each carrying the
+/// message's final usage and stop reason; feedback as a meta user line; the
+/// reply that ended the turn sometimes not written yet when the hook runs.
+#[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use crate::reply::transcript::backward::BLOCK;
+    use std::io::Write;
+
+    fn assistant(id: &str, block: &str, stop: &str, ts: &str) -> String {
+        format!(
+            r#"{{"parentUuid":"p","isSidechain":false,"type":"assistant","uuid":"u","timestamp":"{ts}","message":{{"id":"{id}","type":"message","role":"assistant","model":"m","content":[{block}],"stop_reason":"{stop}","usage":{{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":500,"output_tokens":5}}}}}}"#
+        ) + "\n"
+    }
+    fn text(id: &str, ts: &str) -> String {
+        assistant(id, r#"{"type":"text","text":"step"}"#, "end_turn", ts)
+    }
+    fn user(content: &str, meta: bool, ts: &str) -> String {
+        format!(
+            r#"{{"type":"user","isMeta":{meta},"isSidechain":false,"timestamp":"{ts}","message":{{"role":"user","content":{content}}}}}"#
+        ) + "\n"
+    }
+    fn feedback(ts: &str) -> String {
+        user(r#""Stop hook feedback:\nWork""#, true, ts)
+    }
+    fn other(kind: &str, ts: &str) -> String {
+        format!(r#"{{"type":"{kind}","timestamp":"{ts}"}}"#) + "\n"
+    }
+
+    const BEFORE: &str = "2026-11-30T15:09:30.100Z";
+    const ARMED: &str = "2026-11-30T15:09:37Z";
+    const T1: &str = "2026-11-30T15:09:37.855Z";
+    const T2: &str = "2026-11-30T15:09:38.739Z";
+
+    fn started() -> Option<Timestamp> {
+        Timestamp::parse_rfc3339(ARMED)
+    }
+
+    /// The next stop's scan, from where `previous` ended.
+    fn next_scan(path: &Path, previous: &Appended) -> Appended {
+        let last = previous.last_message_id.as_deref();
+        scan_loop(path, previous.end_offset, last, started()).unwrap()
+    }
+
+    #[test]
+    fn first_stop_counts_the_arming_turn_and_nothing_before() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let earlier = user(r#""hello""#, false, BEFORE) + &text("msg_old", BEFORE);
+        let arming = user(r#""/ralph:ralph-loop Work""#, false, T1)
+            + &other("attachment", T1)
+            + &text("msg_1", T1);
+        f.write_all((earlier + &arming).as_bytes()).unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!(
+            (a.tokens, a.largest_reply, a.reply_missing),
+            (15, 15, false)
+        );
+        assert_eq!(a.last_message_id.as_deref(), Some("msg_1"));
+        assert_eq!(a.end_offset, f.as_file().metadata().unwrap().len());
+        // Without a start time, the first look is a baseline, as before.
+        assert_eq!(scan_loop(f.path(), 0, None, None).unwrap().tokens, 0);
+    }
+
+    /// One reply ends each turn: a tool call does not, a message written as
+    /// several lines counts once, and a lagging transcript shows none.
+    #[test]
+    fn replies_that_end_a_turn_are_counted() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let call = assistant(
+            "msg_1",
+            r#"{"type":"tool_use","id":"t1","name":"Bash","input":{}}"#,
+            "tool_use",
+            T1,
+        );
+        let result = user(
+            r#"[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]"#,
+            false,
+            T1,
+        );
+        let two_lines = text("msg_2", T1) + &text("msg_2", T1);
+        f.write_all(
+            (user(r#""/ralph:ralph-loop Work""#, false, T1) + &call + &result + &two_lines)
+                .as_bytes(),
+        )
+        .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!((a.turn_ends, a.reply_missing), (1, false));
+        // The transcript lags: nothing new, no turn end.
+        let b = next_scan(f.path(), &a);
+        assert_eq!((b.turn_ends, b.reply_missing), (0, true));
+        // Three turns land at once.
+        let three = feedback(T2)
+            + &text("msg_3", T2)
+            + &feedback(T2)
+            + &text("msg_4", T2)
+            + &feedback(T2)
+            + &text("msg_5", T2);
+        f.write_all(three.as_bytes()).unwrap();
+        let c = next_scan(f.path(), &b);
+        assert_eq!((c.turn_ends, c.tokens), (3, 45));
+    }
+
+    #[test]
+    fn a_lagging_reply_is_reported_missing_then_counted_once() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        // Stop 1: the arming prompt is there, its reply is not yet.
+        f.write_all(user(r#""/ralph:ralph-loop Work""#, false, T1).as_bytes())
+            .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!((a.tokens, a.reply_missing), (0, true));
+        // Stop 2: reply 1, the feedback, and reply 2 are in.
+        f.write_all((text("msg_1", T1) + &feedback(T2) + &text("msg_2", T2)).as_bytes())
+            .unwrap();
+        let b = next_scan(f.path(), &a);
+        assert_eq!(
+            (b.tokens, b.reply_missing, b.ran_tool),
+            (30, false, Some(false))
+        );
+        // Stop 3: only the feedback is written: the reply is missing, nothing counted.
+        f.write_all(feedback(T2).as_bytes()).unwrap();
+        let c = next_scan(f.path(), &b);
+        assert_eq!((c.tokens, c.reply_missing, c.ran_tool), (0, true, None));
+    }
+
+    #[test]
+    fn a_tool_call_spread_over_lines_counts_once_and_proves_the_tool() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(feedback(T1).as_bytes()).unwrap();
+        let start = f.as_file().metadata().unwrap().len();
+        let call = assistant(
+            "msg_3",
+            r#"{"type":"text","text":"running"}"#,
+            "tool_use",
+            T2,
+        ) + &assistant(
+            "msg_3",
+            r#"{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"true"}}"#,
+            "tool_use",
+            T2,
+        );
+        f.write_all(call.as_bytes()).unwrap();
+        let a = scan_loop(f.path(), start, None, started()).unwrap();
+        assert_eq!(
+            (a.tokens, a.reply_missing, a.ran_tool),
+            (15, true, Some(true))
+        );
+        f.write_all(
+            (user(
+                r#"[{"type":"tool_result","tool_use_id":"toolu_1","content":""}]"#,
+                false,
+                T2,
+            ) + &text("msg_4", T2))
+                .as_bytes(),
+        )
+        .unwrap();
+        let b = scan_loop(f.path(), start, None, started()).unwrap();
+        assert_eq!(
+            (b.tokens, b.reply_missing, b.ran_tool),
+            (30, false, Some(true))
+        );
+    }
+
+    #[test]
+    fn the_loop_start_is_found_across_blocks_and_bounded() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let filler = format!(
+            r#"{{"type":"user","timestamp":"{BEFORE}","x":"{}"}}"#,
+            "y".repeat(BLOCK)
+        ) + "\n";
+        f.write_all((filler.clone() + &filler + &text("msg_old", BEFORE)).as_bytes())
+            .unwrap();
+        f.write_all((text("msg_1", T1) + &other("system", T1) + &text("msg_2", T2)).as_bytes())
+            .unwrap();
+        let a = scan_loop(f.path(), 0, None, started()).unwrap();
+        assert_eq!(a.tokens, 30);
+        // No line after the start: nothing is counted.
+        let later = Timestamp::parse_rfc3339("2026-11-30T16:00:00Z");
+        assert_eq!(scan_loop(f.path(), 0, None, later).unwrap().tokens, 0);
+    }
+}

@@ -1,0 +1,21 @@
+//! Reading the session transcript (JSONL), which the client appends to and
+//! which can be hundreds of megabytes. Two readers, each reading only what it
+//! needs:
+//!
+//! - [`last_reply`] (in `last_reply.rs`) reads backward from the end for the
+//!   text of the last assistant reply, used only when the Stop event carries
+//!   no reply text;
+//! - [`scan_appended`] and [`scan_loop`] (in `appended.rs`) read forward from
+//!   an offset, what was appended since the last stop: tokens, tool use,
+//!   proven edits, whether this turn's reply has landed yet.
+//!
+//! Both open the file with `backward::open` and bound what they read; the
+//! backward block reader they share is in `backward.rs`.
+
+mod appended;
+mod backward;
+mod last_reply;
+
+pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
+pub(crate) use backward::{BackwardLines, MAX_SCAN};
+pub use last_reply::{LastReply, last_reply};

@@ -1,0 +1,281 @@
+//! Fresh-context iterations: run an agent process with the prompt on its
+//! stdin, wait for it (or stop it on request), and read its reply.
+//!
+//! Any command that reads a prompt on stdin and prints its reply works. When
+//! the output is Claude Code's `--output-format json` object, the reply is
+//! its `result` and the tokens come from its `usage`.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
+
+/// The default agent: Claude Code in print mode, one fresh session per iteration.
+pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
+
+/// What one agent run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentReply {
+    pub text: String,
+    /// Tokens reported by the agent (input + cache creation + output), if any.
+    pub tokens: Option<u64>,
+    /// Tool uses the agent was refused (Claude Code's `permission_denials`),
+    /// each in one escaped line: `Write src/a.rs`, `Bash: echo x > f`.
+    pub denials: Vec<String>,
+    /// Claude Code's `is_error` and `subtype` (`success`, `error_max_turns`, …).
+    pub is_error: bool,
+    pub subtype: Option<String>,
+}
+
+/// One denial in a line: the tool and what it was asked to touch or run.
+fn denial_line(item: &Value) -> String {
+    let tool = item
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .unwrap_or("a tool");
+    let input = item.get("tool_input");
+    let target = ["file_path", "command", "path", "url", "pattern"]
+        .iter()
+        .find_map(|k| input.and_then(|i| i.get(k)).and_then(Value::as_str));
+    let line = match target {
+        Some(t) => format!("{tool} {}", t.lines().next().unwrap_or("")),
+        None => tool.to_owned(),
+    };
+    let short: String = line.chars().take(80).collect();
+    let short = if short.len() < line.len() {
+        format!("{short}…")
+    } else {
+        short
+    };
+    crate::loop_file::messages::escape_controls(&short)
+}
+
+/// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
+pub fn parse_output(stdout: &str) -> AgentReply {
+    let trimmed = stdout.trim();
+    if trimmed.starts_with('{')
+        && let Ok(value) = serde_json::from_str::<Value>(trimmed)
+        && let Some(result) = value.get("result").and_then(Value::as_str)
+    {
+        let usage = value.get("usage");
+        let field = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let tokens = usage.map(|_| {
+            field("input_tokens") + field("cache_creation_input_tokens") + field("output_tokens")
+        });
+        let denials = value
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .map(|items| items.iter().map(denial_line).collect())
+            .unwrap_or_default();
+        return AgentReply {
+            text: result.to_owned(),
+            tokens,
+            denials,
+            is_error: value.get("is_error").and_then(Value::as_bool) == Some(true),
+            subtype: value
+                .get("subtype")
+                .and_then(Value::as_str)
+                .map(crate::loop_file::messages::escape_controls),
+        };
+    }
+    AgentReply {
+        text: trimmed.to_owned(),
+        tokens: None,
+        denials: Vec::new(),
+        is_error: false,
+        subtype: None,
+    }
+}
+
+/// How an agent run ended.
+#[derive(Debug)]
+pub enum Finished {
+    Exited {
+        status: ExitStatus,
+        stdout: String,
+        stderr_tail: String,
+    },
+    /// The caller asked to stop; the agent's process group was killed.
+    Interrupted,
+}
+
+/// Runs `command` through the shell ([`shell`]) in `root` with `prompt` on stdin, in its
+/// own process group, calling `tick` about ten times a second while it
+/// runs. When `stop` becomes true the whole group is terminated.
+pub fn run(
+    command: &str,
+    root: &Path,
+    prompt: &str,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(),
+) -> std::io::Result<Finished> {
+    let mut stdout_file = scratch_file()?;
+    let mut stderr_file = scratch_file()?;
+    let mut sh = shell(command);
+    sh.current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(stdout_file.try_clone()?)
+        .stderr(stderr_file.try_clone()?);
+    let mut group = spawn_in_group(&mut sh)?;
+    let prompt = prompt.to_owned();
+    let mut stdin = group.child.stdin.take();
+    // A writer thread, so an agent that does not read its stdin cannot block us.
+    let writer = std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(prompt.as_bytes());
+        }
+    });
+    let status = loop {
+        if let Some(status) = group.child.try_wait()? {
+            break Some(status);
+        }
+        if stop.load(Ordering::SeqCst) {
+            terminate_group(&mut group);
+            break None;
+        }
+        tick();
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = writer.join();
+    let Some(status) = status else {
+        return Ok(Finished::Interrupted);
+    };
+    let mut stdout = String::new();
+    stdout_file.seek(SeekFrom::Start(0))?;
+    let mut bytes = Vec::new();
+    stdout_file.read_to_end(&mut bytes)?;
+    stdout.push_str(&String::from_utf8_lossy(&bytes));
+    let mut err = Vec::new();
+    stderr_file.seek(SeekFrom::Start(0))?;
+    stderr_file.read_to_end(&mut err)?;
+    let err = String::from_utf8_lossy(&err);
+    let lines: Vec<&str> = err.lines().collect();
+    let stderr_tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    Ok(Finished::Exited {
+        status,
+        stdout,
+        stderr_tail,
+    })
+}
+
+/// SIGTERM to the group, a grace period for the agent to exit, then SIGKILL
+/// to whatever of the group is left (a grandchild that ignored the TERM).
+/// (By system call: no `kill` binary is needed on PATH.)
+fn terminate_group(group: &mut GroupChild) {
+    let asked = stop_group(group, Stop::Terminate).is_ok();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while asked && Instant::now() < deadline && !matches!(group.child.try_wait(), Ok(Some(_))) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The group outlives its leader while a grandchild is in it, so this
+    // runs even when the agent itself has exited.
+    let _ = stop_group(group, Stop::Kill);
+    let _ = group.child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_claude_json_and_plain_text() {
+        let json = r#"{"type":"result","subtype":"success","result":"done\n<promise>X</promise>","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":1000,"output_tokens":7}}"#;
+        assert_eq!(
+            parse_output(json),
+            AgentReply {
+                text: "done\n<promise>X</promise>".into(),
+                tokens: Some(22),
+                denials: vec![],
+                is_error: false,
+                subtype: Some("success".into()),
+            }
+        );
+        assert_eq!(
+            parse_output("  plain reply \n"),
+            AgentReply {
+                text: "plain reply".into(),
+                tokens: None,
+                denials: vec![],
+                is_error: false,
+                subtype: None,
+            }
+        );
+        assert_eq!(
+            parse_output("{not json"),
+            AgentReply {
+                text: "{not json".into(),
+                tokens: None,
+                denials: vec![],
+                is_error: false,
+                subtype: None,
+            }
+        );
+    }
+
+    #[test]
+    fn reads_permission_denials() {
+        let json = r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not write it","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"/p/notes.txt","content":"x"}},{"tool_name":"Bash","tool_use_id":"t2","tool_input":{"command":"echo hi > f\u001b[2K\nrm -rf /"}}]}"#;
+        let reply = parse_output(json);
+        assert_eq!(
+            reply.denials,
+            ["Write /p/notes.txt", "Bash echo hi > f\\x1b[2K"]
+        );
+        assert!(!reply.is_error);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn runs_an_agent_with_the_prompt_on_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        match run(
+            "tr a-z A-Z; echo oops >&2; exit 3",
+            dir.path(),
+            "hello",
+            &stop,
+            || {},
+        )
+        .unwrap()
+        {
+            Finished::Exited {
+                status,
+                stdout,
+                stderr_tail,
+            } => {
+                assert_eq!(
+                    (status.code(), stdout.as_str(), stderr_tail.as_str()),
+                    (Some(3), "HELLO", "oops")
+                );
+            }
+            Finished::Interrupted => panic!("not interrupted"),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn stop_terminates_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        let mut ticks = 0;
+        let finished = run("sleep 30", dir.path(), "", &stop, || {
+            ticks += 1;
+            if ticks == 3 {
+                stop.store(true, Ordering::SeqCst);
+            }
+        })
+        .unwrap();
+        assert!(matches!(finished, Finished::Interrupted));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}

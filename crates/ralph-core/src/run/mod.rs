@@ -1,0 +1,17 @@
+//! `ralph run`, the fresh-context driver: [`Driver`] (in `driver.rs`) runs
+//! the iteration loop and returns each step as an [`Event`]; the functions
+//! in `moves.rs` are its moves: whether the run may go on with its loop, taking it
+//! over and handing it back, how an agent's reply becomes a turn of
+//! [`engine::step`], and the ways a run ends a loop. The terminal (spinner,
+//! lines, summary, exit code) stays in the binary; loop files are touched
+//! only through [`crate::loop_file::lifecycle`].
+
+pub mod agent;
+pub mod fleet;
+pub mod presets;
+
+mod driver;
+mod moves;
+
+pub use driver::{Agent, Call, Driver, End, Event, Iteration, Setup};
+pub use moves::*;

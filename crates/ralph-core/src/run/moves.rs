@@ -1,0 +1,433 @@
+//! The moves of `ralph run`'s driver (`run::driver`): whether the run may go
+//! on with its loop, taking it over and handing it back, how an agent's reply
+//! becomes a turn of [`engine::step`], and the ways a run ends a loop.
+
+use std::path::PathBuf;
+
+use crate::control::{self, LoopError};
+use crate::decide::engine::{self, Step, StepError, Turn};
+use crate::decide::{Observation, Outcome};
+use crate::fs::git;
+use crate::loop_file::lifecycle::{LoadError, Loop, WriteError};
+use crate::loop_file::registry::Registry;
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::run::agent::AgentReply;
+use crate::time::Timestamp;
+
+/// Where a run stands with its loop before an iteration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Someone else drives it now (their id, when the file names one).
+    TakenOver(Option<String>),
+    /// Paused: the run hands it back and stops.
+    Paused,
+    /// `--hand-back-after` iterations are done.
+    HandBackDue,
+    /// The run goes on.
+    Go,
+}
+
+/// Whether the run that drives as `driver`, having run `done_here` fresh
+/// iterations, may run another.
+pub fn standing(
+    state: &LoopState,
+    driver: &str,
+    done_here: u64,
+    hand_back_after: Option<u64>,
+) -> Standing {
+    if state.session_id.as_deref() != Some(driver) {
+        return Standing::TakenOver(state.session_id.clone());
+    }
+    if !state.active {
+        return Standing::Paused;
+    }
+    if hand_back_after.is_some_and(|n| done_here >= n) {
+        return Standing::HandBackDue;
+    }
+    Standing::Go
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Step(#[from] StepError),
+}
+
+/// Under the lock, if the loop is still as it was read before the agent
+/// ran, decides the turn on the agent's reply (the Stop hook's own rules)
+/// and writes it. `None`: the loop file changed while the agent ran, and
+/// nothing was written.
+pub fn judge(
+    project: &Project,
+    registry: &Registry,
+    live: &Loop,
+    reply: &AgentReply,
+    driver: &str,
+) -> Result<Option<Step>, JudgeError> {
+    let lock = project.lock()?;
+    let current = store::read_to_string(&live.file.path).ok();
+    if current.as_deref() != Some(live.text.as_str()) {
+        return Ok(None);
+    }
+    let now = Timestamp::now();
+    let turn = Turn {
+        seen: observe(project, &live.state, reply, now),
+        transcript: None,
+        driver: driver.to_owned(),
+        claim: None,
+    };
+    Ok(Some(engine::step(
+        project,
+        live,
+        Some(registry),
+        turn,
+        now,
+        lock,
+    )?))
+}
+
+/// Why the driver could not read, take, hand back or end its loop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    /// No loop of that name to take over (the binary adds how to arm one).
+    #[error("no loop named `{0}` to resume")]
+    NoLoopToResume(String),
+    /// The loop is not (or no longer) armed on this machine.
+    #[error("{path}: {note}; nothing was run")]
+    NotArmed { path: String, note: String },
+}
+
+/// Reads the loop under the lock: its text and state, or `None` if it is
+/// gone. A loop that is not (or no longer) armed on this machine is refused,
+/// at every iteration: its prompt or verify command may have changed.
+pub fn read(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+) -> Result<Option<Loop>, RunError> {
+    let _lock = project.lock()?;
+    let Some(live) = Loop::load(file.clone())? else {
+        return Ok(None);
+    };
+    require_armed(project, registry, file, &live.state)?;
+    Ok(Some(live))
+}
+
+/// Refuses a loop that is not armed on this machine, with the way to adopt it.
+fn require_armed(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    state: &LoopState,
+) -> Result<(), RunError> {
+    let root = crate::loop_file::registry::canonical_root(project).ok();
+    let arming =
+        crate::loop_file::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    match control::not_armed_note(&arming, &file.name, None) {
+        None => Ok(()),
+        Some(note) => Err(RunError::NotArmed {
+            path: crate::loop_file::messages::escape_controls(&file.path.display().to_string()),
+            note,
+        }),
+    }
+}
+
+/// A loop this run took over.
+#[derive(Debug)]
+pub struct TakenOver {
+    /// The owner id written (with the session to hand back to, should this run die).
+    pub driver: String,
+    /// The owner to hand the loop back to when the run ends.
+    pub back_to: Option<String>,
+    /// The loop's state as it was found.
+    pub found: LoopState,
+}
+
+/// Takes over a loop armed earlier (by `/ralph-loop` or `ralph start`):
+/// its owner becomes this run, so no session's Stop hook drives it meanwhile.
+/// Only a loop armed on this machine is taken over.
+pub fn take_over(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    own_id: &str,
+) -> Result<TakenOver, RunError> {
+    let file = LoopFile {
+        name: name.to_owned(),
+        path: project.loop_path(name),
+    };
+    let _lock = project.lock()?;
+    if crate::fs::safe_fs::kind_at(&file.path).is_none() {
+        return Err(RunError::NoLoopToResume(name.to_owned()));
+    }
+    let Some(live) = Loop::load(file.clone())? else {
+        return Err(RunError::NoLoopToResume(name.to_owned()));
+    };
+    require_armed(project, registry, &file, &live.state)?;
+    let found = live.state.clone();
+    let driver = crate::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
+    live.set_owner(&driver)?;
+    // Handed back to the session it came from; a loop taken from a dead run
+    // that had no session goes back to that run's id, inert as it was found.
+    let back_to = match driver.split_once(':') {
+        Some((_, session)) => Some(session.to_owned()),
+        None => found.session_id.clone(),
+    };
+    Ok(TakenOver {
+        driver,
+        back_to,
+        found,
+    })
+}
+
+/// Gives the loop back to the session that drove it before (or, if it was
+/// armed by this run, to the first session that stops in the project).
+pub fn hand_back(
+    project: &Project,
+    file: &LoopFile,
+    driver: &str,
+    owner: Option<&str>,
+) -> Result<(), RunError> {
+    let _lock = project.lock()?;
+    let Ok(Some(live)) = Loop::load(file.clone()) else {
+        return Ok(());
+    };
+    live.hand_back(driver, owner)?;
+    Ok(())
+}
+
+/// Ctrl-C: the agent is already stopped; records the loop as cancelled.
+/// Returns `(name, iteration, record)` of each loop ended.
+pub fn record_interrupted(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+) -> Result<Vec<(String, u64, PathBuf)>, RunError> {
+    let cancelled = control::cancel(
+        project,
+        Some(registry),
+        Some(name),
+        false,
+        None,
+        Timestamp::now(),
+    )?;
+    Ok(cancelled.ended)
+}
+
+/// Why a loop ends as denied.
+pub const DENIED_TWICE: &str = "Claude Code refused the agent the same tool use twice in a row";
+
+/// The same refusal twice in a row: the agent cannot do its task this way,
+/// and every further iteration would be spent on it. Ends the loop as
+/// denied; returns its record, or `None` if it is no longer this run's.
+pub fn end_denied(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    driver: &str,
+) -> Result<Option<PathBuf>, RunError> {
+    let ended = control::end_driven(
+        project,
+        Some(registry),
+        name,
+        driver,
+        Outcome::Denied,
+        DENIED_TWICE,
+        Timestamp::now(),
+    )?;
+    Ok(ended.map(|(_, record)| record))
+}
+
+/// What became of a loop when its agent could not run.
+#[derive(Debug)]
+pub enum GaveUp {
+    /// This run armed it: ended as failed, with its record.
+    Ended(PathBuf),
+    /// This run armed it, but it is no longer this run's: left as it is.
+    NotOurs,
+    /// This run armed it and could not end it.
+    EndFailed(RunError),
+    /// Taken over: handed back as it was (or not, with why).
+    HandedBack(Result<(), RunError>),
+}
+
+/// The agent could not run. A loop taken over goes back to its owner as it
+/// was; a loop this run armed ends as failed (with the first line of `why`),
+/// so no unrelated session that stops here later is fed its task.
+pub fn give_up(
+    project: &Project,
+    registry: &Registry,
+    file: &LoopFile,
+    driver: &str,
+    armed_here: bool,
+    previous_owner: Option<&str>,
+    why: &str,
+) -> GaveUp {
+    if !armed_here {
+        return GaveUp::HandedBack(hand_back(project, file, driver, previous_owner));
+    }
+    let ended = control::end_driven(
+        project,
+        Some(registry),
+        &file.name,
+        driver,
+        Outcome::Failed,
+        why.lines().next().unwrap_or(why),
+        Timestamp::now(),
+    );
+    match ended {
+        Ok(Some((_, record))) => GaveUp::Ended(record),
+        Ok(None) => GaveUp::NotOurs,
+        Err(e) => GaveUp::EndFailed(e.into()),
+    }
+}
+
+/// What the decision needs from a fresh-context iteration: the reply, its
+/// tokens and, when the no-progress guard is on, the tree's fingerprint.
+fn observe(
+    project: &Project,
+    state: &LoopState,
+    reply: &AgentReply,
+    now: Timestamp,
+) -> Observation {
+    Observation {
+        reply: Some(reply.text.clone()),
+        now: Some(now),
+        tokens_used: reply
+            .tokens
+            .map(|t| state.progress.tokens_used.saturating_add(t)),
+        tree_fingerprint: (state.guards.no_progress_after > 0)
+            .then(|| {
+                git::progress_fingerprint(
+                    &project.root,
+                    state.progress.tree_fingerprint.as_deref(),
+                    None,
+                )
+            })
+            .flatten(),
+        ran_tool: None,
+        block_cap: 0,
+        verification: None,
+        ..Observation::default()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
+        let text = crate::control::render(
+            &crate::control::ArmRequest {
+                name: "l".into(),
+                prompt: "task".into(),
+                max_iterations: 5,
+                session_id: Some("run:1".into()),
+                ..crate::control::ArmRequest::default()
+            },
+            "n",
+            Timestamp(0),
+        );
+        let mut state = LoopState::parse(&text).unwrap();
+        assert_eq!(standing(&state, "run:1", 0, None), Standing::Go);
+        assert_eq!(standing(&state, "run:1", 2, Some(3)), Standing::Go);
+        assert_eq!(standing(&state, "run:1", 3, Some(3)), Standing::HandBackDue);
+        assert_eq!(
+            standing(&state, "run:2", 0, None),
+            Standing::TakenOver(Some("run:1".into()))
+        );
+        state.active = false;
+        assert_eq!(standing(&state, "run:1", 0, None), Standing::Paused);
+        state.session_id = None;
+        assert_eq!(
+            standing(&state, "run:1", 0, None),
+            Standing::TakenOver(None)
+        );
+    }
+
+    /// A loop `l` ("task", at most 5 iterations) armed for `session`.
+    fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
+        armed_with(crate::control::ArmRequest {
+            session_id: session.map(Into::into),
+            ..crate::control::ArmRequest::default()
+        })
+    }
+
+    /// The loop `l` armed by `request` (its name, prompt and limit filled
+    /// in when empty) in a throwaway project and registry.
+    pub(crate) fn armed_with(
+        mut request: crate::control::ArmRequest,
+    ) -> (tempfile::TempDir, Project, Registry, LoopFile) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry =
+            crate::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        request.name = "l".into();
+        if request.prompt.is_empty() {
+            request.prompt = "task".into();
+        }
+        if request.max_iterations == 0 {
+            request.max_iterations = 5;
+        }
+        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let file = LoopFile {
+            name: "l".into(),
+            path: project.loop_path("l"),
+        };
+        (tmp, project, registry, file)
+    }
+
+    #[test]
+    fn a_run_takes_a_loop_over_and_hands_it_back_to_its_session() {
+        let (_tmp, project, registry, file) = armed(Some("s1"));
+        let taken = take_over(&project, &registry, "l", "run-1").unwrap();
+        assert_eq!(taken.driver, "run-1:s1");
+        assert_eq!(taken.back_to.as_deref(), Some("s1"));
+        assert_eq!(taken.found.session_id.as_deref(), Some("s1"));
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("run-1:s1"));
+        hand_back(&project, &file, &taken.driver, Some("s1")).unwrap();
+        let live = read(&project, &registry, &file).unwrap().unwrap();
+        assert_eq!(live.state.session_id.as_deref(), Some("s1"));
+        assert!(matches!(
+            take_over(&project, &registry, "other", "run-1"),
+            Err(RunError::NoLoopToResume(name)) if name == "other"
+        ));
+    }
+
+    #[test]
+    fn a_run_that_armed_its_loop_ends_it_when_the_agent_cannot_run() {
+        let (_tmp, project, registry, file) = armed(Some("run-1"));
+        let gave_up = give_up(
+            &project,
+            &registry,
+            &file,
+            "run-1",
+            true,
+            None,
+            "no agent\nmore",
+        );
+        assert!(matches!(gave_up, GaveUp::Ended(_)), "{gave_up:?}");
+        assert!(read(&project, &registry, &file).unwrap().is_none());
+        // Gone already: nothing to hand back, and no error.
+        let gave_up = give_up(&project, &registry, &file, "run-1", false, None, "no agent");
+        assert!(matches!(gave_up, GaveUp::HandedBack(Ok(()))), "{gave_up:?}");
+    }
+}
