@@ -29,6 +29,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=RALPH_CLAUDE_BIN");
     println!("cargo::rustc-check-cfg=cfg(no_claude_client)");
     println!("cargo::rustc-check-cfg=cfg(no_strace)");
+    println!("cargo::rustc-check-cfg=cfg(no_chromium)");
     for (flag, _) in CLIENTS {
         println!("cargo::rustc-check-cfg=cfg({flag})");
     }
@@ -52,6 +53,26 @@ fn main() {
     }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         flag_unless_strace(on_ci);
+        flag_unless_chromium(on_ci);
+    }
+}
+
+/// Sets `no_chromium` when no `chromium` is on PATH (and CI is unset): `tests/report.rs`
+/// renders its pages in headless Chromium. Like strace, watched in `/usr/bin`.
+fn flag_unless_chromium(on_ci: bool) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(found) = std::env::split_paths(&path)
+        .map(|dir| dir.join("chromium"))
+        .find(|p| p.is_file())
+    {
+        println!("cargo::rerun-if-changed={}", found.display());
+        return;
+    }
+    if Path::new("/usr/bin").is_dir() {
+        println!("cargo::rerun-if-changed=/usr/bin");
+    }
+    if !on_ci {
+        println!("cargo::rustc-cfg=no_chromium");
     }
 }
 

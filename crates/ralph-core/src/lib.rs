@@ -12,6 +12,8 @@
 //! - `decide`: the pure decision and the one turn that applies it (`engine`).
 //! - `hook`, `control`, `run`: the fronts: the hooks and their hosts; what the
 //!   CLI's commands do to loops; `ralph run` and its fleet.
+//! - `report`: `ralph report`'s page of loops and a fleet's stories, over
+//!   what `control` and `run` read.
 
 pub mod display;
 pub mod fingerprint;
@@ -27,3 +29,5 @@ pub mod decide;
 pub mod control;
 pub mod hook;
 pub mod run;
+
+pub mod report;

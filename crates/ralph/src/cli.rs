@@ -54,6 +54,9 @@ pub enum Command {
     /// Show a loop's decision log
     #[command(after_help = "Examples:\n  ralph log\n  ralph log --name docs --json")]
     Log(LogArgs),
+    /// Write one self-contained HTML page of a loop (or of every loop): outcome, timeline, tokens, checks, breakers
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
     /// Add ralph's turn-end hook (and a /ralph-loop command where the host has them) to Codex, Gemini or Copilot
     #[command(after_help = INSTALL_EXAMPLES)]
     Install(InstallArgs),
@@ -281,6 +284,12 @@ pub struct ArmFlags {
     /// [default: ralph/prd.json; another: --prd=PATH]
     #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::stories::DEFAULT_PRD)]
     pub prd: Option<String>,
+    /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
+    #[arg(long)]
+    pub notify: bool,
+    /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
 }
 
 impl ArmFlags {
@@ -292,6 +301,8 @@ impl ArmFlags {
             || !self.guards.0.is_empty()
             || self.fresh_context
             || self.prd.is_some()
+            || self.notify
+            || self.notify_url.is_some()
     }
 }
 
@@ -421,6 +432,27 @@ pub struct StatusArgs {
     #[arg(long, default_value_t = 5)]
     pub history: usize,
 }
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The loop's name [default: this session's loop, or the most recent one]
+    #[arg(long, conflicts_with = "all")]
+    pub name: Option<String>,
+    /// Every loop of the project, live and ended, and the stories of a `--parallel` run
+    #[arg(long)]
+    pub all: bool,
+    /// Where to write the page [default: .claude/ralph/reports/<name>.html, `all.html` with --all]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Open the page in the default browser (xdg-open, open, start); ralph does not wait for it
+    #[arg(long)]
+    pub open: bool,
+}
+
+const REPORT_EXAMPLES: &str = "Examples:
+  ralph report                      # this session's loop, or the most recent one
+  ralph report --name docs --open
+  ralph report --all -o /tmp/loops.html";
 
 #[derive(Debug, Args)]
 pub struct LogArgs {

@@ -26,6 +26,8 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
     ("prd", Kind::OptionalValue),
+    ("notify", Kind::Flag),
+    ("notify-url", Kind::Text),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
 ];

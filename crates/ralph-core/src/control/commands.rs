@@ -35,6 +35,8 @@ pub enum LoopError {
     BadName(String),
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
+    #[error(transparent)]
+    NotifyUrl(#[from] crate::loop_file::notify::UrlError),
     #[error("several loops are active ({0})")]
     Ambiguous(String),
     #[error("{path}: {message}")]
@@ -77,6 +79,8 @@ pub struct ArmRequest {
     pub fresh_context: bool,
     /// `--prd`: the PRD as read at arming (`read_prd`).
     pub prd: Option<ArmPrd>,
+    /// `--notify`, `--notify-url`: how the user is told the loop ended.
+    pub notify: crate::loop_file::notify::Settings,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -152,6 +156,9 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         let passed = crate::decide::prd_turn::passed_field(&prd.stories);
         opt("prd_passed", Some(quote(&passed)));
     }
+    for (field, value) in req.notify.fields() {
+        opt(field, Some(value));
+    }
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",
@@ -174,6 +181,16 @@ pub fn arm(
     if req.prompt.trim().is_empty() {
         return Err(LoopError::EmptyPrompt);
     }
+    // The URL is recorded as checked (trimmed), or the loop is not armed.
+    let checked = match &req.notify.url {
+        Some(url) => {
+            let mut c = req.clone();
+            c.notify.url = Some(crate::loop_file::notify::check_url(url)?);
+            Some(c)
+        }
+        None => None,
+    };
+    let req = checked.as_ref().unwrap_or(req);
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
     if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {

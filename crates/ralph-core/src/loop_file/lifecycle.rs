@@ -49,6 +49,8 @@ pub enum Logged {
     /// The session hooks' entries (`session.rs`).
     Prompt,
     Handover,
+    /// What became of a notification of the loop's end (`notify.rs`).
+    Notify,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -226,13 +228,59 @@ pub fn end_file(
         .iteration(iteration)
         .outcome(outcome)
         .append(project, &file.name);
-    archive_and_forget(
+    let record = archive_and_forget(
         project,
         registry,
         file,
         state.and_then(|s| s.nonce.as_deref()),
         now,
-    )
+    )?;
+    if let Some(state) = state {
+        tell(project, &file.name, state, ending, &record);
+    }
+    Ok(record)
+}
+
+/// Tells the user the loop ended, as its file asks (`notify`,
+/// `notify_url`), and logs what became of each notification beside the
+/// record. Never fails and never takes longer than `notify::BUDGET`.
+fn tell(
+    project: &Project,
+    name: &str,
+    state: &LoopState,
+    ending: Ending<'_>,
+    record: &std::path::Path,
+) {
+    if !state.notify.any() {
+        return;
+    }
+    let stem = record
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let log = record.with_file_name(format!("{stem}.log.jsonl"));
+    let message = crate::loop_file::notify::Message::ended(
+        name,
+        &project.root.display().to_string(),
+        ending.outcome,
+        ending.why,
+        state.iteration,
+        crate::loop_file::notify::logged_cost(&log),
+    );
+    for (channel, delivery) in crate::loop_file::notify::send(&state.notify, &message) {
+        let words = match delivery {
+            crate::loop_file::notify::Delivery::Posted(status) => {
+                format!("{channel}: posted (HTTP {status})")
+            }
+            crate::loop_file::notify::Delivery::HandedOff(program) => {
+                format!("{channel}: handed to {program}")
+            }
+            crate::loop_file::notify::Delivery::Failed(why) => format!("{channel}: failed: {why}"),
+        };
+        let line = LogEntry::new(Timestamp::now(), Logged::Notify, words).line();
+        // Best effort, like every log line; never through a link.
+        let _ = crate::fs::safe_fs::append(&log, format!("{line}\n").as_bytes());
+    }
 }
 
 /// Writes a newly armed loop's file (the caller has proven it reads back).
@@ -338,6 +386,12 @@ impl Loop {
             &entry.why,
             &record.display().to_string(),
         );
+        let ending = Ending {
+            outcome,
+            why: &entry.why,
+            now,
+        };
+        tell(project, &self.file.name, &self.state, ending, &record);
         Ok((record, notice))
     }
 

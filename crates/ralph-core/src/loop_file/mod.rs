@@ -9,6 +9,7 @@ pub mod frontmatter;
 pub mod guards;
 pub mod lifecycle;
 pub mod messages;
+pub mod notify;
 pub mod options;
 pub mod outcome;
 pub mod ownership;

@@ -48,6 +48,8 @@ pub struct LoopState {
     pub fresh_context: bool,
     /// `ralph start --prd`: the stories the loop works through.
     pub prd: Option<PrdLoop>,
+    /// `notify` and `notify_url`: how the user is told the loop ended.
+    pub notify: crate::loop_file::notify::Settings,
 }
 
 /// A loop's PRD, as its file records it.
@@ -218,6 +220,8 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     prd,
     prd_commands,
     prd_passed,
+    notify,
+    notify_url,
 ));
 
 impl LoopState {
@@ -282,6 +286,12 @@ impl LoopState {
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
             prd: prd_loop(&raw)?,
+            notify: crate::loop_file::notify::Settings {
+                desktop: boolean("notify", raw.notify.as_deref(), false)?,
+                // A URL that does not pass the arming check is never called.
+                url: non_empty(raw.notify_url.clone())
+                    .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
+            },
         })
     }
 

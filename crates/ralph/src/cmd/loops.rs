@@ -79,6 +79,9 @@ pub fn start(mut args: StartArgs) -> Outcome {
         .as_ref()
         .and_then(|prd| ralph_core::decide::prd_turn::first_section(&project.root, prd))
         .unwrap_or_default();
+    if let Some(words) = state.notify.summary() {
+        say!("When it ends: {words}.");
+    }
     say!("\nYour task:\n\n{}{story}\n", state.prompt);
     say!("{}", messages::how_to_finish(&state).trim_end());
     say!(
@@ -153,6 +156,10 @@ pub fn arm_request(
         force,
         fresh_context: flags.fresh_context,
         prd,
+        notify: ralph_core::loop_file::notify::Settings {
+            desktop: flags.notify,
+            url: non_empty(flags.notify_url),
+        },
     })
 }
 
@@ -185,6 +192,8 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
             args.arm.prd = Some(ralph_core::loop_file::stories::DEFAULT_PRD.into())
         }
         "prd" => args.arm.prd = Some(value.to_owned()),
+        "notify" => args.arm.notify = true,
+        "notify-url" => args.arm.notify_url = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),
     }
     Ok(())

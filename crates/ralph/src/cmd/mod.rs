@@ -33,6 +33,7 @@ mod init;
 mod install;
 mod loops;
 mod parallel;
+mod report;
 mod run;
 mod status;
 mod statusline;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Statusline => statusline::statusline(),
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
+        Command::Report(args) => report::report(args),
         Command::Plan(args) => parallel::plan(args),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
@@ -140,7 +142,9 @@ fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
         return code::USAGE;
     }
     match error.downcast_ref::<LoopError>() {
-        Some(LoopError::BadName(_) | LoopError::EmptyPrompt) => code::USAGE,
+        Some(LoopError::BadName(_) | LoopError::EmptyPrompt | LoopError::NotifyUrl(_)) => {
+            code::USAGE
+        }
         _ => code::FAILURE,
     }
 }
@@ -173,6 +177,7 @@ failure_from!(
     ralph_core::run::fleet::PrdError,
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
+    ralph_core::report::ReportError,
     serde_json::Error,
     std::io::Error,
 );

@@ -219,6 +219,8 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         fresh_context,
         // A story's loop gets its story as its task, not the whole PRD.
         prd: _,
+        notify,
+        notify_url,
     } = &args.arm;
     out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
     let mut add = |flag: &str, value: Option<String>| {
@@ -232,6 +234,11 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     if *fresh_context {
         out.push("--fresh-context".to_owned());
     }
+    // Each story's loop tells of its own end.
+    if *notify {
+        out.push("--notify".to_owned());
+    }
+    add_notify_url(&mut out, notify_url.as_deref());
     out
 }
 
@@ -258,6 +265,12 @@ fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<Str
     };
     out.extend(["--verify".to_owned(), gate]);
     out
+}
+
+fn add_notify_url(out: &mut Vec<String>, url: Option<&str>) {
+    if let Some(url) = url {
+        out.extend(["--notify-url".to_owned(), url.to_owned()]);
+    }
 }
 
 impl Fleet {

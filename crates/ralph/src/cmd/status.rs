@@ -35,7 +35,20 @@ pub fn status(args: StatusArgs) -> Outcome {
     for r in &reports {
         print_report(r);
     }
+    if let Some(ended) = reports.iter().find(|r| r.state == LoopStatus::Ended) {
+        say!("{}", report_line(&ended.name));
+    }
     Ok(())
+}
+
+/// The last line when a loop ended: how to see it as a page.
+fn report_line(name: &str) -> String {
+    format!(
+        "Report: `ralph report --name {}` writes {}/{}.html (`ralph report --all`: every loop)",
+        one_line(name),
+        ralph_core::report::REPORTS,
+        ralph_core::report::file_stem(name)
+    )
 }
 
 fn print_report(r: &LoopReport) {

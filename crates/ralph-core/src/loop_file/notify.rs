@@ -1,0 +1,504 @@
+//! A word when a loop ends: a desktop notification (`--notify`) and a JSON
+//! POST to a webhook (`--notify-url`). Both are settings recorded when the
+//! loop is armed. A notification is best effort: one that fails is logged
+//! and never changes the loop, and none delays its caller by more than
+//! [`BUDGET`] (the hook answers right after).
+//!
+//! `http://` is posted here, over a plain `TcpStream`, on a thread the
+//! caller waits for at most [`BUDGET`] (name lookup included). `https://`
+//! is handed to `curl`, started detached and never waited for: ralph has no
+//! TLS of its own. Desktop notifications are handed to `notify-send`
+//! (Linux), `osascript` (macOS) or PowerShell (Windows), detached; the
+//! terminal bell, when stderr is a terminal, is the floor.
+
+use std::io::{IsTerminal, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// The longest a notification may hold up its caller.
+pub const BUDGET: Duration = Duration::from_millis(700);
+/// The longest URL a loop may record.
+pub const MAX_URL: usize = 2048;
+
+/// What a loop asks to be told with, as its file records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `notify: true`: a desktop notification.
+    pub desktop: bool,
+    /// `notify_url`: the webhook to POST to (checked by [`check_url`]).
+    pub url: Option<String>,
+}
+
+impl Settings {
+    pub fn any(&self) -> bool {
+        self.desktop || self.url.is_some()
+    }
+
+    /// What the arming banner says of these settings. Only the webhook's
+    /// host: the banner reaches the model, and a webhook's path is often
+    /// its secret.
+    pub fn summary(&self) -> Option<String> {
+        let host = self
+            .url
+            .as_deref()
+            .and_then(Target::parse)
+            .map(|t| format!("a POST to {}", t.host));
+        match (self.desktop, host) {
+            (false, None) => None,
+            (true, None) => Some("a desktop notification".to_owned()),
+            (false, Some(h)) => Some(h),
+            (true, Some(h)) => Some(format!("a desktop notification and {h}")),
+        }
+    }
+
+    /// The loop-file fields of these settings, for a new loop.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.desktop {
+            out.push(("notify", "true".to_owned()));
+        }
+        if let Some(url) = &self.url {
+            out.push(("notify_url", crate::loop_file::frontmatter::quote(url)));
+        }
+        out
+    }
+}
+
+/// Why a webhook URL was refused when arming.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("--notify-url `{0}`: give an http:// or https:// URL, e.g. https://ntfy.sh/mytopic")]
+    Scheme(String),
+    #[error("--notify-url: the URL has no host")]
+    NoHost,
+    #[error("--notify-url: a URL may not hold spaces or control characters")]
+    Characters,
+    #[error("--notify-url: longer than {MAX_URL} bytes")]
+    TooLong,
+}
+
+/// A webhook URL as a loop may record it: http or https, a host, no
+/// whitespace or control characters, not absurdly long.
+pub fn check_url(url: &str) -> Result<String, UrlError> {
+    let url = url.trim();
+    if url.len() > MAX_URL {
+        return Err(UrlError::TooLong);
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(UrlError::Characters);
+    }
+    let parsed = Target::parse(url).ok_or_else(|| UrlError::Scheme(url.to_owned()))?;
+    if parsed.host.is_empty() {
+        return Err(UrlError::NoHost);
+    }
+    Ok(url.to_owned())
+}
+
+/// What the webhook receives. `text` is what Slack-compatible webhooks
+/// show; `title`, `message` and `topic` (the URL's `#fragment`, never sent
+/// by HTTP itself) are ntfy's JSON publishing fields; the rest are the facts.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Message {
+    #[serde(rename = "loop")]
+    pub loop_name: String,
+    pub project: String,
+    pub outcome: String,
+    pub why: String,
+    pub iterations: u64,
+    pub cost_usd: Option<f64>,
+    pub title: String,
+    pub message: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+impl Message {
+    /// The message about the loop `name` of `project` that ended as `outcome`.
+    pub fn ended(
+        name: &str,
+        project: &str,
+        outcome: crate::loop_file::outcome::Outcome,
+        why: &str,
+        iterations: u64,
+        cost_usd: Option<f64>,
+    ) -> Self {
+        let (_, headline) = outcome.headline();
+        let project_name = std::path::Path::new(project)
+            .file_name()
+            .map_or_else(|| project.to_owned(), |n| n.to_string_lossy().into_owned());
+        let title = format!("ralph `{name}` {headline}");
+        let cost = cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
+        let message = format!("{why} ({iterations} iterations{cost}; {project_name})");
+        Self {
+            loop_name: name.to_owned(),
+            project: project.to_owned(),
+            outcome: outcome.as_str().to_owned(),
+            why: why.to_owned(),
+            iterations,
+            cost_usd,
+            text: format!("{title}: {message}"),
+            title,
+            message,
+            topic: None,
+        }
+    }
+}
+
+/// The sum of the `cost_usd` values of a decision log (`None` when no line
+/// has one); only a regular file, never through a link, only its end.
+pub fn logged_cost(log: &std::path::Path) -> Option<f64> {
+    let bytes = crate::fs::safe_fs::read_tail(log, crate::fs::safe_fs::LOG_TAIL_CAP).ok()?;
+    let costs: Vec<f64> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|l| l.get("cost_usd").and_then(serde_json::Value::as_f64))
+        .filter(|c| c.is_finite() && *c >= 0.0)
+        .collect();
+    (!costs.is_empty()).then(|| costs.iter().sum())
+}
+
+/// What became of one notification, for the loop's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Posted; the server answered with this status.
+    Posted(u16),
+    /// Handed to another program (curl, notify-send…), not waited for.
+    HandedOff(&'static str),
+    Failed(String),
+}
+
+/// Sends `message` as `settings` ask; returns what happened to each
+/// channel (`("url", …)`, `("desktop", …)`), within [`BUDGET`] in all.
+pub fn send(settings: &Settings, message: &Message) -> Vec<(&'static str, Delivery)> {
+    let mut out = Vec::new();
+    if settings.desktop {
+        out.push(("desktop", desktop(message)));
+    }
+    if let Some(url) = &settings.url {
+        out.push(("url", post(url, message, BUDGET)));
+    }
+    out
+}
+
+/// A desktop notification through the platform's own tool, detached; the
+/// terminal bell when stderr is a terminal.
+fn desktop(message: &Message) -> Delivery {
+    if std::io::stderr().is_terminal() {
+        let _ = std::io::stderr().write_all(b"\x07");
+    }
+    let title = crate::display::line(&message.title).into_owned();
+    let body = crate::display::line(&message.message).into_owned();
+    let (program, args): (&'static str, Vec<String>) = if cfg!(windows) {
+        (
+            "powershell",
+            vec![
+                "-NoProfile".into(),
+                "-Command".into(),
+                windows_toast(&title, &body),
+            ],
+        )
+    } else if cfg!(target_os = "macos") {
+        (
+            "osascript",
+            vec![
+                "-e".into(),
+                format!(
+                    "display notification {} with title {}",
+                    applescript_string(&body),
+                    applescript_string(&title)
+                ),
+            ],
+        )
+    } else {
+        ("notify-send", vec!["--app-name=ralph".into(), title, body])
+    };
+    match detach(program, &args) {
+        Ok(()) => Delivery::HandedOff(program),
+        Err(e) => Delivery::Failed(format!("{program}: {e}")),
+    }
+}
+
+/// An AppleScript string literal.
+fn applescript_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A PowerShell script that shows a toast with `title` and `body`, both
+/// passed as single-quoted literals (a `'` is doubled; nothing expands).
+fn windows_toast(title: &str, body: &str) -> String {
+    let lit = |t: &str| format!("'{}'", t.replace('\'', "''"));
+    format!(
+        "[Windows.UI.Notifications.ToastNotificationManager, Windows.UI.Notifications, ContentType = WindowsRuntime] | Out-Null; \
+         $x = [Windows.UI.Notifications.ToastNotificationManager]::GetTemplateContent([Windows.UI.Notifications.ToastTemplateType]::ToastText02); \
+         $t = $x.GetElementsByTagName('text'); $t.Item(0).AppendChild($x.CreateTextNode({})) | Out-Null; \
+         $t.Item(1).AppendChild($x.CreateTextNode({})) | Out-Null; \
+         [Windows.UI.Notifications.ToastNotificationManager]::CreateToastNotifier('ralph').Show([Windows.UI.Notifications.ToastNotification]::new($x))",
+        lit(title),
+        lit(body)
+    )
+}
+
+/// Starts `program` with `args` and no stdio, in a process group of its
+/// own (a hook's group may be stopped when the hook answers), and does not
+/// wait for it; a thread reaps it if the caller lives on.
+fn detach(program: &str, args: &[String]) -> std::io::Result<()> {
+    detach_with_input(program, args, None)
+}
+
+fn detach_with_input(program: &str, args: &[String], input: Option<&[u8]>) -> std::io::Result<()> {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command.spawn()?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        // A few hundred bytes: the pipe takes them at once.
+        stdin.write_all(bytes)?;
+    }
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// An http(s) URL taken apart, as far as a POST needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    tls: bool,
+    host: String,
+    port: u16,
+    /// The path and query, `/` when empty.
+    path: String,
+    fragment: Option<String>,
+}
+
+impl Target {
+    fn parse(url: &str) -> Option<Self> {
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
+            (false, rest)
+        } else {
+            (true, url.strip_prefix("https://")?)
+        };
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((r, f)) => (r, Some(f.to_owned()).filter(|f| !f.is_empty())),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => (rest, ""),
+        };
+        // Credentials in the URL are not supported: they would be sent in the clear.
+        if authority.contains('@') {
+            return None;
+        }
+        let default = if tls { 443 } else { 80 };
+        let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+            let (host, after) = rest.split_once(']')?;
+            match after.strip_prefix(':') {
+                Some(p) => (host.to_owned(), p.parse().ok()?),
+                None if after.is_empty() => (host.to_owned(), default),
+                None => return None,
+            }
+        } else {
+            match authority.split_once(':') {
+                Some((h, p)) => (h.to_owned(), p.parse().ok()?),
+                None => (authority.to_owned(), default),
+            }
+        };
+        let path = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("/{path}")
+        };
+        Some(Self {
+            tls,
+            host,
+            port,
+            path,
+            fragment,
+        })
+    }
+}
+
+/// POSTs `message` as JSON to `url`, giving up after `budget`.
+pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
+    let Some(target) = Target::parse(url) else {
+        return Delivery::Failed(format!("not an http(s) URL: {url}"));
+    };
+    let mut message = message.clone();
+    message.topic.clone_from(&target.fragment);
+    let body = serde_json::to_string(&message).unwrap_or_default();
+    if target.tls {
+        return curl(url, &body);
+    }
+    let (tx, rx) = mpsc::channel();
+    let deadline = Instant::now() + budget;
+    std::thread::spawn(move || {
+        let _ = tx.send(post_http(&target, &body, deadline));
+    });
+    match rx.recv_timeout(budget) {
+        Ok(Ok(status)) if (200..300).contains(&status) => Delivery::Posted(status),
+        Ok(Ok(status)) => Delivery::Failed(format!("the server answered HTTP {status}")),
+        Ok(Err(e)) => Delivery::Failed(e),
+        Err(_) => Delivery::Failed(format!("no answer within {} ms", budget.as_millis())),
+    }
+}
+
+/// `https://`: curl, detached, the URL and the body on its stdin as a
+/// config file (never on its command line, where other users could read a
+/// webhook's secret in the process list).
+fn curl(url: &str, body: &str) -> Delivery {
+    let quoted = |t: &str| format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\""));
+    let config = format!(
+        "url = {}\nrequest = \"POST\"\nheader = \"Content-Type: application/json\"\ndata-binary = {}\nmax-time = 15\nsilent\n",
+        quoted(url),
+        quoted(body)
+    );
+    match detach_with_input(
+        "curl",
+        &["--config".into(), "-".into()],
+        Some(config.as_bytes()),
+    ) {
+        Ok(()) => Delivery::HandedOff("curl"),
+        Err(e) => Delivery::Failed(format!("https:// needs curl on PATH: {e}")),
+    }
+}
+
+/// One HTTP/1.1 POST; the status code of the answer.
+fn post_http(target: &Target, body: &str, deadline: Instant) -> Result<u16, String> {
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| "out of time".to_owned())
+    };
+    let addrs: Vec<_> = (target.host.as_str(), target.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{}: {e}", target.host))?
+        .collect();
+    let addr = addrs
+        .first()
+        .ok_or_else(|| format!("{}: no address", target.host))?;
+    let mut stream =
+        TcpStream::connect_timeout(addr, left()?).map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_write_timeout(Some(left()?))
+        .map_err(|e| e.to_string())?;
+    let name = if target.host.contains(':') {
+        format!("[{}]", target.host)
+    } else {
+        target.host.clone()
+    };
+    let host = if target.port == 80 {
+        name
+    } else {
+        format!("{name}:{}", target.port)
+    };
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ralph\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        target.path,
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    stream
+        .set_read_timeout(Some(left()?))
+        .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 64];
+    let mut got = 0;
+    while got < 12 {
+        match stream.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => return Err(format!("no answer: {e}")),
+        }
+    }
+    let line = String::from_utf8_lossy(&head[..got]);
+    line.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| "not an HTTP answer".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_taken_apart_and_bad_ones_refused() {
+        let t = Target::parse("http://127.0.0.1:8080/hook?x=1#topic").unwrap();
+        assert_eq!(
+            (
+                t.tls,
+                t.host.as_str(),
+                t.port,
+                t.path.as_str(),
+                t.fragment.as_deref()
+            ),
+            (false, "127.0.0.1", 8080, "/hook?x=1", Some("topic"))
+        );
+        let t = Target::parse("https://ntfy.sh").unwrap();
+        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/"));
+        assert!(check_url("ftp://x").is_err());
+        assert!(check_url("http://").is_err());
+        assert!(check_url("http://a b").is_err());
+        assert!(check_url("http://user:pw@host/").is_err());
+        assert!(check_url("http://host:99999/").is_err());
+        assert!(check_url(&format!("https://h/{}", "a".repeat(MAX_URL))).is_err());
+        assert_eq!(
+            check_url(" https://hooks.slack.com/services/T/B/X ").unwrap(),
+            "https://hooks.slack.com/services/T/B/X"
+        );
+    }
+
+    #[test]
+    fn the_banner_names_only_the_webhooks_host() {
+        let s = Settings {
+            desktop: true,
+            url: Some("https://hooks.slack.com/services/T0/B0/SECRET".into()),
+        };
+        let words = s.summary().unwrap();
+        assert_eq!(
+            words,
+            "a desktop notification and a POST to hooks.slack.com"
+        );
+        assert_eq!(Settings::default().summary(), None);
+    }
+
+    #[test]
+    fn the_message_has_slack_and_ntfy_fields() {
+        let m = Message::ended(
+            "docs",
+            "/p/site",
+            crate::loop_file::outcome::Outcome::Completed,
+            "done",
+            3,
+            Some(0.5),
+        );
+        let v: serde_json::Value = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["loop"], "docs");
+        assert_eq!(v["outcome"], "completed");
+        assert_eq!(v["iterations"], 3);
+        assert_eq!(
+            v["text"],
+            "ralph `docs` completed: done (3 iterations, $0.50; site)"
+        );
+        assert_eq!(v["title"], "ralph `docs` completed");
+        assert!(v.get("topic").is_none());
+    }
+}

@@ -1,0 +1,426 @@
+//! `--notify-url` and `--notify`: a loop that ends tells a webhook (a
+//! plain `TcpListener` on 127.0.0.1 here) and the desktop; a webhook that
+//! never answers, or a closed port, costs the stop less than a second and
+//! changes nothing; a URL changed in the file after arming is never called.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::describe;
+use crate::support::project::{LOOP, TempProject};
+
+/// One request as the test server read it: its request line and its JSON body.
+struct Posted {
+    request_line: String,
+    body: Value,
+}
+
+/// A webhook on 127.0.0.1 that answers `200 OK` to each request and hands
+/// what it got to the test.
+fn webhook() -> (String, mpsc::Receiver<Posted>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if let Some(posted) = read_request(&mut stream) {
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                let _ = tx.send(posted);
+            }
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), rx)
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<Posted> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|n| n.trim().parse().ok())?;
+        if body.len() >= length {
+            return Some(Posted {
+                request_line: head.lines().next()?.to_owned(),
+                body: serde_json::from_str(&body[..length]).ok()?,
+            });
+        }
+    }
+}
+
+/// Arms a loop of one iteration for session s1 with `flags`.
+fn arm(p: &TempProject, flags: &[&str]) {
+    let mut args = vec!["start", "--session-id", "s1", "--max-iterations", "1"];
+    args.extend_from_slice(flags);
+    args.push("Tidy the docs");
+    let out = p.ralph(&args, p.root(), b"", &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+/// The Stop that ends the loop (its one iteration is used up); how long it took.
+fn last_stop(p: &TempProject) -> Duration {
+    let event =
+        json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done for now"});
+    let started = Instant::now();
+    let out = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")],
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", describe(&out));
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("stopped at its iteration limit"),
+        "{}",
+        describe(&out)
+    );
+    took
+}
+
+/// The ended loop's log lines, from the history.
+fn history_log(p: &TempProject) -> Vec<Value> {
+    let out = p.ralph(&["log", "--json"], p.root(), b"", &[]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn notify_lines(p: &TempProject) -> Vec<String> {
+    history_log(p)
+        .iter()
+        .filter(|l| l["decision"] == "notify")
+        .filter_map(|l| l["why"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_webhook_gets_the_json_when_a_loop_ends() {
+    let p = TempProject::new();
+    let (base, posted) = webhook();
+    let url = format!("{base}/hooks/ralph?k=1#mytopic");
+    arm(&p, &["--notify-url", &url]);
+    assert!(
+        p.read(LOOP).contains(&format!("notify_url: \"{url}\"")),
+        "recorded at arming"
+    );
+    last_stop(&p);
+    let got = posted.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got.request_line, "POST /hooks/ralph?k=1 HTTP/1.1");
+    let b = &got.body;
+    assert_eq!(b["loop"], "ralph");
+    assert_eq!(b["project"], p.root().display().to_string());
+    assert_eq!(b["outcome"], "max_iterations");
+    assert_eq!(b["iterations"], 1);
+    assert!(b["why"].as_str().unwrap().contains("iteration"), "{b}");
+    assert_eq!(b["cost_usd"], Value::Null);
+    // Slack-compatible webhooks show `text`; ntfy's JSON form reads topic, title, message.
+    assert!(
+        b["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("ralph `ralph` stopped at its iteration limit: "),
+        "{b}"
+    );
+    assert_eq!(b["topic"], "mytopic");
+    assert_eq!(b["title"], "ralph `ralph` stopped at its iteration limit");
+    assert!(b["message"].is_string(), "{b}");
+    assert_eq!(notify_lines(&p), vec!["url: posted (HTTP 200)".to_owned()]);
+    assert!(
+        posted.recv_timeout(Duration::from_millis(300)).is_err(),
+        "posted once"
+    );
+}
+
+#[test]
+fn a_webhook_that_never_answers_or_a_closed_port_costs_the_stop_under_a_second() {
+    // Accepts and then says nothing, holding every connection open.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/hook", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming() {
+            held.push(s);
+        }
+    });
+    // A port nobody listens on any more.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_url = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    for (url, why) in [(silent_url, "no answer within"), (closed_url, "connect")] {
+        let p = TempProject::new();
+        arm(&p, &["--notify-url", &url]);
+        let took = last_stop(&p);
+        assert!(
+            took < Duration::from_secs(1),
+            "the stop took {took:?} with {url}"
+        );
+        let lines = notify_lines(&p);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("url: failed: ") && lines[0].contains(why),
+            "{lines:?}"
+        );
+        // The loop ended as it would have without the webhook.
+        let status = p.ralph(&["status", "--json"], p.root(), b"", &[]);
+        let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+        assert_eq!(v["loops"][0]["outcome"], "max_iterations", "{v}");
+        assert!(!p.exists(LOOP));
+    }
+}
+
+#[test]
+#[ignore = "needs the trust branch: every non-counter field bound to the arming digest"]
+fn a_notify_url_changed_in_the_file_is_never_called() {
+    let p = TempProject::new();
+    let (armed_url, _armed) = webhook();
+    let planted = TcpListener::bind("127.0.0.1:0").unwrap();
+    planted.set_nonblocking(true).unwrap();
+    let planted_url = format!("http://{}/steal", planted.local_addr().unwrap());
+    arm(&p, &["--notify-url", &armed_url]);
+    let text = p.read(LOOP);
+    let edited = text.replace(&armed_url, &planted_url);
+    assert_ne!(text, edited);
+    std::fs::write(p.path(LOOP), edited).unwrap();
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
+    let out = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        planted.accept().is_err(),
+        "the URL planted in the file was called: {}",
+        describe(&out)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn notify_hands_the_desktop_a_notification_and_does_not_wait() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = TempProject::new();
+    arm(&p, &["--notify"]);
+    assert!(p.read(LOOP).contains("\nnotify: true\n"));
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("seen");
+    let tool = if cfg!(target_os = "macos") {
+        "osascript"
+    } else {
+        "notify-send"
+    };
+    std::fs::write(
+        bin.path().join(tool),
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nsleep 5\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.path().join(tool),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
+    let started = Instant::now();
+    let out = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[("PATH", &path)],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the hook waited for {tool}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !seen.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let args = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        args.contains("ralph `ralph` stopped at its iteration limit"),
+        "{args}"
+    );
+    assert_eq!(notify_lines(&p), vec![format!("desktop: handed to {tool}")]);
+}
+
+#[test]
+fn a_bad_url_arms_nothing_and_says_why() {
+    let p = TempProject::new();
+    for (url, says) in [
+        ("ftp://example.com/x", "give an http:// or https:// URL"),
+        (
+            "http://user:secret@example.com/",
+            "give an http:// or https:// URL",
+        ),
+        ("http://exa mple.com/", "spaces or control characters"),
+    ] {
+        let out = p.ralph(
+            &["start", "--session-id", "s1", "--notify-url", url, "task"],
+            p.root(),
+            b"",
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            describe(&out)
+        );
+        assert!(!p.exists(LOOP));
+    }
+    // The slash command's raw arguments take the same options.
+    let out = p.ralph(
+        &["start", "--session-id", "s1", "--raw-arguments"],
+        p.root(),
+        b"Tidy the docs --notify --notify-url http://127.0.0.1:9/x",
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = p.read(LOOP);
+    assert!(
+        text.contains("\nnotify: true\n") && text.contains("notify_url: \"http://127.0.0.1:9/x\""),
+        "{text}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = TempProject::new();
+    let url = "https://hooks.example.com/services/T0/B0/SECRET";
+    let out = p.ralph(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "1",
+            "--notify-url",
+            url,
+            "task",
+        ],
+        p.root(),
+        b"",
+        &[],
+    );
+    let banner = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        banner.contains("When it ends: a POST to hooks.example.com."),
+        "{banner}"
+    );
+    assert!(
+        !banner.contains("SECRET"),
+        "the banner reaches the model: {banner}"
+    );
+    let bin = tempfile::tempdir().unwrap();
+    let (args, input) = (bin.path().join("args"), bin.path().join("stdin"));
+    std::fs::write(
+        bin.path().join("curl"),
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\ncat > '{}'\nsleep 5\n",
+            args.display(),
+            input.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.path().join("curl"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
+    let started = Instant::now();
+    let out = p.ralph(
+        &["hook", "stop"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[("PATH", &path)],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the hook waited for curl"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&input).is_ok_and(|t| t.contains("max-time"))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&args).unwrap(), "--config\n-\n");
+    let config = std::fs::read_to_string(&input).unwrap();
+    assert!(config.contains(&format!("url = \"{url}\"")), "{config}");
+    assert!(
+        config.contains("header = \"Content-Type: application/json\""),
+        "{config}"
+    );
+    assert!(
+        config.contains("data-binary = \"{\\\"loop\\\":\\\"ralph\\\""),
+        "{config}"
+    );
+    assert_eq!(notify_lines(&p), vec!["url: handed to curl".to_owned()]);
+}
+
+/// In the real Claude Code client: `/ralph-loop … --notify-url` arms the loop through the
+/// typed-arguments path, and the Stop hook that ends it posts to the webhook.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn the_real_clients_stop_hook_posts_when_the_loop_ends() {
+    use crate::support::client::Sandbox;
+    use crate::support::mock_api::{MockApi, Reply};
+    let Some(sandbox) = Sandbox::new("the_real_clients_stop_hook_posts_when_the_loop_ends") else {
+        return;
+    };
+    let (base, posted) = webhook();
+    let api = MockApi::start(vec![Reply::text("step one"), Reply::text("step two")]);
+    let run = sandbox.claude(
+        &api,
+        &format!(
+            "/ralph-loop Refactor the config loader --max-iterations 2 --notify-url {base}/hook"
+        ),
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let got = posted
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("no POST\n{}\n{}", api.describe(), run.describe()));
+    assert_eq!(got.request_line, "POST /hook HTTP/1.1");
+    assert_eq!(got.body["outcome"], "max_iterations", "{}", got.body);
+    assert_eq!(got.body["iterations"], 2, "{}", got.body);
+    assert_eq!(got.body["loop"], "ralph", "{}", got.body);
+}
