@@ -35,7 +35,7 @@ if [ -z "$target" ]; then
 fi
 
 if [ -z "$binary" ]; then
-    cargo build --release --locked -p ralph --target "$target"
+    cargo build --release --locked -p ralph-loop --target "$target"
     binary=target/$target/release/ralph
     case $target in *windows*) binary=$binary.exe ;; esac
 fi

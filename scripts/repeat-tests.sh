@@ -17,8 +17,8 @@ shift || true
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=(run robustness guards budget progress session first_hour)
 
-cargo test -p ralph --locked --test integration --no-run >/dev/null 2>&1 || {
-    echo "build failed: cargo test -p ralph --test integration --no-run" >&2
+cargo test -p ralph-loop --locked --test integration --no-run >/dev/null 2>&1 || {
+    echo "build failed: cargo test -p ralph-loop --test integration --no-run" >&2
     exit 2
 }
 # The tests whose full name starts with `MODULE::` (or with the filter), run with --exact: a
@@ -36,7 +36,7 @@ while read -r name; do
     for p in "${prefixes[@]}"; do
         if [[ "$name" == "$p"* ]]; then tests+=("$name"); break; fi
     done
-done < <(cargo test -p ralph --locked --test integration -- --list --format terse 2>/dev/null | sed -n 's/: test$//p')
+done < <(cargo test -p ralph-loop --locked --test integration -- --list --format terse 2>/dev/null | sed -n 's/: test$//p')
 [ ${#tests[@]} -gt 0 ] || { echo "no test matches: ${modules[*]}" >&2; exit 2; }
 echo "${#tests[@]} tests, $runs runs"
 
@@ -53,7 +53,7 @@ for i in $(seq 1 "$runs"); do
     threads=()
     # Every other run with one test thread: some races only show with (or without) parallelism.
     [ $((i % 2)) = 0 ] && threads=(--test-threads=1)
-    if cargo test -p ralph --locked --test integration -- --exact "${tests[@]}" "${threads[@]}" >"$log" 2>&1; then
+    if cargo test -p ralph-loop --locked --test integration -- --exact "${tests[@]}" "${threads[@]}" >"$log" 2>&1; then
         printf '.'
     else
         printf 'F'

@@ -616,6 +616,22 @@ mod launcher {
         );
     }
 
+    /// The mark this project's binary carries (crates/ralph/src/main.rs, `BINARY_ID`).
+    fn mark() -> String {
+        ["ralph-loop-binary-id", "3f7c1e92b04d"].join(":")
+    }
+
+    /// [`fake`], carrying the mark: the launcher takes it for this project's binary.
+    fn marked_fake(path: &Path) {
+        write_exe(
+            path,
+            &format!(
+                "#!/bin/sh\n# {}\necho \"fake:$0\"\nfor a in \"$@\"; do echo \"arg:$a\"; done\n",
+                mark()
+            ),
+        );
+    }
+
     impl Fixture {
         fn new() -> Self {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -800,7 +816,7 @@ mod launcher {
         let on_path = f.path("elsewhere/ralph.exe");
         fake(&npm);
         fake(&build);
-        fake(&on_path);
+        marked_fake(&on_path);
         let first_line = |out: &Output| stdout(out).lines().next().unwrap_or("").to_owned();
         let out = f.run(&["x"], &env, "");
         assert_eq!(
@@ -833,14 +849,85 @@ mod launcher {
         let out = f.run(&["status"], &[("PATH", path_with_self.clone())], "");
         assert_eq!(out.status.code(), Some(127), "{out:?}");
 
-        // Another ralph on PATH after the launcher's own folder.
-        fake(&f.path("elsewhere/ralph"));
+        // This project's ralph on PATH after the launcher's own folder.
+        marked_fake(&f.path("elsewhere/ralph"));
         let path = format!("{path_with_self}:{}", f.path("elsewhere").display());
         let out = f.run(&["status"], &[("PATH", path)], "");
         assert!(
             stdout(&out).starts_with(&format!("fake:{}/ralph\n", f.path("elsewhere").display())),
             "{out:?}"
         );
+    }
+
+    /// Issue 26, item 7: another program called `ralph` on PATH (crates.io's `ralph` is
+    /// another project) is never run as the Stop hook; only a file carrying this project's
+    /// mark is, and the launcher reads it without running it.
+    #[test]
+    fn a_ralph_on_path_without_the_mark_is_never_run() {
+        let f = Fixture::new();
+        let trace = f.path("home/ran");
+        write_exe(
+            &f.path("stranger/ralph"),
+            &format!("#!/bin/sh\ntouch {}\necho stranger\n", trace.display()),
+        );
+        let path = format!("{}:/usr/bin:/bin", f.path("stranger").display());
+        let out = f.run(&["status"], &[("PATH", path.clone())], "");
+        assert_eq!(out.status.code(), Some(127), "{out:?}");
+        assert!(!trace.exists(), "the stranger's ralph ran");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("cargo install --locked ralph-loop"),
+            "{out:?}"
+        );
+        // The real binary of this build carries the mark and is taken from PATH.
+        let real = f.path("real/ralph");
+        std::fs::create_dir_all(real.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(crate::support::BIN, &real).expect("copy the binary");
+        let path = format!("{}:{}", f.path("real").display(), path);
+        let out = f.run(&["--version"], &[("PATH", path)], "");
+        assert!(
+            out.status.success() && stdout(&out).starts_with("ralph "),
+            "{out:?}"
+        );
+    }
+
+    /// Issue 25, item 9: with `.` or `node_modules/.bin` on PATH (or an empty entry), the
+    /// launcher ran the repository's own `./node_modules/.bin/ralph`. Relative entries name
+    /// the session's project, so they are never searched, mark or not.
+    #[test]
+    fn relative_path_entries_are_never_searched() {
+        let f = Fixture::new();
+        let project = f.path("project");
+        let trace = f.path("home/planted-ran");
+        let planted = format!("#!/bin/sh\n# {}\ntouch {}\n", mark(), trace.display());
+        write_exe(&project.join("node_modules/.bin/ralph"), &planted);
+        write_exe(&project.join("ralph"), &planted);
+        for path in [
+            "node_modules/.bin:/usr/bin:/bin",
+            ".:/usr/bin:/bin",
+            ":/usr/bin:/bin",
+            "/usr/bin::/bin",
+        ] {
+            let out = f.run_in(&project, &["status"], &[("PATH", path.to_owned())], "");
+            assert_eq!(out.status.code(), Some(127), "{path}: {out:?}");
+            assert!(!trace.exists(), "{path}: the repository's ralph ran");
+        }
+    }
+
+    /// Issue 26, item 7: a plugin installed without its binary says so when the session
+    /// starts, not at the first /ralph-loop.
+    #[test]
+    fn without_a_binary_the_session_start_says_so() {
+        let f = Fixture::new();
+        let out = f.run(&["hook", "session-start"], &[], "{\"session_id\":\"s\"}\n");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let answer: serde_json::Value =
+            serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+        let msg = answer["systemMessage"].as_str().expect("systemMessage");
+        assert!(
+            msg.contains("not found") && msg.contains("installed, but without its binary"),
+            "{msg}"
+        );
+        assert!(msg.contains("cargo install --locked ralph-loop"), "{msg}");
     }
 }
 

@@ -232,7 +232,7 @@ fn show(title: &str, run: &client::Run) {
 
 /// The README's walk-through, command by command, in a scratch cargo
 /// project, printed as a user of print mode sees it (docs/walkthrough.md).
-/// Run by hand: `cargo test -p ralph --test integration e2e_run::walkthrough -- --ignored --nocapture`.
+/// Run by hand: `cargo test -p ralph-loop --test integration e2e_run::walkthrough -- --ignored --nocapture`.
 #[test]
 #[ignore = "prints a transcript for docs/walkthrough.md"]
 fn walkthrough() {

@@ -309,3 +309,46 @@ fn a_session_without_loops_sees_nothing() {
     assert!(shown(&run).is_empty(), "{:#?}", shown(&run));
     assert_eq!(std::fs::read(sandbox.state_file()).unwrap(), before);
 }
+
+/// Issue 26, item 7: a plugin installed without its binary (no npm package fetched, no
+/// build beside it, no `ralph` of this project on PATH) says so as the session starts, in
+/// the real client, and the turn still runs; before, nothing was said until the first
+/// `/ralph-loop`.
+#[test]
+fn a_plugin_without_its_binary_says_so_at_the_sessions_start() {
+    let sandbox = sandbox_or_skip!("a_plugin_without_its_binary_says_so_at_the_sessions_start");
+    // The plugin as `claude plugin install` copies it, with nothing beside it.
+    let copy = tempfile::tempdir().expect("plugin copy");
+    let plugin = copy.path().join("plugin");
+    let status = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(client::plugin_root())
+        .arg(&plugin)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(plugin.join("node_modules"));
+    let api = MockApi::start(vec![Reply::text("Hello.")]);
+    let args: Vec<&std::ffi::OsStr> = vec!["--plugin-dir".as_ref(), plugin.as_os_str()];
+    let run = client::run_claude(
+        &sandbox.claude,
+        "hi",
+        &args,
+        sandbox.project(),
+        sandbox.home.path(),
+        &api,
+        &[("PATH", "/usr/bin:/bin".as_ref())],
+    );
+    let said: Vec<String> = hook_stdout(&run, "SessionStart:startup")
+        .iter()
+        .filter_map(|s| system_message(s))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("without its binary")
+                && m.contains("cargo install --locked ralph-loop")),
+        "{said:?}\n{}",
+        run.describe()
+    );
+    assert_eq!(run.result_text(), "Hello.", "{}", run.describe());
+}

@@ -76,6 +76,8 @@ impl Project {
             ralph_core::loop_file::frontmatter::set_fields(&text, &[(key, value.to_owned())])
                 .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
+        // A setting is bound to the arming: the user adopts the edit.
+        self.ralph(&["adopt", "--yes", "--name", "ralph"], "", &[]);
     }
 
     fn last_outcome(&self) -> Option<String> {

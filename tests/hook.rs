@@ -28,25 +28,26 @@ impl Project {
         Self(TempProject::new())
     }
 
-    /// A loop in the reference plugin's exact layout. A loop owned by a
-    /// session is adopted silently at that session's first stop (the
-    /// migration of loops armed before ralph kept records); an unowned one
-    /// is adopted here, as the user would (`ralph adopt --yes`).
+    /// A loop in the reference plugin's exact layout, adopted as the user
+    /// would (`ralph adopt --yes`): a file without a record is never driven,
+    /// whoever it names.
     fn arm(&self, session: &str, iteration: &str, max: &str, promise: &str, prompt: &str) {
         self.write(
             LOOP,
             &format!("---\nactive: true\niteration: {iteration}\nsession_id: {session}\nmax_iterations: {max}\ncompletion_promise: {promise}\nstarted_at: \"2026-11-30T00:00:00Z\"\n---\n\n{prompt}\n"),
         );
-        if session.is_empty() {
-            self.adopt("ralph");
-        }
+        self.adopt("ralph");
     }
 
-    /// A loop armed here (`ralph start`) whose file then became `text`.
+    /// A loop armed here (`ralph start`) whose file then became `text`,
+    /// adopted again when it still reads (its settings are bound).
     fn armed_then_written(&self, text: &str) {
         let out = self.ralph(&["start", "placeholder"], self.root(), b"", &[]);
         assert!(out.status.success(), "{out:?}");
         self.write(LOOP, text);
+        if LoopState::parse(text).is_ok() {
+            self.adopt("ralph");
+        }
     }
 
     fn state(&self) -> LoopState {
@@ -346,6 +347,7 @@ fn f05_limit_of_n_gives_n_turns() {
 fn f05_missing_limit_is_finite() {
     let p = Project::new();
     p.write(LOOP, "---\nactive: true\niteration: 50\nsession_id: s1\ncompletion_promise: null\n---\nBuild it\n");
+    p.adopt("ralph");
     let a = p.stop(event("s1", Some("working")));
     assert!(a.message().contains("limit of 50"), "{a:?}");
 }
@@ -364,6 +366,7 @@ fn f05_zero_means_unlimited_by_explicit_request() {
 fn f06_missing_fields_take_safe_defaults() {
     let p = Project::new();
     p.write(LOOP, "---\nsession_id: s1\n---\nBuild it\n");
+    p.adopt("ralph");
     assert!(p.stop(event("s1", Some("working"))).blocked());
     let text = p.read(LOOP);
     assert!(text.contains("iteration: 2\n"), "{text}");
@@ -372,10 +375,9 @@ fn f06_missing_fields_take_safe_defaults() {
 #[test]
 fn f06_corrupt_state_is_moved_aside_with_a_precise_message() {
     let p = Project::new();
-    p.write(
-        LOOP,
-        "---\niteration: -1\nsession_id: s1\nmax_iterations: 5\n---\nBuild it\n",
-    );
+    // Armed here, then broken: a corrupt file that only names the session
+    // would be left alone (see tests/security_registry.rs).
+    p.armed_then_written("---\niteration: -1\nsession_id: s1\nmax_iterations: 5\n---\nBuild it\n");
     let a = p.stop(event("s1", Some("working")));
     assert!(!a.blocked());
     let m = a.message();
@@ -445,6 +447,7 @@ fn f07_prompt_with_fences_and_field_lines_survives_byte_for_byte() {
     let p = Project::new();
     let prompt = "Step one\n---\niteration: 99\nmax_iterations: 1\n---\n\"quoted\" $HOME `cmd` \\ back\r\nlast";
     p.write(LOOP, &format!("---\nactive: true\niteration: 1\nsession_id: s1\nmax_iterations: 5\ncompletion_promise: \"DONE\"\nx-custom: {{keep: me}}\n---\n\n{prompt}\n"));
+    p.adopt("ralph");
     let before = p.read(LOOP);
     let a = p.stop(event("s1", Some("working")));
     assert!(a.reason().starts_with(prompt), "{:?}", a.reason());
@@ -493,6 +496,7 @@ fn f08_two_sessions_two_loops_in_one_project() {
         ".claude/docs-loop.local.md",
         "---\niteration: 1\nsession_id: b\nmax_iterations: 5\n---\nTask B\n",
     );
+    p.adopt("docs");
     assert!(p.stop(event("a", Some("x"))).reason().starts_with("Task A"));
     assert!(p.stop(event("b", Some("y"))).reason().starts_with("Task B"));
     assert!(p.stop(event("c", Some("z"))).silent());
@@ -656,6 +660,7 @@ fn f13_unwritable_state_folder_allows_with_a_notice() {
     let p = Project::new();
     p.arm("s1", "1", "5", "\"DONE\"", "Build it");
     // `.claude/ralph` taken by a plain file: no lock can be made there.
+    std::fs::remove_dir_all(p.path(".claude/ralph")).unwrap();
     p.write(".claude/ralph", "in the way");
     let a = p.stop(event("s1", Some("x")));
     assert!(
@@ -690,9 +695,9 @@ fn ended_loops_keep_a_record_and_a_log() {
             .iter()
             .map(|d| d["decision"].as_str().unwrap())
             .collect::<Vec<_>>(),
-        ["block", "end"]
+        ["adopt", "block", "end"]
     );
-    assert_eq!(decisions[1]["promise_seen"], true);
+    assert_eq!(decisions[2]["promise_seen"], true);
 }
 
 #[test]
@@ -718,6 +723,7 @@ fn concurrent_stops_never_lose_an_increment() {
         "stuck_after: 0\nno_progress_after: 0\n---\n\nBuild",
     );
     p.write(LOOP, &text);
+    p.adopt("ralph");
     let n = 16;
     let handles: Vec<_> = (0..n)
         .map(|i| {

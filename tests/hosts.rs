@@ -215,7 +215,7 @@ impl Sandbox {
                     "exec",
                     "--skip-git-repo-check",
                     "--dangerously-bypass-hook-trust",
-                    "go",
+                    prompt,
                 ]);
             }
             Host::Gemini => {
@@ -560,8 +560,11 @@ fn uninstall_restores_the_users_configuration() {
     let project = dir.path().join("project");
     std::fs::create_dir_all(home.join(".gemini")).expect("home");
     std::fs::create_dir_all(project.join(".claude")).expect("project");
-    let theirs = json!({"hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "notify-me"}]}]}, "ui": {"theme": "x"}});
-    std::fs::write(home.join(".gemini/settings.json"), theirs.to_string()).expect("settings");
+    std::fs::create_dir_all(project.join(".git")).expect("git root");
+    // The user's own settings: a comment (Gemini CLI reads them), tabs, a
+    // number no float holds, a duplicate key.
+    let theirs = "{\n\t// my settings\n\t\"hooks\": {\"AfterAgent\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n\t\"ui\": {\"theme\": \"x\", \"theme\": \"y\"},\n\t\"seed\": 123456789012345678901234567890\n}\n";
+    std::fs::write(home.join(".gemini/settings.json"), theirs).expect("settings");
     let run = |args: &[&str]| {
         let out = Command::new(RALPH)
             .args(args)
@@ -577,17 +580,22 @@ fn uninstall_restores_the_users_configuration() {
         assert!(out.status.success(), "{args:?}: {}", describe(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    let before = snapshot(dir.path());
     for host in ["codex", "gemini", "copilot"] {
-        run(&["install", host]);
-        run(&["install", host, "--project"]);
+        assert!(!run(&["install", host]).contains("warning"));
+        let said = run(&["install", host, "--project"]);
+        assert!(
+            said.contains("warning: ralph's hook is also installed for your user")
+                && said.contains(&format!("`ralph uninstall {host}` removes that one")),
+            "{said}"
+        );
     }
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.join(".gemini/settings.json")).expect("read"),
-    )
-    .expect("json");
-    assert_eq!(
-        settings["hooks"]["AfterAgent"].as_array().map(Vec::len),
-        Some(2)
+    let text = std::fs::read_to_string(home.join(".gemini/settings.json")).expect("read");
+    assert!(text.starts_with("{\n\t// my settings\n"), "{text}");
+    assert!(text.contains("123456789012345678901234567890"), "{text}");
+    assert!(
+        text.contains("ralph") && text.contains("hook stop --host gemini"),
+        "{text}"
     );
     assert!(project.join(".github/hooks/ralph.json").is_file());
     assert!(project.join(".gemini/commands/ralph-loop.toml").is_file());
@@ -597,18 +605,81 @@ fn uninstall_restores_the_users_configuration() {
         assert!(said.contains("removed"), "{said}");
         run(&["uninstall", host, "--project"]);
     }
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.join(".gemini/settings.json")).expect("read"),
-    )
-    .expect("json");
-    assert_eq!(settings, theirs);
-    assert!(!home.join(".codex/skills/ralph-loop").exists());
-    assert!(!project.join(".gemini/commands/ralph-loop.toml").exists());
-    let codex: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.join(".codex/hooks.json")).expect("read"),
-    )
-    .expect("json");
-    assert_eq!(codex, json!({}));
+    // Every file byte for byte, no file or folder left behind.
+    let after = snapshot(dir.path());
+    assert_eq!(after, before);
+}
+
+/// A user who put their own hook into ralph's group keeps it.
+#[test]
+fn uninstall_keeps_the_users_hook_in_ralphs_group() {
+    let dir = tempfile::tempdir().expect("temp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let run = |args: &[&str]| {
+        let out = Command::new(RALPH)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .current_dir(&home)
+            .output()
+            .expect("ralph");
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+    };
+    run(&[
+        "install",
+        "codex",
+        "--command",
+        "ralph hook stop --host codex",
+    ]);
+    let path = home.join(".codex/hooks.json");
+    let installed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    let ralphs = installed["hooks"]["Stop"][0]["hooks"][0].clone();
+    assert!(
+        ralphs["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("hook stop"))
+    );
+    let mine = json!({"type": "command", "command": "notify-me"});
+    let shared = json!({"hooks": {"Stop": [{"hooks": [mine, ralphs]}]}});
+    std::fs::write(&path, shared.to_string()).expect("write");
+    run(&["uninstall", "codex"]);
+    let left: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("kept")).expect("json");
+    assert_eq!(
+        left,
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-me"}]}]}})
+    );
+}
+
+/// Every file and folder under `dir`, with each file's bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list").flatten() {
+            let path = e.path();
+            let rel = path
+                .strip_prefix(dir)
+                .expect("inside")
+                .display()
+                .to_string();
+            if rel.starts_with("state") {
+                continue; // ralph's own per-user state
+            }
+            if e.file_type().expect("type").is_dir() {
+                out.push((rel, None));
+                stack.push(path);
+            } else {
+                out.push((rel, Some(std::fs::read(&path).expect("read"))));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// `ralph hook stop` through the binary: each host's payload (as the pinned clients send it)
@@ -821,4 +892,70 @@ mod answers {
             "an unknown host is a usage error"
         );
     }
+}
+
+/// `$ralph-loop …` in the real Codex client: the UserPromptSubmit hook that
+/// `ralph install codex` adds keeps the typed text, and the skill's fixed
+/// command (`ralph start --typed-arguments`, as the skill file says, run here
+/// as Codex's shell tool would run it: the scripted model makes no tool
+/// calls) arms exactly that task. Text that would end a here-doc or a quote
+/// is data.
+#[test]
+#[cfg_attr(
+    no_codex_client,
+    ignore = "Codex client not installed: npm ci --prefix tests/hosts"
+)]
+fn codex_skill_takes_the_task_from_the_prompt_hook_never_through_a_shell() {
+    let Some(sandbox) = Sandbox::new(Host::Codex, "codex_skill_takes_the_task") else {
+        return;
+    };
+    sandbox.install();
+    let skill = std::fs::read_to_string(sandbox.home().join(".codex/skills/ralph-loop/SKILL.md"))
+        .expect("skill");
+    assert!(
+        !skill.contains("<<") && !skill.contains("ARGUMENTS"),
+        "{skill}"
+    );
+    let command = skill
+        .lines()
+        .find(|l| l.starts_with("ralph start"))
+        .expect("the skill's command");
+    assert_eq!(command, "ralph start --typed-arguments");
+    let task = "Fix the bug\nRALPH_ARGS_7f3a\n$(touch pwned) '; touch pwned; '";
+    let prompt = format!("$ralph-loop {task} --max-iterations 3");
+    let replies = ["ok"];
+    let model = model_for(Host::Codex, &replies);
+    let run = sandbox.run_client_with(model.as_ref(), &replies, &prompt);
+    assert!(run.status.success(), "{}", describe(&run));
+    assert!(!describe(&run).contains("invalid"), "{}", describe(&run));
+    // The session Codex ran the hook for: the one its shell tool's commands carry.
+    let typed = sandbox.dir.path().join("state/ralph/typed");
+    let kept: Vec<String> = std::fs::read_dir(&typed)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let session = kept
+        .iter()
+        .find_map(|f| f.split_once('.').map(|(s, _)| s.to_owned()))
+        .unwrap_or_else(|| panic!("the prompt hook kept nothing: {kept:?}\n{}", describe(&run)));
+    let mut start = Command::new(RALPH);
+    start.args(command.split(' ').skip(1));
+    sandbox.env(&mut start);
+    let out = start
+        .env("CODEX_THREAD_ID", &session)
+        .output()
+        .expect("start");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!sandbox.project().join("pwned").exists());
+    let status = sandbox.loop_status("ralph");
+    assert_eq!(status["max_iterations"], 3, "{status}");
+    let armed = std::fs::read_to_string(sandbox.project().join(".claude/ralph-loop.local.md"))
+        .expect("the loop file");
+    assert!(
+        armed.contains(&format!("\n{task}")),
+        "the task, verbatim: {armed}"
+    );
 }

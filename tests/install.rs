@@ -489,3 +489,121 @@ fn installs_as_the_readme_says_and_runs_by_the_typed_names() {
     let second = loop_named(&status_json(&user), "second");
     assert_eq!(second["outcome"], "cancelled", "{second}");
 }
+
+/// Issue 26, item 7: the README's first route, from a clone, works today in two commands:
+/// `cargo install --locked --path crates/ralph` (here: this build's binary copied into a
+/// folder on PATH, as cargo puts it in ~/.cargo/bin) and the plugin from the clone's own
+/// marketplace. npm cannot fetch the binary (the packages are not published), the plugin has
+/// no build beside it, so the launcher takes the marked `ralph` from PATH: the session starts
+/// without a warning and a loop armed with it runs to its promise in the real client.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn installs_from_a_clone_in_two_commands() {
+    const TEST: &str = "installs_from_a_clone_in_two_commands";
+    let Some(claude) = client::claude_bin(TEST) else {
+        return;
+    };
+    let work = tempfile::Builder::new()
+        .prefix("ralph-clone-install-")
+        .tempdir()
+        .expect("work dir");
+    // The clone: its marketplace and its plugin, and no target/ beside them.
+    let clone = work.path().join("ralph");
+    std::fs::create_dir_all(&clone).expect("clone");
+    for part in [".claude-plugin", "plugin"] {
+        let copied = Command::new("cp")
+            .arg("-R")
+            .arg(client::repo_root().join(part))
+            .arg(clone.join(part))
+            .status()
+            .expect("cp");
+        assert!(copied.success());
+    }
+    let _ = std::fs::remove_dir_all(clone.join("plugin/node_modules"));
+    let bin = work.path().join("cargo-bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    std::fs::copy(crate::support::BIN, bin.join("ralph")).expect("the installed ralph");
+    let home = work.path().join("home");
+    let project = work.path().join("project");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&project).expect("project");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let run = |program: &Path, args: &[&str], cwd: &Path| -> Output {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(cwd);
+        client::hermetic_env(&mut cmd, &home);
+        cmd.env("PATH", &path)
+            // npm has nothing to fetch: the packages are not published yet.
+            .env("npm_config_registry", "http://127.0.0.1:9")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        let out = cmd.output().expect("run");
+        assert!(out.status.success(), "{program:?} {args:?}: {out:?}");
+        out
+    };
+    let clone_arg = clone.to_str().expect("UTF-8");
+    run(
+        &claude,
+        &["plugin", "marketplace", "add", clone_arg],
+        &clone,
+    );
+    run(
+        &claude,
+        &["plugin", "install", "ralph@ralph-marketplace"],
+        &clone,
+    );
+
+    // A loop armed with the installed `ralph`, then a session in that project.
+    run(
+        &bin.join("ralph"),
+        &[
+            "start",
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            "5",
+            "Write it",
+        ],
+        &project,
+    );
+    let api = MockApi::start(vec![
+        Reply::text("Working on it."),
+        Reply::text("<promise>DONE</promise>"),
+    ]);
+    let session = client::run_claude(
+        &claude,
+        "Write it",
+        &[],
+        &project,
+        &home,
+        &api,
+        &[("PATH", path.as_ref())],
+    );
+    let started: Vec<String> = session
+        .events()
+        .iter()
+        .filter(|e| e["subtype"] == "hook_response" && e["hook_event"] == "SessionStart")
+        .map(|e| e["stdout"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        !started.is_empty(),
+        "the plugin's hooks did not run\n{}",
+        session.describe()
+    );
+    assert!(
+        started.iter().all(|s| !s.contains("not found")),
+        "{started:?}"
+    );
+    let status = run(&bin.join("ralph"), &["status", "--json"], &project);
+    let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let ended = loop_named(&status, "ralph");
+    assert_eq!(
+        ended["outcome"],
+        "completed",
+        "{status:#}\n{}",
+        session.describe()
+    );
+}

@@ -1,6 +1,6 @@
-//! ralph's integration tests: one test binary (`cargo test -p ralph --test integration`), one
+//! ralph's integration tests: one test binary (`cargo test -p ralph-loop --test integration`), one
 //! module per area, all driving the real `ralph` binary through the harness in `support/`.
-//! Run one area with a filter: `cargo test -p ralph --test integration hook::`.
+//! Run one area with a filter: `cargo test -p ralph-loop --test integration hook::`.
 //!
 //! The end-to-end modules (`e2e*`, `hosts`, `install`, and one test in `parallel`) need the
 //! pinned clients from `tests/client`, `tests/hosts` and `tests/registry`. Without them, and
@@ -10,9 +10,11 @@
 mod support;
 
 mod budget;
+mod check;
 mod cli;
 mod e2e;
 mod e2e_budget;
+mod e2e_check;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;

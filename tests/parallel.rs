@@ -545,8 +545,18 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
         cmd.output().unwrap()
     };
 
+    // What an agent could leave in the checkout for the push: a hook, and
+    // a remote that points elsewhere (the push goes to REMOTE, never a name).
+    let hook = repo.root().join(".git/hooks/pre-push");
+    let marker = repo.home.path().join("pre-push-ran");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    let mut perm = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&hook, perm).unwrap();
+    repo.git(&["config", "remote.origin.url", "/nonexistent/elsewhere.git"]);
     let (out, outputs) = job("US-001");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!marker.exists(), "the checkout's pre-push hook ran");
     assert!(
         outputs.contains("outcome=ready") && outputs.contains("branch=ralph/US-001"),
         "{outputs}"
@@ -561,6 +571,10 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
         "{body}"
     );
     assert!(body.contains("Decision log"), "{body}");
+    assert!(
+        body.contains("receipt: `test -f shared.txt` exit 0"),
+        "the pull request shows the gate's receipt: {body}"
+    );
     assert_eq!(
         std::fs::read_to_string(repo.log().join("US-001.key")).unwrap(),
         "sekrit\n"
@@ -610,6 +624,7 @@ fn fleet_job(repo: &Repo, story: &str, out_dir: &Path) -> (Output, String) {
         .env("AGENT_KEY_ENV", "FAKE_KEY")
         .env("AGENT_KEY", "sekrit")
         .env("OUT", out_dir)
+        .env("REMOTE", repo.home.path().join("origin.git"))
         .env("GITHUB_OUTPUT", &outputs)
         .stdin(Stdio::null());
     repo.env(&mut cmd);
@@ -688,6 +703,292 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
         r#"{"userStories":[{"id":"US-001","title":"Notes","description":"Write notes.txt","passes":true}]}"#,
         "only the one value changed"
     );
+}
+
+/// An agent that runs no git itself (git would run the planted programs for
+/// it, which would prove nothing about ralph): it knows its story by its
+/// worktree's folder and edits one line of `shared.txt`, its own.
+const GITLESS_AGENT: &str = r#"cat > /dev/null
+story=$(basename "$PWD")
+case $story in
+  US-A) sed -i 's/^one$/ONE/' shared.txt ;;
+  *) sed -i 's/^five$/FIVE/' shared.txt ;;
+esac
+echo "done <promise>DONE</promise>"
+"#;
+
+/// A program that, if anything runs it, leaves `ran/<name>` behind.
+fn planted_program(repo: &Repo, name: &str) -> String {
+    let ran = repo.home.path().join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let bin = repo.home.path().join("planted");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join(name);
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\ntouch '{}/{name}'\ncat\n", ran.display()),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).unwrap();
+    path.display().to_string()
+}
+
+fn ran(repo: &Repo) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo.home.path().join("ran"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A stranger's checkout: every program its `.git/config` can name, and
+/// hooks, planted; a smudge filter hidden under `includeIf onbranch:` that
+/// only a story's branch turns on.
+fn plant_programs(repo: &Repo) {
+    let git_dir = repo.root().join(".git");
+    let config = |key: &str, name: &str| {
+        let program = planted_program(repo, name);
+        repo.git(&["config", key, &program]);
+    };
+    config("core.fsmonitor", "fsmonitor");
+    config("core.pager", "pager");
+    config("pager.status", "pager-status");
+    config("core.editor", "editor");
+    config("sequence.editor", "sequence-editor");
+    config("core.sshCommand", "ssh");
+    config("credential.helper", "credential");
+    config("gpg.program", "gpg");
+    config("diff.external", "external-diff");
+    config("diff.planted.textconv", "textconv");
+    config("diff.planted.command", "diff-command");
+    config("merge.planted.driver", "merge-driver");
+    config("filter.planted.clean", "clean");
+    repo.git(&["config", "commit.gpgSign", "true"]);
+    repo.git(&["config", "tag.gpgSign", "true"]);
+    repo.git(&["config", "merge.verifySignatures", "true"]);
+    repo.git(&["config", "log.showSignature", "true"]);
+    let smudge = planted_program(repo, "smudge");
+    std::fs::write(
+        git_dir.join("on-branch.cfg"),
+        format!("[filter \"hidden\"]\n\tsmudge = {smudge}\n\tclean = {smudge}\n"),
+    )
+    .unwrap();
+    repo.git(&[
+        "config",
+        "includeIf.onbranch:ralph/**.path",
+        "on-branch.cfg",
+    ]);
+    for hook in [
+        "pre-commit",
+        "commit-msg",
+        "post-commit",
+        "post-checkout",
+        "post-merge",
+        "post-rewrite",
+        "pre-rebase",
+        "reference-transaction",
+    ] {
+        let program = planted_program(repo, hook);
+        std::fs::copy(program, git_dir.join("hooks").join(hook)).unwrap();
+        let mut perm = std::fs::metadata(git_dir.join("hooks").join(hook))
+            .unwrap()
+            .permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(git_dir.join("hooks").join(hook), perm).unwrap();
+    }
+}
+
+#[test]
+fn a_planted_git_config_runs_no_program_in_the_whole_fleet() {
+    let repo = Repo::new(&[("US-A", false), ("US-B", false)]);
+    std::fs::write(
+        repo.root().join("shared.txt"),
+        "one\ntwo\nthree\nfour\nfive\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.root().join(".gitattributes"),
+        "shared.txt merge=planted diff=planted filter=planted\n* filter=hidden\n",
+    )
+    .unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "attributes"]);
+    plant_programs(&repo);
+    std::fs::write(repo.home.path().join("gitless.sh"), GITLESS_AGENT).unwrap();
+    let agent = format!("sh {}", repo.home.path().join("gitless.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--max-iterations", "2"])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(ran(&repo), Vec::<String>::new(), "{all}");
+    // Both loops completed; both edited shared.txt, so the second one home
+    // needed a three-way merge, where only the planted driver could have
+    // said "merged": blanked, it is a conflict, never forced.
+    let mut states =
+        [repo.record("US-A"), repo.record("US-B")].map(|r| r["state"].as_str().unwrap().to_owned());
+    states.sort();
+    assert_eq!(states, ["conflict", "merged"], "{all}");
+
+    // The test can fail: plain git runs the planted programs, the hidden
+    // filter included once HEAD is on a story's branch.
+    let _ = repo.git_in(
+        repo.root(),
+        &["commit", "-q", "--allow-empty", "-m", "plain"],
+    );
+    let elsewhere = repo.home.path().join("plain-worktree");
+    let _ = repo.git_in(
+        repo.root(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "ralph/plain",
+            elsewhere.to_str().unwrap(),
+        ],
+    );
+    let plain = ran(&repo);
+    for name in [
+        "pre-commit",
+        "gpg",
+        "post-checkout",
+        "smudge",
+        "reference-transaction",
+    ] {
+        assert!(
+            plain.contains(&name.to_owned()),
+            "{name} not run by plain git: {plain:?}"
+        );
+    }
+}
+
+#[test]
+fn a_base_branch_git_would_read_as_an_option_is_refused_before_anything_runs() {
+    let repo = Repo::new(&[("US-004", false)]);
+    // A checkout whose HEAD names a branch that `git rebase` would take
+    // for `--exec=<command>`.
+    let marker = repo.home.path().join("pwned");
+    let script = repo.root().join("pwn");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&script, perm).unwrap();
+    repo.git(&["add", "pwn"]);
+    repo.git(&["commit", "-qm", "pwn"]);
+    repo.git(&["update-ref", "refs/heads/--exec=./pwn", "HEAD"]);
+    repo.git(&["symbolic-ref", "HEAD", "refs/heads/--exec=./pwn"]);
+    let out = repo.scripted("1", &["--max-iterations", "1"]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("is not a name ralph passes to git"), "{all}");
+    assert_eq!(repo.calls("US-004"), 0, "{all}");
+    assert!(!marker.exists());
+    assert!(!repo.root().join(".ralph/worktrees").exists(), "{all}");
+}
+
+#[test]
+fn a_user_with_no_git_identity_is_told_so_not_that_the_story_conflicts() {
+    let repo = Repo::new(&[("US-A", false), ("US-B", false)]);
+    std::fs::write(
+        repo.root().join("shared.txt"),
+        "one\ntwo\nthree\nfour\nfive\n",
+    )
+    .unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "shared"]);
+    // From here on git knows no name and no email (and may not guess one).
+    std::fs::write(
+        repo.home.path().join(".gitconfig"),
+        "[user]\n\tuseConfigOnly = true\n",
+    )
+    .unwrap();
+    std::fs::write(repo.home.path().join("gitless.sh"), GITLESS_AGENT).unwrap();
+    let agent = format!("sh {}", repo.home.path().join("gitless.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--max-iterations", "2"])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    for story in ["US-A", "US-B"] {
+        let record = repo.record(story);
+        assert_eq!(record["state"], "merge_failed", "{story}: {all}");
+        let note = record["note"].as_str().unwrap();
+        assert!(
+            note.contains("git knows no name and email to commit with")
+                && note.contains("git config --global user.email you@example.com"),
+            "{story}: {note}"
+        );
+    }
+    assert!(!all.contains("conflicts with main"), "{all}");
+}
+
+/// A story at its limit keeps its worktree; what is uncommitted there is
+/// the user's work until it is on the branch.
+fn kept_worktree_with_uncommitted_work() -> Repo {
+    let repo = Repo::new(&[("US-003", false)]);
+    let out = repo.scripted("1", &["--max-iterations", "1"]);
+    assert!(repo.worktree("US-003").is_dir(), "{}", text(&out));
+    std::fs::write(repo.worktree("US-003").join("precious.txt"), "mine\n").unwrap();
+    std::fs::write(repo.worktree("US-003").join("README"), "edited\n").unwrap();
+    repo
+}
+
+#[test]
+fn clean_commits_uncommitted_work_to_its_branch_before_removing_the_worktree() {
+    let repo = kept_worktree_with_uncommitted_work();
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Committed the uncommitted work in .ralph/worktrees/US-003 to ralph/US-003"),
+        "{all}"
+    );
+    assert!(!repo.worktree("US-003").exists(), "{all}");
+    assert_eq!(repo.show("ralph/US-003:precious.txt"), "mine\n");
+    assert_eq!(repo.show("ralph/US-003:README"), "edited\n");
+}
+
+#[test]
+fn clean_refuses_to_remove_work_it_cannot_commit_and_says_how() {
+    let repo = kept_worktree_with_uncommitted_work();
+    std::fs::write(
+        repo.home.path().join(".gitconfig"),
+        "[user]\n\tuseConfigOnly = true\n",
+    )
+    .unwrap();
+    let out = repo.ralph(&["clean"]).output().unwrap();
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("not removed: it holds uncommitted work")
+            && all.contains("git knows no name and email")
+            && all.contains("cd .ralph/worktrees/US-003 && git add -A && git commit"),
+        "{all}"
+    );
+    let kept = std::fs::read_to_string(repo.worktree("US-003").join("precious.txt")).unwrap();
+    assert_eq!(kept, "mine\n");
+}
+
+#[test]
+fn marking_a_story_passed_changes_that_one_value_and_no_other_byte() {
+    let repo = Repo::new(&[("US-004", false)]);
+    let prd = "{\n\t\"project\": \"P\", \"budget\": 123456789012345678901234567890,\n\t\"userStories\": [\n\t\t{\"id\": \"US-004\", \"title\": \"Story\", \"passes\": false, \"tag\": \"a\", \"tag\": \"b\"}\n\t]\n}\n";
+    std::fs::write(repo.root().join("ralph/prd.json"), prd).unwrap();
+    repo.git(&["commit", "-qam", "prd"]);
+    let out = repo.scripted("1", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let after = std::fs::read_to_string(repo.root().join("ralph/prd.json")).unwrap();
+    assert_eq!(after, prd.replace("\"passes\": false", "\"passes\": true"));
 }
 
 #[test]

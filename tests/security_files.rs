@@ -898,3 +898,156 @@ fn lock_timeout_names_the_holder() {
     drop(held);
     assert_eq!(w.ralph(&["cancel", "--all"]).code, Some(0));
 }
+
+/// Issue 25, item 9: the hook wrote its notice with `eprintln!`, which
+/// panics on a closed stderr; the release build aborts on a panic, so the
+/// hook died by SIGABRT and Claude Code got no answer. Now every write of the
+/// binary ignores a closed stream: exit 0, the answer on stdout.
+#[test]
+fn a_closed_stderr_never_kills_the_hook() {
+    let w = World::new();
+    fs::write(w.path(".claude/x-loop.local.md"), hand_written_loop("")).unwrap();
+    let event = json!({
+        "session_id": "s1",
+        "cwd": w.root(),
+        "hook_event_name": "Stop",
+        "last_assistant_message": "x",
+    });
+    let mut child = Command::new(BIN)
+        .args(["hook", "stop"])
+        .current_dir(w.root())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env("HOME", w.home())
+        .env("XDG_STATE_HOME", w.base.path().join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reading end of stderr is gone before the hook writes a byte.
+    drop(child.stderr.take());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(event.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        answer["systemMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not driven")),
+        "{answer}"
+    );
+    // The CLI's own error path too: a failure with stderr closed keeps its code.
+    let mut child = Command::new(BIN)
+        .args(["adopt", "--name", "nothing-here"])
+        .current_dir(w.root())
+        .env("HOME", w.home())
+        .env("XDG_STATE_HOME", w.base.path().join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
+
+/// `ralph install --project` and `ralph start` from a scratch HOME, in `cwd`.
+fn ralph_in(cwd: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn install_project_writes_at_the_git_root_not_the_nearest_claude_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(&home).unwrap();
+    fs::create_dir_all(repo.join(".git")).unwrap();
+    fs::create_dir_all(repo.join("pkg/.claude")).unwrap();
+    let out = ralph_in(
+        &repo.join("pkg"),
+        &home,
+        &["install", "gemini", "--project"],
+    );
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    assert!(repo.join(".gemini/settings.json").is_file());
+    assert!(!repo.join("pkg/.gemini").exists());
+    // Outside any repository: refused, nothing written.
+    let loose = tmp.path().join("loose");
+    fs::create_dir_all(&loose).unwrap();
+    let out = ralph_in(&loose, &home, &["install", "codex", "--project"]);
+    assert!(!out.status.success());
+    assert!(crate::support::text(&out).contains("is not inside a git repository"));
+    assert_eq!(fs::read_dir(&loose).unwrap().count(), 0);
+}
+
+#[test]
+fn install_project_never_writes_through_a_committed_folder_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let repo = tmp.path().join("repo");
+    let outside = tmp.path().join("outside");
+    for d in [&home, &outside, &repo.join(".git")] {
+        fs::create_dir_all(d).unwrap();
+    }
+    // A checkout whose .gemini and .agents are links out of the project.
+    symlink(&outside, repo.join(".gemini")).unwrap();
+    let out = ralph_in(&repo, &home, &["install", "gemini", "--project"]);
+    assert!(!out.status.success(), "{}", crate::support::text(&out));
+    fs::remove_file(repo.join(".gemini")).unwrap();
+    fs::create_dir_all(repo.join(".agents")).unwrap();
+    symlink(&outside, repo.join(".agents/skills")).unwrap();
+    let out = ralph_in(&repo, &home, &["install", "codex", "--project"]);
+    assert!(!out.status.success(), "{}", crate::support::text(&out));
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing was written outside the project"
+    );
+}
+
+/// A `.claude/` in a shared parent folder (another user's, or `/`) is never
+/// where a loop goes: the walk up stops below the first folder the user
+/// does not own. Needs root, to give a folder to someone else.
+#[test]
+fn a_loop_never_goes_into_the_claude_folder_of_a_parent_the_user_does_not_own() {
+    let me = Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&me.stdout).trim() != "0" {
+        eprintln!("skipped: needs root to chown a folder to another user");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let shared = tmp.path().join("shared");
+    let mine = shared.join("mine");
+    for d in [&home, &shared.join(".claude"), &mine] {
+        fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+    let out = ralph_in(
+        &mine,
+        &home,
+        &["start", "--max-iterations", "2", "Secret task"],
+    );
+    let all = crate::support::text(&out);
+    assert_eq!(
+        fs::read_dir(shared.join(".claude")).unwrap().count(),
+        0,
+        "the loop went into the shared parent: {all}"
+    );
+    // The test can fail: the same folder owned by the user is the project.
+    std::os::unix::fs::chown(&shared, Some(0), Some(0)).unwrap();
+    let _ = fs::remove_dir_all(mine.join(".claude"));
+    let _ = ralph_in(&mine, &home, &["start", "--max-iterations", "2", "Task"]);
+    assert!(fs::read_dir(shared.join(".claude")).unwrap().count() > 0);
+}

@@ -104,6 +104,13 @@ impl Sandbox {
         let text = self.text();
         assert!(text.contains(from), "{from:?} not in {text}");
         std::fs::write(self.path(LOOP), text.replacen(from, to, 1)).unwrap();
+        self.adopt_edit();
+    }
+
+    /// A setting is bound to the arming: the user adopts a hand edit (a
+    /// file that no longer reads cannot be, and stays corrupt).
+    fn adopt_edit(&self) {
+        self.ralph(&["adopt", "--yes", "--name", "ralph"], "");
     }
 
     fn set_field(&self, key: &str, value: &str) {
@@ -113,6 +120,7 @@ impl Sandbox {
         )
         .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
+        self.adopt_edit();
     }
 
     fn state(&self) -> LoopState {

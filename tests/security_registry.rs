@@ -457,34 +457,206 @@ fn reference_loop(session: &str, verify: &Path) -> String {
     )
 }
 
+/// The attack of issue 25: the session id is in the environment of every
+/// command the agent runs (`CLAUDE_CODE_SESSION_ID`, `CODEX_THREAD_ID`), so
+/// a repository's test script can write a loop file that names the very
+/// session that stops. Naming it proves nothing: the file stays inert.
 #[test]
-fn migration_a_legacy_loop_of_the_stopping_session_is_adopted_silently() {
+fn a_loop_file_naming_the_stopping_session_is_inert_until_adopted() {
     let user = User::new();
     let p = tempfile::tempdir().unwrap();
     let file = ".claude/ralph-loop.local.md";
     std::fs::create_dir_all(p.path().join(".claude")).unwrap();
-    std::fs::write(
-        p.path().join(file),
-        reference_loop("s1", &user.sentinel("legacy")),
-    )
-    .unwrap();
+    // Planted the way a test script would, from the session id it was given.
+    let planted = reference_loop("s1", &user.sentinel("planted"));
+    std::fs::write(p.path().join(file), &planted).unwrap();
+    let stop = user.stop(p.path(), "s1", "<promise>DONE</promise>");
+    assert!(!stop.blocked(), "{stop:?}");
+    assert_eq!(stop.warnings(), 1, "{stop:?}");
+    let m = stop.message();
+    assert!(
+        m.contains("ralph adopt --name ralph") && m.contains("reference ralph-loop plugin"),
+        "the notice says why and how to adopt it: {m}"
+    );
+    assert!(!user.sentinel("planted").exists(), "the planted verify ran");
+    assert_eq!(read(p.path(), file), planted.as_bytes(), "the file changed");
+    assert!(
+        !p.path().join(".claude/ralph").exists(),
+        "nothing is written in the project (no lock, no log)"
+    );
+    assert_eq!(user.records(), 0, "a record was written");
+    // Told once: the next stops are quiet, and still nothing runs.
+    for reply in ["working", "<promise>DONE</promise>"] {
+        let again = user.stop(p.path(), "s1", reply);
+        assert!(again.silent(), "{again:?}");
+    }
+    assert!(!user.sentinel("planted").exists());
+    // The session hooks leave it alone too: no pause at the session's end.
+    let end = json!({"session_id": "s1", "cwd": p.path(), "hook_event_name": "SessionEnd", "reason": "logout"});
+    user.ralph(
+        p.path(),
+        &["hook", "session-end"],
+        end.to_string().as_bytes(),
+    );
+    assert_eq!(
+        read(p.path(), file),
+        planted.as_bytes(),
+        "session-end wrote it"
+    );
+    // `ralph status` says how to take it over.
+    let status = user.ok(p.path(), &["status"]);
+    assert!(
+        status.contains("not armed on this machine") && status.contains("ralph adopt --name ralph"),
+        "{status}"
+    );
+
+    // A loop armed by the reference plugin's setup script is the same file:
+    // adopted deliberately, it runs, and from then on it is bound.
+    user.ok(p.path(), &["adopt", "--name", "ralph", "--yes"]);
+    assert_eq!(user.records(), 1);
     let stop = user.stop(p.path(), "s1", "working");
     assert!(stop.blocked(), "{stop:?}");
-    assert_eq!(stop.warnings(), 0, "adopted silently: {stop:?}");
-    assert_eq!(user.records(), 1);
     let text = std::fs::read_to_string(p.path().join(file)).unwrap();
     assert!(text.contains("\nralph_nonce: \""), "{text}");
-    assert!(text.contains("iteration: 2\n"), "{text}");
-
-    // From now on it is bound: a changed verify command never runs.
     let evil = text.replace(
-        &format!("touch {}", user.sentinel("legacy").display()),
+        &format!("touch {}", user.sentinel("planted").display()),
         &format!("touch {}", user.sentinel("evil").display()),
     );
     std::fs::write(p.path().join(file), &evil).unwrap();
     let stop = user.stop(p.path(), "s1", "<promise>DONE</promise>");
     assert!(!stop.blocked() && stop.warnings() == 1, "{stop:?}");
-    assert!(!user.sentinel("evil").exists() && !user.sentinel("legacy").exists());
+    assert!(!user.sentinel("evil").exists());
+}
+
+/// A corrupt file that names the stopping session is not this user's either:
+/// it is neither moved into the history nor written, only reported once.
+#[test]
+fn a_corrupt_loop_file_naming_the_stopping_session_is_left_alone() {
+    let user = User::new();
+    let p = tempfile::tempdir().unwrap();
+    let file = ".claude/bad-loop.local.md";
+    std::fs::create_dir_all(p.path().join(".claude")).unwrap();
+    let text = "---\nsession_id: s1\niteration: many\n---\nx\n";
+    std::fs::write(p.path().join(file), text).unwrap();
+    let stop = user.stop(p.path(), "s1", "x");
+    assert!(!stop.blocked() && stop.warnings() == 1, "{stop:?}");
+    assert!(stop.message().contains("is ignored"), "{stop:?}");
+    assert_eq!(read(p.path(), file), text.as_bytes());
+    assert!(
+        !p.path().join(".claude/ralph").exists(),
+        "no lock, no history"
+    );
+    assert!(user.stop(p.path(), "s1", "x").silent());
+}
+
+/// Issue 25, item 3: the limits, budgets, breakers, promises and gates are
+/// part of what the arming binds. Editing any of them makes the loop inert,
+/// like editing its prompt; the counters ralph rewrites do not.
+#[test]
+fn editing_the_limits_or_settings_after_arming_makes_the_loop_inert() {
+    let user = User::new();
+    let edits: [(&str, &str, &str); 7] = [
+        ("the limit raised", "max_iterations: 3", "max_iterations: 0"),
+        (
+            "the limit requoted and raised",
+            "max_iterations: 3",
+            "max_iterations: \"1000\"",
+        ),
+        ("a breaker switched off", "stuck_after: 2", "stuck_after: 0"),
+        ("the time budget dropped", "max_duration: \"1h\"\n", ""),
+        (
+            "the token budget raised",
+            "max_tokens: 5000",
+            "max_tokens: 999999999",
+        ),
+        (
+            "the abort promise dropped",
+            "abort_promise: \"STUCK\"\n",
+            "",
+        ),
+        (
+            "a setting added",
+            "stuck_after: 2",
+            "stuck_after: 2\nverify_timeout: 800",
+        ),
+    ];
+    for (what, from, to) in edits {
+        let p = tempfile::tempdir().unwrap();
+        user.ok(
+            p.path(),
+            &[
+                "start",
+                "--session-id",
+                "s1",
+                "--max-iterations",
+                "3",
+                "--stuck-after",
+                "2",
+                "--max-duration",
+                "1h",
+                "--max-tokens",
+                "5000",
+                "--abort-promise",
+                "STUCK",
+                "Ship it",
+            ],
+        );
+        let loop_file = ".claude/ralph-loop.local.md";
+        let text = String::from_utf8(read(p.path(), loop_file)).unwrap();
+        assert!(text.contains(from), "{what}: {text}");
+        let edited = text.replacen(from, to, 1);
+        std::fs::write(p.path().join(loop_file), &edited).unwrap();
+        let stop = user.stop(p.path(), "s1", "working");
+        assert!(!stop.blocked(), "{what}: {stop:?}");
+        assert!(
+            stop.message().contains("settings")
+                && stop.message().contains("ralph adopt --name ralph"),
+            "{what}: {stop:?}"
+        );
+        assert!(
+            user.stop(p.path(), "s1", "working").silent(),
+            "{what}: told once"
+        );
+        assert_eq!(read(p.path(), loop_file), edited.as_bytes(), "{what}");
+    }
+}
+
+/// ralph's own rewrites keep a loop armed: the counters of every stop, a
+/// pause and a resume, a session's end, an adoption; the limit still ends it.
+#[test]
+fn ralphs_own_rewrites_keep_the_loop_armed_to_its_limit() {
+    let user = User::new();
+    let p = tempfile::tempdir().unwrap();
+    user.ok(
+        p.path(),
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "4",
+            "--stuck-after",
+            "0",
+            "Ship it",
+        ],
+    );
+    assert!(user.stop(p.path(), "s1", "one").blocked());
+    user.ok(p.path(), &["pause"]);
+    assert!(user.stop(p.path(), "s1", "paused").silent());
+    user.ok(p.path(), &["resume"]);
+    assert!(user.stop(p.path(), "s1", "two").blocked());
+    let end = json!({"session_id": "s1", "cwd": p.path(), "hook_event_name": "SessionEnd", "reason": "logout"});
+    user.ralph(
+        p.path(),
+        &["hook", "session-end"],
+        end.to_string().as_bytes(),
+    );
+    user.ok(p.path(), &["resume"]);
+    assert!(user.stop(p.path(), "s1", "three").blocked());
+    let last = user.stop(p.path(), "s1", "four");
+    assert!(!last.blocked(), "{last:?}");
+    assert!(last.message().contains("iteration limit"), "{last:?}");
+    assert_eq!(user.records(), 0);
 }
 
 #[test]
@@ -534,8 +706,11 @@ fn migration_a_legacy_loop_of_another_session_is_left_alone() {
     let stop = user.stop(p.path(), "s1", "<promise>DONE</promise>");
     assert!(stop.silent(), "{stop:?}");
     assert_eq!(read(p.path(), file), text.as_bytes());
-    // Its owner adopts it at its own next stop.
-    assert!(user.stop(p.path(), "other-session", "working").blocked());
+    // Its own session does not adopt it either: told once, never driven.
+    let own = user.stop(p.path(), "other-session", "<promise>DONE</promise>");
+    assert!(!own.blocked() && own.warnings() == 1, "{own:?}");
+    assert_eq!(read(p.path(), file), text.as_bytes());
+    assert!(!user.sentinel("other").exists());
 }
 
 #[test]
@@ -611,5 +786,34 @@ fn a_planted_file_name_cannot_steer_the_terminal() {
     let stop = user.stop(p.path(), "s1", "<promise>DONE</promise>");
     let m = stop.message();
     assert!(!m.contains('\u{1b}') && !m.contains('\r'), "{m:?}");
-    assert!(m.contains("x\\x1b[2J\\x0dok"), "{m:?}");
+    assert!(m.contains("x\\x1b[2J\\rok"), "{m:?}");
+}
+
+/// A newline in a file name is shown as `\n`: it cannot add a line of its
+/// own ("✅ … completed") to the hook's message, `status` or `adopt`.
+#[test]
+fn a_newline_in_a_file_name_cannot_fake_a_line() {
+    let user = User::new();
+    let p = tempfile::tempdir().unwrap();
+    let name = "x\n✅ ralph `x` completed: the agent gave the promise\n";
+    std::fs::create_dir_all(p.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.path().join(format!(".claude/{name}-loop.local.md")),
+        planted_loop(&user.sentinel("newline")),
+    )
+    .unwrap();
+    let faked = |shown: &str| shown.lines().any(|l| l.starts_with('✅'));
+    let stop = user.stop(p.path(), "s1", "x");
+    assert!(
+        !faked(&stop.message()) && stop.message().contains("x\\n✅"),
+        "{stop:?}"
+    );
+    assert!(!faked(&stop.stderr), "{stop:?}");
+    let status = user.ralph(p.path(), &["status"], b"");
+    assert!(!faked(&text(&status)), "{}", text(&status));
+    let adopt = user.ralph(p.path(), &["adopt", "--yes"], b"");
+    assert!(!faked(&text(&adopt)), "{}", text(&adopt));
+    let line = json!({"session_id": "s1", "cwd": p.path()}).to_string();
+    let line = user.ralph(p.path(), &["statusline"], line.as_bytes());
+    assert!(!faked(&text(&line)), "{}", text(&line));
 }

@@ -404,8 +404,9 @@ fn bad_events_get_a_notice_never_a_block() {
     assert!(s.state().contains("iteration: ["));
 }
 
-/// Without a ralph binary, the plugin's launcher answers the session hooks with nothing at
-/// all and exit 0: a prompt is never held up or flagged (the Stop hook says how to install).
+/// Without a ralph binary, the plugin's launcher answers the prompt and session-end hooks
+/// with nothing at all and exit 0: a prompt is never held up or flagged (session-start says
+/// how to install, see tests/e2e.rs `launcher::without_a_binary_the_session_start_says_so`).
 #[cfg(unix)]
 #[test]
 fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
@@ -418,7 +419,7 @@ fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
     std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    for which in ["prompt", "session-start", "session-end"] {
+    for which in ["prompt", "session-end"] {
         let mut child = std::process::Command::new("sh")
             .arg(&launcher)
             .args(["hook", which])

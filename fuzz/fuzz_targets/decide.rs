@@ -90,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
         ran_tool: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         block_cap: b.u64(),
         verification: None,
+        check: None,
         stop_hook_active: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
@@ -99,6 +100,7 @@ fuzz_target!(|data: &[u8]| {
     match decide(&s, &seen) {
         Decision::Pass => assert!(!s.active, "an active loop passed"),
         Decision::Verify { .. } => unreachable!("no verify command was set"),
+        Decision::Check { .. } => unreachable!("no check command was set"),
         Decision::End { detail, .. } => assert!(s.active && !detail.is_empty()),
         Decision::Continue { next, progress, .. } => {
             assert!(s.active);

@@ -12,7 +12,9 @@
 #                   the loop's `ralph run` flags of the same names, when set
 #   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
 #   AGENT_KEY       its value (from a secret)
-#   REMOTE          where to push [origin]; RALPH: the ralph binary [ralph]
+#   REMOTE          where to push: a URL or a path (never read from the checkout's config)
+#   PUSH            0: do not push here (the caller pushes later, see push-branch.sh) [1]
+#   RALPH           the ralph binary [ralph]
 #   OUT             folder for summary.txt, pr-body.md [ralph-fleet-out]
 # Output: `outcome=<state>` and `branch=ralph/<story>` appended to $GITHUB_OUTPUT when set.
 # Exit: 0 when the story is ready for its pull request, 3 when it is not, 2 on bad input.
@@ -32,10 +34,18 @@ if [ -n "${AGENT_KEY_ENV:-}" ]; then
 fi
 unset AGENT_KEY
 ralph=${RALPH:-ralph}
-remote=${REMOTE:-origin}
+remote=${REMOTE:-}
+if [ "${PUSH:-1}" != 0 ] && [ -z "$remote" ]; then
+    echo "run-story: set REMOTE to the URL or path to push to (or PUSH=0)" >&2
+    exit 2
+fi
 out=${OUT:-ralph-fleet-out}
 branch="ralph/$story"
 mkdir -p "$out"
+
+# No program the checkout's configuration names runs in git commands of this script.
+git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c commit.gpgSign=false \
+    -c credential.helper= -c protocol.ext.allow=never "$@"; }
 
 # actions/checkout may leave a detached HEAD; ralph merges nothing here (--merge none)
 # but rebases onto the branch that is checked out.
@@ -64,26 +74,26 @@ if [ -n "${GITHUB_OUTPUT:-}" ]; then
     { echo "outcome=$state"; echo "branch=$branch"; } >> "$GITHUB_OUTPUT"
 fi
 
-# The branch goes up whenever it holds work, so that nothing a loop did is lost.
-if git rev-parse -q --verify "refs/heads/$branch" >/dev/null \
-    && [ -n "$(git rev-list "$base..refs/heads/$branch" 2>/dev/null)" ]; then
-    git push -q --force-with-lease "$remote" "refs/heads/$branch:refs/heads/$branch"
+# The branch goes up whenever it holds work, so that nothing a loop did is lost, from a
+# scratch repository (push-branch.sh). PUSH=0: the caller pushes in a later step, where the
+# token is (the GitHub action: the agent's step never sees it).
+if [ "${PUSH:-1}" != 0 ]; then
+    STORY=$story BASE=$base REMOTE_URL=$remote bash "$(dirname "$0")/push-branch.sh"
 fi
 
 log=$(ls -1 .claude/ralph/history/*"-${story//./_}.log.jsonl" 2>/dev/null | tail -n 1 || true)
 {
     echo "Story **$story**, run by \`ralph run --parallel 1 --merge none\`: **$state**."
     echo
-    echo '```'
-    tail -n 40 "$out/summary.txt"
-    echo '```'
+    # Indented code blocks: no line of the output (a story title, the agent's words) can
+    # end them and become markdown, as a line of ``` could end a fenced one.
+    tail -n 40 "$out/summary.txt" | sed 's/^/    /'
     if [ -n "$log" ]; then
         echo
         echo "<details><summary>Decision log (last 20 lines)</summary>"
         echo
-        echo '```'
-        tail -n 20 "$log"
-        echo '```'
+        tail -n 20 "$log" | sed 's/^/    /'
+        echo
         echo "</details>"
     fi
 } > "$out/pr-body.md"

@@ -3,8 +3,8 @@
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it:
-//! - `time`, `display`, `fingerprint`: timestamps and durations; escaping
-//!   what is printed; stable hashes of text.
+//! - `time`, `display`, `fingerprint`, `failure`: timestamps and durations;
+//!   escaping what is printed; stable hashes of text; what a failing check said.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
@@ -16,7 +16,9 @@
 //!   what `control` and `run` read.
 
 pub mod display;
+pub mod failure;
 pub mod fingerprint;
+pub mod json_edit;
 pub mod time;
 
 pub mod fs;

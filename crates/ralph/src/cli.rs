@@ -57,6 +57,11 @@ pub enum Command {
     /// Write one self-contained HTML page of a loop (or of every loop): outcome, timeline, tokens, checks, breakers
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Show what the --verify gate proved when a loop completed; --recheck runs it again
+    #[command(
+        after_help = "Examples:\n  ralph receipt\n  ralph receipt --name docs --json\n  ralph receipt --recheck      # exit 1 when the gate fails now"
+    )]
+    Receipt(ReceiptArgs),
     /// Add ralph's turn-end hook (and a /ralph-loop command where the host has them) to Codex, Gemini or Copilot
     #[command(after_help = INSTALL_EXAMPLES)]
     Install(InstallArgs),
@@ -66,7 +71,7 @@ pub enum Command {
     /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
     #[command(after_help = PLAN_EXAMPLES)]
     Plan(PlanArgs),
-    /// Remove the worktrees `ralph run --parallel` kept (their branches stay)
+    /// Remove the worktrees `ralph run --parallel` kept (uncommitted work is committed to their branches, which stay)
     #[command(after_help = "Examples:\n  ralph clean")]
     Clean,
     /// Write a PRD, progress log and prompt into ./ralph/ to start a project right
@@ -462,6 +467,22 @@ pub struct LogArgs {
     /// One JSON object per line, as stored
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiptArgs {
+    /// The loop's name [default: this session's loop, or the most recently ended one]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// Run the gate again in the project root and say whether "done" still holds
+    #[arg(long)]
+    pub recheck: bool,
+    /// The recheck's time limit in seconds [default: 300]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
 }
 
 const INSTALL_EXAMPLES: &str = "Examples:

@@ -226,7 +226,7 @@ pub fn arm(
                         .as_ref()
                         .ok()
                         .and_then(|s| s.session_id.clone())
-                        .map(|s| crate::loop_file::messages::escape_controls(&s)),
+                        .map(|s| crate::display::line(&s).into_owned()),
                 }
             } else {
                 LoopError::SessionBusy {

@@ -57,6 +57,10 @@ pub struct LoopReport {
     /// Why a live loop is not armed here, and how to adopt it.
     pub not_armed: Option<String>,
     pub error: Option<String>,
+    /// An ended loop's receipt, when its gate completed it on this machine
+    /// (`receipt.rs`; filled by `ralph status`, which knows the user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::loop_file::receipt::Receipt>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
     /// Where its decision log is (live: under `logs/`; ended: beside its
@@ -105,7 +109,7 @@ pub fn report(
         if let Ok(state) = &live.state {
             let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
             r.armed = Some(arming == Arming::Armed);
-            r.not_armed = not_armed_note(&arming, &live.file.name, state.session_id.as_deref());
+            r.not_armed = not_armed_note(&arming, &live.file.name);
             r.stories = state
                 .prd
                 .as_ref()
@@ -204,6 +208,7 @@ fn report_one(
         armed: None,
         not_armed: None,
         error: None,
+        receipt: None,
         recent: read_log_tail(log, recent),
         log: log.to_owned(),
     };
@@ -252,14 +257,12 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
 }
 
 /// What `ralph status` says of a loop that is not armed here.
-pub fn not_armed_note(arming: &Arming, name: &str, owner: Option<&str>) -> Option<String> {
-    let name = crate::loop_file::messages::escape_controls(name);
-    match (arming, owner) {
-        (Arming::Armed, _) => None,
-        (Arming::Legacy, Some(_)) => Some(format!(
-            "not armed on this machine (written before ralph kept a record of armed loops): its owning session adopts it at its next stop, or `ralph adopt --name {name}`"
-        )),
-        (other, _) => Some(format!(
+/// Whoever the loop names, without a record it is inert.
+pub fn not_armed_note(arming: &Arming, name: &str) -> Option<String> {
+    let name = crate::display::line(name);
+    match arming {
+        Arming::Armed => None,
+        other => Some(format!(
             "not armed on this machine: {} — `ralph adopt --name {name}`",
             other.why_not()
         )),

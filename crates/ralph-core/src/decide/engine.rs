@@ -29,6 +29,9 @@ pub struct Turn {
     pub claim: Option<String>,
 }
 
+// One value per turn, returned once: boxing the progress would cost an
+// allocation per stop and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// The loop is paused; nothing was counted.
@@ -117,20 +120,28 @@ pub fn step(
         seen.prd = Some(found);
     }
     let mut decision = decide::decide(state, &seen);
-    if let Decision::Verify { command } = &decision {
-        // The gate may run for minutes: let other ralph processes work
-        // meanwhile, then make sure the loop is still the one we judged.
+    let mut gate_output = None;
+    let gate = match &decision {
+        Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
+        Decision::Check { command } => Some((command.clone(), state.guards.check_timeout_secs)),
+        _ => None,
+    };
+    if let Some((command, timeout)) = gate {
+        // The gate or check may run for minutes: let other ralph processes
+        // work meanwhile, then make sure the loop is still the one we judged.
         drop(lock.take());
-        let verdict = gate::run(
-            command,
-            &project.root,
-            Duration::from_secs(state.guards.verify_timeout_secs),
-        );
+        let (verdict, output) =
+            gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
         lock = Some(project.lock()?);
         if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
             return Ok(changed);
         }
-        seen.verification = Some(verdict);
+        if matches!(decision, Decision::Verify { .. }) {
+            seen.verification = Some(verdict);
+            gate_output = output;
+        } else {
+            seen.check = Some(verdict);
+        }
         decision = decide::decide(state, &seen);
     }
     let log = turn_entry(state, &seen, &turn.driver, now);
@@ -139,14 +150,19 @@ pub fn step(
         .as_deref()
         .map(|owner| ("session_id", quote(owner)));
     let result = match decision {
-        // (`decide` never asks to verify twice.)
-        Decision::Pass | Decision::Verify { .. } => {
-            pass(live, claim, turn.transcript.as_ref(), log)?
+        // (`decide` never asks to run a command twice.)
+        Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => {
+            let done = pass(live, claim, turn.transcript.as_ref(), log)?;
+            live.keep_armed(registry, project, &done.2, now);
+            (done.0, done.1)
         }
         Decision::End { outcome, detail } => {
-            return end(
-                project, live, registry, &seen, claim, log, outcome, detail, now,
-            );
+            let ended = Ended {
+                outcome,
+                detail,
+                gate_output,
+            };
+            return end(project, live, registry, &seen, claim, log, ended, now);
         }
         Decision::Continue {
             next,
@@ -160,7 +176,9 @@ pub fn step(
                 notes,
                 notices,
             };
-            go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?
+            let done = go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?;
+            live.keep_armed(registry, project, &done.2, now);
+            (done.0, done.1)
         }
     };
     result.1.append(project, &live.file.name);
@@ -195,6 +213,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.promise_seen = Some(promise_seen);
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);
+    log.check = seen.check.as_ref().map(VerificationEntry::from);
     log
 }
 
@@ -205,7 +224,7 @@ fn pass(
     claim: Option<(&'static str, String)>,
     transcript: Option<&Appended>,
     mut log: LogEntry,
-) -> Result<(Step, LogEntry), StepError> {
+) -> Result<Written, StepError> {
     let state = &live.state;
     let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
     if let Some(a) = transcript {
@@ -219,7 +238,7 @@ fn pass(
     }
     log.decision = Logged::Pass;
     log.why = "paused".to_owned();
-    Ok((Step::Passed, log))
+    Ok((Step::Passed, log, fields))
 }
 
 /// The loop ends: its record keeps the final token count (the budget that
@@ -232,10 +251,14 @@ fn end(
     seen: &Observation,
     claim: Option<(&'static str, String)>,
     mut log: LogEntry,
-    outcome: Outcome,
-    detail: String,
+    ended: Ended,
     now: Timestamp,
 ) -> Result<Step, StepError> {
+    let Ended {
+        outcome,
+        detail,
+        gate_output,
+    } = ended;
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
     if let Some(tokens) = seen
@@ -253,13 +276,61 @@ fn end(
         log.tokens_unseen = Some(unseen);
     }
     log.why.clone_from(&detail);
-    let (record, notice) = live.end(project, registry, outcome, log, fields, now)?;
+    let (record, mut notice) = live.end(project, registry, outcome, log, fields, now)?;
+    if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
+        notice.push('\n');
+        notice.push_str(&line);
+    }
     Ok(Step::Ended {
         outcome,
         detail,
         record,
         notice,
     })
+}
+
+/// A turn written: what it was, its log line, and the fields written.
+type Written = (Step, LogEntry, Vec<(&'static str, String)>);
+
+/// How the loop ends, and the output of the gate that let it (if one ran).
+struct Ended {
+    outcome: Outcome,
+    detail: String,
+    gate_output: Option<std::fs::File>,
+}
+
+/// A completion through a passing gate leaves a receipt (`receipt.rs`):
+/// its line for the notice, or why it could not be kept. Best effort: the
+/// loop has ended either way.
+fn keep_receipt(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &Observation,
+    output: Option<std::fs::File>,
+    record: &std::path::Path,
+    now: Timestamp,
+) -> Option<String> {
+    let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
+    let command = live.state.guards.verify.as_deref()?;
+    let receipt = crate::loop_file::receipt::build(crate::loop_file::receipt::Passed {
+        name: &live.file.name,
+        root: &project.root,
+        command,
+        verdict,
+        output,
+        iteration: live.state.iteration,
+        record,
+        now: now.to_string(),
+    });
+    let line = crate::loop_file::receipt::one_line(&receipt);
+    Some(
+        match registry.map(|r| crate::loop_file::receipt::save(r, &receipt)) {
+            Some(Ok(_)) => line,
+            Some(Err(e)) => format!("{line} (not kept: {e})"),
+            None => format!("{line} (not kept: no per-user state folder)"),
+        },
+    )
 }
 
 /// What `decide` said for a turn that goes on.
@@ -279,7 +350,7 @@ fn go_on(
     transcript: Option<&Appended>,
     mut log: LogEntry,
     turn: Continue,
-) -> Result<(Step, LogEntry), StepError> {
+) -> Result<Written, StepError> {
     let state = &live.state;
     let Continue {
         next,
@@ -341,7 +412,7 @@ fn go_on(
         promise_refused: refused.is_some(),
         progress,
     };
-    Ok((step, log))
+    Ok((step, log, fields))
 }
 
 /// The footer's notes: the decision's, plus the token count when a budget

@@ -22,6 +22,8 @@ pub enum Decision {
     Pass,
     /// The promise was spoken and a verification command must run first.
     Verify { command: String },
+    /// The loop would go on: its `--check` command must run first.
+    Check { command: String },
     /// The loop ends; `detail` says why, with the figures.
     End { outcome: Outcome, detail: String },
     /// Block the stop and feed the prompt back for turn `next`.
@@ -45,6 +47,7 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
     match steps(state, seen) {
         Ok(decision) => decision,
         Err(Early::Verify(command)) => Decision::Verify { command },
+        Err(Early::Check(command)) => Decision::Check { command },
         Err(Early::End(outcome, detail)) => Decision::End { outcome, detail },
     }
 }
@@ -54,6 +57,7 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
 enum Early {
     End(Outcome, String),
     Verify(String),
+    Check(String),
 }
 
 /// What the turn carries forward while the steps run.
@@ -85,6 +89,7 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
+    check(state, seen, &mut turn)?;
     Ok(Decision::Continue {
         next: state.iteration.saturating_add(1),
         progress: turn.progress,
@@ -125,7 +130,8 @@ fn completion_promise(
         )),
         (Some(command), Some(v)) => {
             turn.notes.push(refusal(expected, command, v));
-            verify_failures(state, command, &mut turn.progress)
+            verify_failures(state, command, &mut turn.progress)?;
+            same_failure(state, "the gate", command, v, &mut turn.progress)
         }
     }
 }
@@ -212,6 +218,140 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
         ));
     }
     Ok(())
+}
+
+/// The `--check` command, at a stop where the loop would go on: run it
+/// first (the shell comes back with its result), then tell the agent how
+/// it went and feed the breakers on its failures. Not at a stop where the
+/// gate just refused the promise: the agent already has that output.
+fn check(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let Some(command) = &state.guards.check else {
+        return Ok(());
+    };
+    if seen.verification.is_some() {
+        return Ok(());
+    }
+    let Some(v) = &seen.check else {
+        return Err(Early::Check(command.clone()));
+    };
+    turn.notes.push(check_note(command, v));
+    same_failure(state, "the check", command, v, &mut turn.progress)?;
+    stall(state, command, v, &mut turn.progress)
+}
+
+/// What the agent reads about the check under the prompt.
+fn check_note(command: &str, v: &Verification) -> String {
+    if v.passed {
+        return format!("The check `{command}` passed.");
+    }
+    let what = if v.exit_code.is_none() && v.status.starts_with("timed out") {
+        format!("{} and was stopped", v.status)
+    } else {
+        format!("failed ({})", v.status)
+    };
+    let output = match v.output_tail.trim_end() {
+        "" => "It printed nothing.".to_owned(),
+        tail => format!("Last lines of its output:\n{tail}"),
+    };
+    format!("The check `{command}` {what}: fix what it reports first.\n{output}")
+}
+
+/// Counts failures in a row that look the same (the masked output's
+/// fingerprint, `failure.rs`), and ends the loop at `max_same_failure`. A
+/// pass starts the count over; so does a failure that looks different.
+fn same_failure(
+    state: &LoopState,
+    what: &str,
+    command: &str,
+    v: &Verification,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    let counts = &mut progress.counts;
+    if v.passed {
+        counts.same_failures = 0;
+        counts.failure_fingerprint = None;
+        return Ok(());
+    }
+    let print = crate::failure::failure_fingerprint(command, &v.output_tail);
+    counts.same_failures = if counts.failure_fingerprint.as_deref() == Some(print.as_str()) {
+        counts.same_failures.saturating_add(1).min(MAX_COUNT)
+    } else {
+        1
+    };
+    counts.failure_fingerprint = Some(print);
+    let limit = state.guards.max_same_failure;
+    if limit > 0 && counts.same_failures >= limit {
+        let output = match v.output_tail.trim_end() {
+            "" => "it printed nothing".to_owned(),
+            tail => format!("its output ends:\n{tail}"),
+        };
+        return Err(Early::End(
+            Outcome::Guard(Tripped::SameFailure),
+            format!(
+                "{what} `{command}` failed the same way {} times in a row ({}); {output}",
+                counts.same_failures, v.status
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Follows the check's failure count, when its output has one: a new
+/// lowest count (or a pass) starts the count of checks without one over;
+/// `stall_after` checks in a row without one end the loop.
+fn stall(
+    state: &LoopState,
+    command: &str,
+    v: &Verification,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    let counts = &mut progress.counts;
+    let failures = match (v.failures, v.passed) {
+        (Some(n), _) => n,
+        (None, true) => 0,
+        (None, false) => return Ok(()),
+    };
+    counts.failure_trend = Some(push_trend(counts.failure_trend.as_deref(), failures));
+    let new_low = counts.lowest_failures.is_none_or(|low| failures < low);
+    if new_low {
+        counts.lowest_failures = Some(failures.min(MAX_COUNT));
+    }
+    counts.stalled_checks = if new_low || v.passed {
+        0
+    } else {
+        counts.stalled_checks.saturating_add(1).min(MAX_COUNT)
+    };
+    let limit = state.guards.stall_after;
+    if limit > 0 && counts.stalled_checks >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::Stalled),
+            format!(
+                "`{command}` reported {failures} failures; none of the last {} checks went below {} (counts: {})",
+                counts.stalled_checks,
+                counts.lowest_failures.unwrap_or(failures),
+                crate::loop_file::guards::trend_words(
+                    counts.failure_trend.as_deref().unwrap_or("")
+                )
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The trend with `failures` added, keeping the last few counts.
+fn push_trend(trend: Option<&str>, failures: u64) -> String {
+    let mut counts: Vec<String> = trend
+        .unwrap_or("")
+        .split_whitespace()
+        .filter(|w| w.bytes().all(|b| b.is_ascii_digit()) && w.len() <= 20)
+        .map(str::to_owned)
+        .collect();
+    counts.push(failures.min(MAX_COUNT).to_string());
+    let drop = counts
+        .len()
+        .saturating_sub(crate::loop_file::guards::FAILURE_TREND_LEN);
+    counts.drain(..drop);
+    counts.join(" ")
 }
 
 fn abort_promise(state: &LoopState, reply: &str) -> Result<(), Early> {
@@ -634,12 +774,14 @@ mod tests {
             passed: true,
             status: "exit 0".into(),
             output_tail: String::new(),
+            ..Verification::default()
         });
         assert_eq!(outcome(&decide(&s, &o)), Some(Outcome::Completed));
         o.verification = Some(Verification {
             passed: false,
             status: "exit 2".into(),
             output_tail: "1 failed".into(),
+            ..Verification::default()
         });
         match decide(&s, &o) {
             Decision::Continue { notes, .. } => {
@@ -667,6 +809,7 @@ mod tests {
             passed: false,
             status: "exit 1".into(),
             output_tail: String::new(),
+            ..Verification::default()
         });
         let Decision::Continue {
             progress, notes, ..
@@ -1056,6 +1199,174 @@ mod tests {
         );
     }
 
+    fn checked(text: &str) -> Verification {
+        Verification {
+            passed: false,
+            status: "exit 101".into(),
+            exit_code: Some(101),
+            output_tail: text.into(),
+            failures: crate::failure::failure_count(text),
+            ..Verification::default()
+        }
+    }
+
+    /// Runs one stop with the check's result, returning the decision and
+    /// carrying the counters forward as the file would.
+    fn stop_with_check(s: &mut LoopState, v: Verification) -> Decision {
+        let mut o = seen("working");
+        assert_eq!(
+            decide(s, &o),
+            Decision::Check {
+                command: s.guards.check.clone().unwrap()
+            }
+        );
+        o.check = Some(v);
+        let d = decide(s, &o);
+        if let Decision::Continue { progress, .. } = &d {
+            s.progress = progress.clone();
+        }
+        d
+    }
+
+    #[test]
+    fn the_check_runs_where_the_loop_goes_on_and_its_result_is_a_note() {
+        let mut s = state("check: cargo check\nstuck_after: 0\n");
+        let d = stop_with_check(&mut s, checked("error[E0308]: mismatched types"));
+        let Decision::Continue { notes, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert!(
+            notes[0].starts_with("The check `cargo check` failed (exit 101)")
+                && notes[0].contains("mismatched types"),
+            "{notes:?}"
+        );
+        let pass = Verification {
+            passed: true,
+            status: "exit 0".into(),
+            exit_code: Some(0),
+            ..Verification::default()
+        };
+        let Decision::Continue {
+            notes, progress, ..
+        } = stop_with_check(&mut s, pass)
+        else {
+            panic!()
+        };
+        assert_eq!(notes, ["The check `cargo check` passed."]);
+        assert_eq!(progress.counts.same_failures, 0);
+        let slow = Verification {
+            status: "timed out after 2s".into(),
+            ..Verification::default()
+        };
+        let Decision::Continue { notes, .. } = stop_with_check(&mut s, slow) else {
+            panic!()
+        };
+        assert!(
+            notes[0].contains("timed out after 2s and was stopped"),
+            "{notes:?}"
+        );
+        // A loop that ends does not run the check first.
+        let done = state("check: x\ncompletion_promise: DONE\n");
+        assert_eq!(
+            outcome(&decide(&done, &seen("<promise>DONE</promise>"))),
+            Some(Outcome::Completed)
+        );
+    }
+
+    #[test]
+    fn the_same_failure_three_times_ends_the_loop_and_a_different_one_resets() {
+        let mut s = state("check: cargo test\nstuck_after: 0\nstall_after: 0\n");
+        assert_eq!(s.guards.max_same_failure, DEFAULT_SAME);
+        let fail = |secs: &str| checked(&format!("test a ... FAILED\nfinished in {secs}s"));
+        assert!(matches!(
+            stop_with_check(&mut s, fail("0.53")),
+            Decision::Continue { .. }
+        ));
+        // Different failure: the count starts over.
+        assert!(matches!(
+            stop_with_check(&mut s, checked("error: other")),
+            Decision::Continue { .. }
+        ));
+        assert_eq!(s.progress.counts.same_failures, 1);
+        assert!(matches!(
+            stop_with_check(&mut s, fail("0.53")),
+            Decision::Continue { .. }
+        ));
+        assert!(matches!(
+            stop_with_check(&mut s, fail("0.61")),
+            Decision::Continue { .. }
+        ));
+        match stop_with_check(&mut s, fail("1.02")) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome.as_str(), "same_failure");
+                assert!(
+                    detail.contains("3 times in a row") && detail.contains("test a"),
+                    "{detail}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        // The gate refusing the promise counts too.
+        let mut g = state("completion_promise: DONE\nverify: make test\n");
+        let mut o = seen("<promise>DONE</promise>");
+        o.verification = Some(checked("1 failed in 0.2s"));
+        for _ in 0..2 {
+            let Decision::Continue { progress, .. } = decide(&g, &o) else {
+                panic!()
+            };
+            g.progress = progress;
+        }
+        o.verification = Some(checked("1 failed in 0.9s"));
+        assert_eq!(
+            outcome(&decide(&g, &o)).map(Outcome::as_str),
+            Some("same_failure")
+        );
+    }
+
+    const DEFAULT_SAME: u64 = crate::loop_file::guards::DEFAULT_MAX_SAME_FAILURE;
+
+    #[test]
+    fn a_count_that_falls_then_sticks_stalls() {
+        let mut s =
+            state("check: cargo test\nstuck_after: 0\nmax_same_failure: 0\nstall_after: 3\n");
+        let run = |n: u64| {
+            checked(&format!(
+                "test result: FAILED. 1 passed; {n} failed; 0 ignored"
+            ))
+        };
+        for n in [9, 7, 4] {
+            assert!(matches!(
+                stop_with_check(&mut s, run(n)),
+                Decision::Continue { .. }
+            ));
+            assert_eq!(s.progress.counts.stalled_checks, 0);
+        }
+        assert!(matches!(
+            stop_with_check(&mut s, run(4)),
+            Decision::Continue { .. }
+        ));
+        assert!(matches!(
+            stop_with_check(&mut s, run(6)),
+            Decision::Continue { .. }
+        ));
+        assert_eq!(s.progress.counts.stalled_checks, 2);
+        match stop_with_check(&mut s, run(4)) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome.as_str(), "stalled");
+                assert!(detail.contains("9 → 7 → 4 → 4 → 6 → 4"), "{detail}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // An output without a count is not a stall.
+        let mut t = state("check: make\nstuck_after: 0\nmax_same_failure: 0\nstall_after: 1\n");
+        for _ in 0..3 {
+            assert!(matches!(
+                stop_with_check(&mut t, checked("boom")),
+                Decision::Continue { .. }
+            ));
+        }
+    }
+
     #[test]
     fn extreme_figures_neither_wrap_nor_panic() {
         let mut s = state("max_tokens: 1000000000000000\nmax_duration: 3650d\n");
@@ -1178,7 +1489,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
                 }
             }
 
@@ -1215,7 +1526,7 @@ mod tests {
                         }
                     }
                     Decision::End { detail, .. } => prop_assert!(!detail.is_empty()),
-                    Decision::Pass | Decision::Verify { .. } => prop_assert!(false),
+                    Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => prop_assert!(false),
                 }
             }
         }

@@ -38,6 +38,8 @@ pub struct Observation {
     pub verification: Option<Verification>,
     /// `--prd`: the stories as they stand after this stop's checks.
     pub prd: Option<PrdSeen>,
+    /// The result of the `--check` command, once it has run.
+    pub check: Option<Verification>,
 }
 
 pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};

@@ -59,7 +59,7 @@ pub fn run_checks(
                 "not run: this stop's checks used up their {}",
                 crate::time::format_duration(timeout.as_secs())
             ),
-            output_tail: String::new(),
+            ..Verification::default()
         },
     };
     let mut refused = Vec::new();

@@ -1,4 +1,4 @@
-//! Running the verification command of a loop's gate, with a time limit.
+//! Running a loop's `--verify` gate or `--check` command, with a time limit.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::fs::process::{Stop, scratch_file, shell, spawn_in_group, stop_group};
+use crate::fs::process::{scratch_file, shell, spawn_in_group, wait_then_end_group};
 
 /// How much of the command's output is kept for the agent.
 const TAIL_BYTES: u64 = 4000;
@@ -18,14 +18,23 @@ const TAIL_LINES: usize = 40;
 /// gate its own limit by not counting this time.
 static GATE_CLOCK: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZERO, None));
 
-/// What a gate's command did: passed, how it ended, the end of its output.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a gate's (or check's) command did: passed, how it ended, the end
+/// of its output, and what a receipt and the breakers need of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Verification {
     pub passed: bool,
     /// `exit 3`, `timed out after 300s`, `could not start: …`
     pub status: String,
     /// The last lines of its output.
     pub output_tail: String,
+    /// The exit code, when it exited with one.
+    pub exit_code: Option<i32>,
+    /// The failure count a test runner reported (`failure::failure_count`).
+    pub failures: Option<u64>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// The SHA-256 of its whole output, in hex (empty: not started).
+    pub output_sha256: String,
 }
 
 /// How long this process has spent running verification commands so far,
@@ -55,83 +64,124 @@ impl Drop for GateTimer {
 }
 
 /// Runs `command` through the shell ([`shell`]: `sh -c`, or `cmd /C` on a
-/// Windows without `sh`) in `root`, stdout and stderr together, killing its
-/// whole process group (Windows: job object) if it outlives `timeout`.
+/// Windows without `sh`) in `root`, stdin from nothing, stdout and stderr
+/// together into an unlinked scratch file, in its own process group
+/// (Windows: job object), which is ended when the command exits and when
+/// it outlives `timeout`: nothing it started in the background lives on.
 pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
+    run_keeping(command, root, timeout).0
+}
+
+/// [`run`], also handing back the whole output (rewound) for a receipt.
+pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verification, Option<File>) {
     let _timer = GateTimer::start();
     let output = match scratch_file() {
         Ok(f) => f,
-        Err(e) => return not_started(&e),
+        Err(e) => return (not_started(&e), None),
     };
     let (Ok(out), Ok(err)) = (output.try_clone(), output.try_clone()) else {
-        return not_started(&std::io::Error::other("cannot share the output file"));
+        return (
+            not_started(&std::io::Error::other("cannot share the output file")),
+            None,
+        );
     };
     let mut sh = shell(command);
     sh.current_dir(root)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
+    let started = Instant::now();
     let mut group = match spawn_in_group(&mut sh) {
         Ok(g) => g,
-        Err(e) => return not_started(&e),
+        Err(e) => return (not_started(&e), None),
     };
-    let started = Instant::now();
-    let status = loop {
-        match group.child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => break None,
-        }
-    };
-    if status.is_none() {
-        // A system call, not a `kill` binary: works whatever PATH holds.
-        // If the group cannot be signalled, `stop_group` kills the shell
-        // itself; either way the wait below cannot outlive it.
-        let _ = stop_group(&mut group, Stop::Kill);
-        let _ = group.child.wait();
-    }
-    let tail = read_tail(output);
-    match status {
-        Some(s) if s.success() => Verification {
-            passed: true,
-            status: "exit 0".into(),
-            output_tail: tail,
-        },
-        Some(s) => Verification {
-            passed: false,
-            status: s
-                .code()
+    let status = wait_then_end_group(&mut group, timeout);
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let mut output = output;
+    let read = read_output(&mut output);
+    let (passed, status, exit_code) = match status {
+        Some(s) if s.success() => (true, "exit 0".to_owned(), Some(0)),
+        Some(s) => (
+            false,
+            s.code()
                 .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}")),
-            output_tail: tail,
-        },
-        None => Verification {
-            passed: false,
-            status: format!("timed out after {}s", timeout.as_secs()),
-            output_tail: tail,
-        },
-    }
+            s.code(),
+        ),
+        None => (
+            false,
+            format!("timed out after {}s", timeout.as_secs()),
+            None,
+        ),
+    };
+    let verdict = Verification {
+        passed,
+        status,
+        output_tail: read.tail,
+        exit_code,
+        failures: crate::failure::failure_count(&read.end),
+        duration_ms,
+        output_sha256: read.sha256,
+    };
+    let kept = output.seek(SeekFrom::Start(0)).is_ok().then_some(output);
+    (verdict, kept)
 }
 
 fn not_started(e: &std::io::Error) -> Verification {
     Verification {
         passed: false,
         status: format!("could not start: {e}"),
-        output_tail: String::new(),
+        ..Verification::default()
     }
 }
 
-fn read_tail(mut file: File) -> String {
-    let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
-    let start = len.saturating_sub(TAIL_BYTES);
-    let mut buf = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_ok() {
-        let _ = file.read_to_end(&mut buf);
+/// What is read back from a command's output file.
+struct ReadOutput {
+    /// The last [`TAIL_LINES`] lines (of the last [`TAIL_BYTES`]).
+    tail: String,
+    /// The last [`COUNT_BYTES`], where a test runner's summary is.
+    end: String,
+    /// The SHA-256 of all of it.
+    sha256: String,
+}
+
+/// How much of the output's end the failure count is read from: enough
+/// for go test's `--- FAIL:` lines of a large package, bounded for speed.
+const COUNT_BYTES: u64 = 256 * 1024;
+
+fn read_output(file: &mut File) -> ReadOutput {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut len = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    if file.seek(SeekFrom::Start(0)).is_ok() {
+        while let Ok(n) = file.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            hash.update(&buf[..n]);
+            len = len.saturating_add(n as u64);
+        }
     }
-    let text = String::from_utf8_lossy(&buf);
+    let sha256 = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let mut from_end = |bytes: u64| {
+        let mut out = Vec::new();
+        if file
+            .seek(SeekFrom::Start(len.saturating_sub(bytes)))
+            .is_ok()
+        {
+            let _ = file.take(bytes).read_to_end(&mut out);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let end = from_end(COUNT_BYTES);
+    let text = from_end(TAIL_BYTES);
     let lines: Vec<&str> = text.lines().collect();
     let keep = &lines[lines.len().saturating_sub(TAIL_LINES)..];
-    keep.join("\n")
+    ReadOutput {
+        tail: keep.join("\n"),
+        end,
+        sha256,
+    }
 }
 
 #[cfg(test)]

@@ -27,14 +27,11 @@
 //! its baseline, and `git status` reports both anyway.
 //! `.claude/` is left out: ralph's own files change at every stop.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::fingerprint::fingerprint;
-use crate::fs::process::{Stop, spawn_in_group, stop_group};
 
 /// The longest the working-tree fallback may take (every git process it starts);
 /// past it the breaker skips this stop rather than hold the session.
@@ -65,107 +62,24 @@ pub fn progress_fingerprint(
     working_tree(root, STATUS_TIME_LIMIT)
 }
 
-/// Configuration that makes `git status` start a program, switched off.
-/// `git status` can run: the fsmonitor hook (`core.fsmonitor`); clean
-/// filters (`filter.<driver>.clean` / `.process`, for files whose `stat`
-/// changed, chosen by attributes; every driver the configuration defines is
-/// blanked: found by reading the configuration when the repository's own
-/// file plainly defines none (`git_config`), else by asking git, see
-/// [`filter_overrides`]); `git status` inside each submodule
-/// (avoided with `--ignore-submodules=dirty`); a lazy fetch in a partial
-/// clone (`GIT_NO_LAZY_FETCH`, `protocol.allow=never`); and a pager (output
-/// is a pipe; `GIT_PAGER=cat` anyway). It runs no hooks, no textconv and no
-/// external diff; those are switched off too, in case a later git does.
-const HARDENING: &[(&str, &str)] = &[
-    ("core.fsmonitor", "false"),
-    ("core.untrackedCache", "false"),
-    ("core.hooksPath", "/dev/null"),
-    ("core.pager", "cat"),
-    ("diff.external", ""),
-    ("protocol.allow", "never"),
-    ("status.submoduleSummary", "false"),
-    ("submodule.recurse", "false"),
-];
-
-/// The environment git would otherwise take from the session: a `GIT_DIR`
-/// or index set there must not change which tree is read.
-const FOREIGN_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-];
-
+/// `git -C root …` with the hardening of [`crate::git`]: no program the
+/// repository's configuration names runs (fsmonitor, hooks, pager, signer,
+/// external diff; filters and merge drivers through `overrides`).
+/// `git status` inside each submodule is avoided with
+/// `--ignore-submodules=dirty`.
 pub(crate) fn git(root: &Path, overrides: &[(String, String)]) -> Command {
-    let mut command = Command::new("git");
-    command.arg("-C").arg(root);
-    for key in FOREIGN_ENV {
-        command.env_remove(key);
-    }
-    // Passed as GIT_CONFIG_KEY_n / VALUE_n: a driver name may hold `=`,
-    // which `-c key=value` would split at.
-    let all: Vec<(&str, &str)> = HARDENING
-        .iter()
-        .copied()
-        .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .collect();
-    command.env("GIT_CONFIG_COUNT", all.len().to_string());
-    for (i, (key, value)) in all.iter().enumerate() {
-        command.env(format!("GIT_CONFIG_KEY_{i}"), key);
-        command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
-    }
-    command
-        .env("GIT_OPTIONAL_LOCKS", "0") // never rewrite the index as a side effect
-        .env("GIT_NO_LAZY_FETCH", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_PAGER", "cat")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .stdout(Stdio::piped());
-    command
+    crate::fs::git_runner::command(root, overrides)
 }
 
-/// Runs a git command until `deadline`, returning its stdout when it exited
-/// in time with one of `ok_codes`; on time out its process group is killed.
-fn run_until(mut command: Command, deadline: Instant, ok_codes: &[i32]) -> Option<Vec<u8>> {
-    let mut group = spawn_in_group(&mut command).ok()?;
-    let stdout = group.child.stdout.take()?;
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let read = stdout.take(MAX_STATUS_BYTES + 1).read_to_end(&mut out);
-        let _ = sender.send(read.ok().map(|_| out));
-    });
-    let left = deadline.saturating_duration_since(Instant::now());
-    match receiver.recv_timeout(left) {
-        Ok(out) => {
-            let status = group.child.wait().ok()?;
-            let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
-            out.filter(|o| accepted && (o.len() as u64) <= MAX_STATUS_BYTES)
-        }
-        Err(_) => {
-            let _ = stop_group(&mut group, Stop::Kill);
-            let _ = group.child.wait();
-            None
-        }
-    }
+fn run_until(command: Command, deadline: Instant, ok_codes: &[i32]) -> Option<Vec<u8>> {
+    crate::fs::git_runner::run_until(command, deadline, ok_codes, MAX_STATUS_BYTES)
 }
 
-/// Every filter driver the configuration defines (in any scope, includes
-/// followed), blanked: a blank command is no filter, and a driver marked
-/// `required` is released so that git does not fail instead.
+/// Every filter and merge driver any configuration file reachable from
+/// `root` defines (in any scope, includes followed whatever their
+/// condition), blanked: see [`crate::fs::git_runner::driver_overrides`].
 pub(crate) fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
-    let mut command = git(root, &[]);
-    command.args(["config", "-z", "--name-only", "--get-regexp", r"^filter\."]);
-    // `git config --get-regexp` exits 1 when nothing matches.
-    let out = run_until(command, deadline, &[0, 1])?;
-    Some(blanked_drivers(&String::from_utf8_lossy(&out)))
+    crate::fs::git_runner::driver_overrides(root, deadline)
 }
 
 /// The overrides for `git status`: [`filter_overrides`], unless the
@@ -176,19 +90,6 @@ fn status_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, Strin
         Some(drivers) => Some(blank(drivers.iter().map(String::as_str))),
         None => filter_overrides(root, deadline),
     }
-}
-
-/// From `filter.<driver>.<key>` names (NUL-separated), the overrides that
-/// blank every driver.
-fn blanked_drivers(names: &str) -> Vec<(String, String)> {
-    let mut drivers: Vec<&str> = names
-        .split('\0')
-        .filter_map(|name| name.strip_prefix("filter."))
-        .filter_map(|rest| rest.rsplit_once('.').map(|(driver, _)| driver))
-        .collect();
-    drivers.sort_unstable();
-    drivers.dedup();
-    blank(drivers)
 }
 
 /// The overrides that blank each driver: a blank command is no filter, and
@@ -243,6 +144,41 @@ pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
     Some(fingerprint(&summary))
 }
 
+/// The commit HEAD names and whether the working tree is clean (`.claude/`
+/// aside), read with the same hardened, time-limited `git status` as the
+/// fingerprint: a receipt's "passed on". `None` when `root` is no git work
+/// tree or git did not answer in time; the commit is `None` before the
+/// first commit.
+pub fn head_and_clean(root: &Path, limit: Duration) -> Option<(Option<String>, bool)> {
+    std::fs::symlink_metadata(root.join(".git")).ok()?;
+    let deadline = Instant::now() + limit;
+    let overrides = status_overrides(root, deadline)?;
+    let mut command = git(root, &overrides);
+    command.args([
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=dirty",
+        "--",
+        ".",
+        ":(exclude).claude",
+    ]);
+    let out = run_until(command, deadline, &[0])?;
+    let status = String::from_utf8_lossy(&out);
+    let head = status
+        .split('\0')
+        .find_map(|f| f.strip_prefix("# branch.oid "))
+        .filter(|oid| oid.len() >= 7 && oid.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_owned);
+    // Every entry that is not a `# ` header names a changed path.
+    let clean = status
+        .split('\0')
+        .all(|f| f.is_empty() || f.starts_with("# "));
+    Some((head, clean))
+}
+
 /// The paths of `git status --porcelain=v2 -z` entries. A rename (`2`)
 /// entry is followed by its original path as a separate field, skipped.
 fn changed_paths(status: &str) -> Vec<&str> {
@@ -268,6 +204,7 @@ fn changed_paths(status: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Stdio;
 
     #[cfg(unix)]
     fn git_in(dir: &Path, args: &[&str]) {
@@ -299,16 +236,6 @@ mod tests {
             changed_paths(status),
             ["src/a file.rs", "new.rs", "conflict.rs", "notes.txt"]
         );
-    }
-
-    #[test]
-    fn blanks_every_filter_driver() {
-        let names = "filter.lfs.clean\0filter.lfs.process\0filter.a.b=c.smudge\0";
-        let o = blanked_drivers(names);
-        assert!(o.contains(&("filter.lfs.process".into(), String::new())));
-        assert!(o.contains(&("filter.a.b=c.clean".into(), String::new())));
-        assert!(o.contains(&("filter.lfs.required".into(), "false".into())));
-        assert_eq!(o.len(), 8);
     }
 
     // Needs git, which the Windows tests under Wine do not have.

@@ -5,5 +5,6 @@
 pub mod gate;
 pub mod git;
 pub mod git_config;
+pub mod git_runner;
 pub mod process;
 pub mod safe_fs;

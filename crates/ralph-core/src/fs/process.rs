@@ -125,6 +125,59 @@ pub fn stop_group(group: &mut GroupChild, how: Stop) -> std::io::Result<()> {
     }
 }
 
+/// Waits for the group's leader to exit, or for `timeout`, then ends the
+/// whole group either way: a command that exits while something it started
+/// in the background still runs (`sleep 30 & true`) must not leave that
+/// behind, nor keep a file or pipe of ours open. On Unix the leader's exit
+/// is seen without reaping it (`waitid` with `WNOWAIT`), so the group's id
+/// cannot be reused by another process before the group is signalled.
+/// Returns the exit status, or `None` when the time ran out.
+pub fn wait_then_end_group(
+    group: &mut GroupChild,
+    timeout: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let exited = loop {
+        match leader_exited(group) {
+            Ok(true) => break true,
+            Ok(false) if started.elapsed() >= timeout => break false,
+            Ok(false) => {
+                // Short first pauses: a quick command costs a quick stop.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(_) => break false,
+        }
+    };
+    // A system call, not a `kill` binary: works whatever PATH holds. If the
+    // group cannot be signalled, `stop_group` kills the leader itself; either
+    // way the wait below cannot outlive it.
+    let _ = stop_group(group, Stop::Kill);
+    let status = group.child.wait().ok();
+    if exited { status } else { None }
+}
+
+/// Whether the group's leader has exited, leaving it waitable (Unix).
+#[cfg(all(unix, not(target_os = "openbsd")))]
+fn leader_exited(group: &GroupChild) -> std::io::Result<bool> {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let pid = i32::try_from(group.child.id())
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::other("not a child's pid"))?;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    Ok(waitid(WaitId::Pid(pid), options)?.is_some())
+}
+
+/// Whether the group's leader has exited (reaped at once where `waitid`
+/// cannot leave it waitable; the job object still holds the group).
+#[cfg(not(all(unix, not(target_os = "openbsd"))))]
+fn leader_exited(group: &mut GroupChild) -> std::io::Result<bool> {
+    Ok(group.child.try_wait()?.is_some())
+}
+
 /// Sends `how` to the process group `pid` leads.
 #[cfg(unix)]
 pub(crate) fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {

@@ -21,7 +21,7 @@ use crate::display;
 use crate::fs::git;
 use crate::hook::answer::Answer;
 use crate::hook::host::Host;
-use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop};
+use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::registry::{self, Arming, Registry, RegistryError};
@@ -171,16 +171,8 @@ fn run(
     let lock = project.lock()?;
     project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
-    let Some((chosen, claim)) = choose(&loaded, &gate, session, &mut notices) else {
+    let Some((live, claim)) = choose(&loaded, &gate, session, &mut notices) else {
         return Ok(with_notices(Answer::Silent, notices));
-    };
-    let adopted;
-    let live = match chosen {
-        (live, false) => live,
-        (live, true) => {
-            adopted = gate.adopt_legacy(live, ctx.now)?;
-            &adopted
-        }
     };
     out.fresh_context = live.state.fresh_context;
     let answer = if out.host == Host::Claude {
@@ -201,25 +193,22 @@ fn run(
 }
 
 /// The loop this stop drives, if any, and whether the session claims it.
-/// Only loops this session may drive are candidates: armed here, or its
-/// own loop from before ralph kept records (the `bool` beside it says
-/// which). Anything else is inert and gets its notice once.
+/// Only loops armed here are candidates, whatever session they name: a file
+/// that names this session proves nothing, since every command the agent
+/// runs sees the session id. Anything else is inert and gets its notice once.
 fn choose<'a>(
     loaded: &'a [Loop],
     gate: &Gate<'_>,
     session: &str,
     notices: &mut Vec<String>,
-) -> Option<((&'a Loop, bool), bool)> {
-    let mut drivable: Vec<(&Loop, bool)> = Vec::new();
+) -> Option<(&'a Loop, bool)> {
+    let mut drivable: Vec<&Loop> = Vec::new();
     for live in loaded {
         if owner_of(&live.state).is_some_and(|o| o != session) {
             continue; // another session's loop: not this stop's business
         }
         match gate.arming(live) {
-            Arming::Armed => drivable.push((live, false)),
-            Arming::Legacy if live.state.session_id.as_deref() == Some(session) => {
-                drivable.push((live, true));
-            }
+            Arming::Armed => drivable.push(live),
             other => {
                 if let Some(notice) = gate.notice_once(live, &other) {
                     notices.push(notice);
@@ -229,7 +218,7 @@ fn choose<'a>(
     }
     let candidates: Vec<Candidate<'_>> = drivable
         .iter()
-        .map(|(l, _)| Candidate {
+        .map(|l| Candidate {
             owner: owner_of(&l.state),
             started_at: l.state.started_at,
         })
@@ -238,7 +227,7 @@ fn choose<'a>(
         Selection::None => None,
         Selection::Owned(i) => Some((
             drivable[i],
-            drivable[i].0.state.session_id.as_deref() != Some(session),
+            drivable[i].state.session_id.as_deref() != Some(session),
         )),
         Selection::Claim(i) => Some((drivable[i], true)),
     }
@@ -278,9 +267,12 @@ impl Gate<'_> {
             let Ok(text) = store::read_to_string(&file.path) else {
                 return Ok(true); // reported under the lock, as any unreadable file
             };
-            // This session's own loop is judged under the lock only (see
-            // below); a line scan finds it without parsing the file twice.
-            if state::scan_session_id(&text).as_deref() == Some(self.session) {
+            // This session's own armed loop is judged under the lock only
+            // (see below); a line scan and the record's presence find it
+            // without parsing the file twice. A file that only names this
+            // session is judged here, read-only: it may have been planted.
+            let names_us = state::scan_session_id(&text).as_deref() == Some(self.session);
+            if names_us && self.has_record(&file.name) {
                 return Ok(true);
             }
             match LoopState::parse(&text) {
@@ -291,10 +283,10 @@ impl Gate<'_> {
                     if !ended && owner.as_deref().is_some_and(|o| o != self.session) {
                         continue;
                     }
-                    // This session's own loop is judged under the lock only:
-                    // without it, a stop could see another stop's adoption
-                    // half done (record written, nonce not yet in the file).
-                    if owner.as_deref() == Some(self.session) {
+                    // A record exists for this session's own loop: judged under
+                    // the lock, so that a stop never sees an adoption half done
+                    // (record written, nonce not yet in the file).
+                    if owner.as_deref() == Some(self.session) && self.has_record(&live.file.name) {
                         return Ok(true);
                     }
                     match self.arming(&live) {
@@ -305,10 +297,10 @@ impl Gate<'_> {
                 }
                 Err(e) => {
                     let owner = state::scan_session_id(&text);
-                    if self.has_record(&file.name) || owner.as_deref() == Some(self.session) {
+                    if self.has_record(&file.name) {
                         return Ok(true);
                     }
-                    if owner.is_none() {
+                    if owner.is_none() || owner.as_deref() == Some(self.session) {
                         notices.extend(self.corrupt_notice_once(&file, &text, &e));
                     }
                 }
@@ -332,8 +324,8 @@ impl Gate<'_> {
         first.then(|| {
             format!(
                 "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
-                messages::escape_controls(&file.path.display().to_string()),
-                messages::escape_controls(&error.to_string())
+                display::line(&file.path.display().to_string()),
+                display::line(&error.to_string())
             )
         })
     }
@@ -357,34 +349,14 @@ impl Gate<'_> {
         };
         first.then(|| inert_notice(&live.file.path, &live.file.name, &arming.why_not()))
     }
-
-    /// A loop this session armed before ralph kept records: recorded now,
-    /// with a new nonce written into its file, then driven as usual.
-    fn adopt_legacy(&self, live: &Loop, now: Timestamp) -> Result<Loop, HookError> {
-        let (Some(registry), Some(root)) = (&self.registry, &self.root) else {
-            return Err(RegistryError::NoHome.into());
-        };
-        live.adopt(registry, root, now).map_err(|e| {
-            let message = match e {
-                AdoptError::Registry(e) => return HookError::from(e),
-                AdoptError::Store(e) => return HookError::from(e),
-                AdoptError::Refused(message) => message,
-                AdoptError::NonceLost => format!("`{}` did not read back", registry::NONCE_FIELD),
-            };
-            HookError::Adopt {
-                path: live.file.path.clone(),
-                message,
-            }
-        })
-    }
 }
 
 /// The one notice an inert loop file gets in a session.
 fn inert_notice(path: &Path, name: &str, why: &str) -> String {
     format!(
         "⚠ ralph: {} is not driven: {why}. ralph runs only loops you armed on this machine; to run this one, read it and adopt it: `ralph adopt --name {}`",
-        messages::escape_controls(&path.display().to_string()),
-        messages::escape_controls(name)
+        display::line(&path.display().to_string()),
+        display::line(name)
     )
 }
 
@@ -404,7 +376,7 @@ fn load_loops(
         let text = match store::read_to_string(&file.path) {
             Ok(t) => t,
             Err(e) => {
-                notices.push(format!("⚠ ralph: {e}"));
+                notices.push(format!("⚠ ralph: {}", display::line(&e.to_string())));
                 continue;
             }
         };
@@ -415,18 +387,14 @@ fn load_loops(
                     text,
                     state: s,
                 };
-                let ours = match gate.arming(&live) {
-                    Arming::Armed => true,
-                    Arming::Legacy => live.state.session_id.as_deref() == Some(session),
-                    Arming::Unarmed(_) => false,
-                };
-                if ours {
+                if gate.arming(&live) == Arming::Armed {
                     let ended = live.state.ended_at.unwrap_or(now);
                     match lifecycle::archive_as_is(project, &live.file, ended, "") {
                         Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
                         Err(e) => notices.push(format!(
-                            "⚠ ralph: {}: the loop ended but could not be moved into the history: {e}",
-                            live.file.path.display()
+                            "⚠ ralph: {}: the loop ended but could not be moved into the history: {}",
+                            display::line(&live.file.path.display().to_string()),
+                            display::line(&e.to_string())
                         )),
                     }
                 }
@@ -434,8 +402,9 @@ fn load_loops(
             Ok(state) => loaded.push(Loop { file, text, state }),
             Err(e) => {
                 let owner = state::scan_session_id(&text);
-                let armed_here = gate.has_record(&file.name);
-                if armed_here || owner.as_deref() == Some(session) {
+                // Only a file armed here is moved: one that merely names
+                // this session may have been planted by any command it ran.
+                if gate.has_record(&file.name) {
                     // One bad file is one notice: the other loops still run.
                     match lifecycle::archive_as_is(project, &file, now, ".corrupt") {
                         Ok(record) => {
@@ -448,17 +417,20 @@ fn load_loops(
                             ));
                         }
                         Err(why) => notices.push(format!(
-                            "⚠ ralph: {}: {e}. It could not be moved aside ({why}); fix or remove it.",
-                            file.path.display()
+                            "⚠ ralph: {}: {}. It could not be moved aside ({}); fix or remove it.",
+                            display::line(&file.path.display().to_string()),
+                            display::line(&e.to_string()),
+                            display::line(&why.to_string())
                         )),
                     }
                     LogEntry::new(now, Logged::End, e.to_string())
                         .session(session)
                         .outcome(Outcome::Corrupt)
                         .append(project, &file.name);
-                } else if owner.is_none() {
-                    // Not armed here and nobody's: inert, like any loop file
-                    // that came with the project; said once per session.
+                } else if owner.is_none() || owner.as_deref() == Some(session) {
+                    // Not armed here, and nobody's or naming this session:
+                    // inert, like any loop file that came with the project;
+                    // said once per session.
                     notices.extend(gate.corrupt_notice_once(&file, &text, &e));
                 }
                 // Another session's broken file is its own business: never
@@ -484,8 +456,9 @@ fn drive(
     let mut notices = Vec::new();
     if let Some(problem) = project.log_problem(&live.file.name) {
         notices.push(format!(
-            "⚠ ralph `{}`: decisions are not logged: {problem}",
-            live.file.name
+            "⚠ ralph `{}`: decisions are not logged: {}",
+            display::line(&live.file.name),
+            display::line(&problem.to_string())
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
@@ -586,6 +559,7 @@ fn observe(
         verification: None::<Verification>,
         // `engine::step` reads the PRD, so `ralph run` reads it the same way.
         prd: None,
+        check: None,
         stop_hook_active: event.stop_hook_active,
         // No transcript to read (not written yet at a session's first stop):
         // the reply is missing too.

@@ -122,16 +122,16 @@ fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>,
     let Some(project) = ctx.hook.locate(event.cwd.as_deref()) else {
         return Ok(None);
     };
-    let Some(session) = event.session() else {
+    if event.session().is_none() {
         return Ok(None);
-    };
+    }
     if project.loop_files()?.is_empty() {
         return Ok(None);
     }
     // Read-only first: loop files that came with the project (not armed
     // here) are inert, so a project holding only those is left exactly as
     // it is; not even the lock file is made.
-    if live_loops(&project, ctx, session)?.is_empty() {
+    if live_loops(&project, ctx)?.is_empty() {
         return Ok(None);
     }
     Ok(Some(project))
@@ -166,14 +166,10 @@ fn owned<'a>(lives: &'a [Live], session: &str) -> impl Iterator<Item = (&'a Live
     })
 }
 
-/// The loops these hooks may touch: armed on this machine, or this session's
-/// own loop from before ralph kept records. A loop file that came with the
-/// project is as inert here as it is to the Stop hook.
-fn live_loops(
-    project: &Project,
-    ctx: &SessionContext,
-    session: &str,
-) -> Result<Vec<Live>, SessionError> {
+/// The loops these hooks may touch: armed on this machine, whatever session
+/// they name. A loop file that came with the project, or that a command of
+/// this session planted, is as inert here as it is to the Stop hook.
+fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, SessionError> {
     let registry = ctx.hook.registry();
     let root = registry::canonical_root(project).ok();
     let lives = control::read_live(project)?;
@@ -181,11 +177,8 @@ fn live_loops(
         .into_iter()
         .filter(|l| {
             l.state.as_ref().is_ok_and(|state| {
-                match registry::arming(registry.as_ref(), root.as_deref(), &l.file.name, state) {
-                    Arming::Armed => true,
-                    Arming::Legacy => state.session_id.as_deref() == Some(session),
-                    Arming::Unarmed(_) => false,
-                }
+                registry::arming(registry.as_ref(), root.as_deref(), &l.file.name, state)
+                    == Arming::Armed
             })
         })
         .collect())
@@ -213,7 +206,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     };
     let session = event.session().unwrap_or_default();
     let _lock = project.lock()?;
-    let lives = live_loops(&project, ctx, session)?;
+    let lives = live_loops(&project, ctx)?;
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
     };
@@ -286,7 +279,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     let session = event.session().unwrap_or_default();
     let reason = event.reason.as_deref();
     let _lock = project.lock()?;
-    let lives = live_loops(&project, ctx, session)?;
+    let lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     for (live, state) in owned(&lives, session) {
         let rule = rules::on_end(reason, state);
@@ -333,13 +326,13 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
     let session = event.session().unwrap_or_default();
     let source = event.source.as_deref();
     let _lock = project.lock()?;
-    let mut lives = live_loops(&project, ctx, session)?;
+    let mut lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     if source == Some("clear")
         && let Some(client_pid) = ctx.client_pid
     {
         notices.extend(take_over(&project, &lives, session, client_pid, ctx)?);
-        lives = live_loops(&project, ctx, session)?;
+        lives = live_loops(&project, ctx)?;
     }
     for (live, state) in owned(&lives, session) {
         if source == Some("clear") {

@@ -47,7 +47,16 @@ impl SlashCommand {
 /// A prompt that invokes one of the skills: the command and the raw text after its name
 /// (leading blanks and the line break after the name removed, nothing else).
 pub fn recognise(prompt: &str) -> Option<(SlashCommand, &str)> {
-    let rest = prompt.trim_start().strip_prefix('/')?;
+    let prompt = prompt.trim_start();
+    // Codex names a skill with `$` (`$ralph-loop TASK`); it has only that one.
+    if let Some(rest) = prompt.strip_prefix("$ralph-loop") {
+        return match rest.chars().next() {
+            None => Some((SlashCommand::Loop, "")),
+            Some(c) if c.is_whitespace() => Some((SlashCommand::Loop, rest.trim_start())),
+            Some(_) => None,
+        };
+    }
+    let rest = prompt.strip_prefix('/')?;
     let rest = rest.strip_prefix("ralph:").unwrap_or(rest);
     SlashCommand::ALL.into_iter().find_map(|command| {
         let after = rest.strip_prefix(command.skill())?;
@@ -82,7 +91,7 @@ pub enum TypedError {
     #[error("{0} is a symlink or not a folder; remove it")]
     NotAFolder(PathBuf),
     #[error(
-        "the text typed after /{0} did not reach ralph: the plugin's UserPromptSubmit hook did not record it (are hooks disabled?). Nothing was done."
+        "the text typed after /{0} did not reach ralph: the plugin's UserPromptSubmit hook did not record it (are hooks disabled? With Codex, `ralph install codex` again adds the prompt hook that $ralph-loop needs). Nothing was done."
     )]
     Missing(&'static str),
     #[error("the text typed after /{0} is too long (over {MAX_BYTES} bytes)")]
@@ -242,6 +251,7 @@ mod tests {
             "/ralph:ralph-loop ",
             "/ralph-loop\n",
             "  /ralph-loop  ",
+            "$ralph-loop ",
         ] {
             let prompt = format!("{prefix}{text}");
             assert_eq!(
@@ -266,6 +276,8 @@ mod tests {
             "/ralph-status",
             "/other:ralph-loop x",
             "ralph-loop x",
+            "$ralph-loops x",
+            "$ralph-cancel",
         ] {
             assert_eq!(recognise(prompt), None, "{prompt:?}");
         }

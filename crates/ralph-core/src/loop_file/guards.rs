@@ -23,6 +23,19 @@ pub const MAX_VERIFY_TIMEOUT: u64 = 840;
 /// Failed verification gates that end a loop; off unless asked for, so a
 /// loop armed before this guard existed behaves as it did.
 pub const DEFAULT_MAX_VERIFY_FAILURES: u64 = 0;
+/// The fast check's time limit, in seconds, when none is set: a check runs
+/// at every stop, so it is meant to take seconds, not minutes.
+pub const DEFAULT_CHECK_TIMEOUT: u64 = 120;
+/// Identical failures in a row (of the check, or of the gate refusing the
+/// promise) that end a loop, when a check or a gate is set: the third time
+/// the same error comes back, the approach is what needs questioning.
+pub const DEFAULT_MAX_SAME_FAILURE: u64 = 3;
+/// Checks in a row without a new lowest failure count that end a loop, when
+/// a check is set: patient enough that a hard test taking a few turns does
+/// not stop it.
+pub const DEFAULT_STALL_AFTER: u64 = 5;
+/// How many failure counts a loop file keeps, for `ralph status`'s trend.
+pub const FAILURE_TREND_LEN: usize = 8;
 
 /// Limits set when arming; every one of them is optional. `ralph status
 /// --json` shows each field under its name here.
@@ -36,6 +49,13 @@ pub struct Guards {
     pub no_progress_after: u64,
     /// Failed verification gates (refused promises) that end the loop; 0: off.
     pub max_verify_failures: u64,
+    /// The fast check run at every stop where the loop goes on.
+    pub check: Option<String>,
+    pub check_timeout_secs: u64,
+    /// Identical failures in a row that end the loop; 0: off.
+    pub max_same_failure: u64,
+    /// Checks in a row without a new lowest failure count that end the loop; 0: off.
+    pub stall_after: u64,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -56,9 +76,18 @@ macro_rules! with_guard_fields {
             stuck_after,
             no_progress_after,
             max_verify_failures,
+            check,
+            check_timeout,
+            max_same_failure,
+            stall_after,
             $($middle,)*
             verify_failures,
             replies_behind,
+            same_failures,
+            failure_fingerprint,
+            lowest_failures,
+            stalled_checks,
+            failure_trend,
             $($after,)*
         );
     };
@@ -70,10 +99,11 @@ impl Guards {
     pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
         let field = |name| raw.get(name);
         let count = |name| number(name, field(name), MAX_COUNT);
+        let verify = non_empty(field("verify").map(str::to_owned));
+        let check = non_empty(field("check").map(str::to_owned));
         Ok(Self {
             max_duration_secs: duration("max_duration", field("max_duration"))?,
             max_tokens: number("max_tokens", field("max_tokens"), MAX_TOKENS)?.filter(|&n| n > 0),
-            verify: non_empty(field("verify").map(str::to_owned)),
             verify_timeout_secs: duration("verify_timeout", field("verify_timeout"))?
                 .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
                 .clamp(1, MAX_VERIFY_TIMEOUT),
@@ -81,6 +111,23 @@ impl Guards {
             no_progress_after: count("no_progress_after")?.unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
             max_verify_failures: count("max_verify_failures")?
                 .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
+            max_same_failure: count("max_same_failure")?.unwrap_or(
+                if check.is_some() || verify.is_some() {
+                    DEFAULT_MAX_SAME_FAILURE
+                } else {
+                    0
+                },
+            ),
+            stall_after: count("stall_after")?.unwrap_or(if check.is_some() {
+                DEFAULT_STALL_AFTER
+            } else {
+                0
+            }),
+            check_timeout_secs: duration("check_timeout", field("check_timeout"))?
+                .unwrap_or(DEFAULT_CHECK_TIMEOUT)
+                .clamp(1, MAX_VERIFY_TIMEOUT),
+            verify,
+            check,
         })
     }
 }
@@ -95,7 +142,30 @@ pub struct GuardCounts {
     /// (it can lag the Stop event by several when turns come fast); each is
     /// estimated at the largest message seen.
     pub replies_behind: u64,
+    /// Failures in a row with the same fingerprint (check or gate).
+    pub same_failures: u64,
+    /// The fingerprint of the last failure (`failure::failure_fingerprint`).
+    pub failure_fingerprint: Option<String>,
+    /// The lowest failure count the check reported so far.
+    pub lowest_failures: Option<u64>,
+    /// Checks in a row whose count did not go below `lowest_failures`.
+    pub stalled_checks: u64,
+    /// The last failure counts, oldest first, space-separated (`12 9 7 7`).
+    pub failure_trend: Option<String>,
 }
+
+/// The loop-file fields of [`GuardCounts`]: counters ralph rewrites from
+/// stop to stop, never settings the user chose (so never bound to the
+/// arming). A test checks this list against the struct.
+pub const COUNTER_FIELDS: &[&str] = &[
+    "verify_failures",
+    "replies_behind",
+    "same_failures",
+    "failure_fingerprint",
+    "lowest_failures",
+    "stalled_checks",
+    "failure_trend",
+];
 
 impl GuardCounts {
     /// The counts as a loop file writes them; errors name the field.
@@ -104,6 +174,11 @@ impl GuardCounts {
         Ok(Self {
             verify_failures: count("verify_failures")?.unwrap_or(0),
             replies_behind: count("replies_behind")?.unwrap_or(0),
+            same_failures: count("same_failures")?.unwrap_or(0),
+            failure_fingerprint: non_empty(raw.get("failure_fingerprint").map(str::to_owned)),
+            lowest_failures: count("lowest_failures")?,
+            stalled_checks: count("stalled_checks")?.unwrap_or(0),
+            failure_trend: non_empty(raw.get("failure_trend").map(str::to_owned)),
         })
     }
 
@@ -115,6 +190,28 @@ impl GuardCounts {
         }
         if self.replies_behind != old.replies_behind {
             fields.push(("replies_behind", self.replies_behind.to_string()));
+        }
+        if self.same_failures != old.same_failures {
+            fields.push(("same_failures", self.same_failures.to_string()));
+        }
+        if self.stalled_checks != old.stalled_checks {
+            fields.push(("stalled_checks", self.stalled_checks.to_string()));
+        }
+        if self.lowest_failures != old.lowest_failures {
+            let value = self.lowest_failures.map(|n| n.to_string());
+            fields.push(("lowest_failures", value.unwrap_or_else(|| quote(""))));
+        }
+        for (name, new, was) in [
+            (
+                "failure_fingerprint",
+                &self.failure_fingerprint,
+                &old.failure_fingerprint,
+            ),
+            ("failure_trend", &self.failure_trend, &old.failure_trend),
+        ] {
+            if new != was {
+                fields.push((name, quote(new.as_deref().unwrap_or(""))));
+            }
         }
         fields
     }
@@ -130,15 +227,21 @@ pub enum Tripped {
     NoProgress,
     /// The verification gate failed `max_verify_failures` times.
     VerifyFailures,
+    /// The check or the gate failed the same way `max_same_failure` times in a row.
+    SameFailure,
+    /// The check's failure count did not reach a new low for `stall_after` checks.
+    Stalled,
 }
 
 impl Tripped {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::TimeBudget,
         Self::TokenBudget,
         Self::Stuck,
         Self::NoProgress,
         Self::VerifyFailures,
+        Self::SameFailure,
+        Self::Stalled,
     ];
 
     /// The word stored in the `outcome:` field.
@@ -149,6 +252,8 @@ impl Tripped {
             Self::Stuck => "stuck",
             Self::NoProgress => "no_progress",
             Self::VerifyFailures => "verify_failures",
+            Self::SameFailure => "same_failure",
+            Self::Stalled => "stalled",
         }
     }
 
@@ -159,6 +264,8 @@ impl Tripped {
             Self::Stuck => ("⚠", "stopped: stuck"),
             Self::NoProgress => ("⚠", "stopped: no progress"),
             Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
+            Self::SameFailure => ("⚠", "stopped: the same failure again and again"),
+            Self::Stalled => ("⚠", "stopped: the failure count stopped falling"),
         }
     }
 }
@@ -234,6 +341,46 @@ pub const OPTIONS: &[GuardOption] = &[
         explains: "end it (as verify_failures) once the --verify gate refused the promise 3 times (0: off, the default)",
     },
     GuardOption {
+        flag: "check",
+        field: "check",
+        kind: Kind::Text,
+        default: "none",
+        value_name: "CHECK",
+        help: "A fast command (type check, lint, unit tests) run at every stop where the loop goes on",
+        example: "--check 'cargo check'",
+        explains: "at every stop where the loop would go on, run this command from the project root; the agent reads whether it passed, and if not its exit code and the output's last 40 lines",
+    },
+    GuardOption {
+        flag: "check-timeout",
+        field: "check_timeout",
+        kind: Kind::Duration,
+        default: "2m",
+        value_name: "CHECK_TIMEOUT",
+        help: "Time limit of the --check command, e.g. 2m (at most 14m)",
+        example: "--check-timeout 1m",
+        explains: "the --check command's time limit (default 2m, at most 14m); a check still running then is stopped with everything it started, and the agent is told it timed out",
+    },
+    GuardOption {
+        flag: "max-same-failure",
+        field: "max_same_failure",
+        kind: Kind::Number,
+        default: "3 with --check or --verify, else 0",
+        value_name: "MAX_SAME_FAILURE",
+        help: "Identical failures in a row of the check or the gate that end the loop (0: off) [default: 3 with --check or --verify]",
+        example: "--max-same-failure 3",
+        explains: "end it (as same_failure) when the check, or the gate refusing the promise, failed the same way 3 times in a row (numbers, durations, hex ids and temporary paths do not count as a difference; 0: off)",
+    },
+    GuardOption {
+        flag: "stall-after",
+        field: "stall_after",
+        kind: Kind::Number,
+        default: "5 with --check, else 0",
+        value_name: "STALL_AFTER",
+        help: "Checks in a row whose failure count reached no new low that end the loop (0: off) [default: 5 with --check]",
+        example: "--stall-after 5",
+        explains: "end it (as stalled) when the check's failure count (cargo test, pytest, go test, jest, vitest, TAP) has not gone below its lowest so far for 5 checks in a row (0: off)",
+    },
+    GuardOption {
         flag: "stuck-after",
         field: "stuck_after",
         kind: Kind::Number,
@@ -281,6 +428,25 @@ impl Guards {
                 ));
             }
         }
+        if let Some(c) = &self.check {
+            out.push(format!(
+                "check `{}` (limit {})",
+                line(c),
+                format_duration(self.check_timeout_secs)
+            ));
+        }
+        if self.max_same_failure > 0 && (self.check.is_some() || self.verify.is_some()) {
+            out.push(format!(
+                "ends after {} identical failures",
+                self.max_same_failure
+            ));
+        }
+        if self.stall_after > 0 && self.check.is_some() {
+            out.push(format!(
+                "stalled after {} checks without fewer failures",
+                self.stall_after
+            ));
+        }
         if let Some(a) = abort {
             out.push(format!("abort promise {}", line(a)));
         }
@@ -299,6 +465,16 @@ impl Guards {
         });
         out
     }
+}
+
+/// A failure trend as read from the loop file (`12 9 7`), as `12 → 9 → 7`;
+/// anything but numbers is left out, so a hand-edited field prints nothing odd.
+pub fn trend_words(trend: &str) -> String {
+    trend
+        .split_whitespace()
+        .filter(|w| w.bytes().all(|b| b.is_ascii_digit()) && w.len() <= 20)
+        .collect::<Vec<_>>()
+        .join(" → ")
 }
 
 /// The guards asked for when arming, as option values already checked for
@@ -395,6 +571,27 @@ mod tests {
             assert!(
                 OPTIONS.iter().any(|g| g.explains.contains(&named)),
                 "no guard's help says {named}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_counter_fields_are_the_counts_fields() {
+        let counts = serde_json::to_value(GuardCounts::default()).unwrap();
+        let mut keys: Vec<&str> = counts
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut listed = COUNTER_FIELDS.to_vec();
+        keys.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(keys, listed);
+        for field in COUNTER_FIELDS {
+            assert!(
+                crate::loop_file::state::KNOWN_FIELDS.contains(field),
+                "{field}"
             );
         }
     }

@@ -70,6 +70,9 @@ pub struct LogEntry {
     pub reply_excerpt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationEntry>,
+    /// The `--check` command's result at this stop, with its failure count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<VerificationEntry>,
     pub decision: Logged,
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -102,6 +105,9 @@ pub struct LogEntry {
 pub struct VerificationEntry {
     pub passed: bool,
     pub status: String,
+    /// The failure count a test runner reported, when recognised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<u64>,
 }
 
 impl From<&Verification> for VerificationEntry {
@@ -109,6 +115,7 @@ impl From<&Verification> for VerificationEntry {
         Self {
             passed: v.passed,
             status: v.status.clone(),
+            failures: v.failures,
         }
     }
 }
@@ -130,6 +137,7 @@ impl LogEntry {
             promise_seen: None,
             reply_excerpt: None,
             verification: None,
+            check: None,
             decision,
             outcome: None,
             next_iteration: None,
@@ -421,6 +429,38 @@ impl Loop {
         })
     }
 
+    /// After ralph itself wrote `fields` into this loop (as read, under the
+    /// lock): when one of them is bound to the arming (a counter missing
+    /// from `registry::BOOKKEEPING`), the record follows the write, so ralph's
+    /// own rewrite never makes its loop inert. Only a loop whose record
+    /// matched as read is re-recorded, so this never arms a loop. Best
+    /// effort: a record that cannot be written leaves the loop inert, with
+    /// the usual notice at the next stop.
+    pub fn keep_armed(
+        &self,
+        registry: Option<&Registry>,
+        project: &Project,
+        fields: &[(&str, String)],
+        now: Timestamp,
+    ) {
+        if fields.iter().all(|(field, _)| !registry::is_bound(field)) {
+            return; // the common case: nothing bound changed, nothing to do
+        }
+        let Some(registry) = registry else { return };
+        let Ok(root) = registry::canonical_root(project) else {
+            return;
+        };
+        if registry.check(&root, &self.file.name, &self.state) != registry::Arming::Armed {
+            return;
+        }
+        let (Ok(text), Some(nonce)) = (self.rewritten(fields), self.state.nonce.as_deref()) else {
+            return;
+        };
+        if let Ok(state) = LoopState::parse(&text) {
+            let _ = registry.record(&root, &self.file.name, nonce, &state, now);
+        }
+    }
+
     /// Makes `owner` the loop's driver (`ralph run` taking over).
     pub fn set_owner(&self, owner: &str) -> Result<(), WriteError> {
         self.write(&[("session_id", crate::loop_file::frontmatter::scalar(owner))])
@@ -538,6 +578,35 @@ mod tests {
         assert!(lines.contains("\"outcome\":\"completed\""), "{lines}");
         assert!(notice.contains("completed"), "{notice}");
         assert!(Loop::load(live.file.clone()).unwrap().is_none());
+    }
+
+    #[test]
+    fn ralphs_own_write_of_a_bound_field_keeps_the_loop_armed_and_never_arms_one() {
+        let (_tmp, project, registry, live) = armed("s1");
+        let root = registry::canonical_root(&project).unwrap();
+        // A field not on the bookkeeping list, as a counter added later
+        // would be: written by ralph, the record follows.
+        let fields = [("max_iterations", "9".to_owned())];
+        live.write_turn(&fields).unwrap();
+        live.keep_armed(Some(&registry), &project, &fields, Timestamp(1));
+        let after = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_eq!(after.state.max_iterations, 9);
+        assert_eq!(
+            registry.check(&root, "l", &after.state),
+            registry::Arming::Armed
+        );
+        // A loop whose record did not match as read is never re-recorded.
+        let edited = after.text.replace("task", "other task");
+        std::fs::write(&after.file.path, &edited).unwrap();
+        let planted = Loop::load(live.file.clone()).unwrap().unwrap();
+        let fields = [("max_iterations", "10".to_owned())];
+        planted.write_turn(&fields).unwrap();
+        planted.keep_armed(Some(&registry), &project, &fields, Timestamp(2));
+        let reread = Loop::load(live.file.clone()).unwrap().unwrap();
+        assert_ne!(
+            registry.check(&root, "l", &reread.state),
+            registry::Arming::Armed
+        );
     }
 
     #[test]

@@ -118,6 +118,18 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
             progress.counts.verify_failures, state.guards.max_verify_failures
         ));
     }
+    if let Some(trend) = &progress.counts.failure_trend {
+        out.push(format!(
+            "failures {}",
+            crate::loop_file::guards::trend_words(trend)
+        ));
+    }
+    if state.guards.max_same_failure > 0 && progress.counts.same_failures > 0 {
+        out.push(format!(
+            "same failure {}/{}",
+            progress.counts.same_failures, state.guards.max_same_failure
+        ));
+    }
     out.join(" · ")
 }
 

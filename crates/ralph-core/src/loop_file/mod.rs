@@ -13,6 +13,7 @@ pub mod notify;
 pub mod options;
 pub mod outcome;
 pub mod ownership;
+pub mod receipt;
 pub mod registry;
 pub mod rewrite;
 pub mod run_owner;

@@ -14,8 +14,10 @@
 //!
 //! A record binds the project's canonical path, the loop's name and file, a
 //! random nonce that is also written into the loop file (`ralph_nonce`), and
-//! a SHA-256 digest of what the loop will do: prompt, completion promise,
-//! abort promise and verify command (never the counters ralph rewrites).
+//! a SHA-256 digest of what the loop will do: its prompt and every setting
+//! the user chose. "Every setting" is every field ralph reads except the
+//! short list of bookkeeping fields ralph itself rewrites ([`BOOKKEEPING`]),
+//! so a field added to the loop file later is bound without a change here.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -34,6 +36,49 @@ pub const NONCE_FIELD: &str = "ralph_nonce";
 
 /// A record is a few hundred bytes; anything much larger is not ours.
 const MAX_RECORD_BYTES: u64 = 64 * 1024;
+
+/// The fields ralph itself rewrites as a loop runs (counters, the owner,
+/// pause state, clock readings, the ending) and so are not part of what a
+/// record binds. Every other field ralph reads is a setting the user chose
+/// and is bound: a new setting needs nothing here, a new counter that ralph
+/// rewrites at every stop belongs on this list (a unit test below fails
+/// for one that is missing; until then ralph re-records after writing it,
+/// see `lifecycle::Loop::keep_armed`, so the loop still runs).
+pub const BOOKKEEPING: &[&str] = &[
+    "active",
+    "iteration",
+    "session_id",
+    "tokens_used",
+    "transcript_offset",
+    "last_message_id",
+    "reply_fingerprint",
+    "same_reply_count",
+    "tree_fingerprint",
+    "no_progress_count",
+    "idle_blocks",
+    "elapsed_secs",
+    "clock_at",
+    "largest_reply_tokens",
+    "unseen_tokens",
+    // `--prd`: the stories accepted as passing (rewritten as they pass;
+    // `prd` and `prd_commands` are settings, bound like `verify`).
+    "prd_passed",
+    "outcome",
+    "ended_at",
+    NONCE_FIELD,
+    // The session hooks' marks (read by line scan, not by the parser).
+    "prompt_noticed_at",
+    "clear_handover",
+];
+
+/// Whether a field of the loop file is bound to the arming.
+pub fn is_bound(field: &str) -> bool {
+    !BOOKKEEPING.contains(&field) && !crate::loop_file::guards::COUNTER_FIELDS.contains(&field)
+}
+
+/// The version of records written now: 2 binds every setting; a record of
+/// version 1 bound only prompt, promises and verify, and binds nothing now.
+const RECORD_VERSION: u32 = 2;
 
 /// Notice markers older than this are swept when a new one is written.
 const MARKER_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -87,14 +132,14 @@ pub struct Record {
     pub armed_at: String,
 }
 
-/// Whether a loop file may be driven here.
+/// Whether a loop file may be driven here. There is no third way: a file
+/// without a record is inert whoever its `session_id` names, since any
+/// command the agent runs can read the session id from its environment and
+/// plant a file that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arming {
     /// A record matches: project, name, file, nonce and digest.
     Armed,
-    /// No nonce in the file and no record under its name: written before
-    /// ralph kept records, or by the reference plugin's setup script.
-    Legacy,
     /// Anything else: the loop is inert until `ralph adopt`.
     Unarmed(Unarmed),
 }
@@ -103,6 +148,11 @@ pub enum Arming {
 pub enum Unarmed {
     /// No record for this project and name.
     NoRecord,
+    /// No nonce in the file and no record under its name: armed by an older
+    /// ralph, by the reference plugin's setup script, or planted.
+    NoNonce,
+    /// The record was written by a ralph that bound less (version 1).
+    Outdated,
     /// A record exists, but for another nonce (the file was copied or replaced).
     Mismatch,
     /// The nonce matches, but the prompt, a promise or the verify command changed.
@@ -116,9 +166,6 @@ impl Arming {
     pub fn why_not(&self) -> String {
         match self {
             Arming::Armed => String::new(),
-            // A file without nonce or record: it may come from an older
-            // ralph, or from anyone; nothing here says it is the user's.
-            Arming::Legacy => Unarmed::NoRecord.why(),
             Arming::Unarmed(why) => why.why(),
         }
     }
@@ -129,12 +176,14 @@ impl Unarmed {
     pub fn why(&self) -> String {
         match self {
             Unarmed::NoRecord => "nothing records that you armed it on this machine".into(),
+            Unarmed::NoNonce => "it has no `ralph_nonce`, so nothing records that you armed it on this machine (a loop armed by the reference ralph-loop plugin or by a ralph older than its record of armed loops is adopted once, like any other)".into(),
+            Unarmed::Outdated => "it was armed by an older ralph whose record did not bind the loop's settings".into(),
             Unarmed::Mismatch => {
                 "it is not the loop you armed under that name (copied from elsewhere or replaced)"
                     .into()
             }
             Unarmed::Changed => {
-                "its prompt, promise or verify command changed since you armed it".into()
+                "its prompt or its settings (limits, budgets, breakers, promises, verify) changed since you armed it".into()
             }
             Unarmed::Unavailable(e) => format!("ralph's record of armed loops is unusable: {e}"),
         }
@@ -206,31 +255,41 @@ pub fn new_nonce() -> Result<String, RegistryError> {
     Ok(hex(&bytes))
 }
 
-/// The digest of what a loop will do: its prompt, promises and verify
-/// command. Each part is length-prefixed, so no two loops share a digest by
-/// moving text from one part to another.
+/// The digest of what a loop will do: its prompt and its bound settings
+/// (see [`settings_hash`], computed once when the file is parsed).
 pub fn digest(state: &LoopState) -> String {
     let mut h = Sha256::new();
-    h.update(b"ralph loop v1\0");
-    let parts: [(&str, Option<&str>); 4] = [
-        ("prompt", Some(state.prompt.as_str())),
-        ("completion_promise", state.completion_promise.as_deref()),
-        ("abort_promise", state.abort_promise.as_deref()),
-        ("verify", state.guards.verify.as_deref()),
-    ];
-    for (label, value) in parts {
-        h.update(label.as_bytes());
-        h.update([0]);
-        match value {
-            None => h.update([0]),
-            Some(v) => {
-                h.update([1]);
-                h.update((v.len() as u64).to_be_bytes());
-                h.update(v.as_bytes());
-            }
-        }
-    }
+    h.update(b"ralph loop v2\0");
+    h.update(state.settings_hash);
+    h.update((state.prompt.len() as u64).to_be_bytes());
+    h.update(state.prompt.as_bytes());
     hex(&h.finalize())
+}
+
+/// The hash of every bound field present in a loop file, as YAML reads it
+/// (so requoting a value changes nothing, a new value changes the hash).
+/// `get` gives a field's raw value by name; the fields are taken in name
+/// order and each is length-prefixed, so no text moves between fields
+/// unnoticed. A field that is absent adds nothing, so a field ralph learns
+/// later leaves the loops that do not set it as they were.
+pub(crate) fn settings_hash<'a>(
+    fields: &[&'static str],
+    get: impl Fn(&str) -> Option<&'a str>,
+) -> [u8; 32] {
+    let mut bound: Vec<(&str, &str)> = fields
+        .iter()
+        .filter(|f| is_bound(f))
+        .filter_map(|f| get(f).map(|v| (*f, v)))
+        .collect();
+    bound.sort_unstable();
+    let mut h = Sha256::new();
+    for (field, value) in bound {
+        h.update((field.len() as u64).to_be_bytes());
+        h.update(field.as_bytes());
+        h.update((value.len() as u64).to_be_bytes());
+        h.update(value.as_bytes());
+    }
+    h.finalize().into()
 }
 
 /// The digest of a whole file's text (for files that do not parse).
@@ -304,7 +363,7 @@ impl Registry {
         let loops = self.loops_dir();
         self.ensure(&loops)?;
         let record = Record {
-            version: 1,
+            version: RECORD_VERSION,
             project: root.to_string_lossy().into_owned(),
             name: name.to_owned(),
             file: loop_file(root, name).to_string_lossy().into_owned(),
@@ -356,7 +415,7 @@ impl Registry {
             Err(e) => return Arming::Unarmed(Unarmed::Unavailable(e.to_string())),
         };
         match (record, state.nonce.as_deref()) {
-            (None, None) => Arming::Legacy,
+            (None, None) => Arming::Unarmed(Unarmed::NoNonce),
             (None, Some(_)) => Arming::Unarmed(Unarmed::NoRecord),
             (Some(r), nonce) => {
                 let bound = r.project == root.to_string_lossy()
@@ -365,6 +424,8 @@ impl Registry {
                     && Some(r.nonce.as_str()) == nonce;
                 if !bound {
                     Arming::Unarmed(Unarmed::Mismatch)
+                } else if r.version < RECORD_VERSION {
+                    Arming::Unarmed(Unarmed::Outdated)
                 } else if r.digest != digest(state) {
                     Arming::Unarmed(Unarmed::Changed)
                 } else {
@@ -597,6 +658,11 @@ mod tests {
     fn digest_covers_what_the_loop_does_and_not_its_counters() {
         let base =
             "---\niteration: 1\nverify: \"make test\"\ncompletion_promise: DONE\n---\nBuild it\n";
+        assert_eq!(
+            digest(&state(base)),
+            digest(&state(&base.replace("\"make test\"", "'make test'"))),
+            "requoting a value changes nothing"
+        );
         let d = digest(&state(base));
         let counters = base.replace(
             "iteration: 1",
@@ -651,7 +717,7 @@ mod tests {
         assert_eq!(
             reg.check(&root, "x", &stripped),
             Arming::Unarmed(Unarmed::Mismatch),
-            "a record under the name stops a nonce-less file from passing as legacy"
+            "a record under the name makes a nonce-less file a mismatch"
         );
         reg.forget(&root, "x", Some("other nonce"));
         assert_eq!(reg.check(&root, "x", &s), Arming::Armed);
@@ -660,7 +726,129 @@ mod tests {
             reg.check(&root, "x", &s),
             Arming::Unarmed(Unarmed::NoRecord)
         );
-        assert_eq!(reg.check(&root, "x", &stripped), Arming::Legacy);
+        assert_eq!(
+            reg.check(&root, "x", &stripped),
+            Arming::Unarmed(Unarmed::NoNonce),
+            "a file without nonce or record is never armed, whoever it names"
+        );
+        let planted = state("---\nsession_id: the-stopping-session\nverify: ok\n---\nBuild it\n");
+        assert_eq!(
+            reg.check(&root, "x", &planted),
+            Arming::Unarmed(Unarmed::NoNonce)
+        );
+    }
+
+    #[test]
+    fn every_setting_is_bound_and_the_bookkeeping_is_not() {
+        let (_t, reg, root) = setup();
+        let text = "---\nralph_nonce: n1\niteration: 1\nmax_iterations: 3\nstuck_after: 2\nverify: ok\n---\nBuild it\n";
+        reg.record(&root, "x", "n1", &state(text), Timestamp(0))
+            .unwrap();
+        let armed = |t: &str| reg.check(&root, "x", &state(t));
+        assert_eq!(armed(text), Arming::Armed);
+        // What ralph rewrites as the loop runs leaves it armed.
+        for bookkeeping in [
+            text.replace(
+                "iteration: 1",
+                "iteration: 2\ntokens_used: 9\nsession_id: s\nactive: false",
+            ),
+            text.replace(
+                "iteration: 1",
+                "iteration: 1\nelapsed_secs: 5\nclock_at: \"2026-01-01T00:00:00Z\"",
+            ),
+            text.replace("max_iterations: 3", "max_iterations: \"3\""),
+        ] {
+            assert_eq!(armed(&bookkeeping), Arming::Armed, "{bookkeeping}");
+        }
+        // Every setting, whether ralph knew it when this test was written or
+        // not: each known field that is not bookkeeping.
+        let mut tested = 0;
+        for field in crate::loop_file::state::KNOWN_FIELDS
+            .iter()
+            .filter(|f| is_bound(f))
+        {
+            // A value each kind of field accepts: a number, a duration, a
+            // flag, a time, or text.
+            let values = ["7", "1h", "true", "\"2026-01-01T00:00:00Z\"", "\"x\""];
+            let edited = values.iter().find_map(|v| {
+                let t = if text.contains(&format!("\n{field}:")) {
+                    text.replace(&format!("\n{field}: "), &format!("\n{field}: 9"))
+                } else {
+                    text.replace("---\nBuild", &format!("{field}: {v}\n---\nBuild"))
+                };
+                LoopState::parse(&t).ok().map(|s| (t, s))
+            });
+            let (edited, s) = edited.unwrap_or_else(|| panic!("no value for `{field}`"));
+            assert_eq!(
+                reg.check(&root, "x", &s),
+                Arming::Unarmed(Unarmed::Changed),
+                "setting `{field}` is not bound: {edited}"
+            );
+            tested += 1;
+        }
+        assert!(tested >= 10, "{tested}");
+        // The limit the attack raised.
+        assert_eq!(
+            armed(&text.replace("max_iterations: 3", "max_iterations: 0")),
+            Arming::Unarmed(Unarmed::Changed)
+        );
+        // A record from a ralph that bound less binds nothing now.
+        let path = reg.record_path(&root, "x");
+        let old = fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"version\": 2", "\"version\": 1");
+        fs::remove_file(&path).unwrap();
+        private_new_file()
+            .open(&path)
+            .unwrap()
+            .write_all(old.as_bytes())
+            .unwrap();
+        assert_eq!(armed(text), Arming::Unarmed(Unarmed::Outdated));
+    }
+
+    #[test]
+    fn every_field_a_stop_writes_is_bookkeeping() {
+        // The hook stays fast when a stop leaves the record as it is: each
+        // field a turn writes must be on the bookkeeping list (ralph would
+        // re-record otherwise, a write per stop). Every figure made to differ.
+        let old = crate::loop_file::state::Progress::default();
+        let new = crate::loop_file::state::Progress {
+            tokens_used: 1,
+            transcript_offset: 1,
+            last_message_id: Some("m".into()),
+            reply_fingerprint: Some("r".into()),
+            same_reply_count: 1,
+            tree_fingerprint: Some("t".into()),
+            no_progress_count: 1,
+            idle_blocks: 1,
+            elapsed_secs: Some(1),
+            clock_at: Some(Timestamp(1)),
+            largest_reply_tokens: 1,
+            unseen_tokens: 1,
+            counts: crate::loop_file::guards::GuardCounts::default(),
+            prd_passed: vec!["US-001".into()],
+        };
+        // The guards' counters are bookkeeping by their own list, which a
+        // test in `guards` holds equal to `GuardCounts`' fields.
+        for field in crate::loop_file::guards::COUNTER_FIELDS {
+            assert!(!is_bound(field), "{field}");
+        }
+        for (field, _) in new.changed_fields(&old) {
+            assert!(
+                !is_bound(field),
+                "`{field}` is written at every stop: add it to registry::BOOKKEEPING"
+            );
+        }
+        for field in ["iteration", "session_id", "active", "outcome", "ended_at"] {
+            assert!(!is_bound(field), "{field}");
+        }
+        for field in BOOKKEEPING {
+            assert!(
+                crate::loop_file::state::KNOWN_FIELDS.contains(field)
+                    || ["prompt_noticed_at", "clear_handover"].contains(field),
+                "`{field}` is on the bookkeeping list but ralph does not read it"
+            );
+        }
     }
 
     #[cfg(unix)]

@@ -50,6 +50,9 @@ pub struct LoopState {
     pub prd: Option<PrdLoop>,
     /// `notify` and `notify_url`: how the user is told the loop ended.
     pub notify: crate::loop_file::notify::Settings,
+    /// The hash of every setting the user chose, as the registry binds it
+    /// (`registry::settings_hash`): taken from the fields already read.
+    pub settings_hash: [u8; 32],
 }
 
 /// A loop's PRD, as its file records it.
@@ -292,6 +295,7 @@ impl LoopState {
                 url: non_empty(raw.notify_url.clone())
                     .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
             },
+            settings_hash: crate::loop_file::registry::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }
 

@@ -81,14 +81,53 @@ pub fn locate_project(
         });
     }
     starts.iter().find_map(|start| {
-        start
-            .ancestors()
-            .filter(|dir| Some(*dir) != home)
-            .find(|dir| dir.join(".claude").is_dir())
+        walk_up(start, home, owned_by_user)
+            .find(|dir| is_real_dir(&dir.join(".claude")))
             .map(|dir| Project {
                 root: dir.to_owned(),
             })
     })
+}
+
+/// The git work tree's root at or above `start` (the nearest folder with
+/// `.git`), by the same walk as [`locate_project`]: what `ralph install
+/// --project` and a CLI command outside any project take as the project.
+pub fn git_root(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    walk_up(start, home, owned_by_user)
+        .find(|dir| fs::symlink_metadata(dir.join(".git")).is_ok())
+        .map(Path::to_owned)
+}
+
+/// The folders a walk up from `start` may take as the project: `start`
+/// and its parents, up to (not including) the home folder, whose
+/// `.claude/` is Claude Code's own settings, and the first folder the user
+/// does not own: a shared parent (`/`, `/tmp`, another user's folder) is
+/// never where ralph puts a loop or a configuration.
+fn walk_up<'a>(
+    start: &'a Path,
+    home: Option<&'a Path>,
+    owned: impl Fn(&Path) -> bool + 'a,
+) -> impl Iterator<Item = &'a Path> + 'a {
+    start
+        .ancestors()
+        .take_while(move |dir| Some(*dir) != home && owned(dir))
+}
+
+/// A folder, not a link to one (a committed link would make the project
+/// somewhere else).
+fn is_real_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+#[cfg(unix)]
+fn owned_by_user(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw())
+}
+
+#[cfg(not(unix))]
+fn owned_by_user(_dir: &Path) -> bool {
+    true
 }
 
 impl Project {
@@ -327,6 +366,40 @@ mod tests {
         );
         let explicit = locate_project(Some(Path::new("/x")), &[&sub], None).unwrap();
         assert_eq!(explicit.root, Path::new("/x"));
+    }
+
+    #[test]
+    fn the_walk_stops_at_home_and_at_a_folder_the_user_does_not_own() {
+        let start = Path::new("/shared/alice/repo/sub");
+        let owned = |d: &Path| d.starts_with("/shared/alice");
+        let walked: Vec<&Path> = walk_up(start, None, owned).collect();
+        assert_eq!(
+            walked,
+            [
+                Path::new("/shared/alice/repo/sub"),
+                Path::new("/shared/alice/repo"),
+                Path::new("/shared/alice")
+            ]
+        );
+        let home = Path::new("/shared/alice/repo");
+        let walked: Vec<&Path> = walk_up(start, Some(home), |_| true).collect();
+        assert_eq!(walked, [Path::new("/shared/alice/repo/sub")]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_claude_folder_is_no_project() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        let repo = tmp.path().join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, repo.join(".claude")).unwrap();
+        let found = locate_project(None, &[&repo], None);
+        assert!(
+            found.is_none_or(|p| p.root != repo),
+            "a link is no .claude/"
+        );
     }
 
     #[test]

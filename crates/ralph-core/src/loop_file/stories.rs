@@ -138,6 +138,9 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
         return Err(PrdError::NoStoryList { file: file() });
     };
     let mut out: Vec<Story> = Vec::with_capacity(list.len());
+    // The loop names seen so far: one lookup per story, so a PRD of tens of
+    // thousands of stories is read in linear time.
+    let mut names = std::collections::HashSet::with_capacity(list.len());
     for (index, s) in list.iter().enumerate() {
         let id = s
             .get("id")
@@ -154,7 +157,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
                 id,
             });
         }
-        if out.iter().any(|o| same_id(&o.id, id)) {
+        if !names.insert(id.replace('.', "_")) {
             let id = id.to_owned();
             return Err(PrdError::DuplicateId {
                 file: file(),
@@ -165,11 +168,6 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
         out.push(story(&file(), index, id, s)?);
     }
     Ok(out)
-}
-
-/// Two ids that would name the same loop (loop names take no `.`).
-fn same_id(a: &str, b: &str) -> bool {
-    a.replace('.', "_") == b.replace('.', "_")
 }
 
 /// One story's fields as read (its id already checked). `verify` and

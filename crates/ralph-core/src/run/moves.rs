@@ -136,10 +136,10 @@ fn require_armed(
     let root = crate::loop_file::registry::canonical_root(project).ok();
     let arming =
         crate::loop_file::registry::arming(Some(registry), root.as_deref(), &file.name, state);
-    match control::not_armed_note(&arming, &file.name, None) {
+    match control::not_armed_note(&arming, &file.name) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
-            path: crate::loop_file::messages::escape_controls(&file.path.display().to_string()),
+            path: crate::display::line(&file.path.display().to_string()).into_owned(),
             note,
         }),
     }

@@ -5,7 +5,6 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use ralph_core::control::{self, Live};
-use ralph_core::loop_file::messages::escape_controls;
 use ralph_core::loop_file::registry::{self, Arming, Registry};
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::Project;
@@ -13,6 +12,12 @@ use ralph_core::time::Timestamp;
 
 use super::{Failure, Outcome};
 use crate::cli::AdoptArgs;
+
+/// Everything adopt shows from the file is shown on one line per value: a
+/// newline in a name, a path or a command is `\n`, so it cannot fake a line.
+fn escape_controls(text: &str) -> String {
+    ralph_core::display::line(text).into_owned()
+}
 
 pub fn adopt(args: AdoptArgs) -> Outcome {
     let project = super::project();
@@ -132,6 +137,12 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
                 escape_controls(v)
             ))
     );
+    if let Some(check) = state.guards.check.as_deref() {
+        say!(
+            "  check:              {}   ← runs as you (sh -c, in the project root) at every stop that goes on",
+            escape_controls(check)
+        );
+    }
     say!("  prompt:");
     for line in state.prompt.lines() {
         say!("  │ {}", escape_controls(line));
@@ -140,7 +151,10 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
 }
 
 fn confirm() -> Result<bool, Failure> {
-    print!("Adopt it, so that ralph drives it from now on? [y/N] ");
+    let _ = write!(
+        std::io::stdout(),
+        "Adopt it, so that ralph drives it from now on? [y/N] "
+    );
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     std::io::stdin()

@@ -45,7 +45,9 @@ fn answer_once(reply: &HostAnswer) -> bool {
     }
     *answered = true;
     if let Answer::Notice(message) = &reply.answer {
-        eprintln!("{}", ralph_core::display::block(message));
+        // A closed stderr must not cost the answer: `eprintln!` would panic
+        // (and, with `panic = "abort"`, kill the hook by SIGABRT).
+        let _ = writeln!(std::io::stderr(), "{}", ralph_core::display::block(message));
     }
     // A closed stdout leaves nothing to tell; the exit code stays 0 either way.
     let mut out = std::io::stdout().lock();

@@ -2,19 +2,23 @@
 //! turn-end hook (and a `ralph-loop` command or skill) to a host's
 //! configuration, or take exactly that out again.
 //!
-//! JSON settings are edited as data: ralph's own entry is recognised by its
-//! command (`… hook stop --host NAME`), every other key and hook is kept.
-//! Files are replaced atomically (a new file beside them, then a rename).
+//! JSON settings (comments allowed) are edited as text (`json_edit`):
+//! ralph's own entry is recognised by its command (`… hook stop --host
+//! NAME`), and exactly the bytes of that entry are added or taken out, so
+//! that an uninstall leaves every file as it was before the install. In a
+//! project, whose folders a stranger may have committed, files and folders
+//! are written through `safe_fs` (no links followed, nothing special opened).
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use ralph_core::fs::safe_fs;
 use ralph_core::hook::host::Host;
 use ralph_core::hook::host_install::{
-    CODEX_SKILL, GEMINI_COMMAND, add_hook, hook_args, remove_hook, shell_quote,
+    CODEX_SKILL, EMPTY_SETTINGS, GEMINI_COMMAND, add_hook, has_hook, hook_args, remove_hook,
+    shell_quote,
 };
-use serde_json::{Map, Value};
 
 use super::{Failure, Outcome};
 use crate::cli::InstallArgs;
@@ -25,13 +29,9 @@ pub fn install(args: InstallArgs) -> Outcome {
         Some(c) => c,
         None => default_command(plan.host)?,
     };
-    let changed = edit_json(&plan.settings, plan.project, |root| {
-        // A repository's .github/hooks/*.json file carries its format version.
-        if plan.host == Host::Copilot && plan.project && !root.contains_key("version") {
-            root.insert("version".into(), serde_json::json!(1));
-        }
-        add_hook(root, plan.host, &command)
-    })?;
+    // A repository's .github/hooks/*.json file carries its format version.
+    let version = plan.host == Host::Copilot && plan.project;
+    let changed = edit_settings(&plan, |text| add_hook(text, plan.host, &command, version))?;
     report(
         &plan.settings,
         changed,
@@ -41,12 +41,29 @@ pub fn install(args: InstallArgs) -> Outcome {
     if let Some((path, text)) = &plan.command_file {
         let same = read_regular(path, plan.project)?.as_deref() == Some(text.as_str());
         if !same {
-            write_atomic(path, text, plan.project)?;
+            write_file(&plan, path, text)?;
         }
         report(path, !same, "wrote", "unchanged:");
     }
     for note in plan.notes() {
         say!("{note}");
+    }
+    if let Some(other) = plan.other_scope()
+        && read_regular(&other.settings, other.project)
+            .ok()
+            .flatten()
+            .is_some_and(|t| has_hook(&t, plan.host))
+    {
+        let (there, flag) = if other.project {
+            ("this project", " --project")
+        } else {
+            ("your user", "")
+        };
+        say!(
+            "warning: ralph's hook is also installed for {there} in {}: both hooks would count every turn. Keep one: `ralph uninstall {}{flag}` removes that one.",
+            other.settings.display(),
+            plan.host.name()
+        );
     }
     Ok(())
 }
@@ -54,23 +71,21 @@ pub fn install(args: InstallArgs) -> Outcome {
 pub fn uninstall(args: InstallArgs) -> Outcome {
     let plan = Plan::new(&args)?;
     let changed = if read_regular(&plan.settings, plan.project)?.is_some() {
-        edit_json(&plan.settings, plan.project, |root| {
-            remove_hook(root, plan.host)
-        })?
+        edit_settings(&plan, |text| remove_hook(text, plan.host))?
     } else {
         false
     };
-    // A repository's .github/hooks/ralph.json is ralph's own file: once it holds
-    // nothing but its version, it goes.
-    if plan.host == Host::Copilot && plan.project {
-        let left = read_regular(&plan.settings, true)?
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
-        if left.is_some_and(|v| {
-            v.as_object()
-                .is_some_and(|o| o.keys().all(|k| k == "version"))
-        }) {
-            fs::remove_file(&plan.settings)
-                .map_err(|e| format!("could not remove {}: {e}", plan.settings.display()))?;
+    // A settings file left as ralph created it (`{}`), or a repository's
+    // .github/hooks/ralph.json holding nothing but its version, was ralph's
+    // own: it goes, with the folders it leaves empty.
+    if changed && let Some(left) = read_regular(&plan.settings, plan.project)? {
+        let only_version = plan.host == Host::Copilot
+            && plan.project
+            && ralph_core::json_edit::parse(&left)
+                .is_ok_and(|doc| doc.members().iter().all(|m| m.key == "version"));
+        if left == EMPTY_SETTINGS || only_version {
+            remove_file(&plan.settings)?;
+            plan.remove_empty_folders(&plan.settings);
         }
     }
     report(
@@ -83,11 +98,8 @@ pub fn uninstall(args: InstallArgs) -> Outcome {
         // Only a file exactly as ralph wrote it is removed.
         match read_regular(path, plan.project)? {
             Some(current) if &current == text => {
-                fs::remove_file(path)
-                    .map_err(|e| format!("could not remove {}: {e}", path.display()))?;
-                if let Some(dir) = path.parent().filter(|_| plan.host == Host::Codex) {
-                    let _ = fs::remove_dir(dir);
-                }
+                remove_file(path)?;
+                plan.remove_empty_folders(path);
                 say!("removed {}", path.display());
             }
             Some(_) => say!(
@@ -100,10 +112,17 @@ pub fn uninstall(args: InstallArgs) -> Outcome {
     Ok(())
 }
 
+fn remove_file(path: &Path) -> Result<(), Failure> {
+    fs::remove_file(path).map_err(|e| format!("could not remove {}: {e}", path.display()).into())
+}
+
 /// Where one host keeps its hooks and commands, user-wide or per project.
 struct Plan {
     host: Host,
     project: bool,
+    /// The folder everything below is in: the project's root, or the
+    /// host's own folder in the home directory; never removed.
+    base: PathBuf,
     settings: PathBuf,
     command_file: Option<(PathBuf, String)>,
 }
@@ -120,7 +139,11 @@ impl Plan {
                 .ok_or_else(|| Failure::from("HOME is not set".to_owned()))?;
             Ok(home.join(sub))
         };
-        let root = super::project().root;
+        let root = if args.project {
+            super::git_root()?
+        } else {
+            PathBuf::new()
+        };
         let (settings, command_file) = match (host, args.project) {
             (Host::Claude, _) => {
                 return Err(Failure::usage(
@@ -162,12 +185,61 @@ impl Plan {
             };
             (p, text.to_owned())
         });
+        // For the user: the folder that holds the host's own (`~` for
+        // `~/.codex`), so that a host folder the install created goes too.
+        let base = if args.project {
+            root
+        } else {
+            settings
+                .ancestors()
+                .nth(2)
+                .map(Path::to_owned)
+                .unwrap_or_default()
+        };
         Ok(Self {
             host,
             project: args.project,
+            base,
             settings,
             command_file,
         })
+    }
+
+    /// The same host's plan in the other scope (user ↔ project).
+    fn other_scope(&self) -> Option<Self> {
+        let args = InstallArgs {
+            host: self.host,
+            project: !self.project,
+            command: None,
+        };
+        Self::new(&args).ok()
+    }
+
+    /// Removes the folders above `path` that are now empty, up to `base`
+    /// (an install created them; a folder with anything in it stays).
+    fn remove_empty_folders(&self, path: &Path) {
+        for dir in path.ancestors().skip(1) {
+            if dir == self.base || !dir.starts_with(&self.base) || fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// The folder a file goes in, made sure of: in a project, one
+    /// component at a time and never through a link (`safe_fs`).
+    fn ensure_parent(&self, path: &Path) -> Result<(), Failure> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if self.project
+            && let Ok(rel) = dir.strip_prefix(&self.base)
+        {
+            if !rel.as_os_str().is_empty() {
+                safe_fs::ensure_dir(&self.base, rel)
+                    .map_err(|e| format!("{e}; nothing was changed"))?;
+            }
+            return Ok(());
+        }
+        fs::create_dir_all(dir)
+            .map_err(|e| format!("could not create {}: {e}", dir.display()).into())
     }
 
     fn notes(&self) -> Vec<&'static str> {
@@ -199,41 +271,33 @@ fn default_command(host: Host) -> Result<String, Failure> {
     Ok(format!("{} {}", shell_quote(exe), hook_args(host)))
 }
 
-/// Reads a JSON object file (missing: empty), applies `change`, and writes
-/// it back only when something changed.
-fn edit_json(
-    path: &Path,
-    project: bool,
-    change: impl FnOnce(&mut Map<String, Value>) -> Result<bool, String>,
+/// Reads a settings file (missing: empty), applies `change` to its text,
+/// and writes it back only when something changed.
+fn edit_settings(
+    plan: &Plan,
+    change: impl FnOnce(&str) -> Result<Option<String>, String>,
 ) -> Result<bool, Failure> {
-    let mut root = match read_regular(path, project)? {
-        None => Map::new(),
-        Some(text) if text.trim().is_empty() => Map::new(),
-        Some(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) => {
-                return Err(format!(
-                    "{}: expected a JSON object; nothing was changed",
-                    path.display()
-                )
-                .into());
-            }
-            Err(e) => {
-                return Err(format!(
-                    "{}: not valid JSON ({e}); fix it first (nothing was changed)",
-                    path.display()
-                )
-                .into());
-            }
-        },
+    let path = &plan.settings;
+    let text = read_regular(path, plan.project)?.unwrap_or_default();
+    let Some(updated) =
+        change(&text).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?
+    else {
+        return Ok(false);
     };
-    let changed =
-        change(&mut root).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
-    if changed {
-        let text = serde_json::to_string_pretty(&Value::Object(root))?;
-        write_atomic(path, &format!("{text}\n"), project)?;
+    write_file(plan, path, &updated)?;
+    Ok(true)
+}
+
+/// Writes a file of the plan: in a project through `safe_fs` (folders
+/// checked, an exclusive temp file, a rename; a link there is refused),
+/// for the user through [`write_atomic`].
+fn write_file(plan: &Plan, path: &Path, text: &str) -> Result<(), Failure> {
+    plan.ensure_parent(path)?;
+    if plan.project {
+        return safe_fs::replace(path, text.as_bytes())
+            .map_err(|e| format!("{e}; nothing was changed").into());
     }
-    Ok(changed)
+    write_atomic(path, text)
 }
 
 /// The file's text, `None` when it does not exist. In a project (whose files
@@ -260,15 +324,13 @@ fn read_regular(path: &Path, project: bool) -> Result<Option<String>, Failure> {
 /// Writes through a new file beside the target (created exclusively) and a
 /// rename, so a reader never sees half a file. A user's symlinked settings
 /// file is written through to its target.
-fn write_atomic(path: &Path, text: &str, project: bool) -> Result<(), Failure> {
-    let target = if !project && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
-    {
+fn write_atomic(path: &Path, text: &str) -> Result<(), Failure> {
+    let target = if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         fs::canonicalize(path).map_err(|e| format!("could not resolve {}: {e}", path.display()))?
     } else {
         path.to_owned()
     };
     let dir = target.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| format!("could not create {}: {e}", dir.display()))?;
     let name = target
         .file_name()
         .and_then(|n| n.to_str())

@@ -33,6 +33,7 @@ mod init;
 mod install;
 mod loops;
 mod parallel;
+mod receipt;
 mod report;
 mod run;
 mod status;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => status::status(args),
         Command::Log(args) => status::log(args),
         Command::Report(args) => report::report(args),
+        Command::Receipt(args) => receipt::receipt(args),
         Command::Plan(args) => parallel::plan(args),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
@@ -72,7 +74,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("ralph: {}", ralph_core::display::block(&failure.message));
+                // Never `eprintln!`: a closed stderr would panic, and the
+                // exit code is what matters then.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "ralph: {}",
+                    ralph_core::display::block(&failure.message)
+                );
             }
             ExitCode::from(failure.code)
         }
@@ -178,6 +187,7 @@ failure_from!(
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
     ralph_core::report::ReportError,
+    ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
 );
@@ -238,13 +248,28 @@ pub fn project() -> Project {
         .process_cwd
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
-    let git_root = cwd
-        .ancestors()
-        .find(|d| d.join(".git").exists())
-        .map(PathBuf::from);
+    let git_root = ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref());
     Project {
         root: git_root.unwrap_or(cwd),
     }
+}
+
+/// The git root `ralph install --project` writes into: the nearest folder
+/// with `.git` at or above the current folder, found by the walk that finds
+/// the project (never at or above the home folder or a folder the user does
+/// not own).
+pub fn git_root() -> Result<PathBuf, Failure> {
+    let ctx = ralph_core::hook::HookContext::from_env();
+    let cwd = ctx
+        .process_cwd
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."));
+    ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref()).ok_or_else(|| {
+        Failure::from(format!(
+            "{} is not inside a git repository of yours (no .git at or above it, below your home folder, in folders you own); run `ralph install --project` in the repository",
+            cwd.display()
+        ))
+    })
 }
 
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.

@@ -584,7 +584,7 @@ impl Fleet {
 
     fn clear(&mut self) {
         if self.drawn > 0 {
-            print!("\x1b[{}A\x1b[J", self.drawn);
+            let _ = write!(std::io::stdout(), "\x1b[{}A\x1b[J", self.drawn);
             self.drawn = 0;
         }
     }
@@ -689,7 +689,8 @@ pub fn plan(args: PlanArgs) -> Outcome {
 }
 
 /// `ralph clean`: removes every worktree `ralph run --parallel` kept.
-/// Branches stay: nothing a loop committed is lost.
+/// Branches stay, and what a worktree holds uncommitted is committed to its
+/// branch first: nothing a loop (or the user) did there is lost.
 pub fn clean() -> Outcome {
     let project = super::project();
     let root = &project.root;
@@ -708,15 +709,26 @@ pub fn clean() -> Outcome {
     let mut failed = false;
     for name in &names {
         let path = dir.join(name);
-        match fg::remove_worktree(root, &path) {
-            Ok(()) => say!(
-                "Removed {} (its branch {} stays)",
-                super::display(&project, &path),
-                fleet::branch(name)
-            ),
+        let shown = super::display(&project, &path);
+        let branch = fleet::branch(name);
+        // What the loop left uncommitted goes onto its branch first: the
+        // branch staying is only true of work that is on it.
+        match keep_uncommitted(root, &path, name, &branch) {
+            Ok(true) => say!("Committed the uncommitted work in {shown} to {branch}"),
+            Ok(false) => {}
             Err(e) => {
                 failed = true;
-                say!("⚠ {}: {e}", super::display(&project, &path));
+                say!(
+                    "⚠ {shown}: not removed: it holds uncommitted work that could not be committed ({e}). Commit it there (cd {shown} && git add -A && git commit) or move it away, then run `ralph clean` again"
+                );
+                continue;
+            }
+        }
+        match fg::remove_worktree(root, &path) {
+            Ok(()) => say!("Removed {shown} (its branch {branch} stays)"),
+            Err(e) => {
+                failed = true;
+                say!("⚠ {shown}: {e}");
             }
         }
     }
@@ -728,4 +740,17 @@ pub fn clean() -> Outcome {
         return Err(FleetError::NotAllRemoved.into());
     }
     Ok(())
+}
+
+/// Commits what a kept worktree holds uncommitted to its own branch, only
+/// when git itself lists it as a worktree on that branch (a planted folder
+/// is never committed from); `false` when there was nothing.
+fn keep_uncommitted(root: &Path, path: &Path, id: &str, branch: &str) -> Result<bool, FleetError> {
+    if !fg::is_registered(root, path, branch) {
+        return Ok(false);
+    }
+    fg::commit_leftovers(
+        path,
+        &format!("{id}: left uncommitted in its worktree, kept by `ralph clean`"),
+    )
 }

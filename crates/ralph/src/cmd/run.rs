@@ -141,7 +141,8 @@ impl Terminal {
             if self.live_line {
                 frame += 1;
                 // The escape codes are ralph's own; the name is escaped.
-                print!(
+                let _ = write!(
+                    std::io::stdout(),
                     "\r\x1b[2K{} ralph run `{}` · iteration {} · {} · last: {}",
                     SPINNER[frame % SPINNER.len()],
                     self.name,
@@ -153,7 +154,7 @@ impl Terminal {
             }
         });
         if finished.is_ok() && self.live_line {
-            print!("\r\x1b[2K");
+            let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
         finished
     }
@@ -288,10 +289,10 @@ fn resuming(name: &str, found: &LoopState) -> String {
         Some(o) if ralph_core::loop_file::run_owner::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
-                messages::escape_controls(o)
+                ralph_core::display::line(o)
             )
         }
-        Some(o) => format!("was driven by {}", messages::escape_controls(o)),
+        Some(o) => format!("was driven by {}", ralph_core::display::line(o)),
         None => "no session had claimed it yet".to_owned(),
     };
     format!(
@@ -352,7 +353,7 @@ fn gave_up_message(driver: &Driver, gave_up: GaveUp, why: &str, iteration: u64) 
         GaveUp::HandedBack(Ok(())) => match driver.previous_owner() {
             Some(owner) => format!(
                 "was handed back to {} as it was",
-                messages::escape_controls(owner)
+                ralph_core::display::line(owner)
             ),
             None => "was handed back unclaimed, as it was before this run".to_owned(),
         },

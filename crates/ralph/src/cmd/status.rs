@@ -3,7 +3,6 @@
 //! shown escaped.
 
 use ralph_core::control::{self, LoopReport};
-use ralph_core::loop_file::messages;
 use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::time::{Timestamp, format_duration};
 
@@ -12,13 +11,15 @@ use crate::cli::{LogArgs, StatusArgs};
 
 pub fn status(args: StatusArgs) -> Outcome {
     let project = super::project();
-    let reports = control::report(
+    let registry = super::registry();
+    let mut reports = control::report(
         &project,
-        super::registry().as_ref(),
+        registry.as_ref(),
         args.history,
         3,
         Timestamp::now(),
     )?;
+    attach_receipts(&project, registry.as_ref(), &mut reports);
     if args.json {
         let value =
             serde_json::json!({ "project": project.root.display().to_string(), "loops": reports });
@@ -51,6 +52,31 @@ fn report_line(name: &str) -> String {
     )
 }
 
+/// Each ended loop's receipt, when the one kept for its name is for this
+/// very record (a later run of the same name has its own).
+fn attach_receipts(
+    project: &ralph_core::loop_file::store::Project,
+    registry: Option<&ralph_core::loop_file::registry::Registry>,
+    reports: &mut [LoopReport],
+) {
+    let (Some(registry), Ok(root)) = (
+        registry,
+        ralph_core::loop_file::registry::canonical_root(project),
+    ) else {
+        return;
+    };
+    for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
+        let Ok(receipt) = ralph_core::loop_file::receipt::load(registry, &root, &r.name) else {
+            continue;
+        };
+        let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);
+        if file_name(&receipt.record).is_some() && file_name(&receipt.record) == file_name(&r.path)
+        {
+            r.receipt = Some(receipt);
+        }
+    }
+}
+
 fn print_report(r: &LoopReport) {
     let iteration = match (r.iteration, r.max_iterations) {
         (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
@@ -72,13 +98,13 @@ fn print_report(r: &LoopReport) {
         let home = match owner.split_once(':') {
             Some((_, session)) => format!(
                 "session {} gets it back at its next stop; or ",
-                messages::escape_controls(session)
+                ralph_core::display::line(session)
             ),
             None => "nothing drives it: ".to_owned(),
         };
         say!(
             "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-            messages::escape_controls(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+            ralph_core::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
             r.name,
             r.name
         );
@@ -121,6 +147,19 @@ fn print_report(r: &LoopReport) {
             _ => String::new(),
         };
         say!("  guards: {}{figures}", one_line(&r.guards.join(", ")));
+    }
+    if let Some(receipt) = &r.receipt {
+        say!("  {}", ralph_core::loop_file::receipt::one_line(receipt));
+    }
+    if let Some(trend) = r
+        .guard_counts
+        .as_ref()
+        .and_then(|c| c.failure_trend.as_deref())
+    {
+        say!(
+            "  check: failures {}",
+            ralph_core::loop_file::guards::trend_words(trend)
+        );
     }
     if let Some(note) = &r.not_armed {
         say!("  ⚠ {note}");

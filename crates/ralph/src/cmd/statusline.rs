@@ -38,8 +38,7 @@ pub fn statusline() -> super::Outcome {
         .filter_map(|l| Some((l, l.state.as_ref().ok()?)))
         .find(|(_, s)| session.is_some() && s.session_id == session);
     if let Some((live, state)) = mine {
-        // This session's own loop from before ralph kept records is adopted
-        // at its next stop; any other loop not armed here is inert.
+        // A loop not armed here is inert, whoever it names: say how to adopt it.
         let root = ralph_core::loop_file::registry::canonical_root(&project).ok();
         let arming = ralph_core::loop_file::registry::arming(
             ctx.registry().as_ref(),
@@ -57,7 +56,7 @@ pub fn statusline() -> super::Outcome {
             shown = format!(
                 "⚠ {} · not armed here: ralph adopt --name {}",
                 shown,
-                ralph_core::loop_file::messages::escape_controls(&live.file.name)
+                ralph_core::display::line(&live.file.name)
             );
         }
         say!("{}", ralph_core::display::line(&shown));

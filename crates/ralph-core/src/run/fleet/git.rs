@@ -1,9 +1,11 @@
 //! The repository side of many loops at once: a worktree per story,
 //! rebasing a finished branch onto the base, merging it home, `passes`
-//! written back under the project's lock. Every git process runs
-//! with the hardening of `worktree.rs` (no fsmonitor, hooks, filters,
-//! pager or external diff from the repository's configuration), and every
-//! branch name it is given was checked by `fleet::valid_id`.
+//! written back under the project's lock. Every git process runs through
+//! `crate::fs::git_runner` (no program the repository's configuration names runs:
+//! hooks, fsmonitor, filters, merge drivers, signers, pager, editor), every
+//! story branch was checked by `fleet::valid_id`, and the base branch,
+//! read from the repository's HEAD, by `git_runner::is_branch_name`; each reaches
+//! git as `refs/heads/<name>` or after `--end-of-options`/`--`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -32,6 +34,16 @@ pub enum FleetError {
         "the main tree is not on a branch (detached HEAD); check out the branch the stories should be merged into"
     )]
     DetachedHead,
+    /// The checked-out branch's name could be read by git as an option.
+    #[error(
+        "the main tree's branch {0:?} is not a name ralph passes to git (it starts with `-` or holds characters git refuses in a branch name); check out a branch with a plain name"
+    )]
+    UnsafeBranch(String),
+    /// git refused to commit for want of a name and email.
+    #[error(
+        "`git {command}` could not commit: git knows no name and email to commit with. Set them (`git config --global user.name \"Your Name\"` and `git config --global user.email you@example.com`, or without --global for this repository only), then run the same `ralph run --parallel` again"
+    )]
+    NoIdentity { command: String },
     #[error("{} exists but is not a worktree on {branch}; remove it with `ralph clean`", .path.display())]
     NotAWorktree { path: PathBuf, branch: String },
     #[error("cannot find ralph itself: {0}")]
@@ -61,13 +73,13 @@ fn said(stderr: &str) -> String {
 /// `.gitignore`): its worktrees, its records, and each worktree's loop file.
 const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
 
-/// Runs `git -C root args…` hardened, every filter driver the
-/// configuration defines blanked (a command that checks out or adds files
-/// would run them); its stdout on exit 0, else an error holding git's own
-/// message.
+/// Runs `git -C root args…` hardened, every filter and merge driver the
+/// configuration defines blanked (a command that checks out, adds, rebases
+/// or merges files would run them); its stdout on exit 0, else an error
+/// holding git's own message.
 pub fn git(root: &Path, args: &[&str]) -> Result<String, FleetError> {
     let overrides =
-        crate::fs::git::filter_overrides(root, Instant::now() + Duration::from_secs(30))
+        crate::fs::git_runner::driver_overrides(root, Instant::now() + Duration::from_secs(30))
             .unwrap_or_default();
     run(root, args, &overrides)
 }
@@ -79,26 +91,49 @@ fn git_plain(root: &Path, args: &[&str]) -> Result<String, FleetError> {
 }
 
 fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<String, FleetError> {
-    let mut command = crate::fs::git::git(root, overrides);
+    let mut command = crate::fs::git_runner::command(root, overrides);
     command.args(args).stderr(Stdio::piped());
     let out = command.output().map_err(FleetError::NoGit)?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        Err(FleetError::Git {
-            command: args.join(" "),
-            status: out.status,
-            stderr: crate::loop_file::messages::escape_controls(stderr.trim()),
-        })
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let command = args.join(" ");
+    if lacks_identity(&stderr) {
+        return Err(FleetError::NoIdentity { command });
+    }
+    Err(FleetError::Git {
+        command,
+        status: out.status,
+        stderr: crate::loop_file::messages::escape_controls(stderr.trim()),
+    })
+}
+
+/// Whether git refused to commit because it knows no name or email (its
+/// messages for that since git 2.0).
+fn lacks_identity(stderr: &str) -> bool {
+    [
+        "Please tell me who you are",
+        "unable to auto-detect email address",
+        "empty ident name",
+        "no email was given and auto-detection is disabled",
+        "no name was given and auto-detection is disabled",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m))
 }
 
 /// The branch checked out in `root`; an error on a detached HEAD.
 pub fn current_branch(root: &Path) -> Result<String, FleetError> {
     let name = git_plain(root, &["symbolic-ref", "--short", "-q", "HEAD"])
         .map_err(|_| FleetError::DetachedHead)?;
-    Ok(name.trim().to_owned())
+    let name = name.trim_end_matches('\n');
+    if !crate::fs::git_runner::is_branch_name(name) {
+        return Err(FleetError::UnsafeBranch(
+            crate::loop_file::messages::escape_controls(name),
+        ));
+    }
+    Ok(name.to_owned())
 }
 
 pub fn branch_exists(root: &Path, branch: &str) -> bool {
@@ -174,7 +209,15 @@ pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Resul
     } else {
         git(
             root,
-            &["worktree", "add", "-b", branch, "--", &where_, base],
+            &[
+                "worktree",
+                "add",
+                "-b",
+                branch,
+                "--",
+                &where_,
+                &format!("refs/heads/{base}"),
+            ],
         )?;
     }
     Ok(())
@@ -207,7 +250,14 @@ pub fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
 /// when there was nothing.
 pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, FleetError> {
     git(worktree, &["add", "-A"])?;
-    if git_plain(worktree, &["diff", "--cached", "--quiet"]).is_ok() {
+    let unchanged = [
+        "diff",
+        "--cached",
+        "--quiet",
+        "--no-ext-diff",
+        "--no-textconv",
+    ];
+    if git_plain(worktree, &unchanged).is_ok() {
         return Ok(false);
     }
     git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
@@ -215,30 +265,49 @@ pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, FleetErr
 }
 
 /// Rebases the worktree's branch onto `base`. A conflict is never forced:
-/// the rebase is aborted and `Ok(false)` returned.
+/// the rebase is aborted and `Ok(false)` returned. A rebase that stopped
+/// for another reason (no identity to commit with, say) is aborted too,
+/// and its error returned: it is not a conflict.
 pub fn rebase(worktree: &Path, base: &str) -> Result<bool, FleetError> {
-    match git(worktree, &["rebase", "-q", base]) {
+    let onto = format!("refs/heads/{base}");
+    match git(worktree, &["rebase", "-q", "--end-of-options", &onto]) {
         Ok(_) => Ok(true),
-        Err(_) => {
-            git(worktree, &["rebase", "--abort"])?;
-            Ok(false)
+        Err(e) => {
+            let conflicted = git_plain(worktree, &["ls-files", "--unmerged"])
+                .is_ok_and(|unmerged| !unmerged.is_empty());
+            // Nothing to abort when the rebase refused to start.
+            let _ = git_plain(worktree, &["rebase", "--abort"]);
+            if conflicted { Ok(false) } else { Err(e) }
         }
     }
 }
 
 /// Merges `branch` into the branch checked out in `root`.
 pub fn merge(root: &Path, branch: &str, mode: MergeMode, message: &str) -> Result<(), FleetError> {
+    let theirs = format!("refs/heads/{branch}");
+    let no_ff = [
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        message,
+        "--end-of-options",
+        &theirs,
+    ];
     match mode {
         MergeMode::None => Ok(()),
         MergeMode::Ff => {
-            if git(root, &["merge", "-q", "--ff-only", branch]).is_ok() {
+            if git(
+                root,
+                &["merge", "-q", "--ff-only", "--end-of-options", &theirs],
+            )
+            .is_ok()
+            {
                 return Ok(());
             }
-            git(root, &["merge", "-q", "--no-ff", "-m", message, branch]).map(|_| ())
+            git(root, &no_ff).map(|_| ())
         }
-        MergeMode::Merge => {
-            git(root, &["merge", "-q", "--no-ff", "-m", message, branch]).map(|_| ())
-        }
+        MergeMode::Merge => git(root, &no_ff).map(|_| ()),
     }
 }
 

@@ -298,9 +298,11 @@ impl Homecoming {
                     "conflicts with {base}; nothing was forced. Resolve: cd {shown} && git rebase {base} (fix, git add, git rebase --continue), then run the same `ralph run --parallel` again"
                 ),
             ),
+            // Not a conflict: nothing in the files disagreed (git could
+            // not commit, say), and the note says what git said.
             Self::RebaseFailed(e) => (
-                StoryState::Conflict,
-                format!("the rebase onto {base} failed: {e}"),
+                StoryState::MergeFailed,
+                format!("the rebase onto {base} failed: {e}; the story stays on {branch}"),
             ),
             Self::VerifyFailed {
                 command,
@@ -484,6 +486,28 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_ids_are_found_in_linear_time() {
+        let n = 40_000;
+        let list: Vec<String> = (0..n).map(|i| format!(r#"{{"id":"US-{i}"}}"#)).collect();
+        let prd = format!(r#"{{"userStories":[{}]}}"#, list.join(","));
+        let started = std::time::Instant::now();
+        assert_eq!(stories(&prd).unwrap().len(), n);
+        // Quadratic, this took 38 s in a release build; linear, well under a
+        // second even unoptimised.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let twice = prd.replace(r#"{"id":"US-39999"}"#, r#"{"id":"US.7"},{"id":"US_7"}"#);
+        let e = stories(&twice).unwrap_err().to_string();
+        assert!(
+            e.contains("userStories[40000].id") && e.contains("used twice"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_bad_id_names_the_file_and_field() {
         let e = stories(r#"{"userStories":[{"id":"ok"},{"id":"../../x; rm -rf /"}]}"#)
             .unwrap_err()
@@ -527,10 +551,22 @@ mod tests {
         let out = set_passes(PRD_TEXT, "US-002").unwrap();
         let all = stories(&out).unwrap();
         assert!(all[0].passes && !all[1].passes && all[2].passes);
-        // Only that value's bytes changed.
+        // Key order is kept: project before branchName before userStories.
+        let p = out.find("\"project\"").unwrap();
+        let b = out.find("\"branchName\"").unwrap();
+        let u = out.find("\"userStories\"").unwrap();
+        assert!(p < b && b < u, "{out}");
+        assert!(out.find("\"notes\"").unwrap() > out.find("\"passes\"").unwrap());
+        // Exactly one value changes: big numbers and duplicate keys stay.
+        let text = "{\n  \"userStories\": [\n    {\"id\": \"A\", \"passes\": false, \"estimate\": 123456789012345678901234567890, \"x\": 1, \"x\": 2}\n  ]\n}\n";
         assert_eq!(
-            out,
-            PRD_TEXT.replacen("\"passes\":false", "\"passes\":true", 1)
+            set_passes(text, "A").unwrap(),
+            text.replace("false", "true")
+        );
+        let no_field = "{\"userStories\": [{\"id\": \"A\"}]}";
+        assert_eq!(
+            set_passes(no_field, "A").unwrap(),
+            "{\"userStories\": [{\"id\": \"A\", \"passes\": true}]}"
         );
         assert_eq!(
             set_passes(PRD_TEXT, "US-9").unwrap_err().to_string(),
@@ -662,8 +698,8 @@ mod tests {
             ),
             (
                 Homecoming::RebaseFailed(FleetError::NotAllRemoved),
-                StoryState::Conflict,
-                "the rebase onto main failed: some worktrees were not removed",
+                StoryState::MergeFailed,
+                "the rebase onto main failed: some worktrees were not removed; the story stays on ralph/a",
             ),
             (
                 Homecoming::VerifyFailed {
@@ -672,6 +708,7 @@ mod tests {
                         passed: false,
                         status: "exit 2".into(),
                         output_tail: "bad\x1b[2J\n\n".into(),
+                        ..Verification::default()
                     },
                 },
                 StoryState::VerifyFailed,

@@ -1,0 +1,344 @@
+//! A receipt for every completion that passed a `--verify` gate: which
+//! command, its exit code and duration, the SHA-256 of its whole output
+//! (the output itself kept beside the loop's history record), the commit it
+//! passed on and whether the tree was clean.
+//!
+//! The receipt is kept in the per-user state folder (beside the record of
+//! armed loops), not in the project: `ralph receipt --recheck` runs its
+//! command again, and a receipt planted in a cloned repository must not
+//! choose what runs. A copy of the output goes into the project's history,
+//! created exclusively through `safe_fs`.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::fs::gate::Verification;
+use crate::loop_file::registry::Registry;
+
+/// The most of a gate's output kept in the history.
+pub const MAX_KEPT_OUTPUT: u64 = 16 * 1024 * 1024;
+/// How long the receipt waits for `git status` (HEAD and cleanliness).
+const GIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// What a completion's gate proved, as `ralph receipt --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub version: u32,
+    /// The loop's name.
+    pub name: String,
+    /// The project's canonical folder.
+    pub project: String,
+    pub command: String,
+    pub exit_code: i32,
+    pub duration_ms: u64,
+    /// SHA-256 of the gate's whole output, hex.
+    pub output_sha256: String,
+    /// Bytes of output; the history keeps up to [`MAX_KEPT_OUTPUT`] of them.
+    pub output_bytes: u64,
+    /// The commit HEAD named when the gate passed (`None`: no git, or no commit yet).
+    pub commit: Option<String>,
+    /// Whether the working tree was clean then (`None`: not a git tree, or git did not answer).
+    pub clean: Option<bool>,
+    pub passed_at: String,
+    pub iteration: u64,
+    /// The loop's history record.
+    pub record: String,
+    /// The kept output in the history, if it could be written.
+    pub output_file: Option<String>,
+}
+
+/// Why a receipt could not be kept or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiptError {
+    #[error(
+        "no receipt for loop `{name}` in this project: a receipt is written when a loop completes through its --verify gate"
+    )]
+    None { name: String },
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is {what}; remove it so ralph can keep its receipts there", path.display())]
+    Unsafe { path: PathBuf, what: &'static str },
+    #[error("the receipt {} does not parse ({detail}); delete it", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("no per-user state folder (HOME and XDG_STATE_HOME are unset)")]
+    NoHome,
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReceiptError {
+    let path = path.to_owned();
+    move |source| ReceiptError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// What `engine` hands over when a gate completed a loop.
+pub struct Passed<'a> {
+    pub name: &'a str,
+    pub root: &'a Path,
+    pub command: &'a str,
+    pub verdict: &'a Verification,
+    pub output: Option<File>,
+    pub iteration: u64,
+    pub record: &'a Path,
+    pub now: String,
+}
+
+/// The receipt of a gate that passed: HEAD and cleanliness read now, the
+/// output copied beside the history record (`<record>.gate-output.txt`).
+pub fn build(passed: Passed<'_>) -> Receipt {
+    let (commit, clean) = match crate::fs::git::head_and_clean(passed.root, GIT_LIMIT) {
+        Some((commit, clean)) => (commit, Some(clean)),
+        None => (None, None),
+    };
+    let (output_bytes, output_file) = keep_output(passed.output, passed.record);
+    let root = fs::canonicalize(passed.root).unwrap_or_else(|_| passed.root.to_owned());
+    Receipt {
+        version: 1,
+        name: passed.name.to_owned(),
+        project: root.to_string_lossy().into_owned(),
+        command: passed.command.to_owned(),
+        exit_code: passed.verdict.exit_code.unwrap_or(0),
+        duration_ms: passed.verdict.duration_ms,
+        output_sha256: passed.verdict.output_sha256.clone(),
+        output_bytes,
+        commit,
+        clean,
+        passed_at: passed.now,
+        iteration: passed.iteration,
+        record: passed.record.to_string_lossy().into_owned(),
+        output_file,
+    }
+}
+
+/// Copies the output (up to [`MAX_KEPT_OUTPUT`]) to a new file beside the
+/// record; returns the output's size and the file's path.
+fn keep_output(output: Option<File>, record: &Path) -> (u64, Option<String>) {
+    let Some(mut output) = output else {
+        return (0, None);
+    };
+    let size = output.metadata().map_or(0, |m| m.len());
+    let mut bytes = Vec::new();
+    if (&mut output)
+        .take(MAX_KEPT_OUTPUT)
+        .read_to_end(&mut bytes)
+        .is_err()
+    {
+        return (size, None);
+    }
+    let mut path = record.as_os_str().to_owned();
+    path.push(".gate-output.txt");
+    let path = PathBuf::from(path);
+    match crate::fs::safe_fs::create_new(&path, &bytes) {
+        Ok(()) => (size, Some(path.to_string_lossy().into_owned())),
+        Err(_) => (size, None),
+    }
+}
+
+/// The per-user folder of receipts: `$XDG_STATE_HOME/ralph/receipts`.
+fn dir(registry: &Registry) -> PathBuf {
+    registry.dir().join("receipts")
+}
+
+/// The receipt's file for a project and loop name (a hash: no name from a
+/// file becomes a path).
+fn path(registry: &Registry, root: &Path, name: &str) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(b"receipt\0");
+    h.update(root.to_string_lossy().as_bytes());
+    h.update([0]);
+    h.update(name.as_bytes());
+    let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    dir(registry).join(format!("{key}.json"))
+}
+
+/// Refuses a folder that is a link or not a folder.
+fn check_dir(path: &Path) -> Result<(), ReceiptError> {
+    let meta = fs::symlink_metadata(path).map_err(io("inspect", path))?;
+    if meta.file_type().is_symlink() {
+        return Err(ReceiptError::Unsafe {
+            path: path.to_owned(),
+            what: "a symbolic link",
+        });
+    }
+    if !meta.is_dir() {
+        return Err(ReceiptError::Unsafe {
+            path: path.to_owned(),
+            what: "not a folder",
+        });
+    }
+    Ok(())
+}
+
+/// Keeps the receipt (replacing the loop's previous one): a private temp
+/// file created exclusively under a random name, renamed into place.
+pub fn save(registry: &Registry, receipt: &Receipt) -> Result<PathBuf, ReceiptError> {
+    let folder = dir(registry);
+    let mut builder = DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    if fs::symlink_metadata(&folder).is_err() {
+        builder.create(&folder).map_err(io("create", &folder))?;
+    }
+    check_dir(&folder)?;
+    let target = path(registry, Path::new(&receipt.project), &receipt.name);
+    let nonce = crate::loop_file::registry::new_nonce().map_err(|e| ReceiptError::Io {
+        action: "name a temp file in",
+        path: folder.clone(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let temp = folder.join(format!(".{nonce}.tmp"));
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let text = serde_json::to_string_pretty(receipt).unwrap_or_default() + "\n";
+    let written = (|| {
+        let mut file = options.open(&temp).map_err(io("create", &temp))?;
+        file.write_all(text.as_bytes())
+            .map_err(io("write", &temp))?;
+        file.sync_all().map_err(io("sync", &temp))?;
+        fs::rename(&temp, &target).map_err(io("write", &target))
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written.map(|()| target)
+}
+
+/// The last receipt of loop `name` in the project at `root` (canonical).
+pub fn load(registry: &Registry, root: &Path, name: &str) -> Result<Receipt, ReceiptError> {
+    let folder = dir(registry);
+    if fs::symlink_metadata(&folder).is_err() {
+        return Err(ReceiptError::None { name: name.into() });
+    }
+    check_dir(&folder)?;
+    let file = path(registry, root, name);
+    let bytes = match crate::fs::safe_fs::read_capped(&file, 1024 * 1024) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Err(ReceiptError::None { name: name.into() }),
+        Err(e) => {
+            return Err(ReceiptError::Io {
+                action: "read",
+                path: file,
+                source: std::io::Error::other(e.to_string()),
+            });
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| ReceiptError::Corrupt {
+        path: file,
+        detail: e.to_string(),
+    })
+}
+
+/// The receipt in one line, for `ralph status` and `ralph run`'s summary:
+/// `receipt: `cargo test` exit 0 in 12.3s on 3fa9c2b (clean), output sha256 1a2b…`.
+pub fn one_line(r: &Receipt) -> String {
+    let line = crate::display::line;
+    let on = match (&r.commit, r.clean) {
+        (Some(c), Some(true)) => format!(" on {} (clean)", line(&c[..c.len().min(12)])),
+        (Some(c), _) => format!(" on {} (uncommitted changes)", line(&c[..c.len().min(12)])),
+        (None, Some(_)) => " before the first commit".to_owned(),
+        (None, None) => " (no git)".to_owned(),
+    };
+    format!(
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}",
+        line(&r.command),
+        r.exit_code,
+        seconds(r.duration_ms),
+        line(&r.output_sha256[..r.output_sha256.len().min(16)]),
+    )
+}
+
+/// `12.3s`.
+pub fn seconds(ms: u64) -> String {
+    format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
+}
+
+/// What a recheck found: does "done" still hold?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recheck {
+    pub holds: bool,
+    pub status: String,
+    pub duration_ms: u64,
+    pub output_sha256: String,
+    /// The same output, byte for byte, as when it passed.
+    pub same_output: bool,
+    pub commit: Option<String>,
+    /// HEAD is still the commit the receipt names.
+    pub same_commit: bool,
+    pub output_tail: String,
+}
+
+/// Runs the receipt's gate again in `root` (its time limit `timeout`).
+pub fn recheck(r: &Receipt, root: &Path, timeout: Duration) -> Recheck {
+    let v = crate::fs::gate::run(&r.command, root, timeout);
+    let commit = crate::fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
+    Recheck {
+        holds: v.passed,
+        same_output: v.output_sha256 == r.output_sha256,
+        same_commit: commit == r.commit,
+        status: v.status,
+        duration_ms: v.duration_ms,
+        output_sha256: v.output_sha256,
+        commit,
+        output_tail: v.output_tail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Receipt {
+        Receipt {
+            version: 1,
+            name: "ralph".into(),
+            project: "/p".into(),
+            command: "cargo test".into(),
+            exit_code: 0,
+            duration_ms: 12_345,
+            output_sha256: "ab".repeat(32),
+            output_bytes: 10,
+            commit: Some("3fa9c2b1d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9".into()),
+            clean: Some(true),
+            passed_at: "2026-01-01T00:00:00Z".into(),
+            iteration: 3,
+            record: "/p/.claude/ralph/history/x.md".into(),
+            output_file: None,
+        }
+    }
+
+    #[test]
+    fn a_saved_receipt_loads_back_and_reads_in_one_line() {
+        let home = tempfile::tempdir().unwrap();
+        let registry = crate::loop_file::registry::locate(Some(home.path()), None).unwrap();
+        let r = sample();
+        let err = load(&registry, Path::new("/p"), "ralph").unwrap_err();
+        assert!(matches!(err, ReceiptError::None { .. }), "{err}");
+        save(&registry, &r).unwrap();
+        assert_eq!(load(&registry, Path::new("/p"), "ralph").unwrap(), r);
+        assert!(load(&registry, Path::new("/q"), "ralph").is_err());
+        assert_eq!(
+            one_line(&r),
+            "receipt: `cargo test` exit 0 in 12.3s on 3fa9c2b1d4e5 (clean), output sha256 abababababababab"
+        );
+    }
+}
