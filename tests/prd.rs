@@ -512,3 +512,35 @@ fn story_commands_are_shown_escaped_at_arming() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_story_command_recorded_by_hand_in_the_loop_file_leaves_the_loop_inert() {
+    let p = Project::with_prd(THREE);
+    p.start(&["--prd"]);
+    let planted = "touch pwned; true";
+    let digest = ralph_core::loop_file::stories::command_digest(planted);
+    let file = p.read(LOOP);
+    let line = file
+        .lines()
+        .find(|l| l.starts_with("prd_commands:"))
+        .unwrap()
+        .to_owned();
+    p.write(
+        LOOP,
+        &file.replace(&line, &format!("prd_commands: \"US-001:{digest}\"")),
+    );
+    p.write(
+        PRD,
+        &p.read(PRD).replace(
+            "test -f a.ok || { echo 'a.ok is missing'; exit 4; }",
+            planted,
+        ),
+    );
+    p.agent_sets_passes("US-001");
+    let answer = p.stop("done");
+    assert!(
+        !blocked(&answer),
+        "an edited record of the story commands must not drive: {answer}"
+    );
+    assert!(!p.exists("pwned"), "a command recorded by hand ran");
+}
