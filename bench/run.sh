@@ -6,6 +6,7 @@
 # usage: bench/run.sh            (from anywhere; sizes 0 10 200 1024 MiB, repos of 1k/30k/100k files)
 # env:   RALPH_BENCH_SIZES="0 10 200"   transcript sizes in MiB (0 = no transcript file; "" skips)
 #        RALPH_BENCH_GIT_SIZES="1000 30000 100000"   files per git repository ("" skips)
+#        RALPH_BENCH_FIRST_SIZES="1 10 200"   transcript sizes (MiB) for a loop's first stop ("" skips)
 #        RALPH_SHARED=/path/to/shared   where bench/{reference-stop-hook.sh,gen-transcript.py} are
 #                                       (default: ../shared next to the repository)
 #        RALPH_BENCH_CACHE=/some/dir    keep generated transcripts there and reuse them
@@ -18,6 +19,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${RALPH_SHARED:-$REPO/../shared}
 SIZES=${RALPH_BENCH_SIZES-"0 10 200 1024"}
 GIT_SIZES=${RALPH_BENCH_GIT_SIZES-"1000 30000 100000"}
+FIRST_SIZES=${RALPH_BENCH_FIRST_SIZES-"1 10 200"}
 WARMUP=${RALPH_BENCH_WARMUP:-3}
 MIN_RUNS=${RALPH_BENCH_MIN_RUNS:-10}
 RSS_RUNS=${RALPH_BENCH_RSS_RUNS:-5}
@@ -232,6 +234,30 @@ PY
   fi
 done
 
+# --- a loop's first stop ----------------------------------------------------------
+# A loop armed before every line of the transcript (all lines count), never
+# primed: its first stop scans tokens and tools from the loop's start, which
+# reads backward up to 64 MiB to find it and then forward over it. The event
+# carries no last_assistant_message, so the reply is read from the transcript
+# too. Each timed run starts from the same unprimed loop.
+arm_first() { # arm_first TRANSCRIPT
+  rm -rf "$PROJ/.claude" "$XDG_STATE_HOME"
+  mkdir -p "$PROJ/.claude"
+  (cd "$PROJ" && "$RALPH" start --max-iterations 0 --completion-promise DONE \
+    --session-id "$SESSION" "Implement the next story in PRD.md." </dev/null >/dev/null)
+  sed -i 's/^started_at: .*/started_at: "2026-01-01T00:00:00Z"/' "$LOOPF"
+  grep -q '^transcript_offset:' "$LOOPF" && die "a new loop already has a transcript offset"
+  cp "$LOOPF" "$WORK/snapshot.md"
+  rm -rf "$WORK/state-snapshot" && cp -a "$XDG_STATE_HOME" "$WORK/state-snapshot"
+}
+for size in $FIRST_SIZES; do
+  T=$(transcript "$size")
+  arm_first "$T"
+  payload "$WORK/p-first.json" "$T"
+  c="first stop, ${size}MiB, transcript only"; check "$c" "$WORK/p-first.json" block
+  echo "bench: timing: $c" >&2; time_case "$c" "$WORK/p-first.json"; CASES+=("$c")
+done
+
 # --- git repositories ----------------------------------------------------------
 # A loop armed by `ralph start` with the default guards (no-progress breaker
 # on) in repositories of N committed files, the transcript outside the
@@ -266,6 +292,12 @@ PY
 }
 
 turn_lines() { # turn_lines KIND -> the transcript lines of one turn
+  if [[ $1 == notool ]]; then # the hook's feedback, then a reply with no tool call
+    printf '%s\n' \
+      '{"type":"user","isMeta":true,"message":{"role":"user","content":"Stop hook feedback:\nImplement the next story in PRD.md."}}' \
+      "{\"type\":\"assistant\",\"message\":{\"id\":\"msg_text\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"$BLOCK_TEXT\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":10,\"output_tokens\":10}}}"
+    return
+  fi
   local tool=Bash
   [[ $1 == edit ]] && tool=Edit
   printf '%s\n' \
@@ -277,7 +309,12 @@ turn_lines() { # turn_lines KIND -> the transcript lines of one turn
 for n in $GIT_SIZES; do
   R=$(make_repo "$n")
   T=$WORK/git-transcript-$n.jsonl
-  echo '{"type":"user","message":{"role":"user","content":"start"}}' >"$T"
+  # The arming turn, its reply stamped after the loop's start: the priming
+  # stop then finds its reply in the transcript, as in a session that keeps up.
+  {
+    echo '{"type":"user","timestamp":"2099-01-01T00:00:00.000Z","message":{"role":"user","content":"start"}}'
+    echo "{\"type\":\"assistant\",\"timestamp\":\"2099-01-01T00:00:00.000Z\",\"message\":{\"id\":\"msg_arm\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"$BLOCK_TEXT\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":10,\"output_tokens\":10}}}"
+  } >"$T"
   rm -rf "$R/.claude"
   (cd "$R" && "$RALPH" start --max-iterations 0 --completion-promise DONE \
     --session-id "$SESSION" "Implement the next story in PRD.md." </dev/null >/dev/null)
@@ -291,7 +328,7 @@ for n in $GIT_SIZES; do
   sed 's/^max_iterations: .*/&\nno_progress_after: 0/' "$WORK/git-snap-$n.md" >"$WORK/git-snap-off-$n.md"
   grep -q '^no_progress_after: 0$' "$WORK/git-snap-off-$n.md" || die "could not switch the breaker off"
   cp "$T" "$T.base"
-  for kind in edit bash off; do
+  for kind in edit bash notool off; do
     turn_lines "${kind/off/edit}" >"$WORK/git-turn-$kind.jsonl"
     snap=$WORK/git-snap-$n.md
     [[ $kind == off ]] && snap=$WORK/git-snap-off-$n.md
@@ -300,7 +337,7 @@ for n in $GIT_SIZES; do
       echo "rm -rf '$R/.claude/ralph/history' '$R/.claude/ralph/logs'"
       echo "cat '$T.base' '$WORK/git-turn-$kind.jsonl' >'$T'"
       # What the Edit call did: one file changed.
-      [[ $kind != bash ]] && echo "echo \"edit \$\$\" >'$R/d000/f000000.txt'"
+      [[ $kind == edit || $kind == off ]] && echo "echo \"edit \$\$\" >'$R/d000/f000000.txt'"
     } >"$WORK/git-prep-$kind-$n.sh"
     # One untimed run: the intended path (a block; an edit decided without git).
     sh "$WORK/git-prep-$kind-$n.sh"
@@ -310,6 +347,9 @@ for n in $GIT_SIZES; do
     case $kind in
       edit) [[ $fp == edit-* ]] || die "git $n: the editing turn was not decided by the edit: $fp" ;;
       bash) [[ $fp != edit-* && -n $fp ]] || die "git $n: the non-editing turn did not read the tree: $fp" ;;
+      notool) grep -q "^tree_fingerprint: \"\{0,1\}$fp\"\{0,1\}$" "$snap" &&
+        grep -q '^no_progress_count: 1$' "$R/.claude/ralph-loop.local.md" ||
+        die "git $n: the turn without tools did not carry the fingerprint as no progress: $fp" ;;
       off) grep -q "^tree_fingerprint: \"\{0,1\}$fp\"\{0,1\}$" "$snap" || die "git $n: the breaker was not off: $fp" ;;
     esac
   done
@@ -321,6 +361,7 @@ for n in $GIT_SIZES; do
     args+=(-N --input "$P"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop"
+      --prepare "sh $WORK/git-prep-notool-$n.sh" -n notool "$RALPH hook stop"
       --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF"
@@ -328,6 +369,7 @@ for n in $GIT_SIZES; do
   else
     args+=(--prepare "sh $WORK/git-prep-edit-$n.sh" -n edit "$RALPH hook stop < $P"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n noedit "$RALPH hook stop < $P"
+      --prepare "sh $WORK/git-prep-notool-$n.sh" -n notool "$RALPH hook stop < $P"
       --prepare "sh $WORK/git-prep-off-$n.sh" -n off "$RALPH hook stop < $P"
       --prepare "sh $WORK/git-prep-bash-$n.sh" -n status "git status --porcelain=v2 --untracked-files=all < $P"
       --prepare "sh $WORK/git-prep-edit-$n.sh" -n reference "bash $REF < $P"
@@ -347,13 +389,13 @@ if ((${#GIT_CASES[@]})); then
   GIT_TABLE=$(python3 - "$RESULTS" "${GIT_CASES[@]}" <<'PY'
 import json, os, sys
 results, sizes = sys.argv[1], sys.argv[2:]
-print("| files | ralph, editing turn ms | ralph, non-editing turn ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | (non-editing − `git status`) ÷ floor | editing − breaker off |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| files | ralph, editing turn ms | ralph, non-editing turn (a shell call) ms | ralph, turn without tool calls ms | ralph, breaker off ms | one `git status` ms | reference ms | floor (`true`) ms | editing ÷ floor | (non-editing − `git status`) ÷ floor | without tools ÷ floor | editing − breaker off |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in sizes:
     r = {x["command"]: x["median"] * 1000 for x in json.load(open(os.path.join(results, f"git-{n}.json")))["results"]}
-    e, b, o, s, ref, f = r["edit"], r["noedit"], r["off"], r["status"], r["reference"], r["floor"]
+    e, b, t, o, s, ref, f = r["edit"], r["noedit"], r["notool"], r["off"], r["status"], r["reference"], r["floor"]
     ratio = lambda a: f"{a / f:.1f}×" if f > 0.0005 else "—"
-    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio(e)} | {ratio(b - s)} | {e - o:+.2f} ms |")
+    print(f"| {int(n):,} | {e:.2f} | {b:.2f} | {t:.2f} | {o:.2f} | {s:.2f} | {ref:.2f} | {f:.2f} | {ratio(e)} | {ratio(b - s)} | {ratio(t)} | {e - o:+.2f} ms |")
 PY
 )
   echo
@@ -384,9 +426,9 @@ done
 
 if [[ $OUT != - ]]; then
   python3 - "$OUT" "$TABLE" "$(date -u +%Y-%m-%dT%H:%MZ)" "$(nproc)" "$CPU" "$MODE" \
-    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" "$GIT_TABLE" "$GIT_SIZES" "$(git --version)" "$BUILD_LABEL" <<'PY'
+    "$(hyperfine --version)" "$SIZES" "$REFNOTE" "$GEN_LABEL" "$GIT_TABLE" "$GIT_SIZES" "$(git --version)" "$BUILD_LABEL" "$FIRST_SIZES" <<'PY'
 import re, sys
-out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen, git_table, git_sizes, git_version, build = sys.argv[1:]
+out, table, date, nproc, cpu, mode, hf, sizes, refnote, gen, git_table, git_sizes, git_version, build, first_sizes = sys.argv[1:]
 refnote_block = ("\n" + refnote) if refnote else ""
 how = ("hyperfine `--input` (`-N`, no shell)" if mode == "input" else
        "hyperfine 1.15 shell mode: `sh -c 'cmd < payload.json'`, with the measured "
@@ -405,14 +447,14 @@ def put(text, name, body):
 
 if table:
     text = put(text, "bench", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; ralph built for {build}).
-Transcript sizes (MiB): {sizes}; generator: `{gen}`.
+Transcript sizes (MiB): {sizes}, a loop's first stop at {first_sizes}; generator: `{gen}`.
 Times are hyperfine medians of whole processes; RSS is the maximum of `/usr/bin/time -v` over a few runs.
 
 {table}
 {refnote_block}""")
 if git_table:
     text = put(text, "bench-git", f"""Measured {date} on {nproc} × {cpu} ({hf}; {how}; {git_version}; ralph built for {build}).
-Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all six commands in one run per size.
+Repositories of {git_sizes} committed files; hyperfine medians of whole processes, all seven commands in one run per size.
 
 {git_table}
 """)

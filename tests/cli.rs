@@ -1667,3 +1667,132 @@ fn claude_project_dir_wins() {
     let v: Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(v["loops"][0]["name"], "ralph", "{v:#}");
 }
+
+/// Issue 26 item 3: options after the task are options, on the command line and in a slash
+/// command's text alike; `--` ends them; a typo after the task is refused like one before it.
+#[test]
+fn options_after_the_task_are_options_in_both_parsers() {
+    // (command-line words, the same as typed after /ralph-loop, prompt, max_iterations, promise)
+    let cases: &[(&[&str], &str, &str, &str, &str)] = &[
+        (
+            &[
+                "Fix it",
+                "--max-iterations",
+                "5",
+                "--completion-promise",
+                "DONE",
+            ],
+            "\"Fix it\" --max-iterations 5 --completion-promise DONE",
+            "Fix it",
+            "5",
+            "\"DONE\"",
+        ),
+        (
+            &[
+                "--max-iterations",
+                "4",
+                "Fix",
+                "it",
+                "--completion-promise=DONE",
+            ],
+            "--max-iterations 4 Fix it --completion-promise=DONE",
+            "Fix it",
+            "4",
+            "\"DONE\"",
+        ),
+        (
+            &["--max-iterations", "3", "--", "add", "--name", "support"],
+            "--max-iterations 3 -- add --name support",
+            "add --name support",
+            "3",
+            "null",
+        ),
+    ];
+    for (argv, typed, prompt, max, promise) in cases {
+        for via_slash in [false, true] {
+            let sb = sandbox();
+            let out = if via_slash {
+                sb.run_stdin(&["start", "--raw-arguments"], typed)
+            } else {
+                let mut all = vec!["start"];
+                all.extend_from_slice(argv);
+                sb.run(&all)
+            };
+            let what = format!("{argv:?} / {typed:?} (slash: {via_slash})");
+            assert_success(&out, &what);
+            let text = sb.read_loop("ralph");
+            assert_eq!(body(&text), format!("{prompt}\n"), "{what}: {text}");
+            assert_eq!(
+                field(&text, "max_iterations").as_deref(),
+                Some(*max),
+                "{what}"
+            );
+            assert_eq!(
+                field(&text, "completion_promise").as_deref(),
+                Some(*promise),
+                "{what}"
+            );
+        }
+    }
+    // A typo after the task: refused by both, nothing armed, the right option named.
+    for (args, stdin) in [
+        (vec!["start", "Fix it", "--max-iteration", "5"], ""),
+        (vec!["start", "--raw-arguments"], "Fix it --max-iteration 5"),
+        (vec!["run", "Fix it", "--max-iteration", "5"], ""),
+    ] {
+        let sb = sandbox();
+        let out = sb.run_stdin(&args, stdin);
+        assert_exit(&out, 2, &format!("{args:?} {stdin:?}"));
+        assert!(
+            stderr(&out).contains("--max-iterations"),
+            "{}",
+            describe(&out)
+        );
+        assert!(sb.live_loops().is_empty(), "{args:?}: nothing is armed");
+    }
+}
+
+/// Issue 26 item 5: a promise written with its tags could never be said; it is refused with
+/// the option named and the text to give instead, on the command line and after /ralph-loop.
+#[test]
+fn a_promise_with_its_tags_is_refused_with_the_fix() {
+    for (args, stdin, option) in [
+        (
+            vec![
+                "start",
+                "Fix it",
+                "--completion-promise",
+                "<promise>DONE</promise>",
+            ],
+            "",
+            "completion-promise",
+        ),
+        (
+            vec!["start", "--raw-arguments"],
+            "Fix it --completion-promise '<promise>DONE</promise>'",
+            "completion-promise",
+        ),
+        (
+            vec!["start", "Fix it", "--abort-promise", "<PROMISE>BLOCKED"],
+            "",
+            "abort-promise",
+        ),
+    ] {
+        let sb = sandbox();
+        let out = sb.run_stdin(&args, stdin);
+        assert_exit(&out, 2, &format!("{args:?}"));
+        let said = stderr(&out);
+        let inner = if option == "abort-promise" {
+            "BLOCKED"
+        } else {
+            "DONE"
+        };
+        assert!(
+            said.contains(&format!("e.g. `--{option} {inner}`"))
+                && said.contains("Nothing was armed"),
+            "{}",
+            describe(&out)
+        );
+        assert!(sb.live_loops().is_empty(), "{args:?}: nothing is armed");
+    }
+}

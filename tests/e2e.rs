@@ -348,65 +348,8 @@ fn hostile_task_text_is_data_not_shell() {
     assert!(planted.is_empty(), "task text ran as shell: {planted:?}");
 }
 
-/// (d) /ralph-status shows the loop (on the model of its frontmatter) and /ralph-cancel ends
-/// it, both in print mode.
-#[test]
-#[cfg_attr(
-    no_claude_client,
-    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
-)]
-fn status_and_cancel_commands_work_in_print_mode() {
-    let sandbox = sandbox_or_skip!("status_and_cancel_commands_work_in_print_mode");
-    // A loop owned by another session, so that it never blocks these sessions' stops.
-    let out = sandbox.ralph(&[
-        "start",
-        "--session-id",
-        "00000000-0000-4000-8000-000000000001",
-        "--max-iterations",
-        "7",
-        "--completion-promise",
-        "SHIPPED",
-        "Ship the release notes",
-    ]);
-    assert!(out.status.success(), "ralph start failed: {out:?}");
-
-    let api = MockApi::start(vec![Reply::text("Status summarised.")]);
-    let run = sandbox.claude(&api, "/ralph-status", &[]);
-    assert!(run.status.success(), "{}", run.describe());
-    let turns = api.turns();
-    assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
-    // The `!` block's output is pasted into the prompt just before the command's body.
-    let shown = turns[0].messages_text();
-    let output = shown
-        .split("Above is the status")
-        .next()
-        .and_then(|before| before.rsplit("</command-name>").next())
-        .unwrap_or("");
-    assert!(
-        output.contains("ralph"),
-        "the status output did not reach the model: {shown}"
-    );
-    assert!(
-        turns[0].model().contains("haiku"),
-        "ralph-status should run on haiku, got {:?}",
-        turns[0].model()
-    );
-
-    let api = MockApi::start(vec![Reply::text("Cancelled.")]);
-    let run = sandbox.claude(&api, "/ralph-cancel", &[]);
-    assert!(run.status.success(), "{}", run.describe());
-    assert_eq!(
-        api.turns().len(),
-        1,
-        "{}\n{}",
-        api.describe(),
-        run.describe()
-    );
-
-    let status = loop_status(&sandbox, "ralph");
-    assert_eq!(status["outcome"], "cancelled", "{status}");
-    assert_ne!(status["state"], "active", "{status}");
-}
+// (d) /ralph-status, /ralph-pause, /ralph-resume and /ralph-cancel inside a looping
+// session: tests/e2e_session.rs (`ralph_commands_cost_no_iteration_and_keep_the_model`).
 
 /// (e) One session's loop never blocks another session in the same project, and the other
 /// session leaves the state untouched; the owning session is still looped.
@@ -1089,12 +1032,17 @@ mod names {
                         !prompts.contains("no command with that name"),
                         "the client does not know /{name}\n{prompts}"
                     );
-                    // Either the skill's block ran and its body reached the model, or the
-                    // block failed (e.g. /ralph-loop with no task) and the client says so:
-                    // both mean the client ran the skill.
+                    // Either the skill's body reached the model, or ralph's prompt hook
+                    // answered the command under that name (most of them: issue 26 item 1).
+                    let answered = run.events().iter().any(|e| {
+                        e["prompt_submit_outcome"]["kind"] == "blocked_by_hook"
+                            && e["content"]
+                                .as_str()
+                                .is_some_and(|c| c.ends_with(&format!("Original prompt: /{name}")))
+                    });
                     let ran = prompts
                         .contains(&format!("<command-name>/ralph:{skill}</command-name>"))
-                        || run.result_text().starts_with("Shell command failed");
+                        || answered;
                     assert!(
                         ran,
                         "/{name} did not run the skill\n{}\n{}",
@@ -1162,12 +1110,7 @@ mod typed_arguments {
     fn other_prompts_leave_no_trace() {
         let home = tempfile::tempdir().expect("home");
         let project = tempfile::tempdir().expect("project");
-        for prompt in [
-            "hello",
-            "/ralph-status",
-            "/ralph-loops x",
-            "please /ralph-loop x",
-        ] {
+        for prompt in ["hello", "/ralph-loops x", "please /ralph-loop x"] {
             let out = ralph(
                 home.path(),
                 project.path(),
@@ -1193,8 +1136,10 @@ mod typed_arguments {
         );
     }
 
+    /// The hook arms `/ralph-loop` itself from the event's JSON (issue 26 item 1): the task
+    /// byte for byte, nothing run by a shell, and no copy of the typed text left anywhere.
     #[test]
-    fn typed_text_arms_byte_for_byte_once() {
+    fn typed_text_arms_byte_for_byte_in_the_hook() {
         let home = tempfile::tempdir().expect("home");
         let project = tempfile::tempdir().expect("project");
         std::fs::create_dir(project.path().join(".claude")).expect(".claude");
@@ -1207,15 +1152,15 @@ mod typed_arguments {
             &event("s-1", &typed),
             "s-1",
         );
-        // The session hook tells the user what is being armed; nothing else is said.
-        assert!(
-            out.status.success() && only_a_notice(&out.stdout),
-            "{out:?}"
-        );
-
-        let start = ["start", "--session-id", "s-1", "--typed-arguments"];
-        let out = ralph(home.path(), project.path(), &start, "", "s-1");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON object");
         assert!(out.status.success(), "{out:?}");
+        assert!(
+            answer["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .is_some_and(|c| c.contains(task)),
+            "{answer}"
+        );
         let state = std::fs::read_to_string(project.path().join(".claude/typed-loop.local.md"))
             .expect("armed");
         assert_eq!(
@@ -1225,56 +1170,24 @@ mod typed_arguments {
         );
         assert!(state.contains("max_iterations: 3"), "{state}");
         assert!(!project.path().join("pwned").exists() && !project.path().join("pwned2").exists());
-
-        // Taken once: a second block finds nothing and says why.
-        let out = ralph(home.path(), project.path(), &start, "", "s-1");
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("did not reach ralph"),
-            "{out:?}"
+            !home.path().join(".local/state/ralph/typed").exists(),
+            "the typed text is not kept outside the project"
         );
 
-        // Another session's typed text is not this session's.
-        let typed = "/ralph-cancel --all";
-        let out = ralph(
-            home.path(),
-            project.path(),
-            &["hook", "prompt"],
-            &event("s-2", typed),
-            "s-2",
-        );
-        assert!(out.status.success(), "{out:?}");
-        let cancel = ["cancel", "--typed-arguments"];
-        let out = ralph(home.path(), project.path(), &cancel, "", "s-1");
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
-        let out = ralph(home.path(), project.path(), &cancel, "", "s-2");
-        assert!(out.status.success(), "{out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("Cancelled loop `typed`"),
-            "{out:?}"
-        );
-    }
-
-    #[test]
-    fn an_unusable_session_id_is_reported_not_used() {
-        let home = tempfile::tempdir().expect("home");
-        let project = tempfile::tempdir().expect("project");
-        let out = ralph(
-            home.path(),
-            project.path(),
-            &["hook", "prompt"],
-            &event("../../evil", "/ralph-loop x"),
-            "x",
-        );
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        let answer: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("one JSON object");
-        assert!(
-            answer["systemMessage"]
-                .as_str()
-                .is_some_and(|m| m.contains("not usable")),
-            "{answer}"
-        );
+        // The session's /ralph-cancel ends it, answered in the hook.
+        let cancel = |session: &str| {
+            let out = ralph(
+                home.path(),
+                project.path(),
+                &["hook", "prompt"],
+                &event(session, "/ralph-cancel"),
+                session,
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            v["reason"].as_str().unwrap_or_default().to_owned()
+        };
+        assert!(cancel("s-1").starts_with("⏹ Cancelled loop `typed`"));
     }
 }
 

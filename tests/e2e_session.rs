@@ -210,7 +210,7 @@ fn ralph_loop_tells_the_user_it_is_armed() {
     assert_eq!(
         first,
         Some(
-            "UserPromptSubmit says: 🔄 ralph `ralph`: arming a loop for this session, at most 4 iterations; it ends when the agent outputs <promise>DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
+            "UserPromptSubmit says: 🔄 ralph `ralph`: armed for this session, at most 4 iterations; it ends when the agent outputs <promise>DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
         ),
         "{lines:#?}"
     );
@@ -351,4 +351,132 @@ fn a_plugin_without_its_binary_says_so_at_the_sessions_start() {
         run.describe()
     );
     assert_eq!(run.result_text(), "Hello.", "{}", run.describe());
+}
+
+/// What the client showed for a prompt the UserPromptSubmit hook blocked (print mode: a
+/// `system`/`informational` event), for each blocked prompt of the run.
+fn blocked_by_hook(run: &Run) -> Vec<String> {
+    run.events()
+        .iter()
+        .filter(|e| e["prompt_submit_outcome"]["kind"] == "blocked_by_hook")
+        .filter_map(|e| e["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Issue 26 item 1: ralph's own commands typed into the session that drives a loop are
+/// answered by the UserPromptSubmit hook: no model request (so no Stop, no iteration counted,
+/// no task fed back, no other model), and the user sees the command's own output. The loop
+/// armed by `/ralph-loop` runs its first iteration in that very turn; `/ralph-resume` goes on
+/// working on the task, on the session's model.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn ralph_commands_cost_no_iteration_and_keep_the_model() {
+    let sandbox = sandbox_or_skip!("ralph_commands_cost_no_iteration_and_keep_the_model");
+    // 1. /ralph-loop arms in the hook; its turn is the first iteration, whose Stop feeds the
+    // task back; `--max-turns 1` cuts the session there, and the session's end pauses it.
+    let api = MockApi::start(vec![Reply::text("Chapter one.")]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph-loop Write the user guide --max-iterations 10 --completion-promise DONE",
+        &["--session-id", OWNER, "--max-turns", "1"],
+    );
+    let turns = api.turns();
+    assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
+    assert!(
+        turns[0]
+            .messages_text()
+            .contains("Your task:\n\nWrite the user guide"),
+        "the activation text reaches the model as context: {}",
+        api.describe()
+    );
+    let status = loop_status(&sandbox);
+    assert_eq!(status["iteration"], 2, "{status}");
+    let session_model = turns[0].model().to_owned();
+    assert!(
+        !session_model.contains("haiku"),
+        "the session's own model: {session_model}"
+    );
+
+    // 2. /ralph-status, /ralph-pause, while the loop is active (each print-mode session's
+    // end pauses it, so it is resumed first): answered, no model request.
+    for (command, shows) in [
+        ("/ralph-status", "active `ralph` iteration 2/10"),
+        ("/ralph:ralph-pause", "Paused loop `ralph`."),
+    ] {
+        let out = sandbox.ralph(&["resume", "--name", "ralph"]);
+        assert!(out.status.success(), "{out:?}");
+        let api = MockApi::start(vec![Reply::text("A model turn that must not happen.")]);
+        let run = sandbox.claude(&api, command, &["--resume", OWNER]);
+        assert!(run.status.success(), "{command}: {}", run.describe());
+        assert!(
+            api.turns().is_empty(),
+            "{command}: no model request at all\n{}",
+            api.describe()
+        );
+        let blocked = blocked_by_hook(&run);
+        assert!(
+            blocked.len() == 1
+                && blocked[0].starts_with("UserPromptSubmit operation blocked by hook:\n")
+                && blocked[0].contains(shows),
+            "{command}: the user sees the command's output: {blocked:#?}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            loop_status(&sandbox)["iteration"],
+            2,
+            "{command}: no iteration"
+        );
+    }
+    assert_eq!(loop_status(&sandbox)["state"], "paused");
+
+    // 3. /ralph-resume: resumed by the hook, and the turn works on the task, on the
+    // session's model; its Stop is the next iteration.
+    let api = MockApi::start(vec![Reply::text("Chapter two.")]);
+    let run = sandbox.claude(
+        &api,
+        "/ralph-resume",
+        &["--resume", OWNER, "--max-turns", "2"],
+    );
+    let turns = api.turns();
+    assert!(!turns.is_empty(), "{}", run.describe());
+    assert!(
+        turns[0]
+            .messages_text()
+            .contains("Your task (Ralph loop `ralph`):\n\nWrite the user guide"),
+        "{}",
+        api.describe()
+    );
+    assert!(
+        turns.iter().all(|t| t.model() == session_model),
+        "every turn on the session's model: {}",
+        api.describe()
+    );
+    assert!(
+        shown(&run)
+            .iter()
+            .any(|l| l == "UserPromptSubmit says: ▶ Resumed loop `ralph`."),
+        "{}",
+        run.describe()
+    );
+    // Each of its Stops counted the turn and fed the task back.
+    let iteration = loop_status(&sandbox)["iteration"].as_u64().unwrap_or(0);
+    assert_eq!(iteration, 2 + turns.len() as u64, "{}", api.describe());
+
+    // 4. /ralph-cancel ends it, with no model request.
+    let out = sandbox.ralph(&["resume", "--name", "ralph"]);
+    assert!(out.status.success(), "{out:?}");
+    let api = MockApi::start(vec![Reply::text("A model turn that must not happen.")]);
+    let run = sandbox.claude(&api, "/ralph-cancel", &["--resume", OWNER]);
+    assert!(api.turns().is_empty(), "{}", api.describe());
+    let blocked = blocked_by_hook(&run);
+    assert!(
+        blocked.iter().any(|b| b.contains(&format!(
+            "⏹ Cancelled loop `ralph` at iteration {iteration}."
+        ))),
+        "{blocked:#?}"
+    );
+    assert_eq!(loop_status(&sandbox)["outcome"], "cancelled");
 }

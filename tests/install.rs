@@ -467,12 +467,23 @@ fn installs_as_the_readme_says_and_runs_by_the_typed_names() {
         &path_env,
     );
     assert!(run.status.success(), "{}", run.describe());
-    let turns = api.turns();
-    assert_eq!(turns.len(), 1, "{}\n{}", api.describe(), run.describe());
-    let shown = turns[0].messages_text();
+    // The prompt hook answers it: the user reads the status, and no model turn is made.
+    assert!(
+        api.turns().is_empty(),
+        "{}\n{}",
+        api.describe(),
+        run.describe()
+    );
+    let shown: String = run
+        .events()
+        .iter()
+        .filter(|e| e["prompt_submit_outcome"]["kind"] == "blocked_by_hook")
+        .filter_map(|e| e["content"].as_str().map(str::to_owned))
+        .collect();
     assert!(
         shown.contains("second") && shown.contains("completed"),
-        "the status did not reach the model: {shown}"
+        "the status was not shown: {}",
+        run.describe()
     );
 
     let api = MockApi::start(vec![Reply::text("Cancelled.")]);

@@ -29,6 +29,7 @@ mod progress;
 mod report;
 mod robustness;
 mod run;
+mod scaling;
 mod security_files;
 mod security_parse;
 mod security_registry;

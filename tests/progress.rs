@@ -525,3 +525,75 @@ fn the_deadline_leaves_the_verify_gate_its_own_limit() {
         "the gate ran past the hook's own deadline and its verdict stood: {answer}"
     );
 }
+
+fn said(id: &str, text: &str) -> String {
+    json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}})
+    .to_string()
+}
+
+fn feedback() -> String {
+    json!({"type": "user", "isMeta": true, "message": {"role": "user", "content": "Stop hook feedback:\nBuild the thing"}})
+        .to_string()
+}
+
+/// A turn whose transcript shows no tool call cannot have changed the tree
+/// through the agent: no `git status`, and it counts as no progress (it
+/// carries the previous fingerprint). A turn that ran a tool reads the tree.
+#[test]
+fn a_turn_without_tool_calls_runs_no_git_and_counts_as_no_progress() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "4"]);
+    let (_, ran_git) = r.stop("look");
+    assert!(ran_git, "the first stop sets the baseline from the tree");
+    // The first stop's transcript held no reply of the loop (its lines carry
+    // no time stamp), so the next stop cannot trust its part: it reads the tree.
+    for (turn, count, reads) in [("t1", 1, true), ("t2", 2, false), ("t3", 3, false)] {
+        r.append(&[feedback(), said(turn, &format!("Thinking, {turn}."))]);
+        let (answer, ran_git) = r.stop(&format!("Thinking, {turn}."));
+        assert_eq!(answer["decision"], "block", "{answer}");
+        assert_eq!(
+            ran_git, reads,
+            "{turn}: a turn without tools must not read the tree"
+        );
+        assert_eq!(r.no_progress_count(), count);
+    }
+    // A shell call that changed a file: the tree is read, progress is seen.
+    r.project.write("src/b.txt", "made by a script\n");
+    r.append(&[
+        feedback(),
+        tool_call("b1", "Bash"),
+        tool_result("b1", false),
+        said("t4", "Ran the script."),
+    ]);
+    let (answer, ran_git) = r.stop("Ran the script.");
+    assert!(answer["decision"] == "block" && ran_git, "{answer}");
+    assert_eq!(r.no_progress_count(), 0);
+}
+
+/// What the skip must not trust: a transcript that does not (yet) hold this
+/// turn's reply, or that was behind at the previous stop, reads the tree.
+#[test]
+fn a_turn_without_tools_is_trusted_only_when_the_transcript_holds_it() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "5"]);
+    assert!(r.stop("look").1);
+    // Nothing appended: the transcript lags, the tree decides.
+    assert!(r.stop("Edited it.").1, "nothing new in the transcript");
+    // The previous stop was behind: this part may be a late turn's.
+    r.append(&[feedback(), said("t1", "Edited it.")]);
+    assert!(r.stop("Thought again.").1, "the reply is not the event's");
+    r.append(&[feedback(), said("t2", "Thought again.")]);
+    assert!(r.stop("Thought again.").1, "the previous stop was behind");
+    // Caught up: now a tool-free turn is trusted.
+    r.append(&[feedback(), said("t3", "Still thinking.")]);
+    assert!(!r.stop("Still thinking.").1);
+    // A reply that stopped for a tool (its call not written yet) is not tool-free.
+    r.append(&[
+        feedback(),
+        json!({"type": "assistant", "message": {"id": "t4", "role": "assistant",
+            "content": [{"type": "text", "text": "Running it."}], "stop_reason": "tool_use"}})
+        .to_string(),
+    ]);
+    assert!(r.stop("Running it.").1);
+}

@@ -192,57 +192,150 @@ fn a_prompt_into_an_armed_loop_is_announced_once_per_interruption() {
     );
 }
 
+/// ralph's own commands are answered by the prompt hook itself (issue 26 item 1): one JSON
+/// object, either a block whose `reason` the user reads (nothing reaches the model) or, for
+/// `/ralph-loop` and a `/ralph-resume` that resumed, a notice plus the task as context.
+enum Command {
+    Answered(String),
+    Proceed { notice: String, context: String },
+}
+
+impl Session {
+    fn command(&self, session: &str, prompt: &str) -> Command {
+        let event = json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "UserPromptSubmit", "prompt": prompt});
+        let out = self.ralph(&["hook", "prompt"], event.to_string().as_bytes(), "");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{prompt}: not one JSON object ({e}): {out:?}"));
+        if v["decision"] == "block" {
+            assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+            Command::Answered(v["reason"].as_str().unwrap().to_owned())
+        } else {
+            assert_eq!(
+                v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit",
+                "{v}"
+            );
+            Command::Proceed {
+                notice: v["systemMessage"].as_str().unwrap().to_owned(),
+                context: v["hookSpecificOutput"]["additionalContext"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            }
+        }
+    }
+
+    fn answered(&self, session: &str, prompt: &str) -> String {
+        match self.command(session, prompt) {
+            Command::Answered(reason) => reason,
+            Command::Proceed { notice, .. } => panic!("{prompt}: went on to the model: {notice}"),
+        }
+    }
+}
+
 #[test]
-fn ralph_commands_get_no_line_and_ralph_loop_announces_the_loop() {
+fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
     let s = Session::new();
     s.arm(OWNER, &[]);
-    for command in ["/ralph-pause", "/ralph:ralph-cancel", "/ralph-status"] {
-        assert_eq!(s.prompt(OWNER, command), None, "{command}");
+    let status = s.answered(OWNER, "/ralph-status");
+    assert!(
+        status.starts_with("active `ralph` iteration 1/20\n  task: Write the user guide"),
+        "{status}"
+    );
+    assert_eq!(s.answered(OWNER, "/ralph-pause"), "Paused loop `ralph`.");
+    assert_eq!(
+        s.answered(OWNER, "/ralph-pause"),
+        "Nothing to pause: no matching loop is active."
+    );
+    match s.command(OWNER, "/ralph:ralph-resume") {
+        Command::Proceed { notice, context } => {
+            assert_eq!(notice, "▶ Resumed loop `ralph`.");
+            assert!(
+                context.contains("Your task (Ralph loop `ralph`):\n\nWrite the user guide"),
+                "{context}"
+            );
+        }
+        Command::Answered(r) => panic!("resumed, so the turn works on the task: {r}"),
     }
     assert_eq!(field(&s.state(), "prompt_noticed_at"), None);
-    // /ralph-loop runs its `!` block after this hook: the user hears what it arms.
+    assert_eq!(
+        field(&s.state(), "iteration"),
+        Some("1"),
+        "no command counts an iteration"
+    );
+
+    // /ralph-loop arms in the hook, before the model's first turn, from the text as typed.
     let other = Session::new();
-    for prompt in [
-        "/ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE'",
-        "/ralph:ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE'",
-    ] {
-        let line = other.prompt(OWNER, prompt).unwrap();
-        assert_eq!(
-            line,
-            "🔄 ralph `docs`: arming a loop for this session, at most 12 iterations; it ends when the agent outputs <promise>ALL DONE</promise>, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
-        );
-    }
-    // Arguments ralph start will refuse (it says why itself): nothing from this hook.
+    let typed = "/ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE' --verify 'cargo test'";
+    let Command::Proceed { notice, context } = other.command(OWNER, typed) else {
+        panic!("armed, so the prompt goes on");
+    };
     assert_eq!(
-        other.prompt(OWNER, "/ralph-loop Write docs --max-iterations ten"),
-        None
+        notice,
+        "🔄 ralph `docs`: armed for this session, at most 12 iterations; it ends when the agent outputs <promise>ALL DONE</promise> and `cargo test` passes, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
     );
-    assert_eq!(other.prompt(OWNER, "/ralph:ralph-loop"), None);
-    // This session already drives a loop: ralph start refuses, and says so itself.
-    assert_eq!(
-        s.prompt(OWNER, "/ralph-loop Another task --name other"),
-        None
-    );
+    assert!(context.contains("Your task:\n\nWrite docs\n"), "{context}");
+    let docs = other.project.read(".claude/docs-loop.local.md");
+    assert_eq!(field(&docs, "session_id"), Some(OWNER));
+    // The same command again (Esc un-sent it on screen): the same loop, kept, not refused.
+    let Command::Proceed { notice, .. } = other.command(OWNER, typed) else {
+        panic!("the same /ralph-loop again is not refused");
+    };
     assert!(
-        s.prompt(OWNER, "/ralph-loop Another task --name other --force")
-            .is_some()
-    );
-    assert!(
-        s.prompt(OTHER, "/ralph-loop Another task --name other")
-            .is_some()
+        notice.contains("already armed for this session, iteration 1/12"),
+        "{notice}"
     );
     assert_eq!(
-        s.prompt(OTHER, "/ralph-loop Another task"),
-        None,
-        "the name is taken"
+        other.project.read(".claude/docs-loop.local.md"),
+        docs,
+        "kept byte for byte"
     );
-    let unlimited = other
-        .prompt(OWNER, "/ralph-loop x --max-iterations 0 --name \u{1b}[2J")
-        .unwrap();
+    // Another task while this session drives a loop: refused, saying it is this session's,
+    // with advice that works (another --name would be refused as well).
+    let refused = other.answered(OWNER, "/ralph:ralph-loop Another task --name other");
     assert!(
-        unlimited.contains("no iteration limit") && unlimited.contains("\\x1b[2J"),
-        "control characters must be escaped: {unlimited:?}"
+        refused.contains("this session already drives the loop `docs`")
+            && refused.contains("--force")
+            && !refused.contains("--name <other>"),
+        "{refused}"
     );
+    let refused = other.answered(
+        OWNER,
+        "/ralph-loop Write docs --name docs --max-iterations 13",
+    );
+    assert!(
+        refused.contains("this session already drives the loop `docs`"),
+        "{refused}"
+    );
+    // Arguments that cannot arm: the error, as `ralph start` prints it; nothing armed.
+    let bad = other.answered(OTHER, "/ralph-loop Write docs --max-iterations ten");
+    assert_eq!(
+        bad,
+        "ralph: `--max-iterations ten`: expected a whole number such as 10; nothing was armed"
+    );
+    assert!(
+        other
+            .answered(OTHER, "/ralph:ralph-loop")
+            .contains("the prompt is empty")
+    );
+    // Another session, the name taken: the other session's loop, and what works.
+    let taken = other.answered(OTHER, "/ralph-loop Another task --name docs");
+    assert!(
+        taken.contains("owned by session") && taken.contains("--name <other>"),
+        "{taken}"
+    );
+    let bad_name = other.answered(OTHER, "/ralph-loop x --max-iterations 0 --name \u{1b}[2J");
+    assert!(
+        bad_name.contains("\\x1b[2J") && !bad_name.contains('\u{1b}'),
+        "control characters must be escaped: {bad_name:?}"
+    );
+    let Command::Proceed {
+        notice: unlimited, ..
+    } = other.command(OTHER, "/ralph-loop x --max-iterations 0 --name free")
+    else {
+        panic!("armed");
+    };
+    assert!(unlimited.contains("no iteration limit"), "{unlimited}");
 }
 
 #[test]
@@ -445,4 +538,68 @@ fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
             "{which}: {out:?}"
         );
     }
+}
+
+/// Issue 26 item 2: a message the user typed while the agent worked waits in the client's
+/// queue (the transcript shows its `enqueue` line at once). The Stop hook lets that turn
+/// end, uncounted, so the message runs; once it was sent (`dequeue`), the loop goes on.
+#[test]
+fn a_queued_message_ends_the_turn_uncounted() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    let transcript = s.home.path().join("transcript.jsonl");
+    let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
+    let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
+    let stop = |lines: &[&str]| -> Value {
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
+            "stop_hook_active": true, "last_assistant_message": "working",
+            "transcript_path": transcript});
+        let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    let answer = stop(&[enqueue]);
+    assert_eq!(answer.get("decision"), None, "the turn may end: {answer}");
+    assert!(
+        answer["systemMessage"].as_str().is_some_and(|m| m
+            .contains("your queued message goes first")
+            && m.contains("iteration 1/20")),
+        "{answer}"
+    );
+    assert_eq!(field(&s.state(), "iteration"), Some("1"), "not counted");
+    let answer = stop(&[enqueue, dequeue]);
+    assert_eq!(
+        answer["decision"], "block",
+        "sent: the loop goes on: {answer}"
+    );
+    assert_eq!(field(&s.state(), "iteration"), Some("2"));
+}
+
+/// Issue 26 item 8: the loop file deleted by hand mid-loop is not silent: the next prompt
+/// (or stop) of its session says so, once, and `ralph log` still shows what it decided.
+#[test]
+fn a_loop_file_deleted_mid_loop_is_told_and_its_log_kept() {
+    let s = Session::new();
+    s.arm(OWNER, &[]);
+    s.stop(OWNER, "chapter one");
+    std::fs::remove_file(s.project.path(LOOP)).unwrap();
+    assert_eq!(
+        s.prompt(OTHER, "hello"),
+        None,
+        "another session's loop is not mentioned"
+    );
+    let told = s.prompt(OWNER, "what now?").expect("told");
+    assert!(
+        told.contains("was deleted outside ralph") && told.contains("`ralph log --name ralph`"),
+        "{told}"
+    );
+    assert_eq!(s.prompt(OWNER, "and now?"), None, "once");
+    let log = s.ralph(&["log", "--name", "ralph"], b"", "");
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert!(log.status.success(), "{log:?}");
+    assert!(
+        text.contains("iteration 1 block") && text.contains("was deleted outside ralph"),
+        "{text}"
+    );
 }

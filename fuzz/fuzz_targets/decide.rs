@@ -96,9 +96,13 @@ fuzz_target!(|data: &[u8]| {
         largest_reply_tokens: b.u64(),
         turn_ends: b.maybe_u64(),
         prd: None,
+        queued_message: b.byte() % 4 == 0,
     };
     match decide(&s, &seen) {
-        Decision::Pass => assert!(!s.active, "an active loop passed"),
+        Decision::Pass => assert!(
+            !s.active || seen.queued_message,
+            "an active loop passed with no message waiting"
+        ),
         Decision::Verify { .. } => unreachable!("no verify command was set"),
         Decision::Check { .. } => unreachable!("no check command was set"),
         Decision::End { detail, .. } => assert!(s.active && !detail.is_empty()),

@@ -86,9 +86,9 @@ pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
     Stop(HookStopArgs),
-    /// The UserPromptSubmit hook: keep the text typed after /ralph-loop (and the other
-    /// skills) for `--typed-arguments`, so that it never passes through a shell; tell the
-    /// user when a message goes into an armed loop
+    /// The UserPromptSubmit hook: answer ralph's own commands (/ralph-status, /ralph-cancel,
+    /// …) with no model turn, arm /ralph-loop from the typed text (never through a shell);
+    /// tell the user when a message goes into an armed loop
     #[command(after_help = SESSION_HOOK_EXAMPLES)]
     Prompt,
     /// The SessionStart hook: report this session's paused or kept loop
@@ -111,8 +111,11 @@ fn parse_host(value: &str) -> Result<ralph_core::hook::host::Host, String> {
         .ok_or_else(|| format!("`{value}` is not a host; use claude, codex, gemini or copilot"))
 }
 
-const SESSION_HOOK_EXAMPLES: &str = "They read the event JSON on stdin, print nothing or one {\"systemMessage\": …} for the
-user, and always exit 0; they never block a prompt. Examples:
+const SESSION_HOOK_EXAMPLES: &str = "They read the event JSON on stdin, print nothing or one JSON answer, and always exit 0.
+The prompt hook answers ralph's own commands itself (/ralph-status, /ralph-cancel, … as a block
+whose reason the user reads, with no model turn; /ralph-loop and /ralph-resume act, then the
+prompt goes on with the task as context); every other prompt goes through. Examples:
+  echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"prompt\":\"/ralph-status\"}' | ralph hook prompt
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"prompt\":\"stop\"}' | ralph hook prompt
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"reason\":\"prompt_input_exit\"}' | ralph hook session-end
   echo '{\"session_id\":\"s1\",\"cwd\":\".\",\"source\":\"resume\"}' | ralph hook session-start";
@@ -261,8 +264,8 @@ pub struct StartArgs {
     /// (same syntax as --raw-arguments; the /ralph-loop skill uses this)
     #[arg(long, conflicts_with_all = ["prompt", "raw_arguments"])]
     pub typed_arguments: bool,
-    /// The task; read from stdin when absent
-    #[arg(trailing_var_arg = true, allow_hyphen_values = false)]
+    /// The task; read from stdin when absent. Options may come before or after it; words
+    /// after `--` are task, even when they look like options
     pub prompt: Vec<String>,
 }
 
@@ -386,8 +389,8 @@ pub struct RunArgs {
     pub force: bool,
     #[command(flatten)]
     pub fanout: FanoutArgs,
-    /// The task (for a new loop); read from stdin when it is not a terminal
-    #[arg(trailing_var_arg = true)]
+    /// The task (for a new loop); read from stdin when it is not a terminal. Options may
+    /// come before or after it; words after `--` are task
     pub prompt: Vec<String>,
 }
 

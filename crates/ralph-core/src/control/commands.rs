@@ -33,6 +33,16 @@ pub enum LoopError {
     EmptyPrompt,
     #[error("`{0}` is not a valid loop name: use letters, digits, `-` and `_`")]
     BadName(String),
+    /// A promise given with its tags can never be said: the agent would have to write the
+    /// tags twice over.
+    #[error(
+        "`--{option} {value}`: give only the text between the tags, e.g. `--{option} {inner}`; the agent writes <promise>{inner}</promise> around it. Nothing was armed"
+    )]
+    PromiseWithTags {
+        option: &'static str,
+        value: String,
+        inner: String,
+    },
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
     #[error(transparent)]
@@ -175,6 +185,39 @@ pub fn arm(
     req: &ArmRequest,
     now: Timestamp,
 ) -> Result<(PathBuf, LoopState), LoopError> {
+    arm_or_keep(project, registry, req, now).map(|armed| (armed.path, armed.state))
+}
+
+/// What [`arm_or_keep`] did.
+#[derive(Debug)]
+pub struct Armed {
+    pub path: PathBuf,
+    pub state: LoopState,
+    /// The same session asked for the same loop again (say, after Esc un-sent its
+    /// `/ralph-loop` on screen): the live loop was kept as it is, nothing was written.
+    pub kept: bool,
+}
+
+/// Whether two loops were armed with the same task and settings (limits, promises,
+/// guards, gate), whatever their counters say.
+fn same_request(a: &LoopState, b: &LoopState) -> bool {
+    a.prompt == b.prompt
+        && a.max_iterations == b.max_iterations
+        && a.completion_promise == b.completion_promise
+        && a.abort_promise == b.abort_promise
+        && a.guards == b.guards
+        && a.fresh_context == b.fresh_context
+}
+
+/// [`arm`], idempotent for the session that armed it: asking again for the very loop this
+/// session already drives (active, recorded as armed here, same task and settings) keeps it
+/// and says so, rather than refusing with advice that cannot work.
+pub fn arm_or_keep(
+    project: &Project,
+    registry: &Registry,
+    req: &ArmRequest,
+    now: Timestamp,
+) -> Result<Armed, LoopError> {
     if !valid_name(&req.name) {
         return Err(LoopError::BadName(req.name.clone()));
     }
@@ -191,6 +234,8 @@ pub fn arm(
         None => None,
     };
     let req = checked.as_ref().unwrap_or(req);
+    check_promise("completion-promise", req.completion_promise.as_deref())?;
+    check_promise("abort-promise", req.abort_promise.as_deref())?;
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
     if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {
@@ -216,8 +261,32 @@ pub fn arm(
         if !(same_name || same_session) {
             continue;
         }
+        if !req.force
+            && same_name
+            && same_session
+            && let Ok(live_state) = &live.state
+            && live_state.active
+            && same_request(live_state, &state)
+            && matches!(
+                registry::arming(
+                    Some(registry),
+                    registry::canonical_root(project).ok().as_deref(),
+                    &live.file.name,
+                    live_state,
+                ),
+                registry::Arming::Armed
+            )
+        {
+            return Ok(Armed {
+                path,
+                state: live_state.clone(),
+                kept: true,
+            });
+        }
         if !req.force {
-            return Err(if same_name {
+            // This session's own loop, under the name asked for or another: another name
+            // would be refused too, so the advice is to end or replace it.
+            return Err(if same_name && !same_session {
                 LoopError::NameTaken {
                     name: req.name.clone(),
                     path,
@@ -246,7 +315,78 @@ pub fn arm(
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&path, &text)?;
-    Ok((path, state))
+    Ok(Armed {
+        path,
+        state,
+        kept: false,
+    })
+}
+
+/// Refuses a promise written with its `<promise>` tags (or any part of them): the text
+/// between the tags is what the agent must say, so a tag inside can never match.
+fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopError> {
+    let Some(value) = value else { return Ok(()) };
+    let lower = value.to_ascii_lowercase();
+    if !lower.contains("<promise") && !lower.contains("</promise") {
+        return Ok(());
+    }
+    let mut inner = value.to_owned();
+    for tag in ["<promise>", "</promise>"] {
+        while let Some(at) = inner.to_ascii_lowercase().find(tag) {
+            inner.replace_range(at..at + tag.len(), "");
+        }
+    }
+    let inner = inner.trim();
+    Err(LoopError::PromiseWithTags {
+        option,
+        value: crate::loop_file::messages::escape_controls(value),
+        inner: if inner.is_empty() {
+            "DONE".to_owned()
+        } else {
+            crate::loop_file::messages::escape_controls(inner)
+        },
+    })
+}
+
+/// A loop of `session` whose file was deleted by hand (outside ralph) while it was live: its
+/// decision log is still in `.claude/ralph/logs/`. The log gets an entry saying so and moves
+/// into the history (so `ralph log` keeps it), and the user is told once. Loops of other
+/// sessions are left alone.
+pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String> {
+    let mut notices = Vec::new();
+    for name in project.logs_without_loop() {
+        let last = crate::loop_file::store::read_log_tail(&project.log_path(&name), 1);
+        let Some(last) = last.first() else { continue };
+        // A log whose last word is an ending belongs to a loop that ended (a corrupt file
+        // moved aside, say): nothing vanished.
+        if last["session"].as_str() != Some(session) || last["decision"] == "end" {
+            continue;
+        }
+        let Ok(_lock) = project.lock() else { continue };
+        // Under the lock: armed again meanwhile means nothing vanished.
+        if crate::fs::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
+            continue;
+        }
+        let why = format!(
+            "the loop file .claude/{name}-loop.local.md was deleted outside ralph; the loop no longer runs"
+        );
+        LogEntry::new(now, Logged::End, &why)
+            .session(session)
+            .append(project, &name);
+        let kept = project
+            .archive_orphan_log(&name, now)
+            .map(|p| {
+                format!(
+                    "its decision log is kept: `ralph log --name {name}` ({})",
+                    p.display()
+                )
+            })
+            .unwrap_or_else(|e| format!("its decision log could not be moved: {e}"));
+        notices.push(crate::loop_file::messages::printable(&format!(
+            "⚠ ralph `{name}`: {why}, so this session is no longer looped; {kept}. Arm a new one with /ralph-loop."
+        )));
+    }
+    notices
 }
 
 /// A live loop file and its parsed state.

@@ -11,4 +11,4 @@ pub mod report;
 pub mod templates;
 
 pub use commands::*;
-pub use report::{LoopReport, not_armed_note, read_log_tail, report};
+pub use report::{LoopReport, not_armed_note, report};

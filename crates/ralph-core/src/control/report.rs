@@ -209,7 +209,7 @@ fn report_one(
         not_armed: None,
         error: None,
         receipt: None,
-        recent: read_log_tail(log, recent),
+        recent: crate::loop_file::store::read_log_tail(log, recent),
         log: log.to_owned(),
     };
     match LoopState::parse(text) {
@@ -267,21 +267,4 @@ pub fn not_armed_note(arming: &Arming, name: &str) -> Option<String> {
             other.why_not()
         )),
     }
-}
-
-/// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).
-pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
-    if n == 0 {
-        return Vec::new();
-    }
-    // Only a regular file, never through a link, and only its end.
-    let Ok(bytes) = crate::fs::safe_fs::read_tail(path, crate::fs::safe_fs::LOG_TAIL_CAP) else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }

@@ -237,7 +237,12 @@ fn pass(
         live.write(&fields)?;
     }
     log.decision = Logged::Pass;
-    log.why = "paused".to_owned();
+    log.why = if state.active {
+        "a message the user queued goes first (the turn ends, not counted)"
+    } else {
+        "paused"
+    }
+    .to_owned();
     Ok((Step::Passed, log, fields))
 }
 

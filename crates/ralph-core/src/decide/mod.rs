@@ -18,7 +18,8 @@ use crate::time::{Timestamp, format_duration};
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// The loop is paused: let the stop through and change nothing.
+    /// The loop is paused, or the user's queued message must run first: let the stop
+    /// through and count nothing.
     Pass,
     /// The promise was spoken and a verification command must run first.
     Verify { command: String },
@@ -45,6 +46,9 @@ pub fn decide(state: &LoopState, seen: &Observation) -> Decision {
         return Decision::Pass;
     }
     match steps(state, seen) {
+        // The user's waiting message goes first: this turn ends, uncounted, and the loop
+        // carries on at the end of the turn that message starts. An ending still wins.
+        Ok(Decision::Continue { .. }) if seen.queued_message => Decision::Pass,
         Ok(decision) => decision,
         Err(Early::Verify(command)) => Decision::Verify { command },
         Err(Early::Check(command)) => Decision::Check { command },
@@ -728,6 +732,25 @@ mod tests {
             &seen("working"),
         );
         assert!(matches!(d, Decision::Continue { next: 5, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn a_queued_message_lets_the_turn_end_uncounted_but_an_ending_still_wins() {
+        let queued = |reply: &str| Observation {
+            queued_message: true,
+            ..seen(reply)
+        };
+        let s = state("iteration: 4\nmax_iterations: 10\ncompletion_promise: DONE\n");
+        assert_eq!(decide(&s, &queued("working")), Decision::Pass);
+        assert!(matches!(
+            decide(&s, &queued("<promise>DONE</promise>")),
+            Decision::End { .. }
+        ));
+        let at_limit = state("iteration: 10\nmax_iterations: 10\n");
+        assert!(matches!(
+            decide(&at_limit, &queued("working")),
+            Decision::End { .. }
+        ));
     }
 
     #[test]

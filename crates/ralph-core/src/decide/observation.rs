@@ -40,6 +40,9 @@ pub struct Observation {
     pub prd: Option<PrdSeen>,
     /// The result of the `--check` command, once it has run.
     pub check: Option<Verification>,
+    /// The user has a message waiting in the client's queue (typed while the agent
+    /// worked): the turn should end so that it runs (`queued.rs`).
+    pub queued_message: bool,
 }
 
 pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};

@@ -11,7 +11,8 @@ pub mod host;
 pub mod host_install;
 pub mod session;
 pub mod typed;
-
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -146,9 +147,14 @@ fn run(
     let Some(project) = ctx.locate(event.cwd.as_deref()) else {
         return Ok(Answer::Silent);
     };
-    // The common case for a session without a loop: one directory read, no lock.
+    // The common case for a session without a loop: one directory read, no lock (and one
+    // more when a loop's log is there: its file may have been deleted by hand).
     if project.loop_files()?.is_empty() {
-        return Ok(Answer::Silent);
+        let notices = event
+            .session()
+            .map(|s| crate::control::vanished(&project, s, ctx.now))
+            .unwrap_or_default();
+        return Ok(with_notices(Answer::Silent, notices));
     }
     let Some(session) = event.session().map(str::to_owned) else {
         return Ok(Answer::Notice(
@@ -162,16 +168,19 @@ fn run(
         registry: ctx.registry(),
         root: registry::canonical_root(&project).ok(),
         session,
+        inert: RefCell::default(),
     };
     // Read-only first: a project whose loop files are all inert for this
     // session is left exactly as it is (not even the lock file is made).
-    if !gate.concerns_us(&project, &mut notices)? {
+    if !gate.concerns_us(&project)? {
+        gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
     }
     let lock = project.lock()?;
     project.remove_stale_temps();
     let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
-    let Some((live, claim)) = choose(&loaded, &gate, session, &mut notices) else {
+    let Some((live, claim)) = choose(&loaded, &gate, session) else {
+        gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
     };
     out.fresh_context = live.state.fresh_context;
@@ -189,6 +198,7 @@ fn run(
             &project, live, &gate, session, claim, &mut event, &ctx, lock,
         )?
     };
+    gate.inert_notices(&mut notices);
     Ok(with_notices(answer, notices))
 }
 
@@ -196,12 +206,7 @@ fn run(
 /// Only loops armed here are candidates, whatever session they name: a file
 /// that names this session proves nothing, since every command the agent
 /// runs sees the session id. Anything else is inert and gets its notice once.
-fn choose<'a>(
-    loaded: &'a [Loop],
-    gate: &Gate<'_>,
-    session: &str,
-    notices: &mut Vec<String>,
-) -> Option<(&'a Loop, bool)> {
+fn choose<'a>(loaded: &'a [Loop], gate: &Gate<'_>, session: &str) -> Option<(&'a Loop, bool)> {
     let mut drivable: Vec<&Loop> = Vec::new();
     for live in loaded {
         if owner_of(&live.state).is_some_and(|o| o != session) {
@@ -209,11 +214,7 @@ fn choose<'a>(
         }
         match gate.arming(live) {
             Arming::Armed => drivable.push(live),
-            other => {
-                if let Some(notice) = gate.notice_once(live, &other) {
-                    notices.push(notice);
-                }
-            }
+            other => gate.note_inert(live, &other),
         }
     }
     let candidates: Vec<Candidate<'_>> = drivable
@@ -239,7 +240,30 @@ struct Gate<'a> {
     /// The project's canonical path, as records bind it.
     root: Option<PathBuf>,
     session: &'a str,
+    /// The inert loop files met at this stop, told once at its end
+    /// ([`Gate::inert_notices`]).
+    inert: RefCell<InertFiles>,
 }
+
+/// The inert loop files met so far in a stop, each once.
+#[derive(Default)]
+struct InertFiles {
+    seen: HashSet<PathBuf>,
+    list: Vec<Inert>,
+}
+
+/// An inert loop file's notice, waiting for the end of the stop.
+struct Inert {
+    path: PathBuf,
+    /// The file's shape as the notice marker keys it.
+    digest: String,
+    notice: String,
+}
+
+/// The most inert loop files named one by one in a stop; past it, one
+/// summary line counts the rest, so a checkout with thousands of committed
+/// loop files costs a few marker lookups per stop, not one per file.
+const MAX_INERT_NOTICES: usize = 3;
 
 impl Gate<'_> {
     fn arming(&self, live: &Loop) -> Arming {
@@ -261,8 +285,8 @@ impl Gate<'_> {
 
     /// Whether any loop file here may be this session's to drive or to tidy
     /// (an ended or corrupt loop of this user). Reads only; the inert files
-    /// get their notice (once per session) on the way.
-    fn concerns_us(&self, project: &Project, notices: &mut Vec<String>) -> Result<bool, HookError> {
+    /// are noted on the way, for their notice at the end of the stop.
+    fn concerns_us(&self, project: &Project) -> Result<bool, HookError> {
         for file in project.loop_files()? {
             let Ok(text) = store::read_to_string(&file.path) else {
                 return Ok(true); // reported under the lock, as any unreadable file
@@ -292,7 +316,7 @@ impl Gate<'_> {
                     match self.arming(&live) {
                         Arming::Armed => return Ok(true),
                         _ if ended => {}
-                        other => notices.extend(self.notice_once(&live, &other)),
+                        other => self.note_inert(&live, &other),
                     }
                 }
                 Err(e) => {
@@ -301,7 +325,7 @@ impl Gate<'_> {
                         return Ok(true);
                     }
                     if owner.is_none() || owner.as_deref() == Some(self.session) {
-                        notices.extend(self.corrupt_notice_once(&file, &text, &e));
+                        self.note_corrupt(&file, &text, &e);
                     }
                 }
             }
@@ -309,25 +333,15 @@ impl Gate<'_> {
         Ok(false)
     }
 
-    /// The notice for a corrupt loop file that is nobody's and was not armed
-    /// here: it is ignored, said once per session.
-    fn corrupt_notice_once(
-        &self,
-        file: &LoopFile,
-        text: &str,
-        error: &state::StateError,
-    ) -> Option<String> {
-        let first = self
-            .registry
-            .as_ref()
-            .is_none_or(|r| r.first_notice(self.session, &file.path, &registry::digest_text(text)));
-        first.then(|| {
-            format!(
-                "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
-                display::line(&file.path.display().to_string()),
-                display::line(&error.to_string())
-            )
-        })
+    /// A corrupt loop file that is nobody's and was not armed here: it is
+    /// ignored, said once per session (see [`Gate::inert_notices`]).
+    fn note_corrupt(&self, file: &LoopFile, text: &str, error: &state::StateError) {
+        let notice = format!(
+            "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
+            display::line(&file.path.display().to_string()),
+            display::line(&error.to_string())
+        );
+        self.defer(&file.path, registry::digest_text(text), notice);
     }
 
     fn forget(&self, name: &str, nonce: Option<&str>) {
@@ -336,18 +350,62 @@ impl Gate<'_> {
         }
     }
 
-    /// The notice for an inert loop, the first time this session meets it
-    /// in this shape; `None` afterwards.
-    fn notice_once(&self, live: &Loop, arming: &Arming) -> Option<String> {
-        let first = match &self.registry {
-            Some(r) => r.first_notice(
-                self.session,
-                &live.file.path,
-                &registry::digest(&live.state),
-            ),
-            None => true,
+    /// An inert loop: its notice, told once per session in this shape (see
+    /// [`Gate::inert_notices`]).
+    fn note_inert(&self, live: &Loop, arming: &Arming) {
+        let notice = inert_notice(&live.file.path, &live.file.name, &arming.why_not());
+        self.defer(&live.file.path, registry::digest(&live.state), notice);
+    }
+
+    fn defer(&self, path: &Path, digest: String, notice: String) {
+        let mut inert = self.inert.borrow_mut();
+        // Met again under the lock: once is enough.
+        if inert.seen.insert(path.to_owned()) {
+            inert.list.push(Inert {
+                path: path.to_owned(),
+                digest,
+                notice,
+            });
+        }
+    }
+
+    /// The notices of the inert loop files met at this stop, for the first
+    /// time this session meets them in this shape. Up to
+    /// [`MAX_INERT_NOTICES`] files, each has its own marker; past that, the
+    /// first few are named and one line counts the rest, under a single
+    /// marker for the whole set (so a new or changed file tells again).
+    fn inert_notices(&self, notices: &mut Vec<String>) {
+        let inert = self.inert.take().list;
+        let first = |path: &Path, digest: &str| {
+            self.registry
+                .as_ref()
+                .is_none_or(|r| r.first_notice(self.session, path, digest))
         };
-        first.then(|| inert_notice(&live.file.path, &live.file.name, &arming.why_not()))
+        if inert.len() <= MAX_INERT_NOTICES {
+            for i in inert {
+                if first(&i.path, &i.digest) {
+                    notices.push(i.notice);
+                }
+            }
+            return;
+        }
+        let mut set = String::new();
+        for i in &inert {
+            set.push_str(&i.path.display().to_string());
+            set.push('\0');
+            set.push_str(&i.digest);
+            set.push('\0');
+        }
+        let folder = inert[0].path.parent().unwrap_or(Path::new(".")).to_owned();
+        if !first(&folder, &registry::digest_text(&set)) {
+            return;
+        }
+        let more = inert.len() - MAX_INERT_NOTICES;
+        notices.extend(inert.into_iter().take(MAX_INERT_NOTICES).map(|i| i.notice));
+        notices.push(format!(
+            "⚠ ralph: {more} more loop files in {} are inert too: not armed by you on this machine, so none of them runs. `ralph status` lists them all.",
+            messages::escape_controls(&folder.display().to_string())
+        ));
     }
 }
 
@@ -410,10 +468,11 @@ fn load_loops(
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
-                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session; fix it and move it back, or arm a new loop with /ralph-loop.",
+                                "⚠ ralph: {}: {}. The loop stopped and the file was moved to {} so it cannot trap the session. To go on with it: fix it, move it back, then `ralph adopt --name {}` (its record was dropped, so a file put back stays inert until you adopt it); or arm a new loop with /ralph-loop.",
                                 display::line(&file.path.display().to_string()),
                                 display::line(&e.to_string()),
-                                display::line(&record.display().to_string())
+                                display::line(&record.display().to_string()),
+                                display::line(&file.name)
                             ));
                         }
                         Err(why) => notices.push(format!(
@@ -431,7 +490,7 @@ fn load_loops(
                     // Not armed here, and nobody's or naming this session:
                     // inert, like any loop file that came with the project;
                     // said once per session.
-                    notices.extend(gate.corrupt_notice_once(&file, &text, &e));
+                    gate.note_corrupt(&file, &text, &e);
                 }
                 // Another session's broken file is its own business: never
                 // a candidate here, and left exactly as it is.
@@ -462,6 +521,7 @@ fn drive(
         ));
     }
     let (seen, appended) = observe(project, state, event, ctx, &mut notices);
+    let queued = seen.queued_message;
     // The user sees a refused promise too, not only the model.
     let refused = seen
         .verification
@@ -475,6 +535,9 @@ fn drive(
         claim: claim.then(|| session.to_owned()),
     };
     let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
+        Step::Passed if queued => {
+            Answer::Notice(messages::queued_goes_first(&live.file.name, state))
+        }
         Step::Passed => Answer::Silent,
         Step::Changed { notice } => Answer::Notice(notice),
         Step::Ended { notice, .. } => Answer::Notice(notice),
@@ -511,7 +574,9 @@ fn observe(
             refused = Some(e.to_string());
         }
     };
-    let reply = event.take_reply().or_else(|| {
+    let reply = event.take_reply();
+    let reply_from_transcript = reply.is_none();
+    let reply = reply.or_else(|| {
         let path = transcript_path?;
         let offset = state.progress.transcript_offset;
         transcript::last_reply(path, offset, state.started_at)
@@ -546,7 +611,10 @@ fn observe(
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
     let tree = wants_progress
-        .then(|| tree_fingerprint(project, state, appended.as_ref()))
+        .then(|| {
+            let from_event = reply.as_deref().filter(|_| !reply_from_transcript);
+            tree_fingerprint(project, state, appended.as_ref(), from_event)
+        })
         .flatten();
     let seen = Observation {
         now: Some(ctx.now),
@@ -568,6 +636,12 @@ fn observe(
             .is_none_or(|a| a.lacks_reply(reply.as_deref())),
         largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
         turn_ends: appended.as_ref().map(|a| a.turn_ends),
+        // Only an active loop keeps a turn going, so only then can a message wait on it.
+        queued_message: state.active
+            && transcript_path.is_some_and(|p| {
+                crate::reply::queued::message_waiting(p, state.progress.transcript_offset)
+                    .unwrap_or(false)
+            }),
         reply,
     };
     (seen, appended)
@@ -577,17 +651,49 @@ fn observe(
 /// (only when that cannot tell) the working tree and HEAD through one
 /// `git status`. A transcript that lags the Stop event proves nothing, so
 /// the tree is read: a lag can delay the breaker, never end a loop falsely.
+///
+/// A turn that ran no tool at all cannot have changed the tree through the
+/// agent, so it needs no `git status`: it carries the previous fingerprint,
+/// which makes it a turn without progress, as it is by definition. Only
+/// when that is proven: this stop's part of the transcript holds the reply
+/// the Stop event carries, no line of it called, answered or announced a
+/// tool, and the previous stop's transcript held its own reply (so this
+/// part is this turn's, not a late one's). Anything less reads the tree.
 fn tree_fingerprint(
     project: &Project,
     state: &LoopState,
     appended: Option<&transcript::Appended>,
+    reply_from_event: Option<&str>,
 ) -> Option<String> {
+    if let (Some(a), Some(previous)) = (appended, &state.progress.tree_fingerprint)
+        && turn_ran_nothing(a, reply_from_event, state.progress.counts.replies_behind)
+    {
+        return Some(previous.clone());
+    }
     let edit_proven = appended.filter(|a| a.edit_proven).map(|a| a.end_offset);
     git::progress_fingerprint(
         &project.root,
         state.progress.tree_fingerprint.as_deref(),
         edit_proven,
     )
+}
+
+/// Whether the turn provably ran no tool (see [`tree_fingerprint`]): the
+/// transcript holds its reply (`reply`, from the Stop event) and nothing of
+/// a tool, and was not behind at the previous stop.
+fn turn_ran_nothing(
+    appended: &transcript::Appended,
+    reply: Option<&str>,
+    replies_behind_before: u64,
+) -> bool {
+    let Some(reply) = reply.filter(|r| !r.trim().is_empty()) else {
+        return false;
+    };
+    replies_behind_before == 0
+        && appended.ran_tool == Some(false)
+        && !appended.tool_seen
+        && appended.last_text.is_some()
+        && !appended.lacks_reply(Some(reply))
 }
 
 /// The longest the hook waits for Claude Code to finish writing the turn

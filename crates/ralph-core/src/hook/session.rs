@@ -93,7 +93,8 @@ pub enum SessionError {
     Write(#[from] WriteError),
 }
 
-/// `UserPromptSubmit`. Never blocks the prompt.
+/// `UserPromptSubmit` for every prompt that is not one of ralph's commands (those are
+/// answered before this, in the binary's `cmd/prompt.rs`). Never blocks the prompt.
 pub fn prompt(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_prompt(input, ctx), "your message was sent as usual")
 }
@@ -193,13 +194,16 @@ fn rewrite(live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
 fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     let event = SessionEvent::parse(input)?;
     let prompt = event.prompt.as_deref().unwrap_or("");
-    // `/ralph-loop` itself: its `!` block arms the loop after this hook, and
-    // its output reaches only the model, so the user hears it from here.
-    if let Some(raw) = rules::arming_arguments(prompt) {
-        return arming_notice(raw, &event, ctx);
-    }
+    // ralph's own commands are answered before this (the binary's `cmd/prompt.rs`); any
+    // other `/ralph-…` word gets no "goes into the loop" line.
     if rules::is_ralph_command(prompt) {
         return Ok(Answer::Silent);
+    }
+    // This session's loop file deleted by hand: say so (once) rather than nothing.
+    if let (Some(project), Some(session)) = (ctx.hook.locate(event.cwd.as_deref()), event.session())
+        && project.loop_files()?.is_empty()
+    {
+        return Ok(notice(&control::vanished(&project, session, ctx.hook.now)));
     }
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
@@ -232,42 +236,6 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     Ok(Answer::Notice(messages::prompt_into_loop(
         &live.file.name,
         state,
-    )))
-}
-
-/// What `/ralph-loop ARGS` is about to arm, unless `ralph start` will
-/// refuse it (bad arguments, a live loop of that name or of this session):
-/// then its own error is what the user should see, alone.
-fn arming_notice(
-    raw: &str,
-    event: &SessionEvent,
-    ctx: &SessionContext,
-) -> Result<Answer, SessionError> {
-    let Some(arming) = rules::arming(raw) else {
-        return Ok(Answer::Silent);
-    };
-    if let Some(project) = ctx.hook.locate(event.cwd.as_deref())
-        && !project.loop_files()?.is_empty()
-    {
-        let lives = control::read_live(&project)?;
-        let live = lives.iter().map(|l| {
-            let owner = l.state.as_ref().ok().and_then(|s| s.session_id.as_deref());
-            (l.file.name.as_str(), owner)
-        });
-        if rules::arming_refused(&arming, event.session(), live) {
-            return Ok(Answer::Silent);
-        }
-    }
-    if arming.prd {
-        return Ok(Answer::Notice(messages::stories::arming(
-            &arming.name,
-            arming.max_iterations,
-        )));
-    }
-    Ok(Answer::Notice(messages::arming(
-        &arming.name,
-        arming.max_iterations,
-        arming.completion_promise.as_deref(),
     )))
 }
 
@@ -405,7 +373,7 @@ fn take_over(
 /// Why the loop was last paused, from its decision log (a session end or
 /// the user), or `None` when it was resumed since or the log says nothing.
 fn last_pause_reason(project: &Project, name: &str) -> Option<String> {
-    let recent = control::read_log_tail(&project.log_path(name), 50);
+    let recent = crate::loop_file::store::read_log_tail(&project.log_path(name), 50);
     let last = recent
         .iter()
         .rev()

@@ -3,10 +3,12 @@
 //! A skill's `!` block is shell text, and Claude Code pastes `$ARGUMENTS` into it raw: no
 //! quoting (not even a quoted heredoc, whose delimiter is public) survives every input. So the
 //! skills never put `$ARGUMENTS` in a block. The `UserPromptSubmit` hook (`ralph hook prompt`)
-//! gets the prompt as JSON before any block runs; when it is `/ralph-loop …` (or
-//! `/ralph:ralph-loop …`, `/ralph-cancel …`, …) the hook keeps the text after the name in a
-//! per-user file keyed by session and command. The skill's block then runs a fixed command
-//! (`ralph start --typed-arguments`), which takes that text once and parses it as data.
+//! gets the prompt as JSON before any block runs; [`recognise`] tells it which of ralph's
+//! commands it is (`/ralph-loop …`, `/ralph:ralph-loop …`, `/ralph-cancel …`, …), and the hook
+//! answers it itself (the binary's `cmd/prompt.rs`), so the plugin's skills run no block at all.
+//!
+//! [`keep`] and [`take`] remain behind the CLI's `--typed-arguments` flags (text kept per user
+//! and session, taken once); the plugin's hook no longer keeps anything for them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,15 +23,17 @@ pub enum SlashCommand {
     Pause,
     Resume,
     Init,
+    Status,
 }
 
 impl SlashCommand {
-    pub const ALL: [SlashCommand; 5] = [
+    pub const ALL: [SlashCommand; 6] = [
         Self::Loop,
         Self::Cancel,
         Self::Pause,
         Self::Resume,
         Self::Init,
+        Self::Status,
     ];
 
     /// The skill's name, as the user types it (`/ralph-loop`).
@@ -40,6 +44,7 @@ impl SlashCommand {
             Self::Pause => "ralph-pause",
             Self::Resume => "ralph-resume",
             Self::Init => "ralph-init",
+            Self::Status => "ralph-status",
         }
     }
 }
@@ -262,6 +267,10 @@ mod tests {
         }
         assert_eq!(recognise("/ralph-cancel"), Some((SlashCommand::Cancel, "")));
         assert_eq!(
+            recognise("/ralph:ralph-status\n"),
+            Some((SlashCommand::Status, ""))
+        );
+        assert_eq!(
             recognise("/ralph:ralph-resume docs"),
             Some((SlashCommand::Resume, "docs"))
         );
@@ -273,7 +282,7 @@ mod tests {
             "",
             "hello /ralph-loop x",
             "/ralph-loops x",
-            "/ralph-status",
+            "/ralph-statuses",
             "/other:ralph-loop x",
             "ralph-loop x",
             "$ralph-loops x",

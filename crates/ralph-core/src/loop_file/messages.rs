@@ -198,20 +198,47 @@ fn limit_words(max_iterations: u64) -> String {
     }
 }
 
-/// Shown while `/ralph-loop` runs: the user, not only the model, learns
-/// that the loop is being armed and how it ends.
-pub fn arming(name: &str, max_iterations: u64, completion_promise: Option<&str>) -> String {
-    let ends = match completion_promise {
+/// What the user sees when `/ralph-loop` armed a loop (the UserPromptSubmit hook arms it,
+/// before the first turn): its limit, how it ends (the `--verify` gate included) and how to
+/// stop it. `kept`: the same session asked again for the loop it already drives.
+pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
+    let gate = state
+        .guards
+        .verify
+        .as_deref()
+        .map(|v| format!(" and `{}` passes", printable(v)))
+        .unwrap_or_default();
+    let ends = match &state.completion_promise {
         Some(p) => format!(
-            "it ends when the agent outputs <promise>{}</promise>, or at the limit",
+            "it ends when the agent outputs <promise>{}</promise>{gate}, or at the limit",
             printable(p)
         ),
         None => "no completion promise: it ends at the limit".into(),
     };
+    let what = if kept {
+        format!(
+            "already armed for this session, iteration {}: the same loop, kept as it is",
+            state.iteration_label()
+        )
+    } else {
+        format!(
+            "armed for this session, {}",
+            limit_words(state.max_iterations)
+        )
+    };
     format!(
-        "🔄 ralph `{}`: arming a loop for this session, {}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        "🔄 ralph `{}`: {what}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name)
+    )
+}
+
+/// A message the user queued while the agent worked: the Stop hook let the turn end so it
+/// runs now, and counted nothing.
+pub fn queued_goes_first(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; after a ralph command, which needs no turn, send any message to carry on.",
         printable(name),
-        limit_words(max_iterations)
+        state.iteration_label()
     )
 }
 

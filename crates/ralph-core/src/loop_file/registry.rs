@@ -464,7 +464,13 @@ impl Registry {
         let created = private_new_file().open(dir.join(&key[..32]));
         match created {
             Ok(_) => {
-                sweep_old_markers(&dir);
+                // Once per process: a stop may write several markers, and
+                // each sweep reads the whole folder.
+                static SWEPT: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !SWEPT.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    sweep_old_markers(&dir);
+                }
                 true
             }
             Err(e) => e.kind() != io::ErrorKind::AlreadyExists,

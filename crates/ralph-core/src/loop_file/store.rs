@@ -253,6 +253,46 @@ impl Project {
         Ok(record)
     }
 
+    /// The names of live decision logs (`.claude/ralph/logs/<name>.jsonl`) whose loop file is
+    /// gone: a loop file deleted by hand, outside ralph. Costs one directory read, and none
+    /// when the logs folder is missing (a project that never had a loop).
+    pub fn logs_without_loop(&self) -> Vec<String> {
+        if !safe_fs::check_dir(&self.root, ".claude/ralph/logs").unwrap_or(false) {
+            return Vec::new();
+        }
+        let Ok(entries) = fs::read_dir(self.ralph_dir().join("logs")) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| n.strip_suffix(".jsonl").map(str::to_owned))
+            .filter(|n| !n.is_empty() && !n.starts_with('.'))
+            .filter(|n| safe_fs::kind_at(&self.loop_path(n)).is_none())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Moves the decision log of a loop whose file is gone into the history, as
+    /// `<stamp>-<name>.log.jsonl`, so that `ralph log` keeps it and a new loop of that name
+    /// starts a log of its own.
+    pub fn archive_orphan_log(&self, name: &str, ended: Timestamp) -> Result<PathBuf, StoreError> {
+        let history = self.ensure_dir(".claude/ralph/history")?;
+        let stem = unique_stem(
+            &history,
+            &ended.compact(),
+            &format!("-{}", record_name(name)),
+        );
+        let record = history.join(format!("{stem}.log.jsonl"));
+        let log = self.log_path(name);
+        if safe_fs::kind_at(&log).is_some_and(|k| k.is_file()) {
+            fs::rename(&log, &record).map_err(io_err("move the decision log into", &history))?;
+        }
+        safe_fs::sync_dir(&history);
+        Ok(record)
+    }
+
     /// Removes temp files left in `.claude/` and `.claude/ralph/` by ralph
     /// processes that died mid-write. Call it under the lock. Only ralph's
     /// own temps go (see [`safe_fs::remove_stale_temps`]).
@@ -347,6 +387,23 @@ pub fn write_turn(path: &Path, contents: &str) -> Result<(), StoreError> {
 /// link, at most [`safe_fs::LOOP_FILE_CAP`] bytes, valid UTF-8.
 pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
     Ok(safe_fs::read_text(path, safe_fs::LOOP_FILE_CAP)?)
+}
+
+/// The last `n` JSON lines of a decision log (all of them when `n` is `usize::MAX`).
+pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // Only a regular file, never through a link, and only its end.
+    let Ok(bytes) = crate::fs::safe_fs::read_tail(path, crate::fs::safe_fs::LOG_TAIL_CAP) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 #[cfg(test)]

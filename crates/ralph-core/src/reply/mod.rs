@@ -3,4 +3,5 @@
 
 pub mod event;
 pub mod promise;
+pub mod queued;
 pub mod transcript;

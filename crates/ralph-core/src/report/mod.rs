@@ -79,7 +79,12 @@ pub fn gather(
     };
     let views = chosen
         .into_iter()
-        .map(|r| model::loop_view(r, &control::read_log_tail(&r.log, usize::MAX)))
+        .map(|r| {
+            model::loop_view(
+                r,
+                &crate::loop_file::store::read_log_tail(&r.log, usize::MAX),
+            )
+        })
         .collect();
     Ok(Report {
         project: project.root.display().to_string(),

@@ -11,7 +11,6 @@ use ralph_core::fs::gate;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
-use ralph_core::hook::typed;
 use ralph_core::hook::{self, HookContext};
 
 /// The hook's own work (everything but a verification gate) must end
@@ -91,34 +90,10 @@ fn deadline_from_env() -> Duration {
         .map_or(DEADLINE, |s| Duration::from_secs(s).min(DEADLINE))
 }
 
-/// For `/ralph-loop …` and the other skills that take arguments, keeps the typed text from
-/// the UserPromptSubmit event's JSON for the skill's `--typed-arguments`, so it never passes
-/// through a shell; every other prompt costs one JSON parse. Returns what to tell the user
-/// when the text could not be kept.
-fn keep_typed(input: &[u8]) -> Option<String> {
-    let event = serde_json::from_slice::<serde_json::Value>(input).ok()?;
-    let (command, text) = event["prompt"].as_str().and_then(typed::recognise)?;
-    let session = event["session_id"].as_str().unwrap_or_default();
-    let kept = typed::default_dir().and_then(|dir| {
-        typed::keep(
-            &dir,
-            session,
-            command,
-            text,
-            ralph_core::time::Timestamp::now().0,
-        )
-    });
-    kept.err().map(|e| {
-        format!(
-            "⚠ ralph: could not keep the text typed after /{}: {e}",
-            command.skill()
-        )
-    })
-}
-
 /// `ralph hook prompt | session-start | session-end`: the session hooks. Each prints nothing
-/// or one `systemMessage` (stdout of the prompt hook would otherwise reach the model), never
-/// blocks a prompt, and always exits 0.
+/// or one JSON answer (stdout of the prompt hook would otherwise reach the model) and always
+/// exits 0. Only ralph's own commands are blocked (`prompt.rs`: answered, no model turn);
+/// every other prompt goes through.
 pub fn session(event: crate::cli::HookCommand) -> ExitCode {
     use crate::cli::HookCommand;
     use ralph_core::hook::session::{self, SessionContext};
@@ -128,11 +103,12 @@ pub fn session(event: crate::cli::HookCommand) -> ExitCode {
             let ctx = SessionContext::from_env();
             match event {
                 HookCommand::Prompt => {
-                    let answer = session::prompt(&input, &ctx);
-                    match keep_typed(&input) {
-                        Some(problem) => answer.with_notice(problem),
-                        None => answer,
+                    // ralph's own commands are answered here, with no model turn.
+                    if let Some(reply) = super::prompt::answer(&input) {
+                        let _ = std::io::stdout().write_all(reply.render().as_bytes());
+                        return ExitCode::SUCCESS;
                     }
+                    session::prompt(&input, &ctx)
                 }
                 HookCommand::SessionStart => session::start(&input, &ctx),
                 HookCommand::SessionEnd => session::end(&input, &ctx),

@@ -59,6 +59,17 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
     Ok(())
 }
 
+/// `/ralph-init ARGS`, answered by the UserPromptSubmit hook: `raw` as the event carries it.
+pub fn init_typed(raw: &str) -> super::Outcome {
+    let mut args = InitArgs {
+        template: "software".to_owned(),
+        force: false,
+        typed_arguments: false,
+    };
+    apply_typed(&mut args, raw)?;
+    init(args)
+}
+
 /// `/ralph-init [TEMPLATE] [--template TEMPLATE] [--force]`, split on whitespace: a template
 /// name has no spaces, and anything else is refused rather than guessed.
 fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {

@@ -25,16 +25,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
         } else {
             read_stdin()?
         };
-        let parsed = arguments::parse(&raw)?;
-        for (key, value) in &parsed.options {
-            apply_option(&mut args, key, value)?;
-        }
-        for word in &parsed.unknown {
-            notes.push(format!(
-                "note: `{word}` is not a ralph option; it was kept as part of the task."
-            ));
-        }
-        parsed.prompt
+        apply_raw(&mut args, &raw, &mut notes)?
     } else if !args.prompt.is_empty() {
         args.prompt.join(" ")
     } else if !std::io::stdin().is_terminal() {
@@ -42,9 +33,83 @@ pub fn start(mut args: StartArgs) -> Outcome {
     } else {
         String::new()
     };
+    args.session_id = session;
+    arm_and_tell(args, prompt, &notes).map(|_| ())
+}
+
+/// `/ralph-loop ARGS`, answered by the UserPromptSubmit hook: `raw` is the text typed after
+/// the command, as the hook event carries it (never through a shell). Arms the loop for
+/// `session` and prints what `ralph start` prints; returns its name and what was armed.
+pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed), Failure> {
+    let mut args = StartArgs {
+        name: "ralph".to_owned(),
+        arm: ArmFlags::default(),
+        session_id: None,
+        force: false,
+        raw_arguments: false,
+        typed_arguments: false,
+        prompt: Vec::new(),
+    };
+    let mut notes = Vec::new();
+    let prompt = apply_raw(&mut args, raw, &mut notes)?;
+    args.session_id = Some(session.to_owned());
+    let name = args.name.clone();
+    Ok((name, arm_and_tell(args, prompt, &notes)?))
+}
+
+/// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt and
+/// how to finish it).
+pub fn tasks_of(names: &[String]) -> String {
+    let Ok(lives) = control::read_live(&super::project()) else {
+        return String::new();
+    };
+    let mut out = Vec::new();
+    for live in &lives {
+        if let (true, Ok(state)) = (names.contains(&live.file.name), &live.state) {
+            out.push(format!(
+                "Your task (Ralph loop `{}`):\n\n{}\n\n{}",
+                live.file.name,
+                state.prompt,
+                messages::how_to_finish(state).trim_end()
+            ));
+        }
+    }
+    out.join("\n\n")
+}
+
+/// A slash command's raw arguments applied to `args`, with the same checks clap applies;
+/// returns the prompt, and notes about words kept in it.
+fn apply_raw(args: &mut StartArgs, raw: &str, notes: &mut Vec<String>) -> Result<String, Failure> {
+    let parsed = arguments::parse(raw)?;
+    for (key, value) in &parsed.options {
+        apply_option(args, key, value)?;
+    }
+    for word in &parsed.unknown {
+        notes.push(format!(
+            "note: `{word}` is not a ralph option; it was kept as part of the task."
+        ));
+    }
+    Ok(parsed.prompt)
+}
+
+/// Arms the loop (or keeps this session's identical one) and prints the activation text.
+fn arm_and_tell(
+    args: StartArgs,
+    prompt: String,
+    notes: &[String],
+) -> Result<control::Armed, Failure> {
     let project = super::project();
-    let request = arm_request(&project, args.name, prompt, args.arm, session, args.force)?;
-    let (path, state) = arm(&project, &request)?;
+    let request = arm_request(
+        &project,
+        args.name,
+        prompt,
+        args.arm,
+        args.session_id,
+        args.force,
+    )?;
+    let registry = super::require_registry()?;
+    let armed = control::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
+    let (path, state) = (&armed.path, &armed.state);
     for note in notes {
         say!("{note}");
     }
@@ -59,15 +124,23 @@ pub fn start(mut args: StartArgs) -> Outcome {
         .map_or("the first session that stops claims it".to_owned(), |s| {
             format!("session {s}")
         });
-    say!(
-        "🔄 Ralph loop `{}` armed: {limit}; owner: {owner}.",
-        request.name
-    );
+    if armed.kept {
+        say!(
+            "🔄 Ralph loop `{}` is already armed for this session with this task and these settings (iteration {}); it was kept as it is.",
+            request.name,
+            state.iteration_label()
+        );
+    } else {
+        say!(
+            "🔄 Ralph loop `{}` armed: {limit}; owner: {owner}.",
+            request.name
+        );
+    }
     say!(
         "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
-        super::display(&project, &path)
+        super::display(&project, path)
     );
-    let guards = messages::guard_summary(&state);
+    let guards = messages::guard_summary(state);
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
@@ -83,11 +156,11 @@ pub fn start(mut args: StartArgs) -> Outcome {
         say!("When it ends: {words}.");
     }
     say!("\nYour task:\n\n{}{story}\n", state.prompt);
-    say!("{}", messages::how_to_finish(&state).trim_end());
+    say!("{}", messages::how_to_finish(state).trim_end());
     say!(
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
     );
-    Ok(())
+    Ok(armed)
 }
 
 /// What arming a `--prd` loop shows: the stories, and each command ralph
@@ -222,7 +295,7 @@ pub fn typed_text(session: Option<&str>, command: SlashCommand) -> Result<String
 
 /// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
-fn resolve_selection(mut args: SelectArgs, command: SlashCommand) -> Result<SelectArgs, Failure> {
+fn resolve_selection(args: SelectArgs, command: SlashCommand) -> Result<SelectArgs, Failure> {
     let raw = if args.typed_arguments {
         typed_text(super::session_from_env().as_deref(), command)?
     } else if args.raw_arguments {
@@ -230,6 +303,21 @@ fn resolve_selection(mut args: SelectArgs, command: SlashCommand) -> Result<Sele
     } else {
         return Ok(args);
     };
+    apply_selection(args, &raw)
+}
+
+/// The selection typed after `/ralph-cancel`, `/ralph-pause` or `/ralph-resume`.
+pub fn typed_selection(raw: &str) -> Result<SelectArgs, Failure> {
+    let none = SelectArgs {
+        name: None,
+        all: false,
+        raw_arguments: false,
+        typed_arguments: false,
+    };
+    apply_selection(none, raw)
+}
+
+fn apply_selection(mut args: SelectArgs, raw: &str) -> Result<SelectArgs, Failure> {
     let words: Vec<&str> = raw.split_whitespace().collect();
     match words.as_slice() {
         [] => {}
@@ -251,8 +339,12 @@ fn resolve_selection(mut args: SelectArgs, command: SlashCommand) -> Result<Sele
 
 pub fn cancel(args: SelectArgs) -> Outcome {
     let args = resolve_selection(args, SlashCommand::Cancel)?;
+    cancel_as(args, super::session_from_env())
+}
+
+/// `ralph cancel` for `session` (the hook passes the one its event names).
+pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
     let project = super::project();
-    let session = super::session_from_env();
     let ended = control::cancel(
         &project,
         super::registry().as_ref(),
@@ -297,8 +389,16 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
         SlashCommand::Pause
     };
     let args = resolve_selection(args, command)?;
+    pause_or_resume_as(args, active, super::session_from_env()).map(|_| ())
+}
+
+/// `ralph pause` / `ralph resume` for `session`; returns the loops it changed.
+pub fn pause_or_resume_as(
+    args: SelectArgs,
+    active: bool,
+    session: Option<String>,
+) -> Result<Vec<String>, Failure> {
     let project = super::project();
-    let session = super::session_from_env();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
         control::read_live(&project)?
@@ -326,8 +426,8 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
             if active { "paused" } else { "active" }
         );
     }
-    for name in changed {
+    for name in &changed {
         say!("{verb} loop `{name}`.");
     }
-    Ok(())
+    Ok(changed)
 }

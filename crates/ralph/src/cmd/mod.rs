@@ -12,9 +12,8 @@
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
         let text = format!($($arg)*);
-        let _ = writeln!(std::io::stdout(), "{}", ralph_core::display::block(&text));
+        $crate::cmd::emit(&ralph_core::display::block(&text));
     }};
 }
 
@@ -28,11 +27,13 @@ macro_rules! say_json {
 }
 
 mod adopt;
+mod capture;
 mod hook;
 mod init;
 mod install;
 mod loops;
 mod parallel;
+mod prompt;
 mod receipt;
 mod report;
 mod run;
@@ -43,6 +44,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ralph_core::loop_file::store::Project;
+
+pub use capture::emit;
 
 use crate::cli::{Cli, Command, HookCommand};
 
@@ -151,9 +154,12 @@ fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
         return code::USAGE;
     }
     match error.downcast_ref::<LoopError>() {
-        Some(LoopError::BadName(_) | LoopError::EmptyPrompt | LoopError::NotifyUrl(_)) => {
-            code::USAGE
-        }
+        Some(
+            LoopError::BadName(_)
+            | LoopError::EmptyPrompt
+            | LoopError::NotifyUrl(_)
+            | LoopError::PromiseWithTags { .. },
+        ) => code::USAGE,
         _ => code::FAILURE,
     }
 }
@@ -200,9 +206,9 @@ impl From<ralph_core::control::LoopError> for Failure {
             LoopError::NameTaken { name, .. } => format!(
                 ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
             ),
-            LoopError::SessionBusy { .. } => {
-                ". Cancel it first, or use --force to replace it".to_owned()
-            }
+            LoopError::SessionBusy { name } => format!(
+                ". End it first (/ralph-cancel, or `ralph cancel --name {name}`), or add --force to replace it"
+            ),
             LoopError::Ambiguous(_) => "; name one with --name, or use --all".to_owned(),
             LoopError::ChangedMeanwhile { name, .. } => {
                 format!(". Run `ralph adopt --name {name}` again")
@@ -333,7 +339,7 @@ mod tests {
         let busy = Failure::from(LoopError::SessionBusy { name: "x".into() });
         assert_eq!(
             busy.message,
-            "this session already drives the loop `x`; one session runs one loop at a time. Cancel it first, or use --force to replace it"
+            "this session already drives the loop `x`; one session runs one loop at a time. End it first (/ralph-cancel, or `ralph cancel --name x`), or add --force to replace it"
         );
         let several = Failure::from(LoopError::Ambiguous("a, b".into()));
         assert_eq!(

@@ -212,6 +212,29 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     ralph_core::display::line(text)
 }
 
+/// The newest decision log in the history without a loop record beside it (a loop whose
+/// file was deleted by hand), of the loop `name` if given.
+fn orphan_log(
+    project: &ralph_core::loop_file::store::Project,
+    name: Option<&str>,
+) -> Option<std::path::PathBuf> {
+    let history = project.history_dir();
+    let mut logs: Vec<String> = std::fs::read_dir(&history)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_suffix(".log.jsonl").is_some_and(|stem| {
+                !history.join(format!("{stem}.md")).exists()
+                    && name.is_none_or(|name| stem.ends_with(&format!("-{name}")))
+            })
+        })
+        .collect();
+    // Record names start with the time they ended: the last is the newest.
+    logs.sort();
+    logs.pop().map(|n| history.join(n))
+}
+
 pub fn log(args: LogArgs) -> Outcome {
     let project = super::project();
     let session = super::session_from_env();
@@ -224,6 +247,24 @@ pub fn log(args: LogArgs) -> Outcome {
             .or_else(|| reports.first()),
     };
     let Some(report) = chosen else {
+        // A loop whose file was deleted by hand has no report, but its log was kept.
+        if let Some(log) = orphan_log(&project, args.name.as_deref()) {
+            let lines = ralph_core::loop_file::store::read_log_tail(&log, usize::MAX);
+            if !args.json {
+                say!(
+                    "Loop log {} (its loop file was deleted outside ralph):",
+                    super::display(&project, &log)
+                );
+            }
+            for line in &lines {
+                if args.json {
+                    say_json!("{line}");
+                } else {
+                    say!("{}", log_summary(line));
+                }
+            }
+            return Ok(());
+        }
         return match args.name {
             Some(name) => Err(format!("no loop named `{name}` (see `ralph status`)").into()),
             None => {
@@ -233,7 +274,7 @@ pub fn log(args: LogArgs) -> Outcome {
         };
     };
     // A linked logs folder is never read (the report's path is empty then).
-    let lines = control::read_log_tail(&report.log, usize::MAX);
+    let lines = ralph_core::loop_file::store::read_log_tail(&report.log, usize::MAX);
     if !args.json {
         let task = report.task.as_deref().unwrap_or("");
         say!("Loop `{}` ({}) · task: {task}", report.name, report.state);

@@ -2,9 +2,8 @@
 //! the start of one mean for the loop that session owns. No file, clock or
 //! environment here; `session.rs` gathers the facts and does the writing.
 
-use crate::control::arguments;
 use crate::loop_file::frontmatter;
-use crate::loop_file::state::{DEFAULT_MAX_ITERATIONS, LoopState};
+use crate::loop_file::state::LoopState;
 use crate::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that
@@ -97,67 +96,6 @@ pub fn is_ralph_command(prompt: &str) -> bool {
     command_word(prompt).is_some_and(|w| w.starts_with("ralph-") || w.starts_with("ralph:"))
 }
 
-/// The raw arguments of a `/ralph-loop` or `/ralph:ralph-loop` prompt.
-pub fn arming_arguments(prompt: &str) -> Option<&str> {
-    let trimmed = prompt.trim_start();
-    let word = command_word(trimmed)?;
-    matches!(word, "ralph-loop" | "ralph:ralph-loop").then(|| trimmed[word.len() + 1..].trim())
-}
-
-/// What a `/ralph-loop` prompt is about to arm, as far as its arguments say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arming {
-    pub name: String,
-    /// 0 means unlimited.
-    pub max_iterations: u64,
-    pub completion_promise: Option<String>,
-    /// `--force`: replaces a loop of the same name or session.
-    pub force: bool,
-    /// `--prd`: it ends when every story passes (a task may be left out).
-    pub prd: bool,
-}
-
-/// Reads what `/ralph-loop ARGS` will arm. `None` when `ralph start` is going
-/// to refuse the arguments anyway (it says why itself).
-pub fn arming(raw: &str) -> Option<Arming> {
-    let parsed = arguments::parse(raw).ok()?;
-    let prd = parsed.options.iter().any(|(k, _)| k == "prd");
-    if parsed.prompt.trim().is_empty() && !prd {
-        return None;
-    }
-    let mut arming = Arming {
-        name: "ralph".into(),
-        max_iterations: DEFAULT_MAX_ITERATIONS,
-        completion_promise: None,
-        force: false,
-        prd,
-    };
-    for (key, value) in parsed.options {
-        match key.as_str() {
-            "name" => arming.name = value,
-            "max-iterations" => arming.max_iterations = value.trim().parse().ok()?,
-            "completion-promise" => {
-                arming.completion_promise = Some(value).filter(|v| !v.trim().is_empty());
-            }
-            "force" => arming.force = true,
-            _ => {}
-        }
-    }
-    Some(arming)
-}
-
-/// Whether `ralph start` will refuse this arming because of a live loop
-/// (`name`, `owner` of each): the same name, or this session's own loop,
-/// without `--force`. The hook then stays quiet; the command says why.
-pub fn arming_refused<'a>(
-    arming: &Arming,
-    session: Option<&str>,
-    mut live: impl Iterator<Item = (&'a str, Option<&'a str>)>,
-) -> bool {
-    !arming.force
-        && live.any(|(name, owner)| name == arming.name || (session.is_some() && owner == session))
-}
-
 /// Whether this prompt gets the "this message goes into the loop" line: the
 /// loop is active, the prompt is not a ralph command, and the user has not
 /// been told yet since the loop last advanced (one line per interruption).
@@ -247,48 +185,6 @@ mod tests {
         for p in ["stop", "/clear", "please /ralph-pause", "/ralphy", ""] {
             assert!(!is_ralph_command(p), "{p}");
         }
-        assert_eq!(arming_arguments("/ralph-loop  Do it "), Some("Do it"));
-        assert_eq!(
-            arming_arguments("/ralph:ralph-loop Do --max-iterations 3"),
-            Some("Do --max-iterations 3")
-        );
-        assert_eq!(arming_arguments("/ralph:ralph-loop"), Some(""));
-        assert_eq!(arming_arguments("/ralph-loops x"), None);
-        assert_eq!(arming_arguments("/ralph-cancel"), None);
-    }
-
-    #[test]
-    fn arming_reads_the_options_ralph_start_reads() {
-        assert_eq!(
-            arming("Write docs --name docs --max-iterations 20 --completion-promise 'ALL DONE'"),
-            Some(Arming {
-                name: "docs".into(),
-                max_iterations: 20,
-                completion_promise: Some("ALL DONE".into()),
-                force: false,
-                prd: false,
-            })
-        );
-        let prd = arming("--prd --max-iterations 9").unwrap();
-        assert!(
-            prd.prd && prd.max_iterations == 9,
-            "--prd needs no task: {prd:?}"
-        );
-        assert_eq!(arming("Fix it").unwrap().max_iterations, 50);
-        assert_eq!(
-            arming("Fix it --max-iterations 0").unwrap().max_iterations,
-            0
-        );
-        assert_eq!(arming("Fix it --max-iterations ten"), None);
-        assert_eq!(arming("--max-iterations 3"), None);
-        assert_eq!(arming("Fix it --name"), None);
-        let a = arming("Fix it --name docs").unwrap();
-        let live = [("ralph", Some("s1")), ("notes", None)];
-        assert!(!arming_refused(&a, Some("s2"), live.into_iter()));
-        assert!(arming_refused(&a, Some("s1"), live.into_iter()));
-        assert!(arming_refused(&a, None, [("docs", None)].into_iter()));
-        let forced = arming("Fix it --name docs --force").unwrap();
-        assert!(!arming_refused(&forced, Some("s1"), live.into_iter()));
     }
 
     #[test]

@@ -4,14 +4,15 @@
 //! session.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::IgnoredAny;
 
-use super::backward::BackwardLines;
 use super::backward::open;
+use super::backward::{BLOCK, BackwardLines};
+use super::lenient;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +45,10 @@ pub struct Appended {
     /// chain): compared with the reply the Stop event carries, it tells
     /// whether the transcript holds this turn's reply or an older one.
     pub last_text: Option<String>,
+    /// Whether any line in the new part, on any chain, called a tool,
+    /// carried a tool's result, or stopped for a tool call: `false` means
+    /// the agent ran nothing since the last stop (what it says is all it did).
+    pub tool_seen: bool,
 }
 
 impl Appended {
@@ -68,23 +73,34 @@ impl Appended {
 /// Claude Code's tools that change files and nothing else.
 pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
 
-/// The most one scan reads: a single turn never appends this much.
+/// The most one scan reads: a single turn never appends this much. A scan
+/// reads at most this far back from the end of the transcript, in blocks,
+/// so a stop's time is bounded by it (and its memory by [`MAX_LINE`]).
 const MAX_APPENDED: u64 = 64 * 1024 * 1024;
 
+/// Lines up to this long are read whole, then parsed; a longer one is
+/// parsed as it is read, keeping none of its strings but the short fields
+/// (its text blocks are not kept: see [`Scan::line`]).
+const MAX_LINE: usize = 256 * 1024;
+
+/// One transcript line, with only what the scan uses. The content is read
+/// into [`Block`]s (never into a `serde_json::Value`) and every other field
+/// is skipped as it is parsed, so a large tool result costs no memory.
 #[derive(Deserialize)]
-struct UsageLine {
+struct UsageLine<T> {
     #[serde(rename = "type")]
     kind: Option<String>,
     #[serde(rename = "isSidechain", default)]
     is_sidechain: bool,
     timestamp: Option<String>,
-    message: Option<UsageMessage>,
+    message: Option<UsageMessage<T>>,
 }
 
 #[derive(Deserialize)]
-struct UsageMessage {
+struct UsageMessage<T> {
     id: Option<String>,
-    content: Option<Value>,
+    #[serde(default = "lenient::Content::none")]
+    content: lenient::Content<T>,
     stop_reason: Option<String>,
     usage: Option<Usage>,
 }
@@ -140,15 +156,16 @@ pub fn scan_loop(
 }
 
 /// Where the loop's part of the transcript begins: just past the last line
-/// stamped before `started_at` (lines without a stamp do not decide), at
-/// most [`MAX_APPENDED`] from the end.
+/// stamped before `started_at` (lines without a stamp do not decide, nor do
+/// lines longer than [`MAX_LINE`], which are not kept), at most
+/// [`MAX_APPENDED`] from the end.
 fn loop_start_offset(file: &mut File, len: u64, started_at: Timestamp) -> std::io::Result<u64> {
     #[derive(Deserialize)]
     struct Stamped {
         timestamp: Option<String>,
     }
     let floor = len.saturating_sub(MAX_APPENDED);
-    let mut lines = BackwardLines::new(file, floor, len);
+    let mut lines = BackwardLines::new(file, floor, len).with_max_line(MAX_LINE);
     let mut start = len;
     while let Some(raw) = lines.next_line()? {
         let stamp = serde_json::from_slice::<Stamped>(&raw)
@@ -158,13 +175,15 @@ fn loop_start_offset(file: &mut File, len: u64, started_at: Timestamp) -> std::i
         if stamp.is_some_and(|t| t < started_at) {
             return Ok(start);
         }
-        start = start.saturating_sub(raw.len() as u64 + 1);
+        start = lines.line_start();
     }
     Ok(floor)
 }
 
 /// Counts the assistant messages in `file[offset..len]` (complete lines
-/// only); with `not_before`, only lines stamped at or after it.
+/// only); with `not_before`, only lines stamped at or after it. Reads the
+/// span in blocks and holds one line at a time (at most [`MAX_LINE`]; a
+/// longer one is parsed as it streams by), never the span.
 fn scan_from(
     file: &mut File,
     len: u64,
@@ -172,84 +191,190 @@ fn scan_from(
     last_message_id: Option<&str>,
     not_before: Option<Timestamp>,
 ) -> std::io::Result<Appended> {
-    let mut out = Appended {
-        end_offset: len,
-        last_message_id: last_message_id.map(str::to_owned),
-        // Nothing of this turn written yet, until a line says otherwise.
-        reply_missing: true,
-        ..Appended::default()
-    };
     let start = offset.max(len.saturating_sub(MAX_APPENDED));
-    // At most MAX_APPENDED; the capacity is only a hint.
-    let mut buf = Vec::with_capacity(usize::try_from(len - start).unwrap_or(0));
+    let mut scan = Scan::new(start, last_message_id, not_before);
     file.seek(SeekFrom::Start(start))?;
-    file.take(len - start).read_to_end(&mut buf)?;
-    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    out.end_offset = start + complete as u64;
-    let mut pending: Option<(String, Usage)> = None;
-    let mut edit_calls: Vec<String> = Vec::new();
-    let mut last_turn_end: Option<String> = None;
-    for raw in buf[..complete].split(|&b| b == b'\n') {
-        let Ok(line) = serde_json::from_slice::<UsageLine>(raw) else {
+    let mut reader = BufReader::with_capacity(BLOCK, file.take(len - start));
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let cap = MAX_LINE as u64 + 1;
+        let n = (&mut reader).take(cap).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            scan.line(serde_json::from_slice::<UsageLine<lenient::Str>>(&line).ok());
+            scan.out.end_offset += n as u64;
             continue;
+        }
+        if n <= MAX_LINE {
+            break; // the last line, still being written
+        }
+        // A long line: parsed as it is read, up to its newline.
+        let mut rest = UntilNewline::new(&mut reader);
+        let parsed = {
+            let stream = BufReader::with_capacity(BLOCK, line.as_slice().chain(&mut rest));
+            serde_json::from_reader::<_, UsageLine<IgnoredAny>>(stream).ok()
         };
-        if let Some(limit) = not_before {
+        rest.finish()?;
+        if !rest.found {
+            break; // still being written: the next stop reads it whole
+        }
+        scan.line(parsed);
+        scan.out.end_offset = scan
+            .out
+            .end_offset
+            .saturating_add(n as u64)
+            .saturating_add(rest.read)
+            .saturating_add(1);
+    }
+    Ok(scan.finish())
+}
+
+/// Reads up to the next newline (which it consumes, not returns).
+struct UntilNewline<'a, R> {
+    inner: &'a mut R,
+    /// Bytes returned so far (the newline not included).
+    read: u64,
+    found: bool,
+}
+
+impl<'a, R: BufRead> UntilNewline<'a, R> {
+    fn new(inner: &'a mut R) -> Self {
+        Self {
+            inner,
+            read: 0,
+            found: false,
+        }
+    }
+
+    /// Skips what the parser left of the line.
+    fn finish(&mut self) -> std::io::Result<()> {
+        std::io::copy(self, &mut std::io::sink()).map(|_| ())
+    }
+}
+
+impl<R: BufRead> Read for UntilNewline<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.found || out.is_empty() {
+            return Ok(0);
+        }
+        let available = self.inner.fill_buf()?;
+        let n = match available.iter().position(|&b| b == b'\n') {
+            Some(0) => {
+                self.inner.consume(1);
+                self.found = true;
+                return Ok(0);
+            }
+            // The newline itself is consumed by the next call.
+            Some(i) => i.min(out.len()),
+            None => available.len().min(out.len()),
+        };
+        out[..n].copy_from_slice(&available[..n]);
+        self.inner.consume(n);
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// The counters of one scan, fed a line at a time.
+struct Scan {
+    out: Appended,
+    not_before: Option<Timestamp>,
+    /// A message whose lines are still coming (its usage is the last line's).
+    pending: Option<(String, Usage)>,
+    edit_calls: Vec<String>,
+    last_turn_end: Option<String>,
+}
+
+impl Scan {
+    fn new(start: u64, last_message_id: Option<&str>, not_before: Option<Timestamp>) -> Self {
+        Self {
+            out: Appended {
+                end_offset: start,
+                last_message_id: last_message_id.map(str::to_owned),
+                // Nothing of this turn written yet, until a line says otherwise.
+                reply_missing: true,
+                ..Appended::default()
+            },
+            not_before,
+            pending: None,
+            edit_calls: Vec::new(),
+            last_turn_end: None,
+        }
+    }
+
+    /// One complete line (`None`: not JSON of a known shape, skipped). A
+    /// long line's text blocks are not kept: the last text is then unknown
+    /// (`last_text` is cleared), so the event's reply is not compared with it.
+    fn line<T: lenient::Text>(&mut self, line: Option<UsageLine<T>>) {
+        let Some(line) = line else { return };
+        let out = &mut self.out;
+        if let Some(limit) = self.not_before {
             let stamp = line.timestamp.as_deref().and_then(Timestamp::parse_rfc3339);
             if stamp.is_none_or(|t| t < limit) {
-                continue;
+                return;
             }
         }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
         }
-        // Edits count on every chain: a subagent's edit changed files too.
-        note_edits(&line, &mut edit_calls, &mut out.edit_proven);
-        if line.kind.as_deref() != Some("assistant") || line.is_sidechain {
-            continue;
-        }
         let Some(message) = line.message else {
-            continue;
+            return;
         };
-        let called_tool = message
-            .content
-            .as_ref()
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| {
-                blocks
-                    .iter()
-                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-            });
+        let kind = line.kind.as_deref();
+        let blocks = &message.content.0;
+        if blocks
+            .iter()
+            .any(|b| b.is("tool_use") || b.is("tool_result"))
+            || (kind == Some("assistant") && message.stop_reason.as_deref() == Some("tool_use"))
+        {
+            out.tool_seen = true;
+        }
+        // Edits count on every chain: a subagent's edit changed files too.
+        note_edits(kind, blocks, &mut self.edit_calls, &mut out.edit_proven);
+        if kind != Some("assistant") || line.is_sidechain {
+            return;
+        }
+        let called_tool = blocks.iter().any(|b| b.is("tool_use"));
         out.ran_tool = Some(out.ran_tool.unwrap_or(false) || called_tool);
         out.reply_missing = called_tool || message.stop_reason.as_deref() == Some("tool_use");
         let ends_turn = !out.reply_missing && message.stop_reason.is_some();
-        if ends_turn && message.id.is_some() && message.id != last_turn_end {
+        if ends_turn && message.id.is_some() && message.id != self.last_turn_end {
             // A message written as several lines (one per content block) ends its turn once.
             out.turn_ends = out.turn_ends.saturating_add(1);
-            last_turn_end.clone_from(&message.id);
+            self.last_turn_end.clone_from(&message.id);
         }
-        if let Some(text) = message.content.as_ref().and_then(text_of) {
-            out.last_text = Some(text);
+        match text_of(blocks) {
+            Seen::Text(text) => out.last_text = Some(text),
+            Seen::Unknown => out.last_text = None,
+            Seen::None => {}
         }
-        let Some(id) = message.id else { continue };
-        if out.last_message_id.as_deref() == Some(id.as_str()) && pending.is_none() {
-            continue; // counted by an earlier scan
+        let Some(id) = message.id else { return };
+        if out.last_message_id.as_deref() == Some(id.as_str()) && self.pending.is_none() {
+            return; // counted by an earlier scan
         }
         let usage = message.usage.unwrap_or_default();
-        match &mut pending {
+        match &mut self.pending {
             Some((pid, u)) if *pid == id => *u = usage,
             _ => {
-                if let Some((_, u)) = pending.take() {
+                if let Some((_, u)) = self.pending.take() {
                     out.add(tokens_of(u));
                 }
-                pending = Some((id.clone(), usage));
+                self.pending = Some((id.clone(), usage));
                 out.last_message_id = Some(id);
             }
         }
     }
-    if let Some((_, u)) = pending {
-        out.add(tokens_of(u));
+
+    fn finish(mut self) -> Appended {
+        if let Some((_, u)) = self.pending.take() {
+            self.out.add(tokens_of(u));
+        }
+        self.out
     }
-    Ok(out)
 }
 
 impl Appended {
@@ -261,29 +386,32 @@ impl Appended {
 
 /// Remembers the ids of edit-tool calls (assistant lines) and marks an edit
 /// proven when a user line carries a successful result for one of them.
-fn note_edits(line: &UsageLine, calls: &mut Vec<String>, proven: &mut bool) {
-    let Some(blocks) = line
-        .message
-        .as_ref()
-        .and_then(|m| m.content.as_ref())
-        .and_then(Value::as_array)
-    else {
-        return;
-    };
-    let field = |b: &Value, k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
+fn note_edits<T>(
+    kind: Option<&str>,
+    blocks: &[lenient::Block<T>],
+    calls: &mut Vec<String>,
+    proven: &mut bool,
+) {
     for block in blocks {
-        match (
-            line.kind.as_deref(),
-            block.get("type").and_then(Value::as_str),
-        ) {
-            (Some("assistant"), Some("tool_use"))
-                if field(block, "name").is_some_and(|n| EDIT_TOOLS.contains(&n.as_str())) =>
+        match kind {
+            Some("assistant")
+                if block.is("tool_use")
+                    && block
+                        .name
+                        .0
+                        .as_deref()
+                        .is_some_and(|n| EDIT_TOOLS.contains(&n)) =>
             {
-                calls.extend(field(block, "id"));
+                calls.extend(block.id.0.clone());
             }
-            (Some("user"), Some("tool_result"))
-                if block.get("is_error").and_then(Value::as_bool) != Some(true)
-                    && field(block, "tool_use_id").is_some_and(|id| calls.contains(&id)) =>
+            Some("user")
+                if block.is("tool_result")
+                    && block.is_error.0 != Some(true)
+                    && block
+                        .tool_use_id
+                        .0
+                        .as_ref()
+                        .is_some_and(|id| calls.contains(id)) =>
             {
                 *proven = true;
             }
@@ -292,16 +420,28 @@ fn note_edits(line: &UsageLine, calls: &mut Vec<String>, proven: &mut bool) {
     }
 }
 
-/// The text blocks of one assistant line, joined as the client joins them
-/// (`None` when it holds none).
-fn text_of(content: &Value) -> Option<String> {
-    let texts: Vec<&str> = content
-        .as_array()?
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect();
-    (!texts.is_empty()).then(|| texts.join("\n\n"))
+enum Seen {
+    None,
+    Text(String),
+    /// Text blocks whose text was not kept (a long line).
+    Unknown,
+}
+
+/// The text blocks of one assistant line, joined as the client joins them.
+fn text_of<T: lenient::Text>(blocks: &[lenient::Block<T>]) -> Seen {
+    let mut texts: Vec<&str> = Vec::new();
+    for block in blocks.iter().filter(|b| b.is("text")) {
+        match block.text.as_ref().map(T::text) {
+            Some(Some(text)) => texts.push(text),
+            Some(None) if !T::KEPT => return Seen::Unknown,
+            _ => {}
+        }
+    }
+    if texts.is_empty() {
+        Seen::None
+    } else {
+        Seen::Text(texts.join("\n\n"))
+    }
 }
 
 fn tokens_of(u: Usage) -> u64 {
@@ -398,6 +538,36 @@ mod appended_tests {
             !proven(&line("m1", true, 1, 1)),
             "a tool call without an id"
         );
+    }
+
+    /// A line longer than [`MAX_LINE`] is parsed as it streams by: its
+    /// usage, tool calls and edits count, its text is not kept, and a long
+    /// line still being written is left for the next stop.
+    #[test]
+    fn a_long_line_counts_without_being_held() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\"}\n").unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        let big = "z".repeat(MAX_LINE * 3);
+        let call = format!(
+            r#"{{"type":"assistant","message":{{"id":"m1","content":[{{"type":"text","text":"{big}"}},{{"type":"tool_use","id":"t1","name":"Write","input":{{"content":"{big}"}}}}],"usage":{{"input_tokens":7,"output_tokens":3}}}}}}"#
+        ) + "\n";
+        let done = format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t1","content":"{big}"}}]}}}}"#
+        ) + "\n";
+        f.write_all((call.clone() + &done).as_bytes()).unwrap();
+        let a = scan_appended(f.path(), base.end_offset, None).unwrap();
+        assert_eq!(
+            (a.tokens, a.ran_tool, a.edit_proven),
+            (10, Some(true), true)
+        );
+        assert_eq!((a.last_text.as_deref(), a.tool_seen), (None, true));
+        let len = f.as_file().metadata().unwrap().len();
+        assert_eq!(a.end_offset, len);
+        // Half a long line: nothing counted, the offset stays before it.
+        f.write_all(&call.as_bytes()[..call.len() / 2]).unwrap();
+        let b = scan_appended(f.path(), a.end_offset, None).unwrap();
+        assert_eq!((b.tokens, b.end_offset), (0, len));
     }
 
     #[test]

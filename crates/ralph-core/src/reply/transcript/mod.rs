@@ -15,6 +15,7 @@
 mod appended;
 mod backward;
 mod last_reply;
+mod lenient;
 
 pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
