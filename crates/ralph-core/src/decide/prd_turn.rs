@@ -1,7 +1,7 @@
 //! The PRD's side of one stop of a `--prd` loop (the shell around
 //! `stories`): read the PRD through `safe_fs`, find the stories that
 //! turned to passing since the last stop, run their commands (and the
-//! loop's `--verify`) with `verify::run`, and set a refused story's
+//! loop's `--verify`) with `gate::run`, and set a refused story's
 //! `passes` back to `false`, changing only those bytes. `engine::step`
 //! calls it, so the hook and `ralph run` check stories the same way.
 
@@ -52,7 +52,7 @@ pub fn run_checks(
 ) -> (Vec<StoryRefusal>, Option<Verification>) {
     let started = std::time::Instant::now();
     let run = |command: &str| match timeout.checked_sub(started.elapsed()) {
-        Some(left) if !left.is_zero() => verify::run(command, root, left),
+        Some(left) if !left.is_zero() => gate::run(command, root, left),
         _ => Verification {
             passed: false,
             status: format!(
