@@ -124,7 +124,7 @@ fn slash_options_and_ralph_start_options_come_from_one_table() {
             let l = l.trim_start();
             let l = l.strip_prefix("-h, ").unwrap_or(l);
             let name = l.strip_prefix("--")?;
-            Some(name.split([' ', '=', '<']).next()?.to_owned())
+            Some(name.split([' ', '=', '<', '[']).next()?.to_owned())
         })
         .filter(|n| !["help", "raw-arguments", "typed-arguments"].contains(&n.as_str()))
         .collect();

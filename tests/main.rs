@@ -25,6 +25,7 @@ mod hosts;
 mod install;
 mod notify;
 mod parallel;
+mod prd;
 mod progress;
 mod report;
 mod robustness;

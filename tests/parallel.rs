@@ -698,11 +698,11 @@ fn e2e_the_real_client_completes_a_story_in_its_worktree() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(git(&["show", "main:notes.txt"]), "notes\n");
-    // Only the value changed, in the file's own layout.
-    let prd: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.join("ralph/prd.json")).unwrap())
-            .unwrap();
-    assert_eq!(prd["userStories"][0]["passes"], true, "{prd}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("ralph/prd.json")).unwrap(),
+        r#"{"userStories":[{"id":"US-001","title":"Notes","description":"Write notes.txt","passes":true}]}"#,
+        "only the one value changed"
+    );
 }
 
 /// An agent that runs no git itself (git would run the planted programs for
@@ -989,4 +989,42 @@ fn marking_a_story_passed_changes_that_one_value_and_no_other_byte() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let after = std::fs::read_to_string(repo.root().join("ralph/prd.json")).unwrap();
     assert_eq!(after, prd.replace("\"passes\": false", "\"passes\": true"));
+}
+
+#[test]
+fn a_story_comes_home_only_when_its_own_verify_passes() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false), ("US-007", false)]);
+    let prd = std::fs::read_to_string(repo.root().join("ralph/prd.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&prd).unwrap();
+    value["userStories"][0]["verify"] = json!("test -f US-004.txt");
+    value["userStories"][1]["verify"] = json!("echo 'no never.txt'; test -f never.txt");
+    value["userStories"][2]["blocked"] = json!("needs a person");
+    std::fs::write(
+        repo.root().join("ralph/prd.json"),
+        serde_json::to_string_pretty(&value).unwrap(),
+    )
+    .unwrap();
+    repo.git(&["commit", "-qam", "story checks"]);
+    let out = repo.scripted("2", &["--max-iterations", "2"]);
+    let all = text(&out);
+    assert!(
+        all.contains("US-004: its check `test -f US-004.txt` runs before it comes home"),
+        "{all}"
+    );
+    assert!(
+        all.contains("US-007: blocked (needs a person); skipped"),
+        "{all}"
+    );
+    assert_eq!(repo.record("US-004")["state"], "merged", "{all}");
+    // US-005's check refuses its promise inside its own loop, which ends at its limit.
+    assert_eq!(repo.record("US-005")["state"], "ended", "{all}");
+    assert_eq!(repo.record("US-005")["outcome"], "max_iterations", "{all}");
+    assert_eq!(repo.calls("US-005"), 2, "{all}");
+    assert!(
+        all.contains("[US-005] ✓ iteration 1/2 done · 0s · promise refused by --verify")
+            || all.contains("promise refused by --verify"),
+        "{all}"
+    );
+    assert_eq!(repo.passes(), [true, false, false]);
+    assert_eq!(repo.calls("US-007"), 0, "a blocked story never runs");
 }

@@ -95,6 +95,7 @@ fuzz_target!(|data: &[u8]| {
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
         turn_ends: b.maybe_u64(),
+        prd: None,
         queued_message: b.byte() % 4 == 0,
         cost_usd: None,
         pending_work: None,

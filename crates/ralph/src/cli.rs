@@ -291,6 +291,11 @@ pub struct ArmFlags {
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
+    /// Work through a PRD's stories: the current one is named at every turn, each story's
+    /// "verify" runs when it turns to passing, and the loop completes when every story passes
+    /// [default: ralph/prd.json; another: --prd=PATH]
+    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::stories::DEFAULT_PRD)]
+    pub prd: Option<String>,
     /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
     #[arg(long)]
     pub notify: bool,
@@ -307,6 +312,7 @@ impl ArmFlags {
             || self.abort_promise.is_some()
             || !self.guards.0.is_empty()
             || self.fresh_context
+            || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()
     }
@@ -353,7 +359,7 @@ impl Args for GuardFlags {
                     .allow_negative_numbers(true),
                 Kind::Duration => arg.value_parser(parse_duration_arg),
                 Kind::Money => arg.value_parser(parse_money_arg),
-                Kind::Text | Kind::Flag => arg,
+                Kind::Text | Kind::Flag | Kind::OptionalValue => arg,
             })
         })
     }

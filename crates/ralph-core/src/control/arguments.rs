@@ -27,6 +27,7 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 /// The options of `ralph start` that come after the guards.
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
+    ("prd", Kind::OptionalValue),
     ("notify", Kind::Flag),
     ("notify-url", Kind::Text),
     ("session-id", Kind::Text),
@@ -181,7 +182,7 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
             None => (option, None),
         };
         let kind = kind_of(key);
-        if kind == Some(Kind::Flag) && inline.is_none() {
+        if matches!(kind, Some(Kind::Flag | Kind::OptionalValue)) && inline.is_none() {
             result.options.push((key.to_owned(), String::new()));
             removed.push((word.start, word.end));
         } else if kind.is_some_and(|k| k != Kind::Flag) {

@@ -57,6 +57,12 @@ pub enum LoopError {
     Registry(#[from] RegistryError),
     #[error("{path} changed while you read it; nothing was adopted")]
     ChangedMeanwhile { path: PathBuf, name: String },
+    #[error("{0}; nothing was armed")]
+    Prd(#[from] crate::loop_file::stories::PrdError),
+    #[error(
+        "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
+    )]
+    PrdOutside(String),
 }
 
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
@@ -81,8 +87,36 @@ pub struct ArmRequest {
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
+    /// `--prd`: the PRD as read at arming (`read_prd`).
+    pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
     pub notify: crate::loop_file::notify::Settings,
+}
+
+/// A loop's PRD at arming: its path and its stories, whose commands are
+/// recorded with the loop (only those ever run).
+#[derive(Debug, Clone, Default)]
+pub struct ArmPrd {
+    pub path: String,
+    pub stories: Vec<crate::loop_file::stories::Story>,
+}
+
+/// Reads the PRD a loop is armed with, through `safe_fs`.
+pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
+    if !crate::loop_file::stories::inside_project(path) {
+        return Err(LoopError::PrdOutside(
+            crate::display::line(path).into_owned(),
+        ));
+    }
+    let prd = crate::loop_file::state::PrdLoop {
+        path: path.to_owned(),
+        commands: String::new(),
+    };
+    let stories = crate::decide::prd_turn::read(&project.root, &prd)?;
+    Ok(ArmPrd {
+        path: path.to_owned(),
+        stories,
+    })
 }
 
 pub fn valid_name(name: &str) -> bool {
@@ -125,6 +159,13 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "fresh_context",
         req.fresh_context.then(|| "true".to_owned()),
     );
+    if let Some(prd) = &req.prd {
+        opt("prd", Some(quote(&prd.path)));
+        let commands = crate::loop_file::stories::record_commands(&prd.stories);
+        opt("prd_commands", Some(quote(&commands)));
+        let passed = crate::decide::prd_turn::passed_field(&prd.stories);
+        opt("prd_passed", Some(quote(&passed)));
+    }
     for (field, value) in req.notify.fields() {
         opt(field, Some(value));
     }

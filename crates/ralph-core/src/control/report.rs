@@ -36,6 +36,9 @@ pub struct LoopReport {
     /// of the last reply); `tokens_used` is the known count.
     pub unseen_tokens: Option<u64>,
     pub abort_promise: Option<String>,
+    /// `--prd`: the current story and how many pass (`story US-002 · 1 of 3 pass`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stories: Option<String>,
     /// The guards' settings and counters, one JSON field each (named as
     /// in `guards.rs`); absent when the file does not parse.
     #[serde(flatten)]
@@ -110,6 +113,10 @@ pub fn report(
             let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
             r.armed = Some(arming == Arming::Armed);
             r.not_armed = not_armed_note(&arming, &live.file.name);
+            r.stories = state
+                .prd
+                .as_ref()
+                .map(|prd| crate::decide::prd_turn::status_of(&project.root, prd));
         }
         out.push(r);
     }
@@ -193,6 +200,7 @@ fn report_one(
         tokens_used: None,
         unseen_tokens: None,
         abort_promise: None,
+        stories: None,
         guard_settings: None,
         guard_counts: None,
         guards: Vec::new(),

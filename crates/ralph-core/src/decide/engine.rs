@@ -67,6 +67,9 @@ pub enum StepError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
+    #[error("{0}; fix it and the loop goes on at the next stop")]
+    Prd(#[from] crate::loop_file::stories::PrdError),
 }
 
 /// One turn: decide (running the verification gate if the promise asks for
@@ -86,8 +89,40 @@ pub fn step(
     seen.tokens_used = seen
         .tokens_used
         .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
-    let mut decision = decide::decide(state, &seen);
     let mut lock = Some(lock);
+    // A paused loop passes without reading anything.
+    if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
+        let stories = crate::decide::prd_turn::read(&project.root, prd)?;
+        let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
+        let mut found = crate::loop_file::stories::PrdSeen {
+            file: prd.path.clone(),
+            stories: stories.clone(),
+            refused: Vec::new(),
+        };
+        if !turned.is_empty() {
+            // The checks may run for minutes, as the --verify gate does.
+            drop(lock.take());
+            let (refused, gate) = crate::decide::prd_turn::run_checks(
+                &project.root,
+                prd,
+                &turned,
+                state.guards.verify.as_deref(),
+                Duration::from_secs(state.guards.verify_timeout_secs),
+            );
+            lock = Some(project.lock()?);
+            if let Some(changed) = changed_meanwhile(live, "the story checks") {
+                return Ok(changed);
+            }
+            if !refused.is_empty() {
+                found.stories =
+                    crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+            }
+            found.refused = refused;
+            seen.verification = gate;
+        }
+        seen.prd = Some(found);
+    }
+    let mut decision = decide::decide(state, &seen);
     let mut gate_output = None;
     let gate = match &decision {
         Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
@@ -101,14 +136,8 @@ pub fn step(
         let (verdict, output) =
             gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
         lock = Some(project.lock()?);
-        if store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str()) {
-            return Ok(Step::Changed {
-                notice: format!(
-                    "⚠ ralph `{}`: the loop changed while `{}` ran (cancelled or advanced elsewhere); this stop was allowed.",
-                    crate::display::line(&live.file.name),
-                    crate::display::line(&command)
-                ),
-            });
+        if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
+            return Ok(changed);
         }
         if matches!(decision, Decision::Verify { .. }) {
             seen.verification = Some(verdict);
@@ -167,6 +196,20 @@ pub fn step(
     result.1.append(project, &live.file.name);
     drop(lock);
     Ok(result.0)
+}
+
+/// `Step::Changed` when the loop file is no longer the one judged (it was
+/// cancelled or advanced while a check ran without the lock).
+fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
+    (store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str())).then(|| {
+        Step::Changed {
+            notice: format!(
+                "⚠ ralph `{}`: the loop changed while {} ran (cancelled or advanced elsewhere); this stop was allowed.",
+                crate::display::line(&live.file.name),
+                crate::display::line(what)
+            ),
+        }
+    })
 }
 
 /// The log entry's fields every turn has.
@@ -403,20 +446,24 @@ fn go_on(
     log.cost_usd = state.guards.max_cost_usd.map(|_| progress.counts.cost_usd);
     let refused = seen.verification.as_ref().filter(|v| !v.passed);
     // The user sees a refused promise too, not only the model.
+    let mut line = messages::status_line(&live.file.name, state, next);
+    if let Some(prd) = &seen.prd {
+        line = format!("{line} · {}", messages::stories::status(&prd.stories));
+    }
     let status = std::iter::once(match refused {
-        Some(v) => format!(
-            "{} · {}",
-            messages::status_line(&live.file.name, state, next),
-            messages::verify_refused_status(&v.status)
-        ),
-        None => messages::status_line(&live.file.name, state, next),
+        Some(v) => format!("{line} · {}", messages::verify_refused_status(&v.status)),
+        None => line,
     })
     .chain(notices)
     .collect::<Vec<_>>()
     .join("\n");
     let reason = format!(
-        "{}{}",
+        "{}{}{}",
         state.prompt,
+        seen.prd
+            .as_ref()
+            .map(messages::stories::section)
+            .unwrap_or_default(),
         messages::footer(
             &live.file.name,
             state,

@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod observation;
+pub mod prd_turn;
 pub mod pricing;
 pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
 use crate::loop_file::guards::Tripped;
@@ -92,7 +93,11 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: Vec::new(),
         notices: Vec::new(),
     };
-    completion_promise(state, seen, reply, &mut turn)?;
+    if state.prd.is_some() {
+        stories_complete(state, seen, reply, &mut turn)?;
+    } else {
+        completion_promise(state, seen, reply, &mut turn)?;
+    }
     abort_promise(state, reply)?;
     iteration_limit(state)?;
     time_budget(state, seen, &mut turn)?;
@@ -171,6 +176,68 @@ fn completion_promise(
             same_failure(state, "the gate", command, v, &mut turn.progress)
         }
     }
+}
+
+/// `--prd`: the stories say when the loop is done. A story set back at
+/// this stop counts as a failed gate; every story passing completes the
+/// loop (once the loop's `--verify` passes); only blocked stories left
+/// ends it as blocked; a promise while stories are open is refused.
+fn stories_complete(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<(), Early> {
+    use crate::loop_file::messages::stories as words;
+    let Some(prd) = &seen.prd else {
+        return Ok(());
+    };
+    // What passes now is what was accepted: only a story that turns to
+    // passing after this is checked.
+    turn.progress.prd_passed = prd
+        .stories
+        .iter()
+        .filter(|s| s.passes)
+        .map(|s| s.id.clone())
+        .collect();
+    for refusal in &prd.refused {
+        turn.notes.push(words::refused(refusal));
+        turn.notices.push(words::refused_notice(&prd.file, refusal));
+    }
+    if let Some(first) = prd.refused.first() {
+        let command = match first {
+            crate::decide::observation::StoryRefusal::Failed { command, .. }
+            | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
+        };
+        verify_failures(state, command, &mut turn.progress)?;
+    }
+    if crate::loop_file::stories::all_pass(&prd.stories) {
+        return match (&state.guards.verify, &seen.verification) {
+            (Some(command), None) => Err(Early::Verify(command.clone())),
+            (Some(command), Some(v)) if !v.passed => {
+                turn.notes.push(format!(
+                    "Every story passes, but the loop's check `{command}` failed ({}). Fix the cause.\n{}",
+                    v.status,
+                    v.output_tail.trim_end()
+                ));
+                verify_failures(state, command, &mut turn.progress)
+            }
+            _ => Err(Early::End(
+                Outcome::Completed,
+                words::done(prd, state.iteration),
+            )),
+        };
+    }
+    if crate::loop_file::stories::only_blocked_left(&prd.stories) {
+        return Err(Early::End(Outcome::Blocked, words::blocked(prd)));
+    }
+    if let Some(expected) = &state.completion_promise
+        && promise::speaks(reply, expected)
+    {
+        turn.notes
+            .push(words::promise_while_open(expected, &prd.stories));
+    }
+    Ok(())
 }
 
 /// Counts a failed gate, and ends the loop once `max_verify_failures`
@@ -690,6 +757,71 @@ mod tests {
             block_cap: 0,
             ..Observation::default()
         }
+    }
+
+    /// A `--prd` stop: the stories as `(id, passes, blocked)`.
+    fn with_stories(reply: &str, stories: &[(&str, bool, Option<&str>)]) -> Observation {
+        let text = serde_json::json!({"userStories": stories
+            .iter()
+            .map(|(id, passes, blocked)| serde_json::json!({"id": id, "passes": passes, "blocked": blocked}))
+            .collect::<Vec<_>>()})
+        .to_string();
+        Observation {
+            prd: Some(crate::decide::observation::PrdSeen {
+                file: "ralph/prd.json".into(),
+                stories: crate::loop_file::stories::parse("ralph/prd.json", &text).unwrap(),
+                refused: Vec::new(),
+            }),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn with_a_prd_the_stories_decide_completion() {
+        let s = state("prd: ralph/prd.json\ncompletion_promise: DONE\n");
+        let open = with_stories(
+            "<promise>DONE</promise>",
+            &[("A", true, None), ("B", false, None)],
+        );
+        match decide(&s, &open) {
+            Decision::Continue { notes, .. } => {
+                assert!(
+                    notes.iter().any(|n| n.contains("do not pass yet: B")),
+                    "{notes:?}"
+                );
+            }
+            d => panic!("a promise while B is open must be refused: {d:?}"),
+        }
+        let done = with_stories("no promise at all", &[("A", true, None), ("B", true, None)]);
+        assert_eq!(outcome(&decide(&s, &done)), Some(Outcome::Completed));
+        let stuck = with_stories("x", &[("A", true, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &stuck)), Some(Outcome::Blocked));
+        let skipped = with_stories("x", &[("A", false, None), ("B", false, Some("key"))]);
+        assert_eq!(outcome(&decide(&s, &skipped)), None, "A is still open");
+    }
+
+    #[test]
+    fn with_a_prd_the_loops_verify_gates_completion_and_refusals_count() {
+        let s = state("prd: ralph/prd.json\nverify: make\nmax_verify_failures: 1\n");
+        let done = with_stories("x", &[("A", true, None)]);
+        assert_eq!(
+            decide(&s, &done),
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+        let mut refused = with_stories("x", &[("A", false, None)]);
+        refused.prd.as_mut().unwrap().refused.push(
+            crate::decide::observation::StoryRefusal::Unrecorded {
+                id: "A".into(),
+                command: "make a".into(),
+            },
+        );
+        assert_eq!(
+            outcome(&decide(&s, &refused)),
+            Some(Outcome::Guard(Tripped::VerifyFailures)),
+            "a refused story counts as a failed gate"
+        );
     }
 
     fn outcome(d: &Decision) -> Option<Outcome> {

@@ -36,6 +36,8 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// `--prd`: the stories as they stand after this stop's checks.
+    pub prd: Option<PrdSeen>,
     /// The result of the `--check` command, once it has run.
     pub check: Option<Verification>,
     /// The user has a message waiting in the client's queue (typed while the agent
@@ -57,3 +59,5 @@ pub struct Observation {
     /// for a reply the transcript lacks).
     pub largest_reply_cost: crate::money::Money,
 }
+
+pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};

@@ -644,6 +644,8 @@ fn observe(
         ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,
         verification: None::<Verification>,
+        // `engine::step` reads the PRD, so `ralph run` reads it the same way.
+        prd: None,
         check: None,
         stop_hook_active: event.stop_hook_active,
         // No transcript to read (not written yet at a session's first stop):

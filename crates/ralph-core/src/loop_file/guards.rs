@@ -596,7 +596,7 @@ impl GuardSettings {
             Kind::Number => check_number(option.flag, value)?.to_string(),
             Kind::Duration => check_duration(option.flag, value)?,
             Kind::Money => check_money(option.flag, value)?,
-            Kind::Text | Kind::Flag => value.to_owned(),
+            Kind::Text | Kind::Flag | Kind::OptionalValue => value.to_owned(),
         };
         self.values.retain(|(g, _)| g.flag != option.flag);
         self.values.push((option, value));

@@ -367,3 +367,165 @@ mod tests {
         assert_eq!(escape_controls("line\n\tnext 🚀 é"), "line\n\tnext 🚀 é");
     }
 }
+
+/// `--prd`: the words about stories, for the agent (`story_*`) and the
+/// user (`*_notice`, escaped).
+pub mod stories {
+    use std::fmt::Write as _;
+
+    use crate::display::line;
+    use crate::loop_file::stories::{self, Story};
+    use crate::loop_file::stories::{PrdSeen, StoryRefusal};
+
+    /// Shown while `/ralph-loop --prd` runs (see `messages::arming`).
+    pub fn arming(name: &str, max_iterations: u64) -> String {
+        format!(
+            "🔄 ralph `{}`: arming a loop for this session, {}; it ends when every story of its PRD passes, or at the limit. Every turn end feeds the task back with the current story — /ralph-pause or /ralph-cancel to stop.",
+            super::printable(name),
+            super::limit_words(max_iterations)
+        )
+    }
+
+    /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).
+    pub fn status(all: &[Story]) -> String {
+        let (pass, total) = stories::tally(all);
+        match stories::current(all) {
+            Some(s) => format!("story {} · {pass} of {total} pass", line(&s.id)),
+            None => format!("no story open · {pass} of {total} pass"),
+        }
+    }
+
+    /// The current story, under the task, for the agent.
+    pub fn section(prd: &PrdSeen) -> String {
+        let Some(story) = stories::current(&prd.stories) else {
+            return String::new();
+        };
+        let (pass, total) = stories::tally(&prd.stories);
+        let mut out = format!("\n\n## Current story {}: {}\n\n", story.id, story.title);
+        if !story.description.is_empty() {
+            let _ = writeln!(out, "{}\n", story.description);
+        }
+        if !story.criteria.is_empty() {
+            out.push_str("Acceptance criteria:\n");
+            for c in &story.criteria {
+                let _ = writeln!(out, "- {c}");
+            }
+            out.push('\n');
+        }
+        let _ = write!(
+            out,
+            "{pass} of {total} stories pass. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            prd.file,
+            match &story.verify {
+                Some(c) => format!(" (its check `{c}` runs then)"),
+                None => String::new(),
+            }
+        );
+        out
+    }
+
+    /// Why a story was set back, for the agent.
+    pub fn refused(refusal: &StoryRefusal) -> String {
+        match refusal {
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
+            } => {
+                let output = match v.output_tail.trim_end() {
+                    "" => "It printed nothing.".to_owned(),
+                    tail => format!("Last lines of its output:\n{tail}"),
+                };
+                format!(
+                    "Story {id} was set back to `\"passes\": false`: its check `{command}` failed ({}). Fix the cause, then set it to true again.\n{output}",
+                    v.status
+                )
+            }
+            StoryRefusal::Unrecorded { id, command } => format!(
+                "Story {id} was set back to `\"passes\": false`: its verify command `{command}` is not the one recorded when this loop was armed, so ralph did not run it. Put the command back as it was; only the user can approve a new one (by arming the loop again)."
+            ),
+        }
+    }
+
+    /// Why a story was set back, for the user.
+    pub fn refused_notice(file: &str, refusal: &StoryRefusal) -> String {
+        match refusal {
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
+            } => format!(
+                "⚠ ralph: story {} refused: `{}` failed ({})",
+                line(id),
+                line(command),
+                line(&v.status)
+            ),
+            StoryRefusal::Unrecorded { id, command } => format!(
+                "⚠ ralph: story {}'s verify command `{}` was added or changed after arming; it was not run. Read it, then re-arm to approve it: ralph start --prd={} --force …",
+                line(id),
+                line(command),
+                line(file)
+            ),
+        }
+    }
+
+    /// A promise while stories are open, for the agent.
+    pub fn promise_while_open(expected: &str, all: &[Story]) -> String {
+        let open: Vec<&str> = all
+            .iter()
+            .filter(|s| !s.passes)
+            .map(|s| s.id.as_str())
+            .collect();
+        format!(
+            "Your promise `{expected}` was refused: these stories do not pass yet: {}. The loop ends by itself when every story passes.",
+            open.join(", ")
+        )
+    }
+
+    /// Each story's concerns, `; `-separated (empty when none).
+    fn concerns(all: &[Story]) -> String {
+        all.iter()
+            .filter(|s| !s.concerns.is_empty())
+            .map(|s| format!("{} concerns: {}", s.id, s.concerns.join(" / ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Why the loop completed.
+    pub fn done(prd: &PrdSeen, iteration: u64) -> String {
+        let mut out = format!(
+            "all {} stories of {} pass, at iteration {iteration}",
+            prd.stories.len(),
+            prd.file
+        );
+        let c = concerns(&prd.stories);
+        if !c.is_empty() {
+            let _ = write!(out, "; {c}");
+        }
+        out
+    }
+
+    /// Why the loop ended as blocked: each blocked story with its reason.
+    pub fn blocked(prd: &PrdSeen) -> String {
+        let (pass, total) = stories::tally(&prd.stories);
+        let each: Vec<String> = prd
+            .stories
+            .iter()
+            .filter(|s| !s.passes)
+            .filter_map(|s| {
+                s.blocked
+                    .as_ref()
+                    .map(|why| format!("{} blocked: {why}", s.id))
+            })
+            .collect();
+        let mut out = format!(
+            "{pass} of {total} stories pass; {}; a person must act, then arm the loop again",
+            each.join("; ")
+        );
+        let c = concerns(&prd.stories);
+        if !c.is_empty() {
+            let _ = write!(out, "; {c}");
+        }
+        out
+    }
+}

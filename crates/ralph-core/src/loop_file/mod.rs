@@ -19,4 +19,5 @@ pub mod rewrite;
 pub mod run_owner;
 pub mod state;
 pub mod store;
+pub mod stories;
 pub mod window;

@@ -15,6 +15,9 @@ pub enum Kind {
     Duration,
     /// A dollar amount such as 5 or 2.50 (`money::Money`).
     Money,
+    /// A switch that may carry a value after `=` (`--prd`, `--prd=x.json`):
+    /// the next word is never taken, so the task cannot be mistaken for it.
+    OptionalValue,
 }
 
 /// A duration value as ralph accepts it: digits with a unit (`90m`, `2h`,

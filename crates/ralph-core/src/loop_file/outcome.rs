@@ -19,6 +19,8 @@ pub enum Outcome {
     Denied,
     /// `ralph run`: the agent could not run, on a loop this run armed.
     Failed,
+    /// `--prd`: only blocked stories are left; a person must act.
+    Blocked,
 }
 
 impl Outcome {
@@ -34,6 +36,7 @@ impl Outcome {
             Self::Corrupt => ("⚠", "stopped: its state file is corrupt"),
             Self::Denied => ("🚫", "stopped: the agent was denied permission"),
             Self::Failed => ("⚠", "stopped: the agent could not run"),
+            Self::Blocked => ("🛑", "stopped: only blocked stories are left"),
         }
     }
 
@@ -49,6 +52,7 @@ impl Outcome {
             Self::Corrupt => "corrupt",
             Self::Denied => "denied",
             Self::Failed => "failed",
+            Self::Blocked => "blocked",
         }
     }
 
@@ -63,6 +67,7 @@ impl Outcome {
             Self::Corrupt,
             Self::Denied,
             Self::Failed,
+            Self::Blocked,
         ]
         .into_iter()
         .chain(Tripped::ALL.into_iter().map(Self::Guard))

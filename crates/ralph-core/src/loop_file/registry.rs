@@ -60,6 +60,9 @@ pub const BOOKKEEPING: &[&str] = &[
     "clock_at",
     "largest_reply_tokens",
     "unseen_tokens",
+    // `--prd`: the stories accepted as passing (rewritten as they pass;
+    // `prd` and `prd_commands` are settings, bound like `verify`).
+    "prd_passed",
     "outcome",
     "ended_at",
     NONCE_FIELD,
@@ -829,6 +832,7 @@ mod tests {
             largest_reply_tokens: 1,
             unseen_tokens: 1,
             counts: crate::loop_file::guards::GuardCounts::default(),
+            prd_passed: vec!["US-001".into()],
         };
         // The guards' counters are bookkeeping by their own list, which a
         // test in `guards` holds equal to `GuardCounts`' fields.

@@ -46,11 +46,23 @@ pub struct LoopState {
     /// `fresh_context: true`: each iteration starts with a cleared model
     /// history, where the host can do it (Gemini CLI).
     pub fresh_context: bool,
+    /// `ralph start --prd`: the stories the loop works through.
+    pub prd: Option<PrdLoop>,
     /// `notify` and `notify_url`: how the user is told the loop ended.
     pub notify: crate::loop_file::notify::Settings,
     /// The hash of every setting the user chose, as the registry binds it
     /// (`registry::settings_hash`): taken from the fields already read.
     pub settings_hash: [u8; 32],
+}
+
+/// A loop's PRD, as its file records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrdLoop {
+    /// `prd:` the PRD's path, relative to the project root.
+    pub path: String,
+    /// `prd_commands:` each story's `verify` command at arming, as
+    /// `ID:DIGEST` pairs (`stories::record_commands`).
+    pub commands: String,
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -83,6 +95,9 @@ pub struct Progress {
     pub unseen_tokens: u64,
     /// What the guards count from stop to stop (`guards.rs`).
     pub counts: GuardCounts,
+    /// `prd_passed:` a `--prd` loop's stories accepted as passing so far
+    /// (space-separated ids): one that turns to passing outside it is checked.
+    pub prd_passed: Vec<String>,
 }
 
 impl Progress {
@@ -120,6 +135,9 @@ impl Progress {
         );
         num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
         fields.extend(new.counts.changed_fields(&old.counts));
+        if new.prd_passed != old.prd_passed {
+            fields.push(("prd_passed", quote(&new.prd_passed.join(" "))));
+        }
         if let Some(elapsed) = new
             .elapsed_secs
             .filter(|_| old.elapsed_secs != new.elapsed_secs)
@@ -202,6 +220,9 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     ended_at,
     ralph_nonce,
     fresh_context,
+    prd,
+    prd_commands,
+    prd_passed,
     notify,
     notify_url,
 ));
@@ -257,6 +278,9 @@ impl LoopState {
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
                 counts: GuardCounts::read(&raw)?,
+                prd_passed: crate::loop_file::stories::id_list(
+                    raw.prd_passed.as_deref().unwrap_or(""),
+                ),
             },
             outcome: non_empty(raw.outcome.clone())
                 .map(crate::loop_file::outcome::RecordedOutcome::parse),
@@ -264,6 +288,7 @@ impl LoopState {
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
+            prd: prd_loop(&raw)?,
             notify: crate::loop_file::notify::Settings {
                 desktop: boolean("notify", raw.notify.as_deref(), false)?,
                 // A URL that does not pass the arming check is never called.
@@ -287,6 +312,24 @@ impl LoopState {
             format!("{}/{}", self.iteration, self.max_iterations)
         }
     }
+}
+
+/// The `prd:` fields; a path that leaves the project is refused.
+fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
+    let Some(path) = non_empty(raw.prd.clone()) else {
+        return Ok(None);
+    };
+    if !crate::loop_file::stories::inside_project(&path) {
+        return Err(StateError::Field {
+            field: "prd",
+            value: crate::display::line(&path).into_owned(),
+            expected: "expected a path inside the project such as ralph/prd.json (relative, no `..`)",
+        });
+    }
+    Ok(Some(PrdLoop {
+        path,
+        commands: raw.prd_commands.clone().unwrap_or_default(),
+    }))
 }
 
 /// Finds the value of `session_id:` by a plain line scan, for files whose

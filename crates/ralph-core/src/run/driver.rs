@@ -267,7 +267,16 @@ impl Driver {
         let state = &live.state;
         let prompt = self.next_prompt.take().unwrap_or_else(|| {
             let footer = messages::footer(&self.file.name, state, state.iteration, &[]);
-            format!("{}{footer}", state.prompt)
+            // A --prd loop's first prompt names its story too (a PRD that
+            // cannot be read is told at the first judged turn).
+            let story = state
+                .prd
+                .as_ref()
+                .and_then(|prd| {
+                    crate::decide::prd_turn::first_section(&self.setup.project.root, prd)
+                })
+                .unwrap_or_default();
+            format!("{}{story}{footer}", state.prompt)
         });
         let label = state.iteration_label();
         let left = state

@@ -54,7 +54,7 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
         say!("added {added} to .gitignore (loop state is per machine)");
     }
     say!(
-        "\nNext: replace the example stories in ralph/prd.json with yours, then arm the loop:\n  /ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30\n(or: ralph start --completion-promise COMPLETE --max-iterations 30 < ralph/PROMPT.md)"
+        "\nNext: replace the example stories in ralph/prd.json with yours (a story's \"verify\" is the command that must pass before it counts), then arm the loop:\n  /ralph-loop --prd \"Follow ralph/PROMPT.md\" --max-iterations 30\n(or: ralph start --prd --max-iterations 30 < ralph/PROMPT.md)"
     );
     Ok(())
 }

@@ -100,7 +100,14 @@ fn arm_and_tell(
 ) -> Result<control::Armed, Failure> {
     let project = super::project();
     window_seen(&args.arm)?;
-    let request = arm_request(args.name, prompt, args.arm, args.session_id, args.force);
+    let request = arm_request(
+        &project,
+        args.name,
+        prompt,
+        args.arm,
+        args.session_id,
+        args.force,
+    )?;
     let registry = super::require_registry()?;
     let armed = control::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
     let (path, state) = (&armed.path, &armed.state);
@@ -138,6 +145,14 @@ fn arm_and_tell(
     if !guards.is_empty() {
         say!("Guards: {}", guards.join(", "));
     }
+    if let Some(prd) = &request.prd {
+        say!("{}", story_commands(prd));
+    }
+    let story = state
+        .prd
+        .as_ref()
+        .and_then(|prd| ralph_core::decide::prd_turn::first_section(&project.root, prd))
+        .unwrap_or_default();
     if let Some(words) = state.notify.summary() {
         say!("When it ends: {words}.");
     }
@@ -148,7 +163,7 @@ fn arm_and_tell(
     {
         say!("Spends: {}.", messages::SPENDS_IN_SESSION);
     }
-    say!("\nYour task:\n\n{}\n", state.prompt);
+    say!("\nYour task:\n\n{}{story}\n", state.prompt);
     say!("{}", messages::how_to_finish(state).trim_end());
     say!(
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history."
@@ -156,16 +171,60 @@ fn arm_and_tell(
     Ok(armed)
 }
 
-/// The request to arm a loop from the command line's pieces.
+/// What arming a `--prd` loop shows: the stories, and each command ralph
+/// would run (recorded now; one added or changed later never runs).
+pub fn story_commands(prd: &control::ArmPrd) -> String {
+    let (pass, total) = ralph_core::loop_file::stories::tally(&prd.stories);
+    let mut out = format!(
+        "Stories: {} ({pass} of {total} pass).",
+        ralph_core::display::line(&prd.path)
+    );
+    let commands: Vec<String> = prd
+        .stories
+        .iter()
+        .filter_map(|s| {
+            s.verify.as_ref().map(|c| {
+                format!(
+                    "  {}: {}",
+                    ralph_core::display::line(&s.id),
+                    ralph_core::display::line(c)
+                )
+            })
+        })
+        .collect();
+    if commands.is_empty() {
+        out.push_str(" No story has a verify command.");
+    } else {
+        out.push_str(&format!(
+            "\nStory commands ralph will run, as you (a story's command added or changed later never runs; arm again to approve it):\n{}",
+            commands.join("\n")
+        ));
+    }
+    out
+}
+
+/// The request to arm a loop from the command line's pieces; `--prd`
+/// reads the PRD now (and gives a task when none was typed).
 pub fn arm_request(
+    project: &ralph_core::loop_file::store::Project,
     name: String,
     prompt: String,
     flags: ArmFlags,
     session_id: Option<String>,
     force: bool,
-) -> ArmRequest {
+) -> Result<ArmRequest, Failure> {
     let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
-    ArmRequest {
+    let prd = match &flags.prd {
+        Some(path) => Some(control::read_prd(project, path)?),
+        None => None,
+    };
+    let prompt = match &prd {
+        Some(p) if prompt.trim().is_empty() => {
+            ralph_core::loop_file::stories::default_task(&p.path)
+        }
+        _ => prompt,
+    };
+    Ok(ArmRequest {
         name,
         prompt,
         max_iterations: flags
@@ -177,11 +236,12 @@ pub fn arm_request(
         guards: flags.guards.0,
         force,
         fresh_context: flags.fresh_context,
+        prd,
         notify: ralph_core::loop_file::notify::Settings {
             desktop: flags.notify,
             url: non_empty(flags.notify_url),
         },
-    }
+    })
 }
 
 /// Arms a loop; a bad name or an empty prompt is a usage error.
@@ -232,6 +292,10 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "session-id" => args.session_id = Some(value.to_owned()),
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
+        "prd" if value.is_empty() => {
+            args.arm.prd = Some(ralph_core::loop_file::stories::DEFAULT_PRD.into())
+        }
+        "prd" => args.arm.prd = Some(value.to_owned()),
         "notify" => args.arm.notify = true,
         "notify-url" => args.arm.notify_url = Some(value.to_owned()),
         other => return Err(Failure::usage(format!("unknown option --{other}"))),

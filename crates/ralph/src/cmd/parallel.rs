@@ -136,6 +136,17 @@ fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
 /// The stories this run is about: tasks from the command line, or the open
 /// stories of the PRD (only those named with --story, if any).
 fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
+    if args
+        .arm
+        .prd
+        .as_deref()
+        .is_some_and(|p| p != ralph_core::loop_file::stories::DEFAULT_PRD)
+    {
+        return Err(Failure::usage(format!(
+            "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
+            fleet::PRD
+        )));
+    }
     if !args.prompt.is_empty() {
         if !args.fanout.story.is_empty() {
             return Err(Failure::usage(
@@ -158,6 +169,21 @@ fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
         .into_iter()
         .filter(|s| args.fanout.story.is_empty() || args.fanout.story.contains(&s.id))
         .collect();
+    for story in all.iter().filter(|s| !s.passes) {
+        match (&story.blocked, &story.verify) {
+            (Some(why), _) => say!(
+                "{}: blocked ({}); skipped",
+                ralph_core::display::line(&story.id),
+                ralph_core::display::line(why)
+            ),
+            (None, Some(command)) => say!(
+                "{}: its check `{}` runs before it comes home",
+                ralph_core::display::line(&story.id),
+                ralph_core::display::line(command)
+            ),
+            (None, None) => {}
+        }
+    }
     Ok((open, true))
 }
 
@@ -170,7 +196,10 @@ fn read_stories(root: &Path) -> Result<Vec<Story>, Failure> {
                 fleet::PRD
             )));
         }
-        Err(e) => return Err(PrdError::Unreadable(e).into()),
+        Err(source) => {
+            let file = fleet::PRD.to_owned();
+            return Err(PrdError::Unreadable { file, source }.into());
+        }
     };
     Ok(fleet::stories(&text)?)
 }
@@ -188,6 +217,8 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         abort_promise,
         guards,
         fresh_context,
+        // A story's loop gets its story as its task, not the whole PRD.
+        prd: _,
         notify,
         notify_url,
     } = &args.arm;
@@ -208,6 +239,31 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
         out.push("--notify".to_owned());
     }
     add_notify_url(&mut out, notify_url.as_deref());
+    out
+}
+
+/// The child's arguments with its story's own check in its `--verify`
+/// gate (before the run's, if any), so the loop is refused in the loop,
+/// where the agent can still fix it, not only at the trip home.
+fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<String> {
+    let Some(story) = story_verify else {
+        return child_args.to_vec();
+    };
+    let mut out = Vec::with_capacity(child_args.len() + 2);
+    let mut run_verify = None;
+    let mut args = child_args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--verify" {
+            run_verify = args.next().cloned();
+        } else {
+            out.push(arg.clone());
+        }
+    }
+    let gate = match run_verify.filter(|v| !v.trim().is_empty()) {
+        Some(run) => format!("( {story}\n) && ( {run}\n)"),
+        None => story.to_owned(),
+    };
+    out.extend(["--verify".to_owned(), gate]);
     out
 }
 
@@ -375,7 +431,7 @@ impl Fleet {
             .arg("run")
             .arg("--name")
             .arg(fleet::loop_name(&story.id))
-            .args(&self.child_args)
+            .args(with_story_gate(&self.child_args, story.verify.as_deref()))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
@@ -458,7 +514,9 @@ impl Fleet {
             Ok(false) => return Homecoming::Conflict,
             Err(e) => return Homecoming::RebaseFailed(e),
         }
-        if let Some(command) = &self.verify {
+        // The story's own check, as read from the PRD when this run began
+        // (an edit on the story's branch changes nothing), then the run's.
+        for command in story.verify.iter().chain(self.verify.iter()) {
             let verification = ralph_core::fs::gate::run(command, worktree, self.verify_timeout);
             if !verification.passed {
                 let command = command.clone();

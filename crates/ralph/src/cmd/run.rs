@@ -61,6 +61,8 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         None
     };
     let spends = ralph_core::loop_file::messages::spends_in_run(&args.agent);
+    // `--prd` alone is a task: the PRD's stories.
+    let prompt = prompt.or_else(|| args.arm.prd.as_ref().map(|_| String::new()));
     let setup = Setup {
         project,
         registry,
@@ -71,12 +73,16 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let driver = match prompt {
         Some(prompt) => {
             let request = arm_request(
+                &setup.project,
                 args.name.clone(),
                 prompt,
                 args.arm,
                 Some(own_id.clone()),
                 args.force,
-            );
+            )?;
+            if let Some(prd) = &request.prd {
+                say!("{}", super::loops::story_commands(prd));
+            }
             arm(&setup.project, &request)?;
             Driver::armed(setup, own_id)
         }

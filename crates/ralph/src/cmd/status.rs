@@ -154,6 +154,9 @@ fn print_report(r: &LoopReport) {
         ),
         None => {}
     }
+    if let Some(stories) = &r.stories {
+        say!("  {}", one_line(stories));
+    }
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {

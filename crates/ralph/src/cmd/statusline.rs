@@ -49,6 +49,11 @@ pub fn statusline() -> super::Outcome {
             state,
         );
         let mut shown = line(&live.file.name, state, Timestamp::now());
+        if let Some(prd) = &state.prd {
+            // One small file, only for a --prd loop.
+            let stories = ralph_core::decide::prd_turn::status_of(&project.root, prd);
+            shown = format!("{shown} · {stories}");
+        }
         if matches!(arming, ralph_core::loop_file::registry::Arming::Unarmed(_)) {
             shown = format!(
                 "⚠ {} · not armed here: ralph adopt --name {}",

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::fs::safe_fs;
 use crate::time::Timestamp;
 
-const PRD: &str = "ralph/prd.json";
+use crate::loop_file::stories::DEFAULT_PRD as PRD;
 const PROGRESS: &str = "ralph/progress.txt";
 /// What the last run started with: its branch and its PRD.
 const LAST_RUN: &str = ".claude/ralph/last-run.json";

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
-pub const PRD: &str = "ralph/prd.json";
+pub const PRD: &str = crate::loop_file::stories::DEFAULT_PRD;
 /// The folder ralph owns for the worktrees, one per story. Not under
 /// `.claude/`: Claude Code refuses edits to any path under a `.claude`
 /// folder even with `--permission-mode acceptEdits`, so an agent could not
@@ -22,31 +22,7 @@ pub const RECORDS: &str = ".claude/ralph/stories";
 /// The promise a story's loop gives when nothing else was chosen.
 pub const DEFAULT_PROMISE: &str = "DONE";
 
-/// One story (or one task named on the command line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Story {
-    pub id: String,
-    pub title: String,
-    pub description: String,
-    pub criteria: Vec<String>,
-    pub passes: bool,
-    pub priority: Option<i64>,
-}
-
-/// A story id is used as a branch name, a folder name and a loop name:
-/// ASCII letters, digits, `.`, `_`, `-`; at most 64; no leading `-` or
-/// `.`, no `..`, no trailing `.` or `.lock` (which git refuses in a ref).
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && !id.starts_with(['-', '.'])
-        && !id.ends_with('.')
-        && !id.ends_with(".lock")
-        && !id.contains("..")
-}
+pub use crate::loop_file::stories::{PrdError, Story, valid_id};
 
 /// The branch a story's loop works on.
 pub fn branch(id: &str) -> String {
@@ -58,97 +34,14 @@ pub fn loop_name(id: &str) -> String {
     id.replace('.', "_")
 }
 
-/// Why `ralph/prd.json` cannot be used: each names the file and the field.
-#[derive(Debug, thiserror::Error)]
-pub enum PrdError {
-    #[error("{PRD} is not valid JSON: {0}")]
-    NotJson(serde_json::Error),
-    #[error(
-        "{PRD}: the field `userStories` is missing or not a list; see `ralph init` for the shape"
-    )]
-    NoStoryList,
-    #[error("{PRD}: userStories[{index}].id is missing or not a string")]
-    MissingId { index: usize },
-    #[error(
-        "{PRD}: userStories[{index}].id = {:?} cannot name a branch: use ASCII letters, digits, `.`, `_` and `-` only (at most 64, not starting with `-` or `.`), e.g. \"US-001\"",
-        crate::display::line(.id)
-    )]
-    BadId { index: usize, id: String },
-    #[error(
-        "{PRD}: userStories[{index}].id: the id {id:?} is used twice; every story needs its own"
-    )]
-    DuplicateId { index: usize, id: String },
-    #[error("{PRD}: no story with id {id:?} in `userStories` any more")]
-    StoryGone { id: String },
-    /// The file could not be read (other than missing).
-    #[error("{PRD}: {0}")]
-    Unreadable(crate::fs::safe_fs::FsError),
-    #[error("{0}")]
-    Unwritable(serde_json::Error),
-}
-
-/// The stories of a PRD, in file order. Every id is checked; a bad one is
-/// refused with the file, the field and the rule.
+/// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
 pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
-    let value: Value = serde_json::from_str(prd).map_err(PrdError::NotJson)?;
-    let Some(list) = value.get("userStories").and_then(Value::as_array) else {
-        return Err(PrdError::NoStoryList);
-    };
-    let mut out: Vec<Story> = Vec::with_capacity(list.len());
-    // The loop names seen so far: one lookup per story, so a PRD of tens of
-    // thousands of stories is read in linear time (a scan of the stories
-    // before each one took 38 s for 40,000).
-    let mut names = std::collections::HashSet::with_capacity(list.len());
-    for (index, s) in list.iter().enumerate() {
-        let id = s
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or(PrdError::MissingId { index })?;
-        if !valid_id(id) {
-            let id = id.to_owned();
-            return Err(PrdError::BadId { index, id });
-        }
-        if !names.insert(loop_name(id)) {
-            let id = id.to_owned();
-            return Err(PrdError::DuplicateId { index, id });
-        }
-        out.push(story(id, s));
-    }
-    Ok(out)
+    crate::loop_file::stories::parse(PRD, prd)
 }
 
-/// One story's fields as read (its id already checked).
-fn story(id: &str, s: &Value) -> Story {
-    let text = |name: &str| {
-        s.get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    Story {
-        id: id.to_owned(),
-        title: text("title"),
-        description: text("description"),
-        criteria: s
-            .get("acceptanceCriteria")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        passes: s.get("passes").and_then(Value::as_bool).unwrap_or(false),
-        priority: s.get("priority").and_then(Value::as_i64),
-    }
-}
-
-/// The open stories (`passes` false), by priority, then file order.
+/// The open stories (not passing, not blocked), by priority, then file order.
 pub fn open(stories: &[Story]) -> Vec<Story> {
-    let mut open: Vec<Story> = stories.iter().filter(|s| !s.passes).cloned().collect();
-    open.sort_by_key(|s| s.priority.unwrap_or(i64::MAX));
-    open
+    crate::loop_file::stories::open(stories)
 }
 
 /// Tasks named on the command line. Each id is `task-` and a hash of its
@@ -172,6 +65,9 @@ pub fn tasks(texts: &[String]) -> Vec<Story> {
             criteria: Vec::new(),
             passes: false,
             priority: None,
+            verify: None,
+            blocked: None,
+            concerns: Vec::new(),
         })
         .collect()
 }
@@ -211,39 +107,10 @@ pub fn matrix(open: &[Story]) -> Value {
     json!({ "include": include })
 }
 
-/// Sets `passes: true` on the story `id`, keeping the rest of the JSON as
-/// it was (key order included). Errors name the file and the field.
+/// Sets `passes: true` on the story `id`, changing only that value's
+/// bytes (`stories::set_passes`). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
-    // Checked as the rest of ralph reads the file (the last of duplicate
-    // keys wins), then edited as text: only the `passes` value changes.
-    serde_json::from_str::<Value>(prd).map_err(PrdError::NotJson)?;
-    let doc = crate::json_edit::parse(prd).map_err(|_| PrdError::NoStoryList)?;
-    let gone = || PrdError::StoryGone { id: id.to_owned() };
-    let story = doc
-        .get("userStories")
-        .ok_or(PrdError::NoStoryList)?
-        .elements()
-        .iter()
-        .find(|s| s.get("id").and_then(crate::json_edit::Node::as_str) == Some(id))
-        .filter(|s| s.is_object())
-        .ok_or_else(gone)?;
-    let passes: Vec<&crate::json_edit::Node> = story
-        .members()
-        .iter()
-        .filter(|m| m.key == "passes")
-        .map(|m| &m.value)
-        .collect();
-    let t = Value::Bool(true);
-    if passes.is_empty() {
-        return Ok(crate::json_edit::insert_member(prd, story, "passes", &t));
-    }
-    // Every `passes` of the story (a duplicate key too) says true, from the
-    // last one back so that the earlier offsets still hold.
-    let mut text = prd.to_owned();
-    for node in passes.iter().rev() {
-        text = crate::json_edit::replace(&text, node, &t);
-    }
-    Ok(text)
+    crate::loop_file::stories::set_passes(PRD, prd, id, true)
 }
 
 /// How a story stands, as its record says.

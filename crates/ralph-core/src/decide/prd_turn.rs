@@ -1,0 +1,215 @@
+//! The PRD's side of one stop of a `--prd` loop (the shell around
+//! `stories`): read the PRD through `safe_fs`, find the stories that
+//! turned to passing since the last stop, run their commands (and the
+//! loop's `--verify`) with `gate::run`, and set a refused story's
+//! `passes` back to `false`, changing only those bytes. `engine::step`
+//! calls it, so the hook and `ralph run` check stories the same way.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::fs::gate::{self, Verification};
+use crate::fs::safe_fs;
+use crate::loop_file::state::PrdLoop;
+use crate::loop_file::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
+
+/// Reads and parses the loop's PRD: once per stop, only for a `--prd` loop.
+pub fn read(root: &Path, prd: &PrdLoop) -> Result<Vec<Story>, PrdError> {
+    let text = read_text(root, &prd.path)?;
+    stories::parse(&prd.path, &text)
+}
+
+fn read_text(root: &Path, file: &str) -> Result<String, PrdError> {
+    safe_fs::read_text(&root.join(file), safe_fs::SMALL_FILE_CAP).map_err(|source| {
+        PrdError::Unreadable {
+            file: file.to_owned(),
+            source,
+        }
+    })
+}
+
+/// The stories that pass now but were not accepted as passing before
+/// (`accepted`: the loop's `prd_passed`).
+pub fn turned<'a>(accepted: &[String], stories: &'a [Story]) -> Vec<&'a Story> {
+    stories
+        .iter()
+        .filter(|s| s.passes && !accepted.contains(&s.id))
+        .collect()
+}
+
+/// Runs each turned story's own command (only the one recorded at arming)
+/// and, once, the loop's `--verify`. Returns the stories refused and the
+/// `--verify` result when it ran. All of them share one `timeout`, so a
+/// stop never outlasts the hook's own limit however many stories turned;
+/// a check left without time counts as failed (the story is checked again
+/// when the agent marks it once more).
+pub fn run_checks(
+    root: &Path,
+    prd: &PrdLoop,
+    turned: &[&Story],
+    loop_verify: Option<&str>,
+    timeout: Duration,
+) -> (Vec<StoryRefusal>, Option<Verification>) {
+    let started = std::time::Instant::now();
+    let run = |command: &str| match timeout.checked_sub(started.elapsed()) {
+        Some(left) if !left.is_zero() => gate::run(command, root, left),
+        _ => Verification {
+            passed: false,
+            status: format!(
+                "not run: this stop's checks used up their {}",
+                crate::time::format_duration(timeout.as_secs())
+            ),
+            ..Verification::default()
+        },
+    };
+    let mut refused = Vec::new();
+    for story in turned {
+        let Some(command) = story.verify.as_deref() else {
+            continue;
+        };
+        if !stories::command_recorded(&prd.commands, &story.id, command) {
+            refused.push(StoryRefusal::Unrecorded {
+                id: story.id.clone(),
+                command: command.to_owned(),
+            });
+            continue;
+        }
+        let verification = run(command);
+        if !verification.passed {
+            refused.push(StoryRefusal::Failed {
+                id: story.id.clone(),
+                command: command.to_owned(),
+                verification,
+            });
+        }
+    }
+    let gate = loop_verify.map(|command| {
+        let verification = run(command);
+        if !verification.passed {
+            for story in turned {
+                if !refused.iter().any(|r| refusal_id(r) == story.id) {
+                    refused.push(StoryRefusal::Failed {
+                        id: story.id.clone(),
+                        command: command.to_owned(),
+                        verification: verification.clone(),
+                    });
+                }
+            }
+        }
+        verification
+    });
+    (refused, gate)
+}
+
+/// The story a refusal is about.
+pub fn refusal_id(refusal: &StoryRefusal) -> &str {
+    match refusal {
+        StoryRefusal::Failed { id, .. } | StoryRefusal::Unrecorded { id, .. } => id,
+    }
+}
+
+/// Sets each refused story's `passes` back to `false` in the PRD as it is
+/// now (read again: the checks took time), writes it by atomic replace,
+/// and returns the stories as they then stand.
+pub fn set_back(root: &Path, file: &str, refused: &[StoryRefusal]) -> Result<Vec<Story>, PrdError> {
+    let mut text = read_text(root, file)?;
+    for refusal in refused {
+        text = stories::set_passes(file, &text, refusal_id(refusal), false)?;
+    }
+    safe_fs::replace(&root.join(file), text.as_bytes()).map_err(|source| PrdError::Unreadable {
+        file: file.to_owned(),
+        source,
+    })?;
+    stories::parse(file, &text)
+}
+
+/// The `prd_passed` value after this stop: the stories that pass now.
+pub fn passed_field(stories: &[Story]) -> String {
+    stories
+        .iter()
+        .filter(|s| s.passes)
+        .map(|s| s.id.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `story US-002 · 1 of 3 pass` for `ralph status` and the status line
+/// (read without the lock, like them); why not, when the PRD is unusable.
+pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
+    match read(root, prd) {
+        Ok(stories) => crate::loop_file::messages::stories::status(&stories),
+        Err(e) => format!("⚠ {}", crate::display::line(&e.to_string())),
+    }
+}
+
+/// The current story's section for a loop's first prompt (no check runs).
+pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
+    let stories = read(root, prd).ok()?;
+    Some(crate::loop_file::messages::stories::section(&PrdSeen {
+        file: prd.path.clone(),
+        stories,
+        refused: Vec::new(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prd_of(stories: &[Story]) -> PrdLoop {
+        PrdLoop {
+            path: "p.json".into(),
+            commands: stories::record_commands(stories),
+        }
+    }
+
+    #[test]
+    fn the_checks_of_one_stop_share_one_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"userStories": [
+            {"id": "A", "passes": true, "verify": "sleep 5"},
+            {"id": "B", "passes": true, "verify": "true"}]}"#;
+        let all = stories::parse("p.json", text).unwrap();
+        let prd = prd_of(&all);
+        let turned = turned(&[], &all);
+        let started = std::time::Instant::now();
+        let (refused, gate) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(1));
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(gate, None);
+        let why: Vec<(&str, String)> = refused
+            .iter()
+            .map(|r| match r {
+                StoryRefusal::Failed {
+                    id, verification, ..
+                } => (id.as_str(), verification.status.clone()),
+                StoryRefusal::Unrecorded { id, .. } => (id.as_str(), "unrecorded".into()),
+            })
+            .collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].1.contains("timed out"), "{why:?}");
+        assert!(why[1].1.starts_with("not run"), "{why:?}");
+    }
+
+    #[test]
+    fn only_stories_that_turned_are_checked_and_only_recorded_commands_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"userStories": [
+            {"id": "A", "passes": true, "verify": "touch a-ran"},
+            {"id": "B", "passes": true, "verify": "touch b-ran"},
+            {"id": "C", "passes": false, "verify": "touch c-ran"}]}"#;
+        let all = stories::parse("p.json", text).unwrap();
+        let mut prd = prd_of(&all);
+        prd.commands = stories::record_commands(&all[1..]);
+        let turned = turned(&["B".to_owned()], &all);
+        assert_eq!(turned.len(), 1);
+        let (refused, _) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(30));
+        assert!(matches!(&refused[..], [StoryRefusal::Unrecorded { id, .. }] if id == "A"));
+        for ran in ["a-ran", "b-ran", "c-ran"] {
+            assert!(!dir.path().join(ran).exists(), "{ran}");
+        }
+    }
+}

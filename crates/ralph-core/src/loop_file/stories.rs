@@ -1,0 +1,663 @@
+//! The stories of a PRD (`ralph/prd.json`), one model for the single loop
+//! (`ralph start --prd`) and the fleet (`ralph run --parallel`): reading
+//! them (ids checked as branch names), the pure rules (the current story,
+//! all pass, only blocked ones left), the digest that records a story's
+//! `verify` command at arming, and the span-exact edit of one story's
+//! `passes` value. Reading the file and running commands happen elsewhere
+//! (`decide/prd_turn.rs`, `run/fleet/git.rs`).
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+/// Where the stories live by default, relative to the project root.
+pub const DEFAULT_PRD: &str = "ralph/prd.json";
+
+/// One story (or one task named on the command line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Story {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub criteria: Vec<String>,
+    pub passes: bool,
+    pub priority: Option<i64>,
+    /// The story's own check (`"verify": "CMD"`), run when it turns to passing.
+    pub verify: Option<String>,
+    /// Why a person must act first (`"blocked": "why"`): the loop skips it.
+    pub blocked: Option<String>,
+    /// What the agent noted while finishing it (`"concerns"`), shown at the end.
+    pub concerns: Vec<String>,
+}
+
+impl Story {
+    /// Open: not passing and not blocked, so the loop works on it.
+    pub fn is_open(&self) -> bool {
+        !self.passes && self.blocked.is_none()
+    }
+}
+
+/// A loop's PRD at a stop, after each story that turned to passing was
+/// checked (and set back when its check failed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrdSeen {
+    /// The PRD's path as the loop names it.
+    pub file: String,
+    pub stories: Vec<Story>,
+    /// Stories set back to `passes: false` at this stop, and why.
+    pub refused: Vec<StoryRefusal>,
+}
+
+/// A story that turned to passing but was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoryRefusal {
+    /// Its command (or the loop's `--verify`) failed.
+    Failed {
+        id: String,
+        command: String,
+        verification: crate::fs::gate::Verification,
+    },
+    /// Its command is not the one recorded at arming, so it did not run.
+    Unrecorded { id: String, command: String },
+}
+
+/// Why a PRD cannot be used: each names the file, the field and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PrdError {
+    #[error(
+        "{file} is not valid JSON: {source}; fix the file (a JSON object with a `userStories` list)"
+    )]
+    NotJson {
+        file: String,
+        source: serde_json::Error,
+    },
+    #[error(
+        "{file}: the field `userStories` is missing or not a list; see `ralph init` for the shape"
+    )]
+    NoStoryList { file: String },
+    #[error("{file}: userStories[{index}].id is missing or not a string")]
+    MissingId { file: String, index: usize },
+    #[error(
+        "{file}: userStories[{index}].id = {:?} cannot name a branch: use ASCII letters, digits, `.`, `_` and `-` only (at most 64, not starting with `-` or `.`), e.g. \"US-001\"",
+        crate::display::line(.id)
+    )]
+    BadId {
+        file: String,
+        index: usize,
+        id: String,
+    },
+    #[error(
+        "{file}: userStories[{index}].id: the id {id:?} is used twice; every story needs its own"
+    )]
+    DuplicateId {
+        file: String,
+        index: usize,
+        id: String,
+    },
+    #[error("{file}: userStories[{index}].{field} must be {expected}")]
+    BadField {
+        file: String,
+        index: usize,
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("{file}: no story with id {id:?} in `userStories` any more")]
+    StoryGone { file: String, id: String },
+    /// The file could not be read (a link, a special file, too long…).
+    #[error("{file}: {source}")]
+    Unreadable {
+        file: String,
+        source: crate::fs::safe_fs::FsError,
+    },
+}
+
+/// A story id is used as a branch name, a folder name and a loop name:
+/// ASCII letters, digits, `.`, `_`, `-`; at most 64; no leading `-` or
+/// `.`, no `..`, no trailing `.` or `.lock` (which git refuses in a ref).
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !id.starts_with(['-', '.'])
+        && !id.ends_with('.')
+        && !id.ends_with(".lock")
+        && !id.contains("..")
+}
+
+/// The stories of the PRD `text` (read from `file`), in file order. Every
+/// id is checked; a bad one is refused with the file, the field and the rule.
+pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
+    let file = || file.to_owned();
+    let value: Value = serde_json::from_str(text).map_err(|source| PrdError::NotJson {
+        file: file(),
+        source,
+    })?;
+    let Some(list) = value.get("userStories").and_then(Value::as_array) else {
+        return Err(PrdError::NoStoryList { file: file() });
+    };
+    let mut out: Vec<Story> = Vec::with_capacity(list.len());
+    // The loop names seen so far: one lookup per story, so a PRD of tens of
+    // thousands of stories is read in linear time.
+    let mut names = std::collections::HashSet::with_capacity(list.len());
+    for (index, s) in list.iter().enumerate() {
+        let id = s
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or(PrdError::MissingId {
+                file: file(),
+                index,
+            })?;
+        if !valid_id(id) {
+            let id = id.to_owned();
+            return Err(PrdError::BadId {
+                file: file(),
+                index,
+                id,
+            });
+        }
+        if !names.insert(id.replace('.', "_")) {
+            let id = id.to_owned();
+            return Err(PrdError::DuplicateId {
+                file: file(),
+                index,
+                id,
+            });
+        }
+        out.push(story(&file(), index, id, s)?);
+    }
+    Ok(out)
+}
+
+/// One story's fields as read (its id already checked). `verify` and
+/// `blocked` are checked: a command ralph would run must be a string.
+fn story(file: &str, index: usize, id: &str, s: &Value) -> Result<Story, PrdError> {
+    let text = |name: &str| {
+        s.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let bad = |field, expected| PrdError::BadField {
+        file: file.to_owned(),
+        index,
+        field,
+        expected,
+    };
+    let optional = |field: &'static str| match s.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(v)) if v.trim().is_empty() => Ok(None),
+        Some(Value::String(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(bad(field, "a string (or left out)")),
+    };
+    let passes = match s.get("passes") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("passes", "true or false")),
+    };
+    let concerns = match s.get("concerns") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(c)) if c.trim().is_empty() => Vec::new(),
+        Some(Value::String(c)) => vec![c.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Some(_) => return Err(bad("concerns", "a string or a list of strings")),
+    };
+    Ok(Story {
+        id: id.to_owned(),
+        title: text("title"),
+        description: text("description"),
+        criteria: s
+            .get("acceptanceCriteria")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        passes,
+        priority: s.get("priority").and_then(Value::as_i64),
+        verify: optional("verify")?,
+        blocked: optional("blocked")?,
+        concerns,
+    })
+}
+
+/// The stories not passing, by priority, then file order (the fleet runs
+/// all of them; a blocked one is left out by `open`).
+pub fn not_passing(stories: &[Story]) -> Vec<Story> {
+    let mut out: Vec<Story> = stories.iter().filter(|s| !s.passes).cloned().collect();
+    out.sort_by_key(|s| s.priority.unwrap_or(i64::MAX));
+    out
+}
+
+/// The open stories (not passing, not blocked), lowest priority first,
+/// then file order.
+pub fn open(stories: &[Story]) -> Vec<Story> {
+    let mut out = not_passing(stories);
+    out.retain(|s| s.blocked.is_none());
+    out
+}
+
+/// The story the loop works on now: the open one with the lowest priority.
+pub fn current(stories: &[Story]) -> Option<&Story> {
+    stories
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_open())
+        .min_by_key(|(i, s)| (s.priority.unwrap_or(i64::MAX), *i))
+        .map(|(_, s)| s)
+}
+
+/// Every story passes (a PRD without stories has nothing left to do).
+pub fn all_pass(stories: &[Story]) -> bool {
+    stories.iter().all(|s| s.passes)
+}
+
+/// Nothing is open, and at least one story waits for a person.
+pub fn only_blocked_left(stories: &[Story]) -> bool {
+    !stories.iter().any(Story::is_open) && stories.iter().any(|s| !s.passes)
+}
+
+/// How many pass, of how many.
+pub fn tally(stories: &[Story]) -> (usize, usize) {
+    (stories.iter().filter(|s| s.passes).count(), stories.len())
+}
+
+/// A short, stable digest of a story's command, recorded at arming: the
+/// command that runs later must have this digest.
+pub fn command_digest(command: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(command.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The stories' commands as recorded in a loop file: `ID:DIGEST` pairs
+/// separated by spaces (ids never hold either character).
+pub fn record_commands(stories: &[Story]) -> String {
+    stories
+        .iter()
+        .filter_map(|s| {
+            s.verify
+                .as_deref()
+                .map(|c| format!("{}:{}", s.id, command_digest(c)))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `command` is the one recorded for story `id` at arming.
+pub fn command_recorded(recorded: &str, id: &str, command: &str) -> bool {
+    let digest = command_digest(command);
+    recorded
+        .split_whitespace()
+        .filter_map(|pair| pair.rsplit_once(':'))
+        .any(|(i, d)| i == id && d == digest)
+}
+
+/// The task of a `--prd` loop armed without one.
+pub fn default_task(path: &str) -> String {
+    format!(
+        "Work through the stories in {path}, one at a time: the current story is named below. Keep notes for the next iteration in ralph/progress.txt."
+    )
+}
+
+/// A PRD path ralph reads: relative, inside the project (no `..`, no
+/// root, no drive), so a planted loop file cannot point it elsewhere.
+pub fn inside_project(path: &str) -> bool {
+    use std::path::Component;
+    !path.trim().is_empty()
+        && std::path::Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// The ids recorded in a space-separated list field (`prd_verified`).
+pub fn id_list(field: &str) -> Vec<String> {
+    field.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Sets story `id`'s `passes` to `value` by changing only the bytes of
+/// that one value (or, without a `passes` key, adding one after the
+/// story's last member): numbers, duplicate keys, spacing and key order
+/// stay byte for byte. The result is read again and refused unless that
+/// story, and only its `passes`, changed as asked.
+pub fn set_passes(file: &str, text: &str, id: &str, value: bool) -> Result<String, PrdError> {
+    let gone = || PrdError::StoryGone {
+        file: file.to_owned(),
+        id: id.to_owned(),
+    };
+    let before = parse(file, text)?;
+    let index = before.iter().position(|s| s.id == id).ok_or_else(gone)?;
+    let spans = spans::story_spans(text).ok_or_else(gone)?;
+    let span = spans.get(index).ok_or_else(gone)?;
+    let word = if value { "true" } else { "false" };
+    let out = match &span.passes {
+        Some(range) => format!("{}{word}{}", &text[..range.start], &text[range.end..]),
+        None => {
+            let (at, empty) = span.insert_at;
+            let member = if empty {
+                format!("\"passes\": {word}")
+            } else {
+                format!(", \"passes\": {word}")
+            };
+            format!("{}{member}{}", &text[..at], &text[at..])
+        }
+    };
+    let after = parse(file, &out)?;
+    let mut expected = before;
+    expected[index].passes = value;
+    if after != expected {
+        return Err(gone());
+    }
+    Ok(out)
+}
+
+/// Where each story's `passes` value sits in the text: a small scanner
+/// that follows JSON's grammar only as far as needed to find spans, since
+/// serde_json gives none. The text has already been parsed as valid JSON.
+mod spans {
+    use super::Range;
+
+    pub struct StorySpan {
+        /// The value of the story's last `passes` key (the one a parser keeps).
+        pub passes: Option<Range<usize>>,
+        /// Where to add a member (just before the closing `}`), and whether
+        /// the object is empty.
+        pub insert_at: (usize, bool),
+    }
+
+    struct Scanner<'a> {
+        text: &'a [u8],
+        source: &'a str,
+        at: usize,
+    }
+
+    pub fn story_spans(text: &str) -> Option<Vec<StorySpan>> {
+        let mut s = Scanner {
+            text: text.as_bytes(),
+            source: text,
+            at: 0,
+        };
+        s.ws();
+        let mut list = None;
+        s.object(|s, key| {
+            if key == "userStories" {
+                list = s.stories();
+                Some(())
+            } else {
+                s.value()
+            }
+        })?;
+        list
+    }
+
+    impl Scanner<'_> {
+        fn ws(&mut self) {
+            while self
+                .text
+                .get(self.at)
+                .is_some_and(|b| b.is_ascii_whitespace())
+            {
+                self.at += 1;
+            }
+        }
+
+        fn eat(&mut self, byte: u8) -> Option<()> {
+            self.ws();
+            (self.text.get(self.at) == Some(&byte)).then(|| self.at += 1)
+        }
+
+        fn peek(&mut self) -> Option<u8> {
+            self.ws();
+            self.text.get(self.at).copied()
+        }
+
+        /// A string: its decoded text.
+        fn string(&mut self) -> Option<String> {
+            self.ws();
+            let start = self.at;
+            self.eat(b'"')?;
+            while let Some(&b) = self.text.get(self.at) {
+                self.at += 1;
+                match b {
+                    b'\\' => self.at += 1,
+                    b'"' => return serde_json::from_str(&self.source[start..self.at]).ok(),
+                    _ => {}
+                }
+            }
+            None
+        }
+
+        /// Any value, skipped.
+        fn value(&mut self) -> Option<()> {
+            match self.peek()? {
+                b'"' => self.string().map(|_| ()),
+                b'{' => self.object(|s, _| s.value()),
+                b'[' => self.array(|s| s.value()),
+                _ => {
+                    while self.text.get(self.at).is_some_and(|b| {
+                        !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace()
+                    }) {
+                        self.at += 1;
+                    }
+                    Some(())
+                }
+            }
+        }
+
+        fn object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
+            self.eat(b'{')?;
+            if self.eat(b'}').is_some() {
+                return Some(());
+            }
+            loop {
+                let key = self.string()?;
+                self.eat(b':')?;
+                member(self, &key)?;
+                if self.eat(b',').is_none() {
+                    return self.eat(b'}');
+                }
+            }
+        }
+
+        fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+            self.eat(b'[')?;
+            if self.eat(b']').is_some() {
+                return Some(());
+            }
+            loop {
+                item(self)?;
+                if self.eat(b',').is_none() {
+                    return self.eat(b']');
+                }
+            }
+        }
+
+        fn stories(&mut self) -> Option<Vec<StorySpan>> {
+            let mut out = Vec::new();
+            self.array(|s| {
+                let mut passes = None;
+                s.object(|s, key| {
+                    if key == "passes" {
+                        s.ws();
+                        let start = s.at;
+                        s.value()?;
+                        passes = Some(start..s.at);
+                        Some(())
+                    } else {
+                        s.value()
+                    }
+                })?;
+                // The object just closed: its `}` is the byte before.
+                let close = s.at - 1;
+                let inner = s.source[..close].trim_end();
+                out.push(StorySpan {
+                    passes: passes.take(),
+                    insert_at: (inner.len(), inner.ends_with('{')),
+                });
+                Some(())
+            })?;
+            Some(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PRD: &str = r#"{"project":"x","big": 123456789012345678901234567890,"userStories":[
+        {"id":"US-002","title":"Two","priority":2,"passes":false,"verify":"make two"},
+        {"id":"US-001","title":"One","description":"d","acceptanceCriteria":["a","b"],"priority":1,"passes": false ,"passes":true},
+        {"id":"US-004","title":"Four","priority":0,"blocked":"needs an API key","concerns":"slow"},
+        {"id":"US-003","title":"Three","priority":3}]}"#;
+
+    fn ids(stories: &[Story]) -> Vec<&str> {
+        stories.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    #[test]
+    fn the_current_story_is_the_open_one_with_the_lowest_priority() {
+        let all = parse("p.json", PRD).unwrap();
+        // US-001 passes (the last duplicate key wins); US-004 is blocked.
+        assert_eq!(current(&all).unwrap().id, "US-002");
+        assert_eq!(ids(&open(&all)), ["US-002", "US-003"]);
+        assert_eq!(tally(&all), (1, 4));
+        assert!(!all_pass(&all) && !only_blocked_left(&all));
+        assert_eq!(all[2].concerns, ["slow"]);
+        assert_eq!(all[0].verify.as_deref(), Some("make two"));
+    }
+
+    #[test]
+    fn only_blocked_left_and_all_pass() {
+        let mut all = parse("p.json", PRD).unwrap();
+        for s in &mut all {
+            if s.blocked.is_none() {
+                s.passes = true;
+            }
+        }
+        assert!(only_blocked_left(&all) && !all_pass(&all));
+        assert_eq!(current(&all), None);
+        all[2].passes = true;
+        assert!(all_pass(&all) && !only_blocked_left(&all));
+        assert!(all_pass(&[]));
+    }
+
+    #[test]
+    fn set_passes_changes_only_that_value() {
+        let out = set_passes("p.json", PRD, "US-001", false).unwrap();
+        let want = PRD.replacen(r#""passes":true"#, r#""passes":false"#, 1);
+        assert_eq!(out, want, "only the last duplicate's value changed");
+        let out = set_passes("p.json", PRD, "US-002", true).unwrap();
+        assert_eq!(
+            out,
+            PRD.replacen(r#""passes":false,"verify""#, r#""passes":true,"verify""#, 1)
+        );
+        // No `passes` key: one is added before the closing brace.
+        let out = set_passes("p.json", PRD, "US-003", true).unwrap();
+        assert_eq!(
+            out,
+            PRD.replacen(r#""priority":3}"#, r#""priority":3, "passes": true}"#, 1)
+        );
+        assert!(out.contains("123456789012345678901234567890"));
+        assert!(matches!(
+            set_passes("p.json", PRD, "US-9", true),
+            Err(PrdError::StoryGone { .. })
+        ));
+    }
+
+    #[test]
+    fn keys_spelt_with_escapes_are_found() {
+        let text = r#"{"userStories":[{"id":"a","pass\u0065s" : true }], "x": "]}"}"#;
+        let out = set_passes("p.json", text, "a", false).unwrap();
+        assert_eq!(out, text.replacen("true", "false", 1));
+        let empty = r#"{"userStories":[{"id":"a"}]}"#;
+        assert_eq!(
+            set_passes("p.json", empty, "a", true).unwrap(),
+            r#"{"userStories":[{"id":"a", "passes": true}]}"#
+        );
+    }
+
+    #[test]
+    fn bad_fields_name_the_file_the_field_and_the_fix() {
+        let said = |t: &str| parse("ralph/prd.json", t).unwrap_err().to_string();
+        assert_eq!(
+            said(r#"{"userStories":[{"id":"a","verify":3}]}"#),
+            "ralph/prd.json: userStories[0].verify must be a string (or left out)"
+        );
+        assert!(
+            said(r#"{"userStories":[{"id":"a","passes":"yes"}]}"#)
+                .contains("passes must be true or false")
+        );
+        assert!(said("{").starts_with("ralph/prd.json is not valid JSON"));
+    }
+
+    proptest::proptest! {
+        /// Whatever the spacing and the other members, setting one story's
+        /// `passes` changes that story's value only, and the rest of the
+        /// text is kept byte for byte around it.
+        #[test]
+        fn set_passes_changes_one_value_only(
+            gaps in proptest::collection::vec("[ \t\n]{0,3}", 8),
+            extra in "[a-z]{0,6}",
+            big in "[1-9][0-9]{20,30}",
+            passes in proptest::collection::vec(proptest::option::of(proptest::bool::ANY), 3),
+            pick in 0usize..3,
+            value in proptest::bool::ANY,
+        ) {
+            let g = |i: usize| gaps[i].as_str();
+            let story = |i: usize| {
+                let p = passes[i].map_or(String::new(), |b| format!(",{}\"passes\"{}:{}{b}", g(1), g(2), g(3)));
+                format!("{{{}\"id\":\"S{i}\",\"n\":{big},\"x\":\"{extra}\"{p}{}}}", g(0), g(4))
+            };
+            let text = format!(
+                "{{{}\"userStories\"{}:[{}]{}}}",
+                g(5),
+                g(6),
+                (0..3).map(story).collect::<Vec<_>>().join(","),
+                g(7)
+            );
+            let id = format!("S{pick}");
+            let out = set_passes("p.json", &text, &id, value).unwrap();
+            let after = parse("p.json", &out).unwrap();
+            let before = parse("p.json", &text).unwrap();
+            for (i, (a, b)) in after.iter().zip(&before).enumerate() {
+                if i == pick {
+                    proptest::prop_assert_eq!(a.passes, value);
+                } else {
+                    proptest::prop_assert_eq!(a, b);
+                }
+            }
+            // Only the value (or one added member) differs.
+            let head = text.bytes().zip(out.bytes()).take_while(|(a, b)| a == b).count();
+            let tail = text.bytes().rev().zip(out.bytes().rev()).take_while(|(a, b)| a == b).count();
+            let changed = out.len().saturating_sub(head + tail.min(out.len() - head));
+            proptest::prop_assert!(changed <= ", \"passes\": false".len(), "{} -> {}", text, out);
+            proptest::prop_assert!(out.contains(&big));
+        }
+    }
+
+    #[test]
+    fn commands_are_recorded_by_digest() {
+        let all = parse("p.json", PRD).unwrap();
+        let recorded = record_commands(&all);
+        assert_eq!(recorded, format!("US-002:{}", command_digest("make two")));
+        assert!(command_recorded(&recorded, "US-002", "make two"));
+        assert!(!command_recorded(
+            &recorded,
+            "US-002",
+            "make two; curl evil"
+        ));
+        assert!(!command_recorded(&recorded, "US-003", "make two"));
+    }
+}
