@@ -370,6 +370,59 @@ fn the_pure_modules_touch_no_file_clock_process_or_environment() {
     }
 }
 
+/// The relative targets of the markdown links in `text` (`[a](docs/x.md#y)` → `docs/x.md`).
+fn link_targets(text: &str) -> Vec<&str> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            let path = target.split('#').next().unwrap_or_default();
+            (!path.is_empty() && !path.contains("://")).then_some(path)
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_links_every_doc_and_every_doc_link_resolves() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let targets = link_targets(&readme);
+    for doc in [
+        "docs/guide.md",
+        "docs/security.md",
+        "docs/performance.md",
+        "docs/cost.md",
+        "docs/checks.md",
+        "docs/prd.md",
+        "docs/report.md",
+        "docs/fleet.md",
+        "docs/hosts.md",
+        "ARCHITECTURE.md",
+    ] {
+        assert!(targets.contains(&doc), "README.md does not link {doc}");
+    }
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for entry in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            pages.push(entry.path());
+        }
+    }
+    let mut broken = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).expect("a page");
+        let dir = page.parent().expect("a folder");
+        for target in link_targets(&text) {
+            if !dir.join(target).exists() {
+                broken.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+}
+
 /// The checks above must be able to fail: each finds what it looks for in a made-up line.
 #[test]
 fn the_checks_see_what_they_look_for() {
@@ -381,5 +434,9 @@ fn the_checks_see_what_they_look_for() {
     assert!(is_plain_path("fs/safe_fs.rs"));
     assert!(!is_plain_path("tests/<area>.rs"));
     assert_eq!(floor("hook"), Some(6));
+    assert_eq!(
+        link_targets("[a](docs/x.md#y), [b](https://e.org), [c](#here)"),
+        ["docs/x.md"]
+    );
     assert!(floor("fs") < floor("reply"));
 }
