@@ -178,7 +178,7 @@ fn run(
     }
     let lock = project.lock()?;
     project.remove_stale_temps();
-    let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
+    let loaded = load_loops(&lock, &project, &gate, ctx.now, &mut notices)?;
     let Some((live, claim)) = choose(&loaded, &gate, session) else {
         gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
@@ -423,6 +423,7 @@ fn inert_notice(path: &Path, name: &str, why: &str) -> String {
 /// armed here, or are this session's, are moved aside with a notice; other
 /// corrupt files are left alone; the valid loops are returned.
 fn load_loops(
+    lock: &store::ProjectLock,
     project: &Project,
     gate: &Gate<'_>,
     now: Timestamp,
@@ -447,7 +448,7 @@ fn load_loops(
                 };
                 if gate.arming(&live) == Arming::Armed {
                     let ended = live.state.ended_at.unwrap_or(now);
-                    match lifecycle::archive_as_is(project, &live.file, ended, "") {
+                    match lifecycle::archive_as_is(lock, project, &live.file, ended, "") {
                         Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
                         Err(e) => notices.push(format!(
                             "⚠ ralph: {}: the loop ended but could not be moved into the history: {}",
@@ -464,7 +465,7 @@ fn load_loops(
                 // this session may have been planted by any command it ran.
                 if gate.has_record(&file.name) {
                     // One bad file is one notice: the other loops still run.
-                    match lifecycle::archive_as_is(project, &file, now, ".corrupt") {
+                    match lifecycle::archive_as_is(lock, project, &file, now, ".corrupt") {
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(

@@ -24,7 +24,7 @@ use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::registry::{self, Arming};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{Project, StoreError};
+use crate::loop_file::store::{Project, ProjectLock, StoreError};
 use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -203,8 +203,10 @@ fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, Sess
 
 /// A proven rewrite (`rewrite::set_fields`): every field written reads back,
 /// nothing else changes; otherwise nothing is written.
-fn rewrite(live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
-    Ok(lifecycle::write_fields(&live.file, &live.text, fields)?)
+fn rewrite(lock: &ProjectLock, live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
+    Ok(lifecycle::write_fields(
+        lock, &live.file, &live.text, fields,
+    )?)
 }
 
 fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
@@ -225,7 +227,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         return Ok(Answer::Silent);
     };
     let session = event.session().unwrap_or_default();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
@@ -237,7 +239,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     let marks = rules::read_marks(&live.text);
     if let Some(why) = marks.limit_pause.as_deref().filter(|_| !state.active) {
         // Told once: the mark goes with this prompt.
-        rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+        rewrite(&lock, live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
         return Ok(Answer::Notice(messages::paused_for_limit(
             &live.file.name,
             state,
@@ -248,6 +250,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         return Ok(Answer::Silent);
     }
     rewrite(
+        &lock,
         live,
         &[(rules::PROMPT_NOTICE_FIELD, state.iteration.to_string())],
     )?;
@@ -272,7 +275,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     };
     let session = event.session().unwrap_or_default();
     let reason = event.reason.as_deref();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     for (live, state) in owned(&lives, session) {
@@ -295,7 +298,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
             }
         };
         fields.push(("active", "false".to_owned()));
-        rewrite(live, &fields)?;
+        rewrite(&lock, live, &fields)?;
         LogEntry {
             reason: reason.map(str::to_owned),
             ..LogEntry::new(ctx.hook.now, Logged::Pause, why.as_str())
@@ -323,7 +326,7 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionErro
         event.error_details.as_deref(),
         event.last_assistant_message.as_deref(),
     );
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
@@ -335,6 +338,7 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionErro
     let (decision, why) = match rule {
         FailureRule::Pause { why } if state.active => {
             rewrite(
+                &lock,
                 live,
                 &[
                     ("active", "false".to_owned()),
@@ -365,13 +369,15 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
     };
     let session = event.session().unwrap_or_default();
     let source = event.source.as_deref();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let mut lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     if source == Some("clear")
         && let Some(client_pid) = ctx.client_pid
     {
-        notices.extend(take_over(&project, &lives, session, client_pid, ctx)?);
+        notices.extend(take_over(
+            &lock, &project, &lives, session, client_pid, ctx,
+        )?);
         lives = live_loops(&project, ctx)?;
     }
     for (live, state) in owned(&lives, session) {
@@ -381,7 +387,7 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
         let text = match rules::on_start(source, state) {
             StartRule::Paused => {
                 if rules::read_marks(&live.text).limit_pause.is_some() {
-                    rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+                    rewrite(&lock, live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
                 }
                 let why = last_pause_reason(&project, &live.file.name);
                 messages::paused_on_start(&live.file.name, state, why.as_deref())
@@ -399,6 +405,7 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
 /// `/clear` ended the owner's session and started this one in the same
 /// client process: the loops the ended session marked move to this one.
 fn take_over(
+    lock: &ProjectLock,
     project: &Project,
     lives: &[Live],
     session: &str,
@@ -417,6 +424,7 @@ fn take_over(
             continue;
         }
         rewrite(
+            lock,
             live,
             &[
                 ("session_id", quote(session)),
