@@ -268,12 +268,8 @@ pub fn arm_or_keep(
             && live_state.active
             && same_request(live_state, &state)
             && matches!(
-                registry::arming(
-                    Some(registry),
-                    registry::canonical_root(project).ok().as_deref(),
-                    &live.file.name,
-                    live_state,
-                ),
+                crate::loop_file::scan::Armings::of_project(Some(registry), project)
+                    .arming(&live.file.name, live_state),
                 registry::Arming::Armed
             )
         {

@@ -22,7 +22,7 @@ use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, WriteError};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
-use crate::loop_file::registry::{self, Arming};
+use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{Project, ProjectLock, StoreError};
 use rules::{EndRule, FailureRule, Handover, StartRule};
@@ -187,16 +187,18 @@ fn owned<'a>(lives: &'a [Live], session: &str) -> impl Iterator<Item = (&'a Live
 /// they name. A loop file that came with the project, or that a command of
 /// this session planted, is as inert here as it is to the Stop hook.
 fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, SessionError> {
-    let registry = ctx.hook.registry();
-    let root = registry::canonical_root(project).ok();
-    let lives = control::read_live(project)?;
-    Ok(lives
+    let scan = Scan::read(project, ctx.hook.registry().as_ref())?;
+    Ok(scan
+        .entries
         .into_iter()
-        .filter(|l| {
-            l.state.as_ref().is_ok_and(|state| {
-                registry::arming(registry.as_ref(), root.as_deref(), &l.file.name, state)
-                    == Arming::Armed
-            })
+        .filter_map(|entry| match entry {
+            LoopEntry::Armed(live) | LoopEntry::Paused(live) => Some(Live {
+                file: live.file,
+                text: live.text,
+                state: Ok(live.state),
+                unreadable: None,
+            }),
+            LoopEntry::Foreign { .. } | LoopEntry::Unreadable { .. } => None,
         })
         .collect())
 }

@@ -480,7 +480,9 @@ impl Loop {
         let Ok(root) = registry::canonical_root(project) else {
             return;
         };
-        if registry.check(&root, &self.file.name, &self.state) != registry::Arming::Armed {
+        if registry::arming(Some(registry), Some(&root), &self.file.name, &self.state)
+            != registry::Arming::Armed
+        {
             return;
         }
         let (Ok(text), Some(nonce)) = (self.rewritten(fields), self.state.nonce.as_deref()) else {

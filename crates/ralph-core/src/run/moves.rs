@@ -133,9 +133,8 @@ fn require_armed(
     file: &LoopFile,
     state: &LoopState,
 ) -> Result<(), RunError> {
-    let root = crate::loop_file::registry::canonical_root(project).ok();
-    let arming =
-        crate::loop_file::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    let arming = crate::loop_file::scan::Armings::of_project(Some(registry), project)
+        .arming(&file.name, state);
     match control::not_armed_note(&arming, &file.name) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
