@@ -15,11 +15,11 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::control::{self, Live, LoopError};
+use crate::control::{self, LoopError};
 use crate::hook::answer::Answer;
 use crate::hook::context::HookContext;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{self, LogEntry, Logged, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, WriteError};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -156,11 +156,11 @@ fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>,
 
 /// The loop this session drives (its newest own loop), as the Stop hook
 /// picks it; unowned loops are not this hook's to claim.
-fn driven(lives: &[Live], session: &str) -> Option<usize> {
+fn driven(lives: &[Loop], session: &str) -> Option<usize> {
     let valid: Vec<(usize, &LoopState)> = lives
         .iter()
         .enumerate()
-        .filter_map(|(i, l)| l.state.as_ref().ok().map(|s| (i, s)))
+        .map(|(i, l)| (i, &l.state))
         .collect();
     let candidates: Vec<Candidate<'_>> = valid
         .iter()
@@ -176,28 +176,23 @@ fn driven(lives: &[Live], session: &str) -> Option<usize> {
 }
 
 /// Every valid loop this session owns.
-fn owned<'a>(lives: &'a [Live], session: &str) -> impl Iterator<Item = (&'a Live, &'a LoopState)> {
-    lives.iter().filter_map(move |l| {
-        let s = l.state.as_ref().ok()?;
-        (s.session_id.as_deref() == Some(session)).then_some((l, s))
-    })
+fn owned<'a>(lives: &'a [Loop], session: &str) -> impl Iterator<Item = (&'a Loop, &'a LoopState)> {
+    lives
+        .iter()
+        .filter(move |l| l.state.session_id.as_deref() == Some(session))
+        .map(|l| (l, &l.state))
 }
 
 /// The loops these hooks may touch: armed on this machine, whatever session
 /// they name. A loop file that came with the project, or that a command of
 /// this session planted, is as inert here as it is to the Stop hook.
-fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, SessionError> {
+fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, SessionError> {
     let scan = Scan::read(project, ctx.hook.registry().as_ref())?;
     Ok(scan
         .entries
         .into_iter()
         .filter_map(|entry| match entry {
-            LoopEntry::Armed(live) | LoopEntry::Paused(live) => Some(Live {
-                file: live.file,
-                text: live.text,
-                state: Ok(live.state),
-                unreadable: None,
-            }),
+            LoopEntry::Armed(live) | LoopEntry::Paused(live) => Some(live),
             LoopEntry::Foreign { .. } | LoopEntry::Unreadable { .. } => None,
         })
         .collect())
@@ -205,10 +200,8 @@ fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, Sess
 
 /// A proven rewrite (`rewrite::set_fields`): every field written reads back,
 /// nothing else changes; otherwise nothing is written.
-fn rewrite(lock: &ProjectLock, live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
-    Ok(lifecycle::write_fields(
-        lock, &live.file, &live.text, fields,
-    )?)
+fn rewrite(lock: &ProjectLock, live: &Loop, fields: &[(&str, String)]) -> Result<(), SessionError> {
+    Ok(live.write(lock, fields)?)
 }
 
 fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
@@ -235,9 +228,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         return Ok(Answer::Silent);
     };
     let live = &lives[i];
-    let Ok(state) = &live.state else {
-        return Ok(Answer::Silent);
-    };
+    let state = &live.state;
     let marks = rules::read_marks(&live.text);
     if let Some(why) = marks.limit_pause.as_deref().filter(|_| !state.active) {
         // Told once: the mark goes with this prompt.
@@ -334,9 +325,7 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionErro
         return Ok(Answer::Silent);
     };
     let live = &lives[i];
-    let Ok(state) = &live.state else {
-        return Ok(Answer::Silent);
-    };
+    let state = &live.state;
     let (decision, why) = match rule {
         FailureRule::Pause { why } if state.active => {
             rewrite(
@@ -409,14 +398,14 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
 fn take_over(
     lock: &ProjectLock,
     project: &Project,
-    lives: &[Live],
+    lives: &[Loop],
     session: &str,
     client_pid: u32,
     ctx: &SessionContext,
 ) -> Result<Vec<String>, SessionError> {
     let mut notices = Vec::new();
     for live in lives {
-        let Ok(state) = &live.state else { continue };
+        let state = &live.state;
         let Some(handover) = rules::read_marks(&live.text).handover else {
             continue;
         };
