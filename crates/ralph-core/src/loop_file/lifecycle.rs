@@ -8,7 +8,9 @@
 //! Every write here takes the project's [`ProjectLock`] by reference: the
 //! guard can only come from `Project::lock`, so a write made without the lock
 //! held does not compile, and the borrow keeps the guard alive until the
-//! write is done. A write without the guard is refused by the compiler:
+//! write is done. A write without the guard is refused by the compiler
+//! (checked by `cargo test -p ralph-loop-core --doc`; the crate's doctests
+//! are off in the default run):
 //!
 //! ```compile_fail
 //! use ralph_core::loop_file::lifecycle::Loop;
