@@ -401,11 +401,9 @@ fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn the_real_clients_stop_hook_posts_when_the_loop_ends() {
-    use crate::support::client::Sandbox;
     use crate::support::mock_api::{MockApi, Reply};
-    let Some(sandbox) = Sandbox::new("the_real_clients_stop_hook_posts_when_the_loop_ends") else {
-        return;
-    };
+    use crate::support::sandbox_or_skip;
+    let sandbox = sandbox_or_skip!("the_real_clients_stop_hook_posts_when_the_loop_ends");
     let (base, posted) = webhook();
     let api = MockApi::start(vec![Reply::text("step one"), Reply::text("step two")]);
     let run = sandbox.claude(

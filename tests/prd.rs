@@ -439,13 +439,10 @@ echo "did call $n""#,
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
-    use crate::support::client::Sandbox;
     use crate::support::mock_api::{MockApi, Reply};
-    let Some(sandbox) =
-        Sandbox::new("e2e_the_real_client_works_through_three_stories_one_refused_once")
-    else {
-        return;
-    };
+    use crate::support::sandbox_or_skip;
+    let sandbox =
+        sandbox_or_skip!("e2e_the_real_client_works_through_three_stories_one_refused_once");
     let prd = r#"{"project": "demo", "userStories": [
 {"id": "US-001", "passes": false, "title": "One", "description": "First.", "priority": 1},
 {"id": "US-002", "passes": false, "title": "Two", "description": "Second.", "priority": 2, "verify": "test -f two.ok || { echo 'two.ok is missing'; exit 4; }"},

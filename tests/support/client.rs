@@ -243,6 +243,15 @@ impl Sandbox {
         serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("ralph status --json is not JSON ({e}): {stdout}"))
     }
+
+    /// The loop named `name` in `ralph status --json`.
+    pub fn loop_status(&self, name: &str) -> Value {
+        let status = self.status_json();
+        status["loops"]
+            .as_array()
+            .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
+    }
 }
 
 /// Runs `claude -p PROMPT ARGS` in `cwd` with a hermetic environment (HOME = `home`, plus

@@ -45,6 +45,19 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
+/// A [`client::Sandbox`] for the test named `$name`, or `return` from the test when the real
+/// client is not installed (off CI; on CI a missing client fails the test, see
+/// [`client::skip_or_fail`]).
+macro_rules! sandbox_or_skip {
+    ($name:expr) => {
+        match $crate::support::client::Sandbox::new($name) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+pub(crate) use sandbox_or_skip;
+
 /// Whether a hook answer blocks the turn (`"decision": "block"`).
 pub fn blocked(answer: &Value) -> bool {
     answer["decision"] == "block"
