@@ -8,13 +8,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{BIN, LOOP};
+use crate::support::{LOOP, ralph_command};
 
 /// A project, a private HOME and state folder, and the session's transcript.
 struct Project {
@@ -59,12 +59,9 @@ impl Project {
 
     /// `ralph ARGS` with HOME and XDG_STATE_HOME private to the test.
     fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = ralph_command();
         cmd.args(args)
             .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.home.path().join("state"))
             .stdin(Stdio::piped())

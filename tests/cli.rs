@@ -1,8 +1,8 @@
 //! CLI tests through the real `ralph` binary.
 //!
 //! Every test gets its own project folder (the process's cwd) and its own HOME,
-//! and runs with `CLAUDE_PROJECT_DIR`, `CLAUDE_CODE_SESSION_ID` and
-//! `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` removed, so tests are independent and can
+//! and runs with the harness's scrubbed environment (`support::scrub`: Claude
+//! Code's variables among others removed), so tests are independent and can
 //! run in parallel. Nothing sleeps.
 
 #![allow(clippy::unwrap_used)]
@@ -15,7 +15,7 @@ use assert_cmd::Command;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::describe;
+use crate::support::{describe, ralph_command};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -41,11 +41,8 @@ impl Sandbox {
 
     /// `ralph` with a clean environment, run from `dir`.
     fn cmd_in(&self, dir: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ralph"));
+        let mut cmd = Command::from_std(ralph_command());
         cmd.current_dir(dir)
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.home.path().join(".local/state"));
         cmd

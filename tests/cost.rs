@@ -13,7 +13,7 @@ use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{BIN, LOOP, text};
+use crate::support::{LOOP, ralph_command, text};
 
 /// A scripted agent: the Nth call saves its prompt and its arguments, and prints
 /// `.agent/reply-N` (or the last reply written).
@@ -65,13 +65,9 @@ impl Project {
             self.root().join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let mut cmd = Command::new(BIN);
+        let mut cmd = ralph_command();
         cmd.args(args)
             .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-            .env_remove("XDG_CONFIG_HOME")
             .env("PATH", path)
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.home.path().join(".local/state"))

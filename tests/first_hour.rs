@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::{describe, project};
+use crate::support::{describe, project, ralph_command, scrub};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -388,7 +388,7 @@ fn a_closed_stdout_does_not_end_the_run() {
     for (k, v) in p.user_env() {
         cmd.env(k, v);
     }
-    let status = cmd.env_remove("CLAUDE_PROJECT_DIR").status().unwrap();
+    let status = scrub(&mut cmd).envs(p.user_env()).status().unwrap();
     assert!(status.success());
     // `| true` closes the pipe at once; the run must still drive to the promise.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -408,7 +408,7 @@ fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
     let p = TempProject::new();
     let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
     p.write(".agent/hold", "");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = ralph_command();
     cmd.args([
         "run",
         "--agent",
@@ -418,7 +418,6 @@ fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
         "task",
     ])
     .current_dir(p.root())
-    .env_remove("CLAUDE_PROJECT_DIR")
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -470,10 +469,9 @@ fn a_killed_run_gives_a_taken_over_loop_back_to_its_session_at_its_next_stop() {
     );
     let agent = agent(&p, &["working"]);
     p.write(".agent/hold", "");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = ralph_command();
     cmd.args(["run", "--agent", &agent])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

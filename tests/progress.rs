@@ -8,14 +8,14 @@
 #![cfg(unix)] // process groups, /proc and symlinked tool folders
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::project;
+use crate::support::{project, ralph_command};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{BIN, TempProject, run_ralph};
+use project::{TempProject, run_ralph};
 use serde_json::{Value, json};
 
 /// The real git, found once on the test's PATH.
@@ -434,11 +434,9 @@ fn hook_with_open_stdin(
     p: &TempProject,
     env: &[(&str, String)],
 ) -> (std::process::Output, Duration) {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = ralph_command();
     cmd.args(["hook", "stop"])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

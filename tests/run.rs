@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, text};
+use crate::support::{ralph_command, text};
 
 /// A scripted agent: the Nth call saves its prompt as `.agent/prompt-N` and
 /// prints `.agent/reply-N` (or the last reply written). With `.agent/hold`
@@ -51,11 +51,9 @@ impl Project {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = ralph_command();
         cmd.args(args)
             .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
             .stdin(Stdio::null())

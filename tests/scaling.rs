@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::project::{BIN, TempProject};
+use crate::support::scrub;
 
 const SESSION: &str = "scaling-session";
 
@@ -55,10 +56,9 @@ fn stop(p: &TempProject, event: &Value) -> (Output, Option<u64>) {
     } else {
         Command::new(BIN)
     };
-    cmd.args(["hook", "stop"])
+    scrub(&mut cmd)
+        .args(["hook", "stop"])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
         .env("LC_ALL", "C")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

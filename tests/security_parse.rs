@@ -16,7 +16,7 @@ use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
 use crate::support::LOOP;
-use crate::support::{BIN, blocked};
+use crate::support::{BIN, blocked, scrub};
 
 struct Sandbox {
     project: tempfile::TempDir,
@@ -45,13 +45,12 @@ impl Sandbox {
 
     fn command(&self, program: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(program);
-        cmd.args(args)
+        scrub(&mut cmd)
+            .args(args)
             .current_dir(self.root())
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.state.path())
             .env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -10,7 +10,7 @@ pub mod model_mock;
 pub mod project;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -19,6 +19,38 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 
 /// The loop file `ralph loop` writes when no name is given.
 pub const LOOP: &str = ".claude/ralph-loop.local.md";
+
+/// What a test's `ralph` must never inherit from the shell running the tests: Claude Code's own
+/// variables (a test run inside a Claude Code session), the user's homes (their real record of
+/// armed loops, their price table and git config) and git's overrides (a test run from a git
+/// hook). Each test sets back what it needs.
+pub const SCRUBBED: &[&str] = &[
+    "HOME",
+    "XDG_STATE_HOME",
+    "XDG_CONFIG_HOME",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+];
+
+/// Removes [`SCRUBBED`] from `cmd`'s environment: the one scrub for every process that runs
+/// `ralph` (the binary itself, or a shell or timer around it). The real clients start from an
+/// empty environment instead ([`client::client_command`]).
+pub fn scrub(cmd: &mut Command) -> &mut Command {
+    for var in SCRUBBED {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The `ralph` binary under test, with its environment scrubbed ([`scrub`]); nothing else set.
+pub fn ralph_command() -> Command {
+    let mut cmd = Command::new(BIN);
+    scrub(&mut cmd);
+    cmd
+}
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

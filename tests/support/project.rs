@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 pub use super::{BIN, LOOP};
 
@@ -86,19 +86,15 @@ pub fn user_env(home: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Runs `ralph ARGS` in `cwd` with `stdin` piped in, and Claude Code's own
-/// variables, HOME and XDG_STATE_HOME removed (tests add back what they need
+/// Runs `ralph ARGS` in `cwd` with `stdin` piped in, and the environment
+/// scrubbed (`super::scrub`: Claude Code's own variables, HOME and
+/// XDG_STATE_HOME among them; tests add back what they need
 /// through `env`; without a HOME nothing can be armed, and the user's real
 /// record of armed loops is never touched).
 pub fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = super::ralph_command();
     cmd.args(args)
         .current_dir(cwd)
-        .env_remove("HOME")
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
-        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
