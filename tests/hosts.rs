@@ -19,7 +19,7 @@ use model_mock::{ScriptedModel, Wire, last_user_text};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{BIN as RALPH, repo_root};
+use crate::support::{BIN as RALPH, client, repo_root};
 
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -113,16 +113,10 @@ impl Sandbox {
         }
     }
 
-    /// An environment with nothing of the caller's but what a process needs.
-    fn env(&self, cmd: &mut Command) {
-        cmd.env_clear();
-        for var in [
-            "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
-        ] {
-            if let Some(v) = std::env::var_os(var) {
-                cmd.env(var, v);
-            }
-        }
+    /// `program` with nothing of the caller's environment but what a process needs
+    /// (`client::client_command`), and this sandbox's homes and PATH.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = client::client_command(program, &self.home());
         // The binary under test first on PATH, for the commands the agent runs (`ralph start`).
         let ralph_dir = Path::new(RALPH)
             .parent()
@@ -140,12 +134,12 @@ impl Sandbox {
             .env("COPILOT_HOME", self.home().join(".copilot"))
             .current_dir(self.project())
             .stdin(Stdio::null());
+        cmd
     }
 
     fn ralph(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(RALPH);
+        let mut cmd = self.command(RALPH);
         cmd.args(args);
-        self.env(&mut cmd);
         let out = cmd.output().expect("run ralph");
         assert!(
             out.status.success(),
@@ -202,8 +196,7 @@ impl Sandbox {
         replies: &[&str],
         prompt: &str,
     ) -> Output {
-        let mut cmd = Command::new(&self.client);
-        self.env(&mut cmd);
+        let mut cmd = self.command(&self.client);
         match self.host {
             Host::Codex => {
                 let url = model.expect("a model").base_url();
