@@ -7,7 +7,7 @@ use crate::support::project;
 
 use std::process::Output;
 
-use project::{LOOP, TempProject, run_ralph};
+use project::{LOOP, Project, run_ralph};
 use serde_json::{Value, json};
 
 const OWNER: &str = "5b360de9-0000-4000-8000-00000000aaaa";
@@ -15,14 +15,14 @@ const OTHER: &str = "5b360de9-0000-4000-8000-00000000bbbb";
 
 /// A project plus its own HOME and XDG_STATE_HOME, so no command sees the real ones.
 struct Session {
-    project: TempProject,
+    project: Project,
     home: tempfile::TempDir,
 }
 
 impl Session {
     fn new() -> Self {
         Self {
-            project: TempProject::new(),
+            project: Project::new(),
             home: tempfile::tempdir().unwrap(),
         }
     }

@@ -1,26 +1,55 @@
-//! A throwaway project for tests that run the `ralph` binary.
+//! A throwaway project for tests that run the `ralph` binary: the one `Project`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 pub use super::{BIN, LOOP};
 
-/// A temporary folder with `.claude/` in it, and a HOME of its own (where
-/// ralph keeps its record of armed loops), both removed when dropped.
-pub struct TempProject {
+/// A throwaway project: a temporary folder with `.claude/` in it, and a HOME
+/// of its own (where ralph keeps its record of armed loops), both removed when
+/// dropped. Every `ralph` it runs gets the scrubbed environment
+/// (`super::ralph_command`), this HOME and XDG_STATE_HOME, and the variables
+/// set with [`Project::with_env`].
+pub struct Project {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
+    env: Vec<(String, String)>,
 }
 
-impl TempProject {
+impl Default for Project {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Project {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
         let home = tempfile::tempdir().unwrap();
-        Self { dir, home }
+        Self {
+            dir,
+            home,
+            env: Vec::new(),
+        }
+    }
+
+    /// This project, with `key=value` set for every ralph it runs (before the
+    /// variables a single run passes, which win).
+    #[must_use]
+    pub fn with_env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
+        self
+    }
+
+    /// This project, with `rel` written first.
+    #[must_use]
+    pub fn with_file(self, rel: &str, text: &str) -> Self {
+        self.write(rel, text);
+        self
     }
 
     pub fn home(&self) -> &Path {
@@ -32,18 +61,65 @@ impl TempProject {
         user_env(self.home())
     }
 
-    /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME).
-    pub fn ralph(&self, args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
+    /// `ralph ARGS` in the project, as this test's user, not started yet:
+    /// stdin, stdout and stderr piped.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = super::ralph_command();
+        cmd.args(args)
+            .current_dir(self.root())
+            .envs(self.user_env())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME, and
+    /// the variables of [`Project::with_env`]), in `cwd`.
+    pub fn ralph_in(
+        &self,
+        args: &[&str],
+        cwd: &Path,
+        stdin: &[u8],
+        env: &[(&str, &str)],
+    ) -> Output {
         let user = self.user_env();
         let mut all: Vec<(&str, &str)> = user.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         all.extend_from_slice(env);
         run_ralph(args, cwd, stdin, &all)
+    }
+
+    /// `ralph ARGS` in the project with `stdin` piped in and `env` added.
+    pub fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
+        self.ralph_in(args, self.root(), stdin, env)
+    }
+
+    /// `ralph hook stop` in the project, fed `event`.
+    pub fn hook_stop(&self, event: &serde_json::Value, env: &[(&str, &str)]) -> Output {
+        self.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), env)
+    }
+
+    /// The loop named `name` in `ralph status --json`.
+    pub fn loop_status(&self, name: &str) -> serde_json::Value {
+        let out = self.ralph_with(&["status", "--json"], b"", &[]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "ralph status --json is not JSON ({e}): {}",
+                super::describe(&out)
+            )
+        });
+        status["loops"]
+            .as_array()
+            .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
     }
 
     /// Registers a hand-written loop file as armed by this user, as a person
     /// would after reading it: `ralph adopt --yes --name NAME`.
     pub fn adopt(&self, name: &str) {
-        let out = self.ralph(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
+        let out = self.ralph_in(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
         assert!(
             out.status.success(),
             "ralph adopt --name {name}: {}{}",
@@ -68,6 +144,11 @@ impl TempProject {
 
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// The file's text, or "" when it is missing or unreadable.
+    pub fn read_or_empty(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_default()
     }
 
     pub fn exists(&self, rel: &str) -> bool {
