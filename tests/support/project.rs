@@ -62,14 +62,14 @@ impl Project {
     }
 
     /// `ralph ARGS` in the project, as this test's user, not started yet:
-    /// stdin, stdout and stderr piped.
+    /// stdin empty (`Stdio::null`), stdout and stderr piped.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = super::ralph_command();
         cmd.args(args)
             .current_dir(self.root())
             .envs(self.user_env())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
