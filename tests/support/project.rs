@@ -27,12 +27,16 @@ impl Default for Project {
 
 impl Project {
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        let home = tempfile::tempdir().unwrap();
+        let p = Self::bare();
+        std::fs::create_dir_all(p.path(".claude")).unwrap();
+        p
+    }
+
+    /// A project folder with nothing in it, not even `.claude/`.
+    pub fn bare() -> Self {
         Self {
-            dir,
-            home,
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
             env: Vec::new(),
         }
     }
