@@ -679,27 +679,23 @@ fn snapshot(dir: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
 /// gets exactly the answer shape that host accepts.
 mod answers {
     use super::*;
+    use crate::support::project::Project;
 
-    struct Project {
-        dir: TempDir,
+    /// This module's steps on the shared [`Project`].
+    trait Steps {
+        fn cmd(&self, args: &[&str]) -> Command;
+        fn start(&self, args: &[&str]);
+        fn hook(&self, payload: &Value, host: Option<&str>) -> Value;
+        fn file(&self, name: &str, lines: &[Value]) -> PathBuf;
+        fn cwd(&self) -> String;
     }
 
-    impl Project {
-        fn new() -> Self {
-            let dir = tempfile::tempdir().expect("temp");
-            std::fs::create_dir_all(dir.path().join("project/.claude")).expect("project");
-            std::fs::create_dir_all(dir.path().join("home")).expect("home");
-            Self { dir }
-        }
-
+    impl Steps for Project {
+        /// `ralph ARGS` in the project, with nothing of the caller's environment but what a
+        /// process needs, as a host would start it.
         fn cmd(&self, args: &[&str]) -> Command {
-            let mut cmd = Command::new(RALPH);
-            cmd.args(args)
-                .env_clear()
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("HOME", self.dir.path().join("home"))
-                .env("XDG_STATE_HOME", self.dir.path().join("state"))
-                .current_dir(self.dir.path().join("project"));
+            let mut cmd = client::client_command(RALPH, self.home());
+            cmd.args(args).current_dir(self.root());
             cmd
         }
 
@@ -742,19 +738,16 @@ mod answers {
             serde_json::from_str(&stdout).expect("JSON answer")
         }
 
+        /// A transcript named `name`, outside the project.
         fn file(&self, name: &str, lines: &[Value]) -> PathBuf {
-            let path = self.dir.path().join(name);
+            let path = self.home().join(name);
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             std::fs::write(&path, text).expect("transcript");
             path
         }
 
         fn cwd(&self) -> String {
-            self.dir
-                .path()
-                .join("project")
-                .to_string_lossy()
-                .into_owned()
+            self.root().to_string_lossy().into_owned()
         }
     }
 
