@@ -1041,7 +1041,7 @@ mod names {
 mod typed_arguments {
     use std::io::Write;
     use std::path::Path;
-    use std::process::{Command, Output, Stdio};
+    use std::process::{Output, Stdio};
 
     use super::client::RALPH;
 
@@ -1056,11 +1056,9 @@ mod typed_arguments {
     }
 
     fn ralph(home: &Path, project: &Path, args: &[&str], stdin: &str, session: &str) -> Output {
-        let mut child = Command::new(RALPH)
+        let mut child = super::client::client_command(RALPH, home)
             .args(args)
-            .env_clear()
             .env("PATH", "/usr/bin:/bin")
-            .env("HOME", home)
             .env("CLAUDE_CODE_SESSION_ID", session)
             .current_dir(project)
             .stdin(Stdio::piped())

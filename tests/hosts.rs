@@ -559,11 +559,8 @@ fn uninstall_restores_the_users_configuration() {
     let theirs = "{\n\t// my settings\n\t\"hooks\": {\"AfterAgent\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n\t\"ui\": {\"theme\": \"x\", \"theme\": \"y\"},\n\t\"seed\": 123456789012345678901234567890\n}\n";
     std::fs::write(home.join(".gemini/settings.json"), theirs).expect("settings");
     let run = |args: &[&str]| {
-        let out = Command::new(RALPH)
+        let out = client::client_command(RALPH, &home)
             .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("CODEX_HOME", home.join(".codex"))
             .env("COPILOT_HOME", home.join(".copilot"))
@@ -610,11 +607,8 @@ fn uninstall_keeps_the_users_hook_in_ralphs_group() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     let run = |args: &[&str]| {
-        let out = Command::new(RALPH)
+        let out = client::client_command(RALPH, &home)
             .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
             .env("CODEX_HOME", home.join(".codex"))
             .current_dir(&home)
             .output()

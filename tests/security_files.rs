@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, ralph_command, scrub};
+use crate::support::{BIN, client, ralph_command, scrub};
 
 /// Far beyond any honest command on a loaded machine; a hang fails the test.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -951,11 +951,8 @@ fn a_closed_stderr_never_kills_the_hook() {
 
 /// `ralph install --project` and `ralph start` from a scratch HOME, in `cwd`.
 fn ralph_in(cwd: &Path, home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
+    client::client_command(BIN, home)
         .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
         .current_dir(cwd)
         .output()
