@@ -1,6 +1,10 @@
-//! The one harness every integration test shares: the binary under test, the repository's
-//! folders, throwaway projects (`project`), the real Claude Code client (`client`) and the
-//! mock APIs it and the other hosts talk to (`mock_api`, `model_mock`).
+//! The one harness every integration test shares: the binary under test and the one clean
+//! command for it ([`ralph_command`], [`scrub`]), the repository's folders, the one throwaway
+//! project ([`project::Project`]), the real Claude Code client with its sandbox and clean
+//! command ([`client::Sandbox`], [`client::client_command`], [`sandbox_or_skip!`]) and the
+//! mock APIs it and the other hosts talk to (`mock_api`, `model_mock`). A module that needs
+//! steps of its own puts them in a trait on `Project` (or takes a builder:
+//! [`project::Project::with_env`], [`project::Project::bare`]), rather than a type of its own.
 
 #![allow(dead_code)] // each test module uses its own part of the harness
 
