@@ -49,13 +49,6 @@ impl Project {
         self
     }
 
-    /// This project, with `rel` written first.
-    #[must_use]
-    pub fn with_file(self, rel: &str, text: &str) -> Self {
-        self.write(rel, text);
-        self
-    }
-
     pub fn home(&self) -> &Path {
         self.home.path()
     }
@@ -98,26 +91,6 @@ impl Project {
     /// `ralph ARGS` in the project with `stdin` piped in and `env` added.
     pub fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
         self.ralph_in(args, self.root(), stdin, env)
-    }
-
-    /// `ralph hook stop` in the project, fed `event`.
-    pub fn hook_stop(&self, event: &serde_json::Value, env: &[(&str, &str)]) -> Output {
-        self.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), env)
-    }
-
-    /// The loop named `name` in `ralph status --json`.
-    pub fn loop_status(&self, name: &str) -> serde_json::Value {
-        let out = self.ralph_with(&["status", "--json"], b"", &[]);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "ralph status --json is not JSON ({e}): {}",
-                super::describe(&out)
-            )
-        });
-        status["loops"]
-            .as_array()
-            .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
-            .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
     }
 
     /// Registers a hand-written loop file as armed by this user, as a person
