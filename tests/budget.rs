@@ -7,20 +7,14 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{BIN, LOOP};
-
-/// A project, a private HOME and state folder, and the session's transcript.
-struct Project {
-    dir: tempfile::TempDir,
-    home: tempfile::TempDir,
-}
+use crate::support::LOOP;
+use crate::support::project::Project;
 
 struct Answer {
     json: Value,
@@ -39,43 +33,29 @@ impl Answer {
     }
 }
 
-impl Project {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        Self {
-            dir,
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn transcript(&self) -> PathBuf;
+    fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String);
+    fn start(&self, flags: &[&str]);
+    fn stop(&self, stop_hook_active: bool, cap: &str) -> Answer;
+    fn stop_after(&self, stop_hook_active: bool, cap: &str, reply: &str) -> Answer;
+    fn state(&self) -> LoopState;
+    fn started_at(&self) -> Timestamp;
+    fn append(&self, lines: &[String]);
+    fn status_json(&self) -> Value;
+    fn status_text(&self) -> String;
+    fn log_text(&self) -> String;
+}
 
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
+impl Steps for Project {
     fn transcript(&self) -> PathBuf {
         self.root().join("session.jsonl")
     }
 
-    /// `ralph ARGS` with HOME and XDG_STATE_HOME private to the test.
+    /// `ralph ARGS` as this test's user: exit code, stdout, stderr.
     fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.home.path().join("state"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-        let out = child.wait_with_output().unwrap();
+        let out = self.ralph_with(args, stdin.as_bytes(), env);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -8,20 +8,23 @@ use crate::support::{blocked, project};
 
 use std::time::{Duration, Instant};
 
-use project::TempProject;
+use project::Project;
 use serde_json::{Value, json};
 
-struct Project(TempProject);
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn ralph(&self, args: &[&str]) -> (i32, String, String);
+    fn start(&self, flags: &[&str]);
+    fn stop(&self, reply: &str) -> Value;
+    fn status_json(&self) -> Value;
+    fn last_outcome(&self) -> Option<String>;
+}
 
-impl Project {
-    fn new() -> Self {
-        Self(TempProject::new())
-    }
-
+impl Steps for Project {
     fn ralph(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.0.ralph(
+        let out = self.ralph_in(
             args,
-            self.0.root(),
+            self.root(),
             b"",
             &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")],
         );
@@ -42,10 +45,10 @@ impl Project {
 
     fn stop(&self, reply: &str) -> Value {
         let event =
-            json!({"session_id": "s1", "cwd": self.0.root(), "last_assistant_message": reply});
-        let out = self.0.ralph(
+            json!({"session_id": "s1", "cwd": self.root(), "last_assistant_message": reply});
+        let out = self.ralph_in(
             &["hook", "stop"],
-            self.0.root(),
+            self.root(),
             event.to_string().as_bytes(),
             &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")],
         );
@@ -55,10 +58,6 @@ impl Project {
         } else {
             serde_json::from_slice(&out.stdout).unwrap()
         }
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        self.0.write(rel, text);
     }
 
     fn status_json(&self) -> Value {
@@ -242,14 +241,14 @@ fn a_background_process_in_a_gate_or_a_check_does_not_outlive_it() {
     ]);
     let started = Instant::now();
     assert!(blocked(&p.stop("working")));
-    let pid = std::fs::read_to_string(p.0.path("check.pid")).unwrap();
+    let pid = std::fs::read_to_string(p.path("check.pid")).unwrap();
     assert!(
         gone_within(pid.trim(), Duration::from_secs(10)),
         "the check's sleep survived"
     );
     let a = p.stop("<promise>DONE</promise>");
     assert!(!blocked(&a), "{a}");
-    let pid = std::fs::read_to_string(p.0.path("gate.pid")).unwrap();
+    let pid = std::fs::read_to_string(p.path("gate.pid")).unwrap();
     assert!(
         gone_within(pid.trim(), Duration::from_secs(10)),
         "the gate's sleep survived"
@@ -300,7 +299,7 @@ fn git(root: &std::path::Path, args: &[&str]) -> String {
 #[test]
 fn a_completion_leaves_a_receipt_that_can_be_shown_and_rechecked() {
     let p = Project::new();
-    let root = p.0.root();
+    let root = p.root();
     git(root, &["init", "-q"]);
     p.write("lib.txt", "code\n");
     git(root, &["add", "lib.txt"]);
@@ -374,5 +373,5 @@ fn a_receipt_is_read_only_from_this_user_s_state_not_the_project() {
     let (code, _, err) = p.ralph(&["receipt", "--name", "ralph", "--recheck"]);
     assert_eq!(code, 1);
     assert!(err.contains("no receipt for loop `ralph`"), "{err}");
-    assert!(!p.0.exists("pwned"));
+    assert!(!p.exists("pwned"));
 }

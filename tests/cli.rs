@@ -1,8 +1,8 @@
 //! CLI tests through the real `ralph` binary.
 //!
 //! Every test gets its own project folder (the process's cwd) and its own HOME,
-//! and runs with `CLAUDE_PROJECT_DIR`, `CLAUDE_CODE_SESSION_ID` and
-//! `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` removed, so tests are independent and can
+//! and runs with the harness's scrubbed environment (`support::scrub`: Claude
+//! Code's variables among others removed), so tests are independent and can
 //! run in parallel. Nothing sleeps.
 
 #![allow(clippy::unwrap_used)]
@@ -13,41 +13,39 @@ use std::process::Output;
 
 use assert_cmd::Command;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::support::describe;
+use crate::support::project::Project;
+use crate::support::{describe, ralph_command};
 
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// One test's world: a project folder (cwd) and a separate HOME.
-struct Sandbox {
-    project: TempDir,
-    home: TempDir,
+/// One test's world: an empty project folder (cwd) and a separate HOME.
+fn sandbox() -> Project {
+    Project::bare()
 }
 
-fn sandbox() -> Sandbox {
-    Sandbox {
-        project: tempfile::tempdir().unwrap(),
-        home: tempfile::tempdir().unwrap(),
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn cmd_in(&self, dir: &Path) -> Command;
+    fn cmd(&self) -> Command;
+    fn run(&self, args: &[&str]) -> Output;
+    fn run_stdin(&self, args: &[&str], stdin: &str) -> Output;
+    fn run_as(&self, session: &str, args: &[&str]) -> Output;
+    fn start(&self, args: &[&str]) -> Output;
+    fn loop_path(&self, name: &str) -> PathBuf;
+    fn read_loop(&self, name: &str) -> String;
+    fn live_loops(&self) -> Vec<String>;
+    fn status_json(&self) -> Value;
+    fn stop(&self, session: &str, reply: &str) -> Output;
 }
 
-impl Sandbox {
-    fn root(&self) -> &Path {
-        self.project.path()
-    }
-
+impl Steps for Project {
     /// `ralph` with a clean environment, run from `dir`.
     fn cmd_in(&self, dir: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ralph"));
-        cmd.current_dir(dir)
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.home.path().join(".local/state"));
+        let mut cmd = Command::from_std(ralph_command());
+        cmd.current_dir(dir).envs(self.user_env());
         cmd
     }
 
@@ -699,7 +697,7 @@ fn raw_arguments_keep_the_task_verbatim_and_apply_options() {
         describe(&out)
     );
     // Nothing was expanded by a shell on the way.
-    let home = sb.home.path().display().to_string();
+    let home = sb.home().display().to_string();
     assert!(!text.contains(&home), "{text}");
 }
 
@@ -1499,7 +1497,7 @@ fn init_in_a_git_repo_ignores_loop_files_once() {
     let git = std::process::Command::new("git")
         .args(["init", "-q"])
         .current_dir(sb.root())
-        .env("HOME", sb.home.path())
+        .env("HOME", sb.home())
         .status();
     if !git.is_ok_and(|s| s.success()) {
         // Without git, the marker ralph looks for is enough.

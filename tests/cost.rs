@@ -6,14 +6,15 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
 
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{BIN, LOOP, text};
+use crate::support::project::Project;
+use crate::support::{LOOP, text};
 
 /// A scripted agent: the Nth call saves its prompt and its arguments, and prints
 /// `.agent/reply-N` (or the last reply written).
@@ -22,20 +23,30 @@ cat > .agent/prompt-$n
 echo "$@" > .agent/args-$n
 if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
 
-struct Project {
-    dir: tempfile::TempDir,
-    home: tempfile::TempDir,
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn with_agent(replies: &[String]) -> Self;
+    fn ralph(&self, args: &[&str], stdin: &str) -> Output;
+    fn calls(&self) -> usize;
+    fn status(&self) -> Value;
+    fn the_loop(&self) -> Value;
+    fn transcript(&self) -> PathBuf;
+    fn append(&self, lines: &[String]);
+    fn stop(&self, reply: &str) -> Value;
+    fn started_at(&self) -> Timestamp;
 }
 
-impl Project {
-    fn new(replies: &[String]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        for sub in [".claude", ".agent", "bin"] {
-            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+impl Steps for Project {
+    /// A project whose scripted agent (`AGENT`, also `claude` on its PATH) prints `replies`
+    /// in turn.
+    fn with_agent(replies: &[String]) -> Self {
+        let p = Project::new();
+        for sub in [".agent", "bin"] {
+            std::fs::create_dir_all(p.path(sub)).unwrap();
         }
-        std::fs::write(dir.path().join(".agent/agent.sh"), AGENT).unwrap();
+        p.write(".agent/agent.sh", AGENT);
         // `claude` on PATH is the same script: the default agent and the preset run it.
-        let claude = dir.path().join("bin/claude");
+        let claude = p.path("bin/claude");
         std::fs::write(&claude, format!("#!/bin/sh\n{AGENT}\n")).unwrap();
         #[cfg(unix)]
         {
@@ -43,52 +54,24 @@ impl Project {
             std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         for (i, r) in replies.iter().enumerate() {
-            std::fs::write(dir.path().join(format!(".agent/reply-{}", i + 1)), r).unwrap();
+            p.write(&format!(".agent/reply-{}", i + 1), r);
         }
-        Self {
-            dir,
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root().join(rel)).unwrap_or_default()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
         let path = format!(
             "{}:{}",
-            self.root().join("bin").display(),
+            p.path("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-            .env_remove("XDG_CONFIG_HOME")
-            .env("PATH", path)
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        p.with_env("PATH", path)
     }
 
     fn ralph(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = self.command(args).spawn().unwrap();
+        let mut child = self.command(args).stdin(Stdio::piped()).spawn().unwrap();
         let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
         child.wait_with_output().unwrap()
     }
 
     fn calls(&self) -> usize {
-        self.read(".agent/n").trim().parse().unwrap_or(0)
+        self.read_or_empty(".agent/n").trim().parse().unwrap_or(0)
     }
 
     fn status(&self) -> Value {
@@ -130,7 +113,7 @@ impl Project {
     }
 
     fn started_at(&self) -> Timestamp {
-        LoopState::parse(&self.read(LOOP))
+        LoopState::parse(&self.read_or_empty(LOOP))
             .unwrap()
             .started_at
             .unwrap()
@@ -146,7 +129,7 @@ fn costing(reply: &str, usd: &str) -> String {
 
 #[test]
 fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
-    let p = Project::new(&[
+    let p = Project::with_agent(&[
         costing("one", "0.4"),
         costing("two", "0.4"),
         costing("three", "0.4"),
@@ -169,12 +152,15 @@ fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
     assert_eq!(out.status.code(), Some(3), "{shown}");
     // 0.4 + 0.4 + 0.4 = 1.2 exactly (in floats it is 1.2000000000000002).
     assert_eq!(p.calls(), 3, "$0.40, $0.80, then $1.20 of $1.00: {shown}");
-    assert!(!p.read(".agent/prompt-2").contains("Dollar budget"), "40 %");
     assert!(
-        p.read(".agent/prompt-3")
+        !p.read_or_empty(".agent/prompt-2").contains("Dollar budget"),
+        "40 %"
+    );
+    assert!(
+        p.read_or_empty(".agent/prompt-3")
             .contains("Dollar budget: $0.80 of $1.00 spent. Wrap up"),
         "80 %: {}",
-        p.read(".agent/prompt-3")
+        p.read_or_empty(".agent/prompt-3")
     );
     assert!(shown.contains("cost $0.40/$1.00"), "progress line: {shown}");
     assert!(shown.contains("spent $1.20"), "summary: {shown}");
@@ -183,7 +169,7 @@ fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
     assert_eq!(l["cost_usd"].as_f64(), Some(1.2), "{l}");
     assert_eq!(l["max_cost_usd"].as_f64(), Some(1.0), "{l}");
     assert!(
-        p.read(".agent/args-1").trim().is_empty(),
+        p.read_or_empty(".agent/args-1").trim().is_empty(),
         "not claude: no flag"
     );
     let log = String::from_utf8_lossy(&p.ralph(&["log"], "").stdout).into_owned();
@@ -192,7 +178,7 @@ fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
 
 #[test]
 fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
-    let p = Project::new(&[costing("one", "0.3"), costing("two", "0.25")]);
+    let p = Project::with_agent(&[costing("one", "0.3"), costing("two", "0.25")]);
     // The default agent (`claude -p --output-format json`) and the `claude` preset.
     for agent in [None, Some("claude")] {
         let _ = std::fs::remove_file(p.root().join(".agent/n"));
@@ -211,8 +197,8 @@ fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
         let out = p.ralph(&args, "");
         assert_eq!(out.status.code(), Some(3), "{}", text(&out));
         assert_eq!(p.calls(), 2, "{}", text(&out));
-        let first = p.read(".agent/args-1");
-        let second = p.read(".agent/args-2");
+        let first = p.read_or_empty(".agent/args-1");
+        let second = p.read_or_empty(".agent/args-2");
         assert!(
             first.contains("-p") && first.contains("--max-budget-usd 0.5"),
             "{first}"
@@ -227,7 +213,7 @@ fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
 #[test]
 fn claude_stopped_by_its_own_budget_ends_the_loop_as_cost_budget() {
     let spent = r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true,"total_cost_usd":0.51,"errors":["Reached maximum budget ($0.5)"]}"#;
-    let p = Project::new(&[spent.to_owned()]);
+    let p = Project::with_agent(&[spent.to_owned()]);
     let out = p.ralph(&["run", "--max-cost", "0.5", "Task"], "");
     // The fake exits 0; the real client exits 1 here, and the result is judged either way.
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
@@ -241,7 +227,7 @@ fn claude_stopped_by_its_own_budget_ends_the_loop_as_cost_budget() {
 
 #[test]
 fn an_agent_that_reports_no_cost_says_so() {
-    let p = Project::new(&["plain text".to_owned()]);
+    let p = Project::with_agent(&["plain text".to_owned()]);
     let out = p.ralph(
         &[
             "run",
@@ -264,7 +250,7 @@ fn an_agent_that_reports_no_cost_says_so() {
 
 #[test]
 fn a_bad_amount_is_refused_when_arming() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     for bad in ["-1", "1.2.3", "0.0000001", "5000000000", "1e3", "$"] {
         let out = p.ralph(
             &["start", "--session-id", "s1", "--max-cost", bad, "Work"],
@@ -278,7 +264,11 @@ fn a_bad_amount_is_refused_when_arming() {
         "",
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(p.read(LOOP).contains("max_cost: 2.5\n"), "{}", p.read(LOOP));
+    assert!(
+        p.read_or_empty(LOOP).contains("max_cost: 2.5\n"),
+        "{}",
+        p.read_or_empty(LOOP)
+    );
     assert!(text(&out).contains("dollar budget $2.50"), "{}", text(&out));
 }
 
@@ -303,7 +293,7 @@ fn at(t: Timestamp, secs: i64) -> String {
 
 #[test]
 fn the_hook_prices_the_transcript_per_model_and_ends_at_the_budget() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let out = p.ralph(
         &[
             "start",
@@ -341,9 +331,9 @@ fn the_hook_prices_the_transcript_per_model_and_ends_at_the_budget() {
         "{first}"
     );
     assert!(
-        p.read(LOOP).contains("cost_usd: 0.021\n"),
+        p.read_or_empty(LOOP).contains("cost_usd: 0.021\n"),
         "{}",
-        p.read(LOOP)
+        p.read_or_empty(LOOP)
     );
     p.append(&[
         feedback(&at(t, 2)),
@@ -390,7 +380,7 @@ fn the_hook_prices_the_transcript_per_model_and_ends_at_the_budget() {
 
 #[test]
 fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let out = p.ralph(
         &["start", "--session-id", "s1", "--max-cost", "100", "Work"],
         "",
@@ -411,9 +401,13 @@ fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
         "named, escaped: {notice}"
     );
     // The dearest input price of the shipped table: $15 per million (Opus 4.1).
-    assert!(p.read(LOOP).contains("cost_usd: 15\n"), "{}", p.read(LOOP));
+    assert!(
+        p.read_or_empty(LOOP).contains("cost_usd: 15\n"),
+        "{}",
+        p.read_or_empty(LOOP)
+    );
 
-    let config = p.home.path().join(".config/ralph");
+    let config = p.home().join(".config/ralph");
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("prices.json"),
@@ -433,9 +427,9 @@ fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
         "{second}"
     );
     assert!(
-        p.read(LOOP).contains("cost_usd: 15.5\n"),
+        p.read_or_empty(LOOP).contains("cost_usd: 15.5\n"),
         "{}",
-        p.read(LOOP)
+        p.read_or_empty(LOOP)
     );
 
     std::fs::write(
@@ -458,7 +452,7 @@ fn an_unknown_model_costs_the_dearest_rate_until_the_user_prices_it() {
         "a bad table still counts: {third}"
     );
     assert!(
-        p.read(LOOP).contains("cost_usd: 30.5\n"),
+        p.read_or_empty(LOOP).contains("cost_usd: 30.5\n"),
         "shipped prices meanwhile"
     );
 }
@@ -489,10 +483,10 @@ fn rate_limited() -> Value {
 
 #[test]
 fn a_rate_limit_pauses_the_loop_uncounted_and_the_user_is_told_once() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let out = p.ralph(&["start", "--session-id", "s1", "Work"], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let before = p.read(LOOP);
+    let before = p.read_or_empty(LOOP);
     let said = session_hook(&p, "stop-failure", rate_limited()).unwrap();
     assert!(
         said.contains("paused at iteration 1/50: rate limited (rate_limit)"),
@@ -504,7 +498,7 @@ fn a_rate_limit_pauses_the_loop_uncounted_and_the_user_is_told_once() {
         (Some("paused"), Some(1)),
         "{l}"
     );
-    assert_ne!(p.read(LOOP), before);
+    assert_ne!(p.read_or_empty(LOOP), before);
     // The next prompt tells the user, once; /ralph-resume (a ralph command) is silent.
     let told = session_hook(&p, "prompt", json!({"prompt": "what now?"})).unwrap();
     assert!(
@@ -526,7 +520,7 @@ fn a_rate_limit_pauses_the_loop_uncounted_and_the_user_is_told_once() {
 
 #[test]
 fn a_rate_limit_is_told_at_session_start_too() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     p.ralph(&["start", "--session-id", "s1", "Work"], "");
     session_hook(&p, "stop-failure", rate_limited()).unwrap();
     let told = session_hook(&p, "session-start", json!({"source": "resume"})).unwrap();
@@ -543,14 +537,14 @@ fn a_rate_limit_is_told_at_session_start_too() {
 
 #[test]
 fn transient_api_errors_are_logged_and_change_nothing_else() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     p.ralph(&["start", "--session-id", "s1", "Work"], "");
-    let before = p.read(LOOP);
+    let before = p.read_or_empty(LOOP);
     // HTTP 529 and 500 both reach the hook as `server_error` in Claude Code 2.1.328.
     let event = json!({"hook_event_name": "StopFailure", "error": "server_error",
         "last_assistant_message": "API Error: 529 Overloaded. This is a server-side issue"});
     assert_eq!(session_hook(&p, "stop-failure", event), None);
-    assert_eq!(p.read(LOOP), before, "byte for byte");
+    assert_eq!(p.read_or_empty(LOOP), before, "byte for byte");
     let log = String::from_utf8_lossy(&p.ralph(&["log"], "").stdout).into_owned();
     assert!(
         log.contains("api_error — an API error ended the turn (server_error)"),
@@ -562,7 +556,7 @@ fn transient_api_errors_are_logged_and_change_nothing_else() {
         &json!({"session_id": "other", "cwd": p.root(), "error": "rate_limit"}).to_string(),
     );
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(p.read(LOOP), before);
+    assert_eq!(p.read_or_empty(LOOP), before);
     // A malformed event is an allow-style notice, never a failure.
     let out = p.ralph(&["hook", "stop-failure"], "{not json");
     assert_eq!(out.status.code(), Some(0));
@@ -572,7 +566,7 @@ fn transient_api_errors_are_logged_and_change_nothing_else() {
 #[test]
 fn run_stops_on_a_usage_limit_without_counting_the_iteration() {
     let limited = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#;
-    let p = Project::new(&[costing("one", "0.1"), limited.to_owned()]);
+    let p = Project::with_agent(&[costing("one", "0.1"), limited.to_owned()]);
     let out = p.ralph(
         &[
             "run",
@@ -612,7 +606,7 @@ fn run_stops_on_a_usage_limit_without_counting_the_iteration() {
 
 #[test]
 fn a_stop_with_background_work_or_a_scheduled_wake_up_is_let_through_uncounted() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let out = p.ralph(
         &[
             "start",
@@ -687,7 +681,7 @@ fn a_stop_with_background_work_or_a_scheduled_wake_up_is_let_through_uncounted()
 
 #[test]
 fn the_arming_line_and_status_say_which_usage_a_loop_spends() {
-    let p = Project::new(&[costing("<promise>DONE</promise>", "0.01")]);
+    let p = Project::with_agent(&[costing("<promise>DONE</promise>", "0.01")]);
     let out = p.ralph(
         &[
             "start",
@@ -735,7 +729,7 @@ fn the_arming_line_and_status_say_which_usage_a_loop_spends() {
 
 #[test]
 fn max_window_pauses_by_what_the_status_line_last_saw() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let arm = [
         "start",
         "--session-id",
@@ -767,7 +761,7 @@ fn max_window_pauses_by_what_the_status_line_last_saw() {
         p.ralph(&["statusline"], &input.to_string())
     };
     refresh(42.0);
-    let kept = p.home.path().join(".local/state/ralph/window.json");
+    let kept = p.home().join(".local/state/ralph/window.json");
     assert!(
         std::fs::read_to_string(&kept)
             .unwrap()
@@ -815,7 +809,7 @@ fn goal_status(met: bool, ts: &str) -> String {
 
 #[test]
 fn a_turn_that_goal_drives_is_never_continued_by_the_loop() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let out = p.ralph(
         &[
             "start",

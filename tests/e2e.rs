@@ -11,33 +11,13 @@
 //!
 //! Each test has its own HOME, project and mock port, so they run in parallel.
 
-use crate::support::{client, mock_api};
+use crate::support::{client, mock_api, sandbox_or_skip};
 
-use client::Sandbox;
 use mock_api::{MockApi, Reply};
-use serde_json::Value;
-
-macro_rules! sandbox_or_skip {
-    ($name:expr) => {
-        match Sandbox::new($name) {
-            Some(s) => s,
-            None => return,
-        }
-    };
-}
 
 /// Distinct text replies, in order (the last one repeats once they are used up).
 fn replies(texts: &[&str]) -> Vec<Reply> {
     texts.iter().map(|t| Reply::text(*t)).collect()
-}
-
-/// The loop named `name` in `ralph status --json`.
-fn loop_status(sandbox: &Sandbox, name: &str) -> Value {
-    let status = sandbox.status_json();
-    status["loops"]
-        .as_array()
-        .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
-        .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
 }
 
 /// The body of a loop state file: everything after the closing `---` of the frontmatter
@@ -98,7 +78,7 @@ fn loop_runs_until_the_completion_promise() {
         );
     }
 
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["outcome"], "completed", "{status}");
     assert_eq!(status["state"], "ended", "{status}");
     assert_eq!(status["iteration"], 3, "{status}");
@@ -142,7 +122,7 @@ fn verification_gate_refuses_then_accepts_the_promise() {
         "{}",
         run.describe()
     );
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["outcome"], "completed", "{status}");
     assert_eq!(status["iteration"], 2, "{status}");
 }
@@ -196,7 +176,7 @@ fn ralph_run_drives_fresh_claude_processes_to_the_promise() {
         );
     }
     assert!(turns[1].messages_text().contains("iteration 2 of 4"));
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(
         (status["outcome"].as_str(), status["iteration"].as_u64()),
         (Some("completed"), Some(2)),
@@ -235,7 +215,7 @@ fn loop_stops_at_max_iterations() {
         run.describe()
     );
 
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["outcome"], "max_iterations", "{status}");
     assert_eq!(status["state"], "ended", "{status}");
     assert_eq!(status["iteration"], 4, "{status}");
@@ -391,7 +371,7 @@ fn a_loop_never_blocks_another_session() {
         "another session changed the state file:\n{}",
         String::from_utf8_lossy(&after)
     );
-    assert_eq!(loop_status(&sandbox, "ralph")["state"], "active");
+    assert_eq!(sandbox.loop_status("ralph")["state"], "active");
 
     // The owning session is looped: 3 turns in all.
     let api = MockApi::start(replies(&[
@@ -409,7 +389,7 @@ fn a_loop_never_blocks_another_session() {
         api.describe(),
         run.describe()
     );
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["outcome"], "max_iterations", "{status}");
 }
 
@@ -523,7 +503,7 @@ fn a_cloned_repositorys_loop_file_stays_inert() {
         planted
     );
     assert!(!sentinel.exists(), "the repository's verify command ran");
-    let status = loop_status(&sandbox, "x");
+    let status = sandbox.loop_status("x");
     assert_eq!(status["armed"], false, "{status}");
 }
 
@@ -1061,7 +1041,7 @@ mod names {
 mod typed_arguments {
     use std::io::Write;
     use std::path::Path;
-    use std::process::{Command, Output, Stdio};
+    use std::process::{Output, Stdio};
 
     use super::client::RALPH;
 
@@ -1076,11 +1056,9 @@ mod typed_arguments {
     }
 
     fn ralph(home: &Path, project: &Path, args: &[&str], stdin: &str, session: &str) -> Output {
-        let mut child = Command::new(RALPH)
+        let mut child = super::client::client_command(RALPH, home)
             .args(args)
-            .env_clear()
             .env("PATH", "/usr/bin:/bin")
-            .env("HOME", home)
             .env("CLAUDE_CODE_SESSION_ID", session)
             .current_dir(project)
             .stdin(Stdio::piped())
@@ -1244,7 +1222,7 @@ fn an_edit_in_the_real_client_is_progress_for_the_breaker() {
         run.describe(),
         api.describe()
     );
-    let status = loop_status(&sandbox, "ralph");
+    let status = sandbox.loop_status("ralph");
     assert_eq!(
         status["outcome"],
         "max_iterations",

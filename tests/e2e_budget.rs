@@ -3,11 +3,10 @@
 //! `/ralph:ralph-loop`, and a scripted mock model whose every request costs 15 tokens (10 input,
 //! 5 output, as the mock's `usage` says). See tests/e2e.rs for the harness and the skip rule.
 
-use crate::support::{client, mock_api};
+use crate::support::{client, mock_api, sandbox_or_skip};
 
-use client::{Run, Sandbox};
+use client::Run;
 use mock_api::{MockApi, Reply};
-use serde_json::Value;
 
 /// What one mock request costs in the transcript (input 10 + output 5).
 const TURN_TOKENS: u64 = 15;
@@ -15,28 +14,11 @@ const TURN_TOKENS: u64 = 15;
 /// The client's own warning when it overrides a Stop hook at its block cap.
 const OVERRIDE: &str = "overriding and ending turn";
 
-macro_rules! sandbox_or_skip {
-    ($name:expr) => {
-        match Sandbox::new($name) {
-            Some(s) => s,
-            None => return,
-        }
-    };
-}
-
 /// Distinct text replies (no tools), so that no reply repeats.
 fn text_replies(n: usize) -> Vec<Reply> {
     (1..=n)
         .map(|i| Reply::text(format!("Thinking, step {i}.")))
         .collect()
-}
-
-fn the_loop(sandbox: &Sandbox) -> Value {
-    let status = sandbox.status_json();
-    status["loops"]
-        .as_array()
-        .and_then(|l| l.iter().find(|l| l["name"] == "ralph").cloned())
-        .unwrap_or_else(|| panic!("no loop in ralph status --json: {status}"))
 }
 
 /// Everything the client printed and logged, where its override warning would show.
@@ -69,7 +51,7 @@ fn token_budget_ends_within_a_turn_of_the_real_usage() {
         api.describe(),
         run.describe()
     );
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(l["outcome"], "token_budget", "{l}\n{}", run.describe());
     // What ralph knew plus what it estimated covers the budget; the known count is what
     // the transcript proved (every request, the arming one included, or all but the last).
@@ -145,7 +127,7 @@ fn block_cap_the_loop_ends_before_the_client_overrides_it() {
             "{name}: ralph's own message\n{}",
             run.describe()
         );
-        let l = the_loop(&sandbox);
+        let l = sandbox.loop_status("ralph");
         assert_eq!(l["outcome"], "block_cap", "{name}: {l}");
     }
 }
@@ -172,7 +154,7 @@ fn block_cap_a_loop_that_runs_tools_is_not_ended() {
         &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "1")],
     );
     assert!(run.status.success(), "{}", run.describe());
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(
         (l["outcome"].as_str(), l["iteration"].as_u64()),
         (Some("max_iterations"), Some(5)),
@@ -218,7 +200,7 @@ fn ralph_run_token_budget_is_exact() {
         ],
     );
     assert_eq!(api.turns().len(), 3, "{}\n{out:?}", api.describe());
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(
         (
             l["outcome"].as_str(),
@@ -265,7 +247,7 @@ fn cost_budget_ends_within_a_turn_of_the_real_spend() {
         api.describe(),
         run.describe()
     );
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(l["outcome"], "cost_budget", "{l}\n{}", run.describe());
     let spent = (l["cost_usd"].as_f64().unwrap() * 1e6).round() as u64;
     // What the transcript proved, plus one estimate per reply it had not
@@ -322,7 +304,7 @@ fn a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on() {
         api.describe(),
         run.describe()
     );
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(
         (l["state"].as_str(), l["iteration"].as_u64()),
         (Some("paused"), Some(2)),
@@ -361,7 +343,7 @@ fn a_rate_limit_pauses_the_loop_and_ralph_resume_goes_on() {
         &[("CLAUDE_CODE_MAX_RETRIES", "0")],
     );
     assert!(run.status.success(), "{}", run.describe());
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(
         l["outcome"],
         "completed",
@@ -400,7 +382,7 @@ fn a_loop_with_background_work_is_not_spun() {
         &[],
     );
     assert!(run.status.success(), "{}", run.describe());
-    let l = the_loop(&sandbox);
+    let l = sandbox.loop_status("ralph");
     assert_eq!(
         (l["outcome"].as_str(), l["iteration"].as_u64()),
         (Some("completed"), Some(2)),

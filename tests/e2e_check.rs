@@ -2,9 +2,8 @@
 //! check reaches the model in the continuation, the model fixes it with a real Bash tool
 //! call, and the next check passes.
 
-use crate::support::{client, mock_api};
+use crate::support::{mock_api, sandbox_or_skip};
 
-use client::Sandbox;
 use mock_api::{MockApi, Reply};
 use serde_json::Value;
 
@@ -14,9 +13,7 @@ use serde_json::Value;
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn a_failing_check_steers_the_loop_to_a_fix() {
-    let Some(sandbox) = Sandbox::new("a_failing_check_steers_the_loop_to_a_fix") else {
-        return;
-    };
+    let sandbox = sandbox_or_skip!("a_failing_check_steers_the_loop_to_a_fix");
     let api = MockApi::start(vec![
         Reply::text("Started on the build."),
         Reply::bash("The check failed; creating the file.", "touch fixed.txt"),

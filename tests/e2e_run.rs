@@ -10,11 +10,10 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::{client, describe, mock_api};
+use crate::support::{client, describe, mock_api, sandbox_or_skip};
 
 use std::path::Path;
 
-use client::Sandbox;
 use mock_api::{MockApi, Reply};
 
 /// Every iteration: the model asks to write notes.txt, then (after the
@@ -36,9 +35,7 @@ fn writer_script(project: &Path) -> Vec<Reply> {
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_completes() {
-    let Some(sandbox) = Sandbox::new("e2e_run denied then acceptEdits") else {
-        return;
-    };
+    let sandbox = sandbox_or_skip!("e2e_run denied then acceptEdits");
     let project = sandbox.project().to_path_buf();
     // `test -f` checks the file really was written: a promise without it is refused.
     let task = [
@@ -96,9 +93,7 @@ fn a_refused_write_is_shown_and_ends_the_run_as_denied_then_accept_edits_complet
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
-    let Some(sandbox) = Sandbox::new("e2e_run slash typo") else {
-        return;
-    };
+    let sandbox = sandbox_or_skip!("e2e_run slash typo");
     let api = MockApi::start(vec![Reply::text("Noted.")]);
     let run = sandbox.claude(
         &api,
@@ -136,9 +131,7 @@ fn a_mistyped_slash_option_arms_nothing_and_the_refusal_reaches_the_user() {
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn stop_continuations_block_and_additional_context_as_the_client_shows_them() {
-    let Some(sandbox) = Sandbox::new("e2e_run stop continuations") else {
-        return;
-    };
+    let sandbox = sandbox_or_skip!("e2e_run stop continuations");
     for (label, answer) in [
         (
             "block",
@@ -235,9 +228,7 @@ fn show(title: &str, run: &client::Run) {
 #[test]
 #[ignore = "prints a transcript for docs/walkthrough.md"]
 fn walkthrough() {
-    let Some(sandbox) = Sandbox::new("walkthrough") else {
-        return;
-    };
+    let sandbox = sandbox_or_skip!("walkthrough");
     let project = sandbox.project();
     // `--verify "cargo test"` runs with the sandbox's HOME: lend it this user's toolchain.
     if let Some(real) = std::env::var_os("HOME") {

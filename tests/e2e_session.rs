@@ -8,20 +8,11 @@
 //! further Stop hook, exactly as after an interruption. Every print-mode run ends with
 //! `SessionEnd` (reason `other`).
 
-use crate::support::{client, mock_api};
+use crate::support::{client, mock_api, sandbox_or_skip};
 
 use client::{Run, Sandbox};
 use mock_api::{MockApi, Reply};
 use serde_json::Value;
-
-macro_rules! sandbox_or_skip {
-    ($name:expr) => {
-        match Sandbox::new($name) {
-            Some(s) => s,
-            None => return,
-        }
-    };
-}
 
 const OWNER: &str = "5b360de9-1111-4000-8000-00000000abcd";
 
@@ -59,14 +50,6 @@ fn hook_stdout(run: &Run, hook: &str) -> Vec<String> {
 fn system_message(stdout: &str) -> Option<String> {
     let v: Value = serde_json::from_str(stdout).ok()?;
     v["systemMessage"].as_str().map(str::to_owned)
-}
-
-fn loop_status(sandbox: &Sandbox) -> Value {
-    let status = sandbox.status_json();
-    status["loops"]
-        .as_array()
-        .and_then(|l| l.iter().find(|l| l["name"] == "ralph").cloned())
-        .unwrap_or_else(|| panic!("no loop `ralph`: {status}"))
 }
 
 fn arm(sandbox: &Sandbox) {
@@ -132,7 +115,7 @@ fn interrupted_loop_prompt_line_pause_at_session_end_and_resume_report() {
         "{}",
         api.describe()
     );
-    let status = loop_status(&sandbox);
+    let status = sandbox.loop_status("ralph");
     assert_eq!(
         (status["state"].as_str(), status["iteration"].as_u64()),
         (Some("paused"), Some(3)),
@@ -184,7 +167,7 @@ fn interrupted_loop_prompt_line_pause_at_session_end_and_resume_report() {
         "{lines:#?}\n{}",
         run.describe()
     );
-    assert_eq!(loop_status(&sandbox)["state"], "paused");
+    assert_eq!(sandbox.loop_status("ralph")["state"], "paused");
 }
 
 /// `/ralph:ralph-loop` tells the user, during its first turn, what it arms and how it ends.
@@ -214,7 +197,7 @@ fn ralph_loop_tells_the_user_it_is_armed() {
         ),
         "{lines:#?}"
     );
-    assert_eq!(loop_status(&sandbox)["outcome"], "completed");
+    assert_eq!(sandbox.loop_status("ralph")["outcome"], "completed");
 }
 
 /// `/compact` keeps the loop and says so; `/clear` hands it to the new conversation.
@@ -264,7 +247,7 @@ fn compact_keeps_the_loop_and_clear_hands_it_over() {
         "{kept:?}\n{}",
         run.describe()
     );
-    let status = loop_status(&sandbox);
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["session_id"], new_session.as_str(), "{status}");
     // The new conversation's print run ended too: paused again, never running on.
     assert_eq!(status["state"], "paused", "{status}");
@@ -392,7 +375,7 @@ fn ralph_commands_cost_no_iteration_and_keep_the_model() {
         "the activation text reaches the model as context: {}",
         api.describe()
     );
-    let status = loop_status(&sandbox);
+    let status = sandbox.loop_status("ralph");
     assert_eq!(status["iteration"], 2, "{status}");
     let session_model = turns[0].model().to_owned();
     assert!(
@@ -425,12 +408,12 @@ fn ralph_commands_cost_no_iteration_and_keep_the_model() {
             run.describe()
         );
         assert_eq!(
-            loop_status(&sandbox)["iteration"],
+            sandbox.loop_status("ralph")["iteration"],
             2,
             "{command}: no iteration"
         );
     }
-    assert_eq!(loop_status(&sandbox)["state"], "paused");
+    assert_eq!(sandbox.loop_status("ralph")["state"], "paused");
 
     // 3. /ralph-resume: resumed by the hook, and the turn works on the task, on the
     // session's model; its Stop is the next iteration.
@@ -462,7 +445,9 @@ fn ralph_commands_cost_no_iteration_and_keep_the_model() {
         run.describe()
     );
     // Each of its Stops counted the turn and fed the task back.
-    let iteration = loop_status(&sandbox)["iteration"].as_u64().unwrap_or(0);
+    let iteration = sandbox.loop_status("ralph")["iteration"]
+        .as_u64()
+        .unwrap_or(0);
     assert_eq!(iteration, 2 + turns.len() as u64, "{}", api.describe());
 
     // 4. /ralph-cancel ends it, with no model request.
@@ -478,5 +463,5 @@ fn ralph_commands_cost_no_iteration_and_keep_the_model() {
         ))),
         "{blocked:#?}"
     );
-    assert_eq!(loop_status(&sandbox)["outcome"], "cancelled");
+    assert_eq!(sandbox.loop_status("ralph")["outcome"], "cancelled");
 }

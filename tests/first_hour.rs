@@ -4,13 +4,13 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::{describe, project};
+use crate::support::{describe, project, ralph_command, scrub};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{BIN, LOOP, TempProject};
+use project::{BIN, LOOP, Project};
 use serde_json::{Value, json};
 
 fn out(o: &Output) -> String {
@@ -21,18 +21,18 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn ralph(p: &TempProject, args: &[&str]) -> Output {
-    p.ralph(args, p.root(), b"", &[])
+fn ralph(p: &Project, args: &[&str]) -> Output {
+    p.ralph_in(args, p.root(), b"", &[])
 }
 
-fn ralph_stdin(p: &TempProject, args: &[&str], stdin: &str) -> Output {
-    p.ralph(args, p.root(), stdin.as_bytes(), &[])
+fn ralph_stdin(p: &Project, args: &[&str], stdin: &str) -> Output {
+    p.ralph_in(args, p.root(), stdin.as_bytes(), &[])
 }
 
 /// The hook's answer to a Stop of `session` with `reply`.
-fn stop(p: &TempProject, session: &str, reply: &str) -> Value {
+fn stop(p: &Project, session: &str, reply: &str) -> Value {
     let event = json!({"session_id": session, "cwd": p.root(), "last_assistant_message": reply});
-    let o = p.ralph(
+    let o = p.ralph_in(
         &["hook", "stop"],
         p.root(),
         event.to_string().as_bytes(),
@@ -47,7 +47,7 @@ fn stop(p: &TempProject, session: &str, reply: &str) -> Value {
     }
 }
 
-fn history(p: &TempProject) -> Vec<String> {
+fn history(p: &Project) -> Vec<String> {
     std::fs::read_dir(p.path(".claude/ralph/history"))
         .map(|d| {
             d.filter_map(Result::ok)
@@ -68,7 +68,7 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 #[test]
 fn a_mistyped_slash_option_is_refused_with_the_suggestion_and_nothing_is_armed() {
-    let p = TempProject::new();
+    let p = Project::new();
     let o = ralph_stdin(
         &p,
         &["start", "--raw-arguments"],
@@ -89,7 +89,7 @@ fn a_mistyped_slash_option_is_refused_with_the_suggestion_and_nothing_is_armed()
 
 #[test]
 fn a_duration_needs_a_unit_on_both_paths() {
-    let p = TempProject::new();
+    let p = Project::new();
     let cli = ralph(&p, &["start", "--max-duration", "2", "task"]);
     assert_eq!(cli.status.code(), Some(2), "{}", describe(&cli));
     assert!(
@@ -116,7 +116,7 @@ fn a_duration_needs_a_unit_on_both_paths() {
 /// command's table are the same list.
 #[test]
 fn slash_options_and_ralph_start_options_come_from_one_table() {
-    let p = TempProject::new();
+    let p = Project::new();
     let help = out(&ralph(&p, &["start", "--help"]));
     let mut from_clap: Vec<String> = help
         .lines()
@@ -143,7 +143,7 @@ fn slash_options_and_ralph_start_options_come_from_one_table() {
 
 #[test]
 fn a_missing_value_is_shown_with_a_value_that_fits() {
-    let p = TempProject::new();
+    let p = Project::new();
     let o = ralph_stdin(
         &p,
         &["start", "--raw-arguments"],
@@ -159,7 +159,7 @@ fn a_missing_value_is_shown_with_a_value_that_fits() {
 
 #[test]
 fn run_with_flags_and_no_task_in_an_empty_folder_says_nothing_is_there() {
-    let p = TempProject::new();
+    let p = Project::new();
     let o = ralph(&p, &["run", "--completion-promise", "DONE"]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
     let e = err(&o);
@@ -172,7 +172,7 @@ fn run_with_flags_and_no_task_in_an_empty_folder_says_nothing_is_there() {
 
 #[test]
 fn an_active_name_says_whose_it_is_and_how_to_start_a_second() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(&p, &["start", "--session-id", "S1", "first"])
             .status
@@ -187,7 +187,7 @@ fn an_active_name_says_whose_it_is_and_how_to_start_a_second() {
 
 #[test]
 fn status_of_a_broken_file_keeps_its_intact_owner() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(&p, &["start", "--session-id", "S1", "task"])
             .status
@@ -203,7 +203,7 @@ fn status_of_a_broken_file_keeps_its_intact_owner() {
 
 #[test]
 fn cancel_pause_resume_with_nothing_to_do_say_so_and_the_command_files_claim_nothing() {
-    let p = TempProject::new();
+    let p = Project::new();
     let c = ralph_stdin(&p, &["cancel", "--raw-arguments"], "");
     assert_eq!(out(&c).trim(), "No active loop to cancel.");
     let pa = ralph_stdin(&p, &["pause", "--raw-arguments"], "");
@@ -251,7 +251,7 @@ fn cancel_pause_resume_with_nothing_to_do_say_so_and_the_command_files_claim_not
 
 #[test]
 fn the_task_first_line_shows_in_status_log_and_statusline_escaped() {
-    let p = TempProject::new();
+    let p = Project::new();
     let task = "Fix the \u{1b}[31mlogin\nsecond line";
     assert!(
         ralph_stdin(&p, &["start", "--session-id", "S1"], task)
@@ -266,7 +266,7 @@ fn the_task_first_line_shows_in_status_log_and_statusline_escaped() {
         l.starts_with("Loop `ralph` (active) · task: Fix the \\x1b[31mlogin\n"),
         "{l}"
     );
-    let line = p.ralph(
+    let line = p.ralph_in(
         &["statusline"],
         p.root(),
         json!({"session_id": "S1", "cwd": p.root()})
@@ -283,7 +283,7 @@ fn the_task_first_line_shows_in_status_log_and_statusline_escaped() {
 
 #[test]
 fn a_refused_promise_is_shown_to_the_user_with_the_exit_code() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(
             &p,
@@ -323,7 +323,7 @@ fn a_refused_promise_is_shown_to_the_user_with_the_exit_code() {
 
 #[test]
 fn a_run_that_cannot_start_its_agent_ends_the_loop_it_armed_as_failed() {
-    let p = TempProject::new();
+    let p = Project::new();
     let o = ralph(&p, &["run", "--agent", "no-such-agent-7f3a", "task"]);
     assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(
@@ -341,7 +341,7 @@ fn a_run_that_cannot_start_its_agent_ends_the_loop_it_armed_as_failed() {
 
 #[test]
 fn a_run_that_cannot_start_its_agent_hands_a_taken_over_loop_back_as_it_was() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(&p, &["start", "--session-id", "S1", "task"])
             .status
@@ -358,7 +358,7 @@ fn a_run_that_cannot_start_its_agent_hands_a_taken_over_loop_back_as_it_was() {
 }
 
 /// A scripted agent: prints `.agent/reply-N` for its Nth call (or the last).
-fn agent(p: &TempProject, replies: &[&str]) -> String {
+fn agent(p: &Project, replies: &[&str]) -> String {
     p.write(
         ".agent/agent.sh",
         "n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n; cat >/dev/null\n\
@@ -372,13 +372,13 @@ fn agent(p: &TempProject, replies: &[&str]) -> String {
     "sh .agent/agent.sh".into()
 }
 
-fn calls(p: &TempProject) -> u32 {
+fn calls(p: &Project) -> u32 {
     std::fs::read_to_string(p.path(".agent/n")).map_or(0, |n| n.trim().parse().unwrap())
 }
 
 #[test]
 fn a_closed_stdout_does_not_end_the_run() {
-    let p = TempProject::new();
+    let p = Project::new();
     let agent = agent(&p, &["working", "working more", "<promise>DONE</promise>"]);
     let script = format!(
         "'{BIN}' run --agent '{agent}' --completion-promise DONE --max-iterations 5 task | true; sleep 0"
@@ -388,7 +388,7 @@ fn a_closed_stdout_does_not_end_the_run() {
     for (k, v) in p.user_env() {
         cmd.env(k, v);
     }
-    let status = cmd.env_remove("CLAUDE_PROJECT_DIR").status().unwrap();
+    let status = scrub(&mut cmd).envs(p.user_env()).status().unwrap();
     assert!(status.success());
     // `| true` closes the pipe at once; the run must still drive to the promise.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -405,10 +405,10 @@ fn a_closed_stdout_does_not_end_the_run() {
 
 #[test]
 fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
-    let p = TempProject::new();
+    let p = Project::new();
     let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
     p.write(".agent/hold", "");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = ralph_command();
     cmd.args([
         "run",
         "--agent",
@@ -418,7 +418,6 @@ fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
         "task",
     ])
     .current_dir(p.root())
-    .env_remove("CLAUDE_PROJECT_DIR")
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -462,7 +461,7 @@ fn a_killed_run_is_reported_by_status_and_the_next_run_takes_it_over() {
 
 #[test]
 fn a_killed_run_gives_a_taken_over_loop_back_to_its_session_at_its_next_stop() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(&p, &["start", "--session-id", "S1", "task"])
             .status
@@ -470,10 +469,9 @@ fn a_killed_run_gives_a_taken_over_loop_back_to_its_session_at_its_next_stop() {
     );
     let agent = agent(&p, &["working"]);
     p.write(".agent/hold", "");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = ralph_command();
     cmd.args(["run", "--agent", &agent])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -510,7 +508,7 @@ const DENIED: &str = r#"{"type":"result","subtype":"success","is_error":false,"r
 
 #[test]
 fn denials_show_on_the_iteration_line_and_the_same_denial_twice_ends_the_run_as_denied() {
-    let p = TempProject::new();
+    let p = Project::new();
     let agent = agent(&p, &[DENIED]);
     let o = ralph(
         &p,
@@ -543,7 +541,7 @@ fn denials_show_on_the_iteration_line_and_the_same_denial_twice_ends_the_run_as_
 
 #[test]
 fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
-    let p = TempProject::new();
+    let p = Project::new();
     // A `claude` on PATH that records its arguments and gives the promise.
     let bin = p.path(".bin");
     p.write(
@@ -556,7 +554,7 @@ fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
         .status()
         .unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let o = p.ralph(
+    let o = p.ralph_in(
         &[
             "run",
             "--permission-mode",
@@ -602,7 +600,7 @@ fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
 /// `ralph adopt --name NAME`, and the loop runs again.
 #[test]
 fn the_corrupt_state_advice_brings_the_loop_back() {
-    let p = TempProject::new();
+    let p = Project::new();
     assert!(
         ralph(
             &p,

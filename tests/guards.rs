@@ -10,30 +10,28 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use project::{LOOP, TempProject};
+use project::{LOOP, Project};
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
-struct Project(TempProject);
-
-impl std::ops::Deref for Project {
-    type Target = TempProject;
-    fn deref(&self) -> &TempProject {
-        &self.0
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String);
+    fn start(&self, flags: &[&str]);
+    fn stop(&self, reply: &str) -> Value;
+    fn stop_event(&self, event: Value) -> Value;
+    fn state(&self) -> LoopState;
+    fn set_field(&self, key: &str, value: &str);
+    fn last_outcome(&self) -> Option<String>;
 }
 
-impl Project {
-    fn new() -> Self {
-        Self(TempProject::new())
-    }
-
+impl Steps for Project {
     fn ralph(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
         // The block cap is off unless a test sets it: these tests are about the other guards.
         let mut all_env = vec![("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")];
         all_env.extend_from_slice(env);
-        let out = self.0.ralph(args, self.root(), stdin.as_bytes(), &all_env);
+        let out = self.ralph_in(args, self.root(), stdin.as_bytes(), &all_env);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -8,26 +8,25 @@ use crate::support::project;
 use std::path::Path;
 use std::process::Output;
 
-use project::{LOOP, TempProject, run_ralph};
+use project::{LOOP, Project, run_ralph};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use ralph_core::loop_file::state::LoopState;
 use serde_json::{Value, json};
 
-struct Project(TempProject);
-
-impl std::ops::Deref for Project {
-    type Target = TempProject;
-    fn deref(&self) -> &TempProject {
-        &self.0
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn arm(&self, session: &str, iteration: &str, max: &str, promise: &str, prompt: &str);
+    fn armed_then_written(&self, text: &str);
+    fn state(&self) -> LoopState;
+    fn history(&self) -> Vec<String>;
+    fn stop(&self, event: Value) -> Answer;
+    fn stop_in(&self, cwd: &Path, event: Value) -> Answer;
+    fn stop_raw(&self, input: &[u8], cwd: &Path) -> Answer;
+    fn hook(&self, input: &[u8], cwd: &Path, env: &[(&str, &str)]) -> Answer;
 }
 
-impl Project {
-    fn new() -> Self {
-        Self(TempProject::new())
-    }
-
+impl Steps for Project {
     /// A loop in the reference plugin's exact layout, adopted as the user
     /// would (`ralph adopt --yes`): a file without a record is never driven,
     /// whoever it names.
@@ -42,7 +41,7 @@ impl Project {
     /// A loop armed here (`ralph start`) whose file then became `text`,
     /// adopted again when it still reads (its settings are bound).
     fn armed_then_written(&self, text: &str) {
-        let out = self.ralph(&["start", "placeholder"], self.root(), b"", &[]);
+        let out = self.ralph_in(&["start", "placeholder"], self.root(), b"", &[]);
         assert!(out.status.success(), "{out:?}");
         self.write(LOOP, text);
         if LoopState::parse(text).is_ok() {
@@ -79,7 +78,7 @@ impl Project {
     }
 
     fn hook(&self, input: &[u8], cwd: &Path, env: &[(&str, &str)]) -> Answer {
-        Answer::from(self.ralph(&["hook", "stop"], cwd, input, env))
+        Answer::from(self.ralph_in(&["hook", "stop"], cwd, input, env))
     }
 }
 

@@ -19,7 +19,7 @@ use model_mock::{ScriptedModel, Wire, last_user_text};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{BIN as RALPH, repo_root};
+use crate::support::{BIN as RALPH, client, repo_root};
 
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -113,16 +113,10 @@ impl Sandbox {
         }
     }
 
-    /// An environment with nothing of the caller's but what a process needs.
-    fn env(&self, cmd: &mut Command) {
-        cmd.env_clear();
-        for var in [
-            "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
-        ] {
-            if let Some(v) = std::env::var_os(var) {
-                cmd.env(var, v);
-            }
-        }
+    /// `program` with nothing of the caller's environment but what a process needs
+    /// (`client::client_command`), and this sandbox's homes and PATH.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = client::client_command(program, &self.home());
         // The binary under test first on PATH, for the commands the agent runs (`ralph start`).
         let ralph_dir = Path::new(RALPH)
             .parent()
@@ -140,12 +134,12 @@ impl Sandbox {
             .env("COPILOT_HOME", self.home().join(".copilot"))
             .current_dir(self.project())
             .stdin(Stdio::null());
+        cmd
     }
 
     fn ralph(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(RALPH);
+        let mut cmd = self.command(RALPH);
         cmd.args(args);
-        self.env(&mut cmd);
         let out = cmd.output().expect("run ralph");
         assert!(
             out.status.success(),
@@ -202,8 +196,7 @@ impl Sandbox {
         replies: &[&str],
         prompt: &str,
     ) -> Output {
-        let mut cmd = Command::new(&self.client);
-        self.env(&mut cmd);
+        let mut cmd = self.command(&self.client);
         match self.host {
             Host::Codex => {
                 let url = model.expect("a model").base_url();
@@ -566,11 +559,8 @@ fn uninstall_restores_the_users_configuration() {
     let theirs = "{\n\t// my settings\n\t\"hooks\": {\"AfterAgent\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n\t\"ui\": {\"theme\": \"x\", \"theme\": \"y\"},\n\t\"seed\": 123456789012345678901234567890\n}\n";
     std::fs::write(home.join(".gemini/settings.json"), theirs).expect("settings");
     let run = |args: &[&str]| {
-        let out = Command::new(RALPH)
+        let out = client::client_command(RALPH, &home)
             .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("CODEX_HOME", home.join(".codex"))
             .env("COPILOT_HOME", home.join(".copilot"))
@@ -617,11 +607,8 @@ fn uninstall_keeps_the_users_hook_in_ralphs_group() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     let run = |args: &[&str]| {
-        let out = Command::new(RALPH)
+        let out = client::client_command(RALPH, &home)
             .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
             .env("CODEX_HOME", home.join(".codex"))
             .current_dir(&home)
             .output()
@@ -686,27 +673,23 @@ fn snapshot(dir: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
 /// gets exactly the answer shape that host accepts.
 mod answers {
     use super::*;
+    use crate::support::project::Project;
 
-    struct Project {
-        dir: TempDir,
+    /// This module's steps on the shared [`Project`].
+    trait Steps {
+        fn cmd(&self, args: &[&str]) -> Command;
+        fn start(&self, args: &[&str]);
+        fn hook(&self, payload: &Value, host: Option<&str>) -> Value;
+        fn file(&self, name: &str, lines: &[Value]) -> PathBuf;
+        fn cwd(&self) -> String;
     }
 
-    impl Project {
-        fn new() -> Self {
-            let dir = tempfile::tempdir().expect("temp");
-            std::fs::create_dir_all(dir.path().join("project/.claude")).expect("project");
-            std::fs::create_dir_all(dir.path().join("home")).expect("home");
-            Self { dir }
-        }
-
+    impl Steps for Project {
+        /// `ralph ARGS` in the project, with nothing of the caller's environment but what a
+        /// process needs, as a host would start it.
         fn cmd(&self, args: &[&str]) -> Command {
-            let mut cmd = Command::new(RALPH);
-            cmd.args(args)
-                .env_clear()
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("HOME", self.dir.path().join("home"))
-                .env("XDG_STATE_HOME", self.dir.path().join("state"))
-                .current_dir(self.dir.path().join("project"));
+            let mut cmd = client::client_command(RALPH, self.home());
+            cmd.args(args).current_dir(self.root());
             cmd
         }
 
@@ -749,19 +732,16 @@ mod answers {
             serde_json::from_str(&stdout).expect("JSON answer")
         }
 
+        /// A transcript named `name`, outside the project.
         fn file(&self, name: &str, lines: &[Value]) -> PathBuf {
-            let path = self.dir.path().join(name);
+            let path = self.home().join(name);
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             std::fs::write(&path, text).expect("transcript");
             path
         }
 
         fn cwd(&self) -> String {
-            self.dir
-                .path()
-                .join("project")
-                .to_string_lossy()
-                .into_owned()
+            self.root().to_string_lossy().into_owned()
         }
     }
 

@@ -140,8 +140,7 @@ struct User {
 
 impl User {
     fn command(&self, program: impl AsRef<std::ffi::OsStr>, cwd: &Path) -> Command {
-        let mut cmd = Command::new(program);
-        client::hermetic_env(&mut cmd, &self.home);
+        let mut cmd = client::client_command(program, &self.home);
         cmd.env("PATH", &self.path)
             .env("npm_config_prefix", self.home.join(".npm-global"))
             .env("npm_config_update_notifier", "false")
@@ -543,9 +542,8 @@ fn installs_from_a_clone_in_two_commands() {
     std::fs::create_dir_all(&project).expect("project");
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let run = |program: &Path, args: &[&str], cwd: &Path| -> Output {
-        let mut cmd = Command::new(program);
+        let mut cmd = client::client_command(program, &home);
         cmd.args(args).current_dir(cwd);
-        client::hermetic_env(&mut cmd, &home);
         cmd.env("PATH", &path)
             // npm has nothing to fetch: the packages are not published yet.
             .env("npm_config_registry", "http://127.0.0.1:9")

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::describe;
-use crate::support::project::{LOOP, TempProject};
+use crate::support::project::{LOOP, Project};
 
 /// One request as the test server read it: its request line and its JSON body.
 struct Posted {
@@ -69,20 +69,20 @@ fn read_request(stream: &mut TcpStream) -> Option<Posted> {
 }
 
 /// Arms a loop of one iteration for session s1 with `flags`.
-fn arm(p: &TempProject, flags: &[&str]) {
+fn arm(p: &Project, flags: &[&str]) {
     let mut args = vec!["start", "--session-id", "s1", "--max-iterations", "1"];
     args.extend_from_slice(flags);
     args.push("Tidy the docs");
-    let out = p.ralph(&args, p.root(), b"", &[]);
+    let out = p.ralph_in(&args, p.root(), b"", &[]);
     assert!(out.status.success(), "{}", describe(&out));
 }
 
 /// The Stop that ends the loop (its one iteration is used up); how long it took.
-fn last_stop(p: &TempProject) -> Duration {
+fn last_stop(p: &Project) -> Duration {
     let event =
         json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done for now"});
     let started = Instant::now();
-    let out = p.ralph(
+    let out = p.ralph_in(
         &["hook", "stop"],
         p.root(),
         event.to_string().as_bytes(),
@@ -100,15 +100,15 @@ fn last_stop(p: &TempProject) -> Duration {
 }
 
 /// The ended loop's log lines, from the history.
-fn history_log(p: &TempProject) -> Vec<Value> {
-    let out = p.ralph(&["log", "--json"], p.root(), b"", &[]);
+fn history_log(p: &Project) -> Vec<Value> {
+    let out = p.ralph_in(&["log", "--json"], p.root(), b"", &[]);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
 
-fn notify_lines(p: &TempProject) -> Vec<String> {
+fn notify_lines(p: &Project) -> Vec<String> {
     history_log(p)
         .iter()
         .filter(|l| l["decision"] == "notify")
@@ -118,7 +118,7 @@ fn notify_lines(p: &TempProject) -> Vec<String> {
 
 #[test]
 fn a_webhook_gets_the_json_when_a_loop_ends() {
-    let p = TempProject::new();
+    let p = Project::new();
     let (base, posted) = webhook();
     let url = format!("{base}/hooks/ralph?k=1#mytopic");
     arm(&p, &["--notify-url", &url]);
@@ -170,7 +170,7 @@ fn a_webhook_that_never_answers_or_a_closed_port_costs_the_stop_under_a_second()
     let closed_url = format!("http://{}/hook", closed.local_addr().unwrap());
     drop(closed);
     for (url, why) in [(silent_url, "no answer within"), (closed_url, "connect")] {
-        let p = TempProject::new();
+        let p = Project::new();
         arm(&p, &["--notify-url", &url]);
         let took = last_stop(&p);
         assert!(
@@ -184,7 +184,7 @@ fn a_webhook_that_never_answers_or_a_closed_port_costs_the_stop_under_a_second()
             "{lines:?}"
         );
         // The loop ended as it would have without the webhook.
-        let status = p.ralph(&["status", "--json"], p.root(), b"", &[]);
+        let status = p.ralph_in(&["status", "--json"], p.root(), b"", &[]);
         let v: Value = serde_json::from_slice(&status.stdout).unwrap();
         assert_eq!(v["loops"][0]["outcome"], "max_iterations", "{v}");
         assert!(!p.exists(LOOP));
@@ -193,7 +193,7 @@ fn a_webhook_that_never_answers_or_a_closed_port_costs_the_stop_under_a_second()
 
 #[test]
 fn a_notify_url_changed_in_the_file_is_never_called() {
-    let p = TempProject::new();
+    let p = Project::new();
     let (armed_url, _armed) = webhook();
     let planted = TcpListener::bind("127.0.0.1:0").unwrap();
     planted.set_nonblocking(true).unwrap();
@@ -204,7 +204,7 @@ fn a_notify_url_changed_in_the_file_is_never_called() {
     assert_ne!(text, edited);
     std::fs::write(p.path(LOOP), edited).unwrap();
     let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
-    let out = p.ralph(
+    let out = p.ralph_in(
         &["hook", "stop"],
         p.root(),
         event.to_string().as_bytes(),
@@ -223,7 +223,7 @@ fn a_notify_url_changed_in_the_file_is_never_called() {
 #[test]
 fn notify_hands_the_desktop_a_notification_and_does_not_wait() {
     use std::os::unix::fs::PermissionsExt;
-    let p = TempProject::new();
+    let p = Project::new();
     arm(&p, &["--notify"]);
     assert!(p.read(LOOP).contains("\nnotify: true\n"));
     let bin = tempfile::tempdir().unwrap();
@@ -249,7 +249,7 @@ fn notify_hands_the_desktop_a_notification_and_does_not_wait() {
     let path = format!("{}:/usr/bin:/bin", bin.path().display());
     let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
     let started = Instant::now();
-    let out = p.ralph(
+    let out = p.ralph_in(
         &["hook", "stop"],
         p.root(),
         event.to_string().as_bytes(),
@@ -274,7 +274,7 @@ fn notify_hands_the_desktop_a_notification_and_does_not_wait() {
 
 #[test]
 fn a_bad_url_arms_nothing_and_says_why() {
-    let p = TempProject::new();
+    let p = Project::new();
     for (url, says) in [
         ("ftp://example.com/x", "give an http:// or https:// URL"),
         (
@@ -283,7 +283,7 @@ fn a_bad_url_arms_nothing_and_says_why() {
         ),
         ("http://exa mple.com/", "spaces or control characters"),
     ] {
-        let out = p.ralph(
+        let out = p.ralph_in(
             &["start", "--session-id", "s1", "--notify-url", url, "task"],
             p.root(),
             b"",
@@ -298,7 +298,7 @@ fn a_bad_url_arms_nothing_and_says_why() {
         assert!(!p.exists(LOOP));
     }
     // The slash command's raw arguments take the same options.
-    let out = p.ralph(
+    let out = p.ralph_in(
         &["start", "--session-id", "s1", "--raw-arguments"],
         p.root(),
         b"Tidy the docs --notify --notify-url http://127.0.0.1:9/x",
@@ -316,9 +316,9 @@ fn a_bad_url_arms_nothing_and_says_why() {
 #[test]
 fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     use std::os::unix::fs::PermissionsExt;
-    let p = TempProject::new();
+    let p = Project::new();
     let url = "https://hooks.example.com/services/T0/B0/SECRET";
-    let out = p.ralph(
+    let out = p.ralph_in(
         &[
             "start",
             "--session-id",
@@ -361,7 +361,7 @@ fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     let path = format!("{}:/usr/bin:/bin", bin.path().display());
     let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "done"});
     let started = Instant::now();
-    let out = p.ralph(
+    let out = p.ralph_in(
         &["hook", "stop"],
         p.root(),
         event.to_string().as_bytes(),
@@ -400,11 +400,9 @@ fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn the_real_clients_stop_hook_posts_when_the_loop_ends() {
-    use crate::support::client::Sandbox;
     use crate::support::mock_api::{MockApi, Reply};
-    let Some(sandbox) = Sandbox::new("the_real_clients_stop_hook_posts_when_the_loop_ends") else {
-        return;
-    };
+    use crate::support::sandbox_or_skip;
+    let sandbox = sandbox_or_skip!("the_real_clients_stop_hook_posts_when_the_loop_ends");
     let (base, posted) = webhook();
     let api = MockApi::start(vec![Reply::text("step one"), Reply::text("step two")]);
     let run = sandbox.claude(

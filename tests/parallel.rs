@@ -92,10 +92,7 @@ impl Repo {
     }
 
     fn env(&self, cmd: &mut Command) {
-        cmd.env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
+        crate::support::scrub(cmd)
             .env("HOME", self.home.path())
             .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
             .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -8,7 +8,7 @@
 
 use crate::support::{blocked, project};
 
-use project::{LOOP, TempProject};
+use project::{LOOP, Project};
 use serde_json::{Value, json};
 
 const PRD: &str = "ralph/prd.json";
@@ -28,18 +28,20 @@ const THREE: &str = r#"{
 }
 "#;
 
-struct Project(TempProject);
-
-impl std::ops::Deref for Project {
-    type Target = TempProject;
-    fn deref(&self) -> &TempProject {
-        &self.0
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn with_prd(prd: &str) -> Self;
+    fn run(&self, args: &[&str], stdin: &str) -> (i32, String, String);
+    fn ralph(&self, args: &[&str], stdin: &str) -> (i32, String);
+    fn start(&self, flags: &[&str]) -> String;
+    fn stop(&self, reply: &str) -> Value;
+    fn agent_sets_passes(&self, id: &str);
+    fn history_record(&self) -> String;
 }
 
-impl Project {
+impl Steps for Project {
     fn with_prd(prd: &str) -> Self {
-        let p = Self(TempProject::new());
+        let p = Project::new();
         p.write(PRD, prd);
         p
     }
@@ -47,7 +49,7 @@ impl Project {
     /// Runs ralph: its exit code, stdout and stderr.
     fn run(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
         let env = [("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")];
-        let out = self.0.ralph(args, self.root(), stdin.as_bytes(), &env);
+        let out = self.ralph_in(args, self.root(), stdin.as_bytes(), &env);
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -317,7 +319,7 @@ fn a_bad_prd_ends_in_a_safe_answer_naming_file_field_and_fix() {
 
 #[test]
 fn arming_refuses_a_missing_or_outside_prd() {
-    let p = Project(TempProject::new());
+    let p = Project::new();
     let (code, out) = p.ralph(&["start", "--prd", "task"], "");
     assert_ne!(code, 0);
     assert!(
@@ -364,7 +366,7 @@ fn the_slash_command_takes_prd_with_or_without_a_path() {
 #[test]
 fn both_templates_arm_with_prd_and_show_their_story_verify() {
     for template in ["software", "marketing"] {
-        let p = Project(TempProject::new());
+        let p = Project::new();
         let (code, out) = p.ralph(&["init", "--template", template], "");
         assert_eq!(code, 0, "{out}");
         assert!(
@@ -439,13 +441,10 @@ echo "did call $n""#,
     ignore = "Claude Code client not installed: npm ci --prefix tests/client"
 )]
 fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
-    use crate::support::client::Sandbox;
     use crate::support::mock_api::{MockApi, Reply};
-    let Some(sandbox) =
-        Sandbox::new("e2e_the_real_client_works_through_three_stories_one_refused_once")
-    else {
-        return;
-    };
+    use crate::support::sandbox_or_skip;
+    let sandbox =
+        sandbox_or_skip!("e2e_the_real_client_works_through_three_stories_one_refused_once");
     let prd = r#"{"project": "demo", "userStories": [
 {"id": "US-001", "passes": false, "title": "One", "description": "First.", "priority": 1},
 {"id": "US-002", "passes": false, "title": "Two", "description": "Second.", "priority": 2, "verify": "test -f two.ok || { echo 'two.ok is missing'; exit 4; }"},

@@ -8,14 +8,14 @@
 #![cfg(unix)] // process groups, /proc and symlinked tool folders
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use crate::support::project;
+use crate::support::{project, ralph_command};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{BIN, TempProject, run_ralph};
+use project::{Project, run_ralph};
 use serde_json::{Value, json};
 
 /// The real git, found once on the test's PATH.
@@ -27,7 +27,7 @@ fn real_git() -> PathBuf {
 }
 
 struct Repo {
-    project: TempProject,
+    project: Project,
     /// HOME, XDG_STATE_HOME, the transcript and the git wrapper live here,
     /// outside the repository.
     outside: tempfile::TempDir,
@@ -35,7 +35,7 @@ struct Repo {
 
 impl Repo {
     fn new() -> Self {
-        let project = TempProject::new();
+        let project = Project::new();
         let outside = tempfile::tempdir().unwrap();
         for dir in ["home", "state", "bin"] {
             std::fs::create_dir(outside.path().join(dir)).unwrap();
@@ -346,7 +346,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_verify_timeout_kills_the_group_without_a_kill_binary() {
-    let p = TempProject::new();
+    let p = Project::new();
     let outside = tempfile::tempdir().unwrap();
     let bin = outside.path().join("bin");
     for dir in ["bin", "home", "state"] {
@@ -430,15 +430,10 @@ fn a_verify_timeout_kills_the_group_without_a_kill_binary() {
 
 /// Runs `ralph hook stop` with stdin left open (a Stop event that never
 /// ends), returning the output and how long the hook took.
-fn hook_with_open_stdin(
-    p: &TempProject,
-    env: &[(&str, String)],
-) -> (std::process::Output, Duration) {
-    let mut cmd = Command::new(BIN);
+fn hook_with_open_stdin(p: &Project, env: &[(&str, String)]) -> (std::process::Output, Duration) {
+    let mut cmd = ralph_command();
     cmd.args(["hook", "stop"])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -455,7 +450,7 @@ fn hook_with_open_stdin(
 
 #[test]
 fn the_hook_answers_by_its_deadline_with_one_allow() {
-    let p = TempProject::new();
+    let p = Project::new();
     let outside = tempfile::tempdir().unwrap();
     let env = [
         ("HOME", outside.path().display().to_string()),
@@ -479,7 +474,7 @@ fn the_hook_answers_by_its_deadline_with_one_allow() {
 
 #[test]
 fn the_deadline_leaves_the_verify_gate_its_own_limit() {
-    let p = TempProject::new();
+    let p = Project::new();
     let outside = tempfile::tempdir().unwrap();
     let env = [
         ("HOME", outside.path().display().to_string()),

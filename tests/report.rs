@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::project::TempProject;
+use crate::support::project::Project;
 use crate::support::{describe, repo_root};
 
 /// A loop that hit its token budget at iteration 5, with a failing gate on
 /// the way, a cost per iteration and a receipt: every series the page has.
-fn budget_loop(p: &TempProject, task: &str) {
+fn budget_loop(p: &Project, task: &str) {
     p.write(
         ".claude/ralph/history/20261201T100500Z-budget.md",
         &format!(
@@ -41,7 +41,7 @@ fn budget_loop(p: &TempProject, task: &str) {
 }
 
 /// Three stories of a `--parallel` run, each with its record.
-fn fleet_of_three(p: &TempProject, first_title: &str) {
+fn fleet_of_three(p: &Project, first_title: &str) {
     let stories = [
         ("US-1", "merged", "completed", 3, 12000, 95, first_title),
         (
@@ -76,9 +76,9 @@ fn fleet_of_three(p: &TempProject, first_title: &str) {
 }
 
 /// A short loop, really run: three iterations of the example agent.
-fn short_loop(p: &TempProject, task: &str) {
+fn short_loop(p: &Project, task: &str) {
     let agent = repo_root().join("examples/fake-agent.sh");
-    let out = p.ralph(
+    let out = p.ralph_in(
         &[
             "run",
             "--agent",
@@ -97,10 +97,10 @@ fn short_loop(p: &TempProject, task: &str) {
 }
 
 /// `ralph report ARGS`, the page's path from its output line.
-fn report(p: &TempProject, args: &[&str]) -> PathBuf {
+fn report(p: &Project, args: &[&str]) -> PathBuf {
     let mut all = vec!["report"];
     all.extend_from_slice(args);
-    let out = p.ralph(&all, p.root(), b"", &[]);
+    let out = p.ralph_in(&all, p.root(), b"", &[]);
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let path = stdout
@@ -188,7 +188,7 @@ fn count(dom: &str, needle: &str) -> usize {
     ignore = "chromium not installed: apt-get install chromium"
 )]
 fn a_short_loop_shows_its_outcome_and_one_bar_per_iteration() {
-    let p = TempProject::new();
+    let p = Project::new();
     short_loop(&p, "Write three haiku about loops into haiku.txt");
     let page = report(&p, &[]);
     assert_eq!(page, p.path(".claude/ralph/reports/ralph.html"));
@@ -209,7 +209,7 @@ fn a_short_loop_shows_its_outcome_and_one_bar_per_iteration() {
     ignore = "chromium not installed: apt-get install chromium"
 )]
 fn a_budget_ended_loop_shows_the_budget_the_checks_and_the_receipt() {
-    let p = TempProject::new();
+    let p = Project::new();
     budget_loop(&p, "Port the parser to the new API");
     let page = report(&p, &["--name", "budget"]);
     let dom = dom(&page);
@@ -246,7 +246,7 @@ fn a_budget_ended_loop_shows_the_budget_the_checks_and_the_receipt() {
     ignore = "chromium not installed: apt-get install chromium"
 )]
 fn a_fleet_of_three_has_one_row_per_story() {
-    let p = TempProject::new();
+    let p = Project::new();
     fleet_of_three(&p, "merged into main");
     budget_loop(&p, "Story US-3");
     let page = report(&p, &["--all"]);
@@ -275,7 +275,7 @@ fn loads_something(page: &str) -> Option<&'static str> {
     ignore = "chromium not installed: apt-get install chromium"
 )]
 fn the_page_loads_whole_with_the_network_off() {
-    let p = TempProject::new();
+    let p = Project::new();
     short_loop(&p, "Write three haiku about loops into haiku.txt");
     budget_loop(&p, "Port the parser");
     fleet_of_three(&p, "merged");
@@ -304,7 +304,7 @@ fn the_page_loads_whole_with_the_network_off() {
     ignore = "chromium not installed: apt-get install chromium"
 )]
 fn hostile_strings_stay_text() {
-    let p = TempProject::new();
+    let p = Project::new();
     let hostile = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
     budget_loop(&p, hostile);
     fleet_of_three(&p, "</td></tr></table><script>alert(2)</script>");
@@ -342,7 +342,7 @@ fn hostile_strings_stay_text() {
 
 #[test]
 fn a_link_at_the_output_is_refused_and_a_plain_path_is_written() {
-    let p = TempProject::new();
+    let p = Project::new();
     budget_loop(&p, "task");
     let outside = tempfile::tempdir().unwrap();
     let victim = outside.path().join("victim");
@@ -351,7 +351,7 @@ fn a_link_at_the_output_is_refused_and_a_plain_path_is_written() {
     {
         let link = outside.path().join("r.html");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let out = p.ralph(
+        let out = p.ralph_in(
             &["report", "-o", link.to_str().unwrap()],
             p.root(),
             b"",
@@ -361,7 +361,7 @@ fn a_link_at_the_output_is_refused_and_a_plain_path_is_written() {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         // A linked reports folder in the project is refused too.
         std::os::unix::fs::symlink(outside.path(), p.path(".claude/ralph/reports")).unwrap();
-        let out = p.ralph(&["report"], p.root(), b"", &[]);
+        let out = p.ralph_in(&["report"], p.root(), b"", &[]);
         assert!(!out.status.success(), "{}", describe(&out));
         std::fs::remove_file(p.path(".claude/ralph/reports")).unwrap();
     }
@@ -376,12 +376,12 @@ fn a_link_at_the_output_is_refused_and_a_plain_path_is_written() {
 
 #[test]
 fn no_loop_no_report_and_an_unknown_name_is_named() {
-    let p = TempProject::new();
-    let out = p.ralph(&["report"], p.root(), b"", &[]);
+    let p = Project::new();
+    let out = p.ralph_in(&["report"], p.root(), b"", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to report"));
     budget_loop(&p, "task");
-    let out = p.ralph(&["report", "--name", "nope"], p.root(), b"", &[]);
+    let out = p.ralph_in(&["report", "--name", "nope"], p.root(), b"", &[]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no loop named `nope`"),
         "{}",
@@ -393,7 +393,7 @@ fn no_loop_no_report_and_an_unknown_name_is_named() {
 #[test]
 fn open_hands_the_page_to_the_opener_and_does_not_wait() {
     use std::os::unix::fs::PermissionsExt;
-    let p = TempProject::new();
+    let p = Project::new();
     budget_loop(&p, "task");
     let bin = tempfile::tempdir().unwrap();
     let seen = bin.path().join("seen");
@@ -410,7 +410,7 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.path().display());
     let started = Instant::now();
-    let out = p.ralph(&["report", "--open"], p.root(), b"", &[("PATH", &path)]);
+    let out = p.ralph_in(&["report", "--open"], p.root(), b"", &[("PATH", &path)]);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(
         started.elapsed() < Duration::from_secs(3),
@@ -431,8 +431,8 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
 
 #[test]
 fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
-    let p = TempProject::new();
-    let out = p.ralph(
+    let p = Project::new();
+    let out = p.ralph_in(
         &[
             "start",
             "--name",
@@ -447,14 +447,14 @@ fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
     );
     assert!(out.status.success(), "{}", describe(&out));
     let before =
-        String::from_utf8_lossy(&p.ralph(&["status"], p.root(), b"", &[]).stdout).into_owned();
+        String::from_utf8_lossy(&p.ralph_in(&["status"], p.root(), b"", &[]).stdout).into_owned();
     assert!(
         !before.contains("ralph report"),
         "no loop ended yet: {before}"
     );
     budget_loop(&p, "task");
     let after =
-        String::from_utf8_lossy(&p.ralph(&["status"], p.root(), b"", &[]).stdout).into_owned();
+        String::from_utf8_lossy(&p.ralph_in(&["status"], p.root(), b"", &[]).stdout).into_owned();
     let (text, last) = after.trim_end().rsplit_once('\n').unwrap();
     assert!(
         text.starts_with(before.trim_end()),

@@ -3,13 +3,14 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, text};
+use crate::support::project::Project;
+use crate::support::text;
 
 /// A scripted agent: the Nth call saves its prompt as `.agent/prompt-N` and
 /// prints `.agent/reply-N` (or the last reply written). With `.agent/hold`
@@ -21,47 +22,26 @@ cat > .agent/prompt-$n
 if [ -f .agent/hold ]; then i=0; while [ ! -f .agent/go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
 if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
 
-struct Project {
-    dir: tempfile::TempDir,
-    /// This test's HOME (ralph's record of armed loops lives under it).
-    home: tempfile::TempDir,
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn with_agent(replies: &[&str]) -> Self;
+    fn run(&self, flags: &[&str]) -> Output;
+    fn calls(&self) -> usize;
+    fn prompt(&self, n: usize) -> String;
+    fn status(&self) -> Value;
+    fn loop_json(&self) -> Value;
 }
 
-impl Project {
-    fn new(replies: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        std::fs::create_dir_all(dir.path().join(".agent")).unwrap();
-        std::fs::write(dir.path().join(".agent/agent.sh"), AGENT).unwrap();
+impl Steps for Project {
+    /// A project whose scripted agent (`AGENT`) prints `replies` in turn.
+    fn with_agent(replies: &[&str]) -> Self {
+        let p = Project::new();
+        std::fs::create_dir_all(p.path(".agent")).unwrap();
+        p.write(".agent/agent.sh", AGENT);
         for (i, r) in replies.iter().enumerate() {
-            std::fs::write(dir.path().join(format!(".agent/reply-{}", i + 1)), r).unwrap();
+            p.write(&format!(".agent/reply-{}", i + 1), r);
         }
-        Self {
-            dir,
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.home.path().join(".local/state"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        p
     }
 
     fn run(&self, flags: &[&str]) -> Output {
@@ -90,7 +70,7 @@ impl Project {
 
 #[test]
 fn promise_completes_and_every_iteration_is_fresh() {
-    let p = Project::new(&[
+    let p = Project::with_agent(&[
         "step one",
         "step two",
         "All checked.\n<promise>DONE</promise>",
@@ -125,7 +105,7 @@ fn promise_completes_and_every_iteration_is_fresh() {
 
 #[test]
 fn iteration_limit_ends_with_exit_code_3() {
-    let p = Project::new(&["a", "b", "c", "d"]);
+    let p = Project::with_agent(&["a", "b", "c", "d"]);
     let out = p.run(&[
         "--completion-promise",
         "DONE",
@@ -143,7 +123,7 @@ fn token_budget_from_the_agents_json_usage() {
     let usage = |t: &str| {
         json!({"type": "result", "result": t, "usage": {"input_tokens": 300, "cache_creation_input_tokens": 100, "output_tokens": 100, "cache_read_input_tokens": 99999}}).to_string()
     };
-    let p = Project::new(&[&usage("one"), &usage("two"), &usage("three")]);
+    let p = Project::with_agent(&[&usage("one"), &usage("two"), &usage("three")]);
     let out = p.run(&["--max-tokens", "1000", "--max-iterations", "9", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert_eq!(p.calls(), 2, "500 then 1000 of 1000 tokens");
@@ -161,7 +141,7 @@ fn token_budget_from_the_agents_json_usage() {
 
 #[test]
 fn time_budget_ends_the_run() {
-    let p = Project::new(&["working"]);
+    let p = Project::with_agent(&["working"]);
     std::fs::write(p.path(".agent/delay"), "1.2").unwrap();
     let out = p.run(&["--max-duration", "1s", "--max-iterations", "9", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
@@ -171,7 +151,7 @@ fn time_budget_ends_the_run() {
 
 #[test]
 fn stuck_breaker_ends_the_run() {
-    let p = Project::new(&["same reply"]);
+    let p = Project::with_agent(&["same reply"]);
     let out = p.run(&["--stuck-after", "3", "--max-iterations", "9", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert_eq!(p.calls(), 3);
@@ -180,7 +160,7 @@ fn stuck_breaker_ends_the_run() {
 
 #[test]
 fn verification_gate_refuses_then_accepts() {
-    let p = Project::new(&[
+    let p = Project::with_agent(&[
         "<promise>DONE</promise>",
         "fixed it\n<promise>DONE</promise>",
     ]);
@@ -214,7 +194,9 @@ fn verification_gate_refuses_then_accepts() {
 
 #[test]
 fn abort_promise_ends_the_run() {
-    let p = Project::new(&["I need the production database password.\n<promise>BLOCKED</promise>"]);
+    let p = Project::with_agent(&[
+        "I need the production database password.\n<promise>BLOCKED</promise>",
+    ]);
     let out = p.run(&[
         "--completion-promise",
         "DONE",
@@ -233,7 +215,7 @@ fn abort_promise_ends_the_run() {
 
 #[test]
 fn ctrl_c_stops_the_agent_and_records_the_loop_as_cancelled() {
-    let p = Project::new(&["never seen"]);
+    let p = Project::with_agent(&["never seen"]);
     std::fs::write(p.path(".agent/delay"), "30").unwrap();
     let child = p
         .command(&[
@@ -292,7 +274,7 @@ fn ctrl_c_stops_the_agent_and_records_the_loop_as_cancelled() {
 
 #[test]
 fn resumes_a_loop_armed_in_session_and_hands_it_back() {
-    let p = Project::new(&["one", "two", "three"]);
+    let p = Project::with_agent(&["one", "two", "three"]);
     let armed = p
         .command(&[
             "start",
@@ -343,7 +325,7 @@ fn resumes_a_loop_armed_in_session_and_hands_it_back() {
 
 #[test]
 fn a_run_owns_its_loop_so_sessions_do_not_drive_it() {
-    let p = Project::new(&["one"]);
+    let p = Project::with_agent(&["one"]);
     std::fs::write(p.path(".agent/hold"), "").unwrap();
     let child = p
         .command(&[
@@ -388,7 +370,7 @@ fn a_run_owns_its_loop_so_sessions_do_not_drive_it() {
 
 #[test]
 fn resuming_needs_a_loop_and_keeps_its_settings() {
-    let p = Project::new(&["x"]);
+    let p = Project::with_agent(&["x"]);
     let out = p.run(&[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("no loop named `ralph`"));
@@ -401,7 +383,7 @@ fn resuming_needs_a_loop_and_keeps_its_settings() {
 
 #[test]
 fn agent_failure_ends_the_loop_it_armed_and_says_why() {
-    let p = Project::new(&["x"]);
+    let p = Project::with_agent(&["x"]);
     let out = p
         .command(&[
             "run",
@@ -433,7 +415,7 @@ fn agent_failure_ends_the_loop_it_armed_and_says_why() {
 
 #[test]
 fn a_new_branch_in_the_prd_archives_the_previous_run() {
-    let p = Project::new(&["<promise>DONE</promise>"]);
+    let p = Project::with_agent(&["<promise>DONE</promise>"]);
     std::fs::create_dir_all(p.path("ralph")).unwrap();
     let prd = |b: &str| json!({"branchName": b, "userStories": []}).to_string();
     std::fs::write(p.path("ralph/prd.json"), prd("ralph/first")).unwrap();
@@ -465,7 +447,7 @@ fn a_new_branch_in_the_prd_archives_the_previous_run() {
 
 #[test]
 fn statusline_shows_this_sessions_loop_only() {
-    let p = Project::new(&[]);
+    let p = Project::with_agent(&[]);
     let armed = Instant::now();
     p.command(&[
         "start",

@@ -18,15 +18,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::project::{BIN, TempProject};
+use crate::support::project::{BIN, Project};
+use crate::support::scrub;
 
 const SESSION: &str = "scaling-session";
 
 /// A line stamped after any loop armed today, so a first stop counts it.
 const LATER: &str = "2099-01-01T00:00:00.000Z";
 
-fn arm(p: &TempProject) {
-    let out = p.ralph(
+fn arm(p: &Project) {
+    let out = p.ralph_in(
         &[
             "start",
             "--max-iterations",
@@ -46,7 +47,7 @@ fn arm(p: &TempProject) {
 
 /// Runs `ralph hook stop` (under GNU time when it is there); the output
 /// and the peak RSS in KiB (`None` without GNU time).
-fn stop(p: &TempProject, event: &Value) -> (Output, Option<u64>) {
+fn stop(p: &Project, event: &Value) -> (Output, Option<u64>) {
     let time = Path::new("/usr/bin/time");
     let mut cmd = if time.exists() {
         let mut c = Command::new(time);
@@ -55,10 +56,9 @@ fn stop(p: &TempProject, event: &Value) -> (Output, Option<u64>) {
     } else {
         Command::new(BIN)
     };
-    cmd.args(["hook", "stop"])
+    scrub(&mut cmd)
+        .args(["hook", "stop"])
         .current_dir(p.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
         .env("LC_ALL", "C")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -88,7 +88,7 @@ fn answer(out: &Output) -> Value {
     serde_json::from_str(stdout.lines().next().unwrap_or("null")).unwrap()
 }
 
-fn event(p: &TempProject, transcript: &Path, session: &str) -> Value {
+fn event(p: &Project, transcript: &Path, session: &str) -> Value {
     json!({"session_id": session, "cwd": p.root(), "transcript_path": transcript,
            "hook_event_name": "Stop", "stop_hook_active": false})
 }
@@ -131,7 +131,7 @@ fn big_transcript(dir: &Path, mib: usize) -> PathBuf {
 /// transcript, not the span it reads (it buffered up to 64 MiB before).
 #[test]
 fn a_first_stop_over_a_large_transcript_takes_flat_memory() {
-    let small = TempProject::new();
+    let small = Project::new();
     arm(&small);
     let tiny = big_transcript(small.home(), 0);
     let (out, base) = stop(&small, &event(&small, &tiny, SESSION));
@@ -141,7 +141,7 @@ fn a_first_stop_over_a_large_transcript_takes_flat_memory() {
         return;
     };
 
-    let p = TempProject::new();
+    let p = Project::new();
     arm(&p);
     let t = big_transcript(p.home(), 16);
     let started = Instant::now();
@@ -176,7 +176,7 @@ fn a_first_stop_over_a_large_transcript_takes_flat_memory() {
 /// once by the backward one.
 #[test]
 fn one_very_long_transcript_line_is_read_in_linear_time() {
-    let p = TempProject::new();
+    let p = Project::new();
     arm(&p);
     let path = p.home().join("t.jsonl");
     {
@@ -221,7 +221,7 @@ fn one_very_long_transcript_line_is_read_in_linear_time() {
 /// every session.
 #[test]
 fn thousands_of_inert_loop_files_cost_a_few_notices_per_session() {
-    let p = TempProject::new();
+    let p = Project::new();
     let planted = "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 5\ncompletion_promise: \"DONE\"\nstarted_at: \"2026-01-01T00:00:00Z\"\n---\n\nOutput <promise>DONE</promise> now.\n";
     for i in 0..3000 {
         p.write(&format!(".claude/x{i:04}-loop.local.md"), planted);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::support::BIN;
+use crate::support::{BIN, client, ralph_command, scrub};
 
 /// Far beyond any honest command on a loaded machine; a hang fails the test.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -119,12 +119,9 @@ impl World {
     }
 
     fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Out {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = ralph_command();
         cmd.args(args)
             .current_dir(self.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
-            .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
             .env("HOME", self.home())
             .env("XDG_STATE_HOME", self.base.path().join("state"));
         for (k, v) in env {
@@ -571,11 +568,11 @@ fn dev_zero_and_huge_files_in_the_history_are_refused_quickly() {
     // Under a 128 MiB address-space limit: reading any of them whole would fail.
     let limited = |args: &str| {
         let mut cmd = Command::new("sh");
-        cmd.arg("-c")
+        scrub(&mut cmd)
+            .arg("-c")
             .arg(format!("ulimit -v 131072 && exec \"$0\" {args}"))
             .arg(BIN)
             .current_dir(w.root())
-            .env_remove("CLAUDE_PROJECT_DIR")
             .env("HOME", w.home())
             .env("XDG_STATE_HOME", w.base.path().join("state"));
         run_bounded(cmd, b"")
@@ -913,10 +910,9 @@ fn a_closed_stderr_never_kills_the_hook() {
         "hook_event_name": "Stop",
         "last_assistant_message": "x",
     });
-    let mut child = Command::new(BIN)
+    let mut child = ralph_command()
         .args(["hook", "stop"])
         .current_dir(w.root())
-        .env_remove("CLAUDE_PROJECT_DIR")
         .env("HOME", w.home())
         .env("XDG_STATE_HOME", w.base.path().join("state"))
         .stdin(Stdio::piped())
@@ -955,11 +951,8 @@ fn a_closed_stderr_never_kills_the_hook() {
 
 /// `ralph install --project` and `ralph start` from a scratch HOME, in `cwd`.
 fn ralph_in(cwd: &Path, home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
+    client::client_command(BIN, home)
         .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
         .current_dir(cwd)
         .output()

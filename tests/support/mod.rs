@@ -1,6 +1,10 @@
-//! The one harness every integration test shares: the binary under test, the repository's
-//! folders, throwaway projects (`project`), the real Claude Code client (`client`) and the
-//! mock APIs it and the other hosts talk to (`mock_api`, `model_mock`).
+//! The one harness every integration test shares: the binary under test and the one clean
+//! command for it ([`ralph_command`], [`scrub`]), the repository's folders, the one throwaway
+//! project ([`project::Project`]), the real Claude Code client with its sandbox and clean
+//! command ([`client::Sandbox`], [`client::client_command`], [`sandbox_or_skip!`]) and the
+//! mock APIs it and the other hosts talk to (`mock_api`, `model_mock`). A module that needs
+//! steps of its own puts them in a trait on `Project` (or takes a builder:
+//! [`project::Project::with_env`], [`project::Project::bare`]), rather than a type of its own.
 
 #![allow(dead_code)] // each test module uses its own part of the harness
 
@@ -10,7 +14,7 @@ pub mod model_mock;
 pub mod project;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -19,6 +23,38 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 
 /// The loop file `ralph loop` writes when no name is given.
 pub const LOOP: &str = ".claude/ralph-loop.local.md";
+
+/// What a test's `ralph` must never inherit from the shell running the tests: Claude Code's own
+/// variables (a test run inside a Claude Code session), the user's homes (their real record of
+/// armed loops, their price table and git config) and git's overrides (a test run from a git
+/// hook). Each test sets back what it needs.
+pub const SCRUBBED: &[&str] = &[
+    "HOME",
+    "XDG_STATE_HOME",
+    "XDG_CONFIG_HOME",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+];
+
+/// Removes [`SCRUBBED`] from `cmd`'s environment: the one scrub for every process that runs
+/// `ralph` (the binary itself, or a shell or timer around it). The real clients start from an
+/// empty environment instead ([`client::client_command`]).
+pub fn scrub(cmd: &mut Command) -> &mut Command {
+    for var in SCRUBBED {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The `ralph` binary under test, with its environment scrubbed ([`scrub`]); nothing else set.
+pub fn ralph_command() -> Command {
+    let mut cmd = Command::new(BIN);
+    scrub(&mut cmd);
+    cmd
+}
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -44,6 +80,19 @@ pub fn describe(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// A [`client::Sandbox`] for the test named `$name`, or `return` from the test when the real
+/// client is not installed (off CI; on CI a missing client fails the test, see
+/// [`client::skip_or_fail`]).
+macro_rules! sandbox_or_skip {
+    ($name:expr) => {
+        match $crate::support::client::Sandbox::new($name) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+pub(crate) use sandbox_or_skip;
 
 /// Whether a hook answer blocks the turn (`"decision": "block"`).
 pub fn blocked(answer: &Value) -> bool {

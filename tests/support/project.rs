@@ -1,4 +1,4 @@
-//! A throwaway project for tests that run the `ralph` binary.
+//! A throwaway project for tests that run the `ralph` binary: the one `Project`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -8,19 +8,45 @@ use std::process::{Command, Output, Stdio};
 
 pub use super::{BIN, LOOP};
 
-/// A temporary folder with `.claude/` in it, and a HOME of its own (where
-/// ralph keeps its record of armed loops), both removed when dropped.
-pub struct TempProject {
+/// A throwaway project: a temporary folder with `.claude/` in it, and a HOME
+/// of its own (where ralph keeps its record of armed loops), both removed when
+/// dropped. Every `ralph` it runs gets the scrubbed environment
+/// (`super::ralph_command`), this HOME and XDG_STATE_HOME, and the variables
+/// set with [`Project::with_env`].
+pub struct Project {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
+    env: Vec<(String, String)>,
 }
 
-impl TempProject {
+impl Default for Project {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Project {
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-        let home = tempfile::tempdir().unwrap();
-        Self { dir, home }
+        let p = Self::bare();
+        std::fs::create_dir_all(p.path(".claude")).unwrap();
+        p
+    }
+
+    /// A project folder with nothing in it, not even `.claude/`.
+    pub fn bare() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            env: Vec::new(),
+        }
+    }
+
+    /// This project, with `key=value` set for every ralph it runs (before the
+    /// variables a single run passes, which win).
+    #[must_use]
+    pub fn with_env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
+        self
     }
 
     pub fn home(&self) -> &Path {
@@ -32,18 +58,45 @@ impl TempProject {
         user_env(self.home())
     }
 
-    /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME).
-    pub fn ralph(&self, args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
+    /// `ralph ARGS` in the project, as this test's user, not started yet:
+    /// stdin empty (`Stdio::null`), stdout and stderr piped.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = super::ralph_command();
+        cmd.args(args)
+            .current_dir(self.root())
+            .envs(self.user_env())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME, and
+    /// the variables of [`Project::with_env`]), in `cwd`.
+    pub fn ralph_in(
+        &self,
+        args: &[&str],
+        cwd: &Path,
+        stdin: &[u8],
+        env: &[(&str, &str)],
+    ) -> Output {
         let user = self.user_env();
         let mut all: Vec<(&str, &str)> = user.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         all.extend_from_slice(env);
         run_ralph(args, cwd, stdin, &all)
+    }
+
+    /// `ralph ARGS` in the project with `stdin` piped in and `env` added.
+    pub fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
+        self.ralph_in(args, self.root(), stdin, env)
     }
 
     /// Registers a hand-written loop file as armed by this user, as a person
     /// would after reading it: `ralph adopt --yes --name NAME`.
     pub fn adopt(&self, name: &str) {
-        let out = self.ralph(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
+        let out = self.ralph_in(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
         assert!(
             out.status.success(),
             "ralph adopt --name {name}: {}{}",
@@ -70,6 +123,11 @@ impl TempProject {
         std::fs::read_to_string(self.path(rel)).unwrap()
     }
 
+    /// The file's text, or "" when it is missing or unreadable.
+    pub fn read_or_empty(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_default()
+    }
+
     pub fn exists(&self, rel: &str) -> bool {
         self.path(rel).exists()
     }
@@ -86,19 +144,15 @@ pub fn user_env(home: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Runs `ralph ARGS` in `cwd` with `stdin` piped in, and Claude Code's own
-/// variables, HOME and XDG_STATE_HOME removed (tests add back what they need
+/// Runs `ralph ARGS` in `cwd` with `stdin` piped in, and the environment
+/// scrubbed (`super::scrub`: Claude Code's own variables, HOME and
+/// XDG_STATE_HOME among them; tests add back what they need
 /// through `env`; without a HOME nothing can be armed, and the user's real
 /// record of armed loops is never touched).
 pub fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = super::ralph_command();
     cmd.args(args)
         .current_dir(cwd)
-        .env_remove("HOME")
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
-        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
