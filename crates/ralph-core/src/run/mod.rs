@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod fleet;
 pub mod presets;
+pub mod reset_wait;
 
 mod driver;
 mod moves;
