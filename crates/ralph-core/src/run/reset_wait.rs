@@ -80,7 +80,10 @@ pub fn plan(
     {
         return Plan::PastBudget { wait: secs, left };
     }
-    let until = Timestamp(now.0.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX)));
+    let until = Timestamp(
+        now.0
+            .saturating_add(i64::try_from(secs).unwrap_or(i64::MAX)),
+    );
     Plan::Wait {
         secs,
         until,
