@@ -14,5 +14,5 @@ pub mod reset_wait;
 mod driver;
 mod moves;
 
-pub use driver::{Agent, Call, Driver, End, Event, Iteration, Setup};
+pub use driver::{Agent, Call, Driver, End, Event, Iteration, ResetWait, Setup};
 pub use moves::*;
