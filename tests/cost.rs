@@ -922,11 +922,13 @@ fn waiting_run(p: &Project, extra: &[&str], wait_secs: &str) -> std::process::Ch
     child
 }
 
-#[test]
-fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
-    let p = Project::new(&[LIMITED.to_owned()]);
-    let mut child = waiting_run(&p, &[], "600");
-    // Cancelled once the run says it waits (its stdout read line by line).
+/// Runs `ralph run --wait-for-reset` into a 10-minute wait, does `act` once the run says it
+/// waits, and returns what it showed, its exit code and how long it took to end after `act`.
+fn interrupted_wait(
+    p: &Project,
+    act: impl FnOnce(&std::process::Child),
+) -> (String, Option<i32>, std::time::Duration) {
+    let mut child = waiting_run(p, &[], "600");
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut lines = std::io::BufRead::lines(stdout);
     let mut shown = String::new();
@@ -938,26 +940,74 @@ fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
             break;
         }
     }
-    let cancel = p.ralph(&["cancel", "--name", "ralph"], "");
-    assert!(cancel.status.success(), "{}", text(&cancel));
-    let cancelled = std::time::Instant::now();
+    act(&child);
+    let acted = std::time::Instant::now();
     for line in lines {
         shown.push_str(&line.unwrap());
         shown.push('\n');
     }
     let out = child.wait_with_output().unwrap();
     shown.push_str(&text(&out));
+    (shown, out.status.code(), acted.elapsed())
+}
+
+#[test]
+fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |_| {
+        let cancel = p.ralph(&["cancel", "--name", "ralph"], "");
+        assert!(cancel.status.success(), "{}", text(&cancel));
+    });
     assert!(
-        cancelled.elapsed() < std::time::Duration::from_secs(10),
+        took < std::time::Duration::from_secs(10),
         "ended within a few polls, not after the 10-minute wait: {shown}"
     );
-    assert!(shown.contains("waiting 10m"), "{shown}");
+    assert!(
+        shown.contains("no reset time known: backing off"),
+        "{shown}"
+    );
     assert!(
         shown.contains("is gone (cancelled or ended elsewhere)"),
         "{shown}"
     );
-    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(code, Some(0), "{shown}");
     assert_eq!(p.calls(), 1, "the agent did not run again");
+}
+
+#[test]
+fn ralph_pause_ends_a_run_waiting_for_a_reset_and_hands_the_loop_back() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |_| {
+        let pause = p.ralph(&["pause", "--name", "ralph"], "");
+        assert!(pause.status.success(), "{}", text(&pause));
+    });
+    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert!(shown.contains("is paused; handed back"), "{shown}");
+    assert_eq!(code, Some(0), "{shown}");
+    let l = p.the_loop();
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(1)),
+        "{l}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |child| {
+        let pid = child.id().to_string();
+        let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(kill.success());
+    });
+    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert_eq!(code, Some(130), "{shown}");
+    assert!(
+        shown.contains("recorded as cancelled at iteration 1"),
+        "{shown}"
+    );
+    assert_eq!(p.the_loop()["outcome"], "cancelled");
 }
 
 #[test]
