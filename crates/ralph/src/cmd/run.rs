@@ -206,7 +206,7 @@ impl Terminal {
                 let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
                 let _ = write!(
                     std::io::stdout(),
-                    "\r\x1b[2K⏸ ralph run `{}` · usage limit · waiting {} for the reset at {}",
+                    "\r\x1b[2K⏸ ralph run `{}` · rate or usage limit · waiting {} for the reset at {}",
                     self.name,
                     format_duration(secs),
                     wait.until
