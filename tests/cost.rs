@@ -852,3 +852,190 @@ fn a_turn_that_goal_drives_is_never_continued_by_the_loop() {
     assert_eq!(after["decision"], "block", "{after}");
     assert_eq!(p.the_loop()["iteration"].as_u64(), Some(2));
 }
+
+/// Claude Code's print-mode result for an API 429 (as 2.1.328 prints it).
+const LIMITED: &str = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#;
+
+#[test]
+fn run_with_wait_for_reset_sleeps_through_a_limit_and_goes_on() {
+    let p = Project::new(&[
+        costing("one", "0.1"),
+        LIMITED.to_owned(),
+        costing("two <promise>DONE</promise>", "0.1"),
+    ]);
+    let mut cmd = p.command(&[
+        "run",
+        "--agent",
+        "sh .agent/agent.sh",
+        "--wait-for-reset",
+        "--completion-promise",
+        "DONE",
+        "Task",
+    ]);
+    cmd.env("RALPH_RESET_WAIT_SECS", "1");
+    let started = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "it waited"
+    );
+    assert!(
+        shown.contains("· API Error: Request rejected (429) · rate limit (rate_limit_error) · waiting 1s for the reset at "),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("no reset time known: backing off"),
+        "{shown}"
+    );
+    assert!(shown.contains("the wait is over; iteration 2/"), "{shown}");
+    assert_eq!(p.calls(), 3);
+    // The limited iteration ran again with the same prompt, and was not counted.
+    assert_eq!(p.read(".agent/prompt-2"), p.read(".agent/prompt-3"));
+    assert!(p.read(".agent/prompt-3").contains("iteration 2 of"));
+    assert!(
+        !shown.contains("\x1b["),
+        "plain lines when piped: {shown:?}"
+    );
+}
+
+/// Starts `ralph run --wait-for-reset` on an agent that is always limited, and waits
+/// until the run is sleeping.
+fn waiting_run(p: &Project, extra: &[&str], wait_secs: &str) -> std::process::Child {
+    let mut args = vec!["run", "--agent", "sh .agent/agent.sh", "--wait-for-reset"];
+    args.extend_from_slice(extra);
+    args.push("Task");
+    let mut cmd = p.command(&args);
+    cmd.env("RALPH_RESET_WAIT_SECS", wait_secs);
+    let child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while p.calls() < 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+/// Runs `ralph run --wait-for-reset` into a 10-minute wait, does `act` once the run says it
+/// waits, and returns what it showed, its exit code and how long it took to end after `act`.
+fn interrupted_wait(
+    p: &Project,
+    act: impl FnOnce(&std::process::Child),
+) -> (String, Option<i32>, std::time::Duration) {
+    let mut child = waiting_run(p, &[], "600");
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = std::io::BufRead::lines(stdout);
+    let mut shown = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        shown.push_str(&line);
+        shown.push('\n');
+        if line.contains("waiting 10m") {
+            break;
+        }
+    }
+    act(&child);
+    let acted = std::time::Instant::now();
+    for line in lines {
+        shown.push_str(&line.unwrap());
+        shown.push('\n');
+    }
+    let out = child.wait_with_output().unwrap();
+    shown.push_str(&text(&out));
+    (shown, out.status.code(), acted.elapsed())
+}
+
+#[test]
+fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |_| {
+        let cancel = p.ralph(&["cancel", "--name", "ralph"], "");
+        assert!(cancel.status.success(), "{}", text(&cancel));
+    });
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "ended within a few polls, not after the 10-minute wait: {shown}"
+    );
+    assert!(
+        shown.contains("no reset time known: backing off"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("is gone (cancelled or ended elsewhere)"),
+        "{shown}"
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert_eq!(p.calls(), 1, "the agent did not run again");
+}
+
+#[test]
+fn ralph_pause_ends_a_run_waiting_for_a_reset_and_hands_the_loop_back() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |_| {
+        let pause = p.ralph(&["pause", "--name", "ralph"], "");
+        assert!(pause.status.success(), "{}", text(&pause));
+    });
+    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert!(shown.contains("is paused; handed back"), "{shown}");
+    assert_eq!(code, Some(0), "{shown}");
+    let l = p.the_loop();
+    assert_eq!(
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(1)),
+        "{l}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let (shown, code, took) = interrupted_wait(&p, |child| {
+        let pid = child.id().to_string();
+        let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(kill.success());
+    });
+    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert_eq!(code, Some(130), "{shown}");
+    assert!(
+        shown.contains("recorded as cancelled at iteration 1"),
+        "{shown}"
+    );
+    assert_eq!(p.the_loop()["outcome"], "cancelled");
+}
+
+#[test]
+fn a_wait_for_a_reset_past_the_time_budget_ends_the_loop_as_time_budget() {
+    let p = Project::new(&[LIMITED.to_owned()]);
+    let child = waiting_run(&p, &["--max-duration", "1m"], "120");
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let shown = text(&out);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{shown}"
+    );
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(
+        shown.contains("Waiting 2m for the reset would pass the time budget"),
+        "{shown}"
+    );
+    assert!(shown.contains("ended as time_budget"), "{shown}");
+    let l = p.the_loop();
+    assert_eq!(
+        (
+            l["state"].as_str(),
+            l["outcome"].as_str(),
+            l["iteration"].as_u64()
+        ),
+        (Some("ended"), Some("time_budget"), Some(1)),
+        "{l}"
+    );
+    assert!(
+        l["recent"][0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("would pass its time budget")),
+        "{l}"
+    );
+    assert_eq!(p.calls(), 1, "the agent did not run again");
+}

@@ -392,6 +392,11 @@ pub struct RunArgs {
     /// Replace an active loop of the same name when a task is given
     #[arg(long)]
     pub force: bool,
+    /// When the agent stops on a rate or usage limit, sleep until the reset (the 5-hour window
+    /// the status line last saw, else 5 min, 10, 20… up to 1 h) and go on, instead of exiting
+    /// with code 4; bounded by --max-duration, stopped by Ctrl-C or `ralph cancel`
+    #[arg(long)]
+    pub wait_for_reset: bool,
     #[command(flatten)]
     pub fanout: FanoutArgs,
     /// The task (for a new loop); read from stdin when it is not a terminal. Options may

@@ -17,6 +17,7 @@ use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{LoopFile, Project};
 use crate::run::agent::{self, AgentReply, Finished};
 use crate::run::moves::{self, GaveUp, RunError, Standing};
+use crate::run::reset_wait::{self, Plan};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -67,8 +68,24 @@ pub enum Event {
     Iterated(Box<Iteration>),
     /// The loop was paused when the reply was judged: nothing was counted.
     Passed,
+    /// The agent stopped on a rate or usage limit and `--wait-for-reset`
+    /// is on: nothing was counted; the binary sleeps, watching the loop
+    /// ([`Driver::check_while_waiting`]), then calls [`Driver::next`] again.
+    Waiting(ResetWait),
     /// The run is over.
     Ended(End),
+}
+
+/// A wait for a limit's reset.
+#[derive(Debug)]
+pub struct ResetWait {
+    /// The limit, as the agent said it.
+    pub why: String,
+    /// The iteration that will run again (`3/10`).
+    pub label: String,
+    pub secs: u64,
+    pub until: crate::time::Timestamp,
+    pub source: reset_wait::Source,
 }
 
 /// A judged iteration whose loop goes on.
@@ -101,6 +118,15 @@ pub enum End {
     /// The agent stopped on a rate or usage limit (`why`): the iteration
     /// is not counted and the loop was handed back at `iteration`.
     Limited { why: String, iteration: u64 },
+    /// `--wait-for-reset`: the wait for the limit (`why`) would pass the
+    /// time budget (`left` seconds of it), so the loop was ended as
+    /// `time_budget` (its record; `None` when it was no longer this run's).
+    OutOfTimeWaiting {
+        why: String,
+        wait: u64,
+        left: u64,
+        record: Option<PathBuf>,
+    },
     /// The loop changed while its verification ran ([`Step::Changed`]).
     Changed { notice: String },
     /// Ctrl-C: the agent was stopped, and each loop in `ended`
@@ -163,6 +189,10 @@ pub struct Driver {
     /// The last iteration was refused what the one before was: the next
     /// call ends the loop as denied.
     denied_twice: bool,
+    /// `--wait-for-reset`: the first back-off, in seconds.
+    wait_for_reset: Option<u64>,
+    /// Waits since the last iteration that replied.
+    waits: u32,
 }
 
 impl Driver {
@@ -195,7 +225,31 @@ impl Driver {
             last_denials: Vec::new(),
             all_denials: Vec::new(),
             denied_twice: false,
+            wait_for_reset: None,
+            waits: 0,
         }
+    }
+
+    /// `--wait-for-reset`: a limit makes the run wait (the first back-off
+    /// `first_back_off` seconds) instead of ending it.
+    pub fn wait_for_reset(&mut self, first_back_off: u64) {
+        self.wait_for_reset = Some(first_back_off);
+    }
+
+    /// While the run waits for a reset: the end, when the loop is no longer
+    /// this run's to drive (gone, cancelled, paused, taken over).
+    pub fn check_while_waiting(&self) -> Result<Option<End>, RunError> {
+        let Some(live) = moves::read(&self.setup.project, &self.setup.registry, &self.file)? else {
+            return Ok(Some(End::Gone));
+        };
+        self.stands_down(&live.state)
+    }
+
+    /// Ctrl-C while no agent runs: the loop is recorded as cancelled.
+    pub fn interrupt(&self) -> Result<End, RunError> {
+        let (project, registry) = (&self.setup.project, &self.setup.registry);
+        let ended = moves::record_interrupted(project, registry, &self.file.name)?;
+        Ok(End::Interrupted { ended })
     }
 
     pub fn project(&self) -> &Project {
@@ -310,6 +364,11 @@ impl Driver {
         let reply = agent::parse_output(&stdout);
         if let Some(why) = reply.limit.clone() {
             // Not the agent's failure, nor a turn: nothing is judged or counted.
+            if let Some(first) = self.wait_for_reset {
+                // The same prompt again, after the reset.
+                self.next_prompt = Some(prompt);
+                return self.limited(why, state, label, first);
+            }
             self.hand_back()?;
             return Ok(Event::Ended(End::Limited {
                 why,
@@ -345,7 +404,62 @@ impl Driver {
         let denied_again = !reply.denials.is_empty() && reply.denials == self.last_denials;
         self.last_denials.clone_from(&reply.denials);
         self.done_here += 1;
+        self.waits = 0;
         denied_again
+    }
+
+    /// A limit struck and the run waits for its reset ([`reset_wait::plan`]),
+    /// or ends the loop as `time_budget` when the wait would pass it.
+    fn limited(
+        &mut self,
+        why: String,
+        state: &LoopState,
+        label: String,
+        first: u64,
+    ) -> Result<Event, RunError> {
+        let now = crate::time::Timestamp::now();
+        let window = crate::loop_file::window::load(self.setup.registry.dir());
+        let left = reset_wait::budget_left(state, now);
+        let reset = window.and_then(|w| w.resets_at);
+        match reset_wait::plan(now, reset, self.waits, first, left) {
+            Plan::Wait {
+                secs,
+                until,
+                source,
+            } => {
+                self.waits = self.waits.saturating_add(1);
+                Ok(Event::Waiting(ResetWait {
+                    why,
+                    label,
+                    secs,
+                    until,
+                    source,
+                }))
+            }
+            Plan::PastBudget { wait, left } => {
+                let because = format!(
+                    "the wait for a rate or usage limit's reset ({}) would pass its time budget ({} left)",
+                    crate::time::format_duration(wait),
+                    crate::time::format_duration(left)
+                );
+                let ended = crate::control::end_driven(
+                    &self.setup.project,
+                    Some(&self.setup.registry),
+                    &self.file.name,
+                    &self.id,
+                    Outcome::Guard(crate::loop_file::guards::Tripped::TimeBudget),
+                    &because,
+                    now,
+                )
+                .map_err(RunError::from)?;
+                Ok(Event::Ended(End::OutOfTimeWaiting {
+                    why,
+                    wait,
+                    left,
+                    record: ended.map(|(_, record)| record),
+                }))
+            }
+        }
     }
 
     /// What a judged turn leaves: the next prompt, or the run's end.
@@ -766,6 +880,87 @@ mod tests {
         // Armed by this run: handed back to no one, for the next `ralph run`
         // or the first session that resumes it.
         assert_eq!(f.state().unwrap().session_id, None);
+    }
+
+    const LIMITED: &str = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429)"}"#;
+
+    #[test]
+    fn with_wait_for_reset_a_limit_waits_uncounted_and_runs_the_same_prompt_again() {
+        let f = Fixture::new("run-1");
+        let mut driver = f.armed_here();
+        driver.wait_for_reset(7);
+        let mut agent = Canned::new([replied(LIMITED), replied(LIMITED), replied("working")]);
+        for secs in [7, 14] {
+            match driver.next(&mut agent).unwrap() {
+                Event::Waiting(wait) => {
+                    assert_eq!((wait.label.as_str(), wait.secs), ("1/5", secs));
+                    assert_eq!(wait.source, reset_wait::Source::BackOff);
+                    assert!(wait.why.starts_with("API Error: Request rejected (429)"));
+                }
+                other => panic!("{other:?}"),
+            }
+            let state = f.state().unwrap();
+            assert_eq!((state.iteration, state.active), (1, true), "not counted");
+            assert_eq!(
+                state.session_id.as_deref(),
+                Some("run-1"),
+                "still this run's"
+            );
+            assert!(driver.check_while_waiting().unwrap().is_none());
+        }
+        assert!(matches!(driver.next(&mut agent).unwrap(), Event::Iterated(it) if it.next == 2));
+        assert_eq!(agent.prompts[0], agent.prompts[1]);
+        assert_eq!(agent.prompts[1], agent.prompts[2]);
+        assert_eq!(driver.done_here(), 1);
+        // A cancel during the wait ends the run.
+        crate::control::cancel(
+            &f.project,
+            Some(&f.registry),
+            Some("l"),
+            false,
+            None,
+            Timestamp(2),
+        )
+        .unwrap();
+        assert!(matches!(
+            driver.check_while_waiting().unwrap(),
+            Some(End::Gone)
+        ));
+    }
+
+    #[test]
+    fn a_wait_past_the_time_budget_ends_the_loop_as_time_budget() {
+        let mut guards = crate::loop_file::guards::GuardSettings::default();
+        let option = crate::loop_file::guards::GuardSettings::option("max-duration").unwrap();
+        guards.set(option, "1m").unwrap();
+        let (_tmp, project, registry, file) = armed_with(ArmRequest {
+            session_id: Some("run-1".into()),
+            guards,
+            ..ArmRequest::default()
+        });
+        let setup = Setup {
+            project: project.clone(),
+            registry,
+            name: "l".into(),
+            agent: "fake agent".into(),
+            hand_back_after: None,
+        };
+        let mut driver = Driver::armed(setup, "run-1".into());
+        driver.wait_for_reset(300);
+        match driver.next(&mut Canned::new([replied(LIMITED)])).unwrap() {
+            Event::Ended(End::OutOfTimeWaiting {
+                wait: 300,
+                left,
+                record: Some(record),
+                ..
+            }) => {
+                assert!(left <= 60);
+                let ended = LoopState::parse(&std::fs::read_to_string(record).unwrap()).unwrap();
+                assert_eq!(ended.outcome.unwrap().as_str(), "time_budget");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!file.path.exists());
     }
 
     #[test]

@@ -9,9 +9,10 @@
 pub mod agent;
 pub mod fleet;
 pub mod presets;
+pub mod reset_wait;
 
 mod driver;
 mod moves;
 
-pub use driver::{Agent, Call, Driver, End, Event, Iteration, Setup};
+pub use driver::{Agent, Call, Driver, End, Event, Iteration, ResetWait, Setup};
 pub use moves::*;

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ralph_core::decide::Outcome as LoopOutcome;
 use ralph_core::loop_file::messages;
@@ -16,7 +16,8 @@ use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::Project;
 use ralph_core::run::agent::{self, Finished};
 use ralph_core::run::fleet::archive;
-use ralph_core::run::{self, Call, Driver, End, Event, GaveUp, Iteration, Setup};
+use ralph_core::run::reset_wait::{self, Source};
+use ralph_core::run::{self, Call, Driver, End, Event, GaveUp, Iteration, ResetWait, Setup};
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::loops::{arm, arm_request, read_stdin};
@@ -70,7 +71,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         agent: args.agent,
         hand_back_after: args.hand_back_after,
     };
-    let driver = match prompt {
+    let mut driver = match prompt {
         Some(prompt) => {
             let request = arm_request(
                 &setup.project,
@@ -93,6 +94,9 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
+    if args.wait_for_reset {
+        driver.wait_for_reset(first_back_off());
+    }
     say!("Spends: {spends}.");
     let project = driver.project();
     match archive::archive_if_branch_changed(&project.root, Timestamp::now()) {
@@ -125,6 +129,12 @@ fn iterate(mut driver: Driver, mut terminal: Terminal) -> Outcome {
         let event = driver.next(&mut |call: Call<'_>| shown.run_agent(call))?;
         match event {
             Event::Passed => terminal.last = "paused",
+            Event::Waiting(wait) => {
+                if let Some(end) = terminal.wait(&driver, &wait)? {
+                    return terminal.ended(end, &driver);
+                }
+                terminal.last = "waited for a limit's reset";
+            }
             Event::Iterated(iteration) => terminal.iterated(&iteration),
             Event::Ended(end) => return terminal.ended(end, &driver),
         }
@@ -159,6 +169,66 @@ impl Terminal {
             let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
         finished
+    }
+
+    /// `--wait-for-reset`: sleeps until the reset, a second at a time, with
+    /// a live line on a terminal; the end when Ctrl-C, a cancel, a pause or
+    /// a takeover came first.
+    fn wait(&self, driver: &Driver, wait: &ResetWait) -> Result<Option<End>, Failure> {
+        let from = match wait.source {
+            Source::Window => "the 5-hour window's reset",
+            Source::BackOff => "no reset time known: backing off",
+        };
+        say!(
+            "⏸ ralph run `{}` · {} · waiting {} for the reset at {} ({from}); iteration {} was not counted. Ctrl-C or `ralph cancel --name {}` stops the wait.",
+            self.name,
+            wait.why,
+            format_duration(wait.secs),
+            wait.until,
+            wait.label,
+            self.name
+        );
+        let deadline = Instant::now() + Duration::from_secs(wait.secs);
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok(Some(driver.interrupt()?));
+            }
+            if let Some(end) = driver.check_while_waiting()? {
+                self.clear_live_line();
+                return Ok(Some(end));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if self.live_line {
+                // Rounded up: "0s" only once the wait is over.
+                let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+                let _ = write!(
+                    std::io::stdout(),
+                    "\r\x1b[2K⏸ ralph run `{}` · rate or usage limit · waiting {} for the reset at {}",
+                    self.name,
+                    format_duration(secs),
+                    wait.until
+                );
+                let _ = std::io::stdout().flush();
+            }
+            std::thread::sleep(left.min(Duration::from_secs(1)));
+        }
+        self.clear_live_line();
+        say!(
+            "▶ ralph run `{}` · the wait is over; iteration {} runs again.",
+            self.name,
+            wait.label
+        );
+        Ok(None)
+    }
+
+    fn clear_live_line(&self) {
+        if self.live_line {
+            let _ = write!(std::io::stdout(), "\r\x1b[2K");
+            let _ = std::io::stdout().flush();
+        }
     }
 
     /// The line for an iteration after which the loop goes on.
@@ -207,6 +277,23 @@ impl Terminal {
                     message: String::new(),
                     code: super::code::LIMITED,
                 });
+            }
+            End::OutOfTimeWaiting {
+                why,
+                wait,
+                left,
+                record,
+            } => {
+                say!(
+                    "⏹ The agent stopped on a rate or usage limit: {why}. Waiting {} for the reset would pass the time budget ({} left): the loop `{name}` ended as time_budget.{}",
+                    format_duration(wait),
+                    format_duration(left),
+                    record.map_or_else(String::new, |r| format!(
+                        " Record: {}",
+                        super::display(driver.project(), &r)
+                    ))
+                );
+                return Err(Failure::ended());
             }
             End::ChangedWhileAgentRan => say!(
                 "The loop `{name}` changed while the agent ran (cancelled or paused elsewhere); this run stops."
@@ -301,6 +388,15 @@ impl Terminal {
         );
         Err(Failure::ended())
     }
+}
+
+/// The first back-off of `--wait-for-reset`: five minutes, or
+/// `RALPH_RESET_WAIT_SECS` (for tests, so a wait takes seconds).
+fn first_back_off() -> u64 {
+    std::env::var("RALPH_RESET_WAIT_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(reset_wait::FIRST_BACK_OFF_SECS)
 }
 
 /// "Resuming loop …": the loop taken over, and from whom.
