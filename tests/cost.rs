@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
@@ -858,7 +858,7 @@ const LIMITED: &str = r#"{"type":"result","subtype":"success","is_error":true,"a
 
 #[test]
 fn run_with_wait_for_reset_sleeps_through_a_limit_and_goes_on() {
-    let p = Project::new(&[
+    let p = Project::with_agent(&[
         costing("one", "0.1"),
         LIMITED.to_owned(),
         costing("two <promise>DONE</promise>", "0.1"),
@@ -947,7 +947,7 @@ fn interrupted_wait(
 
 #[test]
 fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
-    let p = Project::new(&[LIMITED.to_owned()]);
+    let p = Project::with_agent(&[LIMITED.to_owned()]);
     let (shown, code, took) = interrupted_wait(&p, |_| {
         let cancel = p.ralph(&["cancel", "--name", "ralph"], "");
         assert!(cancel.status.success(), "{}", text(&cancel));
@@ -970,7 +970,7 @@ fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
 
 #[test]
 fn ralph_pause_ends_a_run_waiting_for_a_reset_and_hands_the_loop_back() {
-    let p = Project::new(&[LIMITED.to_owned()]);
+    let p = Project::with_agent(&[LIMITED.to_owned()]);
     let (shown, code, took) = interrupted_wait(&p, |_| {
         let pause = p.ralph(&["pause", "--name", "ralph"], "");
         assert!(pause.status.success(), "{}", text(&pause));
@@ -989,7 +989,7 @@ fn ralph_pause_ends_a_run_waiting_for_a_reset_and_hands_the_loop_back() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
-    let p = Project::new(&[LIMITED.to_owned()]);
+    let p = Project::with_agent(&[LIMITED.to_owned()]);
     let (shown, code, took) = interrupted_wait(&p, |child| {
         let pid = child.id().to_string();
         let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
@@ -1006,7 +1006,7 @@ fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
 
 #[test]
 fn a_wait_for_a_reset_past_the_time_budget_ends_the_loop_as_time_budget() {
-    let p = Project::new(&[LIMITED.to_owned()]);
+    let p = Project::with_agent(&[LIMITED.to_owned()]);
     let child = waiting_run(&p, &["--max-duration", "1m"], "120");
     let started = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
