@@ -320,7 +320,7 @@ fn hostile_task_text_is_data_not_shell() {
     }
     let mut planted: Vec<String> = std::fs::read_dir(sandbox.project())
         .expect("read project")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("pwned") || n == "out.txt")
         .collect();
@@ -659,7 +659,11 @@ mod launcher {
                 "{msg}"
             );
             assert!(!msg.contains('<'), "no placeholder: {msg}");
-            assert_eq!(answer.as_object().map(|o| o.len()), Some(1), "{answer}");
+            assert_eq!(
+                answer.as_object().map(serde_json::Map::len),
+                Some(1),
+                "{answer}"
+            );
         }
     }
 
@@ -1007,7 +1011,11 @@ mod names {
                     let api = MockApi::start(vec![Reply::text("ok")]);
                     let run = sandbox.claude(&api, &format!("/{name}"), &[]);
                     assert!(run.status.success(), "/{name}\n{}", run.describe());
-                    let prompts: String = api.turns().iter().map(|t| t.messages_text()).collect();
+                    let prompts: String = api
+                        .turns()
+                        .iter()
+                        .map(super::super::support::mock_api::LoggedRequest::messages_text)
+                        .collect();
                     assert!(
                         !prompts.contains("no command with that name"),
                         "the client does not know /{name}\n{prompts}"

@@ -211,10 +211,10 @@ fn show(title: &str, run: &client::Run) {
                 }
             }
             (Some("system"), Some("informational")) => {
-                println!("  ⎿ {}", e["content"].as_str().unwrap_or(""))
+                println!("  ⎿ {}", e["content"].as_str().unwrap_or(""));
             }
             (Some("system"), Some("notification")) => {
-                println!("  [notice] {}", e["text"].as_str().unwrap_or(""))
+                println!("  [notice] {}", e["text"].as_str().unwrap_or(""));
             }
             (Some("result"), _) => println!("[result] {}", e["result"].as_str().unwrap_or("")),
             _ => {}

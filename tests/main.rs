@@ -7,6 +7,19 @@
 //! with `CI` unset, cargo reports those tests as ignored, with the install command as the
 //! reason (`crates/ralph/build.rs`); on CI a missing client fails them.
 
+// Pedantic holds here too (Cargo.toml's [workspace.lints]), but for what test code does on
+// purpose: literals copied from real payloads, casts of durations and counts the tests
+// measured themselves, Debug output of paths and commands in failure messages.
+#![allow(
+    clippy::unreadable_literal,
+    clippy::nonminimal_bool,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::unnecessary_debug_formatting,
+    clippy::unused_self
+)]
+
 mod support;
 
 mod budget;

@@ -474,7 +474,10 @@ fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
     );
     assert!(run.status.success(), "{}", run.describe());
     let turns = api.turns();
-    let fed: Vec<String> = turns.iter().map(|t| t.last_user_text()).collect();
+    let fed: Vec<String> = turns
+        .iter()
+        .map(super::support::mock_api::LoggedRequest::last_user_text)
+        .collect();
     let find = |needle: &str| fed.iter().position(|t| t.contains(needle));
     let two = find("## Current story US-002").unwrap_or_else(|| panic!("{}", api.describe()));
     let refused = find("Story US-002 was set back").unwrap_or_else(|| panic!("{}", api.describe()));

@@ -75,8 +75,7 @@ impl User {
 
     fn records(&self) -> usize {
         std::fs::read_dir(self.registry().join("loops"))
-            .map(|d| d.filter_map(Result::ok).count())
-            .unwrap_or(0)
+            .map_or(0, |d| d.filter_map(Result::ok).count())
     }
 }
 

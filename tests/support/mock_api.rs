@@ -242,7 +242,9 @@ impl Drop for MockApi {
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {

@@ -71,8 +71,13 @@ impl Money {
             // serde_json writes tiny or huge floats with an exponent; read it
             // as a float only to round up (never used for sums).
             let f: f64 = text.parse().ok()?;
-            return (f.is_finite() && f >= 0.0)
-                .then(|| Self(((f * MICROS as f64).ceil() as u64).min(MAX_MONEY.0)));
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "finite and not negative, checked first; `as` saturates, then the cap"
+            )]
+            let micros = |f: f64| ((f * MICROS as f64).ceil() as u64).min(MAX_MONEY.0);
+            return (f.is_finite() && f >= 0.0).then(|| Self(micros(f)));
         }
         let (whole, frac) = text.split_once('.').unwrap_or((&text, ""));
         let (kept, rest) = frac.split_at(frac.len().min(6));

@@ -186,19 +186,17 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
             result.options.push((key.to_owned(), String::new()));
             removed.push((word.start, word.end));
         } else if kind.is_some_and(|k| k != Kind::Flag) {
-            let value = match inline {
-                Some(_) => word
-                    .unquoted
+            let value = if inline.is_some() {
+                word.unquoted
                     .split_once('=')
                     .map(|(_, v)| v.to_owned())
-                    .unwrap_or_default(),
-                None => {
-                    let next = words
-                        .get(i + 1)
-                        .ok_or_else(|| ArgumentsError::MissingValue(key.to_owned()))?;
-                    i += 1;
-                    next.unquoted.clone()
-                }
+                    .unwrap_or_default()
+            } else {
+                let next = words
+                    .get(i + 1)
+                    .ok_or_else(|| ArgumentsError::MissingValue(key.to_owned()))?;
+                i += 1;
+                next.unquoted.clone()
             };
             match kind {
                 Some(Kind::Number) => {

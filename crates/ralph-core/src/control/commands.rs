@@ -370,15 +370,15 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
         LogEntry::new(now, Logged::End, &why)
             .session(session)
             .append(project, &name);
-        let kept = project
-            .archive_orphan_log(&name, now)
-            .map(|p| {
+        let kept = project.archive_orphan_log(&name, now).map_or_else(
+            |e| format!("its decision log could not be moved: {e}"),
+            |p| {
                 format!(
                     "its decision log is kept: `ralph log --name {name}` ({})",
                     p.display()
                 )
-            })
-            .unwrap_or_else(|e| format!("its decision log could not be moved: {e}"));
+            },
+        );
         notices.push(crate::loop_file::messages::printable(&format!(
             "⚠ ralph `{name}`: {why}, so this session is no longer looped; {kept}. Arm a new one with /ralph-loop."
         )));
@@ -541,7 +541,7 @@ pub fn cancel(
             now,
         ) {
             Ok(record) => {
-                let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+                let iteration = live.state.as_ref().map_or(0, |s| s.iteration);
                 done.ended.push((live.file.name.clone(), iteration, record));
             }
             Err(e) => done.failed.push((live.file.name.clone(), e.to_string())),
@@ -571,7 +571,7 @@ pub fn end_driven(
         return Ok(None);
     };
     let record = end(&lock, project, registry, live, outcome, why, now)?;
-    let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
+    let iteration = live.state.as_ref().map_or(0, |s| s.iteration);
     Ok(Some((iteration, record)))
 }
 

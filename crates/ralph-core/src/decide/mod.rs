@@ -1344,7 +1344,7 @@ mod tests {
                 outcome: Outcome::Guard(Tripped::TokenBudget),
                 detail,
             } => {
-                assert!(detail.contains("90 known + ~15"), "{detail}")
+                assert!(detail.contains("90 known + ~15"), "{detail}");
             }
             d => panic!("{d:?}"),
         }

@@ -157,17 +157,14 @@ pub fn run_until(
         let _ = sender.send(read.ok().map(|_| out));
     });
     let left = deadline.saturating_duration_since(Instant::now());
-    match receiver.recv_timeout(left) {
-        Ok(out) => {
-            let status = group.child.wait().ok()?;
-            let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
-            out.filter(|o| accepted && (o.len() as u64) <= cap)
-        }
-        Err(_) => {
-            let _ = stop_group(&mut group, Stop::Kill);
-            let _ = group.child.wait();
-            None
-        }
+    if let Ok(out) = receiver.recv_timeout(left) {
+        let status = group.child.wait().ok()?;
+        let accepted = status.code().is_some_and(|c| ok_codes.contains(&c));
+        out.filter(|o| accepted && (o.len() as u64) <= cap)
+    } else {
+        let _ = stop_group(&mut group, Stop::Kill);
+        let _ = group.child.wait();
+        None
     }
 }
 

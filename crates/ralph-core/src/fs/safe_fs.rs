@@ -132,7 +132,7 @@ fn guarded(options: &mut OpenOptions, follow: bool) -> &mut OpenOptions {
         if !follow {
             flags |= OFlags::NOFOLLOW;
         }
-        options.custom_flags(flags.bits() as i32);
+        options.custom_flags(open_flags(flags));
     }
     #[cfg(windows)]
     if !follow {
@@ -192,7 +192,7 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FsError> {
             cap,
         });
     }
-    let mut bytes = Vec::with_capacity(len as usize);
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     // One byte past the cap tells a file that grew since the fstat.
     file.take(cap + 1)
         .read_to_end(&mut bytes)
@@ -361,7 +361,7 @@ fn replace_as(path: &Path, bytes: &[u8], synced: bool) -> Result<(), FsError> {
     // Windows: the read-only mark set on the open temp file may not survive
     // the rename (it does not under Wine); set it again on the new file.
     #[cfg(windows)]
-    if let Some(perms) = old.filter(|p| p.readonly())
+    if let Some(perms) = old.filter(std::fs::Permissions::readonly)
         && fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
     {
         let _ = fs::set_permissions(path, perms);
@@ -553,7 +553,9 @@ pub fn sync_dir(dir: &Path) {
         use std::os::unix::fs::OpenOptionsExt;
         if let Ok(d) = OpenOptions::new()
             .read(true)
-            .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+            .custom_flags(open_flags(
+                OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+            ))
             .open(dir)
         {
             let _ = d.sync_all();
@@ -561,6 +563,13 @@ pub fn sync_dir(dir: &Path) {
     }
     #[cfg(not(unix))]
     let _ = dir;
+}
+
+/// `open(2)` flags as `OpenOptionsExt::custom_flags` takes them. The flags
+/// ralph sets are small constants, far below `i32::MAX`: none is dropped.
+#[cfg(unix)]
+fn open_flags(flags: rustix::fs::OFlags) -> i32 {
+    i32::try_from(flags.bits()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -94,7 +94,7 @@ pub(crate) fn duration(
     value: Option<&str>,
 ) -> Result<Option<u64>, StateError> {
     match value.map(str::trim) {
-        None | Some("") | Some("null") => Ok(None),
+        None | Some("" | "null") => Ok(None),
         Some(v) => parse_duration(v)
             .map(Some)
             .ok_or_else(|| StateError::Field {

@@ -183,22 +183,19 @@ pub fn field_lines<'a>(
 /// accepts; `None` for anything else (indented lines, comments, flow style,
 /// complex keys, escapes in quoted keys).
 fn line_key(line: &str) -> Option<&str> {
-    let (name, rest) = match line.as_bytes().first()? {
-        quote @ (b'"' | b'\'') => {
-            let inner = &line[1..];
-            let close = inner.find(*quote as char)?;
-            let name = &inner[..close];
-            if name.contains('\\') {
-                return None;
-            }
-            (name, &inner[close + 1..])
+    let (name, rest) = if let quote @ (b'"' | b'\'') = line.as_bytes().first()? {
+        let inner = &line[1..];
+        let close = inner.find(*quote as char)?;
+        let name = &inner[..close];
+        if name.contains('\\') {
+            return None;
         }
-        _ => {
-            let len = line
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-                .unwrap_or(line.len());
-            (&line[..len], &line[len..])
-        }
+        (name, &inner[close + 1..])
+    } else {
+        let len = line
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(line.len());
+        (&line[..len], &line[len..])
     };
     if name.is_empty() {
         return None;

@@ -660,8 +660,8 @@ mod tests {
         let lock = project.lock().unwrap();
         live.hand_back(&lock, "run:2", Some("s1")).unwrap();
         assert_eq!(
-            live.file.path.metadata().unwrap().len() as usize,
-            live.text.len()
+            live.file.path.metadata().unwrap().len(),
+            live.text.len() as u64
         );
         let reread = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_eq!(reread.text, live.text);

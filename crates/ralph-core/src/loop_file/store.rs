@@ -360,7 +360,8 @@ fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
     if !taken(&first) {
         return first;
     }
-    (2..)
+    // Bounded: a folder planted with every name falls back to the first.
+    (2..100_000)
         .map(|n| format!("{stamp}.{n:03}{rest}"))
         .find(|s| !taken(s))
         .unwrap_or(first)

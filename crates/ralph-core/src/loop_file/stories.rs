@@ -341,17 +341,16 @@ pub fn set_passes(file: &str, text: &str, id: &str, value: bool) -> Result<Strin
     let spans = spans::story_spans(text).ok_or_else(gone)?;
     let span = spans.get(index).ok_or_else(gone)?;
     let word = if value { "true" } else { "false" };
-    let out = match &span.passes {
-        Some(range) => format!("{}{word}{}", &text[..range.start], &text[range.end..]),
-        None => {
-            let (at, empty) = span.insert_at;
-            let member = if empty {
-                format!("\"passes\": {word}")
-            } else {
-                format!(", \"passes\": {word}")
-            };
-            format!("{}{member}{}", &text[..at], &text[at..])
-        }
+    let out = if let Some(range) = &span.passes {
+        format!("{}{word}{}", &text[..range.start], &text[range.end..])
+    } else {
+        let (at, empty) = span.insert_at;
+        let member = if empty {
+            format!("\"passes\": {word}")
+        } else {
+            format!(", \"passes\": {word}")
+        };
+        format!("{}{member}{}", &text[..at], &text[at..])
     };
     let after = parse(file, &out)?;
     let mut expected = before;
@@ -403,11 +402,7 @@ mod spans {
 
     impl Scanner<'_> {
         fn ws(&mut self) {
-            while self
-                .text
-                .get(self.at)
-                .is_some_and(|b| b.is_ascii_whitespace())
-            {
+            while self.text.get(self.at).is_some_and(u8::is_ascii_whitespace) {
                 self.at += 1;
             }
         }
@@ -443,7 +438,7 @@ mod spans {
             match self.peek()? {
                 b'"' => self.string().map(|_| ()),
                 b'{' => self.object(|s, _| s.value()),
-                b'[' => self.array(|s| s.value()),
+                b'[' => self.array(Scanner::value),
                 _ => {
                     while self.text.get(self.at).is_some_and(|b| {
                         !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace()

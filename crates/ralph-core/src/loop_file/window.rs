@@ -34,8 +34,14 @@ impl Window {
         if !used.is_finite() || used < 0.0 {
             return None;
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "finite and not negative, checked above; `as` saturates, then min(100)"
+        )]
+        let used_percentage = (used.ceil() as u64).min(100);
         Some(Self {
-            used_percentage: (used.ceil() as u64).min(100),
+            used_percentage,
             resets_at: five.get("resets_at").and_then(Value::as_i64),
             seen_at: now.0,
         })

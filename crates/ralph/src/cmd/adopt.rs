@@ -28,35 +28,34 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
         Ok(state) => registry::arming(Some(&registry), root.as_deref(), &live.file.name, state),
         Err(_) => Arming::Unarmed(registry::Unarmed::NoRecord),
     };
-    let live = match &args.name {
-        Some(name) => lives.iter().find(|l| &l.file.name == name).ok_or_else(|| {
+    let live = if let Some(name) = &args.name {
+        lives.iter().find(|l| &l.file.name == name).ok_or_else(|| {
             Failure::from(format!(
                 "no loop named `{}` here (see `ralph status`)",
                 escape_controls(name)
             ))
-        })?,
-        None => {
-            let unarmed: Vec<&Live> = lives
-                .iter()
-                .filter(|l| arming(l) != Arming::Armed)
-                .collect();
-            match unarmed.as_slice() {
-                [] => {
-                    say!("Nothing to adopt: every loop here is armed on this machine.");
-                    return Ok(());
-                }
-                [only] => *only,
-                several => {
-                    let names: Vec<String> = several
-                        .iter()
-                        .map(|l| escape_controls(&l.file.name))
-                        .collect();
-                    return Err(format!(
-                        "several loops here are not armed on this machine ({}); name one with --name",
-                        names.join(", ")
-                    )
-                    .into());
-                }
+        })?
+    } else {
+        let unarmed: Vec<&Live> = lives
+            .iter()
+            .filter(|l| arming(l) != Arming::Armed)
+            .collect();
+        match unarmed.as_slice() {
+            [] => {
+                say!("Nothing to adopt: every loop here is armed on this machine.");
+                return Ok(());
+            }
+            [only] => *only,
+            several => {
+                let names: Vec<String> = several
+                    .iter()
+                    .map(|l| escape_controls(&l.file.name))
+                    .collect();
+                return Err(format!(
+                    "several loops here are not armed on this machine ({}); name one with --name",
+                    names.join(", ")
+                )
+                .into());
             }
         }
     };

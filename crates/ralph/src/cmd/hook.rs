@@ -38,7 +38,9 @@ pub fn stop(host: Option<Host>) -> ExitCode {
 
 /// Prints `reply` unless one was printed already; true if it printed.
 fn answer_once(reply: &HostAnswer) -> bool {
-    let mut answered = ANSWERED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut answered = ANSWERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if *answered {
         return false;
     }
@@ -65,7 +67,10 @@ fn watchdog(started: Instant, deadline: Duration, host: Host) {
         if own >= deadline || elapsed >= HARD_DEADLINE {
             break;
         }
-        let left = (deadline - own).min(HARD_DEADLINE - elapsed);
+        // Both positive: the loop left above when either ran out.
+        let left = deadline
+            .saturating_sub(own)
+            .min(HARD_DEADLINE.saturating_sub(elapsed));
         std::thread::sleep(left.max(Duration::from_millis(10)));
     }
     let notice = HostAnswer {

@@ -81,10 +81,10 @@ fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
                 args.template = words
                     .next()
                     .ok_or_else(|| super::Failure::usage("`--template` needs a value"))?
-                    .to_owned()
+                    .to_owned();
             }
             w if w.starts_with("--template=") => {
-                args.template = w["--template=".len()..].to_owned()
+                args.template = w["--template=".len()..].to_owned();
             }
             w if !w.starts_with('-') => args.template = w.to_owned(),
             other => {

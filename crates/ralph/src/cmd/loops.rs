@@ -293,7 +293,7 @@ fn apply_option(args: &mut StartArgs, key: &str, value: &str) -> Outcome {
         "force" => args.force = true,
         "fresh-context" => args.arm.fresh_context = true,
         "prd" if value.is_empty() => {
-            args.arm.prd = Some(ralph_core::loop_file::stories::DEFAULT_PRD.into())
+            args.arm.prd = Some(ralph_core::loop_file::stories::DEFAULT_PRD.into());
         }
         "prd" => args.arm.prd = Some(value.to_owned()),
         "notify" => args.arm.notify = true,
@@ -355,7 +355,7 @@ fn apply_selection(mut args: SelectArgs, raw: &str) -> Result<SelectArgs, Failur
         ["--all"] => args.all = true,
         ["--name", name] => args.name = Some((*name).to_owned()),
         [word] if word.starts_with("--name=") => {
-            args.name = Some(word["--name=".len()..].to_owned())
+            args.name = Some(word["--name=".len()..].to_owned());
         }
         [name] if !name.starts_with('-') => args.name = Some((*name).to_owned()),
         _ => {

@@ -290,12 +290,11 @@ pub fn log(args: LogArgs) -> Outcome {
             }
             return Ok(());
         }
-        return match args.name {
-            Some(name) => Err(format!("no loop named `{name}` (see `ralph status`)").into()),
-            None => {
-                say!("No Ralph loops in this project yet; nothing is logged.");
-                Ok(())
-            }
+        return if let Some(name) = args.name {
+            Err(format!("no loop named `{name}` (see `ralph status`)").into())
+        } else {
+            say!("No Ralph loops in this project yet; nothing is logged.");
+            Ok(())
         };
     };
     // A linked logs folder is never read (the report's path is empty then).

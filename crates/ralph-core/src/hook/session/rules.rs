@@ -176,25 +176,22 @@ pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str
         .map(|t| crate::loop_file::messages::printable(t.lines().next().unwrap_or("")))
         .find(|t| !t.trim().is_empty());
     let reset = [details, shown].into_iter().flatten().find_map(reset_hint);
-    match words {
-        Some(words) => {
-            let mut why = format!("{words} ({})", error.unwrap_or_default());
-            if let Some(reset) = reset {
-                why.push_str(&format!("; {reset}"));
-            }
-            if let Some(said) = said {
-                why.push_str(&format!(": {}", excerpt(&said)));
-            }
-            FailureRule::Pause { why }
+    if let Some(words) = words {
+        let mut why = format!("{words} ({})", error.unwrap_or_default());
+        if let Some(reset) = reset {
+            why.push_str(&format!("; {reset}"));
         }
-        None => {
-            let error = crate::loop_file::messages::printable(error.unwrap_or("unknown"));
-            let mut why = format!("an API error ended the turn ({error})");
-            if let Some(said) = said {
-                why.push_str(&format!(": {}", excerpt(&said)));
-            }
-            FailureRule::Log { why }
+        if let Some(said) = said {
+            why.push_str(&format!(": {}", excerpt(&said)));
         }
+        FailureRule::Pause { why }
+    } else {
+        let error = crate::loop_file::messages::printable(error.unwrap_or("unknown"));
+        let mut why = format!("an API error ended the turn ({error})");
+        if let Some(said) = said {
+            why.push_str(&format!(": {}", excerpt(&said)));
+        }
+        FailureRule::Log { why }
     }
 }
 
