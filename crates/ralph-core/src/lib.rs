@@ -3,8 +3,9 @@
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it:
-//! - `time`, `display`, `fingerprint`, `failure`: timestamps and durations;
-//!   escaping what is printed; stable hashes of text; what a failing check said.
+//! - `time`, `display`, `fingerprint`, `failure`, `error`: timestamps and durations;
+//!   escaping what is printed; stable hashes of text; what a failing check said;
+//!   the exit class of every error.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
@@ -18,6 +19,7 @@
 pub mod control;
 pub mod decide;
 pub mod display;
+pub mod error;
 pub mod failure;
 pub mod fingerprint;
 pub mod fs;

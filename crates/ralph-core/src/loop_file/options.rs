@@ -93,6 +93,13 @@ pub enum ArgumentsError {
     },
 }
 
+/// What the user typed is wrong.
+impl crate::error::Exit for ArgumentsError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        crate::error::ExitClass::Usage
+    }
+}
+
 /// A value that fits the option, for the "needs a value" message.
 pub(crate) fn example(option: &str) -> String {
     let value = match option {

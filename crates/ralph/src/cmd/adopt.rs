@@ -10,8 +10,8 @@ use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
-use super::{Failure, Outcome};
 use crate::cli::AdoptArgs;
+use crate::exit::{Failure, Outcome};
 
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.
@@ -20,8 +20,8 @@ fn escape_controls(text: &str) -> String {
 }
 
 pub fn adopt(args: AdoptArgs) -> Outcome {
-    let project = super::project();
-    let registry = super::require_registry()?;
+    let project = crate::env::project();
+    let registry = crate::env::require_registry()?;
     let root = registry::canonical_root(&project).ok();
     let lives = control::read_live(&project)?;
     let arming = |live: &Live| match &live.state {
@@ -99,7 +99,7 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
     let why = status.why_not();
     say!(
         "Loop `{name}` in {} is not armed on this machine: {why}.",
-        escape_controls(&super::display(project, &live.file.path))
+        escape_controls(&crate::env::display(project, &live.file.path))
     );
     say!("Read what it would do before you adopt it:");
     say!();

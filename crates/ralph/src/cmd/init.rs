@@ -7,10 +7,10 @@ use crate::cli::InitArgs;
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
 
-pub fn init(mut args: InitArgs) -> super::Outcome {
+pub fn init(mut args: InitArgs) -> crate::exit::Outcome {
     if args.typed_arguments {
         let typed = super::loops::typed_text(
-            super::session_from_env().as_deref(),
+            crate::env::session_from_env().as_deref(),
             ralph_core::hook::typed::SlashCommand::Init,
         )?;
         apply_typed(&mut args, &typed)?;
@@ -20,14 +20,14 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
             .iter()
             .map(|t| format!("  {}: {}", t.name, t.summary))
             .collect();
-        super::Failure::usage(format!(
+        crate::exit::Failure::usage(format!(
             "no template named `{}`; choose one of:\n{}",
             args.template,
             names.join("\n")
         ))
     })?;
-    let project = super::project();
-    super::ensure_claude_dir(&project)?;
+    let project = crate::env::project();
+    crate::env::ensure_claude_dir(&project)?;
     let dir = project.root.join("ralph");
     // Anything already there counts, a link included (it is never written through).
     let existing: Vec<String> = template
@@ -60,7 +60,7 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
 }
 
 /// `/ralph-init ARGS`, answered by the UserPromptSubmit hook: `raw` as the event carries it.
-pub fn init_typed(raw: &str) -> super::Outcome {
+pub fn init_typed(raw: &str) -> crate::exit::Outcome {
     let mut args = InitArgs {
         template: "software".to_owned(),
         force: false,
@@ -72,7 +72,7 @@ pub fn init_typed(raw: &str) -> super::Outcome {
 
 /// `/ralph-init [TEMPLATE] [--template TEMPLATE] [--force]`, split on whitespace: a template
 /// name has no spaces, and anything else is refused rather than guessed.
-fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
+fn apply_typed(args: &mut InitArgs, typed: &str) -> crate::exit::Outcome {
     let mut words = typed.split_whitespace();
     while let Some(word) = words.next() {
         match word {
@@ -80,7 +80,7 @@ fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
             "--template" => {
                 args.template = words
                     .next()
-                    .ok_or_else(|| super::Failure::usage("`--template` needs a value"))?
+                    .ok_or_else(|| crate::exit::Failure::usage("`--template` needs a value"))?
                     .to_owned()
             }
             w if w.starts_with("--template=") => {
@@ -88,7 +88,7 @@ fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
             }
             w if !w.starts_with('-') => args.template = w.to_owned(),
             other => {
-                return Err(super::Failure::usage(format!(
+                return Err(crate::exit::Failure::usage(format!(
                     "`{other}` is not an option of /ralph-init; use `[software|marketing] [--force]`"
                 )));
             }

@@ -20,8 +20,8 @@ use ralph_core::hook::host_install::{
     shell_quote,
 };
 
-use super::{Failure, Outcome};
 use crate::cli::InstallArgs;
+use crate::exit::{Failure, Outcome};
 
 pub fn install(args: InstallArgs) -> Outcome {
     let plan = Plan::new(&args)?;
@@ -140,7 +140,7 @@ impl Plan {
             Ok(home.join(sub))
         };
         let root = if args.project {
-            super::git_root()?
+            crate::env::git_root()?
         } else {
             PathBuf::new()
         };

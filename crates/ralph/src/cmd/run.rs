@@ -20,8 +20,8 @@ use ralph_core::run::{self, Call, Driver, End, Event, GaveUp, Iteration, Setup};
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::loops::{arm, arm_request, read_stdin};
-use super::{Failure, Outcome};
 use crate::cli::RunArgs;
+use crate::exit::{Failure, Outcome};
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -50,8 +50,8 @@ struct Terminal {
 /// Arms the loop (a task was given) or takes it over, archives a PRD whose
 /// branch changed, and sets Ctrl-C to stop the agent.
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
-    let project = super::project();
-    let registry = super::require_registry()?;
+    let project = crate::env::project();
+    let registry = crate::env::require_registry()?;
     let own_id = ralph_core::loop_file::run_owner::own_id();
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
@@ -98,7 +98,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     match archive::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
             "The PRD names a new branch: the previous prd.json and progress.txt were archived in {}",
-            super::display(project, &dir)
+            crate::env::display(project, &dir)
         ),
         Ok(None) => {}
         Err(e) => say!("⚠ The PRD was not archived: {e}"),
@@ -203,9 +203,9 @@ impl Terminal {
                 say!(
                     "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
                 );
-                return Err(super::Failure {
+                return Err(crate::exit::Failure {
                     message: String::new(),
-                    code: super::code::LIMITED,
+                    code: crate::exit::code::LIMITED,
                 });
             }
             End::ChangedWhileAgentRan => say!(
@@ -277,7 +277,7 @@ impl Terminal {
             say!(
                 "⏹ Interrupted: the agent was stopped and loop `{name}` was recorded as cancelled at iteration {iteration} after {}. Record: {}",
                 self.elapsed(),
-                super::display(project, &record)
+                crate::env::display(project, &record)
             );
         }
         Err(Failure::interrupted())
@@ -287,7 +287,7 @@ impl Terminal {
     fn denied(&self, driver: &Driver, record: Option<PathBuf>) -> Outcome {
         let name = driver.name();
         if let Some(record) = record {
-            let record = super::display(driver.project(), &record);
+            let record = crate::env::display(driver.project(), &record);
             say!(
                 "{}",
                 messages::ended(name, LoopOutcome::Denied, run::DENIED_TWICE, &record)
@@ -368,7 +368,7 @@ fn gave_up_message(driver: &Driver, gave_up: GaveUp, why: &str, iteration: u64) 
     let to = match gave_up {
         GaveUp::Ended(record) => return format!(
             "{why}\nThe loop `{name}` this run armed was ended as failed at iteration {iteration}, so no other session is fed its task. Record: {}",
-            super::display(project, &record)
+            crate::env::display(project, &record)
         )
         .into(),
         GaveUp::NotOurs => return format!("{why}\nThe loop `{name}` is no longer this run's; it was left as it is.").into(),

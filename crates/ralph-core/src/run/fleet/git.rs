@@ -52,12 +52,47 @@ pub enum FleetError {
     NotStarted(std::io::Error),
     #[error("some worktrees were not removed")]
     NotAllRemoved,
+    /// The worktrees' folder could not be listed.
+    #[error(transparent)]
+    ListWorktrees(std::io::Error),
+    #[error("--hand-back-after and --force go with a single loop, not with --parallel")]
+    SingleLoopFlags,
+    #[error(
+        "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
+        fleet::PRD
+    )]
+    OtherPrd,
+    #[error(
+        "--story picks stories of ralph/prd.json; with tasks on the command line, leave it out"
+    )]
+    StoryWithTasks,
+    #[error("--story {}: no story with that id in {}", crate::display::line(.0), fleet::PRD)]
+    NoSuchStory(String),
+    #[error(
+        "no {} here: write one (`ralph init`), or name the tasks: ralph run --parallel 2 \"task one\" \"task two\"",
+        fleet::PRD
+    )]
+    NoPrd,
     #[error(transparent)]
     Prd(#[from] PrdError),
     #[error(transparent)]
     Fs(#[from] FsError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// A flag or a story the user named is wrong: a usage error; the rest fail.
+impl crate::error::Exit for FleetError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        match self {
+            Self::SingleLoopFlags
+            | Self::OtherPrd
+            | Self::StoryWithTasks
+            | Self::NoSuchStory(_)
+            | Self::NoPrd => crate::error::ExitClass::Usage,
+            _ => crate::error::ExitClass::Failure,
+        }
+    }
 }
 
 /// git's own message after a colon, when it said anything.

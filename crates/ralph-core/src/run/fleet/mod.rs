@@ -5,6 +5,7 @@
 //! Files, git and processes live in `fanout_git` and the CLI.
 
 pub mod archive;
+pub mod driver;
 pub mod git;
 
 use serde::{Deserialize, Serialize};
