@@ -25,24 +25,6 @@ pub fn project() -> Project {
     }
 }
 
-/// The git root `ralph install --project` writes into: the nearest folder
-/// with `.git` at or above the current folder, found by the walk that finds
-/// the project (never at or above the home folder or a folder the user does
-/// not own).
-pub fn git_root() -> Result<PathBuf, Failure> {
-    let ctx = ralph_core::hook::HookContext::from_env();
-    let cwd = ctx
-        .process_cwd
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("."));
-    ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref()).ok_or_else(|| {
-        Failure::from(format!(
-            "{} is not inside a git repository of yours (no .git at or above it, below your home folder, in folders you own); run `ralph install --project` in the repository",
-            cwd.display()
-        ))
-    })
-}
-
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
 pub fn registry() -> Option<ralph_core::loop_file::registry::Registry> {
     ralph_core::hook::HookContext::from_env().registry()

@@ -96,6 +96,7 @@ failure_from!(
     ralph_core::run::fleet::PrdError,
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
+    ralph_core::hook::install::InstallError,
     ralph_core::report::ReportError,
     ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,
