@@ -48,9 +48,3 @@ pub fn session_from_env() -> Option<String> {
 pub fn display(project: &Project, path: &std::path::Path) -> String {
     project.shown(path)
 }
-
-/// Make sure `.claude/` exists, so the hook (which looks for it) finds the project.
-pub fn ensure_claude_dir(project: &Project) -> Result<(), Failure> {
-    project.ensure_dir(".claude")?;
-    Ok(())
-}
