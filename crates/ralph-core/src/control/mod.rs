@@ -6,6 +6,7 @@
 //! command gives them (`arguments`); `ralph init`'s files (`templates`, written
 //! by `init`).
 
+pub mod adoption;
 pub mod arguments;
 pub mod commands;
 pub mod init;
