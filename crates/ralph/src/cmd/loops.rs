@@ -349,21 +349,10 @@ pub fn typed_selection(raw: &str) -> Result<SelectArgs, Failure> {
 }
 
 fn apply_selection(mut args: SelectArgs, raw: &str) -> Result<SelectArgs, Failure> {
-    let words: Vec<&str> = raw.split_whitespace().collect();
-    match words.as_slice() {
-        [] => {}
-        ["--all"] => args.all = true,
-        ["--name", name] => args.name = Some((*name).to_owned()),
-        [word] if word.starts_with("--name=") => {
-            args.name = Some(word["--name=".len()..].to_owned())
-        }
-        [name] if !name.starts_with('-') => args.name = Some((*name).to_owned()),
-        _ => {
-            return Err(Failure::usage(format!(
-                "expected nothing, a loop name, `--name NAME` or `--all`, not `{}`",
-                raw.trim()
-            )));
-        }
+    let typed = arguments::selection(raw)?;
+    args.all |= typed.all;
+    if typed.name.is_some() {
+        args.name = typed.name;
     }
     Ok(args)
 }
