@@ -207,6 +207,7 @@ fn a_check_that_times_out_says_so_and_is_stopped() {
 }
 
 /// Whether `pid` is a live process (a zombie waiting for its reaper is not).
+#[cfg(unix)]
 fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         !s.rsplit(')')
@@ -215,6 +216,7 @@ fn alive(pid: &str) -> bool {
     })
 }
 
+#[cfg(unix)]
 fn gone_within(pid: &str, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while alive(pid) {

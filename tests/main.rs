@@ -35,3 +35,4 @@ mod security_files;
 mod security_parse;
 mod security_registry;
 mod session;
+mod tidy;

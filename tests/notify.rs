@@ -192,7 +192,6 @@ fn a_webhook_that_never_answers_or_a_closed_port_costs_the_stop_under_a_second()
 }
 
 #[test]
-#[ignore = "needs the trust branch: every non-counter field bound to the arming digest"]
 fn a_notify_url_changed_in_the_file_is_never_called() {
     let p = TempProject::new();
     let (armed_url, _armed) = webhook();

@@ -2,19 +2,19 @@
 //! the files they live in. The `ralph` binary is a thin shell over this.
 //!
 //! The folders read as the architecture, lowest first; a module imports only
-//! from its own folder and the ones listed before it:
-//! - `time`, `display`, `fingerprint`, `failure`, `error`: timestamps and durations;
-//!   escaping what is printed; stable hashes of text; what a failing check said;
-//!   the exit class of every error.
+//! from its own folder and the ones listed before it (`tests/tidy.rs` checks):
+//! - leaves: `time`, `display`, `fingerprint`, `money`, `json_edit`, `failure`,
+//!   `error`: timestamps and durations; escaping what is printed; stable hashes;
+//!   exact dollars; span-exact JSON edits; a check's failure fingerprint and
+//!   count; the exit class of every error.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
-//! - `reply`: what the agent said: the Stop payload, the transcript, the promise.
+//! - `reply`: what the agent said: the Stop payload, the transcript, the promise,
+//!   a queued message.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
-//!   the lock, and `lifecycle`, the one place that writes a loop file.
-//! - `decide`: the pure decision and the one turn that applies it (`engine`).
-//! - `hook`, `control`, `run`: the fronts: the hooks and their hosts; what the
-//!   CLI's commands do to loops; `ralph run` and its fleet.
-//! - `report`: `ralph report`'s page of loops and a fleet's stories, over
-//!   what `control` and `run` read.
+//!   the lock, stories, and `lifecycle`, the one place that writes a loop file.
+//! - `decide`: the pure decision, pricing, and the one turn that applies it (`engine`).
+//! - `control`, `hook`, `run`, `report`: the fronts: what the CLI's commands do
+//!   to loops; the hooks and their hosts; `ralph run` and its fleet; the HTML report.
 
 pub mod control;
 pub mod decide;

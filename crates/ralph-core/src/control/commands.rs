@@ -9,7 +9,7 @@ use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, Writ
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry, RegistryError};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
@@ -264,7 +264,7 @@ pub fn arm_or_keep(
         path: project.loop_path(&req.name),
         message: format!("the new loop would not read back: {e}"),
     })?;
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let path = project.loop_path(&req.name);
     for live in read_live(project)? {
         let same_name = live.file.name == req.name;
@@ -281,12 +281,8 @@ pub fn arm_or_keep(
             && live_state.active
             && same_request(live_state, &state)
             && matches!(
-                registry::arming(
-                    Some(registry),
-                    registry::canonical_root(project).ok().as_deref(),
-                    &live.file.name,
-                    live_state,
-                ),
+                crate::loop_file::scan::Armings::of_project(Some(registry), project)
+                    .arming(&live.file.name, live_state),
                 registry::Arming::Armed
             )
         {
@@ -317,6 +313,7 @@ pub fn arm_or_keep(
             });
         }
         end(
+            &lock,
             project,
             Some(registry),
             &live,
@@ -327,7 +324,7 @@ pub fn arm_or_keep(
     }
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
-    lifecycle::create(&path, &text)?;
+    lifecycle::create(&lock, &path, &text)?;
     Ok(Armed {
         path,
         state,
@@ -444,6 +441,7 @@ pub fn read_live(project: &Project) -> Result<Vec<Live>, LoopError> {
 /// log) into the history, and forgets its registry record. Returns the
 /// history record's path.
 fn end(
+    lock: &ProjectLock,
     project: &Project,
     registry: Option<&Registry>,
     live: &Live,
@@ -455,6 +453,7 @@ fn end(
         return Err(LoopError::Untouched(why.clone()));
     }
     Ok(lifecycle::end_file(
+        lock,
         project,
         registry,
         &live.file,
@@ -537,7 +536,7 @@ pub fn cancel(
     if nothing_to_do(project, name)? {
         return Ok(done);
     }
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = read_live(project)?;
     let chosen: Vec<&Live> = if all {
         lives.iter().collect()
@@ -546,6 +545,7 @@ pub fn cancel(
     };
     for live in chosen {
         match end(
+            &lock,
             project,
             registry,
             live,
@@ -575,7 +575,7 @@ pub fn end_driven(
     why: &str,
     now: Timestamp,
 ) -> Result<Option<(u64, PathBuf)>, LoopError> {
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = read_live(project)?;
     let Some(live) = lives.iter().find(|l| {
         l.file.name == name
@@ -583,7 +583,7 @@ pub fn end_driven(
     }) else {
         return Ok(None);
     };
-    let record = end(project, registry, live, outcome, why, now)?;
+    let record = end(&lock, project, registry, live, outcome, why, now)?;
     let iteration = live.state.as_ref().map(|s| s.iteration).unwrap_or(0);
     Ok(Some((iteration, record)))
 }
@@ -599,7 +599,7 @@ pub fn set_active(
     if nothing_to_do(project, name)? {
         return Ok(Vec::new());
     }
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = read_live(project)?;
     let mut changed = Vec::new();
     for live in pick(&lives, name, session)? {
@@ -616,7 +616,7 @@ pub fn set_active(
             state: state.clone(),
         };
         current
-            .write(&[("active", active.to_string())])
+            .write(&lock, &[("active", active.to_string())])
             .map_err(|e| match e {
                 WriteError::Store(e) => LoopError::Store(e),
                 WriteError::Rewrite { source, .. } => LoopError::Unreadable {
@@ -648,7 +648,7 @@ pub fn adopt(
     now: Timestamp,
 ) -> Result<LoopState, LoopError> {
     let path = project.loop_path(name);
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let text = store::read_to_string(&path).map_err(|_| LoopError::NoSuchLoop(name.to_owned()))?;
     if text != shown {
         return Err(LoopError::ChangedMeanwhile {
@@ -668,7 +668,7 @@ pub fn adopt(
         })?,
         text,
     };
-    let adopted = shown.adopt(registry, &root, now).map_err(|e| {
+    let adopted = shown.adopt(&lock, registry, &root, now).map_err(|e| {
         let message = match e {
             AdoptError::Registry(e) => return LoopError::Registry(e),
             AdoptError::Store(e) => return LoopError::Store(e),

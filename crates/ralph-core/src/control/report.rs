@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::control::commands::{LoopError, read_live};
+use crate::control::commands::LoopError;
 use crate::loop_file::outcome::{LoopStatus, Outcome};
-use crate::loop_file::registry::{self, Arming, Registry};
+use crate::loop_file::registry::{Arming, Registry};
+use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, Project};
 use crate::time::Timestamp;
@@ -85,35 +86,32 @@ pub fn report(
     // Decision logs are read only from a real folder, never through a link.
     let logs_real =
         crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
-    let lives = read_live(project)?;
-    let root = if lives.is_empty() {
-        None
-    } else {
-        registry::canonical_root(project).ok()
-    };
-    for live in lives {
+    for entry in Scan::read(project, registry)?.entries {
+        let file = entry.file();
         let log = if logs_real {
-            project.log_path(&live.file.name)
+            project.log_path(&file.name)
         } else {
             PathBuf::new()
         };
-        let mut r = report_one(
-            &live.file.name,
-            &live.file.path,
-            &live.text,
-            &log,
-            recent,
-            now,
-        );
-        if let Some(why) = live.unreadable {
+        let text = match &entry {
+            LoopEntry::Unreadable { text, .. } => text.as_deref().unwrap_or_default(),
+            LoopEntry::Armed(live) | LoopEntry::Paused(live) | LoopEntry::Foreign { live, .. } => {
+                &live.text
+            }
+        };
+        let mut r = report_one(&file.name, &file.path, text, &log, recent, now);
+        if let LoopEntry::Unreadable {
+            text: None, why, ..
+        } = &entry
+        {
             r.state = LoopStatus::Unreadable;
-            r.error = Some(why);
+            r.error = Some(why.clone());
         }
-        if let Ok(state) = &live.state {
-            let arming = registry::arming(registry, root.as_deref(), &live.file.name, state);
+        if let (Some(live), Some(arming)) = (entry.live(), entry.arming()) {
             r.armed = Some(arming == Arming::Armed);
-            r.not_armed = not_armed_note(&arming, &live.file.name);
-            r.stories = state
+            r.not_armed = not_armed_note(&arming, &file.name);
+            r.stories = live
+                .state
                 .prd
                 .as_ref()
                 .map(|prd| crate::decide::prd_turn::status_of(&project.root, prd));

@@ -91,7 +91,9 @@ pub fn step(
     seen.tokens_used = seen
         .tokens_used
         .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
-    let mut lock = Some(lock);
+    // Dropped while a gate runs and taken again after: every write below
+    // borrows the guard taken last.
+    let mut lock = lock;
     // A paused loop passes without reading anything.
     if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
         let stories = crate::decide::prd_turn::read(&project.root, prd)?;
@@ -103,7 +105,7 @@ pub fn step(
         };
         if !turned.is_empty() {
             // The checks may run for minutes, as the --verify gate does.
-            drop(lock.take());
+            drop(lock);
             let (refused, gate) = crate::decide::prd_turn::run_checks(
                 &project.root,
                 prd,
@@ -111,7 +113,7 @@ pub fn step(
                 state.guards.verify.as_deref(),
                 Duration::from_secs(state.guards.verify_timeout_secs),
             );
-            lock = Some(project.lock()?);
+            lock = project.lock()?;
             if let Some(changed) = changed_meanwhile(live, "the story checks") {
                 return Ok(changed);
             }
@@ -134,10 +136,10 @@ pub fn step(
     if let Some((command, timeout)) = gate {
         // The gate or check may run for minutes: let other ralph processes
         // work meanwhile, then make sure the loop is still the one we judged.
-        drop(lock.take());
+        drop(lock);
         let (verdict, output) =
             gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
-        lock = Some(project.lock()?);
+        lock = project.lock()?;
         if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
             return Ok(changed);
         }
@@ -157,8 +159,8 @@ pub fn step(
     let result = match decision {
         // (`decide` never asks to run a command twice.)
         Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => {
-            let done = pass(live, claim, turn.transcript.as_ref(), log)?;
-            live.keep_armed(registry, project, &done.2, now);
+            let done = pass(&lock, live, claim, turn.transcript.as_ref(), log)?;
+            live.keep_armed(&lock, registry, project, &done.2, now);
             (done.0, done.1)
         }
         Decision::Wait {
@@ -167,7 +169,15 @@ pub fn step(
             pause,
             tell,
         } => {
-            let (step, log) = wait(live, turn.transcript.as_ref(), log, progress, why, pause)?;
+            let (step, log) = wait(
+                &lock,
+                live,
+                turn.transcript.as_ref(),
+                log,
+                progress,
+                why,
+                pause,
+            )?;
             (if tell { step } else { Step::Passed }, log)
         }
         Decision::End { outcome, detail } => {
@@ -176,7 +186,9 @@ pub fn step(
                 detail,
                 gate_output,
             };
-            return end(project, live, registry, &seen, claim, log, ended, now);
+            return end(
+                &lock, project, live, registry, &seen, claim, log, ended, now,
+            );
         }
         Decision::Continue {
             next,
@@ -190,8 +202,16 @@ pub fn step(
                 notes,
                 notices,
             };
-            let done = go_on(live, &seen, claim, turn.transcript.as_ref(), log, turn_done)?;
-            live.keep_armed(registry, project, &done.2, now);
+            let done = go_on(
+                &lock,
+                live,
+                &seen,
+                claim,
+                turn.transcript.as_ref(),
+                log,
+                turn_done,
+            )?;
+            live.keep_armed(&lock, registry, project, &done.2, now);
             (done.0, done.1)
         }
     };
@@ -234,6 +254,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
 /// A paused loop: nothing is counted; the transcript read so far is
 /// skipped on resume.
 fn pass(
+    lock: &ProjectLock,
     live: &Loop,
     claim: Option<(&'static str, String)>,
     transcript: Option<&Appended>,
@@ -248,7 +269,7 @@ fn pass(
         fields.extend(progress_fields(&state.progress, &skipped));
     }
     if !fields.is_empty() {
-        live.write(&fields)?;
+        live.write(lock, &fields)?;
     }
     log.decision = Logged::Pass;
     log.why = if state.active {
@@ -263,7 +284,9 @@ fn pass(
 /// Background work will wake the session: the figures are written (tokens
 /// and dollars spent stay spent), the iteration is not, and the stop goes
 /// through.
+#[allow(clippy::too_many_arguments)]
 fn wait(
+    lock: &ProjectLock,
     live: &Loop,
     transcript: Option<&Appended>,
     mut log: LogEntry,
@@ -283,7 +306,7 @@ fn wait(
         fields.push(("active", "false".to_owned()));
     }
     if !fields.is_empty() {
-        live.write_turn(&fields)?;
+        live.write_turn(lock, &fields)?;
     }
     log.decision = if pause { Logged::Pause } else { Logged::Pass };
     log.tokens = Some(progress.tokens_used);
@@ -308,6 +331,7 @@ fn wait(
 /// ended it, say), and it moves into the history.
 #[allow(clippy::too_many_arguments)]
 fn end(
+    lock: &ProjectLock,
     project: &Project,
     live: &Loop,
     registry: Option<&Registry>,
@@ -343,7 +367,7 @@ fn end(
         .cost_usd
         .filter(|_| state.guards.max_cost_usd.is_some());
     log.why.clone_from(&detail);
-    let (record, mut notice) = live.end(project, registry, outcome, log, fields, now)?;
+    let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
     if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
         notice.push('\n');
         notice.push_str(&line);
@@ -411,6 +435,7 @@ struct Continue {
 /// The loop goes on: the counters are written and the prompt is fed back
 /// with its footer.
 fn go_on(
+    lock: &ProjectLock,
     live: &Loop,
     seen: &Observation,
     claim: Option<(&'static str, String)>,
@@ -432,7 +457,7 @@ fn go_on(
     let mut fields = vec![("iteration", next.to_string())];
     fields.extend(claim);
     fields.extend(progress_fields(&state.progress, &progress));
-    live.write_turn(&fields)?;
+    live.write_turn(lock, &fields)?;
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
     log.why = if notes.is_empty() {

@@ -204,6 +204,7 @@ fn changed_paths(status: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use std::process::Stdio;
 
     #[cfg(unix)]

@@ -26,7 +26,8 @@ use crate::hook::host::Host;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
-use crate::loop_file::registry::{self, Arming, Registry, RegistryError};
+use crate::loop_file::registry::{self, Arming, RegistryError};
+use crate::loop_file::scan::Armings;
 use crate::loop_file::state::{self, LoopState};
 use crate::loop_file::store::{self, LoopFile, Project, StoreError};
 use crate::reply::event::{EventError, StopEvent};
@@ -166,8 +167,7 @@ fn run(
     // Only now, with loop files present, is the registry consulted.
     let session = session.as_str();
     let gate = Gate {
-        registry: ctx.registry(),
-        root: registry::canonical_root(&project).ok(),
+        armings: Armings::new(ctx.registry(), registry::canonical_root(&project).ok()),
         session,
         inert: RefCell::default(),
     };
@@ -179,7 +179,7 @@ fn run(
     }
     let lock = project.lock()?;
     project.remove_stale_temps();
-    let loaded = load_loops(&project, &gate, ctx.now, &mut notices)?;
+    let loaded = load_loops(&lock, &project, &gate, ctx.now, &mut notices)?;
     let Some((live, claim)) = choose(&loaded, &gate, session) else {
         gate.inert_notices(&mut notices);
         return Ok(with_notices(Answer::Silent, notices));
@@ -237,9 +237,8 @@ fn choose<'a>(loaded: &'a [Loop], gate: &Gate<'_>, session: &str) -> Option<(&'a
 
 /// The registry check for one stop: which loops were armed here.
 struct Gate<'a> {
-    registry: Option<Registry>,
-    /// The project's canonical path, as records bind it.
-    root: Option<PathBuf>,
+    /// The registry and the project's canonical path, as records bind it.
+    armings: Armings,
     session: &'a str,
     /// The inert loop files met at this stop, told once at its end
     /// ([`Gate::inert_notices`]).
@@ -268,17 +267,12 @@ const MAX_INERT_NOTICES: usize = 3;
 
 impl Gate<'_> {
     fn arming(&self, live: &Loop) -> Arming {
-        registry::arming(
-            self.registry.as_ref(),
-            self.root.as_deref(),
-            &live.file.name,
-            &live.state,
-        )
+        self.armings.arming(&live.file.name, &live.state)
     }
 
     /// Whether a record exists for this loop's name (a corrupt file armed here).
     fn has_record(&self, name: &str) -> bool {
-        match (&self.registry, &self.root) {
+        match (self.armings.registry(), self.armings.root()) {
             (Some(r), Some(root)) => r.lookup(root, name).ok().flatten().is_some(),
             _ => false,
         }
@@ -346,7 +340,7 @@ impl Gate<'_> {
     }
 
     fn forget(&self, name: &str, nonce: Option<&str>) {
-        if let (Some(r), Some(root)) = (&self.registry, &self.root) {
+        if let (Some(r), Some(root)) = (self.armings.registry(), self.armings.root()) {
             r.forget(root, name, nonce);
         }
     }
@@ -378,8 +372,8 @@ impl Gate<'_> {
     fn inert_notices(&self, notices: &mut Vec<String>) {
         let inert = self.inert.take().list;
         let first = |path: &Path, digest: &str| {
-            self.registry
-                .as_ref()
+            self.armings
+                .registry()
                 .is_none_or(|r| r.first_notice(self.session, path, digest))
         };
         if inert.len() <= MAX_INERT_NOTICES {
@@ -424,6 +418,7 @@ fn inert_notice(path: &Path, name: &str, why: &str) -> String {
 /// armed here, or are this session's, are moved aside with a notice; other
 /// corrupt files are left alone; the valid loops are returned.
 fn load_loops(
+    lock: &store::ProjectLock,
     project: &Project,
     gate: &Gate<'_>,
     now: Timestamp,
@@ -448,7 +443,7 @@ fn load_loops(
                 };
                 if gate.arming(&live) == Arming::Armed {
                     let ended = live.state.ended_at.unwrap_or(now);
-                    match lifecycle::archive_as_is(project, &live.file, ended, "") {
+                    match lifecycle::archive_as_is(lock, project, &live.file, ended, "") {
                         Ok(_) => gate.forget(&live.file.name, live.state.nonce.as_deref()),
                         Err(e) => notices.push(format!(
                             "⚠ ralph: {}: the loop ended but could not be moved into the history: {}",
@@ -465,7 +460,7 @@ fn load_loops(
                 // this session may have been planted by any command it ran.
                 if gate.has_record(&file.name) {
                     // One bad file is one notice: the other loops still run.
-                    match lifecycle::archive_as_is(project, &file, now, ".corrupt") {
+                    match lifecycle::archive_as_is(lock, project, &file, now, ".corrupt") {
                         Ok(record) => {
                             gate.forget(&file.name, None);
                             notices.push(format!(
@@ -535,7 +530,7 @@ fn drive(
         driver: session.to_owned(),
         claim: claim.then(|| session.to_owned()),
     };
-    let answer = match engine::step(project, live, gate.registry.as_ref(), turn, ctx.now, lock)? {
+    let answer = match engine::step(project, live, gate.armings.registry(), turn, ctx.now, lock)? {
         Step::Passed if queued => {
             Answer::Notice(messages::queued_goes_first(&live.file.name, state))
         }

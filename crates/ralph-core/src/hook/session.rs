@@ -15,16 +15,16 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::control::{self, Live, LoopError};
+use crate::control::{self, LoopError};
 use crate::hook::answer::Answer;
 use crate::hook::context::HookContext;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{self, LogEntry, Logged, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, WriteError};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
-use crate::loop_file::registry::{self, Arming};
+use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{Project, StoreError};
+use crate::loop_file::store::{Project, ProjectLock, StoreError};
 use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -156,11 +156,11 @@ fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>,
 
 /// The loop this session drives (its newest own loop), as the Stop hook
 /// picks it; unowned loops are not this hook's to claim.
-fn driven(lives: &[Live], session: &str) -> Option<usize> {
+fn driven(lives: &[Loop], session: &str) -> Option<usize> {
     let valid: Vec<(usize, &LoopState)> = lives
         .iter()
         .enumerate()
-        .filter_map(|(i, l)| l.state.as_ref().ok().map(|s| (i, s)))
+        .map(|(i, l)| (i, &l.state))
         .collect();
     let candidates: Vec<Candidate<'_>> = valid
         .iter()
@@ -176,35 +176,32 @@ fn driven(lives: &[Live], session: &str) -> Option<usize> {
 }
 
 /// Every valid loop this session owns.
-fn owned<'a>(lives: &'a [Live], session: &str) -> impl Iterator<Item = (&'a Live, &'a LoopState)> {
-    lives.iter().filter_map(move |l| {
-        let s = l.state.as_ref().ok()?;
-        (s.session_id.as_deref() == Some(session)).then_some((l, s))
-    })
+fn owned<'a>(lives: &'a [Loop], session: &str) -> impl Iterator<Item = (&'a Loop, &'a LoopState)> {
+    lives
+        .iter()
+        .filter(move |l| l.state.session_id.as_deref() == Some(session))
+        .map(|l| (l, &l.state))
 }
 
 /// The loops these hooks may touch: armed on this machine, whatever session
 /// they name. A loop file that came with the project, or that a command of
 /// this session planted, is as inert here as it is to the Stop hook.
-fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Live>, SessionError> {
-    let registry = ctx.hook.registry();
-    let root = registry::canonical_root(project).ok();
-    let lives = control::read_live(project)?;
-    Ok(lives
+fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, SessionError> {
+    let scan = Scan::read(project, ctx.hook.registry().as_ref())?;
+    Ok(scan
+        .entries
         .into_iter()
-        .filter(|l| {
-            l.state.as_ref().is_ok_and(|state| {
-                registry::arming(registry.as_ref(), root.as_deref(), &l.file.name, state)
-                    == Arming::Armed
-            })
+        .filter_map(|entry| match entry {
+            LoopEntry::Armed(live) | LoopEntry::Paused(live) => Some(live),
+            LoopEntry::Foreign { .. } | LoopEntry::Unreadable { .. } => None,
         })
         .collect())
 }
 
 /// A proven rewrite (`rewrite::set_fields`): every field written reads back,
 /// nothing else changes; otherwise nothing is written.
-fn rewrite(live: &Live, fields: &[(&str, String)]) -> Result<(), SessionError> {
-    Ok(lifecycle::write_fields(&live.file, &live.text, fields)?)
+fn rewrite(lock: &ProjectLock, live: &Loop, fields: &[(&str, String)]) -> Result<(), SessionError> {
+    Ok(live.write(lock, fields)?)
 }
 
 fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
@@ -225,19 +222,17 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         return Ok(Answer::Silent);
     };
     let session = event.session().unwrap_or_default();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
     };
     let live = &lives[i];
-    let Ok(state) = &live.state else {
-        return Ok(Answer::Silent);
-    };
+    let state = &live.state;
     let marks = rules::read_marks(&live.text);
     if let Some(why) = marks.limit_pause.as_deref().filter(|_| !state.active) {
         // Told once: the mark goes with this prompt.
-        rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+        rewrite(&lock, live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
         return Ok(Answer::Notice(messages::paused_for_limit(
             &live.file.name,
             state,
@@ -248,6 +243,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
         return Ok(Answer::Silent);
     }
     rewrite(
+        &lock,
         live,
         &[(rules::PROMPT_NOTICE_FIELD, state.iteration.to_string())],
     )?;
@@ -272,7 +268,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     };
     let session = event.session().unwrap_or_default();
     let reason = event.reason.as_deref();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     for (live, state) in owned(&lives, session) {
@@ -295,7 +291,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
             }
         };
         fields.push(("active", "false".to_owned()));
-        rewrite(live, &fields)?;
+        rewrite(&lock, live, &fields)?;
         LogEntry {
             reason: reason.map(str::to_owned),
             ..LogEntry::new(ctx.hook.now, Logged::Pause, why.as_str())
@@ -323,18 +319,17 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionErro
         event.error_details.as_deref(),
         event.last_assistant_message.as_deref(),
     );
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let lives = live_loops(&project, ctx)?;
     let Some(i) = driven(&lives, session) else {
         return Ok(Answer::Silent);
     };
     let live = &lives[i];
-    let Ok(state) = &live.state else {
-        return Ok(Answer::Silent);
-    };
+    let state = &live.state;
     let (decision, why) = match rule {
         FailureRule::Pause { why } if state.active => {
             rewrite(
+                &lock,
                 live,
                 &[
                     ("active", "false".to_owned()),
@@ -365,13 +360,15 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
     };
     let session = event.session().unwrap_or_default();
     let source = event.source.as_deref();
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     let mut lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
     if source == Some("clear")
         && let Some(client_pid) = ctx.client_pid
     {
-        notices.extend(take_over(&project, &lives, session, client_pid, ctx)?);
+        notices.extend(take_over(
+            &lock, &project, &lives, session, client_pid, ctx,
+        )?);
         lives = live_loops(&project, ctx)?;
     }
     for (live, state) in owned(&lives, session) {
@@ -381,7 +378,7 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
         let text = match rules::on_start(source, state) {
             StartRule::Paused => {
                 if rules::read_marks(&live.text).limit_pause.is_some() {
-                    rewrite(live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
+                    rewrite(&lock, live, &[(rules::LIMIT_PAUSE_FIELD, quote(""))])?;
                 }
                 let why = last_pause_reason(&project, &live.file.name);
                 messages::paused_on_start(&live.file.name, state, why.as_deref())
@@ -399,15 +396,16 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError>
 /// `/clear` ended the owner's session and started this one in the same
 /// client process: the loops the ended session marked move to this one.
 fn take_over(
+    lock: &ProjectLock,
     project: &Project,
-    lives: &[Live],
+    lives: &[Loop],
     session: &str,
     client_pid: u32,
     ctx: &SessionContext,
 ) -> Result<Vec<String>, SessionError> {
     let mut notices = Vec::new();
     for live in lives {
-        let Ok(state) = &live.state else { continue };
+        let state = &live.state;
         let Some(handover) = rules::read_marks(&live.text).handover else {
             continue;
         };
@@ -417,6 +415,7 @@ fn take_over(
             continue;
         }
         rewrite(
+            lock,
             live,
             &[
                 ("session_id", quote(session)),

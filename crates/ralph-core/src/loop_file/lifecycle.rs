@@ -4,6 +4,20 @@
 //! hand-over between drivers, and the one typed line of its decision log.
 //! The hook, `ralph run` and the CLI go through this module; none of them
 //! writes a loop file itself.
+//!
+//! Every write here takes the project's [`ProjectLock`] by reference: the
+//! guard can only come from `Project::lock`, so a write made without the lock
+//! held does not compile, and the borrow keeps the guard alive until the
+//! write is done. A write without the guard is refused by the compiler
+//! (checked by `cargo test -p ralph-loop-core --doc`; the crate's doctests
+//! are off in the default run):
+//!
+//! ```compile_fail
+//! use ralph_core::loop_file::lifecycle::Loop;
+//! fn pause_unlocked(live: &Loop) {
+//!     let _ = live.write(&[("active", "false".to_owned())]);
+//! }
+//! ```
 
 use std::path::PathBuf;
 
@@ -15,7 +29,7 @@ use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry};
 use crate::loop_file::rewrite::{self, RewriteError};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, LoopFile, Project, StoreError};
+use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 
 /// A live loop as read under the project lock: its file, the text read and
@@ -227,6 +241,7 @@ pub struct Ending<'a> {
 /// outcome is written when the file can be rewritten, else it is moved as
 /// it is; then logged, archived and forgotten. Returns the record's path.
 pub fn end_file(
+    _lock: &ProjectLock,
     project: &Project,
     registry: Option<&Registry>,
     file: &LoopFile,
@@ -301,13 +316,14 @@ fn tell(
 }
 
 /// Writes a newly armed loop's file (the caller has proven it reads back).
-pub fn create(path: &std::path::Path, text: &str) -> Result<(), StoreError> {
+pub fn create(_lock: &ProjectLock, path: &std::path::Path, text: &str) -> Result<(), StoreError> {
     store::write_atomic(path, text)
 }
 
 /// Moves a loop file into the history as it is (`suffix` is `.corrupt` for
 /// a file that does not parse), under the time it ended.
 pub fn archive_as_is(
+    _lock: &ProjectLock,
     project: &Project,
     file: &LoopFile,
     ended: Timestamp,
@@ -329,6 +345,7 @@ fn rewritten(file: &LoopFile, text: &str, fields: &[(&str, String)]) -> Result<S
 /// holds (the session hooks, which read every live loop at once): writes
 /// `fields`, or refuses and writes nothing.
 pub fn write_fields(
+    _lock: &ProjectLock,
     file: &LoopFile,
     text: &str,
     fields: &[(&str, String)],
@@ -339,7 +356,7 @@ pub fn write_fields(
 
 impl Loop {
     /// Reads `file` under the lock the caller holds: `None` when it is gone.
-    pub fn load(file: LoopFile) -> Result<Option<Self>, LoadError> {
+    pub fn load(_lock: &ProjectLock, file: LoopFile) -> Result<Option<Self>, LoadError> {
         if crate::fs::safe_fs::kind_at(&file.path).is_none() {
             return Ok(None);
         }
@@ -358,14 +375,18 @@ impl Loop {
 
     /// Writes `fields` into the file, or refuses (and writes nothing) when
     /// the rewrite does not read back exactly as intended.
-    pub fn write(&self, fields: &[(&str, String)]) -> Result<(), WriteError> {
-        write_fields(&self.file, &self.text, fields)
+    pub fn write(&self, lock: &ProjectLock, fields: &[(&str, String)]) -> Result<(), WriteError> {
+        write_fields(lock, &self.file, &self.text, fields)
     }
 
     /// [`Loop::write`] for a turn that goes on: the counters need not survive
     /// a power cut, so the file is replaced without an fsync (see
     /// `store::write_turn`); still whole, old or new, for every reader.
-    pub fn write_turn(&self, fields: &[(&str, String)]) -> Result<(), WriteError> {
+    pub fn write_turn(
+        &self,
+        _lock: &ProjectLock,
+        fields: &[(&str, String)],
+    ) -> Result<(), WriteError> {
         let updated = self.rewritten(fields)?;
         Ok(store::write_turn(&self.file.path, &updated)?)
     }
@@ -375,8 +396,10 @@ impl Loop {
     /// moves the file and its log into the history and forgets its registry
     /// record. Returns the record's path and the sentence that says why it
     /// ended.
+    #[allow(clippy::too_many_arguments)]
     pub fn end(
         &self,
+        lock: &ProjectLock,
         project: &Project,
         registry: Option<&Registry>,
         outcome: Outcome,
@@ -388,7 +411,7 @@ impl Loop {
         entry.outcome = Some(outcome);
         let mut fields = end_fields(outcome, now);
         fields.extend(extra);
-        self.write(&fields)?;
+        self.write(lock, &fields)?;
         entry.append(project, &self.file.name);
         let record = archive_and_forget(
             project,
@@ -417,6 +440,7 @@ impl Loop {
     /// explains a nonce that would not read back.
     pub fn adopt(
         &self,
+        _lock: &ProjectLock,
         registry: &Registry,
         root: &std::path::Path,
         now: Timestamp,
@@ -447,6 +471,7 @@ impl Loop {
     /// the usual notice at the next stop.
     pub fn keep_armed(
         &self,
+        _lock: &ProjectLock,
         registry: Option<&Registry>,
         project: &Project,
         fields: &[(&str, String)],
@@ -459,7 +484,9 @@ impl Loop {
         let Ok(root) = registry::canonical_root(project) else {
             return;
         };
-        if registry.check(&root, &self.file.name, &self.state) != registry::Arming::Armed {
+        if registry::arming(Some(registry), Some(&root), &self.file.name, &self.state)
+            != registry::Arming::Armed
+        {
             return;
         }
         let (Ok(text), Some(nonce)) = (self.rewritten(fields), self.state.nonce.as_deref()) else {
@@ -471,18 +498,26 @@ impl Loop {
     }
 
     /// Makes `owner` the loop's driver (`ralph run` taking over).
-    pub fn set_owner(&self, owner: &str) -> Result<(), WriteError> {
-        self.write(&[("session_id", crate::loop_file::frontmatter::scalar(owner))])
+    pub fn set_owner(&self, lock: &ProjectLock, owner: &str) -> Result<(), WriteError> {
+        self.write(
+            lock,
+            &[("session_id", crate::loop_file::frontmatter::scalar(owner))],
+        )
     }
 
     /// Gives the loop back to `owner` (none: the first session that stops
     /// claims it), if `driver` still drives it; otherwise leaves it alone.
-    pub fn hand_back(&self, driver: &str, owner: Option<&str>) -> Result<(), WriteError> {
+    pub fn hand_back(
+        &self,
+        lock: &ProjectLock,
+        driver: &str,
+        owner: Option<&str>,
+    ) -> Result<(), WriteError> {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
         let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loop_file::frontmatter::scalar);
-        self.write(&[("session_id", value)])
+        self.write(lock, &[("session_id", value)])
     }
 }
 
@@ -558,17 +593,19 @@ mod tests {
             name: "l".into(),
             path: project.loop_path("l"),
         };
-        let live = Loop::load(file).unwrap().unwrap();
+        let live = Loop::load(&project.lock().unwrap(), file).unwrap().unwrap();
         (tmp, project, registry, live)
     }
 
     #[test]
     fn end_writes_the_outcome_logs_once_and_moves_file_and_log_into_the_history() {
         let (_tmp, project, registry, live) = armed("s1");
+        let lock = project.lock().unwrap();
         let entry =
             LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise").iteration(1);
         let (record, notice) = live
             .end(
+                &lock,
                 &project,
                 Some(&registry),
                 Outcome::Completed,
@@ -588,19 +625,20 @@ mod tests {
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(lines.contains("\"outcome\":\"completed\""), "{lines}");
         assert!(notice.contains("completed"), "{notice}");
-        assert!(Loop::load(live.file.clone()).unwrap().is_none());
+        assert!(Loop::load(&lock, live.file.clone()).unwrap().is_none());
     }
 
     #[test]
     fn ralphs_own_write_of_a_bound_field_keeps_the_loop_armed_and_never_arms_one() {
         let (_tmp, project, registry, live) = armed("s1");
+        let lock = project.lock().unwrap();
         let root = registry::canonical_root(&project).unwrap();
         // A field not on the bookkeeping list, as a counter added later
         // would be: written by ralph, the record follows.
         let fields = [("max_iterations", "9".to_owned())];
-        live.write_turn(&fields).unwrap();
-        live.keep_armed(Some(&registry), &project, &fields, Timestamp(1));
-        let after = Loop::load(live.file.clone()).unwrap().unwrap();
+        live.write_turn(&lock, &fields).unwrap();
+        live.keep_armed(&lock, Some(&registry), &project, &fields, Timestamp(1));
+        let after = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_eq!(after.state.max_iterations, 9);
         assert_eq!(
             registry.check(&root, "l", &after.state),
@@ -609,11 +647,11 @@ mod tests {
         // A loop whose record did not match as read is never re-recorded.
         let edited = after.text.replace("task", "other task");
         std::fs::write(&after.file.path, &edited).unwrap();
-        let planted = Loop::load(live.file.clone()).unwrap().unwrap();
+        let planted = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         let fields = [("max_iterations", "10".to_owned())];
-        planted.write_turn(&fields).unwrap();
-        planted.keep_armed(Some(&registry), &project, &fields, Timestamp(2));
-        let reread = Loop::load(live.file.clone()).unwrap().unwrap();
+        planted.write_turn(&lock, &fields).unwrap();
+        planted.keep_armed(&lock, Some(&registry), &project, &fields, Timestamp(2));
+        let reread = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_ne!(
             registry.check(&root, "l", &reread.state),
             registry::Arming::Armed
@@ -622,19 +660,20 @@ mod tests {
 
     #[test]
     fn hand_back_only_touches_a_loop_the_driver_still_drives() {
-        let (_tmp, _project, _registry, live) = armed("run:1");
-        live.hand_back("run:2", Some("s1")).unwrap();
+        let (_tmp, project, _registry, live) = armed("run:1");
+        let lock = project.lock().unwrap();
+        live.hand_back(&lock, "run:2", Some("s1")).unwrap();
         assert_eq!(
             live.file.path.metadata().unwrap().len() as usize,
             live.text.len()
         );
-        let reread = Loop::load(live.file.clone()).unwrap().unwrap();
+        let reread = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_eq!(reread.text, live.text);
-        live.hand_back("run:1", Some("s1")).unwrap();
-        let back = Loop::load(live.file.clone()).unwrap().unwrap();
+        live.hand_back(&lock, "run:1", Some("s1")).unwrap();
+        let back = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_eq!(back.state.session_id.as_deref(), Some("s1"));
-        back.hand_back("s1", None).unwrap();
-        let unclaimed = Loop::load(live.file.clone()).unwrap().unwrap();
+        back.hand_back(&lock, "s1", None).unwrap();
+        let unclaimed = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
         assert_eq!(unclaimed.state.session_id, None);
     }
 }

@@ -1,7 +1,9 @@
 //! A loop and its file: the frontmatter and its typed fields (`state`,
 //! `guards`, `outcome`), proven rewrites, the project's files and lock
 //! (`store`), the per-user arming record (`registry`), who drives a loop
-//! (`ownership`, `run_owner`), the words around it (`messages`), and
+//! (`ownership`, `run_owner`), the one classification of a project's loop
+//! files as armed, paused, foreign or unreadable (`scan`), the words around
+//! it (`messages`), and
 //! `lifecycle`, the one place that writes a loop file.
 
 pub mod fields;
@@ -17,6 +19,7 @@ pub mod receipt;
 pub mod registry;
 pub mod rewrite;
 pub mod run_owner;
+pub mod scan;
 pub mod state;
 pub mod store;
 pub mod stories;

@@ -778,9 +778,9 @@ mod tests {
             Event::Iterated(_)
         ));
         {
-            let _lock = f.project.lock().unwrap();
-            let live = Loop::load(f.file.clone()).unwrap().unwrap();
-            live.set_owner("run-2").unwrap();
+            let lock = f.project.lock().unwrap();
+            let live = Loop::load(&lock, f.file.clone()).unwrap().unwrap();
+            live.set_owner(&lock, "run-2").unwrap();
         }
         match driver.next(&mut agent).unwrap() {
             Event::Ended(End::TakenOver { by }) => assert_eq!(by.as_deref(), Some("run-2")),

@@ -122,8 +122,8 @@ pub fn read(
     registry: &Registry,
     file: &LoopFile,
 ) -> Result<Option<Loop>, RunError> {
-    let _lock = project.lock()?;
-    let Some(live) = Loop::load(file.clone())? else {
+    let lock = project.lock()?;
+    let Some(live) = Loop::load(&lock, file.clone())? else {
         return Ok(None);
     };
     require_armed(project, registry, file, &live.state)?;
@@ -137,9 +137,8 @@ fn require_armed(
     file: &LoopFile,
     state: &LoopState,
 ) -> Result<(), RunError> {
-    let root = crate::loop_file::registry::canonical_root(project).ok();
-    let arming =
-        crate::loop_file::registry::arming(Some(registry), root.as_deref(), &file.name, state);
+    let arming = crate::loop_file::scan::Armings::of_project(Some(registry), project)
+        .arming(&file.name, state);
     match control::not_armed_note(&arming, &file.name) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
@@ -173,17 +172,17 @@ pub fn take_over(
         name: name.to_owned(),
         path: project.loop_path(name),
     };
-    let _lock = project.lock()?;
+    let lock = project.lock()?;
     if crate::fs::safe_fs::kind_at(&file.path).is_none() {
         return Err(RunError::NoLoopToResume(name.to_owned()));
     }
-    let Some(live) = Loop::load(file.clone())? else {
+    let Some(live) = Loop::load(&lock, file.clone())? else {
         return Err(RunError::NoLoopToResume(name.to_owned()));
     };
     require_armed(project, registry, &file, &live.state)?;
     let found = live.state.clone();
     let driver = crate::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
-    live.set_owner(&driver)?;
+    live.set_owner(&lock, &driver)?;
     // Handed back to the session it came from; a loop taken from a dead run
     // that had no session goes back to that run's id, inert as it was found.
     let back_to = match driver.split_once(':') {
@@ -205,11 +204,11 @@ pub fn hand_back(
     driver: &str,
     owner: Option<&str>,
 ) -> Result<(), RunError> {
-    let _lock = project.lock()?;
-    let Ok(Some(live)) = Loop::load(file.clone()) else {
+    let lock = project.lock()?;
+    let Ok(Some(live)) = Loop::load(&lock, file.clone()) else {
         return Ok(());
     };
-    live.hand_back(driver, owner)?;
+    live.hand_back(&lock, driver, owner)?;
     Ok(())
 }
 

@@ -5,8 +5,8 @@
 
 use std::io::Read;
 
-use ralph_core::control;
 use ralph_core::hook::context::HookContext;
+use ralph_core::loop_file::scan::Scan;
 use ralph_core::time::{Timestamp, format_duration};
 use serde_json::Value;
 
@@ -32,22 +32,18 @@ pub fn statusline() -> crate::exit::Outcome {
     let Some(project) = ctx.locate(cwd.as_deref()) else {
         return Ok(());
     };
-    let Ok(lives) = control::read_live(&project) else {
+    let Ok(scan) = Scan::read(&project, ctx.registry().as_ref()) else {
         return Ok(());
     };
-    let mine = lives
+    let mine = scan
+        .entries
         .iter()
-        .filter_map(|l| Some((l, l.state.as_ref().ok()?)))
-        .find(|(_, s)| session.is_some() && s.session_id == session);
-    if let Some((live, state)) = mine {
+        .find(|e| session.is_some() && e.live().is_some_and(|l| l.state.session_id == session));
+    if let Some(entry) = mine
+        && let (Some(live), Some(arming)) = (entry.live(), entry.arming())
+    {
+        let state = &live.state;
         // A loop not armed here is inert, whoever it names: say how to adopt it.
-        let root = ralph_core::loop_file::registry::canonical_root(&project).ok();
-        let arming = ralph_core::loop_file::registry::arming(
-            ctx.registry().as_ref(),
-            root.as_deref(),
-            &live.file.name,
-            state,
-        );
         let mut shown = line(&live.file.name, state, Timestamp::now());
         if let Some(prd) = &state.prd {
             // One small file, only for a --prd loop.

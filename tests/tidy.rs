@@ -1,0 +1,443 @@
+//! What a test can check of ARCHITECTURE.md: every file it names exists, every module file is
+//! named in it, the floors of the layering rule hold, and the invariants a search can confirm
+//! are still absences. The code is read as text: production code is a file without its
+//! `#[cfg(test)] mod … { … }` blocks and without its `//` comment lines.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::repo_root;
+
+const CORE: &str = "crates/ralph-core/src";
+const BINARY: &str = "crates/ralph/src";
+
+fn architecture() -> String {
+    std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md")
+}
+
+/// Every `.rs` file under `dir`, as paths relative to it (`control/arguments.rs`).
+fn rust_files(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(root).expect("under root");
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// The text between backticks, each span once per occurrence.
+fn code_spans(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// A span that names a repository path: plain path characters only (no placeholder such as
+/// `<name>`, no `$VAR`, no `~`).
+fn is_plain_path(span: &str) -> bool {
+    !span.is_empty()
+        && span.contains('/')
+        && span
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
+}
+
+/// The lines of a file that are production code, numbered from 1.
+fn production_lines(text: &str) -> Vec<(usize, &str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut in_tests = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if in_tests {
+            in_tests = line != "}";
+        } else if line.trim() == "#[cfg(test)]"
+            && lines.get(i + 1).is_some_and(|next| {
+                next.contains("mod ") && next.trim_end().ends_with('{') && !next.starts_with(' ')
+            })
+        {
+            in_tests = true;
+            i += 1;
+        } else if !line.trim_start().starts_with("//") {
+            out.push((i + 1, line));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Every production line of every source file of both crates, with the file's path from
+/// the repository root.
+fn production_code() -> Vec<(String, usize, String)> {
+    let root = repo_root();
+    let mut out = Vec::new();
+    for dir in [CORE, BINARY] {
+        for rel in rust_files(&root.join(dir)) {
+            let path = format!("{dir}/{rel}");
+            let text = std::fs::read_to_string(root.join(&path)).expect("source file");
+            for (n, line) in production_lines(&text) {
+                out.push((path.clone(), n, line.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// `needle` in `line` as a call of its own: not the tail of a longer name
+/// (`fs::read(` is not `safe_fs::read(`).
+fn calls(line: &str, needle: &str) -> bool {
+    line.match_indices(needle).any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The lines where any of `needles` is called, outside the files `allowed` (paths from the
+/// repository root), as `file:line: text` for the failure message.
+fn offenders(needles: &[&str], allowed: &[&str]) -> Vec<String> {
+    production_code()
+        .into_iter()
+        .filter(|(path, _, _)| !allowed.contains(&path.as_str()))
+        .filter(|(_, _, line)| needles.iter().any(|n| calls(line, n)))
+        .map(|(path, n, line)| format!("{path}:{n}: {}", line.trim()))
+        .collect()
+}
+
+#[test]
+fn every_file_architecture_names_exists() {
+    let root = repo_root();
+    let text = architecture();
+    let mut missing = Vec::new();
+    for span in code_spans(&text).into_iter().filter(|s| is_plain_path(s)) {
+        // A `.rs` path may be written from the core's or the binary's `src/`; any other
+        // file is named from the repository root, and only those under a folder of it are
+        // checked (`hooks/hooks.json` is a path inside `plugin/`, named in its row).
+        let candidates: Vec<PathBuf> = if span.ends_with(".rs") {
+            vec![
+                root.join(span),
+                root.join(CORE).join(span),
+                root.join(BINARY).join(span),
+            ]
+        } else if span
+            .split('/')
+            .next()
+            .is_some_and(|top| !top.is_empty() && root.join(top).is_dir())
+        {
+            vec![root.join(span)]
+        } else {
+            continue;
+        };
+        if !candidates.iter().any(|c| c.exists()) {
+            missing.push(span.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {missing:?}"
+    );
+}
+
+#[test]
+fn architecture_names_every_module_file() {
+    let root = repo_root();
+    let spans = code_spans(&architecture())
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    let mut unnamed = Vec::new();
+    for dir in [CORE, BINARY] {
+        for rel in rust_files(&root.join(dir)) {
+            let full = format!("{dir}/{rel}");
+            if !spans.contains(&rel) && !spans.contains(&full) {
+                unnamed.push(full);
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "add a codemap row to ARCHITECTURE.md for each of: {unnamed:?}"
+    );
+}
+
+/// The floors of ARCHITECTURE.md's layering rule, lowest first; the leaves share floor 0.
+fn floor(module: &str) -> Option<usize> {
+    const LEAVES: &[&str] = &[
+        "time",
+        "display",
+        "fingerprint",
+        "failure",
+        "money",
+        "json_edit",
+        "error",
+    ];
+    const FLOORS: &[&str] = &[
+        "fs",
+        "reply",
+        "loop_file",
+        "decide",
+        "control",
+        "hook",
+        "run",
+        "report",
+    ];
+    if LEAVES.contains(&module) {
+        return Some(0);
+    }
+    FLOORS.iter().position(|f| *f == module).map(|i| i + 1)
+}
+
+#[test]
+fn modules_import_only_from_their_folder_and_the_floors_below() {
+    let mut wrong = Vec::new();
+    for (path, n, line) in production_code() {
+        let Some(rel) = path.strip_prefix(&format!("{CORE}/")) else {
+            continue;
+        };
+        let own = rel.split('/').next().unwrap_or(rel).trim_end_matches(".rs");
+        if own == "lib" {
+            continue;
+        }
+        let own_floor = floor(own).unwrap_or_else(|| panic!("{path}: a folder with no floor"));
+        for (at, _) in line.match_indices("crate::") {
+            let target: String = line[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if target == own || target.is_empty() {
+                continue;
+            }
+            let Some(target_floor) = floor(&target) else {
+                wrong.push(format!("{path}:{n}: `crate::{target}` has no floor"));
+                continue;
+            };
+            // Leaves may use each other; every other folder only what lies below it.
+            let below = target_floor < own_floor || (own_floor == 0 && target_floor == 0);
+            if !below {
+                wrong.push(format!("{path}:{n}: {own} imports {target}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that run up or sideways: {wrong:#?}"
+    );
+}
+
+#[test]
+fn git_runs_only_through_the_git_runner() {
+    let found = offenders(
+        &["Command::new(\"git\")"],
+        &["crates/ralph-core/src/fs/git_runner.rs"],
+    );
+    assert!(
+        found.is_empty(),
+        "git started outside fs/git_runner.rs: {found:#?}"
+    );
+}
+
+#[test]
+fn loop_files_are_written_only_in_lifecycle() {
+    let found = offenders(
+        &[
+            "store::write_atomic(",
+            "store::write_turn(",
+            "write_atomic(",
+            "write_turn(",
+            ".archive(",
+        ],
+        &[
+            "crates/ralph-core/src/loop_file/store.rs",
+            "crates/ralph-core/src/loop_file/lifecycle.rs",
+            // Its own `write_atomic`, for a host's settings file: not the store's.
+            "crates/ralph-core/src/hook/install.rs",
+        ],
+    );
+    // `live.write_turn(…)` is lifecycle's `Loop::write_turn`, which is the point.
+    let found: Vec<_> = found
+        .into_iter()
+        .filter(|l| !l.contains(".write_turn(") || l.contains("store::write_turn("))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a loop file written outside loop_file/lifecycle.rs: {found:#?}"
+    );
+}
+
+#[test]
+fn std_file_calls_stay_in_the_files_architecture_lists() {
+    let allowed = [
+        "crates/ralph-core/src/fs/safe_fs.rs",
+        "crates/ralph-core/src/loop_file/store.rs",
+        "crates/ralph-core/src/run/fleet/archive.rs",
+        "crates/ralph-core/src/loop_file/registry.rs",
+        "crates/ralph-core/src/loop_file/receipt.rs",
+        "crates/ralph-core/src/loop_file/window.rs",
+        "crates/ralph-core/src/hook/typed.rs",
+        "crates/ralph-core/src/fs/git_config.rs",
+        "crates/ralph-core/src/fs/process.rs",
+        "crates/ralph-core/src/loop_file/run_owner.rs",
+        "crates/ralph-core/src/hook/install.rs",
+    ];
+    let found = offenders(
+        &[
+            "OpenOptions",
+            "File::open(",
+            "File::create(",
+            "DirBuilder",
+            "fs::read(",
+            "fs::read_to_string(",
+            "fs::write(",
+            "fs::rename(",
+            "fs::copy(",
+            "fs::remove_file(",
+            "fs::create_dir(",
+            "fs::create_dir_all(",
+        ],
+        &allowed,
+    );
+    assert!(
+        found.is_empty(),
+        "a file opened, written or moved without fs/safe_fs.rs: {found:#?}"
+    );
+    let text = architecture();
+    for path in allowed {
+        let short = path
+            .strip_prefix(&format!("{CORE}/"))
+            .or_else(|| path.strip_prefix("crates/ralph/src/"))
+            .unwrap_or(path);
+        assert!(
+            text.contains(&format!("`{short}`")),
+            "ARCHITECTURE.md's invariant does not list {short}"
+        );
+    }
+}
+
+#[test]
+fn the_binary_never_uses_the_panicking_print_macros() {
+    let found: Vec<_> = offenders(&["println!", "eprintln!", "print!", "eprint!"], &[])
+        .into_iter()
+        .filter(|l| l.starts_with(BINARY))
+        .collect();
+    assert!(found.is_empty(), "print macros in the binary: {found:#?}");
+}
+
+#[test]
+fn the_pure_modules_touch_no_file_clock_process_or_environment() {
+    let pure = [
+        "decide/mod.rs",
+        "loop_file/ownership.rs",
+        "reply/promise.rs",
+        "control/arguments.rs",
+        "loop_file/frontmatter.rs",
+        "hook/session/rules.rs",
+        "failure.rs",
+        "run/fleet/mod.rs",
+        "report/model.rs",
+    ];
+    let text = architecture();
+    let root = repo_root();
+    for rel in pure {
+        assert!(
+            text.contains(&format!("`{rel}`")),
+            "ARCHITECTURE.md no longer calls {rel} pure"
+        );
+        let source = std::fs::read_to_string(root.join(CORE).join(rel)).expect("pure module");
+        for (n, line) in production_lines(&source) {
+            for touch in [
+                "std::fs",
+                "std::env",
+                "std::process",
+                "std::net",
+                "SystemTime",
+                "Instant::now",
+                "crate::fs",
+            ] {
+                assert!(
+                    !line.contains(touch),
+                    "{rel}:{n} is called pure but uses {touch}: {}",
+                    line.trim()
+                );
+            }
+        }
+    }
+}
+
+/// The relative targets of the markdown links in `text` (`[a](docs/x.md#y)` → `docs/x.md`).
+fn link_targets(text: &str) -> Vec<&str> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            let path = target.split('#').next().unwrap_or_default();
+            (!path.is_empty() && !path.contains("://")).then_some(path)
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_links_every_doc_and_every_doc_link_resolves() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let targets = link_targets(&readme);
+    for doc in [
+        "docs/guide.md",
+        "docs/security.md",
+        "docs/performance.md",
+        "docs/cost.md",
+        "docs/checks.md",
+        "docs/prd.md",
+        "docs/report.md",
+        "docs/fleet.md",
+        "docs/hosts.md",
+        "ARCHITECTURE.md",
+    ] {
+        assert!(targets.contains(&doc), "README.md does not link {doc}");
+    }
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for entry in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            pages.push(entry.path());
+        }
+    }
+    let mut broken = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).expect("a page");
+        let dir = page.parent().expect("a folder");
+        for target in link_targets(&text) {
+            if !dir.join(target).exists() {
+                broken.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+}
+
+/// The checks above must be able to fail: each finds what it looks for in a made-up line.
+#[test]
+fn the_checks_see_what_they_look_for() {
+    assert!(calls("let t = std::fs::read(path);", "fs::read("));
+    assert!(!calls("let t = safe_fs::read(path);", "fs::read("));
+    let code = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn b() { println!() }\n}\nfn c() {}\n";
+    let kept: Vec<_> = production_lines(code).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(kept, ["fn a() {}", "fn c() {}"]);
+    assert!(is_plain_path("fs/safe_fs.rs"));
+    assert!(!is_plain_path("tests/<area>.rs"));
+    assert_eq!(floor("hook"), Some(6));
+    assert_eq!(
+        link_targets("[a](docs/x.md#y), [b](https://e.org), [c](#here)"),
+        ["docs/x.md"]
+    );
+    assert!(floor("fs") < floor("reply"));
+}
