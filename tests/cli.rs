@@ -1794,3 +1794,34 @@ fn a_promise_with_its_tags_is_refused_with_the_fix() {
         assert!(sb.live_loops().is_empty(), "{args:?}: nothing is armed");
     }
 }
+
+/// ARCHITECTURE.md: the binary writes no file itself; every write goes
+/// through a core function (`safe_fs` and the core's own atomic writes).
+#[test]
+fn the_binary_writes_no_file_itself() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![dir.clone()];
+    let mut seen = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        seen += 1;
+        for call in [
+            "fs::write",
+            "File::create",
+            "OpenOptions",
+            "safe_fs::replace",
+            "create_dir",
+            "remove_file",
+            "remove_dir",
+            "fs::rename",
+            "fs::copy",
+        ] {
+            assert!(!text.contains(call), "{} calls {call}", path.display());
+        }
+    }
+    assert!(seen > 10, "read only {seen} files under {}", dir.display());
+}

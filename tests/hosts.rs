@@ -641,6 +641,41 @@ fn uninstall_keeps_the_users_hook_in_ralphs_group() {
     );
 }
 
+/// `ralph install claude` is a usage error that says what to do instead,
+/// and a settings file that is not JSON a failure that names it.
+#[test]
+fn install_errors_keep_their_exit_codes() {
+    let dir = tempfile::tempdir().expect("temp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("home");
+    std::fs::write(home.join(".codex/hooks.json"), "[not json").expect("settings");
+    let run = |args: &[&str]| {
+        Command::new(RALPH)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .current_dir(&home)
+            .output()
+            .expect("ralph")
+    };
+    let out = run(&["install", "claude"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(describe(&out).contains("Claude Code needs no install"));
+    let out = run(&["install", "codex"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        describe(&out).contains("hooks.json: ") && describe(&out).contains("; nothing was changed"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".codex/hooks.json")).expect("kept"),
+        "[not json"
+    );
+}
+
 /// Every file and folder under `dir`, with each file's bytes.
 fn snapshot(dir: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
     let mut out = Vec::new();

@@ -390,6 +390,39 @@ fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
 }
 
 #[test]
+fn what_the_user_got_wrong_is_a_usage_error_before_anything_runs() {
+    let repo = Repo::new(&[("US-001", false)]);
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["run", "--parallel", "2", "--force"],
+            "--hand-back-after and --force go with a single loop, not with --parallel",
+        ),
+        (
+            &["run", "--parallel", "2", "--prd=other.json"],
+            "another PRD (--prd=PATH) is for a single loop",
+        ),
+        (
+            &["run", "--parallel", "2", "--story", "US-001", "a task"],
+            "with tasks on the command line, leave it out",
+        ),
+        (
+            &["run", "--parallel", "2", "--story", "US-009"],
+            "--story US-009: no story with that id in ralph/prd.json",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = repo.ralph(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(said), "{args:?}: {}", text(&out));
+    }
+    std::fs::remove_file(repo.root().join("ralph/prd.json")).unwrap();
+    let out = repo.ralph(&["run", "--parallel", "2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no ralph/prd.json here: write one"));
+    assert!(!repo.root().join(".ralph/worktrees").exists());
+}
+
+#[test]
 fn a_planted_record_brings_nothing_home_without_ralphs_own_worktree() {
     let repo = Repo::new(&[("US-004", false)]);
     // A branch with someone's commit, and a record that says its loop completed.

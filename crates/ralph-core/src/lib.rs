@@ -3,9 +3,10 @@
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it (`tests/tidy.rs` checks):
-//! - leaves: `time`, `display`, `fingerprint`, `money`, `json_edit`, `failure`:
-//!   timestamps and durations; escaping what is printed; stable hashes; exact
-//!   dollars; span-exact JSON edits; a check's failure fingerprint and count.
+//! - leaves: `time`, `display`, `fingerprint`, `money`, `json_edit`, `failure`,
+//!   `error`: timestamps and durations; escaping what is printed; stable hashes;
+//!   exact dollars; span-exact JSON edits; a check's failure fingerprint and
+//!   count; the exit class of every error.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise,
 //!   a queued message.
@@ -18,6 +19,7 @@
 pub mod control;
 pub mod decide;
 pub mod display;
+pub mod error;
 pub mod failure;
 pub mod fingerprint;
 pub mod fs;

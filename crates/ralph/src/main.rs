@@ -9,6 +9,8 @@
 
 mod cli;
 mod cmd;
+mod env;
+mod exit;
 
 #[cfg(target_env = "musl")]
 #[global_allocator]

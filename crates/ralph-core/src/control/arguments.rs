@@ -270,9 +270,55 @@ fn strip_outer_quotes(text: &str) -> String {
     text.to_owned()
 }
 
+/// What `/ralph-cancel`, `/ralph-pause` or `/ralph-resume` was given: one
+/// loop by name, or all of them (neither: the session's own loop).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub name: Option<String>,
+    pub all: bool,
+}
+
+/// The selection typed after a slash command, split on whitespace: nothing,
+/// `NAME`, `--name NAME`, `--name=NAME` or `--all`; anything else is
+/// refused rather than guessed.
+pub fn selection(raw: &str) -> Result<Selection, ArgumentsError> {
+    let words: Vec<&str> = raw.split_whitespace().collect();
+    let mut out = Selection::default();
+    match words.as_slice() {
+        [] => {}
+        ["--all"] => out.all = true,
+        ["--name", name] => out.name = Some((*name).to_owned()),
+        [word] if word.starts_with("--name=") => {
+            out.name = Some(word["--name=".len()..].to_owned());
+        }
+        [name] if !name.starts_with('-') => out.name = Some((*name).to_owned()),
+        _ => return Err(ArgumentsError::BadSelection(raw.trim().to_owned())),
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selection_is_a_name_or_all_and_nothing_else() {
+        let named = |n: &str| Selection {
+            name: Some(n.to_owned()),
+            all: false,
+        };
+        assert_eq!(selection("  ").unwrap(), Selection::default());
+        assert_eq!(selection("x").unwrap(), named("x"));
+        assert_eq!(selection("--name x").unwrap(), named("x"));
+        assert_eq!(selection("--name=x").unwrap(), named("x"));
+        assert!(selection("--all").unwrap().all);
+        let refused = selection(" a b ").unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "expected nothing, a loop name, `--name NAME` or `--all`, not `a b`"
+        );
+        assert!(selection("--bogus").is_err());
+    }
 
     fn opts(r: &RawArguments) -> Vec<(&str, &str)> {
         r.options

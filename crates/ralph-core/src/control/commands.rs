@@ -65,6 +65,19 @@ pub enum LoopError {
     PrdOutside(String),
 }
 
+/// A name, prompt or URL the user typed is wrong: a usage error; the rest fail.
+impl crate::error::Exit for LoopError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        match self {
+            Self::BadName(_)
+            | Self::EmptyPrompt
+            | Self::NotifyUrl(_)
+            | Self::PromiseWithTags { .. } => crate::error::ExitClass::Usage,
+            _ => crate::error::ExitClass::Failure,
+        }
+    }
+}
+
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
 fn owner_words(owner: Option<&str>) -> String {
     match owner {

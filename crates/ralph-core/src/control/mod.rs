@@ -3,10 +3,13 @@
 //! with atomic writes, so a command racing a Stop hook never loses an update
 //! or revives a loop); list them for `ralph status` and `ralph log`
 //! (`report`, which changes nothing); `ralph start`'s options as a slash
-//! command gives them (`arguments`); `ralph init`'s files (`templates`).
+//! command gives them (`arguments`); `ralph init`'s files (`templates`, written
+//! by `init`).
 
+pub mod adoption;
 pub mod arguments;
 pub mod commands;
+pub mod init;
 pub mod report;
 pub mod templates;
 

@@ -72,6 +72,8 @@ pub enum StepError {
     Prd(#[from] crate::loop_file::stories::PrdError),
 }
 
+impl crate::error::Exit for StepError {}
+
 /// One turn: decide (running the verification gate if the promise asks for
 /// it), then write what was decided and log it.
 pub fn step(

@@ -65,6 +65,8 @@ pub enum FsError {
     },
 }
 
+impl crate::error::Exit for FsError {}
+
 impl FsError {
     /// The path does not exist (nothing was there to refuse).
     pub fn is_not_found(&self) -> bool {

@@ -9,6 +9,7 @@ pub mod answer;
 pub mod context;
 pub mod host;
 pub mod host_install;
+pub mod install;
 pub mod session;
 pub mod typed;
 use std::cell::RefCell;

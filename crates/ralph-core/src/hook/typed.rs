@@ -108,6 +108,8 @@ pub enum TypedError {
     },
 }
 
+impl crate::error::Exit for TypedError {}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TypedError + '_ {
     move |source| TypedError::Io {
         path: path.to_owned(),

@@ -50,6 +50,8 @@ pub enum WriteError {
     Rewrite { path: PathBuf, source: RewriteError },
 }
 
+impl crate::error::Exit for WriteError {}
+
 /// What a line of the decision log says was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -534,6 +536,8 @@ pub enum LoadError {
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
 }
+
+impl crate::error::Exit for LoadError {}
 
 /// Why a loop could not be adopted. Nothing was written.
 #[derive(Debug, thiserror::Error)]

@@ -83,6 +83,8 @@ pub enum ArgumentsError {
         "`--{option} {value}`: expected a duration such as 90m, 2h or 1h30m; nothing was armed"
     )]
     BadDuration { option: String, value: String },
+    #[error("expected nothing, a loop name, `--name NAME` or `--all`, not `{0}`")]
+    BadSelection(String),
     #[error("`--{option} {value}`: expected a whole number such as 10; nothing was armed")]
     BadNumber { option: String, value: String },
     #[error("`--{option} {value}`: {why}; nothing was armed")]
@@ -91,6 +93,13 @@ pub enum ArgumentsError {
         value: String,
         why: String,
     },
+}
+
+/// What the user typed is wrong.
+impl crate::error::Exit for ArgumentsError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        crate::error::ExitClass::Usage
+    }
 }
 
 /// A value that fits the option, for the "needs a value" message.

@@ -73,6 +73,8 @@ pub enum ReceiptError {
     NoHome,
 }
 
+impl crate::error::Exit for ReceiptError {}
+
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReceiptError {
     let path = path.to_owned();
     move |source| ReceiptError::Io {

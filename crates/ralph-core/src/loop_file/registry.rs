@@ -103,6 +103,8 @@ pub enum RegistryError {
     Random(String),
 }
 
+impl crate::error::Exit for RegistryError {}
+
 fn io_err<'a>(
     action: &'static str,
     path: &'a Path,

@@ -37,6 +37,8 @@ pub enum RewriteError {
     BodyChanged,
 }
 
+impl crate::error::Exit for RewriteError {}
+
 /// Returns `text` with `fields` set (values are YAML scalars, already
 /// quoted as needed), or refuses when the result does not prove right.
 pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, RewriteError> {

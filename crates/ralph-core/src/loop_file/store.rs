@@ -58,6 +58,8 @@ pub enum StoreError {
     },
 }
 
+impl crate::error::Exit for StoreError {}
+
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
         action,
@@ -131,6 +133,14 @@ fn owned_by_user(_dir: &Path) -> bool {
 }
 
 impl Project {
+    /// A path as the CLI shows it: relative to the root when under it.
+    pub fn shown(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
     pub fn claude_dir(&self) -> PathBuf {
         self.root.join(".claude")
     }

@@ -111,6 +111,8 @@ pub enum PrdError {
     },
 }
 
+impl crate::error::Exit for PrdError {}
+
 /// A story id is used as a branch name, a folder name and a loop name:
 /// ASCII letters, digits, `.`, `_`, `-`; at most 64; no leading `-` or
 /// `.`, no `..`, no trailing `.` or `.lock` (which git refuses in a ref).

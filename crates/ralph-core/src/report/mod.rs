@@ -50,6 +50,8 @@ pub enum ReportError {
     Store(#[from] crate::loop_file::store::StoreError),
 }
 
+impl crate::error::Exit for ReportError {}
+
 /// The report's data for `selection`, read without the lock (as `ralph
 /// status` reads).
 pub fn gather(

@@ -56,6 +56,8 @@ pub enum JudgeError {
     Step(#[from] StepError),
 }
 
+impl crate::error::Exit for JudgeError {}
+
 /// Under the lock, if the loop is still as it was read before the agent
 /// ran, decides the turn on the agent's reply (the Stop hook's own rules)
 /// and writes it. `None`: the loop file changed while the agent ran, and
@@ -109,6 +111,8 @@ pub enum RunError {
     #[error("{path}: {note}; nothing was run")]
     NotArmed { path: String, note: String },
 }
+
+impl crate::error::Exit for RunError {}
 
 /// Reads the loop under the lock: its text and state, or `None` if it is
 /// gone. A loop that is not (or no longer) armed on this machine is refused,

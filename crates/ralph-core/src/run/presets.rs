@@ -71,6 +71,13 @@ pub struct PermissionModeError {
     pub agent: String,
 }
 
+/// What the user typed is wrong.
+impl crate::error::Exit for PermissionModeError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        crate::error::ExitClass::Usage
+    }
+}
+
 /// The agent's command line: a preset's (`--agent codex`), or the command
 /// as given, with the chosen permission mode for the default agent.
 pub fn command_line(

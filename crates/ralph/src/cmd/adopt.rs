@@ -4,14 +4,15 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use ralph_core::control::adoption::{self, Choice};
 use ralph_core::control::{self, Live};
-use ralph_core::loop_file::registry::{self, Arming, Registry};
+use ralph_core::loop_file::registry::{Arming, Registry};
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
-use super::{Failure, Outcome};
 use crate::cli::AdoptArgs;
+use crate::exit::{Failure, Outcome};
 
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.
@@ -20,68 +21,32 @@ fn escape_controls(text: &str) -> String {
 }
 
 pub fn adopt(args: AdoptArgs) -> Outcome {
-    let project = super::project();
-    let registry = super::require_registry()?;
-    let root = registry::canonical_root(&project).ok();
-    let lives = control::read_live(&project)?;
-    let arming = |live: &Live| match &live.state {
-        Ok(state) => registry::arming(Some(&registry), root.as_deref(), &live.file.name, state),
-        Err(_) => Arming::Unarmed(registry::Unarmed::NoRecord),
-    };
-    let live = if let Some(name) = &args.name {
-        lives.iter().find(|l| &l.file.name == name).ok_or_else(|| {
-            Failure::from(format!(
-                "no loop named `{}` here (see `ralph status`)",
-                escape_controls(name)
-            ))
-        })?
-    } else {
-        let unarmed: Vec<&Live> = lives
-            .iter()
-            .filter(|l| arming(l) != Arming::Armed)
-            .collect();
-        match unarmed.as_slice() {
-            [] => {
-                say!("Nothing to adopt: every loop here is armed on this machine.");
-                return Ok(());
-            }
-            [only] => *only,
-            several => {
-                let names: Vec<String> = several
-                    .iter()
-                    .map(|l| escape_controls(&l.file.name))
-                    .collect();
-                return Err(format!(
-                    "several loops here are not armed on this machine ({}); name one with --name",
-                    names.join(", ")
-                )
-                .into());
-            }
+    let project = crate::env::project();
+    let registry = crate::env::require_registry()?;
+    let (live, state, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {
+        Choice::Nothing => {
+            say!("Nothing to adopt: every loop here is armed on this machine.");
+            return Ok(());
         }
+        Choice::AlreadyArmed(name) => {
+            say!(
+                "The loop `{}` is already armed on this machine.",
+                escape_controls(&name)
+            );
+            return Ok(());
+        }
+        Choice::Candidate {
+            live,
+            state,
+            arming,
+        } => (live, state, arming),
     };
-    let name = &live.file.name;
-    let state = live.state.as_ref().map_err(|e| {
-        format!(
-            "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
-            escape_controls(&live.file.path.display().to_string()),
-            escape_controls(e),
-            escape_controls(name)
-        )
-    })?;
-    let status = arming(live);
-    if status == Arming::Armed {
-        say!(
-            "The loop `{}` is already armed on this machine.",
-            escape_controls(name)
-        );
-        return Ok(());
-    }
-    show(&project, live, state, &status);
+    show(&project, &live, &state, &status);
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             return Err(format!(
                 "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {} --yes`",
-                escape_controls(name)
+                escape_controls(&live.file.name)
             )
             .into());
         }
@@ -89,7 +54,7 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
             return Err("not adopted.".to_owned().into());
         }
     }
-    record(&project, &registry, live, state)
+    record(&project, &registry, &live, &state)
 }
 
 /// Prints what the loop would do, every value escaped.
@@ -98,7 +63,7 @@ fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
     let why = status.why_not();
     say!(
         "Loop `{name}` in {} is not armed on this machine: {why}.",
-        escape_controls(&super::display(project, &live.file.path))
+        escape_controls(&crate::env::display(project, &live.file.path))
     );
     say!("Read what it would do before you adopt it:");
     say!();

@@ -1,56 +1,24 @@
-//! `ralph init`: write a template's PRD, progress log and prompt into ralph/.
+//! `ralph init`: a template's PRD, progress log and prompt, written by
+//! `ralph_core::control::init`; here what it did is printed.
 
-use ralph_core::control::templates::{self, TEMPLATES};
-use ralph_core::fs::safe_fs;
+use ralph_core::control::init;
 
 use crate::cli::InitArgs;
+use crate::exit::Outcome;
 
-const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
-
-pub fn init(mut args: InitArgs) -> super::Outcome {
+pub fn init(mut args: InitArgs) -> Outcome {
     if args.typed_arguments {
         let typed = super::loops::typed_text(
-            super::session_from_env().as_deref(),
+            crate::env::session_from_env().as_deref(),
             ralph_core::hook::typed::SlashCommand::Init,
         )?;
-        apply_typed(&mut args, &typed)?;
+        init::apply_typed(&mut args.template, &mut args.force, &typed)?;
     }
-    let template = templates::find(&args.template).ok_or_else(|| {
-        let names: Vec<String> = TEMPLATES
-            .iter()
-            .map(|t| format!("  {}: {}", t.name, t.summary))
-            .collect();
-        super::Failure::usage(format!(
-            "no template named `{}`; choose one of:\n{}",
-            args.template,
-            names.join("\n")
-        ))
+    let project = crate::env::project();
+    let added = init::init(&project, &args.template, args.force, &mut |line| {
+        say!("{line}");
     })?;
-    let project = super::project();
-    super::ensure_claude_dir(&project)?;
-    let dir = project.root.join("ralph");
-    // Anything already there counts, a link included (it is never written through).
-    let existing: Vec<String> = template
-        .files
-        .iter()
-        .filter(|(f, _)| safe_fs::kind_at(&dir.join(f)).is_some())
-        .map(|(f, _)| format!("ralph/{f}"))
-        .collect();
-    if !existing.is_empty() && !args.force {
-        return Err(format!(
-            "{} already exist(s); nothing was written. Use --force to overwrite.",
-            existing.join(", ")
-        )
-        .into());
-    }
-    safe_fs::ensure_dir(&project.root, "ralph")?;
-    for (file, contents) in template.files {
-        let path = dir.join(file);
-        safe_fs::replace(&path, contents.as_bytes())
-            .map_err(|e| format!("could not write ralph/{file}: {e}"))?;
-        say!("wrote ralph/{file}");
-    }
-    if let Some(added) = ignore_loop_files(&project.root)? {
+    if let Some(added) = added {
         say!("added {added} to .gitignore (loop state is per machine)");
     }
     say!(
@@ -60,76 +28,12 @@ pub fn init(mut args: InitArgs) -> super::Outcome {
 }
 
 /// `/ralph-init ARGS`, answered by the UserPromptSubmit hook: `raw` as the event carries it.
-pub fn init_typed(raw: &str) -> super::Outcome {
+pub fn init_typed(raw: &str) -> Outcome {
     let mut args = InitArgs {
         template: "software".to_owned(),
         force: false,
         typed_arguments: false,
     };
-    apply_typed(&mut args, raw)?;
+    init::apply_typed(&mut args.template, &mut args.force, raw)?;
     init(args)
-}
-
-/// `/ralph-init [TEMPLATE] [--template TEMPLATE] [--force]`, split on whitespace: a template
-/// name has no spaces, and anything else is refused rather than guessed.
-fn apply_typed(args: &mut InitArgs, typed: &str) -> super::Outcome {
-    let mut words = typed.split_whitespace();
-    while let Some(word) = words.next() {
-        match word {
-            "--force" => args.force = true,
-            "--template" => {
-                args.template = words
-                    .next()
-                    .ok_or_else(|| super::Failure::usage("`--template` needs a value"))?
-                    .to_owned();
-            }
-            w if w.starts_with("--template=") => {
-                args.template = w["--template=".len()..].to_owned();
-            }
-            w if !w.starts_with('-') => args.template = w.to_owned(),
-            other => {
-                return Err(super::Failure::usage(format!(
-                    "`{other}` is not an option of /ralph-init; use `[software|marketing] [--force]`"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Adds ralph's state files to `.gitignore` in a git project, once.
-fn ignore_loop_files(root: &std::path::Path) -> Result<Option<String>, String> {
-    if !root.join(".git").exists() {
-        return Ok(None);
-    }
-    let path = root.join(".gitignore");
-    let current = match safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP) {
-        Ok(text) => text,
-        Err(e) if e.is_not_found() => String::new(),
-        Err(e) => {
-            return Err(format!(
-                "{e}; .gitignore was not edited (add {} yourself)",
-                GITIGNORE_LINES.join(" and ")
-            ));
-        }
-    };
-    let missing: Vec<&str> = GITIGNORE_LINES
-        .iter()
-        .copied()
-        .filter(|l| !current.lines().any(|c| c.trim() == *l))
-        .collect();
-    if missing.is_empty() {
-        return Ok(None);
-    }
-    let mut text = current;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    for line in &missing {
-        text.push_str(line);
-        text.push('\n');
-    }
-    safe_fs::replace(&path, text.as_bytes())
-        .map_err(|e| format!("could not update .gitignore: {e}"))?;
-    Ok(Some(missing.join(" and ")))
 }

@@ -9,8 +9,8 @@ use ralph_core::hook::typed::{self, SlashCommand};
 use ralph_core::loop_file::messages;
 use ralph_core::time::Timestamp;
 
-use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, SelectArgs, StartArgs};
+use crate::exit::{Failure, Outcome};
 
 pub fn start(mut args: StartArgs) -> Outcome {
     let mut notes = Vec::new();
@@ -18,7 +18,7 @@ pub fn start(mut args: StartArgs) -> Outcome {
         .session_id
         .clone()
         .filter(|s| !s.trim().is_empty())
-        .or_else(super::session_from_env);
+        .or_else(crate::env::session_from_env);
     let prompt = if args.raw_arguments || args.typed_arguments {
         let raw = if args.typed_arguments {
             typed_text(session.as_deref(), SlashCommand::Loop)?
@@ -60,7 +60,7 @@ pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed),
 /// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt and
 /// how to finish it).
 pub fn tasks_of(names: &[String]) -> String {
-    let Ok(lives) = control::read_live(&super::project()) else {
+    let Ok(lives) = control::read_live(&crate::env::project()) else {
         return String::new();
     };
     let mut out = Vec::new();
@@ -98,7 +98,7 @@ fn arm_and_tell(
     prompt: String,
     notes: &[String],
 ) -> Result<control::Armed, Failure> {
-    let project = super::project();
+    let project = crate::env::project();
     window_seen(&args.arm)?;
     let request = arm_request(
         &project,
@@ -108,7 +108,7 @@ fn arm_and_tell(
         args.session_id,
         args.force,
     )?;
-    let registry = super::require_registry()?;
+    let registry = crate::env::require_registry()?;
     let armed = control::arm_or_keep(&project, &registry, &request, Timestamp::now())?;
     let (path, state) = (&armed.path, &armed.state);
     for note in notes {
@@ -139,7 +139,7 @@ fn arm_and_tell(
     }
     say!(
         "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
-        super::display(&project, path)
+        crate::env::display(&project, path)
     );
     let guards = messages::guard_summary(state);
     if !guards.is_empty() {
@@ -249,7 +249,7 @@ pub fn arm(
     project: &ralph_core::loop_file::store::Project,
     request: &ArmRequest,
 ) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
-    let registry = super::require_registry()?;
+    let registry = crate::env::require_registry()?;
     Ok(control::arm(project, &registry, request, Timestamp::now())?)
 }
 
@@ -265,7 +265,7 @@ fn window_seen(arm: &ArmFlags) -> Outcome {
             "`--max-window {pct}`: a share of the window, 1 to 100; nothing was armed"
         )));
     }
-    let seen = super::require_registry()
+    let seen = crate::env::require_registry()
         .ok()
         .and_then(|r| ralph_core::loop_file::window::load(r.dir()));
     if seen.is_none() {
@@ -328,7 +328,7 @@ pub fn typed_text(session: Option<&str>, command: SlashCommand) -> Result<String
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
 fn resolve_selection(args: SelectArgs, command: SlashCommand) -> Result<SelectArgs, Failure> {
     let raw = if args.typed_arguments {
-        typed_text(super::session_from_env().as_deref(), command)?
+        typed_text(crate::env::session_from_env().as_deref(), command)?
     } else if args.raw_arguments {
         read_stdin()?
     } else {
@@ -349,36 +349,25 @@ pub fn typed_selection(raw: &str) -> Result<SelectArgs, Failure> {
 }
 
 fn apply_selection(mut args: SelectArgs, raw: &str) -> Result<SelectArgs, Failure> {
-    let words: Vec<&str> = raw.split_whitespace().collect();
-    match words.as_slice() {
-        [] => {}
-        ["--all"] => args.all = true,
-        ["--name", name] => args.name = Some((*name).to_owned()),
-        [word] if word.starts_with("--name=") => {
-            args.name = Some(word["--name=".len()..].to_owned());
-        }
-        [name] if !name.starts_with('-') => args.name = Some((*name).to_owned()),
-        _ => {
-            return Err(Failure::usage(format!(
-                "expected nothing, a loop name, `--name NAME` or `--all`, not `{}`",
-                raw.trim()
-            )));
-        }
+    let typed = arguments::selection(raw)?;
+    args.all |= typed.all;
+    if typed.name.is_some() {
+        args.name = typed.name;
     }
     Ok(args)
 }
 
 pub fn cancel(args: SelectArgs) -> Outcome {
     let args = resolve_selection(args, SlashCommand::Cancel)?;
-    cancel_as(args, super::session_from_env())
+    cancel_as(args, crate::env::session_from_env())
 }
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
 pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
-    let project = super::project();
+    let project = crate::env::project();
     let ended = control::cancel(
         &project,
-        super::registry().as_ref(),
+        crate::env::registry().as_ref(),
         args.name.as_deref(),
         args.all,
         session.as_deref(),
@@ -398,7 +387,7 @@ pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
     for (name, iteration, record) in done.ended {
         say!(
             "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
-            super::display(&project, &record)
+            crate::env::display(&project, &record)
         );
     }
     // What could not be ended is listed, and the exit code says so.
@@ -420,7 +409,7 @@ pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
         SlashCommand::Pause
     };
     let args = resolve_selection(args, command)?;
-    pause_or_resume_as(args, active, super::session_from_env()).map(|_| ())
+    pause_or_resume_as(args, active, crate::env::session_from_env()).map(|_| ())
 }
 
 /// `ralph pause` / `ralph resume` for `session`; returns the loops it changed.
@@ -429,7 +418,7 @@ pub fn pause_or_resume_as(
     active: bool,
     session: Option<String>,
 ) -> Result<Vec<String>, Failure> {
-    let project = super::project();
+    let project = crate::env::project();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
         control::read_live(&project)?

@@ -1,207 +1,70 @@
 //! `ralph run --parallel N`, `ralph plan` and `ralph clean`: many loops at
-//! once. Each story runs as a child `ralph run` (the same driver, rules,
-//! guards and verify gate as a single run) in its own git worktree on
-//! `ralph/<story-id>`; ralph's own cost per loop is that one small process.
-//! Finished stories are rebased onto the base branch, verified there and
-//! merged home one at a time. What each step means is decided in
-//! `ralph_core::run::fleet`, the repository is touched through
-//! `ralph_core::run::fleet::git`; here are the child processes, the display and
-//! the exit code.
+//! once, driven by `ralph_core::run::fleet::driver`. Here are the terminal
+//! (a live block of the running loops, or plain lines), Ctrl-C and the exit
+//! code.
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-use ralph_core::fs::process::GroupChild;
-use ralph_core::fs::safe_fs;
-use ralph_core::loop_file::outcome::{self as ended, RecordedOutcome};
-use ralph_core::loop_file::store::Project;
-use ralph_core::run::fleet::git::{self as fg, FleetError};
-use ralph_core::run::fleet::{
-    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
-};
+use ralph_core::run::fleet::git::FleetError;
+use ralph_core::run::fleet::{self, driver};
 use ralph_core::time::format_duration;
 
-use super::{Failure, Outcome};
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
-
-/// How long the child runs get to record their loops after Ctrl-C.
-const STOP_GRACE: Duration = Duration::from_secs(30);
-
-/// A line a child run printed, with its story's id.
-type Line = (String, String);
-
-/// One loop running now.
-struct Slot {
-    story: Story,
-    child: GroupChild,
-    worktree: PathBuf,
-    started: Instant,
-    last: String,
-}
-
-/// The child runs going on now, and the lines they print.
-struct Pool {
-    running: Vec<Slot>,
-    sender: mpsc::Sender<Line>,
-    lines: mpsc::Receiver<Line>,
-    /// When Ctrl-C came, if it did.
-    interrupted: Option<Instant>,
-    killed: bool,
-}
-
-/// What the run needs to know at every step.
-struct Fleet {
-    project: Project,
-    base: String,
-    merge: MergeMode,
-    verify: Option<String>,
-    verify_timeout: Duration,
-    /// Stories come from the PRD (so `passes` is written back).
-    from_prd: bool,
-    /// Where each story's record is kept.
-    records: PathBuf,
-    /// The promise each story's loop gives, and every child's arguments.
-    promise: String,
-    child_args: Vec<String>,
-    live: bool,
-    /// Lines on screen in the live display, to redraw over.
-    drawn: usize,
-    rows: Vec<Row>,
-    notes: Vec<String>,
-}
+use crate::exit::{Failure, Outcome};
 
 pub fn run(args: RunArgs, n: usize) -> Outcome {
-    let (mut fleet, stories) = prepare(&args)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    let queue = fleet.triage(stories);
-    let interrupted = fleet.drive(queue, n, &stop);
-    fleet.summary(interrupted)
-}
-
-/// Everything is checked before anything runs: the flags, the base branch,
-/// the stories; then ralph's folders are made ready.
-fn prepare(args: &RunArgs) -> Result<(Fleet, Vec<Story>), Failure> {
     if args.hand_back_after.is_some() || args.force {
-        return Err(Failure::usage(
-            "--hand-back-after and --force go with a single loop, not with --parallel",
-        ));
+        return Err(FleetError::SingleLoopFlags.into());
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
     ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
-    let merge = MergeMode::parse(&args.fanout.merge).unwrap_or(MergeMode::Ff);
-    let project = super::project();
-    let root = project.root.clone();
-    let base = fg::current_branch(&root)?;
-    let (stories, from_prd) = select(&root, args)?;
-    fg::ensure_excluded(&root)?;
-    let records = project.ensure_dir(fleet::RECORDS)?;
-    let promise = args
-        .arm
-        .completion_promise
-        .clone()
-        .unwrap_or_else(|| fleet::DEFAULT_PROMISE.to_owned());
-    let verify_timeout = args
-        .arm
-        .guards
-        .0
-        .get("verify-timeout")
-        .and_then(ralph_core::time::parse_duration)
-        .unwrap_or(300);
-    let fleet = Fleet {
-        project,
-        base,
-        merge,
-        verify: args.arm.guards.0.get("verify").map(str::to_owned),
-        verify_timeout: Duration::from_secs(verify_timeout),
-        from_prd,
-        records,
-        child_args: child_args(args, &promise),
+    let promise = driver::promise(args.arm.completion_promise.as_deref());
+    let request = driver::Request {
+        merge: &args.fanout.merge,
+        prd: args.arm.prd.as_deref(),
+        tasks: &args.prompt,
+        only: &args.fanout.story,
+        child_args: child_args(&args, &promise),
         promise,
+        verify: args.arm.guards.0.get("verify"),
+        verify_timeout: args.arm.guards.0.get("verify-timeout"),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let mut screen = Screen {
         live: std::io::stdout().is_terminal(),
         drawn: 0,
-        rows: Vec::new(),
-        notes: Vec::new(),
     };
-    Ok((fleet, stories))
+    let summary = driver::run(crate::env::project(), request, n, &stop, &mut |event| {
+        screen.show(&event);
+    })?;
+    summary_of(&summary)
 }
 
-/// The stories this run is about: tasks from the command line, or the open
-/// stories of the PRD (only those named with --story, if any).
-fn select(root: &Path, args: &RunArgs) -> Result<(Vec<Story>, bool), Failure> {
-    if args
-        .arm
-        .prd
-        .as_deref()
-        .is_some_and(|p| p != ralph_core::loop_file::stories::DEFAULT_PRD)
-    {
-        return Err(Failure::usage(format!(
-            "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
-            fleet::PRD
-        )));
+/// The summary table and the notes; the exit code says whether every
+/// story came home.
+fn summary_of(summary: &driver::Summary) -> Outcome {
+    if summary.rows.is_empty() {
+        say!("Nothing open to run: every story passes, or came home earlier.");
+        return Ok(());
     }
-    if !args.prompt.is_empty() {
-        if !args.fanout.story.is_empty() {
-            return Err(Failure::usage(
-                "--story picks stories of ralph/prd.json; with tasks on the command line, leave it out",
-            ));
-        }
-        return Ok((fleet::tasks(&args.prompt), false));
+    say!();
+    say!("{}", fleet::table(&summary.rows));
+    for note in &summary.notes {
+        say!("{note}");
     }
-    let all = read_stories(root)?;
-    for id in &args.fanout.story {
-        if !valid_id(id) || !all.iter().any(|s| &s.id == id) {
-            return Err(Failure::usage(format!(
-                "--story {}: no story with that id in {}",
-                ralph_core::display::line(id),
-                fleet::PRD
-            )));
-        }
+    if summary.interrupted {
+        say!("Run the same command again to resume what was left.");
+        return Err(Failure::interrupted());
     }
-    let open: Vec<Story> = fleet::open(&all)
-        .into_iter()
-        .filter(|s| args.fanout.story.is_empty() || args.fanout.story.contains(&s.id))
-        .collect();
-    for story in all.iter().filter(|s| !s.passes) {
-        match (&story.blocked, &story.verify) {
-            (Some(why), _) => say!(
-                "{}: blocked ({}); skipped",
-                ralph_core::display::line(&story.id),
-                ralph_core::display::line(why)
-            ),
-            (None, Some(command)) => say!(
-                "{}: its check `{}` runs before it comes home",
-                ralph_core::display::line(&story.id),
-                ralph_core::display::line(command)
-            ),
-            (None, None) => {}
-        }
+    if fleet::all_home(&summary.rows) {
+        Ok(())
+    } else {
+        Err(Failure::ended())
     }
-    Ok((open, true))
-}
-
-fn read_stories(root: &Path) -> Result<Vec<Story>, Failure> {
-    let text = match safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP) {
-        Ok(t) => t,
-        Err(e) if e.is_not_found() => {
-            return Err(Failure::usage(format!(
-                "no {} here: write one (`ralph init`), or name the tasks: ralph run --parallel 2 \"task one\" \"task two\"",
-                fleet::PRD
-            )));
-        }
-        Err(source) => {
-            let file = fleet::PRD.to_owned();
-            return Err(PrdError::Unreadable { file, source }.into());
-        }
-    };
-    Ok(fleet::stories(&text)?)
 }
 
 /// The arguments every child `ralph run` gets: the agent and the loop's
@@ -238,351 +101,36 @@ fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
     if *notify {
         out.push("--notify".to_owned());
     }
-    add_notify_url(&mut out, notify_url.as_deref());
+    if let Some(url) = notify_url {
+        out.extend(["--notify-url".to_owned(), url.clone()]);
+    }
     out
 }
 
-/// The child's arguments with its story's own check in its `--verify`
-/// gate (before the run's, if any), so the loop is refused in the loop,
-/// where the agent can still fix it, not only at the trip home.
-fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<String> {
-    let Some(story) = story_verify else {
-        return child_args.to_vec();
-    };
-    let mut out = Vec::with_capacity(child_args.len() + 2);
-    let mut run_verify = None;
-    let mut args = child_args.iter();
-    while let Some(arg) = args.next() {
-        if arg == "--verify" {
-            run_verify = args.next().cloned();
-        } else {
-            out.push(arg.clone());
-        }
-    }
-    let gate = match run_verify.filter(|v| !v.trim().is_empty()) {
-        Some(run) => format!("( {story}\n) && ( {run}\n)"),
-        None => story.to_owned(),
-    };
-    out.extend(["--verify".to_owned(), gate]);
-    out
+/// The fleet's terminal: on a terminal, a live block of the running loops
+/// under the lines that stay; otherwise every line, plain.
+struct Screen {
+    live: bool,
+    /// Lines on screen in the live block, to redraw over.
+    drawn: usize,
 }
 
-fn add_notify_url(out: &mut Vec<String>, url: Option<&str>) {
-    if let Some(url) = url {
-        out.extend(["--notify-url".to_owned(), url.to_owned()]);
-    }
-}
-
-impl Fleet {
-    /// Stories whose loop completed earlier only come home again (from
-    /// ralph's own worktree); stories merged or left ready are skipped; the
-    /// rest are queued to run.
-    fn triage(&mut self, stories: Vec<Story>) -> VecDeque<Story> {
-        let mut queue = VecDeque::new();
-        for story in stories {
-            let record = fg::read_record(&self.records, &story.id);
-            let merging = self.merge != MergeMode::None;
-            match (fleet::next(record.as_ref(), merging), record) {
-                (Next::Skip, record) => say!(
-                    "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
-                    story.id,
-                    record.as_ref().map_or("", |r| r.state.as_str()),
-                    fleet::branch(&story.id),
-                    fleet::RECORDS,
-                    story.id
-                ),
-                (Next::BringHome, Some(record)) if self.has_own_worktree(&story.id) => {
-                    say!(
-                        "{}: its loop completed earlier; bringing it home again",
-                        story.id
-                    );
-                    let worktree = fg::worktree_path(&self.project.root, &story.id);
-                    let record = self.bring_home(&story, &worktree, record);
-                    self.finish(&story, record);
+impl Screen {
+    fn show(&mut self, event: &driver::Event) {
+        match event {
+            driver::Event::Said(line) => {
+                if self.live {
+                    self.clear();
                 }
-                // No worktree of ralph's (after `ralph clean`, say): the loop
-                // runs again on the story's branch, which keeps its work.
-                (Next::BringHome | Next::RunLoop, _) => queue.push_back(story),
+                say!("{line}");
             }
-        }
-        queue
-    }
-
-    /// Whether git lists ralph's worktree for the story, on its branch.
-    fn has_own_worktree(&self, id: &str) -> bool {
-        let root = &self.project.root;
-        fg::is_registered(root, &fg::worktree_path(root, id), &fleet::branch(id))
-    }
-
-    /// Runs the queued stories, `n` at a time, until none is left running;
-    /// whether Ctrl-C stopped the run.
-    fn drive(&mut self, mut queue: VecDeque<Story>, n: usize, stop: &AtomicBool) -> bool {
-        let (sender, lines) = mpsc::channel::<Line>();
-        let mut pool = Pool {
-            running: Vec::new(),
-            sender,
-            lines,
-            interrupted: None,
-            killed: false,
-        };
-        loop {
-            if stop.load(Ordering::SeqCst) && pool.interrupted.is_none() {
-                self.event("⏹ Ctrl-C: stopping every agent; each loop is recorded as cancelled");
-                pool.interrupt();
-            }
-            pool.kill_after_grace();
-            while pool.interrupted.is_none() && pool.running.len() < n {
-                let Some(story) = queue.pop_front() else {
-                    break;
-                };
-                self.launch(&mut pool, story);
-            }
-            if pool.running.is_empty() {
-                break;
-            }
-            self.take_line(&mut pool);
-            self.reap(&mut pool);
-            self.redraw(&pool.running);
-        }
-        self.redraw(&[]);
-        pool.interrupted.is_some()
-    }
-
-    /// Starts the story's child run, or records why it could not start.
-    fn launch(&mut self, pool: &mut Pool, story: Story) {
-        match self.start(&story, &pool.sender) {
-            Ok(slot) => {
-                self.event(&format!(
-                    "▶ {}: started in {} on {}",
-                    story.id,
-                    self.shown(&slot.worktree),
-                    fleet::branch(&story.id)
-                ));
-                pool.running.push(slot);
-            }
-            Err(e) => self.finish(&story, StoryRecord::not_started(&story.id, &e)),
-        }
-    }
-
-    /// Waits a little for a line from a child run: printed as it comes, or
-    /// kept as its story's last word for the live block.
-    fn take_line(&self, pool: &mut Pool) {
-        if let Ok((id, line)) = pool.lines.recv_timeout(Duration::from_millis(200)) {
-            if let Some(slot) = pool.running.iter_mut().find(|s| s.story.id == id) {
-                slot.last = line.clone();
-            }
-            if !self.live {
-                say!("[{id}] {line}");
-            }
-        }
-    }
-
-    /// Every child run that has ended: its story is recorded (and brought
-    /// home when its loop completed).
-    fn reap(&mut self, pool: &mut Pool) {
-        let mut i = 0;
-        while i < pool.running.len() {
-            match pool.running[i].child.child.try_wait() {
-                Ok(Some(status)) => {
-                    let slot = pool.running.remove(i);
-                    // Whatever it printed last is still in the channel: drain it.
-                    while let Ok((id, line)) = pool.lines.try_recv() {
-                        if !self.live {
-                            say!("[{id}] {line}");
-                        }
-                    }
-                    let record = self.ended(&slot, status.code());
-                    self.finish(&slot.story, record);
+            driver::Event::Output { id, line } => {
+                if !self.live {
+                    say!("[{id}] {line}");
                 }
-                Ok(None) | Err(_) => i += 1,
             }
+            driver::Event::Running(running) => self.redraw(running),
         }
-    }
-
-    /// The summary table and the notes; the exit code says whether every
-    /// story came home.
-    fn summary(&self, interrupted: bool) -> Outcome {
-        if self.rows.is_empty() {
-            say!("Nothing open to run: every story passes, or came home earlier.");
-            return Ok(());
-        }
-        say!();
-        say!("{}", fleet::table(&self.rows));
-        for note in &self.notes {
-            say!("{note}");
-        }
-        if interrupted {
-            say!("Run the same command again to resume what was left.");
-            return Err(Failure::interrupted());
-        }
-        if fleet::all_home(&self.rows) {
-            Ok(())
-        } else {
-            Err(Failure::ended())
-        }
-    }
-
-    /// Prepares the story's worktree and starts its `ralph run` there.
-    fn start(&self, story: &Story, sender: &mpsc::Sender<Line>) -> Result<Slot, FleetError> {
-        let worktree = fg::prepare_worktree(&self.project, &story.id, &self.base)?;
-        let exe = std::env::current_exe().map_err(FleetError::NoSelf)?;
-        let mut command = Command::new(exe);
-        command
-            .arg("run")
-            .arg("--name")
-            .arg(fleet::loop_name(&story.id))
-            .args(with_story_gate(&self.child_args, story.verify.as_deref()))
-            .current_dir(&worktree)
-            .env("CLAUDE_PROJECT_DIR", &worktree)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut group = ralph_core::fs::process::spawn_in_group(&mut command)
-            .map_err(FleetError::NotStarted)?;
-        let child = &mut group.child;
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(fleet::prompt(story, &self.promise).as_bytes());
-        }
-        forward_lines(child, &story.id, sender);
-        Ok(Slot {
-            story: story.clone(),
-            child: group,
-            worktree,
-            started: Instant::now(),
-            last: "starting".into(),
-        })
-    }
-
-    /// A child run ended: read how its loop ended, keep its history, and
-    /// bring a completed story home.
-    fn ended(&mut self, slot: &Slot, code: Option<i32>) -> StoryRecord {
-        let name = fleet::loop_name(&slot.story.id);
-        let last = fg::last_run(&slot.worktree, &name);
-        fg::keep_history(&slot.worktree, &self.project);
-        let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
-        let record = StoryRecord {
-            cost_usd: last.cost_usd,
-            ..StoryRecord::ended(
-                &slot.story.id,
-                last.outcome
-                    .as_deref()
-                    .unwrap_or(ended::Outcome::Failed.as_str()),
-                last.iterations,
-                last.tokens,
-                slot.started.elapsed().as_secs(),
-            )
-        };
-        match fleet::after_run(record, code, completed, &self.shown(&slot.worktree)) {
-            AfterRun::BringHome(record) => self.bring_home(&slot.story, &slot.worktree, record),
-            AfterRun::Stays(record) => record,
-        }
-    }
-
-    /// Brings a completed story home and records how that went.
-    fn bring_home(&mut self, story: &Story, worktree: &Path, record: StoryRecord) -> StoryRecord {
-        let branch = fleet::branch(&story.id);
-        let home = self.homecoming(story, worktree, &branch);
-        if matches!(home, Homecoming::Merged) {
-            self.after_merge(&story.id, worktree);
-        }
-        let shown = self.shown(worktree);
-        let trip = Trip {
-            branch: &branch,
-            base: &self.base,
-            shown: &shown,
-        };
-        home.record(record, trip)
-    }
-
-    /// Rebase onto the base, verify there, merge. Nothing is forced: the
-    /// first step that fails leaves the story on its branch.
-    fn homecoming(&self, story: &Story, worktree: &Path, branch: &str) -> Homecoming {
-        // An agent that switched branches left its work elsewhere: move nothing.
-        let head = fg::current_branch(worktree).unwrap_or_else(|_| "a detached HEAD".into());
-        if head != branch {
-            return Homecoming::SwitchedBranch { head };
-        }
-        let message = format!(
-            "{}: {} (left uncommitted by its loop)",
-            story.id, story.title
-        );
-        if let Err(e) = fg::commit_leftovers(worktree, &message) {
-            return Homecoming::NotCommitted(e);
-        }
-        match fg::rebase(worktree, &self.base) {
-            Ok(true) => {}
-            Ok(false) => return Homecoming::Conflict,
-            Err(e) => return Homecoming::RebaseFailed(e),
-        }
-        // The story's own check, as read from the PRD when this run began
-        // (an edit on the story's branch changes nothing), then the run's.
-        for command in story.verify.iter().chain(self.verify.iter()) {
-            let verification = ralph_core::fs::gate::run(command, worktree, self.verify_timeout);
-            if !verification.passed {
-                let command = command.clone();
-                return Homecoming::VerifyFailed {
-                    command,
-                    verification,
-                };
-            }
-        }
-        if self.merge == MergeMode::None {
-            return Homecoming::Ready;
-        }
-        let merge_message = format!("Merge {branch}: {}", story.title);
-        match fg::merge(&self.project.root, branch, self.merge, &merge_message) {
-            Ok(()) => Homecoming::Merged,
-            Err(e) => Homecoming::MergeRefused(e),
-        }
-    }
-
-    /// After a merge: `passes` written back, the worktree removed. What
-    /// fails here is told in a note; the merge stands.
-    fn after_merge(&mut self, id: &str, worktree: &Path) {
-        if self.from_prd
-            && let Err(e) = fg::mark_passes(&self.project, id)
-        {
-            self.notes
-                .push(format!("⚠ {id}: merged, but `passes` was not written: {e}"));
-        }
-        if let Err(e) = fg::remove_worktree(&self.project.root, worktree) {
-            self.notes.push(format!(
-                "⚠ {id}: merged; its worktree was not removed ({e}); `ralph clean` removes it"
-            ));
-        }
-    }
-
-    /// Records how the story stands, shows it, and adds its summary row.
-    fn finish(&mut self, story: &Story, record: StoryRecord) {
-        if let Err(e) = fg::write_record(&self.records, &story.id, &record) {
-            self.notes
-                .push(format!("⚠ {}: its record was not written: {e}", story.id));
-        }
-        let line = format!(
-            "{} {}: {} after {} iteration(s), {}",
-            record.state.mark(),
-            story.id,
-            record.state.as_str(),
-            record.iterations,
-            format_duration(record.seconds)
-        );
-        self.event(&line);
-        if !record.note.is_empty() {
-            self.notes.push(format!("{}: {}", story.id, record.note));
-        }
-        self.rows.push(Row::of(&story.id, &record));
-    }
-
-    fn shown(&self, path: &Path) -> String {
-        super::display(&self.project, path)
-    }
-
-    /// A line that stays: above the live block on a terminal, plain otherwise.
-    fn event(&mut self, line: &str) {
-        if self.live {
-            self.clear();
-        }
-        say!("{line}");
     }
 
     fn clear(&mut self) {
@@ -593,7 +141,7 @@ impl Fleet {
     }
 
     /// The live block: one line per running loop (terminal only).
-    fn redraw(&mut self, running: &[Slot]) {
+    fn redraw(&mut self, running: &[driver::Running]) {
         if !self.live {
             return;
         }
@@ -604,8 +152,8 @@ impl Fleet {
             let _ = writeln!(
                 out,
                 "\x1b[2K⠿ {} · {} · {}",
-                slot.story.id,
-                format_duration(slot.started.elapsed().as_secs()),
+                slot.id,
+                format_duration(slot.seconds),
                 ralph_core::display::line(&last)
             );
         }
@@ -614,146 +162,25 @@ impl Fleet {
     }
 }
 
-impl Pool {
-    /// Ctrl-C: SIGINT to every child run, so each records its loop as cancelled.
-    fn interrupt(&mut self) {
-        self.interrupted = Some(Instant::now());
-        for slot in &mut self.running {
-            fg::interrupt(&mut slot.child.child);
-        }
-    }
-
-    /// A run that does not stop within its grace time is killed (its loop
-    /// then stays as it was; `ralph cancel` there ends it).
-    fn kill_after_grace(&mut self) {
-        let overdue = self.interrupted.is_some_and(|t| t.elapsed() > STOP_GRACE);
-        if self.killed || !overdue {
-            return;
-        }
-        self.killed = true;
-        for slot in &mut self.running {
-            let _ = ralph_core::fs::process::stop_group(
-                &mut slot.child,
-                ralph_core::fs::process::Stop::Kill,
-            );
-        }
-    }
-}
-
-/// Sends each non-blank line the child prints (stdout and stderr) to the
-/// run, tagged with the story's id, from a thread of its own.
-fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
-    let outputs = [
-        child
-            .stdout
-            .take()
-            .map(|o| Box::new(o) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|e| Box::new(e) as Box<dyn Read + Send>),
-    ];
-    for out in outputs.into_iter().flatten() {
-        let sender = sender.clone();
-        let id = id.to_owned();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if !line.trim().is_empty() && sender.send((id.clone(), line)).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-}
-
 /// `ralph plan [--matrix]`.
 pub fn plan(args: PlanArgs) -> Outcome {
-    let project = super::project();
-    let open = fleet::open(&read_stories(&project.root)?);
+    let stories = driver::plan(&crate::env::project())?;
     if args.matrix {
+        let open: Vec<fleet::Story> = stories.into_iter().map(|(s, _)| s).collect();
         say_json!("{}", fleet::matrix(&open));
         return Ok(());
     }
-    if open.is_empty() {
+    if stories.is_empty() {
         say!("No open stories in {}.", fleet::PRD);
     }
-    let records = project.root.join(fleet::RECORDS);
-    let has_records = safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false);
-    for s in &open {
-        // What the last `ralph run --parallel` left it as, if anything.
-        let state = has_records
-            .then(|| fg::read_record(&records, &s.id))
-            .flatten()
-            .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
+    for (s, state) in &stories {
         say!("{}  {state}  {}", s.id, s.title);
     }
     Ok(())
 }
 
 /// `ralph clean`: removes every worktree `ralph run --parallel` kept.
-/// Branches stay, and what a worktree holds uncommitted is committed to its
-/// branch first: nothing a loop (or the user) did there is lost.
 pub fn clean() -> Outcome {
-    let project = super::project();
-    let root = &project.root;
-    let dir = root.join(fleet::WORKTREES);
-    if !safe_fs::check_dir(root, fleet::WORKTREES)? {
-        say!("No worktrees to remove.");
-        return Ok(());
-    }
-    let mut names: Vec<String> = std::fs::read_dir(&dir)?
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| valid_id(n))
-        .collect();
-    names.sort();
-    let mut failed = false;
-    for name in &names {
-        let path = dir.join(name);
-        let shown = super::display(&project, &path);
-        let branch = fleet::branch(name);
-        // What the loop left uncommitted goes onto its branch first: the
-        // branch staying is only true of work that is on it.
-        match keep_uncommitted(root, &path, name, &branch) {
-            Ok(true) => say!("Committed the uncommitted work in {shown} to {branch}"),
-            Ok(false) => {}
-            Err(e) => {
-                failed = true;
-                say!(
-                    "⚠ {shown}: not removed: it holds uncommitted work that could not be committed ({e}). Commit it there (cd {shown} && git add -A && git commit) or move it away, then run `ralph clean` again"
-                );
-                continue;
-            }
-        }
-        match fg::remove_worktree(root, &path) {
-            Ok(()) => say!("Removed {shown} (its branch {branch} stays)"),
-            Err(e) => {
-                failed = true;
-                say!("⚠ {shown}: {e}");
-            }
-        }
-    }
-    let _ = fg::prune(root);
-    if names.is_empty() {
-        say!("No worktrees to remove.");
-    }
-    if failed {
-        return Err(FleetError::NotAllRemoved.into());
-    }
+    driver::clean(&crate::env::project(), &mut |line| say!("{line}"))?;
     Ok(())
-}
-
-/// Commits what a kept worktree holds uncommitted to its own branch, only
-/// when git itself lists it as a worktree on that branch (a planted folder
-/// is never committed from); `false` when there was nothing.
-fn keep_uncommitted(root: &Path, path: &Path, id: &str, branch: &str) -> Result<bool, FleetError> {
-    if !fg::is_registered(root, path, branch) {
-        return Ok(false);
-    }
-    fg::commit_leftovers(
-        path,
-        &format!("{id}: left uncommitted in its worktree, kept by `ralph clean`"),
-    )
 }

@@ -24,8 +24,9 @@ use ralph_core::display;
 use ralph_core::hook::typed::{self, SlashCommand};
 
 use super::capture::captured;
-use super::{Failure, init, loops, status};
+use super::{init, loops, status};
 use crate::cli::StatusArgs;
+use crate::exit::Failure;
 
 /// The hook's answer to one of ralph's commands.
 #[derive(Debug, PartialEq, Eq)]

@@ -9,11 +9,11 @@ use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::loop_file::receipt::{self, Receipt};
 use ralph_core::time::Timestamp;
 
-use super::{Failure, Outcome};
 use crate::cli::ReceiptArgs;
+use crate::exit::{Failure, Outcome};
 
 pub fn receipt(args: ReceiptArgs) -> Outcome {
-    let project = super::project();
+    let project = crate::env::project();
     let name = match args.name {
         Some(name) => name,
         None => most_recent(&project)?,
@@ -46,7 +46,7 @@ pub fn receipt(args: ReceiptArgs) -> Outcome {
 
 /// This session's loop, else the most recently ended one.
 fn most_recent(project: &ralph_core::loop_file::store::Project) -> Result<String, Failure> {
-    let session = super::session_from_env();
+    let session = crate::env::session_from_env();
     let reports = control::report(project, None, usize::MAX, 0, Timestamp::now())?;
     reports
         .iter()

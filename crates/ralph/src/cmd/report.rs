@@ -7,21 +7,21 @@ use std::process::{Command, Stdio};
 use ralph_core::report::{self, Selection};
 use ralph_core::time::Timestamp;
 
-use super::Outcome;
 use crate::cli::ReportArgs;
+use crate::exit::Outcome;
 
 pub fn report(args: ReportArgs) -> Outcome {
-    let project = super::project();
+    let project = crate::env::project();
     let selection = match (args.all, args.name) {
         (true, _) => Selection::All,
         (false, Some(name)) => Selection::Name(name),
         (false, None) => Selection::Default {
-            session: super::session_from_env(),
+            session: crate::env::session_from_env(),
         },
     };
     let data = report::gather(
         &project,
-        super::registry().as_ref(),
+        crate::env::registry().as_ref(),
         &selection,
         Timestamp::now(),
     )?;

@@ -21,8 +21,8 @@ use ralph_core::run::{self, Call, Driver, End, Event, GaveUp, Iteration, ResetWa
 use ralph_core::time::{Timestamp, format_duration};
 
 use super::loops::{arm, arm_request, read_stdin};
-use super::{Failure, Outcome};
 use crate::cli::RunArgs;
+use crate::exit::{Failure, Outcome};
 
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -51,8 +51,8 @@ struct Terminal {
 /// Arms the loop (a task was given) or takes it over, archives a PRD whose
 /// branch changed, and sets Ctrl-C to stop the agent.
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
-    let project = super::project();
-    let registry = super::require_registry()?;
+    let project = crate::env::project();
+    let registry = crate::env::require_registry()?;
     let own_id = ralph_core::loop_file::run_owner::own_id();
     let prompt = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
@@ -102,7 +102,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     match archive::archive_if_branch_changed(&project.root, Timestamp::now()) {
         Ok(Some(dir)) => say!(
             "The PRD names a new branch: the previous prd.json and progress.txt were archived in {}",
-            super::display(project, &dir)
+            crate::env::display(project, &dir)
         ),
         Ok(None) => {}
         Err(e) => say!("⚠ The PRD was not archived: {e}"),
@@ -273,9 +273,9 @@ impl Terminal {
                 say!(
                     "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
                 );
-                return Err(super::Failure {
+                return Err(crate::exit::Failure {
                     message: String::new(),
-                    code: super::code::LIMITED,
+                    code: crate::exit::code::LIMITED,
                 });
             }
             End::OutOfTimeWaiting {
@@ -290,7 +290,7 @@ impl Terminal {
                     format_duration(left),
                     record.map_or_else(String::new, |r| format!(
                         " Record: {}",
-                        super::display(driver.project(), &r)
+                        crate::env::display(driver.project(), &r)
                     ))
                 );
                 return Err(Failure::ended());
@@ -364,7 +364,7 @@ impl Terminal {
             say!(
                 "⏹ Interrupted: the agent was stopped and loop `{name}` was recorded as cancelled at iteration {iteration} after {}. Record: {}",
                 self.elapsed(),
-                super::display(project, &record)
+                crate::env::display(project, &record)
             );
         }
         Err(Failure::interrupted())
@@ -374,7 +374,7 @@ impl Terminal {
     fn denied(&self, driver: &Driver, record: Option<PathBuf>) -> Outcome {
         let name = driver.name();
         if let Some(record) = record {
-            let record = super::display(driver.project(), &record);
+            let record = crate::env::display(driver.project(), &record);
             say!(
                 "{}",
                 messages::ended(name, LoopOutcome::Denied, run::DENIED_TWICE, &record)
@@ -464,7 +464,7 @@ fn gave_up_message(driver: &Driver, gave_up: GaveUp, why: &str, iteration: u64) 
     let to = match gave_up {
         GaveUp::Ended(record) => return format!(
             "{why}\nThe loop `{name}` this run armed was ended as failed at iteration {iteration}, so no other session is fed its task. Record: {}",
-            super::display(project, &record)
+            crate::env::display(project, &record)
         )
         .into(),
         GaveUp::NotOurs => return format!("{why}\nThe loop `{name}` is no longer this run's; it was left as it is.").into(),

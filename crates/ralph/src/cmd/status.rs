@@ -6,12 +6,12 @@ use ralph_core::control::{self, LoopReport};
 use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::time::{Timestamp, format_duration};
 
-use super::Outcome;
 use crate::cli::{LogArgs, StatusArgs};
+use crate::exit::Outcome;
 
 pub fn status(args: StatusArgs) -> Outcome {
-    let project = super::project();
-    let registry = super::registry();
+    let project = crate::env::project();
+    let registry = crate::env::registry();
     let mut reports = control::report(
         &project,
         registry.as_ref(),
@@ -261,8 +261,8 @@ fn orphan_log(
 }
 
 pub fn log(args: LogArgs) -> Outcome {
-    let project = super::project();
-    let session = super::session_from_env();
+    let project = crate::env::project();
+    let session = crate::env::session_from_env();
     let reports = control::report(&project, None, usize::MAX, 0, Timestamp::now())?;
     let chosen = match &args.name {
         Some(name) => reports.iter().find(|r| &r.name == name),
@@ -278,7 +278,7 @@ pub fn log(args: LogArgs) -> Outcome {
             if !args.json {
                 say!(
                     "Loop log {} (its loop file was deleted outside ralph):",
-                    super::display(&project, &log)
+                    crate::env::display(&project, &log)
                 );
             }
             for line in &lines {

@@ -10,7 +10,7 @@ use ralph_core::loop_file::scan::Scan;
 use ralph_core::time::{Timestamp, format_duration};
 use serde_json::Value;
 
-pub fn statusline() -> super::Outcome {
+pub fn statusline() -> crate::exit::Outcome {
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
     let status: Value = serde_json::from_str(&input).unwrap_or(Value::Null);
@@ -22,7 +22,7 @@ pub fn statusline() -> super::Outcome {
     let session = status["session_id"]
         .as_str()
         .map(str::to_owned)
-        .or_else(super::session_from_env);
+        .or_else(crate::env::session_from_env);
     let mut ctx = HookContext::from_env();
     keep_window(&status, &ctx);
     if ctx.project_dir.is_none() {

@@ -11,63 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fs::safe_fs::{self, FsError};
+use crate::fs::safe_fs;
 use crate::loop_file::outcome::RecordedOutcome;
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{Project, StoreError};
-use crate::run::fleet::{self, MergeMode, PrdError, StoryRecord};
-
-/// Why a step of `--parallel` failed. A story's step failing ends up in
-/// that story's note (the run goes on); the run's own steps fail the run.
-#[derive(Debug, thiserror::Error)]
-pub enum FleetError {
-    #[error("could not run git: {0}")]
-    NoGit(std::io::Error),
-    /// git ran and refused: its command, status and own message (escaped).
-    #[error("`git {command}` failed ({status}){}", said(.stderr))]
-    Git {
-        command: String,
-        status: std::process::ExitStatus,
-        stderr: String,
-    },
-    #[error(
-        "the main tree is not on a branch (detached HEAD); check out the branch the stories should be merged into"
-    )]
-    DetachedHead,
-    /// The checked-out branch's name could be read by git as an option.
-    #[error(
-        "the main tree's branch {0:?} is not a name ralph passes to git (it starts with `-` or holds characters git refuses in a branch name); check out a branch with a plain name"
-    )]
-    UnsafeBranch(String),
-    /// git refused to commit for want of a name and email.
-    #[error(
-        "`git {command}` could not commit: git knows no name and email to commit with. Set them (`git config --global user.name \"Your Name\"` and `git config --global user.email you@example.com`, or without --global for this repository only), then run the same `ralph run --parallel` again"
-    )]
-    NoIdentity { command: String },
-    #[error("{} exists but is not a worktree on {branch}; remove it with `ralph clean`", .path.display())]
-    NotAWorktree { path: PathBuf, branch: String },
-    #[error("cannot find ralph itself: {0}")]
-    NoSelf(std::io::Error),
-    #[error("could not start `ralph run`: {0}")]
-    NotStarted(std::io::Error),
-    #[error("some worktrees were not removed")]
-    NotAllRemoved,
-    #[error(transparent)]
-    Prd(#[from] PrdError),
-    #[error(transparent)]
-    Fs(#[from] FsError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// git's own message after a colon, when it said anything.
-fn said(stderr: &str) -> String {
-    if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
-    }
-}
+use crate::loop_file::store::Project;
+pub use crate::run::fleet::error::FleetError;
+use crate::run::fleet::{self, MergeMode, StoryRecord};
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
 /// `.gitignore`): its worktrees, its records, and each worktree's loop file.

@@ -5,6 +5,8 @@
 //! Files, git and processes live in `fanout_git` and the CLI.
 
 pub mod archive;
+pub mod driver;
+pub mod error;
 pub mod git;
 
 use serde::{Deserialize, Serialize};
@@ -202,7 +204,7 @@ impl StoryRecord {
     }
 
     /// A story whose loop could not be started, and why.
-    pub fn not_started(id: &str, why: &crate::run::fleet::git::FleetError) -> Self {
+    pub fn not_started(id: &str, why: &crate::run::fleet::error::FleetError) -> Self {
         Self {
             note: why.to_string(),
             ..Self::ended(id, "not_started", 0, 0, 0)
@@ -250,11 +252,11 @@ pub enum Homecoming {
     /// The agent left its worktree on another branch (`head`).
     SwitchedBranch { head: String },
     /// What the loop left uncommitted could not be committed.
-    NotCommitted(crate::run::fleet::git::FleetError),
+    NotCommitted(crate::run::fleet::error::FleetError),
     /// Rebasing onto the base conflicted, and was aborted.
     Conflict,
     /// The rebase failed otherwise.
-    RebaseFailed(crate::run::fleet::git::FleetError),
+    RebaseFailed(crate::run::fleet::error::FleetError),
     /// The verify command failed on the rebased branch.
     VerifyFailed {
         command: String,
@@ -263,7 +265,7 @@ pub enum Homecoming {
     /// Rebased and verified; left on its branch (`--merge none`).
     Ready,
     /// The merge into the base was refused.
-    MergeRefused(crate::run::fleet::git::FleetError),
+    MergeRefused(crate::run::fleet::error::FleetError),
     /// Merged into the base.
     Merged,
 }
@@ -695,7 +697,7 @@ mod tests {
     #[test]
     fn each_way_home_has_its_state_and_note() {
         use crate::decide::observation::Verification;
-        use crate::run::fleet::git::FleetError;
+        use crate::run::fleet::error::FleetError;
         let trip = Trip {
             branch: "ralph/a",
             base: "main",
@@ -778,7 +780,8 @@ mod tests {
         assert_eq!(StoryState::Ready.mark(), "✓");
         assert_eq!(StoryState::Cancelled.mark(), "⏹");
         assert_eq!(StoryState::VerifyFailed.mark(), "✗");
-        let not = StoryRecord::not_started("a", &crate::run::fleet::git::FleetError::NotAllRemoved);
+        let not =
+            StoryRecord::not_started("a", &crate::run::fleet::error::FleetError::NotAllRemoved);
         assert_eq!(
             (not.outcome.as_str(), not.note.as_str()),
             ("not_started", "some worktrees were not removed")

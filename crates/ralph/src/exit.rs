@@ -1,0 +1,208 @@
+//! Why a command did not succeed and its exit code: every code ralph
+//! exits with, and each core error's code chosen by its class.
+
+use ralph_core::error::{Exit as _, ExitClass};
+
+/// ralph's exit codes, all of them: 0 is success.
+pub mod code {
+    /// A failure, the message on stderr.
+    pub const FAILURE: u8 = 1;
+    /// A usage error, as clap's own.
+    pub const USAGE: u8 = 2;
+    /// `ralph run` / `ralph plan`: the loop ended otherwise than completed.
+    pub const ENDED: u8 = 3;
+    /// `ralph run`: the agent stopped on a rate or usage limit; the loop
+    /// waits, uncounted, for a run after the reset.
+    pub const LIMITED: u8 = 4;
+    /// Interrupted by Ctrl-C (128 + SIGINT).
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// Why a command did not succeed, and its exit code (see [`code`]).
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: u8,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: code::USAGE,
+        }
+    }
+
+    /// The loop ended otherwise than completed; what happened is already printed.
+    pub fn ended() -> Self {
+        Self {
+            message: String::new(),
+            code: code::ENDED,
+        }
+    }
+
+    /// Ctrl-C; what happened is already printed.
+    pub fn interrupted() -> Self {
+        Self {
+            message: String::new(),
+            code: code::INTERRUPTED,
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            code: code::FAILURE,
+        }
+    }
+}
+
+/// The exit code of each class of error the core returns, in one place:
+/// each error type says its class (`ralph_core::error::Exit`).
+fn exit_code(class: ExitClass) -> u8 {
+    match class {
+        ExitClass::Usage => code::USAGE,
+        ExitClass::Failure => code::FAILURE,
+    }
+}
+
+macro_rules! failure_from {
+    ($($error:ty),* $(,)?) => {$(
+        impl From<$error> for Failure {
+            fn from(error: $error) -> Self {
+                Self {
+                    code: exit_code(error.exit_class()),
+                    message: error.to_string(),
+                }
+            }
+        }
+    )*};
+}
+
+failure_from!(
+    ralph_core::control::arguments::ArgumentsError,
+    ralph_core::decide::engine::StepError,
+    ralph_core::loop_file::state::StateError,
+    ralph_core::hook::typed::TypedError,
+    ralph_core::loop_file::rewrite::RewriteError,
+    ralph_core::loop_file::registry::RegistryError,
+    ralph_core::loop_file::store::StoreError,
+    ralph_core::fs::safe_fs::FsError,
+    ralph_core::loop_file::lifecycle::LoadError,
+    ralph_core::loop_file::lifecycle::WriteError,
+    ralph_core::run::JudgeError,
+    ralph_core::run::fleet::PrdError,
+    ralph_core::run::presets::PermissionModeError,
+    ralph_core::run::fleet::git::FleetError,
+    ralph_core::hook::install::InstallError,
+    ralph_core::control::init::InitError,
+    ralph_core::control::adoption::AdoptError,
+    ralph_core::report::ReportError,
+    ralph_core::loop_file::receipt::ReceiptError,
+    serde_json::Error,
+    std::io::Error,
+);
+
+/// A loop error, with the CLI flags that get past it.
+impl From<ralph_core::control::LoopError> for Failure {
+    fn from(error: ralph_core::control::LoopError) -> Self {
+        use ralph_core::control::LoopError;
+        let hint = match &error {
+            LoopError::NameTaken { name, .. } => format!(
+                ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
+            ),
+            LoopError::SessionBusy { name } => format!(
+                ". End it first (/ralph-cancel, or `ralph cancel --name {name}`), or add --force to replace it"
+            ),
+            LoopError::Ambiguous(_) => "; name one with --name, or use --all".to_owned(),
+            LoopError::ChangedMeanwhile { name, .. } => {
+                format!(". Run `ralph adopt --name {name}` again")
+            }
+            _ => String::new(),
+        };
+        Self {
+            code: exit_code(error.exit_class()),
+            message: format!("{error}{hint}"),
+        }
+    }
+}
+
+/// `ralph run`'s driver errors: all failures (whatever they wrap, as when
+/// they were strings), but a missing loop to take over is a usage error,
+/// told with how to arm one.
+impl From<ralph_core::run::RunError> for Failure {
+    fn from(error: ralph_core::run::RunError) -> Self {
+        use ralph_core::run::RunError;
+        match error {
+            RunError::NoLoopToResume(name) => Self::usage(format!(
+                "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
+                RunError::NoLoopToResume(name.clone())
+            )),
+            // A loop error keeps its hint; all of them are failures here.
+            RunError::Loop(error) => Failure::from(error).message.into(),
+            other => other.to_string().into(),
+        }
+    }
+}
+
+pub type Outcome = Result<(), Failure>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::control::LoopError;
+    use ralph_core::control::arguments::ArgumentsError;
+    use ralph_core::loop_file::registry::RegistryError;
+
+    #[test]
+    fn each_core_error_has_its_exit_code() {
+        let usage = [
+            Failure::from(ArgumentsError::MissingValue("name".into())),
+            Failure::from(LoopError::EmptyPrompt),
+            Failure::from(LoopError::BadName("a b".into())),
+        ];
+        for f in usage {
+            assert_eq!(f.code, code::USAGE, "{}", f.message);
+        }
+        let failure = Failure::from(RegistryError::NoHome);
+        assert_eq!(failure.code, code::FAILURE);
+        assert_eq!(failure.message, RegistryError::NoHome.to_string());
+        assert_eq!(Failure::ended().code, 3);
+        assert_eq!(Failure::interrupted().code, 130);
+    }
+
+    #[test]
+    fn loop_errors_get_their_cli_hints_in_the_binary() {
+        let busy = Failure::from(LoopError::SessionBusy { name: "x".into() });
+        assert_eq!(
+            busy.message,
+            "this session already drives the loop `x`; one session runs one loop at a time. End it first (/ralph-cancel, or `ralph cancel --name x`), or add --force to replace it"
+        );
+        let several = Failure::from(LoopError::Ambiguous("a, b".into()));
+        assert_eq!(
+            several.message,
+            "several loops are active (a, b); name one with --name, or use --all"
+        );
+        let changed = Failure::from(LoopError::ChangedMeanwhile {
+            path: "p".into(),
+            name: "x".into(),
+        });
+        assert_eq!(
+            changed.message,
+            "p changed while you read it; nothing was adopted. Run `ralph adopt --name x` again"
+        );
+        let taken = Failure::from(LoopError::NameTaken {
+            name: "x".into(),
+            path: "p".into(),
+            owner: None,
+        });
+        assert!(
+            taken.message.ends_with("give it another name: --name <other>; to end it: `ralph cancel --name x`; to replace it: --force"),
+            "{}",
+            taken.message
+        );
+        assert_eq!(busy.code, code::FAILURE);
+    }
+}
