@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
@@ -992,7 +992,7 @@ fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
     let p = Project::with_agent(&[LIMITED.to_owned()]);
     let (shown, code, took) = interrupted_wait(&p, |child| {
         let pid = child.id().to_string();
-        let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let kill = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
         assert!(kill.success());
     });
     assert!(took < std::time::Duration::from_secs(10), "{shown}");
