@@ -992,7 +992,10 @@ fn ctrl_c_ends_a_run_waiting_for_a_reset_as_cancelled() {
     let p = Project::with_agent(&[LIMITED.to_owned()]);
     let (shown, code, took) = interrupted_wait(&p, |child| {
         let pid = child.id().to_string();
-        let kill = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let kill = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
         assert!(kill.success());
     });
     assert!(took < std::time::Duration::from_secs(10), "{shown}");

@@ -6,6 +6,7 @@
 //! it (`messages`), and
 //! `lifecycle`, the one place that writes a loop file.
 
+pub mod binding;
 pub mod fields;
 pub mod frontmatter;
 pub mod guards;

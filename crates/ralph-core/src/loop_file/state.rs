@@ -295,7 +295,7 @@ impl LoopState {
                 url: non_empty(raw.notify_url.clone())
                     .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
             },
-            settings_hash: crate::loop_file::registry::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
+            settings_hash: crate::loop_file::binding::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }
 

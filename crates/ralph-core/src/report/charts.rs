@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::html::esc;
 use super::model::{Breaker, IterationRow, LoopView};
+use super::text::{esc, thousands};
 use crate::time::format_duration;
 
 /// The drawing area of a chart, in SVG user units.
@@ -251,19 +251,6 @@ fn figure(caption: &str, body: &str) -> String {
         "<figure><figcaption>{}</figcaption>{body}</figure>",
         esc(caption)
     )
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -6,28 +6,12 @@
 
 use std::fmt::Write as _;
 
-use super::charts::{self, thousands};
+use super::charts;
 use super::model::{LoopView, Report, StoryRow};
+pub use super::text::esc;
+use super::text::thousands;
 use crate::loop_file::outcome::Outcome;
 use crate::time::format_duration;
-
-/// `text` safe as HTML text and as a quoted attribute value; control and
-/// bidirectional characters are shown escaped first (`display::line`).
-pub fn esc(text: &str) -> String {
-    let shown = crate::display::line(text);
-    let mut out = String::with_capacity(shown.len());
-    for c in shown.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The whole page.
 pub fn render(report: &Report) -> String {

@@ -7,6 +7,7 @@
 pub mod charts;
 pub mod html;
 pub mod model;
+pub mod text;
 
 use std::path::{Path, PathBuf};
 
