@@ -70,7 +70,7 @@ if [[ $TARGET == auto ]]; then
     grep -qx x86_64-unknown-linux-musl && TARGET=x86_64-unknown-linux-musl
 fi
 echo "bench: building ralph (release${TARGET:+, $TARGET})…" >&2
-(cd "$REPO" && cargo build --release -p ralph --quiet ${TARGET:+--target "$TARGET"})
+(cd "$REPO" && cargo build --release -p ralph-loop --quiet ${TARGET:+--target "$TARGET"})
 RALPH=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/${TARGET:+$TARGET/}release/ralph
 BUILD_LABEL=${TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
