@@ -70,7 +70,7 @@ if [[ $TARGET == auto ]]; then
     grep -qx x86_64-unknown-linux-musl && TARGET=x86_64-unknown-linux-musl
 fi
 echo "bench: building ralph (release${TARGET:+, $TARGET})…" >&2
-(cd "$REPO" && cargo build --release -p ralph --quiet ${TARGET:+--target "$TARGET"})
+(cd "$REPO" && cargo build --release -p ralph-loop --quiet ${TARGET:+--target "$TARGET"})
 RALPH=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/${TARGET:+$TARGET/}release/ralph
 BUILD_LABEL=${TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
@@ -147,6 +147,8 @@ arm() { # arm TRANSCRIPT
   # The generators stamp every line with a fixed date; a loop armed "now"
   # would ignore them as older than the loop, so date the loop before them.
   sed -i 's/^started_at: .*/started_at: "2026-01-01T00:00:00Z"/' "$LOOPF"
+  # The settings are bound to the arming: the edited file runs once the user adopts it.
+  (cd "$PROJ" && "$RALPH" adopt --name ralph --yes </dev/null >/dev/null)
   cp "$LOOPF" "$WORK/snapshot.md"
   rm -rf "$WORK/state-snapshot" && cp -a "$XDG_STATE_HOME" "$WORK/state-snapshot"
 }
@@ -246,6 +248,8 @@ arm_first() { # arm_first TRANSCRIPT
   (cd "$PROJ" && "$RALPH" start --max-iterations 0 --completion-promise DONE \
     --session-id "$SESSION" "Implement the next story in PRD.md." </dev/null >/dev/null)
   sed -i 's/^started_at: .*/started_at: "2026-01-01T00:00:00Z"/' "$LOOPF"
+  # The settings are bound to the arming: the edited file runs once the user adopts it.
+  (cd "$PROJ" && "$RALPH" adopt --name ralph --yes </dev/null >/dev/null)
   grep -q '^transcript_offset:' "$LOOPF" && die "a new loop already has a transcript offset"
   cp "$LOOPF" "$WORK/snapshot.md"
   rm -rf "$WORK/state-snapshot" && cp -a "$XDG_STATE_HOME" "$WORK/state-snapshot"
@@ -327,13 +331,23 @@ for n in $GIT_SIZES; do
   # no-progress check (the durable write, the log), for the breaker's share.
   sed 's/^max_iterations: .*/&\nno_progress_after: 0/' "$WORK/git-snap-$n.md" >"$WORK/git-snap-off-$n.md"
   grep -q '^no_progress_after: 0$' "$WORK/git-snap-off-$n.md" || die "could not switch the breaker off"
+  # The settings are bound to the arming: the edited loop runs once adopted, which
+  # rewrites the record of arming; each kind's prepare restores the record it runs with.
+  rm -rf "$WORK/git-state-$n" && cp -a "$XDG_STATE_HOME" "$WORK/git-state-$n"
+  cp "$WORK/git-snap-off-$n.md" "$R/.claude/ralph-loop.local.md"
+  (cd "$R" && "$RALPH" adopt --name ralph --yes </dev/null >/dev/null)
+  cp "$R/.claude/ralph-loop.local.md" "$WORK/git-snap-off-$n.md"
+  rm -rf "$WORK/git-state-off-$n" && cp -a "$XDG_STATE_HOME" "$WORK/git-state-off-$n"
   cp "$T" "$T.base"
   for kind in edit bash notool off; do
     turn_lines "${kind/off/edit}" >"$WORK/git-turn-$kind.jsonl"
     snap=$WORK/git-snap-$n.md
     [[ $kind == off ]] && snap=$WORK/git-snap-off-$n.md
+    state=$WORK/git-state-$n
+    [[ $kind == off ]] && state=$WORK/git-state-off-$n
     {
       echo "cp '$snap' '$R/.claude/ralph-loop.local.md'"
+      echo "rm -rf '$XDG_STATE_HOME' && cp -a '$state' '$XDG_STATE_HOME'"
       echo "rm -rf '$R/.claude/ralph/history' '$R/.claude/ralph/logs'"
       echo "cat '$T.base' '$WORK/git-turn-$kind.jsonl' >'$T'"
       # What the Edit call did: one file changed.

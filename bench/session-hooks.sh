@@ -12,7 +12,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 WARMUP=${RALPH_BENCH_WARMUP:-5}
 MIN_RUNS=${RALPH_BENCH_MIN_RUNS:-1000}
 command -v hyperfine >/dev/null || { echo "bench: install hyperfine (apt-get install hyperfine)" >&2; exit 1; }
-[[ -n ${RALPH_BENCH_NO_BUILD:-} ]] || (cd "$REPO" && cargo build --release -p ralph --quiet)
+[[ -n ${RALPH_BENCH_NO_BUILD:-} ]] || (cd "$REPO" && cargo build --release -p ralph-loop --quiet)
 RALPH=$REPO/target/release/ralph
 
 WORK=$(mktemp -d)

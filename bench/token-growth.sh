@@ -10,7 +10,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SIZES=${RALPH_GROWTH_SIZES:-"1 200"}
 command -v hyperfine >/dev/null || { echo "needs hyperfine: sudo apt-get install hyperfine" >&2; exit 1; }
-(cd "$REPO" && cargo build --release -p ralph --quiet)
+(cd "$REPO" && cargo build --release -p ralph-loop --quiet)
 RALPH=$REPO/target/release/ralph
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ralph-growth.XXXXXX")
 # ralph records the loops it arms per user: keep that record out of the real home.

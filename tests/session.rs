@@ -574,6 +574,43 @@ fn a_queued_message_ends_the_turn_uncounted() {
     assert_eq!(field(&s.state(), "iteration"), Some("2"));
 }
 
+/// A stop reads only what was appended since the previous one, whatever guards are on: with
+/// no guard that counts (breaker off, no budget, no block cap), the queue check still moves
+/// the transcript offset on, so a long session's tail is not read again at every stop.
+#[test]
+fn every_stop_reads_only_what_was_appended_with_the_guards_off() {
+    let s = Project::new();
+    s.arm(OWNER, &["--no-progress-after", "0"]);
+    let transcript = s.home().join("transcript.jsonl");
+    let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
+    let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
+    let reply = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"working"}]}}"#;
+    let stop = |lines: &[&str]| -> Value {
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
+            "stop_hook_active": true, "last_assistant_message": "working",
+            "transcript_path": transcript});
+        let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    let offset = || field(&s.state(), "transcript_offset").map(str::to_owned);
+    let len = |lines: &[&str]| Some((lines.join("\n").len() + 1).to_string());
+    let answer = stop(&[enqueue]);
+    assert_eq!(
+        answer.get("decision"),
+        None,
+        "queued: the turn may end: {answer}"
+    );
+    assert_eq!(offset(), len(&[enqueue]), "the offset moved on");
+    let answer = stop(&[enqueue, dequeue, reply]);
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(offset(), len(&[enqueue, dequeue, reply]));
+    let answer = stop(&[enqueue, dequeue, reply, reply]);
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert_eq!(offset(), len(&[enqueue, dequeue, reply, reply]));
+}
+
 /// Issue 26 item 8: the loop file deleted by hand mid-loop is not silent: the next prompt
 /// (or stop) of its session says so, once, and `ralph log` still shows what it decided.
 #[test]

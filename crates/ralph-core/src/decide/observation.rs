@@ -41,7 +41,7 @@ pub struct Observation {
     /// The result of the `--check` command, once it has run.
     pub check: Option<Verification>,
     /// The user has a message waiting in the client's queue (typed while the agent
-    /// worked): the turn should end so that it runs (`queued.rs`).
+    /// worked): the turn should end so that it runs (`reply/transcript/queue.rs`).
     pub queued_message: bool,
     /// What the loop spent so far, when counted (the agent's reported cost
     /// in `ralph run`; the transcript's tokens priced in the hook).

@@ -585,39 +585,45 @@ fn observe(
     let wants_cost = state.guards.max_cost_usd.is_some();
     let wants_transcript =
         state.guards.max_tokens.is_some() || ctx.block_cap > 0 || wants_progress || wants_cost;
+    // An active loop reads what was appended at every stop, for the user's queue if for
+    // nothing else, so the offset moves on and no stop reads a part twice. Without a
+    // guard that counts, a first look counts nothing (no start time: a baseline).
+    let counts_from = state.started_at.filter(|_| wants_transcript);
     let mut scan = |p: &Path| {
         transcript::scan_loop(
             p,
             state.progress.transcript_offset,
             state.progress.last_message_id.as_deref(),
-            state.started_at,
+            counts_from,
         )
         .map_err(&mut note)
         .ok()
     };
-    let appended = transcript_path.filter(|_| wants_transcript).and_then(|p| {
-        let first = scan(p)?;
-        Some(
-            if block_cap_hinges_on_lag(state, event, ctx, &first, reply.as_deref()) {
-                settle(first, reply.as_deref(), || scan(p))
-            } else {
-                first
-            },
-        )
-    });
+    let scanned = transcript_path
+        .filter(|_| wants_transcript || state.active)
+        .and_then(|p| {
+            let first = scan(p)?;
+            Some(
+                if block_cap_hinges_on_lag(state, event, ctx, &first, reply.as_deref()) {
+                    settle(first, reply.as_deref(), || scan(p))
+                } else {
+                    first
+                },
+            )
+        });
     if let Some(why) = refused {
         notices.push(format!("⚠ ralph: the transcript was not read: {why}"));
     }
+    // Only a guard that is on sees the figures; the offset moves on either way.
+    let queued = scanned.as_ref().is_some_and(|a| a.queued > 0);
+    let appended = scanned.as_ref().filter(|_| wants_transcript);
     let tree = wants_progress
         .then(|| {
             let from_event = reply.as_deref().filter(|_| !reply_from_transcript);
-            tree_fingerprint(project, state, appended.as_ref(), from_event)
+            tree_fingerprint(project, state, appended, from_event)
         })
         .flatten();
-    let priced = appended
-        .as_ref()
-        .filter(|_| wants_cost)
-        .map(|a| price(a, notices));
+    let priced = appended.filter(|_| wants_cost).map(|a| price(a, notices));
     let cost_usd = priced.map(|(cost, _)| state.progress.counts.cost_usd.plus(cost));
     // What `ralph statusline` last saw of the plan's window (per user).
     let window = state
@@ -628,16 +634,14 @@ fn observe(
         .map(|w| (w.used_now(ctx.now), w.reset_words()));
     let seen = Observation {
         largest_reply_cost: priced.map_or(crate::money::Money(0), |(_, largest)| largest),
-        goal_active: appended.as_ref().and_then(|a| a.goal_active),
+        goal_active: appended.and_then(|a| a.goal_active),
         window,
         pending_work: event.pending_work(),
         cost_usd,
         now: Some(ctx.now),
-        tokens_used: appended
-            .as_ref()
-            .map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
+        tokens_used: appended.map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
         tree_fingerprint: tree,
-        ran_tool: appended.as_ref().and_then(|a| a.ran_tool),
+        ran_tool: appended.and_then(|a| a.ran_tool),
         block_cap: ctx.block_cap,
         verification: None::<Verification>,
         // `engine::step` reads the PRD, so `ralph run` reads it the same way.
@@ -646,20 +650,14 @@ fn observe(
         stop_hook_active: event.stop_hook_active,
         // No transcript to read (not written yet at a session's first stop):
         // the reply is missing too.
-        reply_missing: appended
-            .as_ref()
-            .is_none_or(|a| a.lacks_reply(reply.as_deref())),
-        largest_reply_tokens: appended.as_ref().map_or(0, |a| a.largest_reply),
-        turn_ends: appended.as_ref().map(|a| a.turn_ends),
+        reply_missing: appended.is_none_or(|a| a.lacks_reply(reply.as_deref())),
+        largest_reply_tokens: appended.map_or(0, |a| a.largest_reply),
+        turn_ends: appended.map(|a| a.turn_ends),
         // Only an active loop keeps a turn going, so only then can a message wait on it.
-        queued_message: state.active
-            && transcript_path.is_some_and(|p| {
-                crate::reply::queued::message_waiting(p, state.progress.transcript_offset)
-                    .unwrap_or(false)
-            }),
+        queued_message: state.active && queued,
         reply,
     };
-    (seen, appended)
+    (seen, scanned)
 }
 
 /// What the tokens of this stop's part of the transcript cost, by the

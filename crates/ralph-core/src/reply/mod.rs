@@ -3,5 +3,4 @@
 
 pub mod event;
 pub mod promise;
-pub mod queued;
 pub mod transcript;

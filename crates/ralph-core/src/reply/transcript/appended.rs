@@ -13,6 +13,7 @@ use serde::de::IgnoredAny;
 use super::backward::open;
 use super::backward::{BLOCK, BackwardLines};
 use super::lenient;
+use super::queue::{self, Queue};
 use crate::money::ModelTokens;
 use crate::time::Timestamp;
 
@@ -60,6 +61,9 @@ pub struct Appended {
     /// The largest single assistant message counted in this scan, with its
     /// model: what a reply the transcript lacks is priced at.
     pub largest_message: Option<(String, ModelTokens)>,
+    /// Messages the user's queue lines in the new part leave waiting
+    /// (`queue.rs`): more than 0, the turn should end so that they run.
+    pub queued: u64,
 }
 
 impl Appended {
@@ -107,6 +111,8 @@ struct UsageLine<T> {
     message: Option<UsageMessage<T>>,
     /// Claude Code's attachments; only a `goal_status` one is read.
     attachment: Option<AttachmentHead>,
+    /// A `queue-operation` line's `enqueue`, `dequeue`, `remove` or `popAll`.
+    operation: Option<String>,
 }
 
 /// `{"type":"goal_status","met":false,"condition":"…"}`: Claude Code 2.1.328
@@ -160,13 +166,26 @@ pub fn scan_appended(
     let mut file = open(path)?;
     let len = file.metadata()?.len();
     if offset == 0 || offset > len {
+        // A first look counts nothing, but a message queued this turn still waits.
+        let mut queue = Queue::default();
+        if offset == 0 {
+            queue_before(&mut file, len, len, &mut queue)?;
+        }
         return Ok(Appended {
             end_offset: len,
             last_message_id: last_message_id.map(str::to_owned),
+            queued: queue.waiting,
             ..Appended::default()
         });
     }
-    scan_from(&mut file, len, offset, last_message_id, None)
+    scan_from(
+        &mut file,
+        len,
+        offset,
+        last_message_id,
+        None,
+        Queue::default(),
+    )
 }
 
 /// The loop's view of the transcript: like [`scan_appended`], but the first
@@ -185,7 +204,48 @@ pub fn scan_loop(
     let mut file = open(path)?;
     let len = file.metadata()?.len();
     let from = loop_start_offset(&mut file, len, start)?;
-    scan_from(&mut file, len, from, last_message_id, Some(start))
+    let mut queue = Queue::default();
+    queue_before(&mut file, len, from, &mut queue)?;
+    scan_from(&mut file, len, from, last_message_id, Some(start), queue)
+}
+
+/// A first look's queue lines before `until` (where counting starts), in the
+/// last [`queue::FIRST_LOOK`] bytes of the file: judged by their first bytes
+/// alone, every other line skipped unparsed. Nothing is read when counting
+/// starts earlier than that (the forward scan then sees every queue line).
+fn queue_before(file: &mut File, len: u64, until: u64, queue: &mut Queue) -> std::io::Result<()> {
+    let from = len.saturating_sub(queue::FIRST_LOOK);
+    if from >= until {
+        return Ok(());
+    }
+    // Starting mid-line (the bound cut a line): that line is not judged.
+    let mut at_line_start = from == 0;
+    if from > 0 {
+        file.seek(SeekFrom::Start(from - 1))?;
+        let mut before = [0u8; 1];
+        file.read_exact(&mut before)?;
+        at_line_start = before[0] == b'\n';
+    }
+    file.seek(SeekFrom::Start(from))?;
+    let mut reader = BufReader::with_capacity(BLOCK, (&mut *file).take(until - from));
+    let mut head = Vec::new();
+    loop {
+        head.clear();
+        // The line's first bytes, enough for its operation; the rest is skipped.
+        let n = (&mut reader)
+            .take(queue::PREFIX.len() as u64 + 64)
+            .read_until(b'\n', &mut head)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if at_line_start {
+            queue.apply_cut(&head);
+        }
+        if head.last() != Some(&b'\n') {
+            UntilNewline::new(&mut reader).finish()?;
+        }
+        at_line_start = true;
+    }
 }
 
 /// Where the loop's part of the transcript begins: just past the last line
@@ -223,9 +283,11 @@ fn scan_from(
     offset: u64,
     last_message_id: Option<&str>,
     not_before: Option<Timestamp>,
+    queue: Queue,
 ) -> std::io::Result<Appended> {
     let start = offset.max(len.saturating_sub(MAX_APPENDED));
     let mut scan = Scan::new(start, last_message_id, not_before);
+    scan.queue = queue;
     file.seek(SeekFrom::Start(start))?;
     let mut reader = BufReader::with_capacity(BLOCK, file.take(len - start));
     let mut line = Vec::new();
@@ -236,14 +298,27 @@ fn scan_from(
         if n == 0 {
             break;
         }
+        let queue_line = line.starts_with(queue::PREFIX);
         if line.last() == Some(&b'\n') {
             line.pop();
-            scan.line(serde_json::from_slice::<UsageLine<lenient::Str>>(&line).ok());
+            let parsed = serde_json::from_slice::<UsageLine<lenient::Str>>(&line).ok();
+            if queue_line {
+                scan.queue_line(parsed.as_ref(), &line);
+            } else {
+                scan.line(parsed);
+            }
             scan.out.end_offset += n as u64;
             continue;
         }
         if n <= MAX_LINE {
-            break; // the last line, still being written
+            // The last line, still being written: read whole at the next stop. A queue
+            // line that is complete JSON already says what waits.
+            if queue_line
+                && let Ok(parsed) = serde_json::from_slice::<UsageLine<lenient::Str>>(&line)
+            {
+                scan.queue_line(Some(&parsed), &line);
+            }
+            break;
         }
         // A long line: parsed as it is read, up to its newline.
         let mut rest = UntilNewline::new(&mut reader);
@@ -255,7 +330,11 @@ fn scan_from(
         if !rest.found {
             break; // still being written: the next stop reads it whole
         }
-        scan.line(parsed);
+        if queue_line {
+            scan.queue_line(parsed.as_ref(), &line);
+        } else {
+            scan.line(parsed);
+        }
         scan.out.end_offset = scan
             .out
             .end_offset
@@ -320,6 +399,7 @@ struct Scan {
     pending: Option<(String, Usage, Option<String>)>,
     edit_calls: Vec<String>,
     last_turn_end: Option<String>,
+    queue: Queue,
 }
 
 impl Scan {
@@ -336,6 +416,19 @@ impl Scan {
             pending: None,
             edit_calls: Vec::new(),
             last_turn_end: None,
+            queue: Queue::default(),
+        }
+    }
+
+    /// A line that starts as a queue line does (`start`: its first bytes). Its
+    /// stamp does not matter: a message queued before the loop's start waits too.
+    fn queue_line<T>(&mut self, line: Option<&UsageLine<T>>, start: &[u8]) {
+        match line {
+            Some(l) if l.kind.as_deref() == Some("queue-operation") => {
+                self.queue.apply(l.operation.as_deref());
+            }
+            Some(_) => {}
+            None => self.queue.apply_cut(start),
         }
     }
 
@@ -413,6 +506,7 @@ impl Scan {
         if let Some((_, u, model)) = self.pending.take() {
             self.out.add(u, model);
         }
+        self.out.queued = self.queue.waiting;
         self.out
     }
 }

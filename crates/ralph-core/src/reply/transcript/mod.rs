@@ -7,7 +7,8 @@
 //!   no reply text;
 //! - [`scan_appended`] and [`scan_loop`] (in `appended.rs`) read forward from
 //!   an offset, what was appended since the last stop: tokens, tool use,
-//!   proven edits, whether this turn's reply has landed yet.
+//!   proven edits, whether this turn's reply has landed yet, and whether the
+//!   user queued a message (`queue.rs`: the queue lines' rules).
 //!
 //! Both open the file with `backward::open` and bound what they read; the
 //! backward block reader they share is in `backward.rs`.
@@ -16,6 +17,7 @@ mod appended;
 mod backward;
 mod last_reply;
 mod lenient;
+mod queue;
 
 pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
