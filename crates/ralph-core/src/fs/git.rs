@@ -108,11 +108,10 @@ fn blank<'a>(drivers: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)
         .collect()
 }
 
-/// The working tree's fingerprint: HEAD, the changed paths with their index
-/// and HEAD object names, and the size and modification time of each
-/// changed file (nothing is hashed by content). `None` when git cannot run
-/// or does not answer within `limit`.
-pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
+/// One hardened, time-limited `git status --porcelain=v2 --branch -z` of the
+/// whole tree but `.claude/` (with `extra` options), as text; `None` when
+/// git cannot run or does not answer within `limit`.
+fn porcelain_status(root: &Path, limit: Duration, extra: &[&str]) -> Option<String> {
     let deadline = Instant::now() + limit;
     let overrides = status_overrides(root, deadline)?;
     let mut command = git(root, &overrides);
@@ -123,14 +122,19 @@ pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
         "-z",
         "--untracked-files=all",
         "--ignore-submodules=dirty",
-        "--no-renames",
-        "--",
-        ".",
-        ":(exclude).claude",
     ]);
+    command.args(extra).args(["--", ".", ":(exclude).claude"]);
     let out = run_until(command, deadline, &[0])?;
-    let status = String::from_utf8_lossy(&out);
-    let mut summary = status.clone().into_owned();
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The working tree's fingerprint: HEAD, the changed paths with their index
+/// and HEAD object names, and the size and modification time of each
+/// changed file (nothing is hashed by content). `None` when git cannot run
+/// or does not answer within `limit`.
+pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
+    let status = porcelain_status(root, limit, &["--no-renames"])?;
+    let mut summary = status.clone();
     for path in changed_paths(&status) {
         if let Ok(meta) = root.join(path).symlink_metadata() {
             let modified = meta
@@ -151,22 +155,7 @@ pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
 /// first commit.
 pub fn head_and_clean(root: &Path, limit: Duration) -> Option<(Option<String>, bool)> {
     std::fs::symlink_metadata(root.join(".git")).ok()?;
-    let deadline = Instant::now() + limit;
-    let overrides = status_overrides(root, deadline)?;
-    let mut command = git(root, &overrides);
-    command.args([
-        "status",
-        "--porcelain=v2",
-        "--branch",
-        "-z",
-        "--untracked-files=all",
-        "--ignore-submodules=dirty",
-        "--",
-        ".",
-        ":(exclude).claude",
-    ]);
-    let out = run_until(command, deadline, &[0])?;
-    let status = String::from_utf8_lossy(&out);
+    let status = porcelain_status(root, limit, &[])?;
     let head = status
         .split('\0')
         .find_map(|f| f.strip_prefix("# branch.oid "))
