@@ -1,5 +1,5 @@
 //! `ralph hook stop` through the real binary. Each test named `fNN_…`
-//! reproduces failure NN of ../shared/docs/prior-art.md and shows it fixed.
+//! reproduces the NNth known failure of other Ralph loops (the list in docs/guide.md's comparison with the reference plugin and in docs/security.md) and shows it fixed.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
