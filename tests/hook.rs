@@ -1,5 +1,5 @@
 //! `ralph hook stop` through the real binary. Each test named `fNN_…`
-//! reproduces the NNth known failure of other Ralph loops (the list in docs/guide.md's comparison with the reference plugin and in docs/security.md) and shows it fixed.
+//! reproduces a failure reported against other Ralph loops (numbered NN in the team's survey) and shows it fixed.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
