@@ -1009,6 +1009,33 @@ fn install_project_never_writes_through_a_committed_folder_link() {
     );
 }
 
+/// A project's settings file planted as a FIFO, or as a link to a file outside, is read
+/// through the safe file layer: refused at once (no hang on the FIFO, nothing read or
+/// written through the link), the link's target byte for byte as it was.
+#[test]
+fn install_project_refuses_a_planted_settings_fifo_or_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let repo = tmp.path().join("repo");
+    let outside = tmp.path().join("outside.json");
+    for d in [&home, &repo.join(".git"), &repo.join(".gemini")] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let settings = repo.join(".gemini/settings.json");
+    let ok = Command::new("mkfifo").arg(&settings).status().unwrap();
+    assert!(ok.success());
+    let started = std::time::Instant::now();
+    let out = ralph_in(&repo, &home, &["install", "gemini", "--project"]);
+    assert!(!out.status.success(), "{}", crate::support::text(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    fs::remove_file(&settings).unwrap();
+    fs::write(&outside, "{\"keep\": 1}\n").unwrap();
+    symlink(&outside, &settings).unwrap();
+    let out = ralph_in(&repo, &home, &["install", "gemini", "--project"]);
+    assert!(!out.status.success(), "{}", crate::support::text(&out));
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "{\"keep\": 1}\n");
+}
+
 /// A `.claude/` in a shared parent folder (another user's, or `/`) is never
 /// where a loop goes: the walk up stops below the first folder the user
 /// does not own. Needs root, to give a folder to someone else.

@@ -361,12 +361,23 @@ fn write_file(plan: &Plan, path: &Path, text: &str) -> Result<(), InstallError> 
 /// The file's text, `None` when it does not exist. In a project (whose files
 /// a stranger may have written) a symlink or special file is refused.
 fn read_regular(path: &Path, project: bool) -> Result<Option<String>, InstallError> {
+    if project {
+        // A project's file may be a stranger's: read through the safe layer
+        // (no link followed, nothing but a regular file opened, capped), so
+        // nothing can be swapped in between a check and the read.
+        return match safe_fs::read_text(path, safe_fs::SMALL_FILE_CAP) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(InstallError::Unsafe(e)),
+        };
+    }
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error("read", path)(e)),
     };
-    let ok = meta.is_file() || (!project && meta.file_type().is_symlink() && path.is_file());
+    // The user's own file: a link to their settings is followed.
+    let ok = meta.is_file() || (meta.file_type().is_symlink() && path.is_file());
     if !ok {
         return Err(InstallError::NotRegular(path.to_owned()));
     }
