@@ -909,11 +909,9 @@ mod answers {
 }
 
 /// `$ralph-loop …` in the real Codex client: the UserPromptSubmit hook that
-/// `ralph install codex` adds keeps the typed text, and the skill's fixed
-/// command (`ralph start --typed-arguments`, as the skill file says, run here
-/// as Codex's shell tool would run it: the scripted model makes no tool
-/// calls) arms exactly that task. Text that would end a here-doc or a quote
-/// is data.
+/// `ralph install codex` adds arms the loop from the prompt itself, and the
+/// skill runs no command. Text that would end a here-doc or a quote is data:
+/// the task is armed verbatim and nothing of it runs.
 #[test]
 #[cfg_attr(
     no_codex_client,
