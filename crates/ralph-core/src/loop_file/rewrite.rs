@@ -42,10 +42,10 @@ impl crate::error::Exit for RewriteError {}
 /// Returns `text` with `fields` set (values are YAML scalars, already
 /// quoted as needed), or refuses when the result does not prove right.
 pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, RewriteError> {
-    let before_layout = frontmatter::split(text).map_err(StateError::from)?;
+    let before_layout = frontmatter::split(text)?;
     let before = state::raw_fields(text, &before_layout)?;
-    let updated = frontmatter::set_fields(text, fields).map_err(StateError::from)?;
-    let after_layout = frontmatter::split(&updated).map_err(StateError::from)?;
+    let updated = frontmatter::set_fields(text, fields)?;
+    let after_layout = frontmatter::split(&updated)?;
     let after = state::raw_fields(&updated, &after_layout)?;
     // The typed reading must still hold (a value past its cap, say); built
     // from the fields just read, so the new text is parsed once, not twice.
