@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
-use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry, RegistryError};
 use crate::loop_file::state::LoopState;
@@ -18,6 +19,9 @@ use crate::time::Timestamp;
 pub enum LoopError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A loop file refused a rewrite or an adoption; the error names the file.
+    #[error(transparent)]
+    LoopFile(#[from] LoopFileError),
     #[error(
         "a loop named `{name}` is already active ({path}), {whose}",
         whose = owner_words(.owner.as_deref())
@@ -615,15 +619,7 @@ pub fn set_active(
             text: live.text.clone(),
             state: state.clone(),
         };
-        current
-            .write(&lock, &[("active", active.to_string())])
-            .map_err(|e| match e {
-                WriteError::Store(e) => LoopError::Store(e),
-                WriteError::Rewrite { source, .. } => LoopError::Unreadable {
-                    path: live.file.path.clone(),
-                    message: source.to_string(),
-                },
-            })?;
+        current.write(&lock, &[("active", active.to_string())])?;
         let (word, why) = if active {
             (Logged::Resume, "resumed by the user")
         } else {
@@ -668,21 +664,7 @@ pub fn adopt(
         })?,
         text,
     };
-    let adopted = shown.adopt(&lock, registry, &root, now).map_err(|e| {
-        let message = match e {
-            AdoptError::Registry(e) => return LoopError::Registry(e),
-            AdoptError::Store(e) => return LoopError::Store(e),
-            AdoptError::Refused(message) => message,
-            AdoptError::NonceLost => format!(
-                "the `{}` field did not read back; nothing was adopted",
-                registry::NONCE_FIELD
-            ),
-        };
-        LoopError::Unreadable {
-            path: path.clone(),
-            message,
-        }
-    })?;
+    let adopted = shown.adopt(&lock, registry, &root, now)?;
     LogEntry::new(now, Logged::Adopt, "adopted by the user (ralph adopt)")
         .iteration(adopted.state.iteration)
         .append(project, name);

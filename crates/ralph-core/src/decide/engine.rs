@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::fs::gate;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
 use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::{LoopState, Progress};
@@ -66,7 +67,7 @@ pub enum StepError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Write(#[from] WriteError),
+    LoopFile(#[from] LoopFileError),
     /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
     #[error("{0}; fix it and the loop goes on at the next stop")]
     Prd(#[from] crate::loop_file::stories::PrdError),

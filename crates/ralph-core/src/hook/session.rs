@@ -18,8 +18,9 @@ use serde::Deserialize;
 use crate::control::{self, LoopError};
 use crate::hook::answer::Answer;
 use crate::hook::context::HookContext;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -98,7 +99,7 @@ pub enum SessionError {
     #[error(transparent)]
     Loop(#[from] LoopError),
     #[error(transparent)]
-    Write(#[from] WriteError),
+    LoopFile(#[from] LoopFileError),
 }
 
 /// `UserPromptSubmit` for every prompt that is not one of ralph's commands (those are

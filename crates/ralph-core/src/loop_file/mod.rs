@@ -7,6 +7,7 @@
 //! `lifecycle`, the one place that writes a loop file.
 
 pub mod binding;
+pub mod error;
 pub mod fields;
 pub mod frontmatter;
 pub mod guards;

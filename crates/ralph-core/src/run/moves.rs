@@ -8,7 +8,8 @@ use crate::control::{self, LoopError};
 use crate::decide::engine::{self, Step, StepError, Turn};
 use crate::decide::{Observation, Outcome};
 use crate::fs::git;
-use crate::loop_file::lifecycle::{LoadError, Loop, WriteError};
+use crate::loop_file::error::LoopFileError;
+use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, StoreError};
@@ -97,9 +98,7 @@ pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Load(#[from] LoadError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
+    LoopFile(#[from] LoopFileError),
     #[error(transparent)]
     Loop(#[from] LoopError),
     #[error(transparent)]
