@@ -83,7 +83,6 @@ macro_rules! failure_from {
 
 failure_from!(
     ralph_core::control::arguments::ArgumentsError,
-    ralph_core::decide::engine::StepError,
     ralph_core::loop_file::state::StateError,
     ralph_core::hook::typed::TypedError,
     ralph_core::loop_file::registry::RegistryError,

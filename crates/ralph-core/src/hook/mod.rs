@@ -23,6 +23,7 @@ use crate::display;
 use crate::fs::git;
 use crate::hook::answer::Answer;
 use crate::hook::host::Host;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
@@ -47,7 +48,7 @@ pub enum HookError {
     #[error("{path}: {message}")]
     Adopt { path: PathBuf, message: String },
     #[error(transparent)]
-    Step(#[from] engine::StepError),
+    LoopFile(#[from] LoopFileError),
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.

@@ -1,6 +1,7 @@
-//! Why a loop file could not be read, rewritten, written or adopted: the one
-//! error of the loop-file layer (`lifecycle`, `rewrite`). Whatever went
-//! wrong, the file is left as it was. Each refusal names the file, so a front
+//! Why a loop file could not be read, rewritten, written or adopted, or a
+//! turn not completed (`decide::engine`): the one error of the loop-file
+//! layer (`lifecycle`, `rewrite`). Whatever went wrong, the file is left as
+//! it was. Each refusal names the file, so a front
 //! passes this error on as it is, with no path or words of its own.
 
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use crate::loop_file::registry::{NONCE_FIELD, RegistryError};
 use crate::loop_file::state::StateError;
 use crate::loop_file::store::StoreError;
+use crate::loop_file::stories::PrdError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoopFileError {
@@ -42,6 +44,10 @@ pub enum LoopFileError {
     },
     #[error("{path}: rewriting the fields would change the prompt, so nothing was written")]
     BodyChanged { path: PathBuf },
+    /// A `--prd` loop's PRD cannot be read or used at a turn; the loop is
+    /// left as it was.
+    #[error("{0}; fix it and the loop goes on at the next stop")]
+    Prd(#[from] PrdError),
     /// An adoption's new nonce did not read back from the rewritten text.
     #[error("{path}: the `{NONCE_FIELD}` field did not read back; nothing was adopted")]
     NonceLost { path: PathBuf },

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::control::{self, LoopError};
-use crate::decide::engine::{self, Step, StepError, Turn};
+use crate::decide::engine::{self, Step, Turn};
 use crate::decide::{Observation, Outcome};
 use crate::fs::git;
 use crate::loop_file::error::LoopFileError;
@@ -54,7 +54,7 @@ pub enum JudgeError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Step(#[from] StepError),
+    LoopFile(#[from] LoopFileError),
 }
 
 impl crate::error::Exit for JudgeError {}
