@@ -89,7 +89,6 @@ failure_from!(
     ralph_core::loop_file::store::StoreError,
     ralph_core::fs::safe_fs::FsError,
     ralph_core::loop_file::error::LoopFileError,
-    ralph_core::run::JudgeError,
     ralph_core::run::fleet::PrdError,
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,

@@ -49,16 +49,6 @@ pub fn standing(
     Standing::Go
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum JudgeError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    LoopFile(#[from] LoopFileError),
-}
-
-impl crate::error::Exit for JudgeError {}
-
 /// Under the lock, if the loop is still as it was read before the agent
 /// ran, decides the turn on the agent's reply (the Stop hook's own rules)
 /// and writes it. `None`: the loop file changed while the agent ran, and
@@ -69,7 +59,7 @@ pub fn judge(
     live: &Loop,
     reply: &AgentReply,
     driver: &str,
-) -> Result<Option<Step>, JudgeError> {
+) -> Result<Option<Step>, RunError> {
     let lock = project.lock()?;
     let current = store::read_to_string(&live.file.path).ok();
     if current.as_deref() != Some(live.text.as_str()) {
@@ -101,8 +91,6 @@ pub enum RunError {
     LoopFile(#[from] LoopFileError),
     #[error(transparent)]
     Loop(#[from] LoopError),
-    #[error(transparent)]
-    Judge(#[from] JudgeError),
     /// No loop of that name to take over (the binary adds how to arm one).
     #[error("no loop named `{0}` to resume")]
     NoLoopToResume(String),
