@@ -94,7 +94,6 @@ failure_from!(
     ralph_core::run::fleet::git::FleetError,
     ralph_core::hook::install::InstallError,
     ralph_core::control::init::InitError,
-    ralph_core::control::adoption::AdoptError,
     ralph_core::report::ReportError,
     ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,

@@ -22,43 +22,12 @@ pub enum Choice {
     },
 }
 
-/// Why no loop can be adopted. Every value from a file is escaped to one line.
-#[derive(Debug, thiserror::Error)]
-pub enum AdoptError {
-    #[error("no loop named `{}` here (see `ralph status`)", display::line(.0))]
-    NoSuchLoop(String),
-    #[error("several loops here are not armed on this machine ({}); name one with --name", .0.join(", "))]
-    Several(Vec<String>),
-    #[error(
-        "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
-        display::line(.path),
-        display::line(.why),
-        display::line(.name)
-    )]
-    Unreadable {
-        path: String,
-        why: String,
-        name: String,
-    },
-    #[error(transparent)]
-    Loop(#[from] LoopError),
-}
-
-impl crate::error::Exit for AdoptError {
-    fn exit_class(&self) -> crate::error::ExitClass {
-        match self {
-            Self::Loop(e) => e.exit_class(),
-            _ => crate::error::ExitClass::Failure,
-        }
-    }
-}
-
 /// The loop to adopt: `name`, or the only loop here not armed on this machine.
 pub fn choose(
     project: &Project,
     registry: &Registry,
     name: Option<&str>,
-) -> Result<Choice, AdoptError> {
+) -> Result<Choice, LoopError> {
     let root = registry::canonical_root(project).ok();
     let mut lives = read_live(project)?;
     let arming = |live: &Live| match &live.state {
@@ -69,7 +38,7 @@ pub fn choose(
         Some(name) => lives
             .iter()
             .position(|l| l.file.name == name)
-            .ok_or_else(|| AdoptError::NoSuchLoop(name.to_owned()))?,
+            .ok_or_else(|| LoopError::NotHere(name.to_owned()))?,
         None => {
             let unarmed: Vec<usize> = (0..lives.len())
                 .filter(|&i| arming(&lives[i]) != Arming::Armed)
@@ -82,7 +51,7 @@ pub fn choose(
                         .iter()
                         .map(|&i| display::line(&lives[i].file.name).into_owned())
                         .collect();
-                    return Err(AdoptError::Several(names));
+                    return Err(LoopError::SeveralUnarmed(names));
                 }
             }
         }
@@ -92,7 +61,7 @@ pub fn choose(
     let state = match &live.state {
         Ok(state) => state.clone(),
         Err(why) => {
-            return Err(AdoptError::Unreadable {
+            return Err(LoopError::UnreadableToAdopt {
                 path: live.file.path.display().to_string(),
                 why: why.clone(),
                 name: live.file.name.clone(),

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::display;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
@@ -67,6 +68,25 @@ pub enum LoopError {
         "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
     )]
     PrdOutside(String),
+    /// `ralph adopt --name`: no loop file of that name here, armed or not.
+    #[error("no loop named `{}` here (see `ralph status`)", display::line(.0))]
+    NotHere(String),
+    /// `ralph adopt` without a name, and more than one loop to choose from.
+    #[error("several loops here are not armed on this machine ({}); name one with --name", .0.join(", "))]
+    SeveralUnarmed(Vec<String>),
+    /// `ralph adopt`: the loop file chosen does not read. Every value from
+    /// the file is escaped to one line.
+    #[error(
+        "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
+        display::line(.path),
+        display::line(.why),
+        display::line(.name)
+    )]
+    UnreadableToAdopt {
+        path: String,
+        why: String,
+        name: String,
+    },
 }
 
 /// A name, prompt or URL the user typed is wrong: a usage error; the rest fail.
