@@ -37,10 +37,18 @@ use crate::time::Timestamp;
 
 pub use crate::hook::context::{DEFAULT_BLOCK_CAP, HookContext};
 
+/// Why a hook could not do its work: the Stop hook's and the session
+/// hooks' (`session`). Every one ends in a notice and an allow, never a
+/// blocked stop or prompt.
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     #[error(transparent)]
     Event(#[from] EventError),
+    /// A session hook's event (`UserPromptSubmit`, `SessionStart`, …) is empty.
+    #[error("the hook event on stdin is empty")]
+    SessionEmpty,
+    #[error("the hook event on stdin is not valid JSON: {0}")]
+    SessionJson(serde_json::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
