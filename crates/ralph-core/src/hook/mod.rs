@@ -53,8 +53,6 @@ pub enum HookError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    #[error("{path}: {message}")]
-    Adopt { path: PathBuf, message: String },
     #[error(transparent)]
     LoopFile(#[from] LoopFileError),
 }
