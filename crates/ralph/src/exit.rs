@@ -135,8 +135,6 @@ impl From<ralph_core::run::RunError> for Failure {
                 "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
                 RunError::NoLoopToResume(name.clone())
             )),
-            // A loop error keeps its hint; all of them are failures here.
-            RunError::Loop(error) => Failure::from(error).message.into(),
             other => other.to_string().into(),
         }
     }

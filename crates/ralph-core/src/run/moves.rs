@@ -89,17 +89,41 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error(transparent)]
     LoopFile(#[from] LoopFileError),
-    #[error(transparent)]
-    Loop(#[from] LoopError),
     /// No loop of that name to take over (the binary adds how to arm one).
     #[error("no loop named `{0}` to resume")]
     NoLoopToResume(String),
     /// The loop is not (or no longer) armed on this machine.
     #[error("{path}: {note}; nothing was run")]
     NotArmed { path: String, note: String },
+    /// Ctrl-C: no loop of that name left to cancel (`control::cancel`).
+    #[error("no loop named `{0}` is active (see `ralph status`)")]
+    NoSuchLoop(String),
+    /// The loop could not be ended: its file does not read (`control::end_driven`).
+    #[error("{0}. It was left as it is; fix or remove it by hand")]
+    Untouched(String),
+    /// Any other refusal of `control`'s, in its own words. `cancel` with a
+    /// name and `end_driven` return none today; this keeps the conversion
+    /// total without a front's error inside this one.
+    #[error("{0}")]
+    Control(String),
 }
 
 impl crate::error::Exit for RunError {}
+
+/// The run ends its loop through `control` (`cancel`, `end_driven`): their
+/// refusals become the run's own, in the same words, so no front's error
+/// sits inside another's.
+impl From<LoopError> for RunError {
+    fn from(error: LoopError) -> Self {
+        match error {
+            LoopError::Store(e) => Self::Store(e),
+            LoopError::LoopFile(e) => Self::LoopFile(e),
+            LoopError::NoSuchLoop(name) => Self::NoSuchLoop(name),
+            LoopError::Untouched(why) => Self::Untouched(why),
+            other => Self::Control(other.to_string()),
+        }
+    }
+}
 
 /// Reads the loop under the lock: its text and state, or `None` if it is
 /// gone. A loop that is not (or no longer) armed on this machine is refused,
@@ -319,6 +343,20 @@ fn observe(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn control_refusals_become_the_runs_own_in_the_same_words() {
+        for error in [
+            LoopError::NoSuchLoop("l".into()),
+            LoopError::Untouched("l.md: bad".into()),
+            LoopError::Ambiguous("a, b".into()),
+        ] {
+            let words = error.to_string();
+            let run = RunError::from(error);
+            assert!(!matches!(run, RunError::Store(_)), "{run}");
+            assert_eq!(run.to_string(), words);
+        }
+    }
 
     #[test]
     fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
