@@ -156,15 +156,14 @@ pub type Outcome = Result<(), Failure>;
 /// happened is already printed.
 pub fn run_exit(exit: ralph_core::run::screen::RunExit) -> Outcome {
     use ralph_core::run::screen::RunExit;
-    let code = match exit {
+    Err(match exit {
         RunExit::Success => return Ok(()),
-        RunExit::Ended => code::ENDED,
-        RunExit::Limited => code::LIMITED,
-        RunExit::Interrupted => code::INTERRUPTED,
-    };
-    Err(Failure {
-        message: String::new(),
-        code,
+        RunExit::Ended => Failure::ended(),
+        RunExit::Limited => Failure {
+            message: String::new(),
+            code: code::LIMITED,
+        },
+        RunExit::Interrupted => Failure::interrupted(),
     })
 }
 
