@@ -5,7 +5,7 @@
 //! verified there and merged home one at a time. What each step means is
 //! decided in `fleet`, the repository is touched through `fleet::git`; here
 //! are the child processes and the order of the steps. What happens is told
-//! as [`Event`]s: the binary owns the terminal.
+//! as [`Event`]s: `screen.rs` words them, the binary owns the terminal.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
