@@ -2,15 +2,18 @@
 //! resume and adopt them (`commands`, every change under the project lock,
 //! with atomic writes, so a command racing a Stop hook never loses an update
 //! or revives a loop); list them for `ralph status` and `ralph log`
-//! (`report`, which changes nothing); `ralph start`'s options as a slash
-//! command gives them (`arguments`); `ralph init`'s files (`templates`, written
-//! by `init`).
+//! (`report`, which changes nothing, worded by `status_text`) and the
+//! receipts kept for them (`receipt_text`); `ralph start`'s options as a
+//! slash command gives them (`arguments`); `ralph init`'s files
+//! (`templates`, written by `init`).
 
 pub mod adoption;
 pub mod arguments;
 pub mod commands;
 pub mod init;
+pub mod receipt_text;
 pub mod report;
+pub mod status_text;
 pub mod templates;
 
 pub use commands::*;

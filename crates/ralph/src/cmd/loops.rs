@@ -57,24 +57,13 @@ pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed),
     Ok((name, arm_and_tell(args, prompt, &notes)?))
 }
 
-/// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt and
-/// how to finish it).
+/// The task of each loop named that was armed here (see `control::tasks_of`).
 pub fn tasks_of(names: &[String]) -> String {
-    let Ok(lives) = control::read_live(&crate::env::project()) else {
-        return String::new();
-    };
-    let mut out = Vec::new();
-    for live in &lives {
-        if let (true, Ok(state)) = (names.contains(&live.file.name), &live.state) {
-            out.push(format!(
-                "Your task (Ralph loop `{}`):\n\n{}\n\n{}",
-                live.file.name,
-                state.prompt,
-                messages::how_to_finish(state).trim_end()
-            ));
-        }
-    }
-    out.join("\n\n")
+    control::tasks_of(
+        &crate::env::project(),
+        crate::env::registry().as_ref(),
+        names,
+    )
 }
 
 /// A slash command's raw arguments applied to `args`, with the same checks clap applies;
@@ -421,9 +410,11 @@ pub fn pause_or_resume_as(
     let project = crate::env::project();
     let now = Timestamp::now();
     let names: Vec<Option<String>> = if args.all {
-        control::read_live(&project)?
+        ralph_core::loop_file::scan::Scan::read(&project, crate::env::registry().as_ref())
+            .map_err(control::LoopError::from)?
+            .entries
             .into_iter()
-            .map(|l| Some(l.file.name))
+            .map(|entry| Some(entry.file().name.clone()))
             .collect()
     } else {
         vec![args.name]
@@ -432,6 +423,7 @@ pub fn pause_or_resume_as(
     for name in names {
         changed.extend(control::set_active(
             &project,
+            crate::env::registry().as_ref(),
             name.as_deref(),
             session.as_deref(),
             active,
