@@ -264,10 +264,6 @@ pub struct StartArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
     #[arg(long, conflicts_with = "prompt")]
     pub raw_arguments: bool,
-    /// Take what the user typed after /ralph-loop, as the UserPromptSubmit hook kept it
-    /// (same syntax as --raw-arguments; the /ralph-loop skill uses this)
-    #[arg(long, conflicts_with_all = ["prompt", "raw_arguments"])]
-    pub typed_arguments: bool,
     /// The task; read from stdin when absent. Options may come before or after it; words
     /// after `--` are task, even when they look like options
     pub prompt: Vec<String>,
@@ -432,9 +428,6 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
-    /// Take what the user typed after the slash command, as the UserPromptSubmit hook kept it
-    #[arg(long, conflicts_with_all = ["name", "all", "raw_arguments"])]
-    pub typed_arguments: bool,
 }
 
 #[derive(Debug, Args)]
@@ -534,10 +527,6 @@ pub struct InitArgs {
     /// Overwrite files that exist
     #[arg(long)]
     pub force: bool,
-    /// Take what the user typed after /ralph-init (`[TEMPLATE] [--force]`), as the
-    /// UserPromptSubmit hook kept it
-    #[arg(long)]
-    pub typed_arguments: bool,
 }
 
 /// `ralph run --parallel N`: many loops at once, one worktree per story.

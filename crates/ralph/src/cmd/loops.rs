@@ -5,7 +5,6 @@ use std::io::{IsTerminal, Read};
 
 use ralph_core::control::arguments;
 use ralph_core::control::{self, ArmRequest};
-use ralph_core::hook::typed::{self, SlashCommand};
 use ralph_core::loop_file::messages;
 use ralph_core::time::Timestamp;
 
@@ -19,12 +18,8 @@ pub fn start(mut args: StartArgs) -> Outcome {
         .clone()
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::env::session_from_env);
-    let prompt = if args.raw_arguments || args.typed_arguments {
-        let raw = if args.typed_arguments {
-            typed_text(session.as_deref(), SlashCommand::Loop)?
-        } else {
-            read_stdin()?
-        };
+    let prompt = if args.raw_arguments {
+        let raw = read_stdin()?;
         apply_raw(&mut args, &raw, &mut notes)?
     } else if !args.prompt.is_empty() {
         args.prompt.join(" ")
@@ -47,7 +42,6 @@ pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed),
         session_id: None,
         force: false,
         raw_arguments: false,
-        typed_arguments: false,
         prompt: Vec::new(),
     };
     let mut notes = Vec::new();
@@ -311,29 +305,13 @@ pub fn read_stdin() -> Result<String, String> {
     Ok(text)
 }
 
-/// The text the user typed after `/<command>`, as the UserPromptSubmit hook kept it for this
-/// session (crates/ralph-core/src/typed.rs says why it never goes through the shell).
-pub fn typed_text(session: Option<&str>, command: SlashCommand) -> Result<String, Failure> {
-    let session = session.ok_or_else(|| {
-        Failure::from(format!(
-            "no session id (CLAUDE_CODE_SESSION_ID), so the text typed after /{} cannot be found",
-            command.skill()
-        ))
-    })?;
-    let dir = typed::default_dir()?;
-    Ok(typed::take(&dir, session, command, Timestamp::now().0)?)
-}
-
 /// Fills `--name` / `--all` from a slash command's raw arguments: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`.
-fn resolve_selection(args: SelectArgs, command: SlashCommand) -> Result<SelectArgs, Failure> {
-    let raw = if args.typed_arguments {
-        typed_text(crate::env::session_from_env().as_deref(), command)?
-    } else if args.raw_arguments {
-        read_stdin()?
-    } else {
+fn resolve_selection(args: SelectArgs) -> Result<SelectArgs, Failure> {
+    if !args.raw_arguments {
         return Ok(args);
-    };
+    }
+    let raw = read_stdin()?;
     apply_selection(args, &raw)
 }
 
@@ -343,7 +321,6 @@ pub fn typed_selection(raw: &str) -> Result<SelectArgs, Failure> {
         name: None,
         all: false,
         raw_arguments: false,
-        typed_arguments: false,
     };
     apply_selection(none, raw)
 }
@@ -358,7 +335,7 @@ fn apply_selection(mut args: SelectArgs, raw: &str) -> Result<SelectArgs, Failur
 }
 
 pub fn cancel(args: SelectArgs) -> Outcome {
-    let args = resolve_selection(args, SlashCommand::Cancel)?;
+    let args = resolve_selection(args)?;
     cancel_as(args, crate::env::session_from_env())
 }
 
@@ -403,12 +380,7 @@ pub fn cancel_as(args: SelectArgs, session: Option<String>) -> Outcome {
 }
 
 pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
-    let command = if active {
-        SlashCommand::Resume
-    } else {
-        SlashCommand::Pause
-    };
-    let args = resolve_selection(args, command)?;
+    let args = resolve_selection(args)?;
     pause_or_resume_as(args, active, crate::env::session_from_env()).map(|_| ())
 }
 
