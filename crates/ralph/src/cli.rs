@@ -301,6 +301,28 @@ pub struct ArmFlags {
 }
 
 impl ArmFlags {
+    /// The flags as the core's arming options, with the loop's name, owner and `--force`.
+    pub fn into_options(
+        self,
+        name: String,
+        session_id: Option<String>,
+        force: bool,
+    ) -> ralph_core::control::arming::ArmOptions {
+        ralph_core::control::arming::ArmOptions {
+            name,
+            session_id,
+            force,
+            max_iterations: self.max_iterations,
+            completion_promise: self.completion_promise,
+            abort_promise: self.abort_promise,
+            guards: self.guards.0,
+            fresh_context: self.fresh_context,
+            prd: self.prd,
+            notify: self.notify,
+            notify_url: self.notify_url,
+        }
+    }
+
     /// Whether any flag was given (a loop being resumed keeps its own settings).
     pub fn any(&self) -> bool {
         self.max_iterations.is_some()

@@ -3,11 +3,13 @@
 //! with atomic writes, so a command racing a Stop hook never loses an update
 //! or revives a loop); list them for `ralph status` and `ralph log`
 //! (`report`, which changes nothing); `ralph start`'s options as a slash
-//! command gives them (`arguments`); `ralph init`'s files (`templates`, written
+//! command gives them (`arguments`), turned into a request and what arming,
+//! cancelling, pausing and resuming tell (`arming`); `ralph init`'s files (`templates`, written
 //! by `init`).
 
 pub mod adoption;
 pub mod arguments;
+pub mod arming;
 pub mod commands;
 pub mod init;
 pub mod report;
