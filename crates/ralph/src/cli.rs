@@ -270,7 +270,7 @@ pub struct StartArgs {
 }
 
 /// How a loop is armed: its limit, promises and guards. Shared by `start` and `run`.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub struct ArmFlags {
     /// Turns in all, the first included; 0 means unlimited [default: 50]
     #[arg(long, allow_negative_numbers = true)]

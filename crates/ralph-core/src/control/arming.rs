@@ -51,12 +51,22 @@ impl Default for ArmOptions {
     }
 }
 
-/// A slash command's text, split: the task, and a note for each word that looks like an
+/// The task to arm, and a note for each word of a slash command's text that looks like an
 /// option but is not ralph's (it stays in the task).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TypedTask {
     pub prompt: String,
     pub notes: Vec<String>,
+}
+
+/// A task given as it is (on the command line or stdin): nothing to note.
+impl From<String> for TypedTask {
+    fn from(prompt: String) -> Self {
+        Self {
+            prompt,
+            notes: Vec::new(),
+        }
+    }
 }
 
 impl ArmOptions {
@@ -162,22 +172,21 @@ pub struct Activation {
     pub text: Vec<String>,
 }
 
-/// Arms the loop `options` and `prompt` ask for, or keeps this session's identical one:
+/// Arms the loop `options` and `task` ask for, or keeps this session's identical one:
 /// `--max-window` checked first, then the PRD read, then the loop written under the lock.
-/// `notes` (from [`ArmOptions::apply_raw`]) lead the text.
+/// The task's notes lead the text.
 pub fn arm_and_tell(
     project: &Project,
     registry: Option<&Registry>,
     options: ArmOptions,
-    prompt: String,
-    notes: &[String],
+    task: TypedTask,
     now: Timestamp,
 ) -> Result<Activation, LoopError> {
     check_window(&options.guards, registry)?;
-    let request = options.request(project, prompt)?;
+    let request = options.request(project, task.prompt)?;
     let registry = registry.ok_or(RegistryError::NoHome)?;
     let armed = commands::arm_or_keep(project, registry, &request, now)?;
-    let mut text = notes.to_vec();
+    let mut text = task.notes;
     text.extend(activation(project, &request, &armed));
     Ok(Activation {
         name: request.name,
@@ -574,16 +583,11 @@ mod tests {
             max_iterations: Some(3),
             ..ArmOptions::default()
         };
-        let notes = ["note: kept".to_owned()];
-        let first = arm_and_tell(
-            &p,
-            Some(&r),
-            options.clone(),
-            "Do it".into(),
-            &notes,
-            Timestamp(0),
-        )
-        .unwrap();
+        let task = TypedTask {
+            prompt: "Do it".into(),
+            notes: vec!["note: kept".into()],
+        };
+        let first = arm_and_tell(&p, Some(&r), options.clone(), task, Timestamp(0)).unwrap();
         assert_eq!(first.name, "ralph");
         assert!(!first.armed.kept);
         assert_eq!(first.text[0], "note: kept");
@@ -605,7 +609,14 @@ mod tests {
             "{:?}",
             first.text
         );
-        let again = arm_and_tell(&p, Some(&r), options, "Do it".into(), &[], Timestamp(1)).unwrap();
+        let again = arm_and_tell(
+            &p,
+            Some(&r),
+            options,
+            "Do it".to_owned().into(),
+            Timestamp(1),
+        )
+        .unwrap();
         assert!(again.armed.kept);
         assert!(
             again.text[0].starts_with("🔄 Ralph loop `ralph` is already armed for this session"),
@@ -616,8 +627,7 @@ mod tests {
             &p,
             None,
             ArmOptions::default(),
-            "x".into(),
-            &[],
+            "x".to_owned().into(),
             Timestamp(2),
         );
         assert!(matches!(
@@ -732,7 +742,14 @@ mod tests {
             completion_promise: Some("DONE".into()),
             ..ArmOptions::default()
         };
-        arm_and_tell(&p, Some(&r), options, "Write it".into(), &[], Timestamp(0)).unwrap();
+        arm_and_tell(
+            &p,
+            Some(&r),
+            options,
+            "Write it".to_owned().into(),
+            Timestamp(0),
+        )
+        .unwrap();
         let tasks = tasks_of(&p, &["ralph".into()]);
         assert!(
             tasks.starts_with("Your task (Ralph loop `ralph`):\n\nWrite it\n\n"),

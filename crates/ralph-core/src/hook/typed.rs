@@ -116,9 +116,11 @@ impl Reply {
         Self::Answered(report(output, error))
     }
 
-    /// `/ralph-loop` armed `name`: the user is told so, and the prompt goes on with the
-    /// activation text (`output`) as context, so that turn is the loop's first iteration.
-    pub fn armed(name: &str, armed: &crate::control::Armed, output: &str) -> Self {
+    /// `/ralph-loop` armed a loop: the user is told so, and the prompt goes on with the
+    /// activation text as printed (`output`) as context, so that turn is the loop's first
+    /// iteration.
+    pub fn armed(loop_armed: &crate::control::arming::Activation, output: &str) -> Self {
+        let (name, armed) = (&loop_armed.name, &loop_armed.armed);
         Self::Proceed {
             notice: crate::loop_file::messages::armed(name, &armed.state, armed.kept),
             context: output.trim_end().to_owned(),

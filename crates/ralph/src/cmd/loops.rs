@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Read};
 
 use ralph_core::control::arguments::{self, Selection};
-use ralph_core::control::arming::{self, ArmOptions, Toggled};
+use ralph_core::control::arming::{self, ArmOptions, Toggled, TypedTask};
 use ralph_core::control::{self, ArmRequest};
 use ralph_core::time::Timestamp;
 
@@ -15,65 +15,46 @@ use crate::exit::{Failure, Outcome};
 pub fn start(args: StartArgs) -> Outcome {
     let session = args
         .session_id
-        .clone()
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::env::session_from_env);
-    let mut options = args
-        .arm
-        .into_options(args.name, args.session_id, args.force);
-    let mut notes = Vec::new();
-    let prompt = if args.raw_arguments {
-        let typed = options.apply_raw(&read_stdin()?)?;
-        notes = typed.notes;
-        typed.prompt
+    let mut options = args.arm.into_options(args.name, None, args.force);
+    let task = if args.raw_arguments {
+        options.apply_raw(&read_stdin()?)?
     } else if !args.prompt.is_empty() {
-        args.prompt.join(" ")
+        TypedTask::from(args.prompt.join(" "))
     } else if !std::io::stdin().is_terminal() {
-        read_stdin()?
+        TypedTask::from(read_stdin()?)
     } else {
-        String::new()
+        TypedTask::default()
     };
     // The session found above, whatever the raw text said.
     options.session_id = session;
-    arm_and_tell(options, prompt, &notes).map(|_| ())
+    arm_and_tell(options, task).map(|_| ())
 }
 
 /// `/ralph-loop ARGS`, answered by the UserPromptSubmit hook: `raw` is the text typed after
 /// the command, as the hook event carries it (never through a shell). Arms the loop for
-/// `session` and prints what `ralph start` prints; returns its name and what was armed.
-pub fn start_typed(raw: &str, session: &str) -> Result<(String, control::Armed), Failure> {
+/// `session` and prints what `ralph start` prints.
+pub fn start_typed(raw: &str, session: &str) -> Result<arming::Activation, Failure> {
     let mut options = ArmOptions::default();
-    let typed = options.apply_raw(raw)?;
+    let task = options.apply_raw(raw)?;
     options.session_id = Some(session.to_owned());
-    let activation = arm_and_tell(options, typed.prompt, &typed.notes)?;
-    Ok((activation.name, activation.armed))
+    arm_and_tell(options, task)
 }
 
 /// Arms the loop (or keeps this session's identical one) and prints the activation text.
-fn arm_and_tell(
-    options: ArmOptions,
-    prompt: String,
-    notes: &[String],
-) -> Result<arming::Activation, Failure> {
-    let project = crate::env::project();
-    let registry = crate::env::registry();
+fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activation, Failure> {
     let activation = arming::arm_and_tell(
-        &project,
-        registry.as_ref(),
+        &crate::env::project(),
+        crate::env::registry().as_ref(),
         options,
-        prompt,
-        notes,
+        task,
         Timestamp::now(),
     )?;
     for text in &activation.text {
         say!("{text}");
     }
     Ok(activation)
-}
-
-/// The task of each loop named, as a resumed loop's first turn needs it.
-pub fn tasks_of(names: &[String]) -> String {
-    arming::tasks_of(&crate::env::project(), names)
 }
 
 /// What arming a `--prd` loop shows (`ralph run` prints it too).

@@ -18,7 +18,7 @@
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
-use ralph_core::control::arguments;
+use ralph_core::control::{arguments, arming};
 use ralph_core::hook::typed::{self, Reply, SlashCommand};
 
 use super::capture::captured;
@@ -64,7 +64,7 @@ fn arm(text: &str, session: Option<String>) -> Reply {
     };
     let (result, output) = captured(|| loops::start_typed(text, &session));
     match result {
-        Ok((name, armed)) => Reply::armed(&name, &armed, &output),
+        Ok(activation) => Reply::armed(&activation, &output),
         Err(failure) => answered((Err(failure), output)),
     }
 }
@@ -73,7 +73,10 @@ fn resume(text: &str, session: Option<String>) -> Reply {
     let (result, output) =
         captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()));
     match result {
-        Ok(names) if !names.is_empty() => Reply::resumed(&output, &loops::tasks_of(&names)),
+        Ok(names) if !names.is_empty() => {
+            let tasks = arming::tasks_of(&crate::env::project(), &names);
+            Reply::resumed(&output, &tasks)
+        }
         other => answered((other.map(|_| ()), output)),
     }
 }
