@@ -1,10 +1,9 @@
 //! Arming a loop as `ralph start` and `/ralph-loop` ask for it: the options (from clap or
 //! from a slash command's text, with the same checks), the `ArmRequest` they make, and the
-//! text each of the loop-changing commands (start, cancel, pause, resume) tells the user.
-//! The binary parses, calls, and prints what comes back.
+//! text arming tells the user. The binary parses, calls, and prints what comes back.
 
-use crate::control::arguments::{self, ArgumentsError, Selection};
-use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, Cancelled, LoopError};
+use crate::control::arguments::{self, ArgumentsError};
+use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
 use crate::loop_file::guards::GuardSettings;
 use crate::loop_file::registry::{Registry, RegistryError};
 use crate::loop_file::store::Project;
@@ -289,128 +288,6 @@ pub fn story_commands(prd: &ArmPrd) -> String {
     out
 }
 
-/// `ralph cancel` (and `/ralph-cancel`) for `session`: the lines to print, then how it went.
-/// Cancelling what is already gone is not an error (cancel is idempotent); a loop that could
-/// not be ended is, after the lines for those that were.
-pub fn cancel(
-    project: &Project,
-    registry: Option<&Registry>,
-    selection: &Selection,
-    session: Option<&str>,
-    now: Timestamp,
-) -> (Vec<String>, Result<(), LoopError>) {
-    let ended = commands::cancel(
-        project,
-        registry,
-        selection.name.as_deref(),
-        selection.all,
-        session,
-        now,
-    );
-    match ended {
-        Err(LoopError::NoSuchLoop(name)) => (
-            vec![format!("No active loop named `{name}`; nothing to cancel.")],
-            Ok(()),
-        ),
-        Err(e) => (Vec::new(), Err(e)),
-        Ok(done) => cancel_report(project, done),
-    }
-}
-
-/// What a cancel did, told: each loop ended with its record; those that could not be ended
-/// as the error.
-pub fn cancel_report(project: &Project, done: Cancelled) -> (Vec<String>, Result<(), LoopError>) {
-    let mut lines = Vec::new();
-    if done.ended.is_empty() && done.failed.is_empty() {
-        lines.push("No active loop to cancel.".to_owned());
-    }
-    for (name, iteration, record) in done.ended {
-        lines.push(format!(
-            "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
-            project.shown(&record)
-        ));
-    }
-    if done.failed.is_empty() {
-        (lines, Ok(()))
-    } else {
-        (lines, Err(LoopError::NotCancelled(done.failed)))
-    }
-}
-
-/// What `ralph pause` / `ralph resume` changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Toggled {
-    /// The loops paused or resumed.
-    pub changed: Vec<String>,
-    pub text: Vec<String>,
-}
-
-/// Pauses (`active: false`) or resumes the loops `selection` names, for `session`.
-pub fn pause_or_resume(
-    project: &Project,
-    selection: &Selection,
-    active: bool,
-    session: Option<&str>,
-    now: Timestamp,
-) -> Result<Toggled, LoopError> {
-    let names: Vec<Option<String>> = if selection.all {
-        commands::read_live(project)?
-            .into_iter()
-            .map(|l| Some(l.file.name))
-            .collect()
-    } else {
-        vec![selection.name.clone()]
-    };
-    let mut changed = Vec::new();
-    for name in names {
-        changed.extend(commands::set_active(
-            project,
-            name.as_deref(),
-            session,
-            active,
-            now,
-        )?);
-    }
-    let text = toggled_text(&changed, active);
-    Ok(Toggled { changed, text })
-}
-
-/// What pausing or resuming `changed` tells.
-pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
-    let verb = if active { "Resumed" } else { "Paused" };
-    if changed.is_empty() {
-        return vec![format!(
-            "Nothing to {}: no matching loop is {}.",
-            verb.to_lowercase().trim_end_matches('d'),
-            if active { "paused" } else { "active" }
-        )];
-    }
-    changed
-        .iter()
-        .map(|name| format!("{verb} loop `{name}`."))
-        .collect()
-}
-
-/// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt
-/// and how to finish it); empty when the loops cannot be read.
-pub fn tasks_of(project: &Project, names: &[String]) -> String {
-    let Ok(lives) = commands::read_live(project) else {
-        return String::new();
-    };
-    let mut out = Vec::new();
-    for live in &lives {
-        if let (true, Ok(state)) = (names.contains(&live.file.name), &live.state) {
-            out.push(format!(
-                "Your task (Ralph loop `{}`):\n\n{}\n\n{}",
-                live.file.name,
-                state.prompt,
-                messages::how_to_finish(state).trim_end()
-            ));
-        }
-    }
-    out.join("\n\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,36 +546,8 @@ mod tests {
         assert!(text.ends_with("\n  US-1: make\\x1b[2J test"), "{text}");
     }
 
-    #[test]
-    fn a_cancel_tells_what_ended_and_what_could_not() {
-        let (_t, p, _r) = project();
-        let (lines, outcome) = cancel_report(&p, Cancelled::default());
-        assert_eq!(lines, ["No active loop to cancel."]);
-        assert!(outcome.is_ok());
-        let done = Cancelled {
-            ended: vec![("a".into(), 4, p.root.join(".claude/ralph/history/x-a.md"))],
-            failed: vec![("b".into(), "unreadable".into())],
-        };
-        let (lines, outcome) = cancel_report(&p, done);
-        assert_eq!(
-            lines,
-            ["⏹ Cancelled loop `a` at iteration 4. Record: .claude/ralph/history/x-a.md"]
-        );
-        assert_eq!(
-            outcome.unwrap_err().to_string(),
-            "could not cancel:\n  `b`: unreadable"
-        );
-        let named = Selection {
-            name: Some("gone".into()),
-            all: false,
-        };
-        let (lines, outcome) = cancel(&p, None, &named, None, Timestamp(0));
-        assert_eq!(lines, ["No active loop named `gone`; nothing to cancel."]);
-        assert!(outcome.is_ok());
-    }
-
     /// The exit codes stay as they were: a bad option or window share is a usage error
-    /// (exit 2), a loop that could not be cancelled a failure (exit 1).
+    /// (exit 2).
     #[test]
     fn refusals_keep_their_exit_class() {
         use crate::error::{Exit as _, ExitClass};
@@ -711,51 +560,5 @@ mod tests {
             ExitClass::Usage
         );
         assert_eq!(LoopError::WindowUnseen.exit_class(), ExitClass::Usage);
-        assert_eq!(
-            LoopError::NotCancelled(Vec::new()).exit_class(),
-            ExitClass::Failure
-        );
-    }
-
-    #[test]
-    fn pausing_and_resuming_say_what_changed() {
-        assert_eq!(
-            toggled_text(&[], false),
-            ["Nothing to pause: no matching loop is active."]
-        );
-        assert_eq!(
-            toggled_text(&[], true),
-            ["Nothing to resume: no matching loop is paused."]
-        );
-        assert_eq!(
-            toggled_text(&["a".into(), "b".into()], true),
-            ["Resumed loop `a`.", "Resumed loop `b`."]
-        );
-        assert_eq!(toggled_text(&["a".into()], false), ["Paused loop `a`."]);
-    }
-
-    #[test]
-    fn a_resumed_loop_s_task_is_its_prompt_and_how_to_finish() {
-        let (_t, p, r) = project();
-        let options = ArmOptions {
-            session_id: Some("s".into()),
-            completion_promise: Some("DONE".into()),
-            ..ArmOptions::default()
-        };
-        arm_and_tell(
-            &p,
-            Some(&r),
-            options,
-            "Write it".to_owned().into(),
-            Timestamp(0),
-        )
-        .unwrap();
-        let tasks = tasks_of(&p, &["ralph".into()]);
-        assert!(
-            tasks.starts_with("Your task (Ralph loop `ralph`):\n\nWrite it\n\n"),
-            "{tasks}"
-        );
-        assert!(tasks.contains("DONE"), "{tasks}");
-        assert_eq!(tasks_of(&p, &["other".into()]), "");
     }
 }

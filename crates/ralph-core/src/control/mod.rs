@@ -3,13 +3,14 @@
 //! with atomic writes, so a command racing a Stop hook never loses an update
 //! or revives a loop); list them for `ralph status` and `ralph log`
 //! (`report`, which changes nothing); `ralph start`'s options as a slash
-//! command gives them (`arguments`), turned into a request and what arming,
-//! cancelling, pausing and resuming tell (`arming`); `ralph init`'s files (`templates`, written
-//! by `init`).
+//! command gives them (`arguments`), turned into a request, and what arming
+//! tells (`arming`); what cancelling, pausing and resuming tell
+//! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`).
 
 pub mod adoption;
 pub mod arguments;
 pub mod arming;
+pub mod cancel_pause;
 pub mod commands;
 pub mod init;
 pub mod report;

@@ -1,11 +1,13 @@
 //! `ralph start | cancel | pause | resume`: the commands that change loops (`status.rs`
-//! reports them). What each does and says is `ralph_core::control::arming`'s; here the
-//! arguments are gathered, the core called and its text printed.
+//! reports them). What each does and says is the core's (`control::arming`,
+//! `control::cancel_pause`); here the arguments are gathered, the core called and its text
+//! printed.
 
 use std::io::{IsTerminal, Read};
 
 use ralph_core::control::arguments::{self, Selection};
-use ralph_core::control::arming::{self, ArmOptions, Toggled, TypedTask};
+use ralph_core::control::arming::{self, ArmOptions, TypedTask};
+use ralph_core::control::cancel_pause::{self, Toggled};
 use ralph_core::control::{self, ArmRequest};
 use ralph_core::time::Timestamp;
 
@@ -111,7 +113,7 @@ pub fn cancel(args: SelectArgs) -> Outcome {
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
 pub fn cancel_as(selection: &Selection, session: Option<String>) -> Outcome {
-    let (lines, outcome) = arming::cancel(
+    let (lines, outcome) = cancel_pause::cancel(
         &crate::env::project(),
         crate::env::registry().as_ref(),
         selection,
@@ -135,7 +137,7 @@ pub fn pause_or_resume_as(
     active: bool,
     session: Option<String>,
 ) -> Result<Vec<String>, Failure> {
-    let Toggled { changed, text } = arming::pause_or_resume(
+    let Toggled { changed, text } = cancel_pause::pause_or_resume(
         &crate::env::project(),
         selection,
         active,

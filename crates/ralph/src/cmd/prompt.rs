@@ -18,7 +18,7 @@
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
-use ralph_core::control::{arguments, arming};
+use ralph_core::control::{arguments, cancel_pause};
 use ralph_core::hook::typed::{self, Reply, SlashCommand};
 
 use super::capture::captured;
@@ -74,7 +74,7 @@ fn resume(text: &str, session: Option<String>) -> Reply {
         captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()));
     match result {
         Ok(names) if !names.is_empty() => {
-            let tasks = arming::tasks_of(&crate::env::project(), &names);
+            let tasks = cancel_pause::tasks_of(&crate::env::project(), &names);
             Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
