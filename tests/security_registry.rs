@@ -816,3 +816,40 @@ fn a_newline_in_a_file_name_cannot_fake_a_line() {
     let line = user.ralph(p.path(), &["statusline"], line.as_bytes());
     assert!(!faked(&text(&line)), "{}", text(&line));
 }
+
+/// `/ralph-resume` (and `ralph resume`) with a stranger's paused loop as the
+/// only one here: it is not resumed, and its prompt never reaches the agent as
+/// "your task" (the hook answers the command itself, so that context would go
+/// to the model unasked).
+#[test]
+fn a_planted_paused_loop_is_neither_resumed_nor_given_to_the_agent() {
+    let user = User::new();
+    let (clone, _keep) = cloned_repository(&user);
+    let paused = planted_loop(&user.sentinel("pwned")).replace("active: true", "active: false");
+    std::fs::write(clone.join(PLANTED), &paused).unwrap();
+    for prompt in [
+        "/ralph-resume",
+        "/ralph:ralph-resume x",
+        "/ralph-resume --all",
+    ] {
+        let event = json!({"session_id": "s1", "cwd": clone, "hook_event_name": "UserPromptSubmit", "prompt": prompt});
+        let out = user.ralph(&clone, &["hook", "prompt"], event.to_string().as_bytes());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            answer["decision"], "block",
+            "{prompt}: nothing goes on to the model: {answer}"
+        );
+        assert_eq!(
+            answer["reason"], "Nothing to resume: no matching loop is paused.",
+            "{prompt}"
+        );
+    }
+    let cli = user.ok(&clone, &["resume", "--name", "x"]);
+    assert_eq!(cli, "Nothing to resume: no matching loop is paused.\n");
+    assert_eq!(
+        read(&clone, PLANTED),
+        paused.as_bytes(),
+        "the file is as planted"
+    );
+}

@@ -1,10 +1,9 @@
 //! `ralph cancel`, `pause` and `resume` (and their slash commands) on the loops a selection
-//! names, with the text each tells the user; a resumed loop's task for its first turn. The
-//! binary parses, calls, and prints what comes back.
+//! names, with the text each tells the user. The binary parses, calls, and prints what comes
+//! back.
 
 use crate::control::arguments::Selection;
 use crate::control::commands::{self, Cancelled, LoopError};
-use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::store::Project;
 use crate::time::Timestamp;
@@ -65,18 +64,22 @@ pub struct Toggled {
     pub text: Vec<String>,
 }
 
-/// Pauses (`active: false`) or resumes the loops `selection` names, for `session`.
+/// Pauses (`active: false`) or resumes the loops `selection` names, for `session` (only a
+/// loop armed here is resumed: `commands::set_active`).
 pub fn pause_or_resume(
     project: &Project,
+    registry: Option<&Registry>,
     selection: &Selection,
     active: bool,
     session: Option<&str>,
     now: Timestamp,
 ) -> Result<Toggled, LoopError> {
     let names: Vec<Option<String>> = if selection.all {
-        commands::read_live(project)?
+        crate::loop_file::scan::Scan::read(project, registry)
+            .map_err(LoopError::from)?
+            .entries
             .into_iter()
-            .map(|l| Some(l.file.name))
+            .map(|entry| Some(entry.file().name.clone()))
             .collect()
     } else {
         vec![selection.name.clone()]
@@ -85,6 +88,7 @@ pub fn pause_or_resume(
     for name in names {
         changed.extend(commands::set_active(
             project,
+            registry,
             name.as_deref(),
             session,
             active,
@@ -111,30 +115,9 @@ pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
         .collect()
 }
 
-/// The task of each loop named, as a resumed loop's first turn needs it (the loop's prompt
-/// and how to finish it); empty when the loops cannot be read.
-pub fn tasks_of(project: &Project, names: &[String]) -> String {
-    let Ok(lives) = commands::read_live(project) else {
-        return String::new();
-    };
-    let mut out = Vec::new();
-    for live in &lives {
-        if let (true, Ok(state)) = (names.contains(&live.file.name), &live.state) {
-            out.push(format!(
-                "Your task (Ralph loop `{}`):\n\n{}\n\n{}",
-                live.file.name,
-                state.prompt,
-                messages::how_to_finish(state).trim_end()
-            ));
-        }
-    }
-    out.join("\n\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::arming::{ArmOptions, arm_and_tell};
     use crate::loop_file::registry;
 
     fn project() -> (tempfile::TempDir, Project, Registry) {
@@ -199,30 +182,5 @@ mod tests {
             ["Resumed loop `a`.", "Resumed loop `b`."]
         );
         assert_eq!(toggled_text(&["a".into()], false), ["Paused loop `a`."]);
-    }
-
-    #[test]
-    fn a_resumed_loop_s_task_is_its_prompt_and_how_to_finish() {
-        let (_t, p, r) = project();
-        let options = ArmOptions {
-            session_id: Some("s".into()),
-            completion_promise: Some("DONE".into()),
-            ..ArmOptions::default()
-        };
-        arm_and_tell(
-            &p,
-            Some(&r),
-            options,
-            "Write it".to_owned().into(),
-            Timestamp(0),
-        )
-        .unwrap();
-        let tasks = tasks_of(&p, &["ralph".into()]);
-        assert!(
-            tasks.starts_with("Your task (Ralph loop `ralph`):\n\nWrite it\n\n"),
-            "{tasks}"
-        );
-        assert!(tasks.contains("DONE"), "{tasks}");
-        assert_eq!(tasks_of(&p, &["other".into()]), "");
     }
 }

@@ -8,6 +8,7 @@ use crate::loop_file::frontmatter::{quote, scalar};
 use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry, RegistryError};
+use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
@@ -286,29 +287,22 @@ pub fn arm_or_keep(
     })?;
     let lock = project.lock()?;
     let path = project.loop_path(&req.name);
-    for live in read_live(project)? {
-        let same_name = live.file.name == req.name;
-        let same_session = req.session_id.is_some()
-            && live.state.as_ref().ok().and_then(|s| s.session_id.as_ref())
-                == req.session_id.as_ref();
+    for entry in Scan::read(project, Some(registry))?.entries {
+        let same_name = entry.file().name == req.name;
+        let same_session =
+            req.session_id.is_some() && entry.session_id() == req.session_id.as_deref();
         if !(same_name || same_session) {
             continue;
         }
         if !req.force
             && same_name
             && same_session
-            && let Ok(live_state) = &live.state
-            && live_state.active
-            && same_request(live_state, &state)
-            && matches!(
-                crate::loop_file::scan::Armings::of_project(Some(registry), project)
-                    .arming(&live.file.name, live_state),
-                registry::Arming::Armed
-            )
+            && let LoopEntry::Armed(live) = &entry
+            && same_request(&live.state, &state)
         {
             return Ok(Armed {
                 path,
-                state: live_state.clone(),
+                state: live.state.clone(),
                 kept: true,
             });
         }
@@ -319,16 +313,13 @@ pub fn arm_or_keep(
                 LoopError::NameTaken {
                     name: req.name.clone(),
                     path,
-                    owner: live
-                        .state
-                        .as_ref()
-                        .ok()
-                        .and_then(|s| s.session_id.clone())
-                        .map(|s| crate::display::line(&s).into_owned()),
+                    owner: entry
+                        .session_id()
+                        .map(|s| crate::display::line(s).into_owned()),
                 }
             } else {
                 LoopError::SessionBusy {
-                    name: live.file.name,
+                    name: entry.file().name.clone(),
                 }
             });
         }
@@ -336,7 +327,7 @@ pub fn arm_or_keep(
             &lock,
             project,
             Some(registry),
-            &live,
+            &entry,
             Outcome::Cancelled,
             "replaced by a new loop (--force)",
             now,
@@ -419,44 +410,6 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
     notices
 }
 
-/// A live loop file and its parsed state.
-pub struct Live {
-    pub file: LoopFile,
-    /// The file's text; empty when it could not be read (see `unreadable`).
-    pub text: String,
-    pub state: Result<LoopState, String>,
-    /// Why the file could not be read (a link, a FIFO, over-long, not
-    /// UTF-8): such a file is reported, never rewritten or moved.
-    pub unreadable: Option<String>,
-}
-
-/// Every live loop file; one that cannot be read is listed with the reason,
-/// so that one bad file never hides the others.
-pub fn read_live(project: &Project) -> Result<Vec<Live>, LoopError> {
-    let mut out = Vec::new();
-    for file in project.loop_files()? {
-        let live = match store::read_to_string(&file.path) {
-            Ok(text) => {
-                let state = LoopState::parse(&text).map_err(|e| e.to_string());
-                Live {
-                    file,
-                    text,
-                    state,
-                    unreadable: None,
-                }
-            }
-            Err(e) => Live {
-                file,
-                text: String::new(),
-                state: Err(e.to_string()),
-                unreadable: Some(e.to_string()),
-            },
-        };
-        out.push(live);
-    }
-    Ok(out)
-}
-
 /// Ends a live loop: records the outcome in the file, then moves it (and its
 /// log) into the history, and forgets its registry record. Returns the
 /// history record's path.
@@ -464,21 +417,24 @@ fn end(
     lock: &ProjectLock,
     project: &Project,
     registry: Option<&Registry>,
-    live: &Live,
+    entry: &LoopEntry,
     outcome: Outcome,
     why: &str,
     now: Timestamp,
 ) -> Result<PathBuf, LoopError> {
-    if let Some(why) = &live.unreadable {
-        return Err(LoopError::Untouched(why.clone()));
-    }
+    let text = match entry {
+        LoopEntry::Unreadable {
+            text: None, why, ..
+        } => return Err(LoopError::Untouched(why.clone())),
+        _ => entry.text().unwrap_or_default(),
+    };
     Ok(lifecycle::end_file(
         lock,
         project,
         registry,
-        &live.file,
-        &live.text,
-        live.state.as_ref().ok(),
+        entry.file(),
+        text,
+        entry.state(),
         lifecycle::Ending { outcome, why, now },
     )?)
 }
@@ -486,23 +442,21 @@ fn end(
 /// Which live loops a command without `--name` means: the one this session
 /// owns, else the only one there is.
 fn pick<'a>(
-    lives: &'a [Live],
+    lives: &'a [LoopEntry],
     name: Option<&str>,
     session: Option<&str>,
-) -> Result<Vec<&'a Live>, LoopError> {
+) -> Result<Vec<&'a LoopEntry>, LoopError> {
     if let Some(name) = name {
         return lives
             .iter()
-            .find(|l| l.file.name == name)
+            .find(|l| l.file().name == name)
             .map(|l| vec![l])
             .ok_or_else(|| LoopError::NoSuchLoop(name.to_owned()));
     }
     if let Some(session) = session {
-        let owned: Vec<&Live> = lives
+        let owned: Vec<&LoopEntry> = lives
             .iter()
-            .filter(|l| {
-                l.state.as_ref().ok().and_then(|s| s.session_id.as_deref()) == Some(session)
-            })
+            .filter(|l| l.session_id() == Some(session))
             .collect();
         if !owned.is_empty() {
             return Ok(owned);
@@ -514,7 +468,7 @@ fn pick<'a>(
         _ => Err(LoopError::Ambiguous(
             lives
                 .iter()
-                .map(|l| l.file.name.as_str())
+                .map(|l| l.file().name.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
         )),
@@ -557,27 +511,28 @@ pub fn cancel(
         return Ok(done);
     }
     let lock = project.lock()?;
-    let lives = read_live(project)?;
-    let chosen: Vec<&Live> = if all {
+    let lives = Scan::read(project, registry)?.entries;
+    let chosen: Vec<&LoopEntry> = if all {
         lives.iter().collect()
     } else {
         pick(&lives, name, session)?
     };
-    for live in chosen {
+    for entry in chosen {
         match end(
             &lock,
             project,
             registry,
-            live,
+            entry,
             Outcome::Cancelled,
             "cancelled by the user",
             now,
         ) {
             Ok(record) => {
-                let iteration = live.state.as_ref().map_or(0, |s| s.iteration);
-                done.ended.push((live.file.name.clone(), iteration, record));
+                let iteration = entry.state().map_or(0, |s| s.iteration);
+                done.ended
+                    .push((entry.file().name.clone(), iteration, record));
             }
-            Err(e) => done.failed.push((live.file.name.clone(), e.to_string())),
+            Err(e) => done.failed.push((entry.file().name.clone(), e.to_string())),
         }
     }
     Ok(done)
@@ -596,21 +551,47 @@ pub fn end_driven(
     now: Timestamp,
 ) -> Result<Option<(u64, PathBuf)>, LoopError> {
     let lock = project.lock()?;
-    let lives = read_live(project)?;
-    let Some(live) = lives.iter().find(|l| {
-        l.file.name == name
-            && l.state.as_ref().ok().and_then(|s| s.session_id.as_deref()) == Some(driver)
-    }) else {
+    let lives = Scan::read(project, registry)?.entries;
+    let Some(entry) = lives
+        .iter()
+        .find(|l| l.file().name == name && l.session_id() == Some(driver))
+    else {
         return Ok(None);
     };
-    let record = end(&lock, project, registry, live, outcome, why, now)?;
-    let iteration = live.state.as_ref().map_or(0, |s| s.iteration);
+    let record = end(&lock, project, registry, entry, outcome, why, now)?;
+    let iteration = entry.state().map_or(0, |s| s.iteration);
     Ok(Some((iteration, record)))
 }
 
+/// The task of each loop named that was armed here, as a resumed loop's
+/// first turn needs it: its prompt and how to finish it. A loop file this
+/// user did not arm never gives its prompt to the agent.
+pub fn tasks_of(project: &Project, registry: Option<&Registry>, names: &[String]) -> String {
+    let Ok(scan) = Scan::read(project, registry) else {
+        return String::new();
+    };
+    let tasks: Vec<String> = scan
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            LoopEntry::Armed(live) if names.contains(&live.file.name) => Some(format!(
+                "Your task (Ralph loop `{}`):\n\n{}\n\n{}",
+                live.file.name,
+                live.state.prompt,
+                crate::loop_file::messages::how_to_finish(&live.state).trim_end()
+            )),
+            _ => None,
+        })
+        .collect();
+    tasks.join("\n\n")
+}
+
 /// Pauses (`active: false`) or resumes loops; returns the names changed.
+/// Only a loop armed here is resumed: a file this user did not arm stays as
+/// it is (pausing one is harmless, and always allowed).
 pub fn set_active(
     project: &Project,
+    registry: Option<&Registry>,
     name: Option<&str>,
     session: Option<&str>,
     active: bool,
@@ -620,27 +601,23 @@ pub fn set_active(
         return Ok(Vec::new());
     }
     let lock = project.lock()?;
-    let lives = read_live(project)?;
+    let lives = Scan::read(project, registry)?.entries;
     let mut changed = Vec::new();
-    for live in pick(&lives, name, session)? {
-        let Ok(state) = &live.state else { continue };
-        if live.unreadable.is_some() {
+    for entry in pick(&lives, name, session)? {
+        // A file that does not read or parse is never rewritten.
+        let Some(current) = (if active { entry.ours() } else { entry.live() }) else {
             continue;
-        }
+        };
+        let state = &current.state;
         if state.active == active {
             continue;
         }
-        let current = Loop {
-            file: live.file.clone(),
-            text: live.text.clone(),
-            state: state.clone(),
-        };
         current
             .write(&lock, &[("active", active.to_string())])
             .map_err(|e| match e {
                 WriteError::Store(e) => LoopError::Store(e),
                 WriteError::Rewrite { source, .. } => LoopError::Unreadable {
-                    path: live.file.path.clone(),
+                    path: current.file.path.clone(),
                     message: source.to_string(),
                 },
             })?;
@@ -651,8 +628,8 @@ pub fn set_active(
         };
         LogEntry::new(now, word, why)
             .iteration(state.iteration)
-            .append(project, &live.file.name);
-        changed.push(live.file.name.clone());
+            .append(project, &current.file.name);
+        changed.push(current.file.name.clone());
     }
     Ok(changed)
 }
@@ -783,7 +760,7 @@ mod tests {
             Err(LoopError::Ambiguous(_))
         ));
         assert_eq!(
-            set_active(&p, None, Some("s2"), false, Timestamp(1)).unwrap(),
+            set_active(&p, Some(&r), None, Some("s2"), false, Timestamp(1)).unwrap(),
             ["b"]
         );
         let ended = cancel(&p, Some(&r), None, false, Some("s1"), Timestamp(1))

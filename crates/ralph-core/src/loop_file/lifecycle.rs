@@ -8,14 +8,25 @@
 //! Every write here takes the project's [`ProjectLock`] by reference: the
 //! guard can only come from `Project::lock`, so a write made without the lock
 //! held does not compile, and the borrow keeps the guard alive until the
-//! write is done. A write without the guard is refused by the compiler
-//! (checked by `cargo test -p ralph-loop-core --doc`; the crate's doctests
-//! are off in the default run):
+//! write is done. With the guard, a pause compiles:
+//!
+//! ```
+//! use ralph_core::loop_file::{lifecycle::Loop, store::Project};
+//! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
+//!     let lock = project.lock()?;
+//!     live.write(&lock, &[("active", "false".to_owned())])?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! and the same write without it is refused by the compiler (both run with
+//! the crate's tests, `cargo test -p ralph-loop-core`):
 //!
 //! ```compile_fail
-//! use ralph_core::loop_file::lifecycle::Loop;
-//! fn pause_unlocked(live: &Loop) {
-//!     let _ = live.write(&[("active", "false".to_owned())]);
+//! use ralph_core::loop_file::{lifecycle::Loop, store::Project};
+//! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
+//!     live.write(&[("active", "false".to_owned())])?;
+//!     Ok(())
 //! }
 //! ```
 

@@ -50,6 +50,27 @@ impl LoopEntry {
         }
     }
 
+    /// The parsed state, when the file parsed, whoever armed it.
+    pub fn state(&self) -> Option<&LoopState> {
+        self.live().map(|live| &live.state)
+    }
+
+    /// The text read, even when it did not parse; `None` when the file could
+    /// not be read at all (such a file is reported, never rewritten or moved).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            LoopEntry::Armed(live) | LoopEntry::Paused(live) | LoopEntry::Foreign { live, .. } => {
+                Some(&live.text)
+            }
+            LoopEntry::Unreadable { text, .. } => text.as_deref(),
+        }
+    }
+
+    /// The session the file names as its owner, when it parsed.
+    pub fn session_id(&self) -> Option<&str> {
+        self.state().and_then(|s| s.session_id.as_deref())
+    }
+
     /// The loop, when it was armed here (running or paused).
     pub fn ours(&self) -> Option<&Loop> {
         match self {
@@ -182,7 +203,15 @@ mod tests {
             };
             crate::control::arm(&project, &registry, &req, Timestamp(0)).unwrap();
         }
-        crate::control::set_active(&project, Some("b-paused"), None, false, Timestamp(1)).unwrap();
+        crate::control::set_active(
+            &project,
+            Some(&registry),
+            Some("b-paused"),
+            None,
+            false,
+            Timestamp(1),
+        )
+        .unwrap();
         // A copy of an armed file under another name is not armed.
         let armed = std::fs::read_to_string(project.loop_path("a-running")).unwrap();
         std::fs::write(project.loop_path("c-copied"), &armed).unwrap();

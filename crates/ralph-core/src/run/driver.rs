@@ -862,7 +862,8 @@ mod tests {
         let f = Fixture::new("run-1");
         let mut driver = f.armed_here();
         let mut pausing = |_: Call<'_>| {
-            crate::control::set_active(&f.project, Some("l"), None, false, Timestamp(1)).unwrap();
+            crate::control::set_active(&f.project, None, Some("l"), None, false, Timestamp(1))
+                .unwrap();
             replied("<promise>DONE</promise>")
         };
         assert!(matches!(

@@ -4,10 +4,10 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use ralph_core::control;
 use ralph_core::control::adoption::{self, Choice};
-use ralph_core::control::{self, Live};
-use ralph_core::loop_file::registry::{Arming, Registry};
-use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::lifecycle::Loop;
+use ralph_core::loop_file::registry::Registry;
 use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
@@ -23,7 +23,7 @@ fn escape_controls(text: &str) -> String {
 pub fn adopt(args: AdoptArgs) -> Outcome {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
-    let (live, state, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {
+    let (live, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {
         Choice::Nothing => {
             say!("Nothing to adopt: every loop here is armed on this machine.");
             return Ok(());
@@ -35,13 +35,12 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
             );
             return Ok(());
         }
-        Choice::Candidate {
-            live,
-            state,
-            arming,
-        } => (live, state, arming),
+        Choice::Candidate { live, arming } => (live, arming),
     };
-    show(&project, &live, &state, &status);
+    let shown = crate::env::display(&project, &live.file.path);
+    for line in adoption::describe(&shown, &live, &status) {
+        say!("{line}");
+    }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             return Err(format!(
@@ -54,64 +53,7 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
             return Err("not adopted.".to_owned().into());
         }
     }
-    record(&project, &registry, &live, &state)
-}
-
-/// Prints what the loop would do, every value escaped.
-fn show(project: &Project, live: &Live, state: &LoopState, status: &Arming) {
-    let name = escape_controls(&live.file.name);
-    let why = status.why_not();
-    say!(
-        "Loop `{name}` in {} is not armed on this machine: {why}.",
-        escape_controls(&crate::env::display(project, &live.file.path))
-    );
-    say!("Read what it would do before you adopt it:");
-    say!();
-    let none = || "(none)".to_owned();
-    say!(
-        "  owner:              {}",
-        state.session_id.as_deref().map_or_else(
-            || "none yet (the first session that stops in this project takes it)".to_owned(),
-            escape_controls
-        )
-    );
-    say!("  iteration:          {}", state.iteration_label());
-    say!(
-        "  completion promise: {}",
-        state
-            .completion_promise
-            .as_deref()
-            .map_or_else(none, escape_controls)
-    );
-    say!(
-        "  abort promise:      {}",
-        state
-            .abort_promise
-            .as_deref()
-            .map_or_else(none, escape_controls)
-    );
-    say!(
-        "  verify:             {}",
-        state
-            .guards
-            .verify
-            .as_deref()
-            .map_or_else(none, |v| format!(
-                "{}   ← runs as you (sh -c, in the project root) when the promise comes",
-                escape_controls(v)
-            ))
-    );
-    if let Some(check) = state.guards.check.as_deref() {
-        say!(
-            "  check:              {}   ← runs as you (sh -c, in the project root) at every stop that goes on",
-            escape_controls(check)
-        );
-    }
-    say!("  prompt:");
-    for line in state.prompt.lines() {
-        say!("  │ {}", escape_controls(line));
-    }
-    say!();
+    record(&project, &registry, &live)
 }
 
 fn confirm() -> Result<bool, Failure> {
@@ -131,10 +73,10 @@ fn confirm() -> Result<bool, Failure> {
     ))
 }
 
-fn record(project: &Project, registry: &Registry, live: &Live, state: &LoopState) -> Outcome {
+fn record(project: &Project, registry: &Registry, live: &Loop) -> Outcome {
     let name = &live.file.name;
     control::adopt(project, registry, name, &live.text, Timestamp::now())?;
-    let owner = state.session_id.as_deref().map_or_else(
+    let owner = live.state.session_id.as_deref().map_or_else(
         || "the first session that stops in this project claims it".to_owned(),
         |s| format!("owner: session {}", escape_controls(s)),
     );

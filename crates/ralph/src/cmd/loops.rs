@@ -139,6 +139,7 @@ pub fn pause_or_resume_as(
 ) -> Result<Vec<String>, Failure> {
     let Toggled { changed, text } = cancel_pause::pause_or_resume(
         &crate::env::project(),
+        crate::env::registry().as_ref(),
         selection,
         active,
         session.as_deref(),

@@ -18,7 +18,7 @@
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
-use ralph_core::control::{arguments, cancel_pause};
+use ralph_core::control::{self, arguments};
 use ralph_core::hook::typed::{self, Reply, SlashCommand};
 
 use super::capture::captured;
@@ -74,7 +74,11 @@ fn resume(text: &str, session: Option<String>) -> Reply {
         captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()));
     match result {
         Ok(names) if !names.is_empty() => {
-            let tasks = cancel_pause::tasks_of(&crate::env::project(), &names);
+            let tasks = control::tasks_of(
+                &crate::env::project(),
+                crate::env::registry().as_ref(),
+                &names,
+            );
             Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
