@@ -128,9 +128,9 @@ impl From<ralph_core::control::LoopError> for Failure {
     }
 }
 
-/// `ralph run`'s driver errors: all failures (whatever they wrap, as when
-/// they were strings), but a missing loop to take over is a usage error,
-/// told with how to arm one.
+/// `ralph run`'s driver errors: failures (whatever they wrap, as when they
+/// were strings) unless the error's class says usage; a missing loop to
+/// take over is a usage error, told with how to arm one.
 impl From<ralph_core::run::RunError> for Failure {
     fn from(error: ralph_core::run::RunError) -> Self {
         use ralph_core::run::RunError;
@@ -141,12 +141,30 @@ impl From<ralph_core::run::RunError> for Failure {
             )),
             // A loop error keeps its hint; all of them are failures here.
             RunError::Loop(error) => Failure::from(error).message.into(),
-            other => other.to_string().into(),
+            other => Self {
+                code: exit_code(other.exit_class()),
+                message: other.to_string(),
+            },
         }
     }
 }
 
 pub type Outcome = Result<(), Failure>;
+
+/// How a `ralph run` (or `--parallel`) ended, as its exit code; what
+/// happened is already printed.
+pub fn run_exit(exit: ralph_core::run::screen::RunExit) -> Outcome {
+    use ralph_core::run::screen::RunExit;
+    Err(match exit {
+        RunExit::Success => return Ok(()),
+        RunExit::Ended => Failure::ended(),
+        RunExit::Limited => Failure {
+            message: String::new(),
+            code: code::LIMITED,
+        },
+        RunExit::Interrupted => Failure::interrupted(),
+    })
+}
 
 #[cfg(test)]
 mod tests {

@@ -46,6 +46,9 @@ pub enum LoopError {
     },
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
+    /// `ralph log --name`: no loop of that name, live or ended, and no log left of one.
+    #[error("no loop named `{0}` (see `ralph status`)")]
+    NotLogged(String),
     #[error(transparent)]
     NotifyUrl(#[from] crate::loop_file::notify::UrlError),
     #[error("several loops are active ({0})")]

@@ -2,9 +2,10 @@
 //! resume and adopt them (`commands`, every change under the project lock,
 //! with atomic writes, so a command racing a Stop hook never loses an update
 //! or revives a loop); list them for `ralph status` and `ralph log`
-//! (`report`, which changes nothing); `ralph start`'s options as a slash
-//! command gives them (`arguments`), turned into a request, and what arming
-//! tells (`arming`); what cancelling, pausing and resuming tell
+//! (`report`, which changes nothing, worded by `status_text`) and the
+//! receipts kept for them (`receipt_text`); `ralph start`'s options as a
+//! slash command gives them (`arguments`), turned into a request, and what
+//! arming tells (`arming`); what cancelling, pausing and resuming tell
 //! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`).
 
 pub mod adoption;
@@ -13,7 +14,9 @@ pub mod arming;
 pub mod cancel_pause;
 pub mod commands;
 pub mod init;
+pub mod receipt_text;
 pub mod report;
+pub mod status_text;
 pub mod templates;
 
 pub use commands::*;

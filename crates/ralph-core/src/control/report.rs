@@ -1,7 +1,9 @@
-//! What `ralph status` and `ralph log` show of a project's loops: live
-//! ones from their files, ended ones from their history records. Nothing
-//! here changes a loop; the live files are read without the lock (a
-//! loop file is only ever replaced whole, so a read sees one version).
+//! What `ralph status`, `ralph log` and `ralph receipt` show of a project's
+//! loops: live ones from their files, ended ones from their history records
+//! (with the receipts kept for them), the log `ralph log` picks. Nothing
+//! here changes a loop; the live files are read without the lock (a loop
+//! file is only ever replaced whole, so a read sees one version). The words
+//! are `status_text.rs`'s.
 
 use std::path::PathBuf;
 
@@ -260,6 +262,106 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.same_reply_count = Some(s.progress.same_reply_count);
     r.no_progress_count = Some(s.progress.no_progress_count);
     r.idle_blocks = Some(s.progress.idle_blocks);
+}
+
+/// Each ended loop's receipt, when the one kept for its name is for this
+/// very record (a later run of the same name has its own).
+pub fn attach_receipts(project: &Project, registry: Option<&Registry>, reports: &mut [LoopReport]) {
+    let (Some(registry), Ok(root)) = (
+        registry,
+        crate::loop_file::registry::canonical_root(project),
+    ) else {
+        return;
+    };
+    for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
+        let Ok(receipt) = crate::loop_file::receipt::load(registry, &root, &r.name) else {
+            continue;
+        };
+        let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);
+        if file_name(&receipt.record).is_some() && file_name(&receipt.record) == file_name(&r.path)
+        {
+            r.receipt = Some(receipt);
+        }
+    }
+}
+
+/// The loop `ralph receipt` tells of when none is named: this session's,
+/// else the most recently ended one; `None` when the project has no loops.
+pub fn most_recent(
+    project: &Project,
+    session: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<String>, LoopError> {
+    let reports = report(project, None, usize::MAX, 0, now)?;
+    Ok(reports
+        .iter()
+        .find(|r| session.is_some() && r.session_id.as_deref() == session)
+        .or_else(|| reports.iter().find(|r| r.state == LoopStatus::Ended))
+        .map(|r| r.name.clone()))
+}
+
+/// What `ralph log` shows.
+#[derive(Debug)]
+pub enum LogChoice {
+    /// A loop's report (its `log` is where its decisions are).
+    Loop(Box<LoopReport>),
+    /// A decision log in the history whose loop file was deleted by hand.
+    Orphan(PathBuf),
+}
+
+/// The loop `ralph log` shows: the one named, else this session's live
+/// one, else the first; a log left without its loop file when no report
+/// matches. `None`: nothing to show and no name given; a name that matches
+/// nothing is an error.
+pub fn choose_log(
+    project: &Project,
+    name: Option<&str>,
+    session: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<LogChoice>, LoopError> {
+    let reports = report(project, None, usize::MAX, 0, now)?;
+    let chosen = match name {
+        Some(name) => reports.into_iter().find(|r| r.name == name),
+        None => {
+            let mine = reports.iter().position(|r| {
+                session.is_some()
+                    && r.session_id.as_deref() == session
+                    && r.state != LoopStatus::Ended
+            });
+            reports.into_iter().nth(mine.unwrap_or(0))
+        }
+    };
+    if let Some(report) = chosen {
+        return Ok(Some(LogChoice::Loop(Box::new(report))));
+    }
+    // A loop whose file was deleted by hand has no report, but its log was kept.
+    if let Some(log) = orphan_log(project, name) {
+        return Ok(Some(LogChoice::Orphan(log)));
+    }
+    match name {
+        Some(name) => Err(LoopError::NotLogged(name.to_owned())),
+        None => Ok(None),
+    }
+}
+
+/// The newest decision log in the history without a loop record beside it
+/// (a loop whose file was deleted by hand), of the loop `name` if given.
+fn orphan_log(project: &Project, name: Option<&str>) -> Option<PathBuf> {
+    let history = project.history_dir();
+    let mut logs: Vec<String> = std::fs::read_dir(&history)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_suffix(".log.jsonl").is_some_and(|stem| {
+                !history.join(format!("{stem}.md")).exists()
+                    && name.is_none_or(|name| stem.ends_with(&format!("-{name}")))
+            })
+        })
+        .collect();
+    // Record names start with the time they ended: the last is the newest.
+    logs.sort();
+    logs.pop().map(|n| history.join(n))
 }
 
 /// What `ralph status` says of a loop that is not armed here.

@@ -11,6 +11,7 @@ pub mod host;
 pub mod host_install;
 pub mod install;
 pub mod session;
+pub mod statusline;
 pub mod typed;
 use std::cell::RefCell;
 use std::collections::HashSet;

@@ -71,6 +71,16 @@ pub enum ReceiptError {
     Corrupt { path: PathBuf, detail: String },
     #[error("no per-user state folder (HOME and XDG_STATE_HOME are unset)")]
     NoHome,
+    /// `ralph receipt` without a name, in a project without loops.
+    #[error("no loops in this project yet, so no receipt")]
+    NoLoops,
+    /// `ralph receipt --recheck`: the gate fails now (`status`).
+    #[error("`{command}` no longer passes ({status}): the loop `{name}` is not done any more")]
+    NoLongerHolds {
+        command: String,
+        status: String,
+        name: String,
+    },
 }
 
 impl crate::error::Exit for ReceiptError {}

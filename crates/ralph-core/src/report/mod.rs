@@ -135,6 +135,16 @@ pub fn default_path(
     Ok(dir.join(format!("{stem}.html")))
 }
 
+/// `ralph status`'s last line when a loop ended: how to see it as a page
+/// (handed to `control::status_text`, which lies below this folder).
+pub fn page_hint(name: &str) -> String {
+    format!(
+        "Report: `ralph report --name {}` writes {REPORTS}/{}.html (`ralph report --all`: every loop)",
+        crate::display::line(name),
+        file_stem(name)
+    )
+}
+
 /// A loop name as a file name: letters, digits, `-`, `_` and `.` kept, the
 /// rest `_`; never a hidden name, never empty.
 pub fn file_stem(name: &str) -> String {

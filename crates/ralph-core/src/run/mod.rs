@@ -2,14 +2,16 @@
 //! the iteration loop and returns each step as an [`Event`]; the functions
 //! in `moves.rs` are its moves: whether the run may go on with its loop, taking it
 //! over and handing it back, how an agent's reply becomes a turn of
-//! [`engine::step`], and the ways a run ends a loop. The terminal (spinner,
-//! lines, summary, exit code) stays in the binary; loop files are touched
-//! only through [`crate::loop_file::lifecycle`].
+//! [`engine::step`], and the ways a run ends a loop; `screen.rs` words what
+//! the terminal shows of each event. The terminal itself (the clock, the
+//! spinner's ticks, printing, the exit code) stays in the binary; loop
+//! files are touched only through [`crate::loop_file::lifecycle`].
 
 pub mod agent;
 pub mod fleet;
 pub mod presets;
 pub mod reset_wait;
+pub mod screen;
 
 mod driver;
 mod moves;

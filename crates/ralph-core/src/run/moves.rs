@@ -110,9 +110,30 @@ pub enum RunError {
     /// The loop is not (or no longer) armed on this machine.
     #[error("{path}: {note}; nothing was run")]
     NotArmed { path: String, note: String },
+    /// Arming flags, no task, and no loop of that name to take over.
+    #[error(
+        "no loop named `{0}` here and no task given; nothing was armed. Give the task as arguments or on stdin: ralph run --completion-promise DONE \"<task>\""
+    )]
+    NoLoopNoTask(String),
+    /// Arming flags and no task for a loop that exists: it would run with its own settings.
+    #[error(
+        "the loop `{0}` exists; without a task, `ralph run --name {0}` takes it over with its own settings, so arming flags only go with a new task (use --force to replace it)"
+    )]
+    FlagsNeedTask(String),
+    /// The agent could not run (`why`); `fate` says what became of the loop
+    /// (`run::screen` words it).
+    #[error("{why}\n{fate}")]
+    AgentCouldNotRun { why: String, fate: String },
 }
 
-impl crate::error::Exit for RunError {}
+impl crate::error::Exit for RunError {
+    fn exit_class(&self) -> crate::error::ExitClass {
+        match self {
+            Self::NoLoopNoTask(_) | Self::FlagsNeedTask(_) => crate::error::ExitClass::Usage,
+            _ => crate::error::ExitClass::Failure,
+        }
+    }
+}
 
 /// Reads the loop under the lock: its text and state, or `None` if it is
 /// gone. A loop that is not (or no longer) armed on this machine is refused,

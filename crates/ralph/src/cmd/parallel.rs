@@ -1,18 +1,19 @@
 //! `ralph run --parallel N`, `ralph plan` and `ralph clean`: many loops at
-//! once, driven by `ralph_core::run::fleet::driver`. Here are the terminal
-//! (a live block of the running loops, or plain lines), Ctrl-C and the exit
-//! code.
+//! once, driven by `ralph_core::run::fleet::driver` and worded by
+//! `fleet::screen`. Here: the children's flags taken from the command
+//! line, Ctrl-C, writing to the terminal, and the exit code.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use ralph_core::run::fleet::child::ChildFlags;
 use ralph_core::run::fleet::git::FleetError;
+use ralph_core::run::fleet::screen::{self, Paint, Screen};
 use ralph_core::run::fleet::{self, driver};
-use ralph_core::time::format_duration;
 
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
-use crate::exit::{Failure, Outcome};
+use crate::exit::Outcome;
 
 pub fn run(args: RunArgs, n: usize) -> Outcome {
     if args.hand_back_after.is_some() || args.force {
@@ -26,7 +27,7 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
         prd: args.arm.prd.as_deref(),
         tasks: &args.prompt,
         only: &args.fanout.story,
-        child_args: child_args(&args, &promise),
+        child_args: child_flags(&args).args(&promise),
         promise,
         verify: args.arm.guards.0.get("verify"),
         verify_timeout: args.arm.guards.0.get("verify-timeout"),
@@ -34,131 +35,63 @@ pub fn run(args: RunArgs, n: usize) -> Outcome {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    let mut screen = Screen {
-        live: std::io::stdout().is_terminal(),
-        drawn: 0,
-    };
+    let mut screen = Screen::new(std::io::stdout().is_terminal());
     let summary = driver::run(crate::env::project(), request, n, &stop, &mut |event| {
-        screen.show(&event);
+        for paint in screen.show(&event) {
+            match paint {
+                Paint::Line(line) => say!("{line}"),
+                Paint::Raw(raw) => {
+                    let _ = write!(std::io::stdout(), "{raw}");
+                    let _ = std::io::stdout().flush();
+                }
+            }
+        }
     })?;
-    summary_of(&summary)
+    let (lines, exit) = screen::summary(&summary);
+    for line in &lines {
+        say!("{line}");
+    }
+    crate::exit::run_exit(exit)
 }
 
-/// The summary table and the notes; the exit code says whether every
-/// story came home.
-fn summary_of(summary: &driver::Summary) -> Outcome {
-    if summary.rows.is_empty() {
-        say!("Nothing open to run: every story passes, or came home earlier.");
-        return Ok(());
-    }
-    say!();
-    say!("{}", fleet::table(&summary.rows));
-    for note in &summary.notes {
-        say!("{note}");
-    }
-    if summary.interrupted {
-        say!("Run the same command again to resume what was left.");
-        return Err(Failure::interrupted());
-    }
-    if fleet::all_home(&summary.rows) {
-        Ok(())
-    } else {
-        Err(Failure::ended())
-    }
-}
-
-/// The arguments every child `ralph run` gets: the agent and the loop's
-/// settings, as given to this run (the task comes on stdin).
-fn child_args(args: &RunArgs, promise: &str) -> Vec<String> {
-    let mut out = vec!["--agent".to_owned(), args.agent.clone()];
-    if let Some(mode) = &args.permission_mode {
-        out.extend(["--permission-mode".to_owned(), mode.clone()]);
-    }
+/// What every child `ralph run` is given again. Every flag is named, so a
+/// new one cannot be forgotten here: the loop's name comes from its story,
+/// the task on stdin, the PRD's story is the task, `--hand-back-after` and
+/// `--force` are refused above, and `--parallel`, `--story`, `--merge` are
+/// the fleet's own.
+fn child_flags(args: &RunArgs) -> ChildFlags {
+    let RunArgs {
+        name: _,
+        agent,
+        permission_mode,
+        arm,
+        hand_back_after: _,
+        force: _,
+        wait_for_reset,
+        fanout: _,
+        prompt: _,
+    } = args;
     let ArmFlags {
         max_iterations,
+        // Given as the fleet's resolved promise (`driver::promise`).
         completion_promise: _,
         abort_promise,
         guards,
         fresh_context,
-        // A story's loop gets its story as its task, not the whole PRD.
         prd: _,
         notify,
         notify_url,
-    } = &args.arm;
-    out.extend(["--completion-promise".to_owned(), promise.to_owned()]);
-    let mut add = |flag: &str, value: Option<String>| {
-        if let Some(v) = value {
-            out.extend([flag.to_owned(), v]);
-        }
-    };
-    add("--max-iterations", max_iterations.map(|v| v.to_string()));
-    add("--abort-promise", abort_promise.clone());
-    out.extend(guards.0.args());
-    if *fresh_context {
-        out.push("--fresh-context".to_owned());
-    }
-    // Each story's loop tells of its own end.
-    if *notify {
-        out.push("--notify".to_owned());
-    }
-    if let Some(url) = notify_url {
-        out.extend(["--notify-url".to_owned(), url.clone()]);
-    }
-    out
-}
-
-/// The fleet's terminal: on a terminal, a live block of the running loops
-/// under the lines that stay; otherwise every line, plain.
-struct Screen {
-    live: bool,
-    /// Lines on screen in the live block, to redraw over.
-    drawn: usize,
-}
-
-impl Screen {
-    fn show(&mut self, event: &driver::Event) {
-        match event {
-            driver::Event::Said(line) => {
-                if self.live {
-                    self.clear();
-                }
-                say!("{line}");
-            }
-            driver::Event::Output { id, line } => {
-                if !self.live {
-                    say!("[{id}] {line}");
-                }
-            }
-            driver::Event::Running(running) => self.redraw(running),
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.drawn > 0 {
-            let _ = write!(std::io::stdout(), "\x1b[{}A\x1b[J", self.drawn);
-            self.drawn = 0;
-        }
-    }
-
-    /// The live block: one line per running loop (terminal only).
-    fn redraw(&mut self, running: &[driver::Running]) {
-        if !self.live {
-            return;
-        }
-        self.clear();
-        let mut out = std::io::stdout();
-        for slot in running {
-            let last: String = slot.last.chars().take(60).collect();
-            let _ = writeln!(
-                out,
-                "\x1b[2K⠿ {} · {} · {}",
-                slot.id,
-                format_duration(slot.seconds),
-                ralph_core::display::line(&last)
-            );
-        }
-        let _ = out.flush();
-        self.drawn = running.len();
+    } = arm;
+    ChildFlags {
+        agent: agent.clone(),
+        permission_mode: permission_mode.clone(),
+        max_iterations: *max_iterations,
+        abort_promise: abort_promise.clone(),
+        guards: guards.0.args(),
+        fresh_context: *fresh_context,
+        notify: *notify,
+        notify_url: notify_url.clone(),
+        wait_for_reset: *wait_for_reset,
     }
 }
 
@@ -170,11 +103,8 @@ pub fn plan(args: PlanArgs) -> Outcome {
         say_json!("{}", fleet::matrix(&open));
         return Ok(());
     }
-    if stories.is_empty() {
-        say!("No open stories in {}.", fleet::PRD);
-    }
-    for (s, state) in &stories {
-        say!("{}  {state}  {}", s.id, s.title);
+    for line in screen::plan(&stories) {
+        say!("{line}");
     }
     Ok(())
 }
@@ -183,4 +113,76 @@ pub fn plan(args: PlanArgs) -> Outcome {
 pub fn clean() -> Outcome {
     driver::clean(&crate::env::project(), &mut |line| say!("{line}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn run_args(words: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from([&["ralph", "run", "--parallel", "2"], words].concat())
+            .expect("the command line parses");
+        match cli.command {
+            Command::Run(args) => *args,
+            _ => unreachable!("a run"),
+        }
+    }
+
+    #[test]
+    fn a_child_waits_for_the_reset_when_the_fleet_was_told_to() {
+        let args = run_args(&["--wait-for-reset", "--agent", "true"]);
+        assert!(
+            child_flags(&args)
+                .args("DONE")
+                .contains(&"--wait-for-reset".to_owned())
+        );
+        let without = run_args(&["--agent", "true"]);
+        assert!(
+            !child_flags(&without)
+                .args("DONE")
+                .contains(&"--wait-for-reset".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_child_gets_the_loop_settings_but_not_the_fleet_s_own_flags() {
+        let args = run_args(&[
+            "--agent",
+            "true",
+            "--permission-mode",
+            "acceptEdits",
+            "--max-iterations",
+            "4",
+            "--abort-promise",
+            "STUCK",
+            "--fresh-context",
+            "--notify",
+            "--story",
+            "US-1",
+            "--merge",
+            "none",
+            "--name",
+            "mine",
+            "--prd",
+        ]);
+        let given = child_flags(&args).args("DONE");
+        for flag in [
+            "--permission-mode",
+            "--max-iterations",
+            "--abort-promise",
+            "--fresh-context",
+            "--notify",
+        ] {
+            assert!(given.contains(&flag.to_owned()), "{flag}: {given:?}");
+        }
+        for flag in ["--story", "--merge", "--name", "--prd", "--parallel"] {
+            assert!(
+                !given.iter().any(|a| a.starts_with(flag)),
+                "{flag}: {given:?}"
+            );
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! verified there and merged home one at a time. What each step means is
 //! decided in `fleet`, the repository is touched through `fleet::git`; here
 //! are the child processes and the order of the steps. What happens is told
-//! as [`Event`]s: the binary owns the terminal.
+//! as [`Event`]s: `screen.rs` words them, the binary owns the terminal.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,6 +27,9 @@ use crate::time::format_duration;
 
 /// How long the child runs get to record their loops after Ctrl-C.
 const STOP_GRACE: Duration = Duration::from_secs(30);
+/// How long an ended child's last lines get to reach the channel: its
+/// pipes close as it exits, unless a process it left behind holds them.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// A line a child run printed, with its story's id.
 type Line = (String, String);
@@ -83,6 +86,8 @@ struct Slot {
     worktree: PathBuf,
     started: Instant,
     last: String,
+    /// The threads that forward its stdout and stderr, done at their EOF.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// The child runs going on now, and the lines they print.
@@ -357,6 +362,7 @@ impl Fleet<'_> {
             match pool.running[i].child.child.try_wait() {
                 Ok(Some(status)) => {
                     let slot = pool.running.remove(i);
+                    slot.wait_for_output();
                     // Whatever it printed last is still in the channel: drain it.
                     while let Ok((id, line)) = pool.lines.try_recv() {
                         (self.tell)(Event::Output {
@@ -393,13 +399,14 @@ impl Fleet<'_> {
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(fleet::prompt(story, &self.promise).as_bytes());
         }
-        forward_lines(child, &story.id, sender);
+        let readers = forward_lines(child, &story.id, sender);
         Ok(Slot {
             story: story.clone(),
             child: group,
             worktree,
             started: Instant::now(),
             last: "starting".into(),
+            readers,
         })
     }
 
@@ -533,6 +540,20 @@ impl Fleet<'_> {
 }
 
 impl Slot {
+    /// Waits (at most [`OUTPUT_GRACE`]) until everything the child printed
+    /// is in the channel: it may have exited before its readers read it all.
+    fn wait_for_output(&self) {
+        let deadline = Instant::now() + OUTPUT_GRACE;
+        while !self
+            .readers
+            .iter()
+            .all(std::thread::JoinHandle::is_finished)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn shown(&self) -> Running {
         Running {
             id: self.story.id.clone(),
@@ -566,8 +587,12 @@ impl Pool {
 }
 
 /// Sends each non-blank line the child prints (stdout and stderr) to the
-/// run, tagged with the story's id, from a thread of its own.
-fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
+/// run, tagged with the story's id, from a thread of its own; the threads.
+fn forward_lines(
+    child: &mut Child,
+    id: &str,
+    sender: &mpsc::Sender<Line>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let outputs = [
         child
             .stdout
@@ -578,7 +603,7 @@ fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
             .take()
             .map(|e| Box::new(e) as Box<dyn Read + Send>),
     ];
-    for out in outputs.into_iter().flatten() {
+    let forward = |out: Box<dyn Read + Send>| {
         let sender = sender.clone();
         let id = id.to_owned();
         std::thread::spawn(move || {
@@ -588,8 +613,9 @@ fn forward_lines(child: &mut Child, id: &str, sender: &mpsc::Sender<Line>) {
                     break;
                 }
             }
-        });
-    }
+        })
+    };
+    outputs.into_iter().flatten().map(forward).collect()
 }
 
 /// `ralph plan`: the open stories, each with what the last `ralph run

@@ -2,12 +2,15 @@
 //! pure rules. Which stories of `ralph/prd.json` are open, what each
 //! story's loop is told, what the fleet's matrix holds, what a story's
 //! record says should happen next, and how `passes: true` is written back.
-//! Files, git and processes live in `fanout_git` and the CLI.
+//! Git lives in `git.rs`, the child processes in `driver.rs`; `child.rs`
+//! and `screen.rs` word a child's arguments and what the terminal shows.
 
 pub mod archive;
+pub mod child;
 pub mod driver;
 pub mod error;
 pub mod git;
+pub mod screen;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

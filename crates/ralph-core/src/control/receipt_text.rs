@@ -1,0 +1,148 @@
+//! What `ralph receipt` prints: what the gate proved when a loop completed
+//! and, after `--recheck`, whether it still holds. Text only.
+
+use crate::loop_file::receipt::{Receipt, Recheck, seconds};
+
+/// The receipt, one fact a line.
+pub fn receipt(r: &Receipt) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "Loop `{}` completed at iteration {} ({})",
+            r.name, r.iteration, r.passed_at
+        ),
+        format!("  gate:     `{}`", r.command),
+        format!("  exit:     {} in {}", r.exit_code, seconds(r.duration_ms)),
+        format!(
+            "  output:   sha256 {} ({} bytes)",
+            r.output_sha256, r.output_bytes
+        ),
+    ];
+    if let Some(file) = &r.output_file {
+        out.push(format!("            kept in {file}"));
+    }
+    out.push(match (&r.commit, r.clean) {
+        (Some(c), Some(clean)) => format!(
+            "  commit:   {c} ({})",
+            if clean {
+                "clean tree"
+            } else {
+                "uncommitted changes"
+            }
+        ),
+        (None, Some(_)) => "  commit:   none yet".to_owned(),
+        _ => "  commit:   not a git repository (or git did not answer)".to_owned(),
+    });
+    out.push(format!("  record:   {}", r.record));
+    out
+}
+
+/// What the gate said when it ran again, after a blank line.
+pub fn recheck(r: &Receipt, c: &Recheck) -> Vec<String> {
+    let mut out = vec![String::new()];
+    if c.holds {
+        out.push(format!(
+            "Recheck: `{}` passes again ({} in {}): done still holds.",
+            r.command,
+            c.status,
+            seconds(c.duration_ms)
+        ));
+    } else {
+        out.push(format!(
+            "Recheck: `{}` fails now ({}): done no longer holds.",
+            r.command, c.status
+        ));
+        if !c.output_tail.is_empty() {
+            out.push(c.output_tail.clone());
+        }
+    }
+    out.push(format!(
+        "  output {} · commit {}",
+        if c.same_output {
+            "identical"
+        } else {
+            "differs"
+        },
+        if c.same_commit {
+            "unchanged"
+        } else {
+            "changed since"
+        }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt_of(commit: Option<&str>, clean: Option<bool>) -> Receipt {
+        Receipt {
+            version: 1,
+            name: "l".into(),
+            project: "/p".into(),
+            command: "cargo test".into(),
+            exit_code: 0,
+            duration_ms: 1500,
+            output_sha256: "ab".into(),
+            output_bytes: 10,
+            commit: commit.map(str::to_owned),
+            clean,
+            passed_at: "T".into(),
+            iteration: 3,
+            record: "r.md".into(),
+            output_file: None,
+        }
+    }
+
+    #[test]
+    fn a_receipt_tells_its_gate_output_and_commit() {
+        assert_eq!(
+            receipt(&receipt_of(Some("abc"), Some(false))),
+            [
+                "Loop `l` completed at iteration 3 (T)",
+                "  gate:     `cargo test`",
+                "  exit:     0 in 1.5s",
+                "  output:   sha256 ab (10 bytes)",
+                "  commit:   abc (uncommitted changes)",
+                "  record:   r.md",
+            ]
+        );
+        assert_eq!(
+            receipt(&receipt_of(None, Some(true)))[4],
+            "  commit:   none yet"
+        );
+        assert_eq!(
+            receipt(&receipt_of(None, None))[4],
+            "  commit:   not a git repository (or git did not answer)"
+        );
+    }
+
+    #[test]
+    fn a_recheck_says_whether_done_still_holds() {
+        let r = receipt_of(None, None);
+        let c = Recheck {
+            holds: false,
+            status: "exit 1".into(),
+            duration_ms: 200,
+            output_sha256: "cd".into(),
+            same_output: false,
+            commit: None,
+            same_commit: true,
+            output_tail: "1 failed".into(),
+        };
+        assert_eq!(
+            recheck(&r, &c),
+            [
+                "",
+                "Recheck: `cargo test` fails now (exit 1): done no longer holds.",
+                "1 failed",
+                "  output differs · commit unchanged",
+            ]
+        );
+        let passes = Recheck { holds: true, ..c };
+        assert_eq!(
+            recheck(&r, &passes)[1],
+            "Recheck: `cargo test` passes again (exit 1 in 0.2s): done still holds."
+        );
+    }
+}

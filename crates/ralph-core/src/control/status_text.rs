@@ -1,0 +1,381 @@
+//! What `ralph status` and `ralph log` print of a project's loops, built
+//! from their [`LoopReport`]s and decision-log lines. Text only: every value
+//! from a loop file or a log is escaped here, the binary prints the lines.
+
+use crate::control::report::{LogChoice, LoopReport};
+use crate::loop_file::outcome::LoopStatus;
+use crate::loop_file::store::Project;
+use crate::time::format_duration;
+
+/// `ralph log` with no loop to show and none named.
+pub const NOTHING_LOGGED: &str = "No Ralph loops in this project yet; nothing is logged.";
+
+/// `ralph status --json`: the project and its loops.
+pub fn status_json(project: &Project, reports: &[LoopReport]) -> serde_json::Value {
+    serde_json::json!({ "project": project.root.display().to_string(), "loops": reports })
+}
+
+/// `ralph status`: each loop in a few lines and, when one ended, how to
+/// see it as a page (`page_hint`: `report::page_hint`, a floor above this
+/// one); one line when the project has no loops.
+pub fn status(
+    project: &Project,
+    reports: &[LoopReport],
+    page_hint: impl Fn(&str) -> String,
+) -> Vec<String> {
+    if reports.is_empty() {
+        return vec![format!(
+            "No Ralph loops in {} (arm one with /ralph-loop or `ralph start`).",
+            project.root.display()
+        )];
+    }
+    let mut lines: Vec<String> = reports.iter().flat_map(report).collect();
+    if let Some(ended) = reports.iter().find(|r| r.state == LoopStatus::Ended) {
+        lines.push(page_hint(&ended.name));
+    }
+    lines
+}
+
+/// One loop: its state, task, facts, guards, receipt, file and recent
+/// decisions.
+fn report(r: &LoopReport) -> Vec<String> {
+    let iteration = match (r.iteration, r.max_iterations) {
+        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(m)) => format!("iteration {i}/{m}"),
+        _ => String::new(),
+    };
+    let how = r
+        .outcome
+        .as_deref()
+        .map(|o| format!(" ({o})"))
+        .unwrap_or_default();
+    let mut out = vec![format!(
+        "{} `{}`{how} {iteration}",
+        r.state,
+        one_line(&r.name)
+    )];
+    if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
+        out.push(format!("  task: {}", one_line(task)));
+    }
+    if let Some(gone) = driver_gone(r) {
+        out.push(gone);
+    }
+    out.push(format!("  {}", facts(r).join(" · ")));
+    match r.spends.filter(|_| r.state != LoopStatus::Ended) {
+        Some("run") => out.push(format!(
+            "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
+            crate::loop_file::messages::spends_in_run("claude")
+        )),
+        Some(_) => out.push(format!(
+            "  spends: {}",
+            crate::loop_file::messages::SPENDS_IN_SESSION
+        )),
+        None => {}
+    }
+    if let Some(stories) = &r.stories {
+        out.push(format!("  {}", one_line(stories)));
+    }
+    if !r.guards.is_empty() {
+        let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
+            (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
+                format!(
+                    " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
+                )
+            }
+            _ => String::new(),
+        };
+        out.push(format!(
+            "  guards: {}{figures}",
+            one_line(&r.guards.join(", "))
+        ));
+    }
+    if let Some(receipt) = &r.receipt {
+        out.push(format!(
+            "  {}",
+            crate::loop_file::receipt::one_line(receipt)
+        ));
+    }
+    if let Some(trend) = r
+        .guard_counts
+        .as_ref()
+        .and_then(|c| c.failure_trend.as_deref())
+    {
+        out.push(format!(
+            "  check: failures {}",
+            crate::loop_file::guards::trend_words(trend)
+        ));
+    }
+    if let Some(note) = &r.not_armed {
+        out.push(format!("  ⚠ {note}"));
+    }
+    if let Some(err) = &r.error {
+        out.push(format!("  error: {}", one_line(err)));
+    }
+    out.push(format!("  file: {}", one_line(&r.path)));
+    out.extend(
+        r.recent
+            .iter()
+            .map(|line| format!("  · {}", log_line(line))),
+    );
+    out
+}
+
+/// A `ralph run` owner whose process is gone: who gets the loop back, and
+/// how to take it over or end it.
+fn driver_gone(r: &LoopReport) -> Option<String> {
+    let owner = r.session_id.as_ref().filter(|_| r.driver_gone)?;
+    let home = match owner.split_once(':') {
+        Some((_, session)) => format!(
+            "session {} gets it back at its next stop; or ",
+            crate::display::line(session)
+        ),
+        None => "nothing drives it: ".to_owned(),
+    };
+    Some(format!(
+        "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
+        crate::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+        r.name,
+        r.name
+    ))
+}
+
+/// The promise, owner, times, tokens and dollars, for one line.
+fn facts(r: &LoopReport) -> Vec<String> {
+    let mut facts = Vec::new();
+    if let Some(p) = &r.completion_promise {
+        facts.push(format!("promise {}", one_line(p)));
+    }
+    facts.push(format!(
+        "owner {}",
+        one_line(r.session_id.as_deref().unwrap_or("unclaimed"))
+    ));
+    if let Some(s) = &r.started_at {
+        facts.push(format!("started {s}"));
+    }
+    if let Some(e) = r.elapsed_secs {
+        facts.push(format!("elapsed {}", format_duration(e)));
+    }
+    if let Some(e) = &r.ended_at {
+        facts.push(format!("ended {e}"));
+    }
+    if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
+        let unseen = r.unseen_tokens.unwrap_or(0);
+        facts.push(format!("tokens {}", crate::decide::token_words(t, unseen)));
+    }
+    let spent = r.guard_counts.as_ref().map(|c| c.cost_usd);
+    let budget = r.guard_settings.as_ref().and_then(|g| g.max_cost_usd);
+    match (spent, budget) {
+        (Some(spent), Some(budget)) => {
+            facts.push(format!("spent {} of {}", spent.dollars(), budget.dollars()));
+        }
+        (Some(spent), None) if spent.0 > 0 => facts.push(format!("spent {}", spent.dollars())),
+        _ => {}
+    }
+    facts
+}
+
+/// What `ralph log` prints around a loop's decisions: a header, and a note
+/// when there are none.
+#[derive(Debug)]
+pub struct LogText {
+    pub header: String,
+    /// Said when nothing is logged.
+    pub when_empty: Option<String>,
+}
+
+/// The header (and empty note) of `ralph log` for what it chose.
+pub fn log_text(project: &Project, choice: &LogChoice) -> LogText {
+    match choice {
+        LogChoice::Orphan(log) => LogText {
+            header: format!(
+                "Loop log {} (its loop file was deleted outside ralph):",
+                project.shown(log)
+            ),
+            when_empty: None,
+        },
+        LogChoice::Loop(report) => LogText {
+            header: format!(
+                "Loop `{}` ({}) · task: {}",
+                report.name,
+                report.state,
+                report.task.as_deref().unwrap_or("")
+            ),
+            when_empty: Some(format!(
+                "The loop `{}` has no decisions logged yet.",
+                report.name
+            )),
+        },
+    }
+}
+
+/// One decision-log line, on one line: time, iteration, decision, why,
+/// tokens and dollars.
+pub fn log_line(line: &serde_json::Value) -> String {
+    let field = |k: &str| {
+        line.get(k)
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    };
+    let known = line.get("tokens").and_then(serde_json::Value::as_u64);
+    let unseen = line
+        .get("tokens_unseen")
+        .and_then(serde_json::Value::as_u64);
+    let tokens = match (known, unseen.unwrap_or(0)) {
+        (Some(known), unseen) if known > 0 || unseen > 0 => {
+            format!(" · tokens {}", crate::decide::token_words(known, unseen))
+        }
+        _ => String::new(),
+    };
+    let tokens = match line.get("cost_usd").and_then(serde_json::Value::as_f64) {
+        // Shown as logged (the log holds the exact decimal).
+        Some(_) => format!("{tokens} · spent ${}", field("cost_usd")),
+        None => tokens,
+    };
+    // One line per stop: a multi-line reason (a refused promise with the
+    // verify output) is folded onto its line.
+    let why = field("why")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ");
+    one_line(&format!(
+        "{} iteration {} {} — {why}{tokens}",
+        field("time"),
+        field("iteration"),
+        field("decision"),
+    ))
+    .into_owned()
+}
+
+/// A value shown on one line: its newlines are escaped too.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::display::line(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ArmRequest;
+    use crate::control::report::{choose_log, report};
+    use crate::loop_file::registry::locate;
+    use crate::time::Timestamp;
+
+    /// A project with the loop `l` armed, and its reports.
+    fn armed() -> (tempfile::TempDir, Project, Vec<LoopReport>) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = Project {
+            root: tmp.path().join("p"),
+        };
+        let registry = locate(Some(&tmp.path().join("state")), None).unwrap();
+        let request = ArmRequest {
+            name: "l".into(),
+            prompt: "Fix the parser\nand more".into(),
+            completion_promise: Some("DONE".into()),
+            max_iterations: 5,
+            ..ArmRequest::default()
+        };
+        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let reports = report(&project, Some(&registry), 3, 3, Timestamp(60)).unwrap();
+        (tmp, project, reports)
+    }
+
+    #[test]
+    fn a_project_without_loops_says_how_to_arm_one() {
+        let project = Project {
+            root: "/nowhere".into(),
+        };
+        assert_eq!(
+            status(&project, &[], |_| unreachable!()),
+            ["No Ralph loops in /nowhere (arm one with /ralph-loop or `ralph start`)."]
+        );
+    }
+
+    #[test]
+    fn a_live_loop_is_told_in_its_lines() {
+        let (_tmp, project, reports) = armed();
+        let lines = status(&project, &reports, |_| unreachable!());
+        assert_eq!(lines[0], "active `l` iteration 1/5");
+        assert_eq!(lines[1], "  task: Fix the parser");
+        assert_eq!(
+            lines[2],
+            "  promise DONE · owner unclaimed · started 1970-01-01T00:00:00Z · elapsed 1m"
+        );
+        assert!(lines[3].starts_with("  spends: "), "{lines:#?}");
+        assert!(
+            lines.last().unwrap().starts_with("  file: ")
+                && lines.last().unwrap().ends_with("l-loop.local.md"),
+            "{lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.starts_with("Report:")),
+            "no loop ended"
+        );
+    }
+
+    #[test]
+    fn the_log_names_its_loop_and_says_when_nothing_is_logged() {
+        let (_tmp, project, _) = armed();
+        let choice = choose_log(&project, None, None, Timestamp(60))
+            .unwrap()
+            .unwrap();
+        let text = log_text(&project, &choice);
+        assert_eq!(text.header, "Loop `l` (active) · task: Fix the parser");
+        assert_eq!(
+            text.when_empty.as_deref(),
+            Some("The loop `l` has no decisions logged yet.")
+        );
+        let err = choose_log(&project, Some("other"), None, Timestamp(60)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no loop named `other` (see `ralph status`)"
+        );
+    }
+
+    #[test]
+    fn a_log_left_without_its_loop_file_is_found_and_said_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = Project {
+            root: tmp.path().to_owned(),
+        };
+        std::fs::create_dir_all(project.history_dir()).unwrap();
+        let log = project.history_dir().join("20260101T000000Z-l.log.jsonl");
+        std::fs::write(&log, "{}\n").unwrap();
+        let choice = choose_log(&project, Some("l"), None, Timestamp(0))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&choice, LogChoice::Orphan(found) if *found == log));
+        let text = log_text(&project, &choice);
+        assert_eq!(
+            text.header,
+            "Loop log .claude/ralph/history/20260101T000000Z-l.log.jsonl (its loop file was deleted outside ralph):"
+        );
+        assert!(text.when_empty.is_none());
+        let empty = Project {
+            root: tmp.path().join("none"),
+        };
+        assert!(
+            choose_log(&empty, None, None, Timestamp(0))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_log_line_folds_its_reason_and_tells_tokens_and_dollars() {
+        let line = serde_json::json!({
+            "time": "T",
+            "iteration": 2,
+            "decision": "block",
+            "why": "refused\n  cargo test\n\nfailed \u{1b}",
+            "tokens": 10,
+            "tokens_unseen": 5,
+            "cost_usd": 0.25,
+        });
+        assert_eq!(
+            log_line(&line),
+            "T iteration 2 block — refused ⏎ cargo test ⏎ failed \\x1b · tokens 10 known + ~5 not yet in the transcript · spent $0.25"
+        );
+    }
+}
