@@ -281,7 +281,6 @@ fn std_file_calls_stay_in_the_files_architecture_lists() {
         "crates/ralph-core/src/loop_file/registry.rs",
         "crates/ralph-core/src/loop_file/receipt.rs",
         "crates/ralph-core/src/loop_file/window.rs",
-        "crates/ralph-core/src/hook/typed.rs",
         "crates/ralph-core/src/fs/git_config.rs",
         "crates/ralph-core/src/fs/process.rs",
         "crates/ralph-core/src/loop_file/run_owner.rs",

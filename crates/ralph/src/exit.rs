@@ -85,7 +85,6 @@ failure_from!(
     ralph_core::control::arguments::ArgumentsError,
     ralph_core::decide::engine::StepError,
     ralph_core::loop_file::state::StateError,
-    ralph_core::hook::typed::TypedError,
     ralph_core::loop_file::rewrite::RewriteError,
     ralph_core::loop_file::registry::RegistryError,
     ralph_core::loop_file::store::StoreError,
