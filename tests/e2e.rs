@@ -270,7 +270,7 @@ fn task_text_arrives_verbatim() {
 /// heredoc delimiter on a line of its own, `$(…)`, backticks, quotes, `${CLAUDE_SESSION_ID}`,
 /// newlines) arms a loop whose prompt is byte-identical to the typed text, and no command in
 /// it runs. The text travels as JSON through the UserPromptSubmit hook, never through a `!`
-/// block (crates/ralph-core/src/typed.rs).
+/// block (crates/ralph-core/src/hook/typed.rs).
 #[test]
 #[cfg_attr(
     no_claude_client,
@@ -1044,9 +1044,9 @@ mod names {
 }
 
 // ---------------------------------------------------------------------------------------
-// `ralph hook prompt` and `--typed-arguments` through the binary alone (no client needed).
+// `ralph hook prompt` through the binary alone (no client needed).
 
-mod typed_arguments {
+mod prompt_hook {
     use std::io::Write;
     use std::path::Path;
     use std::process::{Output, Stdio};

@@ -126,7 +126,7 @@ fn slash_options_and_ralph_start_options_come_from_one_table() {
             let name = l.strip_prefix("--")?;
             Some(name.split([' ', '=', '<', '[']).next()?.to_owned())
         })
-        .filter(|n| !["help", "raw-arguments", "typed-arguments"].contains(&n.as_str()))
+        .filter(|n| !["help", "raw-arguments"].contains(&n.as_str()))
         .collect();
     from_clap.sort();
     from_clap.dedup();

@@ -392,8 +392,8 @@ fn https_is_handed_to_curl_with_the_url_on_its_stdin_not_its_command_line() {
     assert_eq!(notify_lines(&p), vec!["url: handed to curl".to_owned()]);
 }
 
-/// In the real Claude Code client: `/ralph-loop … --notify-url` arms the loop through the
-/// typed-arguments path, and the Stop hook that ends it posts to the webhook.
+/// In the real Claude Code client: `/ralph-loop … --notify-url` arms the loop in the
+/// UserPromptSubmit hook, and the Stop hook that ends it posts to the webhook.
 #[test]
 #[cfg_attr(
     no_claude_client,

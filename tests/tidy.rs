@@ -281,7 +281,6 @@ fn std_file_calls_stay_in_the_files_architecture_lists() {
         "crates/ralph-core/src/loop_file/registry.rs",
         "crates/ralph-core/src/loop_file/receipt.rs",
         "crates/ralph-core/src/loop_file/window.rs",
-        "crates/ralph-core/src/hook/typed.rs",
         "crates/ralph-core/src/fs/git_config.rs",
         "crates/ralph-core/src/fs/process.rs",
         "crates/ralph-core/src/loop_file/run_owner.rs",
@@ -373,7 +372,7 @@ fn the_pure_modules_touch_no_file_clock_process_or_environment() {
 
 /// The most error enums the core may hold (ARCHITECTURE.md, "Errors"): one per front and
 /// layer, plus the value-parse leaves. A new error goes into its layer's or front's type.
-const MAX_CORE_ERRORS: usize = 20;
+const MAX_CORE_ERRORS: usize = 19;
 
 /// The fronts' errors: nothing holds one (a front wraps only layer errors and leaves).
 const FRONT_ERRORS: [&str; 8] = [

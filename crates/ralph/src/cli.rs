@@ -264,17 +264,13 @@ pub struct StartArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: options and prompt mixed, nothing expanded
     #[arg(long, conflicts_with = "prompt")]
     pub raw_arguments: bool,
-    /// Take what the user typed after /ralph-loop, as the UserPromptSubmit hook kept it
-    /// (same syntax as --raw-arguments; the /ralph-loop skill uses this)
-    #[arg(long, conflicts_with_all = ["prompt", "raw_arguments"])]
-    pub typed_arguments: bool,
     /// The task; read from stdin when absent. Options may come before or after it; words
     /// after `--` are task, even when they look like options
     pub prompt: Vec<String>,
 }
 
 /// How a loop is armed: its limit, promises and guards. Shared by `start` and `run`.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub struct ArmFlags {
     /// Turns in all, the first included; 0 means unlimited [default: 50]
     #[arg(long, allow_negative_numbers = true)]
@@ -305,6 +301,28 @@ pub struct ArmFlags {
 }
 
 impl ArmFlags {
+    /// The flags as the core's arming options, with the loop's name, owner and `--force`.
+    pub fn into_options(
+        self,
+        name: String,
+        session_id: Option<String>,
+        force: bool,
+    ) -> ralph_core::control::arming::ArmOptions {
+        ralph_core::control::arming::ArmOptions {
+            name,
+            session_id,
+            force,
+            max_iterations: self.max_iterations,
+            completion_promise: self.completion_promise,
+            abort_promise: self.abort_promise,
+            guards: self.guards.0,
+            fresh_context: self.fresh_context,
+            prd: self.prd,
+            notify: self.notify,
+            notify_url: self.notify_url,
+        }
+    }
+
     /// Whether any flag was given (a loop being resumed keeps its own settings).
     pub fn any(&self) -> bool {
         self.max_iterations.is_some()
@@ -432,9 +450,6 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
-    /// Take what the user typed after the slash command, as the UserPromptSubmit hook kept it
-    #[arg(long, conflicts_with_all = ["name", "all", "raw_arguments"])]
-    pub typed_arguments: bool,
 }
 
 #[derive(Debug, Args)]
@@ -534,10 +549,6 @@ pub struct InitArgs {
     /// Overwrite files that exist
     #[arg(long)]
     pub force: bool,
-    /// Take what the user typed after /ralph-init (`[TEMPLATE] [--force]`), as the
-    /// UserPromptSubmit hook kept it
-    #[arg(long)]
-    pub typed_arguments: bool,
 }
 
 /// `ralph run --parallel N`: many loops at once, one worktree per story.

@@ -84,7 +84,6 @@ macro_rules! failure_from {
 failure_from!(
     ralph_core::control::arguments::ArgumentsError,
     ralph_core::loop_file::state::StateError,
-    ralph_core::hook::typed::TypedError,
     ralph_core::loop_file::registry::RegistryError,
     ralph_core::loop_file::store::StoreError,
     ralph_core::fs::safe_fs::FsError,

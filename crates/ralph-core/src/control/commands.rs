@@ -91,16 +91,36 @@ pub enum LoopError {
         why: String,
         name: String,
     },
+    #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
+    WindowShare(String),
+    #[error(
+        "`--max-window` pauses the loop by the plan's 5-hour window as `ralph statusline` last saw it, and it has seen none yet: set `ralph statusline` as Claude Code's status line (README, \"Status line\"; only subscription plans report the window), let it refresh once, then arm again; nothing was armed"
+    )]
+    WindowUnseen,
+    /// `(name, why)` of each loop a cancel could not end.
+    #[error("could not cancel:\n{}", not_cancelled(.0))]
+    NotCancelled(Vec<(String, String)>),
 }
 
-/// A name, prompt or URL the user typed is wrong: a usage error; the rest fail.
+/// The loops a cancel could not end, one a line.
+fn not_cancelled(failed: &[(String, String)]) -> String {
+    let list: Vec<String> = failed
+        .iter()
+        .map(|(name, why)| format!("  `{name}`: {why}"))
+        .collect();
+    list.join("\n")
+}
+
+/// A name, prompt, URL or window share the user typed is wrong: a usage error; the rest fail.
 impl crate::error::Exit for LoopError {
     fn exit_class(&self) -> crate::error::ExitClass {
         match self {
             Self::BadName(_)
             | Self::EmptyPrompt
             | Self::NotifyUrl(_)
-            | Self::PromiseWithTags { .. } => crate::error::ExitClass::Usage,
+            | Self::PromiseWithTags { .. }
+            | Self::WindowShare(_)
+            | Self::WindowUnseen => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }

@@ -4,11 +4,14 @@
 //! or revives a loop); list them for `ralph status` and `ralph log`
 //! (`report`, which changes nothing, worded by `status_text`) and the
 //! receipts kept for them (`receipt_text`); `ralph start`'s options as a
-//! slash command gives them (`arguments`); `ralph init`'s files
-//! (`templates`, written by `init`).
+//! slash command gives them (`arguments`), turned into a request, and what
+//! arming tells (`arming`); what cancelling, pausing and resuming tell
+//! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`).
 
 pub mod adoption;
 pub mod arguments;
+pub mod arming;
+pub mod cancel_pause;
 pub mod commands;
 pub mod init;
 pub mod receipt_text;

@@ -6,14 +6,12 @@
 //! gets the prompt as JSON before any block runs; [`recognise`] tells it which of ralph's
 //! commands it is (`/ralph-loop …`, `/ralph:ralph-loop …`, `/ralph-cancel …`, …), and the hook
 //! answers it itself (the binary's `cmd/prompt.rs`), so the plugin's skills run no block at all.
+//! Nothing typed is kept anywhere: the hook acts on the text as the event carries it.
 //!
-//! [`keep`] and [`take`] remain behind the CLI's `--typed-arguments` flags (text kept per user
-//! and session, taken once); the plugin's hook no longer keeps anything for them.
+//! Here too: the command an event asks for ([`invocation`]) and the answer's shape
+//! ([`Reply`]); the binary runs the command and fills the answer with what it printed.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// The skills whose arguments travel this way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,177 +71,94 @@ pub fn recognise(prompt: &str) -> Option<(SlashCommand, &str)> {
     })
 }
 
-/// A session id safe to use in a file name (Claude Code's are UUIDs).
-pub fn valid_session(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+/// One of ralph's commands, as a UserPromptSubmit event asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub command: SlashCommand,
+    /// The text typed after the command's name, verbatim.
+    pub text: String,
+    /// The session the event names (none when blank).
+    pub session: Option<String>,
 }
 
-/// Text older than this is never used: the skill's block runs seconds after the hook.
-pub const MAX_AGE_SECS: i64 = 600;
-/// Prompts past this size are refused rather than copied.
-pub const MAX_BYTES: usize = 16 * 1024 * 1024;
-
-#[derive(Debug, thiserror::Error)]
-pub enum TypedError {
-    #[error("no per-user state folder: neither XDG_STATE_HOME nor HOME is set to an absolute path")]
-    NoStateDir,
-    #[error("session id {0:?} is not usable as a file name")]
-    BadSession(String),
-    #[error("{0} is a symlink or not a folder; remove it")]
-    NotAFolder(PathBuf),
-    #[error(
-        "the text typed after /{0} did not reach ralph: the plugin's UserPromptSubmit hook did not record it (are hooks disabled? With Codex, `ralph install codex` again adds the prompt hook that $ralph-loop needs). Nothing was done."
-    )]
-    Missing(&'static str),
-    #[error("the text typed after /{0} is too long (over {MAX_BYTES} bytes)")]
-    TooLong(&'static str),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-impl crate::error::Exit for TypedError {}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TypedError + '_ {
-    move |source| TypedError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// `$XDG_STATE_HOME/ralph/typed`, else `$HOME/.local/state/ralph/typed`: per user, outside
-/// every project, so a repository can never plant text there.
-pub fn default_dir() -> Result<PathBuf, TypedError> {
-    let absolute = |var: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let state = absolute("XDG_STATE_HOME")
-        .or_else(|| {
-            crate::loop_file::registry::home_from_env()
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".local/state"))
-        })
-        .ok_or(TypedError::NoStateDir)?;
-    Ok(state.join("ralph/typed"))
-}
-
-#[derive(Serialize, Deserialize)]
-struct Record {
-    /// Unix seconds when the hook saw the prompt.
-    at: i64,
-    text: String,
-}
-
-fn file(dir: &Path, session: &str, command: SlashCommand) -> Result<PathBuf, TypedError> {
-    if !valid_session(session) {
-        return Err(TypedError::BadSession(session.to_owned()));
-    }
-    Ok(dir.join(format!("{session}.{}.json", command.skill())))
-}
-
-fn ensure_dir(dir: &Path) -> Result<(), TypedError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(io(dir))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
-    if !meta.is_dir() {
-        return Err(TypedError::NotAFolder(dir.to_owned()));
-    }
-    Ok(())
-}
-
-/// Keeps `text` for the session's next `command` (replacing any earlier one), written to a
-/// fresh private file and renamed into place.
-pub fn keep(
-    dir: &Path,
-    session: &str,
-    command: SlashCommand,
-    text: &str,
-    now: i64,
-) -> Result<(), TypedError> {
-    if text.len() > MAX_BYTES {
-        return Err(TypedError::TooLong(command.skill()));
-    }
-    let target = file(dir, session, command)?;
-    ensure_dir(dir)?;
-    let body = serde_json::to_vec(&Record {
-        at: now,
+/// The command `input` (the UserPromptSubmit event's JSON) asks for when its prompt is one
+/// of ralph's; `None` for every other prompt, and for input that is not an event.
+pub fn invocation(input: &[u8]) -> Option<Invocation> {
+    let event = serde_json::from_slice::<serde_json::Value>(input).ok()?;
+    let (command, text) = event["prompt"].as_str().and_then(recognise)?;
+    let session = event["session_id"]
+        .as_str()
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_owned);
+    Some(Invocation {
+        command,
         text: text.to_owned(),
+        session,
     })
-    .map_err(|e| io(&target)(e.into()))?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    for attempt in 0u32..100 {
-        let temp = dir.join(format!(".tmp-{}-{nanos:x}-{attempt}", std::process::id()));
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut out = match options.open(&temp) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io(&temp)(e)),
-        };
-        let written = out.write_all(&body).and_then(|()| out.sync_all());
-        if let Err(e) = written.and_then(|()| std::fs::rename(&temp, &target)) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io(&target)(e));
-        }
-        return Ok(());
-    }
-    Err(io(dir)(std::io::Error::other(
-        "could not create a temporary file",
-    )))
 }
 
-/// Takes (reads and removes) the text the session typed after `command`, if the hook kept it
-/// less than [`MAX_AGE_SECS`] ago.
-pub fn take(
-    dir: &Path,
-    session: &str,
-    command: SlashCommand,
-    now: i64,
-) -> Result<String, TypedError> {
-    use std::io::Read;
-    let path = file(dir, session, command)?;
-    let missing = || TypedError::Missing(command.skill());
-    let meta = match std::fs::symlink_metadata(&path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
-        Err(e) => return Err(io(&path)(e)),
-    };
-    if !meta.is_file() {
-        return Err(TypedError::NotAFolder(path));
+/// `/ralph-loop`'s answer when the event names no session to bind the loop to.
+pub const NO_SESSION: &str = "ralph: the prompt event names no session, so /ralph-loop cannot bind a loop to it; nothing was armed.";
+
+/// The hook's answer to one of ralph's commands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing goes to the model; `reason` is shown to the user.
+    Answered(String),
+    /// The prompt goes on to the model with `context`; `notice` is shown to the user.
+    Proceed { notice: String, context: String },
+}
+
+impl Reply {
+    /// A command's answer: what it printed, and its error as the terminal shows it
+    /// (`ralph: …`, escaped), trimmed.
+    pub fn answered(output: String, error: Option<&str>) -> Self {
+        Self::Answered(report(output, error))
     }
-    let mut bytes = Vec::new();
-    std::fs::File::open(&path)
-        .and_then(|f| f.take(MAX_BYTES as u64 * 2 + 64).read_to_end(&mut bytes))
-        .map_err(io(&path))?;
-    // Once taken, never again: a later command must come with its own typed text.
-    std::fs::remove_file(&path).map_err(io(&path))?;
-    let record: Record = serde_json::from_slice(&bytes).map_err(|_| missing())?;
-    let age = now.saturating_sub(record.at);
-    if !(0..=MAX_AGE_SECS).contains(&age) {
-        return Err(missing());
+
+    /// `/ralph-loop` armed a loop: the user is told so, and the prompt goes on with the
+    /// activation text as printed (`output`) as context, so that turn is the loop's first
+    /// iteration.
+    pub fn armed(loop_armed: &crate::control::arming::Activation, output: &str) -> Self {
+        let (name, armed) = (&loop_armed.name, &loop_armed.armed);
+        Self::Proceed {
+            notice: crate::loop_file::messages::armed(name, &armed.state, armed.kept),
+            context: output.trim_end().to_owned(),
+        }
     }
-    Ok(record.text)
+
+    /// `/ralph-resume` resumed loops: the prompt goes on with the report and their `tasks`.
+    pub fn resumed(output: &str, tasks: &str) -> Self {
+        let output = output.trim_end();
+        Self::Proceed {
+            notice: format!("▶ {output}"),
+            context: format!("{output}\n\n{tasks}"),
+        }
+    }
+
+    /// The answer as the hook prints it: one JSON object and a line break.
+    pub fn render(&self) -> String {
+        let value = match self {
+            Self::Answered(reason) => json!({ "decision": "block", "reason": reason }),
+            Self::Proceed { notice, context } => json!({
+                "systemMessage": notice,
+                "hookSpecificOutput": {
+                    "hookEventName": "UserPromptSubmit",
+                    "additionalContext": context,
+                },
+            }),
+        };
+        format!("{value}\n")
+    }
+}
+
+/// What a command printed, then its error as the terminal shows it.
+fn report(output: String, error: Option<&str>) -> String {
+    let mut text = output;
+    if let Some(message) = error.filter(|m| !m.is_empty()) {
+        text.push_str(&format!("ralph: {}\n", crate::display::block(message)));
+    }
+    text.trim_end().to_owned()
 }
 
 #[cfg(test)]
@@ -295,66 +210,57 @@ mod tests {
     }
 
     #[test]
-    fn session_ids_are_checked() {
-        assert!(valid_session("5b360de9-0000-4000-8000-00000000abcd"));
-        for bad in ["", "../x", "a/b", "a.b", &"x".repeat(129)] {
-            assert!(!valid_session(bad), "{bad:?}");
-        }
+    fn an_event_names_the_command_its_text_and_session() {
+        let event = |prompt: &str, session: &str| {
+            serde_json::json!({ "prompt": prompt, "session_id": session })
+                .to_string()
+                .into_bytes()
+        };
+        assert_eq!(
+            invocation(&event("/ralph-cancel docs", "s-1")),
+            Some(Invocation {
+                command: SlashCommand::Cancel,
+                text: "docs".into(),
+                session: Some("s-1".into()),
+            })
+        );
+        let blank = invocation(&event("/ralph-loop x", " ")).unwrap();
+        assert_eq!(blank.session, None);
+        assert_eq!(invocation(&event("hello", "s")), None);
+        assert_eq!(invocation(b"not json"), None);
     }
 
     #[test]
-    fn kept_text_is_taken_once_and_byte_identical() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path().join("typed");
-        let text = "a\nRALPH_ARGS_7f3a\n$(x) `y` 'z' \"w\"\n\u{1F600}";
-        keep(&dir, "s-1", SlashCommand::Loop, text, 1000).unwrap();
-        assert!(matches!(
-            take(&dir, "s-1", SlashCommand::Cancel, 1000),
-            Err(TypedError::Missing(_))
-        ));
-        assert!(matches!(
-            take(&dir, "s-2", SlashCommand::Loop, 1000),
-            Err(TypedError::Missing(_))
-        ));
-        assert_eq!(take(&dir, "s-1", SlashCommand::Loop, 1001).unwrap(), text);
-        assert!(matches!(
-            take(&dir, "s-1", SlashCommand::Loop, 1001),
-            Err(TypedError::Missing(_))
-        ));
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert!(names.is_empty(), "no file left behind: {names:?}");
-    }
-
-    #[test]
-    fn stale_text_is_never_used() {
-        let dir = tempfile::tempdir().unwrap();
-        keep(dir.path(), "s", SlashCommand::Loop, "old", 0).unwrap();
-        assert!(matches!(
-            take(dir.path(), "s", SlashCommand::Loop, MAX_AGE_SECS + 1),
-            Err(TypedError::Missing(_))
-        ));
-        keep(dir.path(), "s", SlashCommand::Loop, "future", 10_000).unwrap();
-        assert!(take(dir.path(), "s", SlashCommand::Loop, 0).is_err());
-    }
-
-    #[test]
-    fn a_bad_session_id_never_names_a_file() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            keep(dir.path(), "../evil", SlashCommand::Loop, "x", 0),
-            Err(TypedError::BadSession(_))
-        ));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_symlinked_folder_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("real")).unwrap();
-        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
-        assert!(matches!(
-            keep(&dir.path().join("link"), "s", SlashCommand::Loop, "x", 0),
-            Err(TypedError::NotAFolder(_))
-        ));
+    fn a_reply_blocks_or_goes_on_with_context() {
+        let v = |r: &Reply| serde_json::from_str::<serde_json::Value>(&r.render()).unwrap();
+        let answered = Reply::answered("done\n\n".into(), Some("bad\u{1b}[2J"));
+        assert_eq!(
+            answered,
+            Reply::Answered("done\n\nralph: bad\\x1b[2J".into())
+        );
+        assert_eq!(v(&answered)["decision"], "block");
+        assert_eq!(
+            Reply::answered("out\n".into(), Some("")),
+            Reply::Answered("out".into())
+        );
+        assert_eq!(
+            Reply::answered("out\n".into(), None),
+            Reply::Answered("out".into())
+        );
+        let resumed = Reply::resumed("Resumed loop `a`.\n", "Your task");
+        assert_eq!(
+            resumed,
+            Reply::Proceed {
+                notice: "▶ Resumed loop `a`.".into(),
+                context: "Resumed loop `a`.\n\nYour task".into(),
+            }
+        );
+        let json = v(&resumed);
+        assert_eq!(json["systemMessage"], "▶ Resumed loop `a`.");
+        assert_eq!(
+            json["hookSpecificOutput"]["hookEventName"],
+            "UserPromptSubmit"
+        );
+        assert!(resumed.render().ends_with("}\n"));
     }
 }

@@ -93,6 +93,9 @@ pub enum ArgumentsError {
         value: String,
         why: String,
     },
+    /// An option in the slash command's table that arming does not know.
+    #[error("unknown option --{0}")]
+    NoSuchOption(String),
 }
 
 /// What the user typed is wrong.

@@ -6,14 +6,7 @@ use ralph_core::control::init;
 use crate::cli::InitArgs;
 use crate::exit::Outcome;
 
-pub fn init(mut args: InitArgs) -> Outcome {
-    if args.typed_arguments {
-        let typed = super::loops::typed_text(
-            crate::env::session_from_env().as_deref(),
-            ralph_core::hook::typed::SlashCommand::Init,
-        )?;
-        init::apply_typed(&mut args.template, &mut args.force, &typed)?;
-    }
+pub fn init(args: InitArgs) -> Outcome {
     let project = crate::env::project();
     let added = init::init(&project, &args.template, args.force, &mut |line| {
         say!("{line}");
@@ -32,7 +25,6 @@ pub fn init_typed(raw: &str) -> Outcome {
     let mut args = InitArgs {
         template: "software".to_owned(),
         force: false,
-        typed_arguments: false,
     };
     init::apply_typed(&mut args.template, &mut args.force, raw)?;
     init(args)

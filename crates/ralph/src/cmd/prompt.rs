@@ -18,51 +18,19 @@
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
-use serde_json::json;
-
-use ralph_core::display;
-use ralph_core::hook::typed::{self, SlashCommand};
+use ralph_core::control::{self, arguments};
+use ralph_core::hook::typed::{self, Reply, SlashCommand};
 
 use super::capture::captured;
 use super::{init, loops, status};
 use crate::cli::StatusArgs;
 use crate::exit::Failure;
 
-/// The hook's answer to one of ralph's commands.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Reply {
-    /// Nothing goes to the model; `reason` is shown to the user.
-    Answered(String),
-    /// The prompt goes on to the model with `context`; `notice` is shown to the user.
-    Proceed { notice: String, context: String },
-}
-
-impl Reply {
-    pub fn render(&self) -> String {
-        let value = match self {
-            Self::Answered(reason) => json!({ "decision": "block", "reason": reason }),
-            Self::Proceed { notice, context } => json!({
-                "systemMessage": notice,
-                "hookSpecificOutput": {
-                    "hookEventName": "UserPromptSubmit",
-                    "additionalContext": context,
-                },
-            }),
-        };
-        format!("{value}\n")
-    }
-}
-
 /// The answer to `input` (the UserPromptSubmit event) when its prompt is one of ralph's
 /// commands; `None` for every other prompt.
 pub fn answer(input: &[u8]) -> Option<Reply> {
-    let event = serde_json::from_slice::<serde_json::Value>(input).ok()?;
-    let (command, text) = event["prompt"].as_str().and_then(typed::recognise)?;
-    let session = event["session_id"]
-        .as_str()
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_owned);
-    Some(run(command, text, session))
+    let call = typed::invocation(input)?;
+    Some(run(call.command, &call.text, call.session))
 }
 
 fn run(command: SlashCommand, text: &str, session: Option<String>) -> Reply {
@@ -74,10 +42,10 @@ fn run(command: SlashCommand, text: &str, session: Option<String>) -> Reply {
             })
         })),
         SlashCommand::Cancel => answered(captured(|| {
-            loops::cancel_as(loops::typed_selection(text)?, session)
+            loops::cancel_as(&arguments::selection(text)?, session)
         })),
         SlashCommand::Pause => answered(captured(|| {
-            loops::pause_or_resume_as(loops::typed_selection(text)?, false, session).map(|_| ())
+            loops::pause_or_resume_as(&arguments::selection(text)?, false, session).map(|_| ())
         })),
         SlashCommand::Init => answered(captured(|| init::init_typed(text))),
         SlashCommand::Resume => resume(text, session),
@@ -86,47 +54,32 @@ fn run(command: SlashCommand, text: &str, session: Option<String>) -> Reply {
 }
 
 /// A command's output, and its error as the terminal shows it (`ralph: …`).
-fn report(result: Result<(), Failure>, output: String) -> String {
-    let mut text = output;
-    if let Err(failure) = result
-        && !failure.message.is_empty()
-    {
-        text.push_str(&format!("ralph: {}\n", display::block(&failure.message)));
-    }
-    text.trim_end().to_owned()
-}
-
 fn answered((result, output): (Result<(), Failure>, String)) -> Reply {
-    Reply::Answered(report(result, output))
+    Reply::answered(output, result.err().as_ref().map(|f| f.message.as_str()))
 }
 
 fn arm(text: &str, session: Option<String>) -> Reply {
     let Some(session) = session else {
-        return Reply::Answered(
-            "ralph: the prompt event names no session, so /ralph-loop cannot bind a loop to it; nothing was armed.".to_owned(),
-        );
+        return Reply::Answered(typed::NO_SESSION.to_owned());
     };
     let (result, output) = captured(|| loops::start_typed(text, &session));
     match result {
-        Ok((name, armed)) => Reply::Proceed {
-            notice: ralph_core::loop_file::messages::armed(&name, &armed.state, armed.kept),
-            context: output.trim_end().to_owned(),
-        },
-        Err(failure) => Reply::Answered(report(Err(failure), output)),
+        Ok(activation) => Reply::armed(&activation, &output),
+        Err(failure) => answered((Err(failure), output)),
     }
 }
 
 fn resume(text: &str, session: Option<String>) -> Reply {
-    let (result, output) = captured(|| {
-        loops::pause_or_resume_as(loops::typed_selection(text)?, true, session.clone())
-    });
+    let (result, output) =
+        captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()));
     match result {
         Ok(names) if !names.is_empty() => {
-            let tasks = loops::tasks_of(&names);
-            Reply::Proceed {
-                notice: format!("▶ {}", output.trim_end()),
-                context: format!("{}\n\n{tasks}", output.trim_end()),
-            }
+            let tasks = control::tasks_of(
+                &crate::env::project(),
+                crate::env::registry().as_ref(),
+                &names,
+            );
+            Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
     }

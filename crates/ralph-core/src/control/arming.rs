@@ -1,0 +1,564 @@
+//! Arming a loop as `ralph start` and `/ralph-loop` ask for it: the options (from clap or
+//! from a slash command's text, with the same checks), the `ArmRequest` they make, and the
+//! text arming tells the user. The binary parses, calls, and prints what comes back.
+
+use crate::control::arguments::{self, ArgumentsError};
+use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
+use crate::loop_file::guards::GuardSettings;
+use crate::loop_file::registry::{Registry, RegistryError};
+use crate::loop_file::store::Project;
+use crate::loop_file::{messages, stories};
+use crate::time::Timestamp;
+
+/// The loop `ralph start` and `/ralph-loop` arm when no `--name` is given.
+pub const DEFAULT_NAME: &str = "ralph";
+
+/// How a loop is armed: its name, owner, limit, promises and guards, as the command line or
+/// a slash command gave them (`None`: not given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArmOptions {
+    pub name: String,
+    pub session_id: Option<String>,
+    /// Replace an active loop of the same name or session.
+    pub force: bool,
+    pub max_iterations: Option<u64>,
+    pub completion_promise: Option<String>,
+    pub abort_promise: Option<String>,
+    pub guards: GuardSettings,
+    pub fresh_context: bool,
+    /// `--prd`: the PRD's path inside the project.
+    pub prd: Option<String>,
+    pub notify: bool,
+    pub notify_url: Option<String>,
+}
+
+impl Default for ArmOptions {
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_NAME.to_owned(),
+            session_id: None,
+            force: false,
+            max_iterations: None,
+            completion_promise: None,
+            abort_promise: None,
+            guards: GuardSettings::default(),
+            fresh_context: false,
+            prd: None,
+            notify: false,
+            notify_url: None,
+        }
+    }
+}
+
+/// The task to arm, and a note for each word of a slash command's text that looks like an
+/// option but is not ralph's (it stays in the task).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypedTask {
+    pub prompt: String,
+    pub notes: Vec<String>,
+}
+
+/// A task given as it is (on the command line or stdin): nothing to note.
+impl From<String> for TypedTask {
+    fn from(prompt: String) -> Self {
+        Self {
+            prompt,
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl ArmOptions {
+    /// Applies one option found in a slash command's text, with the checks clap applies on
+    /// the command line.
+    pub fn apply(&mut self, key: &str, value: &str) -> Result<(), ArgumentsError> {
+        if let Some(guard) = GuardSettings::option(key) {
+            return self.guards.set(guard, value);
+        }
+        match key {
+            "name" => self.name = value.to_owned(),
+            "max-iterations" => self.max_iterations = Some(arguments::check_number(key, value)?),
+            "completion-promise" => self.completion_promise = Some(value.to_owned()),
+            "abort-promise" => self.abort_promise = Some(value.to_owned()),
+            "session-id" => self.session_id = Some(value.to_owned()),
+            "force" => self.force = true,
+            "fresh-context" => self.fresh_context = true,
+            "prd" if value.is_empty() => self.prd = Some(stories::DEFAULT_PRD.into()),
+            "prd" => self.prd = Some(value.to_owned()),
+            "notify" => self.notify = true,
+            "notify-url" => self.notify_url = Some(value.to_owned()),
+            other => return Err(ArgumentsError::NoSuchOption(other.to_owned())),
+        }
+        Ok(())
+    }
+
+    /// Applies the options of a slash command's raw text (`--raw-arguments`, `/ralph-loop`);
+    /// returns the task that is left.
+    pub fn apply_raw(&mut self, raw: &str) -> Result<TypedTask, ArgumentsError> {
+        let parsed = arguments::parse(raw)?;
+        for (key, value) in &parsed.options {
+            self.apply(key, value)?;
+        }
+        let notes = parsed
+            .unknown
+            .iter()
+            .map(|word| {
+                format!("note: `{word}` is not a ralph option; it was kept as part of the task.")
+            })
+            .collect();
+        Ok(TypedTask {
+            prompt: parsed.prompt,
+            notes,
+        })
+    }
+
+    /// The request to arm a loop with `prompt`; `--prd` reads the PRD now (and gives a task
+    /// when none was typed).
+    pub fn request(self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
+        let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
+        let prd = match &self.prd {
+            Some(path) => Some(commands::read_prd(project, path)?),
+            None => None,
+        };
+        let prompt = match &prd {
+            Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
+            _ => prompt,
+        };
+        Ok(ArmRequest {
+            name: self.name,
+            prompt,
+            max_iterations: self
+                .max_iterations
+                .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS),
+            completion_promise: non_empty(self.completion_promise),
+            abort_promise: non_empty(self.abort_promise),
+            session_id: self.session_id,
+            guards: self.guards,
+            force: self.force,
+            fresh_context: self.fresh_context,
+            prd,
+            notify: crate::loop_file::notify::Settings {
+                desktop: self.notify,
+                url: non_empty(self.notify_url),
+            },
+        })
+    }
+}
+
+/// `--max-window` goes by what `ralph statusline` last saw of the plan's 5-hour window (kept
+/// beside the registry): without that, the guard could never fire, so arming is refused with
+/// the fix. Nothing is read unless the guard is set.
+pub fn check_window(guards: &GuardSettings, registry: Option<&Registry>) -> Result<(), LoopError> {
+    let Some(pct) = guards.get("max-window") else {
+        return Ok(());
+    };
+    if pct.trim().parse::<u64>().is_ok_and(|p| p > 100) {
+        return Err(LoopError::WindowShare(pct.to_owned()));
+    }
+    let seen = registry.and_then(|r| crate::loop_file::window::load(r.dir()));
+    if seen.is_none() {
+        return Err(LoopError::WindowUnseen);
+    }
+    Ok(())
+}
+
+/// A loop armed (or this session's identical one kept), with what to tell the user.
+#[derive(Debug)]
+pub struct Activation {
+    pub name: String,
+    pub armed: Armed,
+    /// One entry per message, each possibly several lines.
+    pub text: Vec<String>,
+}
+
+/// Arms the loop `options` and `task` ask for, or keeps this session's identical one:
+/// `--max-window` checked first, then the PRD read, then the loop written under the lock.
+/// The task's notes lead the text.
+pub fn arm_and_tell(
+    project: &Project,
+    registry: Option<&Registry>,
+    options: ArmOptions,
+    task: TypedTask,
+    now: Timestamp,
+) -> Result<Activation, LoopError> {
+    check_window(&options.guards, registry)?;
+    let request = options.request(project, task.prompt)?;
+    let registry = registry.ok_or(RegistryError::NoHome)?;
+    let armed = commands::arm_or_keep(project, registry, &request, now)?;
+    let mut text = task.notes;
+    text.extend(activation(project, &request, &armed));
+    Ok(Activation {
+        name: request.name,
+        armed,
+        text,
+    })
+}
+
+/// What arming tells: the loop and its owner, the state file, the guards, a PRD's stories,
+/// the task and how to finish it.
+pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec<String> {
+    let (path, state) = (&armed.path, &armed.state);
+    let mut out = Vec::new();
+    let limit = if state.max_iterations == 0 {
+        "no iteration limit".to_owned()
+    } else {
+        format!("at most {} iterations", state.max_iterations)
+    };
+    let owner = state
+        .session_id
+        .as_deref()
+        .map_or("the first session that stops claims it".to_owned(), |s| {
+            format!("session {s}")
+        });
+    if armed.kept {
+        out.push(format!(
+            "🔄 Ralph loop `{}` is already armed for this session with this task and these settings (iteration {}); it was kept as it is.",
+            request.name,
+            state.iteration_label()
+        ));
+    } else {
+        out.push(format!(
+            "🔄 Ralph loop `{}` armed: {limit}; owner: {owner}.",
+            request.name
+        ));
+    }
+    out.push(format!(
+        "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
+        project.shown(path)
+    ));
+    let guards = messages::guard_summary(state);
+    if !guards.is_empty() {
+        out.push(format!("Guards: {}", guards.join(", ")));
+    }
+    if let Some(prd) = &request.prd {
+        out.push(story_commands(prd));
+    }
+    let story = state
+        .prd
+        .as_ref()
+        .and_then(|prd| crate::decide::prd_turn::first_section(&project.root, prd))
+        .unwrap_or_default();
+    if let Some(words) = state.notify.summary() {
+        out.push(format!("When it ends: {words}."));
+    }
+    if !state
+        .session_id
+        .as_deref()
+        .is_some_and(crate::loop_file::run_owner::is_run)
+    {
+        out.push(format!("Spends: {}.", messages::SPENDS_IN_SESSION));
+    }
+    out.push(format!("\nYour task:\n\n{}{story}\n", state.prompt));
+    out.push(messages::how_to_finish(state).trim_end().to_owned());
+    out.push(
+        "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history.".to_owned(),
+    );
+    out
+}
+
+/// What arming a `--prd` loop shows: the stories, and each command ralph would run (recorded
+/// now; one added or changed later never runs).
+pub fn story_commands(prd: &ArmPrd) -> String {
+    let (pass, total) = stories::tally(&prd.stories);
+    let mut out = format!(
+        "Stories: {} ({pass} of {total} pass).",
+        crate::display::line(&prd.path)
+    );
+    let commands: Vec<String> = prd
+        .stories
+        .iter()
+        .filter_map(|s| {
+            s.verify.as_ref().map(|c| {
+                format!(
+                    "  {}: {}",
+                    crate::display::line(&s.id),
+                    crate::display::line(c)
+                )
+            })
+        })
+        .collect();
+    if commands.is_empty() {
+        out.push_str(" No story has a verify command.");
+    } else {
+        out.push_str(&format!(
+            "\nStory commands ralph will run, as you (a story's command added or changed later never runs; arm again to approve it):\n{}",
+            commands.join("\n")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loop_file::registry;
+
+    fn project() -> (tempfile::TempDir, Project, Registry) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let p = Project {
+            root: tmp.path().join("p"),
+        };
+        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        (tmp, p, r)
+    }
+
+    #[test]
+    fn apply_sets_each_option() {
+        let mut o = ArmOptions::default();
+        for (key, value) in [
+            ("name", "docs"),
+            ("max-iterations", " 7"),
+            ("completion-promise", "DONE"),
+            ("abort-promise", "BLOCKED"),
+            ("session-id", "s-1"),
+            ("force", ""),
+            ("fresh-context", ""),
+            ("prd", ""),
+            ("notify", ""),
+            ("notify-url", "http://127.0.0.1:9/x"),
+            ("stuck-after", "3"),
+        ] {
+            o.apply(key, value).unwrap();
+        }
+        let mut guards = GuardSettings::default();
+        guards
+            .set(GuardSettings::option("stuck-after").unwrap(), "3")
+            .unwrap();
+        assert_eq!(
+            o,
+            ArmOptions {
+                name: "docs".into(),
+                session_id: Some("s-1".into()),
+                force: true,
+                max_iterations: Some(7),
+                completion_promise: Some("DONE".into()),
+                abort_promise: Some("BLOCKED".into()),
+                guards,
+                fresh_context: true,
+                prd: Some(stories::DEFAULT_PRD.into()),
+                notify: true,
+                notify_url: Some("http://127.0.0.1:9/x".into()),
+            }
+        );
+        o.apply("prd", "other/prd.json").unwrap();
+        assert_eq!(o.prd.as_deref(), Some("other/prd.json"));
+    }
+
+    #[test]
+    fn every_option_of_the_table_applies() {
+        for (key, kind) in arguments::OPTIONS {
+            let value = match kind {
+                arguments::Kind::Number => "3",
+                arguments::Kind::Duration => "2h",
+                arguments::Kind::Money => "5",
+                _ => "x",
+            };
+            ArmOptions::default()
+                .apply(key, value)
+                .unwrap_or_else(|e| panic!("--{key}: {e}"));
+        }
+    }
+
+    #[test]
+    fn apply_refuses_an_unknown_option_and_a_bad_number() {
+        let mut o = ArmOptions::default();
+        let unknown = o.apply("bogus", "1").unwrap_err();
+        assert_eq!(unknown, ArgumentsError::NoSuchOption("bogus".into()));
+        assert_eq!(unknown.to_string(), "unknown option --bogus");
+        assert!(matches!(
+            o.apply("max-iterations", "five"),
+            Err(ArgumentsError::BadNumber { .. })
+        ));
+        assert!(matches!(
+            o.apply("max-duration", "2"),
+            Err(ArgumentsError::DurationUnit { .. })
+        ));
+        assert_eq!(o, ArmOptions::default(), "nothing set by a refusal");
+    }
+
+    #[test]
+    fn raw_text_gives_the_task_and_notes_for_foreign_words() {
+        let mut o = ArmOptions::default();
+        let typed = o.apply_raw("add a --verbose flag").unwrap();
+        assert_eq!(typed.prompt, "add a --verbose flag");
+        assert_eq!(
+            typed.notes,
+            ["note: `--verbose` is not a ralph option; it was kept as part of the task."]
+        );
+        let typed = o.apply_raw("Fix it --max-iterations 4 --name x").unwrap();
+        assert_eq!(typed.prompt, "Fix it");
+        assert!(typed.notes.is_empty());
+        assert_eq!((o.name.as_str(), o.max_iterations), ("x", Some(4)));
+        assert!(o.apply_raw("t --max-iterations").is_err());
+    }
+
+    #[test]
+    fn the_request_drops_blank_promises_and_defaults_the_limit() {
+        let (_t, p, _r) = project();
+        let o = ArmOptions {
+            completion_promise: Some("  ".into()),
+            notify_url: Some(String::new()),
+            ..ArmOptions::default()
+        };
+        let req = o.request(&p, "task".into()).unwrap();
+        assert_eq!(req.name, DEFAULT_NAME);
+        assert_eq!(
+            req.max_iterations,
+            crate::loop_file::state::DEFAULT_MAX_ITERATIONS
+        );
+        assert_eq!(req.completion_promise, None);
+        assert_eq!(req.notify.url, None);
+        let outside = ArmOptions {
+            prd: Some("../prd.json".into()),
+            ..ArmOptions::default()
+        };
+        assert!(matches!(
+            outside.request(&p, String::new()),
+            Err(LoopError::PrdOutside(_))
+        ));
+    }
+
+    #[test]
+    fn max_window_needs_a_share_and_a_window_seen() {
+        let (_t, _p, r) = project();
+        let mut guards = GuardSettings::default();
+        assert!(
+            check_window(&guards, None).is_ok(),
+            "no guard, nothing read"
+        );
+        let window = GuardSettings::option("max-window").unwrap();
+        guards.set(window, "101").unwrap();
+        let share = check_window(&guards, Some(&r)).unwrap_err();
+        assert_eq!(
+            share.to_string(),
+            "`--max-window 101`: a share of the window, 1 to 100; nothing was armed"
+        );
+        guards.set(window, "80").unwrap();
+        assert!(matches!(
+            check_window(&guards, Some(&r)),
+            Err(LoopError::WindowUnseen)
+        ));
+        assert!(matches!(
+            check_window(&guards, None),
+            Err(LoopError::WindowUnseen)
+        ));
+        let seen = crate::loop_file::window::Window {
+            used_percentage: 10,
+            resets_at: None,
+            seen_at: 0,
+        };
+        crate::loop_file::window::save(r.dir(), &seen).unwrap();
+        assert!(check_window(&guards, Some(&r)).is_ok());
+    }
+
+    #[test]
+    fn arming_tells_the_loop_its_state_file_and_the_task() {
+        let (_t, p, r) = project();
+        let options = ArmOptions {
+            session_id: Some("s-1".into()),
+            max_iterations: Some(3),
+            ..ArmOptions::default()
+        };
+        let task = TypedTask {
+            prompt: "Do it".into(),
+            notes: vec!["note: kept".into()],
+        };
+        let first = arm_and_tell(&p, Some(&r), options.clone(), task, Timestamp(0)).unwrap();
+        assert_eq!(first.name, "ralph");
+        assert!(!first.armed.kept);
+        assert_eq!(first.text[0], "note: kept");
+        assert_eq!(
+            first.text[1],
+            "🔄 Ralph loop `ralph` armed: at most 3 iterations; owner: session s-1."
+        );
+        assert_eq!(
+            first.text[2],
+            "State: .claude/ralph-loop.local.md · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)"
+        );
+        assert!(first.text.contains(&"\nYour task:\n\nDo it\n".to_owned()));
+        assert!(
+            first
+                .text
+                .last()
+                .unwrap()
+                .starts_with("When you try to stop"),
+            "{:?}",
+            first.text
+        );
+        let again = arm_and_tell(
+            &p,
+            Some(&r),
+            options,
+            "Do it".to_owned().into(),
+            Timestamp(1),
+        )
+        .unwrap();
+        assert!(again.armed.kept);
+        assert!(
+            again.text[0].starts_with("🔄 Ralph loop `ralph` is already armed for this session"),
+            "{:?}",
+            again.text
+        );
+        let no_home = arm_and_tell(
+            &p,
+            None,
+            ArmOptions::default(),
+            "x".to_owned().into(),
+            Timestamp(2),
+        );
+        assert!(matches!(
+            no_home,
+            Err(LoopError::Registry(RegistryError::NoHome))
+        ));
+    }
+
+    #[test]
+    fn story_commands_are_listed_escaped() {
+        let story = |id: &str, verify: Option<&str>| stories::Story {
+            id: id.into(),
+            title: String::new(),
+            description: String::new(),
+            criteria: Vec::new(),
+            passes: false,
+            priority: None,
+            verify: verify.map(Into::into),
+            blocked: None,
+            concerns: Vec::new(),
+        };
+        let none = ArmPrd {
+            path: "ralph/prd.json".into(),
+            stories: vec![story("US-1", None)],
+        };
+        assert_eq!(
+            story_commands(&none),
+            "Stories: ralph/prd.json (0 of 1 pass). No story has a verify command."
+        );
+        let some = ArmPrd {
+            path: "ralph/prd.json".into(),
+            stories: vec![story("US-1", Some("make\u{1b}[2J test"))],
+        };
+        let text = story_commands(&some);
+        assert!(
+            text.contains("\nStory commands ralph will run, as you"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n  US-1: make\\x1b[2J test"), "{text}");
+    }
+
+    /// The exit codes stay as they were: a bad option or window share is a usage error
+    /// (exit 2).
+    #[test]
+    fn refusals_keep_their_exit_class() {
+        use crate::error::{Exit as _, ExitClass};
+        assert_eq!(
+            ArgumentsError::NoSuchOption("x".into()).exit_class(),
+            ExitClass::Usage
+        );
+        assert_eq!(
+            LoopError::WindowShare("101".into()).exit_class(),
+            ExitClass::Usage
+        );
+        assert_eq!(LoopError::WindowUnseen.exit_class(), ExitClass::Usage);
+    }
+}

@@ -1,0 +1,186 @@
+//! `ralph cancel`, `pause` and `resume` (and their slash commands) on the loops a selection
+//! names, with the text each tells the user. The binary parses, calls, and prints what comes
+//! back.
+
+use crate::control::arguments::Selection;
+use crate::control::commands::{self, Cancelled, LoopError};
+use crate::loop_file::registry::Registry;
+use crate::loop_file::store::Project;
+use crate::time::Timestamp;
+
+/// `ralph cancel` (and `/ralph-cancel`) for `session`: the lines to print, then how it went.
+/// Cancelling what is already gone is not an error (cancel is idempotent); a loop that could
+/// not be ended is, after the lines for those that were.
+pub fn cancel(
+    project: &Project,
+    registry: Option<&Registry>,
+    selection: &Selection,
+    session: Option<&str>,
+    now: Timestamp,
+) -> (Vec<String>, Result<(), LoopError>) {
+    let ended = commands::cancel(
+        project,
+        registry,
+        selection.name.as_deref(),
+        selection.all,
+        session,
+        now,
+    );
+    match ended {
+        Err(LoopError::NoSuchLoop(name)) => (
+            vec![format!("No active loop named `{name}`; nothing to cancel.")],
+            Ok(()),
+        ),
+        Err(e) => (Vec::new(), Err(e)),
+        Ok(done) => cancel_report(project, done),
+    }
+}
+
+/// What a cancel did, told: each loop ended with its record; those that could not be ended
+/// as the error.
+pub fn cancel_report(project: &Project, done: Cancelled) -> (Vec<String>, Result<(), LoopError>) {
+    let mut lines = Vec::new();
+    if done.ended.is_empty() && done.failed.is_empty() {
+        lines.push("No active loop to cancel.".to_owned());
+    }
+    for (name, iteration, record) in done.ended {
+        lines.push(format!(
+            "⏹ Cancelled loop `{name}` at iteration {iteration}. Record: {}",
+            project.shown(&record)
+        ));
+    }
+    if done.failed.is_empty() {
+        (lines, Ok(()))
+    } else {
+        (lines, Err(LoopError::NotCancelled(done.failed)))
+    }
+}
+
+/// What `ralph pause` / `ralph resume` changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toggled {
+    /// The loops paused or resumed.
+    pub changed: Vec<String>,
+    pub text: Vec<String>,
+}
+
+/// Pauses (`active: false`) or resumes the loops `selection` names, for `session` (only a
+/// loop armed here is resumed: `commands::set_active`).
+pub fn pause_or_resume(
+    project: &Project,
+    registry: Option<&Registry>,
+    selection: &Selection,
+    active: bool,
+    session: Option<&str>,
+    now: Timestamp,
+) -> Result<Toggled, LoopError> {
+    let names: Vec<Option<String>> = if selection.all {
+        crate::loop_file::scan::Scan::read(project, registry)
+            .map_err(LoopError::from)?
+            .entries
+            .into_iter()
+            .map(|entry| Some(entry.file().name.clone()))
+            .collect()
+    } else {
+        vec![selection.name.clone()]
+    };
+    let mut changed = Vec::new();
+    for name in names {
+        changed.extend(commands::set_active(
+            project,
+            registry,
+            name.as_deref(),
+            session,
+            active,
+            now,
+        )?);
+    }
+    let text = toggled_text(&changed, active);
+    Ok(Toggled { changed, text })
+}
+
+/// What pausing or resuming `changed` tells.
+pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
+    let verb = if active { "Resumed" } else { "Paused" };
+    if changed.is_empty() {
+        return vec![format!(
+            "Nothing to {}: no matching loop is {}.",
+            verb.to_lowercase().trim_end_matches('d'),
+            if active { "paused" } else { "active" }
+        )];
+    }
+    changed
+        .iter()
+        .map(|name| format!("{verb} loop `{name}`."))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loop_file::registry;
+
+    fn project() -> (tempfile::TempDir, Project, Registry) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let p = Project {
+            root: tmp.path().join("p"),
+        };
+        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        (tmp, p, r)
+    }
+
+    #[test]
+    fn a_loop_not_cancelled_is_a_failure() {
+        use crate::error::{Exit as _, ExitClass};
+        assert_eq!(
+            LoopError::NotCancelled(Vec::new()).exit_class(),
+            ExitClass::Failure
+        );
+    }
+
+    #[test]
+    fn a_cancel_tells_what_ended_and_what_could_not() {
+        let (_t, p, _r) = project();
+        let (lines, outcome) = cancel_report(&p, Cancelled::default());
+        assert_eq!(lines, ["No active loop to cancel."]);
+        assert!(outcome.is_ok());
+        let done = Cancelled {
+            ended: vec![("a".into(), 4, p.root.join(".claude/ralph/history/x-a.md"))],
+            failed: vec![("b".into(), "unreadable".into())],
+        };
+        let (lines, outcome) = cancel_report(&p, done);
+        assert_eq!(
+            lines,
+            ["⏹ Cancelled loop `a` at iteration 4. Record: .claude/ralph/history/x-a.md"]
+        );
+        assert_eq!(
+            outcome.unwrap_err().to_string(),
+            "could not cancel:\n  `b`: unreadable"
+        );
+        let named = Selection {
+            name: Some("gone".into()),
+            all: false,
+        };
+        let (lines, outcome) = cancel(&p, None, &named, None, Timestamp(0));
+        assert_eq!(lines, ["No active loop named `gone`; nothing to cancel."]);
+        assert!(outcome.is_ok());
+    }
+
+    #[test]
+    fn pausing_and_resuming_say_what_changed() {
+        assert_eq!(
+            toggled_text(&[], false),
+            ["Nothing to pause: no matching loop is active."]
+        );
+        assert_eq!(
+            toggled_text(&[], true),
+            ["Nothing to resume: no matching loop is paused."]
+        );
+        assert_eq!(
+            toggled_text(&["a".into(), "b".into()], true),
+            ["Resumed loop `a`.", "Resumed loop `b`."]
+        );
+        assert_eq!(toggled_text(&["a".into()], false), ["Paused loop `a`."]);
+    }
+}
