@@ -370,6 +370,65 @@ fn the_pure_modules_touch_no_file_clock_process_or_environment() {
     }
 }
 
+/// The most error enums the core may hold (ARCHITECTURE.md, "Errors"): one per front and
+/// layer, plus the value-parse leaves. A new error goes into its layer's or front's type.
+const MAX_CORE_ERRORS: usize = 19;
+
+/// The fronts' errors: nothing holds one (a front wraps only layer errors and leaves).
+const FRONT_ERRORS: [&str; 8] = [
+    "LoopError",
+    "RunError",
+    "FleetError",
+    "HookError",
+    "InstallError",
+    "InitError",
+    "ReportError",
+    "ReceiptError",
+];
+
+#[test]
+fn core_errors_stay_few_and_flat() {
+    let mut enums = Vec::new();
+    let mut wrapped = Vec::new();
+    let mut inside: Option<String> = None;
+    for (path, n, line) in production_code() {
+        if !path.starts_with(CORE) {
+            continue;
+        }
+        if let Some(name) = line
+            .strip_prefix("pub enum ")
+            .and_then(|rest| rest.strip_suffix(" {"))
+            .filter(|name| name.ends_with("Error"))
+        {
+            enums.push(format!("{path}: {name}"));
+            inside = Some(name.to_owned());
+        } else if line == "}" {
+            inside = None;
+        } else if let Some(owner) = &inside {
+            // A variant's words (the message) are not its fields.
+            let code = line.trim_start();
+            if code.starts_with('"') || code.starts_with("#[error(\"") {
+                continue;
+            }
+            let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            for word in words.filter(|w| FRONT_ERRORS.contains(w)) {
+                wrapped.push(format!("{path}:{n}: {owner} holds {word}"));
+            }
+        }
+    }
+    assert!(
+        enums.len() <= MAX_CORE_ERRORS,
+        "{} error enums in the core, more than {MAX_CORE_ERRORS}: fold the new one into its layer's or front's error\n{}",
+        enums.len(),
+        enums.join("\n")
+    );
+    assert!(
+        wrapped.is_empty(),
+        "a front's error inside another error; give the outer one the variants it needs:\n{}",
+        wrapped.join("\n")
+    );
+}
+
 /// The relative targets of the markdown links in `text` (`[a](docs/x.md#y)` → `docs/x.md`).
 fn link_targets(text: &str) -> Vec<&str> {
     text.match_indices("](")

@@ -83,21 +83,16 @@ macro_rules! failure_from {
 
 failure_from!(
     ralph_core::control::arguments::ArgumentsError,
-    ralph_core::decide::engine::StepError,
     ralph_core::loop_file::state::StateError,
-    ralph_core::loop_file::rewrite::RewriteError,
     ralph_core::loop_file::registry::RegistryError,
     ralph_core::loop_file::store::StoreError,
     ralph_core::fs::safe_fs::FsError,
-    ralph_core::loop_file::lifecycle::LoadError,
-    ralph_core::loop_file::lifecycle::WriteError,
-    ralph_core::run::JudgeError,
+    ralph_core::loop_file::error::LoopFileError,
     ralph_core::run::fleet::PrdError,
     ralph_core::run::presets::PermissionModeError,
     ralph_core::run::fleet::git::FleetError,
     ralph_core::hook::install::InstallError,
     ralph_core::control::init::InitError,
-    ralph_core::control::adoption::AdoptError,
     ralph_core::report::ReportError,
     ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,
@@ -139,8 +134,6 @@ impl From<ralph_core::run::RunError> for Failure {
                 "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
                 RunError::NoLoopToResume(name.clone())
             )),
-            // A loop error keeps its hint; all of them are failures here.
-            RunError::Loop(error) => Failure::from(error).message.into(),
             other => Self {
                 code: exit_code(other.exit_class()),
                 message: other.to_string(),

@@ -19,43 +19,12 @@ pub enum Choice {
     Candidate { live: Box<Loop>, arming: Arming },
 }
 
-/// Why no loop can be adopted. Every value from a file is escaped to one line.
-#[derive(Debug, thiserror::Error)]
-pub enum AdoptError {
-    #[error("no loop named `{}` here (see `ralph status`)", display::line(.0))]
-    NoSuchLoop(String),
-    #[error("several loops here are not armed on this machine ({}); name one with --name", .0.join(", "))]
-    Several(Vec<String>),
-    #[error(
-        "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
-        display::line(.path),
-        display::line(.why),
-        display::line(.name)
-    )]
-    Unreadable {
-        path: String,
-        why: String,
-        name: String,
-    },
-    #[error(transparent)]
-    Loop(#[from] LoopError),
-}
-
-impl crate::error::Exit for AdoptError {
-    fn exit_class(&self) -> crate::error::ExitClass {
-        match self {
-            Self::Loop(e) => e.exit_class(),
-            _ => crate::error::ExitClass::Failure,
-        }
-    }
-}
-
 /// The loop to adopt: `name`, or the only loop here not armed on this machine.
 pub fn choose(
     project: &Project,
     registry: &Registry,
     name: Option<&str>,
-) -> Result<Choice, AdoptError> {
+) -> Result<Choice, LoopError> {
     let mut entries = Scan::read(project, Some(registry))
         .map_err(LoopError::from)?
         .entries;
@@ -66,7 +35,7 @@ pub fn choose(
         Some(name) => entries
             .iter()
             .position(|e| e.file().name == name)
-            .ok_or_else(|| AdoptError::NoSuchLoop(name.to_owned()))?,
+            .ok_or_else(|| LoopError::NotHere(name.to_owned()))?,
         None => {
             let unarmed: Vec<usize> = (0..entries.len())
                 .filter(|&i| !armed(&entries[i]))
@@ -79,13 +48,13 @@ pub fn choose(
                         .iter()
                         .map(|&i| display::line(&entries[i].file().name).into_owned())
                         .collect();
-                    return Err(AdoptError::Several(names));
+                    return Err(LoopError::SeveralUnarmed(names));
                 }
             }
         }
     };
     match entries.swap_remove(index) {
-        LoopEntry::Unreadable { file, why, .. } => Err(AdoptError::Unreadable {
+        LoopEntry::Unreadable { file, why, .. } => Err(LoopError::UnreadableToAdopt {
             path: file.path.display().to_string(),
             why,
             name: file.name,

@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
+use crate::display;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
-use crate::loop_file::lifecycle::{self, AdoptError, LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry, RegistryError};
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -19,6 +21,9 @@ use crate::time::Timestamp;
 pub enum LoopError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A loop file refused a rewrite or an adoption; the error names the file.
+    #[error(transparent)]
+    LoopFile(#[from] LoopFileError),
     #[error(
         "a loop named `{name}` is already active ({path}), {whose}",
         whose = owner_words(.owner.as_deref())
@@ -67,6 +72,25 @@ pub enum LoopError {
         "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
     )]
     PrdOutside(String),
+    /// `ralph adopt --name`: no loop file of that name here, armed or not.
+    #[error("no loop named `{}` here (see `ralph status`)", display::line(.0))]
+    NotHere(String),
+    /// `ralph adopt` without a name, and more than one loop to choose from.
+    #[error("several loops here are not armed on this machine ({}); name one with --name", .0.join(", "))]
+    SeveralUnarmed(Vec<String>),
+    /// `ralph adopt`: the loop file chosen does not read. Every value from
+    /// the file is escaped to one line.
+    #[error(
+        "{}: {}; a loop file that does not read cannot be adopted. Fix it, or cancel it with `ralph cancel --name {}`",
+        display::line(.path),
+        display::line(.why),
+        display::line(.name)
+    )]
+    UnreadableToAdopt {
+        path: String,
+        why: String,
+        name: String,
+    },
     #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
     WindowShare(String),
     #[error(
@@ -615,15 +639,7 @@ pub fn set_active(
         if state.active == active {
             continue;
         }
-        current
-            .write(&lock, &[("active", active.to_string())])
-            .map_err(|e| match e {
-                WriteError::Store(e) => LoopError::Store(e),
-                WriteError::Rewrite { source, .. } => LoopError::Unreadable {
-                    path: current.file.path.clone(),
-                    message: source.to_string(),
-                },
-            })?;
+        current.write(&lock, &[("active", active.to_string())])?;
         let (word, why) = if active {
             (Logged::Resume, "resumed by the user")
         } else {
@@ -668,21 +684,7 @@ pub fn adopt(
         })?,
         text,
     };
-    let adopted = shown.adopt(&lock, registry, &root, now).map_err(|e| {
-        let message = match e {
-            AdoptError::Registry(e) => return LoopError::Registry(e),
-            AdoptError::Store(e) => return LoopError::Store(e),
-            AdoptError::Refused(message) => message,
-            AdoptError::NonceLost => format!(
-                "the `{}` field did not read back; nothing was adopted",
-                registry::NONCE_FIELD
-            ),
-        };
-        LoopError::Unreadable {
-            path: path.clone(),
-            message,
-        }
-    })?;
+    let adopted = shown.adopt(&lock, registry, &root, now)?;
     LogEntry::new(now, Logged::Adopt, "adopted by the user (ralph adopt)")
         .iteration(adopted.state.iteration)
         .append(project, name);

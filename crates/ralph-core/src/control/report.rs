@@ -14,7 +14,7 @@ use crate::loop_file::outcome::{LoopStatus, Outcome};
 use crate::loop_file::registry::{Arming, Registry};
 use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, Project};
+use crate::loop_file::store::{self, Project, StoreError};
 use crate::time::Timestamp;
 
 /// One loop as `ralph status` reports it.
@@ -83,7 +83,7 @@ pub fn report(
     history: usize,
     recent: usize,
     now: Timestamp,
-) -> Result<Vec<LoopReport>, LoopError> {
+) -> Result<Vec<LoopReport>, StoreError> {
     let mut out = Vec::new();
     // Decision logs are read only from a real folder, never through a link.
     let logs_real =

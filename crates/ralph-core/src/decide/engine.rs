@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::fs::gate;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
 use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::{LoopState, Progress};
-use crate::loop_file::store::{self, Project, ProjectLock, StoreError};
+use crate::loop_file::store::{self, Project, ProjectLock};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
 
@@ -60,20 +61,6 @@ pub enum Step {
     },
 }
 
-/// Why a turn could not be completed. The loop file is left as it was.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    /// A `--prd` loop's PRD cannot be read or used; the loop is left as it was.
-    #[error("{0}; fix it and the loop goes on at the next stop")]
-    Prd(#[from] crate::loop_file::stories::PrdError),
-}
-
-impl crate::error::Exit for StepError {}
-
 /// One turn: decide (running the verification gate if the promise asks for
 /// it), then write what was decided and log it.
 pub fn step(
@@ -83,7 +70,7 @@ pub fn step(
     turn: Turn,
     now: Timestamp,
     lock: ProjectLock,
-) -> Result<Step, StepError> {
+) -> Result<Step, LoopFileError> {
     let state = &live.state;
     let mut seen = turn.seen;
     // A count past what a file can hold is held at the cap (the budget
@@ -259,7 +246,7 @@ fn pass(
     claim: Option<(&'static str, String)>,
     transcript: Option<&Appended>,
     mut log: LogEntry,
-) -> Result<Written, StepError> {
+) -> Result<Written, LoopFileError> {
     let state = &live.state;
     let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
     if let Some(a) = transcript {
@@ -293,7 +280,7 @@ fn wait(
     mut progress: Progress,
     why: String,
     pause: bool,
-) -> Result<(Step, LogEntry), StepError> {
+) -> Result<(Step, LogEntry), LoopFileError> {
     let state = &live.state;
     if let Some(a) = transcript {
         progress.transcript_offset = a.end_offset;
@@ -340,7 +327,7 @@ fn end(
     mut log: LogEntry,
     ended: Ended,
     now: Timestamp,
-) -> Result<Step, StepError> {
+) -> Result<Step, LoopFileError> {
     let Ended {
         outcome,
         detail,
@@ -442,7 +429,7 @@ fn go_on(
     transcript: Option<&Appended>,
     mut log: LogEntry,
     turn: Continue,
-) -> Result<Written, StepError> {
+) -> Result<Written, LoopFileError> {
     let state = &live.state;
     let Continue {
         next,

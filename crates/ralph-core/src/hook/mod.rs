@@ -24,6 +24,7 @@ use crate::display;
 use crate::fs::git;
 use crate::hook::answer::Answer;
 use crate::hook::host::Host;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
@@ -37,18 +38,24 @@ use crate::time::Timestamp;
 
 pub use crate::hook::context::{DEFAULT_BLOCK_CAP, HookContext};
 
+/// Why a hook could not do its work: the Stop hook's and the session
+/// hooks' (`session`). Every one ends in a notice and an allow, never a
+/// blocked stop or prompt.
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     #[error(transparent)]
     Event(#[from] EventError),
+    /// A session hook's event (`UserPromptSubmit`, `SessionStart`, …) is empty.
+    #[error("the hook event on stdin is empty")]
+    SessionEmpty,
+    #[error("the hook event on stdin is not valid JSON: {0}")]
+    SessionJson(serde_json::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    #[error("{path}: {message}")]
-    Adopt { path: PathBuf, message: String },
     #[error(transparent)]
-    Step(#[from] engine::StepError),
+    LoopFile(#[from] LoopFileError),
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.

@@ -15,16 +15,17 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::control::{self, LoopError};
+use crate::control;
+use crate::hook::HookError;
 use crate::hook::answer::Answer;
 use crate::hook::context::HookContext;
 use crate::loop_file::frontmatter::quote;
-use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, WriteError};
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{Project, ProjectLock, StoreError};
+use crate::loop_file::store::{Project, ProjectLock};
 use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -55,11 +56,11 @@ pub struct SessionEvent {
 }
 
 impl SessionEvent {
-    fn parse(input: &[u8]) -> Result<Self, SessionError> {
+    fn parse(input: &[u8]) -> Result<Self, HookError> {
         if input.iter().all(u8::is_ascii_whitespace) {
-            return Err(SessionError::Empty);
+            return Err(HookError::SessionEmpty);
         }
-        Ok(serde_json::from_slice(input)?)
+        serde_json::from_slice(input).map_err(HookError::SessionJson)
     }
 
     fn session(&self) -> Option<&str> {
@@ -87,20 +88,6 @@ impl SessionContext {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("the hook event on stdin is empty")]
-    Empty,
-    #[error("the hook event on stdin is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Loop(#[from] LoopError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-}
-
 /// `UserPromptSubmit` for every prompt that is not one of ralph's commands (those are
 /// answered before this, in the binary's `cmd/prompt.rs`). Never blocks the prompt.
 pub fn prompt(input: &[u8], ctx: &SessionContext) -> Answer {
@@ -125,7 +112,7 @@ pub fn stop_failure(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_failure(input, ctx), "the loop was left as it was")
 }
 
-fn answer_or_notice(result: Result<Answer, SessionError>, what_happened: &str) -> Answer {
+fn answer_or_notice(result: Result<Answer, HookError>, what_happened: &str) -> Answer {
     result.unwrap_or_else(|e| {
         Answer::Notice(messages::printable(&format!(
             "⚠ ralph: {e}; {what_happened}."
@@ -135,7 +122,7 @@ fn answer_or_notice(result: Result<Answer, SessionError>, what_happened: &str) -
 
 /// The project and this session, or `None` when there is nothing to do:
 /// no project, no loop file (one directory read), or no session named.
-fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>, SessionError> {
+fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>, HookError> {
     let Some(project) = ctx.hook.locate(event.cwd.as_deref()) else {
         return Ok(None);
     };
@@ -186,7 +173,7 @@ fn owned<'a>(lives: &'a [Loop], session: &str) -> impl Iterator<Item = (&'a Loop
 /// The loops these hooks may touch: armed on this machine, whatever session
 /// they name. A loop file that came with the project, or that a command of
 /// this session planted, is as inert here as it is to the Stop hook.
-fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, SessionError> {
+fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, HookError> {
     let scan = Scan::read(project, ctx.hook.registry().as_ref())?;
     Ok(scan
         .entries
@@ -200,11 +187,11 @@ fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, Sess
 
 /// A proven rewrite (`rewrite::set_fields`): every field written reads back,
 /// nothing else changes; otherwise nothing is written.
-fn rewrite(lock: &ProjectLock, live: &Loop, fields: &[(&str, String)]) -> Result<(), SessionError> {
+fn rewrite(lock: &ProjectLock, live: &Loop, fields: &[(&str, String)]) -> Result<(), HookError> {
     Ok(live.write(lock, fields)?)
 }
 
-fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let event = SessionEvent::parse(input)?;
     let prompt = event.prompt.as_deref().unwrap_or("");
     // ralph's own commands are answered before this (the binary's `cmd/prompt.rs`); any
@@ -261,7 +248,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError
     )))
 }
 
-fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let event = SessionEvent::parse(input)?;
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
@@ -308,7 +295,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
     Ok(notice(&notices))
 }
 
-fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let event = SessionEvent::parse(input)?;
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
@@ -353,7 +340,7 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionErro
     })
 }
 
-fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, SessionError> {
+fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let event = SessionEvent::parse(input)?;
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
@@ -402,7 +389,7 @@ fn take_over(
     session: &str,
     client_pid: u32,
     ctx: &SessionContext,
-) -> Result<Vec<String>, SessionError> {
+) -> Result<Vec<String>, HookError> {
     let mut notices = Vec::new();
     for live in lives {
         let state = &live.state;

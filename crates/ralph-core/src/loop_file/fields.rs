@@ -2,7 +2,6 @@
 //! wrapped), durations, texts, and the error that names the field and the
 //! fix. `state` reads the loop's own fields with these, `guards` the guards'.
 
-use crate::loop_file::frontmatter::SplitError;
 use crate::time::parse_duration;
 
 /// Where the raw values come from: the frontmatter as written, by field name.
@@ -21,8 +20,14 @@ pub const MAX_OFFSET: u64 = 1_000_000_000_000_000;
 /// Why a state file cannot be used. Every variant names what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
-    #[error("{0}; a loop file needs `---`, YAML fields, `---`, then the prompt")]
-    Layout(#[from] SplitError),
+    #[error(
+        "the file does not start with a `---` line (expected YAML frontmatter); a loop file needs `---`, YAML fields, `---`, then the prompt"
+    )]
+    NoOpening,
+    #[error(
+        "the frontmatter has no closing `---` line; a loop file needs `---`, YAML fields, `---`, then the prompt"
+    )]
+    NoClosing,
     #[error("the frontmatter is not valid YAML ({detail}){near}")]
     Yaml { detail: String, near: String },
     #[error(

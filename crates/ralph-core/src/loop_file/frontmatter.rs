@@ -7,6 +7,8 @@
 
 use std::ops::Range;
 
+use crate::loop_file::fields::StateError;
+
 /// Where the parts of a frontmatter document lie, as byte ranges of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Split {
@@ -18,25 +20,17 @@ pub struct Split {
     pub newline: &'static str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SplitError {
-    #[error("the file does not start with a `---` line (expected YAML frontmatter)")]
-    NoOpening,
-    #[error("the frontmatter has no closing `---` line")]
-    NoClosing,
-}
-
 const BOM: &str = "\u{feff}";
 
 /// Finds the frontmatter of `text`. The first line (after an optional BOM)
 /// must be `---`; the next line that is `---` closes it. Trailing spaces and
 /// `\r` on the fence lines are tolerated.
-pub fn split(text: &str) -> Result<Split, SplitError> {
+pub fn split(text: &str) -> Result<Split, StateError> {
     let start = if text.starts_with(BOM) { BOM.len() } else { 0 };
     let mut lines = LineIter::new(text, start);
-    let first = lines.next().ok_or(SplitError::NoOpening)?;
+    let first = lines.next().ok_or(StateError::NoOpening)?;
     if !is_fence(&text[first.content.clone()]) {
-        return Err(SplitError::NoOpening);
+        return Err(StateError::NoOpening);
     }
     let newline = if text[first.content.end..first.end].starts_with("\r\n")
         || text[first.content.clone()].ends_with('\r')
@@ -55,7 +49,7 @@ pub fn split(text: &str) -> Result<Split, SplitError> {
             });
         }
     }
-    Err(SplitError::NoClosing)
+    Err(StateError::NoClosing)
 }
 
 fn is_fence(line: &str) -> bool {
@@ -123,7 +117,7 @@ pub fn set_field(text: &str, split: &Split, key: &str, value: &str) -> String {
 }
 
 /// Sets several fields, one after the other.
-pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, SplitError> {
+pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, StateError> {
     let mut current = text.to_owned();
     for (key, value) in fields {
         let layout = split(&current)?;
@@ -261,9 +255,9 @@ mod tests {
 
     #[test]
     fn missing_fences_are_errors() {
-        assert_eq!(split("hello"), Err(SplitError::NoOpening));
-        assert_eq!(split(""), Err(SplitError::NoOpening));
-        assert_eq!(split("---\na: 1\n"), Err(SplitError::NoClosing));
+        assert_eq!(split("hello"), Err(StateError::NoOpening));
+        assert_eq!(split(""), Err(StateError::NoOpening));
+        assert_eq!(split("---\na: 1\n"), Err(StateError::NoClosing));
     }
 
     #[test]

@@ -35,10 +35,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::fs::gate::Verification;
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry};
-use crate::loop_file::rewrite::{self, RewriteError};
+use crate::loop_file::rewrite;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
@@ -51,17 +52,6 @@ pub struct Loop {
     pub text: String,
     pub state: LoopState,
 }
-
-/// Why a loop file could not be written. The file is left as it was.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{path}: {source}")]
-    Rewrite { path: PathBuf, source: RewriteError },
-}
-
-impl crate::error::Exit for WriteError {}
 
 /// What a line of the decision log says was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -261,7 +251,7 @@ pub fn end_file(
     ending: Ending<'_>,
 ) -> Result<PathBuf, StoreError> {
     let Ending { outcome, why, now } = ending;
-    if let Ok(updated) = rewrite::set_fields(text, &end_fields(outcome, now))
+    if let Ok(updated) = rewrite::set_fields(&file.path, text, &end_fields(outcome, now))
         && state.is_some()
     {
         store::write_atomic(&file.path, &updated)?;
@@ -345,11 +335,12 @@ pub fn archive_as_is(
 
 /// `text` (the file's text as read) with `fields` set, proven to read back
 /// as intended.
-fn rewritten(file: &LoopFile, text: &str, fields: &[(&str, String)]) -> Result<String, WriteError> {
-    rewrite::set_fields(text, fields).map_err(|source| WriteError::Rewrite {
-        path: file.path.clone(),
-        source,
-    })
+fn rewritten(
+    file: &LoopFile,
+    text: &str,
+    fields: &[(&str, String)],
+) -> Result<String, LoopFileError> {
+    rewrite::set_fields(&file.path, text, fields)
 }
 
 /// [`Loop::write`] for a loop file read as `text` under the lock the caller
@@ -360,33 +351,37 @@ pub fn write_fields(
     file: &LoopFile,
     text: &str,
     fields: &[(&str, String)],
-) -> Result<(), WriteError> {
+) -> Result<(), LoopFileError> {
     let updated = rewritten(file, text, fields)?;
     Ok(store::write_atomic(&file.path, &updated)?)
 }
 
 impl Loop {
     /// Reads `file` under the lock the caller holds: `None` when it is gone.
-    pub fn load(_lock: &ProjectLock, file: LoopFile) -> Result<Option<Self>, LoadError> {
+    pub fn load(_lock: &ProjectLock, file: LoopFile) -> Result<Option<Self>, LoopFileError> {
         if crate::fs::safe_fs::kind_at(&file.path).is_none() {
             return Ok(None);
         }
         let text = store::read_to_string(&file.path)?;
-        let state = LoopState::parse(&text).map_err(|e| LoadError::Parse {
+        let state = LoopState::parse(&text).map_err(|source| LoopFileError::Parse {
             path: file.path.clone(),
-            message: e.to_string(),
+            source,
         })?;
         Ok(Some(Self { file, text, state }))
     }
 
     /// The file's text with `fields` set, proven to read back as intended.
-    fn rewritten(&self, fields: &[(&str, String)]) -> Result<String, WriteError> {
+    fn rewritten(&self, fields: &[(&str, String)]) -> Result<String, LoopFileError> {
         rewritten(&self.file, &self.text, fields)
     }
 
     /// Writes `fields` into the file, or refuses (and writes nothing) when
     /// the rewrite does not read back exactly as intended.
-    pub fn write(&self, lock: &ProjectLock, fields: &[(&str, String)]) -> Result<(), WriteError> {
+    pub fn write(
+        &self,
+        lock: &ProjectLock,
+        fields: &[(&str, String)],
+    ) -> Result<(), LoopFileError> {
         write_fields(lock, &self.file, &self.text, fields)
     }
 
@@ -397,7 +392,7 @@ impl Loop {
         &self,
         _lock: &ProjectLock,
         fields: &[(&str, String)],
-    ) -> Result<(), WriteError> {
+    ) -> Result<(), LoopFileError> {
         let updated = self.rewritten(fields)?;
         Ok(store::write_turn(&self.file.path, &updated)?)
     }
@@ -417,7 +412,7 @@ impl Loop {
         mut entry: LogEntry,
         extra: Vec<(&'static str, String)>,
         now: Timestamp,
-    ) -> Result<(PathBuf, String), WriteError> {
+    ) -> Result<(PathBuf, String), LoopFileError> {
         entry.decision = Logged::End;
         entry.outcome = Some(outcome);
         let mut fields = end_fields(outcome, now);
@@ -455,14 +450,17 @@ impl Loop {
         registry: &Registry,
         root: &std::path::Path,
         now: Timestamp,
-    ) -> Result<Self, AdoptError> {
+    ) -> Result<Self, LoopFileError> {
         let nonce = registry::new_nonce()?;
-        let text = self
-            .rewritten(&[(registry::NONCE_FIELD, quote(&nonce))])
-            .map_err(|e| AdoptError::Refused(refusal_text(e)))?;
-        let state = LoopState::parse(&text).map_err(|e| AdoptError::Refused(e.to_string()))?;
+        let text = self.rewritten(&[(registry::NONCE_FIELD, quote(&nonce))])?;
+        let state = LoopState::parse(&text).map_err(|source| LoopFileError::Parse {
+            path: self.file.path.clone(),
+            source,
+        })?;
         if state.nonce.as_deref() != Some(nonce.as_str()) {
-            return Err(AdoptError::NonceLost);
+            return Err(LoopFileError::NonceLost {
+                path: self.file.path.clone(),
+            });
         }
         registry.record(root, &self.file.name, &nonce, &state, now)?;
         store::write_atomic(&self.file.path, &text)?;
@@ -509,7 +507,7 @@ impl Loop {
     }
 
     /// Makes `owner` the loop's driver (`ralph run` taking over).
-    pub fn set_owner(&self, lock: &ProjectLock, owner: &str) -> Result<(), WriteError> {
+    pub fn set_owner(&self, lock: &ProjectLock, owner: &str) -> Result<(), LoopFileError> {
         self.write(
             lock,
             &[("session_id", crate::loop_file::frontmatter::scalar(owner))],
@@ -523,44 +521,13 @@ impl Loop {
         lock: &ProjectLock,
         driver: &str,
         owner: Option<&str>,
-    ) -> Result<(), WriteError> {
+    ) -> Result<(), LoopFileError> {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
         let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loop_file::frontmatter::scalar);
         self.write(lock, &[("session_id", value)])
     }
-}
-
-fn refusal_text(e: WriteError) -> String {
-    match e {
-        WriteError::Rewrite { source, .. } => source.to_string(),
-        WriteError::Store(e) => e.to_string(),
-    }
-}
-
-/// Why a loop could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-}
-
-impl crate::error::Exit for LoadError {}
-
-/// Why a loop could not be adopted. Nothing was written.
-#[derive(Debug, thiserror::Error)]
-pub enum AdoptError {
-    #[error(transparent)]
-    Registry(#[from] crate::loop_file::registry::RegistryError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    Refused(String),
-    #[error("the nonce did not read back")]
-    NonceLost,
 }
 
 #[cfg(test)]

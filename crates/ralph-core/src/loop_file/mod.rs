@@ -4,9 +4,11 @@
 //! (`ownership`, `run_owner`), the one classification of a project's loop
 //! files as armed, paused, foreign or unreadable (`scan`), the words around
 //! it (`messages`), and
-//! `lifecycle`, the one place that writes a loop file.
+//! `lifecycle`, the one place that writes a loop file, with `error`, the
+//! one error of reading, rewriting and adopting a loop file.
 
 pub mod binding;
+pub mod error;
 pub mod fields;
 pub mod frontmatter;
 pub mod guards;

@@ -9,65 +9,55 @@
 //! proof makes sure an edit never lands somewhere the YAML parser does not
 //! read.
 
+use std::path::Path;
+
+use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::FieldSource;
 use crate::loop_file::frontmatter;
 use crate::loop_file::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RewriteError {
-    #[error("the file no longer reads as a loop: {0}")]
-    Unreadable(#[from] StateError),
-    #[error(
-        "after rewriting, field `{field}` would read `{found}` instead of `{expected}`, so nothing was written; write it as `{field}: …` on a line of its own"
-    )]
-    NotReadBack {
-        field: &'static str,
-        expected: String,
-        found: String,
-    },
-    #[error(
-        "rewriting other fields would change field `{field}` (from `{before}` to `{after}`), so nothing was written; write it as `{field}: …` on a line of its own"
-    )]
-    SideEffect {
-        field: &'static str,
-        before: String,
-        after: String,
-    },
-    #[error("rewriting the fields would change the prompt, so nothing was written")]
-    BodyChanged,
-}
-
-impl crate::error::Exit for RewriteError {}
-
-/// Returns `text` with `fields` set (values are YAML scalars, already
-/// quoted as needed), or refuses when the result does not prove right.
-pub fn set_fields(text: &str, fields: &[(&str, String)]) -> Result<String, RewriteError> {
-    let before_layout = frontmatter::split(text).map_err(StateError::from)?;
-    let before = state::raw_fields(text, &before_layout)?;
-    let updated = frontmatter::set_fields(text, fields).map_err(StateError::from)?;
-    let after_layout = frontmatter::split(&updated).map_err(StateError::from)?;
-    let after = state::raw_fields(&updated, &after_layout)?;
+/// Returns `text` (the loop file at `path`, which only names it in a
+/// refusal) with `fields` set (values are YAML scalars, already quoted as
+/// needed), or refuses when the result does not prove right.
+pub fn set_fields(
+    path: &Path,
+    text: &str,
+    fields: &[(&str, String)],
+) -> Result<String, LoopFileError> {
+    let unreadable = |source: StateError| LoopFileError::NoLongerALoop {
+        path: path.to_owned(),
+        source,
+    };
+    let before_layout = frontmatter::split(text).map_err(unreadable)?;
+    let before = state::raw_fields(text, &before_layout).map_err(unreadable)?;
+    let updated = frontmatter::set_fields(text, fields).map_err(unreadable)?;
+    let after_layout = frontmatter::split(&updated).map_err(unreadable)?;
+    let after = state::raw_fields(&updated, &after_layout).map_err(unreadable)?;
     // The typed reading must still hold (a value past its cap, say); built
     // from the fields just read, so the new text is parsed once, not twice.
-    LoopState::from_raw(after.clone(), &updated[after_layout.body.clone()])?;
+    LoopState::from_raw(after.clone(), &updated[after_layout.body.clone()]).map_err(unreadable)?;
     if text[before_layout.body.clone()] != updated[after_layout.body.clone()] {
-        return Err(RewriteError::BodyChanged);
+        return Err(LoopFileError::BodyChanged {
+            path: path.to_owned(),
+        });
     }
-    let expected = expected_values(fields)?;
+    let expected = expected_values(fields).map_err(unreadable)?;
     for field in KNOWN_FIELDS.iter().copied() {
         let written = fields.iter().any(|(key, _)| *key == field);
         let now = after.get(field);
         if written {
             let want = expected.get(field);
             if now != want {
-                return Err(RewriteError::NotReadBack {
+                return Err(LoopFileError::NotReadBack {
+                    path: path.to_owned(),
                     field,
                     expected: want.unwrap_or("").to_owned(),
                     found: now.unwrap_or("").to_owned(),
                 });
             }
         } else if now != before.get(field) {
-            return Err(RewriteError::SideEffect {
+            return Err(LoopFileError::SideEffect {
+                path: path.to_owned(),
                 field,
                 before: before.get(field).unwrap_or("").to_owned(),
                 after: now.unwrap_or("").to_owned(),
@@ -93,14 +83,16 @@ fn expected_values(fields: &[(&str, String)]) -> Result<RawFields, StateError> {
 mod tests {
     use super::*;
 
+    const FILE: &str = "l.md";
+
     const LOOP: &str =
         "---\nactive: true\niteration: 1\nmax_iterations: 3\nx-note: keep\n---\n\nPrompt\n";
 
     #[test]
     fn a_plain_rewrite_is_proven() {
-        let out = set_fields(LOOP, &[("iteration", "2".into())]).unwrap();
+        let out = set_fields(Path::new(FILE), LOOP, &[("iteration", "2".into())]).unwrap();
         assert_eq!(out, LOOP.replace("iteration: 1", "iteration: 2"));
-        let out = set_fields(LOOP, &[("session_id", "\"s 1\"".into())]).unwrap();
+        let out = set_fields(Path::new(FILE), LOOP, &[("session_id", "\"s 1\"".into())]).unwrap();
         assert!(out.contains("session_id: \"s 1\"\n---"), "{out}");
     }
 
@@ -109,7 +101,7 @@ mod tests {
         for spelling in ["\"iteration\": 1", "'iteration': 1", "iteration : 1"] {
             let text = LOOP.replace("iteration: 1", spelling);
             assert_eq!(LoopState::parse(&text).unwrap().iteration, 1, "{spelling}");
-            let out = set_fields(&text, &[("iteration", "2".into())]).unwrap();
+            let out = set_fields(Path::new(FILE), &text, &[("iteration", "2".into())]).unwrap();
             assert_eq!(LoopState::parse(&out).unwrap().iteration, 2, "{spelling}");
         }
     }
@@ -118,13 +110,14 @@ mod tests {
     fn a_value_that_does_not_read_back_is_refused() {
         // A multi-line plain scalar: the line edit leaves its second line.
         let text = "---\niteration: 1\nverify: cargo\n  test\n---\nP";
-        assert!(set_fields(text, &[("iteration", "2".into())]).is_ok());
-        assert!(set_fields(text, &[("iteration", "\"1".into())]).is_err());
+        assert!(set_fields(Path::new(FILE), text, &[("iteration", "2".into())]).is_ok());
+        assert!(set_fields(Path::new(FILE), text, &[("iteration", "\"1".into())]).is_err());
     }
 
     #[test]
     fn a_value_past_its_cap_is_never_written() {
-        let err = set_fields(LOOP, &[("iteration", "1000000001".into())]).unwrap_err();
+        let err =
+            set_fields(Path::new(FILE), LOOP, &[("iteration", "1000000001".into())]).unwrap_err();
         assert!(err.to_string().contains("iteration"), "{err}");
     }
 }

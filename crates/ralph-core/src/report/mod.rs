@@ -11,7 +11,7 @@ pub mod text;
 
 use std::path::{Path, PathBuf};
 
-use crate::control::{self, LoopError, LoopReport};
+use crate::control::{self, LoopReport};
 use crate::fs::safe_fs::{self, FsError};
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::registry::Registry;
@@ -39,8 +39,6 @@ pub enum Selection {
 /// Why no report was made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error(transparent)]
-    Loops(#[from] LoopError),
     #[error("no loop named `{0}` (see `ralph status`)")]
     NoSuchLoop(String),
     #[error("no Ralph loops in this project yet: nothing to report")]

@@ -5,10 +5,11 @@
 use std::path::PathBuf;
 
 use crate::control::{self, LoopError};
-use crate::decide::engine::{self, Step, StepError, Turn};
+use crate::decide::engine::{self, Step, Turn};
 use crate::decide::{Observation, Outcome};
 use crate::fs::git;
-use crate::loop_file::lifecycle::{LoadError, Loop, WriteError};
+use crate::loop_file::error::LoopFileError;
+use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, StoreError};
@@ -48,16 +49,6 @@ pub fn standing(
     Standing::Go
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum JudgeError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Step(#[from] StepError),
-}
-
-impl crate::error::Exit for JudgeError {}
-
 /// Under the lock, if the loop is still as it was read before the agent
 /// ran, decides the turn on the agent's reply (the Stop hook's own rules)
 /// and writes it. `None`: the loop file changed while the agent ran, and
@@ -68,7 +59,7 @@ pub fn judge(
     live: &Loop,
     reply: &AgentReply,
     driver: &str,
-) -> Result<Option<Step>, JudgeError> {
+) -> Result<Option<Step>, RunError> {
     let lock = project.lock()?;
     let current = store::read_to_string(&live.file.path).ok();
     if current.as_deref() != Some(live.text.as_str()) {
@@ -97,19 +88,24 @@ pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Load(#[from] LoadError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error(transparent)]
-    Loop(#[from] LoopError),
-    #[error(transparent)]
-    Judge(#[from] JudgeError),
+    LoopFile(#[from] LoopFileError),
     /// No loop of that name to take over (the binary adds how to arm one).
     #[error("no loop named `{0}` to resume")]
     NoLoopToResume(String),
     /// The loop is not (or no longer) armed on this machine.
     #[error("{path}: {note}; nothing was run")]
     NotArmed { path: String, note: String },
+    /// Ctrl-C: no loop of that name left to cancel (`control::cancel`).
+    #[error("no loop named `{0}` is active (see `ralph status`)")]
+    NoSuchLoop(String),
+    /// The loop could not be ended: its file does not read (`control::end_driven`).
+    #[error("{0}. It was left as it is; fix or remove it by hand")]
+    Untouched(String),
+    /// Any other refusal of `control`'s, in its own words. `cancel` with a
+    /// name and `end_driven` return none today; this keeps the conversion
+    /// total without a front's error inside this one.
+    #[error("{0}")]
+    Control(String),
     /// Arming flags, no task, and no loop of that name to take over.
     #[error(
         "no loop named `{0}` here and no task given; nothing was armed. Give the task as arguments or on stdin: ralph run --completion-promise DONE \"<task>\""
@@ -131,6 +127,21 @@ impl crate::error::Exit for RunError {
         match self {
             Self::NoLoopNoTask(_) | Self::FlagsNeedTask(_) => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
+        }
+    }
+}
+
+/// The run ends its loop through `control` (`cancel`, `end_driven`): their
+/// refusals become the run's own, in the same words, so no front's error
+/// sits inside another's.
+impl From<LoopError> for RunError {
+    fn from(error: LoopError) -> Self {
+        match error {
+            LoopError::Store(e) => Self::Store(e),
+            LoopError::LoopFile(e) => Self::LoopFile(e),
+            LoopError::NoSuchLoop(name) => Self::NoSuchLoop(name),
+            LoopError::Untouched(why) => Self::Untouched(why),
+            other => Self::Control(other.to_string()),
         }
     }
 }
@@ -353,6 +364,20 @@ fn observe(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn control_refusals_become_the_runs_own_in_the_same_words() {
+        for error in [
+            LoopError::NoSuchLoop("l".into()),
+            LoopError::Untouched("l.md: bad".into()),
+            LoopError::Ambiguous("a, b".into()),
+        ] {
+            let words = error.to_string();
+            let run = RunError::from(error);
+            assert!(!matches!(run, RunError::Store(_)), "{run}");
+            assert_eq!(run.to_string(), words);
+        }
+    }
 
     #[test]
     fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
