@@ -11,7 +11,7 @@ use crate::exit::Failure;
 /// arms exactly where the hook will look), falling back to the git root or
 /// the current folder when no `.claude/` exists yet.
 pub fn project() -> Project {
-    let ctx = ralph_core::hook::HookContext::from_env();
+    let ctx = ralph_core::loop_file::environment::Environment::from_env();
     if let Some(p) = ctx.locate(None) {
         return p;
     }
@@ -27,7 +27,7 @@ pub fn project() -> Project {
 
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
 pub fn registry() -> Option<ralph_core::loop_file::registry::Registry> {
-    ralph_core::hook::HookContext::from_env().registry()
+    ralph_core::loop_file::environment::Environment::from_env().registry()
 }
 
 /// The registry, for commands that arm or adopt a loop and so must record it.

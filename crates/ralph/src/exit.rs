@@ -50,14 +50,24 @@ impl Failure {
     }
 }
 
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Self {
-            message,
-            code: code::FAILURE,
-        }
-    }
+/// What the binary itself can fail at, at the edge: reading stdin or the
+/// terminal, and an adoption the user did not accept.
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    #[error("could not read stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("could not read the answer: {0}")]
+    Answer(std::io::Error),
+    /// The loop's name, escaped to one line.
+    #[error(
+        "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {0} --yes`"
+    )]
+    NoTerminal(String),
+    #[error("not adopted.")]
+    Declined,
 }
+
+impl ralph_core::error::Exit for EdgeError {}
 
 /// The exit code of each class of error the core returns, in one place:
 /// each error type says its class (`ralph_core::error::Exit`).
@@ -82,6 +92,7 @@ macro_rules! failure_from {
 }
 
 failure_from!(
+    EdgeError,
     ralph_core::control::arguments::ArgumentsError,
     ralph_core::loop_file::state::StateError,
     ralph_core::loop_file::registry::RegistryError,
@@ -142,11 +153,11 @@ impl From<ralph_core::run::RunError> for Failure {
     }
 }
 
-pub type Outcome = Result<(), Failure>;
+pub type CmdResult = Result<(), Failure>;
 
 /// How a `ralph run` (or `--parallel`) ended, as its exit code; what
 /// happened is already printed.
-pub fn run_exit(exit: ralph_core::run::screen::RunExit) -> Outcome {
+pub fn run_exit(exit: ralph_core::run::screen::RunExit) -> CmdResult {
     use ralph_core::run::screen::RunExit;
     Err(match exit {
         RunExit::Success => return Ok(()),

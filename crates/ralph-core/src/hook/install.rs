@@ -15,12 +15,12 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::fs::safe_fs::{self, FsError};
-use crate::hook::HookContext;
 use crate::hook::host::Host;
 use crate::hook::host_install::{
     CODEX_SKILL, EMPTY_SETTINGS, GEMINI_COMMAND, add_hook, has_hook, hook_args, remove_hook,
     shell_quote,
 };
+use crate::loop_file::environment::Environment;
 
 /// Why an install or uninstall changed nothing, or stopped half way.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +185,7 @@ fn remove_file(path: &Path) -> Result<(), InstallError> {
 /// the project (never at or above the home folder or a folder the user does
 /// not own).
 fn git_root() -> Result<PathBuf, InstallError> {
-    let ctx = HookContext::from_env();
+    let ctx = Environment::from_env();
     let cwd = ctx
         .process_cwd
         .clone()

@@ -6,7 +6,6 @@
 //! nothing here panics or exits.
 
 pub mod answer;
-pub mod context;
 pub mod host;
 pub mod host_install;
 pub mod install;
@@ -36,7 +35,7 @@ use crate::reply::event::{EventError, StopEvent};
 use crate::reply::transcript;
 use crate::time::Timestamp;
 
-pub use crate::hook::context::{DEFAULT_BLOCK_CAP, HookContext};
+use crate::loop_file::environment::Environment;
 
 /// Why a hook could not do its work: the Stop hook's and the session
 /// hooks' (`session`). Every one ends in a notice and an allow, never a
@@ -59,13 +58,13 @@ pub enum HookError {
 }
 
 /// Answers one Stop event. Never fails: errors become a notice and an allow.
-pub fn stop(input: &[u8], ctx: &HookContext) -> Answer {
+pub fn stop(input: &[u8], ctx: &Environment) -> Answer {
     stop_for_host(input, ctx, None).answer
 }
 
 /// `stop` on an event read straight from `input` (stdin): the raw payload
 /// is never held next to the parsed reply.
-pub fn stop_reader(input: impl std::io::Read, ctx: &HookContext) -> Answer {
+pub fn stop_reader(input: impl std::io::Read, ctx: &Environment) -> Answer {
     stop_reader_for_host(input, ctx, None).answer
 }
 
@@ -87,14 +86,14 @@ impl HostAnswer {
 
 /// Answers one turn-end event of any host: `host` when the caller named it
 /// (`--host`), else the host recognised from the event.
-pub fn stop_for_host(input: &[u8], ctx: &HookContext, host: Option<Host>) -> HostAnswer {
+pub fn stop_for_host(input: &[u8], ctx: &Environment, host: Option<Host>) -> HostAnswer {
     answer(StopEvent::parse(input), ctx, host)
 }
 
 /// `stop_for_host` on an event read straight from `input` (stdin).
 pub fn stop_reader_for_host(
     input: impl std::io::Read,
-    ctx: &HookContext,
+    ctx: &Environment,
     host: Option<Host>,
 ) -> HostAnswer {
     answer(StopEvent::from_reader(input), ctx, host)
@@ -102,7 +101,7 @@ pub fn stop_reader_for_host(
 
 fn answer(
     parsed: Result<StopEvent, EventError>,
-    ctx: &HookContext,
+    ctx: &Environment,
     host: Option<Host>,
 ) -> HostAnswer {
     let mut out = HostAnswer {
@@ -149,7 +148,7 @@ fn owner_of(state: &LoopState) -> Option<&str> {
 
 fn run(
     mut event: StopEvent,
-    ctx: &HookContext,
+    ctx: &Environment,
     host: Option<Host>,
     out: &mut HostAnswer,
 ) -> Result<Answer, HookError> {
@@ -199,7 +198,7 @@ fn run(
         // Other hosts: the reply from where that host leaves it, and no
         // block cap (only Claude Code has one).
         let mut event = out.host.normalise(&event, live.state.started_at);
-        let ctx = HookContext {
+        let ctx = Environment {
             block_cap: 0,
             ..ctx.clone()
         };
@@ -512,7 +511,7 @@ fn drive(
     session: &str,
     claim: bool,
     event: &mut StopEvent,
-    ctx: &HookContext,
+    ctx: &Environment,
     lock: store::ProjectLock,
 ) -> Result<Answer, HookError> {
     let state = &live.state;
@@ -562,7 +561,7 @@ fn observe(
     project: &Project,
     state: &LoopState,
     event: &mut StopEvent,
-    ctx: &HookContext,
+    ctx: &Environment,
     notices: &mut Vec<String>,
 ) -> (Observation, Option<transcript::Appended>) {
     let transcript_path = event
@@ -776,7 +775,7 @@ const TRANSCRIPT_SETTLE: Duration = Duration::from_secs(2);
 fn block_cap_hinges_on_lag(
     state: &LoopState,
     event: &StopEvent,
-    ctx: &HookContext,
+    ctx: &Environment,
     seen: &transcript::Appended,
     reply: Option<&str>,
 ) -> bool {

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use crate::control;
 use crate::hook::HookError;
 use crate::hook::answer::Answer;
-use crate::hook::context::HookContext;
+use crate::loop_file::environment::Environment;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
@@ -71,7 +71,7 @@ impl SessionEvent {
 /// What the session hooks take from their environment.
 #[derive(Debug, Clone)]
 pub struct SessionContext {
-    pub hook: HookContext,
+    pub env: Environment,
     /// `CLAUDE_PID`: the client process, the same before and after `/clear`.
     pub client_pid: Option<u32>,
 }
@@ -79,7 +79,7 @@ pub struct SessionContext {
 impl SessionContext {
     pub fn from_env() -> Self {
         Self {
-            hook: HookContext::from_env(),
+            env: Environment::from_env(),
             client_pid: std::env::var("CLAUDE_PID")
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
@@ -123,7 +123,7 @@ fn answer_or_notice(result: Result<Answer, HookError>, what_happened: &str) -> A
 /// The project and this session, or `None` when there is nothing to do:
 /// no project, no loop file (one directory read), or no session named.
 fn locate(event: &SessionEvent, ctx: &SessionContext) -> Result<Option<Project>, HookError> {
-    let Some(project) = ctx.hook.locate(event.cwd.as_deref()) else {
+    let Some(project) = ctx.env.locate(event.cwd.as_deref()) else {
         return Ok(None);
     };
     if event.session().is_none() {
@@ -174,7 +174,7 @@ fn owned<'a>(lives: &'a [Loop], session: &str) -> impl Iterator<Item = (&'a Loop
 /// they name. A loop file that came with the project, or that a command of
 /// this session planted, is as inert here as it is to the Stop hook.
 fn live_loops(project: &Project, ctx: &SessionContext) -> Result<Vec<Loop>, HookError> {
-    let scan = Scan::read(project, ctx.hook.registry().as_ref())?;
+    let scan = Scan::read(project, ctx.env.registry().as_ref())?;
     Ok(scan
         .entries
         .into_iter()
@@ -200,10 +200,10 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
         return Ok(Answer::Silent);
     }
     // This session's loop file deleted by hand: say so (once) rather than nothing.
-    if let (Some(project), Some(session)) = (ctx.hook.locate(event.cwd.as_deref()), event.session())
+    if let (Some(project), Some(session)) = (ctx.env.locate(event.cwd.as_deref()), event.session())
         && project.loop_files()?.is_empty()
     {
-        return Ok(notice(&control::vanished(&project, session, ctx.hook.now)));
+        return Ok(notice(&control::vanished(&project, session, ctx.env.now)));
     }
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);
@@ -235,7 +235,7 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
         &[(rules::PROMPT_NOTICE_FIELD, state.iteration.to_string())],
     )?;
     LogEntry::new(
-        ctx.hook.now,
+        ctx.env.now,
         Logged::Prompt,
         "the user wrote to the session while the loop was armed (its turn had ended without a stop: interrupted or cut)",
     )
@@ -267,7 +267,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
             EndRule::HandOver { why } => {
                 let handover = ctx.client_pid.map(|client_pid| Handover {
                     client_pid,
-                    at: ctx.hook.now,
+                    at: ctx.env.now,
                     was_active: state.active,
                 });
                 let fields = handover
@@ -281,7 +281,7 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
         rewrite(&lock, live, &fields)?;
         LogEntry {
             reason: reason.map(str::to_owned),
-            ..LogEntry::new(ctx.hook.now, Logged::Pause, why.as_str())
+            ..LogEntry::new(ctx.env.now, Logged::Pause, why.as_str())
         }
         .session(session)
         .iteration(state.iteration)
@@ -329,7 +329,7 @@ fn run_failure(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> 
     };
     LogEntry {
         reason: event.error.as_deref().map(messages::printable),
-        ..LogEntry::new(ctx.hook.now, decision, why.as_str())
+        ..LogEntry::new(ctx.env.now, decision, why.as_str())
     }
     .session(session)
     .iteration(state.iteration)
@@ -396,8 +396,7 @@ fn take_over(
         let Some(handover) = rules::read_marks(&live.text).handover else {
             continue;
         };
-        if !handover.is_for(client_pid, ctx.hook.now)
-            || state.session_id.as_deref() == Some(session)
+        if !handover.is_for(client_pid, ctx.env.now) || state.session_id.as_deref() == Some(session)
         {
             continue;
         }
@@ -414,7 +413,7 @@ fn take_over(
         LogEntry {
             from: state.session_id.clone(),
             ..LogEntry::new(
-                ctx.hook.now,
+                ctx.env.now,
                 Logged::Handover,
                 "kept across /clear: the new conversation of the same client owns the loop now",
             )

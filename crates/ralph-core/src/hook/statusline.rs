@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::hook::context::HookContext;
+use crate::loop_file::environment::Environment;
 use crate::loop_file::registry::Arming;
 use crate::loop_file::scan::Scan;
 use crate::loop_file::state::LoopState;
@@ -17,7 +17,7 @@ use crate::time::{Timestamp, format_duration};
 /// session the environment names, when the JSON names none.
 pub fn statusline(
     input: &str,
-    mut ctx: HookContext,
+    mut ctx: Environment,
     session: Option<String>,
     now: Timestamp,
 ) -> Option<String> {
@@ -60,7 +60,7 @@ pub fn statusline(
 
 /// Keeps the plan's 5-hour window for the Stop hook (which is never shown
 /// it), when it changed since the last refresh.
-fn keep_window(status: &Value, ctx: &HookContext, now: Timestamp) {
+fn keep_window(status: &Value, ctx: &Environment, now: Timestamp) {
     use crate::loop_file::window;
     let (Some(seen), Some(registry)) =
         (window::Window::from_statusline(status, now), ctx.registry())
@@ -109,7 +109,7 @@ mod tests {
     use crate::loop_file::store::Project;
 
     /// The loop `l`, armed for session `s1`, and the context that finds it.
-    fn armed(tmp: &tempfile::TempDir) -> HookContext {
+    fn armed(tmp: &tempfile::TempDir) -> Environment {
         let root = tmp.path().join("p");
         std::fs::create_dir_all(root.join(".claude")).unwrap();
         let state = tmp.path().join("state");
@@ -129,7 +129,7 @@ mod tests {
             Timestamp(0),
         )
         .unwrap();
-        HookContext {
+        Environment {
             project_dir: Some(root),
             process_cwd: None,
             home: None,

@@ -12,7 +12,7 @@ use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
 use crate::cli::AdoptArgs;
-use crate::exit::{Failure, Outcome};
+use crate::exit::{CmdResult, EdgeError, Failure};
 
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.
@@ -20,7 +20,7 @@ fn escape_controls(text: &str) -> String {
     ralph_core::display::line(text).into_owned()
 }
 
-pub fn adopt(args: AdoptArgs) -> Outcome {
+pub fn adopt(args: AdoptArgs) -> CmdResult {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
     let (live, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {
@@ -43,14 +43,10 @@ pub fn adopt(args: AdoptArgs) -> Outcome {
     }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
-            return Err(format!(
-                "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {} --yes`",
-                escape_controls(&live.file.name)
-            )
-            .into());
+            return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
         }
         if !confirm()? {
-            return Err("not adopted.".to_owned().into());
+            return Err(EdgeError::Declined.into());
         }
     }
     record(&project, &registry, &live)
@@ -66,14 +62,14 @@ fn confirm() -> Result<bool, Failure> {
     std::io::stdin()
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| format!("could not read the answer: {e}"))?;
+        .map_err(EdgeError::Answer)?;
     Ok(matches!(
         answer.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"
     ))
 }
 
-fn record(project: &Project, registry: &Registry, live: &Loop) -> Outcome {
+fn record(project: &Project, registry: &Registry, live: &Loop) -> CmdResult {
     let name = &live.file.name;
     control::adopt(project, registry, name, &live.text, Timestamp::now())?;
     let owner = live.state.session_id.as_deref().map_or_else(

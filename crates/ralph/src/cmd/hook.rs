@@ -8,10 +8,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ralph_core::fs::gate;
+use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
-use ralph_core::hook::{self, HookContext};
+use ralph_core::loop_file::environment::Environment;
 
 /// The hook's own work (everything but a verification gate) must end
 /// within this; far inside the 900 s `timeout` of `hooks/hooks.json`.
@@ -31,7 +32,7 @@ pub fn stop(host: Option<Host>) -> ExitCode {
     let watchdog_host = host.unwrap_or(Host::Claude);
     std::thread::spawn(move || watchdog(started, deadline, watchdog_host));
     // Parsed as it is read: a huge reply is never held twice over.
-    let reply = hook::stop_reader_for_host(std::io::stdin().lock(), &HookContext::from_env(), host);
+    let reply = hook::stop_reader_for_host(std::io::stdin().lock(), &Environment::from_env(), host);
     answer_once(&reply);
     ExitCode::SUCCESS
 }
@@ -118,7 +119,7 @@ pub fn session(event: crate::cli::HookCommand) -> ExitCode {
                 HookCommand::SessionStart => session::start(&input, &ctx),
                 HookCommand::SessionEnd => session::end(&input, &ctx),
                 HookCommand::StopFailure => session::stop_failure(&input, &ctx),
-                HookCommand::Stop(_) => hook::stop(&input, &ctx.hook),
+                HookCommand::Stop(_) => hook::stop(&input, &ctx.env),
             }
         }
         Err(e) => ralph_core::hook::answer::Answer::Notice(format!(

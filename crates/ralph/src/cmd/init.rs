@@ -4,9 +4,9 @@
 use ralph_core::control::init;
 
 use crate::cli::InitArgs;
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn init(args: InitArgs) -> Outcome {
+pub fn init(args: InitArgs) -> CmdResult {
     let project = crate::env::project();
     let added = init::init(&project, &args.template, args.force, &mut |line| {
         say!("{line}");
@@ -21,7 +21,7 @@ pub fn init(args: InitArgs) -> Outcome {
 }
 
 /// `/ralph-init ARGS`, answered by the UserPromptSubmit hook: `raw` as the event carries it.
-pub fn init_typed(raw: &str) -> Outcome {
+pub fn init_typed(raw: &str) -> CmdResult {
     let mut args = InitArgs {
         template: "software".to_owned(),
         force: false,

@@ -5,16 +5,16 @@
 use ralph_core::hook::install;
 
 use crate::cli::InstallArgs;
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn install(args: InstallArgs) -> Outcome {
+pub fn install(args: InstallArgs) -> CmdResult {
     install::install(args.host, args.project, args.command, &mut |line| {
         say!("{line}");
     })?;
     Ok(())
 }
 
-pub fn uninstall(args: InstallArgs) -> Outcome {
+pub fn uninstall(args: InstallArgs) -> CmdResult {
     install::uninstall(args.host, args.project, &mut |line| say!("{line}"))?;
     Ok(())
 }

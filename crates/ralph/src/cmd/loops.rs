@@ -8,13 +8,12 @@ use std::io::{IsTerminal, Read};
 use ralph_core::control::arguments::{self, Selection};
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
-use ralph_core::control::{self, ArmRequest};
 use ralph_core::time::Timestamp;
 
-use crate::cli::{ArmFlags, SelectArgs, StartArgs};
-use crate::exit::{Failure, Outcome};
+use crate::cli::{SelectArgs, StartArgs};
+use crate::exit::{CmdResult, EdgeError, Failure};
 
-pub fn start(args: StartArgs) -> Outcome {
+pub fn start(args: StartArgs) -> CmdResult {
     let session = args
         .session_id
         .filter(|s| !s.trim().is_empty())
@@ -59,39 +58,11 @@ fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activati
     Ok(activation)
 }
 
-/// What arming a `--prd` loop shows (`ralph run` prints it too).
-pub fn story_commands(prd: &control::ArmPrd) -> String {
-    arming::story_commands(prd)
-}
-
-/// The request to arm a loop from `ralph run`'s pieces; `--prd` reads the PRD now.
-pub fn arm_request(
-    project: &ralph_core::loop_file::store::Project,
-    name: String,
-    prompt: String,
-    flags: ArmFlags,
-    session_id: Option<String>,
-    force: bool,
-) -> Result<ArmRequest, Failure> {
-    Ok(flags
-        .into_options(name, session_id, force)
-        .request(project, prompt)?)
-}
-
-/// Arms a loop; a bad name or an empty prompt is a usage error.
-pub fn arm(
-    project: &ralph_core::loop_file::store::Project,
-    request: &ArmRequest,
-) -> Result<(std::path::PathBuf, ralph_core::loop_file::state::LoopState), Failure> {
-    let registry = crate::env::require_registry()?;
-    Ok(control::arm(project, &registry, request, Timestamp::now())?)
-}
-
-pub fn read_stdin() -> Result<String, String> {
+pub fn read_stdin() -> Result<String, EdgeError> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
-        .map_err(|e| format!("could not read stdin: {e}"))?;
+        .map_err(EdgeError::Stdin)?;
     Ok(text)
 }
 
@@ -107,12 +78,12 @@ fn selection(args: SelectArgs) -> Result<Selection, Failure> {
     })
 }
 
-pub fn cancel(args: SelectArgs) -> Outcome {
+pub fn cancel(args: SelectArgs) -> CmdResult {
     cancel_as(&selection(args)?, crate::env::session_from_env())
 }
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
-pub fn cancel_as(selection: &Selection, session: Option<String>) -> Outcome {
+pub fn cancel_as(selection: &Selection, session: Option<String>) -> CmdResult {
     let (lines, outcome) = cancel_pause::cancel(
         &crate::env::project(),
         crate::env::registry().as_ref(),
@@ -126,7 +97,7 @@ pub fn cancel_as(selection: &Selection, session: Option<String>) -> Outcome {
     Ok(outcome?)
 }
 
-pub fn pause_or_resume(args: SelectArgs, active: bool) -> Outcome {
+pub fn pause_or_resume(args: SelectArgs, active: bool) -> CmdResult {
     let selection = selection(args)?;
     pause_or_resume_as(&selection, active, crate::env::session_from_env()).map(|_| ())
 }

@@ -13,9 +13,9 @@ use ralph_core::run::fleet::screen::{self, Paint, Screen};
 use ralph_core::run::fleet::{self, driver};
 
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn run(args: RunArgs, n: usize) -> Outcome {
+pub fn run(args: RunArgs, n: usize) -> CmdResult {
     if args.hand_back_after.is_some() || args.force {
         return Err(FleetError::SingleLoopFlags.into());
     }
@@ -96,7 +96,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
 }
 
 /// `ralph plan [--matrix]`.
-pub fn plan(args: PlanArgs) -> Outcome {
+pub fn plan(args: PlanArgs) -> CmdResult {
     let stories = driver::plan(&crate::env::project())?;
     if args.matrix {
         let open: Vec<fleet::Story> = stories.into_iter().map(|(s, _)| s).collect();
@@ -110,7 +110,7 @@ pub fn plan(args: PlanArgs) -> Outcome {
 }
 
 /// `ralph clean`: removes every worktree `ralph run --parallel` kept.
-pub fn clean() -> Outcome {
+pub fn clean() -> CmdResult {
     driver::clean(&crate::env::project(), &mut |line| say!("{line}"))?;
     Ok(())
 }

@@ -9,9 +9,9 @@ use ralph_core::loop_file::receipt::{self, ReceiptError};
 use ralph_core::time::Timestamp;
 
 use crate::cli::ReceiptArgs;
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn receipt(args: ReceiptArgs) -> Outcome {
+pub fn receipt(args: ReceiptArgs) -> CmdResult {
     let project = crate::env::project();
     let name = match args.name {
         Some(name) => name,

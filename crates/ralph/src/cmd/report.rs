@@ -8,9 +8,9 @@ use ralph_core::report::{self, Selection};
 use ralph_core::time::Timestamp;
 
 use crate::cli::ReportArgs;
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn report(args: ReportArgs) -> Outcome {
+pub fn report(args: ReportArgs) -> CmdResult {
     let project = crate::env::project();
     let selection = match (args.all, args.name) {
         (true, _) => Selection::All,

@@ -17,11 +17,13 @@ use ralph_core::run::screen::{self, Screen};
 use ralph_core::run::{Call, Driver, End, Event, ResetWait, Setup};
 use ralph_core::time::Timestamp;
 
-use super::loops::{arm, arm_request, read_stdin};
-use crate::cli::RunArgs;
-use crate::exit::{Failure, Outcome};
+use ralph_core::control::{self, arming};
 
-pub fn run(args: RunArgs) -> Outcome {
+use super::loops::read_stdin;
+use crate::cli::RunArgs;
+use crate::exit::{CmdResult, Failure};
+
+pub fn run(args: RunArgs) -> CmdResult {
     let agent =
         ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
@@ -65,18 +67,14 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     };
     let mut driver = match prompt {
         Some(prompt) => {
-            let request = arm_request(
-                &setup.project,
-                args.name.clone(),
-                prompt,
-                args.arm,
-                Some(own_id.clone()),
-                args.force,
-            )?;
+            let request = args
+                .arm
+                .into_options(args.name.clone(), Some(own_id.clone()), args.force)
+                .request(&setup.project, prompt)?;
             if let Some(prd) = &request.prd {
-                say!("{}", super::loops::story_commands(prd));
+                say!("{}", arming::story_commands(prd));
             }
-            arm(&setup.project, &request)?;
+            control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;
             Driver::armed(setup, own_id)
         }
         None if args.arm.any() => {
@@ -112,7 +110,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
 }
 
 /// Drives the loop to its end, showing each step.
-fn iterate(mut driver: Driver, mut terminal: Terminal) -> Outcome {
+fn iterate(mut driver: Driver, mut terminal: Terminal) -> CmdResult {
     loop {
         let shown = &terminal;
         let event = driver.next(&mut |call: Call<'_>| shown.run_agent(call))?;

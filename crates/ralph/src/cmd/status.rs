@@ -7,9 +7,9 @@ use ralph_core::control::status_text;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{LogArgs, StatusArgs};
-use crate::exit::Outcome;
+use crate::exit::CmdResult;
 
-pub fn status(args: StatusArgs) -> Outcome {
+pub fn status(args: StatusArgs) -> CmdResult {
     let project = crate::env::project();
     let registry = crate::env::registry();
     let mut reports = report::report(
@@ -31,7 +31,7 @@ pub fn status(args: StatusArgs) -> Outcome {
     Ok(())
 }
 
-pub fn log(args: LogArgs) -> Outcome {
+pub fn log(args: LogArgs) -> CmdResult {
     let project = crate::env::project();
     let session = crate::env::session_from_env();
     let choice = report::choose_log(

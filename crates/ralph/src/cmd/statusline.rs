@@ -4,13 +4,13 @@
 
 use std::io::Read;
 
-use ralph_core::hook::context::HookContext;
+use ralph_core::loop_file::environment::Environment;
 use ralph_core::time::Timestamp;
 
-pub fn statusline() -> crate::exit::Outcome {
+pub fn statusline() -> crate::exit::CmdResult {
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
-    let ctx = HookContext::from_env();
+    let ctx = Environment::from_env();
     let session = crate::env::session_from_env();
     let shown = ralph_core::hook::statusline::statusline(&input, ctx, session, Timestamp::now());
     if let Some(line) = shown {

@@ -10,7 +10,7 @@ use crate::time::Timestamp;
 
 /// What the hooks and the CLI take from their environment.
 #[derive(Debug, Clone)]
-pub struct HookContext {
+pub struct Environment {
     pub project_dir: Option<PathBuf>,
     pub process_cwd: Option<PathBuf>,
     pub home: Option<PathBuf>,
@@ -24,7 +24,7 @@ pub struct HookContext {
 /// Claude Code's default consecutive-block cap.
 pub const DEFAULT_BLOCK_CAP: u64 = 8;
 
-impl HookContext {
+impl Environment {
     pub fn from_env() -> Self {
         let var = |k: &str| {
             std::env::var_os(k)
