@@ -291,17 +291,8 @@ pub fn story_commands(prd: &ArmPrd) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loop_file::registry;
 
-    fn project() -> (tempfile::TempDir, Project, Registry) {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
-        let p = Project {
-            root: tmp.path().join("p"),
-        };
-        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-        (tmp, p, r)
-    }
+    use crate::control::test_project as project;
 
     #[test]
     fn apply_sets_each_option() {

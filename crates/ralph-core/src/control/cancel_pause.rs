@@ -118,17 +118,8 @@ pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loop_file::registry;
 
-    fn project() -> (tempfile::TempDir, Project, Registry) {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
-        let p = Project {
-            root: tmp.path().join("p"),
-        };
-        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-        (tmp, p, r)
-    }
+    use crate::control::test_project as project;
 
     #[test]
     fn a_loop_not_cancelled_is_a_failure() {

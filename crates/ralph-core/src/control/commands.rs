@@ -697,15 +697,7 @@ mod tests {
     use crate::control::report::report;
     use crate::loop_file::registry::Arming;
 
-    fn project() -> (tempfile::TempDir, Project, Registry) {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
-        let p = Project {
-            root: tmp.path().join("p"),
-        };
-        let r = registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-        (tmp, p, r)
-    }
+    use crate::control::test_project as project;
 
     fn req(name: &str, session: Option<&str>) -> ArmRequest {
         ArmRequest {

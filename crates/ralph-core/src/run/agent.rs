@@ -20,7 +20,7 @@ use crate::money::Money;
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
 
 /// What one agent run produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentReply {
     pub text: String,
     /// Tokens reported by the agent (input + cache creation + output), if any.
@@ -126,12 +126,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
     }
     AgentReply {
         text: trimmed.to_owned(),
-        tokens: None,
-        denials: Vec::new(),
-        is_error: false,
-        subtype: None,
-        cost: None,
-        limit: None,
+        ..AgentReply::default()
     }
 }
 

@@ -404,15 +404,7 @@ mod tests {
     }
 
     fn reply() -> AgentReply {
-        AgentReply {
-            text: String::new(),
-            tokens: None,
-            denials: Vec::new(),
-            is_error: false,
-            subtype: None,
-            cost: None,
-            limit: None,
-        }
+        AgentReply::default()
     }
 
     fn closing(end: End) -> Closing {
