@@ -27,11 +27,7 @@ fn model(text: &str, key: &str, value: &str) -> Option<String> {
     let yaml = &text[s.yaml.clone()];
     let lines: Vec<&str> = yaml.split_inclusive('\n').collect();
     // `key:`, `key :`, `"key":` or `'key':` at column 0, then a blank or the end.
-    let spellings = [
-        key.to_owned(),
-        format!("\"{key}\""),
-        format!("'{key}'"),
-    ];
+    let spellings = [key.to_owned(), format!("\"{key}\""), format!("'{key}'")];
     let hit = lines.iter().position(|l| {
         let l = l.trim_end_matches('\n');
         spellings.iter().any(|k| {
@@ -141,7 +137,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = reparsed;
 
     // A proven rewrite either refuses or reads back exactly.
-    if let Ok(out) = ralph_core::loop_file::rewrite::set_fields(&text, &[(key, value.clone())]) {
+    if let Ok(out) = ralph_core::loop_file::rewrite::set_fields(
+        std::path::Path::new("fuzz-loop.local.md"),
+        &text,
+        &[(key, value.clone())],
+    ) {
         let again = LoopState::parse(&out).expect("a proven rewrite parses");
         if key == "iteration" {
             assert_eq!(again.iteration.to_string(), value);

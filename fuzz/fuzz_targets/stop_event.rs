@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+use ralph_core::hook;
 use ralph_core::hook::answer::Answer;
-use ralph_core::reply::event::StopEvent;
-use ralph_core::hook::{self, HookContext};
+use ralph_core::loop_file::environment::Environment;
 use ralph_core::loop_file::state::LoopState;
+use ralph_core::reply::event::StopEvent;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
@@ -81,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
         serde_json::to_vec(&p).expect("payload")
     };
 
-    let ctx = HookContext {
+    let ctx = Environment {
         project_dir: Some(root.to_owned()),
         process_cwd: None,
         home: None,

@@ -15,8 +15,8 @@ use std::io::Write;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::time::Timestamp;
 use ralph_core::reply::transcript::{last_reply, scan_appended};
+use ralph_core::time::Timestamp;
 
 fn dir() -> &'static std::path::Path {
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();

@@ -150,7 +150,7 @@ mod tests {
     use crate::error::{Exit as _, ExitClass};
 
     #[test]
-    fn typed_arguments_pick_the_template_and_force() {
+    fn slash_arguments_pick_the_template_and_force() {
         let (mut template, mut force) = ("software".to_owned(), false);
         apply_typed(&mut template, &mut force, "marketing --force").unwrap();
         assert_eq!((template.as_str(), force), ("marketing", true));
