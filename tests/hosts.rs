@@ -63,14 +63,15 @@ fn client(host: Host, test: &str) -> Option<PathBuf> {
     None
 }
 
-/// A throwaway HOME (which is also each host's home), state folder and project.
-struct Sandbox {
+/// A throwaway HOME (which is also each host's home), state folder and project, for a host
+/// other than Claude Code (`support::client::Sandbox` is Claude Code's).
+struct HostSandbox {
     host: Host,
     client: PathBuf,
     dir: TempDir,
 }
 
-impl Sandbox {
+impl HostSandbox {
     fn new(host: Host, test: &str) -> Option<Self> {
         let client = client(host, test)?;
         let dir = tempfile::Builder::new()
@@ -324,7 +325,7 @@ const TASK: &str = "Polish the TASK-7Q parser";
 /// The loop continues with the task, a promise refused by `--verify` continues with the
 /// reason, and the promise completes the loop once the check passes.
 fn continues_refuses_then_completes(host: Host, test: &str) {
-    let Some(sandbox) = Sandbox::new(host, test) else {
+    let Some(sandbox) = HostSandbox::new(host, test) else {
         return;
     };
     sandbox.install();
@@ -396,7 +397,7 @@ fn continues_refuses_then_completes(host: Host, test: &str) {
 /// A loop armed for another session is never driven (nor its task shown); this session claims
 /// the unowned loop, and its iteration limit ends it.
 fn leaves_other_sessions_alone_and_stops_at_the_limit(host: Host, test: &str) {
-    let Some(sandbox) = Sandbox::new(host, test) else {
+    let Some(sandbox) = HostSandbox::new(host, test) else {
         return;
     };
     sandbox.install();
@@ -519,7 +520,7 @@ fn copilot_leaves_other_sessions_alone_and_stops_at_the_limit() {
     ignore = "Gemini CLI not installed: npm ci --prefix tests/hosts"
 )]
 fn gemini_ralph_loop_command_arms_and_runs() {
-    let Some(sandbox) = Sandbox::new(Host::Gemini, "gemini_ralph_loop_command_arms_and_runs")
+    let Some(sandbox) = HostSandbox::new(Host::Gemini, "gemini_ralph_loop_command_arms_and_runs")
     else {
         return;
     };
@@ -921,7 +922,7 @@ fn codex_skill_takes_the_task_from_the_prompt_hook_never_through_a_shell() {
     fn command_line_of(skill: &str) -> bool {
         skill.lines().any(|l| l.trim_start().starts_with("ralph "))
     }
-    let Some(sandbox) = Sandbox::new(Host::Codex, "codex_skill_takes_the_task") else {
+    let Some(sandbox) = HostSandbox::new(Host::Codex, "codex_skill_takes_the_task") else {
         return;
     };
     sandbox.install();

@@ -465,7 +465,13 @@ mod tests {
         );
         assert_eq!(
             first.text[2],
-            "State: .claude/ralph-loop.local.md · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)"
+            format!(
+                "State: {} · cancel: /ralph-cancel (ralph cancel) · status: /ralph-status (ralph status)",
+                std::path::Path::new(".claude/ralph-loop.local.md")
+                    .components()
+                    .collect::<std::path::PathBuf>()
+                    .display()
+            )
         );
         assert!(first.text.contains(&"\nYour task:\n\nDo it\n".to_owned()));
         assert!(

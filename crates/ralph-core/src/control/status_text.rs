@@ -349,7 +349,13 @@ mod tests {
         let text = log_text(&project, &choice);
         assert_eq!(
             text.header,
-            "Loop log .claude/ralph/history/20260101T000000Z-l.log.jsonl (its loop file was deleted outside ralph):"
+            format!(
+                "Loop log {} (its loop file was deleted outside ralph):",
+                std::path::Path::new(".claude/ralph/history/20260101T000000Z-l.log.jsonl")
+                    .components()
+                    .collect::<std::path::PathBuf>()
+                    .display()
+            )
         );
         assert!(text.when_empty.is_none());
         let empty = Project {

@@ -395,7 +395,8 @@ mod tests {
     fn driver() -> Driver {
         let setup = Setup {
             project: Project { root: "/p".into() },
-            registry: locate(Some(std::path::Path::new("/state")), None).unwrap(),
+            // An absolute path on every platform (`/state` is not one on Windows).
+            registry: locate(Some(&std::env::temp_dir().join("state")), None).unwrap(),
             name: "l".into(),
             agent: "agent".into(),
             hand_back_after: None,
