@@ -292,7 +292,7 @@ pub fn story_commands(prd: &ArmPrd) -> String {
 mod tests {
     use super::*;
 
-    use crate::control::test_project as project;
+    use crate::control::test_support::project;
 
     #[test]
     fn apply_sets_each_option() {

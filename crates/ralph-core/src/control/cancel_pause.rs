@@ -119,7 +119,7 @@ pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
 mod tests {
     use super::*;
 
-    use crate::control::test_project as project;
+    use crate::control::test_support::project;
 
     #[test]
     fn a_loop_not_cancelled_is_a_failure() {

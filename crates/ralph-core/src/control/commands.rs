@@ -697,7 +697,7 @@ mod tests {
     use crate::control::report::report;
     use crate::loop_file::registry::Arming;
 
-    use crate::control::test_project as project;
+    use crate::control::test_support::project;
 
     fn req(name: &str, session: Option<&str>) -> ArmRequest {
         ArmRequest {

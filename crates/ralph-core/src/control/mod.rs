@@ -22,20 +22,22 @@ pub mod templates;
 pub use commands::*;
 pub use report::{LoopReport, not_armed_note, report};
 
-/// A project (with its `.claude/`) and a registry of its own in a temporary
-/// folder, for this folder's unit tests; the folder lives as long as the guard.
 #[cfg(test)]
-pub(crate) fn test_project() -> (
-    tempfile::TempDir,
-    crate::loop_file::store::Project,
-    crate::loop_file::registry::Registry,
-) {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
-    let project = crate::loop_file::store::Project {
-        root: tmp.path().join("p"),
-    };
-    let registry =
-        crate::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
-    (tmp, project, registry)
+pub(crate) mod test_support {
+    /// A project (with its `.claude/`) and a registry of its own in a temporary
+    /// folder, for this folder's unit tests; the folder lives as long as the guard.
+    pub(crate) fn project() -> (
+        tempfile::TempDir,
+        crate::loop_file::store::Project,
+        crate::loop_file::registry::Registry,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
+        let project = crate::loop_file::store::Project {
+            root: tmp.path().join("p"),
+        };
+        let registry =
+            crate::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+        (tmp, project, registry)
+    }
 }
