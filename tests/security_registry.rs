@@ -821,6 +821,9 @@ fn a_newline_in_a_file_name_cannot_fake_a_line() {
 /// only one here: it is not resumed, and its prompt never reaches the agent as
 /// "your task" (the hook answers the command itself, so that context would go
 /// to the model unasked).
+const NOT_RESUMED: &str = "Nothing to resume: no matching loop is paused.";
+const NOT_ARMED_HINT: &str = "`x` is not armed on this machine, so it was not resumed: read it and take it over with `ralph adopt --name x`.";
+
 #[test]
 fn a_planted_paused_loop_is_neither_resumed_nor_given_to_the_agent() {
     let user = User::new();
@@ -841,12 +844,20 @@ fn a_planted_paused_loop_is_neither_resumed_nor_given_to_the_agent() {
             "{prompt}: nothing goes on to the model: {answer}"
         );
         assert_eq!(
-            answer["reason"], "Nothing to resume: no matching loop is paused.",
+            answer["reason"],
+            format!("{NOT_RESUMED}\n{NOT_ARMED_HINT}"),
             "{prompt}"
         );
     }
     let cli = user.ok(&clone, &["resume", "--name", "x"]);
-    assert_eq!(cli, "Nothing to resume: no matching loop is paused.\n");
+    assert_eq!(cli, format!("{NOT_RESUMED}\n{NOT_ARMED_HINT}\n"));
+    // Another name: the stranger's file is none of its business.
+    let other = user.ralph(&clone, &["resume", "--name", "y"], b"");
+    assert_eq!(
+        text(&other),
+        "exit Some(1)\nralph: no loop named `y` is active (see `ralph status`)\n",
+        "{other:?}"
+    );
     assert_eq!(
         read(&clone, PLANTED),
         paused.as_bytes(),

@@ -5,6 +5,7 @@
 use crate::control::arguments::Selection;
 use crate::control::commands::{self, Cancelled, LoopError};
 use crate::loop_file::registry::Registry;
+use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::store::Project;
 use crate::time::Timestamp;
 
@@ -95,8 +96,59 @@ pub fn pause_or_resume(
             now,
         )?);
     }
-    let text = toggled_text(&changed, active);
+    let mut text = toggled_text(&changed, active);
+    if active && changed.is_empty() {
+        text.extend(not_resumed_here(project, registry, selection));
+    }
     Ok(Toggled { changed, text })
+}
+
+/// The most loop files a resume names one by one as not armed here; past it,
+/// one line counts the rest (a checkout may carry thousands).
+const MAX_NAMED: usize = 3;
+
+/// The paused loop files a resume left alone because this user did not arm
+/// them here, each with the way to take it over.
+fn not_resumed_here(
+    project: &Project,
+    registry: Option<&Registry>,
+    selection: &Selection,
+) -> Vec<String> {
+    let Ok(scan) = Scan::read(project, registry) else {
+        return Vec::new();
+    };
+    let names: Vec<String> = scan
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            LoopEntry::Foreign { live, .. }
+                if !live.state.active
+                    && selection
+                        .name
+                        .as_deref()
+                        .is_none_or(|name| name == live.file.name) =>
+            {
+                Some(crate::display::line(&live.file.name).into_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    let mut lines: Vec<String> = names
+        .iter()
+        .take(MAX_NAMED)
+        .map(|name| {
+            format!(
+                "`{name}` is not armed on this machine, so it was not resumed: read it and take it over with `ralph adopt --name {name}`."
+            )
+        })
+        .collect();
+    if names.len() > MAX_NAMED {
+        lines.push(format!(
+            "… and {} more loop files not armed here (`ralph status` lists them).",
+            names.len() - MAX_NAMED
+        ));
+    }
+    lines
 }
 
 /// What pausing or resuming `changed` tells.
@@ -173,5 +225,44 @@ mod tests {
             ["Resumed loop `a`.", "Resumed loop `b`."]
         );
         assert_eq!(toggled_text(&["a".into()], false), ["Paused loop `a`."]);
+    }
+
+    #[test]
+    fn a_resume_names_the_paused_files_not_armed_here_and_counts_past_three() {
+        let (_t, p, r) = project();
+        let planted = "---\nactive: false\niteration: 1\nsession_id: \nmax_iterations: 5\n---\n\nA stranger's task.\n";
+        for name in ["a", "b", "c", "d", "e"] {
+            std::fs::write(p.loop_path(name), planted).unwrap();
+        }
+        let all = Selection {
+            name: None,
+            all: true,
+        };
+        let told = pause_or_resume(&p, Some(&r), &all, true, None, Timestamp(0)).unwrap();
+        assert!(told.changed.is_empty());
+        let hint = |n: &str| {
+            format!(
+                "`{n}` is not armed on this machine, so it was not resumed: read it and take it over with `ralph adopt --name {n}`."
+            )
+        };
+        assert_eq!(
+            told.text,
+            [
+                "Nothing to resume: no matching loop is paused.".to_owned(),
+                hint("a"),
+                hint("b"),
+                hint("c"),
+                "… and 2 more loop files not armed here (`ralph status` lists them).".to_owned(),
+            ]
+        );
+        let one = Selection {
+            name: Some("d".into()),
+            all: false,
+        };
+        let told = pause_or_resume(&p, Some(&r), &one, true, None, Timestamp(0)).unwrap();
+        assert_eq!(told.text[1..], [hint("d")]);
+        for name in ["a", "b", "c", "d", "e"] {
+            assert_eq!(std::fs::read_to_string(p.loop_path(name)).unwrap(), planted);
+        }
     }
 }
