@@ -496,7 +496,9 @@ fn resume_beside_a_planted_paused_loop_feeds_the_model_nothing() {
         );
         let blocked = blocked_by_hook(&run);
         assert!(
-            blocked.len() == 1 && blocked[0].contains("Nothing to resume"),
+            blocked.len() == 1
+                && blocked[0].contains("Nothing to resume")
+                && blocked[0].contains("take it over with `ralph adopt --name x`"),
             "{command}: the user reads why: {blocked:#?}\n{}",
             run.describe()
         );
