@@ -404,7 +404,11 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
     });
     std::fs::write(
         &opener,
-        format!("#!/bin/sh\necho \"$1\" > '{}'\nsleep 5\n", seen.display()),
+        // Written whole, then renamed: the test never reads a file the shell has only created.
+        format!(
+            "#!/bin/sh\necho \"$1\" > '{seen}.part' && mv '{seen}.part' '{seen}'\nsleep 5\n",
+            seen = seen.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
