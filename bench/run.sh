@@ -270,28 +270,9 @@ done
 # result; one file changed) or a non-editing turn (a Bash call, no change).
 # The same hyperfine run times one `git status`, the reference and the floor.
 GIT_CASES=()
-make_repo() { # make_repo N -> path (generated once per size, cached)
-  local n=$1 r="$CACHE/git-$1"
-  if [[ ! -f $r/.ready ]]; then
-    echo "bench: generating a git repository of $n files…" >&2
-    rm -rf "$r" && mkdir -p "$r"
-    python3 - "$r" "$n" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, f"d{i // 1000:03d}")
-    if i % 1000 == 0:
-        os.mkdir(d)
-    with open(os.path.join(d, f"f{i:06d}.txt"), "w") as f:
-        f.write(f"file {i}\n")
-PY
-    (cd "$r" && git init -q && git add -A &&
-      git -c user.name=bench -c user.email=bench@example.com commit -qm files &&
-      sleep 1 && git update-index -q --refresh && git status --porcelain >/dev/null)
-    touch "$r/.ready"
-    (cd "$r" && git update-index --assume-unchanged .ready 2>/dev/null || true)
-    echo .ready >>"$r/.git/info/exclude"
-  fi
+make_repo() { # make_repo N -> path (generated once per size, cached: bench/make-repo.sh)
+  local r="$CACHE/git-$1"
+  "$REPO/bench/make-repo.sh" "$r" "$1"
   echo "$r"
 }
 

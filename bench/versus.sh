@@ -151,23 +151,7 @@ run "first stop, 200 MiB, transcript only" "$P" "$WORK/e-200-only.json" first
 
 # A turn without tool calls at $FILES files: the hook's feedback, then a reply.
 R=$CACHE/git-$FILES
-if [[ ! -f $R/.ready ]]; then
-  rm -rf "$R" && mkdir -p "$R"
-  python3 - "$R" "$FILES" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, f"d{i // 1000:03d}")
-    if i % 1000 == 0:
-        os.mkdir(d)
-    with open(os.path.join(d, f"f{i:06d}.txt"), "w") as f:
-        f.write(f"file {i}\n")
-PY
-  (cd "$R" && git init -q && git add -A &&
-    git -c user.name=bench -c user.email=bench@example.com commit -qm files &&
-    sleep 1 && git update-index -q --refresh && git status --porcelain >/dev/null)
-  echo .ready >>"$R/.git/info/exclude" && echo .claude >>"$R/.git/info/exclude" && touch "$R/.ready"
-fi
+"$REPO/bench/make-repo.sh" "$R" "$FILES"
 TG=$WORK/git.jsonl
 cp "$T0" "$TG"
 event "$WORK/e-git.json" "$R" "$TG" "$TEXT"

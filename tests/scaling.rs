@@ -264,3 +264,27 @@ fn thousands_of_inert_loop_files_cost_a_few_notices_per_session() {
         "{a}"
     );
 }
+
+/// `ralph resume --all` (and `/ralph-resume --all`) read the project's loop files once per
+/// loop file: with 2,000 planted paused files that was 54 s and every stranger's file was
+/// resumed. Now one scan under one lock decides them all, and none is resumed.
+#[test]
+fn resume_all_over_thousands_of_planted_loop_files_reads_them_once() {
+    let p = Project::new();
+    let planted = "---\nactive: false\niteration: 1\nsession_id: \nmax_iterations: 5\n---\n\nA stranger's task.\n";
+    for i in 0..2000 {
+        p.write(&format!(".claude/x{i:04}-loop.local.md"), planted);
+    }
+    let started = Instant::now();
+    let out = p.ralph_with(&["resume", "--all"], b"", &[]);
+    let took = started.elapsed();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("Nothing to resume: no matching loop is paused.\n")
+            && said.contains("1997 more loop files not armed here"),
+        "{said}"
+    );
+    assert!(took < Duration::from_secs(8), "resume --all took {took:?}");
+    assert_eq!(p.read(".claude/x0000-loop.local.md"), planted);
+}

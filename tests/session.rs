@@ -538,6 +538,22 @@ fn without_a_binary_the_launcher_keeps_the_session_hooks_silent() {
     }
 }
 
+/// A message the user queued while the agent worked, as the client's transcript records it,
+/// and its sending.
+const ENQUEUE: &str = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
+const DEQUEUE: &str = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
+
+/// One Stop of the owner whose transcript holds `lines` (a reply "working"), and the answer.
+fn stop_with_transcript(s: &Project, transcript: &std::path::Path, lines: &[&str]) -> Value {
+    std::fs::write(transcript, lines.join("\n") + "\n").unwrap();
+    let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
+        "stop_hook_active": true, "last_assistant_message": "working",
+        "transcript_path": transcript});
+    let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
 /// Issue 26 item 2: a message the user typed while the agent worked waits in the client's
 /// queue (the transcript shows its `enqueue` line at once). The Stop hook lets that turn
 /// end, uncounted, so the message runs; once it was sent (`dequeue`), the loop goes on.
@@ -546,17 +562,8 @@ fn a_queued_message_ends_the_turn_uncounted() {
     let s = Project::new();
     s.arm(OWNER, &[]);
     let transcript = s.home().join("transcript.jsonl");
-    let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
-    let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
-    let stop = |lines: &[&str]| -> Value {
-        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
-        let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
-            "stop_hook_active": true, "last_assistant_message": "working",
-            "transcript_path": transcript});
-        let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-    };
+    let (enqueue, dequeue) = (ENQUEUE, DEQUEUE);
+    let stop = |lines: &[&str]| stop_with_transcript(&s, &transcript, lines);
     let answer = stop(&[enqueue]);
     assert_eq!(answer.get("decision"), None, "the turn may end: {answer}");
     assert!(
@@ -582,18 +589,9 @@ fn every_stop_reads_only_what_was_appended_with_the_guards_off() {
     let s = Project::new();
     s.arm(OWNER, &["--no-progress-after", "0"]);
     let transcript = s.home().join("transcript.jsonl");
-    let enqueue = r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-01T21:15:07.241Z","sessionId":"s","content":"/ralph-cancel"}"#;
-    let dequeue = r#"{"type":"queue-operation","operation":"dequeue","timestamp":"2026-12-01T21:15:29.465Z","sessionId":"s"}"#;
+    let (enqueue, dequeue) = (ENQUEUE, DEQUEUE);
     let reply = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"working"}]}}"#;
-    let stop = |lines: &[&str]| -> Value {
-        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
-        let event = json!({"session_id": OWNER, "cwd": s.cwd(), "hook_event_name": "Stop",
-            "stop_hook_active": true, "last_assistant_message": "working",
-            "transcript_path": transcript});
-        let out = s.ralph(&["hook", "stop"], event.to_string().as_bytes(), "");
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-    };
+    let stop = |lines: &[&str]| stop_with_transcript(&s, &transcript, lines);
     let offset = || field(&s.state(), "transcript_offset").map(str::to_owned);
     let len = |lines: &[&str]| Some((lines.join("\n").len() + 1).to_string());
     let answer = stop(&[enqueue]);

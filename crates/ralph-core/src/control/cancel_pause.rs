@@ -75,27 +75,10 @@ pub fn pause_or_resume(
     session: Option<&str>,
     now: Timestamp,
 ) -> Result<Toggled, LoopError> {
-    let names: Vec<Option<String>> = if selection.all {
-        crate::loop_file::scan::Scan::read(project, registry)
-            .map_err(LoopError::from)?
-            .entries
-            .into_iter()
-            .map(|entry| Some(entry.file().name.clone()))
-            .collect()
-    } else {
-        vec![selection.name.clone()]
-    };
-    let mut changed = Vec::new();
-    for name in names {
-        changed.extend(commands::set_active(
-            project,
-            registry,
-            name.as_deref(),
-            session,
-            active,
-            now,
-        )?);
-    }
+    // `--all` means every loop file, whatever name was given beside it.
+    let name = selection.name.as_deref().filter(|_| !selection.all);
+    let changed =
+        commands::set_active(project, registry, name, selection.all, session, active, now)?;
     let mut text = toggled_text(&changed, active);
     if active && changed.is_empty() {
         text.extend(not_resumed_here(project, registry, selection));

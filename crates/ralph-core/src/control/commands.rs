@@ -620,6 +620,7 @@ pub fn set_active(
     project: &Project,
     registry: Option<&Registry>,
     name: Option<&str>,
+    all: bool,
     session: Option<&str>,
     active: bool,
     now: Timestamp,
@@ -628,9 +629,16 @@ pub fn set_active(
         return Ok(Vec::new());
     }
     let lock = project.lock()?;
+    // One scan under one lock, `--all` included: a checkout of thousands of
+    // loop files costs one read of each.
     let lives = Scan::read(project, registry)?.entries;
+    let chosen: Vec<&LoopEntry> = if all {
+        lives.iter().collect()
+    } else {
+        pick(&lives, name, session)?
+    };
     let mut changed = Vec::new();
-    for entry in pick(&lives, name, session)? {
+    for entry in chosen {
         // A file that does not read or parse is never rewritten.
         let Some(current) = (if active { entry.ours() } else { entry.live() }) else {
             continue;
@@ -757,7 +765,7 @@ mod tests {
             Err(LoopError::Ambiguous(_))
         ));
         assert_eq!(
-            set_active(&p, Some(&r), None, Some("s2"), false, Timestamp(1)).unwrap(),
+            set_active(&p, Some(&r), None, false, Some("s2"), false, Timestamp(1)).unwrap(),
             ["b"]
         );
         let ended = cancel(&p, Some(&r), None, false, Some("s1"), Timestamp(1))

@@ -207,6 +207,7 @@ mod tests {
             &project,
             Some(&registry),
             Some("b-paused"),
+            false,
             None,
             false,
             Timestamp(1),

@@ -862,8 +862,16 @@ mod tests {
         let f = Fixture::new("run-1");
         let mut driver = f.armed_here();
         let mut pausing = |_: Call<'_>| {
-            crate::control::set_active(&f.project, None, Some("l"), None, false, Timestamp(1))
-                .unwrap();
+            crate::control::set_active(
+                &f.project,
+                None,
+                Some("l"),
+                false,
+                None,
+                false,
+                Timestamp(1),
+            )
+            .unwrap();
             replied("<promise>DONE</promise>")
         };
         assert!(matches!(
