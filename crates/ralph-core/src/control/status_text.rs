@@ -3,6 +3,7 @@
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
 use crate::control::report::{LogChoice, LoopReport};
+use crate::display;
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
 use crate::time::format_duration;
@@ -52,10 +53,10 @@ fn report(r: &LoopReport) -> Vec<String> {
     let mut out = vec![format!(
         "{} `{}`{how} {iteration}",
         r.state,
-        one_line(&r.name)
+        display::line(&r.name)
     )];
     if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
-        out.push(format!("  task: {}", one_line(task)));
+        out.push(format!("  task: {}", display::line(task)));
     }
     if let Some(gone) = driver_gone(r) {
         out.push(gone);
@@ -73,7 +74,7 @@ fn report(r: &LoopReport) -> Vec<String> {
         None => {}
     }
     if let Some(stories) = &r.stories {
-        out.push(format!("  {}", one_line(stories)));
+        out.push(format!("  {}", display::line(stories)));
     }
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
@@ -86,7 +87,7 @@ fn report(r: &LoopReport) -> Vec<String> {
         };
         out.push(format!(
             "  guards: {}{figures}",
-            one_line(&r.guards.join(", "))
+            display::line(&r.guards.join(", "))
         ));
     }
     if let Some(receipt) = &r.receipt {
@@ -109,9 +110,9 @@ fn report(r: &LoopReport) -> Vec<String> {
         out.push(format!("  ⚠ {note}"));
     }
     if let Some(err) = &r.error {
-        out.push(format!("  error: {}", one_line(err)));
+        out.push(format!("  error: {}", display::line(err)));
     }
-    out.push(format!("  file: {}", one_line(&r.path)));
+    out.push(format!("  file: {}", display::line(&r.path)));
     out.extend(
         r.recent
             .iter()
@@ -143,11 +144,11 @@ fn driver_gone(r: &LoopReport) -> Option<String> {
 fn facts(r: &LoopReport) -> Vec<String> {
     let mut facts = Vec::new();
     if let Some(p) = &r.completion_promise {
-        facts.push(format!("promise {}", one_line(p)));
+        facts.push(format!("promise {}", display::line(p)));
     }
     facts.push(format!(
         "owner {}",
-        one_line(r.session_id.as_deref().unwrap_or("unclaimed"))
+        display::line(r.session_id.as_deref().unwrap_or("unclaimed"))
     ));
     if let Some(s) = &r.started_at {
         facts.push(format!("started {s}"));
@@ -239,18 +240,13 @@ pub fn log_line(line: &serde_json::Value) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ⏎ ");
-    one_line(&format!(
+    display::line(&format!(
         "{} iteration {} {} — {why}{tokens}",
         field("time"),
         field("iteration"),
         field("decision"),
     ))
     .into_owned()
-}
-
-/// A value shown on one line: its newlines are escaped too.
-fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::display::line(text)
 }
 
 #[cfg(test)]
