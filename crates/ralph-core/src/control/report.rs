@@ -264,6 +264,21 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.idle_blocks = Some(s.progress.idle_blocks);
 }
 
+#[cfg(test)]
+impl LoopReport {
+    /// A report of a loop `name` whose file says nothing (for other modules' tests).
+    pub fn for_tests(name: &str) -> Self {
+        report_one(
+            name,
+            std::path::Path::new(""),
+            "",
+            std::path::Path::new(""),
+            0,
+            Timestamp(0),
+        )
+    }
+}
+
 /// Each ended loop's receipt, when the one kept for its name is for this
 /// very record (a later run of the same name has its own).
 pub fn attach_receipts(project: &Project, registry: Option<&Registry>, reports: &mut [LoopReport]) {

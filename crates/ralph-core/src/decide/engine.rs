@@ -350,9 +350,10 @@ fn end(
         log.tokens_unseen = Some(unseen);
     }
     fields.extend(state.progress.counts.ending_fields(seen.cost_usd));
-    log.cost_usd = seen
-        .cost_usd
-        .filter(|_| state.guards.max_cost_usd.is_some());
+    // The running total, logged whenever something was counted (the
+    // report and the webhook read the last one; they never add them up).
+    let spent = seen.cost_usd.unwrap_or(state.progress.counts.cost_usd);
+    log.cost_usd = (state.guards.max_cost_usd.is_some() || spent.0 > 0).then_some(spent);
     log.why.clone_from(&detail);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
     if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
@@ -457,7 +458,8 @@ fn go_on(
     log.same_reply_count = Some(progress.same_reply_count);
     log.no_progress_count = Some(progress.no_progress_count);
     log.idle_blocks = Some(progress.idle_blocks);
-    log.cost_usd = state.guards.max_cost_usd.map(|_| progress.counts.cost_usd);
+    log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
+        .then_some(progress.counts.cost_usd);
     let refused = seen.verification.as_ref().filter(|v| !v.passed);
     // The user sees a refused promise too, not only the model.
     let mut line = messages::status_line(&live.file.name, state, next);

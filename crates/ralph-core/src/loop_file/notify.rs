@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::money::Money;
+
 /// The longest a notification may hold up its caller.
 pub const BUDGET: Duration = Duration::from_millis(700);
 /// The longest URL a loop may record.
@@ -101,6 +103,9 @@ pub fn check_url(url: &str) -> Result<String, UrlError> {
 /// What the webhook receives. `text` is what Slack-compatible webhooks
 /// show; `title`, `message` and `topic` (the URL's `#fragment`, never sent
 /// by HTTP itself) are ntfy's JSON publishing fields; the rest are the facts.
+/// The cost is sent exactly, twice over: `cost_usd` as a decimal string
+/// (`"0.15"`, never a float a reader would round) and `cost_micro_usd` as
+/// whole micro-dollars (`150000`); both `null` when nothing was counted.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Message {
     #[serde(rename = "loop")]
@@ -109,7 +114,9 @@ pub struct Message {
     pub outcome: String,
     pub why: String,
     pub iterations: u64,
-    pub cost_usd: Option<f64>,
+    #[serde(serialize_with = "exact_decimal")]
+    pub cost_usd: Option<Money>,
+    pub cost_micro_usd: Option<u64>,
     pub title: String,
     pub message: String,
     pub text: String,
@@ -125,14 +132,16 @@ impl Message {
         outcome: crate::loop_file::outcome::Outcome,
         why: &str,
         iterations: u64,
-        cost_usd: Option<f64>,
+        cost_usd: Option<Money>,
     ) -> Self {
         let (_, headline) = outcome.headline();
         let project_name = std::path::Path::new(project)
             .file_name()
             .map_or_else(|| project.to_owned(), |n| n.to_string_lossy().into_owned());
         let title = format!("ralph `{name}` {headline}");
-        let cost = cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
+        let cost = cost_usd
+            .map(|c| format!(", {}", c.dollars()))
+            .unwrap_or_default();
         let message = format!("{why} ({iterations} iterations{cost}; {project_name})");
         Self {
             loop_name: name.to_owned(),
@@ -141,6 +150,7 @@ impl Message {
             why: why.to_owned(),
             iterations,
             cost_usd,
+            cost_micro_usd: cost_usd.map(|c| c.0),
             text: format!("{title}: {message}"),
             title,
             message,
@@ -149,17 +159,25 @@ impl Message {
     }
 }
 
-/// The sum of the `cost_usd` values of a decision log (`None` when no line
-/// has one); only a regular file, never through a link, only its end.
-pub fn logged_cost(log: &std::path::Path) -> Option<f64> {
+/// `Some(money)` as its exact decimal text, `None` as `null`.
+fn exact_decimal<S: serde::Serializer>(cost: &Option<Money>, s: S) -> Result<S::Ok, S::Error> {
+    match cost {
+        Some(c) => s.serialize_str(&c.decimal()),
+        None => s.serialize_none(),
+    }
+}
+
+/// What a loop spent, from its decision log: each line's `cost_usd` is the
+/// running total after that turn, so the figure is the last one logged,
+/// never a sum of them (`None` when no line has one). Only a regular file,
+/// never through a link, only its end.
+pub fn logged_cost(log: &std::path::Path) -> Option<Money> {
     let bytes = crate::fs::safe_fs::read_tail(log, crate::fs::safe_fs::LOG_TAIL_CAP).ok()?;
-    let costs: Vec<f64> = String::from_utf8_lossy(&bytes)
+    String::from_utf8_lossy(&bytes)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|l| l.get("cost_usd").and_then(serde_json::Value::as_f64))
-        .filter(|c| c.is_finite() && *c >= 0.0)
-        .collect();
-    (!costs.is_empty()).then(|| costs.iter().sum())
+        .filter_map(|l| l.get("cost_usd").and_then(Money::from_json_up))
+        .last()
 }
 
 /// What became of one notification, for the loop's log.
@@ -488,9 +506,10 @@ mod tests {
             crate::loop_file::outcome::Outcome::Completed,
             "done",
             3,
-            Some(0.5),
+            Some(Money(500_000)),
         );
         let v: serde_json::Value = serde_json::to_value(&m).unwrap();
+        assert_eq!((&v["cost_usd"], &v["cost_micro_usd"]), (&serde_json::json!("0.5"), &serde_json::json!(500_000)));
         assert_eq!(v["loop"], "docs");
         assert_eq!(v["outcome"], "completed");
         assert_eq!(v["iterations"], 3);
@@ -500,5 +519,31 @@ mod tests {
         );
         assert_eq!(v["title"], "ralph `docs` completed");
         assert!(v.get("topic").is_none());
+    }
+
+    #[test]
+    fn the_cost_is_the_last_running_total_never_a_sum_of_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("l.log.jsonl");
+        // Three iterations of $0.05 each: the log carries 0.05, 0.1, 0.15.
+        let lines = [
+            r#"{"decision":"block","iteration":1,"cost_usd":0.05,"why":"x"}"#,
+            r#"{"decision":"block","iteration":2,"cost_usd":0.1,"why":"x"}"#,
+            r#"{"decision":"end","iteration":3,"cost_usd":0.15,"why":"x"}"#,
+            r#"{"decision":"notify","why":"url: posted (HTTP 200)"}"#,
+        ];
+        std::fs::write(&log, lines.join("\n")).unwrap();
+        assert_eq!(logged_cost(&log), Some(Money(150_000)));
+        let m = Message::ended(
+            "l",
+            "/p",
+            crate::loop_file::outcome::Outcome::MaxIterations,
+            "x",
+            3,
+            logged_cost(&log),
+        );
+        let body = serde_json::to_string(&m).unwrap();
+        assert!(body.contains(r#""cost_usd":"0.15","cost_micro_usd":150000"#), "{body}");
+        assert!(m.text.contains("$0.15"), "{}", m.text);
     }
 }

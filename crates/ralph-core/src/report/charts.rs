@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Breaker, IterationRow, LoopView};
+use super::model::{Breaker, Check, IterationRow, LoopView, costs_per_iteration};
 use super::text::{esc, thousands};
 use crate::time::format_duration;
 
@@ -61,7 +61,7 @@ pub fn tokens(view: &LoopView) -> String {
             "<line class=\"budget\" x1=\"{LEFT}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
              <text class=\"budget-label\" x=\"{:.1}\" y=\"{:.1}\">budget {}</text>",
             LEFT + 4.0,
-            y - 4.0,
+            label_baseline(y),
             thousands(limit)
         );
     }
@@ -73,35 +73,45 @@ pub fn tokens(view: &LoopView) -> String {
     )
 }
 
-/// Dollars per iteration, when the log has them.
+/// A budget label's baseline: above its dashed line, or below it when the
+/// line is so near the top that a label above would be cut off.
+fn label_baseline(line_y: f64) -> f64 {
+    if line_y < 16.0 {
+        line_y + 13.0
+    } else {
+        line_y - 4.0
+    }
+}
+
+/// Dollars per iteration, when the log has them: each bar is what that
+/// iteration itself spent (the logged running totals, differenced exactly).
 pub fn cost(view: &LoopView) -> String {
     let rows = &view.iterations;
-    if rows.iter().all(|r| r.cost_usd.is_none()) {
+    let spent = costs_per_iteration(rows);
+    if spent.iter().all(Option::is_none) {
         return String::new();
     }
-    let highest = rows
-        .iter()
-        .filter_map(|r| r.cost_usd)
-        .fold(0.0_f64, f64::max)
-        .max(0.0001);
+    let highest = spent.iter().flatten().map(|m| m.0).max().unwrap_or(0).max(1);
     let mut svg = open_svg("Dollars per iteration");
     let slot = (WIDTH - LEFT) / rows.len().max(1) as f64;
-    for (i, row) in rows.iter().enumerate() {
-        let value = row.cost_usd.unwrap_or(0.0);
-        let h = value / highest * (HEIGHT - BOTTOM - 8.0);
+    for (i, (row, value)) in rows.iter().zip(&spent).enumerate() {
+        let micros = value.map_or(0, |m| m.0);
+        let h = micros as f64 / highest as f64 * (HEIGHT - BOTTOM - 8.0);
         let x = LEFT + slot * i as f64 + slot * 0.15;
         let _ = write!(
             svg,
-            "<g class=\"cost-bar\"><title>iteration {}: ${value:.4}</title>\
+            "<g class=\"cost-bar\" data-iteration=\"{}\" data-micro-usd=\"{micros}\"><title>iteration {}: {}</title>\
              <rect class=\"added\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"/></g>",
             row.iteration,
+            row.iteration,
+            value.map_or_else(|| "not logged".to_owned(), crate::money::Money::dollars),
             HEIGHT - BOTTOM - h,
             (slot * 0.7).max(1.0),
         );
     }
-    axis(&mut svg, &format!("${highest:.2}"), rows);
+    axis(&mut svg, &crate::money::Money(highest).dollars(), rows);
     svg.push_str("</svg>");
-    figure("Dollars per iteration", &svg)
+    figure("Dollars per iteration (what each iteration spent)", &svg)
 }
 
 /// The iterations one after another on a time line, each as long as it took.
@@ -153,12 +163,29 @@ pub fn timeline(view: &LoopView) -> String {
     figure("Time line: each iteration as long as it took", &svg)
 }
 
-/// The check and gate result of each iteration: pass, fail (with the
-/// failure count when logged), or none run.
+/// The `--check` results and the `--verify` gate's verdicts of each
+/// iteration, one row each (a row only when the log has any): pass, fail
+/// (with the failure count when logged), or none run.
 pub fn checks(view: &LoopView) -> String {
+    let rows = &view.iterations;
+    let mut out = String::new();
+    if rows.iter().any(|r| r.check.is_some()) {
+        out.push_str(&verdicts("`--check` per iteration", rows, |r| r.check.as_ref()));
+    }
+    if rows.iter().any(|r| r.verify.is_some()) {
+        out.push_str(&verdicts("`--verify` gate per iteration", rows, |r| r.verify.as_ref()));
+    }
+    if out.is_empty() {
+        out.push_str(&verdicts("Checks per iteration", rows, |r| r.check.as_ref()));
+    }
+    out
+}
+
+/// One row of verdicts, `pick` choosing which of a line's.
+fn verdicts(what: &str, rows: &[IterationRow], pick: impl Fn(&IterationRow) -> Option<&Check>) -> String {
     let mut cells = String::new();
-    for row in &view.iterations {
-        let (class, mark, title) = match &row.check {
+    for row in rows {
+        let (class, mark, title) = match pick(row) {
             Some(c) if c.passed => ("pass", "✓".to_owned(), format!("passed {}", c.status)),
             Some(c) => (
                 "fail",
@@ -177,7 +204,8 @@ pub fn checks(view: &LoopView) -> String {
         );
     }
     format!(
-        "<figure><figcaption>Checks per iteration (✓ passed, ✗ failed with the number of failures when known, · none ran)</figcaption><ol class=\"checks\">{cells}</ol></figure>"
+        "<figure><figcaption>{} (✓ passed, ✗ failed with the number of failures when known, · none ran)</figcaption><ol class=\"checks\">{cells}</ol></figure>",
+        esc(what)
     )
 }
 
@@ -193,11 +221,18 @@ pub fn breakers(view: &LoopView) -> String {
 }
 
 fn breaker_row(b: &Breaker) -> String {
+    let shown = |n: u64| {
+        if b.dollars {
+            crate::money::Money(n).dollars()
+        } else {
+            thousands(n)
+        }
+    };
     let (limit, percent) = if b.limit == 0 {
         ("off".to_owned(), 0.0)
     } else {
         (
-            thousands(b.limit),
+            shown(b.limit),
             (b.count as f64 / b.limit as f64 * 100.0).min(100.0),
         )
     };
@@ -210,7 +245,7 @@ fn breaker_row(b: &Breaker) -> String {
         "<tr class=\"breaker{hot}\"><th>{}</th><td class=\"num\">{} / {limit}</td>\
          <td><div class=\"meter\"><span style=\"width:{percent:.0}%\"></span></div></td></tr>",
         esc(b.label),
-        thousands(b.count),
+        shown(b.count),
     )
 }
 

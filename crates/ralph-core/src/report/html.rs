@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::charts;
 use super::model::{LoopView, Report, StoryRow};
 pub use super::text::esc;
-use super::text::thousands;
+use super::text::{esc_block, thousands};
 use crate::loop_file::outcome::Outcome;
 use crate::time::format_duration;
 
@@ -57,7 +57,7 @@ fn loop_section(view: &LoopView) -> String {
         esc(&words),
     );
     if let Some(why) = &view.why {
-        let _ = write!(out, "<p class=\"reason\">{}</p>", esc(why));
+        let _ = write!(out, "<p class=\"reason\">{}</p>", esc_block(why));
     }
     if !view.task.is_empty() {
         let _ = write!(
@@ -120,7 +120,11 @@ fn facts(view: &LoopView) -> String {
         items.push(format!("{} tokens{budget}", thousands(t)));
     }
     if let Some(c) = view.cost_usd {
-        items.push(format!("${c:.2}"));
+        let budget = view
+            .max_cost_usd
+            .map(|m| format!(" of {}", m.dollars()))
+            .unwrap_or_default();
+        items.push(format!("{} spent{budget}", c.dollars()));
     }
     if let Some(s) = &view.started_at {
         items.push(format!("started {s}"));
@@ -156,38 +160,43 @@ fn iteration_table(view: &LoopView) -> String {
     }
     let mut rows = String::new();
     let mut previous = 0;
-    for r in &view.iterations {
+    let spent = super::model::costs_per_iteration(&view.iterations);
+    for (r, cost) in view.iterations.iter().zip(spent) {
         let added = r
             .tokens_added(previous)
             .map_or_else(|| "–".to_owned(), thousands);
         previous = r.tokens_total.unwrap_or(previous);
-        let check = match &r.check {
-            Some(c) if c.passed => "passed".to_owned(),
-            Some(c) => format!(
-                "failed {}{}",
-                c.status,
-                c.failures
-                    .map(|n| format!(", {n} failures"))
-                    .unwrap_or_default()
-            ),
-            None => "–".to_owned(),
-        };
         let _ = write!(
             rows,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
             r.iteration,
             esc(&r.decision),
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
-            r.cost_usd
-                .map_or_else(|| "–".to_owned(), |c| format!("${c:.4}")),
-            esc(&check),
-            esc(&r.why),
+            cost.map_or_else(|| "–".to_owned(), crate::money::Money::dollars),
+            esc(&verdict_words(r.check.as_ref())),
+            esc(&verdict_words(r.verify.as_ref())),
+            esc_block(&r.why),
         );
     }
     format!(
-        "<details open><summary>Iterations</summary><table class=\"iterations\"><thead><tr><th>#</th><th>decision</th><th>took</th><th>tokens</th><th>$</th><th>check</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></details>"
+        "<details open><summary>Iterations</summary><table class=\"iterations\"><thead><tr><th>#</th><th>decision</th><th>took</th><th>tokens</th><th>$</th><th>--check</th><th>--verify</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></details>"
     )
+}
+
+/// A verdict in words for the table: `passed`, `failed exit 1, 3 failures`, `–`.
+fn verdict_words(verdict: Option<&super::model::Check>) -> String {
+    match verdict {
+        Some(c) if c.passed => "passed".to_owned(),
+        Some(c) => format!(
+            "failed {}{}",
+            c.status,
+            c.failures
+                .map(|n| format!(", {n} failures"))
+                .unwrap_or_default()
+        ),
+        None => "–".to_owned(),
+    }
 }
 
 /// A `--parallel` run: one row per story.
@@ -224,7 +233,7 @@ body{margin:0 auto;max-width:960px;padding:24px;background:var(--bg);color:var(-
 h1{font-size:22px;margin:0}h2{font-size:18px;margin:0 0 6px}
 .meta,.task,figcaption,.axis{color:var(--muted)}
 section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px;margin:18px 0}
-.outcome{font-weight:normal}.reason{margin:4px 0;font-weight:600}
+.outcome{font-weight:normal}.reason{margin:4px 0;font-weight:600;white-space:pre-wrap}
 .badge{display:inline-block;font-size:13px;padding:1px 8px;border-radius:10px;color:#fff;background:var(--warn);vertical-align:2px}.badge.ok{background:var(--ok)}.badge.bad{background:var(--bad)}.badge.live{background:var(--accent)}
 .facts{display:flex;flex-wrap:wrap;gap:6px 18px;padding:0;margin:8px 0;list-style:none}
 figure{margin:14px 0}figcaption{font-size:13px;margin-bottom:4px}
@@ -242,7 +251,7 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:3px 8px;
 .meter{height:10px;min-width:80px;background:var(--bg);border:1px solid var(--line);border-radius:5px;overflow:hidden}
 .meter span{display:block;height:100%;background:var(--accent)}.breaker.reached .meter span{background:var(--bad)}
 .breakers th{font-weight:normal;width:40%}
-td.why{color:var(--muted);word-break:break-word}
+td.why{color:var(--muted);word-break:break-word;white-space:pre-wrap}
 .story.merged th,.story.ready th{color:var(--ok)}.story.conflict th,.story.verify_failed th,.story.merge_failed th{color:var(--bad)}
 .error{color:var(--bad)}
 code,q{word-break:break-all}

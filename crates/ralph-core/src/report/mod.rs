@@ -28,7 +28,8 @@ pub const REPORTS: &str = ".claude/ralph/reports";
 /// Which loops a report shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selection {
-    /// The loop of that name: the live one, else the newest ended one.
+    /// Every run of the loop of that name: the live one, then the ended
+    /// ones, newest first.
     Name(String),
     /// Every loop, live and ended, and the stories of a `--parallel` run.
     All,
@@ -59,14 +60,18 @@ pub fn gather(
     selection: &Selection,
     now: Timestamp,
 ) -> Result<Report, ReportError> {
-    let all = control::report(project, registry, usize::MAX, 0, now)?;
+    let mut all = control::report(project, registry, usize::MAX, 0, now)?;
+    // The receipts kept for this user, so a loop its gate completed shows one.
+    control::report::attach_receipts(project, registry, &mut all);
     let chosen: Vec<&LoopReport> = match selection {
         Selection::All => all.iter().collect(),
-        Selection::Name(name) => vec![
-            all.iter()
-                .find(|r| &r.name == name)
-                .ok_or_else(|| ReportError::NoSuchLoop(name.clone()))?,
-        ],
+        Selection::Name(name) => {
+            let runs: Vec<&LoopReport> = all.iter().filter(|r| &r.name == name).collect();
+            if runs.is_empty() {
+                return Err(ReportError::NoSuchLoop(name.clone()));
+            }
+            runs
+        }
         Selection::Default { session } => {
             let mine = all.iter().find(|r| {
                 session.is_some() && &r.session_id == session && r.state != LoopStatus::Ended

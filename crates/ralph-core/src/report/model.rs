@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use crate::control::LoopReport;
+use crate::money::Money;
 use crate::run::fleet::StoryRecord;
 use crate::time::Timestamp;
 
@@ -41,8 +42,11 @@ pub struct LoopView {
     pub elapsed_secs: Option<u64>,
     pub tokens_used: Option<u64>,
     pub max_tokens: Option<u64>,
-    /// The sum of the logged `cost_usd` values, when any line has one.
-    pub cost_usd: Option<f64>,
+    /// What the loop spent: the counter of its file (the record), else the
+    /// last running total its log carries; `None` when nothing was counted.
+    pub cost_usd: Option<Money>,
+    /// The dollar budget (`--max-cost`), when there is one.
+    pub max_cost_usd: Option<Money>,
     pub breakers: Vec<Breaker>,
     pub iterations: Vec<IterationRow>,
     /// The receipt's fields, in the order logged (the last line that has one).
@@ -57,6 +61,8 @@ pub struct Breaker {
     pub count: u64,
     /// 0: the breaker is off.
     pub limit: u64,
+    /// The count and limit are micro-dollars (shown as `$0.15`).
+    pub dollars: bool,
 }
 
 /// One iteration as its decision-log line tells it.
@@ -70,7 +76,11 @@ pub struct IterationRow {
     pub seconds: Option<u64>,
     /// The loop's tokens after this turn, as logged (a running total).
     pub tokens_total: Option<u64>,
-    pub cost_usd: Option<f64>,
+    /// What the loop had spent after this turn, as logged (a running total).
+    pub cost_total: Option<Money>,
+    /// The `--verify` gate's verdict at this stop, when it ran.
+    pub verify: Option<Check>,
+    /// The `--check` command's result at this stop, when it ran.
     pub check: Option<Check>,
     pub why: String,
 }
@@ -80,6 +90,24 @@ impl IterationRow {
     pub fn tokens_added(&self, previous_total: u64) -> Option<u64> {
         self.tokens_total.map(|t| t.saturating_sub(previous_total))
     }
+
+    /// Dollars this turn spent: the running total less the previous one.
+    pub fn cost_added(&self, previous_total: Money) -> Option<Money> {
+        self.cost_total.map(|t| t.minus(previous_total))
+    }
+}
+
+/// Each iteration's own spend, in order (`None` where its line has no
+/// figure): the differences of the logged running totals.
+pub fn costs_per_iteration(rows: &[IterationRow]) -> Vec<Option<Money>> {
+    let mut previous = Money(0);
+    rows.iter()
+        .map(|r| {
+            let added = r.cost_added(previous);
+            previous = r.cost_total.unwrap_or(previous);
+            added
+        })
+        .collect()
 }
 
 /// A check or gate result of one iteration.
@@ -124,7 +152,13 @@ impl From<&StoryRecord> for StoryRow {
 /// decision log's lines, oldest first.
 pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
     let iterations = iterations(log, report.started_at.as_deref());
-    let costs: Vec<f64> = iterations.iter().filter_map(|i| i.cost_usd).collect();
+    let counted = report
+        .guard_counts
+        .as_ref()
+        .map(|c| c.cost_usd)
+        .filter(|c| c.0 > 0);
+    let max_cost_usd = report.guard_settings.as_ref().and_then(|g| g.max_cost_usd);
+    let logged = iterations.iter().rev().find_map(|i| i.cost_total);
     let why = log
         .iter()
         .rev()
@@ -143,13 +177,18 @@ pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
         elapsed_secs: report.elapsed_secs,
         tokens_used: report.tokens_used,
         max_tokens: report.guard_settings.as_ref().and_then(|g| g.max_tokens),
-        cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+        cost_usd: counted
+            .or(logged)
+            .or(max_cost_usd.map(|_| Money(0))),
+        max_cost_usd,
         breakers: breakers(report),
         iterations,
-        receipt: log
-            .iter()
-            .rev()
-            .find_map(|l| l.get("receipt"))
+        receipt: report
+            .receipt
+            .as_ref()
+            .and_then(|r| serde_json::to_value(r).ok())
+            .as_ref()
+            .or_else(|| log.iter().rev().find_map(|l| l.get("receipt")))
             .map(receipt_fields)
             .unwrap_or_default(),
         error: report.error.clone(),
@@ -181,21 +220,20 @@ pub fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<IterationRow> 
             time,
             seconds,
             tokens_total: number(line, "tokens"),
-            cost_usd: line
-                .get("cost_usd")
-                .and_then(Value::as_f64)
-                .filter(|c| c.is_finite() && *c >= 0.0),
-            check: check(line),
+            cost_total: line.get("cost_usd").and_then(Money::from_json_up),
+            verify: verdict(line, "verification"),
+            check: verdict(line, "check"),
             why: text(line, "why").unwrap_or_default(),
         });
     }
     rows
 }
 
-/// The gate's verdict of a line: `verification` as ralph logs it, with a
-/// failure count wherever a writer put one.
-fn check(line: &Value) -> Option<Check> {
-    let v = line.get("verification")?;
+/// A verdict of a line (`verification`: the `--verify` gate; `check`: the
+/// `--check` command) as ralph logs it, with a failure count wherever a
+/// writer put one.
+fn verdict(line: &Value, field: &str) -> Option<Check> {
+    let v = line.get(field)?;
     let failures = ["failures", "failed", "failure_count"]
         .iter()
         .find_map(|k| v.get(*k).and_then(Value::as_u64))
@@ -215,6 +253,7 @@ fn breakers(r: &LoopReport) -> Vec<Breaker> {
             label: "iterations",
             count,
             limit,
+            dollars: false,
         });
     }
     let (Some(g), Some(c)) = (&r.guard_settings, &r.guard_counts) else {
@@ -225,6 +264,7 @@ fn breakers(r: &LoopReport) -> Vec<Breaker> {
             label,
             count: count.unwrap_or(0),
             limit,
+            dollars: false,
         });
     };
     push("same reply in a row", r.same_reply_count, g.stuck_after);
@@ -243,6 +283,14 @@ fn breakers(r: &LoopReport) -> Vec<Breaker> {
     }
     if let Some(limit) = g.max_duration_secs {
         push("seconds", r.elapsed_secs, limit);
+    }
+    if let Some(limit) = g.max_cost_usd {
+        out.push(Breaker {
+            label: "dollars (--max-cost)",
+            count: c.cost_usd.0,
+            limit: limit.0,
+            dollars: true,
+        });
     }
     out
 }
@@ -289,8 +337,8 @@ mod tests {
         assert_eq!(rows[0].seconds, Some(30));
         assert_eq!(rows[1].seconds, Some(90));
         assert_eq!(rows[1].tokens_added(100), Some(150));
-        assert_eq!(rows[1].cost_usd, Some(0.25));
-        let check = rows[1].check.clone().unwrap();
+        assert_eq!(rows[1].cost_total, Some(Money(250_000)));
+        let check = rows[1].verify.clone().unwrap();
         assert!(!check.passed);
         assert_eq!(check.failures, Some(3));
         assert_eq!(check.status, "exit 1");
@@ -306,7 +354,7 @@ mod tests {
         assert_eq!(rows.len(), 1);
         let row = &rows[0];
         assert_eq!(
-            (row.iteration, row.tokens_total, row.cost_usd),
+            (row.iteration, row.tokens_total, row.cost_total),
             (0, None, None)
         );
         assert_eq!((row.seconds, row.check.clone()), (None, None));
@@ -319,5 +367,23 @@ mod tests {
             fields,
             vec![("b".into(), "two".into()), ("a".into(), "1".into())]
         );
+    }
+
+    #[test]
+    fn each_iteration_costs_what_the_running_total_grew_by() {
+        // Three iterations of $0.05: the log carries the running total.
+        let log = vec![
+            json!({"decision": "block", "iteration": 1, "cost_usd": 0.05, "why": "x"}),
+            json!({"decision": "block", "iteration": 2, "cost_usd": 0.1, "why": "x"}),
+            json!({"decision": "end", "iteration": 3, "cost_usd": 0.15, "why": "x",
+                   "check": {"passed": false, "status": "exit 1", "failures": 2}}),
+        ];
+        let rows = iterations(&log, None);
+        let each = costs_per_iteration(&rows);
+        assert_eq!(each, vec![Some(Money(50_000)); 3]);
+        let view = loop_view(&crate::control::LoopReport::for_tests("l"), &log);
+        assert_eq!(view.cost_usd, Some(Money(150_000)), "the last total, not 0.30");
+        let check = rows[2].check.clone().unwrap();
+        assert_eq!((check.passed, check.failures), (false, Some(2)), "--check is read");
     }
 }

@@ -19,6 +19,12 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// `text` as [`esc`] makes it, but its line breaks kept as line breaks (the
+/// page shows them with `white-space: pre-wrap`), never as `\n`.
+pub fn esc_block(text: &str) -> String {
+    text.split('\n').map(esc).collect::<Vec<_>>().join("\n")
+}
+
 /// `1234567` as `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();

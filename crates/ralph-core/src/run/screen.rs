@@ -46,6 +46,16 @@ pub struct Closing {
 pub struct Screen {
     name: String,
     last: &'static str,
+    /// The run's clock (seconds) when the current iteration began, so each
+    /// line shows that iteration's own time, not the run's.
+    iteration_began: u64,
+}
+
+/// The times the run's end tells: the last iteration's own, and the run's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Times {
+    pub iteration_secs: u64,
+    pub total_secs: u64,
 }
 
 impl Screen {
@@ -53,17 +63,27 @@ impl Screen {
         Self {
             name: crate::display::line(name).into_owned(),
             last: "starting",
+            iteration_began: 0,
+        }
+    }
+
+    /// The run's clock `elapsed_secs` as the current iteration's time and the run's.
+    pub fn times(&self, elapsed_secs: u64) -> Times {
+        Times {
+            iteration_secs: elapsed_secs.saturating_sub(self.iteration_began),
+            total_secs: elapsed_secs,
         }
     }
 
     /// The spinner's line while the agent runs (the binary clears the line
-    /// before it).
+    /// before it); `elapsed_secs` is the run's clock, the line shows the
+    /// iteration's own time.
     pub fn spinner(&self, frame: usize, label: &str, elapsed_secs: u64) -> String {
         format!(
-            "{} ralph run `{}` · iteration {label} · {} · last: {}",
+            "{} ralph run `{}` · iteration {label} · {} so far · last: {}",
             SPINNER[frame % SPINNER.len()],
             self.name,
-            format_duration(elapsed_secs),
+            format_duration(self.times(elapsed_secs).iteration_secs),
             self.last
         )
     }
@@ -110,8 +130,11 @@ impl Screen {
         )
     }
 
-    /// The line for an iteration after which the loop goes on.
+    /// The line for an iteration after which the loop goes on, with the
+    /// time it took (`elapsed_secs` is the run's clock).
     pub fn iterated(&mut self, it: &Iteration, elapsed_secs: u64) -> String {
+        let took = self.times(elapsed_secs).iteration_secs;
+        self.iteration_began = elapsed_secs;
         self.last = if it.promise_refused {
             "promise refused by --verify"
         } else {
@@ -123,9 +146,9 @@ impl Screen {
             format!(" · {}", it.figures)
         };
         format!(
-            "✓ iteration {} done · {} · {}{figures}{} · next: {}",
+            "✓ iteration {} done in {} · {}{figures}{} · next: {}",
             it.label,
-            format_duration(elapsed_secs),
+            format_duration(took),
             self.last,
             denial_note(&it.reply),
             it.next
@@ -135,9 +158,9 @@ impl Screen {
 
 /// What the run's end says, and how it exits; an agent that could not run
 /// is an error, told with what became of the loop.
-pub fn ended(end: End, driver: &Driver, elapsed_secs: u64) -> Result<Closing, RunError> {
+pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunError> {
     let name = driver.name();
-    let elapsed = format_duration(elapsed_secs);
+    let elapsed = format_duration(times.total_secs);
     let (line, exit) = match end {
         End::Gone => (
             format!("The loop `{name}` is gone (cancelled or ended elsewhere)."),
@@ -208,7 +231,8 @@ pub fn ended(end: End, driver: &Driver, elapsed_secs: u64) -> Result<Closing, Ru
             }
             let mut lines = vec![
                 format!(
-                    "✓ iteration {label} done · {elapsed}{figures}{}",
+                    "✓ iteration {label} done in {}{figures}{}",
+                    format_duration(times.iteration_secs),
                     denial_note(&reply)
                 ),
                 notice,
@@ -409,7 +433,11 @@ mod tests {
     }
 
     fn closing(end: End) -> Closing {
-        ended(end, &driver(), 120).unwrap()
+        let times = Times {
+            iteration_secs: 120,
+            total_secs: 120,
+        };
+        ended(end, &driver(), times).unwrap()
     }
 
     #[test]
@@ -417,7 +445,7 @@ mod tests {
         let mut screen = Screen::new("l\u{1b}x");
         assert_eq!(
             screen.spinner(1, "1/5", 0),
-            "⠙ ralph run `l\\x1bx` · iteration 1/5 · 0s · last: starting"
+            "⠙ ralph run `l\\x1bx` · iteration 1/5 · 0s so far · last: starting"
         );
         let reply = AgentReply {
             denials: vec!["Write a.txt".into()],
@@ -433,7 +461,7 @@ mod tests {
         };
         assert_eq!(
             screen.iterated(&it, 120),
-            "✓ iteration 1/5 done · 2m · promise refused by --verify · spent $0.10 · ⚠ denied: Write a.txt · agent error: unknown · next: 2"
+            "✓ iteration 1/5 done in 2m · promise refused by --verify · spent $0.10 · ⚠ denied: Write a.txt · agent error: unknown · next: 2"
         );
         assert!(
             screen
@@ -442,6 +470,14 @@ mod tests {
         );
         screen.passed();
         assert!(screen.spinner(0, "2/5", 0).ends_with("last: paused"));
+        // Each line tells its own iteration's time, not the run's so far.
+        assert!(
+            screen.spinner(0, "2/5", 150).contains(" · 30s so far · "),
+            "{}",
+            screen.spinner(0, "2/5", 150)
+        );
+        let second = screen.iterated(&it, 200);
+        assert!(second.starts_with("✓ iteration 1/5 done in 1m · "), "{second}");
     }
 
     #[test]
@@ -531,7 +567,7 @@ mod tests {
         assert_eq!(
             done.lines,
             [
-                "✓ iteration 2/5 done · 2m · tokens 1200",
+                "✓ iteration 2/5 done in 2m · tokens 1200",
                 "the notice",
                 "Ran 0 fresh iteration(s) in 2m. `ralph log --name l` shows every decision.",
             ]
@@ -553,7 +589,16 @@ mod tests {
                 iteration: 3,
                 gave_up,
             };
-            ended(end, &driver(), 0).unwrap_err().to_string()
+            ended(
+                end,
+                &driver(),
+                Times {
+                    iteration_secs: 0,
+                    total_secs: 0
+                }
+            )
+            .unwrap_err()
+            .to_string()
         };
         assert_eq!(
             gave_up(GaveUp::Ended("/p/.claude/ralph/history/r.md".into())),

@@ -132,7 +132,8 @@ fn iterate(mut driver: Driver, mut terminal: Terminal) -> CmdResult {
             }
             Event::Ended(end) => end,
         };
-        let closing = screen::ended(end, &driver, terminal.elapsed())?;
+        let times = terminal.screen.times(terminal.elapsed());
+        let closing = screen::ended(end, &driver, times)?;
         for line in &closing.lines {
             say!("{line}");
         }
