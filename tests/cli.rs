@@ -407,9 +407,47 @@ fn start_default_max_iterations_is_50() {
 }
 
 #[test]
+fn start_max_iterations_zero_with_nothing_else_to_end_it_is_refused() {
+    let sb = sandbox();
+    let out = sb.run(&["start", "--max-iterations", "0", "task"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("only a breaker or you could end")
+            && err.contains("--completion-promise DONE")
+            && err.contains("--max-iterations 20"),
+        "{err}"
+    );
+    assert!(!sb.loop_path("ralph").exists(), "nothing armed");
+    // A budget, a promise or a PRD bounds it: armed.
+    for bounded in [
+        ["--max-tokens", "5000"],
+        ["--max-cost", "2"],
+        ["--max-duration", "2h"],
+    ] {
+        let mut args = vec!["--max-iterations", "0", "--force"];
+        args.extend(bounded);
+        args.push("task");
+        let out = sb.start(&args);
+        assert!(out.status.success(), "{bounded:?}: {}", describe(&out));
+        assert!(
+            stdout(&out).contains("it ends at its"),
+            "{}",
+            describe(&out)
+        );
+    }
+}
+
+#[test]
 fn start_max_iterations_zero_is_unlimited() {
     let sb = sandbox();
-    let out = sb.start(&["--max-iterations", "0", "task"]);
+    let out = sb.start(&[
+        "--max-iterations",
+        "0",
+        "--completion-promise",
+        "DONE",
+        "task",
+    ]);
     let text = sb.read_loop("ralph");
     assert_eq!(
         field(&text, "max_iterations").as_deref(),

@@ -322,14 +322,20 @@ fn ralph_commands_are_answered_by_the_hook_and_ralph_loop_arms_there() {
         taken.contains("owned by session") && taken.contains("--name <other>"),
         "{taken}"
     );
-    let bad_name = other.answered(OTHER, "/ralph-loop x --max-iterations 0 --name \u{1b}[2J");
+    let bad_name = other.answered(
+        OTHER,
+        "/ralph-loop x --max-iterations 0 --completion-promise DONE --name \u{1b}[2J",
+    );
     assert!(
         bad_name.contains("\\x1b[2J") && !bad_name.contains('\u{1b}'),
         "control characters must be escaped: {bad_name:?}"
     );
     let Command::Proceed {
         notice: unlimited, ..
-    } = other.prompt_command(OTHER, "/ralph-loop x --max-iterations 0 --name free")
+    } = other.prompt_command(
+        OTHER,
+        "/ralph-loop x --max-iterations 0 --completion-promise DONE --name free",
+    )
     else {
         panic!("armed");
     };

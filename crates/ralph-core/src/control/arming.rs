@@ -124,13 +124,18 @@ impl ArmOptions {
             Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
             _ => prompt,
         };
+        let max_iterations = self
+            .max_iterations
+            .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS);
+        let promise = non_empty(self.completion_promise.clone());
+        if max_iterations == 0 && promise.is_none() && prd.is_none() && !has_budget(&self.guards) {
+            return Err(LoopError::Unbounded);
+        }
         Ok(ArmRequest {
             name: self.name,
             prompt,
-            max_iterations: self
-                .max_iterations
-                .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS),
-            completion_promise: non_empty(self.completion_promise),
+            max_iterations,
+            completion_promise: promise,
             abort_promise: non_empty(self.abort_promise),
             session_id: self.session_id,
             guards: self.guards,
@@ -143,6 +148,22 @@ impl ArmOptions {
             },
         })
     }
+}
+
+/// Whether a budget ends the loop: `--max-tokens`, `--max-cost` or
+/// `--max-duration`, set and not zero. (`--verify` only checks a promise and
+/// `--max-window` pauses: neither ends a loop that has no other end.)
+fn has_budget(guards: &GuardSettings) -> bool {
+    ["max-tokens", "max-cost", "max-duration"]
+        .iter()
+        .any(|flag| {
+            guards.get(flag).is_some_and(|v| {
+                !v.trim()
+                    .trim_start_matches('$')
+                    .trim_matches(['0', '.'])
+                    .is_empty()
+            })
+        })
 }
 
 /// `--max-window` goes by what `ralph statusline` last saw of the plan's 5-hour window (kept

@@ -97,6 +97,10 @@ pub enum LoopError {
         "`--max-window` pauses the loop by the plan's 5-hour window as `ralph statusline` last saw it, and it has seen none yet: set `ralph statusline` as Claude Code's status line (README, \"Status line\"; only subscription plans report the window), let it refresh once, then arm again; nothing was armed"
     )]
     WindowUnseen,
+    #[error(
+        "`--max-iterations 0` with no completion promise, no --prd and no budget arms a loop that only a breaker or you could end; nothing was armed. Give it an end: `--completion-promise DONE` (with `--verify CMD` to check it), `--prd FILE`, a budget (`--max-tokens N`, `--max-cost USD`, `--max-duration 2h`), or an iteration limit such as `--max-iterations 20`"
+    )]
+    Unbounded,
     /// `(name, why)` of each loop a cancel could not end.
     #[error("could not cancel:\n{}", not_cancelled(.0))]
     NotCancelled(Vec<(String, String)>),
@@ -120,7 +124,8 @@ impl crate::error::Exit for LoopError {
             | Self::NotifyUrl(_)
             | Self::PromiseWithTags { .. }
             | Self::WindowShare(_)
-            | Self::WindowUnseen => crate::error::ExitClass::Usage,
+            | Self::WindowUnseen
+            | Self::Unbounded => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }

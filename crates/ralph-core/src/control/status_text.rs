@@ -6,6 +6,7 @@ use crate::control::report::{LogChoice, LoopReport};
 use crate::display;
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
+use crate::money::Money;
 use crate::time::format_duration;
 
 /// `ralph log` with no loop to show and none named.
@@ -161,7 +162,12 @@ fn facts(r: &LoopReport) -> Vec<String> {
     }
     if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
         let unseen = r.unseen_tokens.unwrap_or(0);
-        facts.push(format!("tokens {}", crate::decide::token_words(t, unseen)));
+        let words = if r.state == LoopStatus::Ended {
+            crate::decide::token_words_final(t, unseen)
+        } else {
+            crate::decide::token_words(t, unseen)
+        };
+        facts.push(format!("tokens {words}"));
     }
     let spent = r.guard_counts.as_ref().map(|c| c.cost_usd);
     let budget = r.guard_settings.as_ref().and_then(|g| g.max_cost_usd);
@@ -227,9 +233,9 @@ pub fn log_line(line: &serde_json::Value) -> String {
         }
         _ => String::new(),
     };
-    let tokens = match line.get("cost_usd").and_then(serde_json::Value::as_f64) {
-        // Shown as logged (the log holds the exact decimal).
-        Some(_) => format!("{tokens} · spent ${}", field("cost_usd")),
+    let tokens = match line.get("cost_usd").and_then(Money::from_json_up) {
+        // The running total after this stop, exact.
+        Some(spent) => format!("{tokens} · spent {} in all", spent.dollars()),
         None => tokens,
     };
     // One line per stop: a multi-line reason (a refused promise with the
@@ -377,7 +383,7 @@ mod tests {
         });
         assert_eq!(
             log_line(&line),
-            "T iteration 2 block — refused ⏎ cargo test ⏎ failed \\x1b · tokens 10 known + ~5 not yet in the transcript · spent $0.25"
+            "T iteration 2 block — refused ⏎ cargo test ⏎ failed \\x1b · tokens 10 known + ~5 not yet in the transcript · spent $0.25 in all"
         );
     }
 }

@@ -449,7 +449,7 @@ fn go_on(
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
     log.why = if notes.is_empty() {
-        "no promise yet".to_owned()
+        messages::went_on(state).to_owned()
     } else {
         notes.join(" ")
     };
@@ -503,9 +503,11 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
     if let Some(limit) = state.guards.max_tokens
         && !notes.iter().any(|n| n.starts_with("Token budget"))
     {
-        notes.push(format!(
-            "Tokens: {} of {limit}.",
-            decide::token_words(progress.tokens_used, progress.unseen_tokens)
+        notes.push(decide::token_note(
+            progress.tokens_used,
+            progress.unseen_tokens,
+            progress.counts.replies_behind,
+            limit,
         ));
     }
     if let Some(limit) = state.guards.max_cost_usd

@@ -323,9 +323,18 @@ fn same_failure(
     counts.failure_fingerprint = Some(print);
     let limit = state.guards.max_same_failure;
     if limit > 0 && counts.same_failures >= limit {
-        let output = match v.output_tail.trim_end() {
-            "" => "it printed nothing".to_owned(),
-            tail => format!("its output ends:\n{tail}"),
+        // One line: this sentence is the loop's reason, shown on one line
+        // by the end notice, `ralph status` and the report; the output's
+        // last lines are joined with ⏎, never a line break shown as `\n`.
+        let lines: Vec<&str> = v
+            .output_tail
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let output = match lines.get(lines.len().saturating_sub(3)..) {
+            None | Some([]) => "it printed nothing".to_owned(),
+            Some(last) => format!("its output ends: {}", excerpt(&last.join(" ⏎ "))),
         };
         return Err(Early::End(
             Outcome::Guard(Tripped::SameFailure),
@@ -414,10 +423,7 @@ fn iteration_limit(state: &LoopState) -> Result<(), Early> {
     if state.at_limit() {
         return Err(Early::End(
             Outcome::MaxIterations,
-            format!(
-                "reached the limit of {} iterations without the promise",
-                state.max_iterations
-            ),
+            crate::loop_file::messages::limit_reached(state),
         ));
     }
     if state.iteration >= MAX_COUNT {
@@ -699,12 +705,39 @@ pub fn replies_behind(state: &LoopState, seen: &Observation) -> u64 {
         .clamp(1, MAX_COUNT)
 }
 
-/// `120`, or `105 known + ~15 not yet in the transcript`.
+/// `120`, or `105 known + ~15 not yet in the transcript` (while the loop
+/// runs: the transcript may still record them).
 pub fn token_words(known: u64, unseen: u64) -> String {
     if unseen == 0 {
         known.to_string()
     } else {
         format!("{known} known + ~{unseen} not yet in the transcript")
+    }
+}
+
+/// Tokens of a loop that has ended: what the transcript proved, and the
+/// estimate for replies it never showed while the loop ran (nothing will
+/// count them later).
+pub fn token_words_final(known: u64, unseen: u64) -> String {
+    if unseen == 0 {
+        known.to_string()
+    } else {
+        format!(
+            "{known} counted + ~{unseen} estimated for replies the transcript had not recorded when the loop ended"
+        )
+    }
+}
+
+/// The footer's token line: the count against the budget, and, when this
+/// turn's reply is not in the transcript yet, that it is counted at the
+/// next stop (so `0 of 15000` after a long turn reads as what it is).
+pub fn token_note(known: u64, unseen: u64, replies_behind: u64, limit: u64) -> String {
+    if replies_behind > 0 && unseen == 0 {
+        format!(
+            "Tokens: {known} of {limit} counted so far; the last reply is not in the transcript yet and is counted at the next stop."
+        )
+    } else {
+        format!("Tokens: {} of {limit}.", token_words(known, unseen))
     }
 }
 
@@ -1560,6 +1593,10 @@ mod tests {
                 assert!(
                     detail.contains("3 times in a row") && detail.contains("test a"),
                     "{detail}"
+                );
+                assert!(
+                    detail.ends_with("its output ends: test a ... FAILED ⏎ finished in 1.02s"),
+                    "one line, no line break to be shown as \\n: {detail}"
                 );
             }
             d => panic!("{d:?}"),

@@ -30,14 +30,103 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
     out
 }
 
+/// The limits and budgets that end a loop before it completes, in words,
+/// only those it has: `its limit of 10 iterations`, `its token budget of
+/// 15000`, `its dollar budget of $2.00`, `its time budget of 2h`.
+pub fn bounds(state: &LoopState) -> Vec<String> {
+    let mut out = Vec::new();
+    if state.max_iterations > 0 {
+        out.push(format!(
+            "its limit of {}",
+            iterations_words(state.max_iterations)
+        ));
+    }
+    if let Some(t) = state.guards.max_tokens {
+        out.push(format!("its token budget of {t}"));
+    }
+    if let Some(c) = state.guards.max_cost_usd {
+        out.push(format!("its dollar budget of {}", c.dollars()));
+    }
+    if let Some(secs) = state.guards.max_duration_secs {
+        out.push(format!(
+            "its time budget of {}",
+            crate::time::format_duration(secs)
+        ));
+    }
+    out
+}
+
+fn iterations_words(n: u64) -> String {
+    if n == 1 {
+        "1 iteration".to_owned()
+    } else {
+        format!("{n} iterations")
+    }
+}
+
+/// `a, b or c` (`a` alone, `a or b`).
+fn either(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// How a loop without a way to complete ends, for the agent and the user:
+/// its limit and budgets, or, when it has none, only the breakers and the user.
+fn ends_without_completing(state: &LoopState) -> String {
+    let bounds = bounds(state);
+    if bounds.is_empty() {
+        "nothing but a breaker or the user (/ralph-cancel) ends it".to_owned()
+    } else {
+        format!("it ends at {}", either(&bounds))
+    }
+}
+
+/// What the decision log says of a turn after which the loop goes on,
+/// in the loop's own terms (a `--prd` loop waits for stories, not a promise).
+pub fn went_on(state: &LoopState) -> &'static str {
+    match (&state.prd, &state.completion_promise) {
+        (Some(_), _) => "not every story passes yet",
+        (None, Some(_)) => "no promise yet",
+        (None, None) => "went on (no completion promise)",
+    }
+}
+
+/// Why a loop ended at its iteration limit, in its own terms.
+pub fn limit_reached(state: &LoopState) -> String {
+    let what = match (&state.prd, &state.completion_promise) {
+        (Some(_), _) => " before every story passed",
+        (None, Some(_)) => " without the promise",
+        (None, None) => "",
+    };
+    format!(
+        "reached the limit of {}{what}",
+        iterations_words(state.max_iterations)
+    )
+}
+
 /// The finishing rule, shared by the footer and `ralph start`'s activation text.
 pub fn how_to_finish(state: &LoopState) -> String {
     let mut out = String::new();
+    if let Some(prd) = &state.prd {
+        let _ = writeln!(
+            out,
+            "To finish: complete the stories of `{}` one by one, setting each one's `\"passes\"` to `true` when it is done; ralph checks each one, and the loop ends by itself when every story passes.",
+            prd.path
+        );
+    }
     match &state.completion_promise {
         Some(p) => {
             let _ = writeln!(
                 out,
-                "To finish: when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}",
+                "{}when the task is completely done and verified, output <promise>{p}</promise> on a line of its own (not in code or quotes). Only when it is TRUE; never to leave the loop.{}",
+                if state.prd.is_some() {
+                    "Once every story passes, you may also say so: "
+                } else {
+                    "To finish: "
+                },
                 if state.guards.verify.is_some() {
                     " A verification command then checks it."
                 } else {
@@ -45,7 +134,14 @@ pub fn how_to_finish(state: &LoopState) -> String {
                 }
             );
         }
-        None => out.push_str("This loop has no completion promise: it runs until its iteration limit or a budget ends it.\n"),
+        None if state.prd.is_none() => {
+            let _ = writeln!(
+                out,
+                "This loop has no completion promise: {}.",
+                ends_without_completing(state)
+            );
+        }
+        None => {}
     }
     if let Some(a) = &state.abort_promise {
         let _ = writeln!(
@@ -219,12 +315,22 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         .as_deref()
         .map(|v| format!(" and `{}` passes", printable(v)))
         .unwrap_or_default();
-    let ends = match &state.completion_promise {
-        Some(p) => format!(
-            "it ends when the agent outputs <promise>{}</promise>{gate}, or at the limit",
+    let bounds = bounds(state);
+    let or_bounds = if bounds.is_empty() {
+        String::new()
+    } else {
+        format!(", or at {}", either(&bounds))
+    };
+    let ends = match (&state.prd, &state.completion_promise) {
+        (Some(prd), _) => format!(
+            "it ends when every story of `{}` passes{or_bounds}",
+            printable(&prd.path)
+        ),
+        (None, Some(p)) => format!(
+            "it ends when the agent outputs <promise>{}</promise>{gate}{or_bounds}",
             printable(p)
         ),
-        None => "no completion promise: it ends at the limit".into(),
+        (None, None) => format!("no completion promise: {}", ends_without_completing(state)),
     };
     let what = if kept {
         format!(
@@ -376,15 +482,6 @@ pub mod stories {
     use crate::display::line;
     use crate::loop_file::stories::{self, Story};
     use crate::loop_file::stories::{PrdSeen, StoryRefusal};
-
-    /// Shown while `/ralph-loop --prd` runs (see `messages::arming`).
-    pub fn arming(name: &str, max_iterations: u64) -> String {
-        format!(
-            "🔄 ralph `{}`: arming a loop for this session, {}; it ends when every story of its PRD passes, or at the limit. Every turn end feeds the task back with the current story — /ralph-pause or /ralph-cancel to stop.",
-            super::printable(name),
-            super::limit_words(max_iterations)
-        )
-    }
 
     /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).
     pub fn status(all: &[Story]) -> String {

@@ -175,9 +175,9 @@ pub fn logged_cost(log: &std::path::Path) -> Option<Money> {
     let bytes = crate::fs::safe_fs::read_tail(log, crate::fs::safe_fs::LOG_TAIL_CAP).ok()?;
     String::from_utf8_lossy(&bytes)
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|l| l.get("cost_usd").and_then(Money::from_json_up))
-        .last()
+        .find_map(|l| l.get("cost_usd").and_then(Money::from_json_up))
 }
 
 /// What became of one notification, for the loop's log.
@@ -509,7 +509,10 @@ mod tests {
             Some(Money(500_000)),
         );
         let v: serde_json::Value = serde_json::to_value(&m).unwrap();
-        assert_eq!((&v["cost_usd"], &v["cost_micro_usd"]), (&serde_json::json!("0.5"), &serde_json::json!(500_000)));
+        assert_eq!(
+            (&v["cost_usd"], &v["cost_micro_usd"]),
+            (&serde_json::json!("0.5"), &serde_json::json!(500_000))
+        );
         assert_eq!(v["loop"], "docs");
         assert_eq!(v["outcome"], "completed");
         assert_eq!(v["iterations"], 3);
@@ -543,7 +546,10 @@ mod tests {
             logged_cost(&log),
         );
         let body = serde_json::to_string(&m).unwrap();
-        assert!(body.contains(r#""cost_usd":"0.15","cost_micro_usd":150000"#), "{body}");
+        assert!(
+            body.contains(r#""cost_usd":"0.15","cost_micro_usd":150000"#),
+            "{body}"
+        );
         assert!(m.text.contains("$0.15"), "{}", m.text);
     }
 }

@@ -91,7 +91,13 @@ pub fn cost(view: &LoopView) -> String {
     if spent.iter().all(Option::is_none) {
         return String::new();
     }
-    let highest = spent.iter().flatten().map(|m| m.0).max().unwrap_or(0).max(1);
+    let highest = spent
+        .iter()
+        .flatten()
+        .map(|m| m.0)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let mut svg = open_svg("Dollars per iteration");
     let slot = (WIDTH - LEFT) / rows.len().max(1) as f64;
     for (i, (row, value)) in rows.iter().zip(&spent).enumerate() {
@@ -170,19 +176,29 @@ pub fn checks(view: &LoopView) -> String {
     let rows = &view.iterations;
     let mut out = String::new();
     if rows.iter().any(|r| r.check.is_some()) {
-        out.push_str(&verdicts("`--check` per iteration", rows, |r| r.check.as_ref()));
+        out.push_str(&verdicts("`--check` per iteration", rows, |r| {
+            r.check.as_ref()
+        }));
     }
     if rows.iter().any(|r| r.verify.is_some()) {
-        out.push_str(&verdicts("`--verify` gate per iteration", rows, |r| r.verify.as_ref()));
+        out.push_str(&verdicts("`--verify` gate per iteration", rows, |r| {
+            r.verify.as_ref()
+        }));
     }
     if out.is_empty() {
-        out.push_str(&verdicts("Checks per iteration", rows, |r| r.check.as_ref()));
+        out.push_str(&verdicts("Checks per iteration", rows, |r| {
+            r.check.as_ref()
+        }));
     }
     out
 }
 
 /// One row of verdicts, `pick` choosing which of a line's.
-fn verdicts(what: &str, rows: &[IterationRow], pick: impl Fn(&IterationRow) -> Option<&Check>) -> String {
+fn verdicts(
+    what: &str,
+    rows: &[IterationRow],
+    pick: impl Fn(&IterationRow) -> Option<&Check>,
+) -> String {
     let mut cells = String::new();
     for row in rows {
         let (class, mark, title) = match pick(row) {

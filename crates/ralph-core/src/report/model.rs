@@ -177,9 +177,7 @@ pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
         elapsed_secs: report.elapsed_secs,
         tokens_used: report.tokens_used,
         max_tokens: report.guard_settings.as_ref().and_then(|g| g.max_tokens),
-        cost_usd: counted
-            .or(logged)
-            .or(max_cost_usd.map(|_| Money(0))),
+        cost_usd: counted.or(logged).or(max_cost_usd.map(|_| Money(0))),
         max_cost_usd,
         breakers: breakers(report),
         iterations,
@@ -382,8 +380,16 @@ mod tests {
         let each = costs_per_iteration(&rows);
         assert_eq!(each, vec![Some(Money(50_000)); 3]);
         let view = loop_view(&crate::control::LoopReport::for_tests("l"), &log);
-        assert_eq!(view.cost_usd, Some(Money(150_000)), "the last total, not 0.30");
+        assert_eq!(
+            view.cost_usd,
+            Some(Money(150_000)),
+            "the last total, not 0.30"
+        );
         let check = rows[2].check.clone().unwrap();
-        assert_eq!((check.passed, check.failures), (false, Some(2)), "--check is read");
+        assert_eq!(
+            (check.passed, check.failures),
+            (false, Some(2)),
+            "--check is read"
+        );
     }
 }

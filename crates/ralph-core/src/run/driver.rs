@@ -99,6 +99,8 @@ pub struct Iteration {
     pub promise_refused: bool,
     /// The guard figures after this turn (`messages::guard_figures`), maybe empty.
     pub figures: String,
+    /// Why the loop went on, in its own terms (`messages::went_on`).
+    pub went_on: &'static str,
     pub reply: AgentReply,
 }
 
@@ -490,6 +492,7 @@ impl Driver {
                     next,
                     promise_refused,
                     figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
+                    went_on: messages::went_on(state),
                     reply,
                 }))
             }

@@ -138,7 +138,7 @@ impl Screen {
         self.last = if it.promise_refused {
             "promise refused by --verify"
         } else {
-            "no promise yet"
+            it.went_on
         };
         let figures = if it.figures.is_empty() {
             String::new()
@@ -457,6 +457,7 @@ mod tests {
             next: 2,
             promise_refused: true,
             figures: "spent $0.10".into(),
+            went_on: "no promise yet",
             reply,
         };
         assert_eq!(
@@ -477,7 +478,10 @@ mod tests {
             screen.spinner(0, "2/5", 150)
         );
         let second = screen.iterated(&it, 200);
-        assert!(second.starts_with("✓ iteration 1/5 done in 1m · "), "{second}");
+        assert!(
+            second.starts_with("✓ iteration 1/5 done in 1m · "),
+            "{second}"
+        );
     }
 
     #[test]
@@ -594,8 +598,8 @@ mod tests {
                 &driver(),
                 Times {
                     iteration_secs: 0,
-                    total_secs: 0
-                }
+                    total_secs: 0,
+                },
             )
             .unwrap_err()
             .to_string()
