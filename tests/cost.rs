@@ -178,7 +178,10 @@ fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
 
 #[test]
 fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
-    let p = Project::with_agent(&[costing("one", "0.3"), costing("two", "0.25")]);
+    // IS_SANDBOX=1: the `claude` preset skips permissions, which Claude Code (and so ralph)
+    // refuses as root outside a sandbox; these tests may run as root in a container.
+    let p = Project::with_agent(&[costing("one", "0.3"), costing("two", "0.25")])
+        .with_env("IS_SANDBOX", "1");
     // The default agent (`claude -p --output-format json`) and the `claude` preset.
     for agent in [None, Some("claude")] {
         let _ = std::fs::remove_file(p.root().join(".agent/n"));
@@ -208,6 +211,34 @@ fn claude_in_print_mode_is_given_what_is_left_of_the_budget() {
             "0.5 - 0.3: {second}"
         );
     }
+}
+
+#[test]
+fn the_claude_preset_as_root_outside_a_sandbox_is_refused_before_anything_runs() {
+    let p = Project::with_agent(&[costing("one", "0.3")]);
+    let out = p.ralph(
+        &["run", "--agent", "claude", "--max-iterations", "1", "Task"],
+        "",
+    );
+    let shown = text(&out);
+    if !ralph_core::loop_file::run_owner::runs_as_root() {
+        // A normal user: nothing to refuse, the run goes ahead.
+        assert!(
+            !shown.contains("refuses `--dangerously-skip-permissions`"),
+            "{shown}"
+        );
+        eprintln!("not root: only the non-refusal was checked");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("ralph runs as root")
+            && shown.contains("IS_SANDBOX=1 ralph run")
+            && shown.contains("ralph run --sandbox"),
+        "{shown}"
+    );
+    assert_eq!(p.calls(), 0, "the agent never ran");
+    assert!(!p.root().join(LOOP).exists(), "nothing armed");
 }
 
 #[test]

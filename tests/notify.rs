@@ -421,3 +421,85 @@ fn the_real_clients_stop_hook_posts_when_the_loop_ends() {
     assert_eq!(got.body["iterations"], 2, "{}", got.body);
     assert_eq!(got.body["loop"], "ralph", "{}", got.body);
 }
+
+/// A `claude -p --output-format json` result that cost `usd` (what `ralph run` reads).
+fn costing(usd: &str) -> String {
+    format!(
+        r#"{{"type":"result","subtype":"success","is_error":false,"result":"working","total_cost_usd":{usd},"usage":{{"input_tokens":1,"output_tokens":1}}}}"#
+    )
+}
+
+/// Issue 37: each log line carries the running total, so every figure is the last total,
+/// never a sum of totals; the webhook carries it exactly; the chart shows each iteration's own.
+#[test]
+fn every_money_figure_is_the_sum_of_what_each_iteration_reported() {
+    let p = Project::new();
+    let reported = ["0.05", "0.1", "0.05"];
+    for (i, usd) in reported.iter().enumerate() {
+        p.write(&format!(".agent/reply-{}", i + 1), &costing(usd));
+    }
+    p.write(
+        ".agent/agent.sh",
+        "cat > /dev/null; n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n; cat .agent/reply-$n\n",
+    );
+    // What each iteration reported, added up exactly: $0.20 (200 000 micro-dollars).
+    let each: Vec<u64> = reported
+        .iter()
+        .map(|u| ralph_core::money::Money::parse(u).unwrap().0)
+        .collect();
+    let total: u64 = each.iter().sum();
+    assert_eq!(total, 200_000);
+    let (base, posted) = webhook();
+    let out = p.ralph_in(
+        &[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--max-iterations",
+            "3",
+            "--max-cost",
+            "5",
+            "--notify-url",
+            &base,
+            "Tidy the docs",
+        ],
+        p.root(),
+        b"",
+        &[],
+    );
+    let shown = describe(&out);
+    assert!(shown.contains("spent $0.20"), "the end message: {shown}");
+    // The webhook: exact decimal text and whole micro-dollars.
+    let b = posted.recv_timeout(Duration::from_secs(5)).unwrap().body;
+    assert_eq!(
+        (&b["cost_usd"], &b["cost_micro_usd"]),
+        (&json!("0.2"), &json!(total)),
+        "{b}"
+    );
+    assert!(b["text"].as_str().unwrap().contains("$0.20"), "{b}");
+    // ralph status, in words and as JSON.
+    let status = p.ralph_in(&["status"], p.root(), b"", &[]);
+    assert!(
+        describe(&status).contains("spent $0.20 of $5.00"),
+        "{}",
+        describe(&status)
+    );
+    let json_out = p.ralph_in(&["status", "--json"], p.root(), b"", &[]);
+    let v: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(v["loops"][0]["cost_usd"], json!(0.2), "{v}");
+    // The report: the total once, and each iteration's own spend.
+    let rep = p.ralph_in(&["report", "--name", "ralph"], p.root(), b"", &[]);
+    assert!(rep.status.success(), "{}", describe(&rep));
+    let page = p.read(".claude/ralph/reports/ralph.html");
+    assert!(page.contains("$0.20 spent of $5.00"), "the header");
+    for micros in each {
+        assert!(
+            page.contains(&format!("data-micro-usd=\"{micros}\"")),
+            "a bar of {micros}"
+        );
+    }
+    assert!(
+        !page.contains("$0.40") && !page.contains("$0.32"),
+        "never a sum of totals"
+    );
+}

@@ -374,11 +374,30 @@ fn both_templates_arm_with_prd_and_show_their_story_verify() {
             "init says how to arm: {out}"
         );
         let prompt = p.read("ralph/PROMPT.md");
+        if template == "software" {
+            // Its stories are an example only: arming them unedited is refused, with the fix.
+            let (code, out) = p.ralph(&["start", "--session-id", "s1", "--prd"], &prompt);
+            assert_eq!(code, 2, "{out}");
+            assert!(
+                out.contains("still holds the example stories `ralph init` wrote")
+                    && out.contains("nothing was armed"),
+                "{out}"
+            );
+            let edited = p
+                .read("ralph/prd.json")
+                .replace("Add tags to the note data model", "Add tags to notes");
+            p.write("ralph/prd.json", &edited);
+        }
         let (code, out) = p.ralph(&["start", "--session-id", "s1", "--prd"], &prompt);
         assert_eq!(code, 0, "{out}");
         assert!(
             out.contains("Story commands ralph will run") && out.contains("US-001: "),
             "{template}: {out}"
+        );
+        assert_eq!(
+            out.contains("template's stories as `ralph init` wrote them"),
+            template == "marketing",
+            "an unedited template is named: {out}"
         );
         let answer = p.stop("orienting");
         assert!(

@@ -433,6 +433,48 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn open_without_a_browser_says_so_and_names_the_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    budget_loop(&p, "task");
+    let bin = tempfile::tempdir().unwrap();
+    let opener = bin.path().join(if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    });
+    // What xdg-open does on a machine with no browser: it gives up, exit 3.
+    std::fs::write(
+        &opener,
+        "#!/bin/sh\necho 'xdg-open: no method available' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let out = p.ralph_in(&["report", "--open"], p.root(), b"", &[("PATH", &path)]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("in your browser."), "{said}");
+    assert!(
+        said.contains("Could not open it")
+            && said.contains("exit status: 3")
+            && said.contains("reports/budget.html in a browser yourself"),
+        "{said}"
+    );
+    // No opener at all: said too.
+    let empty = tempfile::tempdir().unwrap();
+    let out = p.ralph_in(
+        &["report", "--open"],
+        p.root(),
+        b"",
+        &[("PATH", &empty.path().display().to_string())],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("could not start"), "{said}");
+}
+
 #[test]
 fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
     let p = Project::new();

@@ -218,6 +218,7 @@ mod tests {
             name: "x".into(),
             path: "p".into(),
             owner: None,
+            paused: false,
         });
         assert!(
             taken.message.ends_with("give it another name: --name <other>; to end it: `ralph cancel --name x`; to replace it: --force"),

@@ -298,6 +298,12 @@ pub fn story_commands(prd: &ArmPrd) -> String {
             })
         })
         .collect();
+    if let Some(t) = crate::control::templates::unedited(&prd.stories) {
+        out.push_str(&format!(
+            " These are the `{}` template's stories as `ralph init` wrote them: fill in its [placeholders] now, or the first iteration fills them from the repository.",
+            t.name
+        ));
+    }
     if commands.is_empty() {
         out.push_str(" No story has a verify command.");
     } else {

@@ -25,13 +25,16 @@ pub enum LoopError {
     #[error(transparent)]
     LoopFile(#[from] LoopFileError),
     #[error(
-        "a loop named `{name}` is already active ({path}), {whose}",
+        "a loop named `{name}` {is} ({path}), {whose}",
+        is = if *.paused { "already exists, paused" } else { "is already active" },
         whose = owner_words(.owner.as_deref())
     )]
     NameTaken {
         name: String,
         path: PathBuf,
         owner: Option<String>,
+        /// The loop is paused (not running), whoever owned it.
+        paused: bool,
     },
     #[error("this session already drives the loop `{name}`; one session runs one loop at a time")]
     SessionBusy { name: String },
@@ -98,6 +101,10 @@ pub enum LoopError {
     )]
     WindowUnseen,
     #[error(
+        "`{0}` still holds the example stories `ralph init` wrote (\"EXAMPLE ONLY\"); nothing was armed. Replace them with your own stories (docs/prd.md), then arm again"
+    )]
+    ExamplePrd(String),
+    #[error(
         "`--max-iterations 0` with no completion promise, no --prd and no budget arms a loop that only a breaker or you could end; nothing was armed. Give it an end: `--completion-promise DONE` (with `--verify CMD` to check it), `--prd FILE`, a budget (`--max-tokens N`, `--max-cost USD`, `--max-duration 2h`), or an iteration limit such as `--max-iterations 20`"
     )]
     Unbounded,
@@ -125,7 +132,8 @@ impl crate::error::Exit for LoopError {
             | Self::PromiseWithTags { .. }
             | Self::WindowShare(_)
             | Self::WindowUnseen
-            | Self::Unbounded => crate::error::ExitClass::Usage,
+            | Self::Unbounded
+            | Self::ExamplePrd(_) => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }
@@ -134,6 +142,12 @@ impl crate::error::Exit for LoopError {
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
 fn owner_words(owner: Option<&str>) -> String {
     match owner {
+        Some(o)
+            if crate::loop_file::run_owner::is_run(o)
+                && crate::loop_file::run_owner::is_gone(o) =>
+        {
+            format!("last driven by `ralph run` ({o}), which has ended")
+        }
         Some(o) if o.starts_with("ralph-run-") => format!("driven by `ralph run` ({o})"),
         Some(o) => format!("owned by session {o}"),
         None => "not claimed by any session yet".to_owned(),
@@ -179,6 +193,13 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
         commands: String::new(),
     };
     let stories = crate::decide::prd_turn::read(&project.root, &prd)?;
+    if crate::control::templates::unedited(&stories)
+        .is_some_and(|t| t.name == crate::control::templates::EXAMPLE_ONLY)
+    {
+        return Err(LoopError::ExamplePrd(
+            crate::display::line(path).into_owned(),
+        ));
+    }
     Ok(ArmPrd {
         path: path.to_owned(),
         stories,
@@ -348,6 +369,7 @@ pub fn arm_or_keep(
                     owner: entry
                         .session_id()
                         .map(|s| crate::display::line(s).into_owned()),
+                    paused: matches!(&entry, LoopEntry::Paused(_)),
                 }
             } else {
                 LoopError::SessionBusy {
@@ -732,6 +754,29 @@ mod tests {
         assert_eq!(s.prompt, "Do \"it\" $HOME\n---\niteration: 7");
         assert_eq!(s.completion_promise.as_deref(), Some("ALL DONE"));
         assert_eq!(s.max_iterations, 5);
+    }
+
+    #[test]
+    fn a_paused_loop_in_the_way_is_called_paused_not_active() {
+        let (_t, p, r) = project();
+        arm(&p, &r, &req("ralph", Some("s1")), Timestamp(0)).unwrap();
+        set_active(
+            &p,
+            Some(&r),
+            Some("ralph"),
+            false,
+            None,
+            false,
+            Timestamp(1),
+        )
+        .unwrap();
+        let err = arm(&p, &r, &req("ralph", Some("s2")), Timestamp(2)).unwrap_err();
+        let words = err.to_string();
+        assert!(
+            words.starts_with("a loop named `ralph` already exists, paused (")
+                && !words.contains("active"),
+            "{words}"
+        );
     }
 
     #[test]

@@ -51,9 +51,31 @@ pub fn find(name: &str) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| t.name == name)
 }
 
+/// The template whose example stories `stories` are, unchanged (a PRD
+/// `ralph init` wrote and nobody edited; its layout may differ).
+pub fn unedited(stories: &[crate::loop_file::stories::Story]) -> Option<&'static Template> {
+    TEMPLATES.iter().find(|t| {
+        crate::loop_file::stories::parse("prd.json", t.files[1].1).is_ok_and(|s| s == stories)
+    })
+}
+
+/// The template whose stories are an example only, never work to do.
+pub const EXAMPLE_ONLY: &str = "software";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unedited_prd_is_known_and_an_edited_one_is_not() {
+        use crate::loop_file::stories::parse;
+        for t in TEMPLATES {
+            let mut stories = parse("prd.json", t.files[1].1).unwrap();
+            assert_eq!(unedited(&stories).map(|u| u.name), Some(t.name));
+            stories[0].title.push_str(" for real");
+            assert!(unedited(&stories).is_none(), "{}", t.name);
+        }
+    }
 
     #[test]
     fn templates_are_complete_and_valid() {

@@ -46,6 +46,19 @@ pub fn taking_over(own: &str, previous: Option<&str>) -> String {
     }
 }
 
+/// Whether this process runs as root (its real user id is 0), the test
+/// Claude Code makes before refusing to skip its permission prompts.
+pub fn runs_as_root() -> bool {
+    #[cfg(unix)]
+    {
+        rustix::process::getuid().is_root()
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
 /// Whether `owner` is a `ralph run` (alive or not), not a session.
 pub fn is_run(owner: &str) -> bool {
     parse(owner).is_some()

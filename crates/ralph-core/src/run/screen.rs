@@ -334,6 +334,20 @@ fn gave_up_error(driver: &Driver, gave_up: GaveUp, why: String, iteration: u64) 
     RunError::AgentCouldNotRun { why, fate }
 }
 
+/// Claude Code refuses to skip its permission prompts as root outside a
+/// sandbox it can see (`IS_SANDBOX=1`, or its own bubblewrap), and exits:
+/// every iteration would fail the same way. `Some(why and what to do)`
+/// when `command` would meet that refusal; checked before anything is armed.
+pub fn root_refusal(command: &str, root: bool, sandboxed: bool) -> Option<String> {
+    let program = command.split_whitespace().next().unwrap_or_default();
+    let is_claude = program.rsplit(['/', '\\']).next() == Some("claude");
+    let skips =
+        command.contains("dangerously-skip-permissions") || command.contains("bypassPermissions");
+    (root && !sandboxed && is_claude && skips).then(|| {
+        "ralph runs as root, and Claude Code refuses `--dangerously-skip-permissions` as root outside a sandbox, so every iteration would fail; nothing was armed. Run ralph as a normal user; or, in a container that is your sandbox, say so yourself: `IS_SANDBOX=1 ralph run …`; or use `ralph run --sandbox`, which sets it inside its own sandbox".to_owned()
+    })
+}
+
 /// "Resuming loop …": the loop taken over, and from whom.
 pub fn resuming(name: &str, found: &LoopState) -> String {
     let was = match found.session_id.as_deref() {
@@ -438,6 +452,37 @@ mod tests {
             total_secs: 120,
         };
         ended(end, &driver(), times).unwrap()
+    }
+
+    #[test]
+    fn claude_skipping_permissions_as_root_outside_a_sandbox_is_refused_first() {
+        let preset = "claude -p --output-format json --dangerously-skip-permissions";
+        let refusal = root_refusal(preset, true, false).unwrap();
+        assert!(
+            refusal.contains("normal user")
+                && refusal.contains("IS_SANDBOX=1")
+                && refusal.contains("ralph run --sandbox"),
+            "{refusal}"
+        );
+        assert!(
+            root_refusal(
+                "/usr/bin/claude -p --permission-mode bypassPermissions",
+                true,
+                false
+            )
+            .is_some()
+        );
+        assert_eq!(root_refusal(preset, false, false), None, "not root");
+        assert_eq!(root_refusal(preset, true, true), None, "sandboxed");
+        assert_eq!(
+            root_refusal("claude -p --output-format json", true, false),
+            None,
+            "asks"
+        );
+        assert_eq!(
+            root_refusal("codex exec --dangerously-skip-permissions", true, false),
+            None
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! opener without waiting.
 
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use ralph_core::report::{self, Selection};
 use ralph_core::time::Timestamp;
@@ -33,33 +34,75 @@ pub fn report(args: ReportArgs) -> CmdResult {
     report::write(&path, &page)?;
     say!("Report written to {}", path.display());
     if args.open {
-        match open(&path) {
-            Ok(()) => say!("Opening it in your browser."),
-            Err(e) => say!("Could not open it ({e}); open the file in a browser."),
-        }
+        say!("{}", opened_words(&path, open(&path)));
     }
     Ok(())
 }
 
-/// Starts the desktop's opener on `path` and returns at once: its output
-/// goes nowhere and nobody waits for it (a thread reaps it if it ends
-/// while ralph still runs).
-fn open(path: &std::path::Path) -> std::io::Result<()> {
-    let mut command = if cfg!(windows) {
+/// How long ralph watches the opener before it leaves it running: long
+/// enough to see `xdg-open` fail for want of a browser, short enough not to
+/// hold the terminal.
+const OPENER_WATCH: Duration = Duration::from_millis(1000);
+
+/// What became of the opener, as `open` saw it.
+enum Opened {
+    /// It ended well within the watch: the desktop took the page.
+    Handed(&'static str),
+    /// Still running at the end of the watch (a browser starting, or an opener that waits).
+    Running(&'static str),
+    /// It ended with an error status, or could not start.
+    Failed(&'static str, String),
+}
+
+/// The sentence for the user: only what is known of the opener.
+fn opened_words(path: &std::path::Path, opened: Opened) -> String {
+    match opened {
+        Opened::Handed(opener) => {
+            format!("Handed it to `{opener}`, which opens it in your browser.")
+        }
+        Opened::Running(opener) => format!(
+            "Handed it to `{opener}`, still starting; if no browser shows it, open {} yourself.",
+            path.display()
+        ),
+        Opened::Failed(opener, why) => format!(
+            "Could not open it: `{opener}` {why} (no browser or desktop here?). Open {} in a browser yourself.",
+            path.display()
+        ),
+    }
+}
+
+/// Starts the desktop's opener on `path` and watches it for
+/// [`OPENER_WATCH`]: its exit status then says whether it worked. Its
+/// output goes nowhere; one still running is left to a thread that reaps it.
+fn open(path: &std::path::Path) -> Opened {
+    let (opener, mut command) = if cfg!(windows) {
         let mut c = Command::new("cmd");
         c.args(["/C", "start", ""]);
-        c
+        ("cmd /C start", c)
     } else if cfg!(target_os = "macos") {
-        Command::new("open")
+        ("open", Command::new("open"))
     } else {
-        Command::new("xdg-open")
+        ("xdg-open", Command::new("xdg-open"))
     };
-    let mut child = command
+    let spawned = command
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()?;
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => return Opened::Failed(opener, format!("could not start ({e})")),
+    };
+    let started = Instant::now();
+    while started.elapsed() < OPENER_WATCH {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Opened::Handed(opener),
+            Ok(Some(status)) => return Opened::Failed(opener, format!("failed ({status})")),
+            Ok(None) => std::thread::sleep(Duration::from_millis(25)),
+            Err(e) => return Opened::Failed(opener, format!("could not be watched ({e})")),
+        }
+    }
     std::thread::spawn(move || child.wait());
-    Ok(())
+    Opened::Running(opener)
 }

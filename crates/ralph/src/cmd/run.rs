@@ -27,6 +27,15 @@ pub fn run(args: RunArgs) -> CmdResult {
     let agent =
         ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
+    let sandboxed = std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1")
+        || std::env::var_os("CLAUDE_CODE_BUBBLEWRAP").is_some();
+    if let Some(refusal) = screen::root_refusal(
+        &agent,
+        ralph_core::loop_file::run_owner::runs_as_root(),
+        sandboxed,
+    ) {
+        return Err(Failure::usage(refusal));
+    }
     let args = RunArgs { agent, ..args };
     let (driver, terminal) = start(args)?;
     iterate(driver, terminal)
