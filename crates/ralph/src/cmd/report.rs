@@ -42,7 +42,7 @@ pub fn report(args: ReportArgs) -> CmdResult {
 /// How long ralph watches the opener before it leaves it running: long
 /// enough to see `xdg-open` fail for want of a browser, short enough not to
 /// hold the terminal.
-const OPENER_WATCH: Duration = Duration::from_millis(1000);
+const OPENER_WATCH: Duration = Duration::from_secs(1);
 
 /// What became of the opener, as `open` saw it.
 enum Opened {
