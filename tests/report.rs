@@ -23,16 +23,18 @@ fn budget_loop(p: &Project, task: &str) {
             "---\nactive: false\niteration: 5\nmax_iterations: 20\nsession_id: s1\ncompletion_promise: \"DONE\"\n\
              started_at: \"2026-12-01T10:00:00Z\"\nmax_tokens: 50000\nverify: \"cargo test\"\nmax_verify_failures: 3\n\
              verify_failures: 2\ntokens_used: 52000\nsame_reply_count: 1\nno_progress_count: 2\n\
+             max_cost: 1\ncost_usd: 0.65\ncheck: \"cargo check\"\n\
              outcome: token_budget\nended_at: \"2026-12-01T10:05:00Z\"\n---\n\n{task}\n"
         ),
     );
+    // As ralph logs them: `cost_usd` is the running total after each turn.
     let lines = [
-        r#"{"time":"2026-12-01T10:00:40Z","iteration":1,"decision":"block","why":"no promise yet","tokens":9000,"cost_usd":0.11}"#,
-        r#"{"time":"2026-12-01T10:01:30Z","iteration":2,"decision":"block","why":"promise refused","tokens":21000,"cost_usd":0.15,"verification":{"passed":false,"status":"exit 101","failures":4}}"#,
-        r#"{"time":"2026-12-01T10:02:10Z","iteration":3,"decision":"block","why":"no promise yet","tokens":30000,"cost_usd":0.12,"a_field_from_a_newer_ralph":{"x":1}}"#,
-        r#"{"time":"2026-12-01T10:03:50Z","iteration":4,"decision":"block","why":"promise refused","tokens":41000,"cost_usd":0.14,"verification":{"passed":false,"status":"exit 101","failures":1}}"#,
+        r#"{"time":"2026-12-01T10:00:40Z","iteration":1,"decision":"block","why":"no promise yet","tokens":9000,"cost_usd":0.11,"check":{"passed":false,"status":"exit 1","failures":6}}"#,
+        r#"{"time":"2026-12-01T10:01:30Z","iteration":2,"decision":"block","why":"promise refused: `cargo test` failed\nLast lines of its output:\nFAILED parser::utf8","tokens":21000,"cost_usd":0.26,"verification":{"passed":false,"status":"exit 101","failures":4},"check":{"passed":true,"status":"exit 0"}}"#,
+        r#"{"time":"2026-12-01T10:02:10Z","iteration":3,"decision":"block","why":"no promise yet","tokens":30000,"cost_usd":0.38,"a_field_from_a_newer_ralph":{"x":1}}"#,
+        r#"{"time":"2026-12-01T10:03:50Z","iteration":4,"decision":"block","why":"promise refused","tokens":41000,"cost_usd":0.52,"verification":{"passed":false,"status":"exit 101","failures":1}}"#,
         "not json at all",
-        r#"{"time":"2026-12-01T10:05:00Z","iteration":5,"decision":"end","outcome":"token_budget","why":"the token budget of 50000 is used up (52000)","tokens":52000,"cost_usd":0.13,"receipt":{"branch":"main","commit":"4be1c3a","checks":"2 of 3 passed"}}"#,
+        r#"{"time":"2026-12-01T10:05:00Z","iteration":5,"decision":"end","outcome":"token_budget","why":"the token budget of 50000 is used up (52000)","tokens":52000,"cost_usd":0.65,"receipt":{"branch":"main","commit":"4be1c3a","checks":"2 of 3 passed"}}"#,
     ];
     p.write(
         ".claude/ralph/history/20261201T100500Z-budget.log.jsonl",
@@ -224,8 +226,13 @@ fn a_budget_ended_loop_shows_the_budget_the_checks_and_the_receipt() {
     assert_eq!(count(&dom, "class=\"budget\""), 1, "{dom}");
     assert!(dom.contains("budget 50,000"), "{dom}");
     assert!(dom.contains("$0.65"), "the total cost: {dom}");
-    assert_eq!(count(&dom, "class=\"check fail\""), 2, "{dom}");
-    assert!(dom.contains("✗ 4") && dom.contains("✗ 1"), "{dom}");
+    // The gate refused twice; `--check` failed once (6 failures) and passed once.
+    assert_eq!(count(&dom, "class=\"check fail\""), 3, "{dom}");
+    assert!(
+        dom.contains("✗ 4") && dom.contains("✗ 1") && dom.contains("✗ 6"),
+        "{dom}"
+    );
+    assert!(dom.contains("$0.65 / $1.00"), "the dollar meter: {dom}");
     assert!(
         dom.contains("2 / 3"),
         "refused promises against their limit: {dom}"
@@ -238,6 +245,94 @@ fn a_budget_ended_loop_shows_the_budget_the_checks_and_the_receipt() {
     screenshot(&page, "budget-loop");
     // The README's picture (docs/images/report.png) is this one.
     screenshot_sized(&page, "readme", "860,1060");
+}
+
+/// The page's text: every figure and sentence as it will show, without Chromium.
+fn page_of(p: &Project, args: &[&str]) -> String {
+    std::fs::read_to_string(report(p, args)).unwrap()
+}
+
+#[test]
+fn the_page_shows_check_results_a_dollar_meter_and_line_breaks_as_line_breaks() {
+    let p = Project::new();
+    budget_loop(&p, "Port the parser");
+    let page = page_of(&p, &["--name", "budget"]);
+    assert!(page.contains("--check per iteration"), "the --check row");
+    assert!(
+        page.contains("--verify gate per iteration"),
+        "the gate's row"
+    );
+    assert!(
+        page.contains("<th>dollars (--max-cost)</th><td class=\"num\">$0.65 / $1.00</td>"),
+        "the dollar meter"
+    );
+    assert!(page.contains("$0.65 spent of $1.00"), "the total, once");
+    // Each iteration's own spend: 0.11, 0.15, 0.12, 0.14, 0.13.
+    for micros in [110_000, 150_000, 120_000, 140_000, 130_000] {
+        assert!(
+            page.contains(&format!("data-micro-usd=\"{micros}\"")),
+            "{micros}"
+        );
+    }
+    // A reason of several lines keeps its line breaks; never `\n` as two characters.
+    assert!(!page.contains("\\n"), "a literal backslash-n on the page");
+    assert!(page.contains("failed\nLast lines of its output:\nFAILED parser::utf8"));
+    // The token budget's label sits inside the chart (its line is near the top).
+    let label = page.split("class=\"budget-label\"").nth(1).unwrap();
+    let y: f64 = label
+        .split("y=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(y >= 11.0, "an 11px label at y={y} is cut off at the top");
+}
+
+#[test]
+fn a_real_loop_shows_its_receipt_and_a_name_shows_every_run() {
+    let p = Project::new();
+    let agent = repo_root().join("examples/fake-agent.sh");
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(p.path("haiku.txt"));
+        let out = p.ralph_in(
+            &[
+                "run",
+                "--agent",
+                agent.to_str().unwrap(),
+                "--completion-promise",
+                "DONE",
+                "--verify",
+                "grep -c . haiku.txt",
+                "--check",
+                "test -f haiku.txt",
+                "--max-iterations",
+                "5",
+                "Write three haiku",
+            ],
+            p.root(),
+            b"",
+            &[("FAKE_AGENT_DELAY", "0")],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+    let page = page_of(&p, &["--name", "ralph"]);
+    assert_eq!(
+        page.matches("<section class=\"loop ").count(),
+        2,
+        "both runs"
+    );
+    assert!(
+        page.contains("<figcaption>Receipt</figcaption>"),
+        "the receipt"
+    );
+    assert!(
+        page.contains("grep -c . haiku.txt"),
+        "the receipt's command"
+    );
+    assert!(
+        page.contains("--check per iteration"),
+        "the --check results"
+    );
 }
 
 #[test]

@@ -176,12 +176,12 @@ pub fn checks(view: &LoopView) -> String {
     let rows = &view.iterations;
     let mut out = String::new();
     if rows.iter().any(|r| r.check.is_some()) {
-        out.push_str(&verdicts("`--check` per iteration", rows, |r| {
+        out.push_str(&verdicts("--check per iteration", rows, |r| {
             r.check.as_ref()
         }));
     }
     if rows.iter().any(|r| r.verify.is_some()) {
-        out.push_str(&verdicts("`--verify` gate per iteration", rows, |r| {
+        out.push_str(&verdicts("--verify gate per iteration", rows, |r| {
             r.verify.as_ref()
         }));
     }
