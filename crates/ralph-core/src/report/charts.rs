@@ -225,11 +225,16 @@ fn verdicts(
     )
 }
 
-/// Each breaker's counter against its limit, as a meter.
+/// Each breaker's counter against its limit, as a meter; a breaker that
+/// is off is left out (it cannot end the loop), and so is the figure when
+/// none is on.
 pub fn breakers(view: &LoopView) -> String {
     let mut rows = String::new();
-    for b in &view.breakers {
+    for b in view.breakers.iter().filter(|b| b.limit > 0) {
         let _ = write!(rows, "{}", breaker_row(b));
+    }
+    if rows.is_empty() {
+        return String::new();
     }
     format!(
         "<figure><figcaption>Breakers: counters against their limits</figcaption><table class=\"breakers\">{rows}</table></figure>"

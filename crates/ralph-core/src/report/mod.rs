@@ -8,6 +8,8 @@ pub mod charts;
 pub mod html;
 pub mod model;
 pub mod text;
+#[cfg(test)]
+mod words;
 
 use std::path::{Path, PathBuf};
 
