@@ -49,3 +49,4 @@ mod security_parse;
 mod security_registry;
 mod session;
 mod tidy;
+mod words;

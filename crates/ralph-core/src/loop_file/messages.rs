@@ -143,6 +143,14 @@ pub fn how_to_finish(state: &LoopState) -> String {
         }
         None => {}
     }
+    let bounds = bounds(state);
+    if (state.prd.is_some() || state.completion_promise.is_some()) && !bounds.is_empty() {
+        let _ = writeln!(
+            out,
+            "If it is not done before, the loop ends at {}.",
+            either(&bounds)
+        );
+    }
     if let Some(a) = &state.abort_promise {
         let _ = writeln!(
             out,
@@ -315,7 +323,11 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         .as_deref()
         .map(|v| format!(" and `{}` passes", printable(v)))
         .unwrap_or_default();
-    let bounds = bounds(state);
+    // The limit was just said ("at most 12 iterations"): named short here.
+    let mut bounds = bounds(state);
+    if state.max_iterations > 0 {
+        bounds[0] = "the limit".to_owned();
+    }
     let or_bounds = if bounds.is_empty() {
         String::new()
     } else {
