@@ -257,16 +257,44 @@ fn walkthrough() {
         &sandbox.claude(&api, "/ralph:ralph-init", &[]),
     );
     println!("  [model requests] {}", api.turns().len());
+    // The user's step: the example stories replaced by theirs (the example is refused).
+    std::fs::write(
+        project.join("ralph/prd.json"),
+        r#"{
+  "project": "scratch",
+  "branchName": "ralph/add",
+  "description": "Fix the adder.",
+  "userStories": [
+    {
+      "id": "US-001",
+      "title": "add adds",
+      "description": "add(2, 2) is 4.",
+      "acceptanceCriteria": ["cargo test passes"],
+      "priority": 1,
+      "passes": false,
+      "verify": "cargo test",
+      "notes": ""
+    }
+  ]
+}
+"#,
+    )
+    .unwrap();
+    println!(
+        "\n$ $EDITOR ralph/prd.json   # one story, US-001 \"add adds\", verify \"cargo test\""
+    );
+    let mark = "sed -i 's/\"passes\": false/\"passes\": true/' ralph/prd.json";
     let api = MockApi::start(vec![
-        Reply::text("I read ralph/PROMPT.md and the PRD; the first story is the adder."),
-        Reply::text("The adder is done.\n<promise>COMPLETE</promise>"),
+        Reply::text("I read ralph/PROMPT.md; the current story is US-001, add adds."),
+        Reply::bash("US-001 looks done; marking it as passing.", mark),
+        Reply::text("US-001 is marked as passing."),
         Reply::bash(
-            "cargo test fails: add subtracts. Fixing it.",
-            "sed -i 's/a - b/a + b/' src/lib.rs",
+            "cargo test fails: add subtracts. Fixing it, then marking US-001 again.",
+            format!("sed -i 's/a - b/a + b/' src/lib.rs && {mark}"),
         ),
-        Reply::text("Fixed; the test passes.\n<promise>COMPLETE</promise>"),
+        Reply::text("Fixed; US-001 passes."),
     ]);
-    let prompt = "/ralph:ralph-loop \"Follow ralph/PROMPT.md\" --completion-promise COMPLETE --max-iterations 30 --verify \"cargo test\"";
+    let prompt = "/ralph:ralph-loop --prd \"Follow ralph/PROMPT.md\" --check \"cargo check\" --verify \"cargo test\" --max-cost 5";
     show(
         prompt,
         &sandbox.claude(&api, prompt, &["--allowedTools", "Bash(sed:*)"]),
@@ -287,4 +315,9 @@ fn walkthrough() {
     );
     let log = sandbox.ralph(&["log"]);
     println!("$ ralph log\n{}", String::from_utf8_lossy(&log.stdout));
+    let report = sandbox.ralph(&["report", "--open"]);
+    println!(
+        "$ ralph report --open\n{}",
+        String::from_utf8_lossy(&report.stdout)
+    );
 }

@@ -227,9 +227,15 @@ pub fn log_line(line: &serde_json::Value) -> String {
     let unseen = line
         .get("tokens_unseen")
         .and_then(serde_json::Value::as_u64);
+    // At the end, tokens the transcript had not shown never will be counted.
+    let words = if field("decision") == "end" {
+        crate::decide::token_words_final
+    } else {
+        crate::decide::token_words
+    };
     let tokens = match (known, unseen.unwrap_or(0)) {
         (Some(known), unseen) if known > 0 || unseen > 0 => {
-            format!(" · tokens {}", crate::decide::token_words(known, unseen))
+            format!(" · tokens {}", words(known, unseen))
         }
         _ => String::new(),
     };

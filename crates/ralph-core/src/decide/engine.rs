@@ -467,7 +467,10 @@ fn go_on(
         line = format!("{line} · {}", messages::stories::status(&prd.stories));
     }
     let status = std::iter::once(match refused {
-        Some(v) => format!("{line} · {}", messages::verify_refused_status(&v.status)),
+        Some(v) => format!(
+            "{line} · {}",
+            messages::verify_refused_status(state, &v.status)
+        ),
         None => line,
     })
     .chain(notices)

@@ -530,7 +530,7 @@ fn drive(
         .verification
         .as_ref()
         .filter(|v| !v.passed)
-        .map(|v| messages::verify_refused_status(&v.status));
+        .map(|v| messages::verify_refused_status(state, &v.status));
     let turn = Turn {
         seen,
         transcript: appended,

@@ -248,12 +248,25 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
     out.join(" · ")
 }
 
-/// For the user's status line when `--verify` refused the promise.
-pub fn verify_refused_status(status: &str) -> String {
-    format!(
-        "promise refused: --verify failed ({})",
-        escape_controls(status)
-    )
+/// For the user's status line when `--verify` refused the promise (or, in
+/// a `--prd` loop, a story set to passing: there is no promise to refuse).
+pub fn verify_refused_status(state: &LoopState, status: &str) -> String {
+    let what = match (&state.prd, &state.completion_promise) {
+        (Some(_), _) => "story refused: ",
+        (None, Some(_)) => "promise refused: ",
+        (None, None) => "",
+    };
+    format!("{what}--verify failed ({})", escape_controls(status))
+}
+
+/// [`went_on`], or what `--verify` refused when it failed at this stop.
+pub fn went_on_after(state: &LoopState, verify_refused: bool) -> &'static str {
+    match (verify_refused, &state.prd, &state.completion_promise) {
+        (false, ..) => went_on(state),
+        (true, Some(_), _) => "story refused by --verify",
+        (true, None, Some(_)) => "promise refused by --verify",
+        (true, None, None) => "--verify failed",
+    }
 }
 
 /// What a loop works on, in one line for `status`, `log` and the status
@@ -602,11 +615,16 @@ pub mod stories {
 
     /// Why the loop completed.
     pub fn done(prd: &PrdSeen, iteration: u64) -> String {
-        let mut out = format!(
-            "all {} stories of {} pass, at iteration {iteration}",
-            prd.stories.len(),
-            prd.file
-        );
+        let mut out = match prd.stories.len() {
+            1 => format!(
+                "the one story of {} passes, at iteration {iteration}",
+                prd.file
+            ),
+            n => format!(
+                "all {n} stories of {} pass, at iteration {iteration}",
+                prd.file
+            ),
+        };
         let c = concerns(&prd.stories);
         if !c.is_empty() {
             let _ = write!(out, "; {c}");

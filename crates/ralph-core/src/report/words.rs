@@ -168,6 +168,14 @@ fn notices(state: &LoopState) -> Vec<(String, String)> {
         ),
         ("decision log, went on", messages::went_on(state).to_owned()),
         (
+            "refused by --verify",
+            messages::went_on_after(state, true).to_owned(),
+        ),
+        (
+            "status line, --verify failed",
+            messages::verify_refused_status(state, "exit 101"),
+        ),
+        (
             "ralph run figures",
             messages::guard_figures(state, &state.progress),
         ),

@@ -492,7 +492,7 @@ impl Driver {
                     next,
                     promise_refused,
                     figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
-                    went_on: messages::went_on(state),
+                    went_on: messages::went_on_after(state, promise_refused),
                     reply,
                 }))
             }

@@ -135,11 +135,7 @@ impl Screen {
     pub fn iterated(&mut self, it: &Iteration, elapsed_secs: u64) -> String {
         let took = self.times(elapsed_secs).iteration_secs;
         self.iteration_began = elapsed_secs;
-        self.last = if it.promise_refused {
-            "promise refused by --verify"
-        } else {
-            it.went_on
-        };
+        self.last = it.went_on;
         let figures = if it.figures.is_empty() {
             String::new()
         } else {
@@ -502,7 +498,7 @@ mod tests {
             next: 2,
             promise_refused: true,
             figures: "spent $0.10".into(),
-            went_on: "no promise yet",
+            went_on: "promise refused by --verify",
             reply,
         };
         assert_eq!(
