@@ -204,14 +204,15 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
         }
         None => {}
     }
+    // What the loop spent so far, not this iteration's share: said so.
     match state.guards.max_cost_usd {
         Some(limit) => out.push(format!(
-            "cost {}/{}",
+            "spent {} of {}",
             progress.counts.cost_usd.dollars(),
             limit.dollars()
         )),
         None if progress.counts.cost_usd.0 > 0 => {
-            out.push(format!("cost {}", progress.counts.cost_usd.dollars()));
+            out.push(format!("spent {} so far", progress.counts.cost_usd.dollars()));
         }
         None => {}
     }

@@ -223,7 +223,7 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
         } => {
             let mut figures = tokens.map_or_else(String::new, |t| format!(" · tokens {t}"));
             if let Some(cost) = cost {
-                figures.push_str(&format!(" · spent {}", cost.dollars()));
+                figures.push_str(&format!(" · spent {} in all", cost.dollars()));
             }
             let mut lines = vec![
                 format!(
