@@ -234,7 +234,12 @@ fn a_reply_not_yet_in_the_transcript_is_estimated_shown_and_ends_the_loop_in_tim
     let a = p.stop(true, "0");
     assert!(a.blocked(), "{}", a.stdout);
     let words = "15 known + ~15 not yet in the transcript";
-    assert!(a.reason().contains(words), "footer: {}", a.reason());
+    assert!(
+        a.reason()
+            .contains("Tokens: 15 of 50 known, and ~15 more for replies not in the transcript yet"),
+        "footer: {}",
+        a.reason()
+    );
     let s = p.state().progress;
     assert_eq!((s.tokens_used, s.unseen_tokens), (15, 15));
     let status = p.status_text();
@@ -318,7 +323,9 @@ fn every_reply_a_lagging_transcript_lacks_is_estimated() {
     assert!(a.reason().contains("Tokens: 15 of 1000."), "{}", a.reason());
     for (n, missing) in [(2, 15), (3, 30), (4, 45)] {
         let a = p.stop_after(true, "0", &format!("step {n}"));
-        let words = format!("Tokens: 15 known + ~{missing} not yet in the transcript of 1000.");
+        let words = format!(
+            "Tokens: 15 of 1000 known, and ~{missing} more for replies not in the transcript yet (counted once it shows them)."
+        );
         assert!(a.reason().contains(&words), "{words}: {}", a.reason());
     }
     p.append(&[
@@ -332,7 +339,7 @@ fn every_reply_a_lagging_transcript_lacks_is_estimated() {
     let a = p.stop_after(true, "0", "step 5");
     assert!(
         a.reason()
-            .contains("Tokens: 60 known + ~15 not yet in the transcript of 1000."),
+            .contains("Tokens: 60 of 1000 known, and ~15 more for replies not in the transcript yet (counted once it shows them)."),
         "the fifth reply is still missing: {}",
         a.reason()
     );

@@ -162,7 +162,10 @@ fn run_counts_the_agents_reported_cost_and_ends_at_the_budget() {
         "80 %: {}",
         p.read_or_empty(".agent/prompt-3")
     );
-    assert!(shown.contains("spent $0.40 of $1.00"), "progress line: {shown}");
+    assert!(
+        shown.contains("spent $0.40 of $1.00"),
+        "progress line: {shown}"
+    );
     assert!(shown.contains("spent $1.20"), "summary: {shown}");
     let l = p.the_loop();
     assert_eq!(l["outcome"], "cost_budget", "{l}");

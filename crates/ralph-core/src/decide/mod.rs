@@ -732,12 +732,16 @@ pub fn token_words_final(known: u64, unseen: u64) -> String {
 /// turn's reply is not in the transcript yet, that it is counted at the
 /// next stop (so `0 of 15000` after a long turn reads as what it is).
 pub fn token_note(known: u64, unseen: u64, replies_behind: u64, limit: u64) -> String {
-    if replies_behind > 0 && unseen == 0 {
+    if unseen > 0 {
+        format!(
+            "Tokens: {known} of {limit} known, and ~{unseen} more for replies not in the transcript yet (counted once it shows them)."
+        )
+    } else if replies_behind > 0 {
         format!(
             "Tokens: {known} of {limit} counted so far; the last reply is not in the transcript yet and is counted at the next stop."
         )
     } else {
-        format!("Tokens: {} of {limit}.", token_words(known, unseen))
+        format!("Tokens: {known} of {limit}.")
     }
 }
 
@@ -1404,6 +1408,25 @@ mod tests {
             outcome(&decide(&s, &with(u64::MAX, true))),
             Some(Outcome::Guard(Tripped::TokenBudget))
         );
+    }
+
+    #[test]
+    fn token_figures_say_what_is_known_and_when_the_rest_will_be() {
+        // After a 6,000-token turn whose reply the transcript does not show yet: not a bare 0.
+        let note = token_note(0, 0, 1, 15_000);
+        assert_eq!(
+            note,
+            "Tokens: 0 of 15000 counted so far; the last reply is not in the transcript yet and is counted at the next stop."
+        );
+        assert_eq!(token_note(6_000, 0, 0, 15_000), "Tokens: 6000 of 15000.");
+        assert_eq!(
+            token_note(6_000, 2_000, 1, 15_000),
+            "Tokens: 6000 of 15000 known, and ~2000 more for replies not in the transcript yet (counted once it shows them)."
+        );
+        // After the loop ended, nothing will count them: an estimate, said so.
+        let ended = token_words_final(6_000, 2_000);
+        assert!(!ended.contains("not yet"), "{ended}");
+        assert!(ended.contains("estimated"), "{ended}");
     }
 
     #[test]

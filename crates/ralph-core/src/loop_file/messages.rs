@@ -212,7 +212,10 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
             limit.dollars()
         )),
         None if progress.counts.cost_usd.0 > 0 => {
-            out.push(format!("spent {} so far", progress.counts.cost_usd.dollars()));
+            out.push(format!(
+                "spent {} so far",
+                progress.counts.cost_usd.dollars()
+            ));
         }
         None => {}
     }
