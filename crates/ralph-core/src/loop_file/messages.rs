@@ -177,13 +177,21 @@ pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
     )
 }
 
-/// The notice when a loop ends.
+/// The notice when a loop ends, on one line: a reason of several lines
+/// (a story's concerns, say) is folded with ⏎, as `ralph log` folds it,
+/// never shown with `\n`.
 pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String {
     let (icon, what) = outcome.headline();
+    let detail = detail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ");
     format!(
         "{icon} ralph `{}` {what}: {}. Record: {}",
         line(name),
-        line(detail),
+        line(&detail),
         line(record)
     )
 }
@@ -491,6 +499,20 @@ pub fn kept_after_clear(name: &str, state: &LoopState, active: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_end_notice_folds_a_reason_of_several_lines() {
+        let notice = ended(
+            "l",
+            Outcome::Completed,
+            "all 2 stories pass; US-1 concerns: slow\non Windows",
+            "r.md",
+        );
+        assert!(
+            notice.contains("slow ⏎ on Windows") && !notice.contains("\\n"),
+            "{notice}"
+        );
+    }
 
     #[test]
     fn controls_are_escaped_and_text_kept() {
