@@ -33,6 +33,11 @@ pub enum LoopError {
         path: PathBuf,
         owner: Option<String>,
     },
+    /// The name asked for is taken by a loop file not armed on this machine.
+    #[error(
+        "a loop file named `{name}` is here ({path}) but was not armed on this machine; it stays inert. Read it and take it over with `ralph adopt --name {name}`, replace it with --force, or choose another --name"
+    )]
+    NameTakenByForeign { name: String, path: PathBuf },
     #[error("this session already drives the loop `{name}`; one session runs one loop at a time")]
     SessionBusy { name: String },
     #[error("the prompt is empty: give the task as arguments or on stdin")]
@@ -97,6 +102,13 @@ pub enum LoopError {
         "`--max-window` pauses the loop by the plan's 5-hour window as `ralph statusline` last saw it, and it has seen none yet: set `ralph statusline` as Claude Code's status line (README, \"Status line\"; only subscription plans report the window), let it refresh once, then arm again; nothing was armed"
     )]
     WindowUnseen,
+    /// A PRD's story commands the user has not approved (`given`: a code that does not
+    /// match them); the text lists them and says how to approve.
+    #[error("{}", .list.refusal(.given.as_deref()))]
+    CommandsUnapproved {
+        list: Box<crate::control::approval::StoryCommands>,
+        given: Option<String>,
+    },
     /// `(name, why)` of each loop a cancel could not end.
     #[error("could not cancel:\n{}", not_cancelled(.0))]
     NotCancelled(Vec<(String, String)>),
@@ -120,7 +132,8 @@ impl crate::error::Exit for LoopError {
             | Self::NotifyUrl(_)
             | Self::PromiseWithTags { .. }
             | Self::WindowShare(_)
-            | Self::WindowUnseen => crate::error::ExitClass::Usage,
+            | Self::WindowUnseen
+            | Self::CommandsUnapproved { .. } => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }
@@ -316,10 +329,24 @@ pub fn arm_or_keep(
     let path = project.loop_path(&req.name);
     for entry in Scan::read(project, Some(registry))?.entries {
         let same_name = entry.file().name == req.name;
-        let same_session =
-            req.session_id.is_some() && entry.session_id() == req.session_id.as_deref();
+        // Only a loop armed here is driven by a session: a file no record vouches for
+        // (planted, copied, edited) names whatever session it likes and stays inert, so
+        // it never makes this session busy.
+        let same_session = req.session_id.is_some()
+            && entry.ours().is_some()
+            && entry.session_id() == req.session_id.as_deref();
         if !(same_name || same_session) {
             continue;
+        }
+        if !req.force
+            && let LoopEntry::Foreign { live, .. } = &entry
+        {
+            // The name is taken by a file this user did not arm: say so, and how to read
+            // and take it over, or replace it.
+            return Err(LoopError::NameTakenByForeign {
+                name: live.file.name.clone(),
+                path,
+            });
         }
         if !req.force
             && same_name

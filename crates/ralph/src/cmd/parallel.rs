@@ -81,6 +81,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         prd: _,
         notify,
         notify_url,
+        // The fleet's children are given no PRD (their story is their task).
+        approve_commands: _,
     } = arm;
     ChildFlags {
         agent: agent.clone(),
