@@ -782,6 +782,36 @@ mod tests {
         assert_eq!(reports[1].outcome.as_deref(), Some("cancelled"));
     }
 
+    /// Only a loop armed here makes a session busy: a file no record vouches for, naming
+    /// the session, is left alone; under the name asked for, the refusal says what it is.
+    #[test]
+    fn a_foreign_file_naming_the_session_never_makes_it_busy() {
+        let (_t, p, r) = project();
+        let planted = "---\nsession_id: s\nmax_iterations: 5\n---\nPlanted\n";
+        std::fs::write(p.loop_path("planted"), planted).unwrap();
+        arm(&p, &r, &req("mine", Some("s")), Timestamp(0)).unwrap();
+        let taken = arm(&p, &r, &req("planted", Some("t")), Timestamp(1)).unwrap_err();
+        assert!(
+            matches!(taken, LoopError::NameTakenByForeign { .. }),
+            "{taken}"
+        );
+        assert!(
+            taken.to_string().contains("`ralph adopt --name planted`"),
+            "{taken}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.loop_path("planted")).unwrap(),
+            planted
+        );
+        assert!(
+            matches!(
+                arm(&p, &r, &req("other", Some("s")), Timestamp(2)),
+                Err(LoopError::SessionBusy { .. })
+            ),
+            "the loop armed here still makes the session busy"
+        );
+    }
+
     #[test]
     fn cancel_and_pause() {
         let (_t, p, r) = project();
