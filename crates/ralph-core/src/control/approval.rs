@@ -56,11 +56,58 @@ impl StoryCommands {
 
     /// What the commands are and where they come from, then the list.
     fn heading(&self) -> String {
+        self.listed(
+            "which ralph would run as you (sh -c, in the project root) when the agent marks each story as passing",
+        )
+    }
+
+    /// The commands, where they come from and `how` ralph would run them, then the list.
+    fn listed(&self, how: &str) -> String {
         format!(
-            "Story commands in {}, which ralph would run as you (sh -c, in the project root) when the agent marks each story as passing; they come from the project's files, not from you:\n{}",
+            "Story commands in {}, {how}; they come from the project's files, not from you:\n{}",
             display::line(&self.prd),
             self.lines().join("\n")
         )
+    }
+
+    /// How `ralph run --parallel` runs them.
+    fn fleet_heading(&self) -> String {
+        self.listed(
+            "which `ralph run --parallel` runs as you (sh -c): each open story's in its loop's verify gate, in the story's worktree, and again on its rebased branch before it comes home",
+        )
+    }
+
+    /// The refusal of `ralph run --parallel` that could not ask: the list, and the flag
+    /// that approves it (in GitHub Actions, the `approve-commands` input).
+    pub fn fleet_refusal(&self, given: Option<&str>) -> String {
+        format!(
+            "{}{}\nNothing ran: no agent started and no story command ran. If you trust them, run again with `{FLAG} {}` (in the GitHub Actions fleet, the workflow's `approve-commands` input; any change to them gives another code), or run it in a terminal to be asked",
+            mismatch(given),
+            self.fleet_heading(),
+            self.code
+        )
+    }
+
+    /// The question a terminal asks once for the whole fleet.
+    pub fn fleet_question(&self) -> String {
+        format!(
+            "{}\nRun them as you for this fleet? (`{FLAG} {}` approves exactly this list without asking) [y/N] ",
+            self.fleet_heading(),
+            self.code
+        )
+    }
+
+    /// What `ralph plan` adds: the list and its code (nothing when no story has a command).
+    pub fn plan_lines(&self) -> Vec<String> {
+        if self.commands.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![String::new(), self.fleet_heading()];
+        out.push(format!(
+            "Approve exactly this list with `{FLAG} {}` (`ralph run --parallel`, or the fleet workflow's `approve-commands` input); any change to them gives another code.",
+            self.code
+        ));
+        out
     }
 
     /// The refusal of a terminal command (`ralph start`, `ralph run`) that could not ask:
