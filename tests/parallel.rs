@@ -1180,3 +1180,58 @@ fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() 
     assert!(outputs.contains("outcome=ready"), "{outputs}");
     assert_eq!(repo.calls("US-004"), 1);
 }
+
+/// The fleet on a terminal (under `script`, which gives ralph one): the story commands are
+/// listed and asked about once for the whole run; `n` starts nothing, `y` runs the fleet.
+#[test]
+fn the_fleet_asks_once_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        println!(
+            "the_fleet_asks_once_on_a_terminal: skipped, `script` (util-linux) is not installed"
+        );
+        return;
+    }
+    for (answer, runs) in [("n\n", false), ("y\n", true)] {
+        let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+        repo.with_story_command("touch story-command-ran; test -f US-004.txt");
+        let line = format!(
+            "{BIN} run --parallel 2 --max-iterations 1 --agent 'sh {}'",
+            repo.home.path().join("agent.sh").display()
+        );
+        let mut cmd = Command::new("script");
+        repo.env(&mut cmd);
+        let out = cmd
+            .args(["-qec", &line, "/dev/null"])
+            .current_dir(repo.root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                // The answer, once the question is on the screen.
+                std::thread::sleep(Duration::from_millis(500));
+                child.stdin.take().unwrap().write_all(answer.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        let screen = text(&out);
+        assert_eq!(
+            screen.matches("Run them as you for this fleet?").count(),
+            1,
+            "{answer:?}: {screen}"
+        );
+        assert!(
+            screen.contains("US-004: touch story-command-ran; test -f US-004.txt"),
+            "{answer:?}: {screen}"
+        );
+        assert_eq!(out.status.success(), runs, "{answer:?}: {screen}");
+        let calls = repo.calls("US-004") + repo.calls("US-005");
+        assert_eq!(calls, if runs { 2 } else { 0 }, "{answer:?}: {screen}");
+        if runs {
+            assert_eq!(repo.record("US-004")["state"], "merged", "{screen}");
+        } else {
+            assert!(!repo.root().join(".ralph/worktrees").exists(), "{screen}");
+        }
+    }
+}

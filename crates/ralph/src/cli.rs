@@ -298,8 +298,9 @@ pub struct ArmFlags {
     /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
-    /// With --prd: approve the PRD's story commands whose list has this code (ralph shows the
-    /// commands and their code, and asks in a terminal); a changed list gives another code
+    /// With --prd or --parallel: approve the PRD's story commands whose list has this code
+    /// (ralph shows the commands and their code, and asks in a terminal); a changed list
+    /// gives another code
     #[arg(long, value_name = "CODE")]
     pub approve_commands: Option<String>,
 }
