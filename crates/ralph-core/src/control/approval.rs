@@ -302,6 +302,24 @@ mod tests {
             )),
             "{again}"
         );
+        let fleet = list.fleet_refusal(None);
+        assert!(
+            fleet.contains("\n  US-1: rm -rf ~\\x1b[2J\n")
+                && fleet.contains(&format!("`--approve-commands {}`", list.code))
+                && fleet.contains("`approve-commands` input"),
+            "{fleet}"
+        );
+        assert!(
+            list.plan_lines()
+                .concat()
+                .contains(&format!("--approve-commands {}", list.code))
+        );
+        assert!(
+            StoryCommands::of("p", &[story("US-1", None)])
+                .plan_lines()
+                .is_empty(),
+            "no command, nothing to approve"
+        );
         let long = list.in_session(None, "--prd\nline two");
         assert!(long.contains("again with `--approve-commands "), "{long}");
         assert!(
