@@ -44,6 +44,7 @@ mod report;
 mod robustness;
 mod run;
 mod scaling;
+mod security_approve;
 mod security_files;
 mod security_parse;
 mod security_registry;

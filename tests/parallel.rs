@@ -182,6 +182,24 @@ impl Repo {
         self.root().join(format!(".ralph/worktrees/{story}"))
     }
 
+    /// The code `ralph plan` shows for the PRD's story commands.
+    fn approval_code(&self) -> String {
+        let out = self.ralph(&["plan"]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        crate::prd::approval_code(&text(&out))
+            .unwrap_or_else(|| panic!("no approval code in: {}", text(&out)))
+    }
+
+    /// Gives the PRD's first story the check `command` and commits it.
+    fn with_story_command(&self, command: &str) {
+        let path = self.root().join("ralph/prd.json");
+        let mut value: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        value["userStories"][0]["verify"] = json!(command);
+        std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+        self.git(&["commit", "-qam", "a story command"]);
+    }
+
     fn show(&self, what: &str) -> String {
         self.git(&["show", what])
     }
@@ -637,6 +655,16 @@ fn the_fleet_job_script_runs_one_story_and_pushes_its_branch() {
 /// The fleet's per-job script run for `story` as a GitHub job runs it (its
 /// files in `out_dir`): what it printed, and what it wrote to `GITHUB_OUTPUT`.
 fn fleet_job(repo: &Repo, story: &str, out_dir: &Path) -> (Output, String) {
+    fleet_job_with(repo, story, out_dir, &[])
+}
+
+/// [`fleet_job`] with more of the job's environment (`vars`).
+fn fleet_job_with(
+    repo: &Repo,
+    story: &str,
+    out_dir: &Path,
+    vars: &[(&str, &str)],
+) -> (Output, String) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../.github/actions/ralph-story/run-story.sh"
@@ -656,6 +684,7 @@ fn fleet_job(repo: &Repo, story: &str, out_dir: &Path) -> (Output, String) {
         .env("OUT", out_dir)
         .env("REMOTE", repo.home.path().join("origin.git"))
         .env("GITHUB_OUTPUT", &outputs)
+        .envs(vars.iter().copied())
         .stdin(Stdio::null());
     repo.env(&mut cmd);
     let out = cmd.output().unwrap();
@@ -1035,7 +1064,8 @@ fn a_story_comes_home_only_when_its_own_verify_passes() {
     )
     .unwrap();
     repo.git(&["commit", "-qam", "story checks"]);
-    let out = repo.scripted("2", &["--max-iterations", "2"]);
+    let code = repo.approval_code();
+    let out = repo.scripted("2", &["--max-iterations", "2", "--approve-commands", &code]);
     let all = text(&out);
     assert!(
         all.contains("US-004: its check `test -f US-004.txt` runs before it comes home"),
@@ -1057,4 +1087,151 @@ fn a_story_comes_home_only_when_its_own_verify_passes() {
     );
     assert_eq!(repo.passes(), [true, false, false]);
     assert_eq!(repo.calls("US-007"), 0, "a blocked story never runs");
+}
+
+/// Issue 36 item 1, the fleet: a PRD's story commands come from the repository, not from
+/// the user. Without a terminal, `ralph run --parallel` starts no agent and runs no story
+/// command until `--approve-commands` carries the code of exactly that list (shown by the
+/// refusal and by `ralph plan`); a code for another list is refused too.
+#[test]
+fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    repo.with_story_command("touch story-command-ran; test -f US-004.txt");
+    let ran = || {
+        repo.root().join("story-command-ran").exists()
+            || repo.worktree("US-004").join("story-command-ran").exists()
+    };
+
+    let out = repo.scripted("2", &["--max-iterations", "1"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("  US-004: touch story-command-ran; test -f US-004.txt")
+            && all.contains("Nothing ran")
+            && all.contains("approve-commands"),
+        "the refusal lists the command and names the flag: {all}"
+    );
+    let code = crate::prd::approval_code(&all).expect("the refusal gives the code");
+    assert_eq!(
+        code,
+        repo.approval_code(),
+        "`ralph plan` shows the same code"
+    );
+    assert_eq!(
+        repo.calls("US-004") + repo.calls("US-005"),
+        0,
+        "no agent started: {all}"
+    );
+    assert!(!ran(), "no story command ran");
+    assert!(!repo.root().join(".ralph/worktrees").exists(), "{all}");
+
+    let wrong = repo.scripted(
+        "2",
+        &[
+            "--max-iterations",
+            "1",
+            "--approve-commands",
+            "0123456789ab",
+        ],
+    );
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("does not approve"),
+        "{}",
+        text(&wrong)
+    );
+    assert_eq!(repo.calls("US-004"), 0);
+
+    let out = repo.scripted("2", &["--max-iterations", "1", "--approve-commands", &code]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(repo.calls("US-004"), 1, "{all}");
+    assert_eq!(repo.record("US-004")["state"], "merged", "{all}");
+    assert!(ran(), "the approved command ran: {all}");
+}
+
+/// The same through the fleet's job script, as a GitHub job runs it (no terminal): the
+/// story is refused (exit 2) until the workflow's `approve-commands` input carries the code.
+#[test]
+fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() {
+    let repo = Repo::new(&[("US-004", false)]);
+    repo.with_story_command("touch story-command-ran; test -f US-004.txt");
+    let out_dir = repo.home.path().join("out");
+    let job = [("PUSH", "0"), ("VERIFY", "test -f US-004.txt")];
+    let (out, outputs) = fleet_job_with(&repo, "US-004", &out_dir, &job);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("  US-004: touch story-command-ran"),
+        "{}",
+        text(&out)
+    );
+    assert!(!outputs.contains("outcome=ready"), "{outputs}");
+    assert_eq!(repo.calls("US-004"), 0);
+    assert!(!repo.worktree("US-004").join("story-command-ran").exists());
+
+    let code = repo.approval_code();
+    let (out, outputs) = fleet_job_with(
+        &repo,
+        "US-004",
+        &out_dir,
+        &[job[0], job[1], ("APPROVE_COMMANDS", &code)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(outputs.contains("outcome=ready"), "{outputs}");
+    assert_eq!(repo.calls("US-004"), 1);
+}
+
+/// The fleet on a terminal (under `script`, which gives ralph one): the story commands are
+/// listed and asked about once for the whole run; `n` starts nothing, `y` runs the fleet.
+#[test]
+fn the_fleet_asks_once_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        println!(
+            "the_fleet_asks_once_on_a_terminal: skipped, `script` (util-linux) is not installed"
+        );
+        return;
+    }
+    for (answer, runs) in [("n\n", false), ("y\n", true)] {
+        let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+        repo.with_story_command("touch story-command-ran; test -f US-004.txt");
+        let line = format!(
+            "{BIN} run --parallel 2 --max-iterations 1 --agent 'sh {}'",
+            repo.home.path().join("agent.sh").display()
+        );
+        let mut cmd = Command::new("script");
+        repo.env(&mut cmd);
+        let out = cmd
+            .args(["-qec", &line, "/dev/null"])
+            .current_dir(repo.root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                // The answer, once the question is on the screen.
+                std::thread::sleep(Duration::from_millis(500));
+                child.stdin.take().unwrap().write_all(answer.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        let screen = text(&out);
+        assert_eq!(
+            screen.matches("Run them as you for this fleet?").count(),
+            1,
+            "{answer:?}: {screen}"
+        );
+        assert!(
+            screen.contains("US-004: touch story-command-ran; test -f US-004.txt"),
+            "{answer:?}: {screen}"
+        );
+        assert_eq!(out.status.success(), runs, "{answer:?}: {screen}");
+        let calls = repo.calls("US-004") + repo.calls("US-005");
+        assert_eq!(calls, if runs { 2 } else { 0 }, "{answer:?}: {screen}");
+        if runs {
+            assert_eq!(repo.record("US-004")["state"], "merged", "{screen}");
+        } else {
+            assert!(!repo.root().join(".ralph/worktrees").exists(), "{screen}");
+        }
+    }
 }

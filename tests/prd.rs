@@ -33,6 +33,7 @@ trait Steps {
     fn with_prd(prd: &str) -> Self;
     fn run(&self, args: &[&str], stdin: &str) -> (i32, String, String);
     fn ralph(&self, args: &[&str], stdin: &str) -> (i32, String);
+    fn ralph_approved(&self, args: &[&str], stdin: &str) -> (i32, String);
     fn start(&self, flags: &[&str]) -> String;
     fn stop(&self, reply: &str) -> Value;
     fn agent_sets_passes(&self, id: &str);
@@ -63,6 +64,23 @@ impl Steps for Project {
         (code, format!("{out}{err}"))
     }
 
+    /// Runs ralph as the user does with a PRD whose stories hold commands: refused
+    /// first (the commands listed, nothing armed), then again with the code shown.
+    fn ralph_approved(&self, args: &[&str], stdin: &str) -> (i32, String) {
+        let (code, out) = self.ralph(args, stdin);
+        let Some(approval) = approval_code(&out) else {
+            return (code, out);
+        };
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("Nothing was armed"), "{out}");
+        if args.contains(&"--raw-arguments") {
+            return self.ralph(args, &format!("--approve-commands {approval} {stdin}"));
+        }
+        let mut approved = vec![args[0], "--approve-commands", &approval];
+        approved.extend_from_slice(&args[1..]);
+        self.ralph(&approved, stdin)
+    }
+
     fn start(&self, flags: &[&str]) -> String {
         let mut args = vec![
             "start",
@@ -73,7 +91,7 @@ impl Steps for Project {
         ];
         args.extend_from_slice(flags);
         args.push("Build the demo");
-        let (code, out) = self.ralph(&args, "");
+        let (code, out) = self.ralph_approved(&args, "");
         assert_eq!(code, 0, "{out}");
         out
     }
@@ -106,6 +124,17 @@ impl Steps for Project {
             .expect("an ended loop in the history");
         std::fs::read_to_string(record).unwrap()
     }
+}
+
+/// The code a refusal gives to approve the PRD's story commands.
+pub fn approval_code(out: &str) -> Option<String> {
+    let at = out.find("--approve-commands ")? + "--approve-commands ".len();
+    Some(
+        out[at..]
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect(),
+    )
 }
 
 fn reason(answer: &Value) -> &str {
@@ -335,7 +364,7 @@ fn arming_refuses_a_missing_or_outside_prd() {
 fn the_slash_command_takes_prd_with_or_without_a_path() {
     let p = Project::with_prd(THREE);
     p.write("docs/other.json", THREE);
-    let (code, out) = p.ralph(
+    let (code, out) = p.ralph_approved(
         &["start", "--raw-arguments", "--session-id", "s1"],
         "--prd Fix the printer",
     );
@@ -343,7 +372,7 @@ fn the_slash_command_takes_prd_with_or_without_a_path() {
     let file = p.read(LOOP);
     assert!(file.contains("prd: \"ralph/prd.json\""), "{file}");
     assert!(file.trim_end().ends_with("Fix the printer"), "{file}");
-    let (code, out) = p.ralph(
+    let (code, out) = p.ralph_approved(
         &[
             "start",
             "--raw-arguments",
@@ -376,7 +405,7 @@ fn both_templates_arm_with_prd_and_show_their_story_verify() {
         let prompt = p.read("ralph/PROMPT.md");
         if template == "software" {
             // Its stories are an example only: arming them unedited is refused, with the fix.
-            let (code, out) = p.ralph(&["start", "--session-id", "s1", "--prd"], &prompt);
+            let (code, out) = p.ralph_approved(&["start", "--session-id", "s1", "--prd"], &prompt);
             assert_eq!(code, 2, "{out}");
             assert!(
                 out.contains("still holds the example stories `ralph init` wrote")
@@ -388,7 +417,7 @@ fn both_templates_arm_with_prd_and_show_their_story_verify() {
                 .replace("Add tags to the note data model", "Add tags to notes");
             p.write("ralph/prd.json", &edited);
         }
-        let (code, out) = p.ralph(&["start", "--session-id", "s1", "--prd"], &prompt);
+        let (code, out) = p.ralph_approved(&["start", "--session-id", "s1", "--prd"], &prompt);
         assert_eq!(code, 0, "{out}");
         assert!(
             out.contains("Story commands ralph will run") && out.contains("US-001: "),
@@ -424,7 +453,7 @@ cat > prompt-$n
 sed -i '0,/"passes": false/s//"passes": true/' ralph/prd.json
 echo "did call $n""#,
     );
-    let (code, out) = p.ralph(
+    let (code, out) = p.ralph_approved(
         &[
             "run",
             "--agent",
@@ -486,9 +515,21 @@ fn e2e_the_real_client_works_through_three_stories_one_refused_once() {
         Reply::bash("US-003 is done.", mark("US-003")),
         Reply::text("US-003 done."),
     ]);
-    let run = sandbox.claude(
+    // The PRD's story command is shown to the user first (no model request); the line
+    // it gives, sent as is, arms the loop.
+    let asked = sandbox.claude(
         &api,
         "/ralph-loop --prd Build the demo --max-iterations 8",
+        &[],
+    );
+    assert!(api.turns().is_empty(), "{}", api.describe());
+    let approval = approval_code(&asked.stdout)
+        .unwrap_or_else(|| panic!("the user is shown the code: {}", asked.describe()));
+    let run = sandbox.claude(
+        &api,
+        &format!(
+            "/ralph-loop --approve-commands {approval} --prd Build the demo --max-iterations 8"
+        ),
         &["--allowedTools", "Bash(sed:*),Bash(touch:*)"],
     );
     assert!(run.status.success(), "{}", run.describe());

@@ -10,6 +10,9 @@
 #   AGENT           `ralph run --agent` value (claude, codex, gemini, copilot or a command)
 #   MAX_ITERATIONS, MAX_DURATION, MAX_TOKENS, COMPLETION_PROMISE, VERIFY, PERMISSION_MODE
 #                   the loop's `ralph run` flags of the same names, when set
+#   APPROVE_COMMANDS  `ralph run --approve-commands`: the code of the PRD's story commands
+#                   the user approved (shown by `ralph plan`); without it, a PRD whose
+#                   stories carry commands is refused (exit 2) and nothing runs
 #   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
 #   AGENT_KEY       its value (from a secret)
 #   REMOTE          where to push: a URL or a path (never read from the checkout's config)
@@ -62,6 +65,7 @@ extra=()
 [ -n "${COMPLETION_PROMISE:-}" ] && extra+=(--completion-promise "$COMPLETION_PROMISE")
 [ -n "${VERIFY:-}" ] && extra+=(--verify "$VERIFY")
 [ -n "${PERMISSION_MODE:-}" ] && extra+=(--permission-mode "$PERMISSION_MODE")
+[ -n "${APPROVE_COMMANDS:-}" ] && extra+=(--approve-commands "$APPROVE_COMMANDS")
 set +e
 "$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}" \
     2>&1 | tee "$out/summary.txt"

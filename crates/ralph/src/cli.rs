@@ -298,6 +298,11 @@ pub struct ArmFlags {
     /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
+    /// With --prd or --parallel: approve the PRD's story commands whose list has this code
+    /// (ralph shows the commands and their code, and asks in a terminal); a changed list
+    /// gives another code
+    #[arg(long, value_name = "CODE")]
+    pub approve_commands: Option<String>,
 }
 
 impl ArmFlags {
@@ -320,6 +325,7 @@ impl ArmFlags {
             prd: self.prd,
             notify: self.notify,
             notify_url: self.notify_url,
+            approve_commands: self.approve_commands,
         }
     }
 
@@ -333,6 +339,7 @@ impl ArmFlags {
             || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()
+            || self.approve_commands.is_some()
     }
 }
 

@@ -65,6 +65,9 @@ pub enum EdgeError {
     NoTerminal(String),
     #[error("not adopted.")]
     Declined,
+    /// A PRD's story commands, shown on the terminal, were not approved.
+    #[error("nothing was armed: the story commands were not approved.")]
+    NotApproved,
 }
 
 impl ralph_core::error::Exit for EdgeError {}

@@ -32,6 +32,7 @@ const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("notify-url", Kind::Text),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
+    ("approve-commands", Kind::Text),
 ];
 
 /// Every option of `ralph start`, in one table (the guards' own from

@@ -2,6 +2,7 @@
 //! from a slash command's text, with the same checks), the `ArmRequest` they make, and the
 //! text arming tells the user. The binary parses, calls, and prints what comes back.
 
+use crate::control::approval::StoryCommands;
 use crate::control::arguments::{self, ArgumentsError};
 use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
 use crate::loop_file::guards::GuardSettings;
@@ -30,6 +31,9 @@ pub struct ArmOptions {
     pub prd: Option<String>,
     pub notify: bool,
     pub notify_url: Option<String>,
+    /// `--approve-commands CODE`: the user approved the PRD's story commands whose
+    /// list has this code (`approval::StoryCommands`).
+    pub approve_commands: Option<String>,
 }
 
 impl Default for ArmOptions {
@@ -46,6 +50,7 @@ impl Default for ArmOptions {
             prd: None,
             notify: false,
             notify_url: None,
+            approve_commands: None,
         }
     }
 }
@@ -87,6 +92,7 @@ impl ArmOptions {
             "prd" => self.prd = Some(value.to_owned()),
             "notify" => self.notify = true,
             "notify-url" => self.notify_url = Some(value.to_owned()),
+            "approve-commands" => self.approve_commands = Some(value.to_owned()),
             other => return Err(ArgumentsError::NoSuchOption(other.to_owned())),
         }
         Ok(())
@@ -113,13 +119,22 @@ impl ArmOptions {
     }
 
     /// The request to arm a loop with `prompt`; `--prd` reads the PRD now (and gives a task
-    /// when none was typed).
+    /// when none was typed). A PRD's story commands are refused unless the user approved
+    /// exactly them (`--approve-commands`).
     pub fn request(self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
         let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
         let prd = match &self.prd {
             Some(path) => Some(commands::read_prd(project, path)?),
             None => None,
         };
+        if let Some(list) = prd.as_ref().map(|p| StoryCommands::of(&p.path, &p.stories))
+            && !list.approved_by(self.approve_commands.as_deref())
+        {
+            return Err(LoopError::CommandsUnapproved {
+                list: Box::new(list),
+                given: self.approve_commands,
+            });
+        }
         let prompt = match &prd {
             Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
             _ => prompt,
@@ -150,6 +165,20 @@ impl ArmOptions {
     }
 }
 
+/// The story commands `options` would bind that the user has not approved (none when
+/// the loop has no PRD, the PRD no command, or the code given approves them): what a
+/// terminal asks about before arming. The PRD is read again when the loop is armed, and
+/// the code checked against it then.
+pub fn unapproved(
+    project: &Project,
+    options: &ArmOptions,
+) -> Result<Option<StoryCommands>, LoopError> {
+    let Some(path) = &options.prd else {
+        return Ok(None);
+    };
+    let prd = commands::read_prd(project, path)?;
+    let list = StoryCommands::of(&prd.path, &prd.stories);
+    Ok((!list.approved_by(options.approve_commands.as_deref())).then_some(list))
 /// Whether a budget ends the loop: `--max-tokens`, `--max-cost` or
 /// `--max-duration`, set and not zero. (`--verify` only checks a promise and
 /// `--max-window` pauses: neither ends a loop that has no other end.)
@@ -336,6 +365,7 @@ mod tests {
             ("notify", ""),
             ("notify-url", "http://127.0.0.1:9/x"),
             ("stuck-after", "3"),
+            ("approve-commands", "c0de"),
         ] {
             o.apply(key, value).unwrap();
         }
@@ -357,6 +387,7 @@ mod tests {
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
+                approve_commands: Some("c0de".into()),
             }
         );
         o.apply("prd", "other/prd.json").unwrap();

@@ -36,6 +36,11 @@ pub enum LoopError {
         /// The loop is paused (not running), whoever owned it.
         paused: bool,
     },
+    /// The name asked for is taken by a loop file not armed on this machine.
+    #[error(
+        "a loop file named `{name}` is here ({path}) but was not armed on this machine; it stays inert. Read it and take it over with `ralph adopt --name {name}`, replace it with --force, or choose another --name"
+    )]
+    NameTakenByForeign { name: String, path: PathBuf },
     #[error("this session already drives the loop `{name}`; one session runs one loop at a time")]
     SessionBusy { name: String },
     #[error("the prompt is empty: give the task as arguments or on stdin")]
@@ -108,6 +113,13 @@ pub enum LoopError {
         "`--max-iterations 0` with no completion promise, no --prd and no budget arms a loop that only a breaker or you could end; nothing was armed. Give it an end: `--completion-promise DONE` (with `--verify CMD` to check it), `--prd FILE`, a budget (`--max-tokens N`, `--max-cost USD`, `--max-duration 2h`), or an iteration limit such as `--max-iterations 20`"
     )]
     Unbounded,
+    /// A PRD's story commands the user has not approved (`given`: a code that does not
+    /// match them); the text lists them and says how to approve.
+    #[error("{}", .list.refusal(.given.as_deref()))]
+    CommandsUnapproved {
+        list: Box<crate::control::approval::StoryCommands>,
+        given: Option<String>,
+    },
     /// `(name, why)` of each loop a cancel could not end.
     #[error("could not cancel:\n{}", not_cancelled(.0))]
     NotCancelled(Vec<(String, String)>),
@@ -133,7 +145,8 @@ impl crate::error::Exit for LoopError {
             | Self::WindowShare(_)
             | Self::WindowUnseen
             | Self::Unbounded
-            | Self::ExamplePrd(_) => crate::error::ExitClass::Usage,
+            | Self::ExamplePrd(_)
+            | Self::CommandsUnapproved { .. } => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }
@@ -342,10 +355,24 @@ pub fn arm_or_keep(
     let path = project.loop_path(&req.name);
     for entry in Scan::read(project, Some(registry))?.entries {
         let same_name = entry.file().name == req.name;
-        let same_session =
-            req.session_id.is_some() && entry.session_id() == req.session_id.as_deref();
+        // Only a loop armed here is driven by a session: a file no record vouches for
+        // (planted, copied, edited) names whatever session it likes and stays inert, so
+        // it never makes this session busy.
+        let same_session = req.session_id.is_some()
+            && entry.ours().is_some()
+            && entry.session_id() == req.session_id.as_deref();
         if !(same_name || same_session) {
             continue;
+        }
+        if !req.force
+            && let LoopEntry::Foreign { live, .. } = &entry
+        {
+            // The name is taken by a file this user did not arm: say so, and how to read
+            // and take it over, or replace it.
+            return Err(LoopError::NameTakenByForeign {
+                name: live.file.name.clone(),
+                path,
+            });
         }
         if !req.force
             && same_name
@@ -803,6 +830,36 @@ mod tests {
         assert_eq!(names, ["other"]);
         let reports = report(&p, Some(&r), 10, 0, Timestamp(3)).unwrap();
         assert_eq!(reports[1].outcome.as_deref(), Some("cancelled"));
+    }
+
+    /// Only a loop armed here makes a session busy: a file no record vouches for, naming
+    /// the session, is left alone; under the name asked for, the refusal says what it is.
+    #[test]
+    fn a_foreign_file_naming_the_session_never_makes_it_busy() {
+        let (_t, p, r) = project();
+        let planted = "---\nsession_id: s\nmax_iterations: 5\n---\nPlanted\n";
+        std::fs::write(p.loop_path("planted"), planted).unwrap();
+        arm(&p, &r, &req("mine", Some("s")), Timestamp(0)).unwrap();
+        let taken = arm(&p, &r, &req("planted", Some("t")), Timestamp(1)).unwrap_err();
+        assert!(
+            matches!(taken, LoopError::NameTakenByForeign { .. }),
+            "{taken}"
+        );
+        assert!(
+            taken.to_string().contains("`ralph adopt --name planted`"),
+            "{taken}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.loop_path("planted")).unwrap(),
+            planted
+        );
+        assert!(
+            matches!(
+                arm(&p, &r, &req("other", Some("s")), Timestamp(2)),
+                Err(LoopError::SessionBusy { .. })
+            ),
+            "the loop armed here still makes the session busy"
+        );
     }
 
     #[test]

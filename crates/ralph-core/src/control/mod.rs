@@ -6,9 +6,12 @@
 //! receipts kept for them (`receipt_text`); `ralph start`'s options as a
 //! slash command gives them (`arguments`), turned into a request, and what
 //! arming tells (`arming`); what cancelling, pausing and resuming tell
-//! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`).
+//! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`); the
+//! commands a loop would run that the user did not type, and their approval
+//! (`approval`).
 
 pub mod adoption;
+pub mod approval;
 pub mod arguments;
 pub mod arming;
 pub mod cancel_pause;

@@ -42,6 +42,9 @@ pub struct LoopReport {
     /// `--prd`: the current story and how many pass (`story US-002 · 1 of 3 pass`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stories: Option<String>,
+    /// `--prd`: the story commands the loop has bound, one line each (`approval::bound_lines`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub story_commands: Vec<String>,
     /// The guards' settings and counters, one JSON field each (named as
     /// in `guards.rs`); absent when the file does not parse.
     #[serde(flatten)]
@@ -117,6 +120,9 @@ pub fn report(
                 .prd
                 .as_ref()
                 .map(|prd| crate::decide::prd_turn::status_of(&project.root, prd));
+            r.story_commands = live.state.prd.as_ref().map_or_else(Vec::new, |prd| {
+                crate::control::approval::bound_lines(&project.root, prd)
+            });
         }
         out.push(r);
     }
@@ -201,6 +207,7 @@ fn report_one(
         unseen_tokens: None,
         abort_promise: None,
         stories: None,
+        story_commands: Vec::new(),
         guard_settings: None,
         guard_counts: None,
         guards: Vec::new(),

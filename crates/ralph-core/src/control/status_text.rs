@@ -77,6 +77,11 @@ fn report(r: &LoopReport) -> Vec<String> {
     if let Some(stories) = &r.stories {
         out.push(format!("  {}", display::line(stories)));
     }
+    if !r.story_commands.is_empty() {
+        // Each line escaped where it was built (`approval::bound_lines`).
+        out.push("  story commands ralph runs, as you, when their story passes:".to_owned());
+        out.extend(r.story_commands.iter().map(|line| format!("  {line}")));
+    }
     if !r.guards.is_empty() {
         let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
             (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {

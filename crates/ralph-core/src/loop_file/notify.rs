@@ -293,6 +293,19 @@ fn detach_with_input(program: &str, args: &[String], input: Option<&[u8]>) -> st
     Ok(())
 }
 
+/// Where a webhook URL posts, in words for the user (`ralph adopt`): its host, port and
+/// path, escaped; `None` for a URL ralph would never call.
+pub fn destination(url: &str) -> Option<String> {
+    let url = check_url(url).ok()?;
+    let t = Target::parse(&url)?;
+    Some(format!(
+        "host {}, port {}, path {}",
+        crate::display::line(&t.host),
+        t.port,
+        crate::display::line(&t.path)
+    ))
+}
+
 /// An http(s) URL taken apart, as far as a POST needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {

@@ -344,6 +344,19 @@ pub fn scan_session_id(text: &str) -> Option<String> {
     })
 }
 
+/// Every bound field (`binding::is_bound`) the file sets, with its value as YAML reads it,
+/// in the order ralph reads them: what `ralph adopt` shows before it binds them.
+pub fn bound_values(text: &str) -> Result<Vec<(&'static str, String)>, StateError> {
+    let layout = frontmatter::split(text)?;
+    let raw = raw_fields(text, &layout)?;
+    Ok(KNOWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| crate::loop_file::binding::is_bound(f))
+        .filter_map(|f| raw.get(f).map(|v| (f, v.to_owned())))
+        .collect())
+}
+
 /// Reads the frontmatter into raw fields, and proves that every known field
 /// is written where a rewrite will find it (see `parse_proven_yaml`).
 pub(crate) fn raw_fields(text: &str, layout: &Split) -> Result<RawFields, StateError> {

@@ -1,6 +1,7 @@
 //! `ralph adopt`: take over, deliberately, a loop file that was not armed on
-//! this machine. It shows what the loop would do (prompt, promises, verify
-//! command, escaped), asks on a terminal or takes `--yes`, then records it.
+//! this machine. It shows what the loop would do (every setting the record
+//! binds, each command and the webhook in plain words, the prompt, escaped),
+//! asks on a terminal or takes `--yes`, then records it.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -38,25 +39,23 @@ pub fn adopt(args: AdoptArgs) -> CmdResult {
         Choice::Candidate { live, arming } => (live, arming),
     };
     let shown = crate::env::display(&project, &live.file.path);
-    for line in adoption::describe(&shown, &live, &status) {
+    for line in adoption::describe(&project, &shown, &live, &status) {
         say!("{line}");
     }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
         }
-        if !confirm()? {
+        if !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
             return Err(EdgeError::Declined.into());
         }
     }
     record(&project, &registry, &live)
 }
 
-fn confirm() -> Result<bool, Failure> {
-    let _ = write!(
-        std::io::stdout(),
-        "Adopt it, so that ralph drives it from now on? [y/N] "
-    );
+/// Asks `question` on the terminal; only `y` or `yes` is a yes.
+pub fn ask(question: &str) -> Result<bool, Failure> {
+    let _ = write!(std::io::stdout(), "{question}");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     std::io::stdin()

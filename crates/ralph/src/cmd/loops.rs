@@ -5,9 +5,11 @@
 
 use std::io::{IsTerminal, Read};
 
+use ralph_core::control::LoopError;
 use ralph_core::control::arguments::{self, Selection};
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
+use ralph_core::loop_file::store::Project;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{SelectArgs, StartArgs};
@@ -30,21 +32,58 @@ pub fn start(args: StartArgs) -> CmdResult {
     };
     // The session found above, whatever the raw text said.
     options.session_id = session;
-    arm_and_tell(options, task).map(|_| ())
+    if !args.raw_arguments {
+        approve_on_terminal(&crate::env::project(), &mut options)?;
+    }
+    arm_and_tell(options, task)
+        .map_err(Failure::from)
+        .map(|_| ())
+}
+
+/// Before arming from a terminal: a PRD's story commands the user has not approved are
+/// shown and asked about; a yes approves exactly the list shown (its code is checked
+/// again against the PRD when the loop is armed). Without a terminal nothing is asked,
+/// and arming refuses with the list and the flag that approves it.
+pub fn approve_on_terminal(project: &Project, options: &mut ArmOptions) -> Result<(), Failure> {
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Ok(());
+    }
+    let Some(list) = arming::unapproved(project, options)? else {
+        return Ok(());
+    };
+    if !super::adopt::ask(&list.question())? {
+        return Err(EdgeError::NotApproved.into());
+    }
+    options.approve_commands = Some(list.code);
+    Ok(())
+}
+
+/// What `/ralph-loop` did.
+pub enum Typed {
+    Armed(Box<arming::Activation>),
+    /// Nothing was armed: the PRD's story commands wait for the user's approval; the text
+    /// (the list and how to approve it) is for the user only.
+    Approve(String),
 }
 
 /// `/ralph-loop ARGS`, answered by the UserPromptSubmit hook: `raw` is the text typed after
 /// the command, as the hook event carries it (never through a shell). Arms the loop for
 /// `session` and prints what `ralph start` prints.
-pub fn start_typed(raw: &str, session: &str) -> Result<arming::Activation, Failure> {
+pub fn start_typed(raw: &str, session: &str) -> Result<Typed, Failure> {
     let mut options = ArmOptions::default();
     let task = options.apply_raw(raw)?;
     options.session_id = Some(session.to_owned());
-    arm_and_tell(options, task)
+    match arm_and_tell(options, task) {
+        Ok(activation) => Ok(Typed::Armed(Box::new(activation))),
+        Err(LoopError::CommandsUnapproved { list, given }) => {
+            Ok(Typed::Approve(list.in_session(given.as_deref(), raw)))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Arms the loop (or keeps this session's identical one) and prints the activation text.
-fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activation, Failure> {
+fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activation, LoopError> {
     let activation = arming::arm_and_tell(
         &crate::env::project(),
         crate::env::registry().as_ref(),

@@ -22,6 +22,7 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
     ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     let promise = driver::promise(args.arm.completion_promise.as_deref());
+    let approved = approve_on_terminal(&args)?;
     let request = driver::Request {
         merge: &args.fanout.merge,
         prd: args.arm.prd.as_deref(),
@@ -31,6 +32,7 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         promise,
         verify: args.arm.guards.0.get("verify"),
         verify_timeout: args.arm.guards.0.get("verify-timeout"),
+        approve_commands: approved.as_deref(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -52,6 +54,30 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         say!("{line}");
     }
     crate::exit::run_exit(exit)
+}
+
+/// The `--approve-commands` code the fleet runs with. On a terminal, the PRD's story
+/// commands the user has not approved are shown and asked about once for the whole
+/// fleet; a yes approves exactly the list shown (the driver checks the code again against
+/// the PRD it reads). Without a terminal nothing is asked: the driver refuses with the
+/// list and the flag. Tasks on the command line have no story commands.
+fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Failure> {
+    let given = args.arm.approve_commands.clone();
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if !terminal || !args.prompt.is_empty() {
+        return Ok(given);
+    }
+    // A PRD that cannot be read is the driver's error to tell, in its words.
+    let Ok(list) = driver::story_commands(&crate::env::project().root) else {
+        return Ok(given);
+    };
+    if list.approved_by(given.as_deref()) {
+        return Ok(given);
+    }
+    if !super::adopt::ask(&list.fleet_question())? {
+        return Err(crate::exit::EdgeError::NotApproved.into());
+    }
+    Ok(Some(list.code))
 }
 
 /// What every child `ralph run` is given again. Every flag is named, so a
@@ -81,6 +107,10 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         prd: _,
         notify,
         notify_url,
+        // The fleet's children are given no PRD (their story is their task): the fleet
+        // checks the approval once (`driver::Request`), and each child is given its
+        // story's approved command itself, as its `--verify` gate.
+        approve_commands: _,
     } = arm;
     ChildFlags {
         agent: agent.clone(),
@@ -104,6 +134,10 @@ pub fn plan(args: PlanArgs) -> CmdResult {
         return Ok(());
     }
     for line in screen::plan(&stories) {
+        say!("{line}");
+    }
+    let project = crate::env::project();
+    for line in driver::story_commands(&project.root)?.plan_lines() {
         say!("{line}");
     }
     Ok(())

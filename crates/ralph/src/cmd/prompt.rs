@@ -11,7 +11,9 @@
 //! - `/ralph-loop ARGS`: the loop is armed here, from the text as the event carries it
 //!   (never through a shell); the prompt then goes on to the model with ralph's activation
 //!   text as context, so that turn is the loop's first iteration. A refusal (a typo, a busy
-//!   session) is answered here and nothing reaches the model.
+//!   session) is answered here and nothing reaches the model. So is a `--prd` loop whose
+//!   story commands the user has not approved: the answer lists them, for the user only,
+//!   with the one line to send that approves exactly them (`--approve-commands CODE`).
 //! - `/ralph-resume`: resumed here; when a loop was resumed the prompt goes on with the task as
 //!   context (that turn works on it), otherwise the answer is the report.
 //!
@@ -64,7 +66,9 @@ fn arm(text: &str, session: Option<String>) -> Reply {
     };
     let (result, output) = captured(|| loops::start_typed(text, &session));
     match result {
-        Ok(activation) => Reply::armed(&activation, &output),
+        Ok(loops::Typed::Armed(activation)) => Reply::armed(&activation, &output),
+        // The story commands go to the user only: a block's reason never reaches the model.
+        Ok(loops::Typed::Approve(list)) => Reply::Answered(list),
         Err(failure) => answered((Err(failure), output)),
     }
 }

@@ -76,10 +76,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     };
     let mut driver = match prompt {
         Some(prompt) => {
-            let request = args
-                .arm
-                .into_options(args.name.clone(), Some(own_id.clone()), args.force)
-                .request(&setup.project, prompt)?;
+            let mut options =
+                args.arm
+                    .into_options(args.name.clone(), Some(own_id.clone()), args.force);
+            super::loops::approve_on_terminal(&setup.project, &mut options)?;
+            let request = options.request(&setup.project, prompt)?;
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
             }

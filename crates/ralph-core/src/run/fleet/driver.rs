@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::control::approval::StoryCommands;
 use crate::fs::process::GroupChild;
 use crate::fs::safe_fs;
 use crate::loop_file::outcome::{self as ended, RecordedOutcome};
@@ -65,6 +66,8 @@ pub struct Request<'a> {
     pub verify_timeout: Option<&'a str>,
     /// Every child `ralph run`'s arguments (the task comes on stdin).
     pub child_args: Vec<String>,
+    /// `--approve-commands`: the code of the PRD's story commands the user approved.
+    pub approve_commands: Option<&'a str>,
 }
 
 /// How the run ended: the summary rows, the notes, whether Ctrl-C stopped it.
@@ -187,6 +190,15 @@ fn select(
             return Err(FleetError::NoSuchStory(id.clone()));
         }
     }
+    // The story commands run in each child's gate and at the trip home: only the list
+    // the user approved (read once, here; every story below is taken from this read).
+    let list = StoryCommands::of(fleet::PRD, &all);
+    if !list.approved_by(request.approve_commands) {
+        return Err(FleetError::CommandsUnapproved {
+            list: Box::new(list),
+            given: request.approve_commands.map(str::to_owned),
+        });
+    }
     let open: Vec<Story> = fleet::open(&all)
         .into_iter()
         .filter(|s| request.only.is_empty() || request.only.contains(&s.id))
@@ -221,6 +233,13 @@ pub fn read_stories(root: &Path) -> Result<Vec<Story>, FleetError> {
         }
     };
     Ok(fleet::stories(&text)?)
+}
+
+/// The story commands of the project's PRD and the code that approves them: the
+/// same list and code as `ralph start --prd` (every story's command, so the code stays
+/// as stories pass and changes only when a command does).
+pub fn story_commands(root: &Path) -> Result<StoryCommands, FleetError> {
+    Ok(StoryCommands::of(fleet::PRD, &read_stories(root)?))
 }
 
 /// The child's arguments with its story's own check in its `--verify`

@@ -63,6 +63,13 @@ pub enum FleetError {
         crate::loop_file::stories::DEFAULT_PRD
     )]
     NoPrd,
+    /// The PRD's story commands the user has not approved (`given`: a code that does
+    /// not match them); the text lists them and says how to approve.
+    #[error("{}", .list.fleet_refusal(.given.as_deref()))]
+    CommandsUnapproved {
+        list: Box<crate::control::approval::StoryCommands>,
+        given: Option<String>,
+    },
     #[error(transparent)]
     Prd(#[from] PrdError),
     #[error(transparent)]
@@ -79,7 +86,8 @@ impl crate::error::Exit for FleetError {
             | Self::OtherPrd
             | Self::StoryWithTasks
             | Self::NoSuchStory(_)
-            | Self::NoPrd => crate::error::ExitClass::Usage,
+            | Self::NoPrd
+            | Self::CommandsUnapproved { .. } => crate::error::ExitClass::Usage,
             _ => crate::error::ExitClass::Failure,
         }
     }
