@@ -45,6 +45,7 @@ mod robustness;
 mod run;
 mod scaling;
 mod security_files;
+mod security_gate;
 mod security_parse;
 mod security_registry;
 mod session;

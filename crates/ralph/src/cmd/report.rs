@@ -2,7 +2,9 @@
 //! the page, writes it and says where; `--open` hands it to the desktop's
 //! opener without waiting.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use ralph_core::fs::process::program;
 
 use ralph_core::report::{self, Selection};
 use ralph_core::time::Timestamp;
@@ -46,13 +48,13 @@ pub fn report(args: ReportArgs) -> CmdResult {
 /// while ralph still runs).
 fn open(path: &std::path::Path) -> std::io::Result<()> {
     let mut command = if cfg!(windows) {
-        let mut c = Command::new("cmd");
+        let mut c = program("cmd")?;
         c.args(["/C", "start", ""]);
         c
     } else if cfg!(target_os = "macos") {
-        Command::new("open")
+        program("open")?
     } else {
-        Command::new("xdg-open")
+        program("xdg-open")?
     };
     let mut child = command
         .arg(path)
