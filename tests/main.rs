@@ -45,8 +45,12 @@ mod robustness;
 mod run;
 mod scaling;
 mod security_files;
+// Processes, /proc, chown and sh scripts: Unix only.
+#[cfg(unix)]
 mod security_gate;
 mod security_parse;
+#[cfg(unix)]
+mod security_path;
 mod security_registry;
 mod session;
 mod tidy;
