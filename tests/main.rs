@@ -46,7 +46,12 @@ mod run;
 mod scaling;
 mod security_approve;
 mod security_files;
+// Processes, /proc, chown and sh scripts: Unix only.
+#[cfg(unix)]
+mod security_gate;
 mod security_parse;
+#[cfg(unix)]
+mod security_path;
 mod security_registry;
 mod session;
 mod tidy;

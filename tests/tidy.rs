@@ -244,6 +244,18 @@ fn git_runs_only_through_the_git_runner() {
     );
 }
 
+/// Every program ralph starts is named through `fs/process.rs` (`program`, `shell`,
+/// `this_program`), which finds it in an absolute folder of PATH only: a relative entry
+/// (`.`, `node_modules/.bin`) would run the repository's `git` or `sh` (issue 36, item 4).
+#[test]
+fn programs_are_started_only_through_the_absolute_path_lookup() {
+    let found = offenders(&["Command::new("], &["crates/ralph-core/src/fs/process.rs"]);
+    assert!(
+        found.is_empty(),
+        "a program started without fs/process.rs (`program`): {found:#?}"
+    );
+}
+
 #[test]
 fn loop_files_are_written_only_in_lifecycle() {
     let found = offenders(

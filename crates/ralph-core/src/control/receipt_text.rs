@@ -85,6 +85,7 @@ mod tests {
             duration_ms: 1500,
             output_sha256: "ab".into(),
             output_bytes: 10,
+            output_cut: false,
             commit: commit.map(str::to_owned),
             clean,
             passed_at: "T".into(),

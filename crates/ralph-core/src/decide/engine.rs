@@ -132,7 +132,7 @@ pub fn step(
         }
         if matches!(decision, Decision::Verify { .. }) {
             seen.verification = Some(verdict);
-            gate_output = output;
+            gate_output = Some(output);
         } else {
             seen.check = Some(verdict);
         }
@@ -375,7 +375,7 @@ type Written = (Step, LogEntry, Vec<(&'static str, String)>);
 struct Ended {
     outcome: Outcome,
     detail: String,
-    gate_output: Option<std::fs::File>,
+    gate_output: Option<Vec<u8>>,
 }
 
 /// A completion through a passing gate leaves a receipt (`receipt.rs`):
@@ -386,7 +386,7 @@ fn keep_receipt(
     live: &Loop,
     registry: Option<&Registry>,
     seen: &Observation,
-    output: Option<std::fs::File>,
+    output: Option<Vec<u8>>,
     record: &std::path::Path,
     now: Timestamp,
 ) -> Option<String> {

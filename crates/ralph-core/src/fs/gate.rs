@@ -1,17 +1,33 @@
-//! Running a loop's `--verify` gate or `--check` command, with a time limit.
+//! Running a loop's `--verify` gate or `--check` command, with a time limit,
+//! in a box ([`crate::fs::gate_box`]) that ends everything it started, its
+//! output read through a pipe: the SHA-256 of all of it, only its end kept.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::fs::process::{scratch_file, shell, spawn_in_group, wait_then_end_group};
+use sha2::{Digest, Sha256};
+
+use crate::fs::gate_box;
+use crate::fs::process::{shell, spawn_in_group, wait_then_end_group};
 
 /// How much of the command's output is kept for the agent.
-const TAIL_BYTES: u64 = 4000;
+const TAIL_BYTES: usize = 4000;
 const TAIL_LINES: usize = 40;
+/// How much of the output's end ralph keeps at all (in memory, for the
+/// failure count and a receipt's copy); the digest covers everything.
+pub const KEPT_BYTES: usize = 1024 * 1024;
+/// How much of the output's end the failure count is read from: enough
+/// for go test's `--- FAIL:` lines of a large package, bounded for speed.
+const COUNT_BYTES: usize = 256 * 1024;
+/// How long the box may take past the gate's own limit to end what the
+/// gate started, before the hook ends the box.
+const BOX_GRACE: Duration = Duration::from_secs(15);
+/// How long the output is read after the command ended, when something it
+/// started (where the system lets it escape) still holds the pipe.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Time this process has spent in verification gates: finished gates, and
 /// the start of the one running. The hook's overall deadline leaves the
@@ -25,7 +41,8 @@ pub struct Verification {
     pub passed: bool,
     /// `exit 3`, `timed out after 300s`, `could not start: …`
     pub status: String,
-    /// The last lines of its output.
+    /// The last lines of its output; when ralph kept only the end of it
+    /// ([`KEPT_BYTES`]), a first line says so.
     pub output_tail: String,
     /// The exit code, when it exited with one.
     pub exit_code: Option<i32>,
@@ -35,6 +52,15 @@ pub struct Verification {
     pub duration_ms: u64,
     /// The SHA-256 of its whole output, in hex (empty: not started).
     pub output_sha256: String,
+    /// The size of its whole output, in bytes.
+    pub output_bytes: u64,
+}
+
+impl Verification {
+    /// Whether the output was longer than ralph keeps ([`KEPT_BYTES`]).
+    pub fn output_cut(&self) -> bool {
+        self.output_bytes > KEPT_BYTES as u64
+    }
 }
 
 /// How long this process has spent running verification commands so far,
@@ -65,49 +91,32 @@ impl Drop for GateTimer {
 
 /// Runs `command` through the shell ([`shell`]: `sh -c`, or `cmd /C` on a
 /// Windows without `sh`) in `root`, stdin from nothing, stdout and stderr
-/// together into an unlinked scratch file, in its own process group
-/// (Windows: job object), which is ended when the command exits and when
-/// it outlives `timeout`: nothing it started in the background lives on.
+/// together into a pipe ralph reads, in the gate's box ([`gate_box`]),
+/// which ends everything the command started when it exits or outlives
+/// `timeout`.
 pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
     run_keeping(command, root, timeout).0
 }
 
-/// [`run`], also handing back the whole output (rewound) for a receipt.
-pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verification, Option<File>) {
+/// [`run`], also handing back the end of the output ralph kept (at most
+/// [`KEPT_BYTES`]) for a receipt.
+pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verification, Vec<u8>) {
     let _timer = GateTimer::start();
-    let output = match scratch_file() {
-        Ok(f) => f,
-        Err(e) => return (not_started(&e), None),
-    };
-    let (Ok(out), Ok(err)) = (output.try_clone(), output.try_clone()) else {
-        return (
-            not_started(&std::io::Error::other("cannot share the output file")),
-            None,
-        );
-    };
-    let mut sh = shell(command);
-    sh.current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    // Our own streams are Claude Code's pipes: not to be opened through
+    // /proc/<pid>/fd by what the gate starts (when it is not root).
+    #[cfg(target_os = "linux")]
+    crate::fs::process::hide_own_files();
     let started = Instant::now();
-    let mut group = match spawn_in_group(&mut sh) {
-        Ok(g) => g,
-        Err(e) => return (not_started(&e), None),
+    let (status, captured) = match run_boxed(command, root, timeout) {
+        Ok(done) => done,
+        Err(e) => return (not_started(&e), Vec::new()),
     };
-    let status = wait_then_end_group(&mut group, timeout);
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut output = output;
-    let read = read_output(&mut output);
     let (passed, status, exit_code) = match status {
-        Some(s) if s.success() => (true, "exit 0".to_owned(), Some(0)),
-        Some(s) => (
-            false,
-            s.code()
-                .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}")),
-            s.code(),
-        ),
-        None => (
+        Ended::Exited(0) => (true, "exit 0".to_owned(), Some(0)),
+        Ended::Exited(code) => (false, format!("exit {code}"), Some(code)),
+        Ended::Killed => (false, "killed by a signal".to_owned(), None),
+        Ended::TimedOut => (
             false,
             format!("timed out after {}s", timeout.as_secs()),
             None,
@@ -116,14 +125,59 @@ pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verificati
     let verdict = Verification {
         passed,
         status,
-        output_tail: read.tail,
+        output_tail: captured.tail(),
         exit_code,
-        failures: crate::failure::failure_count(&read.end),
+        failures: crate::failure::failure_count(&captured.end(COUNT_BYTES)),
         duration_ms,
-        output_sha256: read.sha256,
+        output_sha256: captured.sha256.clone(),
+        output_bytes: captured.total,
     };
-    let kept = output.seek(SeekFrom::Start(0)).is_ok().then_some(output);
-    (verdict, kept)
+    (verdict, captured.kept)
+}
+
+/// How the command ended.
+enum Ended {
+    Exited(i32),
+    Killed,
+    TimedOut,
+}
+
+/// Starts the command (in the box when this program serves one), reads
+/// its output while it runs, and waits for it.
+fn run_boxed(command: &str, root: &Path, timeout: Duration) -> std::io::Result<(Ended, Captured)> {
+    let boxed = gate_box::available();
+    let mut cmd = if boxed {
+        gate_box::command(command, timeout)?
+    } else {
+        shell(command)?
+    };
+    let (reader, writer) = std::io::pipe()?;
+    cmd.current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer);
+    let collector = Collector::start(reader);
+    let started = Instant::now();
+    let spawned = spawn_in_group(&mut cmd);
+    // Our copies of the pipe's writing end go with the command: the read
+    // ends when the last process the gate started has gone.
+    drop(cmd);
+    let mut group = spawned?;
+    let limit = if boxed { timeout + BOX_GRACE } else { timeout };
+    let status = wait_then_end_group(&mut group, limit);
+    let captured = collector.finish(DRAIN_LIMIT);
+    let timed_out = started.elapsed() >= timeout;
+    let ended = match status.map(|s| s.code()) {
+        // The hook's own limit: the box (or the command) did not end.
+        None => Ended::TimedOut,
+        // The box ends itself by a signal when the command was killed or
+        // ran out of time (on Windows with code 1): the time tells which.
+        Some(None) if timed_out => Ended::TimedOut,
+        Some(None) => Ended::Killed,
+        Some(Some(1)) if cfg!(windows) && boxed && timed_out => Ended::TimedOut,
+        Some(Some(code)) => Ended::Exited(code),
+    };
+    Ok((ended, captured))
 }
 
 fn not_started(e: &std::io::Error) -> Verification {
@@ -134,53 +188,99 @@ fn not_started(e: &std::io::Error) -> Verification {
     }
 }
 
-/// What is read back from a command's output file.
-struct ReadOutput {
-    /// The last [`TAIL_LINES`] lines (of the last [`TAIL_BYTES`]).
-    tail: String,
-    /// The last [`COUNT_BYTES`], where a test runner's summary is.
-    end: String,
-    /// The SHA-256 of all of it.
+/// The output as it is read: the digest of all of it, its size, and its
+/// last [`KEPT_BYTES`].
+#[derive(Debug, Clone)]
+struct Captured {
     sha256: String,
+    total: u64,
+    kept: Vec<u8>,
 }
 
-/// How much of the output's end the failure count is read from: enough
-/// for go test's `--- FAIL:` lines of a large package, bounded for speed.
-const COUNT_BYTES: u64 = 256 * 1024;
+impl Captured {
+    /// The last `bytes` of what was kept, as text.
+    fn end(&self, bytes: usize) -> String {
+        String::from_utf8_lossy(&self.kept[self.kept.len().saturating_sub(bytes)..]).into_owned()
+    }
 
-fn read_output(file: &mut File) -> ReadOutput {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    let mut len = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    if file.seek(SeekFrom::Start(0)).is_ok() {
-        while let Ok(n) = file.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            hash.update(&buf[..n]);
-            len = len.saturating_add(n as u64);
+    /// The last [`TAIL_LINES`] lines of the last [`TAIL_BYTES`], after a
+    /// line that says so when ralph kept only the output's end.
+    fn tail(&self) -> String {
+        let text = self.end(TAIL_BYTES);
+        let lines: Vec<&str> = text.lines().collect();
+        let keep = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+        if self.total > KEPT_BYTES as u64 {
+            format!(
+                "[output cut: {} bytes in all; ralph kept the last {KEPT_BYTES}, and the SHA-256 covers all of it]\n{keep}",
+                self.total
+            )
+        } else {
+            keep
         }
     }
-    let sha256 = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let mut from_end = |bytes: u64| {
-        let mut out = Vec::new();
-        if file
-            .seek(SeekFrom::Start(len.saturating_sub(bytes)))
-            .is_ok()
-        {
-            let _ = file.take(bytes).read_to_end(&mut out);
+}
+
+/// What the reading thread has seen so far.
+struct Reading {
+    hash: Sha256,
+    total: u64,
+    /// The output's end: between [`KEPT_BYTES`] and twice that, trimmed to
+    /// [`KEPT_BYTES`] when it is taken.
+    end: Vec<u8>,
+}
+
+/// A thread that reads the command's output as it comes.
+struct Collector {
+    state: Arc<Mutex<Reading>>,
+    finished: std::sync::mpsc::Receiver<()>,
+}
+
+impl Collector {
+    fn start(mut reader: std::io::PipeReader) -> Self {
+        let state = Arc::new(Mutex::new(Reading {
+            hash: Sha256::new(),
+            total: 0,
+            end: Vec::new(),
+        }));
+        let (tell, finished) = std::sync::mpsc::channel();
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                r.hash.update(&buf[..n]);
+                r.total = r.total.saturating_add(n as u64);
+                r.end.extend_from_slice(&buf[..n]);
+                if r.end.len() > 2 * KEPT_BYTES {
+                    let cut = r.end.len() - KEPT_BYTES;
+                    r.end.drain(..cut);
+                }
+            }
+            let _ = tell.send(());
+        });
+        Self { state, finished }
+    }
+
+    /// What was read once the pipe closed, or `limit` after the command
+    /// ended if something it started still holds it open.
+    fn finish(self, limit: Duration) -> Captured {
+        let _ = self.finished.recv_timeout(limit);
+        let r = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = r.end[r.end.len().saturating_sub(KEPT_BYTES)..].to_vec();
+        Captured {
+            sha256: r
+                .hash
+                .clone()
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            total: r.total,
+            kept,
         }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    let end = from_end(COUNT_BYTES);
-    let text = from_end(TAIL_BYTES);
-    let lines: Vec<&str> = text.lines().collect();
-    let keep = &lines[lines.len().saturating_sub(TAIL_LINES)..];
-    ReadOutput {
-        tail: keep.join("\n"),
-        end,
-        sha256,
     }
 }
 

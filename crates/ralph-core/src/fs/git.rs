@@ -67,7 +67,7 @@ pub fn progress_fingerprint(
 /// external diff; filters and merge drivers through `overrides`).
 /// `git status` inside each submodule is avoided with
 /// `--ignore-submodules=dirty`.
-pub(crate) fn git(root: &Path, overrides: &[(String, String)]) -> Command {
+pub(crate) fn git(root: &Path, overrides: &[(String, String)]) -> std::io::Result<Command> {
     crate::fs::git_runner::command(root, overrides)
 }
 
@@ -114,7 +114,7 @@ fn blank<'a>(drivers: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)
 fn porcelain_status(root: &Path, limit: Duration, extra: &[&str]) -> Option<String> {
     let deadline = Instant::now() + limit;
     let overrides = status_overrides(root, deadline)?;
-    let mut command = git(root, &overrides);
+    let mut command = git(root, &overrides).ok()?;
     command.args([
         "status",
         "--porcelain=v2",

@@ -107,9 +107,10 @@ const MAX_LISTING_BYTES: u64 = 16 * 1024 * 1024;
 /// `git -C root …`, hardened, with `overrides` (from [`driver_overrides`])
 /// added after the fixed ones. Standard input is empty, standard output a
 /// pipe, standard error discarded (callers that report git's message pipe
-/// it themselves).
-pub fn command(root: &Path, overrides: &[(String, String)]) -> Command {
-    let mut command = Command::new("git");
+/// it themselves). git is found in an absolute folder of PATH only
+/// ([`crate::fs::process::program`]); `Err` when it is in none.
+pub fn command(root: &Path, overrides: &[(String, String)]) -> std::io::Result<Command> {
+    let mut command = crate::fs::process::program("git")?;
     command.arg("--no-pager").arg("-C").arg(root);
     for key in FOREIGN_ENV {
         command.env_remove(key);
@@ -136,7 +137,7 @@ pub fn command(root: &Path, overrides: &[(String, String)]) -> Command {
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .stdout(Stdio::piped());
-    command
+    Ok(command)
 }
 
 /// Runs a git command until `deadline`, returning its stdout (at most
@@ -179,7 +180,7 @@ pub fn driver_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, S
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
     let mut queue = vec![None];
     while let Some(file) = queue.pop() {
-        let mut list = command(root, &[]);
+        let mut list = command(root, &[]).ok()?;
         list.args(["config", "--list", "-z", "--show-origin", "--includes"]);
         if let Some(file) = &file {
             list.arg("--file").arg(file);
@@ -368,7 +369,7 @@ mod tests {
         assert!(plain(&["config", "protocol.ext.allow", "always"]).success());
         let marker = root.join("ran");
         let url = format!("ext::sh -c touch% {}", marker.display());
-        let mut hardened = command(root, &[]);
+        let mut hardened = command(root, &[]).unwrap();
         hardened.args(["ls-remote", &url]).stdout(Stdio::null());
         let _ = hardened.status().unwrap();
         assert!(!marker.exists(), "the ext:: transport ran");

@@ -3,6 +3,7 @@
 //! git, hardened (`git`, `git_config`).
 
 pub mod gate;
+pub mod gate_box;
 pub mod git;
 pub mod git_config;
 pub mod git_runner;

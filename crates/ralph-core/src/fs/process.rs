@@ -1,10 +1,100 @@
 //! What the verification gate, `ralph run` and the git fingerprint need to
-//! run a child command: a scratch file for its output, its own process
-//! group (a job object on Windows), and a way to stop that whole group with
-//! a system call (no `kill` or `taskkill` binary, no shell).
+//! run a child command: the program found in an absolute folder of PATH
+//! only ([`program`]), a scratch file for its output, its own process group
+//! (a job object on Windows), and a way to stop that whole group with a
+//! system call (no `kill` or `taskkill` binary, no shell).
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+
+/// The absolute folders of `path` (a PATH value), in order. A relative
+/// entry (`.`, `node_modules/.bin`, an empty one, which means `.`) names a
+/// folder of whatever directory a program runs in, the repository's: a
+/// program found there is the repository's, not the user's, so it is left out.
+pub fn absolute_entries(path: &OsStr) -> Vec<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .collect()
+}
+
+/// Where a bare program name (`git`, `sh`, `curl`) is found in the
+/// absolute folders of PATH ([`absolute_entries`]): the first regular,
+/// executable file of that name (on Windows with each extension of
+/// PATHEXT). A name with a folder in it is not looked up.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    find_in(name, &absolute_entries(&path))
+}
+
+fn find_in(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    if name.is_empty() || name.contains(['/', '\\']) {
+        return None;
+    }
+    dirs.iter()
+        .flat_map(|dir| candidates(name).into_iter().map(move |n| dir.join(n)))
+        .find(|p| is_executable(p))
+}
+
+/// The file names `name` may have: itself, and on Windows, when it has no
+/// extension, each of PATHEXT's (`git.exe`, `claude.cmd`).
+fn candidates(name: &str) -> Vec<OsString> {
+    #[cfg(windows)]
+    if Path::new(name).extension().is_none() {
+        let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+        return exts
+            .split(';')
+            .filter(|e| e.starts_with('.'))
+            .map(|e| OsString::from(format!("{name}{e}")))
+            .collect();
+    }
+    vec![OsString::from(name)]
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// The one way ralph names a program to start: `name` found in an absolute
+/// folder of PATH ([`find_program`]), never through `.` or another relative
+/// entry, and the child's own PATH cut to those folders, so that nothing
+/// it starts by name (a gate's `npm`, git's helpers, the shell's `cat`)
+/// can be a program of the folder it runs in either. On Windows `cmd`
+/// is also told not to look in the current folder first
+/// (`NoDefaultCurrentDirectoryInExePath`).
+pub fn program(name: &str) -> std::io::Result<Command> {
+    let found = find_program(name).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{name}` is not in any absolute folder of PATH"),
+        )
+    })?;
+    let mut command = Command::new(found);
+    confine_path(&mut command);
+    Ok(command)
+}
+
+/// Gives `command` a PATH of only the absolute folders of ours, when ours
+/// has a relative one (otherwise it inherits PATH unchanged).
+fn confine_path(command: &mut Command) {
+    if let Some(path) = std::env::var_os("PATH") {
+        let absolute = absolute_entries(&path);
+        if std::env::split_paths(&path).count() != absolute.len() {
+            // Joining absolute folders fails only on a `;`/`:` inside one.
+            command.env("PATH", std::env::join_paths(absolute).unwrap_or_default());
+        }
+    }
+    #[cfg(windows)]
+    command.env("NoDefaultCurrentDirectoryInExePath", "1");
+}
 
 /// An unnamed scratch file in the temp folder: created exclusively under a
 /// random name and unlinked at once (or never named, where the system
@@ -17,23 +107,20 @@ pub fn scratch_file() -> std::io::Result<File> {
 /// when PATH has one (Git for Windows, which Claude Code needs there, puts
 /// it on the hooks' PATH); otherwise `cmd /S /C "COMMAND"`, the text passed
 /// as it is (cmd does not read the C runtime's quoting).
-pub fn shell(command: &str) -> Command {
+///
+/// Both found through [`program`]; `Err` when neither is in an absolute
+/// folder of PATH.
+pub fn shell(command: &str) -> std::io::Result<Command> {
     #[cfg(windows)]
-    if !sh_on_path() {
+    if find_program("sh").is_none() {
         use std::os::windows::process::CommandExt;
-        let mut cmd = Command::new("cmd");
+        let mut cmd = program("cmd")?;
         cmd.raw_arg("/S /C").raw_arg(format!("\"{command}\""));
-        return cmd;
+        return Ok(cmd);
     }
-    let mut sh = Command::new("sh");
+    let mut sh = program("sh")?;
     sh.arg("-c").arg(command);
-    sh
-}
-
-#[cfg(windows)]
-fn sh_on_path() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("sh.exe").is_file()))
+    Ok(sh)
 }
 
 /// A child running in its own process group (Unix) or job object (Windows),
@@ -136,13 +223,23 @@ pub fn wait_then_end_group(
     group: &mut GroupChild,
     timeout: std::time::Duration,
 ) -> Option<std::process::ExitStatus> {
+    wait_while_then_end_group(group, timeout, || true)
+}
+
+/// [`wait_then_end_group`], also giving up as soon as `still_wanted` says
+/// no (asked between two looks at the leader).
+pub fn wait_while_then_end_group(
+    group: &mut GroupChild,
+    timeout: std::time::Duration,
+    still_wanted: impl Fn() -> bool,
+) -> Option<std::process::ExitStatus> {
     use std::time::{Duration, Instant};
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     let exited = loop {
         match leader_exited(group) {
             Ok(true) => break true,
-            Ok(false) if started.elapsed() >= timeout => break false,
+            Ok(false) if started.elapsed() >= timeout || !still_wanted() => break false,
             Ok(false) => {
                 // Short first pauses: a quick command costs a quick stop.
                 std::thread::sleep(pause);
@@ -176,6 +273,88 @@ fn leader_exited(group: &GroupChild) -> std::io::Result<bool> {
 #[cfg(not(all(unix, not(target_os = "openbsd"))))]
 fn leader_exited(group: &mut GroupChild) -> std::io::Result<bool> {
     Ok(group.child.try_wait()?.is_some())
+}
+
+/// A command that starts this very program again (the gate's box, a
+/// fleet's runs): on Linux through `/proc/self/exe`, which names the
+/// running binary even when its file was replaced or removed since.
+pub fn this_program() -> std::io::Result<Command> {
+    #[cfg(target_os = "linux")]
+    let exe = PathBuf::from("/proc/self/exe");
+    #[cfg(not(target_os = "linux"))]
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(exe);
+    confine_path(&mut command);
+    Ok(command)
+}
+
+/// Makes this process the reaper of every orphan among its descendants
+/// (`PR_SET_CHILD_SUBREAPER`): a process that leaves its parent, by a
+/// double fork or `setsid` and an exit, becomes our child instead of
+/// init's, so [`end_all_children`] still finds it.
+#[cfg(target_os = "linux")]
+pub fn adopt_orphans() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(std::io::Error::from)
+}
+
+/// Makes this process's `/proc/<pid>/` owned by root (`PR_SET_DUMPABLE`
+/// 0): a process of the same user that is not root can no longer open our
+/// standard streams through `/proc/<pid>/fd/`, nor trace us.
+#[cfg(target_os = "linux")]
+pub fn hide_own_files() {
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+}
+
+/// Kills every child of this process, reaps it, and does the same for the
+/// children that their deaths hand to us (see [`adopt_orphans`]), until
+/// none is left or `deadline` passes. Returns whether none is left.
+/// A process a child forks as it dies is handed to us in turn: the loop
+/// goes on until a look finds nobody.
+#[cfg(target_os = "linux")]
+pub fn end_all_children(deadline: std::time::Instant) -> bool {
+    use rustix::process::{Pid, Signal, WaitOptions, kill_process, wait};
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    loop {
+        for pid in children_of(me) {
+            if let Some(pid) = Pid::from_raw(pid) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
+        }
+        loop {
+            match wait(WaitOptions::NOHANG) {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                // No child at all (ECHILD): everything is gone.
+                Err(_) => return true,
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The processes whose parent is `parent`, from `/proc/<pid>/stat` (works
+/// without the kernel's optional `children` lists).
+#[cfg(target_os = "linux")]
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                // `pid (comm) state ppid …`: comm may hold spaces and `)`.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
 }
 
 /// Sends `how` to the process group `pid` leads.

@@ -13,7 +13,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -269,7 +269,7 @@ fn detach(program: &str, args: &[String]) -> std::io::Result<()> {
 }
 
 fn detach_with_input(program: &str, args: &[String], input: Option<&[u8]>) -> std::io::Result<()> {
-    let mut command = Command::new(program);
+    let mut command = crate::fs::process::program(program)?;
     command
         .args(args)
         .stdin(if input.is_some() {

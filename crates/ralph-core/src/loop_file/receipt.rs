@@ -9,8 +9,8 @@
 //! choose what runs. A copy of the output goes into the project's history,
 //! created exclusively through `safe_fs`.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,8 +20,6 @@ use sha2::{Digest, Sha256};
 use crate::fs::gate::Verification;
 use crate::loop_file::registry::Registry;
 
-/// The most of a gate's output kept in the history.
-pub const MAX_KEPT_OUTPUT: u64 = 16 * 1024 * 1024;
 /// How long the receipt waits for `git status` (HEAD and cleanliness).
 const GIT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -38,8 +36,12 @@ pub struct Receipt {
     pub duration_ms: u64,
     /// SHA-256 of the gate's whole output, hex.
     pub output_sha256: String,
-    /// Bytes of output; the history keeps up to [`MAX_KEPT_OUTPUT`] of them.
+    /// Bytes of output; the history keeps the last `gate::KEPT_BYTES` of them.
     pub output_bytes: u64,
+    /// Whether the output was longer than what the history keeps: the
+    /// kept file is its end (the digest still covers all of it).
+    #[serde(default)]
+    pub output_cut: bool,
     /// The commit HEAD named when the gate passed (`None`: no git, or no commit yet).
     pub commit: Option<String>,
     /// Whether the working tree was clean then (`None`: not a git tree, or git did not answer).
@@ -100,7 +102,8 @@ pub struct Passed<'a> {
     pub root: &'a Path,
     pub command: &'a str,
     pub verdict: &'a Verification,
-    pub output: Option<File>,
+    /// The end of the output ralph kept (`gate::KEPT_BYTES` at most).
+    pub output: Option<Vec<u8>>,
     pub iteration: u64,
     pub record: &'a Path,
     pub now: String,
@@ -113,7 +116,7 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         Some((commit, clean)) => (commit, Some(clean)),
         None => (None, None),
     };
-    let (output_bytes, output_file) = keep_output(passed.output, passed.record);
+    let output_file = keep_output(passed.output.as_deref(), passed.record);
     let root = fs::canonicalize(passed.root).unwrap_or_else(|_| passed.root.to_owned());
     Receipt {
         version: 1,
@@ -123,7 +126,8 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         exit_code: passed.verdict.exit_code.unwrap_or(0),
         duration_ms: passed.verdict.duration_ms,
         output_sha256: passed.verdict.output_sha256.clone(),
-        output_bytes,
+        output_bytes: passed.verdict.output_bytes,
+        output_cut: passed.verdict.output_cut(),
         commit,
         clean,
         passed_at: passed.now,
@@ -133,28 +137,16 @@ pub fn build(passed: Passed<'_>) -> Receipt {
     }
 }
 
-/// Copies the output (up to [`MAX_KEPT_OUTPUT`]) to a new file beside the
-/// record; returns the output's size and the file's path.
-fn keep_output(output: Option<File>, record: &Path) -> (u64, Option<String>) {
-    let Some(mut output) = output else {
-        return (0, None);
-    };
-    let size = output.metadata().map_or(0, |m| m.len());
-    let mut bytes = Vec::new();
-    if (&mut output)
-        .take(MAX_KEPT_OUTPUT)
-        .read_to_end(&mut bytes)
-        .is_err()
-    {
-        return (size, None);
-    }
+/// Writes the kept end of the output to a new file beside the record;
+/// returns the file's path.
+fn keep_output(output: Option<&[u8]>, record: &Path) -> Option<String> {
+    let bytes = output?;
     let mut path = record.as_os_str().to_owned();
     path.push(".gate-output.txt");
     let path = PathBuf::from(path);
-    match crate::fs::safe_fs::create_new(&path, &bytes) {
-        Ok(()) => (size, Some(path.to_string_lossy().into_owned())),
-        Err(_) => (size, None),
-    }
+    crate::fs::safe_fs::create_new(&path, bytes)
+        .ok()
+        .map(|()| path.to_string_lossy().into_owned())
 }
 
 /// The per-user folder of receipts: `$XDG_STATE_HOME/ralph/receipts`.
@@ -270,8 +262,17 @@ pub fn one_line(r: &Receipt) -> String {
         (None, Some(_)) => " before the first commit".to_owned(),
         (None, None) => " (no git)".to_owned(),
     };
+    let cut = if r.output_cut {
+        format!(
+            " (of {} bytes; the history keeps only the last {})",
+            r.output_bytes,
+            crate::fs::gate::KEPT_BYTES
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "receipt: `{}` exit {} in {}{on}, output sha256 {}",
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}",
         line(&r.command),
         r.exit_code,
         seconds(r.duration_ms),
@@ -329,6 +330,7 @@ mod tests {
             duration_ms: 12_345,
             output_sha256: "ab".repeat(32),
             output_bytes: 10,
+            output_cut: false,
             commit: Some("3fa9c2b1d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9".into()),
             clean: Some(true),
             passed_at: "2026-01-01T00:00:00Z".into(),

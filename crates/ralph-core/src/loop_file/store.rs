@@ -78,16 +78,24 @@ pub fn locate_project(
     home: Option<&Path>,
 ) -> Option<Project> {
     if let Some(dir) = project_dir.filter(|d| !d.as_os_str().is_empty()) {
+        // The session's own folder: taken as it is, but never with a
+        // `.claude/` of another user's (their files, their secrets).
+        let claude = dir.join(".claude");
+        if fs::symlink_metadata(&claude).is_ok() && !usable_by_user(&claude) {
+            return None;
+        }
         return Some(Project {
             root: dir.to_owned(),
         });
     }
     starts.iter().find_map(|start| {
-        walk_up(start, home, owned_by_user)
-            .find(|dir| is_real_dir(&dir.join(".claude")))
-            .map(|dir| Project {
-                root: dir.to_owned(),
-            })
+        // The first `.claude/` found decides: the user's, or no project
+        // (the walk never passes one to look further up).
+        let dir =
+            walk_up(start, home, usable_by_user).find(|dir| is_real_dir(&dir.join(".claude")))?;
+        usable_by_user(&dir.join(".claude")).then(|| Project {
+            root: dir.to_owned(),
+        })
     })
 }
 
@@ -95,24 +103,25 @@ pub fn locate_project(
 /// `.git`), by the same walk as [`locate_project`]: what `ralph install
 /// --project` and a CLI command outside any project take as the project.
 pub fn git_root(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
-    walk_up(start, home, owned_by_user)
+    walk_up(start, home, usable_by_user)
         .find(|dir| fs::symlink_metadata(dir.join(".git")).is_ok())
         .map(Path::to_owned)
 }
 
 /// The folders a walk up from `start` may take as the project: `start`
 /// and its parents, up to (not including) the home folder, whose
-/// `.claude/` is Claude Code's own settings, and the first folder the user
-/// does not own: a shared parent (`/`, `/tmp`, another user's folder) is
-/// never where ralph puts a loop or a configuration.
+/// `.claude/` is Claude Code's own settings, and the first folder that is
+/// not the user's alone ([`usable_by_user`]): a shared parent (`/`,
+/// `/tmp`, another user's folder, a team folder others may write to) is
+/// never where ralph puts a loop or a configuration, nor passed on the way up.
 fn walk_up<'a>(
     start: &'a Path,
     home: Option<&'a Path>,
-    owned: impl Fn(&Path) -> bool + 'a,
+    usable: impl Fn(&Path) -> bool + 'a,
 ) -> impl Iterator<Item = &'a Path> + 'a {
     start
         .ancestors()
-        .take_while(move |dir| Some(*dir) != home && owned(dir))
+        .take_while(move |dir| Some(*dir) != home && usable(dir))
 }
 
 /// A folder, not a link to one (a committed link would make the project
@@ -121,14 +130,26 @@ fn is_real_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// Owned by the user, and not open to others' writes: no write bit for
+/// everyone, nor for a group other than the user's own (with a private
+/// group per user, the usual `umask 002` folders stay the user's), unless
+/// the folder is sticky (like `/tmp`: others may add names there, but not
+/// rename or remove the user's, and a `.claude/` they add is not the
+/// user's, so it is refused in turn).
 #[cfg(unix)]
-fn owned_by_user(dir: &Path) -> bool {
+fn usable_by_user(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw())
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    let mode = meta.mode();
+    let others_write = mode & 0o002 != 0
+        || (mode & 0o020 != 0 && meta.gid() != rustix::process::getegid().as_raw());
+    meta.uid() == rustix::process::geteuid().as_raw() && (!others_write || mode & 0o1000 != 0)
 }
 
 #[cfg(not(unix))]
-fn owned_by_user(_dir: &Path) -> bool {
+fn usable_by_user(_dir: &Path) -> bool {
     true
 }
 

@@ -175,7 +175,7 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
-    let mut sh = shell(command);
+    let mut sh = shell(command)?;
     sh.current_dir(root)
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)

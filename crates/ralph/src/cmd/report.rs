@@ -2,7 +2,9 @@
 //! the page, writes it and says where; `--open` hands it to the desktop's
 //! opener without waiting.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use ralph_core::fs::process::program;
 use std::time::{Duration, Instant};
 
 use ralph_core::report::{self, Selection};
@@ -75,21 +77,24 @@ fn opened_words(path: &std::path::Path, opened: Opened) -> String {
 /// [`OPENER_WATCH`]: its exit status then says whether it worked. Its
 /// output goes nowhere; one still running is left to a thread that reaps it.
 fn open(path: &std::path::Path) -> Opened {
-    let (opener, mut command) = if cfg!(windows) {
-        let mut c = Command::new("cmd");
-        c.args(["/C", "start", ""]);
-        ("cmd /C start", c)
+    let (opener, found) = if cfg!(windows) {
+        ("cmd /C start", program("cmd").map(|mut c| {
+            c.args(["/C", "start", ""]);
+            c
+        }))
     } else if cfg!(target_os = "macos") {
-        ("open", Command::new("open"))
+        ("open", program("open"))
     } else {
-        ("xdg-open", Command::new("xdg-open"))
+        ("xdg-open", program("xdg-open"))
     };
-    let spawned = command
+    let spawned = found.and_then(|mut command| {
+        command
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
+            .stderr(Stdio::null())
+            .spawn()
+    });
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return Opened::Failed(opener, format!("could not start ({e})")),

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -400,8 +400,7 @@ impl Fleet<'_> {
     /// Prepares the story's worktree and starts its `ralph run` there.
     fn start(&self, story: &Story, sender: &mpsc::Sender<Line>) -> Result<Slot, FleetError> {
         let worktree = fg::prepare_worktree(&self.project, &story.id, &self.base)?;
-        let exe = std::env::current_exe().map_err(FleetError::NoSelf)?;
-        let mut command = Command::new(exe);
+        let mut command = crate::fs::process::this_program().map_err(FleetError::NoSelf)?;
         command
             .arg("run")
             .arg("--name")

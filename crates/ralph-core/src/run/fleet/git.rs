@@ -40,7 +40,7 @@ fn git_plain(root: &Path, args: &[&str]) -> Result<String, FleetError> {
 }
 
 fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<String, FleetError> {
-    let mut command = crate::fs::git_runner::command(root, overrides);
+    let mut command = crate::fs::git_runner::command(root, overrides).map_err(FleetError::NoGit)?;
     command.args(args).stderr(Stdio::piped());
     let out = command.output().map_err(FleetError::NoGit)?;
     if out.status.success() {
