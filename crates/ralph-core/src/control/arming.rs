@@ -30,6 +30,9 @@ pub struct ArmOptions {
     pub prd: Option<String>,
     pub notify: bool,
     pub notify_url: Option<String>,
+    /// `ralph run --sandbox`: the agent runs confined (not a slash-command option:
+    /// only `ralph run` starts agents).
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
 }
 
 impl Default for ArmOptions {
@@ -46,6 +49,7 @@ impl Default for ArmOptions {
             prd: None,
             notify: false,
             notify_url: None,
+            sandbox: None,
         }
     }
 }
@@ -141,6 +145,7 @@ impl ArmOptions {
                 desktop: self.notify,
                 url: non_empty(self.notify_url),
             },
+            sandbox: self.sandbox,
         })
     }
 }
@@ -330,6 +335,7 @@ mod tests {
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
+                sandbox: None,
             }
         );
         o.apply("prd", "other/prd.json").unwrap();

@@ -68,6 +68,9 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         hand_back_after: _,
         force: _,
         wait_for_reset,
+        sandbox: _,
+        sandbox_network: _,
+        sandbox_image: _,
         fanout: _,
         prompt: _,
     } = args;
@@ -92,6 +95,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         notify: *notify,
         notify_url: notify_url.clone(),
         wait_for_reset: *wait_for_reset,
+        sandbox: args.confinement(),
     }
 }
 
