@@ -10,6 +10,7 @@
 #   AGENT           `ralph run --agent` value (claude, codex, gemini, copilot or a command)
 #   MAX_ITERATIONS, MAX_DURATION, MAX_TOKENS, COMPLETION_PROMISE, VERIFY, PERMISSION_MODE
 #                   the loop's `ralph run` flags of the same names, when set
+#   SANDBOX         true: `ralph run --sandbox` (the agent confined by bubblewrap) [false]
 #   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
 #   AGENT_KEY       its value (from a secret)
 #   REMOTE          where to push: a URL or a path (never read from the checkout's config)
@@ -62,6 +63,11 @@ extra=()
 [ -n "${COMPLETION_PROMISE:-}" ] && extra+=(--completion-promise "$COMPLETION_PROMISE")
 [ -n "${VERIFY:-}" ] && extra+=(--verify "$VERIFY")
 [ -n "${PERMISSION_MODE:-}" ] && extra+=(--permission-mode "$PERMISSION_MODE")
+case ${SANDBOX:-false} in
+    true) extra+=(--sandbox) ;;
+    false | "") ;;
+    *) echo "run-story: SANDBOX='$SANDBOX' is not true or false" >&2; exit 2 ;;
+esac
 set +e
 "$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}" \
     2>&1 | tee "$out/summary.txt"

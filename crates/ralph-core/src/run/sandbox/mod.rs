@@ -230,7 +230,7 @@ fn gather(
             path,
         })
         .collect();
-    let (worktree_git, worktree_git_kept) = reach::worktree_git(&project);
+    let git = reach::worktree_git(&project);
     let candidates: Vec<PathBuf> = reach::TOOLCHAINS
         .iter()
         .chain(reach::AGENT_SETTINGS)
@@ -257,8 +257,9 @@ fn gather(
         program_dir,
         existing,
         system,
-        worktree_git,
-        worktree_git_kept,
+        worktree_git_read: git.read,
+        worktree_git: git.write,
+        worktree_git_kept: git.kept,
     }
 }
 

@@ -87,8 +87,10 @@ pub struct Facts {
     /// Which of these exist (as anything): only those are bound.
     pub existing: Vec<PathBuf>,
     pub system: Vec<SystemDir>,
-    /// A fleet worktree's folders in the main repository that git writes,
-    /// and the files there kept read only.
+    /// A fleet worktree's main repository (`.git`, read whole so git sees
+    /// its configuration and refs), the folders there git writes, and the
+    /// files there kept read only.
+    pub worktree_git_read: Vec<PathBuf>,
     pub worktree_git: Vec<PathBuf>,
     pub worktree_git_kept: Vec<PathBuf>,
 }
@@ -123,6 +125,7 @@ impl Reach {
             seen.push(p.clone());
             keep
         });
+        read_only.extend(facts.worktree_git_read.iter().cloned());
         let mut writable: Vec<PathBuf> = AGENT_SETTINGS
             .iter()
             .map(|s| home.join(s))
@@ -172,13 +175,23 @@ impl Reach {
     }
 }
 
-/// A fleet story's worktree (`<main>/.ralph/worktrees/<id>`): the main
-/// repository's folders git writes for it (the worktree's own git folder,
-/// the objects, the `ralph/` branches and their logs), and the files that
-/// tell git where those are, kept read only. Nothing when `root` is not
-/// such a worktree or its `.git` file points anywhere else.
-pub fn worktree_git(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let none = (Vec::new(), Vec::new());
+/// What git needs of the main repository for a fleet story's worktree
+/// (`<main>/.ralph/worktrees/<id>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorktreeGit {
+    /// `<main>/.git`, read only (its configuration, hooks and refs).
+    pub read: Vec<PathBuf>,
+    /// Written: the worktree's own git folder, the objects, the `ralph/`
+    /// branches and their logs.
+    pub write: Vec<PathBuf>,
+    /// The files that tell git where those are, kept read only.
+    pub kept: Vec<PathBuf>,
+}
+
+/// [`WorktreeGit`] for `root`; empty when `root` is not such a worktree or
+/// its `.git` file points anywhere else.
+pub fn worktree_git(root: &Path) -> WorktreeGit {
+    let none = WorktreeGit::default();
     let Some(main) = fleet_main(root) else {
         return none;
     };
@@ -210,7 +223,11 @@ pub fn worktree_git(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
         .map(|f| gitdir.join(f))
         .filter(|p| crate::fs::safe_fs::kind_at(p).is_some_and(|k| k.is_file()))
         .collect();
-    (writable, kept)
+    WorktreeGit {
+        read: vec![common],
+        write: writable,
+        kept,
+    }
 }
 
 /// `<main>` when `root` is `<main>/.ralph/worktrees/<id>`.
@@ -350,9 +367,10 @@ mod tests {
         }
         std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
         std::fs::write(tree.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
-        let (writable, kept) = worktree_git(&tree);
-        assert_eq!(writable, [gitdir.clone(), main.join(".git/objects")]);
-        assert_eq!(kept, [gitdir.join("commondir")]);
+        let git = worktree_git(&tree);
+        assert_eq!(git.read, [main.join(".git")]);
+        assert_eq!(git.write, [gitdir.clone(), main.join(".git/objects")]);
+        assert_eq!(git.kept, [gitdir.join("commondir")]);
         // A planted `.git` file that points at another folder gets nothing.
         std::fs::create_dir_all(main.join("elsewhere")).unwrap();
         std::fs::write(
@@ -360,7 +378,7 @@ mod tests {
             format!("gitdir: {}\n", main.join("elsewhere").display()),
         )
         .unwrap();
-        assert_eq!(worktree_git(&tree), (vec![], vec![]));
-        assert_eq!(worktree_git(&main), (vec![], vec![]));
+        assert_eq!(worktree_git(&tree), WorktreeGit::default());
+        assert_eq!(worktree_git(&main), WorktreeGit::default());
     }
 }

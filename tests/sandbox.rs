@@ -1,0 +1,259 @@
+//! `ralph run --sandbox` through the real binary with bubblewrap (issue 39): a scripted agent
+//! tries to read a planted key, append to `~/.bashrc`, write ralph's state folder and write
+//! outside the project; only its write in the project lands, while a `--verify` gate that
+//! reads a file only the host can see passes. The same agent without `--sandbox` does all of
+//! it (so the probe can tell). A sandboxed loop stays sandboxed when resumed, and the setting
+//! is bound like every other; with no bubblewrap on PATH the run is refused before anything
+//! is armed. `--parallel`'s stories are tested in `sandbox_fleet`, the real client in
+//! `e2e_run`.
+//!
+//! Needs `bwrap` (Debian: bubblewrap, installed by `.ci/run`): without it these tests say
+//! they skipped, or fail when `CI` is set.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+
+use crate::support::project::Project;
+use crate::support::{LOOP, text};
+
+/// Whether bubblewrap is installed; when not, says the test skipped (fails on CI).
+pub fn bwrap_or_skip(test: &str) -> bool {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.is_absolute() && dir.join("bwrap").is_file())
+    });
+    found
+        || crate::support::client::skip_or_fail::<()>(
+            test,
+            "bubblewrap is not installed (apt-get install bubblewrap)",
+        )
+        .is_some()
+}
+
+/// The probe: each attempt's result in `probe.txt` in the project (which it may write),
+/// then the promise. `$PROBE_TOOLS` is the folder it lives in (read only in the sandbox),
+/// `$PROBE_SECRET` a folder only the host sees.
+const PROBE: &str = r#"#!/bin/sh
+cat > /dev/null
+out=probe.txt
+try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1: yes" >> $out; else echo "$1: no" >> $out; fi; }
+: > $out
+try "read key" 'cat "$HOME/.ssh/id_ed25519"'
+try "append bashrc" 'echo "agent was here" >> "$HOME/.bashrc"'
+try "write state" 'mkdir -p "$XDG_STATE_HOME/ralph/loops" && echo forged > "$XDG_STATE_HOME/ralph/loops/forged"'
+try "write outside" 'echo escaped > "$PROBE_TOOLS/escape.txt"'
+try "read host file" 'cat "$PROBE_SECRET/host-only.txt"'
+try "write git hooks" 'echo hook > .git/hooks/pre-commit'
+echo "sandbox: ${RALPH_SANDBOX:-none}" >> $out
+echo "IS_SANDBOX=${IS_SANDBOX:-}" >> $out
+echo "$RALPH_SANDBOX" >> calls.txt
+echo made > made.txt
+echo "done <promise>${PROBE_PROMISE:-DONE}</promise>"
+"#;
+
+/// A project with a planted key and `.bashrc` in its HOME, a git repository (so it has
+/// `.git/hooks`), the probe in a folder of its own and a file only the host can see.
+struct Setup {
+    project: Project,
+    tools: tempfile::TempDir,
+    secret: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let project = Project::new();
+        let home = project.home();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "PLANTED-KEY\n").unwrap();
+        std::fs::write(home.join(".bashrc"), "# the user's own\n").unwrap();
+        let tools = tempfile::tempdir().unwrap();
+        let agent = tools.path().join("probe.sh");
+        std::fs::write(&agent, PROBE).unwrap();
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let secret = tempfile::tempdir().unwrap();
+        std::fs::write(secret.path().join("host-only.txt"), "host only\n").unwrap();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(project.root())
+            .output()
+            .unwrap();
+        assert!(git.status.success());
+        Self {
+            project,
+            tools,
+            secret,
+        }
+    }
+
+    fn agent(&self) -> String {
+        self.tools.path().join("probe.sh").display().to_string()
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PROBE_TOOLS", self.tools.path().display().to_string()),
+            ("PROBE_SECRET", self.secret.path().display().to_string()),
+        ]
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.project.ralph_with(args, b"", &env)
+    }
+
+    /// `ralph run [--sandbox] --agent PROBE` with a gate that reads the host-only file.
+    fn probe(&self, sandbox: bool) -> std::process::Output {
+        let gate = format!(
+            "cat '{}'",
+            self.secret.path().join("host-only.txt").display()
+        );
+        let agent = self.agent();
+        let mut args = vec!["run"];
+        if sandbox {
+            args.push("--sandbox");
+        }
+        args.extend([
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            &gate,
+            "--max-iterations",
+            "3",
+            "Probe the sandbox",
+        ]);
+        self.run(&args)
+    }
+
+    fn home(&self) -> &Path {
+        self.project.home()
+    }
+
+    fn state(&self) -> PathBuf {
+        self.home().join(".local/state/ralph")
+    }
+}
+
+#[test]
+fn a_sandboxed_agent_writes_only_the_project_and_the_gate_on_the_host_sees_what_it_cannot() {
+    if !bwrap_or_skip("sandbox: the probe") {
+        return;
+    }
+    // Without --sandbox the same probe reaches all of it: the probe can tell.
+    let open = Setup::new();
+    let out = open.probe(false);
+    assert!(out.status.success(), "{}", text(&out));
+    let probed = open.project.read("probe.txt");
+    assert!(
+        probed.starts_with(
+            "read key: yes\nappend bashrc: yes\nwrite state: yes\nwrite outside: yes\n\
+             read host file: yes\nwrite git hooks: yes\nsandbox: none\n"
+        ),
+        "{probed}"
+    );
+
+    let boxed = Setup::new();
+    let out = boxed.probe(true);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("Sandboxed (bubblewrap): the agent writes only the project"),
+        "{said}"
+    );
+    assert!(said.contains("completed"), "{said}");
+    // Its write in the project landed; every other attempt failed or went nowhere.
+    assert_eq!(boxed.project.read("made.txt"), "made\n");
+    assert_eq!(
+        boxed.project.read("probe.txt"),
+        "read key: no\nappend bashrc: yes\nwrite state: yes\nwrite outside: no\n\
+         read host file: no\nwrite git hooks: no\nsandbox: bwrap\nIS_SANDBOX=1\n",
+        "the appends went to the sandbox's own empty HOME, gone when it exited"
+    );
+    assert_eq!(
+        std::fs::read_to_string(boxed.home().join(".bashrc")).unwrap(),
+        "# the user's own\n"
+    );
+    assert!(!boxed.state().join("loops/forged").exists());
+    assert!(!boxed.tools.path().join("escape.txt").exists());
+    assert!(!boxed.project.exists(".git/hooks/pre-commit"));
+    // The gate ran on the host: it read the file the agent could not.
+    let status = boxed.project.ralph_with(&["status"], b"", &[]);
+    let shown = text(&status);
+    assert!(
+        shown.contains("sandbox (when `ralph run` drives it): bubblewrap on Linux"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_sandboxed_loop_stays_sandboxed_when_resumed_and_the_setting_is_bound() {
+    if !bwrap_or_skip("sandbox: resumed") {
+        return;
+    }
+    let s = Setup::new();
+    let agent = s.agent();
+    // The promise is never given: one iteration, then the loop is handed back.
+    let args = [
+        "run",
+        "--sandbox",
+        "--agent",
+        &agent,
+        "--completion-promise",
+        "NEVER",
+        "--max-iterations",
+        "5",
+        "--hand-back-after",
+        "1",
+        "Probe",
+    ];
+    let out = s.run(&args);
+    assert!(
+        s.project.read(LOOP).contains("sandbox: true"),
+        "{}",
+        text(&out)
+    );
+    // Resumed without the flag: the loop's setting still confines the agent.
+    let out = s.run(&["run", "--agent", &agent, "--hand-back-after", "1"]);
+    assert_eq!(
+        s.project.read("calls.txt"),
+        "bwrap\nbwrap\n",
+        "{}",
+        text(&out)
+    );
+    // The setting is bound: a file that drops it is no longer the loop armed here.
+    let file = s.project.read(LOOP).replace("sandbox: true\n", "");
+    s.project.write(LOOP, &file);
+    let out = s.run(&["run", "--agent", &agent]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(
+        s.project.read("calls.txt"),
+        "bwrap\nbwrap\n",
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn without_bubblewrap_a_sandboxed_run_is_refused_with_what_to_install_and_nothing_is_armed() {
+    let s = Setup::new();
+    let empty = tempfile::tempdir().unwrap();
+    let agent = s.agent();
+    let path = empty.path().display().to_string();
+    let out = s.project.ralph_with(
+        &["run", "--sandbox", "--agent", &agent, "Probe"],
+        b"",
+        &[("PATH", &path)],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("bubblewrap (`bwrap`) is not on PATH; nothing was run unconfined")
+            && said.contains("apt-get install bubblewrap"),
+        "{said}"
+    );
+    assert!(!s.project.exists(LOOP));
+    assert!(!s.project.exists("made.txt"));
+}
