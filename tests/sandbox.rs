@@ -257,3 +257,109 @@ fn without_bubblewrap_a_sandboxed_run_is_refused_with_what_to_install_and_nothin
     assert!(!s.project.exists(LOOP));
     assert!(!s.project.exists("made.txt"));
 }
+
+/// A `--parallel` story's probe: it knows its story by its branch, tries the main checkout,
+/// the main repository's configuration and the other story's worktree, then writes and
+/// commits its own file (git writes the main repository's objects and its branch).
+const STORY_PROBE: &str = r#"#!/bin/sh
+cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+other=US-001; [ "$story" = US-001 ] && other=US-002
+export story other
+out=probe-$story.txt
+try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1: yes" >> $out; else echo "$1: no" >> $out; fi; }
+: > $out
+try "write main git config" 'echo "[core]" >> "$FLEET_MAIN/.git/config"'
+try "write other worktree" 'echo x > "$FLEET_MAIN/.ralph/worktrees/$other/hijack.txt"'
+echo "$story" > "$story.txt"
+try "commit" 'git add "$story.txt" && git commit -qm "agent commit $story"'
+echo x > "$FLEET_MAIN/intruder-$story.txt" 2>/dev/null
+echo "done <promise>DONE</promise>"
+"#;
+
+#[test]
+fn a_sandboxed_fleet_story_writes_only_its_worktree_and_its_commits_come_home() {
+    if !bwrap_or_skip("sandbox: --parallel") {
+        return;
+    }
+    let main = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let root = main.path();
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[user]\n\tname = Test\n\temail = test@example.com\n",
+    )
+    .unwrap();
+    let agent = tools.path().join("story.sh");
+    std::fs::write(&agent, STORY_PROBE).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = |cmd: &mut std::process::Command| {
+        crate::support::scrub(cmd)
+            .current_dir(root)
+            .env("HOME", home.path())
+            .env("XDG_STATE_HOME", home.path().join(".local/state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            // The sandbox hides ~/.gitconfig: the agent's commits take their author from here.
+            .env("GIT_AUTHOR_NAME", "Agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+            .env("GIT_COMMITTER_NAME", "Agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@example.com")
+            .env("FLEET_MAIN", root);
+    };
+    let git = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        cmd.args(args);
+        env(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(root.join("ralph")).unwrap();
+    let story = |id: &str, priority: u64| {
+        serde_json::json!({"id": id, "title": id, "description": "Do it.",
+            "acceptanceCriteria": ["works"], "priority": priority, "passes": false, "notes": ""})
+    };
+    let prd = serde_json::json!({"project": "P", "branchName": "ralph/p",
+        "userStories": [story("US-001", 1), story("US-002", 2)]});
+    std::fs::write(root.join("ralph/prd.json"), prd.to_string()).unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    let config_before = std::fs::read_to_string(root.join(".git/config")).unwrap();
+
+    let mut cmd = std::process::Command::new(crate::support::BIN);
+    cmd.args(["run", "--parallel", "2", "--sandbox", "--agent"])
+        .arg(&agent)
+        .args(["--max-iterations", "2", "--verify", "ls US-00*.txt"])
+        .stdin(std::process::Stdio::null());
+    env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+
+    for (id, other) in [("US-001", "US-002"), ("US-002", "US-001")] {
+        // Its own commit, made inside the sandbox, came home to main.
+        assert_eq!(git(&["show", &format!("main:{id}.txt")]), format!("{id}\n"));
+        assert_eq!(
+            git(&["show", &format!("main:probe-{id}.txt")]),
+            "write main git config: no\nwrite other worktree: no\ncommit: yes\n",
+            "{said}"
+        );
+        assert!(!root.join(format!("intruder-{id}.txt")).exists());
+        assert!(
+            !root
+                .join(format!(".ralph/worktrees/{other}/hijack.txt"))
+                .exists()
+        );
+    }
+    let log = git(&["log", "--format=%s", "main"]);
+    assert!(
+        log.contains("agent commit US-001") && log.contains("agent commit US-002"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git/config")).unwrap(),
+        config_before
+    );
+}
