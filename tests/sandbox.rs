@@ -363,3 +363,125 @@ fn a_sandboxed_fleet_story_writes_only_its_worktree_and_its_commits_come_home() 
         config_before
     );
 }
+
+/// The real Claude Code client in print mode, as `ralph run --sandbox --agent claude` starts
+/// it (`--dangerously-skip-permissions`), against the local mock model: its shell and its
+/// Read tool cannot see a key planted in HOME, its append to `~/.bashrc` does not land, its
+/// Write in the project does, and the loop completes. As root (this machine's user), the
+/// same run without `--sandbox` is refused by the client itself; ralph's sandbox sets
+/// `IS_SANDBOX=1`, which lets it run.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
+    use crate::support::mock_api::{MockApi, Reply};
+    use crate::support::{describe, sandbox_or_skip};
+    if !bwrap_or_skip("sandbox: the real client") {
+        return;
+    }
+    let sandbox = sandbox_or_skip!("sandbox: the real client");
+    let home = sandbox.home.path();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    let key = home.join(".ssh/id_ed25519");
+    std::fs::write(&key, "PLANTED-KEY\n").unwrap();
+    std::fs::write(home.join(".bashrc"), "# the user's own\n").unwrap();
+    let project = sandbox.project().to_path_buf();
+    let notes = project.join("notes.txt");
+    let script = |n: usize| {
+        let mut script = Vec::new();
+        for _ in 0..n {
+            script.push(Reply::bash(
+                "Looking around.",
+                format!("cat {}; echo agent >> ~/.bashrc", key.display()),
+            ));
+            script.push(Reply::tool(
+                "Reading the key.",
+                "Read",
+                serde_json::json!({"file_path": key.display().to_string()}),
+            ));
+            script.push(Reply::write(
+                "Writing the notes.",
+                notes.to_str().unwrap(),
+                "notes\n",
+            ));
+            script.push(Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"));
+        }
+        script
+    };
+    let task = [
+        "--agent",
+        "claude",
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "test -f notes.txt",
+        "--max-iterations",
+        "3",
+        "Write notes.txt",
+    ];
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    if root {
+        // Unsandboxed as root: Claude Code refuses --dangerously-skip-permissions.
+        let api = MockApi::start(script(1));
+        let mut args = vec!["run"];
+        args.extend_from_slice(&task);
+        let refused = sandbox.ralph_with_client(&api, &args, &[]);
+        assert!(!refused.status.success(), "{}", describe(&refused));
+        if std::env::var_os("RALPH_SHOW_RUNS").is_some() {
+            eprintln!("{}", describe(&refused));
+        }
+        assert!(!notes.exists());
+    } else {
+        eprintln!(
+            "note: not root here; the sandboxed run below is checked, the root refusal is not"
+        );
+    }
+
+    let api = MockApi::start(script(3));
+    let mut args = vec!["run", "--sandbox", "--force"];
+    args.extend_from_slice(&task);
+    let done = sandbox.ralph_with_client(&api, &args, &[]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{}\n{}",
+        describe(&done),
+        api.describe()
+    );
+    assert!(
+        said.contains("Sandboxed (bubblewrap)") && said.contains("completed"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes\n");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# the user's own\n"
+    );
+    let seen: String = api
+        .requests()
+        .iter()
+        .map(crate::support::mock_api::LoggedRequest::messages_text)
+        .collect();
+    assert!(
+        seen.contains("Looking around.") && seen.contains("Reading the key."),
+        "the model's tool calls ran: {}",
+        api.describe()
+    );
+    if std::env::var_os("RALPH_SHOW_RUNS").is_some() {
+        eprintln!("{}\n{seen}", describe(&done));
+    }
+    assert!(
+        !seen.contains("PLANTED-KEY"),
+        "the key reached the model: {}",
+        api.describe()
+    );
+    // What the client's shell and its Read tool answered the model.
+    assert!(
+        seen.contains("id_ed25519: No such file or directory")
+            && seen.contains("File does not exist"),
+        "{}",
+        api.describe()
+    );
+}
