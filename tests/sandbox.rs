@@ -485,3 +485,33 @@ fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
         api.describe()
     );
 }
+
+/// The project is written whole, so a project that is HOME (or holds it) would hand the agent
+/// all of HOME: the agent does not run, and the loop this run armed ends as failed.
+#[test]
+fn a_project_that_holds_home_is_never_run_sandboxed() {
+    if !bwrap_or_skip("sandbox: home as the project") {
+        return;
+    }
+    let s = Setup::new();
+    let agent = s.agent();
+    let root = s.project.root().display().to_string();
+    let state = s.project.root().join(".local/state").display().to_string();
+    let out = s.project.ralph_with(
+        &[
+            "run",
+            "--sandbox",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "Probe",
+        ],
+        b"",
+        &[("HOME", &root), ("XDG_STATE_HOME", &state)],
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("is your home folder or holds it"), "{said}");
+    assert!(!s.project.exists("made.txt"), "{said}");
+}

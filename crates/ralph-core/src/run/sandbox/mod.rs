@@ -139,6 +139,17 @@ impl Sandbox {
             });
         };
         let facts = gather(root, &home, &env, command);
+        // The project is written whole: one that holds HOME would hand the agent all of it.
+        let real_home = std::fs::canonicalize(&home).unwrap_or_else(|_| home.clone());
+        if real_home.starts_with(&facts.project) {
+            return Err(SandboxError {
+                problem: format!(
+                    "the project {} is your home folder or holds it, and the agent writes the whole project",
+                    crate::display::line(&facts.project.to_string_lossy())
+                ),
+                fix: "Run ralph in the project's own folder (one with .git or .claude/ below your home).".to_owned(),
+            });
+        }
         Ok(Self {
             tool,
             reach: Reach::from_facts(&facts),
