@@ -148,6 +148,7 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --name ralph                  # take over the loop /ralph-loop armed, fresh context from now on
   ralph run --name ralph --hand-back-after 3
   ralph run --parallel 4 --agent codex --max-iterations 20 --verify 'cargo test'
+  ralph run --sandbox --agent claude --verify 'cargo test' < ralph/PROMPT.md   # confined (bubblewrap, sandbox-exec)
 
 Many loops (--parallel N): each open story of ralph/prd.json (or each task given as an argument)
 runs as its own `ralph run` in a git worktree (.ralph/worktrees/<id>, branch ralph/<id>),
