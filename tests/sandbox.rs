@@ -515,3 +515,29 @@ fn a_project_that_holds_home_is_never_run_sandboxed() {
     assert!(said.contains("is your home folder or holds it"), "{said}");
     assert!(!s.project.exists("made.txt"), "{said}");
 }
+
+#[test]
+fn without_bubblewrap_a_sandboxed_fleet_is_refused_before_any_worktree() {
+    let s = Setup::new();
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().display().to_string();
+    let agent = s.agent();
+    let out = s.project.ralph_with(
+        &[
+            "run",
+            "--parallel",
+            "2",
+            "--sandbox",
+            "--agent",
+            &agent,
+            "task one",
+            "task two",
+        ],
+        b"",
+        &[("PATH", &path)],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("apt-get install bubblewrap"), "{said}");
+    assert!(!s.project.exists(".ralph"), "{said}");
+}

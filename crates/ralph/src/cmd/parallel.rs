@@ -21,6 +21,10 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
     ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+    // Likewise a sandbox that cannot be had: refused before any worktree is made.
+    if let Some(confinement) = args.confinement() {
+        ralph_core::run::sandbox::choose_tool(&confinement)?;
+    }
     let promise = driver::promise(args.arm.completion_promise.as_deref());
     let request = driver::Request {
         merge: &args.fanout.merge,
