@@ -387,6 +387,9 @@ fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
     let key = home.join(".ssh/id_ed25519");
     std::fs::write(&key, "PLANTED-KEY\n").unwrap();
     std::fs::write(home.join(".bashrc"), "# the user's own\n").unwrap();
+    // The client's own settings exist before it runs, as after a login: it keeps them.
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(home.join(".claude.json"), "{\"numStartups\": 7}\n").unwrap();
     let project = sandbox.project().to_path_buf();
     let notes = project.join("notes.txt");
     let script = |n: usize| {
@@ -540,4 +543,22 @@ fn without_bubblewrap_a_sandboxed_fleet_is_refused_before_any_worktree() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("apt-get install bubblewrap"), "{said}");
     assert!(!s.project.exists(".ralph"), "{said}");
+}
+
+/// Every file under `dir`, at any depth.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk_files(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
 }
