@@ -487,6 +487,21 @@ fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
         "{}",
         api.describe()
     );
+    // Its own settings were written through: the session's transcript is in ~/.claude (the
+    // refused run above never reached the model), and ~/.claude.json kept what it held.
+    let transcripts = walk_files(&home.join(".claude/projects"));
+    assert!(
+        transcripts
+            .iter()
+            .any(|t| std::fs::read_to_string(t)
+                .is_ok_and(|text| text.contains("Writing the notes."))),
+        "{transcripts:?}"
+    );
+    assert!(
+        std::fs::read_to_string(home.join(".claude.json"))
+            .unwrap()
+            .contains("\"numStartups\"")
+    );
 }
 
 /// The project is written whole, so a project that is HOME (or holds it) would hand the agent
