@@ -43,6 +43,7 @@ mod progress;
 mod report;
 mod robustness;
 mod run;
+mod sandbox;
 mod scaling;
 mod security_approve;
 mod security_files;

@@ -13,6 +13,7 @@
 #   APPROVE_COMMANDS  `ralph run --approve-commands`: the code of the PRD's story commands
 #                   the user approved (shown by `ralph plan`); without it, a PRD whose
 #                   stories carry commands is refused (exit 2) and nothing runs
+#   SANDBOX         true: `ralph run --sandbox` (the agent confined by bubblewrap) [false]
 #   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
 #   AGENT_KEY       its value (from a secret)
 #   REMOTE          where to push: a URL or a path (never read from the checkout's config)
@@ -66,6 +67,11 @@ extra=()
 [ -n "${VERIFY:-}" ] && extra+=(--verify "$VERIFY")
 [ -n "${PERMISSION_MODE:-}" ] && extra+=(--permission-mode "$PERMISSION_MODE")
 [ -n "${APPROVE_COMMANDS:-}" ] && extra+=(--approve-commands "$APPROVE_COMMANDS")
+case ${SANDBOX:-false} in
+    true) extra+=(--sandbox) ;;
+    false | "") ;;
+    *) echo "run-story: SANDBOX='$SANDBOX' is not true or false" >&2; exit 2 ;;
+esac
 set +e
 "$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}" \
     2>&1 | tee "$out/summary.txt"

@@ -148,6 +148,7 @@ const RUN_EXAMPLES: &str = "Examples:
   ralph run --name ralph                  # take over the loop /ralph-loop armed, fresh context from now on
   ralph run --name ralph --hand-back-after 3
   ralph run --parallel 4 --agent codex --max-iterations 20 --verify 'cargo test'
+  ralph run --sandbox --agent claude --verify 'cargo test' < ralph/PROMPT.md   # confined (bubblewrap, sandbox-exec)
 
 Many loops (--parallel N): each open story of ralph/prd.json (or each task given as an argument)
 runs as its own `ralph run` in a git worktree (.ralph/worktrees/<id>, branch ralph/<id>),
@@ -326,6 +327,7 @@ impl ArmFlags {
             notify: self.notify,
             notify_url: self.notify_url,
             approve_commands: self.approve_commands,
+            sandbox: None,
         }
     }
 
@@ -422,6 +424,20 @@ pub struct RunArgs {
     /// with code 4; bounded by --max-duration, stopped by Ctrl-C or `ralph cancel`
     #[arg(long)]
     pub wait_for_reset: bool,
+    /// Run every agent process confined: it writes only the project (a --parallel story: its
+    /// worktree) and its own settings, reads the system and toolchains, and cannot see the rest
+    /// of your home or ralph's records (bubblewrap on Linux, sandbox-exec on macOS); the gate
+    /// runs outside. A setting of the loop: resuming it runs sandboxed too
+    #[arg(long)]
+    pub sandbox: bool,
+    /// With --sandbox: `none` cuts the agent off the network (bubblewrap, Docker, Podman,
+    /// sandbox-exec); `open` (the default) lets it reach its model and anything else
+    #[arg(long, value_name = "open|none", value_parser = ["open", "none"], requires = "sandbox")]
+    pub sandbox_network: Option<String>,
+    /// With --sandbox: run the agent in a container of IMAGE (Docker, else Podman) instead;
+    /// the agent must be installed in the image
+    #[arg(long, value_name = "IMAGE", requires = "sandbox", value_parser = parse_image_arg)]
+    pub sandbox_image: Option<String>,
     #[command(flatten)]
     pub fanout: FanoutArgs,
     /// The task (for a new loop); read from stdin when it is not a terminal. Options may
@@ -435,6 +451,31 @@ fn parse_money_arg(value: &str) -> Result<String, String> {
     ralph_core::money::Money::parse(value)
         .map(ralph_core::money::Money::decimal)
         .map_err(|e| format!("`{value}`: {e}"))
+}
+
+fn parse_image_arg(value: &str) -> Result<String, String> {
+    if ralph_core::loop_file::confinement::valid_image(value) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!(
+            "`{value}` is not an image name: letters, digits and ._/:@- only, not starting with -"
+        ))
+    }
+}
+
+impl RunArgs {
+    /// `--sandbox` and its settings, as the loop records them.
+    pub fn confinement(&self) -> Option<ralph_core::loop_file::confinement::Confinement> {
+        use ralph_core::loop_file::confinement::{Confinement, Network};
+        self.sandbox.then(|| Confinement {
+            network: self
+                .sandbox_network
+                .as_deref()
+                .and_then(Network::parse)
+                .unwrap_or_default(),
+            image: self.sandbox_image.clone(),
+        })
+    }
 }
 
 fn parse_duration_arg(value: &str) -> Result<String, String> {

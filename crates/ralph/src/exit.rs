@@ -104,6 +104,7 @@ failure_from!(
     ralph_core::loop_file::error::LoopFileError,
     ralph_core::run::fleet::PrdError,
     ralph_core::run::presets::PermissionModeError,
+    ralph_core::run::sandbox::SandboxError,
     ralph_core::run::fleet::git::FleetError,
     ralph_core::hook::install::InstallError,
     ralph_core::control::init::InitError,

@@ -34,6 +34,9 @@ pub struct ArmOptions {
     /// `--approve-commands CODE`: the user approved the PRD's story commands whose
     /// list has this code (`approval::StoryCommands`).
     pub approve_commands: Option<String>,
+    /// `ralph run --sandbox`: the agent runs confined (not a slash-command option:
+    /// only `ralph run` starts agents).
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
 }
 
 impl Default for ArmOptions {
@@ -51,6 +54,7 @@ impl Default for ArmOptions {
             notify: false,
             notify_url: None,
             approve_commands: None,
+            sandbox: None,
         }
     }
 }
@@ -161,6 +165,7 @@ impl ArmOptions {
                 desktop: self.notify,
                 url: non_empty(self.notify_url),
             },
+            sandbox: self.sandbox,
         })
     }
 }
@@ -388,6 +393,7 @@ mod tests {
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
                 approve_commands: Some("c0de".into()),
+                sandbox: None,
             }
         );
         o.apply("prd", "other/prd.json").unwrap();

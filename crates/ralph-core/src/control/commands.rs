@@ -184,6 +184,8 @@ pub struct ArmRequest {
     pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
     pub notify: crate::loop_file::notify::Settings,
+    /// `ralph run --sandbox`: how every agent process runs confined.
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -269,6 +271,13 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     for (field, value) in req.notify.fields() {
         opt(field, Some(value));
     }
+    for (field, value) in req
+        .sandbox
+        .iter()
+        .flat_map(crate::loop_file::confinement::Confinement::fields)
+    {
+        opt(field, Some(value));
+    }
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",
@@ -307,6 +316,7 @@ fn same_request(a: &LoopState, b: &LoopState) -> bool {
         && a.abort_promise == b.abort_promise
         && a.guards == b.guards
         && a.fresh_context == b.fresh_context
+        && a.sandbox == b.sandbox
 }
 
 /// [`arm`], idempotent for the session that armed it: asking again for the very loop this

@@ -56,6 +56,9 @@ pub struct LoopReport {
     /// Which usage the loop drains: `session` (the plan's windows, or the
     /// session's API key) or `run` (the agent `ralph run` starts).
     pub spends: Option<&'static str>,
+    /// `ralph run --sandbox`: what the agent may reach, in words (`None`: not sandboxed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     /// Breaker figures: identical replies in a row, unchanged iterations, idle continuations.
     pub same_reply_count: Option<u64>,
     pub no_progress_count: Option<u64>,
@@ -212,6 +215,7 @@ fn report_one(
         guard_counts: None,
         guards: Vec::new(),
         spends: None,
+        sandbox: None,
         same_reply_count: None,
         no_progress_count: None,
         idle_blocks: None,
@@ -266,6 +270,10 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
         Some(owner) if crate::loop_file::run_owner::is_run(owner) => "run",
         _ => "session",
     });
+    r.sandbox = s
+        .sandbox
+        .as_ref()
+        .map(crate::loop_file::confinement::Confinement::reach);
     r.same_reply_count = Some(s.progress.same_reply_count);
     r.no_progress_count = Some(s.progress.no_progress_count);
     r.idle_blocks = Some(s.progress.idle_blocks);

@@ -74,6 +74,12 @@ fn report(r: &LoopReport) -> Vec<String> {
         )),
         None => {}
     }
+    if let Some(sandbox) = &r.sandbox {
+        out.push(format!(
+            "  sandbox (when `ralph run` drives it): {}",
+            display::line(sandbox)
+        ));
+    }
     if let Some(stories) = &r.stories {
         out.push(format!("  {}", display::line(stories)));
     }

@@ -50,6 +50,8 @@ pub struct LoopState {
     pub prd: Option<PrdLoop>,
     /// `notify` and `notify_url`: how the user is told the loop ended.
     pub notify: crate::loop_file::notify::Settings,
+    /// `ralph run --sandbox`: every agent process of a run runs confined.
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
     /// The hash of every setting the user chose, as the registry binds it
     /// (`registry::settings_hash`): taken from the fields already read.
     pub settings_hash: [u8; 32],
@@ -225,6 +227,9 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     prd_passed,
     notify,
     notify_url,
+    sandbox,
+    sandbox_network,
+    sandbox_image,
 ));
 
 impl LoopState {
@@ -295,6 +300,11 @@ impl LoopState {
                 url: non_empty(raw.notify_url.clone())
                     .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
             },
+            sandbox: crate::loop_file::confinement::Confinement::from_fields(
+                boolean("sandbox", raw.sandbox.as_deref(), false)?,
+                raw.sandbox_network.as_deref(),
+                raw.sandbox_image.as_deref(),
+            )?,
             settings_hash: crate::loop_file::binding::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }

@@ -171,11 +171,38 @@ pub fn run(
     root: &Path,
     prompt: &str,
     stop: &AtomicBool,
+    tick: impl FnMut(),
+) -> std::io::Result<Finished> {
+    run_process(shell(command)?, root, prompt, stop, tick)
+}
+
+/// [`run`] inside `sandbox` when one is given (`ralph run --sandbox`):
+/// the sandbox's tool runs `sh -c COMMAND` confined, in the same process
+/// group, so Ctrl-C ends it the same way.
+pub fn run_confined(
+    sandbox: Option<&crate::run::sandbox::Sandbox>,
+    command: &str,
+    root: &Path,
+    prompt: &str,
+    stop: &AtomicBool,
+    tick: impl FnMut(),
+) -> std::io::Result<Finished> {
+    let process = match sandbox {
+        Some(s) => s.command(command),
+        None => shell(command)?,
+    };
+    run_process(process, root, prompt, stop, tick)
+}
+
+fn run_process(
+    mut sh: std::process::Command,
+    root: &Path,
+    prompt: &str,
+    stop: &AtomicBool,
     mut tick: impl FnMut(),
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
-    let mut sh = shell(command)?;
     sh.current_dir(root)
         .stdin(Stdio::piped())
         .stdout(stdout_file.try_clone()?)

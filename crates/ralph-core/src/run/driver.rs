@@ -30,6 +30,9 @@ pub struct Call<'a> {
     pub prompt: &'a str,
     /// The iteration it runs (`3/10`), for the terminal.
     pub label: &'a str,
+    /// `--sandbox`: the agent runs confined (the loop's setting, made
+    /// stricter by the run's own flags).
+    pub sandbox: Option<&'a crate::loop_file::confinement::Confinement>,
 }
 
 /// Runs the agent of one iteration: [`agent::run`] in the binary (with its
@@ -55,6 +58,9 @@ pub struct Setup {
     pub agent: String,
     /// `--hand-back-after`: how many fresh iterations before handing back.
     pub hand_back_after: Option<u64>,
+    /// `--sandbox` given to this run: the agent runs confined even when the
+    /// loop it takes over was armed without it.
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
 }
 
 /// What one call of [`Driver::next`] did. After `Iterated` and `Passed`
@@ -340,11 +346,16 @@ impl Driver {
             .max_cost_usd
             .map(|limit| limit.minus(state.progress.counts.cost_usd));
         let with_budget = agent::with_budget(&self.setup.agent, left);
+        let sandbox = match (&state.sandbox, &self.setup.sandbox) {
+            (Some(armed), Some(asked)) => Some(armed.strictest(asked)),
+            (armed, asked) => armed.clone().or_else(|| asked.clone()),
+        };
         let finished = agent.run(Call {
             command: &with_budget,
             root: &self.setup.project.root,
             prompt: &prompt,
             label: &label,
+            sandbox: sandbox.as_ref(),
         });
         let command = &self.setup.agent;
         let (status, stdout, stderr_tail) = match finished {
@@ -627,6 +638,7 @@ mod tests {
                 name: "l".into(),
                 agent: "fake agent".into(),
                 hand_back_after,
+                sandbox: None,
             }
         }
 
@@ -956,6 +968,7 @@ mod tests {
             name: "l".into(),
             agent: "fake agent".into(),
             hand_back_after: None,
+            sandbox: None,
         };
         let mut driver = Driver::armed(setup, "run-1".into());
         driver.wait_for_reset(300);

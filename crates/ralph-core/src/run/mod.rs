@@ -11,6 +11,7 @@ pub mod agent;
 pub mod fleet;
 pub mod presets;
 pub mod reset_wait;
+pub mod sandbox;
 pub mod screen;
 
 mod driver;

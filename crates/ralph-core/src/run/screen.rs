@@ -434,6 +434,7 @@ mod tests {
             name: "l".into(),
             agent: "agent".into(),
             hand_back_after: None,
+            sandbox: None,
         };
         Driver::armed(setup, "run-1".into())
     }

@@ -21,6 +21,10 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
     ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+    // Likewise a sandbox that cannot be had: refused before any worktree is made.
+    if let Some(confinement) = args.confinement() {
+        ralph_core::run::sandbox::choose_tool(&confinement)?;
+    }
     let promise = driver::promise(args.arm.completion_promise.as_deref());
     let approved = approve_on_terminal(&args)?;
     let request = driver::Request {
@@ -94,6 +98,9 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         hand_back_after: _,
         force: _,
         wait_for_reset,
+        sandbox: _,
+        sandbox_network: _,
+        sandbox_image: _,
         fanout: _,
         prompt: _,
     } = args;
@@ -122,6 +129,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         notify: *notify,
         notify_url: notify_url.clone(),
         wait_for_reset: *wait_for_reset,
+        sandbox: args.confinement(),
     }
 }
 

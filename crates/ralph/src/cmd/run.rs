@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use ralph_core::run::agent::{self, Finished};
 use ralph_core::run::fleet::archive;
 use ralph_core::run::reset_wait;
+use ralph_core::run::sandbox::Sandbox;
 use ralph_core::run::screen::{self, Screen};
 use ralph_core::run::{Call, Driver, End, Event, ResetWait, Setup};
 use ralph_core::time::Timestamp;
@@ -65,6 +66,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         None
     };
     let spends = screen::spends(&args.agent);
+    let asked = args.confinement();
+    // A sandbox that cannot be had is refused before anything is armed.
+    if let Some(confinement) = &asked {
+        ralph_core::run::sandbox::choose_tool(confinement)?;
+    }
     // `--prd` alone is a task: the PRD's stories.
     let prompt = prompt.or_else(|| args.arm.prd.as_ref().map(|_| String::new()));
     let setup = Setup {
@@ -73,13 +79,16 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         name: args.name.clone(),
         agent: args.agent,
         hand_back_after: args.hand_back_after,
+        sandbox: asked.clone(),
     };
+    let mut sandbox = asked.clone();
     let mut driver = match prompt {
         Some(prompt) => {
             let mut options =
                 args.arm
                     .into_options(args.name.clone(), Some(own_id.clone()), args.force);
             super::loops::approve_on_terminal(&setup.project, &mut options)?;
+            options.sandbox.clone_from(&asked);
             let request = options.request(&setup.project, prompt)?;
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
@@ -93,9 +102,16 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         None => {
             let (driver, found) = Driver::take_over(setup, &own_id)?;
             say!("{}", screen::resuming(&args.name, &found));
+            sandbox = match (found.sandbox, asked) {
+                (Some(armed), Some(asked)) => Some(armed.strictest(&asked)),
+                (armed, asked) => armed.or(asked),
+            };
             driver
         }
     };
+    if let Some(line) = ralph_core::run::sandbox::arming_line(sandbox.as_ref()) {
+        say!("{line}");
+    }
     if args.wait_for_reset {
         driver.wait_for_reset(first_back_off());
     }
@@ -172,10 +188,24 @@ impl Terminal {
     /// Runs the agent once, with the spinner on a terminal.
     fn run_agent(&self, call: Call<'_>) -> std::io::Result<Finished> {
         let mut frame = 0;
-        let finished = agent::run(call.command, call.root, call.prompt, &self.stop, || {
-            frame += 1;
-            self.live(&self.screen.spinner(frame, call.label, self.elapsed()));
-        });
+        // The sandbox is read from this machine at each iteration; one that
+        // cannot be had is an agent that could not run, never an unconfined one.
+        let sandbox = call
+            .sandbox
+            .map(|c| Sandbox::prepare(c, call.root, call.command))
+            .transpose()
+            .map_err(std::io::Error::other)?;
+        let finished = agent::run_confined(
+            sandbox.as_ref(),
+            call.command,
+            call.root,
+            call.prompt,
+            &self.stop,
+            || {
+                frame += 1;
+                self.live(&self.screen.spinner(frame, call.label, self.elapsed()));
+            },
+        );
         if finished.is_ok() && self.live_line {
             let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }

@@ -21,6 +21,9 @@ pub struct ChildFlags {
     /// A child on a rate or usage limit sleeps until the reset as a single
     /// run would, rather than end its story with code 4.
     pub wait_for_reset: bool,
+    /// `--sandbox` and its settings: each story's agent runs confined to
+    /// its own worktree.
+    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
 }
 
 impl ChildFlags {
@@ -56,6 +59,15 @@ impl ChildFlags {
         if self.wait_for_reset {
             out.push("--wait-for-reset".to_owned());
         }
+        if let Some(sandbox) = &self.sandbox {
+            out.push("--sandbox".to_owned());
+            if sandbox.network == crate::loop_file::confinement::Network::None {
+                out.extend(["--sandbox-network".to_owned(), "none".to_owned()]);
+            }
+            if let Some(image) = &sandbox.image {
+                out.extend(["--sandbox-image".to_owned(), image.clone()]);
+            }
+        }
         out
     }
 }
@@ -76,6 +88,10 @@ mod tests {
             notify: true,
             notify_url: Some("http://127.0.0.1:9/n".into()),
             wait_for_reset: true,
+            sandbox: Some(crate::loop_file::confinement::Confinement {
+                network: crate::loop_file::confinement::Network::None,
+                image: None,
+            }),
         };
         assert_eq!(
             flags.args("DONE"),
@@ -97,6 +113,9 @@ mod tests {
                 "--notify-url",
                 "http://127.0.0.1:9/n",
                 "--wait-for-reset",
+                "--sandbox",
+                "--sandbox-network",
+                "none",
             ]
         );
     }

@@ -1,0 +1,189 @@
+//! `ralph run --sandbox`: the loop's sandbox setting as its file records
+//! it (`sandbox: true`, `sandbox_network: none`, `sandbox_image: IMG`),
+//! bound by the arming record like every other setting, and the words
+//! that say what a sandboxed agent may reach. Which tool confines it
+//! (bubblewrap, `sandbox-exec`, a container engine) is chosen when the
+//! agent starts (`run/sandbox/`).
+
+use crate::loop_file::fields::StateError;
+
+/// Where a sandboxed agent may connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// Anywhere (the agent must reach its model).
+    #[default]
+    Open,
+    /// Nowhere: its own loopback only.
+    None,
+}
+
+impl Network {
+    /// `open` or `none`, as the flag and the file spell it.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "open" => Some(Self::Open),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::None => "none",
+        }
+    }
+}
+
+/// A loop's sandbox: every agent process of `ralph run` runs confined.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Confinement {
+    pub network: Network,
+    /// `--sandbox-image`: the agent runs in a container of this image
+    /// (Docker or Podman); `None`: bubblewrap on Linux, `sandbox-exec` on macOS.
+    pub image: Option<String>,
+}
+
+/// Whether `image` can be handed to `docker run` as an image and never
+/// read as an option or as two words: letters, digits and `._/:@-`, not
+/// starting with `-`, at most 255 characters.
+pub fn valid_image(image: &str) -> bool {
+    !image.is_empty()
+        && image.len() <= 255
+        && !image.starts_with('-')
+        && image
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/:@-".contains(c))
+}
+
+impl Confinement {
+    /// The setting from its three fields (`None`: the loop is not sandboxed).
+    pub fn from_fields(
+        sandbox: bool,
+        network: Option<&str>,
+        image: Option<&str>,
+    ) -> Result<Option<Self>, StateError> {
+        if !sandbox {
+            return Ok(None);
+        }
+        let network = match network.map(str::trim).filter(|v| !v.is_empty()) {
+            None => Network::Open,
+            Some(v) => Network::parse(v).ok_or_else(|| StateError::Field {
+                field: "sandbox_network",
+                value: crate::display::line(v).into_owned(),
+                expected: "expected `open` or `none`",
+            })?,
+        };
+        let image = match image.map(str::trim).filter(|v| !v.is_empty()) {
+            None => None,
+            Some(v) if valid_image(v) => Some(v.to_owned()),
+            Some(v) => {
+                return Err(StateError::Field {
+                    field: "sandbox_image",
+                    value: crate::display::line(v).into_owned(),
+                    expected: "expected an image name such as node:22 or ghcr.io/org/img@sha256:… (letters, digits and ._/:@-)",
+                });
+            }
+        };
+        Ok(Some(Self { network, image }))
+    }
+
+    /// The fields a new loop file gets, in order.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("sandbox", "true".to_owned())];
+        if self.network == Network::None {
+            out.push(("sandbox_network", "none".to_owned()));
+        }
+        if let Some(image) = &self.image {
+            out.push(("sandbox_image", crate::loop_file::frontmatter::quote(image)));
+        }
+        out
+    }
+
+    /// This setting with `other`'s wherever `other` is stricter: a run's
+    /// `--sandbox-network none` closes the network of a loop armed open.
+    #[must_use]
+    pub fn strictest(&self, other: &Self) -> Self {
+        Self {
+            network: if other.network == Network::None {
+                Network::None
+            } else {
+                self.network
+            },
+            image: self.image.clone().or_else(|| other.image.clone()),
+        }
+    }
+
+    /// What the agent may reach, in one line (for `ralph status`).
+    pub fn reach(&self) -> String {
+        let tool = match &self.image {
+            Some(image) => format!("a container of {image} (docker or podman)"),
+            None => "bubblewrap on Linux, sandbox-exec on macOS".to_owned(),
+        };
+        format!("{tool}; {}", self.limits())
+    }
+
+    /// What the agent may and may not reach, whatever the tool.
+    pub fn limits(&self) -> String {
+        let network = match self.network {
+            Network::Open => "network open",
+            Network::None => "no network",
+        };
+        format!(
+            "the agent writes only the project and its own settings (~/.claude, ~/.codex, ~/.gemini, ~/.copilot), reads the system and toolchains, cannot see the rest of your home or ralph's records; {network}; the gate runs outside"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_back_and_bad_values_are_refused() {
+        let conf = Confinement {
+            network: Network::None,
+            image: Some("node:22".into()),
+        };
+        let fields = conf.fields();
+        let get = |k: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| *f == k)
+                .map(|(_, v)| v.trim_matches('"').to_owned())
+        };
+        assert_eq!(
+            Confinement::from_fields(
+                true,
+                get("sandbox_network").as_deref(),
+                get("sandbox_image").as_deref()
+            )
+            .unwrap(),
+            Some(conf)
+        );
+        assert_eq!(
+            Confinement::from_fields(false, Some("none"), None),
+            Ok(None)
+        );
+        assert!(Confinement::from_fields(true, Some("some"), None).is_err());
+        assert!(Confinement::from_fields(true, None, Some("--privileged")).is_err());
+        assert!(Confinement::from_fields(true, None, Some("a b")).is_err());
+        assert_eq!(
+            Confinement::from_fields(true, None, None).unwrap(),
+            Some(Confinement::default())
+        );
+    }
+
+    #[test]
+    fn the_stricter_network_wins() {
+        let open = Confinement::default();
+        let closed = Confinement {
+            network: Network::None,
+            image: None,
+        };
+        assert_eq!(open.strictest(&closed).network, Network::None);
+        assert_eq!(closed.strictest(&open).network, Network::None);
+        assert!(open.reach().contains("network open"));
+        assert!(closed.reach().contains("no network"));
+    }
+}
