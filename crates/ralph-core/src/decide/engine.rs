@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::fs::gate;
+use crate::loop_file::checkpoints;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
@@ -204,6 +205,9 @@ pub fn step(
     };
     result.1.append(project, &live.file.name);
     drop(lock);
+    if matches!(result.0, Step::Continued { .. }) {
+        checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+    }
     Ok(result.0)
 }
 
@@ -354,7 +358,12 @@ fn end(
         .cost_usd
         .filter(|_| state.guards.max_cost_usd.is_some());
     log.why.clone_from(&detail);
+    let green = ended_checkpoint(project, live, seen, outcome);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
+    if let Some(line) = green {
+        notice.push('\n');
+        notice.push_str(&line);
+    }
     if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
         notice.push('\n');
         notice.push_str(&line);
@@ -365,6 +374,25 @@ fn end(
         record,
         notice,
     })
+}
+
+/// The checkpoint of the last iteration, taken as the loop ends; when a
+/// breaker or a budget ended it, the sentence that names the last one
+/// whose check passed (read before the log moves into the history).
+fn ended_checkpoint(
+    project: &Project,
+    live: &Loop,
+    seen: &Observation,
+    outcome: Outcome,
+) -> Option<String> {
+    let state = &live.state;
+    checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+    if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
+        return None;
+    }
+    let passed = seen.check.as_ref().is_some_and(|c| c.passed);
+    checkpoints::last_green(project, &live.file.name, state, passed)
+        .map(|n| checkpoints::green_sentence(&live.file.name, n))
 }
 
 /// A turn written: what it was, its log line, and the fields written.

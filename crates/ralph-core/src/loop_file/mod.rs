@@ -3,11 +3,12 @@
 //! (`store`), the per-user arming record (`registry`), who drives a loop
 //! (`ownership`, `run_owner`), the one classification of a project's loop
 //! files as armed, paused, foreign or unreadable (`scan`), the words around
-//! it (`messages`), and
+//! it (`messages`), a loop's work-tree checkpoints (`checkpoints`), and
 //! `lifecycle`, the one place that writes a loop file, with `error`, the
 //! one error of reading, rewriting and adopting a loop file.
 
 pub mod binding;
+pub mod checkpoints;
 pub mod environment;
 pub mod error;
 pub mod fields;

@@ -1,0 +1,194 @@
+//! Recovering a loop through the real binary: a checkpoint per iteration
+//! (in `ralph run` and at the Stop hook) that moves nothing of the user's
+//! git state, `ralph rollback`, `ralph resume --add-*` on an ended loop, and
+//! Ctrl-C that pauses a run.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::project::Project;
+use crate::support::text;
+
+/// A scripted agent: the Nth call writes `work-N.txt` into the work tree,
+/// edits `a.txt`, and prints `.agent/reply-N` (or the last one written).
+const AGENT: &str = r#"n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
+cat > /dev/null
+echo "work $n" > work-$n.txt
+echo "a after $n" > a.txt
+[ -f .agent/delay ] && sleep "$(cat .agent/delay)"
+if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git project with one commit, a stash, an ignored file, a staged change
+/// and the scripted agent (ignored, as an agent's scratch would be).
+fn git_project(replies: &[&str]) -> Project {
+    let p = Project::new();
+    git(p.root(), &["init", "-q", "-b", "main"]);
+    p.write(".gitignore", ".agent/\n.claude/\nbuild.log\n");
+    p.write("a.txt", "a at the start\n");
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "start"]);
+    p.write("a.txt", "stashed\n");
+    git(p.root(), &["stash", "-q"]);
+    p.write("staged.txt", "staged\n");
+    git(p.root(), &["add", "staged.txt"]);
+    p.write("build.log", "ignored\n");
+    p.write(".agent/agent.sh", AGENT);
+    for (i, r) in replies.iter().enumerate() {
+        p.write(&format!(".agent/reply-{}", i + 1), r);
+    }
+    p
+}
+
+/// Everything of the user's git state a checkpoint must not move.
+fn users_git_state(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut state = vec![
+        (
+            "HEAD".into(),
+            git(root, &["rev-parse", "HEAD"]).into_bytes(),
+        ),
+        (
+            "branch".into(),
+            git(root, &["symbolic-ref", "HEAD"]).into_bytes(),
+        ),
+        ("stash".into(), git(root, &["stash", "list"]).into_bytes()),
+        (
+            "refs".into(),
+            git(root, &["for-each-ref", "--exclude", "refs/ralph/"]).into_bytes(),
+        ),
+    ];
+    for file in [
+        "index",
+        "logs/HEAD",
+        "logs/refs/heads/main",
+        "logs/refs/stash",
+    ] {
+        state.push((
+            file.into(),
+            std::fs::read(root.join(".git").join(file)).unwrap(),
+        ));
+    }
+    state
+}
+
+fn run(p: &Project, flags: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--agent", "sh .agent/agent.sh", "--name", "work"];
+    args.extend_from_slice(flags);
+    p.command(&args).output().unwrap()
+}
+
+/// The checkpoint refs of the loop `work`, as (label, commit), labels sorted.
+fn checkpoints(root: &Path) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = git(
+        root,
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/ralph/work/",
+        ],
+    )
+    .lines()
+    .map(|l| {
+        let (r, c) = l.split_once(' ').unwrap();
+        (r.rsplit('/').next().unwrap().to_owned(), c.to_owned())
+    })
+    .collect();
+    all.sort_by_key(|(l, _)| (l.parse::<u64>().unwrap_or(u64::MAX), l.clone()));
+    all
+}
+
+fn files_of(root: &Path, commit: &str) -> String {
+    git(root, &["ls-tree", "-r", "--name-only", commit])
+}
+
+#[test]
+fn ralph_run_keeps_a_checkpoint_per_iteration_and_moves_nothing_of_the_users_git() {
+    let p = git_project(&["one", "two", "three"]);
+    // `git status` refreshes the index: it runs before the state is read.
+    git(p.root(), &["status", "--porcelain"]);
+    let before = users_git_state(p.root());
+    let out = run(&p, &["--max-iterations", "3", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let kept = checkpoints(p.root());
+    let labels: Vec<&str> = kept.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["1", "2", "3"], "{kept:?}");
+    assert_eq!(
+        files_of(p.root(), &kept[0].1),
+        ".gitignore\na.txt\nstaged.txt\nwork-1.txt\n"
+    );
+    assert_eq!(
+        files_of(p.root(), &kept[2].1),
+        ".gitignore\na.txt\nstaged.txt\nwork-1.txt\nwork-2.txt\nwork-3.txt\n"
+    );
+    assert_eq!(
+        git(p.root(), &["show", &format!("{}:a.txt", kept[1].1)]),
+        "a after 2\n"
+    );
+    assert_eq!(users_git_state(p.root()), before);
+    assert!(!p.path(".git/logs/refs/ralph").exists());
+}
+
+#[test]
+fn the_stop_hook_keeps_a_checkpoint_per_iteration_and_moves_nothing_of_the_users_git() {
+    let p = git_project(&["x"]);
+    let out = p
+        .command(&[
+            "start",
+            "--session-id",
+            "s1",
+            "--name",
+            "work",
+            "--max-iterations",
+            "5",
+            "Task",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    git(p.root(), &["status", "--porcelain"]);
+    let before = users_git_state(p.root());
+    for n in 1..=2 {
+        p.write(&format!("work-{n}.txt"), "w\n");
+        let event =
+            json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "going on"});
+        let out = p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &[]);
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["decision"], "block", "{answer}");
+    }
+    let kept = checkpoints(p.root());
+    let labels: Vec<&str> = kept.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["1", "2"], "{kept:?}");
+    assert!(files_of(p.root(), &kept[0].1).contains("work-1.txt"));
+    assert!(!files_of(p.root(), &kept[0].1).contains("work-2.txt"));
+    assert_eq!(users_git_state(p.root()), before);
+}
+
+#[allow(dead_code)]
+fn wait_for(p: &Project, rel: &str) {
+    let started = Instant::now();
+    while !p.path(rel).exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{rel} never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
