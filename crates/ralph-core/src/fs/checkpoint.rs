@@ -323,10 +323,9 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 
 #[cfg(test)]
 mod tests {
-    // Needs git and sh, which the Windows tests under Wine do not have.
-    #![cfg(unix)]
     use super::*;
 
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     fn git(root: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")
@@ -341,6 +340,7 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -364,6 +364,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     #[test]
     fn a_snapshot_records_untracked_files_and_moves_nothing_of_the_users() {
         let dir = repo();
@@ -394,6 +395,7 @@ mod tests {
         assert!(list(root, "refs/ralph/").is_empty());
     }
 
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     #[test]
     fn a_restore_puts_the_tree_back_and_leaves_ignored_files() {
         let dir = repo();
@@ -422,6 +424,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     #[test]
     fn a_restore_never_writes_through_a_link_or_over_an_ignored_file() {
         let dir = repo();
