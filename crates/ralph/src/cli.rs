@@ -415,6 +415,10 @@ pub struct RunArgs {
     /// with code 4; bounded by --max-duration, stopped by Ctrl-C or `ralph cancel`
     #[arg(long)]
     pub wait_for_reset: bool,
+    /// A fleet's child: Ctrl-C ends the loop as cancelled (the fleet's rule) instead of
+    /// pausing it
+    #[arg(long, hide = true)]
+    pub cancel_on_interrupt: bool,
     #[command(flatten)]
     pub fanout: FanoutArgs,
     /// The task (for a new loop); read from stdin when it is not a terminal. Options may

@@ -68,6 +68,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         hand_back_after: _,
         force: _,
         wait_for_reset,
+        cancel_on_interrupt: _,
         fanout: _,
         prompt: _,
     } = args;

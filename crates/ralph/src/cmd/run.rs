@@ -64,6 +64,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         name: args.name.clone(),
         agent: args.agent,
         hand_back_after: args.hand_back_after,
+        cancel_on_interrupt: args.cancel_on_interrupt,
     };
     let mut driver = match prompt {
         Some(prompt) => {
