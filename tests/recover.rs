@@ -192,3 +192,76 @@ fn wait_for(p: &Project, rel: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_rollback_puts_an_iteration_back_and_the_tree_it_replaced_stays_recoverable() {
+    let p = git_project(&["one", "two", "three"]);
+    let out = run(&p, &["--max-iterations", "3", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    p.write("mine.txt", "written after the loop\n");
+    let ignored_before = p.read("build.log");
+    let index_before = std::fs::read(p.path(".git/index")).unwrap();
+
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("back at checkpoint 1"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("ralph rollback --to undo-1 --name work"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(p.read("a.txt"), "a after 1\n");
+    assert!(p.exists("work-1.txt"));
+    for gone in ["work-2.txt", "work-3.txt", "mine.txt"] {
+        assert!(!p.exists(gone), "{gone} is not in checkpoint 1");
+    }
+    assert_eq!(p.read("build.log"), ignored_before, "ignored files stay");
+    assert!(p.exists(".agent/agent.sh"), "ignored folders stay");
+    assert_eq!(std::fs::read(p.path(".git/index")).unwrap(), index_before);
+
+    // Undone: the tree the rollback replaced comes back whole.
+    let out = p.ralph_with(&["rollback", "--to", "undo-1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read("a.txt"), "a after 3\n");
+    assert_eq!(p.read("mine.txt"), "written after the loop\n");
+    assert!(p.exists("work-3.txt"));
+    let labels: Vec<String> = checkpoints(p.root()).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(labels, ["1", "2", "3", "undo-1", "undo-2"]);
+}
+
+#[test]
+fn a_rollback_is_refused_while_the_loop_runs_and_for_a_checkpoint_it_lacks() {
+    let p = git_project(&["one"]);
+    let out = p
+        .command(&["start", "--session-id", "s1", "--name", "work", "Task"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": "going on"});
+    p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &[]);
+    p.write("a.txt", "kept\n");
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("is running; pause it first"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(p.read("a.txt"), "kept\n");
+    let out = p.ralph_with(&["pause", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = p.ralph_with(&["rollback", "--to", "7", "--name", "work"], b"", &[]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("no checkpoint `7` (kept: 1)"),
+        "{}",
+        text(&out)
+    );
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read("a.txt"), "a at the start\n");
+}

@@ -42,6 +42,12 @@ pub enum Command {
     /// Resume a paused loop
     #[command(after_help = "Examples:\n  ralph resume\n  ralph resume --name docs")]
     Resume(SelectArgs),
+    /// Put back the work tree of a loop's checkpoint (paused or ended loops only); the tree it
+    /// replaces is kept as a checkpoint first
+    #[command(
+        after_help = "Examples:\n  ralph rollback --to 3\n  ralph rollback --to 3 --name docs\n  ralph rollback --to undo-1 --name docs   # undo the last rollback\n\nA checkpoint is kept at every counted stop of a loop in a git project, as refs/ralph/<loop>/<arming>/<iteration>;\nignored files and .claude/ are never touched."
+    )]
+    Rollback(RollbackArgs),
     /// Drive a loop from outside: every iteration is a fresh agent process
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
@@ -454,6 +460,16 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
+    #[arg(long, value_name = "N")]
+    pub to: String,
+    /// The loop's name [default: the only live loop, else the one that ended last]
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]

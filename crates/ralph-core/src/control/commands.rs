@@ -51,6 +51,9 @@ pub enum LoopError {
     },
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
+    /// `ralph rollback`, `ralph resume --add-*`: why not, in words.
+    #[error("{0}")]
+    Recover(String),
     /// `ralph log --name`: no loop of that name, live or ended, and no log left of one.
     #[error("no loop named `{0}` (see `ralph status`)")]
     NotLogged(String),

@@ -1,4 +1,4 @@
-//! `ralph start | cancel | pause | resume`: the commands that change loops (`status.rs`
+//! `ralph start | cancel | pause | resume | rollback`: the commands that change loops (`status.rs`
 //! reports them). What each does and says is the core's (`control::arming`,
 //! `control::cancel_pause`); here the arguments are gathered, the core called and its text
 //! printed.
@@ -10,7 +10,7 @@ use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
 use ralph_core::time::Timestamp;
 
-use crate::cli::{SelectArgs, StartArgs};
+use crate::cli::{RollbackArgs, SelectArgs, StartArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
 
 pub fn start(args: StartArgs) -> CmdResult {
@@ -120,4 +120,17 @@ pub fn pause_or_resume_as(
         say!("{line}");
     }
     Ok(changed)
+}
+
+/// `ralph rollback --to N [--name NAME]`.
+pub fn rollback(args: &RollbackArgs) -> CmdResult {
+    let done = ralph_core::control::rollback::rollback(
+        &crate::env::project(),
+        crate::env::registry().as_ref(),
+        args.name.as_deref(),
+        &args.to,
+        Timestamp::now(),
+    )?;
+    say!("{}", ralph_core::control::rollback::rolled_back_text(&done));
+    Ok(())
 }
