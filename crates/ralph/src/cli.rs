@@ -39,9 +39,12 @@ pub enum Command {
     /// Pause a loop: stops go through and are not counted until `ralph resume`
     #[command(after_help = "Examples:\n  ralph pause\n  ralph pause --name docs")]
     Pause(SelectArgs),
-    /// Resume a paused loop
-    #[command(after_help = "Examples:\n  ralph resume\n  ralph resume --name docs")]
-    Resume(SelectArgs),
+    /// Resume a paused loop; with --add-*, raise a loop's bounds, arming again one that ended at
+    /// its iteration limit or a budget (its count, spend and log kept)
+    #[command(
+        after_help = "Examples:\n  ralph resume\n  ralph resume --name docs\n  ralph resume --name docs --add-iterations 5 --add-cost 2"
+    )]
+    Resume(ResumeArgs),
     /// Put back the work tree of a loop's checkpoint (paused or ended loops only); the tree it
     /// replaces is kept as a checkpoint first
     #[command(
@@ -460,6 +463,24 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Raise the iteration limit by K (a loop that ended at it goes on from the next one)
+    #[arg(long, value_name = "K", conflicts_with = "all")]
+    pub add_iterations: Option<String>,
+    /// Raise the dollar budget by USD
+    #[arg(long, value_name = "USD", conflicts_with = "all")]
+    pub add_cost: Option<String>,
+    /// Raise the time budget by D (`30m`, `2h`)
+    #[arg(long, value_name = "D", conflicts_with = "all")]
+    pub add_time: Option<String>,
+    /// Raise the token budget by N
+    #[arg(long, value_name = "N", conflicts_with = "all")]
+    pub add_tokens: Option<String>,
 }
 
 #[derive(Debug, Args)]
