@@ -367,3 +367,33 @@ fn a_planted_history_record_is_never_armed_again() {
     assert!(!p.exists(".claude/evil-loop.local.md"));
     assert!(p.exists(".claude/ralph/history/20261201T000000Z-evil.md"));
 }
+
+#[test]
+fn checkpoints_go_when_their_history_record_goes() {
+    let p = git_project(&["one", "two"]);
+    let out = run(&p, &["--max-iterations", "2", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(checkpoints(p.root()).len(), 2);
+    let arm = |name: &str| {
+        let out = p
+            .command(&["start", "--name", name, "--session-id", name, "Other task"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    arm("other");
+    assert_eq!(
+        checkpoints(p.root()).len(),
+        2,
+        "its history record is still there"
+    );
+    for entry in std::fs::read_dir(p.path(".claude/ralph/history")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    arm("third");
+    assert!(
+        checkpoints(p.root()).is_empty(),
+        "{:?}",
+        checkpoints(p.root())
+    );
+}

@@ -366,6 +366,8 @@ pub fn arm_or_keep(
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&lock, &path, &text)?;
+    drop(lock);
+    crate::loop_file::checkpoints::prune(project);
     Ok(Armed {
         path,
         state,

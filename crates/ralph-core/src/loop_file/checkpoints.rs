@@ -71,23 +71,57 @@ pub fn green_sentence(name: &str, iteration: u64) -> String {
     )
 }
 
-/// Removes the checkpoints of every run of a loop that has neither a live
-/// loop file nor a history record left (`alive` says which runs do): the
-/// history is what they belong to. Best effort.
-pub fn prune(root: &Path, alive: &dyn Fn(&str, &str) -> bool) {
-    if !checkpoint::in_repository(root) {
+/// Removes the checkpoints of every run whose loop has neither a live loop
+/// file nor a history record left: checkpoints belong to the history and go
+/// when it goes (ralph never prunes the history itself; a user who deletes
+/// records frees their checkpoints at the next arming). Best effort; costs
+/// one `git for-each-ref` when there are none.
+pub fn prune(project: &Project) {
+    if !checkpoint::in_repository(&project.root) {
         return;
     }
-    let gone: Vec<String> = checkpoint::list(root, checkpoint::NAMESPACE)
+    let refs = checkpoint::list(&project.root, checkpoint::NAMESPACE);
+    if refs.is_empty() {
+        return;
+    }
+    let alive = nonces(project);
+    let gone: Vec<String> = refs
         .into_iter()
         .map(|(r, _)| r)
         .filter(|r| {
-            let mut parts = r[checkpoint::NAMESPACE.len()..].split('/');
-            match (parts.next(), parts.next()) {
-                (Some(name), Some(run)) => !alive(name, run),
-                _ => false,
-            }
+            let run = r[checkpoint::NAMESPACE.len()..].split('/').nth(1);
+            run.is_some_and(|run| !alive.iter().any(|n| n == run))
         })
         .collect();
-    let _ = checkpoint::remove(root, &gone);
+    let _ = checkpoint::remove(&project.root, &gone);
+}
+
+/// The arming nonces of every live loop file and history record, read by
+/// line (`ralph_nonce: "…"`), never through a link.
+fn nonces(project: &Project) -> Vec<String> {
+    let mut files: Vec<std::path::PathBuf> = project
+        .loop_files()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    if crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false)
+        && let Ok(entries) = std::fs::read_dir(project.history_dir())
+    {
+        files.extend(
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "md")),
+        );
+    }
+    files
+        .iter()
+        .filter_map(|path| {
+            let text =
+                crate::fs::safe_fs::read_text(path, crate::fs::safe_fs::LOOP_FILE_CAP).ok()?;
+            let line = text.lines().find_map(|l| l.strip_prefix("ralph_nonce:"))?;
+            Some(line.trim().trim_matches(['"', '\'']).to_owned())
+        })
+        .collect()
 }
