@@ -397,3 +397,56 @@ fn checkpoints_go_when_their_history_record_goes() {
         checkpoints(p.root())
     );
 }
+
+#[test]
+fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
+    let replies: Vec<String> = (1..=6).map(|n| format!("attempt {n}")).collect();
+    let p = git_project(&replies.iter().map(String::as_str).collect::<Vec<_>>());
+    // Passes after the first iteration only, then fails the same way.
+    let check = r#"[ "$(cat .agent/n)" = 1 ] || { echo "FAILED: parser_test"; exit 1; }"#;
+    let out = run(
+        &p,
+        &[
+            "--max-iterations",
+            "9",
+            "--check",
+            check,
+            "--max-same-failure",
+            "2",
+            "Task",
+        ],
+    );
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(
+        shown.contains("The last checkpoint where the check passed is iteration 1: `ralph rollback --to 1 --name work` puts that tree back."),
+        "{shown}"
+    );
+    let handover = std::fs::read_dir(p.path(".claude/ralph/history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".handover.md"))
+        .expect("a hand-over beside the record");
+    assert!(
+        shown.contains("Hand-over for the next agent or person"),
+        "{shown}"
+    );
+    let text = std::fs::read_to_string(handover).unwrap();
+    for want in [
+        "# Hand-over: loop `work`",
+        "It ended as same_failure",
+        "  - iteration 2: attempt 2",
+        "fingerprint `",
+        "`ralph rollback --to 1 --name work`",
+        "## Next step",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    let status = p.ralph_with(&["status", "--json"], b"", &[]);
+    let all: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        all["loops"].as_array().unwrap().len(),
+        1,
+        "the hand-over is no loop: {all}"
+    );
+}

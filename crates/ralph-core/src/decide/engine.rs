@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::fs::gate;
-use crate::loop_file::checkpoints;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
@@ -17,6 +16,7 @@ use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::{LoopState, Progress};
 use crate::loop_file::store::{self, Project, ProjectLock};
+use crate::loop_file::{checkpoints, handover};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
 
@@ -358,9 +358,9 @@ fn end(
         .cost_usd
         .filter(|_| state.guards.max_cost_usd.is_some());
     log.why.clone_from(&detail);
-    let green = ended_checkpoint(project, live, seen, outcome);
+    let (green, handover) = ended_checkpoint(project, live, seen, outcome, &log);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
-    if let Some(line) = green {
+    for line in green.into_iter().chain(write_handover(&record, handover)) {
         notice.push('\n');
         notice.push_str(&line);
     }
@@ -378,21 +378,57 @@ fn end(
 
 /// The checkpoint of the last iteration, taken as the loop ends; when a
 /// breaker or a budget ended it, the sentence that names the last one
-/// whose check passed (read before the log moves into the history).
+/// whose check passed, and a breaker's hand-over (both read before the log
+/// moves into the history).
 fn ended_checkpoint(
     project: &Project,
     live: &Loop,
     seen: &Observation,
     outcome: Outcome,
-) -> Option<String> {
+    entry: &LogEntry,
+) -> (Option<String>, Option<String>) {
     let state = &live.state;
-    checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+    let name = &live.file.name;
+    let kept = checkpoints::take(&project.root, name, state, state.iteration).is_some();
     if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
-        return None;
+        return (None, None);
     }
     let passed = seen.check.as_ref().is_some_and(|c| c.passed);
-    checkpoints::last_green(project, &live.file.name, state, passed)
-        .map(|n| checkpoints::green_sentence(&live.file.name, n))
+    let green = checkpoints::last_green(project, name, state, passed);
+    let handover = match outcome {
+        Outcome::Guard(tripped) if handover::wanted(tripped) => {
+            let mut log = store::read_log_tail(&project.log_path(name), 200);
+            log.extend(serde_json::from_str(&entry.line()).ok());
+            Some(handover::render(&handover::Facts {
+                name,
+                state,
+                tripped,
+                detail: &entry.why,
+                log: &log,
+                last_green: green,
+                checkpoints: kept,
+            }))
+        }
+        _ => None,
+    };
+    let sentence = green.map(|n| checkpoints::green_sentence(name, n));
+    (sentence, handover)
+}
+
+/// Writes a breaker's hand-over beside the history record; the line that
+/// says where (or why it could not be written).
+fn write_handover(record: &std::path::Path, text: Option<String>) -> Option<String> {
+    let text = text?;
+    let path = record.with_extension(&handover::SUFFIX[1..]);
+    Some(
+        match crate::fs::safe_fs::create_new(&path, text.as_bytes()) {
+            Ok(()) => format!(
+                "Hand-over for the next agent or person: {}",
+                crate::display::line(&path.display().to_string())
+            ),
+            Err(e) => format!("The hand-over could not be written: {e}"),
+        },
+    )
 }
 
 /// A turn written: what it was, its log line, and the fields written.
