@@ -1,13 +1,13 @@
 //! Recovering a loop through the real binary: a checkpoint per iteration
 //! (in `ralph run` and at the Stop hook) that moves nothing of the user's
-//! git state, `ralph rollback`, `ralph resume --add-*` on an ended loop, and
-//! Ctrl-C that pauses a run.
+//! git state, `ralph rollback`, `ralph resume --add-*` on an ended loop (and
+//! `/ralph-resume --add-iterations` in the real client), a breaker's hand-over
+//! and the pruning of checkpoints. Ctrl-C that pauses a run is in `run.rs`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -179,18 +179,6 @@ fn the_stop_hook_keeps_a_checkpoint_per_iteration_and_moves_nothing_of_the_users
     assert!(files_of(p.root(), &kept[0].1).contains("work-1.txt"));
     assert!(!files_of(p.root(), &kept[0].1).contains("work-2.txt"));
     assert_eq!(users_git_state(p.root()), before);
-}
-
-#[allow(dead_code)]
-fn wait_for(p: &Project, rel: &str) {
-    let started = Instant::now();
-    while !p.path(rel).exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{rel} never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -448,5 +436,88 @@ fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
         all["loops"].as_array().unwrap().len(),
         1,
         "the hand-over is no loop: {all}"
+    );
+}
+
+/// In the real client: a loop that ended at its iteration limit is given five more with
+/// `/ralph-resume --add-iterations 5`, and goes on in the same session, its count kept.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn ralph_resume_add_iterations_goes_on_in_the_same_session() {
+    use crate::support::{mock_api, sandbox_or_skip};
+    use mock_api::{MockApi, Reply};
+    const OWNER: &str = "5b360de9-2222-4000-8000-00000000abcd";
+    let sandbox = sandbox_or_skip!("ralph_resume_add_iterations_goes_on_in_the_same_session");
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        OWNER,
+        "--max-iterations",
+        "2",
+        "--completion-promise",
+        "DONE",
+        "Write the user guide",
+    ]);
+    assert!(out.status.success(), "ralph start failed: {out:?}");
+    let replies = || {
+        [
+            "Chapter one.",
+            "Chapter two.",
+            "Chapter three.",
+            "Chapter four.",
+        ]
+        .iter()
+        .map(|t| Reply::text(*t))
+        .collect::<Vec<_>>()
+    };
+    let api = MockApi::start(replies());
+    let run = sandbox.claude(&api, "Write the user guide", &["--session-id", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let ended = sandbox.loop_status("ralph");
+    assert_eq!(
+        (ended["outcome"].as_str(), ended["iteration"].as_u64()),
+        (Some("max_iterations"), Some(2)),
+        "{ended}\n{}",
+        run.describe()
+    );
+
+    let api = MockApi::start(replies());
+    let run = sandbox.claude(
+        &api,
+        "/ralph-resume --add-iterations 5",
+        &["--resume", OWNER, "--max-turns", "2"],
+    );
+    let turns = api.turns();
+    assert!(!turns.is_empty(), "{}", run.describe());
+    assert!(
+        turns[0]
+            .messages_text()
+            .contains("Your task (Ralph loop `ralph`):\n\nWrite the user guide"),
+        "the turn works on the task: {}",
+        api.describe()
+    );
+    let told: Vec<String> = run
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "system" && e["subtype"] == "informational")
+        .filter_map(|e| e["content"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        told.iter().any(|l| l.contains(
+            "▶ Loop `ralph` is armed again at iteration 3, its count, spend and log kept: iterations 2 → 7."
+        )),
+        "{told:#?}\n{}",
+        run.describe()
+    );
+    let live = sandbox.loop_status("ralph");
+    assert_eq!(live["max_iterations"], 7, "{live}");
+    assert_eq!(
+        live["iteration"].as_u64(),
+        Some(3 + turns.len() as u64),
+        "each Stop of this session counted its turn: {live}\n{}",
+        api.describe()
     );
 }
