@@ -40,6 +40,7 @@ mod notify;
 mod parallel;
 mod prd;
 mod progress;
+mod recover;
 mod report;
 mod robustness;
 mod run;

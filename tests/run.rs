@@ -13,12 +13,14 @@ use crate::support::project::Project;
 use crate::support::text;
 
 /// A scripted agent: the Nth call saves its prompt as `.agent/prompt-N` and
-/// prints `.agent/reply-N` (or the last reply written). With `.agent/hold`
+/// prints `.agent/reply-N` (or the last reply written), after sleeping the
+/// seconds in `.agent/delay` (every call) or `.agent/delay-N`. With `.agent/hold`
 /// present it waits (up to a minute) until the test creates `.agent/go`, so a
 /// test can look at a run mid-iteration without racing a sleep.
 const AGENT: &str = r#"n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
 cat > .agent/prompt-$n
 [ -f .agent/delay ] && sleep "$(cat .agent/delay)"
+[ -f .agent/delay-$n ] && sleep "$(cat .agent/delay-$n)"
 if [ -f .agent/hold ]; then i=0; while [ ! -f .agent/go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi
 if [ -f .agent/reply-$n ]; then cat .agent/reply-$n; else cat "$(ls .agent/reply-* | sort -t- -k2 -n | tail -n 1)"; fi"#;
 
@@ -214,28 +216,31 @@ fn abort_promise_ends_the_run() {
 }
 
 #[test]
-fn ctrl_c_stops_the_agent_and_records_the_loop_as_cancelled() {
-    let p = Project::with_agent(&["never seen"]);
-    std::fs::write(p.path(".agent/delay"), "30").unwrap();
+fn ctrl_c_stops_the_agent_and_pauses_the_loop_and_a_second_run_finishes_it() {
+    let p = Project::with_agent(&["first", "never seen", "<promise>DONE</promise>"]);
+    std::fs::write(p.path(".agent/delay-2"), "30").unwrap();
     let child = p
         .command(&[
             "run",
             "--agent",
-            "sh .agent/agent.sh; touch .agent/finished",
+            "sh .agent/agent.sh; touch .agent/finished-$(cat .agent/n)",
             "--max-iterations",
             "5",
+            "--completion-promise",
+            "DONE",
             "Task",
         ])
         .spawn()
         .unwrap();
     let started = Instant::now();
-    while !p.path(".agent/prompt-1").exists() {
+    while !p.path(".agent/prompt-2").exists() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "the agent never started"
+            "the second iteration never started"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let interrupted_at = Instant::now();
     let ok = Command::new("kill")
         .args(["-s", "INT", &child.id().to_string()])
         .status()
@@ -245,23 +250,23 @@ fn ctrl_c_stops_the_agent_and_records_the_loop_as_cancelled() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        interrupted_at.elapsed() < Duration::from_secs(15),
         "the 30 s agent must have been stopped"
     );
     assert!(
-        text(&out).contains("recorded as cancelled"),
+        text(&out).contains("was paused at iteration 2, its count and spend kept"),
         "{}",
         text(&out)
     );
     let l = p.loop_json();
     assert_eq!(
-        (l["state"].as_str(), l["outcome"].as_str()),
-        (Some("ended"), Some("cancelled")),
+        (l["state"].as_str(), l["iteration"].as_u64()),
+        (Some("paused"), Some(2)),
         "{l}"
     );
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        !p.path(".agent/finished").exists(),
+        !p.path(".agent/finished-2").exists(),
         "the agent's process group was killed"
     );
     let leftovers: Vec<_> = std::fs::read_dir(p.path(".claude"))
@@ -270,6 +275,13 @@ fn ctrl_c_stops_the_agent_and_records_the_loop_as_cancelled() {
         .filter(|n| n.to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The same loop goes on: iteration 2 again, then the promise.
+    let name = l["name"].as_str().unwrap().to_owned();
+    let out = p.run(&["--name", &name]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let ended = p.loop_json();
+    assert_eq!(ended["outcome"], "completed", "{ended}");
+    assert_eq!(ended["iteration"], 2, "{ended}");
 }
 
 #[test]

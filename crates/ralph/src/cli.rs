@@ -39,9 +39,18 @@ pub enum Command {
     /// Pause a loop: stops go through and are not counted until `ralph resume`
     #[command(after_help = "Examples:\n  ralph pause\n  ralph pause --name docs")]
     Pause(SelectArgs),
-    /// Resume a paused loop
-    #[command(after_help = "Examples:\n  ralph resume\n  ralph resume --name docs")]
-    Resume(SelectArgs),
+    /// Resume a paused loop; with --add-*, raise a loop's bounds, arming again one that ended at
+    /// its iteration limit or a budget (its count, spend and log kept)
+    #[command(
+        after_help = "Examples:\n  ralph resume\n  ralph resume --name docs\n  ralph resume --name docs --add-iterations 5 --add-cost 2"
+    )]
+    Resume(ResumeArgs),
+    /// Put back the work tree of a loop's checkpoint (paused or ended loops only); the tree it
+    /// replaces is kept as a checkpoint first
+    #[command(
+        after_help = "Examples:\n  ralph rollback --to 3\n  ralph rollback --to 3 --name docs\n  ralph rollback --to undo-1 --name docs   # undo the last rollback\n\nA checkpoint is kept at every counted stop of a loop in a git project, as refs/ralph/<loop>/<arming>/<iteration>;\nignored files and .claude/ are never touched."
+    )]
+    Rollback(RollbackArgs),
     /// Drive a loop from outside: every iteration is a fresh agent process
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
@@ -438,6 +447,10 @@ pub struct RunArgs {
     /// the agent must be installed in the image
     #[arg(long, value_name = "IMAGE", requires = "sandbox", value_parser = parse_image_arg)]
     pub sandbox_image: Option<String>,
+    /// A fleet's child: Ctrl-C ends the loop as cancelled (the fleet's rule) instead of
+    /// pausing it
+    #[arg(long, hide = true)]
+    pub cancel_on_interrupt: bool,
     #[command(flatten)]
     pub fanout: FanoutArgs,
     /// The task (for a new loop); read from stdin when it is not a terminal. Options may
@@ -498,6 +511,34 @@ pub struct SelectArgs {
     /// Read stdin as a slash command's raw $ARGUMENTS: `NAME`, `--name NAME` or `--all`
     #[arg(long, conflicts_with_all = ["name", "all"])]
     pub raw_arguments: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Raise the iteration limit by K (a loop that ended at it goes on from the next one)
+    #[arg(long, value_name = "K", conflicts_with = "all")]
+    pub add_iterations: Option<String>,
+    /// Raise the dollar budget by USD
+    #[arg(long, value_name = "USD", conflicts_with = "all")]
+    pub add_cost: Option<String>,
+    /// Raise the time budget by D (`30m`, `2h`)
+    #[arg(long, value_name = "D", conflicts_with = "all")]
+    pub add_time: Option<String>,
+    /// Raise the token budget by N
+    #[arg(long, value_name = "N", conflicts_with = "all")]
+    pub add_tokens: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
+    #[arg(long, value_name = "N")]
+    pub to: String,
+    /// The loop's name [default: the only live loop, else the one that ended last]
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -59,6 +59,9 @@ pub enum LoopError {
     },
     #[error("no loop named `{0}` is active (see `ralph status`)")]
     NoSuchLoop(String),
+    /// `ralph rollback`, `ralph resume --add-*`: why not, in words.
+    #[error("{0}")]
+    Recover(String),
     /// `ralph log --name`: no loop of that name, live or ended, and no log left of one.
     #[error("no loop named `{0}` (see `ralph status`)")]
     NotLogged(String),
@@ -427,6 +430,8 @@ pub fn arm_or_keep(
     let root = registry::canonical_root(project)?;
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&lock, &path, &text)?;
+    drop(lock);
+    crate::loop_file::checkpoints::prune(project);
     Ok(Armed {
         path,
         state,

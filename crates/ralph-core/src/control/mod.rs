@@ -6,7 +6,8 @@
 //! receipts kept for them (`receipt_text`); `ralph start`'s options as a
 //! slash command gives them (`arguments`), turned into a request, and what
 //! arming tells (`arming`); what cancelling, pausing and resuming tell
-//! (`cancel_pause`); `ralph init`'s files (`templates`, written by `init`); the
+//! (`cancel_pause`); a checkpoint put back (`rollback`); an ended loop given more
+//! (`revive`); `ralph init`'s files (`templates`, written by `init`); the
 //! commands a loop would run that the user did not type, and their approval
 //! (`approval`).
 
@@ -19,6 +20,8 @@ pub mod commands;
 pub mod init;
 pub mod receipt_text;
 pub mod report;
+pub mod revive;
+pub mod rollback;
 pub mod status_text;
 pub mod templates;
 

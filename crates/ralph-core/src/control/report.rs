@@ -150,6 +150,7 @@ fn history_reports(
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .filter(|p| !crate::loop_file::handover::is_handover(p))
             .collect(),
         _ => Vec::new(),
     };

@@ -16,6 +16,7 @@ use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::{LoopState, Progress};
 use crate::loop_file::store::{self, Project, ProjectLock};
+use crate::loop_file::{checkpoints, handover};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
 
@@ -204,6 +205,9 @@ pub fn step(
     };
     result.1.append(project, &live.file.name);
     drop(lock);
+    if matches!(result.0, Step::Continued { .. }) {
+        checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+    }
     Ok(result.0)
 }
 
@@ -355,7 +359,12 @@ fn end(
     let spent = seen.cost_usd.unwrap_or(state.progress.counts.cost_usd);
     log.cost_usd = (state.guards.max_cost_usd.is_some() || spent.0 > 0).then_some(spent);
     log.why.clone_from(&detail);
+    let (green, handover) = ended_checkpoint(project, live, seen, outcome, &log);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
+    for line in green.into_iter().chain(write_handover(&record, handover)) {
+        notice.push('\n');
+        notice.push_str(&line);
+    }
     if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
         notice.push('\n');
         notice.push_str(&line);
@@ -366,6 +375,61 @@ fn end(
         record,
         notice,
     })
+}
+
+/// The checkpoint of the last iteration, taken as the loop ends; when a
+/// breaker or a budget ended it, the sentence that names the last one
+/// whose check passed, and a breaker's hand-over (both read before the log
+/// moves into the history).
+fn ended_checkpoint(
+    project: &Project,
+    live: &Loop,
+    seen: &Observation,
+    outcome: Outcome,
+    entry: &LogEntry,
+) -> (Option<String>, Option<String>) {
+    let state = &live.state;
+    let name = &live.file.name;
+    let kept = checkpoints::take(&project.root, name, state, state.iteration).is_some();
+    if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
+        return (None, None);
+    }
+    let passed = seen.check.as_ref().is_some_and(|c| c.passed);
+    let green = checkpoints::last_green(project, name, state, passed);
+    let handover = match outcome {
+        Outcome::Guard(tripped) if handover::wanted(tripped) => {
+            let mut log = store::read_log_tail(&project.log_path(name), 200);
+            log.extend(serde_json::from_str(&entry.line()).ok());
+            Some(handover::render(&handover::Facts {
+                name,
+                state,
+                tripped,
+                detail: &entry.why,
+                log: &log,
+                last_green: green,
+                checkpoints: kept,
+            }))
+        }
+        _ => None,
+    };
+    let sentence = green.map(|n| checkpoints::green_sentence(name, n));
+    (sentence, handover)
+}
+
+/// Writes a breaker's hand-over beside the history record; the line that
+/// says where (or why it could not be written).
+fn write_handover(record: &std::path::Path, text: Option<String>) -> Option<String> {
+    let text = text?;
+    let path = record.with_extension(&handover::SUFFIX[1..]);
+    Some(
+        match crate::fs::safe_fs::create_new(&path, text.as_bytes()) {
+            Ok(()) => format!(
+                "Hand-over for the next agent or person: {}",
+                crate::display::line(&path.display().to_string())
+            ),
+            Err(e) => format!("The hand-over could not be written: {e}"),
+        },
+    )
 }
 
 /// A turn written: what it was, its log line, and the fields written.

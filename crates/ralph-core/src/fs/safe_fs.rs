@@ -63,6 +63,9 @@ pub enum FsError {
         path: PathBuf,
         source: io::Error,
     },
+    /// A git command of a checkpoint (`fs/checkpoint.rs`) failed.
+    #[error("could not {what}: {detail}")]
+    Git { what: &'static str, detail: String },
 }
 
 impl crate::error::Exit for FsError {}

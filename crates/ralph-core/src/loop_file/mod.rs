@@ -3,17 +3,20 @@
 //! (`store`), the per-user arming record (`registry`), who drives a loop
 //! (`ownership`, `run_owner`), the one classification of a project's loop
 //! files as armed, paused, foreign or unreadable (`scan`), the words around
-//! it (`messages`), and
+//! it (`messages`), a loop's work-tree checkpoints (`checkpoints`), a breaker's
+//! hand-over (`handover`), and
 //! `lifecycle`, the one place that writes a loop file, with `error`, the
 //! one error of reading, rewriting and adopting a loop file.
 
 pub mod binding;
 pub mod confinement;
+pub mod checkpoints;
 pub mod environment;
 pub mod error;
 pub mod fields;
 pub mod frontmatter;
 pub mod guards;
+pub mod handover;
 pub mod lifecycle;
 pub mod messages;
 pub mod notify;

@@ -374,15 +374,67 @@ impl Registry {
     }
 
     /// Removes the record of a loop that ended. With a nonce, only a record
-    /// of that nonce is removed (a loop re-armed meanwhile keeps its own).
+    /// of that nonce is removed (a loop re-armed meanwhile keeps its own),
+    /// and it is kept under `ended/` by its nonce: the proof, for `ralph
+    /// resume --add-*`, that this user armed the loop a history record holds.
     pub fn forget(&self, root: &Path, name: &str, nonce: Option<&str>) {
+        let path = self.record_path(root, name);
         if let Some(nonce) = nonce {
             match self.lookup(root, name) {
                 Ok(Some(r)) if r.nonce == nonce => {}
                 _ => return,
             }
+            let ended = self.ended_dir();
+            if self.ensure(&ended).is_ok()
+                && fs::rename(&path, self.ended_path(root, name, nonce)).is_ok()
+            {
+                return;
+            }
         }
-        let _ = fs::remove_file(self.record_path(root, name));
+        let _ = fs::remove_file(path);
+    }
+
+    fn ended_dir(&self) -> PathBuf {
+        self.dir.join("ended")
+    }
+
+    fn ended_path(&self, root: &Path, name: &str, nonce: &str) -> PathBuf {
+        let key = hash_parts(&[
+            b"ended",
+            &path_bytes(root),
+            name.as_bytes(),
+            nonce.as_bytes(),
+        ]);
+        self.ended_dir().join(format!("{key}.json"))
+    }
+
+    /// Whether `state`, read from a history record of the loop `name` of the
+    /// project at `root`, is a loop this user armed here and that ended as
+    /// it was armed: its kept record matches nonce and digest. A planted
+    /// history record has no such record.
+    pub fn armed_before(&self, root: &Path, name: &str, state: &LoopState) -> bool {
+        let Some(nonce) = state.nonce.as_deref() else {
+            return false;
+        };
+        if check_dir(&self.dir).is_err() || check_dir(&self.ended_dir()).is_err() {
+            return false;
+        }
+        let Ok(Some(text)) = read_private(&self.ended_path(root, name, nonce)) else {
+            return false;
+        };
+        serde_json::from_str::<Record>(&text).is_ok_and(|r| {
+            r.version >= RECORD_VERSION
+                && r.project == root.to_string_lossy()
+                && r.name == name
+                && r.nonce == nonce
+                && r.digest == digest(state)
+        })
+    }
+
+    /// Drops the kept record of an ended loop (it was armed again: one
+    /// revival per ending).
+    pub fn forget_ended(&self, root: &Path, name: &str, nonce: &str) {
+        let _ = fs::remove_file(self.ended_path(root, name, nonce));
     }
 
     /// Whether this is the first time `session` hears about `file` in this

@@ -284,6 +284,39 @@ impl Project {
         Ok(record)
     }
 
+    /// Moves a history record (`<stem>.md`, and its `<stem>.log.jsonl`)
+    /// back to be the live loop `name`: `ralph resume --add-*`. Refused
+    /// when a loop file of that name exists; only entries are renamed (the
+    /// record must be a regular file, never a link), and a log that cannot
+    /// move stays in the history.
+    pub fn unarchive(&self, record: &Path, name: &str) -> Result<LoopFile, StoreError> {
+        let path = self.loop_path(name);
+        if safe_fs::kind_at(&path).is_some() {
+            return Err(io_err("bring the loop back, a file is already at", &path)(
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ));
+        }
+        if !safe_fs::kind_at(record).is_some_and(|k| k.is_file()) {
+            return Err(io_err("bring back", record)(io::Error::from(
+                io::ErrorKind::InvalidInput,
+            )));
+        }
+        fs::rename(record, &path).map_err(io_err("bring back", record))?;
+        let log = record.with_extension("log.jsonl");
+        let live_log = self.log_path(name);
+        if safe_fs::kind_at(&log).is_some_and(|k| k.is_file())
+            && safe_fs::kind_at(&live_log).is_none()
+            && self.ensure_dir(".claude/ralph/logs").is_ok()
+        {
+            let _ = fs::rename(&log, &live_log);
+        }
+        safe_fs::sync_dir(&self.claude_dir());
+        Ok(LoopFile {
+            name: name.to_owned(),
+            path,
+        })
+    }
+
     /// The names of live decision logs (`.claude/ralph/logs/<name>.jsonl`) whose loop file is
     /// gone: a loop file deleted by hand, outside ralph. Costs one directory read, and none
     /// when the logs folder is missing (a project that never had a loop).

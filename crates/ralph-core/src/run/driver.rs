@@ -61,6 +61,9 @@ pub struct Setup {
     /// `--sandbox` given to this run: the agent runs confined even when the
     /// loop it takes over was armed without it.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    /// A fleet's child: Ctrl-C cancels the loop (the fleet runs it again
+    /// from its worktree) rather than pausing it.
+    pub cancel_on_interrupt: bool,
 }
 
 /// What one call of [`Driver::next`] did. After `Iterated` and `Passed`
@@ -137,9 +140,12 @@ pub enum End {
     },
     /// The loop changed while its verification ran ([`Step::Changed`]).
     Changed { notice: String },
-    /// Ctrl-C: the agent was stopped, and each loop in `ended`
-    /// (`(name, iteration, record)`) recorded as cancelled.
-    Interrupted { ended: Vec<(String, u64, PathBuf)> },
+    /// Ctrl-C: the agent was stopped, and the loop paused at `iteration`
+    /// (`None`: it was no longer this run's to pause).
+    Interrupted { iteration: Option<u64> },
+    /// Ctrl-C in a fleet's child: the agent was stopped, and each loop in
+    /// `ended` (`(name, iteration, record)`) recorded as cancelled.
+    Cancelled { ended: Vec<(String, u64, PathBuf)> },
     /// The reply ended the loop (completed, a limit, a guard…).
     Judged {
         label: String,
@@ -253,11 +259,17 @@ impl Driver {
         self.stands_down(&live.state)
     }
 
-    /// Ctrl-C while no agent runs: the loop is recorded as cancelled.
+    /// Ctrl-C (the agent, if one ran, already stopped): the loop is
+    /// paused, its counters and spend kept.
     pub fn interrupt(&self) -> Result<End, RunError> {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
-        let ended = moves::record_interrupted(project, registry, &self.file.name)?;
-        Ok(End::Interrupted { ended })
+        if self.setup.cancel_on_interrupt {
+            let ended = moves::record_interrupted(project, registry, &self.file.name)?;
+            return Ok(End::Cancelled { ended });
+        }
+        let owner = self.previous_owner.as_deref();
+        let iteration = moves::pause_interrupted(project, &self.file, &self.id, owner)?;
+        Ok(End::Interrupted { iteration })
     }
 
     pub fn project(&self) -> &Project {
@@ -363,11 +375,7 @@ impl Driver {
                 let why = format!("could not start the agent `{command}`: {e}");
                 return Ok(Event::Ended(self.give_up(why, state.iteration)));
             }
-            Ok(Finished::Interrupted) => {
-                let (project, registry) = (&self.setup.project, &self.setup.registry);
-                let ended = moves::record_interrupted(project, registry, &self.file.name)?;
-                return Ok(Event::Ended(End::Interrupted { ended }));
-            }
+            Ok(Finished::Interrupted) => return Ok(Event::Ended(self.interrupt()?)),
             Ok(Finished::Exited {
                 status,
                 stdout,
@@ -639,6 +647,7 @@ mod tests {
                 agent: "fake agent".into(),
                 hand_back_after,
                 sandbox: None,
+                cancel_on_interrupt: false,
             }
         }
 
@@ -793,7 +802,7 @@ mod tests {
     }
 
     #[test]
-    fn ctrl_c_records_the_loop_as_cancelled() {
+    fn ctrl_c_pauses_the_loop_and_keeps_its_count() {
         let f = Fixture::new("run-1");
         let mut driver = f.armed_here();
         let mut agent = Canned::new([replied("working"), Ok(Finished::Interrupted)]);
@@ -802,15 +811,13 @@ mod tests {
             Event::Iterated(_)
         ));
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::Interrupted { ended }) => {
-                assert_eq!(ended.len(), 1);
-                assert_eq!((ended[0].0.as_str(), ended[0].1), ("l", 2));
-                assert!(ended[0].2.starts_with(f.project.history_dir()));
-            }
+            Event::Ended(End::Interrupted { iteration }) => assert_eq!(iteration, Some(2)),
             other => panic!("{other:?}"),
         }
-        assert!(f.state().is_none());
-        assert_eq!(f.outcomes(), ["cancelled"]);
+        let state = f.state().unwrap();
+        assert!(!state.active);
+        assert_eq!(state.iteration, 2);
+        assert!(f.outcomes().is_empty());
     }
 
     #[test]
@@ -969,6 +976,7 @@ mod tests {
             agent: "fake agent".into(),
             hand_back_after: None,
             sandbox: None,
+            cancel_on_interrupt: false,
         };
         let mut driver = Driver::armed(setup, "run-1".into());
         driver.wait_for_reset(300);

@@ -9,7 +9,7 @@ use crate::decide::engine::{self, Step, Turn};
 use crate::decide::{Observation, Outcome};
 use crate::fs::git;
 use crate::loop_file::error::LoopFileError;
-use crate::loop_file::lifecycle::Loop;
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, StoreError};
@@ -215,6 +215,16 @@ pub fn take_over(
     let found = live.state.clone();
     let driver = crate::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
     live.set_owner(&lock, &driver)?;
+    if !found.active {
+        // `ralph run --name` on a paused loop (Ctrl-C, `ralph pause`) is
+        // the user's word to go on.
+        if let Some(live) = Loop::load(&lock, file.clone())? {
+            live.write(&lock, &[("active", "true".to_owned())])?;
+            LogEntry::new(Timestamp::now(), Logged::Resume, "resumed by ralph run")
+                .iteration(found.iteration)
+                .append(project, name);
+        }
+    }
     // Handed back to the session it came from; a loop taken from a dead run
     // that had no session goes back to that run's id, inert as it was found.
     let back_to = match driver.split_once(':') {
@@ -244,8 +254,39 @@ pub fn hand_back(
     Ok(())
 }
 
-/// Ctrl-C: the agent is already stopped; records the loop as cancelled.
-/// Returns `(name, iteration, record)` of each loop ended.
+/// Ctrl-C: the agent is already stopped; pauses the loop (its count,
+/// spend and log kept; the interrupted iteration is not counted) and gives
+/// it back to the session it came from. Returns the iteration it paused
+/// at, or `None` when the loop is gone or no longer this run's.
+pub fn pause_interrupted(
+    project: &Project,
+    file: &LoopFile,
+    driver: &str,
+    owner: Option<&str>,
+) -> Result<Option<u64>, RunError> {
+    let lock = project.lock()?;
+    let Ok(Some(live)) = Loop::load(&lock, file.clone()) else {
+        return Ok(None);
+    };
+    if live.state.session_id.as_deref() != Some(driver) {
+        return Ok(None);
+    }
+    live.write(&lock, &[("active", "false".to_owned())])?;
+    LogEntry::new(
+        Timestamp::now(),
+        Logged::Pause,
+        "paused: Ctrl-C in ralph run",
+    )
+    .iteration(live.state.iteration)
+    .append(project, &file.name);
+    if let Some(live) = Loop::load(&lock, file.clone())? {
+        live.hand_back(&lock, driver, owner)?;
+    }
+    Ok(Some(live.state.iteration))
+}
+
+/// Ctrl-C in a fleet's child: the agent is already stopped; records the
+/// loop as cancelled. Returns `(name, iteration, record)` of each loop ended.
 pub fn record_interrupted(
     project: &Project,
     registry: &Registry,

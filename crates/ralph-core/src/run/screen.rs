@@ -212,7 +212,10 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             RunExit::Success,
         ),
         End::Changed { notice } => (notice, RunExit::Success),
-        End::Interrupted { ended } => return Ok(interrupted(driver.project(), &ended, &elapsed)),
+        End::Interrupted { iteration } => {
+            return Ok(interrupted(driver.name(), iteration, &elapsed));
+        }
+        End::Cancelled { ended } => return Ok(cancelled(driver.project(), &ended, &elapsed)),
         End::Judged {
             label,
             outcome,
@@ -260,12 +263,31 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
     })
 }
 
-/// Ctrl-C: the agent was stopped and each loop recorded as cancelled.
-fn interrupted(project: &Project, ended: &[(String, u64, PathBuf)], elapsed: &str) -> Closing {
+/// Ctrl-C: the agent was stopped and the loop paused.
+fn interrupted(name: &str, iteration: Option<u64>, elapsed: &str) -> Closing {
+    let name = crate::display::line(name);
+    let line = match iteration {
+        Some(iteration) => format!(
+            "⏸ Interrupted: the agent was stopped after {elapsed} and loop `{name}` was paused at iteration {iteration}, its count and spend kept. `ralph run --name {name}` goes on; `ralph cancel --name {name}` ends it."
+        ),
+        None => format!(
+            "⏹ Interrupted: the agent was stopped after {elapsed}; loop `{name}` was no longer this run's, so it was left as it is."
+        ),
+    };
+    Closing {
+        lines: vec![String::new(), line],
+        exit: RunExit::Interrupted,
+    }
+}
+
+/// Ctrl-C in a fleet's child: the agent was stopped and each loop
+/// recorded as cancelled.
+fn cancelled(project: &Project, ended: &[(String, u64, PathBuf)], elapsed: &str) -> Closing {
     let mut lines = vec![String::new()];
     for (name, iteration, record) in ended {
         lines.push(format!(
-            "⏹ Interrupted: the agent was stopped and loop `{name}` was recorded as cancelled at iteration {iteration} after {elapsed}. Record: {}",
+            "⏹ Interrupted: the agent was stopped and loop `{}` was recorded as cancelled at iteration {iteration} after {elapsed}. Record: {}",
+            crate::display::line(name),
             project.shown(record)
         ));
     }
@@ -435,6 +457,7 @@ mod tests {
             agent: "agent".into(),
             hand_back_after: None,
             sandbox: None,
+            cancel_on_interrupt: false,
         };
         Driver::armed(setup, "run-1".into())
     }
@@ -585,14 +608,12 @@ mod tests {
             "{}",
             late.lines[0]
         );
-        let stopped = closing(End::Interrupted {
-            ended: vec![("l".into(), 2, "/p/r.md".into())],
-        });
+        let stopped = closing(End::Interrupted { iteration: Some(2) });
         assert_eq!(stopped.exit, RunExit::Interrupted);
         assert_eq!(stopped.lines[0], "", "a new line after the spinner's");
         assert_eq!(
             stopped.lines[1],
-            "⏹ Interrupted: the agent was stopped and loop `l` was recorded as cancelled at iteration 2 after 2m. Record: r.md"
+            "⏸ Interrupted: the agent was stopped after 2m and loop `l` was paused at iteration 2, its count and spend kept. `ralph run --name l` goes on; `ralph cancel --name l` ends it."
         );
     }
 

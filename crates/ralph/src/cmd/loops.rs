@@ -1,4 +1,4 @@
-//! `ralph start | cancel | pause | resume`: the commands that change loops (`status.rs`
+//! `ralph start | cancel | pause | resume | rollback`: the commands that change loops (`status.rs`
 //! reports them). What each does and says is the core's (`control::arming`,
 //! `control::cancel_pause`); here the arguments are gathered, the core called and its text
 //! printed.
@@ -10,9 +10,10 @@ use ralph_core::control::arguments::{self, Selection};
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
 use ralph_core::loop_file::store::Project;
+use ralph_core::control::revive::{self, Raise};
 use ralph_core::time::Timestamp;
 
-use crate::cli::{SelectArgs, StartArgs};
+use crate::cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
 
 pub fn start(args: StartArgs) -> CmdResult {
@@ -159,4 +160,59 @@ pub fn pause_or_resume_as(
         say!("{line}");
     }
     Ok(changed)
+}
+
+/// `ralph rollback --to N [--name NAME]`.
+pub fn rollback(args: &RollbackArgs) -> CmdResult {
+    let done = ralph_core::control::rollback::rollback(
+        &crate::env::project(),
+        crate::env::registry().as_ref(),
+        args.name.as_deref(),
+        &args.to,
+        Timestamp::now(),
+    )?;
+    say!("{}", ralph_core::control::rollback::rolled_back_text(&done));
+    Ok(())
+}
+
+/// `ralph resume`, and with `--add-*` its bounds raised (`control::revive`).
+pub fn resume(args: ResumeArgs) -> CmdResult {
+    let mut raise = Raise::default();
+    let given = [
+        ("--add-iterations", &args.add_iterations),
+        ("--add-cost", &args.add_cost),
+        ("--add-time", &args.add_time),
+        ("--add-tokens", &args.add_tokens),
+    ];
+    for (flag, value) in given {
+        if let Some(value) = value {
+            raise.set(flag, value).map_err(Failure::usage)?;
+        }
+    }
+    if !raise.any() {
+        return pause_or_resume(args.select, true);
+    }
+    let selection = selection(args.select)?;
+    // The loop keeps its owner: a terminal is no session to drive it.
+    revive_as(selection.name.as_deref(), &raise, None).map(|_| ())
+}
+
+/// `--add-*` for the loop `name` (`session`: the one `/ralph-resume` came from, which then
+/// drives it); returns the loop's name.
+pub fn revive_as(
+    name: Option<&str>,
+    raise: &Raise,
+    session: Option<String>,
+) -> Result<String, Failure> {
+    let registry = crate::env::require_registry()?;
+    let done = revive::revive(
+        &crate::env::project(),
+        &registry,
+        name,
+        session.as_deref(),
+        raise,
+        Timestamp::now(),
+    )?;
+    say!("{}", revive::revived_text(&done));
+    Ok(done.name)
 }

@@ -53,7 +53,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cancel(args) => loops::cancel(args),
         Command::Adopt(args) => adopt::adopt(args),
         Command::Pause(args) => loops::pause_or_resume(args, false),
-        Command::Resume(args) => loops::pause_or_resume(args, true),
+        Command::Resume(args) => loops::resume(args),
+        Command::Rollback(args) => loops::rollback(&args),
         Command::Run(args) => match args.fanout.parallel {
             Some(n) => parallel::run(*args, usize::from(n)),
             None => run::run(*args),

@@ -101,6 +101,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         sandbox: _,
         sandbox_network: _,
         sandbox_image: _,
+        cancel_on_interrupt: _,
         fanout: _,
         prompt: _,
     } = args;

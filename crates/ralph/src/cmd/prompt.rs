@@ -15,11 +15,14 @@
 //!   story commands the user has not approved: the answer lists them, for the user only,
 //!   with the one line to send that approves exactly them (`--approve-commands CODE`).
 //! - `/ralph-resume`: resumed here; when a loop was resumed the prompt goes on with the task as
-//!   context (that turn works on it), otherwise the answer is the report.
+//!   context (that turn works on it), otherwise the answer is the report. With `--add-*` the
+//!   loop's bounds are raised and one that ended at a limit or budget is armed again, for
+//!   this session, and goes on the same way.
 //!
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
+use ralph_core::control::revive::Raise;
 use ralph_core::control::{self, arguments};
 use ralph_core::hook::typed::{self, Reply, SlashCommand};
 
@@ -74,8 +77,19 @@ fn arm(text: &str, session: Option<String>) -> Reply {
 }
 
 fn resume(text: &str, session: Option<String>) -> Reply {
-    let (result, output) =
-        captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()));
+    let (raise, rest) = match Raise::take_from(text) {
+        Ok(taken) => taken,
+        Err(why) => return answered((Err(Failure::usage(why)), String::new())),
+    };
+    let (result, output) = if raise.any() {
+        // `--add-*`: the bounds raised, an ended loop armed again, for this session.
+        captured(|| {
+            let selection = arguments::selection(&rest)?;
+            loops::revive_as(selection.name.as_deref(), &raise, session.clone()).map(|n| vec![n])
+        })
+    } else {
+        captured(|| loops::pause_or_resume_as(&arguments::selection(text)?, true, session.clone()))
+    };
     match result {
         Ok(names) if !names.is_empty() => {
             let tasks = control::tasks_of(

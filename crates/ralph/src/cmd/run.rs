@@ -80,6 +80,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         agent: args.agent,
         hand_back_after: args.hand_back_after,
         sandbox: asked.clone(),
+        cancel_on_interrupt: args.cancel_on_interrupt,
     };
     let mut sandbox = asked.clone();
     let mut driver = match prompt {

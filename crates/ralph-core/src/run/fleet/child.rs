@@ -29,7 +29,13 @@ pub struct ChildFlags {
 impl ChildFlags {
     /// The arguments, `promise` being the one every story's loop gives.
     pub fn args(&self, promise: &str) -> Vec<String> {
-        let mut out = vec!["--agent".to_owned(), self.agent.clone()];
+        // Ctrl-C: the fleet's loops end as cancelled, and its next run
+        // starts them again in their worktrees.
+        let mut out = vec![
+            "--cancel-on-interrupt".to_owned(),
+            "--agent".to_owned(),
+            self.agent.clone(),
+        ];
         let mut add = |flag: &str, value: Option<String>| {
             if let Some(v) = value {
                 out.extend([flag.to_owned(), v]);
@@ -96,6 +102,7 @@ mod tests {
         assert_eq!(
             flags.args("DONE"),
             [
+                "--cancel-on-interrupt",
                 "--agent",
                 "claude",
                 "--permission-mode",
@@ -128,7 +135,13 @@ mod tests {
         };
         assert_eq!(
             flags.args("OK"),
-            ["--agent", "true", "--completion-promise", "OK"]
+            [
+                "--cancel-on-interrupt",
+                "--agent",
+                "true",
+                "--completion-promise",
+                "OK"
+            ]
         );
     }
 }

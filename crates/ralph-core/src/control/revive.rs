@@ -1,0 +1,334 @@
+//! `ralph resume --add-iterations K --add-cost USD --add-time D
+//! --add-tokens N` (and `/ralph-resume` with the same options): a loop that
+//! ended at its iteration limit or a budget is armed again, its count,
+//! spend and log kept and each bound raised by what was added; a live loop
+//! of this user's gets its bounds raised (and is resumed when paused). The
+//! arming record binds the new bounds as it bound the old.
+//!
+//! Only a loop this user armed comes back: a history record is revived
+//! when the registry kept the record of its arming (`Registry::armed_before`:
+//! nonce and digest), which a planted record has not, and once per ending.
+
+use crate::control::LoopError;
+use crate::loop_file::frontmatter::quote;
+use crate::loop_file::guards::Tripped;
+use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
+use crate::loop_file::outcome::{Outcome, RecordedOutcome};
+use crate::loop_file::registry::{self, Registry};
+use crate::loop_file::scan::{LoopEntry, Scan};
+use crate::loop_file::state::LoopState;
+use crate::loop_file::store::{LoopFile, Project, ProjectLock};
+use crate::money::Money;
+use crate::time::Timestamp;
+
+/// What `--add-*` adds to each bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Raise {
+    pub iterations: Option<u64>,
+    pub cost: Option<Money>,
+    pub time_secs: Option<u64>,
+    pub tokens: Option<u64>,
+}
+
+impl Raise {
+    pub fn any(&self) -> bool {
+        *self != Self::default()
+    }
+
+    /// Reads `--add-iterations K` (or `--add-iterations=K`) and its kin
+    /// from a slash command's words; the words left are returned (the
+    /// loop's selection).
+    pub fn take_from(raw: &str) -> Result<(Self, String), String> {
+        let mut raise = Self::default();
+        let mut rest = Vec::new();
+        let mut words = raw.split_whitespace();
+        while let Some(word) = words.next() {
+            let (flag, inline) = match word.split_once('=') {
+                Some((f, v)) => (f, Some(v.to_owned())),
+                None => (word, None),
+            };
+            if !flag.starts_with("--add-") {
+                rest.push(word);
+                continue;
+            }
+            let value = inline
+                .or_else(|| words.next().map(str::to_owned))
+                .ok_or_else(|| format!("`{flag}` needs a value"))?;
+            raise.set(flag, &value)?;
+        }
+        Ok((raise, rest.join(" ")))
+    }
+
+    /// One option, checked as clap checks it.
+    pub fn set(&mut self, flag: &str, value: &str) -> Result<(), String> {
+        let count = || {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("`{flag} {value}`: expected a whole number above 0"))
+        };
+        match flag {
+            "--add-iterations" => self.iterations = Some(count()?),
+            "--add-tokens" => self.tokens = Some(count()?),
+            "--add-cost" => {
+                self.cost = Some(Money::parse(value).ok().filter(|m| m.0 > 0).ok_or_else(
+                    || format!("`{flag} {value}`: expected dollars such as `5` or `2.50`"),
+                )?);
+            }
+            "--add-time" => {
+                self.time_secs = Some(
+                    crate::time::parse_duration(value)
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| {
+                            format!("`{flag} {value}`: expected a duration such as `30m` or `2h`")
+                        })?,
+                );
+            }
+            _ => {
+                return Err(format!(
+                    "`{flag}` is not an option of resume: use --add-iterations, --add-cost, --add-time or --add-tokens"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The new bounds, as fields, and the words that say what changed.
+    fn fields(&self, state: &LoopState) -> (Vec<(&'static str, String)>, Vec<String>) {
+        let mut fields = Vec::new();
+        let mut words = Vec::new();
+        if let Some(k) = self.iterations {
+            let was = state.max_iterations;
+            let now = if was == 0 { 0 } else { was.saturating_add(k) };
+            if was > 0 {
+                fields.push(("max_iterations", now.to_string()));
+                words.push(format!("iterations {was} → {now}"));
+            }
+        }
+        let guards = &state.guards;
+        if let (Some(add), Some(was)) = (self.tokens, guards.max_tokens) {
+            let now = was
+                .saturating_add(add)
+                .min(crate::loop_file::state::MAX_TOKENS);
+            fields.push(("max_tokens", now.to_string()));
+            words.push(format!("tokens {was} → {now}"));
+        }
+        if let (Some(add), Some(was)) = (self.cost, guards.max_cost_usd) {
+            let now = Money(was.0.saturating_add(add.0).min(crate::money::MAX_MONEY.0));
+            fields.push(("max_cost", now.decimal()));
+            words.push(format!("dollars {} → {}", was.dollars(), now.dollars()));
+        }
+        if let (Some(add), Some(was)) = (self.time_secs, guards.max_duration_secs) {
+            let now = was.saturating_add(add);
+            fields.push(("max_duration", quote(&crate::time::format_duration(now))));
+            words.push(format!(
+                "time {} → {}",
+                crate::time::format_duration(was),
+                crate::time::format_duration(now)
+            ));
+        }
+        (fields, words)
+    }
+}
+
+/// What a revival did: the loop, its iteration, and what was raised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revived {
+    pub name: String,
+    pub iteration: u64,
+    pub raised: Vec<String>,
+    /// It came back from the history (else it was live).
+    pub from_history: bool,
+}
+
+/// The text `ralph resume --add-*` prints.
+pub fn revived_text(done: &Revived) -> String {
+    let name = crate::display::line(&done.name);
+    let how = if done.from_history {
+        "is armed again"
+    } else {
+        "goes on"
+    };
+    format!(
+        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.",
+        done.iteration,
+        done.raised.join(", ")
+    )
+}
+
+/// Raises the bounds of loop `name` (this session's, or the only one, or
+/// the last ended) by `raise`, arming it again if it ended at a limit or a
+/// budget. `session`: the session that asks (`/ralph-resume`), which then
+/// drives it; else it stays with the owner it had.
+pub fn revive(
+    project: &Project,
+    registry: &Registry,
+    name: Option<&str>,
+    session: Option<&str>,
+    raise: &Raise,
+    now: Timestamp,
+) -> Result<Revived, LoopError> {
+    let root = registry::canonical_root(project)?;
+    let lock = project.lock()?;
+    let scan = Scan::read(project, Some(registry))?;
+    let live = scan
+        .entries
+        .into_iter()
+        .find(|e| name.is_none_or(|n| e.file().name == n));
+    let (file, state, from_history) = match live {
+        Some(LoopEntry::Armed(l) | LoopEntry::Paused(l)) => (l.file, l.state, false),
+        Some(other) => {
+            return Err(refused(&format!(
+                "loop `{}` is not armed by you on this machine (see `ralph adopt`); nothing was raised",
+                crate::display::line(&other.file().name)
+            )));
+        }
+        None => {
+            let (file, state) = from_history(project, &lock, registry, &root, name)?;
+            (file, state, true)
+        }
+    };
+    let (mut fields, raised) = raise.fields(&state);
+    if raised.is_empty() {
+        return Err(refused(&format!(
+            "loop `{}` has none of the bounds given (its limits: {}); nothing was raised",
+            crate::display::line(&file.name),
+            bounds_words(&state)
+        )));
+    }
+    let mut iteration = state.iteration;
+    if from_history {
+        // The turn that ended it was counted: the next one is new.
+        iteration = iteration.saturating_add(1);
+        fields.extend(rearm_fields(&state, iteration, now));
+    }
+    fields.push(("active", "true".to_owned()));
+    if let Some(session) = session {
+        fields.push(("session_id", crate::loop_file::frontmatter::scalar(session)));
+    }
+    let Some(current) = Loop::load(&lock, file.clone())? else {
+        return Err(LoopError::NoSuchLoop(file.name));
+    };
+    current.write(&lock, &fields)?;
+    let Some(written) = Loop::load(&lock, file.clone())? else {
+        return Err(LoopError::NoSuchLoop(file.name));
+    };
+    let nonce = written.state.nonce.clone().unwrap_or_default();
+    registry.record(&root, &file.name, &nonce, &written.state, now)?;
+    if from_history {
+        registry.forget_ended(&root, &file.name, &nonce);
+    }
+    LogEntry::new(
+        now,
+        Logged::Resume,
+        format!("bounds raised: {}", raised.join(", ")),
+    )
+    .iteration(iteration)
+    .append(project, &file.name);
+    Ok(Revived {
+        name: file.name,
+        iteration,
+        raised,
+        from_history,
+    })
+}
+
+/// The last ended loop of `name` from the history, when it ended at a limit
+/// or a budget and this user armed it: moved back to be live.
+fn from_history(
+    project: &Project,
+    lock: &ProjectLock,
+    registry: &Registry,
+    root: &std::path::Path,
+    name: Option<&str>,
+) -> Result<(LoopFile, LoopState), LoopError> {
+    let (record, loop_name) = crate::control::rollback::latest_record(project, name)
+        .ok_or_else(|| LoopError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
+    let ended = Loop::load(
+        lock,
+        LoopFile {
+            name: loop_name.clone(),
+            path: record.clone(),
+        },
+    )?
+    .ok_or_else(|| LoopError::NotLogged(loop_name.clone()))?;
+    let outcome = match &ended.state.outcome {
+        Some(RecordedOutcome::Known(o)) => Some(*o),
+        _ => None,
+    };
+    let at_a_bound = matches!(
+        outcome,
+        Some(
+            Outcome::MaxIterations
+                | Outcome::Guard(Tripped::TimeBudget | Tripped::TokenBudget | Tripped::CostBudget)
+        )
+    );
+    if !at_a_bound {
+        return Err(refused(&format!(
+            "loop `{}` ended as {}, not at its iteration limit or a budget; more budget would not change that. Arm a new loop (or see `ralph rollback`)",
+            crate::display::line(&loop_name),
+            outcome.map_or("?", Outcome::as_str)
+        )));
+    }
+    if !registry.armed_before(root, &loop_name, &ended.state) {
+        return Err(refused(&format!(
+            "the history record of loop `{}` ({}) was not armed by you on this machine, or was changed since it ended; nothing was armed",
+            crate::display::line(&loop_name),
+            project.shown(&record)
+        )));
+    }
+    let file = project.unarchive(&record, &loop_name)?;
+    Ok((file, ended.state))
+}
+
+/// The fields that make an ended loop live again: no outcome, the next
+/// iteration, and the time it lay ended left out of its time budget (the
+/// start moved forward by it).
+fn rearm_fields(state: &LoopState, iteration: u64, now: Timestamp) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        ("outcome", "\"\"".to_owned()),
+        ("ended_at", "\"\"".to_owned()),
+        ("iteration", iteration.to_string()),
+        ("clock_at", quote(&now.to_string())),
+    ];
+    let worked = state.progress.elapsed_secs.or_else(|| {
+        let (start, end) = (state.started_at?, state.ended_at?);
+        Some(end.secs_since(start))
+    });
+    if let Some(worked) = worked {
+        let start = Timestamp(
+            now.0
+                .saturating_sub(i64::try_from(worked).unwrap_or(i64::MAX)),
+        );
+        fields.push(("started_at", quote(&start.to_string())));
+        fields.push(("elapsed_secs", worked.to_string()));
+    }
+    fields
+}
+
+fn bounds_words(state: &LoopState) -> String {
+    let g = &state.guards;
+    let mut out = Vec::new();
+    if state.max_iterations > 0 {
+        out.push(format!("{} iterations", state.max_iterations));
+    }
+    if let Some(t) = g.max_tokens {
+        out.push(format!("{t} tokens"));
+    }
+    if let Some(m) = g.max_cost_usd {
+        out.push(m.dollars());
+    }
+    if let Some(d) = g.max_duration_secs {
+        out.push(crate::time::format_duration(d));
+    }
+    if out.is_empty() {
+        "none".to_owned()
+    } else {
+        out.join(", ")
+    }
+}
+
+fn refused(why: &str) -> LoopError {
+    LoopError::Recover(why.to_owned())
+}
