@@ -85,7 +85,7 @@ pub(crate) fn filter_overrides(root: &Path, deadline: Instant) -> Option<Vec<(St
 /// The overrides for `git status`: [`filter_overrides`], unless the
 /// drivers can be known without starting git (`git_config`), which spares
 /// a process at every stop that needs the working tree.
-fn status_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
+pub(crate) fn status_overrides(root: &Path, deadline: Instant) -> Option<Vec<(String, String)>> {
     match crate::fs::git_config::drivers_without_git(root) {
         Some(drivers) => Some(blank(drivers.iter().map(String::as_str))),
         None => filter_overrides(root, deadline),
