@@ -298,6 +298,20 @@ pub struct ArmFlags {
     /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
+    /// A path the agent must not change, as a glob relative to the project root (`**` crosses
+    /// folders; repeatable): while one differs from the work tree at arming, the promise, a
+    /// story's passes and the gate are refused
+    #[arg(long, value_name = "GLOB", value_parser = glob)]
+    pub protect: Vec<String>,
+    /// Every path the loop changes must match one of these globs (repeatable): a promise with
+    /// changes outside is refused with the list
+    #[arg(long, value_name = "GLOB", value_parser = glob)]
+    pub scope: Vec<String>,
+}
+
+/// A `--protect`/`--scope` value, checked as arming checks it.
+fn glob(value: &str) -> Result<String, String> {
+    ralph_core::globs::check(value).map(|()| value.to_owned())
 }
 
 impl ArmFlags {
@@ -320,6 +334,8 @@ impl ArmFlags {
             prd: self.prd,
             notify: self.notify,
             notify_url: self.notify_url,
+            protect: self.protect,
+            scope: self.scope,
         }
     }
 
@@ -333,6 +349,8 @@ impl ArmFlags {
             || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()
+            || !self.protect.is_empty()
+            || !self.scope.is_empty()
     }
 }
 

@@ -30,6 +30,10 @@ pub struct ArmOptions {
     pub prd: Option<String>,
     pub notify: bool,
     pub notify_url: Option<String>,
+    /// `--protect` (repeatable): globs of paths the agent must not change.
+    pub protect: Vec<String>,
+    /// `--scope` (repeatable): globs every changed path must match.
+    pub scope: Vec<String>,
 }
 
 impl Default for ArmOptions {
@@ -46,6 +50,8 @@ impl Default for ArmOptions {
             prd: None,
             notify: false,
             notify_url: None,
+            protect: Vec::new(),
+            scope: Vec::new(),
         }
     }
 }
@@ -87,6 +93,21 @@ impl ArmOptions {
             "prd" => self.prd = Some(value.to_owned()),
             "notify" => self.notify = true,
             "notify-url" => self.notify_url = Some(value.to_owned()),
+            "protect" | "scope" => {
+                crate::globs::check(value).map_err(|why| ArgumentsError::BadGlob {
+                    option: key.to_owned(),
+                    value: crate::display::line(value).into_owned(),
+                    why,
+                })?;
+                let list = if key == "protect" {
+                    &mut self.protect
+                } else {
+                    &mut self.scope
+                };
+                if !list.iter().any(|g| g == value) {
+                    list.push(value.to_owned());
+                }
+            }
             other => return Err(ArgumentsError::NoSuchOption(other.to_owned())),
         }
         Ok(())
@@ -124,6 +145,18 @@ impl ArmOptions {
             Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
             _ => prompt,
         };
+        let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
+            None
+        } else {
+            let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+            Some(
+                crate::fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
+                    LoopError::NoTree(
+                        crate::display::line(&project.root.display().to_string()).into_owned(),
+                    )
+                })?,
+            )
+        };
         Ok(ArmRequest {
             name: self.name,
             prompt,
@@ -141,6 +174,9 @@ impl ArmOptions {
                 desktop: self.notify,
                 url: non_empty(self.notify_url),
             },
+            protect: self.protect,
+            scope: self.scope,
+            armed_tree,
         })
     }
 }
@@ -233,6 +269,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     if let Some(prd) = &request.prd {
         out.push(story_commands(prd));
     }
+    out.extend(path_rules(request));
     let story = state
         .prd
         .as_ref()
@@ -254,6 +291,49 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history.".to_owned(),
     );
     out
+}
+
+/// What arming with `--protect` or `--scope` shows: the globs, and each
+/// protected path that already differs from HEAD (it is compared with the
+/// tree as it is now, so it stays as it is).
+fn path_rules(request: &ArmRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    if !request.protect.is_empty() {
+        out.push(format!(
+            "Protected (the agent must not change them; compared with the work tree as it is now): {}",
+            crate::display::line(&request.protect.join(", "))
+        ));
+        let globs = crate::globs::Globs::new(&request.protect);
+        let dirty: Vec<&str> = request
+            .armed_tree
+            .as_ref()
+            .map(|s| globs.matching(&s.dirty))
+            .unwrap_or_default();
+        if !dirty.is_empty() {
+            out.push(format!(
+                "⚠ Protected paths that already differ from HEAD (kept as they are now): {}",
+                crate::display::line(&shown_paths(&dirty))
+            ));
+        }
+    }
+    if !request.scope.is_empty() {
+        out.push(format!(
+            "Scope (every path the loop changes must match): {}",
+            crate::display::line(&request.scope.join(", "))
+        ));
+    }
+    out
+}
+
+/// At most ten paths, then how many more.
+pub fn shown_paths(paths: &[&str]) -> String {
+    let mut shown: Vec<&str> = paths.iter().copied().take(10).collect();
+    let more = paths.len().saturating_sub(shown.len());
+    let tail = (more > 0).then(|| format!("and {more} more"));
+    if let Some(t) = &tail {
+        shown.push(t);
+    }
+    shown.join(", ")
 }
 
 /// What arming a `--prd` loop shows: the stories, and each command ralph would run (recorded
@@ -309,9 +389,14 @@ mod tests {
             ("notify", ""),
             ("notify-url", "http://127.0.0.1:9/x"),
             ("stuck-after", "3"),
+            ("protect", "tests/**"),
+            ("protect", "ci.yml"),
+            ("protect", "tests/**"),
+            ("scope", "src/**"),
         ] {
             o.apply(key, value).unwrap();
         }
+        assert!(o.apply("protect", "../x").is_err());
         let mut guards = GuardSettings::default();
         guards
             .set(GuardSettings::option("stuck-after").unwrap(), "3")
@@ -330,6 +415,8 @@ mod tests {
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
+                protect: vec!["tests/**".into(), "ci.yml".into()],
+                scope: vec!["src/**".into()],
             }
         );
         o.apply("prd", "other/prd.json").unwrap();

@@ -81,6 +81,10 @@ pub fn step(
     // Dropped while a gate runs and taken again after: every write below
     // borrows the guard taken last.
     let mut lock = lock;
+    // `--protect`/`--scope`: the paths changed since arming, for both drivers.
+    if state.active && state.paths.any() {
+        seen.changed_paths = changed_paths(&project.root, &state.paths);
+    }
     // A paused loop passes without reading anything.
     if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
         let stories = crate::decide::prd_turn::read(&project.root, prd)?;
@@ -205,6 +209,20 @@ pub fn step(
     result.1.append(project, &live.file.name);
     drop(lock);
     Ok(result.0)
+}
+
+/// The paths that differ from the work tree at arming, or `Unknown` when
+/// git could not tell (or no tree was recorded).
+fn changed_paths(
+    root: &std::path::Path,
+    rules: &crate::loop_file::state::PathRules,
+) -> decide::ChangedPaths {
+    let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+    rules
+        .armed_tree
+        .as_deref()
+        .and_then(|tree| crate::fs::tree_diff::changed_since(root, tree, limit))
+        .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
 
 /// `Step::Changed` when the loop file is no longer the one judged (it was
@@ -485,11 +503,18 @@ fn go_on(
             &footer_notes(state, &progress, notes)
         )
     );
+    // `--protect`/`--scope` refused a claim of done: a refusal counted
+    // without a gate run.
+    let paths_refused = seen.verification.is_none()
+        && seen.changed_paths != decide::ChangedPaths::NotAsked
+        && progress.counts.verify_failures > state.progress.counts.verify_failures;
     let step = Step::Continued {
         next,
         reason,
         status,
-        promise_refused: refused.is_some(),
+        // The gate refused the promise, or `--protect`/`--scope` did (a refusal
+        // counted without a gate run).
+        promise_refused: refused.is_some() || paths_refused,
         progress,
     };
     Ok((step, log, fields))

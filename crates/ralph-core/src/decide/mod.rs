@@ -4,9 +4,12 @@
 
 pub mod engine;
 pub mod observation;
+pub mod path_words;
 pub mod prd_turn;
 pub mod pricing;
-pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
+pub use crate::decide::observation::{
+    ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
+};
 use crate::loop_file::guards::Tripped;
 pub use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
@@ -93,9 +96,14 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: Vec::new(),
         notices: Vec::new(),
     };
+    let refused = guarded_paths(state, seen, reply, &mut turn)?;
     if state.prd.is_some() {
-        stories_complete(state, seen, reply, &mut turn)?;
-    } else {
+        match stories_complete(state, seen, reply, &mut turn) {
+            // Every story passes, but the paths refuse it: the loop goes on.
+            Err(Early::End(Outcome::Completed, _) | Early::Verify(_)) if refused => {}
+            other => other?,
+        }
+    } else if !refused {
         completion_promise(state, seen, reply, &mut turn)?;
     }
     abort_promise(state, reply)?;
@@ -138,6 +146,83 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: turn.notes,
         notices: turn.notices,
     })
+}
+
+/// Refusals for the paths before a loop ends this way, when
+/// `--max-verify-failures` is off: the breaker that ends a loop whose agent
+/// keeps claiming done with a protected path changed.
+pub const PATH_REFUSALS_LIMIT: u64 = 3;
+
+/// `--protect` and `--scope`: a protected path that differs from the work
+/// tree at arming is named at every continuation; a claim of done (the
+/// promise, or every story passing) is refused while one differs or a
+/// changed path is outside the scope, before any gate runs. Each refusal
+/// counts as a failed gate (`verify_failures`), and the loop ends at
+/// `--max-verify-failures`, or at [`PATH_REFUSALS_LIMIT`] when that is off.
+/// Returns whether the claim was refused.
+fn guarded_paths(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<bool, Early> {
+    use crate::decide::path_words as words;
+    let rules = &state.paths;
+    let (protected, outside) = match &seen.changed_paths {
+        ChangedPaths::NotAsked => return Ok(false),
+        ChangedPaths::Unknown => {
+            turn.notes.push(words::UNKNOWN.to_owned());
+            turn.notices.push(words::unknown_notice());
+            (vec![words::UNKNOWN_PATH.to_owned()], Vec::new())
+        }
+        ChangedPaths::Known(paths) => {
+            let protect = crate::globs::Globs::new(&rules.protect);
+            let scope = crate::globs::Globs::new(&rules.scope);
+            let prd_file = state.prd.as_ref().map(|p| p.path.as_str());
+            let protected: Vec<String> = protect
+                .matching(paths)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let outside: Vec<String> = paths
+                .iter()
+                .filter(|p| !scope.is_empty() && !scope.matches(p) && Some(p.as_str()) != prd_file)
+                .cloned()
+                .collect();
+            (protected, outside)
+        }
+    };
+    let tree = rules.armed_tree.as_deref().unwrap_or("");
+    if !protected.is_empty() && seen.changed_paths != ChangedPaths::Unknown {
+        turn.notes.push(words::protected(&protected, tree));
+        turn.notices.push(words::protected_notice(&protected));
+    }
+    let promised = state
+        .completion_promise
+        .as_deref()
+        .is_some_and(|p| promise::speaks(reply, p));
+    let all_pass = seen
+        .prd
+        .as_ref()
+        .is_some_and(|p| crate::loop_file::stories::all_pass(&p.stories));
+    if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
+        return Ok(false);
+    }
+    turn.notes
+        .push(words::refused(&protected, &outside, &rules.scope));
+    let counts = &mut turn.progress.counts;
+    counts.verify_failures = counts.verify_failures.saturating_add(1).min(MAX_COUNT);
+    let limit = match state.guards.max_verify_failures {
+        0 => PATH_REFUSALS_LIMIT,
+        set => set,
+    };
+    if counts.verify_failures >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::VerifyFailures),
+            words::ended(counts.verify_failures, &protected, &outside),
+        ));
+    }
+    Ok(true)
 }
 
 /// The promise completes the loop, or asks for the gate, or (the gate

@@ -245,7 +245,9 @@ impl<'a> Scratch<'a> {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(unix)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Stdio;
@@ -302,7 +304,10 @@ mod tests {
         let listed = git_in(root, &["ls-tree", "-r", "--name-only", &snap.tree]);
         assert!(listed.contains("new.txt") && listed.contains("tests/t.sh"));
         assert!(!listed.contains("target/") && !listed.contains(".claude"));
-        assert_eq!(changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap(), [""; 0]);
+        assert_eq!(
+            changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            [""; 0]
+        );
     }
 
     #[test]
@@ -313,7 +318,10 @@ mod tests {
         git_in(root, &["update-index", "--assume-unchanged", "tests/t.sh"]);
         git_in(root, &["update-index", "--skip-worktree", "lib.txt"]);
         // Same size, same modification time: only the content and ctime differ.
-        let stamp = std::fs::metadata(root.join("tests/t.sh")).unwrap().modified().unwrap();
+        let stamp = std::fs::metadata(root.join("tests/t.sh"))
+            .unwrap()
+            .modified()
+            .unwrap();
         std::fs::write(root.join("tests/t.sh"), "true   1 1\n").unwrap();
         std::fs::File::options()
             .write(true)
@@ -347,6 +355,9 @@ mod tests {
         let snap = snapshot(&sub, TREE_TIME_LIMIT).unwrap();
         std::fs::write(sub.join("t.sh"), "changed\n").unwrap();
         std::fs::write(dir.path().join("lib.txt"), "outside\n").unwrap();
-        assert_eq!(changed_since(&sub, &snap.tree, TREE_TIME_LIMIT).unwrap(), ["t.sh"]);
+        assert_eq!(
+            changed_since(&sub, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            ["t.sh"]
+        );
     }
 }

@@ -113,7 +113,7 @@ impl Screen {
     /// The line for an iteration after which the loop goes on.
     pub fn iterated(&mut self, it: &Iteration, elapsed_secs: u64) -> String {
         self.last = if it.promise_refused {
-            "promise refused by --verify"
+            "promise refused"
         } else {
             "no promise yet"
         };
@@ -433,12 +433,12 @@ mod tests {
         };
         assert_eq!(
             screen.iterated(&it, 120),
-            "✓ iteration 1/5 done · 2m · promise refused by --verify · spent $0.10 · ⚠ denied: Write a.txt · agent error: unknown · next: 2"
+            "✓ iteration 1/5 done · 2m · promise refused · spent $0.10 · ⚠ denied: Write a.txt · agent error: unknown · next: 2"
         );
         assert!(
             screen
                 .spinner(0, "2/5", 0)
-                .ends_with("last: promise refused by --verify")
+                .ends_with("last: promise refused")
         );
         screen.passed();
         assert!(screen.spinner(0, "2/5", 0).ends_with("last: paused"));

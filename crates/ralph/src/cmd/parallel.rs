@@ -81,6 +81,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         prd: _,
         notify,
         notify_url,
+        protect,
+        scope,
     } = arm;
     ChildFlags {
         agent: agent.clone(),
@@ -92,6 +94,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         notify: *notify,
         notify_url: notify_url.clone(),
         wait_for_reset: *wait_for_reset,
+        protect: protect.clone(),
+        scope: scope.clone(),
     }
 }
 

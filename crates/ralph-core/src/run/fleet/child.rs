@@ -21,6 +21,9 @@ pub struct ChildFlags {
     /// A child on a rate or usage limit sleeps until the reset as a single
     /// run would, rather than end its story with code 4.
     pub wait_for_reset: bool,
+    /// `--protect`, `--scope`: each glob given again to every story's loop.
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
 }
 
 impl ChildFlags {
@@ -56,6 +59,12 @@ impl ChildFlags {
         if self.wait_for_reset {
             out.push("--wait-for-reset".to_owned());
         }
+        for glob in &self.protect {
+            out.extend(["--protect".to_owned(), glob.clone()]);
+        }
+        for glob in &self.scope {
+            out.extend(["--scope".to_owned(), glob.clone()]);
+        }
         out
     }
 }
@@ -67,6 +76,8 @@ mod tests {
     #[test]
     fn a_child_gets_every_setting_given_in_the_order_it_always_had() {
         let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
             agent: "claude".into(),
             permission_mode: Some("acceptEdits".into()),
             max_iterations: Some(7),
@@ -104,6 +115,8 @@ mod tests {
     #[test]
     fn a_child_gets_only_the_agent_and_the_promise_when_nothing_else_was_given() {
         let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
             agent: "true".into(),
             ..ChildFlags::default()
         };
