@@ -390,3 +390,113 @@ fn ralph_with_a_gate_and_protect_is_never_falsely_done_and_the_test_editor_is_st
         }
     }
 }
+
+/// The "Done when" of issue 40 through the real Claude Code client (print
+/// mode, the mock Messages API): a model that rewrites the test and gives
+/// the promise cannot complete a loop armed with `--protect 'tests/**'`, in
+/// a session and in `ralph run`; the breaker ends it and says why.
+#[cfg(unix)]
+mod real_client {
+    use std::path::Path;
+
+    use crate::support::{describe, mock_api, sandbox_or_skip};
+    use mock_api::{MockApi, Reply};
+
+    /// The sandbox's project as a git repository whose spec fails.
+    fn committed_task(project: &Path) {
+        std::fs::create_dir_all(project.join("tests")).unwrap();
+        std::fs::write(project.join("tests/check.sh"), "exit 1\n").unwrap();
+        std::fs::write(project.join(".gitignore"), ".claude/\n").unwrap();
+        super::git(project, &["init", "-q"]);
+        super::git(project, &["add", "-A"]);
+        super::git(project, &["commit", "-qm", "task"]);
+    }
+
+    /// Each iteration: the model rewrites the test to pass, then claims done.
+    fn test_editor(project: &Path, iterations: usize) -> Vec<Reply> {
+        let target = project.join("tests/check.sh");
+        let target = target.to_str().unwrap();
+        let mut script = Vec::new();
+        for _ in 0..iterations {
+            script.push(Reply::write("Making the tests pass.", target, "exit 0\n"));
+            script.push(Reply::text("The tests pass now.\n<promise>DONE</promise>"));
+        }
+        script
+    }
+
+    #[test]
+    #[cfg_attr(
+        no_claude_client,
+        ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+    )]
+    fn in_a_session_the_test_editor_cannot_complete_a_protected_loop() {
+        let sandbox = sandbox_or_skip!("honesty in a session");
+        let project = sandbox.project().to_path_buf();
+        committed_task(&project);
+        let api = MockApi::start(test_editor(&project, 4));
+        let run = sandbox.claude(
+            &api,
+            "/ralph-loop Make tests/check.sh pass --max-iterations 6 --completion-promise DONE --verify 'sh tests/check.sh' --protect 'tests/**'",
+            &["--allowedTools", "Write"],
+        );
+        assert!(run.status.success(), "{}", run.describe());
+        let ended = sandbox.loop_status("ralph");
+        assert_eq!(
+            ended["outcome"],
+            "verify_failures",
+            "{ended}\n{}",
+            run.describe()
+        );
+        let turns = api.turns();
+        let refused = turns[2].last_user_text();
+        assert!(
+            refused.contains("Protected paths differ") && refused.contains("tests/check.sh"),
+            "the continuation names the changed protected path: {refused:?}\n{}",
+            api.describe()
+        );
+        // The user reads why the loop ended (Claude Code shows the hook's systemMessage).
+        let told = run
+            .events()
+            .iter()
+            .filter_map(|e| e["content"].as_str().map(str::to_owned))
+            .any(|c| c.contains("protected paths differed") && c.contains("tests/check.sh"));
+        assert!(told, "the user is told why\n{}", run.describe());
+    }
+
+    #[test]
+    #[cfg_attr(
+        no_claude_client,
+        ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+    )]
+    fn in_ralph_run_the_test_editor_cannot_complete_a_protected_loop() {
+        let sandbox = sandbox_or_skip!("honesty in ralph run");
+        let project = sandbox.project().to_path_buf();
+        committed_task(&project);
+        let api = MockApi::start(test_editor(&project, 4));
+        let out = sandbox.ralph_with_client(
+            &api,
+            &[
+                "run",
+                "--permission-mode",
+                "acceptEdits",
+                "--completion-promise",
+                "DONE",
+                "--verify",
+                "sh tests/check.sh",
+                "--protect",
+                "tests/**",
+                "--max-iterations",
+                "6",
+                "Make tests/check.sh pass",
+            ],
+            &[],
+        );
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+        assert!(
+            said.contains("protected paths differed") && said.contains("tests/check.sh"),
+            "{said}"
+        );
+        assert_eq!(sandbox.loop_status("ralph")["outcome"], "verify_failures");
+    }
+}
