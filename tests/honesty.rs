@@ -500,3 +500,78 @@ mod real_client {
         assert_eq!(sandbox.loop_status("ralph")["outcome"], "verify_failures");
     }
 }
+
+/// Arming names a protected path that is already dirty, `ralph status`
+/// and the report show both settings, and a promise with a change outside
+/// `--scope` is refused with the list until the breaker ends the loop.
+#[test]
+fn arming_names_a_dirty_protected_path_and_a_change_outside_the_scope_is_refused() {
+    let policy = Policy {
+        name: "strays outside the scope",
+        script: r#"fix; echo "note" > NOTES.md; echo "Fixed. <promise>DONE</promise>""#,
+        finishes_at: None,
+    };
+    let (p, want) = task(3, &policy);
+    p.write("tests/check.sh", "exit 0\n");
+    let out = p
+        .command(&[
+            "start",
+            "--protect",
+            "tests/**",
+            "--scope",
+            "src/**",
+            "--completion-promise",
+            "DONE",
+            "placeholder",
+        ])
+        .output()
+        .unwrap();
+    let armed = text(&out);
+    assert!(out.status.success(), "{armed}");
+    assert!(
+        armed.contains("Protected paths that already differ from HEAD")
+            && armed.contains("tests/check.sh"),
+        "{armed}"
+    );
+    let status = text(&p.command(&["status"]).output().unwrap());
+    assert!(
+        status.contains("protect tests/**") && status.contains("scope src/**"),
+        "{status}"
+    );
+    let report = p.command(&["report"]).output().unwrap();
+    assert!(report.status.success(), "{}", text(&report));
+    let html = p.read(".claude/ralph/reports/ralph.html");
+    assert!(
+        html.contains("protect tests/**"),
+        "the report shows --protect"
+    );
+    p.command(&["cancel"]).output().unwrap();
+    // The dirty test is the loop's baseline: only the stray file is refused.
+    let out = p
+        .command(&[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--completion-promise",
+            "DONE",
+            "--protect",
+            "tests/**",
+            "--scope",
+            "src/**",
+            "--max-iterations",
+            "8",
+            TASK,
+        ])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(oracle(&p, &want));
+    assert!(
+        said.contains("changed paths were outside the scope (NOTES.md)")
+            && !said.contains("protected paths differed"),
+        "{said}"
+    );
+    let first = p.read(".agent/n");
+    assert_eq!(first.trim(), "3", "ended at the third refusal");
+}

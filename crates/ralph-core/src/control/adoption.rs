@@ -114,6 +114,23 @@ pub fn describe(shown_path: &str, live: &Loop, status: &Arming) -> Vec<String> {
                 ))
         ),
     ];
+    for (label, globs) in [
+        ("protect", &state.paths.protect),
+        ("scope", &state.paths.scope),
+    ] {
+        if !globs.is_empty() {
+            lines.push(format!(
+                "  {:<20}{}   ← compared with the git tree {}",
+                format!("{label}:"),
+                one(&globs.join(" ")),
+                one(state
+                    .paths
+                    .armed_tree
+                    .as_deref()
+                    .unwrap_or("(none recorded)"))
+            ));
+        }
+    }
     if let Some(check) = state.guards.check.as_deref() {
         lines.push(format!(
             "  check:              {}   ← runs as you (sh -c, in the project root) at every stop that goes on",
