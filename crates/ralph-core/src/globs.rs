@@ -1,5 +1,5 @@
 //! `--protect` and `--scope` globs: paths relative to the project root,
-//! matched with `globset` (docs/decisions/globs.md). `*` and `?` stay
+//! matched with `globset` (docs/decisions/protect-and-scope.md). `*` and `?` stay
 //! inside one folder, `**` crosses folders, and a glob that names a folder
 //! covers everything under it (`tests` is `tests/**` too). Pure: no file
 //! is read.

@@ -861,6 +861,131 @@ mod tests {
         }
     }
 
+    const TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+    fn guarded(extra: &str) -> LoopState {
+        state(&format!(
+            "completion_promise: DONE\nverify: make\nprotect: \"tests/**\"\nscope: \"src/** tests/**\"\narmed_tree: \"{TREE}\"\n{extra}"
+        ))
+    }
+
+    fn changed(reply: &str, paths: &[&str]) -> Observation {
+        Observation {
+            changed_paths: ChangedPaths::Known(paths.iter().map(|p| (*p).to_owned()).collect()),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn a_changed_protected_path_is_named_and_refuses_the_promise_before_the_gate() {
+        let s = guarded("");
+        let d = decide(&s, &changed("working", &["tests/t.sh", "src/a.rs"]));
+        let Decision::Continue {
+            notes,
+            notices,
+            progress,
+            ..
+        } = d
+        else {
+            panic!("goes on: {d:?}");
+        };
+        assert!(
+            notes.iter().any(|n| n.contains("Protected paths differ")
+                && n.contains("tests/t.sh")
+                && n.contains(TREE)),
+            "{notes:?}"
+        );
+        assert!(
+            notices.iter().any(|n| n.contains("tests/t.sh")),
+            "{notices:?}"
+        );
+        assert_eq!(progress.counts.verify_failures, 0, "no claim, no refusal");
+        // The promise: refused without running `make`, and counted.
+        let d = decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"]));
+        let Decision::Continue {
+            notes, progress, ..
+        } = d
+        else {
+            panic!("the promise is refused: {d:?}");
+        };
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("was refused")
+                    && n.contains("protected paths differ (tests/t.sh)")),
+            "{notes:?}"
+        );
+        assert_eq!(progress.counts.verify_failures, 1);
+        // The third refusal ends the loop, --max-verify-failures being off.
+        let s = guarded("verify_failures: 2\n");
+        let d = decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"]));
+        let Decision::End { outcome, detail } = d else {
+            panic!("the breaker ends it: {d:?}");
+        };
+        assert_eq!(outcome, Outcome::Guard(Tripped::VerifyFailures));
+        assert!(
+            detail.contains("refused 3 times") && detail.contains("tests/t.sh"),
+            "{detail}"
+        );
+        // A set --max-verify-failures is the limit instead.
+        let s = guarded("verify_failures: 2\nmax_verify_failures: 5\n");
+        assert!(matches!(
+            decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"])),
+            Decision::Continue { .. }
+        ));
+        // Put back: the promise goes to the gate.
+        let d = decide(
+            &guarded(""),
+            &changed("<promise>DONE</promise>", &["src/a.rs"]),
+        );
+        assert_eq!(
+            d,
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_change_outside_the_scope_refuses_the_promise_with_the_list() {
+        let d = decide(
+            &guarded(""),
+            &changed("<promise>DONE</promise>", &["src/a.rs", "README.md"]),
+        );
+        let Decision::Continue { notes, .. } = d else {
+            panic!("refused: {d:?}");
+        };
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("outside the scope src/**, tests/** (README.md)")),
+            "{notes:?}"
+        );
+        // Without the promise, a change outside the scope is not mentioned.
+        let d = decide(&guarded(""), &changed("working", &["README.md"]));
+        let Decision::Continue { notes, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert!(notes.iter().all(|n| !n.contains("scope")), "{notes:?}");
+    }
+
+    #[test]
+    fn a_comparison_that_cannot_be_made_refuses_the_promise() {
+        let seen = Observation {
+            changed_paths: ChangedPaths::Unknown,
+            ..seen("<promise>DONE</promise>")
+        };
+        let d = decide(&guarded(""), &seen);
+        let Decision::Continue { notes, notices, .. } = d else {
+            panic!("refused: {d:?}");
+        };
+        assert!(
+            notes.iter().any(|n| n.contains("could not compare")),
+            "{notes:?}"
+        );
+        assert!(!notices.is_empty());
+    }
+
     #[test]
     fn with_a_prd_the_stories_decide_completion() {
         let s = state("prd: ralph/prd.json\ncompletion_promise: DONE\n");
