@@ -575,3 +575,41 @@ fn arming_names_a_dirty_protected_path_and_a_change_outside_the_scope_is_refused
     let first = p.read(".agent/n");
     assert_eq!(first.trim(), "3", "ended at the third refusal");
 }
+
+/// A story's own `"protect"` in prd.json, recorded at arming: a story that
+/// turns to passing while its protected test was edited is set back before
+/// any check runs, and the breaker ends the loop with the reason.
+#[test]
+fn a_storys_protected_path_refuses_its_passes() {
+    let policy = Policy {
+        name: "marks the story done after editing its test",
+        script: r#"echo "exit 0" > tests/check.sh; sed 's/"passes": false/"passes": true/' ralph/prd.json > .agent/prd && cat .agent/prd > ralph/prd.json; echo "Story done.""#,
+        finishes_at: None,
+    };
+    let (p, _) = task(5, &policy);
+    p.write(
+        "ralph/prd.json",
+        r#"{"userStories": [{"id": "US-1", "title": "Fix value.sh", "passes": false, "protect": ["tests/**"]}]}"#,
+    );
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "prd"]);
+    let out = p
+        .command(&[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--prd",
+            "--max-iterations",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("protected paths differ from the work tree at arming: tests/check.sh"),
+        "{said}"
+    );
+    assert_eq!(ended_loop(&p)["outcome"], "verify_failures", "{said}");
+    assert!(p.read("ralph/prd.json").contains(r#""passes": false"#));
+}

@@ -135,7 +135,7 @@ impl ArmOptions {
 
     /// The request to arm a loop with `prompt`; `--prd` reads the PRD now (and gives a task
     /// when none was typed).
-    pub fn request(self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
+    pub fn request(mut self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
         let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
         let prd = match &self.prd {
             Some(path) => Some(commands::read_prd(project, path)?),
@@ -145,6 +145,20 @@ impl ArmOptions {
             Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
             _ => prompt,
         };
+        // Each story's globs are recorded with the loop's own, now: the agent
+        // can edit the PRD, not the loop's settings.
+        for story in prd.iter().flat_map(|p| &p.stories) {
+            for glob in &story.protect {
+                if !self.protect.contains(glob) {
+                    self.protect.push(glob.clone());
+                }
+            }
+            for glob in &story.scope {
+                if !self.scope.contains(glob) {
+                    self.scope.push(glob.clone());
+                }
+            }
+        }
         let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
             None
         } else {
@@ -606,6 +620,8 @@ mod tests {
             criteria: Vec::new(),
             passes: false,
             priority: None,
+            protect: Vec::new(),
+            scope: Vec::new(),
             verify: verify.map(Into::into),
             blocked: None,
             concerns: Vec::new(),

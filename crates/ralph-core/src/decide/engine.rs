@@ -94,7 +94,15 @@ pub fn step(
             stories: stories.clone(),
             refused: Vec::new(),
         };
-        if !turned.is_empty() {
+        let paths_refusal = crate::decide::prd_turn::paths_refusal(
+            decide::path_violations(state, &seen.changed_paths),
+            &turned,
+        );
+        if let Some(refused) = paths_refusal {
+            // `--protect`/`--scope` refuse the stories before any check runs.
+            found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+            found.refused = refused;
+        } else if !turned.is_empty() {
             // The checks may run for minutes, as the --verify gate does.
             drop(lock);
             let (refused, gate) = crate::decide::prd_turn::run_checks(

@@ -153,6 +153,9 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
 /// keeps claiming done with a protected path changed.
 pub const PATH_REFUSALS_LIMIT: u64 = 3;
 
+/// The name a story refused by `--protect`/`--scope` gives as its check.
+pub const PATHS_CHECK: &str = "--protect/--scope";
+
 /// `--protect` and `--scope`: a protected path that differs from the work
 /// tree at arming is named at every continuation; a claim of done (the
 /// promise, or every story passing) is refused while one differs or a
@@ -168,30 +171,13 @@ fn guarded_paths(
 ) -> Result<bool, Early> {
     use crate::decide::path_words as words;
     let rules = &state.paths;
-    let (protected, outside) = match &seen.changed_paths {
-        ChangedPaths::NotAsked => return Ok(false),
-        ChangedPaths::Unknown => {
-            turn.notes.push(words::UNKNOWN.to_owned());
-            turn.notices.push(words::unknown_notice());
-            (vec![words::UNKNOWN_PATH.to_owned()], Vec::new())
-        }
-        ChangedPaths::Known(paths) => {
-            let protect = crate::globs::Globs::new(&rules.protect);
-            let scope = crate::globs::Globs::new(&rules.scope);
-            let prd_file = state.prd.as_ref().map(|p| p.path.as_str());
-            let protected: Vec<String> = protect
-                .matching(paths)
-                .into_iter()
-                .map(str::to_owned)
-                .collect();
-            let outside: Vec<String> = paths
-                .iter()
-                .filter(|p| !scope.is_empty() && !scope.matches(p) && Some(p.as_str()) != prd_file)
-                .cloned()
-                .collect();
-            (protected, outside)
-        }
+    let Some((protected, outside)) = path_violations(state, &seen.changed_paths) else {
+        return Ok(false);
     };
+    if seen.changed_paths == ChangedPaths::Unknown {
+        turn.notes.push(words::UNKNOWN.to_owned());
+        turn.notices.push(words::unknown_notice());
+    }
     let tree = rules.armed_tree.as_deref().unwrap_or("");
     if !protected.is_empty() && seen.changed_paths != ChangedPaths::Unknown {
         turn.notes.push(words::protected(&protected, tree));
@@ -223,6 +209,38 @@ fn guarded_paths(
         ));
     }
     Ok(true)
+}
+
+/// The protected paths that differ and the changed paths outside the
+/// scope (the loop's PRD file is in every scope: the agent marks stories
+/// there); `None` when the paths were not compared. A comparison that could
+/// not be made counts as a protected path changed.
+pub fn path_violations(
+    state: &LoopState,
+    changed: &ChangedPaths,
+) -> Option<(Vec<String>, Vec<String>)> {
+    use crate::decide::path_words as words;
+    let rules = &state.paths;
+    match changed {
+        ChangedPaths::NotAsked => None,
+        ChangedPaths::Unknown => Some((vec![words::UNKNOWN_PATH.to_owned()], Vec::new())),
+        ChangedPaths::Known(paths) => {
+            let protect = crate::globs::Globs::new(&rules.protect);
+            let scope = crate::globs::Globs::new(&rules.scope);
+            let prd_file = state.prd.as_ref().map(|p| p.path.as_str());
+            let protected = protect
+                .matching(paths)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let outside = paths
+                .iter()
+                .filter(|p| !scope.is_empty() && !scope.matches(p) && Some(p.as_str()) != prd_file)
+                .cloned()
+                .collect();
+            Some((protected, outside))
+        }
+    }
 }
 
 /// The promise completes the loop, or asks for the gate, or (the gate
@@ -294,7 +312,26 @@ fn stories_complete(
             crate::decide::observation::StoryRefusal::Failed { command, .. }
             | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
         };
-        verify_failures(state, command, &mut turn.progress)?;
+        if command == PATHS_CHECK {
+            // `--protect`/`--scope` refusals end the loop at their own limit
+            // when `--max-verify-failures` is off, and say which paths.
+            let mut limited = state.clone();
+            if limited.guards.max_verify_failures == 0 {
+                limited.guards.max_verify_failures = PATH_REFUSALS_LIMIT;
+            }
+            let why = match first {
+                crate::decide::observation::StoryRefusal::Failed { verification, .. } => {
+                    verification.status.clone()
+                }
+                crate::decide::observation::StoryRefusal::Unrecorded { .. } => String::new(),
+            };
+            verify_failures(&limited, command, &mut turn.progress).map_err(|e| match e {
+                Early::End(outcome, detail) => Early::End(outcome, format!("{detail} ({why})")),
+                other => other,
+            })?;
+        } else {
+            verify_failures(state, command, &mut turn.progress)?;
+        }
     }
     if crate::loop_file::stories::all_pass(&prd.stories) {
         return match (&state.guards.verify, &seen.verification) {
