@@ -613,3 +613,41 @@ fn a_storys_protected_path_refuses_its_passes() {
     assert_eq!(ended_loop(&p)["outcome"], "verify_failures", "{said}");
     assert!(p.read("ralph/prd.json").contains(r#""passes": false"#));
 }
+
+/// With `--protect` and `--scope`, the receipt of a completion records the
+/// changed paths and that both held.
+#[test]
+fn the_receipt_records_the_changed_paths_and_that_both_held() {
+    let (p, want) = task(8, &POLICIES[0]);
+    let out = p
+        .command(&[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            "sh tests/check.sh",
+            "--protect",
+            "tests/**",
+            "--scope",
+            "src/**",
+            TASK,
+        ])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(oracle(&p, &want));
+    assert!(
+        said.contains("1 changed paths with --protect held and --scope held"),
+        "{said}"
+    );
+    let receipt = text(&p.command(&["receipt"]).output().unwrap());
+    assert!(
+        receipt.contains("protect:  tests/** (held) · scope: src/** (held)")
+            && receipt.contains("changed:  1 since the tree")
+            && receipt.contains("src/value.sh"),
+        "{receipt}"
+    );
+}

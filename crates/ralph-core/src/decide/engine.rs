@@ -426,6 +426,7 @@ fn keep_receipt(
         iteration: live.state.iteration,
         record,
         now: now.to_string(),
+        paths: paths_held(&live.state, seen),
     });
     let line = crate::loop_file::receipt::one_line(&receipt);
     Some(
@@ -435,6 +436,26 @@ fn keep_receipt(
             None => format!("{line} (not kept: no per-user state folder)"),
         },
     )
+}
+
+/// What `--protect` and `--scope` held at a completion, for its receipt.
+fn paths_held(
+    state: &LoopState,
+    seen: &Observation,
+) -> Option<crate::loop_file::receipt::PathsHeld> {
+    let rules = &state.paths;
+    let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
+        return None;
+    };
+    let (protected, outside) = decide::path_violations(state, &seen.changed_paths)?;
+    Some(crate::loop_file::receipt::PathsHeld {
+        protect: rules.protect.clone(),
+        scope: rules.scope.clone(),
+        armed_tree: rules.armed_tree.clone().unwrap_or_default(),
+        changed: changed.clone(),
+        protect_held: protected.is_empty(),
+        scope_held: outside.is_empty(),
+    })
 }
 
 /// What `decide` said for a turn that goes on.
