@@ -33,6 +33,7 @@ mod e2e_run;
 mod e2e_session;
 mod first_hour;
 mod guards;
+mod honesty;
 mod hook;
 mod hosts;
 mod install;

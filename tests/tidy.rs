@@ -178,6 +178,7 @@ fn floor(module: &str) -> Option<usize> {
         "money",
         "json_edit",
         "error",
+        "globs",
     ];
     const FLOORS: &[&str] = &[
         "fs",

@@ -4,9 +4,9 @@
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it (`tests/tidy.rs` checks):
 //! - leaves: `time`, `display`, `fingerprint`, `money`, `json_edit`, `failure`,
-//!   `error`: timestamps and durations; escaping what is printed; stable hashes;
+//!   `error`, `globs`: timestamps and durations; escaping what is printed; stable hashes;
 //!   exact dollars; span-exact JSON edits; a check's failure fingerprint and
-//!   count; the exit class of every error.
+//!   count; the exit class of every error; `--protect`/`--scope` globs.
 //! - `fs`: the safe file layer, child processes, git, and the gates' runner.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise,
 //!   a queued message.
@@ -23,6 +23,7 @@ pub mod error;
 pub mod failure;
 pub mod fingerprint;
 pub mod fs;
+pub mod globs;
 pub mod hook;
 pub mod json_edit;
 pub mod loop_file;

@@ -313,6 +313,20 @@ pub struct ArmFlags {
     /// gives another code
     #[arg(long, value_name = "CODE")]
     pub approve_commands: Option<String>,
+    /// A path the agent must not change, as a glob relative to the project root (`**` crosses
+    /// folders; repeatable): while one differs from the work tree at arming, the promise, a
+    /// story's passes and the gate are refused
+    #[arg(long, value_name = "GLOB", value_parser = glob)]
+    pub protect: Vec<String>,
+    /// Every path the loop changes must match one of these globs (repeatable): a promise with
+    /// changes outside is refused with the list
+    #[arg(long, value_name = "GLOB", value_parser = glob)]
+    pub scope: Vec<String>,
+}
+
+/// A `--protect`/`--scope` value, checked as arming checks it.
+fn glob(value: &str) -> Result<String, String> {
+    ralph_core::globs::check(value).map(|()| value.to_owned())
 }
 
 impl ArmFlags {
@@ -337,6 +351,8 @@ impl ArmFlags {
             notify_url: self.notify_url,
             approve_commands: self.approve_commands,
             sandbox: None,
+            protect: self.protect,
+            scope: self.scope,
         }
     }
 
@@ -351,6 +367,8 @@ impl ArmFlags {
             || self.notify
             || self.notify_url.is_some()
             || self.approve_commands.is_some()
+            || !self.protect.is_empty()
+            || !self.scope.is_empty()
     }
 }
 

@@ -30,6 +30,8 @@ const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("prd", Kind::OptionalValue),
     ("notify", Kind::Flag),
     ("notify-url", Kind::Text),
+    ("protect", Kind::Text),
+    ("scope", Kind::Text),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),
     ("approve-commands", Kind::Text),

@@ -37,6 +37,10 @@ pub struct ArmOptions {
     /// `ralph run --sandbox`: the agent runs confined (not a slash-command option:
     /// only `ralph run` starts agents).
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    /// `--protect` (repeatable): globs of paths the agent must not change.
+    pub protect: Vec<String>,
+    /// `--scope` (repeatable): globs every changed path must match.
+    pub scope: Vec<String>,
 }
 
 impl Default for ArmOptions {
@@ -55,6 +59,8 @@ impl Default for ArmOptions {
             notify_url: None,
             approve_commands: None,
             sandbox: None,
+            protect: Vec::new(),
+            scope: Vec::new(),
         }
     }
 }
@@ -97,6 +103,21 @@ impl ArmOptions {
             "notify" => self.notify = true,
             "notify-url" => self.notify_url = Some(value.to_owned()),
             "approve-commands" => self.approve_commands = Some(value.to_owned()),
+            "protect" | "scope" => {
+                crate::globs::check(value).map_err(|why| ArgumentsError::BadGlob {
+                    option: key.to_owned(),
+                    value: crate::display::line(value).into_owned(),
+                    why,
+                })?;
+                let list = if key == "protect" {
+                    &mut self.protect
+                } else {
+                    &mut self.scope
+                };
+                if !list.iter().any(|g| g == value) {
+                    list.push(value.to_owned());
+                }
+            }
             other => return Err(ArgumentsError::NoSuchOption(other.to_owned())),
         }
         Ok(())
@@ -125,7 +146,7 @@ impl ArmOptions {
     /// The request to arm a loop with `prompt`; `--prd` reads the PRD now (and gives a task
     /// when none was typed). A PRD's story commands are refused unless the user approved
     /// exactly them (`--approve-commands`).
-    pub fn request(self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
+    pub fn request(mut self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
         let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
         let prd = match &self.prd {
             Some(path) => Some(commands::read_prd(project, path)?),
@@ -150,6 +171,32 @@ impl ArmOptions {
         if max_iterations == 0 && promise.is_none() && prd.is_none() && !has_budget(&self.guards) {
             return Err(LoopError::Unbounded);
         }
+        // Each story's globs are recorded with the loop's own, now: the agent
+        // can edit the PRD, not the loop's settings.
+        for story in prd.iter().flat_map(|p| &p.stories) {
+            for glob in &story.protect {
+                if !self.protect.contains(glob) {
+                    self.protect.push(glob.clone());
+                }
+            }
+            for glob in &story.scope {
+                if !self.scope.contains(glob) {
+                    self.scope.push(glob.clone());
+                }
+            }
+        }
+        let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
+            None
+        } else {
+            let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+            Some(
+                crate::fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
+                    LoopError::NoTree(
+                        crate::display::line(&project.root.display().to_string()).into_owned(),
+                    )
+                })?,
+            )
+        };
         Ok(ArmRequest {
             name: self.name,
             prompt,
@@ -166,6 +213,9 @@ impl ArmOptions {
                 url: non_empty(self.notify_url),
             },
             sandbox: self.sandbox,
+            protect: self.protect,
+            scope: self.scope,
+            armed_tree,
         })
     }
 }
@@ -288,6 +338,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     if let Some(prd) = &request.prd {
         out.push(story_commands(prd));
     }
+    out.extend(path_rules(request));
     let story = state
         .prd
         .as_ref()
@@ -309,6 +360,49 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
         "When you try to stop, this same task is given back to you; your earlier work stays in the files and git history.".to_owned(),
     );
     out
+}
+
+/// What arming with `--protect` or `--scope` shows: the globs, and each
+/// protected path that already differs from HEAD (it is compared with the
+/// tree as it is now, so it stays as it is).
+fn path_rules(request: &ArmRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    if !request.protect.is_empty() {
+        out.push(format!(
+            "Protected (the agent must not change them; compared with the work tree as it is now): {}",
+            crate::display::line(&request.protect.join(", "))
+        ));
+        let globs = crate::globs::Globs::new(&request.protect);
+        let dirty: Vec<&str> = request
+            .armed_tree
+            .as_ref()
+            .map(|s| globs.matching(&s.dirty))
+            .unwrap_or_default();
+        if !dirty.is_empty() {
+            out.push(format!(
+                "⚠ Protected paths that already differ from HEAD (kept as they are now): {}",
+                crate::display::line(&shown_paths(&dirty))
+            ));
+        }
+    }
+    if !request.scope.is_empty() {
+        out.push(format!(
+            "Scope (every path the loop changes must match): {}",
+            crate::display::line(&request.scope.join(", "))
+        ));
+    }
+    out
+}
+
+/// At most ten paths, then how many more.
+pub fn shown_paths(paths: &[&str]) -> String {
+    let mut shown: Vec<&str> = paths.iter().copied().take(10).collect();
+    let more = paths.len().saturating_sub(shown.len());
+    let tail = (more > 0).then(|| format!("and {more} more"));
+    if let Some(t) = &tail {
+        shown.push(t);
+    }
+    shown.join(", ")
 }
 
 /// What arming a `--prd` loop shows: the stories, and each command ralph would run (recorded
@@ -371,9 +465,14 @@ mod tests {
             ("notify-url", "http://127.0.0.1:9/x"),
             ("stuck-after", "3"),
             ("approve-commands", "c0de"),
+            ("protect", "tests/**"),
+            ("protect", "ci.yml"),
+            ("protect", "tests/**"),
+            ("scope", "src/**"),
         ] {
             o.apply(key, value).unwrap();
         }
+        assert!(o.apply("protect", "../x").is_err());
         let mut guards = GuardSettings::default();
         guards
             .set(GuardSettings::option("stuck-after").unwrap(), "3")
@@ -394,6 +493,8 @@ mod tests {
                 notify_url: Some("http://127.0.0.1:9/x".into()),
                 approve_commands: Some("c0de".into()),
                 sandbox: None,
+                protect: vec!["tests/**".into(), "ci.yml".into()],
+                scope: vec!["src/**".into()],
             }
         );
         o.apply("prd", "other/prd.json").unwrap();
@@ -583,6 +684,8 @@ mod tests {
             criteria: Vec::new(),
             passes: false,
             priority: None,
+            protect: Vec::new(),
+            scope: Vec::new(),
             verify: verify.map(Into::into),
             blocked: None,
             concerns: Vec::new(),

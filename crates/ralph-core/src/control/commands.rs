@@ -102,6 +102,10 @@ pub enum LoopError {
         why: String,
         name: String,
     },
+    #[error(
+        "--protect and --scope compare the work tree with a git tree recorded at arming, and none could be recorded: {0} is not in a git work tree, or git did not answer in 30 s; nothing was armed"
+    )]
+    NoTree(String),
     #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
     WindowShare(String),
     #[error(
@@ -189,6 +193,10 @@ pub struct ArmRequest {
     pub notify: crate::loop_file::notify::Settings,
     /// `ralph run --sandbox`: how every agent process runs confined.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    /// `--protect`, `--scope`: globs, and the work tree they are compared with.
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
+    pub armed_tree: Option<crate::fs::tree_diff::Snapshot>,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -281,6 +289,13 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     {
         opt(field, Some(value));
     }
+    let globs = |list: &[String]| (!list.is_empty()).then(|| quote(&crate::globs::join(list)));
+    opt("protect", globs(&req.protect));
+    opt("scope", globs(&req.scope));
+    opt(
+        "armed_tree",
+        req.armed_tree.as_ref().map(|s| quote(&s.tree)),
+    );
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",
@@ -320,6 +335,8 @@ fn same_request(a: &LoopState, b: &LoopState) -> bool {
         && a.guards == b.guards
         && a.fresh_context == b.fresh_context
         && a.sandbox == b.sandbox
+        && a.paths.protect == b.paths.protect
+        && a.paths.scope == b.paths.scope
 }
 
 /// [`arm`], idempotent for the session that armed it: asking again for the very loop this

@@ -32,6 +32,28 @@ pub fn receipt(r: &Receipt) -> Vec<String> {
         (None, Some(_)) => "  commit:   none yet".to_owned(),
         _ => "  commit:   not a git repository (or git did not answer)".to_owned(),
     });
+    if let Some(p) = &r.paths {
+        let globs = |g: &[String]| {
+            if g.is_empty() {
+                "(none)".to_owned()
+            } else {
+                g.join(" ")
+            }
+        };
+        out.push(format!(
+            "  protect:  {} ({}) · scope: {} ({})",
+            globs(&p.protect),
+            if p.protect_held { "held" } else { "broken" },
+            globs(&p.scope),
+            if p.scope_held { "held" } else { "broken" }
+        ));
+        out.push(format!(
+            "  changed:  {} since the tree {} at arming: {}",
+            p.changed.len(),
+            p.armed_tree,
+            crate::decide::path_words::listed(&p.changed)
+        ));
+    }
     out.push(format!("  record:   {}", r.record));
     out
 }
@@ -92,6 +114,7 @@ mod tests {
             iteration: 3,
             record: "r.md".into(),
             output_file: None,
+            paths: None,
         }
     }
 

@@ -82,6 +82,10 @@ pub fn step(
     // Dropped while a gate runs and taken again after: every write below
     // borrows the guard taken last.
     let mut lock = lock;
+    // `--protect`/`--scope`: the paths changed since arming, for both drivers.
+    if state.active && state.paths.any() {
+        seen.changed_paths = changed_paths(&project.root, &state.paths);
+    }
     // A paused loop passes without reading anything.
     if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
         let stories = crate::decide::prd_turn::read(&project.root, prd)?;
@@ -91,7 +95,15 @@ pub fn step(
             stories: stories.clone(),
             refused: Vec::new(),
         };
-        if !turned.is_empty() {
+        let paths_refusal = crate::decide::prd_turn::paths_refusal(
+            decide::path_violations(state, &seen.changed_paths),
+            &turned,
+        );
+        if let Some(refused) = paths_refusal {
+            // `--protect`/`--scope` refuse the stories before any check runs.
+            found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+            found.refused = refused;
+        } else if !turned.is_empty() {
             // The checks may run for minutes, as the --verify gate does.
             drop(lock);
             let (refused, gate) = crate::decide::prd_turn::run_checks(
@@ -209,6 +221,20 @@ pub fn step(
         checkpoints::take(&project.root, &live.file.name, state, state.iteration);
     }
     Ok(result.0)
+}
+
+/// The paths that differ from the work tree at arming, or `Unknown` when
+/// git could not tell (or no tree was recorded).
+fn changed_paths(
+    root: &std::path::Path,
+    rules: &crate::loop_file::state::PathRules,
+) -> decide::ChangedPaths {
+    let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+    rules
+        .armed_tree
+        .as_deref()
+        .and_then(|tree| crate::fs::tree_diff::changed_since(root, tree, limit))
+        .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
 
 /// `Step::Changed` when the loop file is no longer the one judged (it was
@@ -465,6 +491,7 @@ fn keep_receipt(
         iteration: live.state.iteration,
         record,
         now: now.to_string(),
+        paths: paths_held(&live.state, seen),
     });
     let line = crate::loop_file::receipt::one_line(&receipt);
     Some(
@@ -474,6 +501,26 @@ fn keep_receipt(
             None => format!("{line} (not kept: no per-user state folder)"),
         },
     )
+}
+
+/// What `--protect` and `--scope` held at a completion, for its receipt.
+fn paths_held(
+    state: &LoopState,
+    seen: &Observation,
+) -> Option<crate::loop_file::receipt::PathsHeld> {
+    let rules = &state.paths;
+    let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
+        return None;
+    };
+    let (protected, outside) = decide::path_violations(state, &seen.changed_paths)?;
+    Some(crate::loop_file::receipt::PathsHeld {
+        protect: rules.protect.clone(),
+        scope: rules.scope.clone(),
+        armed_tree: rules.armed_tree.clone().unwrap_or_default(),
+        changed: changed.clone(),
+        protect_held: protected.is_empty(),
+        scope_held: outside.is_empty(),
+    })
 }
 
 /// What `decide` said for a turn that goes on.
@@ -554,11 +601,18 @@ fn go_on(
             &footer_notes(state, &progress, notes)
         )
     );
+    // `--protect`/`--scope` refused a claim of done: a refusal counted
+    // without a gate run.
+    let paths_refused = seen.verification.is_none()
+        && seen.changed_paths != decide::ChangedPaths::NotAsked
+        && progress.counts.verify_failures > state.progress.counts.verify_failures;
     let step = Step::Continued {
         next,
         reason,
         status,
-        promise_refused: refused.is_some(),
+        // The gate refused the promise, or `--protect`/`--scope` did (a refusal
+        // counted without a gate run).
+        promise_refused: refused.is_some() || paths_refused,
         progress,
     };
     Ok((step, log, fields))

@@ -4,9 +4,12 @@
 
 pub mod engine;
 pub mod observation;
+pub mod path_words;
 pub mod prd_turn;
 pub mod pricing;
-pub use crate::decide::observation::{Observation, Verification, fingerprint, fingerprint_words};
+pub use crate::decide::observation::{
+    ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
+};
 use crate::loop_file::guards::Tripped;
 pub use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
@@ -93,9 +96,14 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: Vec::new(),
         notices: Vec::new(),
     };
+    let refused = guarded_paths(state, seen, reply, &mut turn)?;
     if state.prd.is_some() {
-        stories_complete(state, seen, reply, &mut turn)?;
-    } else {
+        match stories_complete(state, seen, reply, &mut turn) {
+            // Every story passes, but the paths refuse it: the loop goes on.
+            Err(Early::End(Outcome::Completed, _) | Early::Verify(_)) if refused => {}
+            other => other?,
+        }
+    } else if !refused {
         completion_promise(state, seen, reply, &mut turn)?;
     }
     abort_promise(state, reply)?;
@@ -138,6 +146,101 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: turn.notes,
         notices: turn.notices,
     })
+}
+
+/// Refusals for the paths before a loop ends this way, when
+/// `--max-verify-failures` is off: the breaker that ends a loop whose agent
+/// keeps claiming done with a protected path changed.
+pub const PATH_REFUSALS_LIMIT: u64 = 3;
+
+/// The name a story refused by `--protect`/`--scope` gives as its check.
+pub const PATHS_CHECK: &str = "--protect/--scope";
+
+/// `--protect` and `--scope`: a protected path that differs from the work
+/// tree at arming is named at every continuation; a claim of done (the
+/// promise, or every story passing) is refused while one differs or a
+/// changed path is outside the scope, before any gate runs. Each refusal
+/// counts as a failed gate (`verify_failures`), and the loop ends at
+/// `--max-verify-failures`, or at [`PATH_REFUSALS_LIMIT`] when that is off.
+/// Returns whether the claim was refused.
+fn guarded_paths(
+    state: &LoopState,
+    seen: &Observation,
+    reply: &str,
+    turn: &mut Turn,
+) -> Result<bool, Early> {
+    use crate::decide::path_words as words;
+    let rules = &state.paths;
+    let Some((protected, outside)) = path_violations(state, &seen.changed_paths) else {
+        return Ok(false);
+    };
+    if seen.changed_paths == ChangedPaths::Unknown {
+        turn.notes.push(words::UNKNOWN.to_owned());
+        turn.notices.push(words::unknown_notice());
+    }
+    let tree = rules.armed_tree.as_deref().unwrap_or("");
+    if !protected.is_empty() && seen.changed_paths != ChangedPaths::Unknown {
+        turn.notes.push(words::protected(&protected, tree));
+        turn.notices.push(words::protected_notice(&protected));
+    }
+    let promised = state
+        .completion_promise
+        .as_deref()
+        .is_some_and(|p| promise::speaks(reply, p));
+    let all_pass = seen
+        .prd
+        .as_ref()
+        .is_some_and(|p| crate::loop_file::stories::all_pass(&p.stories));
+    if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
+        return Ok(false);
+    }
+    turn.notes
+        .push(words::refused(&protected, &outside, &rules.scope));
+    let counts = &mut turn.progress.counts;
+    counts.verify_failures = counts.verify_failures.saturating_add(1).min(MAX_COUNT);
+    let limit = match state.guards.max_verify_failures {
+        0 => PATH_REFUSALS_LIMIT,
+        set => set,
+    };
+    if counts.verify_failures >= limit {
+        return Err(Early::End(
+            Outcome::Guard(Tripped::VerifyFailures),
+            words::ended(counts.verify_failures, &protected, &outside),
+        ));
+    }
+    Ok(true)
+}
+
+/// The protected paths that differ and the changed paths outside the
+/// scope (the loop's PRD file is in every scope: the agent marks stories
+/// there); `None` when the paths were not compared. A comparison that could
+/// not be made counts as a protected path changed.
+pub fn path_violations(
+    state: &LoopState,
+    changed: &ChangedPaths,
+) -> Option<(Vec<String>, Vec<String>)> {
+    use crate::decide::path_words as words;
+    let rules = &state.paths;
+    match changed {
+        ChangedPaths::NotAsked => None,
+        ChangedPaths::Unknown => Some((vec![words::UNKNOWN_PATH.to_owned()], Vec::new())),
+        ChangedPaths::Known(paths) => {
+            let protect = crate::globs::Globs::new(&rules.protect);
+            let scope = crate::globs::Globs::new(&rules.scope);
+            let prd_file = state.prd.as_ref().map(|p| p.path.as_str());
+            let protected = protect
+                .matching(paths)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let outside = paths
+                .iter()
+                .filter(|p| !scope.is_empty() && !scope.matches(p) && Some(p.as_str()) != prd_file)
+                .cloned()
+                .collect();
+            Some((protected, outside))
+        }
+    }
 }
 
 /// The promise completes the loop, or asks for the gate, or (the gate
@@ -209,7 +312,26 @@ fn stories_complete(
             crate::decide::observation::StoryRefusal::Failed { command, .. }
             | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
         };
-        verify_failures(state, command, &mut turn.progress)?;
+        if command == PATHS_CHECK {
+            // `--protect`/`--scope` refusals end the loop at their own limit
+            // when `--max-verify-failures` is off, and say which paths.
+            let mut limited = state.clone();
+            if limited.guards.max_verify_failures == 0 {
+                limited.guards.max_verify_failures = PATH_REFUSALS_LIMIT;
+            }
+            let why = match first {
+                crate::decide::observation::StoryRefusal::Failed { verification, .. } => {
+                    verification.status.clone()
+                }
+                crate::decide::observation::StoryRefusal::Unrecorded { .. } => String::new(),
+            };
+            verify_failures(&limited, command, &mut turn.progress).map_err(|e| match e {
+                Early::End(outcome, detail) => Early::End(outcome, format!("{detail} ({why})")),
+                other => other,
+            })?;
+        } else {
+            verify_failures(state, command, &mut turn.progress)?;
+        }
     }
     if crate::loop_file::stories::all_pass(&prd.stories) {
         return match (&state.guards.verify, &seen.verification) {
@@ -811,6 +933,131 @@ mod tests {
             }),
             ..seen(reply)
         }
+    }
+
+    const TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+    fn guarded(extra: &str) -> LoopState {
+        state(&format!(
+            "completion_promise: DONE\nverify: make\nprotect: \"tests/**\"\nscope: \"src/** tests/**\"\narmed_tree: \"{TREE}\"\n{extra}"
+        ))
+    }
+
+    fn changed(reply: &str, paths: &[&str]) -> Observation {
+        Observation {
+            changed_paths: ChangedPaths::Known(paths.iter().map(|p| (*p).to_owned()).collect()),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn a_changed_protected_path_is_named_and_refuses_the_promise_before_the_gate() {
+        let s = guarded("");
+        let d = decide(&s, &changed("working", &["tests/t.sh", "src/a.rs"]));
+        let Decision::Continue {
+            notes,
+            notices,
+            progress,
+            ..
+        } = d
+        else {
+            panic!("goes on: {d:?}");
+        };
+        assert!(
+            notes.iter().any(|n| n.contains("Protected paths differ")
+                && n.contains("tests/t.sh")
+                && n.contains(TREE)),
+            "{notes:?}"
+        );
+        assert!(
+            notices.iter().any(|n| n.contains("tests/t.sh")),
+            "{notices:?}"
+        );
+        assert_eq!(progress.counts.verify_failures, 0, "no claim, no refusal");
+        // The promise: refused without running `make`, and counted.
+        let d = decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"]));
+        let Decision::Continue {
+            notes, progress, ..
+        } = d
+        else {
+            panic!("the promise is refused: {d:?}");
+        };
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("was refused")
+                    && n.contains("protected paths differ (tests/t.sh)")),
+            "{notes:?}"
+        );
+        assert_eq!(progress.counts.verify_failures, 1);
+        // The third refusal ends the loop, --max-verify-failures being off.
+        let s = guarded("verify_failures: 2\n");
+        let d = decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"]));
+        let Decision::End { outcome, detail } = d else {
+            panic!("the breaker ends it: {d:?}");
+        };
+        assert_eq!(outcome, Outcome::Guard(Tripped::VerifyFailures));
+        assert!(
+            detail.contains("refused 3 times") && detail.contains("tests/t.sh"),
+            "{detail}"
+        );
+        // A set --max-verify-failures is the limit instead.
+        let s = guarded("verify_failures: 2\nmax_verify_failures: 5\n");
+        assert!(matches!(
+            decide(&s, &changed("<promise>DONE</promise>", &["tests/t.sh"])),
+            Decision::Continue { .. }
+        ));
+        // Put back: the promise goes to the gate.
+        let d = decide(
+            &guarded(""),
+            &changed("<promise>DONE</promise>", &["src/a.rs"]),
+        );
+        assert_eq!(
+            d,
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_change_outside_the_scope_refuses_the_promise_with_the_list() {
+        let d = decide(
+            &guarded(""),
+            &changed("<promise>DONE</promise>", &["src/a.rs", "README.md"]),
+        );
+        let Decision::Continue { notes, .. } = d else {
+            panic!("refused: {d:?}");
+        };
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("outside the scope src/**, tests/** (README.md)")),
+            "{notes:?}"
+        );
+        // Without the promise, a change outside the scope is not mentioned.
+        let d = decide(&guarded(""), &changed("working", &["README.md"]));
+        let Decision::Continue { notes, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert!(notes.iter().all(|n| !n.contains("scope")), "{notes:?}");
+    }
+
+    #[test]
+    fn a_comparison_that_cannot_be_made_refuses_the_promise() {
+        let seen = Observation {
+            changed_paths: ChangedPaths::Unknown,
+            ..seen("<promise>DONE</promise>")
+        };
+        let d = decide(&guarded(""), &seen);
+        let Decision::Continue { notes, notices, .. } = d else {
+            panic!("refused: {d:?}");
+        };
+        assert!(
+            notes.iter().any(|n| n.contains("could not compare")),
+            "{notes:?}"
+        );
+        assert!(!notices.is_empty());
     }
 
     #[test]

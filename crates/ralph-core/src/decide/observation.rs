@@ -58,6 +58,20 @@ pub struct Observation {
     /// The dearest single message priced at this stop (the hook's estimate
     /// for a reply the transcript lacks).
     pub largest_reply_cost: crate::money::Money,
+    /// `--protect`/`--scope`: the paths changed since the loop was armed.
+    pub changed_paths: ChangedPaths,
+}
+
+/// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ChangedPaths {
+    /// Not compared: the loop has no `--protect` or `--scope`.
+    #[default]
+    NotAsked,
+    /// git could not compare (no tree recorded, the object gone, a timeout).
+    Unknown,
+    /// The paths, relative to the project root.
+    Known(Vec<String>),
 }
 
 pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};

@@ -101,6 +101,49 @@ pub fn run_checks(
     (refused, gate)
 }
 
+/// `--protect`/`--scope` at a stop where stories turned to passing: while
+/// a protected path differs or a change is outside the scope (`violations`,
+/// from `decide::path_violations`), each of them is refused, as a failed
+/// check named `--protect`/`--scope` whose status says which paths; `None`
+/// when nothing turned or nothing is wrong.
+pub fn paths_refusal(
+    violations: Option<(Vec<String>, Vec<String>)>,
+    turned: &[&Story],
+) -> Option<Vec<StoryRefusal>> {
+    let (protected, outside) = violations?;
+    if turned.is_empty() || (protected.is_empty() && outside.is_empty()) {
+        return None;
+    }
+    let mut why = Vec::new();
+    if !protected.is_empty() {
+        why.push(format!(
+            "protected paths differ from the work tree at arming: {}",
+            crate::decide::path_words::listed(&protected)
+        ));
+    }
+    if !outside.is_empty() {
+        why.push(format!(
+            "changed paths outside the scope: {}",
+            crate::decide::path_words::listed(&outside)
+        ));
+    }
+    let verification = Verification {
+        passed: false,
+        status: why.join("; "),
+        ..Verification::default()
+    };
+    Some(
+        turned
+            .iter()
+            .map(|story| StoryRefusal::Failed {
+                id: story.id.clone(),
+                command: crate::decide::PATHS_CHECK.to_owned(),
+                verification: verification.clone(),
+            })
+            .collect(),
+    )
+}
+
 /// The story a refusal is about.
 pub fn refusal_id(refusal: &StoryRefusal) -> &str {
     match refusal {

@@ -169,6 +169,20 @@ pub fn run_until(
     }
 }
 
+/// [`run_until`] with `input` written to the command's standard input.
+pub fn run_with_input(
+    mut command: Command,
+    input: &[u8],
+    deadline: Instant,
+    cap: u64,
+) -> Option<Vec<u8>> {
+    let mut scratch = tempfile::tempfile().ok()?;
+    std::io::Write::write_all(&mut scratch, input).ok()?;
+    std::io::Seek::rewind(&mut scratch).ok()?;
+    command.stdin(Stdio::from(scratch));
+    run_until(command, deadline, &[0], cap)
+}
+
 /// The overrides that blank every filter and merge driver that any
 /// configuration file git may read for `root` defines, whatever the
 /// condition of the `includeIf` that reaches it: a condition true for one

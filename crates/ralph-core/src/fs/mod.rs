@@ -11,3 +11,4 @@ pub mod git_config;
 pub mod git_runner;
 pub mod process;
 pub mod safe_fs;
+pub mod tree_diff;

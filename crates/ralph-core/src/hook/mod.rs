@@ -654,6 +654,8 @@ fn observe(
         // `engine::step` reads the PRD, so `ralph run` reads it the same way.
         prd: None,
         check: None,
+        // `engine::step` compares the paths, as it reads the PRD.
+        changed_paths: crate::decide::ChangedPaths::NotAsked,
         stop_hook_active: event.stop_hook_active,
         // No transcript to read (not written yet at a session's first stop):
         // the reply is missing too.

@@ -198,7 +198,22 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 
 /// The guards a loop runs, in words: `time budget 2h00m, verify `cargo test` …`.
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
-    state.guards.summary(state.abort_promise.as_deref())
+    let mut out = state.guards.summary(state.abort_promise.as_deref());
+    out.extend(path_rules(state));
+    out
+}
+
+/// `--protect` and `--scope`, as the guards' summary words them.
+pub fn path_rules(state: &LoopState) -> Vec<String> {
+    let rules = &state.paths;
+    let mut out = Vec::new();
+    if !rules.protect.is_empty() {
+        out.push(format!("protect {}", rules.protect.join(" ")));
+    }
+    if !rules.scope.is_empty() {
+        out.push(format!("scope {}", rules.scope.join(" ")));
+    }
+    out
 }
 
 /// The guard figures after a turn, for `ralph run`'s progress lines:

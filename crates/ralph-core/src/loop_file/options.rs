@@ -93,6 +93,12 @@ pub enum ArgumentsError {
         value: String,
         why: String,
     },
+    #[error("`--{option} {value}`: {why}; nothing was armed")]
+    BadGlob {
+        option: String,
+        value: String,
+        why: String,
+    },
     /// An option in the slash command's table that arming does not know.
     #[error("unknown option --{0}")]
     NoSuchOption(String),
@@ -116,6 +122,8 @@ pub(crate) fn example(option: &str) -> String {
         "verify" => "'cargo test'",
         "max-tokens" => "2000000",
         "session-id" => "<session id>",
+        "protect" => "'tests/**'",
+        "scope" => "'src/**'",
         _ => "10",
     };
     format!("--{option} {value}")

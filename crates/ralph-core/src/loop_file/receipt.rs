@@ -52,6 +52,25 @@ pub struct Receipt {
     pub record: String,
     /// The kept output in the history, if it could be written.
     pub output_file: Option<String>,
+    /// `--protect`/`--scope`: what held when the gate passed (older receipts have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<PathsHeld>,
+}
+
+/// `--protect` and `--scope` at the completion: the globs, the tree the
+/// work was compared with, every path changed since, and that both held
+/// (a completion is refused otherwise, so a receipt says `true`; the
+/// fields say what was checked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathsHeld {
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
+    pub armed_tree: String,
+    pub changed: Vec<String>,
+    /// No protected path differed from the tree at arming.
+    pub protect_held: bool,
+    /// Every changed path matched the scope (or none was set).
+    pub scope_held: bool,
 }
 
 /// Why a receipt could not be kept or read.
@@ -107,6 +126,7 @@ pub struct Passed<'a> {
     pub iteration: u64,
     pub record: &'a Path,
     pub now: String,
+    pub paths: Option<PathsHeld>,
 }
 
 /// The receipt of a gate that passed: HEAD and cleanliness read now, the
@@ -134,6 +154,7 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         iteration: passed.iteration,
         record: passed.record.to_string_lossy().into_owned(),
         output_file,
+        paths: passed.paths,
     }
 }
 
@@ -271,8 +292,16 @@ pub fn one_line(r: &Receipt) -> String {
     } else {
         String::new()
     };
+    let held = r.paths.as_ref().map_or(String::new(), |p| {
+        format!(
+            ", {} changed paths with --protect {} and --scope {}",
+            p.changed.len(),
+            if p.protect_held { "held" } else { "broken" },
+            if p.scope_held { "held" } else { "broken" }
+        )
+    });
     format!(
-        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}",
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}",
         line(&r.command),
         r.exit_code,
         seconds(r.duration_ms),
@@ -337,6 +366,7 @@ mod tests {
             iteration: 3,
             record: "/p/.claude/ralph/history/x.md".into(),
             output_file: None,
+            paths: None,
         }
     }
 

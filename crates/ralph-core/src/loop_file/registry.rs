@@ -764,8 +764,15 @@ mod tests {
             .filter(|f| is_bound(f))
         {
             // A value each kind of field accepts: a number, a duration, a
-            // flag, a time, or text.
-            let values = ["7", "1h", "true", "\"2026-01-01T00:00:00Z\"", "\"x\""];
+            // flag, a time, text, or a git tree id.
+            let values = [
+                "7",
+                "1h",
+                "true",
+                "\"2026-01-01T00:00:00Z\"",
+                "\"x\"",
+                "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
+            ];
             let edited = values.iter().find_map(|v| {
                 let t = if text.contains(&format!("\n{field}:")) {
                     text.replace(&format!("\n{field}: "), &format!("\n{field}: 9"))

@@ -52,6 +52,9 @@ pub struct LoopState {
     pub notify: crate::loop_file::notify::Settings,
     /// `ralph run --sandbox`: every agent process of a run runs confined.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    /// `protect`, `scope` and `armed_tree`: the paths the agent must not
+    /// change, those it may, and the tree they are compared with.
+    pub paths: PathRules,
     /// The hash of every setting the user chose, as the registry binds it
     /// (`registry::settings_hash`): taken from the fields already read.
     pub settings_hash: [u8; 32],
@@ -65,6 +68,24 @@ pub struct PrdLoop {
     /// `prd_commands:` each story's `verify` command at arming, as
     /// `ID:DIGEST` pairs (`stories::record_commands`).
     pub commands: String,
+}
+
+/// `--protect` and `--scope`, as the loop file records them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PathRules {
+    /// Globs of paths the agent must leave as they were at arming.
+    pub protect: Vec<String>,
+    /// Globs every changed path must match (none: any path).
+    pub scope: Vec<String>,
+    /// The work tree at arming, as a git tree object (`fs/tree_diff.rs`).
+    pub armed_tree: Option<String>,
+}
+
+impl PathRules {
+    /// Whether the loop compares the work tree with its arming at all.
+    pub fn any(&self) -> bool {
+        !self.protect.is_empty() || !self.scope.is_empty()
+    }
 }
 
 /// What the hook remembers between stops to run the guards.
@@ -230,6 +251,9 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     sandbox,
     sandbox_network,
     sandbox_image,
+    protect,
+    scope,
+    armed_tree,
 ));
 
 impl LoopState {
@@ -305,6 +329,7 @@ impl LoopState {
                 raw.sandbox_network.as_deref(),
                 raw.sandbox_image.as_deref(),
             )?,
+            paths: path_rules(&raw)?,
             settings_hash: crate::loop_file::binding::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }
@@ -340,6 +365,45 @@ fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
         path,
         commands: raw.prd_commands.clone().unwrap_or_default(),
     }))
+}
+
+/// The `protect`, `scope` and `armed_tree` fields; a glob that fails the
+/// arming check, or a tree that is no object id, is refused.
+fn path_rules(raw: &RawFields) -> Result<PathRules, StateError> {
+    let globs = |field: &'static str, value: &Option<String>| {
+        let list = crate::globs::list(value.as_deref().unwrap_or(""));
+        for glob in &list {
+            crate::globs::check(glob).map_err(|_| StateError::Field {
+                field,
+                value: crate::display::line(glob).into_owned(),
+                expected: "expected globs relative to the project root, separated by spaces, such as tests/** docs/*.md",
+            })?;
+        }
+        if list.len() > crate::globs::MAX_GLOBS {
+            return Err(StateError::Field {
+                field,
+                value: format!("{} globs", list.len()),
+                expected: "expected at most 64 globs",
+            });
+        }
+        Ok(list)
+    };
+    let armed_tree = non_empty(raw.armed_tree.clone());
+    if let Some(tree) = armed_tree
+        .as_deref()
+        .filter(|t| !crate::fs::tree_diff::is_object_id(t))
+    {
+        return Err(StateError::Field {
+            field: "armed_tree",
+            value: crate::display::line(tree).into_owned(),
+            expected: "expected a git tree id (40 or 64 hex digits), as ralph start records it",
+        });
+    }
+    Ok(PathRules {
+        protect: globs("protect", &raw.protect)?,
+        scope: globs("scope", &raw.scope)?,
+        armed_tree,
+    })
 }
 
 /// Finds the value of `session_id:` by a plain line scan, for files whose

@@ -28,6 +28,10 @@ pub struct Story {
     pub blocked: Option<String>,
     /// What the agent noted while finishing it (`"concerns"`), shown at the end.
     pub concerns: Vec<String>,
+    /// `"protect"` and `"scope"`: globs, as `--protect` and `--scope`; a loop
+    /// armed with `--prd` records them with its own at arming (only those count).
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
 }
 
 impl Story {
@@ -209,7 +213,29 @@ fn story(file: &str, index: usize, id: &str, s: &Value) -> Result<Story, PrdErro
             .collect(),
         Some(_) => return Err(bad("concerns", "a string or a list of strings")),
     };
+    let globs = |field: &'static str| -> Result<Vec<String>, PrdError> {
+        let list: Vec<String> = match s.get(field) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|g| g.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad(field, "a list of globs such as [\"tests/**\"]"))?,
+            Some(_) => return Err(bad(field, "a list of globs such as [\"tests/**\"]")),
+        };
+        if list.len() > crate::globs::MAX_GLOBS
+            || list.iter().any(|g| crate::globs::check(g).is_err())
+        {
+            return Err(bad(
+                field,
+                "at most 64 globs relative to the project root (no spaces, no `..`)",
+            ));
+        }
+        Ok(list)
+    };
     Ok(Story {
+        protect: globs("protect")?,
+        scope: globs("scope")?,
         id: id.to_owned(),
         title: text("title"),
         description: text("description"),

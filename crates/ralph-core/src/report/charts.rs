@@ -324,6 +324,7 @@ mod tests {
     #[test]
     fn one_bar_per_iteration_even_when_tokens_are_unknown() {
         let view = LoopView {
+            paths: Vec::new(),
             iterations: (1..=4)
                 .map(|i| IterationRow {
                     iteration: i,

@@ -66,6 +66,9 @@ fn loop_section(view: &LoopView) -> String {
             esc(&view.task)
         );
     }
+    for rule in &view.paths {
+        let _ = write!(out, "<p class=\"task\">{}</p>", esc(rule));
+    }
     out.push_str(&facts(view));
     if let Some(e) = &view.error {
         let _ = write!(out, "<p class=\"error\">error: {}</p>", esc(e));
@@ -272,6 +275,7 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
         );
         let view = LoopView {
+            paths: Vec::new(),
             name: "n\"><img src=x onerror=alert(1)>".into(),
             task: "<script>alert(1)</script>".into(),
             why: Some("</p><iframe src=http://x>".into()),

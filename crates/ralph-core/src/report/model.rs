@@ -35,6 +35,8 @@ pub struct LoopView {
     /// The sentence that says why it ended (the end entry's `why`).
     pub why: Option<String>,
     pub task: String,
+    /// `--protect` and `--scope`, worded as `ralph status` words them.
+    pub paths: Vec<String>,
     pub iteration: Option<u64>,
     pub max_iterations: Option<u64>,
     pub started_at: Option<String>,
@@ -170,6 +172,12 @@ pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
         outcome: report.outcome.clone(),
         why,
         task: report.task.clone().unwrap_or_default(),
+        paths: report
+            .guards
+            .iter()
+            .filter(|g| g.starts_with("protect ") || g.starts_with("scope "))
+            .cloned()
+            .collect(),
         iteration: report.iteration,
         max_iterations: report.max_iterations,
         started_at: report.started_at.clone(),

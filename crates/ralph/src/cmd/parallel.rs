@@ -119,6 +119,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         // checks the approval once (`driver::Request`), and each child is given its
         // story's approved command itself, as its `--verify` gate.
         approve_commands: _,
+        protect,
+        scope,
     } = arm;
     ChildFlags {
         agent: agent.clone(),
@@ -131,6 +133,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         notify_url: notify_url.clone(),
         wait_for_reset: *wait_for_reset,
         sandbox: args.confinement(),
+        protect: protect.clone(),
+        scope: scope.clone(),
     }
 }
 

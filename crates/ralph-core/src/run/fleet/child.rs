@@ -24,6 +24,9 @@ pub struct ChildFlags {
     /// `--sandbox` and its settings: each story's agent runs confined to
     /// its own worktree.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    /// `--protect`, `--scope`: each glob given again to every story's loop.
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
 }
 
 impl ChildFlags {
@@ -74,6 +77,12 @@ impl ChildFlags {
                 out.extend(["--sandbox-image".to_owned(), image.clone()]);
             }
         }
+        for glob in &self.protect {
+            out.extend(["--protect".to_owned(), glob.clone()]);
+        }
+        for glob in &self.scope {
+            out.extend(["--scope".to_owned(), glob.clone()]);
+        }
         out
     }
 }
@@ -85,6 +94,8 @@ mod tests {
     #[test]
     fn a_child_gets_every_setting_given_in_the_order_it_always_had() {
         let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
             agent: "claude".into(),
             permission_mode: Some("acceptEdits".into()),
             max_iterations: Some(7),
@@ -130,6 +141,8 @@ mod tests {
     #[test]
     fn a_child_gets_only_the_agent_and_the_promise_when_nothing_else_was_given() {
         let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
             agent: "true".into(),
             ..ChildFlags::default()
         };

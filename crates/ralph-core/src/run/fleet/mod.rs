@@ -70,6 +70,8 @@ pub fn tasks(texts: &[String]) -> Vec<Story> {
             criteria: Vec::new(),
             passes: false,
             priority: None,
+            protect: Vec::new(),
+            scope: Vec::new(),
             verify: None,
             blocked: None,
             concerns: Vec::new(),
