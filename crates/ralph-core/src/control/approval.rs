@@ -252,6 +252,8 @@ mod tests {
             verify: verify.map(Into::into),
             blocked: None,
             concerns: Vec::new(),
+            protect: Vec::new(),
+            scope: Vec::new(),
         }
     }
 

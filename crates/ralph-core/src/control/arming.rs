@@ -234,6 +234,8 @@ pub fn unapproved(
     let prd = commands::read_prd(project, path)?;
     let list = StoryCommands::of(&prd.path, &prd.stories);
     Ok((!list.approved_by(options.approve_commands.as_deref())).then_some(list))
+}
+
 /// Whether a budget ends the loop: `--max-tokens`, `--max-cost` or
 /// `--max-duration`, set and not zero. (`--verify` only checks a promise and
 /// `--max-window` pauses: neither ends a loop that has no other end.)

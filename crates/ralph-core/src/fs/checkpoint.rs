@@ -78,23 +78,23 @@ pub fn snapshot(root: &Path, message: &str) -> Result<Snapshot, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
     let index = private_index(root)?;
-    let with_index = |args: &[&str]| {
-        let mut command = crate::fs::git_runner::command(root, &overrides);
+    let with_index = |args: &[&str]| -> Result<Command, FsError> {
+        let mut command = git_command(root, &overrides)?;
         command.env("GIT_INDEX_FILE", index.path()).args(args);
-        command
+        Ok(command)
     };
-    let mut add = with_index(&["add", "--all", "--ignore-errors"]);
+    let mut add = with_index(&["add", "--all", "--ignore-errors"])?;
     add.args(OUTSIDE_CLAUDE);
     // `--ignore-errors` exits 1 when an unreadable file was skipped: the
     // rest is staged, which is the best record there is.
     run(add, deadline, &[0, 1], "stage the work tree")?;
     let tree = one_line(run(
-        with_index(&["write-tree"]),
+        with_index(&["write-tree"])?,
         deadline,
         &[0],
         "write the tree",
     )?);
-    let mut commit = crate::fs::git_runner::command(root, &overrides);
+    let mut commit = git_command(root, &overrides)?;
     commit.args(["commit-tree", &tree, "-m", message]);
     for (key, value) in [
         ("GIT_AUTHOR_NAME", "ralph"),
@@ -115,10 +115,10 @@ pub fn snapshot(root: &Path, message: &str) -> Result<Snapshot, FsError> {
 /// Points `reference` (from [`ref_name`]) at `commit`, writing no reflog.
 pub fn store(root: &Path, reference: &str, commit: &str) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
-    let mut command = crate::fs::git_runner::command(
+    let mut command = git_command(
         root,
         &[("core.logAllRefUpdates".to_owned(), "false".to_owned())],
-    );
+    )?;
     command.args(["update-ref", "--no-deref", reference, commit]);
     run(command, deadline, &[0], "store the checkpoint").map(|_| ())
 }
@@ -128,7 +128,7 @@ pub fn resolve(root: &Path, reference: &str) -> Option<String> {
     if !reference.starts_with(NAMESPACE) {
         return None;
     }
-    let mut command = crate::fs::git_runner::command(root, &[]);
+    let mut command = git_command(root, &[]).ok()?;
     command.args([
         "rev-parse",
         "--verify",
@@ -153,7 +153,9 @@ pub fn list(root: &Path, prefix: &str) -> Vec<(String, String)> {
     if !prefix.starts_with(NAMESPACE) {
         return Vec::new();
     }
-    let mut command = crate::fs::git_runner::command(root, &[]);
+    let Ok(mut command) = git_command(root, &[]) else {
+        return Vec::new();
+    };
     command.args([
         "for-each-ref",
         "--format=%(refname) %(objectname)",
@@ -186,10 +188,10 @@ pub fn remove(root: &Path, references: &[String]) -> Result<(), FsError> {
     input
         .seek(SeekFrom::Start(0))
         .map_err(io("read a temp file for", root))?;
-    let mut command = crate::fs::git_runner::command(
+    let mut command = git_command(
         root,
         &[("core.logAllRefUpdates".to_owned(), "false".to_owned())],
-    );
+    )?;
     command
         .args(["update-ref", "--no-deref", "--stdin"])
         .stdin(Stdio::from(input));
@@ -211,7 +213,7 @@ pub fn remove(root: &Path, references: &[String]) -> Result<(), FsError> {
 pub fn restore(root: &Path, current: &Snapshot, target: &str) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
-    let mut added = crate::fs::git_runner::command(root, &overrides);
+    let mut added = git_command(root, &overrides)?;
     added.args([
         "diff-tree",
         "-r",
@@ -240,7 +242,7 @@ pub fn restore(root: &Path, current: &Snapshot, target: &str) -> Result<(), FsEr
             ),
         ));
     }
-    let mut command = crate::fs::git_runner::command(root, &overrides);
+    let mut command = git_command(root, &overrides)?;
     command
         .env("GIT_INDEX_FILE", current.index.path())
         .args(["restore", "--worktree", "--no-overlay", "--source", target])
@@ -300,6 +302,11 @@ fn run(
             "git failed or did not answer in time (is this a git repository?)",
         )
     })
+}
+
+/// git for `root`, hardened ([`crate::fs::git_runner::command`]).
+fn git_command(root: &Path, overrides: &[(String, String)]) -> Result<Command, FsError> {
+    crate::fs::git_runner::command(root, overrides).map_err(|e| git_error("start git", e.to_string()))
 }
 
 fn one_line(out: Vec<u8>) -> String {

@@ -156,7 +156,9 @@ impl<'a> Scratch<'a> {
         if paths.is_empty() {
             return true;
         }
-        let mut clear = self.git();
+        let Some(mut clear) = self.git() else {
+            return false;
+        };
         clear.args(["update-index", option, "-z", "--stdin"]);
         let list: Vec<u8> = paths
             .iter()
@@ -221,21 +223,21 @@ impl<'a> Scratch<'a> {
     }
 
     /// git with the scratch index.
-    fn git(&self) -> Command {
-        let mut command = git_runner::command(self.root, &self.overrides);
+    fn git(&self) -> Option<Command> {
+        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
         command.env("GIT_INDEX_FILE", &self.index);
-        command
+        Some(command)
     }
 
     fn run(&self, args: &[&str]) -> Option<Vec<u8>> {
-        let mut command = self.git();
+        let mut command = self.git()?;
         command.args(args);
         git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
     }
 
     /// git without the scratch index (it reads nothing of an index).
     fn plain(&self, args: &[&str]) -> Option<Vec<u8>> {
-        let mut command = git_runner::command(self.root, &self.overrides);
+        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
         command.args(args);
         git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
     }
