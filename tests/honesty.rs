@@ -651,3 +651,31 @@ fn the_receipt_records_the_changed_paths_and_that_both_held() {
         "{receipt}"
     );
 }
+
+/// `--protect` needs a git repository to record the tree: outside one,
+/// nothing is armed and the message says why; a bad glob is refused.
+#[test]
+fn protect_outside_git_or_with_a_bad_glob_arms_nothing() {
+    let p = Project::new();
+    let out = p
+        .command(&["start", "--protect", "tests/**", "task"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("not in a git work tree"),
+        "{}",
+        text(&out)
+    );
+    assert!(!p.exists(".claude/ralph-loop.local.md"));
+    let out = p
+        .command(&["start", "--scope", "../elsewhere/**", "task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("relative to the project root"),
+        "{}",
+        text(&out)
+    );
+}
