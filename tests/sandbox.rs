@@ -228,6 +228,11 @@ fn a_sandboxed_loop_stays_sandboxed_when_resumed_and_the_setting_is_bound() {
     s.project.write(LOOP, &file);
     let out = s.run(&["run", "--agent", &agent]);
     assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("ralph adopt"),
+        "refused as not armed here: {}",
+        text(&out)
+    );
     assert_eq!(
         s.project.read("calls.txt"),
         "bwrap\nbwrap\n",
