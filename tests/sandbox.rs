@@ -228,6 +228,11 @@ fn a_sandboxed_loop_stays_sandboxed_when_resumed_and_the_setting_is_bound() {
     s.project.write(LOOP, &file);
     let out = s.run(&["run", "--agent", &agent]);
     assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("ralph adopt"),
+        "refused as not armed here: {}",
+        text(&out)
+    );
     assert_eq!(
         s.project.read("calls.txt"),
         "bwrap\nbwrap\n",
@@ -576,4 +581,48 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
             }
         })
         .collect()
+}
+
+/// `--sandbox-network none`: the agent cannot reach a port on the host's loopback, which the
+/// same agent reaches with the network open.
+#[test]
+fn sandbox_network_none_cuts_the_agent_off() {
+    if !bwrap_or_skip("sandbox: network none") {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let reach = |network: &str| {
+        let s = Setup::new();
+        let tools = s.tools.path().join("net.sh");
+        std::fs::write(
+            &tools,
+            "#!/bin/sh\ncat > /dev/null\n\
+             if bash -c \"echo hi > /dev/tcp/127.0.0.1/$PROBE_PORT\" 2>/dev/null; then echo reached > net.txt; else echo cut > net.txt; fi\n\
+             echo '<promise>DONE</promise>'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&tools, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let agent = tools.display().to_string();
+        let out = s.project.ralph_with(
+            &[
+                "run",
+                "--sandbox",
+                "--sandbox-network",
+                network,
+                "--agent",
+                &agent,
+                "--completion-promise",
+                "DONE",
+                "Probe",
+            ],
+            b"",
+            &[("PROBE_PORT", &port)],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        s.project.read("net.txt")
+    };
+    assert_eq!(reach("open"), "reached\n");
+    assert_eq!(reach("none"), "cut\n");
 }

@@ -27,10 +27,16 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
         }
     }
     out.words(&["--proc", "/proc", "--dev", "/dev"]);
-    for temp in &reach.temp {
+    // `/tmp` before HOME (a HOME under `/tmp` is mounted inside it), HOME
+    // before `$TMPDIR` (a `$TMPDIR` under HOME is mounted inside that).
+    let (tmp, other_temps) = reach.temp.split_at(reach.temp.len().min(1));
+    for temp in tmp {
         out.one("--tmpfs", temp);
     }
     out.one("--tmpfs", &reach.home);
+    for temp in other_temps {
+        out.one("--tmpfs", temp);
+    }
     for path in &reach.read_only {
         out.two("--ro-bind", path, path);
     }
@@ -103,7 +109,7 @@ mod tests {
             writable: vec![p("/home/u/.claude")],
             kept: vec![p("/home/u/proj/.git/hooks")],
             hidden: vec![],
-            temp: vec![p("/tmp")],
+            temp: vec![p("/tmp"), p("/home/u/tmp")],
         };
         let line: Vec<String> = args(&reach, Network::None, "my-agent --x")
             .iter()
@@ -113,7 +119,7 @@ mod tests {
             line.join(" "),
             "--unshare-all --die-with-parent --new-session \
              --ro-bind /usr /usr --symlink usr/bin /bin --proc /proc --dev /dev \
-             --tmpfs /tmp --tmpfs /home/u --ro-bind /home/u/.cargo /home/u/.cargo \
+             --tmpfs /tmp --tmpfs /home/u --tmpfs /home/u/tmp --ro-bind /home/u/.cargo /home/u/.cargo \
              --bind /home/u/.claude /home/u/.claude --bind /home/u/proj /home/u/proj \
              --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks \
              --setenv IS_SANDBOX 1 --setenv RALPH_SANDBOX bwrap --chdir /home/u/proj \
