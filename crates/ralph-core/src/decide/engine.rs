@@ -55,8 +55,8 @@ pub enum Step {
         next: u64,
         reason: String,
         status: String,
-        /// The promise was given but the verification command failed.
-        promise_refused: bool,
+        /// What refused the promise (or a story's passes) at this stop, if anything.
+        refused: messages::Refused,
         /// The guard figures after this turn.
         progress: Progress,
     },
@@ -612,7 +612,13 @@ fn go_on(
         status,
         // The gate refused the promise, or `--protect`/`--scope` did (a refusal
         // counted without a gate run).
-        promise_refused: refused.is_some() || paths_refused,
+        refused: if refused.is_some() {
+            messages::Refused::ByVerify
+        } else if paths_refused {
+            messages::Refused::ByPaths
+        } else {
+            messages::Refused::Not
+        },
         progress,
     };
     Ok((step, log, fields))

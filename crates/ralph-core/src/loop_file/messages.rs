@@ -286,13 +286,24 @@ pub fn verify_refused_status(state: &LoopState, status: &str) -> String {
     format!("{what}--verify failed ({})", escape_controls(status))
 }
 
-/// [`went_on`], or what `--verify` refused when it failed at this stop.
-pub fn went_on_after(state: &LoopState, verify_refused: bool) -> &'static str {
-    match (verify_refused, &state.prd, &state.completion_promise) {
-        (false, ..) => went_on(state),
-        (true, Some(_), _) => "story refused by --verify",
-        (true, None, Some(_)) => "promise refused by --verify",
-        (true, None, None) => "--verify failed",
+/// What refused a claim of done at a stop, if anything: the `--verify` gate, or
+/// `--protect`/`--scope` (before any gate ran).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Not,
+    ByVerify,
+    ByPaths,
+}
+
+/// [`went_on`], or what refused the claim of done at this stop.
+pub fn went_on_after(state: &LoopState, refused: Refused) -> &'static str {
+    match (refused, &state.prd, &state.completion_promise) {
+        (Refused::Not, ..) => went_on(state),
+        (Refused::ByVerify, Some(_), _) => "story refused by --verify",
+        (Refused::ByVerify, None, Some(_)) => "promise refused by --verify",
+        (Refused::ByVerify, None, None) => "--verify failed",
+        (Refused::ByPaths, Some(_), _) => "story refused by --protect/--scope",
+        (Refused::ByPaths, None, _) => "promise refused by --protect/--scope",
     }
 }
 

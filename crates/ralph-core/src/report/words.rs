@@ -169,7 +169,11 @@ fn notices(state: &LoopState) -> Vec<(String, String)> {
         ("decision log, went on", messages::went_on(state).to_owned()),
         (
             "refused by --verify",
-            messages::went_on_after(state, true).to_owned(),
+            messages::went_on_after(state, messages::Refused::ByVerify).to_owned(),
+        ),
+        (
+            "refused by --protect",
+            messages::went_on_after(state, messages::Refused::ByPaths).to_owned(),
         ),
         (
             "status line, --verify failed",

@@ -499,7 +499,7 @@ impl Driver {
             Step::Continued {
                 next,
                 reason,
-                promise_refused,
+                refused,
                 progress,
                 ..
             } => {
@@ -509,9 +509,9 @@ impl Driver {
                 Event::Iterated(Box::new(Iteration {
                     label,
                     next,
-                    promise_refused,
+                    promise_refused: refused != messages::Refused::Not,
                     figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
-                    went_on: messages::went_on_after(state, promise_refused),
+                    went_on: messages::went_on_after(state, refused),
                     reply,
                 }))
             }
