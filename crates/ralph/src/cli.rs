@@ -423,6 +423,8 @@ impl Args for GuardFlags {
     }
 }
 
+// Each switch of `ralph run` is its own clap flag, read where it is used.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop

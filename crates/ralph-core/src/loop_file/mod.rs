@@ -9,8 +9,8 @@
 //! one error of reading, rewriting and adopting a loop file.
 
 pub mod binding;
-pub mod confinement;
 pub mod checkpoints;
+pub mod confinement;
 pub mod environment;
 pub mod error;
 pub mod fields;

@@ -78,10 +78,13 @@ fn opened_words(path: &std::path::Path, opened: Opened) -> String {
 /// output goes nowhere; one still running is left to a thread that reaps it.
 fn open(path: &std::path::Path) -> Opened {
     let (opener, found) = if cfg!(windows) {
-        ("cmd /C start", program("cmd").map(|mut c| {
-            c.args(["/C", "start", ""]);
-            c
-        }))
+        (
+            "cmd /C start",
+            program("cmd").map(|mut c| {
+                c.args(["/C", "start", ""]);
+                c
+            }),
+        )
     } else if cfg!(target_os = "macos") {
         ("open", program("open"))
     } else {
@@ -89,9 +92,9 @@ fn open(path: &std::path::Path) -> Opened {
     };
     let spawned = found.and_then(|mut command| {
         command
-        .arg(path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
     });

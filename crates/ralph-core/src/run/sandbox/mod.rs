@@ -63,7 +63,6 @@ pub struct Sandbox {
     pub confinement: Confinement,
 }
 
-
 /// The tool for `confinement` on this system, or what to install.
 pub fn choose_tool(confinement: &Confinement) -> Result<Tool, SandboxError> {
     if let Some(image) = &confinement.image {
