@@ -25,7 +25,8 @@ trap 'rm -rf "$work"' EXIT
 event=$work/event.json
 printf '{"session_id":"bench","cwd":"%s","last_assistant_message":"working"}' "$repo" >"$event"
 
-# One armed loop per binary, its own per-user state; no stuck breaker (the reply is the same).
+# One armed loop per binary, its own per-user state; no stuck breaker (the reply is the same) and
+# no block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0), so every timed stop is a counted iteration.
 arm() {
   local bin=$1 state=$2
   rm -rf "$repo/.claude"
@@ -35,9 +36,9 @@ arm() {
 }
 stop_cmd() {
   local bin=$1 state=$2
-  echo "cd '$repo' && XDG_STATE_HOME='$state' HOME='$work' '$bin' hook stop <'$event' >/dev/null"
+  echo "cd '$repo' && CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 XDG_STATE_HOME='$state' HOME='$work' '$bin' hook stop <'$event' | grep -q block"
 }
-edit="echo \$RANDOM >> '$repo/d000/f000000.txt'"
+edit="date +%s%N >> '$repo/d000/f000000.txt'"
 
 arm "$old" "$work/state-old"
 hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" \
@@ -61,4 +62,4 @@ echo "|---|---|---|---|"
 row "without checkpoint" "$work/old.json"
 row "with checkpoint" "$work/new.json"
 echo
-echo "($kept checkpoints were kept by the timed and warm-up stops.)"
+echo "($kept checkpoints were kept by the $((runs + 3)) timed and warm-up stops with checkpoints; each stop was checked to block, i.e. to count an iteration.)"

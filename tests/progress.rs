@@ -129,7 +129,10 @@ impl Repo {
         }
     }
 
-    /// One Stop; the parsed answer (Null when silent) and whether it ran git.
+    /// One Stop; the parsed answer (Null when silent) and whether it read the
+    /// working tree for the no-progress signal (`git status`). The checkpoint
+    /// every counted stop keeps (`git add` into a private index, issue 41)
+    /// is not that signal and is measured on its own (docs/performance.md).
     fn stop(&self, reply: &str) -> (Value, bool) {
         let _ = std::fs::remove_file(self.outside.path().join("git-calls"));
         let event = json!({"session_id": "s1", "cwd": self.root(), "transcript_path": self.transcript(), "last_assistant_message": reply});
@@ -141,7 +144,10 @@ impl Repo {
         } else {
             serde_json::from_str(json).expect("valid JSON")
         };
-        (answer, self.outside.path().join("git-calls").exists())
+        let calls =
+            std::fs::read_to_string(self.outside.path().join("git-calls")).unwrap_or_default();
+        let read_status = calls.lines().any(|l| l.split(' ').any(|w| w == "status"));
+        (answer, read_status)
     }
 
     fn blocks(&self, reply: &str) -> bool {
