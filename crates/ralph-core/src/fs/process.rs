@@ -233,21 +233,7 @@ pub fn wait_while_then_end_group(
     timeout: std::time::Duration,
     still_wanted: impl Fn() -> bool,
 ) -> Option<std::process::ExitStatus> {
-    use std::time::{Duration, Instant};
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    let exited = loop {
-        match leader_exited(group) {
-            Ok(true) => break true,
-            Ok(false) if started.elapsed() >= timeout || !still_wanted() => break false,
-            Ok(false) => {
-                // Short first pauses: a quick command costs a quick stop.
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(20));
-            }
-            Err(_) => break false,
-        }
-    };
+    let exited = leader_exit_within(group, timeout, &still_wanted);
     // A system call, not a `kill` binary: works whatever PATH holds. If the
     // group cannot be signalled, `stop_group` kills the leader itself; either
     // way the wait below cannot outlive it.
@@ -256,23 +242,70 @@ pub fn wait_while_then_end_group(
     if exited { status } else { None }
 }
 
-/// Whether the group's leader has exited, leaving it waitable (Unix).
+/// Whether the group's leader exits within `timeout` (and while
+/// `still_wanted`, asked every 50 ms), leaving it waitable (Unix): a
+/// thread blocks in `waitid` with `WNOWAIT`, so a quick command is seen
+/// the moment it exits, without polling.
 #[cfg(all(unix, not(target_os = "openbsd")))]
-fn leader_exited(group: &GroupChild) -> std::io::Result<bool> {
+fn leader_exit_within(
+    group: &GroupChild,
+    timeout: std::time::Duration,
+    still_wanted: &impl Fn() -> bool,
+) -> bool {
+    use rustix::io::Errno;
     use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
-    let pid = i32::try_from(group.child.id())
-        .ok()
-        .and_then(Pid::from_raw)
-        .ok_or_else(|| std::io::Error::other("not a child's pid"))?;
-    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-    Ok(waitid(WaitId::Pid(pid), options)?.is_some())
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::{Duration, Instant};
+    let Some(pid) = i32::try_from(group.child.id()).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let (tell, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+        let seen = loop {
+            match waitid(WaitId::Pid(pid), options) {
+                Err(Errno::INTR) => {}
+                other => break other.is_ok(),
+            }
+        };
+        let _ = tell.send(seen);
+    });
+    let started = Instant::now();
+    loop {
+        let left = timeout.saturating_sub(started.elapsed());
+        match exited.recv_timeout(left.min(Duration::from_millis(50))) {
+            Ok(seen) => return seen,
+            Err(RecvTimeoutError::Disconnected) => return false,
+            Err(RecvTimeoutError::Timeout) if left.is_zero() || !still_wanted() => return false,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
-/// Whether the group's leader has exited (reaped at once where `waitid`
-/// cannot leave it waitable; the job object still holds the group).
+/// Whether the group's leader exits within `timeout` (and while
+/// `still_wanted`), reaped at once where `waitid` cannot leave it
+/// waitable (the job object still holds the group).
 #[cfg(not(all(unix, not(target_os = "openbsd"))))]
-fn leader_exited(group: &mut GroupChild) -> std::io::Result<bool> {
-    Ok(group.child.try_wait()?.is_some())
+fn leader_exit_within(
+    group: &mut GroupChild,
+    timeout: std::time::Duration,
+    still_wanted: &impl Fn() -> bool,
+) -> bool {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match group.child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) if started.elapsed() >= timeout || !still_wanted() => return false,
+            Ok(None) => {
+                // Short first pauses: a quick command costs a quick stop.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(_) => return false,
+        }
+    }
 }
 
 /// A command that starts this very program again (the gate's box, a
@@ -316,23 +349,24 @@ pub fn end_all_children(deadline: std::time::Instant) -> bool {
     use rustix::process::{Pid, Signal, WaitOptions, kill_process, wait};
     let me = rustix::process::getpid().as_raw_nonzero().get();
     loop {
-        for pid in children_of(me) {
-            if let Some(pid) = Pid::from_raw(pid) {
-                let _ = kill_process(pid, Signal::KILL);
-            }
-        }
+        // Reaped first: with no child at all (ECHILD, the usual case) there
+        // is nothing to look for in /proc.
         loop {
             match wait(WaitOptions::NOHANG) {
                 Ok(Some(_)) => {}
                 Ok(None) => break,
-                // No child at all (ECHILD): everything is gone.
                 Err(_) => return true,
             }
         }
         if std::time::Instant::now() >= deadline {
             return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        for pid in children_of(me) {
+            if let Some(pid) = Pid::from_raw(pid) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
