@@ -308,6 +308,14 @@ fn leader_exit_within(
     }
 }
 
+/// A command for a program [`find_program`] already found (an absolute
+/// path), with the same cut PATH as [`program`] gives.
+pub fn found_program(path: &Path) -> Command {
+    let mut command = Command::new(path);
+    confine_path(&mut command);
+    command
+}
+
 /// A command that starts this very program again (the gate's box, a
 /// fleet's runs): on Linux through `/proc/self/exe`, which names the
 /// running binary even when its file was replaced or removed since.

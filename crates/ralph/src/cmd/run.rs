@@ -28,7 +28,9 @@ pub fn run(args: RunArgs) -> CmdResult {
     let agent =
         ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
-    let sandboxed = std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1")
+    // `--sandbox` runs the agent with IS_SANDBOX=1 in a real sandbox (ralph_core::run::sandbox).
+    let sandboxed = args.sandbox
+        || std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1")
         || std::env::var_os("CLAUDE_CODE_BUBBLEWRAP").is_some();
     if let Some(refusal) = screen::root_refusal(
         &agent,

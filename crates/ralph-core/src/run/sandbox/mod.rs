@@ -174,7 +174,7 @@ impl Sandbox {
                 ),
             ),
         };
-        let mut cmd = Command::new(program);
+        let mut cmd = crate::fs::process::found_program(program);
         cmd.args(args);
         if matches!(self.tool, Tool::SandboxExec(_)) {
             cmd.env("IS_SANDBOX", "1")
