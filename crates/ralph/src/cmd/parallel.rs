@@ -29,8 +29,7 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         only: &args.fanout.story,
         child_args: child_flags(&args).args(&promise),
         promise,
-        verify: args.arm.guards.0.get("verify"),
-        verify_timeout: args.arm.guards.0.get("verify-timeout"),
+        guards: fleet_guards(&args)?,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -52,6 +51,15 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         say!("{line}");
     }
     crate::exit::run_exit(exit)
+}
+
+/// The guards the fleet's own gate runs with, read once from the command
+/// line as a loop file's are (the 14-minute cap on `--verify-timeout`
+/// included).
+fn fleet_guards(
+    args: &RunArgs,
+) -> Result<ralph_core::loop_file::guards::Guards, crate::exit::Failure> {
+    Ok(args.arm.guards.0.guards()?)
 }
 
 /// What every child `ralph run` is given again. Every flag is named, so a
@@ -129,6 +137,15 @@ mod tests {
             Command::Run(args) => *args,
             _ => unreachable!("a run"),
         }
+    }
+
+    #[test]
+    fn the_fleets_own_gate_has_the_time_limit_every_loop_has() {
+        let guards = fleet_guards(&run_args(&["--verify", "make test"])).unwrap();
+        assert_eq!(guards.verify.as_deref(), Some("make test"));
+        assert_eq!(guards.verify_timeout_secs, 300);
+        let long = fleet_guards(&run_args(&["--verify", "t", "--verify-timeout", "20m"])).unwrap();
+        assert_eq!(long.verify_timeout_secs, 14 * 60, "held at the cap");
     }
 
     #[test]
