@@ -469,3 +469,86 @@ fn loop_names(root: &std::path::Path) -> Vec<String> {
     .map(|f| f.name)
     .collect()
 }
+
+/// One looping stop touches each of its files once: `.claude/` is listed
+/// once, and the loop file, its arming record and its decision log are each
+/// opened once (the lock-free first look is confirmed under the lock by
+/// stamps, not read again). Counted by strace on the real binary.
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(no_strace, ignore = "strace not installed: apt-get install strace")]
+fn one_looping_stop_lists_claude_once_and_opens_each_file_once() {
+    let Some(strace) = strace() else { return };
+    let dir = project();
+    let root = dir.path();
+    arm(root);
+    // A first stop claims the loop; the second is the plain looping one.
+    let mut first = hook(root).spawn().expect("spawn ralph hook stop");
+    first
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "first turn"))
+        .expect("write the event");
+    assert!(first.wait_with_output().expect("wait").status.success());
+
+    let trace = root.join("stop.strace");
+    let hook_cmd = hook(root);
+    let mut traced = Command::new(strace);
+    traced
+        .args(["-f", "-qq", "-e", "trace=openat,getdents64", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(hook_cmd.get_program())
+        .args(hook_cmd.get_args())
+        .current_dir(root)
+        .envs(
+            hook_cmd
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = traced.spawn().expect("spawn strace ralph hook stop");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "second turn"))
+        .expect("write the event");
+    let out = child.wait_with_output().expect("wait for strace");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a JSON answer ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(answer["decision"], "block", "the stop loops");
+
+    let calls = std::fs::read_to_string(&trace).expect("read the trace");
+    let opened = |needle: &str| -> usize {
+        calls
+            .lines()
+            .filter(|l| l.contains("openat(") && !l.contains("ENOENT"))
+            .filter(|l| l.contains(needle))
+            .count()
+    };
+    let claude = format!("\"{}\"", root.join(".claude").display());
+    let loop_file = format!("\"{}\"", root.join(LOOP).display());
+    let log = format!(
+        "\"{}\"",
+        root.join(".claude/ralph/logs/ralph.jsonl").display()
+    );
+    let record = format!("{}/ralph/loops/", home(root).join(".local/state").display());
+    let counts = [
+        ("listings of .claude/", opened(&claude)),
+        ("opens of the loop file", opened(&loop_file)),
+        ("opens of its arming record", opened(&record)),
+        ("opens of its log", opened(&log)),
+    ];
+    for (what, count) in counts {
+        assert_eq!(count, 1, "{what}: {count}, not 1\n{calls}");
+    }
+}

@@ -71,12 +71,21 @@ pub fn json(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether `c` could steer a terminal or reorder what is shown. A tab is
-/// escaped too: it is harmless on its own but hides how text is spaced.
+/// Whether `c` could steer a terminal, reorder what is shown or hide a
+/// word: C0, DEL and C1 controls, the bidirectional marks, embeddings,
+/// overrides and isolates, the zero-width characters, the line and
+/// paragraph separators, and the byte-order mark. A tab is escaped too: it
+/// is harmless on its own but hides how text is spaced.
 fn needs_escape(c: char) -> bool {
-    c.is_control() // C0, DEL and C1
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        )
 }
 
 #[cfg(test)]

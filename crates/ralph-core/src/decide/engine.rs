@@ -15,7 +15,7 @@ use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
 use crate::loop_file::messages;
 use crate::loop_file::registry::Registry;
 use crate::loop_file::state::{LoopState, Progress};
-use crate::loop_file::store::{self, Project, ProjectLock};
+use crate::loop_file::store::{self, DecisionLog, Project, ProjectLock};
 use crate::loop_file::{checkpoints, handover};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
@@ -29,6 +29,10 @@ pub struct Turn {
     pub driver: String,
     /// An owner to write into the file with this turn (a claim).
     pub claim: Option<String>,
+    /// The loop's decision log, when the driver opened it already (the hook
+    /// does, to tell an unwritable log before the turn); else it is opened
+    /// when the entry is written.
+    pub log: Option<DecisionLog>,
 }
 
 // One value per turn, returned once: boxing the progress would cost an
@@ -72,95 +76,216 @@ pub fn step(
     now: Timestamp,
     lock: ProjectLock,
 ) -> Result<Step, LoopFileError> {
-    let state = &live.state;
-    let mut seen = turn.seen;
+    let Turn {
+        mut seen,
+        transcript,
+        driver,
+        claim,
+        log,
+    } = turn;
     // A count past what a file can hold is held at the cap (the budget
     // check and the record agree, and the record always writes back).
     seen.tokens_used = seen
         .tokens_used
         .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
-    // Dropped while a gate runs and taken again after: every write below
-    // borrows the guard taken last.
-    let mut lock = lock;
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
-    if state.active && state.paths.any() {
-        seen.changed_paths = changed_paths(&project.root, &state.paths);
+    if live.state.active && live.state.paths.any() {
+        seen.changed_paths = changed_paths(&project.root, &live.state.paths);
     }
-    // A paused loop passes without reading anything.
-    if let Some(prd) = state.prd.as_ref().filter(|_| state.active) {
-        let stories = crate::decide::prd_turn::read(&project.root, prd)?;
-        let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
-        let mut found = crate::loop_file::stories::PrdSeen {
-            file: prd.path.clone(),
-            stories: stories.clone(),
-            refused: Vec::new(),
-        };
-        let paths_refusal = crate::decide::prd_turn::paths_refusal(
-            decide::path_violations(state, &seen.changed_paths),
-            &turned,
-        );
-        if let Some(refused) = paths_refusal {
-            // `--protect`/`--scope` refuse the stories before any check runs.
-            found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
-            found.refused = refused;
-        } else if !turned.is_empty() {
-            // The checks may run for minutes, as the --verify gate does.
-            drop(lock);
-            let (refused, gate) = crate::decide::prd_turn::run_checks(
+    let (lock, seen) = match prd_stories(project, live, seen, lock)? {
+        Relocked::Same(lock, seen) => (lock, seen),
+        Relocked::Changed(step) => return Ok(step),
+    };
+    let (lock, judged) = match judge(project, live, seen, lock)? {
+        Relocked::Same(lock, judged) => (lock, judged),
+        Relocked::Changed(step) => return Ok(step),
+    };
+    let written = Written {
+        entry: turn_entry(&live.state, &judged.seen, &driver, now),
+        claim: claim.as_deref().map(|owner| ("session_id", quote(owner))),
+        transcript: transcript.as_ref(),
+        log,
+    };
+    let step = apply(project, live, registry, judged, written, &lock, now)?;
+    drop(lock);
+    // The iteration's work tree, kept once the turn is written and the lock
+    // is let go (git may take a moment in a large tree).
+    if matches!(step, Step::Continued { .. }) {
+        let state = &live.state;
+        checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+    }
+    Ok(step)
+}
+
+/// What a turn writes besides the decision: its log entry, a claim, how far
+/// the transcript was read, and the log it goes to.
+struct Written<'a> {
+    entry: LogEntry,
+    claim: Option<(&'static str, String)>,
+    transcript: Option<&'a Appended>,
+    log: Option<DecisionLog>,
+}
+
+/// The decision taken, with what was seen (a gate's verdict included).
+struct Judged {
+    decision: Decision,
+    seen: Observation,
+    gate_output: Option<Vec<u8>>,
+}
+
+/// Work done with the lock dropped: the lock taken again and the work's
+/// result, or the loop changed meanwhile and this stop was let through.
+/// Returned once per gate, never stored: boxing would only allocate.
+#[allow(clippy::large_enum_variant)]
+enum Relocked<T> {
+    Same(ProjectLock, T),
+    Changed(Step),
+}
+
+/// Runs `work` without the lock (a gate or a story's checks may run for
+/// minutes, and other ralph processes work meanwhile), takes the lock again
+/// and makes sure the loop is still the one judged.
+fn unlocked<T>(
+    lock: ProjectLock,
+    project: &Project,
+    live: &Loop,
+    what: &str,
+    work: impl FnOnce() -> T,
+) -> Result<Relocked<T>, LoopFileError> {
+    drop(lock);
+    let out = work();
+    let lock = project.lock()?;
+    Ok(match changed_meanwhile(live, what) {
+        Some(changed) => Relocked::Changed(changed),
+        None => Relocked::Same(lock, out),
+    })
+}
+
+/// A `--prd` loop's stories at this stop: those that turned to passing have
+/// their commands run (without the lock); a refused one is set back. A
+/// paused loop passes without reading anything.
+fn prd_stories(
+    project: &Project,
+    live: &Loop,
+    mut seen: Observation,
+    lock: ProjectLock,
+) -> Result<Relocked<Observation>, LoopFileError> {
+    let state = &live.state;
+    let Some(prd) = state.prd.as_ref().filter(|_| state.active) else {
+        return Ok(Relocked::Same(lock, seen));
+    };
+    let stories = crate::decide::prd_turn::read(&project.root, prd)?;
+    let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
+    let mut found = crate::loop_file::stories::PrdSeen {
+        file: prd.path.clone(),
+        stories: stories.clone(),
+        refused: Vec::new(),
+    };
+    let mut lock = lock;
+    let paths_refusal = crate::decide::prd_turn::paths_refusal(
+        decide::path_violations(state, &seen.changed_paths),
+        &turned,
+    );
+    if let Some(refused) = paths_refusal {
+        // `--protect`/`--scope` refuse the stories before any check runs.
+        found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
+        found.refused = refused;
+    } else if !turned.is_empty() {
+        let checks = || {
+            crate::decide::prd_turn::run_checks(
                 &project.root,
                 prd,
                 &turned,
                 state.guards.verify.as_deref(),
                 Duration::from_secs(state.guards.verify_timeout_secs),
-            );
-            lock = project.lock()?;
-            if let Some(changed) = changed_meanwhile(live, "the story checks") {
-                return Ok(changed);
-            }
-            if !refused.is_empty() {
-                found.stories =
-                    crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
-            }
-            found.refused = refused;
-            seen.verification = gate;
+            )
+        };
+        let (relocked, (refused, gate)) =
+            match unlocked(lock, project, live, "the story checks", checks)? {
+                Relocked::Same(relocked, out) => (relocked, out),
+                Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
+            };
+        lock = relocked;
+        if !refused.is_empty() {
+            found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         }
-        seen.prd = Some(found);
+        found.refused = refused;
+        seen.verification = gate;
     }
-    let mut decision = decide::decide(state, &seen);
-    let mut gate_output = None;
-    let gate = match &decision {
-        Decision::Verify { command } => Some((command.clone(), state.guards.verify_timeout_secs)),
-        Decision::Check { command } => Some((command.clone(), state.guards.check_timeout_secs)),
-        _ => None,
+    seen.prd = Some(found);
+    Ok(Relocked::Same(lock, seen))
+}
+
+/// Decides; when the decision asks for the `--verify` gate or the
+/// `--check` command, runs it without the lock and decides again with its
+/// verdict (`decide` never asks to run a command twice).
+fn judge(
+    project: &Project,
+    live: &Loop,
+    mut seen: Observation,
+    lock: ProjectLock,
+) -> Result<Relocked<Judged>, LoopFileError> {
+    let state = &live.state;
+    let decision = decide::decide(state, &seen);
+    let (command, timeout, verifies) = match &decision {
+        Decision::Verify { command } => (command.clone(), state.guards.verify_timeout_secs, true),
+        Decision::Check { command } => (command.clone(), state.guards.check_timeout_secs, false),
+        _ => {
+            let judged = Judged {
+                decision,
+                seen,
+                gate_output: None,
+            };
+            return Ok(Relocked::Same(lock, judged));
+        }
     };
-    if let Some((command, timeout)) = gate {
-        // The gate or check may run for minutes: let other ralph processes
-        // work meanwhile, then make sure the loop is still the one we judged.
-        drop(lock);
-        let (verdict, output) =
-            gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
-        lock = project.lock()?;
-        if let Some(changed) = changed_meanwhile(live, &format!("`{command}`")) {
-            return Ok(changed);
-        }
-        if matches!(decision, Decision::Verify { .. }) {
-            seen.verification = Some(verdict);
-            gate_output = Some(output);
-        } else {
-            seen.check = Some(verdict);
-        }
-        decision = decide::decide(state, &seen);
+    let run = || gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
+    let (lock, (verdict, output)) =
+        match unlocked(lock, project, live, &format!("`{command}`"), run)? {
+            Relocked::Same(lock, out) => (lock, out),
+            Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
+        };
+    let mut gate_output = None;
+    if verifies {
+        seen.verification = Some(verdict);
+        gate_output = Some(output);
+    } else {
+        seen.check = Some(verdict);
     }
-    let log = turn_entry(state, &seen, &turn.driver, now);
-    let claim = turn
-        .claim
-        .as_deref()
-        .map(|owner| ("session_id", quote(owner)));
-    let result = match decision {
-        // (`decide` never asks to run a command twice.)
+    let judged = Judged {
+        decision: decide::decide(state, &seen),
+        seen,
+        gate_output,
+    };
+    Ok(Relocked::Same(lock, judged))
+}
+
+/// Writes what was decided (the file rewritten, or the loop ended into the
+/// history), keeps the arming record in step, and logs the turn.
+fn apply(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    judged: Judged,
+    written: Written<'_>,
+    lock: &ProjectLock,
+    now: Timestamp,
+) -> Result<Step, LoopFileError> {
+    let Judged {
+        decision,
+        seen,
+        gate_output,
+    } = judged;
+    let Written {
+        entry: log,
+        claim,
+        transcript,
+        log: mut decision_log,
+    } = written;
+    let (step, entry) = match decision {
         Decision::Pass | Decision::Verify { .. } | Decision::Check { .. } => {
-            let done = pass(&lock, live, claim, turn.transcript.as_ref(), log)?;
-            live.keep_armed(&lock, registry, project, &done.2, now);
+            let done = pass(lock, live, claim, transcript, log)?;
+            live.keep_armed(lock, registry, project, &done.2, now);
             (done.0, done.1)
         }
         Decision::Wait {
@@ -169,15 +294,7 @@ pub fn step(
             pause,
             tell,
         } => {
-            let (step, log) = wait(
-                &lock,
-                live,
-                turn.transcript.as_ref(),
-                log,
-                progress,
-                why,
-                pause,
-            )?;
+            let (step, log) = wait(lock, live, transcript, log, progress, why, pause)?;
             (if tell { step } else { Step::Passed }, log)
         }
         Decision::End { outcome, detail } => {
@@ -186,9 +303,7 @@ pub fn step(
                 detail,
                 gate_output,
             };
-            return end(
-                &lock, project, live, registry, &seen, claim, log, ended, now,
-            );
+            return end(lock, project, live, registry, &seen, claim, log, ended, now);
         }
         Decision::Continue {
             next,
@@ -202,25 +317,13 @@ pub fn step(
                 notes,
                 notices,
             };
-            let done = go_on(
-                &lock,
-                live,
-                &seen,
-                claim,
-                turn.transcript.as_ref(),
-                log,
-                turn_done,
-            )?;
-            live.keep_armed(&lock, registry, project, &done.2, now);
+            let done = go_on(lock, live, &seen, claim, transcript, log, turn_done)?;
+            live.keep_armed(lock, registry, project, &done.2, now);
             (done.0, done.1)
         }
     };
-    result.1.append(project, &live.file.name);
-    drop(lock);
-    if matches!(result.0, Step::Continued { .. }) {
-        checkpoints::take(&project.root, &live.file.name, state, state.iteration);
-    }
-    Ok(result.0)
+    entry.append_via(decision_log.as_mut(), project, &live.file.name);
+    Ok(step)
 }
 
 /// The paths that differ from the work tree at arming, or `Unknown` when
@@ -276,7 +379,7 @@ fn pass(
     claim: Option<(&'static str, String)>,
     transcript: Option<&Appended>,
     mut log: LogEntry,
-) -> Result<Written, LoopFileError> {
+) -> Result<Done, LoopFileError> {
     let state = &live.state;
     let mut fields: Vec<(&str, String)> = claim.into_iter().collect();
     if let Some(a) = transcript {
@@ -459,7 +562,7 @@ fn write_handover(record: &std::path::Path, text: Option<String>) -> Option<Stri
 }
 
 /// A turn written: what it was, its log line, and the fields written.
-type Written = (Step, LogEntry, Vec<(&'static str, String)>);
+type Done = (Step, LogEntry, Vec<(&'static str, String)>);
 
 /// How the loop ends, and the output of the gate that let it (if one ran).
 struct Ended {
@@ -541,7 +644,7 @@ fn go_on(
     transcript: Option<&Appended>,
     mut log: LogEntry,
     turn: Continue,
-) -> Result<Written, LoopFileError> {
+) -> Result<Done, LoopFileError> {
     let state = &live.state;
     let Continue {
         next,
@@ -652,4 +755,56 @@ fn footer_notes(state: &LoopState, progress: &Progress, mut notes: Vec<String>) 
 /// The progress fields that changed, as frontmatter values.
 fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)> {
     new.changed_fields(old)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ArmRequest;
+    use crate::control::test_support::project;
+
+    fn armed() -> (tempfile::TempDir, Project, Loop) {
+        let (tmp, project, registry) = project();
+        let request = ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5,
+            ..ArmRequest::default()
+        };
+        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let file = project.loop_files().unwrap().remove(0);
+        let text = store::read_to_string(&file.path).unwrap();
+        let state = LoopState::parse(&text).unwrap();
+        (tmp, project, Loop { file, text, state })
+    }
+
+    #[test]
+    fn work_without_the_lock_goes_on_when_the_loop_is_untouched() {
+        let (_tmp, project, live) = armed();
+        let lock = project.lock().unwrap();
+        let out = unlocked(lock, &project, &live, "`true`", || {
+            // The lock is free while the work runs.
+            drop(project.lock().expect("free meanwhile"));
+            7
+        })
+        .unwrap();
+        assert!(matches!(out, Relocked::Same(_, 7)));
+    }
+
+    #[test]
+    fn work_without_the_lock_is_let_through_when_the_loop_changed() {
+        let (_tmp, project, live) = armed();
+        let lock = project.lock().unwrap();
+        let out = unlocked(lock, &project, &live, "`make test`", || {
+            std::fs::write(&live.file.path, "cancelled").unwrap();
+        })
+        .unwrap();
+        let Relocked::Changed(Step::Changed { notice }) = out else {
+            panic!("not changed")
+        };
+        assert!(
+            notice.contains("the loop changed while `make test` ran"),
+            "{notice}"
+        );
+    }
 }

@@ -450,11 +450,57 @@ fn kept_mode(perms: fs::Permissions) -> fs::Permissions {
     perms
 }
 
+/// What identifies one version of a file without opening it: the inode it
+/// is, its size, and when it was last written or had its links changed.
+/// Every write ralph makes to a loop file or a record is a rename of a new
+/// file over the old, so a later write is always another inode; an edit in
+/// place changes the size or the times. Taken before a read, a stamp equal
+/// later means the file read is still the file there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    identity: (u64, u64),
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of whatever is at `path` (not following a link); `None`
+    /// when nothing is there, which is a stamp too.
+    pub fn at(path: &Path) -> Option<Self> {
+        fs::symlink_metadata(path).ok().map(|meta| Self::of(&meta))
+    }
+
+    pub fn of(meta: &fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let (identity, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            ((meta.dev(), meta.ino()), (meta.ctime(), meta.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let (identity, changed) = ((0, 0), (0, 0));
+        Self {
+            identity,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            changed,
+        }
+    }
+}
+
+/// Opens a regular file (created if missing) for appending, never through
+/// a link or a second hard link, never blocking on a FIFO: the one open a
+/// decision log gets in a stop.
+pub fn open_append(path: &Path) -> Result<File, FsError> {
+    let file = open_checked(path, OpenOptions::new().append(true).create(true), false)?;
+    single_link(path, &file)?;
+    Ok(file)
+}
+
 /// Appends `bytes` to a regular file (created if missing) in one write,
 /// never through a link, never blocking on a FIFO.
 pub fn append(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
-    let mut file = open_checked(path, OpenOptions::new().append(true).create(true), false)?;
-    single_link(path, &file)?;
+    let mut file = open_append(path)?;
     file.write_all(bytes).map_err(io_err("append to", path))
 }
 
@@ -521,22 +567,30 @@ pub fn remove_stale_temps(dir: &Path, now: SystemTime) {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX)) {
-            continue;
+        if is_temp_name(&entry.file_name()) {
+            remove_if_stale(&entry.path(), now);
         }
-        let path = entry.path();
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let old_enough = meta
-            .modified()
-            .ok()
-            .and_then(|m| now.duration_since(m).ok())
-            .is_some_and(|age| age > STALE_TEMP_AGE);
-        if meta.is_file() && old_enough {
-            let _ = fs::remove_file(&path);
-        }
+    }
+}
+
+/// Whether a folder entry's name is one of ralph's temp files'.
+pub fn is_temp_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX))
+}
+
+/// Removes one temp file found in a listing when it is stale (see
+/// [`remove_stale_temps`]).
+pub fn remove_if_stale(path: &Path, now: SystemTime) {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return;
+    };
+    let old_enough = meta
+        .modified()
+        .ok()
+        .and_then(|m| now.duration_since(m).ok())
+        .is_some_and(|age| age > STALE_TEMP_AGE);
+    if meta.is_file() && old_enough {
+        let _ = fs::remove_file(path);
     }
 }
 

@@ -69,12 +69,6 @@ impl Host {
         }
     }
 
-    /// Claude Code alone cuts a session after a number of consecutive
-    /// blocks; on the other hosts ralph's own limits are the only brake.
-    pub fn has_block_cap(self) -> bool {
-        self == Host::Claude
-    }
-
     /// The event as the engine reads it. The reply is put where the engine
     /// looks first (`last_assistant_message`), taken from the host's own
     /// transcript where the payload lacks it or cannot be trusted (Gemini's

@@ -617,6 +617,13 @@ impl GuardSettings {
         self.values.is_empty()
     }
 
+    /// The guards these settings arm, read as a loop file's are (defaults
+    /// and caps included): what a fleet's own gate runs with, so it never
+    /// reads a flag's text back with limits of its own.
+    pub fn guards(&self) -> Result<Guards, StateError> {
+        Guards::read(self)
+    }
+
     /// The settings as command-line words (`--stuck-after 2 …`), to arm
     /// the same guards in another process.
     pub fn args(&self) -> Vec<String> {
@@ -637,9 +644,36 @@ impl GuardSettings {
     }
 }
 
+/// The settings seen as a loop file's fields, by field name.
+impl FieldSource for GuardSettings {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(g, _)| g.field == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_settings_read_as_guards_with_the_defaults_and_caps_of_a_loop_file() {
+        let none = GuardSettings::default().guards().unwrap();
+        assert_eq!(none.verify_timeout_secs, DEFAULT_VERIFY_TIMEOUT);
+        let mut long = GuardSettings::default();
+        long.set(GuardSettings::option("verify-timeout").unwrap(), "20m")
+            .unwrap();
+        long.set(GuardSettings::option("verify").unwrap(), "make test")
+            .unwrap();
+        let guards = long.guards().unwrap();
+        assert_eq!(
+            guards.verify_timeout_secs, MAX_VERIFY_TIMEOUT,
+            "held at 14m"
+        );
+        assert_eq!(guards.verify.as_deref(), Some("make test"));
+    }
 
     #[test]
     fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {

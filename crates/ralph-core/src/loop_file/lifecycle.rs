@@ -41,7 +41,7 @@ use crate::loop_file::outcome::Outcome;
 use crate::loop_file::registry::{self, Registry};
 use crate::loop_file::rewrite;
 use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::store::{self, DecisionLog, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 
 /// A live loop as read under the project lock: its file, the text read and
@@ -202,6 +202,16 @@ impl LogEntry {
     /// reports an unwritable log before the turn).
     pub fn append(&self, project: &Project, name: &str) {
         let _ = project.append_log(name, &self.line());
+    }
+
+    /// [`LogEntry::append`] through `log` when the turn opened it already.
+    pub fn append_via(&self, log: Option<&mut DecisionLog>, project: &Project, name: &str) {
+        match log {
+            Some(log) => {
+                let _ = log.append_line(&self.line());
+            }
+            None => self.append(project, name),
+        }
     }
 }
 

@@ -327,24 +327,7 @@ pub fn task_line(prompt: &str, max: usize) -> String {
 /// as escapes (`\x1b`, `\u{202e}`), so a file cannot steer the terminal or
 /// make its words look like other words.
 pub fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            '\u{80}'..='\u{9f}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{2069}'
-            | '\u{feff}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    crate::display::block(text).into_owned()
 }
 
 // ---------------------------------------------------------------------------
@@ -544,9 +527,13 @@ mod tests {
     fn controls_are_escaped_and_text_kept() {
         assert_eq!(
             escape_controls("verify `cargo test`\r\x1b[2Kcurl x | sh"),
-            "verify `cargo test`\\x0d\\x1b[2Kcurl x | sh"
+            "verify `cargo test`\\r\\x1b[2Kcurl x | sh"
         );
-        assert_eq!(escape_controls("a\u{202e}b\u{85}"), "a\\u{202e}b\\u{85}");
+        assert_eq!(escape_controls("a\u{202e}b\u{85}"), "a\\u{202e}b\\x85");
+        assert_eq!(
+            escape_controls("a\u{200b}b\u{feff}"),
+            "a\\u{200b}b\\u{feff}"
+        );
         assert_eq!(escape_controls("line\n\tnext 🚀 é"), "line\n\tnext 🚀 é");
     }
 }

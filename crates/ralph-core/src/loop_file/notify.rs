@@ -4,18 +4,16 @@
 //! and never changes the loop, and none delays its caller by more than
 //! [`BUDGET`] (the hook answers right after).
 //!
-//! `http://` is posted here, over a plain `TcpStream`, on a thread the
-//! caller waits for at most [`BUDGET`] (name lookup included). `https://`
-//! is handed to `curl`, started detached and never waited for: ralph has no
-//! TLS of its own. Desktop notifications are handed to `notify-send`
+//! The webhook is posted with ureq (rustls for `https://`), on a thread the
+//! caller waits for at most [`BUDGET`], name lookup and TLS included
+//! (docs/decisions/http-client.md). Desktop notifications are handed to `notify-send`
 //! (Linux), `osascript` (macOS) or PowerShell (Windows), detached; the
 //! terminal bell, when stderr is a terminal, is the floor.
 
-use std::io::{IsTerminal, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{IsTerminal, Write};
 use std::process::Stdio;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -265,18 +263,10 @@ fn windows_toast(title: &str, body: &str) -> String {
 /// own (a hook's group may be stopped when the hook answers), and does not
 /// wait for it; a thread reaps it if the caller lives on.
 fn detach(program: &str, args: &[String]) -> std::io::Result<()> {
-    detach_with_input(program, args, None)
-}
-
-fn detach_with_input(program: &str, args: &[String], input: Option<&[u8]>) -> std::io::Result<()> {
     let mut command = crate::fs::process::program(program)?;
     command
         .args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     #[cfg(unix)]
@@ -285,10 +275,6 @@ fn detach_with_input(program: &str, args: &[String], input: Option<&[u8]>) -> st
         command.process_group(0);
     }
     let mut child = command.spawn()?;
-    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-        // A few hundred bytes: the pipe takes them at once.
-        stdin.write_all(bytes)?;
-    }
     std::thread::spawn(move || child.wait());
     Ok(())
 }
@@ -365,7 +351,10 @@ impl Target {
     }
 }
 
-/// POSTs `message` as JSON to `url`, giving up after `budget`.
+/// POSTs `message` as JSON to `url` (`http://` or `https://`, TLS by
+/// rustls), on a thread the caller waits for at most `budget`, name lookup,
+/// connection, TLS and answer included: the stop that ends a loop answers
+/// right after, whatever the server does.
 pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
     let Some(target) = Target::parse(url) else {
         return Delivery::Failed(format!("not an http(s) URL: {url}"));
@@ -373,13 +362,11 @@ pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
     let mut message = message.clone();
     message.topic.clone_from(&target.fragment);
     let body = serde_json::to_string(&message).unwrap_or_default();
-    if target.tls {
-        return curl(url, &body);
-    }
+    // The fragment is the topic (in the body), never sent in the request.
+    let url = url.split_once('#').map_or(url, |(u, _)| u).to_owned();
     let (tx, rx) = mpsc::channel();
-    let deadline = Instant::now() + budget;
     std::thread::spawn(move || {
-        let _ = tx.send(post_http(&target, &body, deadline));
+        let _ = tx.send(post_json(&url, &body, budget));
     });
     match rx.recv_timeout(budget) {
         Ok(Ok(status)) if (200..300).contains(&status) => Delivery::Posted(status),
@@ -389,81 +376,34 @@ pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
     }
 }
 
-/// `https://`: curl, detached, the URL and the body on its stdin as a
-/// config file (never on its command line, where other users could read a
-/// webhook's secret in the process list).
-fn curl(url: &str, body: &str) -> Delivery {
-    let quoted = |t: &str| format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\""));
-    let config = format!(
-        "url = {}\nrequest = \"POST\"\nheader = \"Content-Type: application/json\"\ndata-binary = {}\nmax-time = 15\nsilent\n",
-        quoted(url),
-        quoted(body)
-    );
-    match detach_with_input(
-        "curl",
-        &["--config".into(), "-".into()],
-        Some(config.as_bytes()),
-    ) {
-        Ok(()) => Delivery::HandedOff("curl"),
-        Err(e) => Delivery::Failed(format!("https:// needs curl on PATH: {e}")),
-    }
+/// One POST through ureq; the status code of the answer, whatever it is.
+fn post_json(url: &str, body: &str, budget: Duration) -> Result<u16, String> {
+    // A little past the caller's wait, so that a silent server reads as
+    // "no answer within" the budget the user can look up.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(budget + Duration::from_millis(200)))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent("ralph")
+        .build()
+        .into();
+    agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .send(body)
+        .map(|answer| answer.status().as_u16())
+        .map_err(|e| failure_words(&e))
 }
 
-/// One HTTP/1.1 POST; the status code of the answer.
-fn post_http(target: &Target, body: &str, deadline: Instant) -> Result<u16, String> {
-    let left = || {
-        deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| "out of time".to_owned())
-    };
-    let addrs: Vec<_> = (target.host.as_str(), target.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{}: {e}", target.host))?
-        .collect();
-    let addr = addrs
-        .first()
-        .ok_or_else(|| format!("{}: no address", target.host))?;
-    let mut stream =
-        TcpStream::connect_timeout(addr, left()?).map_err(|e| format!("connect: {e}"))?;
-    stream
-        .set_write_timeout(Some(left()?))
-        .map_err(|e| e.to_string())?;
-    let name = if target.host.contains(':') {
-        format!("[{}]", target.host)
-    } else {
-        target.host.clone()
-    };
-    let host = if target.port == 80 {
-        name
-    } else {
-        format!("{name}:{}", target.port)
-    };
-    let request = format!(
-        "POST {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ralph\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        target.path,
-        body.len()
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
-    stream
-        .set_read_timeout(Some(left()?))
-        .map_err(|e| e.to_string())?;
-    let mut head = [0u8; 64];
-    let mut got = 0;
-    while got < 12 {
-        match stream.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) => return Err(format!("no answer: {e}")),
-        }
+/// What went wrong, in the log's words: where it failed, then ureq's why.
+fn failure_words(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::Io(e) => format!("connection: {e}"),
+        ureq::Error::ConnectionFailed => "connection failed".to_owned(),
+        ureq::Error::HostNotFound => "the host name did not resolve".to_owned(),
+        ureq::Error::Timeout(_) => "no answer in time".to_owned(),
+        other => other.to_string(),
     }
-    let line = String::from_utf8_lossy(&head[..got]);
-    line.split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| "not an HTTP answer".to_owned())
 }
 
 #[cfg(test)]

@@ -125,6 +125,17 @@ pub enum Unarmed {
     Unavailable(String),
 }
 
+impl Unarmed {
+    /// Whether a record exists under the loop's name (for another nonce,
+    /// an older version or other settings).
+    pub fn has_record(&self) -> bool {
+        matches!(
+            self,
+            Unarmed::Outdated | Unarmed::Mismatch | Unarmed::Changed
+        )
+    }
+}
+
 impl Arming {
     /// Why a loop is not armed, in words ("" when it is).
     pub fn why_not(&self) -> String {
@@ -264,6 +275,12 @@ impl Registry {
 
     fn notices_dir(&self) -> PathBuf {
         self.dir.join("notices")
+    }
+
+    /// Where the record of the loop file `name` of the project at `root`
+    /// (canonical) is kept, read or not.
+    pub fn record_file(&self, root: &Path, name: &str) -> PathBuf {
+        self.record_path(root, name)
     }
 
     fn record_path(&self, root: &Path, name: &str) -> PathBuf {

@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::fs::safe_fs::{self, FsError};
+use crate::fs::safe_fs::{self, FileStamp, FsError};
 use crate::time::Timestamp;
 
 pub const LOOP_SUFFIX: &str = "-loop.local.md";
@@ -192,32 +192,42 @@ impl Project {
     /// entry with a loop file's name is listed whatever it is, so that a
     /// FIFO or a link there is reported when read, not silently skipped.
     pub fn loop_files(&self) -> Result<Vec<LoopFile>, StoreError> {
+        Ok(self.list()?.loops)
+    }
+
+    /// [`Project::loop_files`], with what else the one read of `.claude/`
+    /// tells: ralph's temp files there, and the folder's stamp, so that a
+    /// listing taken before the lock can be confirmed under it unread.
+    pub fn list(&self) -> Result<Listing, StoreError> {
         let dir = self.claude_dir();
-        match safe_fs::kind_at(&dir) {
-            Some(kind) if kind.is_dir() => {}
-            _ => return Ok(Vec::new()),
+        let mut listing = Listing::default();
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => listing.stamp = Some(FileStamp::of(&meta)),
+            _ => return Ok(listing),
         }
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Listing::default()),
             Err(e) => return Err(io_err("read the folder", &dir)(e)),
         };
-        let mut files: Vec<LoopFile> = entries
-            .filter_map(Result::ok)
-            .filter_map(|entry| {
-                let file_name = entry.file_name().into_string().ok()?;
-                let name = file_name.strip_suffix(LOOP_SUFFIX)?;
-                if name.is_empty() || name.starts_with('.') {
-                    return None;
-                }
-                Some(LoopFile {
+        for entry in entries.filter_map(Result::ok) {
+            let file_name = entry.file_name();
+            if safe_fs::is_temp_name(&file_name) {
+                listing.temps.push(entry.path());
+            } else if let Some(name) = file_name.to_str().and_then(loop_name) {
+                listing.loops.push(LoopFile {
                     name: name.to_owned(),
                     path: entry.path(),
-                })
-            })
-            .collect();
-        files.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(files)
+                });
+            }
+        }
+        listing.loops.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(listing)
+    }
+
+    /// Whether `.claude/` is still the folder `listing` read: same stamp.
+    pub fn still_listed(&self, listing: &Listing) -> bool {
+        FileStamp::at(&self.claude_dir()) == listing.stamp
     }
 
     /// Takes the project's lock, waiting a bounded time for other ralph
@@ -369,6 +379,28 @@ impl Project {
         }
     }
 
+    /// [`Project::remove_stale_temps`] with `.claude/` as `listing` read it
+    /// (confirmed under the lock), so a stop lists it once.
+    pub fn remove_stale_temps_listed(&self, _lock: &ProjectLock, listing: &Listing) {
+        let now = SystemTime::now();
+        for temp in &listing.temps {
+            safe_fs::remove_if_stale(temp, now);
+        }
+        if safe_fs::check_dir(&self.root, ".claude/ralph").unwrap_or(false) {
+            safe_fs::remove_stale_temps(&self.root.join(".claude/ralph"), now);
+        }
+    }
+
+    /// Opens the decision log of `name` for appending (created if missing):
+    /// a stop opens it once, says why when it cannot, and writes its entry
+    /// through the same handle.
+    pub fn open_log(&self, name: &str) -> Result<DecisionLog, StoreError> {
+        self.ensure_dir(".claude/ralph/logs")?;
+        let path = self.log_path(name);
+        let file = safe_fs::open_append(&path)?;
+        Ok(DecisionLog { file, path })
+    }
+
     /// Appends one line to a loop's decision log. Callers treat an error as
     /// a notice at most: a log that cannot be written must never cost the
     /// user their loop.
@@ -431,7 +463,40 @@ fn unique_stem(dir: &Path, stamp: &str, rest: &str) -> String {
         .unwrap_or(first)
 }
 
+/// One read of `.claude/`: the loop files (sorted by name), ralph's temp
+/// files, and the folder's stamp when it was read.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub loops: Vec<LoopFile>,
+    temps: Vec<PathBuf>,
+    stamp: Option<FileStamp>,
+}
+
+/// The loop name in a `.claude/` entry's name, if it is a loop file's.
+fn loop_name(file_name: &str) -> Option<&str> {
+    let name = file_name.strip_suffix(LOOP_SUFFIX)?;
+    (!name.is_empty() && !name.starts_with('.')).then_some(name)
+}
+
+/// A decision log opened once (see [`Project::open_log`]).
+#[derive(Debug)]
+pub struct DecisionLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl DecisionLog {
+    /// Appends one line in one write.
+    pub fn append_line(&mut self, line: &str) -> Result<(), StoreError> {
+        use std::io::Write;
+        self.file
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(io_err("append to", &self.path))
+    }
+}
+
 /// Held while a process reads and writes loop files.
+#[derive(Debug)]
 pub struct ProjectLock {
     _file: File,
 }

@@ -71,6 +71,7 @@ pub fn judge(
         transcript: None,
         driver: driver.to_owned(),
         claim: None,
+        log: None,
     };
     Ok(Some(engine::step(
         project,

@@ -34,8 +34,7 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         only: &args.fanout.story,
         child_args: child_flags(&args).args(&promise),
         promise,
-        verify: args.arm.guards.0.get("verify"),
-        verify_timeout: args.arm.guards.0.get("verify-timeout"),
+        guards: fleet_guards(&args)?,
         approve_commands: approved.as_deref(),
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -82,6 +81,15 @@ fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Fa
         return Err(crate::exit::EdgeError::NotApproved.into());
     }
     Ok(Some(list.code))
+}
+
+/// The guards the fleet's own gate runs with, read once from the command
+/// line as a loop file's are (the 14-minute cap on `--verify-timeout`
+/// included).
+fn fleet_guards(
+    args: &RunArgs,
+) -> Result<ralph_core::loop_file::guards::Guards, crate::exit::Failure> {
+    Ok(args.arm.guards.0.guards()?)
 }
 
 /// What every child `ralph run` is given again. Every flag is named, so a
@@ -176,6 +184,15 @@ mod tests {
             Command::Run(args) => *args,
             _ => unreachable!("a run"),
         }
+    }
+
+    #[test]
+    fn the_fleets_own_gate_has_the_time_limit_every_loop_has() {
+        let guards = fleet_guards(&run_args(&["--verify", "make test"])).unwrap();
+        assert_eq!(guards.verify.as_deref(), Some("make test"));
+        assert_eq!(guards.verify_timeout_secs, 300);
+        let long = fleet_guards(&run_args(&["--verify", "t", "--verify-timeout", "20m"])).unwrap();
+        assert_eq!(long.verify_timeout_secs, 14 * 60, "held at the cap");
     }
 
     #[test]

@@ -62,8 +62,9 @@ pub struct Request<'a> {
     /// `--story` ids.
     pub only: &'a [String],
     pub promise: String,
-    pub verify: Option<&'a str>,
-    pub verify_timeout: Option<&'a str>,
+    /// The guards the command line arms, read once (defaults and caps as
+    /// every loop has them): the fleet's own gate runs `verify` with them.
+    pub guards: crate::loop_file::guards::Guards,
     /// Every child `ralph run`'s arguments (the task comes on stdin).
     pub child_args: Vec<String>,
     /// `--approve-commands`: the code of the PRD's story commands the user approved.
@@ -138,16 +139,12 @@ pub fn run(
     let (stories, from_prd) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
-    let verify_timeout = request
-        .verify_timeout
-        .and_then(crate::time::parse_duration)
-        .unwrap_or(300);
     let mut fleet = Fleet {
         project,
         base,
         merge,
-        verify: request.verify.map(str::to_owned),
-        verify_timeout: Duration::from_secs(verify_timeout),
+        verify: request.guards.verify,
+        verify_timeout: Duration::from_secs(request.guards.verify_timeout_secs),
         from_prd,
         records,
         child_args: request.child_args,
