@@ -170,6 +170,16 @@ fn plain_words(field: &str) -> String {
         "fresh_context" => "Gemini CLI: clear the model's history before every iteration",
         "prd" => "the PRD whose stories the agent works through and may mark as passing",
         "notify" => "a desktop notification when the loop ends",
+        "sandbox" => "`ralph run` starts every agent process confined to the project",
+        "sandbox_network" => "with sandbox: `none` cuts the agent off the network",
+        "sandbox_image" => "with sandbox: the container image the agent runs in",
+        "protect" => {
+            "paths the agent must not change: while one differs from the tree at arming, the promise is refused"
+        }
+        "scope" => "globs every path the loop changes must match",
+        "armed_tree" => {
+            "the git tree of the work tree at arming, which protect and scope compare with"
+        }
         _ => "a setting ralph reads",
     };
     format!("   ({words})")
@@ -189,7 +199,11 @@ mod tests {
         match field {
             "completion_promise" | "abort_promise" | "verify" | "check" => "\"touch x\"",
             "started_at" => "\"2026-01-01T00:00:00Z\"",
-            "fresh_context" | "notify" => "true",
+            "fresh_context" | "notify" | "sandbox" => "true",
+            "sandbox_network" => "none",
+            "sandbox_image" => "\"img:1\"",
+            "protect" | "scope" => "\"tests/**\"",
+            "armed_tree" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
             "prd" => "\"ralph/prd.json\"",
             "prd_commands" => "\"US-1:0123456789abcdef\"",
             "notify_url" => "\"https://hooks.example:8443/in?k=1\"",

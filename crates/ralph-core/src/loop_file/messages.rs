@@ -303,7 +303,8 @@ pub fn went_on_after(state: &LoopState, refused: Refused) -> &'static str {
         (Refused::ByVerify, None, Some(_)) => "promise refused by --verify",
         (Refused::ByVerify, None, None) => "--verify failed",
         (Refused::ByPaths, Some(_), _) => "story refused by --protect/--scope",
-        (Refused::ByPaths, None, _) => "promise refused by --protect/--scope",
+        (Refused::ByPaths, None, Some(_)) => "promise refused by --protect/--scope",
+        (Refused::ByPaths, None, None) => "--protect/--scope refused the change",
     }
 }
 

@@ -532,7 +532,7 @@ mod tests {
         assert!(
             screen
                 .spinner(0, "2/5", 0)
-                .ends_with("last: promise refused")
+                .ends_with("last: promise refused by --verify")
         );
         screen.passed();
         assert!(screen.spinner(0, "2/5", 0).ends_with("last: paused"));
