@@ -105,37 +105,13 @@ fn line(name: &str, state: &LoopState, now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ArmRequest;
-    use crate::loop_file::store::Project;
 
-    /// The loop `l`, armed for session `s1`, and the context that finds it.
+    /// The loop `l`, armed for session `s1`, and the context that finds it
+    /// (the Stop hook's test project, with Claude Code's block cap).
     fn armed(tmp: &tempfile::TempDir) -> Environment {
-        let root = tmp.path().join("p");
-        std::fs::create_dir_all(root.join(".claude")).unwrap();
-        let state = tmp.path().join("state");
-        let registry = crate::loop_file::registry::locate(Some(&state), None).unwrap();
-        let request = ArmRequest {
-            name: "l".into(),
-            prompt: "Fix the parser".into(),
-            session_id: Some("s1".into()),
-            completion_promise: Some("DONE".into()),
-            max_iterations: 5,
-            ..ArmRequest::default()
-        };
-        crate::control::arm(
-            &Project { root: root.clone() },
-            &registry,
-            &request,
-            Timestamp(0),
-        )
-        .unwrap();
         Environment {
-            project_dir: Some(root),
-            process_cwd: None,
-            home: None,
-            state_home: Some(state),
             block_cap: 8,
-            now: Timestamp(60),
+            ..crate::hook::tests::armed(tmp)
         }
     }
 
