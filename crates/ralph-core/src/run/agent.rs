@@ -163,22 +163,12 @@ pub enum Finished {
     Interrupted,
 }
 
-/// Runs `command` through the shell ([`shell`]) in `root` with `prompt` on stdin, in its
-/// own process group, calling `tick` about ten times a second while it
-/// runs. When `stop` becomes true the whole group is terminated.
-pub fn run(
-    command: &str,
-    root: &Path,
-    prompt: &str,
-    stop: &AtomicBool,
-    tick: impl FnMut(),
-) -> std::io::Result<Finished> {
-    run_process(shell(command)?, root, prompt, stop, tick)
-}
-
-/// [`run`] inside `sandbox` when one is given (`ralph run --sandbox`):
-/// the sandbox's tool runs `sh -c COMMAND` confined, in the same process
-/// group, so Ctrl-C ends it the same way.
+/// Runs `command` through the shell ([`shell`]) in `root` with `prompt` on
+/// stdin, in its own process group, calling `tick` about ten times a second
+/// while it runs; when `stop` becomes true the whole group is terminated.
+/// With a `sandbox` (`ralph run --sandbox`), the sandbox's tool runs
+/// `sh -c COMMAND` confined, in the same process group, so Ctrl-C ends it
+/// the same way.
 pub fn run_confined(
     sandbox: Option<&crate::run::sandbox::Sandbox>,
     command: &str,
@@ -373,7 +363,8 @@ mod tests {
     fn runs_an_agent_with_the_prompt_on_stdin() {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
-        match run(
+        match run_confined(
+            None,
             "tr a-z A-Z; echo oops >&2; exit 3",
             dir.path(),
             "hello",
@@ -403,7 +394,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let started = Instant::now();
         let mut ticks = 0;
-        let finished = run("sleep 30", dir.path(), "", &stop, || {
+        let finished = run_confined(None, "sleep 30", dir.path(), "", &stop, || {
             ticks += 1;
             if ticks == 3 {
                 stop.store(true, Ordering::SeqCst);

@@ -35,7 +35,7 @@ pub struct Call<'a> {
     pub sandbox: Option<&'a crate::loop_file::confinement::Confinement>,
 }
 
-/// Runs the agent of one iteration: [`agent::run`] in the binary (with its
+/// Runs the agent of one iteration: [`agent::run_confined`] in the binary (with its
 /// spinner), canned replies in tests.
 pub trait Agent {
     fn run(&mut self, call: Call<'_>) -> io::Result<Finished>;
