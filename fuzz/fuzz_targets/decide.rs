@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::decide::{Decision, Observation, decide};
+use ralph_core::decide::{ChangedPaths, Decision, Observation, decide};
 use ralph_core::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS};
 use ralph_core::time::Timestamp;
 
@@ -91,6 +91,12 @@ fuzz_target!(|data: &[u8]| {
         block_cap: b.u64(),
         verification: None,
         check: None,
+        changed_paths: match b.byte() % 4 {
+            0 => ChangedPaths::NotAsked,
+            1 => ChangedPaths::Unknown,
+            2 => ChangedPaths::Known(Vec::new()),
+            _ => ChangedPaths::Known(vec!["tests/a.rs".into(), "src/b.rs".into()]),
+        },
         stop_hook_active: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         reply_missing: b.byte() % 2 == 0,
         largest_reply_tokens: b.u64(),
