@@ -12,7 +12,7 @@ use serde_json::Value;
 pub const DEFAULT_PRD: &str = "ralph/prd.json";
 
 /// One story (or one task named on the command line).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Story {
     pub id: String,
     pub title: String,

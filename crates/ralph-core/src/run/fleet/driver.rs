@@ -264,6 +264,19 @@ fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<Str
     out
 }
 
+/// A story's child arguments: the run's, its own check in the `--verify`
+/// gate, and its own `"protect"` and `"scope"` globs added to the run's (a
+/// child is given no PRD, so the story's globs would otherwise be lost).
+fn story_args(child_args: &[String], story: &Story) -> Vec<String> {
+    let mut out = with_story_gate(child_args, story.verify.as_deref());
+    for (flag, globs) in [("--protect", &story.protect), ("--scope", &story.scope)] {
+        for glob in globs {
+            out.extend([flag.to_owned(), glob.clone()]);
+        }
+    }
+    out
+}
+
 impl Fleet<'_> {
     /// Stories whose loop completed earlier only come home again (from
     /// ralph's own worktree); stories merged or left ready are skipped; the
@@ -402,7 +415,7 @@ impl Fleet<'_> {
             .arg("run")
             .arg("--name")
             .arg(fleet::loop_name(&story.id))
-            .args(with_story_gate(&self.child_args, story.verify.as_deref()))
+            .args(story_args(&self.child_args, story))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
@@ -719,4 +732,40 @@ fn keep_uncommitted(root: &Path, path: &Path, id: &str, branch: &str) -> Result<
         path,
         &format!("{id}: left uncommitted in its worktree, kept by `ralph clean`"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_story_child_gets_its_own_check_and_globs_beside_the_runs() {
+        let run = [
+            "--verify".to_owned(),
+            "cargo test".to_owned(),
+            "--protect".to_owned(),
+            "ci.yml".to_owned(),
+        ];
+        let story = Story {
+            verify: Some("make check".into()),
+            protect: vec!["tests/**".into()],
+            scope: vec!["src/**".into()],
+            ..Story::default()
+        };
+        assert_eq!(
+            story_args(&run, &story),
+            [
+                "--protect",
+                "ci.yml",
+                "--verify",
+                "( make check\n) && ( cargo test\n)",
+                "--protect",
+                "tests/**",
+                "--scope",
+                "src/**"
+            ]
+        );
+        let plain = Story::default();
+        assert_eq!(story_args(&run, &plain), run);
+    }
 }
