@@ -496,7 +496,8 @@ fn one_looping_stop_lists_claude_once_and_opens_each_file_once() {
     let hook_cmd = hook(root);
     let mut traced = Command::new(strace);
     traced
-        .args(["-f", "-qq", "-e", "trace=openat,getdents64", "-o"])
+        // musl's `opendir` and `open` use the `open` system call, glibc's `openat`.
+        .args(["-f", "-qq", "-e", "trace=open,openat,getdents64", "-o"])
         .arg(&trace)
         .arg("--")
         .arg(hook_cmd.get_program())
@@ -531,7 +532,7 @@ fn one_looping_stop_lists_claude_once_and_opens_each_file_once() {
     let opened = |needle: &str| -> usize {
         calls
             .lines()
-            .filter(|l| l.contains("openat(") && !l.contains("ENOENT"))
+            .filter(|l| (l.contains("openat(") || l.contains(" open(")) && !l.contains("ENOENT"))
             .filter(|l| l.contains(needle))
             .count()
     };
