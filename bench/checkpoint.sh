@@ -32,7 +32,7 @@ arm() {
   rm -rf "$repo/.claude"
   git -C "$repo" for-each-ref --format='delete %(refname)' refs/ralph/ | git -C "$repo" update-ref --stdin
   (cd "$repo" && XDG_STATE_HOME=$state HOME=$work "$bin" start --session-id bench --name bench \
-    --max-iterations 0 --stuck-after 0 Task >/dev/null)
+    --max-iterations 0 --completion-promise DONE --stuck-after 0 Task >/dev/null)
 }
 stop_cmd() {
   local bin=$1 state=$2

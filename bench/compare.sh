@@ -23,7 +23,7 @@ measure() { # measure BIN FLAGS… -> "12.34"
   shift
   rm -rf "$work/p" "$XDG_STATE_HOME"
   mkdir -p "$work/p/.claude"
-  (cd "$work/p" && "$bin" start --max-iterations 0 --stuck-after 0 --session-id s1 "$@" "Task" >/dev/null)
+  (cd "$work/p" && "$bin" start --max-iterations 0 --completion-promise DONE --stuck-after 0 --session-id s1 "$@" "Task" >/dev/null)
   start=$(date +%s%N)
   for ((i = 0; i < N; i++)); do "$bin" hook stop <"$work/event.json" >/dev/null; done
   end=$(date +%s%N)
