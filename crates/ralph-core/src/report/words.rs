@@ -119,8 +119,11 @@ fn every_text(kind: &Kind) -> Vec<(String, String)> {
     out.extend(notices(&state));
     out.extend(ending(&state));
     let reports = control_report::report(&project, Some(&registry), 10, 10, Timestamp(60)).unwrap();
+    // The project's own path is no sentence of ralph's (on Windows its `\` would read as
+    // an escape): shown as a placeholder.
+    let root = project.root.display().to_string();
     for line in status_text::status(&project, &reports, |n| format!("report of {n}")) {
-        out.push(("ralph status".into(), line));
+        out.push(("ralph status".into(), line.replace(&root, "PROJECT")));
     }
     let page = crate::report::render(&crate::report::Report {
         loops: vec![crate::report::model::loop_view(&reports[0], &[])],

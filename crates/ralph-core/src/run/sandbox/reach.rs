@@ -301,6 +301,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // Unix paths: on Windows `/home/u` is not absolute (and no sandbox runs there)
     fn home_root_and_the_state_folder_are_never_bound_whole() {
         let reach = Reach::from_facts(&facts());
         let shown: Vec<String> = reach
