@@ -156,6 +156,9 @@ pub const PATH_REFUSALS_LIMIT: u64 = 3;
 /// The name a story refused by `--protect`/`--scope` gives as its check.
 pub const PATHS_CHECK: &str = "--protect/--scope";
 
+/// Counted like [`PATHS_CHECK`].
+pub use crate::loop_file::stories::CRITERIA_CHECK;
+
 /// `--protect` and `--scope`: a protected path that differs from the work
 /// tree at arming is named at every continuation; a claim of done (the
 /// promise, or every story passing) is refused while one differs or a
@@ -312,7 +315,7 @@ fn stories_complete(
             crate::decide::observation::StoryRefusal::Failed { command, .. }
             | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
         };
-        if command == PATHS_CHECK {
+        if command == PATHS_CHECK || command == CRITERIA_CHECK {
             // `--protect`/`--scope` refusals end the loop at their own limit
             // when `--max-verify-failures` is off, and say which paths.
             let mut limited = state.clone();

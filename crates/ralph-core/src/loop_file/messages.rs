@@ -593,6 +593,14 @@ pub mod stories {
                 id,
                 command,
                 verification: v,
+            } if command == stories::CRITERIA_CHECK => format!(
+                "Story {id} was set back to `\"passes\": false`: {} (title, description or acceptanceCriteria edited, or a story added or removed). The PRD's criteria are the spec: restore them exactly as they were when this loop was armed, then set it to true again. Only the user can change them (by arming the loop again).",
+                v.status
+            ),
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
             } => {
                 let output = match v.output_tail.trim_end() {
                     "" => "It printed nothing.".to_owned(),
