@@ -180,6 +180,11 @@ fn prd_stories(
         file: prd.path.clone(),
         stories: stories.clone(),
         refused: Vec::new(),
+        changed: prd
+            .criteria
+            .as_deref()
+            .map(|armed| crate::loop_file::stories::changed_criteria(armed, &stories))
+            .unwrap_or_default(),
     };
     let mut lock = lock;
     let paths_refusal = crate::decide::prd_turn::paths_refusal(

@@ -228,6 +228,7 @@ pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
         file: prd.path.clone(),
         stories,
         refused: Vec::new(),
+        changed: Vec::new(),
     }))
 }
 

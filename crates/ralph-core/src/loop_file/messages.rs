@@ -617,6 +617,14 @@ pub mod stories {
         }
     }
 
+    /// The PRD's criteria differ from those bound at arming (`why` names
+    /// the stories), for the agent at every continuation.
+    pub fn criteria_changed(why: &str) -> String {
+        format!(
+            "The PRD's {why} (title, description or acceptanceCriteria edited, or a story added or removed). They are the spec: restore them exactly as they were when this loop was armed. No story passes and the loop does not complete while they differ; only the user can change them (by arming the loop again)."
+        )
+    }
+
     /// Why a story was set back, for the user.
     pub fn refused_notice(file: &str, refusal: &StoryRefusal) -> String {
         match refusal {

@@ -48,6 +48,9 @@ pub struct PrdSeen {
     pub stories: Vec<Story>,
     /// Stories set back to `passes: false` at this stop, and why.
     pub refused: Vec<StoryRefusal>,
+    /// Stories whose criteria differ from those bound at arming
+    /// (`changed_criteria`; empty for a loop without `prd_criteria`).
+    pub changed: Vec<String>,
 }
 
 /// A story that turned to passing but was not accepted.
