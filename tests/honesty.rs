@@ -614,6 +614,60 @@ fn a_storys_protected_path_refuses_its_passes() {
     assert!(p.read("ralph/prd.json").contains(r#""passes": false"#));
 }
 
+/// A `--prd` loop binds each story's criteria at arming: an agent that
+/// weakens a story's `acceptanceCriteria` and marks it passing is set back,
+/// told which story changed and to restore it; once restored (and the work
+/// done) the story passes and the loop completes.
+#[test]
+fn a_story_whose_criteria_were_weakened_cannot_pass_until_they_are_restored() {
+    let policy = Policy {
+        name: "weakens the criteria, then restores them",
+        script: r#"if [ $n -lt 2 ]; then cp ralph/prd.json .agent/armed; sed -e 's/prints the number tests.check.sh expects/exists/' -e 's/"passes": false/"passes": true/' .agent/armed > .agent/prd && cat .agent/prd > ralph/prd.json; echo "Story done."; else fix; sed 's/"passes": false/"passes": true/' .agent/armed > .agent/prd && cat .agent/prd > ralph/prd.json; echo "Criteria restored, story done."; fi"#,
+        finishes_at: Some(2),
+    };
+    let (p, want) = task(6, &policy);
+    // The agent keeps the last prompt it read: the continuation after the refusal.
+    let keeps_prompt = PRELUDE.replace("cat > /dev/null", "cat > .agent/prompt");
+    p.write(
+        ".agent/agent.sh",
+        &format!("{keeps_prompt}{}\n", policy.script),
+    );
+    p.write(
+        "ralph/prd.json",
+        r#"{"userStories": [{"id": "US-1", "title": "Fix value.sh", "acceptanceCriteria": ["src/value.sh prints the number tests/check.sh expects"], "passes": false}]}"#,
+    );
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "prd"]);
+    let out = p
+        .command(&[
+            "run",
+            "--agent",
+            "sh .agent/agent.sh",
+            "--prd",
+            "--max-iterations",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    let prompt = p.read(".agent/prompt");
+    assert!(
+        prompt.contains("Story US-1 was set back")
+            && prompt.contains("stories changed since arming: US-1")
+            && prompt.contains("restore them"),
+        "the continuation names the story and asks to restore it: {prompt}"
+    );
+    assert_eq!(turns(&p), 2, "refused once, then accepted: {said}");
+    assert_eq!(ended_loop(&p)["outcome"], "completed", "{said}");
+    assert!(oracle(&p, &want));
+    let prd = p.read("ralph/prd.json");
+    assert!(
+        prd.contains("prints the number tests/check.sh expects")
+            && prd.contains(r#""passes": true"#),
+        "{prd}"
+    );
+}
+
 /// With `--protect` and `--scope`, the receipt of a completion records the
 /// changed paths and that both held.
 #[test]

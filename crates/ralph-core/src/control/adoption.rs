@@ -169,6 +169,9 @@ fn plain_words(field: &str) -> String {
         "started_at" => "when the loop began: its time budget counts from here",
         "fresh_context" => "Gemini CLI: clear the model's history before every iteration",
         "prd" => "the PRD whose stories the agent works through and may mark as passing",
+        "prd_criteria" => {
+            "each story's title, description and acceptance criteria at arming: a story whose criteria differ is refused when marked passing"
+        }
         "notify" => "a desktop notification when the loop ends",
         "sandbox" => "`ralph run` starts every agent process confined to the project",
         "sandbox_network" => "with sandbox: `none` cuts the agent off the network",
@@ -205,7 +208,7 @@ mod tests {
             "protect" | "scope" => "\"tests/**\"",
             "armed_tree" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
             "prd" => "\"ralph/prd.json\"",
-            "prd_commands" => "\"US-1:0123456789abcdef\"",
+            "prd_commands" | "prd_criteria" => "\"US-1:0123456789abcdef\"",
             "notify_url" => "\"https://hooks.example:8443/in?k=1\"",
             "max_duration" | "verify_timeout" | "check_timeout" => "5m",
             _ => "3",

@@ -217,6 +217,7 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
     let prd = crate::loop_file::state::PrdLoop {
         path: path.to_owned(),
         commands: String::new(),
+        criteria: None,
     };
     let stories = crate::decide::prd_turn::read(&project.root, &prd)?;
     if crate::control::templates::unedited(&stories)
@@ -276,6 +277,8 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         opt("prd", Some(quote(&prd.path)));
         let commands = crate::loop_file::stories::record_commands(&prd.stories);
         opt("prd_commands", Some(quote(&commands)));
+        let criteria = crate::loop_file::stories::record_criteria(&prd.stories);
+        opt("prd_criteria", Some(quote(&criteria)));
         let passed = crate::decide::prd_turn::passed_field(&prd.stories);
         opt("prd_passed", Some(quote(&passed)));
     }

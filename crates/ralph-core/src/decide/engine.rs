@@ -180,14 +180,21 @@ fn prd_stories(
         file: prd.path.clone(),
         stories: stories.clone(),
         refused: Vec::new(),
+        changed: prd
+            .criteria
+            .as_deref()
+            .map(|armed| crate::loop_file::stories::changed_criteria(armed, &stories))
+            .unwrap_or_default(),
     };
     let mut lock = lock;
     let paths_refusal = crate::decide::prd_turn::paths_refusal(
         decide::path_violations(state, &seen.changed_paths),
         &turned,
-    );
+    )
+    .or_else(|| crate::decide::prd_turn::criteria_refusal(prd, &stories, &turned));
     if let Some(refused) = paths_refusal {
-        // `--protect`/`--scope` refuse the stories before any check runs.
+        // `--protect`/`--scope`, or criteria changed since arming, refuse
+        // the stories before any check runs.
         found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         found.refused = refused;
     } else if !turned.is_empty() {

@@ -156,6 +156,9 @@ pub const PATH_REFUSALS_LIMIT: u64 = 3;
 /// The name a story refused by `--protect`/`--scope` gives as its check.
 pub const PATHS_CHECK: &str = "--protect/--scope";
 
+/// Counted like [`PATHS_CHECK`].
+pub use crate::loop_file::stories::CRITERIA_CHECK;
+
 /// `--protect` and `--scope`: a protected path that differs from the work
 /// tree at arming is named at every continuation; a claim of done (the
 /// promise, or every story passing) is refused while one differs or a
@@ -308,29 +311,26 @@ fn stories_complete(
         turn.notices.push(words::refused_notice(&prd.file, refusal));
     }
     if let Some(first) = prd.refused.first() {
-        let command = match first {
-            crate::decide::observation::StoryRefusal::Failed { command, .. }
-            | crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => command,
+        let (command, why) = match first {
+            crate::decide::observation::StoryRefusal::Failed {
+                command,
+                verification,
+                ..
+            } => (command, verification.status.as_str()),
+            crate::decide::observation::StoryRefusal::Unrecorded { command, .. } => (command, ""),
         };
-        if command == PATHS_CHECK {
-            // `--protect`/`--scope` refusals end the loop at their own limit
-            // when `--max-verify-failures` is off, and say which paths.
-            let mut limited = state.clone();
-            if limited.guards.max_verify_failures == 0 {
-                limited.guards.max_verify_failures = PATH_REFUSALS_LIMIT;
-            }
-            let why = match first {
-                crate::decide::observation::StoryRefusal::Failed { verification, .. } => {
-                    verification.status.clone()
-                }
-                crate::decide::observation::StoryRefusal::Unrecorded { .. } => String::new(),
-            };
-            verify_failures(&limited, command, &mut turn.progress).map_err(|e| match e {
-                Early::End(outcome, detail) => Early::End(outcome, format!("{detail} ({why})")),
-                other => other,
-            })?;
-        } else {
-            verify_failures(state, command, &mut turn.progress)?;
+        count_refusal(state, command, why, &mut turn.progress)?;
+    } else if !prd.changed.is_empty() {
+        // Named at every continuation while the criteria differ, and a PRD
+        // whose every story passes only because one was removed or
+        // rewritten is not done.
+        let why = format!(
+            "stories changed since arming: {}",
+            crate::decide::path_words::listed(&prd.changed)
+        );
+        turn.notes.push(words::criteria_changed(&why));
+        if crate::loop_file::stories::all_pass(&prd.stories) {
+            return count_refusal(state, CRITERIA_CHECK, &why, &mut turn.progress);
         }
     }
     if crate::loop_file::stories::all_pass(&prd.stories) {
@@ -360,6 +360,28 @@ fn stories_complete(
             .push(words::promise_while_open(expected, &prd.stories));
     }
     Ok(())
+}
+
+/// Counts a story refusal as a failed gate; `--protect`/`--scope` and
+/// criteria refusals end the loop at their own limit when
+/// `--max-verify-failures` is off, and say why.
+fn count_refusal(
+    state: &LoopState,
+    command: &str,
+    why: &str,
+    progress: &mut Progress,
+) -> Result<(), Early> {
+    if command != PATHS_CHECK && command != CRITERIA_CHECK {
+        return verify_failures(state, command, progress);
+    }
+    let mut limited = state.clone();
+    if limited.guards.max_verify_failures == 0 {
+        limited.guards.max_verify_failures = PATH_REFUSALS_LIMIT;
+    }
+    verify_failures(&limited, command, progress).map_err(|e| match e {
+        Early::End(outcome, detail) => Early::End(outcome, format!("{detail} ({why})")),
+        other => other,
+    })
 }
 
 /// Counts a failed gate, and ends the loop once `max_verify_failures`
@@ -930,6 +952,7 @@ mod tests {
                 file: "ralph/prd.json".into(),
                 stories: crate::loop_file::stories::parse("ralph/prd.json", &text).unwrap(),
                 refused: Vec::new(),
+                changed: Vec::new(),
             }),
             ..seen(reply)
         }
@@ -1106,6 +1129,46 @@ mod tests {
             Some(Outcome::Guard(Tripped::VerifyFailures)),
             "a refused story counts as a failed gate"
         );
+    }
+
+    #[test]
+    fn with_prd_criteria_changed_the_story_is_named_and_all_passing_is_not_done() {
+        let s = state("prd: ralph/prd.json\n");
+        // B was rewritten (or removed) and A passes: named, not completed, counted.
+        let mut weakened = with_stories("x", &[("A", true, None)]);
+        weakened.prd.as_mut().unwrap().changed = vec!["B".into()];
+        match decide(&s, &weakened) {
+            Decision::Continue {
+                notes, progress, ..
+            } => {
+                assert!(
+                    notes
+                        .iter()
+                        .any(|n| n.contains("stories changed since arming: B")
+                            && n.contains("restore them")),
+                    "{notes:?}"
+                );
+                assert_eq!(progress.counts.verify_failures, 1);
+            }
+            d => panic!("changed criteria must not complete the loop: {d:?}"),
+        }
+        let at_limit = state(&format!(
+            "prd: ralph/prd.json\nverify_failures: {}\n",
+            PATH_REFUSALS_LIMIT - 1
+        ));
+        match decide(&at_limit, &weakened) {
+            Decision::End { outcome, detail } => {
+                assert_eq!(outcome, Outcome::Guard(Tripped::VerifyFailures));
+                assert!(
+                    detail.contains("stories changed since arming: B"),
+                    "{detail}"
+                );
+            }
+            d => panic!("the breaker ends it: {d:?}"),
+        }
+        // Restored: a stop with every story passing completes.
+        let restored = with_stories("x", &[("A", true, None)]);
+        assert_eq!(outcome(&decide(&s, &restored)), Some(Outcome::Completed));
     }
 
     fn outcome(d: &Decision) -> Option<Outcome> {

@@ -144,6 +144,42 @@ pub fn paths_refusal(
     )
 }
 
+/// The PRD's criteria at a stop where stories turned to passing: while a
+/// story's title, description or acceptance criteria differ from those
+/// recorded at arming (or a story was added or removed), each story that
+/// turned is refused, as a failed check named [`crate::decide::CRITERIA_CHECK`]
+/// whose status names the changed stories; `None` when nothing turned,
+/// nothing changed, or the loop predates `prd_criteria`.
+pub fn criteria_refusal(
+    prd: &PrdLoop,
+    stories: &[Story],
+    turned: &[&Story],
+) -> Option<Vec<StoryRefusal>> {
+    let recorded = prd.criteria.as_deref()?;
+    let changed = stories::changed_criteria(recorded, stories);
+    if turned.is_empty() || changed.is_empty() {
+        return None;
+    }
+    let verification = Verification {
+        passed: false,
+        status: format!(
+            "stories changed since arming: {}",
+            crate::decide::path_words::listed(&changed)
+        ),
+        ..Verification::default()
+    };
+    Some(
+        turned
+            .iter()
+            .map(|story| StoryRefusal::Failed {
+                id: story.id.clone(),
+                command: crate::decide::CRITERIA_CHECK.to_owned(),
+                verification: verification.clone(),
+            })
+            .collect(),
+    )
+}
+
 /// The story a refusal is about.
 pub fn refusal_id(refusal: &StoryRefusal) -> &str {
     match refusal {
@@ -192,6 +228,7 @@ pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
         file: prd.path.clone(),
         stories,
         refused: Vec::new(),
+        changed: Vec::new(),
     }))
 }
 
@@ -203,6 +240,7 @@ mod tests {
         PrdLoop {
             path: "p.json".into(),
             commands: stories::record_commands(stories),
+            criteria: Some(stories::record_criteria(stories)),
         }
     }
 
@@ -237,6 +275,60 @@ mod tests {
         assert_eq!(why.len(), 2, "{why:?}");
         assert!(why[0].1.contains("timed out"), "{why:?}");
         assert!(why[1].1.starts_with("not run"), "{why:?}");
+    }
+
+    #[test]
+    fn a_story_turned_while_criteria_changed_is_refused_naming_the_changed_story() {
+        let armed = stories::parse(
+            "p.json",
+            r#"{"userStories": [
+            {"id": "A", "title": "a", "acceptanceCriteria": ["x > 1"]},
+            {"id": "B", "title": "b", "acceptanceCriteria": ["y"]}]}"#,
+        )
+        .unwrap();
+        let prd = prd_of(&armed);
+        let weakened = stories::parse(
+            "p.json",
+            r#"{"userStories": [
+            {"id": "A", "title": "a", "acceptanceCriteria": ["x > 0"], "passes": true},
+            {"id": "B", "title": "b", "acceptanceCriteria": ["y"], "passes": true}]}"#,
+        )
+        .unwrap();
+        let both = turned(&[], &weakened);
+        let refused = criteria_refusal(&prd, &weakened, &both).unwrap();
+        assert_eq!(refused.len(), 2, "every story that turned is refused");
+        for (refusal, id) in refused.iter().zip(["A", "B"]) {
+            let StoryRefusal::Failed {
+                id: refused_id,
+                command,
+                verification,
+            } = refusal
+            else {
+                panic!("{refusal:?}");
+            };
+            assert_eq!(
+                (refused_id.as_str(), command.as_str()),
+                (id, crate::decide::CRITERIA_CHECK)
+            );
+            assert_eq!(verification.status, "stories changed since arming: A");
+        }
+        // Only `passes` changed: accepted. A story removed: refused, named.
+        let mut honest = armed.clone();
+        honest[0].passes = true;
+        assert_eq!(criteria_refusal(&prd, &honest, &turned(&[], &honest)), None);
+        let fewer = &honest[..1];
+        let refused = criteria_refusal(&prd, fewer, &turned(&[], fewer)).unwrap();
+        assert!(
+            matches!(&refused[..], [StoryRefusal::Failed { verification, .. }]
+                if verification.status == "stories changed since arming: B"),
+            "{refused:?}"
+        );
+        // A loop file from before `prd_criteria`: no check.
+        let old = PrdLoop {
+            criteria: None,
+            ..prd
+        };
+        assert_eq!(criteria_refusal(&old, &weakened, &both), None);
     }
 
     #[test]

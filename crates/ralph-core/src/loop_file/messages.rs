@@ -593,6 +593,14 @@ pub mod stories {
                 id,
                 command,
                 verification: v,
+            } if command == stories::CRITERIA_CHECK => format!(
+                "Story {id} was set back to `\"passes\": false`: {} (title, description or acceptanceCriteria edited, or a story added or removed). The PRD's criteria are the spec: restore them exactly as they were when this loop was armed, then set it to true again. Only the user can change them (by arming the loop again).",
+                v.status
+            ),
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification: v,
             } => {
                 let output = match v.output_tail.trim_end() {
                     "" => "It printed nothing.".to_owned(),
@@ -607,6 +615,14 @@ pub mod stories {
                 "Story {id} was set back to `\"passes\": false`: its verify command `{command}` is not the one recorded when this loop was armed, so ralph did not run it. Put the command back as it was; only the user can approve a new one (by arming the loop again)."
             ),
         }
+    }
+
+    /// The PRD's criteria differ from those bound at arming (`why` names
+    /// the stories), for the agent at every continuation.
+    pub fn criteria_changed(why: &str) -> String {
+        format!(
+            "The PRD's {why} (title, description or acceptanceCriteria edited, or a story added or removed). They are the spec: restore them exactly as they were when this loop was armed. No story passes and the loop does not complete while they differ; only the user can change them (by arming the loop again)."
+        )
     }
 
     /// Why a story was set back, for the user.

@@ -68,6 +68,10 @@ pub struct PrdLoop {
     /// `prd_commands:` each story's `verify` command at arming, as
     /// `ID:DIGEST` pairs (`stories::record_commands`).
     pub commands: String,
+    /// `prd_criteria:` each story's title, description and acceptance
+    /// criteria at arming, as `ID:DIGEST` pairs (`stories::record_criteria`);
+    /// `None` for a loop armed before ralph recorded them (no check then).
+    pub criteria: Option<String>,
 }
 
 /// `--protect` and `--scope`, as the loop file records them.
@@ -245,6 +249,7 @@ crate::loop_file::guards::with_guard_fields!(raw_fields!(
     fresh_context,
     prd,
     prd_commands,
+    prd_criteria,
     prd_passed,
     notify,
     notify_url,
@@ -364,6 +369,7 @@ fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
     Ok(Some(PrdLoop {
         path,
         commands: raw.prd_commands.clone().unwrap_or_default(),
+        criteria: raw.prd_criteria.clone(),
     }))
 }
 

@@ -48,6 +48,9 @@ pub struct PrdSeen {
     pub stories: Vec<Story>,
     /// Stories set back to `passes: false` at this stop, and why.
     pub refused: Vec<StoryRefusal>,
+    /// Stories whose criteria differ from those bound at arming
+    /// (`changed_criteria`; empty for a loop without `prd_criteria`).
+    pub changed: Vec<String>,
 }
 
 /// A story that turned to passing but was not accepted.
@@ -328,6 +331,51 @@ pub fn command_recorded(recorded: &str, id: &str, command: &str) -> bool {
         .split_whitespace()
         .filter_map(|pair| pair.rsplit_once(':'))
         .any(|(i, d)| i == id && d == digest)
+}
+
+/// The name a story refused because the PRD's criteria changed since
+/// arming gives as its check.
+pub const CRITERIA_CHECK: &str = "the PRD's criteria at arming";
+
+/// A short, stable digest of what a story asks for (its `title`,
+/// `description` and `acceptanceCriteria`), recorded at arming: the agent
+/// must not weaken them and then mark the story passing. Hashed as one
+/// JSON array, so no two different stories share an input.
+pub fn criteria_digest(story: &Story) -> String {
+    let spec = serde_json::json!([story.title, story.description, story.criteria]);
+    command_digest(&spec.to_string())
+}
+
+/// Every story's criteria as recorded in a loop file: `ID:DIGEST` pairs
+/// separated by spaces, one per story (so the set of ids is bound too).
+pub fn record_criteria(stories: &[Story]) -> String {
+    stories
+        .iter()
+        .map(|s| format!("{}:{}", s.id, criteria_digest(s)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The stories whose criteria differ from `recorded` (the loop's
+/// `prd_criteria`), in PRD order, then those recorded but gone: a story
+/// edited, added after arming, or removed.
+pub fn changed_criteria(recorded: &str, stories: &[Story]) -> Vec<String> {
+    let armed: Vec<(&str, &str)> = recorded
+        .split_whitespace()
+        .filter_map(|pair| pair.rsplit_once(':'))
+        .collect();
+    let mut changed: Vec<String> = stories
+        .iter()
+        .filter(|s| !armed.contains(&(s.id.as_str(), criteria_digest(s).as_str())))
+        .map(|s| s.id.clone())
+        .collect();
+    changed.extend(
+        armed
+            .iter()
+            .filter(|(id, _)| !stories.iter().any(|s| s.id == *id))
+            .map(|(id, _)| (*id).to_owned()),
+    );
+    changed
 }
 
 /// The task of a `--prd` loop armed without one.
