@@ -150,6 +150,36 @@ impl Repo {
         (answer, read_status)
     }
 
+    /// Whether the last stop staged the work tree for a checkpoint (`git add`).
+    fn staged(&self) -> bool {
+        std::fs::read_to_string(self.outside.path().join("git-calls"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split(' ').any(|w| w == "add"))
+    }
+
+    /// The commits of the loop's checkpoints, by iteration.
+    fn checkpoints(&self) -> Vec<(u64, String)> {
+        let out = Command::new(real_git())
+            .args([
+                "for-each-ref",
+                "--format=%(refname) %(objectname)",
+                "refs/ralph/",
+            ])
+            .current_dir(self.root())
+            .output()
+            .unwrap();
+        let mut kept: Vec<(u64, String)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (name, commit) = l.split_once(' ')?;
+                Some((name.rsplit('/').next()?.parse().ok()?, commit.to_owned()))
+            })
+            .collect();
+        kept.sort();
+        kept
+    }
+
     fn blocks(&self, reply: &str) -> bool {
         self.stop(reply).0["decision"] == "block"
     }
@@ -557,8 +587,15 @@ fn a_turn_without_tool_calls_runs_no_git_and_counts_as_no_progress() {
             ran_git, reads,
             "{turn}: a turn without tools must not read the tree"
         );
+        // Nor stage it for its checkpoint: the last checkpoint is named again.
+        assert_eq!(r.staged(), reads, "{turn}: staged for its checkpoint");
         assert_eq!(r.no_progress_count(), count);
     }
+    let kept = r.checkpoints();
+    let commit = |n: u64| kept.iter().find(|(i, _)| *i == n).map(|(_, c)| c.clone());
+    assert!(commit(2).is_some(), "{kept:?}");
+    assert_eq!(commit(3), commit(2), "t2 ran nothing: {kept:?}");
+    assert_eq!(commit(4), commit(2), "t3 ran nothing: {kept:?}");
     // A shell call that changed a file: the tree is read, progress is seen.
     r.project.write("src/b.txt", "made by a script\n");
     r.append(&[

@@ -106,13 +106,20 @@ pub fn step(
         transcript: transcript.as_ref(),
         log,
     };
+    let no_tool_ran = judged.seen.tree_unchanged;
     let step = apply(project, live, registry, judged, written, &lock, now)?;
     drop(lock);
     // The iteration's work tree, kept once the turn is written and the lock
     // is let go (git may take a moment in a large tree).
     if matches!(step, Step::Continued { .. }) {
         let state = &live.state;
-        checkpoints::take(&project.root, &live.file.name, state, state.iteration);
+        checkpoints::take(
+            &project.root,
+            &live.file.name,
+            state,
+            state.iteration,
+            no_tool_ran,
+        );
     }
     Ok(step)
 }
@@ -526,7 +533,9 @@ fn ended_checkpoint(
 ) -> (Option<String>, Option<String>) {
     let state = &live.state;
     let name = &live.file.name;
-    let kept = checkpoints::take(&project.root, name, state, state.iteration).is_some();
+    let no_tool_ran = seen.tree_unchanged;
+    let kept =
+        checkpoints::take(&project.root, name, state, state.iteration, no_tool_ran).is_some();
     if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
         return (None, None);
     }

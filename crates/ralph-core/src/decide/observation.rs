@@ -20,6 +20,10 @@ pub struct Observation {
     pub tree_fingerprint: Option<String>,
     /// Whether the turn that just ended ran any tool, when known.
     pub ran_tool: Option<bool>,
+    /// The transcript proves the turn ran no tool and holds its reply (the
+    /// hook's strict reading, as the no-progress check trusts it): the work
+    /// tree is as the last stop left it, so its checkpoint is the last one.
+    pub tree_unchanged: bool,
     /// Claude Code's consecutive-block cap (0: disabled).
     pub block_cap: u64,
     /// The Stop event's `stop_hook_active`: `Some(false)` is the first stop

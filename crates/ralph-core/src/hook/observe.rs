@@ -144,10 +144,15 @@ pub(super) fn observe(
         .flatten();
     let priced = appended.filter(|_| wants.cost).map(|a| price(a, notices));
     let queued = scanned.as_ref().is_some_and(|a| a.queued > 0);
+    let tree_unchanged = scanned.as_ref().is_some_and(|a| {
+        let from_event = reply.as_deref().filter(|_| reply_from_event);
+        turn_ran_nothing(a, from_event, state.progress.counts.replies_behind)
+    });
     let figures = Figures {
         appended,
         priced,
         tree,
+        tree_unchanged,
         queued,
     };
     (figures.observation(state, event, ctx, reply), scanned)
@@ -159,6 +164,8 @@ struct Figures<'a> {
     /// This stop's cost, and the largest reply's alone.
     priced: Option<(Money, Money)>,
     tree: Option<String>,
+    /// The transcript proves the turn ran no tool.
+    tree_unchanged: bool,
     queued: bool,
 }
 
@@ -174,6 +181,7 @@ impl Figures<'_> {
             appended,
             priced,
             tree,
+            tree_unchanged,
             queued,
         } = self;
         // What `ralph statusline` last saw of the plan's window (per user).
@@ -193,6 +201,7 @@ impl Figures<'_> {
             tokens_used: appended.map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
             tree_fingerprint: tree,
             ran_tool: appended.and_then(|a| a.ran_tool),
+            tree_unchanged,
             block_cap: ctx.block_cap,
             verification: None::<Verification>,
             // `engine::step` reads the PRD, so `ralph run` reads it the same way.

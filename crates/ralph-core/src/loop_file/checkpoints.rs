@@ -24,12 +24,31 @@ pub fn prefix(name: &str, state: &LoopState) -> Option<String> {
 /// Records the work tree as the checkpoint of iteration `iteration` of the
 /// loop `name`; best effort (not a git project, a name git refuses, git
 /// failing or slow: no checkpoint, and the loop goes on as before). The
-/// ref's name when one was kept.
-pub fn take(root: &Path, name: &str, state: &LoopState, iteration: u64) -> Option<String> {
+/// ref's name when one was kept. `unchanged`: the turn ran no tool (the
+/// transcript shows it), so the tree is the previous checkpoint's: that
+/// commit is named again with one `update-ref`, rather than every file of
+/// the tree staged anew (80 ms at 30,000 files, at every such stop).
+pub fn take(
+    root: &Path,
+    name: &str,
+    state: &LoopState,
+    iteration: u64,
+    unchanged: bool,
+) -> Option<String> {
     if !checkpoint::in_repository(root) {
         return None;
     }
-    let reference = checkpoint::ref_name(name, run_of(state)?, &iteration.to_string())?;
+    let run = run_of(state)?;
+    let reference = checkpoint::ref_name(name, run, &iteration.to_string())?;
+    let previous = iteration
+        .checked_sub(1)
+        .and_then(|p| checkpoint::ref_name(name, run, &p.to_string()));
+    // A previous checkpoint that is missing fails the update: the tree is then recorded whole.
+    if let Some(previous) = previous.filter(|_| unchanged)
+        && checkpoint::store(root, &reference, &previous).is_ok()
+    {
+        return Some(reference);
+    }
     let message = format!("ralph {name}: the work tree after iteration {iteration}");
     let snapshot = checkpoint::snapshot(root, &message).ok()?;
     checkpoint::store(root, &reference, &snapshot.commit).ok()?;

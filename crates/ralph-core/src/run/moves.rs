@@ -396,6 +396,7 @@ fn observe(
             })
             .flatten(),
         ran_tool: None,
+        tree_unchanged: false,
         block_cap: 0,
         verification: None,
         cost_usd: reply.cost.map(|c| state.progress.counts.cost_usd.plus(c)),
