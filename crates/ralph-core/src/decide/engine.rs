@@ -690,22 +690,7 @@ fn go_on(
     log.idle_blocks = Some(progress.idle_blocks);
     log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
         .then_some(progress.counts.cost_usd);
-    let refused = seen.verification.as_ref().filter(|v| !v.passed);
-    // The user sees a refused promise too, not only the model.
-    let mut line = messages::status_line(&live.file.name, state, next);
-    if let Some(prd) = &seen.prd {
-        line = format!("{line} · {}", messages::stories::status(&prd.stories));
-    }
-    let status = std::iter::once(match refused {
-        Some(v) => format!(
-            "{line} · {}",
-            messages::verify_refused_status(state, &v.status)
-        ),
-        None => line,
-    })
-    .chain(notices)
-    .collect::<Vec<_>>()
-    .join("\n");
+    let status = continue_status(live, seen, next, notices);
     let reason = format!(
         "{}{}{}",
         state.prompt,
@@ -720,27 +705,50 @@ fn go_on(
             &footer_notes(state, &progress, notes)
         )
     );
-    // `--protect`/`--scope` refused a claim of done: a refusal counted
-    // without a gate run.
-    let paths_refused = seen.verification.is_none()
-        && seen.changed_paths != decide::ChangedPaths::NotAsked
-        && progress.counts.verify_failures > state.progress.counts.verify_failures;
     let step = Step::Continued {
         next,
         reason,
         status,
-        // The gate refused the promise, or `--protect`/`--scope` did (a refusal
-        // counted without a gate run).
-        refused: if refused.is_some() {
-            messages::Refused::ByVerify
-        } else if paths_refused {
-            messages::Refused::ByPaths
-        } else {
-            messages::Refused::Not
-        },
+        refused: refusal(state, seen, &progress),
         progress,
     };
     Ok((step, log, fields))
+}
+
+/// The one-line status the user sees as the loop goes on: a refused
+/// promise too, not only the model, then the turn's notices.
+fn continue_status(live: &Loop, seen: &Observation, next: u64, notices: Vec<String>) -> String {
+    let state = &live.state;
+    let mut line = messages::status_line(&live.file.name, state, next);
+    if let Some(prd) = &seen.prd {
+        line = format!("{line} · {}", messages::stories::status(&prd.stories));
+    }
+    let refused = seen.verification.as_ref().filter(|v| !v.passed);
+    std::iter::once(match refused {
+        Some(v) => format!(
+            "{line} · {}",
+            messages::verify_refused_status(state, &v.status)
+        ),
+        None => line,
+    })
+    .chain(notices)
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// What refused a claim of done at this stop: the gate, or `--protect`/
+/// `--scope` (a refusal counted without a gate run), or nothing.
+fn refusal(state: &LoopState, seen: &Observation, progress: &Progress) -> messages::Refused {
+    if seen.verification.as_ref().is_some_and(|v| !v.passed) {
+        messages::Refused::ByVerify
+    } else if seen.verification.is_none()
+        && seen.changed_paths != decide::ChangedPaths::NotAsked
+        && progress.counts.verify_failures > state.progress.counts.verify_failures
+    {
+        messages::Refused::ByPaths
+    } else {
+        messages::Refused::Not
+    }
 }
 
 /// The footer's notes: the decision's, plus the token count when a budget

@@ -54,27 +54,33 @@ struct Terminal {
     screen: Screen,
 }
 
-/// Arms the loop (a task was given) or takes it over, archives a PRD whose
-/// branch changed, and sets Ctrl-C to stop the agent.
-fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
-    let project = crate::env::project();
-    let registry = crate::env::require_registry()?;
-    let own_id = ralph_core::loop_file::run_owner::own_id();
-    let prompt = if !args.prompt.is_empty() {
+/// The task of a new loop: the words given, else stdin when it is not a
+/// terminal; `--prd` alone is a task too (the PRD's stories). `None`: take
+/// over the loop armed earlier.
+fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
+    let typed = if !args.prompt.is_empty() {
         Some(args.prompt.join(" "))
     } else if !std::io::stdin().is_terminal() {
         Some(read_stdin()?).filter(|p| !p.trim().is_empty())
     } else {
         None
     };
+    Ok(typed.or_else(|| args.arm.prd.as_ref().map(|_| String::new())))
+}
+
+/// Arms the loop (a task was given) or takes it over, archives a PRD whose
+/// branch changed, and sets Ctrl-C to stop the agent.
+fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
+    let project = crate::env::project();
+    let registry = crate::env::require_registry()?;
+    let own_id = ralph_core::loop_file::run_owner::own_id();
+    let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
     let asked = args.confinement();
     // A sandbox that cannot be had is refused before anything is armed.
     if let Some(confinement) = &asked {
         ralph_core::run::sandbox::choose_tool(confinement)?;
     }
-    // `--prd` alone is a task: the PRD's stories.
-    let prompt = prompt.or_else(|| args.arm.prd.as_ref().map(|_| String::new()));
     let setup = Setup {
         project,
         registry,
