@@ -110,7 +110,7 @@ fn temp_files(root: &Path) -> Vec<String> {
         .expect("read .claude")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(ralph_core::fs::safe_fs::TEMP_PREFIX))
+        .filter(|n| n.starts_with(ralph_fs::safe_fs::TEMP_PREFIX))
         .collect();
     names.sort();
     names
@@ -443,7 +443,7 @@ fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
 
     // Once older than a write could take, a stop under the lock removes it.
     let long_ago = std::time::SystemTime::now()
-        - ralph_core::fs::safe_fs::STALE_TEMP_AGE
+        - ralph_fs::safe_fs::STALE_TEMP_AGE
         - Duration::from_secs(60);
     std::fs::File::options()
         .write(true)

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::failure::{failure_count, mask};
+use ralph_fs::failure::{failure_count, mask};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

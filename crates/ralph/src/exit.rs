@@ -1,7 +1,7 @@
 //! Why a command did not succeed and its exit code: every code ralph
 //! exits with, and each core error's code chosen by its class.
 
-use ralph_core::error::{Exit as _, ExitClass};
+use ralph_fs::error::{Exit as _, ExitClass};
 
 /// ralph's exit codes, all of them: 0 is success.
 pub mod code {
@@ -70,10 +70,10 @@ pub enum EdgeError {
     NotApproved,
 }
 
-impl ralph_core::error::Exit for EdgeError {}
+impl ralph_fs::error::Exit for EdgeError {}
 
 /// The exit code of each class of error the core returns, in one place:
-/// each error type says its class (`ralph_core::error::Exit`).
+/// each error type says its class (`ralph_fs::error::Exit`).
 fn exit_code(class: ExitClass) -> u8 {
     match class {
         ExitClass::Usage => code::USAGE,
@@ -100,15 +100,15 @@ failure_from!(
     ralph_core::loop_file::state::StateError,
     ralph_core::loop_file::registry::RegistryError,
     ralph_core::loop_file::store::StoreError,
-    ralph_core::fs::safe_fs::FsError,
+    ralph_fs::safe_fs::FsError,
     ralph_core::loop_file::error::LoopFileError,
-    ralph_core::run::fleet::PrdError,
-    ralph_core::run::presets::PermissionModeError,
-    ralph_core::run::sandbox::SandboxError,
-    ralph_core::run::fleet::git::FleetError,
-    ralph_core::hook::install::InstallError,
+    ralph_run::fleet::PrdError,
+    ralph_run::presets::PermissionModeError,
+    ralph_run::sandbox::SandboxError,
+    ralph_run::fleet::git::FleetError,
+    ralph_install::InstallError,
     ralph_core::control::init::InitError,
-    ralph_core::report::ReportError,
+    ralph_report::ReportError,
     ralph_core::loop_file::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
@@ -141,9 +141,9 @@ impl From<ralph_core::control::LoopError> for Failure {
 /// `ralph run`'s driver errors: failures (whatever they wrap, as when they
 /// were strings) unless the error's class says usage; a missing loop to
 /// take over is a usage error, told with how to arm one.
-impl From<ralph_core::run::RunError> for Failure {
-    fn from(error: ralph_core::run::RunError) -> Self {
-        use ralph_core::run::RunError;
+impl From<ralph_run::RunError> for Failure {
+    fn from(error: ralph_run::RunError) -> Self {
+        use ralph_run::RunError;
         match error {
             RunError::NoLoopToResume(name) => Self::usage(format!(
                 "{}; give a task to arm one: ralph run --name {name} \"<task>\"",
@@ -161,8 +161,8 @@ pub type CmdResult = Result<(), Failure>;
 
 /// How a `ralph run` (or `--parallel`) ended, as its exit code; what
 /// happened is already printed.
-pub fn run_exit(exit: ralph_core::run::screen::RunExit) -> CmdResult {
-    use ralph_core::run::screen::RunExit;
+pub fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
+    use ralph_run::screen::RunExit;
     Err(match exit {
         RunExit::Success => return Ok(()),
         RunExit::Ended => Failure::ended(),

@@ -27,8 +27,10 @@ fn main() -> std::process::ExitCode {
     // Referenced at run time, so neither the optimiser nor `strip` drops it.
     std::hint::black_box(BINARY_ID);
     // Started again as a gate's box (fs/gate_box.rs): that, and nothing else.
-    if let Some(code) = ralph_core::fs::gate_box::serve_if_asked() {
+    if let Some(code) = ralph_fs::gate_box::serve_if_asked() {
         return std::process::ExitCode::from(code);
     }
+    // The core says what to tell when a loop ends; this crate sends it.
+    ralph_core::loop_file::notice::set_courier(ralph_notify::send);
     cmd::run(<cli::Cli as clap::Parser>::parse())
 }

@@ -3,7 +3,7 @@
 //! Showing it, asking and recording it are the CLI's and `commands::adopt`'s.
 
 use crate::control::{LoopError, approval};
-use crate::display;
+use ralph_fs::display;
 use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::{Arming, Registry};
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -125,7 +125,7 @@ fn setting(project: &Project, state: &LoopState, field: &str, value: &str) -> Ve
     let words = match field {
         "verify" => format!("{}   {AS_YOU} when the promise comes", one(value)),
         "check" => format!("{}   {AS_YOU} at every stop that goes on", one(value)),
-        "notify_url" => crate::loop_file::notify::destination(value).map_or_else(
+        "notify_url" => crate::loop_file::notice::destination(value).map_or_else(
             || format!("{}   (not a URL ralph calls: never used)", one(value)),
             |to| {
                 format!(

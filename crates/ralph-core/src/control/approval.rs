@@ -8,7 +8,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::display;
+use ralph_fs::display;
 use crate::loop_file::state::PrdLoop;
 use crate::loop_file::stories::{self, Story};
 

@@ -106,7 +106,7 @@ impl ArmOptions {
             "protect" | "scope" => {
                 crate::globs::check(value).map_err(|why| ArgumentsError::BadGlob {
                     option: key.to_owned(),
-                    value: crate::display::line(value).into_owned(),
+                    value: ralph_fs::display::line(value).into_owned(),
                     why,
                 })?;
                 let list = if key == "protect" {
@@ -188,11 +188,11 @@ impl ArmOptions {
         let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
             None
         } else {
-            let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+            let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
             Some(
-                crate::fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
+                ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
                     LoopError::NoTree(
-                        crate::display::line(&project.root.display().to_string()).into_owned(),
+                        ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
                     )
                 })?,
             )
@@ -208,7 +208,7 @@ impl ArmOptions {
             force: self.force,
             fresh_context: self.fresh_context,
             prd,
-            notify: crate::loop_file::notify::Settings {
+            notify: crate::loop_file::notice::Settings {
                 desktop: self.notify,
                 url: non_empty(self.notify_url),
             },
@@ -372,7 +372,7 @@ fn path_rules(request: &ArmRequest) -> Vec<String> {
     if !request.protect.is_empty() {
         out.push(format!(
             "Protected (the agent must not change them; compared with the work tree as it is now): {}",
-            crate::display::line(&request.protect.join(", "))
+            ralph_fs::display::line(&request.protect.join(", "))
         ));
         let globs = crate::globs::Globs::new(&request.protect);
         let dirty: Vec<&str> = request
@@ -383,14 +383,14 @@ fn path_rules(request: &ArmRequest) -> Vec<String> {
         if !dirty.is_empty() {
             out.push(format!(
                 "⚠ Protected paths that already differ from HEAD (kept as they are now): {}",
-                crate::display::line(&shown_paths(&dirty))
+                ralph_fs::display::line(&shown_paths(&dirty))
             ));
         }
     }
     if !request.scope.is_empty() {
         out.push(format!(
             "Scope (every path the loop changes must match): {}",
-            crate::display::line(&request.scope.join(", "))
+            ralph_fs::display::line(&request.scope.join(", "))
         ));
     }
     out
@@ -413,7 +413,7 @@ pub fn story_commands(prd: &ArmPrd) -> String {
     let (pass, total) = stories::tally(&prd.stories);
     let mut out = format!(
         "Stories: {} ({pass} of {total} pass).",
-        crate::display::line(&prd.path)
+        ralph_fs::display::line(&prd.path)
     );
     let commands: Vec<String> = prd
         .stories
@@ -422,8 +422,8 @@ pub fn story_commands(prd: &ArmPrd) -> String {
             s.verify.as_ref().map(|c| {
                 format!(
                     "  {}: {}",
-                    crate::display::line(&s.id),
-                    crate::display::line(c)
+                    ralph_fs::display::line(&s.id),
+                    ralph_fs::display::line(c)
                 )
             })
         })
@@ -716,7 +716,7 @@ mod tests {
     /// (exit 2).
     #[test]
     fn refusals_keep_their_exit_class() {
-        use crate::error::{Exit as _, ExitClass};
+        use ralph_fs::error::{Exit as _, ExitClass};
         assert_eq!(
             ArgumentsError::NoSuchOption("x".into()).exit_class(),
             ExitClass::Usage

@@ -111,7 +111,7 @@ fn not_resumed_here(
                         .as_deref()
                         .is_none_or(|name| name == live.file.name) =>
             {
-                Some(crate::display::line(&live.file.name).into_owned())
+                Some(ralph_fs::display::line(&live.file.name).into_owned())
             }
             _ => None,
         })
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_loop_not_cancelled_is_a_failure() {
-        use crate::error::{Exit as _, ExitClass};
+        use ralph_fs::error::{Exit as _, ExitClass};
         assert_eq!(
             LoopError::NotCancelled(Vec::new()).exit_class(),
             ExitClass::Failure

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::display;
+use ralph_fs::display;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
@@ -66,7 +66,7 @@ pub enum LoopError {
     #[error("no loop named `{0}` (see `ralph status`)")]
     NotLogged(String),
     #[error(transparent)]
-    NotifyUrl(#[from] crate::loop_file::notify::UrlError),
+    NotifyUrl(#[from] crate::loop_file::notice::UrlError),
     #[error("several loops are active ({0})")]
     Ambiguous(String),
     #[error("{path}: {message}")]
@@ -142,8 +142,8 @@ fn not_cancelled(failed: &[(String, String)]) -> String {
 }
 
 /// A name, prompt, URL or window share the user typed is wrong: a usage error; the rest fail.
-impl crate::error::Exit for LoopError {
-    fn exit_class(&self) -> crate::error::ExitClass {
+impl ralph_fs::error::Exit for LoopError {
+    fn exit_class(&self) -> ralph_fs::error::ExitClass {
         match self {
             Self::BadName(_)
             | Self::EmptyPrompt
@@ -153,8 +153,8 @@ impl crate::error::Exit for LoopError {
             | Self::WindowUnseen
             | Self::Unbounded
             | Self::ExamplePrd(_)
-            | Self::CommandsUnapproved { .. } => crate::error::ExitClass::Usage,
-            _ => crate::error::ExitClass::Failure,
+            | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
+            _ => ralph_fs::error::ExitClass::Failure,
         }
     }
 }
@@ -190,13 +190,13 @@ pub struct ArmRequest {
     /// `--prd`: the PRD as read at arming (`read_prd`).
     pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
-    pub notify: crate::loop_file::notify::Settings,
+    pub notify: crate::loop_file::notice::Settings,
     /// `ralph run --sandbox`: how every agent process runs confined.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
     /// `--protect`, `--scope`: globs, and the work tree they are compared with.
     pub protect: Vec<String>,
     pub scope: Vec<String>,
-    pub armed_tree: Option<crate::fs::tree_diff::Snapshot>,
+    pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -211,7 +211,7 @@ pub struct ArmPrd {
 pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
     if !crate::loop_file::stories::inside_project(path) {
         return Err(LoopError::PrdOutside(
-            crate::display::line(path).into_owned(),
+            ralph_fs::display::line(path).into_owned(),
         ));
     }
     let prd = crate::loop_file::state::PrdLoop {
@@ -224,7 +224,7 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
         .is_some_and(|t| t.name == crate::control::templates::EXAMPLE_ONLY)
     {
         return Err(LoopError::ExamplePrd(
-            crate::display::line(path).into_owned(),
+            ralph_fs::display::line(path).into_owned(),
         ));
     }
     Ok(ArmPrd {
@@ -361,7 +361,7 @@ pub fn arm_or_keep(
     let checked = match &req.notify.url {
         Some(url) => {
             let mut c = req.clone();
-            c.notify.url = Some(crate::loop_file::notify::check_url(url)?);
+            c.notify.url = Some(crate::loop_file::notice::check_url(url)?);
             Some(c)
         }
         None => None,
@@ -371,12 +371,12 @@ pub fn arm_or_keep(
     check_promise("abort-promise", req.abort_promise.as_deref())?;
     let nonce = registry::new_nonce()?;
     let text = render(req, &nonce, now);
-    if text.len() as u64 > crate::fs::safe_fs::LOOP_FILE_CAP {
+    if text.len() as u64 > ralph_fs::safe_fs::LOOP_FILE_CAP {
         return Err(LoopError::Unreadable {
             path: project.loop_path(&req.name),
             message: format!(
                 "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
-                crate::fs::safe_fs::LOOP_FILE_CAP
+                ralph_fs::safe_fs::LOOP_FILE_CAP
             ),
         });
     }
@@ -428,7 +428,7 @@ pub fn arm_or_keep(
                     path,
                     owner: entry
                         .session_id()
-                        .map(|s| crate::display::line(s).into_owned()),
+                        .map(|s| ralph_fs::display::line(s).into_owned()),
                     paused: matches!(&entry, LoopEntry::Paused(_)),
                 }
             } else {
@@ -501,7 +501,7 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
         }
         let Ok(_lock) = project.lock() else { continue };
         // Under the lock: armed again meanwhile means nothing vanished.
-        if crate::fs::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
+        if ralph_fs::safe_fs::kind_at(&project.loop_path(&name)).is_some() {
             continue;
         }
         let why = format!(

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::control::templates::{self, TEMPLATES};
-use crate::fs::safe_fs::{self, FsError};
+use ralph_fs::safe_fs::{self, FsError};
 use crate::loop_file::store::{Project, StoreError};
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
@@ -35,13 +35,13 @@ pub enum InitError {
 }
 
 /// A template or option the user typed is wrong: a usage error; the rest fail.
-impl crate::error::Exit for InitError {
-    fn exit_class(&self) -> crate::error::ExitClass {
+impl ralph_fs::error::Exit for InitError {
+    fn exit_class(&self) -> ralph_fs::error::ExitClass {
         match self {
             Self::NoTemplate { .. } | Self::TemplateNeedsValue | Self::NotAnOption(_) => {
-                crate::error::ExitClass::Usage
+                ralph_fs::error::ExitClass::Usage
             }
-            _ => crate::error::ExitClass::Failure,
+            _ => ralph_fs::error::ExitClass::Failure,
         }
     }
 }
@@ -147,7 +147,7 @@ fn ignore_loop_files(root: &Path) -> Result<Option<String>, InitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Exit as _, ExitClass};
+    use ralph_fs::error::{Exit as _, ExitClass};
 
     #[test]
     fn slash_arguments_pick_the_template_and_force() {

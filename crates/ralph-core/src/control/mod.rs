@@ -28,11 +28,14 @@ pub mod templates;
 pub use commands::*;
 pub use report::{LoopReport, not_armed_note, report};
 
-#[cfg(test)]
-pub(crate) mod test_support {
+/// What other crates' tests build on (the `test-support` feature, on in
+/// their dev-dependencies only).
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test scaffolding: a failure is the test's
+pub mod test_support {
     /// A project (with its `.claude/`) and a registry of its own in a temporary
     /// folder, for this folder's unit tests; the folder lives as long as the guard.
-    pub(crate) fn project() -> (
+    pub fn project() -> (
         tempfile::TempDir,
         crate::loop_file::store::Project,
         crate::loop_file::registry::Registry,

@@ -93,7 +93,7 @@ pub fn report(
     let mut out = Vec::new();
     // Decision logs are read only from a real folder, never through a link.
     let logs_real =
-        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
+        ralph_fs::safe_fs::check_dir(&project.root, ".claude/ralph/logs").unwrap_or(false);
     for entry in Scan::read(project, registry)?.entries {
         let file = entry.file();
         let log = if logs_real {
@@ -144,7 +144,7 @@ fn history_reports(
     // The history folder is read only when it is a real folder, never a link.
     let dir = project.history_dir();
     let real =
-        crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
+        ralph_fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false);
     let mut records: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) if real => entries
             .filter_map(Result::ok)
@@ -280,7 +280,7 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.idle_blocks = Some(s.progress.idle_blocks);
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl LoopReport {
     /// A report of a loop `name` whose file says nothing (for other modules' tests).
     pub fn for_tests(name: &str) -> Self {
@@ -398,7 +398,7 @@ fn orphan_log(project: &Project, name: Option<&str>) -> Option<PathBuf> {
 /// What `ralph status` says of a loop that is not armed here.
 /// Whoever the loop names, without a record it is inert.
 pub fn not_armed_note(arming: &Arming, name: &str) -> Option<String> {
-    let name = crate::display::line(name);
+    let name = ralph_fs::display::line(name);
     match arming {
         Arming::Armed => None,
         other => Some(format!(

@@ -144,7 +144,7 @@ pub struct Revived {
 
 /// The text `ralph resume --add-*` prints.
 pub fn revived_text(done: &Revived) -> String {
-    let name = crate::display::line(&done.name);
+    let name = ralph_fs::display::line(&done.name);
     let how = if done.from_history {
         "is armed again"
     } else {
@@ -181,7 +181,7 @@ pub fn revive(
         Some(other) => {
             return Err(refused(&format!(
                 "loop `{}` is not armed by you on this machine (see `ralph adopt`); nothing was raised",
-                crate::display::line(&other.file().name)
+                ralph_fs::display::line(&other.file().name)
             )));
         }
         None => {
@@ -193,7 +193,7 @@ pub fn revive(
     if raised.is_empty() {
         return Err(refused(&format!(
             "loop `{}` has none of the bounds given (its limits: {}); nothing was raised",
-            crate::display::line(&file.name),
+            ralph_fs::display::line(&file.name),
             bounds_words(&state)
         )));
     }
@@ -267,14 +267,14 @@ fn from_history(
     if !at_a_bound {
         return Err(refused(&format!(
             "loop `{}` ended as {}, not at its iteration limit or a budget; more budget would not change that. Arm a new loop (or see `ralph rollback`)",
-            crate::display::line(&loop_name),
+            ralph_fs::display::line(&loop_name),
             outcome.map_or("?", Outcome::as_str)
         )));
     }
     if !registry.armed_before(root, &loop_name, &ended.state) {
         return Err(refused(&format!(
             "the history record of loop `{}` ({}) was not armed by you on this machine, or was changed since it ended; nothing was armed",
-            crate::display::line(&loop_name),
+            ralph_fs::display::line(&loop_name),
             project.shown(&record)
         )));
     }

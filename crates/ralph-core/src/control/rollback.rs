@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use crate::control::LoopError;
-use crate::fs::checkpoint;
+use ralph_fs::checkpoint;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::registry::Registry;
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -72,10 +72,10 @@ pub fn rollback(
 
 /// What `ralph rollback` prints.
 pub fn rolled_back_text(done: &RolledBack) -> String {
-    let name = crate::display::line(&done.name);
+    let name = ralph_fs::display::line(&done.name);
     format!(
         "↩ The work tree of loop `{name}` is back at checkpoint {to}; ignored files and .claude/ were left alone. The tree it replaced is checkpoint {undo}: `ralph rollback --to {undo} --name {name}` puts it back.",
-        to = crate::display::line(&done.to),
+        to = ralph_fs::display::line(&done.to),
         undo = done.undo,
     )
 }
@@ -108,13 +108,13 @@ fn choose(
         Some(LoopEntry::Armed(l)) => {
             return Err(refused(&format!(
                 "loop `{}` is running; pause it first (`ralph pause --name {0}`), or wait for it to end",
-                crate::display::line(&l.file.name)
+                ralph_fs::display::line(&l.file.name)
             )));
         }
         Some(other) if name.is_some() => {
             return Err(refused(&format!(
                 "loop `{}` is not armed by you on this machine; nothing was rolled back",
-                crate::display::line(&other.file().name)
+                ralph_fs::display::line(&other.file().name)
             )));
         }
         _ => {}
@@ -135,7 +135,7 @@ fn choose(
 /// The newest history record (`<stamp>-<name>.md`) of `name` (any name when
 /// `None`), with the loop's name. Only a real history folder is read.
 pub fn latest_record(project: &Project, name: Option<&str>) -> Option<(PathBuf, String)> {
-    if !crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false) {
+    if !ralph_fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false) {
         return None;
     }
     let mut found: Vec<(String, String)> = std::fs::read_dir(project.history_dir())
@@ -176,8 +176,8 @@ fn no_such_checkpoint(project: &Project, name: &str, prefix: &str, to: &str) -> 
     };
     refused(&format!(
         "loop `{}` has no checkpoint `{}` (kept: {kept}); nothing was rolled back",
-        crate::display::line(name),
-        crate::display::line(to)
+        ralph_fs::display::line(name),
+        ralph_fs::display::line(to)
     ))
 }
 

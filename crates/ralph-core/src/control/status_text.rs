@@ -3,7 +3,7 @@
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
 use crate::control::report::{LogChoice, LoopReport};
-use crate::display;
+use ralph_fs::display;
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
 use crate::money::Money;
@@ -140,13 +140,13 @@ fn driver_gone(r: &LoopReport) -> Option<String> {
     let home = match owner.split_once(':') {
         Some((_, session)) => format!(
             "session {} gets it back at its next stop; or ",
-            crate::display::line(session)
+            ralph_fs::display::line(session)
         ),
         None => "nothing drives it: ".to_owned(),
     };
     Some(format!(
         "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-        crate::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+        ralph_fs::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
         r.name,
         r.name
     ))

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
-use crate::fs::gate;
+use ralph_fs::gate;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
@@ -346,11 +346,11 @@ fn changed_paths(
     root: &std::path::Path,
     rules: &crate::loop_file::state::PathRules,
 ) -> decide::ChangedPaths {
-    let limit = crate::fs::tree_diff::TREE_TIME_LIMIT;
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     rules
         .armed_tree
         .as_deref()
-        .and_then(|tree| crate::fs::tree_diff::changed_since(root, tree, limit))
+        .and_then(|tree| ralph_fs::tree_diff::changed_since(root, tree, limit))
         .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
 
@@ -361,8 +361,8 @@ fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
         Step::Changed {
             notice: format!(
                 "⚠ ralph `{}`: the loop changed while {} ran (cancelled or advanced elsewhere); this stop was allowed.",
-                crate::display::line(&live.file.name),
-                crate::display::line(what)
+                ralph_fs::display::line(&live.file.name),
+                ralph_fs::display::line(what)
             ),
         }
     })
@@ -447,13 +447,13 @@ fn wait(
     let notice = if pause {
         format!(
             "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
-            crate::display::line(&live.file.name),
+            ralph_fs::display::line(&live.file.name),
             state.iteration_label()
         )
     } else {
         format!(
             "⏳ ralph `{}` (iteration {}): {why}; the loop goes on at the next stop.",
-            crate::display::line(&live.file.name),
+            ralph_fs::display::line(&live.file.name),
             state.iteration_label()
         )
     };
@@ -567,10 +567,10 @@ fn write_handover(record: &std::path::Path, text: Option<String>) -> Option<Stri
     let text = text?;
     let path = record.with_extension(&handover::SUFFIX[1..]);
     Some(
-        match crate::fs::safe_fs::create_new(&path, text.as_bytes()) {
+        match ralph_fs::safe_fs::create_new(&path, text.as_bytes()) {
             Ok(()) => format!(
                 "Hand-over for the next agent or person: {}",
-                crate::display::line(&path.display().to_string())
+                ralph_fs::display::line(&path.display().to_string())
             ),
             Err(e) => format!("The hand-over could not be written: {e}"),
         },

@@ -458,7 +458,7 @@ fn same_failure(
         counts.failure_fingerprint = None;
         return Ok(());
     }
-    let print = crate::failure::failure_fingerprint(command, &v.output_tail);
+    let print = ralph_fs::failure::failure_fingerprint(command, &v.output_tail);
     counts.same_failures = if counts.failure_fingerprint.as_deref() == Some(print.as_str()) {
         counts.same_failures.saturating_add(1).min(MAX_COUNT)
     } else {
@@ -1829,7 +1829,7 @@ mod tests {
             status: "exit 101".into(),
             exit_code: Some(101),
             output_tail: text.into(),
-            failures: crate::failure::failure_count(text),
+            failures: ralph_fs::failure::failure_count(text),
             ..Verification::default()
         }
     }

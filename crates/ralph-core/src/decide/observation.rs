@@ -1,11 +1,11 @@
 //! What the shell observed at a stop (the reply, the clock, the guard
 //! figures, the verification gate's result), and the fingerprints it
-//! compares turns by (`crate::fingerprint`). Plain data with no rule in it:
+//! compares turns by (`ralph_fs::fingerprint`). Plain data with no rule in it:
 //! the low-level modules that fill it in (`fs::gate`, `fs::git`) own their
 //! parts of it and need nothing from `decide`.
 
-pub use crate::fingerprint::{fingerprint, fingerprint_words};
-pub use crate::fs::gate::Verification;
+pub use ralph_fs::fingerprint::{fingerprint, fingerprint_words};
+pub use ralph_fs::gate::Verification;
 use crate::time::Timestamp;
 
 /// What the shell observed for this Stop.

@@ -1,7 +1,7 @@
 //! What `--protect` and `--scope` say: to the agent under the prompt, to
 //! the user beside the status line, and when they end a loop.
 
-use crate::display::line;
+use ralph_fs::display::line;
 
 /// Stands for the paths when git could not compare them.
 pub const UNKNOWN_PATH: &str = "(the work tree could not be compared)";

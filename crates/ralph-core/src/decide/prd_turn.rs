@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::fs::gate::{self, Verification};
-use crate::fs::safe_fs;
+use ralph_fs::gate::{self, Verification};
+use ralph_fs::safe_fs;
 use crate::loop_file::state::PrdLoop;
 use crate::loop_file::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
 
@@ -217,7 +217,7 @@ pub fn passed_field(stories: &[Story]) -> String {
 pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
     match read(root, prd) {
         Ok(stories) => crate::loop_file::messages::stories::status(&stories),
-        Err(e) => format!("⚠ {}", crate::display::line(&e.to_string())),
+        Err(e) => format!("⚠ {}", ralph_fs::display::line(&e.to_string())),
     }
 }
 

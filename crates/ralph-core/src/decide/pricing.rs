@@ -98,7 +98,7 @@ impl PriceTable {
     pub fn load(user: Option<&Path>) -> Result<Self, PriceError> {
         let mut table = Self::shipped()?;
         let Some(path) = user else { return Ok(table) };
-        let shown = crate::display::line(&path.display().to_string()).into_owned();
+        let shown = ralph_fs::display::line(&path.display().to_string()).into_owned();
         let text = match read_own(path) {
             Ok(Some(text)) => text,
             Ok(None) => return Ok(table),
@@ -164,13 +164,13 @@ impl PriceTable {
     pub fn provenance(&self) -> String {
         let mut out = format!(
             "prices checked {} ({})",
-            crate::display::line(&self.checked),
-            crate::display::line(&self.source)
+            ralph_fs::display::line(&self.checked),
+            ralph_fs::display::line(&self.source)
         );
         if let Some(file) = &self.user_file {
             out.push_str(&format!(
                 ", with {}",
-                crate::display::line(&file.display().to_string())
+                ralph_fs::display::line(&file.display().to_string())
             ));
         }
         out
@@ -200,12 +200,12 @@ pub fn user_file_from_env() -> Option<PathBuf> {
 /// Reads the user's table: a regular file of theirs, never through a link
 /// (`None`: there is none).
 fn read_own(path: &Path) -> Result<Option<String>, String> {
-    match crate::fs::safe_fs::kind_at(path) {
+    match ralph_fs::safe_fs::kind_at(path) {
         None => return Ok(None),
         Some(kind) if !kind.is_file() => {
             return Err(format!(
                 "it is {}, not a regular file",
-                crate::fs::safe_fs::describe(kind)
+                ralph_fs::safe_fs::describe(kind)
             ));
         }
         Some(_) => {}
@@ -218,7 +218,7 @@ fn read_own(path: &Path) -> Result<Option<String>, String> {
             return Err("it belongs to another user".into());
         }
     }
-    crate::fs::safe_fs::read_text(path, MAX_TABLE_BYTES)
+    ralph_fs::safe_fs::read_text(path, MAX_TABLE_BYTES)
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -237,7 +237,7 @@ fn parse(text: &str, file: &str) -> Result<PriceTable, PriceError> {
         value
             .get(name)
             .and_then(Value::as_str)
-            .map(|t| crate::display::line(t).into_owned())
+            .map(|t| ralph_fs::display::line(t).into_owned())
             .unwrap_or_default()
     };
     let Some(models) = value.get("models").and_then(Value::as_object) else {
@@ -249,7 +249,7 @@ fn parse(text: &str, file: &str) -> Result<PriceTable, PriceError> {
     let mut out = Vec::new();
     for (model, prices) in models {
         let column = |name: &str| -> Result<u64, PriceError> {
-            let field = format!("models.{}.{name}", crate::display::line(model));
+            let field = format!("models.{}.{name}", ralph_fs::display::line(model));
             let Some(v) = prices.get(name) else {
                 return Err(field_error(
                     &field,
@@ -266,7 +266,7 @@ fn parse(text: &str, file: &str) -> Result<PriceTable, PriceError> {
                     &field,
                     &format!(
                         "is `{}`: {e}; give dollars per million tokens, e.g. 3.75",
-                        crate::display::line(&v.to_string())
+                        ralph_fs::display::line(&v.to_string())
                     ),
                 )
             })

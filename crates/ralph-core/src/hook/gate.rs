@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::display;
+use ralph_fs::display;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::ownership::{self, Candidate, Selection};

@@ -279,7 +279,7 @@ fn reply_in(
 fn open_regular(path: &Path) -> Option<File> {
     // Opened without blocking, then checked regular (safe_fs): a FIFO swapped
     // in between a check and the open cannot hang the hook.
-    crate::fs::safe_fs::open_read_following(path).ok()
+    ralph_fs::safe_fs::open_read_following(path).ok()
 }
 
 /// A content value: a string, or a list of parts whose `text` fields are

@@ -8,15 +8,13 @@
 pub mod answer;
 mod gate;
 pub mod host;
-pub mod host_install;
-pub mod install;
 mod observe;
 pub mod session;
 pub mod statusline;
 pub mod typed;
 
 use crate::decide::engine::{self, Step, Turn};
-use crate::display;
+use ralph_fs::display;
 use crate::hook::answer::Answer;
 use crate::hook::gate::{Chosen, Gate};
 use crate::hook::host::Host;

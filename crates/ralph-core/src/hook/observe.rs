@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::decide::{Observation, Verification};
-use crate::fs::git;
+use ralph_fs::git;
 use crate::loop_file::environment::Environment;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::Project;
@@ -252,11 +252,11 @@ fn price(appended: &Appended, notices: &mut Vec<String>) -> (Money, Money) {
     for model in &priced.unknown {
         notices.push(format!(
             "⚠ ralph: no price for the model `{}`; its tokens are priced at the dearest rate known. Give its prices in {} (docs/cost.md).",
-            crate::display::line(model),
+            ralph_fs::display::line(model),
             crate::decide::pricing::user_file_from_env()
                 .map_or_else(
                     || "~/.config/ralph/prices.json".to_owned(),
-                    |p| crate::display::line(&p.display().to_string()).into_owned()
+                    |p| ralph_fs::display::line(&p.display().to_string()).into_owned()
                 )
         ));
     }

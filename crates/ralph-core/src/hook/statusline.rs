@@ -52,10 +52,10 @@ pub fn statusline(
         shown = format!(
             "⚠ {} · not armed here: ralph adopt --name {}",
             shown,
-            crate::display::line(&live.file.name)
+            ralph_fs::display::line(&live.file.name)
         );
     }
-    Some(crate::display::line(&shown).into_owned())
+    Some(ralph_fs::display::line(&shown).into_owned())
 }
 
 /// Keeps the plan's 5-hour window for the Stop hook (which is never shown

@@ -156,7 +156,7 @@ impl Reply {
 fn report(output: String, error: Option<&str>) -> String {
     let mut text = output;
     if let Some(message) = error.filter(|m| !m.is_empty()) {
-        text.push_str(&format!("ralph: {}\n", crate::display::block(message)));
+        text.push_str(&format!("ralph: {}\n", ralph_fs::display::block(message)));
     }
     text.trim_end().to_owned()
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::fs::checkpoint;
+use ralph_fs::checkpoint;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::Project;
 
@@ -86,7 +86,7 @@ pub fn last_green(
 pub fn green_sentence(name: &str, iteration: u64) -> String {
     format!(
         "The last checkpoint where the check passed is iteration {iteration}: `ralph rollback --to {iteration} --name {}` puts that tree back.",
-        crate::display::line(name)
+        ralph_fs::display::line(name)
     )
 }
 
@@ -124,7 +124,7 @@ fn nonces(project: &Project) -> Vec<String> {
         .into_iter()
         .map(|f| f.path)
         .collect();
-    if crate::fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false)
+    if ralph_fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false)
         && let Ok(entries) = std::fs::read_dir(project.history_dir())
     {
         files.extend(
@@ -138,7 +138,7 @@ fn nonces(project: &Project) -> Vec<String> {
         .iter()
         .filter_map(|path| {
             let text =
-                crate::fs::safe_fs::read_text(path, crate::fs::safe_fs::LOOP_FILE_CAP).ok()?;
+                ralph_fs::safe_fs::read_text(path, ralph_fs::safe_fs::LOOP_FILE_CAP).ok()?;
             let line = text.lines().find_map(|l| l.strip_prefix("ralph_nonce:"))?;
             Some(line.trim().trim_matches(['"', '\'']).to_owned())
         })

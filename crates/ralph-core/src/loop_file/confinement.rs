@@ -70,7 +70,7 @@ impl Confinement {
             None => Network::Open,
             Some(v) => Network::parse(v).ok_or_else(|| StateError::Field {
                 field: "sandbox_network",
-                value: crate::display::line(v).into_owned(),
+                value: ralph_fs::display::line(v).into_owned(),
                 expected: "expected `open` or `none`",
             })?,
         };
@@ -80,7 +80,7 @@ impl Confinement {
             Some(v) => {
                 return Err(StateError::Field {
                     field: "sandbox_image",
-                    value: crate::display::line(v).into_owned(),
+                    value: ralph_fs::display::line(v).into_owned(),
                     expected: "expected an image name such as node:22 or ghcr.io/org/img@sha256:… (letters, digits and ._/:@-)",
                 });
             }

@@ -53,4 +53,4 @@ pub enum LoopFileError {
     NonceLost { path: PathBuf },
 }
 
-impl crate::error::Exit for LoopFileError {}
+impl ralph_fs::error::Exit for LoopFileError {}

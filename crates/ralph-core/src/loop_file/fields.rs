@@ -46,7 +46,7 @@ pub enum StateError {
     },
 }
 
-impl crate::error::Exit for StateError {}
+impl ralph_fs::error::Exit for StateError {}
 
 pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())

@@ -499,7 +499,7 @@ impl Guards {
     /// status` shows them: `time budget 2h00m`, `verify `cargo test` …`.
     /// `abort` is the loop's abort promise, listed among them.
     pub fn summary(&self, abort: Option<&str>) -> Vec<String> {
-        let line = crate::display::line;
+        let line = ralph_fs::display::line;
         let mut out = Vec::new();
         if let Some(d) = self.max_duration_secs {
             out.push(format!("time budget {}", format_duration(d)));

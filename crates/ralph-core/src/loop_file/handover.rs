@@ -43,7 +43,7 @@ pub struct Facts<'a> {
 
 /// The hand-over, as Markdown; every value from the loop escaped.
 pub fn render(f: &Facts<'_>) -> String {
-    let line = |s: &str| crate::display::line(s).into_owned();
+    let line = |s: &str| ralph_fs::display::line(s).into_owned();
     let name = line(f.name);
     let state = f.state;
     let counts = &state.progress.counts;
@@ -127,7 +127,7 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
         if let Some(command) = command {
             out.push(format!(
                 "- The {label}: `{}`",
-                crate::display::line(command)
+                ralph_fs::display::line(command)
             ));
         }
     }
@@ -144,20 +144,20 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
         let count = last.1.map_or(String::new(), |n| format!(", {n} failing"));
         out.push(format!(
             "- Last result: {}{count}.",
-            crate::display::line(&last.0)
+            ralph_fs::display::line(&last.0)
         ));
     }
     if let Some(fp) = &counts.failure_fingerprint {
         out.push(format!(
             "- The same failure {} time(s) in a row, fingerprint `{}`.",
             counts.same_failures,
-            crate::display::line(fp)
+            ralph_fs::display::line(fp)
         ));
     }
     if let Some(trend) = &counts.failure_trend {
         out.push(format!(
             "- Failure counts, oldest first: {}.",
-            crate::display::line(trend)
+            ralph_fs::display::line(trend)
         ));
     }
     if counts.verify_failures > 0 {

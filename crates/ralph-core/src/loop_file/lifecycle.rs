@@ -34,7 +34,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::fs::gate::Verification;
+use ralph_fs::gate::Verification;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::outcome::Outcome;
@@ -286,7 +286,7 @@ pub fn end_file(
 
 /// Tells the user the loop ended, as its file asks (`notify`,
 /// `notify_url`), and logs what became of each notification beside the
-/// record. Never fails and never takes longer than `notify::BUDGET`.
+/// record. Never fails and never takes longer than the courier's budget.
 fn tell(
     project: &Project,
     name: &str,
@@ -302,27 +302,27 @@ fn tell(
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let log = record.with_file_name(format!("{stem}.log.jsonl"));
-    let message = crate::loop_file::notify::Message::ended(
+    let message = crate::loop_file::notice::Message::ended(
         name,
         &project.root.display().to_string(),
         ending.outcome,
         ending.why,
         state.iteration,
-        crate::loop_file::notify::logged_cost(&log),
+        crate::loop_file::notice::logged_cost(&log),
     );
-    for (channel, delivery) in crate::loop_file::notify::send(&state.notify, &message) {
+    for (channel, delivery) in crate::loop_file::notice::deliver(&state.notify, &message) {
         let words = match delivery {
-            crate::loop_file::notify::Delivery::Posted(status) => {
+            crate::loop_file::notice::Delivery::Posted(status) => {
                 format!("{channel}: posted (HTTP {status})")
             }
-            crate::loop_file::notify::Delivery::HandedOff(program) => {
+            crate::loop_file::notice::Delivery::HandedOff(program) => {
                 format!("{channel}: handed to {program}")
             }
-            crate::loop_file::notify::Delivery::Failed(why) => format!("{channel}: failed: {why}"),
+            crate::loop_file::notice::Delivery::Failed(why) => format!("{channel}: failed: {why}"),
         };
         let line = LogEntry::new(Timestamp::now(), Logged::Notify, words).line();
         // Best effort, like every log line; never through a link.
-        let _ = crate::fs::safe_fs::append(&log, format!("{line}\n").as_bytes());
+        let _ = ralph_fs::safe_fs::append(&log, format!("{line}\n").as_bytes());
     }
 }
 
@@ -369,7 +369,7 @@ pub fn write_fields(
 impl Loop {
     /// Reads `file` under the lock the caller holds: `None` when it is gone.
     pub fn load(_lock: &ProjectLock, file: LoopFile) -> Result<Option<Self>, LoopFileError> {
-        if crate::fs::safe_fs::kind_at(&file.path).is_none() {
+        if ralph_fs::safe_fs::kind_at(&file.path).is_none() {
             return Ok(None);
         }
         let text = store::read_to_string(&file.path)?;

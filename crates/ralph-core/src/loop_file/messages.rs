@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::display::line;
+use ralph_fs::display::line;
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, Progress};
 
@@ -328,7 +328,7 @@ pub fn task_line(prompt: &str, max: usize) -> String {
 /// as escapes (`\x1b`, `\u{202e}`), so a file cannot steer the terminal or
 /// make its words look like other words.
 pub fn escape_controls(text: &str) -> String {
-    crate::display::block(text).into_owned()
+    ralph_fs::display::block(text).into_owned()
 }
 
 // ---------------------------------------------------------------------------
@@ -337,7 +337,7 @@ pub fn escape_controls(text: &str) -> String {
 /// Text from a file or an event, made safe to show: control characters are
 /// written as escapes, so a name cannot move the cursor or clear the screen.
 pub fn printable(text: &str) -> String {
-    crate::display::line(text).into_owned()
+    ralph_fs::display::line(text).into_owned()
 }
 
 fn limit_words(max_iterations: u64) -> String {
@@ -544,7 +544,7 @@ mod tests {
 pub mod stories {
     use std::fmt::Write as _;
 
-    use crate::display::line;
+    use ralph_fs::display::line;
     use crate::loop_file::stories::{self, Story};
     use crate::loop_file::stories::{PrdSeen, StoryRefusal};
 

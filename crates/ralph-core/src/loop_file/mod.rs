@@ -19,7 +19,7 @@ pub mod guards;
 pub mod handover;
 pub mod lifecycle;
 pub mod messages;
-pub mod notify;
+pub mod notice;
 pub mod options;
 pub mod outcome;
 pub mod ownership;

@@ -105,9 +105,9 @@ pub enum ArgumentsError {
 }
 
 /// What the user typed is wrong.
-impl crate::error::Exit for ArgumentsError {
-    fn exit_class(&self) -> crate::error::ExitClass {
-        crate::error::ExitClass::Usage
+impl ralph_fs::error::Exit for ArgumentsError {
+    fn exit_class(&self) -> ralph_fs::error::ExitClass {
+        ralph_fs::error::ExitClass::Usage
     }
 }
 

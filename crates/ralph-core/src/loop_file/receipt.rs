@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::fs::gate::Verification;
+use ralph_fs::gate::Verification;
 use crate::loop_file::registry::Registry;
 
 /// How long the receipt waits for `git status` (HEAD and cleanliness).
@@ -104,7 +104,7 @@ pub enum ReceiptError {
     },
 }
 
-impl crate::error::Exit for ReceiptError {}
+impl ralph_fs::error::Exit for ReceiptError {}
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReceiptError {
     let path = path.to_owned();
@@ -132,7 +132,7 @@ pub struct Passed<'a> {
 /// The receipt of a gate that passed: HEAD and cleanliness read now, the
 /// output copied beside the history record (`<record>.gate-output.txt`).
 pub fn build(passed: Passed<'_>) -> Receipt {
-    let (commit, clean) = match crate::fs::git::head_and_clean(passed.root, GIT_LIMIT) {
+    let (commit, clean) = match ralph_fs::git::head_and_clean(passed.root, GIT_LIMIT) {
         Some((commit, clean)) => (commit, Some(clean)),
         None => (None, None),
     };
@@ -165,7 +165,7 @@ fn keep_output(output: Option<&[u8]>, record: &Path) -> Option<String> {
     let mut path = record.as_os_str().to_owned();
     path.push(".gate-output.txt");
     let path = PathBuf::from(path);
-    crate::fs::safe_fs::create_new(&path, bytes)
+    ralph_fs::safe_fs::create_new(&path, bytes)
         .ok()
         .map(|()| path.to_string_lossy().into_owned())
 }
@@ -256,7 +256,7 @@ pub fn load(registry: &Registry, root: &Path, name: &str) -> Result<Receipt, Rec
     }
     check_dir(&folder)?;
     let file = path(registry, root, name);
-    let bytes = match crate::fs::safe_fs::read_capped(&file, 1024 * 1024) {
+    let bytes = match ralph_fs::safe_fs::read_capped(&file, 1024 * 1024) {
         Ok(b) => b,
         Err(e) if e.is_not_found() => return Err(ReceiptError::None { name: name.into() }),
         Err(e) => {
@@ -276,7 +276,7 @@ pub fn load(registry: &Registry, root: &Path, name: &str) -> Result<Receipt, Rec
 /// The receipt in one line, for `ralph status` and `ralph run`'s summary:
 /// `receipt: `cargo test` exit 0 in 12.3s on 3fa9c2b (clean), output sha256 1a2b…`.
 pub fn one_line(r: &Receipt) -> String {
-    let line = crate::display::line;
+    let line = ralph_fs::display::line;
     let on = match (&r.commit, r.clean) {
         (Some(c), Some(true)) => format!(" on {} (clean)", line(&c[..c.len().min(12)])),
         (Some(c), _) => format!(" on {} (uncommitted changes)", line(&c[..c.len().min(12)])),
@@ -287,7 +287,7 @@ pub fn one_line(r: &Receipt) -> String {
         format!(
             " (of {} bytes; the history keeps only the last {})",
             r.output_bytes,
-            crate::fs::gate::KEPT_BYTES
+            ralph_fs::gate::KEPT_BYTES
         )
     } else {
         String::new()
@@ -331,8 +331,8 @@ pub struct Recheck {
 
 /// Runs the receipt's gate again in `root` (its time limit `timeout`).
 pub fn recheck(r: &Receipt, root: &Path, timeout: Duration) -> Recheck {
-    let v = crate::fs::gate::run(&r.command, root, timeout);
-    let commit = crate::fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
+    let v = ralph_fs::gate::run(&r.command, root, timeout);
+    let commit = ralph_fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
     Recheck {
         holds: v.passed,
         same_output: v.output_sha256 == r.output_sha256,

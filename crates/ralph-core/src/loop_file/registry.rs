@@ -65,7 +65,7 @@ pub enum RegistryError {
     Random(String),
 }
 
-impl crate::error::Exit for RegistryError {}
+impl ralph_fs::error::Exit for RegistryError {}
 
 fn io_err<'a>(
     action: &'static str,
@@ -611,7 +611,7 @@ fn no_follow_read() -> OpenOptions {
     #[cfg(windows)]
     {
         use std::os::windows::fs::OpenOptionsExt;
-        options.custom_flags(crate::fs::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
+        options.custom_flags(ralph_fs::safe_fs::FILE_FLAG_OPEN_REPARSE_POINT);
     }
     options
 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fs::safe_fs::FileStamp;
+use ralph_fs::safe_fs::FileStamp;
 use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::{self, Arming, Registry, Unarmed};
 use crate::loop_file::state::LoopState;

@@ -49,7 +49,7 @@ pub struct LoopState {
     /// `ralph start --prd`: the stories the loop works through.
     pub prd: Option<PrdLoop>,
     /// `notify` and `notify_url`: how the user is told the loop ended.
-    pub notify: crate::loop_file::notify::Settings,
+    pub notify: crate::loop_file::notice::Settings,
     /// `ralph run --sandbox`: every agent process of a run runs confined.
     pub sandbox: Option<crate::loop_file::confinement::Confinement>,
     /// `protect`, `scope` and `armed_tree`: the paths the agent must not
@@ -323,11 +323,11 @@ impl LoopState {
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
             prd: prd_loop(&raw)?,
-            notify: crate::loop_file::notify::Settings {
+            notify: crate::loop_file::notice::Settings {
                 desktop: boolean("notify", raw.notify.as_deref(), false)?,
                 // A URL that does not pass the arming check is never called.
                 url: non_empty(raw.notify_url.clone())
-                    .and_then(|u| crate::loop_file::notify::check_url(&u).ok()),
+                    .and_then(|u| crate::loop_file::notice::check_url(&u).ok()),
             },
             sandbox: crate::loop_file::confinement::Confinement::from_fields(
                 boolean("sandbox", raw.sandbox.as_deref(), false)?,
@@ -362,7 +362,7 @@ fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
     if !crate::loop_file::stories::inside_project(&path) {
         return Err(StateError::Field {
             field: "prd",
-            value: crate::display::line(&path).into_owned(),
+            value: ralph_fs::display::line(&path).into_owned(),
             expected: "expected a path inside the project such as ralph/prd.json (relative, no `..`)",
         });
     }
@@ -381,7 +381,7 @@ fn path_rules(raw: &RawFields) -> Result<PathRules, StateError> {
         for glob in &list {
             crate::globs::check(glob).map_err(|_| StateError::Field {
                 field,
-                value: crate::display::line(glob).into_owned(),
+                value: ralph_fs::display::line(glob).into_owned(),
                 expected: "expected globs relative to the project root, separated by spaces, such as tests/** docs/*.md",
             })?;
         }
@@ -397,11 +397,11 @@ fn path_rules(raw: &RawFields) -> Result<PathRules, StateError> {
     let armed_tree = non_empty(raw.armed_tree.clone());
     if let Some(tree) = armed_tree
         .as_deref()
-        .filter(|t| !crate::fs::tree_diff::is_object_id(t))
+        .filter(|t| !ralph_fs::tree_diff::is_object_id(t))
     {
         return Err(StateError::Field {
             field: "armed_tree",
-            value: crate::display::line(tree).into_owned(),
+            value: ralph_fs::display::line(tree).into_owned(),
             expected: "expected a git tree id (40 or 64 hex digits), as ralph start records it",
         });
     }

@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::fs::safe_fs::{self, FileStamp, FsError};
+use ralph_fs::safe_fs::{self, FileStamp, FsError};
 use crate::time::Timestamp;
 
 pub const LOOP_SUFFIX: &str = "-loop.local.md";
@@ -58,7 +58,7 @@ pub enum StoreError {
     },
 }
 
-impl crate::error::Exit for StoreError {}
+impl ralph_fs::error::Exit for StoreError {}
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
@@ -525,7 +525,7 @@ pub fn read_log_tail(path: &std::path::Path, n: usize) -> Vec<serde_json::Value>
         return Vec::new();
     }
     // Only a regular file, never through a link, and only its end.
-    let Ok(bytes) = crate::fs::safe_fs::read_tail(path, crate::fs::safe_fs::LOG_TAIL_CAP) else {
+    let Ok(bytes) = ralph_fs::safe_fs::read_tail(path, ralph_fs::safe_fs::LOG_TAIL_CAP) else {
         return Vec::new();
     };
     let text = String::from_utf8_lossy(&bytes);

@@ -60,7 +60,7 @@ pub enum StoryRefusal {
     Failed {
         id: String,
         command: String,
-        verification: crate::fs::gate::Verification,
+        verification: ralph_fs::gate::Verification,
     },
     /// Its command is not the one recorded at arming, so it did not run.
     Unrecorded { id: String, command: String },
@@ -84,7 +84,7 @@ pub enum PrdError {
     MissingId { file: String, index: usize },
     #[error(
         "{file}: userStories[{index}].id = {:?} cannot name a branch: use ASCII letters, digits, `.`, `_` and `-` only (at most 64, not starting with `-` or `.`), e.g. \"US-001\"",
-        crate::display::line(.id)
+        ralph_fs::display::line(.id)
     )]
     BadId {
         file: String,
@@ -112,11 +112,11 @@ pub enum PrdError {
     #[error("{file}: {source}")]
     Unreadable {
         file: String,
-        source: crate::fs::safe_fs::FsError,
+        source: ralph_fs::safe_fs::FsError,
     },
 }
 
-impl crate::error::Exit for PrdError {}
+impl ralph_fs::error::Exit for PrdError {}
 
 /// A story id is used as a branch name, a folder name and a loop name:
 /// ASCII letters, digits, `.`, `_`, `-`; at most 64; no leading `-` or

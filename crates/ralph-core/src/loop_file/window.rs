@@ -86,13 +86,13 @@ pub fn save(registry_dir: &Path, window: &Window) -> std::io::Result<()> {
         )));
     }
     let bytes = serde_json::to_vec(window).unwrap_or_default();
-    crate::fs::safe_fs::replace(&path(registry_dir), &bytes).map_err(std::io::Error::other)
+    ralph_fs::safe_fs::replace(&path(registry_dir), &bytes).map_err(std::io::Error::other)
 }
 
 /// The window last seen, or `None` when the status line never saw one (or
 /// the file is not ralph's: a link, too large, not this shape).
 pub fn load(registry_dir: &Path) -> Option<Window> {
-    let text = crate::fs::safe_fs::read_text(&path(registry_dir), MAX_BYTES).ok()?;
+    let text = ralph_fs::safe_fs::read_text(&path(registry_dir), MAX_BYTES).ok()?;
     serde_json::from_str(&text).ok()
 }
 

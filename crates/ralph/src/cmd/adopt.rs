@@ -18,7 +18,7 @@ use crate::exit::{CmdResult, EdgeError, Failure};
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.
 fn escape_controls(text: &str) -> String {
-    ralph_core::display::line(text).into_owned()
+    ralph_fs::display::line(text).into_owned()
 }
 
 pub fn adopt(args: AdoptArgs) -> CmdResult {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ralph_core::fs::gate;
+use ralph_fs::gate;
 use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
@@ -49,7 +49,7 @@ fn answer_once(reply: &HostAnswer) -> bool {
     if let Answer::Notice(message) = &reply.answer {
         // A closed stderr must not cost the answer: `eprintln!` would panic
         // (and, with `panic = "abort"`, kill the hook by SIGABRT).
-        let _ = writeln!(std::io::stderr(), "{}", ralph_core::display::block(message));
+        let _ = writeln!(std::io::stderr(), "{}", ralph_fs::display::block(message));
     }
     // A closed stdout leaves nothing to tell; the exit code stays 0 either way.
     let mut out = std::io::stdout().lock();

@@ -1,20 +1,20 @@
 //! `ralph install | uninstall codex|gemini|copilot [--project]`: the work
 //! (which files, what goes in them, how they are written) is
-//! `ralph_core::hook::install`'s; here its lines are printed.
+//! `ralph_install`'s; here its lines are printed.
 
-use ralph_core::hook::install;
+
 
 use crate::cli::InstallArgs;
 use crate::exit::CmdResult;
 
 pub fn install(args: InstallArgs) -> CmdResult {
-    install::install(args.host, args.project, args.command, &mut |line| {
+    ralph_install::install(args.host, args.project, args.command, &mut |line| {
         say!("{line}");
     })?;
     Ok(())
 }
 
 pub fn uninstall(args: InstallArgs) -> CmdResult {
-    install::uninstall(args.host, args.project, &mut |line| say!("{line}"))?;
+    ralph_install::uninstall(args.host, args.project, &mut |line| say!("{line}"))?;
     Ok(())
 }

@@ -12,7 +12,7 @@ macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
         let text = format!($($arg)*);
-        $crate::cmd::emit(&ralph_core::display::block(&text));
+        $crate::cmd::emit(&ralph_fs::display::block(&text));
     }};
 }
 
@@ -21,7 +21,7 @@ macro_rules! say_json {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        let _ = writeln!(std::io::stdout(), "{}", ralph_core::display::json(&text));
+        let _ = writeln!(std::io::stdout(), "{}", ralph_fs::display::json(&text));
     }};
 }
 
@@ -80,7 +80,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 let _ = writeln!(
                     std::io::stderr(),
                     "ralph: {}",
-                    ralph_core::display::block(&failure.message)
+                    ralph_fs::display::block(&failure.message)
                 );
             }
             ExitCode::from(failure.code)

@@ -1,5 +1,5 @@
 //! `ralph run --parallel N`, `ralph plan` and `ralph clean`: many loops at
-//! once, driven by `ralph_core::run::fleet::driver` and worded by
+//! once, driven by `ralph_run::fleet::driver` and worded by
 //! `fleet::screen`. Here: the children's flags taken from the command
 //! line, Ctrl-C, writing to the terminal, and the exit code.
 
@@ -7,10 +7,10 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ralph_core::run::fleet::child::ChildFlags;
-use ralph_core::run::fleet::git::FleetError;
-use ralph_core::run::fleet::screen::{self, Paint, Screen};
-use ralph_core::run::fleet::{self, driver};
+use ralph_run::fleet::child::ChildFlags;
+use ralph_run::fleet::git::FleetError;
+use ralph_run::fleet::screen::{self, Paint, Screen};
+use ralph_run::fleet::{self, driver};
 
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
 use crate::exit::CmdResult;
@@ -20,10 +20,10 @@ pub fn run(args: RunArgs, n: usize) -> CmdResult {
         return Err(FleetError::SingleLoopFlags.into());
     }
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
-    ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+    ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // Likewise a sandbox that cannot be had: refused before any worktree is made.
     if let Some(confinement) = args.confinement() {
-        ralph_core::run::sandbox::choose_tool(&confinement)?;
+        ralph_run::sandbox::choose_tool(&confinement)?;
     }
     let promise = driver::promise(args.arm.completion_promise.as_deref());
     let approved = approve_on_terminal(&args)?;

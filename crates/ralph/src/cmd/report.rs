@@ -1,13 +1,13 @@
-//! `ralph report`: gathers a loop's figures (`ralph_core::report`), renders
+//! `ralph report`: gathers a loop's figures (`ralph_report`), renders
 //! the page, writes it and says where; `--open` hands it to the desktop's
 //! opener without waiting.
 
 use std::process::Stdio;
 
-use ralph_core::fs::process::program;
+use ralph_fs::process::program;
 use std::time::{Duration, Instant};
 
-use ralph_core::report::{self, Selection};
+use ralph_report::{self as report, Selection};
 use ralph_core::time::Timestamp;
 
 use crate::cli::ReportArgs;

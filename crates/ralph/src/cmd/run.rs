@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ralph_core::run::agent::{self, Finished};
-use ralph_core::run::fleet::archive;
-use ralph_core::run::reset_wait;
-use ralph_core::run::sandbox::Sandbox;
-use ralph_core::run::screen::{self, Screen};
-use ralph_core::run::{Call, Driver, End, Event, ResetWait, Setup};
+use ralph_run::agent::{self, Finished};
+use ralph_run::fleet::archive;
+use ralph_run::reset_wait;
+use ralph_run::sandbox::Sandbox;
+use ralph_run::screen::{self, Screen};
+use ralph_run::{Call, Driver, End, Event, ResetWait, Setup};
 use ralph_core::time::Timestamp;
 
 use ralph_core::control::{self, arming};
@@ -26,9 +26,9 @@ use crate::exit::{CmdResult, Failure};
 
 pub fn run(args: RunArgs) -> CmdResult {
     let agent =
-        ralph_core::run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
-    // `--agent codex` etc.: a preset's command line (ralph_core::run::presets).
-    // `--sandbox` runs the agent with IS_SANDBOX=1 in a real sandbox (ralph_core::run::sandbox).
+        ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+    // `--agent codex` etc.: a preset's command line (ralph_run::presets).
+    // `--sandbox` runs the agent with IS_SANDBOX=1 in a real sandbox (ralph_run::sandbox).
     let sandboxed = args.sandbox
         || std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1")
         || std::env::var_os("CLAUDE_CODE_BUBBLEWRAP").is_some();
@@ -79,7 +79,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let asked = args.confinement();
     // A sandbox that cannot be had is refused before anything is armed.
     if let Some(confinement) = &asked {
-        ralph_core::run::sandbox::choose_tool(confinement)?;
+        ralph_run::sandbox::choose_tool(confinement)?;
     }
     let setup = Setup {
         project,
@@ -118,7 +118,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
-    if let Some(line) = ralph_core::run::sandbox::arming_line(sandbox.as_ref()) {
+    if let Some(line) = ralph_run::sandbox::arming_line(sandbox.as_ref()) {
         say!("{line}");
     }
     if args.wait_for_reset {

@@ -25,7 +25,7 @@ pub fn status(args: StatusArgs) -> CmdResult {
         say_json!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    for line in status_text::status(&project, &reports, ralph_core::report::page_hint) {
+    for line in status_text::status(&project, &reports, ralph_report::page_hint) {
         say!("{line}");
     }
     Ok(())

@@ -20,8 +20,8 @@ pub(crate) const MAX_SCAN: u64 = 16 * 1024 * 1024;
 /// open never blocks and only a regular file is read, so a FIFO or device
 /// planted on the way is refused (as `InvalidData`, with the reason).
 pub(super) fn open(path: &Path) -> std::io::Result<File> {
-    crate::fs::safe_fs::open_read_following(path).map_err(|e| match e {
-        crate::fs::safe_fs::FsError::Io { source, .. } => source,
+    ralph_fs::safe_fs::open_read_following(path).map_err(|e| match e {
+        ralph_fs::safe_fs::FsError::Io { source, .. } => source,
         other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
     })
 }

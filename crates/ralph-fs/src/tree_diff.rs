@@ -1,0 +1,365 @@
+//! The work tree as a git tree object, and the paths that changed since
+//! one: what `--protect` and `--scope` compare against (the tree recorded
+//! when the loop was armed).
+//!
+//! Nothing of the user's git state moves: git writes into a scratch index
+//! (`GIT_INDEX_FILE`), a copy of `.git/index` made with `O_EXCL` in a
+//! private temporary folder, so the stat cache spares hashing files that
+//! did not change. The objects `git add` and `git write-tree` store are new
+//! loose objects, which nothing references and which `git gc` prunes in
+//! time; HEAD, the branch, the index, the stash and the reflog stay as they
+//! were. Every git process goes through `git_runner` (no program the
+//! repository's configuration names runs).
+//!
+//! The copy is not trusted to say what changed, because the agent can
+//! write the user's index: an entry marked assume-unchanged or
+//! skip-worktree is cleared in the copy first (else `git add` would skip
+//! that file), and git compares each file's ctime too (`core.trustctime`,
+//! which no file can set back), so a file rewritten to its old size and
+//! modification time is still hashed again. Tracked and untracked files
+//! count, ignored ones do not; `.claude/` (ralph's own files) is left out
+//! of every list of changed paths.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::git_runner;
+
+/// The longest one snapshot or comparison may take, every git process it
+/// starts included.
+pub const TREE_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// The most of one git listing read (paths, NUL-separated).
+const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest `.git/index` copied; past it the scratch index starts empty
+/// (slower: every file is hashed).
+const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Settings for the git processes that read the work tree into the
+/// scratch index: every stat field counts, none is trusted blindly.
+const STAT_CHECKS: &[(&str, &str)] = &[
+    ("core.trustctime", "true"),
+    ("core.checkStat", "default"),
+    ("core.ignoreStat", "false"),
+    ("core.splitIndex", "false"),
+    ("index.sparse", "false"),
+];
+
+/// The work tree at one moment, as git recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The id of the tree object (tracked and untracked files, not ignored ones).
+    pub tree: String,
+    /// Paths that differ from HEAD's tree (all of them before the first commit),
+    /// relative to the project root.
+    pub dirty: Vec<String>,
+}
+
+/// Whether `id` reads as a git object id (SHA-1 or SHA-256, in hex).
+pub fn is_object_id(id: &str) -> bool {
+    (id.len() == 40 || id.len() == 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The work tree under `root` as a tree object, with the paths that differ
+/// from HEAD. `None` when `root` is not in a git work tree or git did not
+/// answer within `limit`.
+pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
+    let scratch = Scratch::read_work_tree(root, limit)?;
+    let tree = scratch.run(&["write-tree"])?;
+    let tree = String::from_utf8_lossy(&tree).trim().to_owned();
+    if !is_object_id(&tree) {
+        return None;
+    }
+    let dirty = match scratch.names(&["diff-index", "--cached", "HEAD"]) {
+        Some(paths) => paths,
+        // No commit yet: every file is new.
+        None => scratch.listing(&["ls-files", "-z", "--", ".", ":(exclude).claude"])?,
+    };
+    Some(Snapshot { tree, dirty })
+}
+
+/// The paths, relative to `root`, that differ between the tree `tree` and
+/// the work tree now: changed, added or removed. `None` when git could not
+/// tell within `limit` (the tree object missing, say).
+pub fn changed_since(root: &Path, tree: &str, limit: Duration) -> Option<Vec<String>> {
+    if !is_object_id(tree) {
+        return None;
+    }
+    let scratch = Scratch::read_work_tree(root, limit)?;
+    scratch.names(&["diff-index", "--cached", tree])
+}
+
+/// A scratch index in a private temporary folder, holding the work tree.
+struct Scratch<'a> {
+    root: &'a Path,
+    overrides: Vec<(String, String)>,
+    deadline: Instant,
+    index: std::path::PathBuf,
+    // Removed, with the index in it, when the scratch is dropped.
+    _folder: tempfile::TempDir,
+}
+
+impl<'a> Scratch<'a> {
+    /// A copy of the user's index with the work tree added to it (`git add
+    /// -A`): a copy that git cannot read is dropped and the work tree read
+    /// into an empty index instead.
+    fn read_work_tree(root: &'a Path, limit: Duration) -> Option<Self> {
+        let deadline = Instant::now() + limit;
+        let mut overrides = crate::git::status_overrides(root, deadline)?;
+        overrides.extend(
+            STAT_CHECKS
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let folder = tempfile::Builder::new()
+            .prefix("ralph-tree-")
+            .tempdir()
+            .ok()?;
+        let mut scratch = Scratch {
+            root,
+            overrides,
+            deadline,
+            index: folder.path().join("index"),
+            _folder: folder,
+        };
+        if scratch.seed() && scratch.add_all() {
+            return Some(scratch);
+        }
+        scratch.index = scratch._folder.path().join("fresh-index");
+        scratch.add_all().then_some(scratch)
+    }
+
+    /// Copies the user's index into the scratch one (exclusively created)
+    /// and clears the marks that would make `git add` skip a file.
+    fn seed(&self) -> bool {
+        let Some(out) = self.plain(&["rev-parse", "--git-path", "index"]) else {
+            return false;
+        };
+        let named = String::from_utf8_lossy(&out).trim_end().to_owned();
+        let user_index = self.root.join(named);
+        let fits = std::fs::symlink_metadata(&user_index)
+            .is_ok_and(|m| m.is_file() && m.len() <= MAX_INDEX_BYTES);
+        if !fits || crate::safe_fs::copy_new(&user_index, &self.index).is_err() {
+            return false;
+        }
+        let Some((assumed, skipped)) = self.flagged() else {
+            return false;
+        };
+        // One mark per call: git applies only the last of the two options.
+        self.clear("--no-assume-unchanged", &assumed) && self.clear("--no-skip-worktree", &skipped)
+    }
+
+    /// `git update-index <option>` on `paths` of the scratch index.
+    fn clear(&self, option: &str, paths: &[String]) -> bool {
+        if paths.is_empty() {
+            return true;
+        }
+        let Some(mut clear) = self.git() else {
+            return false;
+        };
+        clear.args(["update-index", option, "-z", "--stdin"]);
+        let list: Vec<u8> = paths
+            .iter()
+            .flat_map(|p| p.bytes().chain(std::iter::once(0)))
+            .collect();
+        git_runner::run_with_input(clear, &list, self.deadline, MAX_LISTING_BYTES).is_some()
+    }
+
+    /// Entries of the scratch index marked assume-unchanged (a lower-case
+    /// tag) or skip-worktree (`S`), as `git ls-files -v` shows them: those
+    /// under the root, by their paths relative to it (as `update-index` reads them).
+    fn flagged(&self) -> Option<(Vec<String>, Vec<String>)> {
+        let out = self.run(&["ls-files", "-v", "-z", "--", "."])?;
+        let (mut assumed, mut skipped) = (Vec::new(), Vec::new());
+        for entry in String::from_utf8_lossy(&out).split('\0') {
+            let Some((tag, path)) = entry.split_once(' ') else {
+                continue;
+            };
+            if tag == "S" || tag == "s" {
+                skipped.push(path.to_owned());
+            }
+            if tag.chars().all(|c| c.is_ascii_lowercase()) {
+                assumed.push(path.to_owned());
+            }
+        }
+        Some((assumed, skipped))
+    }
+
+    /// `git add -A` of everything under the root. `.claude/` is left out
+    /// of every listing instead: an exclude pathspec that names an ignored
+    /// folder makes `git add` fail.
+    fn add_all(&self) -> bool {
+        self.run(&["add", "-A", "--ignore-errors", "--", "."])
+            .is_some()
+    }
+
+    /// The paths (relative to the root, `.claude/` left out) a diff
+    /// command names.
+    fn names(&self, diff: &[&str]) -> Option<Vec<String>> {
+        let mut args = diff.to_vec();
+        args.extend([
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--relative",
+            "--",
+            ".",
+            ":(exclude).claude",
+        ]);
+        self.listing(&args)
+    }
+
+    fn listing(&self, args: &[&str]) -> Option<Vec<String>> {
+        let out = self.run(args)?;
+        Some(
+            String::from_utf8_lossy(&out)
+                .split('\0')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// git with the scratch index.
+    fn git(&self) -> Option<Command> {
+        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
+        command.env("GIT_INDEX_FILE", &self.index);
+        Some(command)
+    }
+
+    fn run(&self, args: &[&str]) -> Option<Vec<u8>> {
+        let mut command = self.git()?;
+        command.args(args);
+        git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
+    }
+
+    /// git without the scratch index (it reads nothing of an index).
+    fn plain(&self, args: &[&str]) -> Option<Vec<u8>> {
+        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
+        command.args(args);
+        git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
+    }
+}
+
+#[cfg(unix)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("tests/t.sh"), "test 1 = 1\n").unwrap();
+        std::fs::write(root.join("lib.txt"), "one\n").unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        git_in(root, &["add", "-A"]);
+        git_in(root, &["commit", "-qm", "start"]);
+        dir
+    }
+
+    /// HEAD, the index file's bytes and the stash list: what the user sees.
+    fn user_state(root: &Path) -> (String, Vec<u8>, String) {
+        (
+            git_in(root, &["rev-parse", "HEAD"]),
+            std::fs::read(root.join(".git/index")).unwrap(),
+            git_in(root, &["stash", "list"]),
+        )
+    }
+
+    #[test]
+    fn a_snapshot_sees_untracked_files_not_ignored_ones_and_moves_nothing_of_the_users() {
+        let dir = repo();
+        let root = dir.path();
+        std::fs::write(root.join("new.txt"), "x").unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::write(root.join("target/out"), "x").unwrap();
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        std::fs::write(root.join(".claude/ralph-loop.local.md"), "x").unwrap();
+        let before = user_state(root);
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        assert_eq!(before, user_state(root), "the user's git state moved");
+        assert!(is_object_id(&snap.tree));
+        assert_eq!(snap.dirty, ["new.txt"]);
+        let listed = git_in(root, &["ls-tree", "-r", "--name-only", &snap.tree]);
+        assert!(listed.contains("new.txt") && listed.contains("tests/t.sh"));
+        assert!(!listed.contains("target/"), "an ignored file was recorded");
+        assert_eq!(
+            changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            [""; 0]
+        );
+    }
+
+    #[test]
+    fn a_change_is_seen_even_when_the_index_is_told_to_look_away() {
+        let dir = repo();
+        let root = dir.path();
+        // An ignored `.claude/` (a common .gitignore line) is no obstacle.
+        std::fs::write(root.join(".git/info/exclude"), ".claude/\n").unwrap();
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        std::fs::write(root.join(".claude/ralph-loop.local.md"), "x").unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        git_in(root, &["update-index", "--assume-unchanged", "tests/t.sh"]);
+        git_in(root, &["update-index", "--skip-worktree", "lib.txt"]);
+        // Same size, same modification time: only the content and ctime differ.
+        let stamp = std::fs::metadata(root.join("tests/t.sh"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::fs::write(root.join("tests/t.sh"), "true   1 1\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("tests/t.sh"))
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        std::fs::remove_file(root.join(".gitignore")).unwrap();
+        std::fs::write(root.join("added"), "").unwrap();
+        let before = user_state(root);
+        let changed = changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap();
+        assert_eq!(before, user_state(root));
+        assert_eq!(changed, [".gitignore", "added", "lib.txt", "tests/t.sh"]);
+    }
+
+    #[test]
+    fn no_repository_or_an_unknown_tree_gives_no_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(snapshot(dir.path(), TREE_TIME_LIMIT), None);
+        let dir = repo();
+        let missing = "0123456789012345678901234567890123456789";
+        assert_eq!(changed_since(dir.path(), missing, TREE_TIME_LIMIT), None);
+        assert_eq!(changed_since(dir.path(), "HEAD", TREE_TIME_LIMIT), None);
+    }
+
+    #[test]
+    fn a_project_below_the_top_of_its_repository_sees_its_own_paths() {
+        let dir = repo();
+        let sub = dir.path().join("tests");
+        let snap = snapshot(&sub, TREE_TIME_LIMIT).unwrap();
+        std::fs::write(sub.join("t.sh"), "changed\n").unwrap();
+        std::fs::write(dir.path().join("lib.txt"), "outside\n").unwrap();
+        assert_eq!(
+            changed_since(&sub, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            ["t.sh"]
+        );
+    }
+}

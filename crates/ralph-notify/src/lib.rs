@@ -1,0 +1,168 @@
+//! The courier of a loop's last word (`ralph_core::loop_file::notice`):
+//! a desktop notification (`--notify`) and a JSON POST to a webhook
+//! (`--notify-url`). None delays its caller by more than [`BUDGET`] (the
+//! hook answers right after).
+//!
+//! The webhook is posted with ureq (rustls for `https://`), on a thread the
+//! caller waits for at most [`BUDGET`], name lookup and TLS included
+//! (docs/decisions/http-client.md). Desktop notifications are handed to `notify-send`
+//! (Linux), `osascript` (macOS) or PowerShell (Windows), detached; the
+//! terminal bell, when stderr is a terminal, is the floor. The binary names
+//! [`send`] as the core's courier when it starts.
+
+use std::io::{IsTerminal, Write};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ralph_core::loop_file::notice::{Delivery, Message, Settings};
+
+/// The longest a notification may hold up its caller.
+pub const BUDGET: Duration = Duration::from_millis(700);
+
+/// Sends `message` as `settings` ask; returns what happened to each
+/// channel (`("url", …)`, `("desktop", …)`), within [`BUDGET`] in all.
+pub fn send(settings: &Settings, message: &Message) -> Vec<(&'static str, Delivery)> {
+    let mut out = Vec::new();
+    if settings.desktop {
+        out.push(("desktop", desktop(message)));
+    }
+    if let Some(url) = &settings.url {
+        out.push(("url", post(url, message, BUDGET)));
+    }
+    out
+}
+
+/// A desktop notification through the platform's own tool, detached; the
+/// terminal bell when stderr is a terminal.
+fn desktop(message: &Message) -> Delivery {
+    if std::io::stderr().is_terminal() {
+        let _ = std::io::stderr().write_all(b"\x07");
+    }
+    let title = ralph_fs::display::line(&message.title).into_owned();
+    let body = ralph_fs::display::line(&message.message).into_owned();
+    let (program, args): (&'static str, Vec<String>) = if cfg!(windows) {
+        (
+            "powershell",
+            vec![
+                "-NoProfile".into(),
+                "-Command".into(),
+                windows_toast(&title, &body),
+            ],
+        )
+    } else if cfg!(target_os = "macos") {
+        (
+            "osascript",
+            vec![
+                "-e".into(),
+                format!(
+                    "display notification {} with title {}",
+                    applescript_string(&body),
+                    applescript_string(&title)
+                ),
+            ],
+        )
+    } else {
+        ("notify-send", vec!["--app-name=ralph".into(), title, body])
+    };
+    match detach(program, &args) {
+        Ok(()) => Delivery::HandedOff(program),
+        Err(e) => Delivery::Failed(format!("{program}: {e}")),
+    }
+}
+
+/// An AppleScript string literal.
+fn applescript_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A PowerShell script that shows a toast with `title` and `body`, both
+/// passed as single-quoted literals (a `'` is doubled; nothing expands).
+fn windows_toast(title: &str, body: &str) -> String {
+    let lit = |t: &str| format!("'{}'", t.replace('\'', "''"));
+    format!(
+        "[Windows.UI.Notifications.ToastNotificationManager, Windows.UI.Notifications, ContentType = WindowsRuntime] | Out-Null; \
+         $x = [Windows.UI.Notifications.ToastNotificationManager]::GetTemplateContent([Windows.UI.Notifications.ToastTemplateType]::ToastText02); \
+         $t = $x.GetElementsByTagName('text'); $t.Item(0).AppendChild($x.CreateTextNode({})) | Out-Null; \
+         $t.Item(1).AppendChild($x.CreateTextNode({})) | Out-Null; \
+         [Windows.UI.Notifications.ToastNotificationManager]::CreateToastNotifier('ralph').Show([Windows.UI.Notifications.ToastNotification]::new($x))",
+        lit(title),
+        lit(body)
+    )
+}
+
+/// Starts `program` with `args` and no stdio, in a process group of its
+/// own (a hook's group may be stopped when the hook answers), and does not
+/// wait for it; a thread reaps it if the caller lives on.
+fn detach(program: &str, args: &[String]) -> std::io::Result<()> {
+    let mut command = ralph_fs::process::program(program)?;
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command.spawn()?;
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// POSTs `message` as JSON to `url` (`http://` or `https://`, TLS by
+/// rustls), on a thread the caller waits for at most `budget`, name lookup,
+/// connection, TLS and answer included: the stop that ends a loop answers
+/// right after, whatever the server does.
+pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
+    if ralph_core::loop_file::notice::check_url(url).is_err() {
+        return Delivery::Failed(format!("not an http(s) URL: {url}"));
+    }
+    let mut message = message.clone();
+    message.topic = ralph_core::loop_file::notice::topic(url);
+    let body = serde_json::to_string(&message).unwrap_or_default();
+    // The fragment is the topic (in the body), never sent in the request.
+    let url = url.split_once('#').map_or(url, |(u, _)| u).to_owned();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(post_json(&url, &body, budget));
+    });
+    match rx.recv_timeout(budget) {
+        Ok(Ok(status)) if (200..300).contains(&status) => Delivery::Posted(status),
+        Ok(Ok(status)) => Delivery::Failed(format!("the server answered HTTP {status}")),
+        Ok(Err(e)) => Delivery::Failed(e),
+        Err(_) => Delivery::Failed(format!("no answer within {} ms", budget.as_millis())),
+    }
+}
+
+/// One POST through ureq; the status code of the answer, whatever it is.
+fn post_json(url: &str, body: &str, budget: Duration) -> Result<u16, String> {
+    // A little past the caller's wait, so that a silent server reads as
+    // "no answer within" the budget the user can look up.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(budget + Duration::from_millis(200)))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent("ralph")
+        .build()
+        .into();
+    agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .send(body)
+        .map(|answer| answer.status().as_u16())
+        .map_err(|e| failure_words(&e))
+}
+
+/// What went wrong, in the log's words: where it failed, then ureq's why.
+fn failure_words(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::Io(e) => format!("connection: {e}"),
+        ureq::Error::ConnectionFailed => "connection failed".to_owned(),
+        ureq::Error::HostNotFound => "the host name did not resolve".to_owned(),
+        ureq::Error::Timeout(_) => "no answer in time".to_owned(),
+        other => other.to_string(),
+    }
+}
+

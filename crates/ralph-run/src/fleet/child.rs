@@ -1,0 +1,160 @@
+//! What each child `ralph run` of a fleet is told: the agent and the loop's
+//! settings as the fleet's own command line gave them. The task comes on
+//! stdin and the loop's name from its story (`driver.rs`); the flags of one
+//! loop only (`--hand-back-after`, `--force`) are refused before a fleet
+//! starts.
+
+/// The flags of `ralph run --parallel` that every child gets again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildFlags {
+    /// The agent's command line or preset, as given.
+    pub agent: String,
+    pub permission_mode: Option<String>,
+    pub max_iterations: Option<u64>,
+    pub abort_promise: Option<String>,
+    /// The guards' flags and values, as given (`--max-duration`, `2h`, …).
+    pub guards: Vec<String>,
+    pub fresh_context: bool,
+    /// Each story's loop tells of its own end.
+    pub notify: bool,
+    pub notify_url: Option<String>,
+    /// A child on a rate or usage limit sleeps until the reset as a single
+    /// run would, rather than end its story with code 4.
+    pub wait_for_reset: bool,
+    /// `--sandbox` and its settings: each story's agent runs confined to
+    /// its own worktree.
+    pub sandbox: Option<ralph_core::loop_file::confinement::Confinement>,
+    /// `--protect`, `--scope`: each glob given again to every story's loop.
+    pub protect: Vec<String>,
+    pub scope: Vec<String>,
+}
+
+impl ChildFlags {
+    /// The arguments, `promise` being the one every story's loop gives.
+    pub fn args(&self, promise: &str) -> Vec<String> {
+        // Ctrl-C: the fleet's loops end as cancelled, and its next run
+        // starts them again in their worktrees.
+        let mut out = vec![
+            "--cancel-on-interrupt".to_owned(),
+            "--agent".to_owned(),
+            self.agent.clone(),
+        ];
+        let mut add = |flag: &str, value: Option<String>| {
+            if let Some(v) = value {
+                out.extend([flag.to_owned(), v]);
+            }
+        };
+        add("--permission-mode", self.permission_mode.clone());
+        add("--completion-promise", Some(promise.to_owned()));
+        add(
+            "--max-iterations",
+            self.max_iterations.map(|v| v.to_string()),
+        );
+        add("--abort-promise", self.abort_promise.clone());
+        out.extend(self.guards.iter().cloned());
+        let switches = [
+            (self.fresh_context, "--fresh-context"),
+            (self.notify, "--notify"),
+        ];
+        out.extend(
+            switches
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, f)| (*f).to_owned()),
+        );
+        if let Some(url) = &self.notify_url {
+            out.extend(["--notify-url".to_owned(), url.clone()]);
+        }
+        if self.wait_for_reset {
+            out.push("--wait-for-reset".to_owned());
+        }
+        if let Some(sandbox) = &self.sandbox {
+            out.push("--sandbox".to_owned());
+            if sandbox.network == ralph_core::loop_file::confinement::Network::None {
+                out.extend(["--sandbox-network".to_owned(), "none".to_owned()]);
+            }
+            if let Some(image) = &sandbox.image {
+                out.extend(["--sandbox-image".to_owned(), image.clone()]);
+            }
+        }
+        for glob in &self.protect {
+            out.extend(["--protect".to_owned(), glob.clone()]);
+        }
+        for glob in &self.scope {
+            out.extend(["--scope".to_owned(), glob.clone()]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_gets_every_setting_given_in_the_order_it_always_had() {
+        let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
+            agent: "claude".into(),
+            permission_mode: Some("acceptEdits".into()),
+            max_iterations: Some(7),
+            abort_promise: Some("STUCK".into()),
+            guards: vec!["--max-duration".into(), "2h".into()],
+            fresh_context: true,
+            notify: true,
+            notify_url: Some("http://127.0.0.1:9/n".into()),
+            wait_for_reset: true,
+            sandbox: Some(ralph_core::loop_file::confinement::Confinement {
+                network: ralph_core::loop_file::confinement::Network::None,
+                image: None,
+            }),
+        };
+        assert_eq!(
+            flags.args("DONE"),
+            [
+                "--cancel-on-interrupt",
+                "--agent",
+                "claude",
+                "--permission-mode",
+                "acceptEdits",
+                "--completion-promise",
+                "DONE",
+                "--max-iterations",
+                "7",
+                "--abort-promise",
+                "STUCK",
+                "--max-duration",
+                "2h",
+                "--fresh-context",
+                "--notify",
+                "--notify-url",
+                "http://127.0.0.1:9/n",
+                "--wait-for-reset",
+                "--sandbox",
+                "--sandbox-network",
+                "none",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_child_gets_only_the_agent_and_the_promise_when_nothing_else_was_given() {
+        let flags = ChildFlags {
+            protect: Vec::new(),
+            scope: Vec::new(),
+            agent: "true".into(),
+            ..ChildFlags::default()
+        };
+        assert_eq!(
+            flags.args("OK"),
+            [
+                "--cancel-on-interrupt",
+                "--agent",
+                "true",
+                "--completion-promise",
+                "OK"
+            ]
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! `ralph run`, the fresh-context driver: [`Driver`] (in `driver.rs`) runs
+//! the iteration loop and returns each step as an [`Event`]; the functions
+//! in `moves.rs` are its moves: whether the run may go on with its loop, taking it
+//! over and handing it back, how an agent's reply becomes a turn of
+//! [`engine::step`], and the ways a run ends a loop; `screen.rs` words what
+//! the terminal shows of each event. The terminal itself (the clock, the
+//! spinner's ticks, printing, the exit code) stays in the binary; loop
+//! files are touched only through [`ralph_core::loop_file::lifecycle`].
+
+pub mod agent;
+pub mod fleet;
+pub mod presets;
+pub mod reset_wait;
+pub mod sandbox;
+pub mod screen;
+
+mod driver;
+mod moves;
+
+pub use driver::{Agent, Call, Driver, End, Event, Iteration, ResetWait, Setup};
+pub use moves::*;

@@ -1,0 +1,132 @@
+//! Linux: bubblewrap's command line for a [`Reach`]. A new mount namespace
+//! whose root is empty; the system folders read only; a fresh `/tmp` and
+//! an empty HOME (both in memory, gone when the agent exits); toolchains
+//! read only; the agent's settings and the project written; git's
+//! configuration and hooks and ralph's folder in the project read only;
+//! ralph's state folder covered wherever it would show. Every other
+//! namespace is new too (the network's only with `--sandbox-network none`),
+//! and the agent dies with ralph.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::reach::Reach;
+use ralph_core::loop_file::confinement::Network;
+
+/// The arguments of `bwrap` that run `sh -c COMMAND` confined to `reach`.
+pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
+    let mut out = Args::default();
+    out.words(&["--unshare-all", "--die-with-parent", "--new-session"]);
+    if network == Network::Open {
+        out.words(&["--share-net"]);
+    }
+    for dir in &reach.system {
+        match &dir.link {
+            Some(target) => out.two("--symlink", target, &dir.path),
+            None => out.two("--ro-bind", &dir.path, &dir.path),
+        }
+    }
+    out.words(&["--proc", "/proc", "--dev", "/dev"]);
+    // `/tmp` before HOME (a HOME under `/tmp` is mounted inside it), HOME
+    // before `$TMPDIR` (a `$TMPDIR` under HOME is mounted inside that).
+    let (tmp, other_temps) = reach.temp.split_at(reach.temp.len().min(1));
+    for temp in tmp {
+        out.one("--tmpfs", temp);
+    }
+    out.one("--tmpfs", &reach.home);
+    for temp in other_temps {
+        out.one("--tmpfs", temp);
+    }
+    for path in &reach.read_only {
+        out.two("--ro-bind", path, path);
+    }
+    for path in &reach.writable {
+        out.two("--bind", path, path);
+    }
+    out.two("--bind", &reach.project, &reach.project);
+    for path in &reach.kept {
+        out.two("--ro-bind", path, path);
+    }
+    for path in &reach.hidden {
+        out.one("--tmpfs", path);
+    }
+    // Claude Code lets --dangerously-skip-permissions run as root only
+    // inside a sandbox, which this is.
+    out.words(&[
+        "--setenv",
+        "IS_SANDBOX",
+        "1",
+        "--setenv",
+        "RALPH_SANDBOX",
+        "bwrap",
+    ]);
+    out.one("--chdir", &reach.project);
+    out.words(&["--", "sh", "-c", command]);
+    out.0
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn words(&mut self, words: &[&str]) {
+        self.0.extend(words.iter().map(OsString::from));
+    }
+    fn one(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.into());
+        self.0.push(path.into());
+    }
+    fn two(&mut self, flag: &str, from: &Path, to: &Path) {
+        self.0.push(flag.into());
+        self.0.push(from.into());
+        self.0.push(to.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::reach::SystemDir;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_project_is_bound_after_home_and_its_git_files_after_the_project() {
+        let p = PathBuf::from;
+        let reach = Reach {
+            project: p("/home/u/proj"),
+            home: p("/home/u"),
+            system: vec![
+                SystemDir {
+                    path: p("/usr"),
+                    link: None,
+                },
+                SystemDir {
+                    path: p("/bin"),
+                    link: Some(p("usr/bin")),
+                },
+            ],
+            read_only: vec![p("/home/u/.cargo")],
+            writable: vec![p("/home/u/.claude")],
+            kept: vec![p("/home/u/proj/.git/hooks")],
+            hidden: vec![],
+            temp: vec![p("/tmp"), p("/home/u/tmp")],
+        };
+        let line: Vec<String> = args(&reach, Network::None, "my-agent --x")
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            line.join(" "),
+            "--unshare-all --die-with-parent --new-session \
+             --ro-bind /usr /usr --symlink usr/bin /bin --proc /proc --dev /dev \
+             --tmpfs /tmp --tmpfs /home/u --tmpfs /home/u/tmp --ro-bind /home/u/.cargo /home/u/.cargo \
+             --bind /home/u/.claude /home/u/.claude --bind /home/u/proj /home/u/proj \
+             --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks \
+             --setenv IS_SANDBOX 1 --setenv RALPH_SANDBOX bwrap --chdir /home/u/proj \
+             -- sh -c my-agent --x"
+        );
+        assert_eq!(line.last().map(String::as_str), Some("my-agent --x"));
+        let open = args(&reach, Network::Open, "a");
+        assert!(open.iter().any(|a| a == "--share-net"));
+    }
+}

@@ -1,0 +1,304 @@
+//! `ralph run --sandbox`: each agent process runs confined by a real tool,
+//! found in PATH's absolute folders when the agent starts: bubblewrap on
+//! Linux, `sandbox-exec` on macOS, or a container engine (Docker, Podman)
+//! when the loop names an image. None to be had is an error that says what
+//! to install: a sandboxed loop's agent never runs unconfined. What it may
+//! reach is gathered in `reach.rs`; each tool's words are its own file. The
+//! gate (`--verify`, `--check`, story commands) is not here: it runs on the
+//! host, as ever.
+
+pub mod bwrap;
+pub mod container;
+pub mod reach;
+pub mod seatbelt;
+
+use ralph_fs::process::find_program;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ralph_core::loop_file::confinement::Confinement;
+use reach::{Facts, Reach, SystemDir};
+
+/// Why a sandbox cannot be had; the message says what to install or fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--sandbox: {problem}; nothing was run unconfined. {fix}")]
+pub struct SandboxError {
+    pub problem: String,
+    pub fix: String,
+}
+
+/// A missing tool is the machine's, not a typo.
+impl ralph_fs::error::Exit for SandboxError {}
+
+/// The tool that confines the agent, found at an absolute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tool {
+    Bubblewrap(PathBuf),
+    SandboxExec(PathBuf),
+    /// `docker` or `podman`, and the image.
+    Engine {
+        program: PathBuf,
+        name: &'static str,
+        image: String,
+    },
+}
+
+impl Tool {
+    /// Its name, as the arming line and the docs say it.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Bubblewrap(_) => "bubblewrap",
+            Self::SandboxExec(_) => "sandbox-exec",
+            Self::Engine { name, .. } => name,
+        }
+    }
+}
+
+/// One agent run's sandbox: the tool, what it may reach, and the network.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub tool: Tool,
+    pub reach: Reach,
+    pub confinement: Confinement,
+}
+
+/// The tool for `confinement` on this system, or what to install.
+pub fn choose_tool(confinement: &Confinement) -> Result<Tool, SandboxError> {
+    if let Some(image) = &confinement.image {
+        return container::ENGINES
+            .iter()
+            .find_map(|name| {
+                find_program(name).map(|program| Tool::Engine {
+                    program,
+                    name,
+                    image: image.clone(),
+                })
+            })
+            .ok_or_else(|| SandboxError {
+                problem: format!("--sandbox-image {image} needs Docker or Podman, and neither is on PATH"),
+                fix: "Install one (https://docs.docker.com/engine/install/ or https://podman.io), or drop --sandbox-image to use bubblewrap (Linux) or sandbox-exec (macOS).".to_owned(),
+            });
+    }
+    if cfg!(target_os = "linux") {
+        find_program("bwrap")
+            .map(Tool::Bubblewrap)
+            .ok_or_else(|| SandboxError {
+                problem: "bubblewrap (`bwrap`) is not on PATH".to_owned(),
+                fix: "Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; Arch: pacman -S bubblewrap), or give --sandbox-image IMAGE to run the agent in Docker or Podman.".to_owned(),
+            })
+    } else if cfg!(target_os = "macos") {
+        find_program("sandbox-exec")
+            .map(Tool::SandboxExec)
+            .ok_or_else(|| SandboxError {
+                problem: "`sandbox-exec` is not on PATH (it ships with macOS in /usr/bin)".to_owned(),
+                fix: "Put /usr/bin on PATH, or give --sandbox-image IMAGE to run the agent in Docker or Podman.".to_owned(),
+            })
+    } else {
+        Err(SandboxError {
+            problem: "this system has no sandbox ralph can use without an image".to_owned(),
+            fix: "Give --sandbox-image IMAGE to run the agent in Docker or Podman (Windows: Docker Desktop), or run ralph inside WSL with bubblewrap.".to_owned(),
+        })
+    }
+}
+
+/// What `ralph run` says once its loop is armed or taken over, when the
+/// agent runs sandboxed: the tool it will use (or that none is on PATH) and
+/// what the agent may reach.
+pub fn arming_line(confinement: Option<&Confinement>) -> Option<String> {
+    let confinement = confinement?;
+    Some(match choose_tool(confinement) {
+        Ok(tool) => format!("Sandboxed ({}): {}.", tool.name(), confinement.limits()),
+        Err(e) => format!("⚠ {e}"),
+    })
+}
+
+impl Sandbox {
+    /// The sandbox of one agent run of `command` in `root`: the tool found
+    /// and what the agent may reach, read from this machine now.
+    pub fn prepare(
+        confinement: &Confinement,
+        root: &Path,
+        command: &str,
+    ) -> Result<Self, SandboxError> {
+        let tool = choose_tool(confinement)?;
+        let env = ralph_core::loop_file::environment::Environment::from_env();
+        let Some(home) = env.home.clone().filter(|h| h.is_absolute()) else {
+            return Err(SandboxError {
+                problem: "HOME is not set to an absolute path".to_owned(),
+                fix: "Set HOME: the sandbox hides it from the agent, all but the agent's own settings.".to_owned(),
+            });
+        };
+        let facts = gather(root, &home, &env, command);
+        // The project is written whole: one that holds HOME would hand the agent all of it.
+        let real_home = std::fs::canonicalize(&home).unwrap_or_else(|_| home.clone());
+        if real_home.starts_with(&facts.project) {
+            return Err(SandboxError {
+                problem: format!(
+                    "the project {} is your home folder or holds it, and the agent writes the whole project",
+                    ralph_fs::display::line(&facts.project.to_string_lossy())
+                ),
+                fix: "Run ralph in the project's own folder (one with .git or .claude/ below your home).".to_owned(),
+            });
+        }
+        Ok(Self {
+            tool,
+            reach: Reach::from_facts(&facts),
+            confinement: confinement.clone(),
+        })
+    }
+
+    /// The process that runs `sh -c COMMAND` in the sandbox.
+    pub fn command(&self, command: &str) -> Command {
+        let network = self.confinement.network;
+        let (program, args): (&Path, Vec<OsString>) = match &self.tool {
+            Tool::Bubblewrap(p) => (p, bwrap::args(&self.reach, network, command)),
+            Tool::SandboxExec(p) => {
+                let profile = seatbelt::profile(&self.reach, network);
+                let args = ["-p", &profile, "--", "sh", "-c", command];
+                (p, args.iter().map(OsString::from).collect())
+            }
+            Tool::Engine {
+                program,
+                name,
+                image,
+            } => (
+                program,
+                container::args(
+                    name,
+                    image,
+                    &self.reach,
+                    network,
+                    ids(&self.reach.home),
+                    command,
+                ),
+            ),
+        };
+        let mut cmd = ralph_fs::process::found_program(program);
+        cmd.args(args);
+        if matches!(self.tool, Tool::SandboxExec(_)) {
+            cmd.env("IS_SANDBOX", "1")
+                .env("RALPH_SANDBOX", "sandbox-exec");
+        }
+        cmd
+    }
+}
+
+/// The owner of HOME, as the ids the container runs with.
+fn ids(home: &Path) -> Option<container::Ids> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(home).ok().map(|m| container::Ids {
+            uid: m.uid(),
+            gid: m.gid(),
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = home;
+        None
+    }
+}
+
+/// What the machine says for [`Reach::from_facts`]: canonical paths, which
+/// of them exist, the system folders and their links.
+fn gather(
+    root: &Path,
+    home: &Path,
+    env: &ralph_core::loop_file::environment::Environment,
+    command: &str,
+) -> Facts {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let project = canonical(root);
+    let state_dir = env.registry().map(|r| r.dir().to_path_buf());
+    let path: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| ralph_fs::process::absolute_entries(&p))
+        .unwrap_or_default();
+    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let program_dir = program_of(command, &project)
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let system = reach::SYSTEM
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some())
+        .map(|path| SystemDir {
+            link: std::fs::read_link(&path).ok(),
+            path,
+        })
+        .collect();
+    let git = reach::worktree_git(&project);
+    let candidates: Vec<PathBuf> = reach::TOOLCHAINS
+        .iter()
+        .chain(reach::AGENT_SETTINGS)
+        .map(|t| home.join(t))
+        .chain(path.iter().cloned())
+        .chain(program_dir.iter().cloned())
+        .chain(state_dir.iter().cloned())
+        .collect();
+    // The user's own folders may be links (dotfiles); a link in the project
+    // is never followed into the sandbox's view.
+    let mut existing: Vec<PathBuf> = candidates.into_iter().filter(|p| p.exists()).collect();
+    existing.extend(
+        [".git/config", ".git/hooks", ".claude", ".git"]
+            .map(|k| project.join(k))
+            .into_iter()
+            .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some_and(|k| !k.is_symlink())),
+    );
+    Facts {
+        project,
+        home: home.to_path_buf(),
+        state_dir,
+        path,
+        tmpdir,
+        program_dir,
+        existing,
+        system,
+        worktree_git_read: git.read,
+        worktree_git: git.write,
+        worktree_git_kept: git.kept,
+    }
+}
+
+/// The agent program, the command's first word: found in PATH's absolute
+/// folders when it is a bare name, taken as written when it has a `/`
+/// (relative to the project).
+fn program_of(command: &str, project: &Path) -> Option<PathBuf> {
+    let first = command.split_whitespace().next()?;
+    if first.contains('/') {
+        Some(project.join(first))
+    } else {
+        find_program(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tool_says_what_to_install() {
+        let err = SandboxError {
+            problem: "bubblewrap (`bwrap`) is not on PATH".into(),
+            fix: "Install it".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "--sandbox: bubblewrap (`bwrap`) is not on PATH; nothing was run unconfined. Install it"
+        );
+    }
+
+    #[test]
+    fn the_program_is_the_commands_first_word() {
+        let project = Path::new("/p");
+        assert_eq!(
+            program_of("./agent.sh --x", project),
+            Some(PathBuf::from("/p/./agent.sh"))
+        );
+        assert_eq!(
+            program_of("/usr/bin/env a", project),
+            Some(PathBuf::from("/usr/bin/env"))
+        );
+    }
+}
