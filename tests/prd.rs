@@ -127,7 +127,7 @@ impl Steps for Project {
 }
 
 /// The code a refusal gives to approve the PRD's story commands.
-pub fn approval_code(out: &str) -> Option<String> {
+pub(crate) fn approval_code(out: &str) -> Option<String> {
     let at = out.find("--approve-commands ")? + "--approve-commands ".len();
     Some(
         out[at..]

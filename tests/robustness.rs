@@ -442,9 +442,8 @@ fn sigkill_between_write_and_rename_leaves_the_old_loop_file_whole() {
     );
 
     // Once older than a write could take, a stop under the lock removes it.
-    let long_ago = std::time::SystemTime::now()
-        - ralph_fs::safe_fs::STALE_TEMP_AGE
-        - Duration::from_secs(60);
+    let long_ago =
+        std::time::SystemTime::now() - ralph_fs::safe_fs::STALE_TEMP_AGE - Duration::from_secs(60);
     std::fs::File::options()
         .write(true)
         .open(&temp)

@@ -18,7 +18,7 @@ use crate::support::project::Project;
 use crate::support::{LOOP, text};
 
 /// Whether bubblewrap is installed; when not, says the test skipped (fails on CI).
-pub fn bwrap_or_skip(test: &str) -> bool {
+pub(crate) fn bwrap_or_skip(test: &str) -> bool {
     let found = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| dir.is_absolute() && dir.join("bwrap").is_file())
     });

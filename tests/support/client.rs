@@ -11,7 +11,7 @@ use tempfile::TempDir;
 
 use super::mock_api::MockApi;
 
-pub use super::{BIN as RALPH, repo_root};
+pub(crate) use super::{BIN as RALPH, repo_root};
 
 /// How long one client run may take before the test fails.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -21,17 +21,17 @@ const INSTALL_HINT: &str = "run `npm ci --prefix tests/client` in the repository
      @anthropic-ai/claude-code from tests/client/package.json; or set RALPH_CLAUDE_BIN to a claude binary";
 
 /// The plugin folder, as `claude --plugin-dir` and the marketplace entry see it.
-pub fn plugin_root() -> PathBuf {
+pub(crate) fn plugin_root() -> PathBuf {
     repo_root().join("plugin")
 }
 
 /// Where `npm ci --prefix tests/client` puts the pinned client's packages.
-pub fn client_modules() -> PathBuf {
+pub(crate) fn client_modules() -> PathBuf {
     repo_root().join("tests/client/node_modules")
 }
 
 /// The `claude` binary from the pinned client's npm packages for this platform, if installed.
-pub fn installed_client() -> PathBuf {
+pub(crate) fn installed_client() -> PathBuf {
     // npm installs the native client for this platform only: linux-x64 here and on CI; the
     // other names let a developer on macOS or ARM run the tests too.
     let os = match std::env::consts::OS {
@@ -56,7 +56,7 @@ pub fn installed_client() -> PathBuf {
 }
 
 /// Fails the test on CI, or prints a loud SKIPPED line and returns `None` elsewhere.
-pub fn skip_or_fail<T>(test: &str, why: &str) -> Option<T> {
+pub(crate) fn skip_or_fail<T>(test: &str, why: &str) -> Option<T> {
     assert!(!std::env::var_os("CI").is_some(), "e2e test {test}: {why}");
     eprintln!("\n*** SKIPPED e2e test {test}: {why} ***\n");
     None
@@ -64,7 +64,7 @@ pub fn skip_or_fail<T>(test: &str, why: &str) -> Option<T> {
 
 /// The Claude Code binary, or `None` (after a loud SKIPPED line) when it is not installed
 /// and we are not on CI. On CI (`CI` set) a missing client is a failure.
-pub fn claude_bin(test: &str) -> Option<PathBuf> {
+pub(crate) fn claude_bin(test: &str) -> Option<PathBuf> {
     let path = match std::env::var_os("RALPH_CLAUDE_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => installed_client(),
@@ -82,14 +82,14 @@ pub fn claude_bin(test: &str) -> Option<PathBuf> {
 }
 
 /// A fresh HOME and a fresh project folder (with `.claude/`), both deleted on drop.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     pub claude: PathBuf,
     pub home: TempDir,
     pub project: TempDir,
 }
 
 /// What one client run left behind.
-pub struct Run {
+pub(crate) struct Run {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
@@ -98,7 +98,7 @@ pub struct Run {
 
 impl Run {
     /// The stream-json events printed on stdout.
-    pub fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         self.stdout
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
@@ -106,7 +106,7 @@ impl Run {
     }
 
     /// The `result` text of the final `result` event.
-    pub fn result_text(&self) -> String {
+    pub(crate) fn result_text(&self) -> String {
         self.events()
             .iter()
             .rev()
@@ -117,7 +117,7 @@ impl Run {
     }
 
     /// Everything, for assertion messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let tail = |s: &str, n: usize| -> String {
             let lines: Vec<&str> = s.lines().collect();
             lines[lines.len().saturating_sub(n)..].join("\n")
@@ -134,7 +134,7 @@ impl Run {
 
 impl Sandbox {
     /// A sandbox, or `None` when the client is missing (see [`claude_bin`]).
-    pub fn new(test: &str) -> Option<Self> {
+    pub(crate) fn new(test: &str) -> Option<Self> {
         let claude = claude_bin(test)?;
         let home = tempfile::Builder::new()
             .prefix("ralph-e2e-home-")
@@ -152,28 +152,28 @@ impl Sandbox {
         })
     }
 
-    pub fn project(&self) -> &Path {
+    pub(crate) fn project(&self) -> &Path {
         self.project.path()
     }
 
     /// The default loop's state file.
-    pub fn state_file(&self) -> PathBuf {
+    pub(crate) fn state_file(&self) -> PathBuf {
         self.project().join(".claude/ralph-loop.local.md")
     }
 
     /// Runs `claude -p PROMPT` in the project with the plugin loaded, against `api`.
-    pub fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
+    pub(crate) fn claude(&self, api: &MockApi, prompt: &str, extra_args: &[&str]) -> Run {
         self.claude_with_env(api, prompt, extra_args, &[])
     }
 
     /// Runs the `ralph` binary under test in the project (no Claude Code variables set).
-    pub fn ralph(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn ralph(&self, args: &[&str]) -> std::process::Output {
         self.ralph_with_env(args, &[])
     }
 
     /// Runs `ralph ARGS` in the project with the mock API's variables set, so that an agent
     /// it starts (`ralph run --agent "<claude> -p …"`) talks to `api`.
-    pub fn ralph_with_api(&self, api: &MockApi, args: &[&str]) -> std::process::Output {
+    pub(crate) fn ralph_with_api(&self, api: &MockApi, args: &[&str]) -> std::process::Output {
         let mut cmd = self.ralph_command(args);
         mock_api_env(&mut cmd, api);
         cmd.output().expect("run ralph")
@@ -184,7 +184,7 @@ impl Sandbox {
     /// pointed at `api`, with extra environment variables. Unix: the client goes on PATH
     /// through a symbolic link.
     #[cfg(unix)]
-    pub fn ralph_with_client(
+    pub(crate) fn ralph_with_client(
         &self,
         api: &MockApi,
         args: &[&str],
@@ -223,12 +223,12 @@ impl Sandbox {
     }
 
     /// The Claude Code binary this sandbox runs.
-    pub fn claude_path(&self) -> &Path {
+    pub(crate) fn claude_path(&self) -> &Path {
         &self.claude
     }
 
     /// `ralph status --json`, parsed.
-    pub fn status_json(&self) -> Value {
+    pub(crate) fn status_json(&self) -> Value {
         let out = self.ralph(&["status", "--json"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -242,7 +242,7 @@ impl Sandbox {
     }
 
     /// The loop named `name` in `ralph status --json`.
-    pub fn loop_status(&self, name: &str) -> Value {
+    pub(crate) fn loop_status(&self, name: &str) -> Value {
         let status = self.status_json();
         status["loops"]
             .as_array()
@@ -253,7 +253,7 @@ impl Sandbox {
 
 /// Runs `claude -p PROMPT ARGS` in `cwd` with a hermetic environment (HOME = `home`, plus
 /// `env`), against `api`, and fails the test when it takes longer than [`CLIENT_TIMEOUT`].
-pub fn run_claude(
+pub(crate) fn run_claude(
     claude: &Path,
     prompt: &str,
     args: &[&std::ffi::OsStr],
@@ -324,7 +324,7 @@ fn mock_api_env(cmd: &mut Command, api: &MockApi) {
 
 /// `program` with [`hermetic_env`]: the one clean command for the real clients (and for a
 /// `ralph` a client would start), with HOME and XDG_STATE_HOME under `home`.
-pub fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
+pub(crate) fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
     let mut cmd = Command::new(program);
     hermetic_env(&mut cmd, home);
     cmd
@@ -332,7 +332,7 @@ pub fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Comm
 
 /// Starts from an empty environment (so that a test run inside Claude Code, or with a real
 /// API key, cannot leak into the client) and keeps only what a process needs.
-pub fn hermetic_env(cmd: &mut Command, home: &Path) {
+pub(crate) fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear();
     for var in [
         "PATH", "LANG", "LC_ALL", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
@@ -358,7 +358,7 @@ fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> R
 impl Sandbox {
     /// Like [`Sandbox::claude`], with extra environment variables for the client (and so for
     /// its hooks), e.g. `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, or `RALPH_BIN` pointing elsewhere.
-    pub fn claude_with_env(
+    pub(crate) fn claude_with_env(
         &self,
         api: &MockApi,
         prompt: &str,
@@ -382,7 +382,11 @@ impl Sandbox {
     }
 
     /// `ralph ARGS` in the project with extra environment variables.
-    pub fn ralph_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    pub(crate) fn ralph_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
         let mut cmd = self.ralph_command(args);
         cmd.envs(env.iter().copied());
         cmd.output().expect("run ralph")

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 /// One scripted reply of the model.
 #[derive(Clone, Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A reply of one text block that ends the turn (`stop_reason: end_turn`).
     Text(String),
     /// A text block, then a `Bash` tool call (`stop_reason: tool_use`).
@@ -39,16 +39,16 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn text(s: impl Into<String>) -> Self {
+    pub(crate) fn text(s: impl Into<String>) -> Self {
         Reply::Text(s.into())
     }
-    pub fn bash(text: impl Into<String>, command: impl Into<String>) -> Self {
+    pub(crate) fn bash(text: impl Into<String>, command: impl Into<String>) -> Self {
         Reply::TextAndBash {
             text: text.into(),
             command: command.into(),
         }
     }
-    pub fn tool(text: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+    pub(crate) fn tool(text: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Reply::TextAndTool {
             text: text.into(),
             name: name.into(),
@@ -57,7 +57,7 @@ impl Reply {
     }
 
     /// A `Write` tool call: the model asks to create `file_path` with `content`.
-    pub fn write(text: impl Into<String>, file_path: &str, content: &str) -> Self {
+    pub(crate) fn write(text: impl Into<String>, file_path: &str, content: &str) -> Self {
         Reply::TextAndTool {
             text: text.into(),
             name: "Write".into(),
@@ -68,7 +68,7 @@ impl Reply {
 
 /// One logged HTTP request.
 #[derive(Clone, Debug)]
-pub struct LoggedRequest {
+pub(crate) struct LoggedRequest {
     pub method: String,
     pub path: String,
     /// The body parsed as JSON (`Value::Null` when empty or not JSON).
@@ -83,7 +83,7 @@ pub struct LoggedRequest {
 impl LoggedRequest {
     /// All text of the request's `messages` (text blocks and tool results), joined by
     /// newlines: what the model was shown.
-    pub fn messages_text(&self) -> String {
+    pub(crate) fn messages_text(&self) -> String {
         let mut out = String::new();
         if let Some(messages) = self.body.get("messages").and_then(Value::as_array) {
             for m in messages {
@@ -95,7 +95,7 @@ impl LoggedRequest {
 
     /// The text of the last `role: user` message: on a Stop-hook continuation, the
     /// feedback the hook sent.
-    pub fn last_user_text(&self) -> String {
+    pub(crate) fn last_user_text(&self) -> String {
         let mut out = String::new();
         if let Some(m) = self
             .body
@@ -108,7 +108,7 @@ impl LoggedRequest {
         out
     }
 
-    pub fn model(&self) -> &str {
+    pub(crate) fn model(&self) -> &str {
         self.body.get("model").and_then(Value::as_str).unwrap_or("")
     }
 }
@@ -142,7 +142,7 @@ struct Shared {
 }
 
 /// The running mock. Dropping it stops the server.
-pub struct MockApi {
+pub(crate) struct MockApi {
     addr: SocketAddr,
     shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
@@ -152,7 +152,7 @@ pub struct MockApi {
 impl MockApi {
     /// Starts a mock that answers the n-th model turn with `script[n]`; once the script is
     /// used up, the last reply is repeated (an empty script answers "ok").
-    pub fn start(script: Vec<Reply>) -> Self {
+    pub(crate) fn start(script: Vec<Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mock API");
         let addr = listener.local_addr().expect("mock address");
         let shared = Arc::new(Mutex::new(Shared {
@@ -186,27 +186,27 @@ impl MockApi {
     }
 
     /// The base URL for `ANTHROPIC_BASE_URL`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Records the content of `path` with every request from now on.
-    pub fn watch_file(&self, path: impl Into<PathBuf>) {
+    pub(crate) fn watch_file(&self, path: impl Into<PathBuf>) {
         lock(&self.shared).watch = Some(path.into());
     }
 
     /// Every request so far, in arrival order.
-    pub fn requests(&self) -> Vec<LoggedRequest> {
+    pub(crate) fn requests(&self) -> Vec<LoggedRequest> {
         lock(&self.shared).log.clone()
     }
 
     /// The model turns so far, in order.
-    pub fn turns(&self) -> Vec<LoggedRequest> {
+    pub(crate) fn turns(&self) -> Vec<LoggedRequest> {
         self.requests().into_iter().filter(|r| r.is_turn).collect()
     }
 
     /// A short listing of all requests, for assertion messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut out = String::new();
         for (i, r) in self.requests().iter().enumerate() {
             let last = r.last_user_text();

@@ -8,10 +8,10 @@
 
 #![allow(dead_code)] // each test module uses its own part of the harness
 
-pub mod client;
-pub mod mock_api;
-pub mod model_mock;
-pub mod project;
+pub(crate) mod client;
+pub(crate) mod mock_api;
+pub(crate) mod model_mock;
+pub(crate) mod project;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -19,16 +19,16 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The `ralph` binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_ralph");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ralph");
 
 /// The loop file `ralph loop` writes when no name is given.
-pub const LOOP: &str = ".claude/ralph-loop.local.md";
+pub(crate) const LOOP: &str = ".claude/ralph-loop.local.md";
 
 /// What a test's `ralph` must never inherit from the shell running the tests: Claude Code's own
 /// variables (a test run inside a Claude Code session), the user's homes (their real record of
 /// armed loops, their price table and git config) and git's overrides (a test run from a git
 /// hook). Each test sets back what it needs.
-pub const SCRUBBED: &[&str] = &[
+pub(crate) const SCRUBBED: &[&str] = &[
     "HOME",
     "XDG_STATE_HOME",
     "XDG_CONFIG_HOME",
@@ -42,7 +42,7 @@ pub const SCRUBBED: &[&str] = &[
 /// Removes [`SCRUBBED`] from `cmd`'s environment: the one scrub for every process that runs
 /// `ralph` (the binary itself, or a shell or timer around it). The real clients start from an
 /// empty environment instead ([`client::client_command`]).
-pub fn scrub(cmd: &mut Command) -> &mut Command {
+pub(crate) fn scrub(cmd: &mut Command) -> &mut Command {
     for var in SCRUBBED {
         cmd.env_remove(var);
     }
@@ -50,20 +50,20 @@ pub fn scrub(cmd: &mut Command) -> &mut Command {
 }
 
 /// The `ralph` binary under test, with its environment scrubbed ([`scrub`]); nothing else set.
-pub fn ralph_command() -> Command {
+pub(crate) fn ralph_command() -> Command {
     let mut cmd = Command::new(BIN);
     scrub(&mut cmd);
     cmd
 }
 
 /// The repository root.
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.canonicalize().unwrap_or(root)
 }
 
 /// A finished command's stdout followed by its stderr, for assertions and failure messages.
-pub fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -72,7 +72,7 @@ pub fn text(out: &Output) -> String {
 }
 
 /// A finished command's exit code, stdout and stderr, each under its own heading.
-pub fn describe(out: &Output) -> String {
+pub(crate) fn describe(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
         out.status.code(),
@@ -95,6 +95,6 @@ macro_rules! sandbox_or_skip {
 pub(crate) use sandbox_or_skip;
 
 /// Whether a hook answer blocks the turn (`"decision": "block"`).
-pub fn blocked(answer: &Value) -> bool {
+pub(crate) fn blocked(answer: &Value) -> bool {
     answer["decision"] == "block"
 }

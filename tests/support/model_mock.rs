@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wire {
+pub(crate) enum Wire {
     Responses,
     ChatCompletions,
 }
@@ -31,13 +31,13 @@ struct Shared {
     turns: Vec<Value>,
 }
 
-pub struct ScriptedModel {
+pub(crate) struct ScriptedModel {
     addr: SocketAddr,
     shared: Arc<Mutex<Shared>>,
 }
 
 impl ScriptedModel {
-    pub fn start(wire: Wire, script: &[&str]) -> Self {
+    pub(crate) fn start(wire: Wire, script: &[&str]) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scripted model");
         let addr = listener.local_addr().expect("model address");
         let shared = Arc::new(Mutex::new(Shared {
@@ -58,12 +58,12 @@ impl ScriptedModel {
     }
 
     /// The provider base URL, `http://127.0.0.1:PORT/v1`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
 
     /// The request bodies of the model turns, in order.
-    pub fn turns(&self) -> Vec<Value> {
+    pub(crate) fn turns(&self) -> Vec<Value> {
         self.shared
             .lock()
             .map(|s| s.turns.clone())
@@ -73,7 +73,7 @@ impl ScriptedModel {
 
 /// The text of the last user message of a turn's request, in either wire
 /// format: what the hook fed back on a continuation.
-pub fn last_user_text(body: &Value) -> String {
+pub(crate) fn last_user_text(body: &Value) -> String {
     let items = body
         .get("input")
         .or_else(|| body.get("messages"))

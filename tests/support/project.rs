@@ -6,14 +6,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-pub use super::{BIN, LOOP};
+pub(crate) use super::{BIN, LOOP};
 
 /// A throwaway project: a temporary folder with `.claude/` in it, and a HOME
 /// of its own (where ralph keeps its record of armed loops), both removed when
 /// dropped. Every `ralph` it runs gets the scrubbed environment
 /// (`super::ralph_command`), this HOME and XDG_STATE_HOME, and the variables
 /// set with [`Project::with_env`].
-pub struct Project {
+pub(crate) struct Project {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
     env: Vec<(String, String)>,
@@ -26,14 +26,14 @@ impl Default for Project {
 }
 
 impl Project {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let p = Self::bare();
         std::fs::create_dir_all(p.path(".claude")).unwrap();
         p
     }
 
     /// A project folder with nothing in it, not even `.claude/`.
-    pub fn bare() -> Self {
+    pub(crate) fn bare() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
@@ -44,23 +44,23 @@ impl Project {
     /// This project, with `key=value` set for every ralph it runs (before the
     /// variables a single run passes, which win).
     #[must_use]
-    pub fn with_env(mut self, key: &str, value: impl Into<String>) -> Self {
+    pub(crate) fn with_env(mut self, key: &str, value: impl Into<String>) -> Self {
         self.env.push((key.to_owned(), value.into()));
         self
     }
 
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         self.home.path()
     }
 
     /// This test's HOME and XDG_STATE_HOME, for every ralph it runs.
-    pub fn user_env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn user_env(&self) -> Vec<(&'static str, String)> {
         user_env(self.home())
     }
 
     /// `ralph ARGS` in the project, as this test's user, not started yet:
     /// stdin empty (`Stdio::null`), stdout and stderr piped.
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = super::ralph_command();
         cmd.args(args)
             .current_dir(self.root())
@@ -74,7 +74,7 @@ impl Project {
 
     /// `run_ralph` as this test's user (its own HOME and XDG_STATE_HOME, and
     /// the variables of [`Project::with_env`]), in `cwd`.
-    pub fn ralph_in(
+    pub(crate) fn ralph_in(
         &self,
         args: &[&str],
         cwd: &Path,
@@ -89,13 +89,13 @@ impl Project {
     }
 
     /// `ralph ARGS` in the project with `stdin` piped in and `env` added.
-    pub fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn ralph_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
         self.ralph_in(args, self.root(), stdin, env)
     }
 
     /// Registers a hand-written loop file as armed by this user, as a person
     /// would after reading it: `ralph adopt --yes --name NAME`.
-    pub fn adopt(&self, name: &str) {
+    pub(crate) fn adopt(&self, name: &str) {
         let out = self.ralph_in(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
         assert!(
             out.status.success(),
@@ -105,36 +105,36 @@ impl Project {
         );
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root().join(rel)
     }
 
-    pub fn write(&self, rel: &str, text: &str) {
+    pub(crate) fn write(&self, rel: &str, text: &str) {
         let p = self.path(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
 
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap()
     }
 
     /// The file's text, or "" when it is missing or unreadable.
-    pub fn read_or_empty(&self, rel: &str) -> String {
+    pub(crate) fn read_or_empty(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_default()
     }
 
-    pub fn exists(&self, rel: &str) -> bool {
+    pub(crate) fn exists(&self, rel: &str) -> bool {
         self.path(rel).exists()
     }
 }
 
 /// HOME and XDG_STATE_HOME for a test user whose home is `home`.
-pub fn user_env(home: &Path) -> Vec<(&'static str, String)> {
+pub(crate) fn user_env(home: &Path) -> Vec<(&'static str, String)> {
     vec![
         ("HOME", home.display().to_string()),
         (
@@ -149,7 +149,7 @@ pub fn user_env(home: &Path) -> Vec<(&'static str, String)> {
 /// XDG_STATE_HOME among them; tests add back what they need
 /// through `env`; without a HOME nothing can be armed, and the user's real
 /// record of armed loops is never touched).
-pub fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Output {
     let mut cmd = super::ralph_command();
     cmd.args(args)
         .current_dir(cwd)

@@ -306,8 +306,7 @@ fn run(
 
 /// git for `root`, hardened ([`crate::git_runner::command`]).
 fn git_command(root: &Path, overrides: &[(String, String)]) -> Result<Command, FsError> {
-    crate::git_runner::command(root, overrides)
-        .map_err(|e| git_error("start git", e.to_string()))
+    crate::git_runner::command(root, overrides).map_err(|e| git_error("start git", e.to_string()))
 }
 
 fn one_line(out: Vec<u8>) -> String {

@@ -9,14 +9,14 @@ use ralph_core::hook::host::Host;
 use ralph_core::json_edit::{self, Node};
 
 /// The hook's time limit: above the longest `--verify` (14 min).
-pub const HOOK_TIMEOUT_SECS: u64 = 900;
+pub(crate) const HOOK_TIMEOUT_SECS: u64 = 900;
 
 /// The Codex skill: it runs nothing. Codex runs the UserPromptSubmit hook
 /// (`ralph hook prompt`, which `ralph install codex` adds) before the model
 /// sees `$ralph-loop …`; the hook arms the loop from the prompt as data and
 /// hands the model its activation text. The task never passes through a
 /// shell, so no text in it (a here-doc's delimiter, a quote) can run as one.
-pub const CODEX_SKILL: &str = "---
+pub(crate) const CODEX_SKILL: &str = "---
 name: ralph-loop
 description: Start a Ralph loop when the user asks for one ($ralph-loop TASK --completion-promise DONE ...) - ralph keeps this session working on the task until it is really done.
 ---
@@ -30,7 +30,7 @@ If there is no such text from ralph, the hook did not run and no loop is armed: 
 in one sentence (run `ralph install codex` again to add ralph's prompt hook) and stop.
 ";
 
-pub const GEMINI_COMMAND: &str = r#"description = "Start a Ralph loop: keep working on one task until it is really done"
+pub(crate) const GEMINI_COMMAND: &str = r#"description = "Start a Ralph loop: keep working on one task until it is really done"
 prompt = """
 !{printf '%s' {{args}} | ralph start --raw-arguments}
 
@@ -38,11 +38,11 @@ The loop is armed; the text above is your task. Begin working on it now.
 """
 "#;
 
-pub fn hook_args(host: Host) -> String {
+pub(crate) fn hook_args(host: Host) -> String {
     format!("hook stop --host {}", host.name())
 }
 
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+'))
@@ -68,7 +68,7 @@ fn is_ours(entry: &Value, host: Host) -> bool {
 
 /// The prompt hook's arguments: it arms `$ralph-loop …` from the prompt as
 /// data and answers ralph's other commands (`ralph hook prompt`).
-pub const PROMPT_HOOK_ARGS: &str = "hook prompt";
+pub(crate) const PROMPT_HOOK_ARGS: &str = "hook prompt";
 
 /// The events ralph's hooks listen to on this host: the turn's end, and
 /// for Codex the prompt (for its skill's arguments).
@@ -90,7 +90,7 @@ fn prompt_entry(command: &str) -> Value {
 }
 
 /// The event ralph listens to and its hook entry, in each host's schema.
-pub fn entry(host: Host, command: &str) -> (&'static str, Value) {
+pub(crate) fn entry(host: Host, command: &str) -> (&'static str, Value) {
     match host {
         Host::Codex | Host::Claude => (
             "Stop",
@@ -195,14 +195,14 @@ fn parse_settings(text: &str) -> Result<Node, String> {
 
 /// The text of a settings file ralph creates: what an uninstall that takes
 /// everything out of it leaves, and so a file it may remove.
-pub const EMPTY_SETTINGS: &str = "{}\n";
+pub(crate) const EMPTY_SETTINGS: &str = "{}\n";
 
 /// Adds ralph's entry to the settings text unless an identical one is
 /// the only ralph entry there; older ralph entries (another binary path)
 /// are taken out first, each alone. Every other byte stays. `version`:
 /// a `"version": 1` member is added when missing (a repository's Copilot
 /// hooks file). `None` when nothing changes.
-pub fn add_hook(
+pub(crate) fn add_hook(
     text: &str,
     host: Host,
     command: &str,
@@ -281,7 +281,7 @@ fn add_group(
 /// Takes every ralph entry for this host out of the settings text, and the
 /// groups, lists and `hooks` object that held only it: the bytes
 /// [`add_hook`] added, and no other. `None` when there was none.
-pub fn remove_hook(text: &str, host: Host) -> Result<Option<String>, String> {
+pub(crate) fn remove_hook(text: &str, host: Host) -> Result<Option<String>, String> {
     let mut text = text.to_owned();
     let mut changed = false;
     while let Some(fewer) = remove_one(&text, host)? {
@@ -292,7 +292,7 @@ pub fn remove_hook(text: &str, host: Host) -> Result<Option<String>, String> {
 }
 
 /// Whether the settings text holds ralph's turn-end hook for this host.
-pub fn has_hook(text: &str, host: Host) -> bool {
+pub(crate) fn has_hook(text: &str, host: Host) -> bool {
     let (stop, _) = entry(host, "");
     remove_one_in(text, host, stop).is_ok_and(|r| r.is_some())
 }

@@ -10,19 +10,19 @@
 //! project, whose folders a stranger may have committed, files and folders
 //! are written through `safe_fs` (no links followed, nothing special opened).
 
-pub mod additions;
+mod additions;
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use ralph_fs::safe_fs::{self, FsError};
-use ralph_core::hook::host::Host;
 use crate::additions::{
     CODEX_SKILL, EMPTY_SETTINGS, GEMINI_COMMAND, add_hook, has_hook, hook_args, remove_hook,
     shell_quote,
 };
+use ralph_core::hook::host::Host;
 use ralph_core::loop_file::environment::Environment;
+use ralph_fs::safe_fs::{self, FsError};
 
 /// Why an install or uninstall changed nothing, or stopped half way.
 #[derive(Debug, thiserror::Error)]
@@ -192,7 +192,8 @@ fn git_root() -> Result<PathBuf, InstallError> {
         .process_cwd
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
-    ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref()).ok_or(InstallError::NotInGit(cwd))
+    ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref())
+        .ok_or(InstallError::NotInGit(cwd))
 }
 
 /// Where one host keeps its hooks and commands, user-wide or per project.
@@ -213,7 +214,8 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home = ralph_core::loop_file::registry::home_from_env().ok_or(InstallError::NoHome)?;
+            let home =
+                ralph_core::loop_file::registry::home_from_env().ok_or(InstallError::NoHome)?;
             Ok(home.join(sub))
         };
         let root = if project { git_root()? } else { PathBuf::new() };

@@ -15,14 +15,87 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use ralph_core::loop_file::notice::{Delivery, Message, Settings};
+use serde::Serialize;
+
+use ralph_core::loop_file::notice::{Delivery, Ending, Settings};
+use ralph_core::money::Money;
 
 /// The longest a notification may hold up its caller.
 pub const BUDGET: Duration = Duration::from_millis(700);
 
-/// Sends `message` as `settings` ask; returns what happened to each
+/// What the webhook receives. `text` is what Slack-compatible webhooks
+/// show; `title`, `message` and `topic` (the URL's `#fragment`, never sent
+/// by HTTP itself) are ntfy's JSON publishing fields; the rest are the facts.
+/// The cost is sent exactly, twice over: `cost_usd` as a decimal string
+/// (`"0.15"`, never a float a reader would round) and `cost_micro_usd` as
+/// whole micro-dollars (`150000`); both `null` when nothing was counted.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Message {
+    #[serde(rename = "loop")]
+    pub loop_name: String,
+    pub project: String,
+    pub outcome: String,
+    pub why: String,
+    pub iterations: u64,
+    #[serde(serialize_with = "exact_decimal")]
+    pub cost_usd: Option<Money>,
+    pub cost_micro_usd: Option<u64>,
+    pub title: String,
+    pub message: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+impl Message {
+    /// The message about a loop's end.
+    pub fn ended(ending: &Ending) -> Self {
+        let Ending {
+            loop_name: name,
+            project,
+            outcome,
+            why,
+            iterations,
+            cost: cost_usd,
+        } = ending;
+        let (iterations, cost_usd) = (*iterations, *cost_usd);
+        let (_, headline) = outcome.headline();
+        let project_name = std::path::Path::new(project)
+            .file_name()
+            .map_or_else(|| project.to_owned(), |n| n.to_string_lossy().into_owned());
+        let title = format!("ralph `{name}` {headline}");
+        let cost = cost_usd
+            .map(|c| format!(", {}", c.dollars()))
+            .unwrap_or_default();
+        let message = format!("{why} ({iterations} iterations{cost}; {project_name})");
+        Self {
+            loop_name: name.to_owned(),
+            project: project.to_owned(),
+            outcome: outcome.as_str().to_owned(),
+            why: why.to_owned(),
+            iterations,
+            cost_usd,
+            cost_micro_usd: cost_usd.map(|c| c.0),
+            text: format!("{title}: {message}"),
+            title,
+            message,
+            topic: None,
+        }
+    }
+}
+
+/// `Some(money)` as its exact decimal text, `None` as `null`.
+fn exact_decimal<S: serde::Serializer>(cost: &Option<Money>, s: S) -> Result<S::Ok, S::Error> {
+    match cost {
+        Some(c) => s.serialize_str(&c.decimal()),
+        None => s.serialize_none(),
+    }
+}
+
+/// The core's courier: tells `ending` as `settings` ask; returns what happened to each
 /// channel (`("url", …)`, `("desktop", …)`), within [`BUDGET`] in all.
-pub fn send(settings: &Settings, message: &Message) -> Vec<(&'static str, Delivery)> {
+pub fn send(settings: &Settings, ending: &Ending) -> Vec<(&'static str, Delivery)> {
+    let message = &Message::ended(ending);
     let mut out = Vec::new();
     if settings.desktop {
         out.push(("desktop", desktop(message)));
@@ -166,3 +239,68 @@ fn failure_words(error: &ureq::Error) -> String {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::loop_file::outcome::Outcome;
+
+    #[test]
+    fn the_message_has_slack_and_ntfy_fields() {
+        let m = Message::ended(&Ending {
+            loop_name: "docs".into(),
+            project: "/p/site".into(),
+            outcome: Outcome::Completed,
+            why: "done".into(),
+            iterations: 3,
+            cost: Some(Money(500_000)),
+        });
+        let v: serde_json::Value = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            (&v["cost_usd"], &v["cost_micro_usd"]),
+            (&serde_json::json!("0.5"), &serde_json::json!(500_000))
+        );
+        assert_eq!(v["loop"], "docs");
+        assert_eq!(v["outcome"], "completed");
+        assert_eq!(v["iterations"], 3);
+        assert_eq!(
+            v["text"],
+            "ralph `docs` completed: done (3 iterations, $0.50; site)"
+        );
+        assert_eq!(v["title"], "ralph `docs` completed");
+        assert!(v.get("topic").is_none());
+    }
+
+    #[test]
+    fn the_cost_is_sent_exactly_as_a_string_and_in_micro_dollars() {
+        let m = Message::ended(&Ending {
+            loop_name: "l".into(),
+            project: "/p".into(),
+            outcome: Outcome::MaxIterations,
+            why: "x".into(),
+            iterations: 3,
+            cost: Some(Money(150_000)),
+        });
+        let body = serde_json::to_string(&m).unwrap();
+        assert!(
+            body.contains(r#""cost_usd":"0.15","cost_micro_usd":150000"#),
+            "{body}"
+        );
+        assert!(m.text.contains("$0.15"), "{}", m.text);
+    }
+
+    #[test]
+    fn a_url_ralph_would_never_call_is_not_posted() {
+        let m = Message::ended(&Ending {
+            loop_name: "l".into(),
+            project: "/p".into(),
+            outcome: Outcome::Completed,
+            why: "x".into(),
+            iterations: 1,
+            cost: None,
+        });
+        assert_eq!(
+            post("ftp://example.com/x", &m, BUDGET),
+            Delivery::Failed("not an http(s) URL: ftp://example.com/x".into())
+        );
+    }
+}

@@ -20,7 +20,7 @@ const BOTTOM: f64 = 22.0;
 /// total after that turn, its top part what the turn added, against the
 /// token budget (a dashed line) when there is one. One `g.bar` per
 /// iteration, whatever is known of it.
-pub fn tokens(view: &LoopView) -> String {
+pub(crate) fn tokens(view: &LoopView) -> String {
     let rows = &view.iterations;
     let highest = rows
         .iter()
@@ -85,7 +85,7 @@ fn label_baseline(line_y: f64) -> f64 {
 
 /// Dollars per iteration, when the log has them: each bar is what that
 /// iteration itself spent (the logged running totals, differenced exactly).
-pub fn cost(view: &LoopView) -> String {
+pub(crate) fn cost(view: &LoopView) -> String {
     let rows = &view.iterations;
     let spent = costs_per_iteration(rows);
     if spent.iter().all(Option::is_none) {
@@ -110,7 +110,10 @@ pub fn cost(view: &LoopView) -> String {
              <rect class=\"added\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"/></g>",
             row.iteration,
             row.iteration,
-            value.map_or_else(|| "not logged".to_owned(), ralph_core::money::Money::dollars),
+            value.map_or_else(
+                || "not logged".to_owned(),
+                ralph_core::money::Money::dollars
+            ),
             HEIGHT - BOTTOM - h,
             (slot * 0.7).max(1.0),
         );
@@ -121,7 +124,7 @@ pub fn cost(view: &LoopView) -> String {
 }
 
 /// The iterations one after another on a time line, each as long as it took.
-pub fn timeline(view: &LoopView) -> String {
+pub(crate) fn timeline(view: &LoopView) -> String {
     let rows = &view.iterations;
     let total: u64 = rows.iter().map(|r| r.seconds.unwrap_or(0)).sum();
     let mut svg = format!(
@@ -172,7 +175,7 @@ pub fn timeline(view: &LoopView) -> String {
 /// The `--check` results and the `--verify` gate's verdicts of each
 /// iteration, one row each (a row only when the log has any): pass, fail
 /// (with the failure count when logged), or none run.
-pub fn checks(view: &LoopView) -> String {
+pub(crate) fn checks(view: &LoopView) -> String {
     let rows = &view.iterations;
     let mut out = String::new();
     if rows.iter().any(|r| r.check.is_some()) {
@@ -228,7 +231,7 @@ fn verdicts(
 /// Each breaker's counter against its limit, as a meter; a breaker that
 /// is off is left out (it cannot end the loop), and so is the figure when
 /// none is on.
-pub fn breakers(view: &LoopView) -> String {
+pub(crate) fn breakers(view: &LoopView) -> String {
     let mut rows = String::new();
     for b in view.breakers.iter().filter(|b| b.limit > 0) {
         let _ = write!(rows, "{}", breaker_row(b));

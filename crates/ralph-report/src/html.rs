@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::charts;
 use super::model::{LoopView, Report, StoryRow};
-pub use super::text::esc;
+pub(crate) use super::text::esc;
 use super::text::{esc_block, thousands};
 use ralph_core::loop_file::outcome::Outcome;
 use ralph_core::time::format_duration;

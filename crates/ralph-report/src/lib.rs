@@ -4,22 +4,22 @@
 //! `charts` turn that into a page (both pure); this file gathers the data
 //! (reading only, never through a link) and writes the page.
 
-pub mod charts;
-pub mod html;
-pub mod model;
-pub mod text;
+mod charts;
+mod html;
+mod model;
+mod text;
 #[cfg(test)]
 mod words;
 
 use std::path::{Path, PathBuf};
 
 use ralph_core::control::{self, LoopReport};
-use ralph_fs::safe_fs::{self, FsError};
 use ralph_core::loop_file::outcome::LoopStatus;
 use ralph_core::loop_file::registry::Registry;
 use ralph_core::loop_file::store::Project;
-use ralph_run::fleet;
 use ralph_core::time::Timestamp;
+use ralph_fs::safe_fs::{self, FsError};
+use ralph_run::fleet;
 
 pub use html::render;
 pub use model::Report;
@@ -64,7 +64,7 @@ pub fn gather(
 ) -> Result<Report, ReportError> {
     let mut all = control::report(project, registry, usize::MAX, 0, now)?;
     // The receipts kept for this user, so a loop its gate completed shows one.
-    control::report::attach_receipts(project, registry, &mut all);
+    control::listing::attach_receipts(project, registry, &mut all);
     let chosen: Vec<&LoopReport> = match selection {
         Selection::All => all.iter().collect(),
         Selection::Name(name) => {

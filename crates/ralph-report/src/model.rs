@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use ralph_core::control::LoopReport;
 use ralph_core::money::Money;
-use ralph_run::fleet::StoryRecord;
 use ralph_core::time::Timestamp;
+use ralph_run::fleet::StoryRecord;
 
 /// Everything one HTML file shows.
 #[derive(Debug, Clone, Default)]
@@ -101,7 +101,7 @@ impl IterationRow {
 
 /// Each iteration's own spend, in order (`None` where its line has no
 /// figure): the differences of the logged running totals.
-pub fn costs_per_iteration(rows: &[IterationRow]) -> Vec<Option<Money>> {
+pub(crate) fn costs_per_iteration(rows: &[IterationRow]) -> Vec<Option<Money>> {
     let mut previous = Money(0);
     rows.iter()
         .map(|r| {
@@ -152,7 +152,7 @@ impl From<&StoryRecord> for StoryRow {
 
 /// The view of one loop: `report` as `ralph status` has it, `log` its
 /// decision log's lines, oldest first.
-pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
+pub(crate) fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
     let iterations = iterations(log, report.started_at.as_deref());
     let counted = report
         .guard_counts
@@ -203,7 +203,7 @@ pub fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
 
 /// The turns of a log: its `block` and `end` lines (a paused stop's `pass`,
 /// a pause or a resume are not iterations).
-pub fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<IterationRow> {
+pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<IterationRow> {
     let mut previous = started_at.and_then(Timestamp::parse_rfc3339);
     let mut rows = Vec::new();
     for line in log {

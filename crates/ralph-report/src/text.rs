@@ -3,7 +3,7 @@
 
 /// `text` safe as HTML text and as a quoted attribute value; control and
 /// bidirectional characters are shown escaped first (`display::line`).
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let shown = ralph_fs::display::line(text);
     let mut out = String::with_capacity(shown.len());
     for c in shown.chars() {
@@ -21,12 +21,12 @@ pub fn esc(text: &str) -> String {
 
 /// `text` as [`esc`] makes it, but its line breaks kept as line breaks (the
 /// page shows them with `white-space: pre-wrap`), never as `\n`.
-pub fn esc_block(text: &str) -> String {
+pub(crate) fn esc_block(text: &str) -> String {
     text.split('\n').map(esc).collect::<Vec<_>>().join("\n")
 }
 
 /// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

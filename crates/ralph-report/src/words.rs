@@ -8,7 +8,7 @@
 //! webhook.
 
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
-use ralph_core::control::{report as control_report, status_text, test_support};
+use ralph_core::control::{listing as control_report, status_text, test_support};
 use ralph_core::decide::{self, Decision, Observation};
 use ralph_core::loop_file::messages;
 use ralph_core::loop_file::outcome::Outcome;
@@ -236,14 +236,14 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
         "end notice".to_owned(),
         messages::ended("l", outcome, &detail, ".claude/ralph/history/x.md"),
     ));
-    let message = ralph_core::loop_file::notice::Message::ended(
-        "l",
-        "/p",
+    let message = ralph_notify::Message::ended(&ralph_core::loop_file::notice::Ending {
+        loop_name: "l".to_owned(),
+        project: "/p".to_owned(),
         outcome,
-        &detail,
-        state.iteration,
-        None,
-    );
+        why: detail.clone(),
+        iterations: state.iteration,
+        cost: None,
+    });
     out.push((
         "webhook".to_owned(),
         serde_json::to_string(&message).unwrap(),

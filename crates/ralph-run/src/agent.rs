@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use ralph_fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 use ralph_core::money::Money;
+use ralph_fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// The default agent: Claude Code in print mode, one fresh session per iteration.
 pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
@@ -139,9 +139,13 @@ fn limit_of(value: &Value, result: &str) -> Option<String> {
     let kind = value.get("api_error_type").and_then(Value::as_str);
     let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
     limited.then(|| {
-        let said =
-            ralph_core::loop_file::messages::escape_controls(result.lines().next().unwrap_or("").trim());
-        let kind = kind.map_or_else(String::new, ralph_core::loop_file::messages::escape_controls);
+        let said = ralph_core::loop_file::messages::escape_controls(
+            result.lines().next().unwrap_or("").trim(),
+        );
+        let kind = kind.map_or_else(
+            String::new,
+            ralph_core::loop_file::messages::escape_controls,
+        );
         match (said.is_empty(), kind.is_empty()) {
             (true, true) => "a rate or usage limit".to_owned(),
             (true, false) => kind,

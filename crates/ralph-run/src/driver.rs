@@ -8,6 +8,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::agent::{self, AgentReply, Finished};
+use crate::moves::{self, GaveUp, RunError, Standing};
+use crate::reset_wait::{self, Plan};
 use ralph_core::decide::Outcome;
 use ralph_core::decide::engine::Step;
 use ralph_core::loop_file::lifecycle::Loop;
@@ -15,9 +18,6 @@ use ralph_core::loop_file::messages;
 use ralph_core::loop_file::registry::Registry;
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::{LoopFile, Project};
-use crate::agent::{self, AgentReply, Finished};
-use crate::moves::{self, GaveUp, RunError, Standing};
-use crate::reset_wait::{self, Plan};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -564,8 +564,8 @@ mod tests {
     use std::process::ExitStatus;
 
     use super::*;
-    use ralph_core::control::ArmRequest;
     use crate::moves::tests::armed_with;
+    use ralph_core::control::ArmRequest;
     use ralph_core::time::Timestamp;
 
     /// An agent with canned results, given out in order; it keeps the

@@ -4,17 +4,17 @@
 
 use std::path::PathBuf;
 
+use crate::agent::AgentReply;
 use ralph_core::control::{self, LoopError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
-use ralph_fs::git;
 use ralph_core::loop_file::error::LoopFileError;
 use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use ralph_core::loop_file::registry::Registry;
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::{self, LoopFile, Project, StoreError};
-use crate::agent::AgentReply;
 use ralph_core::time::Timestamp;
+use ralph_fs::git;
 
 /// Where a run stands with its loop before an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]

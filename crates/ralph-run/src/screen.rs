@@ -6,14 +6,14 @@
 
 use std::path::PathBuf;
 
-use ralph_core::decide::Outcome;
-use ralph_core::loop_file::messages;
-use ralph_core::loop_file::state::LoopState;
-use ralph_core::loop_file::store::Project;
 use crate::agent::AgentReply;
 use crate::driver::{Driver, End, Iteration, ResetWait};
 use crate::moves::{self, GaveUp, RunError};
 use crate::reset_wait::Source;
+use ralph_core::decide::Outcome;
+use ralph_core::loop_file::messages;
+use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::store::Project;
 use ralph_core::time::format_duration;
 
 /// The spinner's frames, one per tick of the agent's wait.
@@ -442,9 +442,9 @@ fn denials_summary(all: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::loop_file::registry::locate;
     use crate::driver::Setup;
     use crate::reset_wait::Source;
+    use ralph_core::loop_file::registry::locate;
     use ralph_core::time::Timestamp;
 
     /// A run that armed `l` in `/p`; nothing is read or written.

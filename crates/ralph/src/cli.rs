@@ -15,13 +15,13 @@ Exit codes: 0 success (including \"nothing to do\"); 1 the command failed (messa
 The Stop hook (`ralph hook stop`) always exits 0 with a valid answer.",
     after_help = "Examples:\n  ralph start --max-iterations 20 --completion-promise DONE \"Make the tests pass\"\n  ralph status\n  ralph cancel\n  ralph init --template marketing"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Claude Code hook entry points (reads the event JSON on stdin)
     #[command(subcommand, after_help = HOOK_EXAMPLES)]
     Hook(HookCommand),
@@ -91,7 +91,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum HookCommand {
+pub(crate) enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
     Stop(HookStopArgs),
@@ -113,7 +113,7 @@ pub enum HookCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct HookStopArgs {
+pub(crate) struct HookStopArgs {
     /// The host that runs the hook: claude, codex, gemini or copilot [default: recognised from the event]
     #[arg(long, value_parser = parse_host)]
     pub host: Option<ralph_core::hook::host::Host>,
@@ -259,7 +259,7 @@ fn help_entry(example: &str, explains: &str) -> String {
 }
 
 #[derive(Debug, Args)]
-pub struct StartArgs {
+pub(crate) struct StartArgs {
     /// Loop name: the state file is .claude/<NAME>-loop.local.md
     #[arg(long, default_value = "ralph")]
     pub name: String,
@@ -281,7 +281,7 @@ pub struct StartArgs {
 
 /// How a loop is armed: its limit, promises and guards. Shared by `start` and `run`.
 #[derive(Debug, Args)]
-pub struct ArmFlags {
+pub(crate) struct ArmFlags {
     /// Turns in all, the first included; 0 means unlimited [default: 50]
     #[arg(long, allow_negative_numbers = true)]
     pub max_iterations: Option<u64>,
@@ -331,7 +331,7 @@ fn glob(value: &str) -> Result<String, String> {
 
 impl ArmFlags {
     /// The flags as the core's arming options, with the loop's name, owner and `--force`.
-    pub fn into_options(
+    pub(crate) fn into_options(
         self,
         name: String,
         session_id: Option<String>,
@@ -357,7 +357,7 @@ impl ArmFlags {
     }
 
     /// Whether any flag was given (a loop being resumed keeps its own settings).
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.max_iterations.is_some()
             || self.completion_promise.is_some()
             || self.abort_promise.is_some()
@@ -375,7 +375,7 @@ impl ArmFlags {
 /// The guard options, built from the core's table rather than written out
 /// here, so a new guard needs no change to the command line.
 #[derive(Debug, Clone, Default)]
-pub struct GuardFlags(pub GuardSettings);
+pub(crate) struct GuardFlags(pub GuardSettings);
 
 impl clap::FromArgMatches for GuardFlags {
     fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
@@ -426,7 +426,7 @@ impl Args for GuardFlags {
 // Each switch of `ralph run` is its own clap flag, read where it is used.
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop
     #[arg(long, default_value = "ralph")]
     pub name: String,
@@ -498,7 +498,7 @@ fn parse_image_arg(value: &str) -> Result<String, String> {
 
 impl RunArgs {
     /// `--sandbox` and its settings, as the loop records them.
-    pub fn confinement(&self) -> Option<ralph_core::loop_file::confinement::Confinement> {
+    pub(crate) fn confinement(&self) -> Option<ralph_core::loop_file::confinement::Confinement> {
         use ralph_core::loop_file::confinement::{Confinement, Network};
         self.sandbox.then(|| Confinement {
             network: self
@@ -521,7 +521,7 @@ fn parse_duration_arg(value: &str) -> Result<String, String> {
 }
 
 #[derive(Debug, Args)]
-pub struct SelectArgs {
+pub(crate) struct SelectArgs {
     /// The loop's name [default: this session's loop, or the only one]
     #[arg(long, conflicts_with = "all")]
     pub name: Option<String>,
@@ -534,7 +534,7 @@ pub struct SelectArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Raise the iteration limit by K (a loop that ended at it goes on from the next one)
@@ -552,7 +552,7 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RollbackArgs {
+pub(crate) struct RollbackArgs {
     /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
     #[arg(long, value_name = "N")]
     pub to: String,
@@ -562,7 +562,7 @@ pub struct RollbackArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct AdoptArgs {
+pub(crate) struct AdoptArgs {
     /// The loop's name [default: the only loop here that is not armed on this machine]
     #[arg(long)]
     pub name: Option<String>,
@@ -572,7 +572,7 @@ pub struct AdoptArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -582,7 +582,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The loop's name [default: this session's loop, or the most recent one]
     #[arg(long, conflicts_with = "all")]
     pub name: Option<String>,
@@ -603,7 +603,7 @@ const REPORT_EXAMPLES: &str = "Examples:
   ralph report --all -o /tmp/loops.html";
 
 #[derive(Debug, Args)]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// The loop's name [default: this session's loop, or the most recent one]
     #[arg(long)]
     pub name: Option<String>,
@@ -613,7 +613,7 @@ pub struct LogArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReceiptArgs {
+pub(crate) struct ReceiptArgs {
     /// The loop's name [default: this session's loop, or the most recently ended one]
     #[arg(long)]
     pub name: Option<String>,
@@ -638,7 +638,7 @@ Claude Code needs no install: it loads ralph as a plugin. Every change is printe
 settings in those files are kept as they are. Running install twice changes nothing the second time.";
 
 #[derive(Debug, Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// codex, gemini or copilot
     #[arg(value_parser = parse_host)]
     pub host: ralph_core::hook::host::Host,
@@ -651,7 +651,7 @@ pub struct InstallArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// software (default) or marketing
     #[arg(long, default_value = "software")]
     pub template: String,
@@ -662,7 +662,7 @@ pub struct InitArgs {
 
 /// `ralph run --parallel N`: many loops at once, one worktree per story.
 #[derive(Debug, Args, Default)]
-pub struct FanoutArgs {
+pub(crate) struct FanoutArgs {
     /// Run the open stories of ralph/prd.json (or each task given as an argument), at
     /// most N at once, each in its own worktree on the branch ralph/<story-id>
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -685,7 +685,7 @@ const PLAN_EXAMPLES: &str = "Examples:
 Open stories are those of ralph/prd.json whose `passes` is false, by priority.";
 
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Print a GitHub Actions matrix (one line of JSON) for a fleet of jobs
     #[arg(long)]
     pub matrix: bool,

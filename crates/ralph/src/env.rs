@@ -10,7 +10,7 @@ use crate::exit::Failure;
 /// The project the CLI works on, by the hook's own rule (so `ralph start`
 /// arms exactly where the hook will look), falling back to the git root or
 /// the current folder when no `.claude/` exists yet.
-pub fn project() -> Project {
+pub(crate) fn project() -> Project {
     let ctx = ralph_core::loop_file::environment::Environment::from_env();
     if let Some(p) = ctx.locate(None) {
         return p;
@@ -26,18 +26,18 @@ pub fn project() -> Project {
 }
 
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
-pub fn registry() -> Option<ralph_core::loop_file::registry::Registry> {
+pub(crate) fn registry() -> Option<ralph_core::loop_file::registry::Registry> {
     ralph_core::loop_file::environment::Environment::from_env().registry()
 }
 
 /// The registry, for commands that arm or adopt a loop and so must record it.
-pub fn require_registry() -> Result<ralph_core::loop_file::registry::Registry, Failure> {
+pub(crate) fn require_registry() -> Result<ralph_core::loop_file::registry::Registry, Failure> {
     registry().ok_or_else(|| ralph_core::loop_file::registry::RegistryError::NoHome.into())
 }
 
 /// The session of the agent that runs this command: the first session
 /// variable a host sets for its shell commands (Claude Code, Codex, Gemini).
-pub fn session_from_env() -> Option<String> {
+pub(crate) fn session_from_env() -> Option<String> {
     ralph_core::hook::host::Host::ALL
         .iter()
         .filter_map(|h| h.session_variable())
@@ -45,6 +45,6 @@ pub fn session_from_env() -> Option<String> {
 }
 
 /// A path as the CLI shows it: relative to the project when under it.
-pub fn display(project: &Project, path: &std::path::Path) -> String {
+pub(crate) fn display(project: &Project, path: &std::path::Path) -> String {
     project.shown(path)
 }

@@ -4,29 +4,29 @@
 use ralph_fs::error::{Exit as _, ExitClass};
 
 /// ralph's exit codes, all of them: 0 is success.
-pub mod code {
+pub(crate) mod code {
     /// A failure, the message on stderr.
-    pub const FAILURE: u8 = 1;
+    pub(crate) const FAILURE: u8 = 1;
     /// A usage error, as clap's own.
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// `ralph run` / `ralph plan`: the loop ended otherwise than completed.
-    pub const ENDED: u8 = 3;
+    pub(crate) const ENDED: u8 = 3;
     /// `ralph run`: the agent stopped on a rate or usage limit; the loop
     /// waits, uncounted, for a run after the reset.
-    pub const LIMITED: u8 = 4;
+    pub(crate) const LIMITED: u8 = 4;
     /// Interrupted by Ctrl-C (128 + SIGINT).
-    pub const INTERRUPTED: u8 = 130;
+    pub(crate) const INTERRUPTED: u8 = 130;
 }
 
 /// Why a command did not succeed, and its exit code (see [`code`]).
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub message: String,
     pub code: u8,
 }
 
 impl Failure {
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             code: code::USAGE,
@@ -34,7 +34,7 @@ impl Failure {
     }
 
     /// The loop ended otherwise than completed; what happened is already printed.
-    pub fn ended() -> Self {
+    pub(crate) fn ended() -> Self {
         Self {
             message: String::new(),
             code: code::ENDED,
@@ -42,7 +42,7 @@ impl Failure {
     }
 
     /// Ctrl-C; what happened is already printed.
-    pub fn interrupted() -> Self {
+    pub(crate) fn interrupted() -> Self {
         Self {
             message: String::new(),
             code: code::INTERRUPTED,
@@ -53,7 +53,7 @@ impl Failure {
 /// What the binary itself can fail at, at the edge: reading stdin or the
 /// terminal, and an adoption the user did not accept.
 #[derive(Debug, thiserror::Error)]
-pub enum EdgeError {
+pub(crate) enum EdgeError {
     #[error("could not read stdin: {0}")]
     Stdin(std::io::Error),
     #[error("could not read the answer: {0}")]
@@ -157,11 +157,11 @@ impl From<ralph_run::RunError> for Failure {
     }
 }
 
-pub type CmdResult = Result<(), Failure>;
+pub(crate) type CmdResult = Result<(), Failure>;
 
 /// How a `ralph run` (or `--parallel`) ended, as its exit code; what
 /// happened is already printed.
-pub fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
+pub(crate) fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
     use ralph_run::screen::RunExit;
     Err(match exit {
         RunExit::Success => return Ok(()),

@@ -3,12 +3,12 @@
 //! Showing it, asking and recording it are the CLI's and `commands::adopt`'s.
 
 use crate::control::{LoopError, approval};
-use ralph_fs::display;
 use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::{Arming, Registry};
 use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::{self, LoopState};
 use crate::loop_file::store::Project;
+use ralph_fs::display;
 
 /// What `ralph adopt` found to do.
 pub enum Choice {

@@ -8,9 +8,9 @@
 
 use sha2::{Digest, Sha256};
 
-use ralph_fs::display;
 use crate::loop_file::state::PrdLoop;
 use crate::loop_file::stories::{self, Story};
+use ralph_fs::display;
 
 /// The flag that approves a list of commands, as the user types it.
 pub const FLAG: &str = "--approve-commands";

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use crate::control::templates::{self, TEMPLATES};
-use ralph_fs::safe_fs::{self, FsError};
 use crate::loop_file::store::{Project, StoreError};
+use ralph_fs::safe_fs::{self, FsError};
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
 

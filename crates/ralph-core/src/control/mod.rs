@@ -18,15 +18,15 @@ pub mod arming;
 pub mod cancel_pause;
 pub mod commands;
 pub mod init;
+pub mod listing;
 pub mod receipt_text;
-pub mod report;
 pub mod revive;
 pub mod rollback;
 pub mod status_text;
-pub mod templates;
+pub(crate) mod templates;
 
 pub use commands::*;
-pub use report::{LoopReport, not_armed_note, report};
+pub use listing::{LoopReport, not_armed_note, report};
 
 /// What other crates' tests build on (the `test-support` feature, on in
 /// their dev-dependencies only).

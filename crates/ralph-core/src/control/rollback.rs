@@ -7,13 +7,13 @@
 use std::path::PathBuf;
 
 use crate::control::LoopError;
-use ralph_fs::checkpoint;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::registry::Registry;
 use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
+use ralph_fs::checkpoint;
 
 /// What a rollback did.
 #[derive(Debug)]

@@ -2,12 +2,12 @@
 //! from their [`LoopReport`]s and decision-log lines. Text only: every value
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
-use crate::control::report::{LogChoice, LoopReport};
-use ralph_fs::display;
+use crate::control::listing::{LogChoice, LoopReport};
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
 use crate::money::Money;
 use crate::time::format_duration;
+use ralph_fs::display;
 
 /// `ralph log` with no loop to show and none named.
 pub const NOTHING_LOGGED: &str = "No Ralph loops in this project yet; nothing is logged.";
@@ -276,7 +276,7 @@ pub fn log_line(line: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use crate::control::ArmRequest;
-    use crate::control::report::{choose_log, report};
+    use crate::control::listing::{choose_log, report};
     use crate::loop_file::registry::locate;
     use crate::time::Timestamp;
 

@@ -1,14 +1,14 @@
 //! The project templates `ralph init` writes, embedded in the binary so that
 //! init works wherever the binary is, without the plugin folder.
 
-pub struct Template {
+pub(crate) struct Template {
     pub name: &'static str,
     pub summary: &'static str,
     /// `(file name, contents)`, written under the project's `ralph/` folder.
     pub files: [(&'static str, &'static str); 3],
 }
 
-pub const TEMPLATES: &[Template] = &[
+pub(crate) const TEMPLATES: &[Template] = &[
     Template {
         name: "software",
         summary: "a software project: user stories with acceptance criteria, checks, one commit per story",
@@ -47,20 +47,20 @@ pub const TEMPLATES: &[Template] = &[
     },
 ];
 
-pub fn find(name: &str) -> Option<&'static Template> {
+pub(crate) fn find(name: &str) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| t.name == name)
 }
 
 /// The template whose example stories `stories` are, unchanged (a PRD
 /// `ralph init` wrote and nobody edited; its layout may differ).
-pub fn unedited(stories: &[crate::loop_file::stories::Story]) -> Option<&'static Template> {
+pub(crate) fn unedited(stories: &[crate::loop_file::stories::Story]) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| {
         crate::loop_file::stories::parse("prd.json", t.files[1].1).is_ok_and(|s| s == stories)
     })
 }
 
 /// The template whose stories are an example only, never work to do.
-pub const EXAMPLE_ONLY: &str = "software";
+pub(crate) const EXAMPLE_ONLY: &str = "software";
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
-use ralph_fs::gate;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
@@ -19,6 +18,7 @@ use crate::loop_file::store::{self, DecisionLog, Project, ProjectLock};
 use crate::loop_file::{checkpoints, handover};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
+use ralph_fs::gate;
 
 /// What the driver observed for this turn.
 pub struct Turn {

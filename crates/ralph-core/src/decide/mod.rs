@@ -4,9 +4,9 @@
 
 pub mod engine;
 pub mod observation;
-pub mod path_words;
+pub(crate) mod path_words;
 pub mod prd_turn;
-pub mod pricing;
+pub(crate) mod pricing;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };

@@ -4,18 +4,18 @@
 use ralph_fs::display::line;
 
 /// Stands for the paths when git could not compare them.
-pub const UNKNOWN_PATH: &str = "(the work tree could not be compared)";
+pub(crate) const UNKNOWN_PATH: &str = "(the work tree could not be compared)";
 
 /// The agent's note when git could not compare the work tree.
-pub const UNKNOWN: &str = "ralph could not compare the work tree with the tree recorded when the loop was armed (git failed, timed out, or the tree object is gone), so the promise is refused until it can.";
+pub(crate) const UNKNOWN: &str = "ralph could not compare the work tree with the tree recorded when the loop was armed (git failed, timed out, or the tree object is gone), so the promise is refused until it can.";
 
 /// The user's notice when git could not compare the work tree.
-pub fn unknown_notice() -> String {
+pub(crate) fn unknown_notice() -> String {
     format!("⚠ {UNKNOWN}")
 }
 
 /// At most ten paths, then how many more, on one line.
-pub fn listed(paths: &[String]) -> String {
+pub(crate) fn listed(paths: &[String]) -> String {
     let mut shown: Vec<String> = paths
         .iter()
         .take(10)
@@ -29,7 +29,7 @@ pub fn listed(paths: &[String]) -> String {
 }
 
 /// The agent's note at every continuation while a protected path differs.
-pub fn protected(paths: &[String], tree: &str) -> String {
+pub(crate) fn protected(paths: &[String], tree: &str) -> String {
     format!(
         "Protected paths differ from the work tree when the loop was armed: {}. You must not change them. Put them back as they were (`git restore --source={tree} --worktree -- PATH` restores a changed or deleted file; delete a file that is new); the promise is refused while one differs.",
         listed(paths)
@@ -37,7 +37,7 @@ pub fn protected(paths: &[String], tree: &str) -> String {
 }
 
 /// The user's notice at every continuation while a protected path differs.
-pub fn protected_notice(paths: &[String]) -> String {
+pub(crate) fn protected_notice(paths: &[String]) -> String {
     format!(
         "⚠ protected paths changed since the loop was armed: {}; the agent is asked to put them back.",
         listed(paths)
@@ -45,7 +45,7 @@ pub fn protected_notice(paths: &[String]) -> String {
 }
 
 /// The agent's note when its claim of done is refused.
-pub fn refused(protected: &[String], outside: &[String], scope: &[String]) -> String {
+pub(crate) fn refused(protected: &[String], outside: &[String], scope: &[String]) -> String {
     let mut why = Vec::new();
     if !protected.is_empty() {
         why.push(format!("protected paths differ ({})", listed(protected)));
@@ -64,7 +64,7 @@ pub fn refused(protected: &[String], outside: &[String], scope: &[String]) -> St
 }
 
 /// The ending's detail when the refusals end the loop.
-pub fn ended(count: u64, protected: &[String], outside: &[String]) -> String {
+pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> String {
     let mut why = Vec::new();
     if !protected.is_empty() {
         why.push(format!(

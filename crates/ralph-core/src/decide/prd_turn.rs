@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ralph_fs::gate::{self, Verification};
-use ralph_fs::safe_fs;
 use crate::loop_file::state::PrdLoop;
 use crate::loop_file::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
+use ralph_fs::gate::{self, Verification};
+use ralph_fs::safe_fs;
 
 /// Reads and parses the loop's PRD: once per stop, only for a `--prd` loop.
 pub fn read(root: &Path, prd: &PrdLoop) -> Result<Vec<Story>, PrdError> {

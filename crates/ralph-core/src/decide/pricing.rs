@@ -19,7 +19,7 @@ const MAX_TABLE_BYTES: u64 = 256 * 1024;
 /// A model's prices in micro-dollars per million tokens (so `$3 / MTok`
 /// is 3 000 000, and one token costs that many millionths of a micro-dollar).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Rate {
+pub(crate) struct Rate {
     pub input: u64,
     pub output: u64,
     pub cache_write: u64,
@@ -51,7 +51,7 @@ impl Rate {
 
 /// A price table: the shipped one, or the user's over it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PriceTable {
+pub(crate) struct PriceTable {
     /// When its prices were checked, as the table says.
     pub checked: String,
     pub source: String,
@@ -63,7 +63,7 @@ pub struct PriceTable {
 
 /// Why a price table was refused: the file, the field and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PriceError {
+pub(crate) enum PriceError {
     #[error("the price table {file} could not be read ({why}); fix or remove it")]
     Read { file: String, why: String },
     #[error(
@@ -80,7 +80,7 @@ pub enum PriceError {
 
 /// The price of some tokens, and the models it had to guess.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Priced {
+pub(crate) struct Priced {
     /// Rounded up to the micro-dollar: never less than the exact figure.
     pub cost: Money,
     /// Models the table does not know, priced at its dearest rate.
@@ -89,13 +89,13 @@ pub struct Priced {
 
 impl PriceTable {
     /// The table ralph ships.
-    pub fn shipped() -> Result<Self, PriceError> {
+    pub(crate) fn shipped() -> Result<Self, PriceError> {
         parse(SHIPPED, "ralph's own price table")
     }
 
     /// The shipped table with the user's over it, when `user` is a file
     /// (a missing file is no error; anything else about it is).
-    pub fn load(user: Option<&Path>) -> Result<Self, PriceError> {
+    pub(crate) fn load(user: Option<&Path>) -> Result<Self, PriceError> {
         let mut table = Self::shipped()?;
         let Some(path) = user else { return Ok(table) };
         let shown = ralph_fs::display::line(&path.display().to_string()).into_owned();
@@ -117,7 +117,7 @@ impl PriceTable {
 
     /// The price of one model's tokens: its rate, or the dearest one when
     /// the table does not know it (`false`).
-    pub fn rate(&self, model: &str) -> (Rate, bool) {
+    pub(crate) fn rate(&self, model: &str) -> (Rate, bool) {
         let id = model.find("claude-").map_or(model, |i| &model[i..]);
         let known = self
             .models
@@ -141,7 +141,7 @@ impl PriceTable {
     }
 
     /// The price of each model's tokens, summed.
-    pub fn price(&self, usage: &[(String, ModelTokens)]) -> Priced {
+    pub(crate) fn price(&self, usage: &[(String, ModelTokens)]) -> Priced {
         let mut exact: u128 = 0;
         let mut unknown = Vec::new();
         for (model, tokens) in usage {
@@ -159,27 +159,11 @@ impl PriceTable {
             unknown,
         }
     }
-
-    /// `prices checked 2026-12-01 (source)`, and the user's file when read.
-    pub fn provenance(&self) -> String {
-        let mut out = format!(
-            "prices checked {} ({})",
-            ralph_fs::display::line(&self.checked),
-            ralph_fs::display::line(&self.source)
-        );
-        if let Some(file) = &self.user_file {
-            out.push_str(&format!(
-                ", with {}",
-                ralph_fs::display::line(&file.display().to_string())
-            ));
-        }
-        out
-    }
 }
 
 /// The user's price table: `$XDG_CONFIG_HOME/ralph/prices.json`, else
 /// `~/.config/ralph/prices.json`.
-pub fn user_file(config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn user_file(config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
     config_home
         .map(Path::to_owned)
         .or_else(|| home.map(|h| h.join(".config")))
@@ -187,7 +171,7 @@ pub fn user_file(config_home: Option<&Path>, home: Option<&Path>) -> Option<Path
 }
 
 /// The user's table as this process's environment names it.
-pub fn user_file_from_env() -> Option<PathBuf> {
+pub(crate) fn user_file_from_env() -> Option<PathBuf> {
     let config = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
@@ -368,7 +352,6 @@ mod tests {
         assert_eq!(t.rate("claude-sonnet-4-6").0.input, MICROS);
         assert!(t.rate("claude-mock").1);
         assert_eq!(t.rate("claude-opus-4-6").0.input, 5 * MICROS, "others kept");
-        assert!(t.provenance().contains("2027-01-01") && t.provenance().contains("prices.json"));
         std::fs::write(&file, r#"{"models":{"m":{"input":-1}}}"#).unwrap();
         let e = PriceTable::load(Some(&file)).unwrap_err().to_string();
         assert!(

@@ -8,7 +8,6 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use ralph_fs::display;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::ownership::{self, Candidate, Selection};
@@ -17,6 +16,7 @@ use crate::loop_file::scan::{Armings, FirstLook, LoopEntry, stop_owner};
 use crate::loop_file::state;
 use crate::loop_file::store::{LoopFile, Project, ProjectLock};
 use crate::time::Timestamp;
+use ralph_fs::display;
 
 /// The registry check for one stop: which loops were armed here.
 pub(super) struct Gate<'a> {

@@ -14,7 +14,6 @@ pub mod statusline;
 pub mod typed;
 
 use crate::decide::engine::{self, Step, Turn};
-use ralph_fs::display;
 use crate::hook::answer::Answer;
 use crate::hook::gate::{Chosen, Gate};
 use crate::hook::host::Host;
@@ -25,6 +24,7 @@ use crate::loop_file::registry::{self, RegistryError};
 use crate::loop_file::scan::{Armings, FirstLook};
 use crate::loop_file::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
 use crate::reply::event::{EventError, StopEvent};
+use ralph_fs::display;
 
 /// Why a hook could not do its work: the Stop hook's and the session
 /// hooks' (`session`). Every one ends in a notice and an allow, never a

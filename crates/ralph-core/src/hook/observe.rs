@@ -7,13 +7,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::decide::{Observation, Verification};
-use ralph_fs::git;
 use crate::loop_file::environment::Environment;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::Project;
 use crate::money::Money;
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{self, Appended};
+use ralph_fs::git;
 
 /// Which figures the loop's guards ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

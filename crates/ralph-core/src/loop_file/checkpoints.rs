@@ -5,17 +5,17 @@
 
 use std::path::Path;
 
-use ralph_fs::checkpoint;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::Project;
+use ralph_fs::checkpoint;
 
 /// The run part of a loop's checkpoint names: its arming nonce.
-pub fn run_of(state: &LoopState) -> Option<&str> {
+pub(crate) fn run_of(state: &LoopState) -> Option<&str> {
     state.nonce.as_deref()
 }
 
 /// `refs/ralph/<loop>/<run>/` for a loop, when its names are plain.
-pub fn prefix(name: &str, state: &LoopState) -> Option<String> {
+pub(crate) fn prefix(name: &str, state: &LoopState) -> Option<String> {
     let run = run_of(state)?;
     checkpoint::ref_name(name, run, "0")?;
     Some(format!("{}{name}/{run}/", checkpoint::NAMESPACE))
@@ -28,7 +28,7 @@ pub fn prefix(name: &str, state: &LoopState) -> Option<String> {
 /// transcript shows it), so the tree is the previous checkpoint's: that
 /// commit is named again with one `update-ref`, rather than every file of
 /// the tree staged anew (80 ms at 30,000 files, at every such stop).
-pub fn take(
+pub(crate) fn take(
     root: &Path,
     name: &str,
     state: &LoopState,
@@ -58,7 +58,7 @@ pub fn take(
 /// The last iteration of the loop whose `--check` passed and whose
 /// checkpoint exists, from its decision log (and this turn's verdict,
 /// not logged yet).
-pub fn last_green(
+pub(crate) fn last_green(
     project: &Project,
     name: &str,
     state: &LoopState,
@@ -83,7 +83,7 @@ pub fn last_green(
 
 /// The sentence an ending adds: the last green checkpoint and the command
 /// that puts it back.
-pub fn green_sentence(name: &str, iteration: u64) -> String {
+pub(crate) fn green_sentence(name: &str, iteration: u64) -> String {
     format!(
         "The last checkpoint where the check passed is iteration {iteration}: `ralph rollback --to {iteration} --name {}` puts that tree back.",
         ralph_fs::display::line(name)
@@ -95,7 +95,7 @@ pub fn green_sentence(name: &str, iteration: u64) -> String {
 /// when it goes (ralph never prunes the history itself; a user who deletes
 /// records frees their checkpoints at the next arming). Best effort; costs
 /// one `git for-each-ref` when there are none.
-pub fn prune(project: &Project) {
+pub(crate) fn prune(project: &Project) {
     if !checkpoint::in_repository(&project.root) {
         return;
     }
@@ -137,8 +137,7 @@ fn nonces(project: &Project) -> Vec<String> {
     files
         .iter()
         .filter_map(|path| {
-            let text =
-                ralph_fs::safe_fs::read_text(path, ralph_fs::safe_fs::LOOP_FILE_CAP).ok()?;
+            let text = ralph_fs::safe_fs::read_text(path, ralph_fs::safe_fs::LOOP_FILE_CAP).ok()?;
             let line = text.lines().find_map(|l| l.strip_prefix("ralph_nonce:"))?;
             Some(line.trim().trim_matches(['"', '\'']).to_owned())
         })

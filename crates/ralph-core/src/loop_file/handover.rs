@@ -8,10 +8,10 @@ use crate::loop_file::guards::Tripped;
 use crate::loop_file::state::LoopState;
 
 /// The hand-over's name beside a record `<stem>.md`: `<stem>.handover.md`.
-pub const SUFFIX: &str = ".handover.md";
+pub(crate) const SUFFIX: &str = ".handover.md";
 
 /// Whether a history entry is a hand-over (not a loop's record).
-pub fn is_handover(path: &std::path::Path) -> bool {
+pub(crate) fn is_handover(path: &std::path::Path) -> bool {
     path.to_string_lossy().ends_with(SUFFIX)
 }
 
@@ -20,7 +20,7 @@ const REPLIES_SHOWN: usize = 5;
 
 /// Whether this ending leaves a hand-over: a breaker (not a budget, the
 /// user's own bound).
-pub fn wanted(tripped: Tripped) -> bool {
+pub(crate) fn wanted(tripped: Tripped) -> bool {
     !matches!(
         tripped,
         Tripped::TimeBudget | Tripped::TokenBudget | Tripped::CostBudget
@@ -28,7 +28,7 @@ pub fn wanted(tripped: Tripped) -> bool {
 }
 
 /// What the hand-over is made of.
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     pub name: &'a str,
     pub state: &'a LoopState,
     pub tripped: Tripped,
@@ -42,7 +42,7 @@ pub struct Facts<'a> {
 }
 
 /// The hand-over, as Markdown; every value from the loop escaped.
-pub fn render(f: &Facts<'_>) -> String {
+pub(crate) fn render(f: &Facts<'_>) -> String {
     let line = |s: &str| ralph_fs::display::line(s).into_owned();
     let name = line(f.name);
     let state = f.state;

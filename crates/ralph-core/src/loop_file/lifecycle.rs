@@ -34,7 +34,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use ralph_fs::gate::Verification;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::quote;
 use crate::loop_file::outcome::Outcome;
@@ -43,6 +42,7 @@ use crate::loop_file::rewrite;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, DecisionLog, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
+use ralph_fs::gate::Verification;
 
 /// A live loop as read under the project lock: its file, the text read and
 /// the state parsed from that text.
@@ -302,15 +302,15 @@ fn tell(
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let log = record.with_file_name(format!("{stem}.log.jsonl"));
-    let message = crate::loop_file::notice::Message::ended(
-        name,
-        &project.root.display().to_string(),
-        ending.outcome,
-        ending.why,
-        state.iteration,
-        crate::loop_file::notice::logged_cost(&log),
-    );
-    for (channel, delivery) in crate::loop_file::notice::deliver(&state.notify, &message) {
+    let ending = crate::loop_file::notice::Ending {
+        loop_name: name.to_owned(),
+        project: project.root.display().to_string(),
+        outcome: ending.outcome,
+        why: ending.why.to_owned(),
+        iterations: state.iteration,
+        cost: crate::loop_file::notice::logged_cost(&log),
+    };
+    for (channel, delivery) in crate::loop_file::notice::deliver(&state.notify, &ending) {
         let words = match delivery {
             crate::loop_file::notice::Delivery::Posted(status) => {
                 format!("{channel}: posted (HTTP {status})")

@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
-use ralph_fs::display::line;
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, Progress};
+use ralph_fs::display::line;
 
 /// The footer under the prompt, telling the agent where it is and exactly
 /// how to finish.
@@ -544,9 +544,9 @@ mod tests {
 pub mod stories {
     use std::fmt::Write as _;
 
-    use ralph_fs::display::line;
     use crate::loop_file::stories::{self, Story};
     use crate::loop_file::stories::{PrdSeen, StoryRefusal};
+    use ralph_fs::display::line;
 
     /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).
     pub fn status(all: &[Story]) -> String {

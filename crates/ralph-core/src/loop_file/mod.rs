@@ -8,21 +8,21 @@
 //! `lifecycle`, the one place that writes a loop file, with `error`, the
 //! one error of reading, rewriting and adopting a loop file.
 
-pub mod binding;
-pub mod checkpoints;
+pub(crate) mod binding;
+pub(crate) mod checkpoints;
 pub mod confinement;
 pub mod environment;
 pub mod error;
-pub mod fields;
+pub(crate) mod fields;
 pub mod frontmatter;
 pub mod guards;
-pub mod handover;
+pub(crate) mod handover;
 pub mod lifecycle;
 pub mod messages;
 pub mod notice;
-pub mod options;
+pub(crate) mod options;
 pub mod outcome;
-pub mod ownership;
+pub(crate) mod ownership;
 pub mod receipt;
 pub mod registry;
 pub mod rewrite;

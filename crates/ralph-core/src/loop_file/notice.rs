@@ -8,8 +8,6 @@
 
 use std::sync::OnceLock;
 
-use serde::Serialize;
-
 use crate::money::Money;
 
 /// The longest URL a loop may record.
@@ -89,71 +87,17 @@ pub fn check_url(url: &str) -> Result<String, UrlError> {
     Ok(url.to_owned())
 }
 
-/// What the webhook receives. `text` is what Slack-compatible webhooks
-/// show; `title`, `message` and `topic` (the URL's `#fragment`, never sent
-/// by HTTP itself) are ntfy's JSON publishing fields; the rest are the facts.
-/// The cost is sent exactly, twice over: `cost_usd` as a decimal string
-/// (`"0.15"`, never a float a reader would round) and `cost_micro_usd` as
-/// whole micro-dollars (`150000`); both `null` when nothing was counted.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Message {
-    #[serde(rename = "loop")]
+/// The facts of a loop's end that a notification tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
     pub loop_name: String,
+    /// The project's folder, as a path the user reads.
     pub project: String,
-    pub outcome: String,
+    pub outcome: crate::loop_file::outcome::Outcome,
     pub why: String,
     pub iterations: u64,
-    #[serde(serialize_with = "exact_decimal")]
-    pub cost_usd: Option<Money>,
-    pub cost_micro_usd: Option<u64>,
-    pub title: String,
-    pub message: String,
-    pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub topic: Option<String>,
-}
-
-impl Message {
-    /// The message about the loop `name` of `project` that ended as `outcome`.
-    pub fn ended(
-        name: &str,
-        project: &str,
-        outcome: crate::loop_file::outcome::Outcome,
-        why: &str,
-        iterations: u64,
-        cost_usd: Option<Money>,
-    ) -> Self {
-        let (_, headline) = outcome.headline();
-        let project_name = std::path::Path::new(project)
-            .file_name()
-            .map_or_else(|| project.to_owned(), |n| n.to_string_lossy().into_owned());
-        let title = format!("ralph `{name}` {headline}");
-        let cost = cost_usd
-            .map(|c| format!(", {}", c.dollars()))
-            .unwrap_or_default();
-        let message = format!("{why} ({iterations} iterations{cost}; {project_name})");
-        Self {
-            loop_name: name.to_owned(),
-            project: project.to_owned(),
-            outcome: outcome.as_str().to_owned(),
-            why: why.to_owned(),
-            iterations,
-            cost_usd,
-            cost_micro_usd: cost_usd.map(|c| c.0),
-            text: format!("{title}: {message}"),
-            title,
-            message,
-            topic: None,
-        }
-    }
-}
-
-/// `Some(money)` as its exact decimal text, `None` as `null`.
-fn exact_decimal<S: serde::Serializer>(cost: &Option<Money>, s: S) -> Result<S::Ok, S::Error> {
-    match cost {
-        Some(c) => s.serialize_str(&c.decimal()),
-        None => s.serialize_none(),
-    }
+    /// What the loop spent, as its log's last running total.
+    pub cost: Option<Money>,
 }
 
 /// What a loop spent, from its decision log: each line's `cost_usd` is the
@@ -179,9 +123,9 @@ pub enum Delivery {
     Failed(String),
 }
 
-/// Who carries a loop's last word: sends `message` as `settings` ask and
+/// Who carries a loop's last word: tells `ending` as `settings` ask and
 /// says what became of each channel (`("url", …)`, `("desktop", …)`).
-pub type Courier = fn(&Settings, &Message) -> Vec<(&'static str, Delivery)>;
+pub type Courier = fn(&Settings, &Ending) -> Vec<(&'static str, Delivery)>;
 
 static COURIER: OnceLock<Courier> = OnceLock::new();
 
@@ -192,9 +136,9 @@ pub fn set_courier(courier: Courier) {
 
 /// Sends through the courier; without one, each channel asked for is
 /// logged as failed rather than passed over in silence.
-pub(crate) fn deliver(settings: &Settings, message: &Message) -> Vec<(&'static str, Delivery)> {
+pub(crate) fn deliver(settings: &Settings, ending: &Ending) -> Vec<(&'static str, Delivery)> {
     if let Some(courier) = COURIER.get() {
-        return courier(settings, message);
+        return courier(settings, ending);
     }
     let none = || Delivery::Failed("this program sends no notifications".to_owned());
     let mut out = Vec::new();
@@ -331,32 +275,6 @@ mod tests {
     }
 
     #[test]
-    fn the_message_has_slack_and_ntfy_fields() {
-        let m = Message::ended(
-            "docs",
-            "/p/site",
-            crate::loop_file::outcome::Outcome::Completed,
-            "done",
-            3,
-            Some(Money(500_000)),
-        );
-        let v: serde_json::Value = serde_json::to_value(&m).unwrap();
-        assert_eq!(
-            (&v["cost_usd"], &v["cost_micro_usd"]),
-            (&serde_json::json!("0.5"), &serde_json::json!(500_000))
-        );
-        assert_eq!(v["loop"], "docs");
-        assert_eq!(v["outcome"], "completed");
-        assert_eq!(v["iterations"], 3);
-        assert_eq!(
-            v["text"],
-            "ralph `docs` completed: done (3 iterations, $0.50; site)"
-        );
-        assert_eq!(v["title"], "ralph `docs` completed");
-        assert!(v.get("topic").is_none());
-    }
-
-    #[test]
     fn the_cost_is_the_last_running_total_never_a_sum_of_them() {
         let tmp = tempfile::tempdir().unwrap();
         let log = tmp.path().join("l.log.jsonl");
@@ -369,19 +287,5 @@ mod tests {
         ];
         std::fs::write(&log, lines.join("\n")).unwrap();
         assert_eq!(logged_cost(&log), Some(Money(150_000)));
-        let m = Message::ended(
-            "l",
-            "/p",
-            crate::loop_file::outcome::Outcome::MaxIterations,
-            "x",
-            3,
-            logged_cost(&log),
-        );
-        let body = serde_json::to_string(&m).unwrap();
-        assert!(
-            body.contains(r#""cost_usd":"0.15","cost_micro_usd":150000"#),
-            "{body}"
-        );
-        assert!(m.text.contains("$0.15"), "{}", m.text);
     }
 }

@@ -11,13 +11,13 @@ use crate::time::Timestamp;
 
 /// What selection needs to know of one loop file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate<'a> {
+pub(crate) struct Candidate<'a> {
     pub owner: Option<&'a str>,
     pub started_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Selection {
+pub(crate) enum Selection {
     /// Drive the loop at this index; it is already ours.
     Owned(usize),
     /// Drive the loop at this index and write our session into it.
@@ -26,7 +26,7 @@ pub enum Selection {
     None,
 }
 
-pub fn select(session: &str, loops: &[Candidate<'_>]) -> Selection {
+pub(crate) fn select(session: &str, loops: &[Candidate<'_>]) -> Selection {
     let newest = |pred: &dyn Fn(&Candidate<'_>) -> bool| {
         loops
             .iter()

@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use ralph_fs::gate::Verification;
 use crate::loop_file::registry::Registry;
+use ralph_fs::gate::Verification;
 
 /// How long the receipt waits for `git status` (HEAD and cleanliness).
 const GIT_LIMIT: Duration = Duration::from_secs(10);

@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use ralph_fs::safe_fs::FileStamp;
 use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::registry::{self, Arming, Registry, Unarmed};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, Listing, LoopFile, Project, ProjectLock, StoreError};
+use ralph_fs::safe_fs::FileStamp;
 
 /// A loop file as one scan found it.
 #[derive(Debug, Clone)]

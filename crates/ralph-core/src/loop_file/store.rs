@@ -13,8 +13,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use ralph_fs::safe_fs::{self, FileStamp, FsError};
 use crate::time::Timestamp;
+use ralph_fs::safe_fs::{self, FileStamp, FsError};
 
 pub const LOOP_SUFFIX: &str = "-loop.local.md";
 

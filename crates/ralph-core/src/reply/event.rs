@@ -81,7 +81,9 @@ impl StopEvent {
                         .iter()
                         .find_map(|k| t.get(k).and_then(Value::as_str))
                 })
-                .map(|n| ralph_fs::display::line(&n.chars().take(40).collect::<String>()).into_owned())
+                .map(|n| {
+                    ralph_fs::display::line(&n.chars().take(40).collect::<String>()).into_owned()
+                })
                 .collect();
             if names.is_empty() {
                 String::new()

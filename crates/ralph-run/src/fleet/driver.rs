@@ -15,16 +15,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ralph_core::control::approval::StoryCommands;
-use ralph_fs::process::GroupChild;
-use ralph_fs::safe_fs;
-use ralph_core::loop_file::outcome::{self as ended, RecordedOutcome};
-use ralph_core::loop_file::store::Project;
 use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
+use ralph_core::control::approval::StoryCommands;
+use ralph_core::loop_file::outcome::{self as ended, RecordedOutcome};
+use ralph_core::loop_file::store::Project;
 use ralph_core::time::format_duration;
+use ralph_fs::process::GroupChild;
+use ralph_fs::safe_fs;
 
 /// How long the child runs get to record their loops after Ctrl-C.
 const STOP_GRACE: Duration = Duration::from_secs(30);

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use ralph_fs::safe_fs::FsError;
 use ralph_core::loop_file::store::StoreError;
 use ralph_core::loop_file::stories::PrdError;
+use ralph_fs::safe_fs::FsError;
 
 /// Why a step of `--parallel` failed. A story's step failing ends up in
 /// that story's note (the run goes on); the run's own steps fail the run.

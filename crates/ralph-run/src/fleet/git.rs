@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use ralph_fs::safe_fs;
+pub use crate::fleet::error::FleetError;
+use crate::fleet::{self, MergeMode, StoryRecord};
 use ralph_core::loop_file::outcome::RecordedOutcome;
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::Project;
-pub use crate::fleet::error::FleetError;
-use crate::fleet::{self, MergeMode, StoryRecord};
+use ralph_fs::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
 /// `.gitignore`): its worktrees, its records, and each worktree's loop file.
@@ -381,8 +381,7 @@ pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), Fl
 /// that `ralph run` stops its agent and records its loop as cancelled.
 pub fn interrupt(child: &mut Child) {
     #[cfg(unix)]
-    if ralph_fs::process::signal_unix_group(child.id(), ralph_fs::process::Stop::Interrupt)
-        .is_ok()
+    if ralph_fs::process::signal_unix_group(child.id(), ralph_fs::process::Stop::Interrupt).is_ok()
     {
         return;
     }

@@ -701,8 +701,8 @@ mod tests {
 
     #[test]
     fn each_way_home_has_its_state_and_note() {
-        use ralph_core::decide::observation::Verification;
         use crate::fleet::error::FleetError;
+        use ralph_core::decide::observation::Verification;
         let trip = Trip {
             branch: "ralph/a",
             base: "main",
@@ -785,8 +785,7 @@ mod tests {
         assert_eq!(StoryState::Ready.mark(), "✓");
         assert_eq!(StoryState::Cancelled.mark(), "⏹");
         assert_eq!(StoryState::VerifyFailed.mark(), "✗");
-        let not =
-            StoryRecord::not_started("a", &crate::fleet::error::FleetError::NotAllRemoved);
+        let not = StoryRecord::not_started("a", &crate::fleet::error::FleetError::NotAllRemoved);
         assert_eq!(
             (not.outcome.as_str(), not.note.as_str()),
             ("not_started", "some worktrees were not removed")

@@ -21,7 +21,7 @@ fn escape_controls(text: &str) -> String {
     ralph_fs::display::line(text).into_owned()
 }
 
-pub fn adopt(args: AdoptArgs) -> CmdResult {
+pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
     let (live, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {
@@ -54,7 +54,7 @@ pub fn adopt(args: AdoptArgs) -> CmdResult {
 }
 
 /// Asks `question` on the terminal; only `y` or `yes` is a yes.
-pub fn ask(question: &str) -> Result<bool, Failure> {
+pub(super) fn ask(question: &str) -> Result<bool, Failure> {
     let _ = write!(std::io::stdout(), "{question}");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();

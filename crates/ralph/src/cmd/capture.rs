@@ -10,7 +10,7 @@ thread_local! {
 }
 
 /// Prints one line (already escaped by `say!`), or keeps it when output is being captured.
-pub fn emit(line: &str) {
+pub(crate) fn emit(line: &str) {
     let kept = BUFFER.with(|b| match b.borrow_mut().as_mut() {
         Some(buffer) => {
             buffer.push_str(line);
@@ -25,7 +25,7 @@ pub fn emit(line: &str) {
 }
 
 /// Runs `command` with its `say!` lines kept, and returns its result with them.
-pub fn captured<T>(command: impl FnOnce() -> T) -> (T, String) {
+pub(super) fn captured<T>(command: impl FnOnce() -> T) -> (T, String) {
     BUFFER.with(|b| *b.borrow_mut() = Some(String::new()));
     let result = command();
     let text = BUFFER.with(|b| b.borrow_mut().take()).unwrap_or_default();

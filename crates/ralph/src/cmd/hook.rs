@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ralph_fs::gate;
 use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
 use ralph_core::loop_file::environment::Environment;
+use ralph_fs::gate;
 
 /// The hook's own work (everything but a verification gate) must end
 /// within this; far inside the 900 s `timeout` of `hooks/hooks.json`.
@@ -25,7 +25,7 @@ const HARD_DEADLINE: Duration = Duration::from_secs(880);
 /// whether the work or the watchdog answers first.
 static ANSWERED: Mutex<bool> = Mutex::new(false);
 
-pub fn stop(host: Option<Host>) -> ExitCode {
+pub(super) fn stop(host: Option<Host>) -> ExitCode {
     let started = Instant::now();
     let deadline = deadline_from_env();
     // Before the event is read the host is known only when it was named.
@@ -100,7 +100,7 @@ fn deadline_from_env() -> Duration {
 /// or one JSON answer (stdout of the prompt hook would otherwise reach the model) and always
 /// exits 0. Only ralph's own commands are blocked (`prompt.rs`: answered, no model turn);
 /// every other prompt goes through.
-pub fn session(event: crate::cli::HookCommand) -> ExitCode {
+pub(super) fn session(event: crate::cli::HookCommand) -> ExitCode {
     use crate::cli::HookCommand;
     use ralph_core::hook::session::{self, SessionContext};
     let mut input = Vec::new();

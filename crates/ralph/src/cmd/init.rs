@@ -6,7 +6,7 @@ use ralph_core::control::init;
 use crate::cli::InitArgs;
 use crate::exit::CmdResult;
 
-pub fn init(args: InitArgs) -> CmdResult {
+pub(super) fn init(args: InitArgs) -> CmdResult {
     let project = crate::env::project();
     let added = init::init(&project, &args.template, args.force, &mut |line| {
         say!("{line}");
@@ -21,7 +21,7 @@ pub fn init(args: InitArgs) -> CmdResult {
 }
 
 /// `/ralph-init ARGS`, answered by the UserPromptSubmit hook: `raw` as the event carries it.
-pub fn init_typed(raw: &str) -> CmdResult {
+pub(super) fn init_typed(raw: &str) -> CmdResult {
     let mut args = InitArgs {
         template: "software".to_owned(),
         force: false,

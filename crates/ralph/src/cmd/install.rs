@@ -2,19 +2,17 @@
 //! (which files, what goes in them, how they are written) is
 //! `ralph_install`'s; here its lines are printed.
 
-
-
 use crate::cli::InstallArgs;
 use crate::exit::CmdResult;
 
-pub fn install(args: InstallArgs) -> CmdResult {
+pub(super) fn install(args: InstallArgs) -> CmdResult {
     ralph_install::install(args.host, args.project, args.command, &mut |line| {
         say!("{line}");
     })?;
     Ok(())
 }
 
-pub fn uninstall(args: InstallArgs) -> CmdResult {
+pub(super) fn uninstall(args: InstallArgs) -> CmdResult {
     ralph_install::uninstall(args.host, args.project, &mut |line| say!("{line}"))?;
     Ok(())
 }

@@ -16,7 +16,7 @@ use ralph_core::time::Timestamp;
 use crate::cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
 
-pub fn start(args: StartArgs) -> CmdResult {
+pub(super) fn start(args: StartArgs) -> CmdResult {
     let session = args
         .session_id
         .filter(|s| !s.trim().is_empty())
@@ -45,7 +45,10 @@ pub fn start(args: StartArgs) -> CmdResult {
 /// shown and asked about; a yes approves exactly the list shown (its code is checked
 /// again against the PRD when the loop is armed). Without a terminal nothing is asked,
 /// and arming refuses with the list and the flag that approves it.
-pub fn approve_on_terminal(project: &Project, options: &mut ArmOptions) -> Result<(), Failure> {
+pub(super) fn approve_on_terminal(
+    project: &Project,
+    options: &mut ArmOptions,
+) -> Result<(), Failure> {
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         return Ok(());
     }
@@ -60,7 +63,7 @@ pub fn approve_on_terminal(project: &Project, options: &mut ArmOptions) -> Resul
 }
 
 /// What `/ralph-loop` did.
-pub enum Typed {
+pub(super) enum Typed {
     Armed(Box<arming::Activation>),
     /// Nothing was armed: the PRD's story commands wait for the user's approval; the text
     /// (the list and how to approve it) is for the user only.
@@ -70,7 +73,7 @@ pub enum Typed {
 /// `/ralph-loop ARGS`, answered by the UserPromptSubmit hook: `raw` is the text typed after
 /// the command, as the hook event carries it (never through a shell). Arms the loop for
 /// `session` and prints what `ralph start` prints.
-pub fn start_typed(raw: &str, session: &str) -> Result<Typed, Failure> {
+pub(super) fn start_typed(raw: &str, session: &str) -> Result<Typed, Failure> {
     let mut options = ArmOptions::default();
     let task = options.apply_raw(raw)?;
     options.session_id = Some(session.to_owned());
@@ -98,7 +101,7 @@ fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activati
     Ok(activation)
 }
 
-pub fn read_stdin() -> Result<String, EdgeError> {
+pub(super) fn read_stdin() -> Result<String, EdgeError> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
@@ -118,12 +121,12 @@ fn selection(args: SelectArgs) -> Result<Selection, Failure> {
     })
 }
 
-pub fn cancel(args: SelectArgs) -> CmdResult {
+pub(super) fn cancel(args: SelectArgs) -> CmdResult {
     cancel_as(&selection(args)?, crate::env::session_from_env())
 }
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
-pub fn cancel_as(selection: &Selection, session: Option<String>) -> CmdResult {
+pub(super) fn cancel_as(selection: &Selection, session: Option<String>) -> CmdResult {
     let (lines, outcome) = cancel_pause::cancel(
         &crate::env::project(),
         crate::env::registry().as_ref(),
@@ -137,13 +140,13 @@ pub fn cancel_as(selection: &Selection, session: Option<String>) -> CmdResult {
     Ok(outcome?)
 }
 
-pub fn pause_or_resume(args: SelectArgs, active: bool) -> CmdResult {
+pub(super) fn pause_or_resume(args: SelectArgs, active: bool) -> CmdResult {
     let selection = selection(args)?;
     pause_or_resume_as(&selection, active, crate::env::session_from_env()).map(|_| ())
 }
 
 /// `ralph pause` / `ralph resume` for `session`; returns the loops it changed.
-pub fn pause_or_resume_as(
+pub(super) fn pause_or_resume_as(
     selection: &Selection,
     active: bool,
     session: Option<String>,
@@ -163,7 +166,7 @@ pub fn pause_or_resume_as(
 }
 
 /// `ralph rollback --to N [--name NAME]`.
-pub fn rollback(args: &RollbackArgs) -> CmdResult {
+pub(super) fn rollback(args: &RollbackArgs) -> CmdResult {
     let done = ralph_core::control::rollback::rollback(
         &crate::env::project(),
         crate::env::registry().as_ref(),
@@ -176,7 +179,7 @@ pub fn rollback(args: &RollbackArgs) -> CmdResult {
 }
 
 /// `ralph resume`, and with `--add-*` its bounds raised (`control::revive`).
-pub fn resume(args: ResumeArgs) -> CmdResult {
+pub(super) fn resume(args: ResumeArgs) -> CmdResult {
     let mut raise = Raise::default();
     let given = [
         ("--add-iterations", &args.add_iterations),
@@ -199,7 +202,7 @@ pub fn resume(args: ResumeArgs) -> CmdResult {
 
 /// `--add-*` for the loop `name` (`session`: the one `/ralph-resume` came from, which then
 /// drives it); returns the loop's name.
-pub fn revive_as(
+pub(super) fn revive_as(
     name: Option<&str>,
     raise: &Raise,
     session: Option<String>,

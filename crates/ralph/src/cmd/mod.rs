@@ -41,11 +41,11 @@ mod statusline;
 
 use std::process::ExitCode;
 
-pub use capture::emit;
+pub(crate) use capture::emit;
 
 use crate::cli::{Cli, Command, HookCommand};
 
-pub fn run(cli: Cli) -> ExitCode {
+pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Hook(HookCommand::Stop(args)) => return hook::stop(args.host),
         Command::Hook(event) => return hook::session(event),

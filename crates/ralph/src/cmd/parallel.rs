@@ -15,7 +15,7 @@ use ralph_run::fleet::{self, driver};
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
 use crate::exit::CmdResult;
 
-pub fn run(args: RunArgs, n: usize) -> CmdResult {
+pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
     if args.hand_back_after.is_some() || args.force {
         return Err(FleetError::SingleLoopFlags.into());
     }
@@ -147,7 +147,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
 }
 
 /// `ralph plan [--matrix]`.
-pub fn plan(args: PlanArgs) -> CmdResult {
+pub(super) fn plan(args: PlanArgs) -> CmdResult {
     let stories = driver::plan(&crate::env::project())?;
     if args.matrix {
         let open: Vec<fleet::Story> = stories.into_iter().map(|(s, _)| s).collect();
@@ -165,7 +165,7 @@ pub fn plan(args: PlanArgs) -> CmdResult {
 }
 
 /// `ralph clean`: removes every worktree `ralph run --parallel` kept.
-pub fn clean() -> CmdResult {
+pub(super) fn clean() -> CmdResult {
     driver::clean(&crate::env::project(), &mut |line| say!("{line}"))?;
     Ok(())
 }

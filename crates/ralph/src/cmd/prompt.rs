@@ -33,7 +33,7 @@ use crate::exit::Failure;
 
 /// The answer to `input` (the UserPromptSubmit event) when its prompt is one of ralph's
 /// commands; `None` for every other prompt.
-pub fn answer(input: &[u8]) -> Option<Reply> {
+pub(super) fn answer(input: &[u8]) -> Option<Reply> {
     let call = typed::invocation(input)?;
     Some(run(call.command, &call.text, call.session))
 }

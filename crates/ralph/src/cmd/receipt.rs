@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ralph_core::control::{receipt_text, report};
+use ralph_core::control::{listing, receipt_text};
 use ralph_core::loop_file::guards::DEFAULT_VERIFY_TIMEOUT;
 use ralph_core::loop_file::receipt::{self, ReceiptError};
 use ralph_core::time::Timestamp;
@@ -11,13 +11,13 @@ use ralph_core::time::Timestamp;
 use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
 
-pub fn receipt(args: ReceiptArgs) -> CmdResult {
+pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let project = crate::env::project();
     let name = match args.name {
         Some(name) => name,
         None => {
             let session = crate::env::session_from_env();
-            report::most_recent(&project, session.as_deref(), Timestamp::now())?
+            listing::most_recent(&project, session.as_deref(), Timestamp::now())?
                 .ok_or(ReceiptError::NoLoops)?
         }
     };

@@ -7,13 +7,13 @@ use std::process::Stdio;
 use ralph_fs::process::program;
 use std::time::{Duration, Instant};
 
-use ralph_report::{self as report, Selection};
 use ralph_core::time::Timestamp;
+use ralph_report::Selection;
 
 use crate::cli::ReportArgs;
 use crate::exit::CmdResult;
 
-pub fn report(args: ReportArgs) -> CmdResult {
+pub(super) fn report(args: ReportArgs) -> CmdResult {
     let project = crate::env::project();
     let selection = match (args.all, args.name) {
         (true, _) => Selection::All,
@@ -22,18 +22,18 @@ pub fn report(args: ReportArgs) -> CmdResult {
             session: crate::env::session_from_env(),
         },
     };
-    let data = report::gather(
+    let data = ralph_report::gather(
         &project,
         crate::env::registry().as_ref(),
         &selection,
         Timestamp::now(),
     )?;
-    let page = report::render(&data);
+    let page = ralph_report::render(&data);
     let path = match args.output {
         Some(path) => path,
-        None => report::default_path(&project, &selection, &data)?,
+        None => ralph_report::default_path(&project, &selection, &data)?,
     };
-    report::write(&path, &page)?;
+    ralph_report::write(&path, &page)?;
     say!("Report written to {}", path.display());
     if args.open {
         say!("{}", opened_words(&path, open(&path)));

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ralph_core::time::Timestamp;
 use ralph_run::agent::{self, Finished};
 use ralph_run::fleet::archive;
 use ralph_run::reset_wait;
 use ralph_run::sandbox::Sandbox;
 use ralph_run::screen::{self, Screen};
 use ralph_run::{Call, Driver, End, Event, ResetWait, Setup};
-use ralph_core::time::Timestamp;
 
 use ralph_core::control::{self, arming};
 
@@ -24,9 +24,8 @@ use super::loops::read_stdin;
 use crate::cli::RunArgs;
 use crate::exit::{CmdResult, Failure};
 
-pub fn run(args: RunArgs) -> CmdResult {
-    let agent =
-        ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
+pub(super) fn run(args: RunArgs) -> CmdResult {
+    let agent = ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_run::presets).
     // `--sandbox` runs the agent with IS_SANDBOX=1 in a real sandbox (ralph_run::sandbox).
     let sandboxed = args.sandbox

@@ -1,25 +1,25 @@
 //! `ralph status | log`: what the project's loops are and what they did.
-//! Reads only (`ralph_core::control::report`); the lines are
+//! Reads only (`ralph_core::control::listing`); the lines are
 //! `control::status_text`'s, every value from a loop file shown escaped.
 
-use ralph_core::control::report::{self, LogChoice};
+use ralph_core::control::listing::{self, LogChoice};
 use ralph_core::control::status_text;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{LogArgs, StatusArgs};
 use crate::exit::CmdResult;
 
-pub fn status(args: StatusArgs) -> CmdResult {
+pub(super) fn status(args: StatusArgs) -> CmdResult {
     let project = crate::env::project();
     let registry = crate::env::registry();
-    let mut reports = report::report(
+    let mut reports = listing::report(
         &project,
         registry.as_ref(),
         args.history,
         3,
         Timestamp::now(),
     )?;
-    report::attach_receipts(&project, registry.as_ref(), &mut reports);
+    listing::attach_receipts(&project, registry.as_ref(), &mut reports);
     if args.json {
         let value = status_text::status_json(&project, &reports);
         say_json!("{}", serde_json::to_string_pretty(&value)?);
@@ -31,10 +31,10 @@ pub fn status(args: StatusArgs) -> CmdResult {
     Ok(())
 }
 
-pub fn log(args: LogArgs) -> CmdResult {
+pub(super) fn log(args: LogArgs) -> CmdResult {
     let project = crate::env::project();
     let session = crate::env::session_from_env();
-    let choice = report::choose_log(
+    let choice = listing::choose_log(
         &project,
         args.name.as_deref(),
         session.as_deref(),

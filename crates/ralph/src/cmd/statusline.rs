@@ -7,7 +7,7 @@ use std::io::Read;
 use ralph_core::loop_file::environment::Environment;
 use ralph_core::time::Timestamp;
 
-pub fn statusline() -> crate::exit::CmdResult {
+pub(super) fn statusline() -> crate::exit::CmdResult {
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
     let ctx = Environment::from_env();

@@ -164,7 +164,7 @@ pub(super) struct Block<T> {
 }
 
 impl<T> Block<T> {
-    pub fn is(&self, kind: &str) -> bool {
+    pub(super) fn is(&self, kind: &str) -> bool {
         self.kind.0.as_deref() == Some(kind)
     }
 }
@@ -176,7 +176,7 @@ pub(super) struct Content<T>(pub Vec<Block<T>>);
 
 impl<T> Content<T> {
     /// No blocks (a message without content).
-    pub fn none() -> Self {
+    pub(super) fn none() -> Self {
         Self(Vec::new())
     }
 }

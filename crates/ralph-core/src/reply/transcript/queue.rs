@@ -14,20 +14,20 @@
 //! starts counting, by this prefix alone: a message queued before the scan's start.
 
 /// How far back from the end a first look checks for queue lines.
-pub const FIRST_LOOK: u64 = 2 * 1024 * 1024;
+pub(super) const FIRST_LOOK: u64 = 2 * 1024 * 1024;
 /// Every queue line starts so (the client writes `type` first): a reply or a tool result
 /// quoting a queue line is not one.
-pub const PREFIX: &[u8] = b"{\"type\":\"queue-operation\"";
+pub(super) const PREFIX: &[u8] = b"{\"type\":\"queue-operation\"";
 
 /// Messages left waiting, fed the queue lines in the order they were written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Queue {
+pub(super) struct Queue {
     pub waiting: u64,
 }
 
 impl Queue {
     /// One queue operation (`None`: a queue line whose operation is unknown).
-    pub fn apply(&mut self, operation: Option<&str>) {
+    pub(super) fn apply(&mut self, operation: Option<&str>) {
         self.waiting = match operation {
             Some("enqueue") => self.waiting.saturating_add(1),
             Some("dequeue" | "remove") => self.waiting.saturating_sub(1),
@@ -38,7 +38,7 @@ impl Queue {
 
     /// A queue line known only by its first bytes (too long to keep, or not parsed):
     /// judged by its operation (`"operation"` comes second).
-    pub fn apply_cut(&mut self, start: &[u8]) {
+    pub(super) fn apply_cut(&mut self, start: &[u8]) {
         if !start.starts_with(PREFIX) {
             return;
         }
