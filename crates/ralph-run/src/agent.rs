@@ -16,9 +16,6 @@ use serde_json::Value;
 use ralph_core::money::Money;
 use ralph_fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
-/// The default agent: Claude Code in print mode, one fresh session per iteration.
-pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
-
 /// What one agent run produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentReply {

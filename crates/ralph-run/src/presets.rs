@@ -63,10 +63,13 @@ mod tests {
     }
 }
 
+/// The default agent: Claude Code in print mode, one fresh session per iteration.
+pub const DEFAULT_AGENT: &str = "claude -p --output-format json";
+
 /// `--permission-mode` belongs to Claude Code in print mode: next to any
 /// other agent (which sets its own permissions) it is refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("--permission-mode goes with the default agent (`{default}`); `{agent}` sets its own permissions: put the flag into the --agent command", default = crate::agent::DEFAULT_AGENT)]
+#[error("--permission-mode goes with the default agent (`{default}`); `{agent}` sets its own permissions: put the flag into the --agent command", default = DEFAULT_AGENT)]
 pub struct PermissionModeError {
     pub agent: String,
 }
@@ -87,9 +90,7 @@ pub fn command_line(
     let resolved = resolve(agent);
     match permission_mode {
         None => Ok(resolved),
-        Some(mode) if agent == crate::agent::DEFAULT_AGENT => {
-            Ok(format!("{resolved} --permission-mode {mode}"))
-        }
+        Some(mode) if agent == DEFAULT_AGENT => Ok(format!("{resolved} --permission-mode {mode}")),
         Some(_) => Err(PermissionModeError {
             agent: agent.to_owned(),
         }),

@@ -432,7 +432,7 @@ pub(crate) struct RunArgs {
     pub name: String,
     /// The agent command: reads the prompt on stdin, prints its reply (run by `sh -c`);
     /// or a preset: claude, codex, gemini, copilot (see below)
-    #[arg(long, default_value = ralph_run::agent::DEFAULT_AGENT)]
+    #[arg(long, default_value = ralph_run::presets::DEFAULT_AGENT)]
     pub agent: String,
     /// Claude Code's permission mode for the default agent (passed as `--permission-mode`):
     /// acceptEdits lets it edit files in the project without asking (shell commands that

@@ -30,8 +30,8 @@ pub use listing::{LoopReport, not_armed_note, report};
 
 /// What other crates' tests build on (the `test-support` feature, on in
 /// their dev-dependencies only).
-#[cfg(any(test, feature = "test-support"))]
 #[allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test scaffolding: a failure is the test's
+#[cfg(any(test, feature = "test-support"))]
 pub mod test_support {
     /// A project (with its `.claude/`) and a registry of its own in a temporary
     /// folder, for this folder's unit tests; the folder lives as long as the guard.
