@@ -368,7 +368,7 @@ mod tests {
         std::fs::write(dir.path().join(HELPER_MARK), "").unwrap();
         let me = std::env::current_exe().unwrap();
         let command = format!(
-            "\"{}\" --exact fs::gate::tests::tree_helper --ignored --test-threads 1",
+            "\"{}\" --exact gate::tests::tree_helper --ignored --test-threads 1",
             me.display()
         );
         let ticks = dir.path().join("ticks");
