@@ -2,12 +2,12 @@
 //! and put back, without moving anything of the user's git state.
 //!
 //! A snapshot stages the work tree (tracked and untracked files, not ignored
-//! ones, `.claude/` left as the user's index has it) into a private index: a
-//! temp file with an unpredictable name, created exclusively, seeded with a
-//! copy of `.git/index` so that git hashes only what changed. `git
-//! write-tree` and `git commit-tree` make objects, `git update-ref
-//! --no-deref` with `core.logAllRefUpdates=false` points a ref of ralph's at
-//! the commit: HEAD, the branch, the user's index, the stash and every
+//! ones, `.claude/` left as the user's index has it) into a private index,
+//! as `--protect` does (`tree_diff::stage`): a copy of the user's index made
+//! exclusively in a private temporary folder, so that git hashes only what
+//! changed. `git write-tree` and `git commit-tree` make objects, `git
+//! update-ref --no-deref` with `core.logAllRefUpdates=false` points a ref of
+//! ralph's at the commit: HEAD, the branch, the user's index, the stash and every
 //! reflog stay as they were. A restore is git's own checkout (`git restore
 //! --worktree --no-overlay`) against that private index, so it writes no
 //! file through a link, and it refuses rather than overwrite a file git
@@ -25,6 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::safe_fs::{self, FsError};
+use crate::tree_diff::{self, PrivateIndex, Staging};
 
 /// The longest one checkpoint or restore may take, every git process
 /// included; past it the stop goes on without one.
@@ -40,12 +41,22 @@ pub const NAMESPACE: &str = "refs/ralph/";
 /// restore: a loop file rolled back would be a loop rewound behind ralph.
 const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
 
+/// How a snapshot stages the work tree: the user's index trusted as it is,
+/// `.claude/` left as it has it, and `git add`'s exit 1 taken (with
+/// `--ignore-errors`, an unreadable file was skipped and the rest staged,
+/// which is the best record there is; or `.claude/` is ignored).
+const STAGING: Staging = Staging {
+    paths: &OUTSIDE_CLAUDE,
+    staged: &[0, 1],
+    distrust: false,
+};
+
 /// The work tree as git objects, and the private index that recorded it
 /// (removed when this is dropped).
 pub struct Snapshot {
     pub tree: String,
     pub commit: String,
-    index: tempfile::NamedTempFile,
+    index: PrivateIndex,
 }
 
 /// Whether `root` holds a git repository of its own (`.git`, a folder or
@@ -76,25 +87,11 @@ fn plain(part: &str) -> bool {
 /// `message` its message. Touches nothing of the user's.
 pub fn snapshot(root: &Path, message: &str) -> Result<Snapshot, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
-    let overrides = overrides(root, deadline)?;
-    let index = private_index(root)?;
-    let with_index = |args: &[&str]| -> Result<Command, FsError> {
-        let mut command = git_command(root, &overrides)?;
-        command.env("GIT_INDEX_FILE", index.path()).args(args);
-        Ok(command)
-    };
-    let mut add = with_index(&["add", "--all", "--ignore-errors"])?;
-    add.args(OUTSIDE_CLAUDE);
-    // `--ignore-errors` exits 1 when an unreadable file was skipped: the
-    // rest is staged, which is the best record there is.
-    run(add, deadline, &[0, 1], "stage the work tree")?;
-    let tree = one_line(run(
-        with_index(&["write-tree"])?,
-        deadline,
-        &[0],
-        "write the tree",
-    )?);
-    let mut commit = git_command(root, &overrides)?;
+    let index = tree_diff::stage(root, deadline, &STAGING)?;
+    let mut write = index.git().map_err(start_error)?;
+    write.arg("write-tree");
+    let tree = one_line(run(write, deadline, &[0], "write the tree")?);
+    let mut commit = git_command(root, index.overrides())?;
     commit.args(["commit-tree", &tree, "-m", message]);
     for (key, value) in [
         ("GIT_AUTHOR_NAME", "ralph"),
@@ -267,23 +264,6 @@ fn in_the_way(root: &Path, rel: &str) -> bool {
     false
 }
 
-/// A private index: an exclusive temp file with an unpredictable name,
-/// seeded with the user's index when it is a plain file (read, never
-/// written), so git re-hashes only files that changed.
-fn private_index(root: &Path) -> Result<tempfile::NamedTempFile, FsError> {
-    let mut index = tempfile::Builder::new()
-        .prefix("ralph-index-")
-        .tempfile()
-        .map_err(io("create a private index for", root))?;
-    let users = root.join(".git").join("index");
-    if safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir())
-        && let Ok(mut file) = safe_fs::open_read(&users)
-    {
-        std::io::copy(&mut file, index.as_file_mut()).map_err(io("copy", &users))?;
-    }
-    Ok(index)
-}
-
 /// The overrides that blank every filter and driver the repository names.
 fn overrides(root: &Path, deadline: Instant) -> Result<Vec<(String, String)>, FsError> {
     crate::git::status_overrides(root, deadline)
@@ -306,7 +286,11 @@ fn run(
 
 /// git for `root`, hardened ([`crate::git_runner::command`]).
 fn git_command(root: &Path, overrides: &[(String, String)]) -> Result<Command, FsError> {
-    crate::git_runner::command(root, overrides).map_err(|e| git_error("start git", e.to_string()))
+    crate::git_runner::command(root, overrides).map_err(start_error)
+}
+
+fn start_error(e: std::io::Error) -> FsError {
+    git_error("start git", e.to_string())
 }
 
 fn one_line(out: Vec<u8>) -> String {
@@ -400,6 +384,36 @@ mod tests {
         assert_eq!(list(root, "refs/ralph/l/").len(), 1);
         remove(root, &["refs/ralph/l/r/1".to_owned()]).unwrap();
         assert!(list(root, "refs/ralph/").is_empty());
+    }
+
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
+    #[test]
+    fn a_snapshot_in_a_linked_worktree_with_claude_ignored_moves_nothing_of_the_users() {
+        let dir = repo();
+        let outside = tempfile::tempdir().unwrap();
+        let linked = outside.path().join("linked");
+        git(
+            dir.path(),
+            &["worktree", "add", "-q", linked.to_str().unwrap()],
+        );
+        std::fs::write(dir.path().join(".git/info/exclude"), ".claude/\n").unwrap();
+        std::fs::create_dir(linked.join(".claude")).unwrap();
+        std::fs::write(linked.join(".claude/loop.md"), "x\n").unwrap();
+        std::fs::write(linked.join("a.txt"), "linked\n").unwrap();
+        let index = git(
+            &linked,
+            &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        );
+        let index = Path::new(index.trim());
+        let before = std::fs::read(index).unwrap();
+        let shot = snapshot(&linked, "linked").unwrap();
+        assert_eq!(std::fs::read(index).unwrap(), before);
+        let files = git(&linked, &["ls-tree", "-r", "--name-only", &shot.commit]);
+        assert_eq!(files, ".gitignore\na.txt\n");
+        assert_eq!(
+            git(&linked, &["show", &format!("{}:a.txt", shot.commit)]),
+            "linked\n"
+        );
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack

@@ -19,12 +19,18 @@
 //! modification time is still hashed again. Tracked and untracked files
 //! count, ignored ones do not; `.claude/` (ralph's own files) is left out
 //! of every list of changed paths.
+//!
+//! The staging itself ([`stage`]: the private folder, the copy of the
+//! user's index, `git add`) is the one checkpoints (`fs/checkpoint.rs`) go
+//! through too, with the user's marks trusted and `.claude/` left as the
+//! user's index has it ([`Staging`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::git_runner;
+use crate::safe_fs::{self, FsError};
 
 /// The longest one snapshot or comparison may take, every git process it
 /// starts included.
@@ -66,7 +72,7 @@ pub fn is_object_id(id: &str) -> bool {
 /// from HEAD. `None` when `root` is not in a git work tree or git did not
 /// answer within `limit`.
 pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
-    let scratch = Scratch::read_work_tree(root, limit)?;
+    let scratch = stage(root, Instant::now() + limit, &COMPARED).ok()?;
     let tree = scratch.run(&["write-tree"])?;
     let tree = String::from_utf8_lossy(&tree).trim().to_owned();
     if !is_object_id(&tree) {
@@ -87,63 +93,160 @@ pub fn changed_since(root: &Path, tree: &str, limit: Duration) -> Option<Vec<Str
     if !is_object_id(tree) {
         return None;
     }
-    let scratch = Scratch::read_work_tree(root, limit)?;
+    let scratch = stage(root, Instant::now() + limit, &COMPARED).ok()?;
     scratch.names(&["diff-index", "--cached", tree])
 }
 
-/// A scratch index in a private temporary folder, holding the work tree.
-struct Scratch<'a> {
-    root: &'a Path,
-    overrides: Vec<(String, String)>,
-    deadline: Instant,
-    index: std::path::PathBuf,
-    // Removed, with the index in it, when the scratch is dropped.
-    _folder: tempfile::TempDir,
+/// How [`stage`] reads the work tree into a private index.
+pub(crate) struct Staging {
+    /// What follows `git add -A --ignore-errors`: `--` and the pathspec.
+    pub paths: &'static [&'static str],
+    /// The exit codes of `git add` taken as staged.
+    pub staged: &'static [i32],
+    /// Whether the copy of the user's index is distrusted: its
+    /// assume-unchanged and skip-worktree marks cleared and every stat field
+    /// checked ([`STAT_CHECKS`]), so that no file hidden from git escapes
+    /// `git add`.
+    pub distrust: bool,
 }
 
-impl<'a> Scratch<'a> {
-    /// A copy of the user's index with the work tree added to it (`git add
-    /// -A`): a copy that git cannot read is dropped and the work tree read
-    /// into an empty index instead.
-    fn read_work_tree(root: &'a Path, limit: Duration) -> Option<Self> {
-        let deadline = Instant::now() + limit;
-        let mut overrides = crate::git::status_overrides(root, deadline)?;
+/// The comparison's staging: distrusted, `.claude/` staged too and left
+/// out of every listing instead (an exclude pathspec that names an ignored
+/// folder makes `git add` fail), and a `git add` that fails no answer (a
+/// file it could not read would keep the copy's entry, hiding its change).
+const COMPARED: Staging = Staging {
+    paths: &["--", "."],
+    staged: &[0],
+    distrust: true,
+};
+
+/// A private index holding the work tree, in a private temporary folder
+/// (removed, with the index in it, when this is dropped).
+pub(crate) struct PrivateIndex {
+    root: PathBuf,
+    overrides: Vec<(String, String)>,
+    deadline: Instant,
+    index: PathBuf,
+    folder: tempfile::TempDir,
+}
+
+/// The work tree under `root` staged into a private index (`git add`, as
+/// `staging` says) before `deadline`, every git process hardened and told
+/// the private index (`GIT_INDEX_FILE`): nothing of the user's git state
+/// moves. The index starts as a copy of the user's, made exclusively in a
+/// private temporary folder, so that git hashes only what changed; a copy
+/// that cannot be made or that git cannot read is dropped and the work
+/// tree read into an empty index instead.
+pub(crate) fn stage(
+    root: &Path,
+    deadline: Instant,
+    staging: &Staging,
+) -> Result<PrivateIndex, FsError> {
+    let mut overrides = crate::git::status_overrides(root, deadline)
+        .ok_or_else(|| git_error("read the repository's configuration", "git did not answer"))?;
+    if staging.distrust {
         overrides.extend(
             STAT_CHECKS
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
         );
-        let folder = tempfile::Builder::new()
-            .prefix("ralph-tree-")
-            .tempdir()
-            .ok()?;
-        let mut scratch = Scratch {
-            root,
-            overrides,
-            deadline,
-            index: folder.path().join("index"),
-            _folder: folder,
-        };
-        if scratch.seed() && scratch.add_all() {
-            return Some(scratch);
-        }
-        scratch.index = scratch._folder.path().join("fresh-index");
-        scratch.add_all().then_some(scratch)
+    }
+    let folder = tempfile::Builder::new()
+        .prefix("ralph-index-")
+        .tempdir()
+        .map_err(|source| FsError::Io {
+            action: "create a private index for",
+            path: root.to_owned(),
+            source,
+        })?;
+    let mut private = PrivateIndex {
+        root: root.to_owned(),
+        overrides,
+        deadline,
+        index: folder.path().join("index"),
+        folder,
+    };
+    if private.seed(staging.distrust) && private.add_all(staging).is_ok() {
+        return Ok(private);
+    }
+    private.index = private.folder.path().join("fresh-index");
+    private.add_all(staging)?;
+    Ok(private)
+}
+
+fn git_error(what: &'static str, detail: impl Into<String>) -> FsError {
+    FsError::Git {
+        what,
+        detail: detail.into(),
+    }
+}
+
+impl PrivateIndex {
+    /// The index file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.index
     }
 
-    /// Copies the user's index into the scratch one (exclusively created)
-    /// and clears the marks that would make `git add` skip a file.
-    fn seed(&self) -> bool {
-        let Some(out) = self.plain(&["rev-parse", "--git-path", "index"]) else {
+    /// The configuration overrides every git process of the staging had.
+    pub(crate) fn overrides(&self) -> &[(String, String)] {
+        &self.overrides
+    }
+
+    /// git, hardened, with the private index.
+    pub(crate) fn git(&self) -> std::io::Result<Command> {
+        let mut command = git_runner::command(&self.root, &self.overrides)?;
+        command.env("GIT_INDEX_FILE", &self.index);
+        Ok(command)
+    }
+
+    /// `git add -A` of what `staging` names.
+    fn add_all(&self, staging: &Staging) -> Result<(), FsError> {
+        let mut add = self
+            .git()
+            .map_err(|e| git_error("start git", e.to_string()))?;
+        add.args(["add", "-A", "--ignore-errors"])
+            .args(staging.paths);
+        git_runner::run_until(add, self.deadline, staging.staged, MAX_LISTING_BYTES)
+            .map(|_| ())
+            .ok_or_else(|| {
+                git_error(
+                    "stage the work tree",
+                    "git failed or did not answer in time (is this a git repository?)",
+                )
+            })
+    }
+
+    /// Copies the user's index into the private one (exclusively created)
+    /// and, when it is `distrust`ed, clears the marks that would make `git
+    /// add` skip a file.
+    fn seed(&self, distrust: bool) -> bool {
+        let Some(user_index) = self.user_index() else {
             return false;
         };
-        let named = String::from_utf8_lossy(&out).trim_end().to_owned();
-        let user_index = self.root.join(named);
         let fits = std::fs::symlink_metadata(&user_index)
             .is_ok_and(|m| m.is_file() && m.len() <= MAX_INDEX_BYTES);
-        if !fits || crate::safe_fs::copy_new(&user_index, &self.index).is_err() {
+        if !fits || safe_fs::copy_new(&user_index, &self.index).is_err() {
             return false;
         }
+        !distrust || self.clear_marks()
+    }
+
+    /// The user's index: `.git/index` when `root` holds the repository's
+    /// folder, else where git says it is (a linked worktree's, or `root`
+    /// below the top of its repository).
+    fn user_index(&self) -> Option<PathBuf> {
+        let dot_git = self.root.join(".git");
+        if safe_fs::kind_at(&dot_git).is_some_and(|k| k.is_dir()) {
+            return Some(dot_git.join("index"));
+        }
+        let out = self.plain(&["rev-parse", "--git-path", "index"])?;
+        let named = String::from_utf8_lossy(&out).trim_end().to_owned();
+        Some(self.root.join(named))
+    }
+
+    /// Clears the assume-unchanged and skip-worktree marks of the private
+    /// index.
+    fn clear_marks(&self) -> bool {
         let Some((assumed, skipped)) = self.flagged() else {
             return false;
         };
@@ -151,12 +254,12 @@ impl<'a> Scratch<'a> {
         self.clear("--no-assume-unchanged", &assumed) && self.clear("--no-skip-worktree", &skipped)
     }
 
-    /// `git update-index <option>` on `paths` of the scratch index.
+    /// `git update-index <option>` on `paths` of the private index.
     fn clear(&self, option: &str, paths: &[String]) -> bool {
         if paths.is_empty() {
             return true;
         }
-        let Some(mut clear) = self.git() else {
+        let Ok(mut clear) = self.git() else {
             return false;
         };
         clear.args(["update-index", option, "-z", "--stdin"]);
@@ -167,7 +270,7 @@ impl<'a> Scratch<'a> {
         git_runner::run_with_input(clear, &list, self.deadline, MAX_LISTING_BYTES).is_some()
     }
 
-    /// Entries of the scratch index marked assume-unchanged (a lower-case
+    /// Entries of the private index marked assume-unchanged (a lower-case
     /// tag) or skip-worktree (`S`), as `git ls-files -v` shows them: those
     /// under the root, by their paths relative to it (as `update-index` reads them).
     fn flagged(&self) -> Option<(Vec<String>, Vec<String>)> {
@@ -185,14 +288,6 @@ impl<'a> Scratch<'a> {
             }
         }
         Some((assumed, skipped))
-    }
-
-    /// `git add -A` of everything under the root. `.claude/` is left out
-    /// of every listing instead: an exclude pathspec that names an ignored
-    /// folder makes `git add` fail.
-    fn add_all(&self) -> bool {
-        self.run(&["add", "-A", "--ignore-errors", "--", "."])
-            .is_some()
     }
 
     /// The paths (relative to the root, `.claude/` left out) a diff
@@ -222,22 +317,15 @@ impl<'a> Scratch<'a> {
         )
     }
 
-    /// git with the scratch index.
-    fn git(&self) -> Option<Command> {
-        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
-        command.env("GIT_INDEX_FILE", &self.index);
-        Some(command)
-    }
-
     fn run(&self, args: &[&str]) -> Option<Vec<u8>> {
-        let mut command = self.git()?;
+        let mut command = self.git().ok()?;
         command.args(args);
         git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
     }
 
-    /// git without the scratch index (it reads nothing of an index).
+    /// git without the private index (it reads nothing of an index).
     fn plain(&self, args: &[&str]) -> Option<Vec<u8>> {
-        let mut command = git_runner::command(self.root, &self.overrides).ok()?;
+        let mut command = git_runner::command(&self.root, &self.overrides).ok()?;
         command.args(args);
         git_runner::run_until(command, self.deadline, &[0], MAX_LISTING_BYTES)
     }

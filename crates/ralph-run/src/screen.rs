@@ -194,15 +194,7 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             left,
             record,
         } => (
-            format!(
-                "⏹ The agent stopped on a rate or usage limit: {why}. Waiting {} for the reset would pass the time budget ({} left): the loop `{name}` ended as time_budget.{}",
-                format_duration(wait),
-                format_duration(left),
-                record.map_or_else(String::new, |r| format!(
-                    " Record: {}",
-                    driver.project().shown(&r)
-                ))
-            ),
+            out_of_time_line(driver, &why, wait, left, record),
             RunExit::Ended,
         ),
         End::ChangedWhileAgentRan => (
@@ -224,31 +216,8 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             cost,
             reply,
         } => {
-            let mut figures = tokens.map_or_else(String::new, |t| format!(" · tokens {t}"));
-            if let Some(cost) = cost {
-                figures.push_str(&format!(" · spent {} in all", cost.dollars()));
-            }
-            let mut lines = vec![
-                format!(
-                    "✓ iteration {label} done in {}{figures}{}",
-                    format_duration(times.iteration_secs),
-                    denial_note(&reply)
-                ),
-                notice,
-            ];
-            if !driver.denials().is_empty() {
-                lines.push(denials_summary(driver.denials()));
-            }
-            lines.push(format!(
-                "Ran {} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
-                driver.done_here(),
-                driver.name()
-            ));
-            let exit = match outcome {
-                Outcome::Completed => RunExit::Success,
-                _ => RunExit::Ended,
-            };
-            return Ok(Closing { lines, exit });
+            let done = judged_line(&label, tokens, cost, times.iteration_secs, &reply);
+            return Ok(verdict(driver, vec![done, notice], &elapsed, outcome));
         }
         End::Denied { record } => return Ok(denied(driver, record, &elapsed)),
         End::GaveUp {
@@ -261,6 +230,67 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
         lines: vec![line],
         exit,
     })
+}
+
+/// `--wait-for-reset` whose wait would pass the time budget: the loop
+/// ended as `time_budget` (`record`, when it was still this run's).
+fn out_of_time_line(
+    driver: &Driver,
+    why: &str,
+    wait: u64,
+    left: u64,
+    record: Option<PathBuf>,
+) -> String {
+    let name = driver.name();
+    format!(
+        "⏹ The agent stopped on a rate or usage limit: {why}. Waiting {} for the reset would pass the time budget ({} left): the loop `{name}` ended as time_budget.{}",
+        format_duration(wait),
+        format_duration(left),
+        record.map_or_else(String::new, |r| format!(
+            " Record: {}",
+            driver.project().shown(&r)
+        ))
+    )
+}
+
+/// The line of the iteration whose reply ended the loop: its time
+/// (`secs`), the tokens and dollars counted so far, and what the agent was
+/// refused in it.
+fn judged_line(
+    label: &str,
+    tokens: Option<u64>,
+    cost: Option<ralph_core::money::Money>,
+    secs: u64,
+    reply: &AgentReply,
+) -> String {
+    let mut figures = tokens.map_or_else(String::new, |t| format!(" · tokens {t}"));
+    if let Some(cost) = cost {
+        figures.push_str(&format!(" · spent {} in all", cost.dollars()));
+    }
+    format!(
+        "✓ iteration {label} done in {}{figures}{}",
+        format_duration(secs),
+        denial_note(reply)
+    )
+}
+
+/// The end of a run whose last reply ended the loop: `lines` (that
+/// iteration's and the verdict's), the refusals of the run, and how many
+/// iterations it ran; only a completed loop exits as a success.
+fn verdict(driver: &Driver, mut lines: Vec<String>, elapsed: &str, outcome: Outcome) -> Closing {
+    if !driver.denials().is_empty() {
+        lines.push(denials_summary(driver.denials()));
+    }
+    lines.push(format!(
+        "Ran {} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
+        driver.done_here(),
+        driver.name()
+    ));
+    let exit = match outcome {
+        Outcome::Completed => RunExit::Success,
+        _ => RunExit::Ended,
+    };
+    Closing { lines, exit }
 }
 
 /// Ctrl-C: the agent was stopped and the loop paused.

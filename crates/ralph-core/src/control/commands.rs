@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use ralph_fs::display;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
@@ -13,7 +14,6 @@ use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
-use ralph_fs::display;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
 /// give) is the binary's to add.
@@ -351,13 +351,37 @@ pub fn arm_or_keep(
     req: &ArmRequest,
     now: Timestamp,
 ) -> Result<Armed, LoopError> {
+    let checked = checked_request(req)?;
+    let req = checked.as_ref().unwrap_or(req);
+    let nonce = registry::new_nonce()?;
+    let (text, state) = new_loop_text(project, req, &nonce, now)?;
+    let lock = project.lock()?;
+    let path = project.loop_path(&req.name);
+    if let Some(kept) = make_room(&lock, project, registry, req, &state, now)? {
+        return Ok(kept);
+    }
+    let root = registry::canonical_root(project)?;
+    registry.record(&root, &req.name, &nonce, &state, now)?;
+    lifecycle::create(&lock, &path, &text)?;
+    drop(lock);
+    crate::loop_file::checkpoints::prune(project);
+    Ok(Armed {
+        path,
+        state,
+        kept: false,
+    })
+}
+
+/// Refuses a request that cannot be armed (a bad name, an empty task, a promise with its
+/// tags); the request with its notification URL checked (trimmed) when it has one, as the
+/// URL is recorded checked or the loop is not armed.
+fn checked_request(req: &ArmRequest) -> Result<Option<ArmRequest>, LoopError> {
     if !valid_name(&req.name) {
         return Err(LoopError::BadName(req.name.clone()));
     }
     if req.prompt.trim().is_empty() {
         return Err(LoopError::EmptyPrompt);
     }
-    // The URL is recorded as checked (trimmed), or the loop is not armed.
     let checked = match &req.notify.url {
         Some(url) => {
             let mut c = req.clone();
@@ -366,11 +390,20 @@ pub fn arm_or_keep(
         }
         None => None,
     };
-    let req = checked.as_ref().unwrap_or(req);
     check_promise("completion-promise", req.completion_promise.as_deref())?;
     check_promise("abort-promise", req.abort_promise.as_deref())?;
-    let nonce = registry::new_nonce()?;
-    let text = render(req, &nonce, now);
+    Ok(checked)
+}
+
+/// The new loop file's text and its state as read back from it: refused when it would be
+/// longer than a loop file may be or would not read back.
+fn new_loop_text(
+    project: &Project,
+    req: &ArmRequest,
+    nonce: &str,
+    now: Timestamp,
+) -> Result<(String, LoopState), LoopError> {
+    let text = render(req, nonce, now);
     if text.len() as u64 > ralph_fs::safe_fs::LOOP_FILE_CAP {
         return Err(LoopError::Unreadable {
             path: project.loop_path(&req.name),
@@ -384,61 +417,29 @@ pub fn arm_or_keep(
         path: project.loop_path(&req.name),
         message: format!("the new loop would not read back: {e}"),
     })?;
-    let lock = project.lock()?;
-    let path = project.loop_path(&req.name);
+    Ok((text, state))
+}
+
+/// Clears the way for the new loop, under the lock: each loop under its name or driven by
+/// its session is ended as replaced with `--force`; without it, the first one found is
+/// kept (`Some`, when it is the very loop asked for) or refuses the new loop.
+fn make_room(
+    lock: &ProjectLock,
+    project: &Project,
+    registry: &Registry,
+    req: &ArmRequest,
+    state: &LoopState,
+    now: Timestamp,
+) -> Result<Option<Armed>, LoopError> {
     for entry in Scan::read(project, Some(registry))?.entries {
-        let same_name = entry.file().name == req.name;
-        // Only a loop armed here is driven by a session: a file no record vouches for
-        // (planted, copied, edited) names whatever session it likes and stays inert, so
-        // it never makes this session busy.
-        let same_session = req.session_id.is_some()
-            && entry.ours().is_some()
-            && entry.session_id() == req.session_id.as_deref();
-        if !(same_name || same_session) {
+        if entry.file().name != req.name && !same_session(&entry, req) {
             continue;
         }
-        if !req.force
-            && let LoopEntry::Foreign { live, .. } = &entry
-        {
-            // The name is taken by a file this user did not arm: say so, and how to read
-            // and take it over, or replace it.
-            return Err(LoopError::NameTakenByForeign {
-                name: live.file.name.clone(),
-                path,
-            });
-        }
-        if !req.force
-            && same_name
-            && same_session
-            && let LoopEntry::Armed(live) = &entry
-            && same_request(&live.state, &state)
-        {
-            return Ok(Armed {
-                path,
-                state: live.state.clone(),
-                kept: true,
-            });
-        }
         if !req.force {
-            // This session's own loop, under the name asked for or another: another name
-            // would be refused too, so the advice is to end or replace it.
-            return Err(if same_name && !same_session {
-                LoopError::NameTaken {
-                    name: req.name.clone(),
-                    path,
-                    owner: entry
-                        .session_id()
-                        .map(|s| ralph_fs::display::line(s).into_owned()),
-                    paused: matches!(&entry, LoopEntry::Paused(_)),
-                }
-            } else {
-                LoopError::SessionBusy {
-                    name: entry.file().name.clone(),
-                }
-            });
+            return keep_or_refuse(project, &entry, req, state).map(Some);
         }
         end(
-            &lock,
+            lock,
             project,
             Some(registry),
             &entry,
@@ -447,15 +448,64 @@ pub fn arm_or_keep(
             now,
         )?;
     }
-    let root = registry::canonical_root(project)?;
-    registry.record(&root, &req.name, &nonce, &state, now)?;
-    lifecycle::create(&lock, &path, &text)?;
-    drop(lock);
-    crate::loop_file::checkpoints::prune(project);
-    Ok(Armed {
-        path,
-        state,
-        kept: false,
+    Ok(None)
+}
+
+/// Whether `entry` is driven by the session asking. Only a loop armed here is driven by a
+/// session: a file no record vouches for (planted, copied, edited) names whatever session
+/// it likes and stays inert, so it never makes this session busy.
+fn same_session(entry: &LoopEntry, req: &ArmRequest) -> bool {
+    req.session_id.is_some()
+        && entry.ours().is_some()
+        && entry.session_id() == req.session_id.as_deref()
+}
+
+/// Without `--force`, a loop in the new one's way (`entry`, under its name or driven by
+/// its session): kept when it is this session's loop under that name, armed with the same
+/// task and settings (`state`); refused otherwise, saying why.
+fn keep_or_refuse(
+    project: &Project,
+    entry: &LoopEntry,
+    req: &ArmRequest,
+    state: &LoopState,
+) -> Result<Armed, LoopError> {
+    let path = project.loop_path(&req.name);
+    let same_name = entry.file().name == req.name;
+    let same_session = same_session(entry, req);
+    if let LoopEntry::Foreign { live, .. } = entry {
+        // The name is taken by a file this user did not arm: say so, and how to read
+        // and take it over, or replace it.
+        return Err(LoopError::NameTakenByForeign {
+            name: live.file.name.clone(),
+            path,
+        });
+    }
+    if same_name
+        && same_session
+        && let LoopEntry::Armed(live) = entry
+        && same_request(&live.state, state)
+    {
+        return Ok(Armed {
+            path,
+            state: live.state.clone(),
+            kept: true,
+        });
+    }
+    // This session's own loop, under the name asked for or another: another name
+    // would be refused too, so the advice is to end or replace it.
+    Err(if same_name && !same_session {
+        LoopError::NameTaken {
+            name: req.name.clone(),
+            path,
+            owner: entry
+                .session_id()
+                .map(|s| ralph_fs::display::line(s).into_owned()),
+            paused: matches!(entry, LoopEntry::Paused(_)),
+        }
+    } else {
+        LoopError::SessionBusy {
+            name: entry.file().name.clone(),
+        }
     })
 }
 

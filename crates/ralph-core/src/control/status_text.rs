@@ -41,21 +41,7 @@ pub fn status(
 /// One loop: its state, task, facts, guards, receipt, file and recent
 /// decisions.
 fn report(r: &LoopReport) -> Vec<String> {
-    let iteration = match (r.iteration, r.max_iterations) {
-        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
-        (Some(i), Some(m)) => format!("iteration {i}/{m}"),
-        _ => String::new(),
-    };
-    let how = r
-        .outcome
-        .as_deref()
-        .map(|o| format!(" ({o})"))
-        .unwrap_or_default();
-    let mut out = vec![format!(
-        "{} `{}`{how} {iteration}",
-        r.state,
-        display::line(&r.name)
-    )];
+    let mut out = vec![heading(r)];
     if let Some(task) = r.task.as_deref().filter(|t| !t.is_empty()) {
         out.push(format!("  task: {}", display::line(task)));
     }
@@ -63,61 +49,22 @@ fn report(r: &LoopReport) -> Vec<String> {
         out.push(gone);
     }
     out.push(format!("  {}", facts(r).join(" · ")));
-    match r.spends.filter(|_| r.state != LoopStatus::Ended) {
-        Some("run") => out.push(format!(
-            "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
-            crate::loop_file::messages::spends_in_run("claude")
-        )),
-        Some(_) => out.push(format!(
-            "  spends: {}",
-            crate::loop_file::messages::SPENDS_IN_SESSION
-        )),
-        None => {}
-    }
+    out.extend(spends(r));
     if let Some(sandbox) = &r.sandbox {
         out.push(format!(
             "  sandbox (when `ralph run` drives it): {}",
             display::line(sandbox)
         ));
     }
-    if let Some(stories) = &r.stories {
-        out.push(format!("  {}", display::line(stories)));
-    }
-    if !r.story_commands.is_empty() {
-        // Each line escaped where it was built (`approval::bound_lines`).
-        out.push("  story commands ralph runs, as you, when their story passes:".to_owned());
-        out.extend(r.story_commands.iter().map(|line| format!("  {line}")));
-    }
-    if !r.guards.is_empty() {
-        let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
-            (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
-                format!(
-                    " · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool"
-                )
-            }
-            _ => String::new(),
-        };
-        out.push(format!(
-            "  guards: {}{figures}",
-            display::line(&r.guards.join(", "))
-        ));
-    }
+    out.extend(stories(r));
+    out.extend(guards(r));
     if let Some(receipt) = &r.receipt {
         out.push(format!(
             "  {}",
             crate::loop_file::receipt::one_line(receipt)
         ));
     }
-    if let Some(trend) = r
-        .guard_counts
-        .as_ref()
-        .and_then(|c| c.failure_trend.as_deref())
-    {
-        out.push(format!(
-            "  check: failures {}",
-            crate::loop_file::guards::trend_words(trend)
-        ));
-    }
+    out.extend(failure_trend(r));
     if let Some(note) = &r.not_armed {
         out.push(format!("  ⚠ {note}"));
     }
@@ -131,6 +78,79 @@ fn report(r: &LoopReport) -> Vec<String> {
             .map(|line| format!("  · {}", log_line(line))),
     );
     out
+}
+
+/// A loop's first line: its state, name, how it ended and its iteration.
+fn heading(r: &LoopReport) -> String {
+    let iteration = match (r.iteration, r.max_iterations) {
+        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(m)) => format!("iteration {i}/{m}"),
+        _ => String::new(),
+    };
+    let how = r
+        .outcome
+        .as_deref()
+        .map(|o| format!(" ({o})"))
+        .unwrap_or_default();
+    format!("{} `{}`{how} {iteration}", r.state, display::line(&r.name))
+}
+
+/// Which usage a loop not ended drains: the agent `ralph run` starts, or
+/// the session's.
+fn spends(r: &LoopReport) -> Option<String> {
+    match r.spends.filter(|_| r.state != LoopStatus::Ended)? {
+        "run" => Some(format!(
+            "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
+            crate::loop_file::messages::spends_in_run("claude")
+        )),
+        _ => Some(format!(
+            "  spends: {}",
+            crate::loop_file::messages::SPENDS_IN_SESSION
+        )),
+    }
+}
+
+/// A PRD loop's stories, and the commands ralph runs when a story passes.
+fn stories(r: &LoopReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(stories) = &r.stories {
+        out.push(format!("  {}", display::line(stories)));
+    }
+    if !r.story_commands.is_empty() {
+        // Each line escaped where it was built (`approval::bound_lines`).
+        out.push("  story commands ralph runs, as you, when their story passes:".to_owned());
+        out.extend(r.story_commands.iter().map(|line| format!("  {line}")));
+    }
+    out
+}
+
+/// The guards a loop is armed with and, while it runs, their counts now.
+fn guards(r: &LoopReport) -> Option<String> {
+    if r.guards.is_empty() {
+        return None;
+    }
+    let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
+        (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
+            format!(" · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool")
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "  guards: {}{figures}",
+        display::line(&r.guards.join(", "))
+    ))
+}
+
+/// The trend of the failures the loop's check counted, when one is known.
+fn failure_trend(r: &LoopReport) -> Option<String> {
+    let trend = r
+        .guard_counts
+        .as_ref()
+        .and_then(|c| c.failure_trend.as_deref())?;
+    Some(format!(
+        "  check: failures {}",
+        crate::loop_file::guards::trend_words(trend)
+    ))
 }
 
 /// A `ralph run` owner whose process is gone: who gets the loop back, and
