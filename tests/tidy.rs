@@ -21,7 +21,8 @@ const CRATES: [(&str, &[&[&str]]); 6] = [
             &["safe_fs", "process"],
             &["git_runner", "git_config", "gate_box"],
             &["git", "gate"],
-            &["checkpoint", "tree_diff"],
+            &["tree_diff"],
+            &["checkpoint"],
         ],
     ),
     (

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use ralph_fs::display;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::frontmatter::{quote, scalar};
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
@@ -14,6 +13,7 @@ use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
+use ralph_fs::display;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
 /// give) is the binary's to add.

@@ -412,16 +412,21 @@ fn path_rules(raw: &RawFields) -> Result<PathRules, StateError> {
     })
 }
 
-/// Finds the value of `session_id:` by a plain line scan, for files whose
-/// YAML does not parse: it decides whether a broken file is ours to move.
+/// The value of `session_id:` in a file whose YAML does not parse, read from the line a
+/// rewrite would edit (`frontmatter::field_lines`, not a reader of its own): it decides
+/// whether a broken file is ours to move. A file cut short before its closing `---` is
+/// read to its end.
 pub fn scan_session_id(text: &str) -> Option<String> {
-    let layout = frontmatter::split(text).ok();
-    let yaml = layout.map_or(text, |l| &text[l.yaml]);
-    yaml.lines().find_map(|line| {
-        let value = line.strip_prefix("session_id:")?.trim();
-        let value = value.trim_matches(['"', '\'']).trim();
-        (!value.is_empty() && value != "null" && value != "~").then(|| value.to_owned())
-    })
+    let layout = frontmatter::split(text).unwrap_or(Split {
+        yaml: 0..text.len(),
+        body: text.len()..text.len(),
+        newline: "\n",
+    });
+    let (_, range) =
+        frontmatter::field_lines(text, &layout).find(|(name, _)| *name == "session_id")?;
+    let (_, value) = text[range].lines().next()?.split_once(':')?;
+    let value = value.trim().trim_matches(['"', '\'']).trim();
+    (!value.is_empty() && value != "null" && value != "~").then(|| value.to_owned())
 }
 
 /// Every bound field (`binding::is_bound`) the file sets, with its value as YAML reads it,
@@ -919,5 +924,15 @@ mod tests {
             Some("abc")
         );
         assert_eq!(scan_session_id("---\nsession_id: \n---\n"), None);
+        // Cut short before the closing fence, or a quoted key: still found.
+        assert_eq!(
+            scan_session_id("---\n\"session_id\": 'abc'\nx: [").as_deref(),
+            Some("abc")
+        );
+        // A line inside another field's value is not the field.
+        assert_eq!(
+            scan_session_id("---\nprompt: |\n  session_id: x\n---\n"),
+            None
+        );
     }
 }
