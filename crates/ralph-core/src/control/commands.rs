@@ -179,7 +179,7 @@ fn owner_words(owner: Option<&str>) -> String {
 pub struct ArmRequest {
     pub name: String,
     pub prompt: String,
-    pub max_iterations: u64,
+    pub max_iterations: crate::loop_file::limit::Limit,
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
@@ -251,7 +251,7 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
             "session_id: {}",
             req.session_id.as_deref().map(scalar).unwrap_or_default()
         ),
-        format!("max_iterations: {}", req.max_iterations),
+        format!("max_iterations: {}", req.max_iterations.count()),
         format!(
             "completion_promise: {}",
             req.completion_promise
@@ -800,7 +800,7 @@ mod tests {
         ArmRequest {
             name: name.into(),
             prompt: "Do \"it\" $HOME\n---\niteration: 7".into(),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             completion_promise: Some("ALL DONE".into()),
             session_id: session.map(Into::into),
             ..ArmRequest::default()
@@ -815,7 +815,7 @@ mod tests {
         let s = LoopState::parse(&text).unwrap();
         assert_eq!(s.prompt, "Do \"it\" $HOME\n---\niteration: 7");
         assert_eq!(s.completion_promise.as_deref(), Some("ALL DONE"));
-        assert_eq!(s.max_iterations, 5);
+        assert_eq!(s.max_iterations.count(), 5);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::control::report::{LogChoice, LoopReport};
 use crate::display;
+use crate::loop_file::limit::Limit;
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
 use crate::money::Money;
@@ -42,7 +43,7 @@ pub fn status(
 /// decisions.
 fn report(r: &LoopReport) -> Vec<String> {
     let iteration = match (r.iteration, r.max_iterations) {
-        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(Limit::Unlimited)) => format!("iteration {i} (no limit)"),
         (Some(i), Some(m)) => format!("iteration {i}/{m}"),
         _ => String::new(),
     };
@@ -292,7 +293,7 @@ mod tests {
             name: "l".into(),
             prompt: "Fix the parser\nand more".into(),
             completion_promise: Some("DONE".into()),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             ..ArmRequest::default()
         };
         crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();

@@ -360,7 +360,7 @@ mod tests {
             let req = crate::control::ArmRequest {
                 name: name.into(),
                 prompt: "task".into(),
-                max_iterations: 5,
+                max_iterations: 5.into(),
                 session_id: Some(session.into()),
                 ..crate::control::ArmRequest::default()
             };

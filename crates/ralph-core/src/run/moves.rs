@@ -386,7 +386,10 @@ fn observe(
         tokens_used: reply
             .tokens
             .map(|t| state.progress.tokens_used.saturating_add(t)),
-        tree_fingerprint: (state.guards.no_progress_after > 0)
+        tree_fingerprint: state
+            .guards
+            .no_progress_after
+            .is_set()
             .then(|| {
                 git::progress_fingerprint(
                     &project.root,
@@ -428,7 +431,7 @@ pub(crate) mod tests {
             &crate::control::ArmRequest {
                 name: "l".into(),
                 prompt: "task".into(),
-                max_iterations: 5,
+                max_iterations: 5.into(),
                 session_id: Some("run:1".into()),
                 ..crate::control::ArmRequest::default()
             },
@@ -476,8 +479,8 @@ pub(crate) mod tests {
         if request.prompt.is_empty() {
             request.prompt = "task".into();
         }
-        if request.max_iterations == 0 {
-            request.max_iterations = 5;
+        if !request.max_iterations.is_set() {
+            request.max_iterations = 5.into();
         }
         crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
         let file = LoopFile {
