@@ -161,15 +161,13 @@ impl crate::error::Exit for LoopError {
 
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
 fn owner_words(owner: Option<&str>) -> String {
-    match owner {
-        Some(o)
-            if crate::loop_file::run_owner::is_run(o)
-                && crate::loop_file::run_owner::is_gone(o) =>
-        {
+    let run = owner.map(|o| (o, crate::loop_file::run_owner::RunOwner::parse(o)));
+    match run {
+        Some((o, Some(run))) if run.is_gone() => {
             format!("last driven by `ralph run` ({o}), which has ended")
         }
-        Some(o) if o.starts_with("ralph-run-") => format!("driven by `ralph run` ({o})"),
-        Some(o) => format!("owned by session {o}"),
+        Some((o, Some(_))) => format!("driven by `ralph run` ({o})"),
+        Some((o, None)) => format!("owned by session {o}"),
         None => "not claimed by any session yet".to_owned(),
     }
 }

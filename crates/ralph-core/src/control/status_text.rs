@@ -137,9 +137,10 @@ fn report(r: &LoopReport) -> Vec<String> {
 /// A `ralph run` owner whose process is gone: who gets the loop back, and
 /// how to take it over or end it.
 fn driver_gone(r: &LoopReport) -> Option<String> {
-    let owner = r.session_id.as_ref().filter(|_| r.driver_gone)?;
-    let home = match owner.split_once(':') {
-        Some((_, session)) => format!(
+    let owner = r.session_id.as_deref().filter(|_| r.driver_gone)?;
+    let run = crate::loop_file::run_owner::RunOwner::parse(owner)?;
+    let home = match run.session {
+        Some(session) => format!(
             "session {} gets it back at its next stop; or ",
             crate::display::line(session)
         ),
@@ -147,7 +148,7 @@ fn driver_gone(r: &LoopReport) -> Option<String> {
     };
     Some(format!(
         "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-        crate::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+        crate::display::line(&run.driver().to_string()),
         r.name,
         r.name
     ))

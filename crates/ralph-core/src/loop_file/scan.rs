@@ -191,7 +191,9 @@ impl Scan {
 /// (crate::loop_file::run_owner), which claims it again at its next stop.
 pub fn stop_owner(state: &LoopState) -> Option<&str> {
     let owner = state.session_id.as_deref()?;
-    Some(crate::loop_file::run_owner::orphaned_for(owner).unwrap_or(owner))
+    let orphaned =
+        crate::loop_file::run_owner::RunOwner::parse(owner).and_then(|run| run.orphaned_for());
+    Some(orphaned.unwrap_or(owner))
 }
 
 /// Whether a stop of `session` has any business with a loop: an ended one

@@ -11,6 +11,7 @@ use crate::fs::git;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::registry::Registry;
+use crate::loop_file::run_owner::RunOwner;
 use crate::loop_file::state::LoopState;
 use crate::loop_file::store::{self, LoopFile, Project, StoreError};
 use crate::run::agent::AgentReply;
@@ -199,7 +200,7 @@ pub fn take_over(
     project: &Project,
     registry: &Registry,
     name: &str,
-    own_id: &str,
+    own: &RunOwner,
 ) -> Result<TakenOver, RunError> {
     let file = LoopFile {
         name: name.to_owned(),
@@ -214,7 +215,8 @@ pub fn take_over(
     };
     require_armed(project, registry, &file, &live.state)?;
     let found = live.state.clone();
-    let driver = crate::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
+    let owner = own.taking_over(found.session_id.as_deref());
+    let driver = owner.to_string();
     live.set_owner(&lock, &driver)?;
     if !found.active {
         // `ralph run --name` on a paused loop (Ctrl-C, `ralph pause`) is
@@ -228,8 +230,8 @@ pub fn take_over(
     }
     // Handed back to the session it came from; a loop taken from a dead run
     // that had no session goes back to that run's id, inert as it was found.
-    let back_to = match driver.split_once(':') {
-        Some((_, session)) => Some(session.to_owned()),
+    let back_to = match owner.session {
+        Some(session) => Some(session.to_owned()),
         None => found.session_id.clone(),
     };
     Ok(TakenOver {
@@ -493,17 +495,18 @@ pub(crate) mod tests {
     #[test]
     fn a_run_takes_a_loop_over_and_hands_it_back_to_its_session() {
         let (_tmp, project, registry, file) = armed(Some("s1"));
-        let taken = take_over(&project, &registry, "l", "run-1").unwrap();
-        assert_eq!(taken.driver, "run-1:s1");
+        let own = RunOwner::own();
+        let taken = take_over(&project, &registry, "l", &own).unwrap();
+        assert_eq!(taken.driver, format!("{own}:s1"));
         assert_eq!(taken.back_to.as_deref(), Some("s1"));
         assert_eq!(taken.found.session_id.as_deref(), Some("s1"));
         let live = read(&project, &registry, &file).unwrap().unwrap();
-        assert_eq!(live.state.session_id.as_deref(), Some("run-1:s1"));
+        assert_eq!(live.state.session_id, Some(format!("{own}:s1")));
         hand_back(&project, &file, &taken.driver, Some("s1")).unwrap();
         let live = read(&project, &registry, &file).unwrap().unwrap();
         assert_eq!(live.state.session_id.as_deref(), Some("s1"));
         assert!(matches!(
-            take_over(&project, &registry, "other", "run-1"),
+            take_over(&project, &registry, "other", &own),
             Err(RunError::NoLoopToResume(name)) if name == "other"
         ));
     }
