@@ -600,11 +600,33 @@ impl GuardSettings {
             Kind::Money => check_money(option.flag, value)?,
             Kind::Text | Kind::Flag | Kind::OptionalValue => value.to_owned(),
         };
+        self.put(option, value);
+        Ok(())
+    }
+
+    /// Sets a guard to a value already checked, in the table's order.
+    fn put(&mut self, option: &'static GuardOption, value: String) {
         self.values.retain(|(g, _)| g.flag != option.flag);
         self.values.push((option, value));
         self.values
             .sort_by_key(|(g, _)| OPTIONS.iter().position(|o| o.flag == g.flag));
-        Ok(())
+    }
+
+    /// The `--verify` gate's command, unless none or a blank one was given.
+    pub fn verify(&self) -> Option<&str> {
+        self.get("verify").filter(|v| !v.trim().is_empty())
+    }
+
+    /// Runs `first` in the `--verify` gate before the command given (if
+    /// any): a fleet's story has its own check refused in its loop.
+    pub fn verify_first(&mut self, first: &str) {
+        let gate = match self.verify() {
+            Some(then) => format!("( {first}\n) && ( {then}\n)"),
+            None => first.to_owned(),
+        };
+        if let Some(option) = Self::option("verify") {
+            self.put(option, gate);
+        }
     }
 
     /// The value given for `--flag`, as given.
@@ -688,6 +710,31 @@ mod tests {
             "held at 14m"
         );
         assert_eq!(guards.verify.as_deref(), Some("make test"));
+    }
+
+    #[test]
+    fn a_check_set_first_runs_before_the_gate_given_if_any() {
+        let opt = |f| GuardSettings::option(f).unwrap();
+        let mut s = GuardSettings::default();
+        s.verify_first("make check");
+        assert_eq!(s.verify(), Some("make check"));
+        let mut s = GuardSettings::default();
+        s.set(opt("verify"), " ").unwrap();
+        assert_eq!(s.verify(), None, "a blank gate is none");
+        s.verify_first("make check");
+        assert_eq!(s.get("verify"), Some("make check"));
+        s.set(opt("verify"), "cargo test").unwrap();
+        s.set(opt("max-duration"), "2h").unwrap();
+        s.verify_first("make check");
+        assert_eq!(
+            s.args(),
+            [
+                "--max-duration",
+                "2h",
+                "--verify",
+                "( make check\n) && ( cargo test\n)"
+            ]
+        );
     }
 
     #[test]
