@@ -364,7 +364,7 @@ fn max_verify_failures_ends_the_loop_after_that_many_refused_promises() {
     let s = p.state();
     assert_eq!(
         (
-            s.guards.max_verify_failures,
+            s.guards.max_verify_failures.count(),
             s.progress.counts.verify_failures
         ),
         (2, 1)
@@ -400,7 +400,7 @@ fn max_verify_failures_is_an_option_of_the_slash_command_too() {
     );
     assert_eq!(code, 0, "{out}{err}");
     let s = p.state();
-    assert_eq!(s.guards.max_verify_failures, 4);
+    assert_eq!(s.guards.max_verify_failures.count(), 4);
     assert_eq!(s.prompt, "Build it");
     assert!(out.contains("ends after 4 failed checks"), "{out}");
     let (code, _, err) = p.ralph(

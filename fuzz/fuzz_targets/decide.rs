@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         .expect("the base loop parses");
     s.active = b.byte() % 8 != 0;
     s.iteration = b.u64();
-    s.max_iterations = b.u64();
+    s.max_iterations = b.u64().into();
     s.started_at = b.maybe_i64().map(Timestamp);
     s.progress.tokens_used = b.u64();
     s.progress.same_reply_count = b.u64();
@@ -73,8 +73,8 @@ fuzz_target!(|data: &[u8]| {
     s.progress.counts.replies_behind = b.u64();
     s.guards.max_tokens = b.maybe_u64();
     s.guards.max_duration_secs = b.maybe_u64();
-    s.guards.stuck_after = b.u64();
-    s.guards.no_progress_after = b.u64();
+    s.guards.stuck_after = b.u64().into();
+    s.guards.no_progress_after = b.u64().into();
     let reply = match b.byte() % 5 {
         0 => None,
         1 => Some("<promise>DONE</promise>".to_owned()),
@@ -121,7 +121,7 @@ fuzz_target!(|data: &[u8]| {
         Decision::End { detail, .. } => assert!(s.active && !detail.is_empty()),
         Decision::Continue { next, progress, .. } => {
             assert!(s.active);
-            assert!(s.max_iterations == 0 || s.iteration < s.max_iterations);
+            assert!(!s.max_iterations.reached(s.iteration));
             assert!(s.iteration < MAX_COUNT);
             assert_eq!(next, s.iteration + 1);
             assert!(progress.tokens_used <= MAX_TOKENS);

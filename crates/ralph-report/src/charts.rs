@@ -233,7 +233,7 @@ fn verdicts(
 /// none is on.
 pub(crate) fn breakers(view: &LoopView) -> String {
     let mut rows = String::new();
-    for b in view.breakers.iter().filter(|b| b.limit > 0) {
+    for b in view.breakers.iter().filter(|b| b.limit.is_set()) {
         let _ = write!(rows, "{}", breaker_row(b));
     }
     if rows.is_empty() {
@@ -252,15 +252,14 @@ fn breaker_row(b: &Breaker) -> String {
             thousands(n)
         }
     };
-    let (limit, percent) = if b.limit == 0 {
-        ("off".to_owned(), 0.0)
-    } else {
-        (
-            shown(b.limit),
-            (b.count as f64 / b.limit as f64 * 100.0).min(100.0),
-        )
+    let (limit, percent) = match b.limit.get() {
+        None => ("off".to_owned(), 0.0),
+        Some(limit) => (
+            shown(limit),
+            (b.count as f64 / limit as f64 * 100.0).min(100.0),
+        ),
     };
-    let hot = if b.limit > 0 && b.count >= b.limit {
+    let hot = if b.limit.reached(b.count) {
         " reached"
     } else {
         ""

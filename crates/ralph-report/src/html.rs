@@ -10,6 +10,7 @@ use super::charts;
 use super::model::{LoopView, Report, StoryRow};
 pub(crate) use super::text::esc;
 use super::text::{esc_block, thousands};
+use ralph_core::loop_file::limit::Limit;
 use ralph_core::loop_file::outcome::Outcome;
 use ralph_core::time::format_duration;
 
@@ -108,7 +109,7 @@ fn headline(view: &LoopView) -> (&'static str, String) {
 fn facts(view: &LoopView) -> String {
     let mut items = Vec::new();
     match (view.iteration, view.max_iterations) {
-        (Some(i), Some(0)) => items.push(format!("iteration {i} (no limit)")),
+        (Some(i), Some(Limit::Unlimited)) => items.push(format!("iteration {i} (no limit)")),
         (Some(i), Some(m)) => items.push(format!("iteration {i} of {m}")),
         _ => {}
     }

@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use ralph_core::control::LoopReport;
+use ralph_core::loop_file::limit::Limit;
 use ralph_core::money::Money;
 use ralph_core::time::Timestamp;
 use ralph_run::fleet::StoryRecord;
@@ -38,7 +39,7 @@ pub struct LoopView {
     /// `--protect` and `--scope`, worded as `ralph status` words them.
     pub paths: Vec<String>,
     pub iteration: Option<u64>,
-    pub max_iterations: Option<u64>,
+    pub max_iterations: Option<Limit>,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub elapsed_secs: Option<u64>,
@@ -61,8 +62,8 @@ pub struct LoopView {
 pub struct Breaker {
     pub label: &'static str,
     pub count: u64,
-    /// 0: the breaker is off.
-    pub limit: u64,
+    /// Unlimited: the breaker is off.
+    pub limit: Limit,
     /// The count and limit are micro-dollars (shown as `$0.15`).
     pub dollars: bool,
 }
@@ -285,16 +286,16 @@ fn breakers(r: &LoopReport) -> Vec<Breaker> {
         g.max_verify_failures,
     );
     if let Some(limit) = g.max_tokens {
-        push("tokens", r.tokens_used, limit);
+        push("tokens", r.tokens_used, Limit::new(limit));
     }
     if let Some(limit) = g.max_duration_secs {
-        push("seconds", r.elapsed_secs, limit);
+        push("seconds", r.elapsed_secs, Limit::new(limit));
     }
     if let Some(limit) = g.max_cost_usd {
         out.push(Breaker {
             label: "dollars (--max-cost)",
             count: c.cost_usd.0,
-            limit: limit.0,
+            limit: Limit::new(limit.0),
             dollars: true,
         });
     }

@@ -209,9 +209,9 @@ fn notices(state: &LoopState) -> Vec<(String, String)> {
 /// it (the decision's reason, the end notice, the webhook).
 fn ending(state: &LoopState) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let detail = if state.max_iterations > 0 && state.prd.is_none() {
+    let detail = if let Some(limit) = state.max_iterations.get().filter(|_| state.prd.is_none()) {
         let mut at_limit = state.clone();
-        at_limit.iteration = state.max_iterations;
+        at_limit.iteration = limit;
         let seen = Observation {
             reply: Some("working on it".into()),
             now: Some(Timestamp(30)),
@@ -221,12 +221,12 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
             Decision::End { detail, .. } => detail,
             other => panic!("the limit did not end it: {other:?}"),
         }
-    } else if state.max_iterations > 0 {
+    } else if state.max_iterations.is_set() {
         messages::limit_reached(state)
     } else {
         "cancelled by the user".to_owned()
     };
-    let outcome = if state.max_iterations > 0 {
+    let outcome = if state.max_iterations.is_set() {
         Outcome::MaxIterations
     } else {
         Outcome::Cancelled

@@ -16,6 +16,7 @@ use ralph_core::decide::engine::Step;
 use ralph_core::loop_file::lifecycle::Loop;
 use ralph_core::loop_file::messages;
 use ralph_core::loop_file::registry::Registry;
+use ralph_core::loop_file::run_owner::RunOwner;
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::{LoopFile, Project};
 
@@ -217,8 +218,8 @@ impl Driver {
 
     /// Takes over a loop armed earlier ([`moves::take_over`]); returns the
     /// driver and the loop's state as it was found.
-    pub fn take_over(setup: Setup, own_id: &str) -> Result<(Self, LoopState), RunError> {
-        let taken = moves::take_over(&setup.project, &setup.registry, &setup.name, own_id)?;
+    pub fn take_over(setup: Setup, own: &RunOwner) -> Result<(Self, LoopState), RunError> {
+        let taken = moves::take_over(&setup.project, &setup.registry, &setup.name, own)?;
         let driver = Self::new(setup, taken.driver, taken.back_to, false);
         Ok((driver, taken.found))
     }
@@ -761,10 +762,11 @@ mod tests {
     fn an_agent_that_cannot_run_leaves_a_loop_taken_over_as_found() {
         let f = Fixture::new("s1");
         let before = f.text();
-        let (mut driver, found) = Driver::take_over(f.setup(None), "run-1").unwrap();
+        let own = RunOwner::own();
+        let (mut driver, found) = Driver::take_over(f.setup(None), &own).unwrap();
         assert_eq!(found.session_id.as_deref(), Some("s1"));
         assert_eq!(driver.previous_owner(), Some("s1"));
-        assert_eq!(f.state().unwrap().session_id.as_deref(), Some("run-1:s1"));
+        assert_eq!(f.state().unwrap().session_id, Some(format!("{own}:s1")));
         let missing = io::Error::new(io::ErrorKind::NotFound, "no such program");
         match driver.next(&mut Canned::new([Err(missing)])).unwrap() {
             Event::Ended(End::GaveUp {
@@ -776,7 +778,7 @@ mod tests {
         }
         assert_eq!(f.text(), before, "the loop is back as it was found");
         // Taken over again, the agent now exits without a reply.
-        let (mut driver, _) = Driver::take_over(f.setup(None), "run-1").unwrap();
+        let (mut driver, _) = Driver::take_over(f.setup(None), &own).unwrap();
         let mut agent = Canned::new([Ok(Finished::Exited {
             status: exit_status(1),
             stdout: String::new(),
@@ -859,7 +861,7 @@ mod tests {
     #[test]
     fn a_run_hands_the_loop_back_after_its_share_of_iterations() {
         let f = Fixture::new("s1");
-        let (mut driver, _) = Driver::take_over(f.setup(Some(2)), "run-1").unwrap();
+        let (mut driver, _) = Driver::take_over(f.setup(Some(2)), &RunOwner::own()).unwrap();
         let mut agent = Canned::new([replied("one"), replied("two")]);
         assert!(matches!(
             driver.next(&mut agent).unwrap(),

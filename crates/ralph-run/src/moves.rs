@@ -11,6 +11,7 @@ use ralph_core::decide::{Observation, Outcome};
 use ralph_core::loop_file::error::LoopFileError;
 use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use ralph_core::loop_file::registry::Registry;
+use ralph_core::loop_file::run_owner::RunOwner;
 use ralph_core::loop_file::state::LoopState;
 use ralph_core::loop_file::store::{self, LoopFile, Project, StoreError};
 use ralph_core::time::Timestamp;
@@ -199,7 +200,7 @@ pub fn take_over(
     project: &Project,
     registry: &Registry,
     name: &str,
-    own_id: &str,
+    own: &RunOwner,
 ) -> Result<TakenOver, RunError> {
     let file = LoopFile {
         name: name.to_owned(),
@@ -214,7 +215,8 @@ pub fn take_over(
     };
     require_armed(project, registry, &file, &live.state)?;
     let found = live.state.clone();
-    let driver = ralph_core::loop_file::run_owner::taking_over(own_id, found.session_id.as_deref());
+    let owner = own.taking_over(found.session_id.as_deref());
+    let driver = owner.to_string();
     live.set_owner(&lock, &driver)?;
     if !found.active {
         // `ralph run --name` on a paused loop (Ctrl-C, `ralph pause`) is
@@ -228,8 +230,8 @@ pub fn take_over(
     }
     // Handed back to the session it came from; a loop taken from a dead run
     // that had no session goes back to that run's id, inert as it was found.
-    let back_to = match driver.split_once(':') {
-        Some((_, session)) => Some(session.to_owned()),
+    let back_to = match owner.session {
+        Some(session) => Some(session.to_owned()),
         None => found.session_id.clone(),
     };
     Ok(TakenOver {
@@ -386,7 +388,10 @@ fn observe(
         tokens_used: reply
             .tokens
             .map(|t| state.progress.tokens_used.saturating_add(t)),
-        tree_fingerprint: (state.guards.no_progress_after > 0)
+        tree_fingerprint: state
+            .guards
+            .no_progress_after
+            .is_set()
             .then(|| {
                 git::progress_fingerprint(
                     &project.root,
@@ -428,7 +433,7 @@ pub(crate) mod tests {
             &ralph_core::control::ArmRequest {
                 name: "l".into(),
                 prompt: "task".into(),
-                max_iterations: 5,
+                max_iterations: 5.into(),
                 session_id: Some("run:1".into()),
                 ..ralph_core::control::ArmRequest::default()
             },
@@ -476,8 +481,8 @@ pub(crate) mod tests {
         if request.prompt.is_empty() {
             request.prompt = "task".into();
         }
-        if request.max_iterations == 0 {
-            request.max_iterations = 5;
+        if !request.max_iterations.is_set() {
+            request.max_iterations = 5.into();
         }
         ralph_core::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
         let file = LoopFile {
@@ -490,17 +495,18 @@ pub(crate) mod tests {
     #[test]
     fn a_run_takes_a_loop_over_and_hands_it_back_to_its_session() {
         let (_tmp, project, registry, file) = armed(Some("s1"));
-        let taken = take_over(&project, &registry, "l", "run-1").unwrap();
-        assert_eq!(taken.driver, "run-1:s1");
+        let own = RunOwner::own();
+        let taken = take_over(&project, &registry, "l", &own).unwrap();
+        assert_eq!(taken.driver, format!("{own}:s1"));
         assert_eq!(taken.back_to.as_deref(), Some("s1"));
         assert_eq!(taken.found.session_id.as_deref(), Some("s1"));
         let live = read(&project, &registry, &file).unwrap().unwrap();
-        assert_eq!(live.state.session_id.as_deref(), Some("run-1:s1"));
+        assert_eq!(live.state.session_id, Some(format!("{own}:s1")));
         hand_back(&project, &file, &taken.driver, Some("s1")).unwrap();
         let live = read(&project, &registry, &file).unwrap().unwrap();
         assert_eq!(live.state.session_id.as_deref(), Some("s1"));
         assert!(matches!(
-            take_over(&project, &registry, "other", "run-1"),
+            take_over(&project, &registry, "other", &own),
             Err(RunError::NoLoopToResume(name)) if name == "other"
         ));
     }

@@ -6,6 +6,7 @@ use crate::control::approval::StoryCommands;
 use crate::control::arguments::{self, ArgumentsError};
 use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
 use crate::loop_file::guards::GuardSettings;
+use crate::loop_file::limit::Limit;
 use crate::loop_file::registry::{Registry, RegistryError};
 use crate::loop_file::store::Project;
 use crate::loop_file::{messages, stories};
@@ -164,11 +165,13 @@ impl ArmOptions {
             Some(p) if prompt.trim().is_empty() => stories::default_task(&p.path),
             _ => prompt,
         };
-        let max_iterations = self
-            .max_iterations
-            .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS);
+        let max_iterations = Limit::new(
+            self.max_iterations
+                .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS),
+        );
         let promise = non_empty(self.completion_promise.clone());
-        if max_iterations == 0 && promise.is_none() && prd.is_none() && !has_budget(&self.guards) {
+        let bounded = max_iterations.is_set() || self.guards.has_budget();
+        if !bounded && promise.is_none() && prd.is_none() {
             return Err(LoopError::Unbounded);
         }
         // Each story's globs are recorded with the loop's own, now: the agent
@@ -236,22 +239,6 @@ pub fn unapproved(
     Ok((!list.approved_by(options.approve_commands.as_deref())).then_some(list))
 }
 
-/// Whether a budget ends the loop: `--max-tokens`, `--max-cost` or
-/// `--max-duration`, set and not zero. (`--verify` only checks a promise and
-/// `--max-window` pauses: neither ends a loop that has no other end.)
-fn has_budget(guards: &GuardSettings) -> bool {
-    ["max-tokens", "max-cost", "max-duration"]
-        .iter()
-        .any(|flag| {
-            guards.get(flag).is_some_and(|v| {
-                !v.trim()
-                    .trim_start_matches('$')
-                    .trim_matches(['0', '.'])
-                    .is_empty()
-            })
-        })
-}
-
 /// `--max-window` goes by what `ralph statusline` last saw of the plan's 5-hour window (kept
 /// beside the registry): without that, the guard could never fire, so arming is refused with
 /// the fix. Nothing is read unless the guard is set.
@@ -306,10 +293,9 @@ pub fn arm_and_tell(
 pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec<String> {
     let (path, state) = (&armed.path, &armed.state);
     let mut out = Vec::new();
-    let limit = if state.max_iterations == 0 {
-        "no iteration limit".to_owned()
-    } else {
-        format!("at most {} iterations", state.max_iterations)
+    let limit = match state.max_iterations.get() {
+        None => "no iteration limit".to_owned(),
+        Some(n) => format!("at most {n} iterations"),
     };
     let owner = state
         .session_id
@@ -563,7 +549,7 @@ mod tests {
         assert_eq!(req.name, DEFAULT_NAME);
         assert_eq!(
             req.max_iterations,
-            crate::loop_file::state::DEFAULT_MAX_ITERATIONS
+            crate::loop_file::state::Limit::new(crate::loop_file::state::DEFAULT_MAX_ITERATIONS)
         );
         assert_eq!(req.completion_promise, None);
         assert_eq!(req.notify.url, None);

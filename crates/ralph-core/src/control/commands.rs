@@ -161,15 +161,13 @@ impl ralph_fs::error::Exit for LoopError {
 
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
 fn owner_words(owner: Option<&str>) -> String {
-    match owner {
-        Some(o)
-            if crate::loop_file::run_owner::is_run(o)
-                && crate::loop_file::run_owner::is_gone(o) =>
-        {
+    let run = owner.map(|o| (o, crate::loop_file::run_owner::RunOwner::parse(o)));
+    match run {
+        Some((o, Some(run))) if run.is_gone() => {
             format!("last driven by `ralph run` ({o}), which has ended")
         }
-        Some(o) if o.starts_with("ralph-run-") => format!("driven by `ralph run` ({o})"),
-        Some(o) => format!("owned by session {o}"),
+        Some((o, Some(_))) => format!("driven by `ralph run` ({o})"),
+        Some((o, None)) => format!("owned by session {o}"),
         None => "not claimed by any session yet".to_owned(),
     }
 }
@@ -179,7 +177,7 @@ fn owner_words(owner: Option<&str>) -> String {
 pub struct ArmRequest {
     pub name: String,
     pub prompt: String,
-    pub max_iterations: u64,
+    pub max_iterations: crate::loop_file::limit::Limit,
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
@@ -251,7 +249,7 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
             "session_id: {}",
             req.session_id.as_deref().map(scalar).unwrap_or_default()
         ),
-        format!("max_iterations: {}", req.max_iterations),
+        format!("max_iterations: {}", req.max_iterations.count()),
         format!(
             "completion_promise: {}",
             req.completion_promise
@@ -850,7 +848,7 @@ mod tests {
         ArmRequest {
             name: name.into(),
             prompt: "Do \"it\" $HOME\n---\niteration: 7".into(),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             completion_promise: Some("ALL DONE".into()),
             session_id: session.map(Into::into),
             ..ArmRequest::default()
@@ -865,7 +863,7 @@ mod tests {
         let s = LoopState::parse(&text).unwrap();
         assert_eq!(s.prompt, "Do \"it\" $HOME\n---\niteration: 7");
         assert_eq!(s.completion_promise.as_deref(), Some("ALL DONE"));
-        assert_eq!(s.max_iterations, 5);
+        assert_eq!(s.max_iterations.count(), 5);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub struct LoopReport {
     pub state: LoopStatus,
     pub outcome: Option<String>,
     pub iteration: Option<u64>,
-    pub max_iterations: Option<u64>,
+    pub max_iterations: Option<crate::loop_file::limit::Limit>,
     pub session_id: Option<String>,
     pub completion_promise: Option<String>,
     /// The task's first line, escaped (what the loop works on).

@@ -98,13 +98,10 @@ impl Raise {
     fn fields(&self, state: &LoopState) -> (Vec<(&'static str, String)>, Vec<String>) {
         let mut fields = Vec::new();
         let mut words = Vec::new();
-        if let Some(k) = self.iterations {
-            let was = state.max_iterations;
-            let now = if was == 0 { 0 } else { was.saturating_add(k) };
-            if was > 0 {
-                fields.push(("max_iterations", now.to_string()));
-                words.push(format!("iterations {was} → {now}"));
-            }
+        if let (Some(k), Some(was)) = (self.iterations, state.max_iterations.get()) {
+            let now = was.saturating_add(k);
+            fields.push(("max_iterations", now.to_string()));
+            words.push(format!("iterations {was} → {now}"));
         }
         let guards = &state.guards;
         if let (Some(add), Some(was)) = (self.tokens, guards.max_tokens) {
@@ -310,8 +307,8 @@ fn rearm_fields(state: &LoopState, iteration: u64, now: Timestamp) -> Vec<(&'sta
 fn bounds_words(state: &LoopState) -> String {
     let g = &state.guards;
     let mut out = Vec::new();
-    if state.max_iterations > 0 {
-        out.push(format!("{} iterations", state.max_iterations));
+    if let Some(n) = state.max_iterations.get() {
+        out.push(format!("{n} iterations"));
     }
     if let Some(t) = g.max_tokens {
         out.push(format!("{t} tokens"));

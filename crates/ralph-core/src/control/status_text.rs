@@ -3,6 +3,7 @@
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
 use crate::control::listing::{LogChoice, LoopReport};
+use crate::loop_file::limit::Limit;
 use crate::loop_file::outcome::LoopStatus;
 use crate::loop_file::store::Project;
 use crate::money::Money;
@@ -83,7 +84,7 @@ fn report(r: &LoopReport) -> Vec<String> {
 /// A loop's first line: its state, name, how it ended and its iteration.
 fn heading(r: &LoopReport) -> String {
     let iteration = match (r.iteration, r.max_iterations) {
-        (Some(i), Some(0)) => format!("iteration {i} (no limit)"),
+        (Some(i), Some(Limit::Unlimited)) => format!("iteration {i} (no limit)"),
         (Some(i), Some(m)) => format!("iteration {i}/{m}"),
         _ => String::new(),
     };
@@ -156,9 +157,10 @@ fn failure_trend(r: &LoopReport) -> Option<String> {
 /// A `ralph run` owner whose process is gone: who gets the loop back, and
 /// how to take it over or end it.
 fn driver_gone(r: &LoopReport) -> Option<String> {
-    let owner = r.session_id.as_ref().filter(|_| r.driver_gone)?;
-    let home = match owner.split_once(':') {
-        Some((_, session)) => format!(
+    let owner = r.session_id.as_deref().filter(|_| r.driver_gone)?;
+    let run = crate::loop_file::run_owner::RunOwner::parse(owner)?;
+    let home = match run.session {
+        Some(session) => format!(
             "session {} gets it back at its next stop; or ",
             ralph_fs::display::line(session)
         ),
@@ -166,7 +168,7 @@ fn driver_gone(r: &LoopReport) -> Option<String> {
     };
     Some(format!(
         "  ⚠ its driver {} is no longer running; {home}take it over with `ralph run --name {}`, or end it with `ralph cancel --name {}`",
-        ralph_fs::display::line(owner.split_once(':').map_or(owner.as_str(), |(id, _)| id)),
+        ralph_fs::display::line(&run.driver().to_string()),
         r.name,
         r.name
     ))
@@ -312,7 +314,7 @@ mod tests {
             name: "l".into(),
             prompt: "Fix the parser\nand more".into(),
             completion_promise: Some("DONE".into()),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             ..ArmRequest::default()
         };
         crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();

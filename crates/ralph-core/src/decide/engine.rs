@@ -792,7 +792,7 @@ mod tests {
         let request = ArmRequest {
             name: "l".into(),
             prompt: "task".into(),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             ..ArmRequest::default()
         };
         crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();

@@ -11,6 +11,7 @@ pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };
 use crate::loop_file::guards::Tripped;
+use crate::loop_file::limit::Limit;
 pub use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::reply::promise;
@@ -201,11 +202,11 @@ fn guarded_paths(
         .push(words::refused(&protected, &outside, &rules.scope));
     let counts = &mut turn.progress.counts;
     counts.verify_failures = counts.verify_failures.saturating_add(1).min(MAX_COUNT);
-    let limit = match state.guards.max_verify_failures {
-        0 => PATH_REFUSALS_LIMIT,
-        set => set,
-    };
-    if counts.verify_failures >= limit {
+    let limit = state
+        .guards
+        .max_verify_failures
+        .or(Limit::new(PATH_REFUSALS_LIMIT));
+    if limit.reached(counts.verify_failures) {
         return Err(Early::End(
             Outcome::Guard(Tripped::VerifyFailures),
             words::ended(counts.verify_failures, &protected, &outside),
@@ -375,9 +376,10 @@ fn count_refusal(
         return verify_failures(state, command, progress);
     }
     let mut limited = state.clone();
-    if limited.guards.max_verify_failures == 0 {
-        limited.guards.max_verify_failures = PATH_REFUSALS_LIMIT;
-    }
+    limited.guards.max_verify_failures = limited
+        .guards
+        .max_verify_failures
+        .or(Limit::new(PATH_REFUSALS_LIMIT));
     verify_failures(&limited, command, progress).map_err(|e| match e {
         Early::End(outcome, detail) => Early::End(outcome, format!("{detail} ({why})")),
         other => other,
@@ -394,7 +396,7 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
         .saturating_add(1)
         .min(MAX_COUNT);
     let limit = state.guards.max_verify_failures;
-    if limit > 0 && progress.counts.verify_failures >= limit {
+    if limit.reached(progress.counts.verify_failures) {
         return Err(Early::End(
             Outcome::Guard(Tripped::VerifyFailures),
             format!(
@@ -466,7 +468,7 @@ fn same_failure(
     };
     counts.failure_fingerprint = Some(print);
     let limit = state.guards.max_same_failure;
-    if limit > 0 && counts.same_failures >= limit {
+    if limit.reached(counts.same_failures) {
         // One line: this sentence is the loop's reason, shown on one line
         // by the end notice, `ralph status` and the report; the output's
         // last lines are joined with ⏎, never a line break shown as `\n`.
@@ -517,7 +519,7 @@ fn stall(
         counts.stalled_checks.saturating_add(1).min(MAX_COUNT)
     };
     let limit = state.guards.stall_after;
-    if limit > 0 && counts.stalled_checks >= limit {
+    if limit.reached(counts.stalled_checks) {
         return Err(Early::End(
             Outcome::Guard(Tripped::Stalled),
             format!(
@@ -710,7 +712,7 @@ fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Res
     };
     progress.reply_fingerprint = fingerprint;
     let stuck_after = state.guards.stuck_after;
-    if stuck_after > 0 && progress.same_reply_count >= stuck_after {
+    if stuck_after.reached(progress.same_reply_count) {
         return Err(Early::End(
             Outcome::Guard(Tripped::Stuck),
             format!(
@@ -736,7 +738,7 @@ fn no_progress_breaker(
     };
     progress.tree_fingerprint = Some(tree.clone());
     let limit = state.guards.no_progress_after;
-    if limit > 0 && progress.no_progress_count >= limit {
+    if limit.reached(progress.no_progress_count) {
         return Err(Early::End(
             Outcome::Guard(Tripped::NoProgress),
             format!(
@@ -1311,7 +1313,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Off (the default): failures are counted, never end the loop.
-        s.guards.max_verify_failures = 0;
+        s.guards.max_verify_failures = 0.into();
         s.progress.counts.verify_failures = 1_000;
         assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
     }
@@ -1900,7 +1902,7 @@ mod tests {
     #[test]
     fn the_same_failure_three_times_ends_the_loop_and_a_different_one_resets() {
         let mut s = state("check: cargo test\nstuck_after: 0\nstall_after: 0\n");
-        assert_eq!(s.guards.max_same_failure, DEFAULT_SAME);
+        assert_eq!(s.guards.max_same_failure.count(), DEFAULT_SAME);
         let fail = |secs: &str| checked(&format!("test a ... FAILED\nfinished in {secs}s"));
         assert!(matches!(
             stop_with_check(&mut s, fail("0.53")),
@@ -1999,7 +2001,7 @@ mod tests {
     fn extreme_figures_neither_wrap_nor_panic() {
         let mut s = state("max_tokens: 1000000000000000\nmax_duration: 3650d\n");
         s.iteration = u64::MAX;
-        s.max_iterations = 0;
+        s.max_iterations = 0.into();
         assert_eq!(
             outcome(&decide(&s, &seen("x"))),
             Some(Outcome::MaxIterations)
@@ -2010,8 +2012,8 @@ mod tests {
         s.progress.idle_blocks = u64::MAX;
         s.progress.elapsed_secs = Some(u64::MAX);
         s.progress.clock_at = Some(Timestamp(i64::MIN));
-        s.guards.stuck_after = 0;
-        s.guards.no_progress_after = 0;
+        s.guards.stuck_after = 0.into();
+        s.guards.no_progress_after = 0.into();
         let extreme = Observation {
             now: Some(Timestamp(i64::MAX)),
             tokens_used: Some(u64::MAX),
@@ -2080,7 +2082,7 @@ mod tests {
             ) {
                 let mut s = state("completion_promise: DONE\n");
                 s.iteration = iteration;
-                s.max_iterations = max_iterations;
+                s.max_iterations = max_iterations.into();
                 s.started_at = started.map(Timestamp);
                 s.progress.tokens_used = counters[0];
                 s.progress.same_reply_count = counters[1];
@@ -2091,8 +2093,8 @@ mod tests {
                 s.progress.tree_fingerprint = Some("t".into());
                 s.guards.max_tokens = max_tokens;
                 s.guards.max_duration_secs = max_duration;
-                s.guards.stuck_after = guards[0];
-                s.guards.no_progress_after = guards[1];
+                s.guards.stuck_after = guards[0].into();
+                s.guards.no_progress_after = guards[1].into();
                 let seen = Observation {
                     reply,
                     now: now.map(Timestamp),

@@ -357,7 +357,7 @@ mod tests {
             name: name.into(),
             prompt: "task".into(),
             session_id: session.map(str::to_owned),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             ..ArmRequest::default()
         };
         crate::control::arm(project, registry, &request, Timestamp(0)).unwrap();

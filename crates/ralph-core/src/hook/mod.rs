@@ -287,7 +287,7 @@ mod tests {
             prompt: "Fix the parser".into(),
             session_id: Some("s1".into()),
             completion_promise: Some("DONE".into()),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             ..ArmRequest::default()
         };
         crate::control::arm(

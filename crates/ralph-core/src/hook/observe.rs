@@ -26,7 +26,7 @@ struct Wants {
 
 impl Wants {
     fn of(state: &LoopState, ctx: &Environment) -> Self {
-        let progress = state.guards.no_progress_after > 0;
+        let progress = state.guards.no_progress_after.is_set();
         let cost = state.guards.max_cost_usd.is_some();
         Self {
             progress,
@@ -375,7 +375,7 @@ mod tests {
     #[test]
     fn the_transcript_is_counted_only_for_a_guard_that_counts() {
         let mut quiet = state();
-        quiet.guards.no_progress_after = 0;
+        quiet.guards.no_progress_after = 0.into();
         quiet.guards.max_tokens = None;
         quiet.guards.max_cost_usd = None;
         assert!(!Wants::of(&quiet, &ctx(0)).transcript);

@@ -8,6 +8,7 @@ use crate::loop_file::fields::{
     FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
 };
 use crate::loop_file::frontmatter::quote;
+use crate::loop_file::limit::Limit;
 use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_money, check_number};
 use crate::money::Money;
 use crate::time::format_duration;
@@ -46,17 +47,17 @@ pub struct Guards {
     pub max_tokens: Option<u64>,
     pub verify: Option<String>,
     pub verify_timeout_secs: u64,
-    pub stuck_after: u64,
-    pub no_progress_after: u64,
+    pub stuck_after: Limit,
+    pub no_progress_after: Limit,
     /// Failed verification gates (refused promises) that end the loop; 0: off.
-    pub max_verify_failures: u64,
+    pub max_verify_failures: Limit,
     /// The fast check run at every stop where the loop goes on.
     pub check: Option<String>,
     pub check_timeout_secs: u64,
     /// Identical failures in a row that end the loop; 0: off.
-    pub max_same_failure: u64,
+    pub max_same_failure: Limit,
     /// Checks in a row without a new lowest failure count that end the loop; 0: off.
-    pub stall_after: u64,
+    pub stall_after: Limit,
     /// The dollar budget (`max_cost`); `None` or 0: off.
     pub max_cost_usd: Option<Money>,
     /// Pause the in-session loop once the plan's 5-hour window is this
@@ -109,40 +110,53 @@ impl Guards {
     /// The guards' settings as a loop file writes them; errors name the field.
     pub(crate) fn read(raw: &impl FieldSource) -> Result<Self, StateError> {
         let field = |name| raw.get(name);
-        let count = |name| number(name, field(name), MAX_COUNT);
+        let limit = |name| Limit::read(name, field(name), MAX_COUNT);
         let verify = non_empty(field("verify").map(str::to_owned));
         let check = non_empty(field("check").map(str::to_owned));
+        let default_if = |on: bool, n| Limit::new(if on { n } else { 0 });
         Ok(Self {
-            max_duration_secs: duration("max_duration", field("max_duration"))?,
-            max_tokens: number("max_tokens", field("max_tokens"), MAX_TOKENS)?.filter(|&n| n > 0),
+            max_duration_secs: max_duration(raw)?,
+            max_tokens: max_tokens(raw)?,
             verify_timeout_secs: duration("verify_timeout", field("verify_timeout"))?
                 .unwrap_or(DEFAULT_VERIFY_TIMEOUT)
                 .clamp(1, MAX_VERIFY_TIMEOUT),
-            stuck_after: count("stuck_after")?.unwrap_or(DEFAULT_STUCK_AFTER),
-            no_progress_after: count("no_progress_after")?.unwrap_or(DEFAULT_NO_PROGRESS_AFTER),
-            max_verify_failures: count("max_verify_failures")?
-                .unwrap_or(DEFAULT_MAX_VERIFY_FAILURES),
-            max_same_failure: count("max_same_failure")?.unwrap_or(
-                if check.is_some() || verify.is_some() {
-                    DEFAULT_MAX_SAME_FAILURE
-                } else {
-                    0
-                },
-            ),
-            stall_after: count("stall_after")?.unwrap_or(if check.is_some() {
-                DEFAULT_STALL_AFTER
-            } else {
-                0
-            }),
+            stuck_after: limit("stuck_after")?.unwrap_or(Limit::new(DEFAULT_STUCK_AFTER)),
+            no_progress_after: limit("no_progress_after")?
+                .unwrap_or(Limit::new(DEFAULT_NO_PROGRESS_AFTER)),
+            max_verify_failures: limit("max_verify_failures")?
+                .unwrap_or(Limit::new(DEFAULT_MAX_VERIFY_FAILURES)),
+            max_same_failure: limit("max_same_failure")?.unwrap_or(default_if(
+                check.is_some() || verify.is_some(),
+                DEFAULT_MAX_SAME_FAILURE,
+            )),
+            stall_after: limit("stall_after")?
+                .unwrap_or(default_if(check.is_some(), DEFAULT_STALL_AFTER)),
             check_timeout_secs: duration("check_timeout", field("check_timeout"))?
                 .unwrap_or(DEFAULT_CHECK_TIMEOUT)
                 .clamp(1, MAX_VERIFY_TIMEOUT),
             verify,
             check,
-            max_cost_usd: money("max_cost", field("max_cost"))?.filter(|m| m.0 > 0),
-            max_window_pct: count("max_window")?.filter(|&p| p > 0).map(|p| p.min(100)),
+            max_cost_usd: max_cost(raw)?,
+            max_window_pct: limit("max_window")?
+                .and_then(Limit::get)
+                .map(|p| p.min(100)),
         })
     }
+}
+
+/// The time budget (`max_duration`), in seconds.
+fn max_duration(raw: &impl FieldSource) -> Result<Option<u64>, StateError> {
+    duration("max_duration", raw.get("max_duration"))
+}
+
+/// The token budget (`max_tokens`); 0 is none.
+fn max_tokens(raw: &impl FieldSource) -> Result<Option<u64>, StateError> {
+    Ok(Limit::read("max_tokens", raw.get("max_tokens"), MAX_TOKENS)?.and_then(Limit::get))
+}
+
+/// The dollar budget (`max_cost`); 0 is none.
+fn max_cost(raw: &impl FieldSource) -> Result<Option<Money>, StateError> {
+    Ok(money("max_cost", raw.get("max_cost"))?.filter(|m| m.0 > 0))
 }
 
 /// What the guards count from stop to stop, kept in the loop file beside
@@ -519,11 +533,8 @@ impl Guards {
                 line(v),
                 format_duration(self.verify_timeout_secs)
             ));
-            if self.max_verify_failures > 0 {
-                out.push(format!(
-                    "ends after {} failed checks",
-                    self.max_verify_failures
-                ));
+            if let Some(n) = self.max_verify_failures.get() {
+                out.push(format!("ends after {n} failed checks"));
             }
         }
         if let Some(c) = &self.check {
@@ -533,33 +544,24 @@ impl Guards {
                 format_duration(self.check_timeout_secs)
             ));
         }
-        if self.max_same_failure > 0 && (self.check.is_some() || self.verify.is_some()) {
-            out.push(format!(
-                "ends after {} identical failures",
-                self.max_same_failure
-            ));
+        if let Some(n) = self.max_same_failure.get()
+            && (self.check.is_some() || self.verify.is_some())
+        {
+            out.push(format!("ends after {n} identical failures"));
         }
-        if self.stall_after > 0 && self.check.is_some() {
-            out.push(format!(
-                "stalled after {} checks without fewer failures",
-                self.stall_after
-            ));
+        if let Some(n) = self.stall_after.get().filter(|_| self.check.is_some()) {
+            out.push(format!("stalled after {n} checks without fewer failures"));
         }
         if let Some(a) = abort {
             out.push(format!("abort promise {}", line(a)));
         }
-        out.push(if self.stuck_after > 0 {
-            format!("stuck after {} identical replies", self.stuck_after)
-        } else {
-            "stuck breaker off".into()
+        out.push(match self.stuck_after.get() {
+            Some(n) => format!("stuck after {n} identical replies"),
+            None => "stuck breaker off".into(),
         });
-        out.push(if self.no_progress_after > 0 {
-            format!(
-                "no-progress after {} unchanged iterations",
-                self.no_progress_after
-            )
-        } else {
-            "no-progress breaker off".into()
+        out.push(match self.no_progress_after.get() {
+            Some(n) => format!("no-progress after {n} unchanged iterations"),
+            None => "no-progress breaker off".into(),
         });
         out
     }
@@ -598,11 +600,33 @@ impl GuardSettings {
             Kind::Money => check_money(option.flag, value)?,
             Kind::Text | Kind::Flag | Kind::OptionalValue => value.to_owned(),
         };
+        self.put(option, value);
+        Ok(())
+    }
+
+    /// Sets a guard to a value already checked, in the table's order.
+    fn put(&mut self, option: &'static GuardOption, value: String) {
         self.values.retain(|(g, _)| g.flag != option.flag);
         self.values.push((option, value));
         self.values
             .sort_by_key(|(g, _)| OPTIONS.iter().position(|o| o.flag == g.flag));
-        Ok(())
+    }
+
+    /// The `--verify` gate's command, unless none or a blank one was given.
+    pub fn verify(&self) -> Option<&str> {
+        self.get("verify").filter(|v| !v.trim().is_empty())
+    }
+
+    /// Runs `first` in the `--verify` gate before the command given (if
+    /// any): a fleet's story has its own check refused in its loop.
+    pub fn verify_first(&mut self, first: &str) {
+        let gate = match self.verify() {
+            Some(then) => format!("( {first}\n) && ( {then}\n)"),
+            None => first.to_owned(),
+        };
+        if let Some(option) = Self::option("verify") {
+            self.put(option, gate);
+        }
     }
 
     /// The value given for `--flag`, as given.
@@ -615,6 +639,19 @@ impl GuardSettings {
 
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
+    }
+
+    /// Whether a budget ends the loop: `--max-duration`, `--max-tokens` or
+    /// `--max-cost`, each read as the loop file reads it (so set and not
+    /// zero). One too large to read counts as set: the new loop then does
+    /// not read back, and that error names it. (`--verify` only checks a
+    /// promise and `--max-window` pauses: neither ends a loop that has no
+    /// other end.)
+    pub fn has_budget(&self) -> bool {
+        let set = |read: Result<bool, StateError>| read.unwrap_or(true);
+        set(max_duration(self).map(|d| d.is_some()))
+            || set(max_tokens(self).map(|t| t.is_some()))
+            || set(max_cost(self).map(|c| c.is_some()))
     }
 
     /// The guards these settings arm, read as a loop file's are (defaults
@@ -673,6 +710,58 @@ mod tests {
             "held at 14m"
         );
         assert_eq!(guards.verify.as_deref(), Some("make test"));
+    }
+
+    #[test]
+    fn a_check_set_first_runs_before_the_gate_given_if_any() {
+        let opt = |f| GuardSettings::option(f).unwrap();
+        let mut s = GuardSettings::default();
+        s.verify_first("make check");
+        assert_eq!(s.verify(), Some("make check"));
+        let mut s = GuardSettings::default();
+        s.set(opt("verify"), " ").unwrap();
+        assert_eq!(s.verify(), None, "a blank gate is none");
+        s.verify_first("make check");
+        assert_eq!(s.get("verify"), Some("make check"));
+        s.set(opt("verify"), "cargo test").unwrap();
+        s.set(opt("max-duration"), "2h").unwrap();
+        s.verify_first("make check");
+        assert_eq!(
+            s.args(),
+            [
+                "--max-duration",
+                "2h",
+                "--verify",
+                "( make check\n) && ( cargo test\n)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_budget_is_one_set_and_not_zero_as_the_loop_file_reads_it() {
+        let with = |flag, value| {
+            let mut s = GuardSettings::default();
+            s.set(GuardSettings::option(flag).unwrap(), value).unwrap();
+            s.has_budget()
+        };
+        assert!(!GuardSettings::default().has_budget());
+        for (flag, value, budget) in [
+            ("max-tokens", "0", false),
+            ("max-tokens", "000", false),
+            ("max-tokens", "5", true),
+            // Past what a loop file holds: set (the new loop refuses it).
+            ("max-tokens", "99999999999999999", true),
+            ("max-cost", "0", false),
+            ("max-cost", "$0.00", false),
+            ("max-cost", "0.01", true),
+            ("max-duration", "0m", true),
+            ("max-duration", "2h", true),
+            ("max-window", "80", false),
+            ("verify", "make test", false),
+            ("stuck-after", "3", false),
+        ] {
+            assert_eq!(with(flag, value), budget, "--{flag} {value}");
+        }
     }
 
     #[test]
@@ -767,14 +856,17 @@ mod tests {
     fn the_defaults_shown_are_the_defaults_read() {
         let s = crate::loop_file::state::LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
         let shown = |flag: &str| OPTIONS.iter().find(|g| g.flag == flag).unwrap().default;
-        assert_eq!(shown("stuck-after"), s.guards.stuck_after.to_string());
+        assert_eq!(
+            shown("stuck-after"),
+            s.guards.stuck_after.count().to_string()
+        );
         assert_eq!(
             shown("no-progress-after"),
-            s.guards.no_progress_after.to_string()
+            s.guards.no_progress_after.count().to_string()
         );
         assert_eq!(
             shown("max-verify-failures"),
-            s.guards.max_verify_failures.to_string()
+            s.guards.max_verify_failures.count().to_string()
         );
         assert_eq!(
             shown("verify-timeout"),

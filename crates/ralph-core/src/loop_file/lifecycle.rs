@@ -572,7 +572,7 @@ mod tests {
         let req = crate::control::ArmRequest {
             name: "l".into(),
             prompt: "task".into(),
-            max_iterations: 5,
+            max_iterations: 5.into(),
             session_id: Some(owner.into()),
             ..crate::control::ArmRequest::default()
         };
@@ -627,7 +627,7 @@ mod tests {
         live.write_turn(&lock, &fields).unwrap();
         live.keep_armed(&lock, Some(&registry), &project, &fields, Timestamp(1));
         let after = Loop::load(&lock, live.file.clone()).unwrap().unwrap();
-        assert_eq!(after.state.max_iterations, 9);
+        assert_eq!(after.state.max_iterations.count(), 9);
         assert_eq!(
             registry.check(&root, "l", &after.state),
             registry::Arming::Armed

@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::loop_file::limit::Limit;
 use crate::loop_file::outcome::Outcome;
 use crate::loop_file::state::{LoopState, Progress};
 use ralph_fs::display::line;
@@ -13,11 +14,11 @@ use ralph_fs::display::line;
 /// how to finish.
 pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> String {
     let mut out = String::from("\n\n---\n");
-    let of = if state.max_iterations == 0 {
-        String::new()
-    } else {
-        format!(" of {}", state.max_iterations)
-    };
+    let of = state
+        .max_iterations
+        .get()
+        .map(|n| format!(" of {n}"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
         "Ralph loop `{name}`, iteration {next}{of}. Your earlier work is in the files and git history."
@@ -35,11 +36,8 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
 /// 15000`, `its dollar budget of $2.00`, `its time budget of 2h`.
 pub fn bounds(state: &LoopState) -> Vec<String> {
     let mut out = Vec::new();
-    if state.max_iterations > 0 {
-        out.push(format!(
-            "its limit of {}",
-            iterations_words(state.max_iterations)
-        ));
+    if let Some(n) = state.max_iterations.get() {
+        out.push(format!("its limit of {}", iterations_words(n)));
     }
     if let Some(t) = state.guards.max_tokens {
         out.push(format!("its token budget of {t}"));
@@ -103,7 +101,7 @@ pub fn limit_reached(state: &LoopState) -> String {
     };
     format!(
         "reached the limit of {}{what}",
-        iterations_words(state.max_iterations)
+        iterations_words(state.max_iterations.count())
     )
 }
 
@@ -162,11 +160,7 @@ pub fn how_to_finish(state: &LoopState) -> String {
 
 /// The one line the user sees while the loop goes on.
 pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
-    let limit = if state.max_iterations == 0 {
-        "∞".to_owned()
-    } else {
-        state.max_iterations.to_string()
-    };
+    let limit = state.max_iterations;
     let promise = match &state.completion_promise {
         Some(p) => format!(" · ends on <promise>{}</promise>", line(p)),
         None => String::new(),
@@ -242,23 +236,24 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
         }
         None => {}
     }
-    if state.guards.stuck_after > 0 {
-        out.push(format!(
-            "same reply {}/{}",
-            progress.same_reply_count, state.guards.stuck_after
-        ));
+    let g = &state.guards;
+    if let Some(limit) = g.stuck_after.get() {
+        out.push(format!("same reply {}/{limit}", progress.same_reply_count));
     }
-    if state.guards.no_progress_after > 0 && progress.tree_fingerprint.is_some() {
-        out.push(format!(
-            "unchanged {}/{}",
-            progress.no_progress_count, state.guards.no_progress_after
-        ));
+    if let Some(limit) = g
+        .no_progress_after
+        .get()
+        .filter(|_| progress.tree_fingerprint.is_some())
+    {
+        out.push(format!("unchanged {}/{limit}", progress.no_progress_count));
     }
-    if state.guards.max_verify_failures > 0 && progress.counts.verify_failures > 0 {
-        out.push(format!(
-            "failed checks {}/{}",
-            progress.counts.verify_failures, state.guards.max_verify_failures
-        ));
+    let counts = &progress.counts;
+    if let Some(limit) = g
+        .max_verify_failures
+        .get()
+        .filter(|_| counts.verify_failures > 0)
+    {
+        out.push(format!("failed checks {}/{limit}", counts.verify_failures));
     }
     if let Some(trend) = &progress.counts.failure_trend {
         out.push(format!(
@@ -266,11 +261,12 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
             crate::loop_file::guards::trend_words(trend)
         ));
     }
-    if state.guards.max_same_failure > 0 && progress.counts.same_failures > 0 {
-        out.push(format!(
-            "same failure {}/{}",
-            progress.counts.same_failures, state.guards.max_same_failure
-        ));
+    if let Some(limit) = g
+        .max_same_failure
+        .get()
+        .filter(|_| counts.same_failures > 0)
+    {
+        out.push(format!("same failure {}/{limit}", counts.same_failures));
     }
     out.join(" · ")
 }
@@ -340,11 +336,10 @@ pub fn printable(text: &str) -> String {
     ralph_fs::display::line(text).into_owned()
 }
 
-fn limit_words(max_iterations: u64) -> String {
-    match max_iterations {
-        0 => "no iteration limit".into(),
-        1 => "at most 1 iteration".into(),
-        n => format!("at most {n} iterations"),
+fn limit_words(max_iterations: Limit) -> String {
+    match max_iterations.get() {
+        None => "no iteration limit".into(),
+        Some(n) => format!("at most {}", iterations_words(n)),
     }
 }
 
@@ -360,7 +355,7 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         .unwrap_or_default();
     // The limit was just said ("at most 12 iterations"): named short here.
     let mut bounds = bounds(state);
-    if state.max_iterations > 0 {
+    if state.max_iterations.is_set() {
         bounds[0] = "the limit".to_owned();
     }
     let or_bounds = if bounds.is_empty() {

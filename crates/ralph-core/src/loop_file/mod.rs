@@ -18,6 +18,7 @@ pub mod frontmatter;
 pub mod guards;
 pub(crate) mod handover;
 pub mod lifecycle;
+pub mod limit;
 pub mod messages;
 pub mod notice;
 pub(crate) mod options;

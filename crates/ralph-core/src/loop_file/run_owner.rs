@@ -21,29 +21,108 @@
 //! NAME` (which takes it over) or `ralph cancel`, and is never fed to a
 //! wrong session. (A known limit, in docs/windows.md.)
 
+use std::fmt;
+
 const PREFIX: &str = "ralph-run-";
 
-/// This process's driver id.
-pub fn own_id() -> String {
-    let pid = std::process::id();
-    match start_ticks(pid) {
-        Some(start) => format!("{PREFIX}{pid}-{start}"),
-        None => format!("{PREFIX}{pid}"),
+/// A `ralph run` owner id, read once: `ralph-run-<pid>[-<start>][:<session>]`.
+/// Any other owner (a session id, a malformed id) is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOwner<'a> {
+    pub pid: u32,
+    /// The process's start time (clock ticks since boot), where `/proc`
+    /// told it.
+    pub start: Option<u64>,
+    /// The session to hand the loop back to, when the run took it over
+    /// from one (never empty).
+    pub session: Option<&'a str>,
+}
+
+impl RunOwner<'static> {
+    /// This process, as the driver of a loop.
+    pub fn own() -> Self {
+        let pid = std::process::id();
+        Self {
+            pid,
+            start: start_ticks(pid),
+            session: None,
+        }
     }
 }
 
-/// The owner a run writes into a loop it takes over from `previous`: its
-/// own id, plus the session to hand the loop back to (a previous run's
-/// session, when the loop is taken from a run that died).
-pub fn taking_over(own: &str, previous: Option<&str>) -> String {
-    let session = previous.and_then(|p| match parse(p) {
-        Some(_) => p.split_once(':').map(|(_, s)| s),
-        None => Some(p),
-    });
-    match session.filter(|s| !s.is_empty()) {
-        Some(s) => format!("{own}:{s}"),
-        None => own.to_owned(),
+impl<'a> RunOwner<'a> {
+    /// `owner` as a run's id, or `None`: a session id, or an id whose pid
+    /// or start time is not a number as ralph writes it (digits, no
+    /// leading zero), is no run.
+    pub fn parse(owner: &'a str) -> Option<Self> {
+        let rest = owner.strip_prefix(PREFIX)?;
+        let (id, session) = match rest.split_once(':') {
+            Some((id, session)) => (id, Some(session).filter(|s| !s.is_empty())),
+            None => (rest, None),
+        };
+        let (pid, start) = match id.split_once('-') {
+            Some((pid, start)) => (pid, Some(canonical(start)?)),
+            None => (id, None),
+        };
+        Some(Self {
+            pid: u32::try_from(canonical(pid)?).ok()?,
+            start,
+            session,
+        })
     }
+
+    /// The owner a run (`self`) writes into a loop it takes over from
+    /// `previous`: itself, plus the session to hand the loop back to (a
+    /// previous run's session, when the loop is taken from a run that
+    /// died).
+    pub fn taking_over(&self, previous: Option<&'a str>) -> Self {
+        let session = previous.and_then(|p| match RunOwner::parse(p) {
+            Some(run) => run.session,
+            None => Some(p).filter(|s| !s.is_empty()),
+        });
+        Self { session, ..*self }
+    }
+
+    /// The run alone, without the session it carries.
+    pub fn driver(&self) -> Self {
+        Self {
+            session: None,
+            ..*self
+        }
+    }
+
+    /// Whether this run's process no longer runs.
+    pub fn is_gone(&self) -> bool {
+        process_is_gone(self.pid, self.start)
+    }
+
+    /// The session a loop goes back to because this run died.
+    pub fn orphaned_for(&self) -> Option<&'a str> {
+        self.session.filter(|_| self.is_gone())
+    }
+}
+
+/// The id as a loop file's `session_id` holds it.
+impl fmt::Display for RunOwner<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{PREFIX}{}", self.pid)?;
+        if let Some(start) = self.start {
+            write!(f, "-{start}")?;
+        }
+        if let Some(session) = self.session {
+            write!(f, ":{session}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A number as ralph writes one: digits, without a leading zero.
+fn canonical(digits: &str) -> Option<u64> {
+    let leading_zero = digits.len() > 1 && digits.starts_with('0');
+    if leading_zero || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Whether this process runs as root (its real user id is 0), the test
@@ -61,23 +140,13 @@ pub fn runs_as_root() -> bool {
 
 /// Whether `owner` is a `ralph run` (alive or not), not a session.
 pub fn is_run(owner: &str) -> bool {
-    parse(owner).is_some()
-}
-
-/// The session a loop goes back to because its driver died: `S` from
-/// `ralph-run-<pid>-<start>:S` when that process is gone.
-pub fn orphaned_for(owner: &str) -> Option<&str> {
-    let (_, session) = owner.split_once(':')?;
-    (parse(owner).is_some() && !session.is_empty() && is_gone(owner)).then_some(session)
+    RunOwner::parse(owner).is_some()
 }
 
 /// Whether `owner` names a `ralph run` whose process no longer runs.
 /// Any other owner (a session id) is never "gone" by this test.
 pub fn is_gone(owner: &str) -> bool {
-    let Some((pid, start)) = parse(owner) else {
-        return false;
-    };
-    process_is_gone(pid, start)
+    RunOwner::parse(owner).is_some_and(|run| run.is_gone())
 }
 
 #[cfg(not(unix))]
@@ -106,17 +175,6 @@ fn process_is_gone(pid: u32, start: Option<u64>) -> bool {
     }
 }
 
-/// `ralph-run-<pid>[-<start>]` → `(pid, start)`.
-fn parse(owner: &str) -> Option<(u32, Option<u64>)> {
-    let rest = owner.strip_prefix(PREFIX)?;
-    let rest = rest.split_once(':').map_or(rest, |(id, _)| id);
-    let (pid, start) = match rest.split_once('-') {
-        Some((p, s)) => (p, Some(s.parse().ok()?)),
-        None => (rest, None),
-    };
-    Some((pid.parse().ok()?, start))
-}
-
 fn start_ticks(pid: u32) -> Option<u64> {
     stat_fields(pid).map(|(_, start)| start)
 }
@@ -143,6 +201,59 @@ fn stat_fields(pid: u32) -> Option<(char, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn own_id() -> String {
+        RunOwner::own().to_string()
+    }
+
+    fn taking_over(own: &str, previous: Option<&str>) -> String {
+        let own = RunOwner::parse(own).unwrap();
+        own.taking_over(previous).to_string()
+    }
+
+    fn orphaned_for(owner: &str) -> Option<&str> {
+        RunOwner::parse(owner)?.orphaned_for()
+    }
+
+    #[test]
+    fn an_owner_id_reads_into_its_parts_and_prints_back_as_written() {
+        for (id, pid, start, session) in [
+            ("ralph-run-42", 42, None, None),
+            ("ralph-run-42-9001", 42, Some(9001), None),
+            ("ralph-run-42-0:s-1", 42, Some(0), Some("s-1")),
+            ("ralph-run-7:a:b", 7, None, Some("a:b")),
+        ] {
+            let run = RunOwner::parse(id).unwrap();
+            assert_eq!((run.pid, run.start, run.session), (pid, start, session));
+            assert_eq!(run.to_string(), id);
+        }
+        let run = RunOwner::parse("ralph-run-42-9:s1").unwrap();
+        assert_eq!(run.driver().to_string(), "ralph-run-42-9");
+        // An empty session is none.
+        assert_eq!(RunOwner::parse("ralph-run-5:").unwrap().session, None);
+    }
+
+    #[test]
+    fn a_session_or_a_malformed_id_is_no_run() {
+        for owner in [
+            "4f2a-session",
+            "run-1",
+            "ralph-run-",
+            "ralph-run-x",
+            "ralph-run-:s1",
+            "ralph-run-1-",
+            "ralph-run-1-x",
+            "ralph-run-1-2-3",
+            "ralph-run-+1",
+            "ralph-run-01",
+            "ralph-run-1-02",
+            "ralph-run-4294967296",
+            " ralph-run-1",
+        ] {
+            assert_eq!(RunOwner::parse(owner), None, "{owner}");
+            assert!(!is_run(owner) && !is_gone(owner), "{owner}");
+        }
+    }
 
     #[test]
     fn this_process_is_alive_and_others_are_not_drivers() {

@@ -191,7 +191,9 @@ impl Scan {
 /// (crate::loop_file::run_owner), which claims it again at its next stop.
 pub fn stop_owner(state: &LoopState) -> Option<&str> {
     let owner = state.session_id.as_deref()?;
-    Some(crate::loop_file::run_owner::orphaned_for(owner).unwrap_or(owner))
+    let orphaned =
+        crate::loop_file::run_owner::RunOwner::parse(owner).and_then(|run| run.orphaned_for());
+    Some(orphaned.unwrap_or(owner))
 }
 
 /// Whether a stop of `session` has any business with a loop: an ended one
@@ -360,7 +362,7 @@ mod tests {
             let req = crate::control::ArmRequest {
                 name: name.into(),
                 prompt: "task".into(),
-                max_iterations: 5,
+                max_iterations: 5.into(),
                 session_id: Some(session.into()),
                 ..crate::control::ArmRequest::default()
             };

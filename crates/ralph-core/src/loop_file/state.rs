@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::loop_file::fields::{FieldSource, duration, non_empty, number};
 pub use crate::loop_file::fields::{MAX_COUNT, MAX_OFFSET, MAX_TOKENS, StateError};
 use crate::loop_file::frontmatter::{self, Split, quote};
+pub use crate::loop_file::limit::Limit;
 use crate::time::Timestamp;
 
 /// `max_iterations` when the field is missing: a finite limit, so a file
@@ -27,8 +28,8 @@ pub struct LoopState {
     pub active: bool,
     /// The turn that just ran (arming writes 1).
     pub iteration: u64,
-    /// The last turn allowed; 0 means unlimited.
-    pub max_iterations: u64,
+    /// The last turn allowed (`max_iterations: 0`: none).
+    pub max_iterations: Limit,
     /// The owning session; `None` while nobody has claimed the loop.
     pub session_id: Option<String>,
     pub completion_promise: Option<String>,
@@ -278,8 +279,12 @@ impl LoopState {
         Ok(Self {
             active: boolean("active", raw.active.as_deref(), true)?,
             iteration: count("iteration", &raw.iteration)?.unwrap_or(1),
-            max_iterations: count("max_iterations", &raw.max_iterations)?
-                .unwrap_or(DEFAULT_MAX_ITERATIONS),
+            max_iterations: Limit::read(
+                "max_iterations",
+                raw.max_iterations.as_deref(),
+                MAX_COUNT,
+            )?
+            .unwrap_or(Limit::new(DEFAULT_MAX_ITERATIONS)),
             session_id: non_empty(raw.session_id.clone()),
             completion_promise: promise(raw.completion_promise.clone()),
             abort_promise: promise(raw.abort_promise.clone()),
@@ -341,16 +346,12 @@ impl LoopState {
 
     /// Whether `max_iterations` is reached at the current iteration.
     pub fn at_limit(&self) -> bool {
-        self.max_iterations > 0 && self.iteration >= self.max_iterations
+        self.max_iterations.reached(self.iteration)
     }
 
     /// `3/20`, or `3/∞` for an unlimited loop.
     pub fn iteration_label(&self) -> String {
-        if self.max_iterations == 0 {
-            format!("{}/∞", self.iteration)
-        } else {
-            format!("{}/{}", self.iteration, self.max_iterations)
-        }
+        format!("{}/{}", self.iteration, self.max_iterations)
     }
 }
 
@@ -708,7 +709,7 @@ mod tests {
         let s = LoopState::parse(REFERENCE).unwrap();
         assert!(s.active);
         assert_eq!(s.iteration, 1);
-        assert_eq!(s.max_iterations, 0);
+        assert_eq!(s.max_iterations, Limit::Unlimited);
         assert_eq!(s.session_id, None);
         assert_eq!(s.completion_promise.as_deref(), Some("DONE"));
         assert_eq!(s.prompt, "Build the thing.");
@@ -718,13 +719,13 @@ mod tests {
     #[test]
     fn numbers_are_decimal() {
         let s = LoopState::parse("---\niteration: 08\nmax_iterations: 010\n---\nx").unwrap();
-        assert_eq!((s.iteration, s.max_iterations), (8, 10));
+        assert_eq!((s.iteration, s.max_iterations), (8, Limit::new(10)));
     }
 
     #[test]
     fn missing_limit_is_finite() {
         let s = LoopState::parse("---\niteration: 3\n---\nx").unwrap();
-        assert_eq!(s.max_iterations, DEFAULT_MAX_ITERATIONS);
+        assert_eq!(s.max_iterations, Limit::new(DEFAULT_MAX_ITERATIONS));
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! What each child `ralph run` of a fleet is told: the agent and the loop's
-//! settings as the fleet's own command line gave them. The task comes on
-//! stdin and the loop's name from its story (`driver.rs`); the flags of one
-//! loop only (`--hand-back-after`, `--force`) are refused before a fleet
-//! starts.
+//! settings as the fleet's own command line gave them, with its story's own
+//! check and globs ([`StoryGate`]), as arguments made in one place
+//! ([`ChildFlags::args`]). The task comes on stdin and the loop's name from
+//! its story (`driver.rs`); the flags of one loop only (`--hand-back-after`,
+//! `--force`) are refused before a fleet starts.
+
+use crate::fleet::Story;
+use ralph_core::loop_file::guards::GuardSettings;
 
 /// The flags of `ralph run --parallel` that every child gets again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -12,8 +16,8 @@ pub struct ChildFlags {
     pub permission_mode: Option<String>,
     pub max_iterations: Option<u64>,
     pub abort_promise: Option<String>,
-    /// The guards' flags and values, as given (`--max-duration`, `2h`, …).
-    pub guards: Vec<String>,
+    /// The guards asked for, each value checked for its option's kind.
+    pub guards: GuardSettings,
     pub fresh_context: bool,
     /// Each story's loop tells of its own end.
     pub notify: bool,
@@ -29,9 +33,32 @@ pub struct ChildFlags {
     pub scope: Vec<String>,
 }
 
+/// What one story adds to its child's settings: its own check, run in the
+/// `--verify` gate before the run's (so the loop is refused in the loop,
+/// where the agent can still fix it, not only at the trip home), and its
+/// own `"protect"` and `"scope"` globs after the run's (a child is given no
+/// PRD, so they would otherwise be lost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoryGate<'a> {
+    pub verify: Option<&'a str>,
+    pub protect: &'a [String],
+    pub scope: &'a [String],
+}
+
+impl<'a> From<&'a Story> for StoryGate<'a> {
+    fn from(story: &'a Story) -> Self {
+        Self {
+            verify: story.verify.as_deref(),
+            protect: &story.protect,
+            scope: &story.scope,
+        }
+    }
+}
+
 impl ChildFlags {
-    /// The arguments, `promise` being the one every story's loop gives.
-    pub fn args(&self, promise: &str) -> Vec<String> {
+    /// The arguments of a story's child, `promise` being the one every
+    /// story's loop gives and `story` what its own story adds.
+    pub fn args(&self, promise: &str, story: StoryGate) -> Vec<String> {
         // Ctrl-C: the fleet's loops end as cancelled, and its next run
         // starts them again in their worktrees.
         let mut out = vec![
@@ -51,7 +78,11 @@ impl ChildFlags {
             self.max_iterations.map(|v| v.to_string()),
         );
         add("--abort-promise", self.abort_promise.clone());
-        out.extend(self.guards.iter().cloned());
+        let mut guards = self.guards.clone();
+        if let Some(check) = story.verify {
+            guards.verify_first(check);
+        }
+        out.extend(guards.args());
         let switches = [
             (self.fresh_context, "--fresh-context"),
             (self.notify, "--notify"),
@@ -77,11 +108,14 @@ impl ChildFlags {
                 out.extend(["--sandbox-image".to_owned(), image.clone()]);
             }
         }
-        for glob in &self.protect {
-            out.extend(["--protect".to_owned(), glob.clone()]);
-        }
-        for glob in &self.scope {
-            out.extend(["--scope".to_owned(), glob.clone()]);
+        let globs = [
+            ("--protect", [&self.protect[..], story.protect]),
+            ("--scope", [&self.scope[..], story.scope]),
+        ];
+        for (flag, lists) in globs {
+            for glob in lists.into_iter().flatten() {
+                out.extend([flag.to_owned(), glob.clone()]);
+            }
         }
         out
     }
@@ -90,6 +124,16 @@ impl ChildFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn guards(settings: &[(&str, &str)]) -> GuardSettings {
+        let mut guards = GuardSettings::default();
+        for (flag, value) in settings {
+            guards
+                .set(GuardSettings::option(flag).unwrap(), value)
+                .unwrap();
+        }
+        guards
+    }
 
     #[test]
     fn a_child_gets_every_setting_given_in_the_order_it_always_had() {
@@ -100,7 +144,7 @@ mod tests {
             permission_mode: Some("acceptEdits".into()),
             max_iterations: Some(7),
             abort_promise: Some("STUCK".into()),
-            guards: vec!["--max-duration".into(), "2h".into()],
+            guards: guards(&[("max-duration", "2h")]),
             fresh_context: true,
             notify: true,
             notify_url: Some("http://127.0.0.1:9/n".into()),
@@ -111,7 +155,7 @@ mod tests {
             }),
         };
         assert_eq!(
-            flags.args("DONE"),
+            flags.args("DONE", StoryGate::default()),
             [
                 "--cancel-on-interrupt",
                 "--agent",
@@ -147,7 +191,7 @@ mod tests {
             ..ChildFlags::default()
         };
         assert_eq!(
-            flags.args("OK"),
+            flags.args("OK", StoryGate::default()),
             [
                 "--cancel-on-interrupt",
                 "--agent",
@@ -156,5 +200,51 @@ mod tests {
                 "OK"
             ]
         );
+    }
+
+    #[test]
+    fn a_story_child_gets_its_own_check_and_globs_beside_the_runs() {
+        let run = ChildFlags {
+            agent: "claude".into(),
+            guards: guards(&[("verify", "cargo test"), ("verify-timeout", "20m")]),
+            protect: vec!["ci.yml".into()],
+            ..ChildFlags::default()
+        };
+        let story = Story {
+            verify: Some("make check".into()),
+            protect: vec!["tests/**".into()],
+            scope: vec!["src/**".into()],
+            ..Story::default()
+        };
+        let given = run.args("DONE", StoryGate::from(&story));
+        assert_eq!(
+            given[5..],
+            [
+                "--verify",
+                "( make check\n) && ( cargo test\n)",
+                "--verify-timeout",
+                "20m",
+                "--protect",
+                "ci.yml",
+                "--protect",
+                "tests/**",
+                "--scope",
+                "src/**"
+            ]
+        );
+        let plain = run.args("DONE", StoryGate::from(&Story::default()));
+        assert_eq!(
+            plain[5..],
+            [
+                "--verify",
+                "cargo test",
+                "--verify-timeout",
+                "20m",
+                "--protect",
+                "ci.yml"
+            ]
+        );
+        // The run's own settings are left as they were.
+        assert_eq!(run.guards.verify(), Some("cargo test"));
     }
 }

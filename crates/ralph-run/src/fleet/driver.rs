@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::fleet::child::{ChildFlags, StoryGate};
 use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
@@ -65,8 +66,8 @@ pub struct Request<'a> {
     /// The guards the command line arms, read once (defaults and caps as
     /// every loop has them): the fleet's own gate runs `verify` with them.
     pub guards: ralph_core::loop_file::guards::Guards,
-    /// Every child `ralph run`'s arguments (the task comes on stdin).
-    pub child_args: Vec<String>,
+    /// Every child `ralph run`'s settings (the task comes on stdin).
+    pub child: ChildFlags,
     /// `--approve-commands`: the code of the PRD's story commands the user approved.
     pub approve_commands: Option<&'a str>,
 }
@@ -115,9 +116,9 @@ struct Fleet<'e> {
     from_prd: bool,
     /// Where each story's record is kept.
     records: PathBuf,
-    /// The promise each story's loop gives, and every child's arguments.
+    /// The promise each story's loop gives, and every child's settings.
     promise: String,
-    child_args: Vec<String>,
+    child: ChildFlags,
     rows: Vec<Row>,
     notes: Vec<String>,
     tell: &'e mut dyn FnMut(Event),
@@ -147,7 +148,7 @@ pub fn run(
         verify_timeout: Duration::from_secs(request.guards.verify_timeout_secs),
         from_prd,
         records,
-        child_args: request.child_args,
+        child: request.child,
         promise: request.promise,
         rows: Vec::new(),
         notes: Vec::new(),
@@ -237,44 +238,6 @@ pub fn read_stories(root: &Path) -> Result<Vec<Story>, FleetError> {
 /// as stories pass and changes only when a command does).
 pub fn story_commands(root: &Path) -> Result<StoryCommands, FleetError> {
     Ok(StoryCommands::of(fleet::PRD, &read_stories(root)?))
-}
-
-/// The child's arguments with its story's own check in its `--verify`
-/// gate (before the run's, if any), so the loop is refused in the loop,
-/// where the agent can still fix it, not only at the trip home.
-fn with_story_gate(child_args: &[String], story_verify: Option<&str>) -> Vec<String> {
-    let Some(story) = story_verify else {
-        return child_args.to_vec();
-    };
-    let mut out = Vec::with_capacity(child_args.len() + 2);
-    let mut run_verify = None;
-    let mut args = child_args.iter();
-    while let Some(arg) = args.next() {
-        if arg == "--verify" {
-            run_verify = args.next().cloned();
-        } else {
-            out.push(arg.clone());
-        }
-    }
-    let gate = match run_verify.filter(|v| !v.trim().is_empty()) {
-        Some(run) => format!("( {story}\n) && ( {run}\n)"),
-        None => story.to_owned(),
-    };
-    out.extend(["--verify".to_owned(), gate]);
-    out
-}
-
-/// A story's child arguments: the run's, its own check in the `--verify`
-/// gate, and its own `"protect"` and `"scope"` globs added to the run's (a
-/// child is given no PRD, so the story's globs would otherwise be lost).
-fn story_args(child_args: &[String], story: &Story) -> Vec<String> {
-    let mut out = with_story_gate(child_args, story.verify.as_deref());
-    for (flag, globs) in [("--protect", &story.protect), ("--scope", &story.scope)] {
-        for glob in globs {
-            out.extend([flag.to_owned(), glob.clone()]);
-        }
-    }
-    out
 }
 
 impl Fleet<'_> {
@@ -415,7 +378,7 @@ impl Fleet<'_> {
             .arg("run")
             .arg("--name")
             .arg(fleet::loop_name(&story.id))
-            .args(story_args(&self.child_args, story))
+            .args(self.child.args(&self.promise, StoryGate::from(story)))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
             .stdin(Stdio::piped())
@@ -732,40 +695,4 @@ fn keep_uncommitted(root: &Path, path: &Path, id: &str, branch: &str) -> Result<
         path,
         &format!("{id}: left uncommitted in its worktree, kept by `ralph clean`"),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_story_child_gets_its_own_check_and_globs_beside_the_runs() {
-        let run = [
-            "--verify".to_owned(),
-            "cargo test".to_owned(),
-            "--protect".to_owned(),
-            "ci.yml".to_owned(),
-        ];
-        let story = Story {
-            verify: Some("make check".into()),
-            protect: vec!["tests/**".into()],
-            scope: vec!["src/**".into()],
-            ..Story::default()
-        };
-        assert_eq!(
-            story_args(&run, &story),
-            [
-                "--protect",
-                "ci.yml",
-                "--verify",
-                "( make check\n) && ( cargo test\n)",
-                "--protect",
-                "tests/**",
-                "--scope",
-                "src/**"
-            ]
-        );
-        let plain = Story::default();
-        assert_eq!(story_args(&run, &plain), run);
-    }
 }

@@ -32,7 +32,7 @@ pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
         prd: args.arm.prd.as_deref(),
         tasks: &args.prompt,
         only: &args.fanout.story,
-        child_args: child_flags(&args).args(&promise),
+        child: child_flags(&args),
         promise,
         guards: fleet_guards(&args)?,
         approve_commands: approved.as_deref(),
@@ -135,7 +135,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         permission_mode: permission_mode.clone(),
         max_iterations: *max_iterations,
         abort_promise: abort_promise.clone(),
-        guards: guards.0.args(),
+        guards: guards.0.clone(),
         fresh_context: *fresh_context,
         notify: *notify,
         notify_url: notify_url.clone(),
@@ -173,6 +173,7 @@ pub(super) fn clean() -> CmdResult {
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
+    use ralph_run::fleet::child::StoryGate;
 
     use super::*;
     use crate::cli::{Cli, Command};
@@ -196,17 +197,43 @@ mod tests {
     }
 
     #[test]
+    fn a_story_childs_gate_has_the_time_limit_every_loop_has() {
+        let args = run_args(&[
+            "--agent",
+            "true",
+            "--verify",
+            "t",
+            "--verify-timeout",
+            "20m",
+        ]);
+        let story = fleet::Story {
+            verify: Some("make check".into()),
+            ..fleet::Story::default()
+        };
+        let given = child_flags(&args).args("DONE", StoryGate::from(&story));
+        let words: Vec<&str> = given.iter().map(String::as_str).collect();
+        let cli = Cli::try_parse_from([&["ralph", "run"][..], &words].concat())
+            .expect("the child's command line parses");
+        let Command::Run(child) = cli.command else {
+            unreachable!("a run")
+        };
+        let guards = child.arm.guards.0.guards().unwrap();
+        assert_eq!(guards.verify.as_deref(), Some("( make check\n) && ( t\n)"));
+        assert_eq!(guards.verify_timeout_secs, 14 * 60, "held at the cap");
+    }
+
+    #[test]
     fn a_child_waits_for_the_reset_when_the_fleet_was_told_to() {
         let args = run_args(&["--wait-for-reset", "--agent", "true"]);
         assert!(
             child_flags(&args)
-                .args("DONE")
+                .args("DONE", StoryGate::default())
                 .contains(&"--wait-for-reset".to_owned())
         );
         let without = run_args(&["--agent", "true"]);
         assert!(
             !child_flags(&without)
-                .args("DONE")
+                .args("DONE", StoryGate::default())
                 .contains(&"--wait-for-reset".to_owned())
         );
     }
@@ -232,7 +259,7 @@ mod tests {
             "mine",
             "--prd",
         ]);
-        let given = child_flags(&args).args("DONE");
+        let given = child_flags(&args).args("DONE", StoryGate::default());
         for flag in [
             "--permission-mode",
             "--max-iterations",

@@ -72,7 +72,7 @@ fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
-    let own_id = ralph_core::loop_file::run_owner::own_id();
+    let own = ralph_core::loop_file::run_owner::RunOwner::own();
     let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
     let asked = args.confinement();
@@ -94,7 +94,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         Some(prompt) => {
             let mut options =
                 args.arm
-                    .into_options(args.name.clone(), Some(own_id.clone()), args.force);
+                    .into_options(args.name.clone(), Some(own.to_string()), args.force);
             super::loops::approve_on_terminal(&setup.project, &mut options)?;
             options.sandbox.clone_from(&asked);
             let request = options.request(&setup.project, prompt)?;
@@ -102,13 +102,13 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
                 say!("{}", arming::story_commands(prd));
             }
             control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;
-            Driver::armed(setup, own_id)
+            Driver::armed(setup, own.to_string())
         }
         None if args.arm.any() => {
             return Err(screen::flags_without_task(&setup.project, &args.name).into());
         }
         None => {
-            let (driver, found) = Driver::take_over(setup, &own_id)?;
+            let (driver, found) = Driver::take_over(setup, &own)?;
             say!("{}", screen::resuming(&args.name, &found));
             sandbox = match (found.sandbox, asked) {
                 (Some(armed), Some(asked)) => Some(armed.strictest(&asked)),
