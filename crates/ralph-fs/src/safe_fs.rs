@@ -124,7 +124,7 @@ fn wrong_kind(path: &Path, kind: fs::FileType, wanted: &'static str) -> FsError 
 /// point) itself instead of what it points to, so the type check after the
 /// open sees it and refuses it.
 #[cfg(windows)]
-pub(crate) const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+pub const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 
 /// `O_NOFOLLOW | O_NONBLOCK` (and `O_CLOEXEC`, which std sets anyway); on
 /// Windows `FILE_FLAG_OPEN_REPARSE_POINT` (no FIFOs there to block on).

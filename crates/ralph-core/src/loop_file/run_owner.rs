@@ -206,11 +206,13 @@ mod tests {
         RunOwner::own().to_string()
     }
 
+    #[cfg(unix)]
     fn taking_over(own: &str, previous: Option<&str>) -> String {
         let own = RunOwner::parse(own).unwrap();
         own.taking_over(previous).to_string()
     }
 
+    #[cfg(unix)]
     fn orphaned_for(owner: &str) -> Option<&str> {
         RunOwner::parse(owner)?.orphaned_for()
     }
