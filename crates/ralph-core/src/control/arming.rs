@@ -295,7 +295,10 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     let mut out = Vec::new();
     let limit = match state.max_iterations.get() {
         None => "no iteration limit".to_owned(),
-        Some(n) => format!("at most {n} iterations"),
+        Some(n) => format!(
+            "at most {}",
+            crate::loop_file::messages::iterations_words(n)
+        ),
     };
     let owner = state
         .session_id
@@ -594,6 +597,25 @@ mod tests {
         };
         crate::loop_file::window::save(r.dir(), &seen).unwrap();
         assert!(check_window(&guards, Some(&r)).is_ok());
+    }
+
+    #[test]
+    fn a_limit_of_one_reads_as_one_iteration() {
+        let (_t, p, r) = project();
+        let options = ArmOptions {
+            max_iterations: Some(1),
+            ..ArmOptions::default()
+        };
+        let task = TypedTask {
+            prompt: "Do it".into(),
+            notes: Vec::new(),
+        };
+        let armed = arm_and_tell(&p, Some(&r), options, task, Timestamp(0)).unwrap();
+        assert!(
+            armed.text[0].contains("armed: at most 1 iteration;"),
+            "{:?}",
+            armed.text
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn bounds(state: &LoopState) -> Vec<String> {
     out
 }
 
-fn iterations_words(n: u64) -> String {
+pub(crate) fn iterations_words(n: u64) -> String {
     if n == 1 {
         "1 iteration".to_owned()
     } else {
