@@ -170,10 +170,16 @@ for side in before after; do
   (cd "$R" && XDG_STATE_HOME=$WORK/state-git-$side "$bin" hook stop <"$WORK/e-git.json" >/dev/null)
   rm -rf "$WORK/snap-git-$side" "$WORK/snapstate-git-$side"
   cp -a "$R/.claude" "$WORK/snap-git-$side" && cp -a "$WORK/state-git-$side" "$WORK/snapstate-git-$side"
+  # The checkpoint refs this side's priming stop wrote: the other side's arming prunes them
+  # (their loop file is gone by then), and a stop whose checkpoint ref is missing takes a full
+  # snapshot instead of the no-change shortcut, so each run starts from its own side's refs.
+  git -C "$R" for-each-ref --format='create %(refname) %(objectname)' refs/ralph/ >"$WORK/refs-git-$side"
   cat >"$WORK/prep-git-$side.sh" <<EOF
 rm -rf "$R/.claude" "$WORK/state-git-$side"
 cp -a "$WORK/snap-git-$side" "$R/.claude"
 cp -a "$WORK/snapstate-git-$side" "$WORK/state-git-$side"
+git -C "$R" for-each-ref --format='delete %(refname)' refs/ralph/ | git -C "$R" update-ref --stdin
+git -C "$R" update-ref --stdin <"$WORK/refs-git-$side"
 cat "$T0" "$WORK/notool.jsonl" >"$TG"
 EOF
 done
