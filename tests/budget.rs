@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 

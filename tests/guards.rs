@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use project::{LOOP, Project};
-use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::time::Timestamp;
 use serde_json::{Value, json};
 
@@ -70,9 +70,11 @@ impl Steps for Project {
 
     fn set_field(&self, key: &str, value: &str) {
         let text = std::fs::read_to_string(self.path(LOOP)).unwrap();
-        let updated =
-            ralph_core::loop_file::frontmatter::set_fields(&text, &[(key, value.to_owned())])
-                .unwrap();
+        let updated = ralph_core::loop_file::fields::frontmatter::set_fields(
+            &text,
+            &[(key, value.to_owned())],
+        )
+        .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
         // A setting is bound to the arming: the user adopts the edit.
         self.ralph(&["adopt", "--yes", "--name", "ralph"], "", &[]);

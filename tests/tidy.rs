@@ -298,6 +298,39 @@ fn modules_import_only_from_their_folder_and_the_floors_below() {
     );
 }
 
+/// Inside `loop_file/`, three layers (its `mod.rs` says which): `fields/` (what a loop file
+/// says) uses no other part of `loop_file`, `storage/` (where loops and records live) only
+/// `fields/`, and the files of `loop_file/` itself (a loop's life) both.
+#[test]
+fn loop_file_layers_fields_below_storage_below_a_loops_life() {
+    let layers = [
+        ("loop_file/fields/", &["fields"][..]),
+        ("loop_file/storage/", &["fields", "storage"][..]),
+    ];
+    let mut wrong = Vec::new();
+    for (path, n, line) in &production_code() {
+        let Some(rel) = path.strip_prefix(&format!("{CORE}/")) else {
+            continue;
+        };
+        let Some((_, allowed)) = layers.iter().find(|(folder, _)| rel.starts_with(folder)) else {
+            continue;
+        };
+        for (at, _) in line.match_indices("loop_file::") {
+            let target: String = line[at + "loop_file::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !allowed.contains(&target.as_str()) {
+                wrong.push(format!("{path}:{n}: uses loop_file::{target}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that run up inside loop_file/: {wrong:#?}"
+    );
+}
+
 /// The names of the crates a crate's manifest depends on, its own workspace's only.
 fn workspace_dependencies(manifest: &str) -> Vec<String> {
     manifest
@@ -399,7 +432,7 @@ fn loop_files_are_written_only_in_lifecycle() {
             ".archive(",
         ],
         &[
-            "crates/ralph-core/src/loop_file/store.rs",
+            "crates/ralph-core/src/loop_file/storage/store.rs",
             "crates/ralph-core/src/loop_file/lifecycle.rs",
             // Its own `write_atomic`, for a host's settings file: not the store's.
             "crates/ralph-install/src/lib.rs",
@@ -420,14 +453,14 @@ fn loop_files_are_written_only_in_lifecycle() {
 fn std_file_calls_stay_in_the_files_architecture_lists() {
     let allowed = [
         "crates/ralph-fs/src/safe_fs.rs",
-        "crates/ralph-core/src/loop_file/store.rs",
+        "crates/ralph-core/src/loop_file/storage/store.rs",
         "crates/ralph-run/src/fleet/archive.rs",
-        "crates/ralph-core/src/loop_file/registry.rs",
-        "crates/ralph-core/src/loop_file/receipt.rs",
-        "crates/ralph-core/src/loop_file/window.rs",
+        "crates/ralph-core/src/loop_file/storage/registry.rs",
+        "crates/ralph-core/src/loop_file/storage/receipt.rs",
+        "crates/ralph-core/src/loop_file/storage/window.rs",
         "crates/ralph-fs/src/git_config.rs",
         "crates/ralph-fs/src/process.rs",
-        "crates/ralph-core/src/loop_file/run_owner.rs",
+        "crates/ralph-core/src/loop_file/fields/run_owner.rs",
         "crates/ralph-install/src/lib.rs",
     ];
     let found = offenders(
@@ -481,7 +514,7 @@ fn the_pure_modules_touch_no_file_clock_process_or_environment() {
         "loop_file/ownership.rs",
         "reply/promise.rs",
         "control/arguments.rs",
-        "loop_file/frontmatter.rs",
+        "loop_file/fields/frontmatter.rs",
         "hook/session/rules.rs",
         "failure.rs",
         "fleet/mod.rs",

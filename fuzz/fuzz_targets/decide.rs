@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ralph_core::decide::{ChangedPaths, Decision, Observation, decide};
-use ralph_core::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS};
+use ralph_core::loop_file::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS};
 use ralph_core::time::Timestamp;
 
 /// Reads fuzzed bytes as numbers, most of them special values.

@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::loop_file::frontmatter::{quote, set_fields, split};
-use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::fields::frontmatter::{quote, set_fields, split};
+use ralph_core::loop_file::fields::state::LoopState;
 
 const KEYS: &[&str] = &[
     "iteration",
@@ -86,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let text = String::from_utf8_lossy(rest);
     let parsed = LoopState::parse(&text);
-    let _ = ralph_core::loop_file::state::scan_session_id(&text);
+    let _ = ralph_core::loop_file::fields::state::scan_session_id(&text);
 
     let Ok(layout) = split(&text) else {
         assert!(parsed.is_err(), "parse succeeded without a frontmatter");

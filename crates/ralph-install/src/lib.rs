@@ -21,7 +21,7 @@ use crate::additions::{
     shell_quote,
 };
 use ralph_core::hook::host::Host;
-use ralph_core::loop_file::environment::Environment;
+use ralph_core::loop_file::storage::environment::Environment;
 use ralph_fs::safe_fs::{self, FsError};
 
 /// Why an install or uninstall changed nothing, or stopped half way.
@@ -192,7 +192,7 @@ fn git_root() -> Result<PathBuf, InstallError> {
         .process_cwd
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
-    ralph_core::loop_file::store::git_root(&cwd, ctx.home.as_deref())
+    ralph_core::loop_file::storage::store::git_root(&cwd, ctx.home.as_deref())
         .ok_or(InstallError::NotInGit(cwd))
 }
 
@@ -214,8 +214,8 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home =
-                ralph_core::loop_file::registry::home_from_env().ok_or(InstallError::NoHome)?;
+            let home = ralph_core::loop_file::storage::registry::home_from_env()
+                .ok_or(InstallError::NoHome)?;
             Ok(home.join(sub))
         };
         let root = if project { git_root()? } else { PathBuf::new() };

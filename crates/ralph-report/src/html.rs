@@ -10,8 +10,8 @@ use super::charts;
 use super::model::{LoopView, Report, StoryRow};
 pub(crate) use super::text::esc;
 use super::text::{esc_block, thousands};
-use ralph_core::loop_file::limit::Limit;
-use ralph_core::loop_file::outcome::Outcome;
+use ralph_core::loop_file::fields::limit::Limit;
+use ralph_core::loop_file::fields::outcome::Outcome;
 use ralph_core::time::format_duration;
 
 /// The whole page.

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use ralph_core::control::LoopReport;
-use ralph_core::loop_file::limit::Limit;
+use ralph_core::loop_file::fields::limit::Limit;
 use ralph_core::money::Money;
 use ralph_core::time::Timestamp;
 use ralph_run::fleet::StoryRecord;

@@ -10,9 +10,9 @@
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::{listing as control_report, status_text, test_support};
 use ralph_core::decide::{self, Decision, Observation};
+use ralph_core::loop_file::fields::outcome::Outcome;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::loop_file::messages;
-use ralph_core::loop_file::outcome::Outcome;
-use ralph_core::loop_file::state::LoopState;
 use ralph_core::time::Timestamp;
 
 /// One kind of loop: the options it is armed with, and what it has.
@@ -236,7 +236,7 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
         "end notice".to_owned(),
         messages::ended("l", outcome, &detail, ".claude/ralph/history/x.md"),
     ));
-    let message = ralph_notify::Message::ended(&ralph_core::loop_file::notice::Ending {
+    let message = ralph_notify::Message::ended(&ralph_core::loop_file::fields::notice::Ending {
         loop_name: "l".to_owned(),
         project: "/p".to_owned(),
         outcome,

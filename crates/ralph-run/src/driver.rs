@@ -13,12 +13,12 @@ use crate::moves::{self, GaveUp, RunError, Standing};
 use crate::reset_wait::{self, Plan};
 use ralph_core::decide::Outcome;
 use ralph_core::decide::engine::Step;
+use ralph_core::loop_file::fields::run_owner::RunOwner;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::loop_file::lifecycle::Loop;
 use ralph_core::loop_file::messages;
-use ralph_core::loop_file::registry::Registry;
-use ralph_core::loop_file::run_owner::RunOwner;
-use ralph_core::loop_file::state::LoopState;
-use ralph_core::loop_file::store::{LoopFile, Project};
+use ralph_core::loop_file::storage::registry::Registry;
+use ralph_core::loop_file::storage::store::{LoopFile, Project};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,7 @@ pub struct Call<'a> {
     pub label: &'a str,
     /// `--sandbox`: the agent runs confined (the loop's setting, made
     /// stricter by the run's own flags).
-    pub sandbox: Option<&'a ralph_core::loop_file::confinement::Confinement>,
+    pub sandbox: Option<&'a ralph_core::loop_file::fields::confinement::Confinement>,
 }
 
 /// Runs the agent of one iteration: [`agent::run_confined`] in the binary (with its
@@ -61,7 +61,7 @@ pub struct Setup {
     pub hand_back_after: Option<u64>,
     /// `--sandbox` given to this run: the agent runs confined even when the
     /// loop it takes over was armed without it.
-    pub sandbox: Option<ralph_core::loop_file::confinement::Confinement>,
+    pub sandbox: Option<ralph_core::loop_file::fields::confinement::Confinement>,
     /// A fleet's child: Ctrl-C cancels the loop (the fleet runs it again
     /// from its worktree) rather than pausing it.
     pub cancel_on_interrupt: bool,
@@ -440,7 +440,7 @@ impl Driver {
         first: u64,
     ) -> Result<Event, RunError> {
         let now = ralph_core::time::Timestamp::now();
-        let window = ralph_core::loop_file::window::load(self.setup.registry.dir());
+        let window = ralph_core::loop_file::storage::window::load(self.setup.registry.dir());
         let left = reset_wait::budget_left(state, now);
         let reset = window.and_then(|w| w.resets_at);
         match reset_wait::plan(now, reset, self.waits, first, left) {
@@ -469,7 +469,7 @@ impl Driver {
                     Some(&self.setup.registry),
                     &self.file.name,
                     &self.id,
-                    Outcome::Guard(ralph_core::loop_file::guards::Tripped::TimeBudget),
+                    Outcome::Guard(ralph_core::loop_file::fields::guards::Tripped::TimeBudget),
                     &because,
                     now,
                 )
@@ -963,8 +963,9 @@ mod tests {
 
     #[test]
     fn a_wait_past_the_time_budget_ends_the_loop_as_time_budget() {
-        let mut guards = ralph_core::loop_file::guards::GuardSettings::default();
-        let option = ralph_core::loop_file::guards::GuardSettings::option("max-duration").unwrap();
+        let mut guards = ralph_core::loop_file::fields::guards::GuardSettings::default();
+        let option =
+            ralph_core::loop_file::fields::guards::GuardSettings::option("max-duration").unwrap();
         guards.set(option, "1m").unwrap();
         let (_tmp, project, registry, file) = armed_with(ArmRequest {
             session_id: Some("run-1".into()),

@@ -9,11 +9,11 @@ use ralph_core::control::{self, LoopError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
 use ralph_core::loop_file::error::LoopFileError;
+use ralph_core::loop_file::fields::run_owner::RunOwner;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
-use ralph_core::loop_file::registry::Registry;
-use ralph_core::loop_file::run_owner::RunOwner;
-use ralph_core::loop_file::state::LoopState;
-use ralph_core::loop_file::store::{self, LoopFile, Project, StoreError};
+use ralph_core::loop_file::storage::registry::Registry;
+use ralph_core::loop_file::storage::store::{self, LoopFile, Project, StoreError};
 use ralph_core::time::Timestamp;
 use ralph_fs::git;
 
@@ -476,7 +476,8 @@ pub(crate) mod tests {
             root: tmp.path().join("p"),
         };
         let registry =
-            ralph_core::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+            ralph_core::loop_file::storage::registry::locate(Some(&tmp.path().join("state")), None)
+                .unwrap();
         request.name = "l".into();
         if request.prompt.is_empty() {
             request.prompt = "task".into();

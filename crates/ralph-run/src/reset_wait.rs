@@ -9,7 +9,7 @@
 //! `anthropic-ratelimit-unified-*` headers), so the order is: the window's
 //! `resets_at` when it lies ahead, else a doubling back-off.
 
-use ralph_core::loop_file::state::LoopState;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::time::Timestamp;
 
 /// The first back-off wait, when no reset time is known.

@@ -11,9 +11,9 @@ use crate::driver::{Driver, End, Iteration, ResetWait};
 use crate::moves::{self, GaveUp, RunError};
 use crate::reset_wait::Source;
 use ralph_core::decide::Outcome;
+use ralph_core::loop_file::fields::state::LoopState;
 use ralph_core::loop_file::messages;
-use ralph_core::loop_file::state::LoopState;
-use ralph_core::loop_file::store::Project;
+use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::format_duration;
 
 /// The spinner's frames, one per tick of the agent's wait.
@@ -399,7 +399,7 @@ pub fn root_refusal(command: &str, root: bool, sandboxed: bool) -> Option<String
 /// "Resuming loop …": the loop taken over, and from whom.
 pub fn resuming(name: &str, found: &LoopState) -> String {
     let was = match found.session_id.as_deref() {
-        Some(o) if ralph_core::loop_file::run_owner::is_gone(o) => {
+        Some(o) if ralph_core::loop_file::fields::run_owner::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
                 ralph_fs::display::line(o)
@@ -474,7 +474,7 @@ mod tests {
     use super::*;
     use crate::driver::Setup;
     use crate::reset_wait::Source;
-    use ralph_core::loop_file::registry::locate;
+    use ralph_core::loop_file::storage::registry::locate;
     use ralph_core::time::Timestamp;
 
     /// A run that armed `l` in `/p`; nothing is read or written.

@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use ralph_core::control::arguments::Kind;
-use ralph_core::loop_file::guards::{self, GuardSettings};
+use ralph_core::loop_file::fields::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -215,7 +215,7 @@ continues the turn that many times in a row without a tool call is ended (as blo
 Claude Code would override it.";
 
 /// `ralph start --help`'s text below the options: the examples, then every
-/// guard's entry from `ralph_core::loop_file::guards::OPTIONS`, so a new guard is
+/// guard's entry from `ralph_core::loop_file::fields::guards::OPTIONS`, so a new guard is
 /// explained without an edit here.
 fn start_help() -> String {
     let mut out = format!(
@@ -291,7 +291,7 @@ pub(crate) struct ArmFlags {
     /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
     #[arg(long)]
     pub abort_promise: Option<String>,
-    /// The guards: one option each, from `ralph_core::loop_file::guards::OPTIONS`.
+    /// The guards: one option each, from `ralph_core::loop_file::fields::guards::OPTIONS`.
     #[command(flatten)]
     pub guards: GuardFlags,
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
@@ -300,7 +300,7 @@ pub(crate) struct ArmFlags {
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
-    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::stories::DEFAULT_PRD)]
+    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
     pub prd: Option<String>,
     /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
     #[arg(long)]
@@ -487,7 +487,7 @@ fn parse_money_arg(value: &str) -> Result<String, String> {
 }
 
 fn parse_image_arg(value: &str) -> Result<String, String> {
-    if ralph_core::loop_file::confinement::valid_image(value) {
+    if ralph_core::loop_file::fields::confinement::valid_image(value) {
         Ok(value.to_owned())
     } else {
         Err(format!(
@@ -498,8 +498,10 @@ fn parse_image_arg(value: &str) -> Result<String, String> {
 
 impl RunArgs {
     /// `--sandbox` and its settings, as the loop records them.
-    pub(crate) fn confinement(&self) -> Option<ralph_core::loop_file::confinement::Confinement> {
-        use ralph_core::loop_file::confinement::{Confinement, Network};
+    pub(crate) fn confinement(
+        &self,
+    ) -> Option<ralph_core::loop_file::fields::confinement::Confinement> {
+        use ralph_core::loop_file::fields::confinement::{Confinement, Network};
         self.sandbox.then(|| Confinement {
             network: self
                 .sandbox_network
@@ -698,7 +700,7 @@ mod tests {
     #[test]
     fn the_start_help_explains_every_guard() {
         let help = super::start_help();
-        for guard in ralph_core::loop_file::guards::OPTIONS {
+        for guard in ralph_core::loop_file::fields::guards::OPTIONS {
             let entry = help
                 .lines()
                 .find(|l| l.trim_start().starts_with(guard.example))

@@ -97,9 +97,9 @@ macro_rules! failure_from {
 failure_from!(
     EdgeError,
     ralph_core::control::arguments::ArgumentsError,
-    ralph_core::loop_file::state::StateError,
-    ralph_core::loop_file::registry::RegistryError,
-    ralph_core::loop_file::store::StoreError,
+    ralph_core::loop_file::fields::state::StateError,
+    ralph_core::loop_file::storage::registry::RegistryError,
+    ralph_core::loop_file::storage::store::StoreError,
     ralph_fs::safe_fs::FsError,
     ralph_core::loop_file::error::LoopFileError,
     ralph_run::fleet::PrdError,
@@ -109,7 +109,7 @@ failure_from!(
     ralph_install::InstallError,
     ralph_core::control::init::InitError,
     ralph_report::ReportError,
-    ralph_core::loop_file::receipt::ReceiptError,
+    ralph_core::loop_file::storage::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
 );
@@ -179,7 +179,7 @@ mod tests {
     use super::*;
     use ralph_core::control::LoopError;
     use ralph_core::control::arguments::ArgumentsError;
-    use ralph_core::loop_file::registry::RegistryError;
+    use ralph_core::loop_file::storage::registry::RegistryError;
 
     #[test]
     fn each_core_error_has_its_exit_code() {

@@ -3,11 +3,11 @@
 //! Showing it, asking and recording it are the CLI's and `commands::adopt`'s.
 
 use crate::control::{LoopError, approval};
+use crate::loop_file::fields::state::{self, LoopState};
 use crate::loop_file::lifecycle::Loop;
-use crate::loop_file::registry::{Arming, Registry};
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::{self, LoopState};
-use crate::loop_file::store::Project;
+use crate::loop_file::storage::registry::{Arming, Registry};
+use crate::loop_file::storage::store::Project;
 use ralph_fs::display;
 
 /// What `ralph adopt` found to do.
@@ -125,7 +125,7 @@ fn setting(project: &Project, state: &LoopState, field: &str, value: &str) -> Ve
     let words = match field {
         "verify" => format!("{}   {AS_YOU} when the promise comes", one(value)),
         "check" => format!("{}   {AS_YOU} at every stop that goes on", one(value)),
-        "notify_url" => crate::loop_file::notice::destination(value).map_or_else(
+        "notify_url" => crate::loop_file::fields::notice::destination(value).map_or_else(
             || format!("{}   (not a URL ralph calls: never used)", one(value)),
             |to| {
                 format!(
@@ -156,7 +156,7 @@ fn setting(project: &Project, state: &LoopState, field: &str, value: &str) -> Ve
 
 /// What a setting does, for those that are not commands or a webhook.
 fn plain_words(field: &str) -> String {
-    if let Some(guard) = crate::loop_file::guards::OPTIONS
+    if let Some(guard) = crate::loop_file::fields::guards::OPTIONS
         .iter()
         .find(|g| g.field == field)
     {
@@ -192,9 +192,9 @@ fn plain_words(field: &str) -> String {
 mod tests {
     use super::*;
     use crate::control::test_support::project;
-    use crate::loop_file::binding::is_bound;
-    use crate::loop_file::state::KNOWN_FIELDS;
-    use crate::loop_file::store::LoopFile;
+    use crate::loop_file::fields::binding::is_bound;
+    use crate::loop_file::fields::state::KNOWN_FIELDS;
+    use crate::loop_file::storage::store::LoopFile;
 
     /// A value each bound field reads; a new field whose value this does not fit fails
     /// the parse below, and gets its own here.
@@ -281,7 +281,7 @@ mod tests {
             r#"{"userStories":[{"id":"US-1","title":"a","passes":false,"verify":"make \u001b[2J lint"}]}"#,
         )
         .unwrap();
-        let digest = crate::loop_file::stories::command_digest("make \u{1b}[2J lint");
+        let digest = crate::loop_file::fields::stories::command_digest("make \u{1b}[2J lint");
         let text = format!(
             "---\nprd: \"ralph/prd.json\"\nprd_commands: \"US-1:{digest}\"\nmax_tokens: 9\n---\nDo it\n"
         );

@@ -8,8 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::loop_file::state::PrdLoop;
-use crate::loop_file::stories::{self, Story};
+use crate::loop_file::fields::state::PrdLoop;
+use crate::loop_file::fields::stories::{self, Story};
 use ralph_fs::display;
 
 /// The flag that approves a list of commands, as the user types it.

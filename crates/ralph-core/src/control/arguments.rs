@@ -11,8 +11,8 @@
 //! the apostrophe in "Don't" is just a letter and never hides the options
 //! that follow it.
 
-use crate::loop_file::guards;
-pub use crate::loop_file::options::{
+use crate::loop_file::fields::guards;
+pub use crate::loop_file::fields::options::{
     ArgumentsError, Kind, check_duration, check_money, check_number,
 };
 

@@ -5,11 +5,12 @@
 use crate::control::approval::StoryCommands;
 use crate::control::arguments::{self, ArgumentsError};
 use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
-use crate::loop_file::guards::GuardSettings;
-use crate::loop_file::limit::Limit;
-use crate::loop_file::registry::{Registry, RegistryError};
-use crate::loop_file::store::Project;
-use crate::loop_file::{messages, stories};
+use crate::loop_file::fields::guards::GuardSettings;
+use crate::loop_file::fields::limit::Limit;
+use crate::loop_file::fields::stories;
+use crate::loop_file::messages;
+use crate::loop_file::storage::registry::{Registry, RegistryError};
+use crate::loop_file::storage::store::Project;
 use crate::time::Timestamp;
 
 /// The loop `ralph start` and `/ralph-loop` arm when no `--name` is given.
@@ -37,7 +38,7 @@ pub struct ArmOptions {
     pub approve_commands: Option<String>,
     /// `ralph run --sandbox`: the agent runs confined (not a slash-command option:
     /// only `ralph run` starts agents).
-    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    pub sandbox: Option<crate::loop_file::fields::confinement::Confinement>,
     /// `--protect` (repeatable): globs of paths the agent must not change.
     pub protect: Vec<String>,
     /// `--scope` (repeatable): globs every changed path must match.
@@ -167,7 +168,7 @@ impl ArmOptions {
         };
         let max_iterations = Limit::new(
             self.max_iterations
-                .unwrap_or(crate::loop_file::state::DEFAULT_MAX_ITERATIONS),
+                .unwrap_or(crate::loop_file::fields::state::DEFAULT_MAX_ITERATIONS),
         );
         let promise = non_empty(self.completion_promise.clone());
         let bounded = max_iterations.is_set() || self.guards.has_budget();
@@ -211,7 +212,7 @@ impl ArmOptions {
             force: self.force,
             fresh_context: self.fresh_context,
             prd,
-            notify: crate::loop_file::notice::Settings {
+            notify: crate::loop_file::fields::notice::Settings {
                 desktop: self.notify,
                 url: non_empty(self.notify_url),
             },
@@ -249,7 +250,7 @@ pub fn check_window(guards: &GuardSettings, registry: Option<&Registry>) -> Resu
     if pct.trim().parse::<u64>().is_ok_and(|p| p > 100) {
         return Err(LoopError::WindowShare(pct.to_owned()));
     }
-    let seen = registry.and_then(|r| crate::loop_file::window::load(r.dir()));
+    let seen = registry.and_then(|r| crate::loop_file::storage::window::load(r.dir()));
     if seen.is_none() {
         return Err(LoopError::WindowUnseen);
     }
@@ -341,7 +342,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     if !state
         .session_id
         .as_deref()
-        .is_some_and(crate::loop_file::run_owner::is_run)
+        .is_some_and(crate::loop_file::fields::run_owner::is_run)
     {
         out.push(format!("Spends: {}.", messages::SPENDS_IN_SESSION));
     }
@@ -552,7 +553,9 @@ mod tests {
         assert_eq!(req.name, DEFAULT_NAME);
         assert_eq!(
             req.max_iterations,
-            crate::loop_file::state::Limit::new(crate::loop_file::state::DEFAULT_MAX_ITERATIONS)
+            crate::loop_file::fields::state::Limit::new(
+                crate::loop_file::fields::state::DEFAULT_MAX_ITERATIONS
+            )
         );
         assert_eq!(req.completion_promise, None);
         assert_eq!(req.notify.url, None);
@@ -590,12 +593,12 @@ mod tests {
             check_window(&guards, None),
             Err(LoopError::WindowUnseen)
         ));
-        let seen = crate::loop_file::window::Window {
+        let seen = crate::loop_file::storage::window::Window {
             used_percentage: 10,
             resets_at: None,
             seen_at: 0,
         };
-        crate::loop_file::window::save(r.dir(), &seen).unwrap();
+        crate::loop_file::storage::window::save(r.dir(), &seen).unwrap();
         assert!(check_window(&guards, Some(&r)).is_ok());
     }
 

@@ -4,9 +4,9 @@
 
 use crate::control::arguments::Selection;
 use crate::control::commands::{self, Cancelled, LoopError};
-use crate::loop_file::registry::Registry;
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::store::Project;
+use crate::loop_file::storage::registry::Registry;
+use crate::loop_file::storage::store::Project;
 use crate::time::Timestamp;
 
 /// `ralph cancel` (and `/ralph-cancel`) for `session`: the lines to print, then how it went.

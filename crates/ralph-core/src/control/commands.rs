@@ -5,13 +5,13 @@
 use std::path::PathBuf;
 
 use crate::loop_file::error::LoopFileError;
-use crate::loop_file::frontmatter::{quote, scalar};
+use crate::loop_file::fields::frontmatter::{quote, scalar};
+use crate::loop_file::fields::outcome::Outcome;
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
-use crate::loop_file::outcome::Outcome;
-use crate::loop_file::registry::{self, Registry, RegistryError};
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::registry::{self, Registry, RegistryError};
+use crate::loop_file::storage::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 use ralph_fs::display;
 
@@ -66,7 +66,7 @@ pub enum LoopError {
     #[error("no loop named `{0}` (see `ralph status`)")]
     NotLogged(String),
     #[error(transparent)]
-    NotifyUrl(#[from] crate::loop_file::notice::UrlError),
+    NotifyUrl(#[from] crate::loop_file::fields::notice::UrlError),
     #[error("several loops are active ({0})")]
     Ambiguous(String),
     #[error("{path}: {message}")]
@@ -78,7 +78,7 @@ pub enum LoopError {
     #[error("{path} changed while you read it; nothing was adopted")]
     ChangedMeanwhile { path: PathBuf, name: String },
     #[error("{0}; nothing was armed")]
-    Prd(#[from] crate::loop_file::stories::PrdError),
+    Prd(#[from] crate::loop_file::fields::stories::PrdError),
     #[error(
         "--prd={0}: the PRD must be a path inside the project, such as ralph/prd.json (relative, no `..`); nothing was armed"
     )]
@@ -161,7 +161,7 @@ impl ralph_fs::error::Exit for LoopError {
 
 /// Whose a loop is, for messages: "owned by session X" or "not claimed yet".
 fn owner_words(owner: Option<&str>) -> String {
-    let run = owner.map(|o| (o, crate::loop_file::run_owner::RunOwner::parse(o)));
+    let run = owner.map(|o| (o, crate::loop_file::fields::run_owner::RunOwner::parse(o)));
     match run {
         Some((o, Some(run))) if run.is_gone() => {
             format!("last driven by `ralph run` ({o}), which has ended")
@@ -177,20 +177,20 @@ fn owner_words(owner: Option<&str>) -> String {
 pub struct ArmRequest {
     pub name: String,
     pub prompt: String,
-    pub max_iterations: crate::loop_file::limit::Limit,
+    pub max_iterations: crate::loop_file::fields::limit::Limit,
     pub completion_promise: Option<String>,
     pub abort_promise: Option<String>,
     pub session_id: Option<String>,
-    pub guards: crate::loop_file::guards::GuardSettings,
+    pub guards: crate::loop_file::fields::guards::GuardSettings,
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
     /// `--prd`: the PRD as read at arming (`read_prd`).
     pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
-    pub notify: crate::loop_file::notice::Settings,
+    pub notify: crate::loop_file::fields::notice::Settings,
     /// `ralph run --sandbox`: how every agent process runs confined.
-    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    pub sandbox: Option<crate::loop_file::fields::confinement::Confinement>,
     /// `--protect`, `--scope`: globs, and the work tree they are compared with.
     pub protect: Vec<String>,
     pub scope: Vec<String>,
@@ -202,17 +202,17 @@ pub struct ArmRequest {
 #[derive(Debug, Clone, Default)]
 pub struct ArmPrd {
     pub path: String,
-    pub stories: Vec<crate::loop_file::stories::Story>,
+    pub stories: Vec<crate::loop_file::fields::stories::Story>,
 }
 
 /// Reads the PRD a loop is armed with, through `safe_fs`.
 pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
-    if !crate::loop_file::stories::inside_project(path) {
+    if !crate::loop_file::fields::stories::inside_project(path) {
         return Err(LoopError::PrdOutside(
             ralph_fs::display::line(path).into_owned(),
         ));
     }
-    let prd = crate::loop_file::state::PrdLoop {
+    let prd = crate::loop_file::fields::state::PrdLoop {
         path: path.to_owned(),
         commands: String::new(),
         criteria: None,
@@ -273,9 +273,9 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     );
     if let Some(prd) = &req.prd {
         opt("prd", Some(quote(&prd.path)));
-        let commands = crate::loop_file::stories::record_commands(&prd.stories);
+        let commands = crate::loop_file::fields::stories::record_commands(&prd.stories);
         opt("prd_commands", Some(quote(&commands)));
-        let criteria = crate::loop_file::stories::record_criteria(&prd.stories);
+        let criteria = crate::loop_file::fields::stories::record_criteria(&prd.stories);
         opt("prd_criteria", Some(quote(&criteria)));
         let passed = crate::decide::prd_turn::passed_field(&prd.stories);
         opt("prd_passed", Some(quote(&passed)));
@@ -286,7 +286,7 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     for (field, value) in req
         .sandbox
         .iter()
-        .flat_map(crate::loop_file::confinement::Confinement::fields)
+        .flat_map(crate::loop_file::fields::confinement::Confinement::fields)
     {
         opt(field, Some(value));
     }
@@ -362,7 +362,7 @@ pub fn arm_or_keep(
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&lock, &path, &text)?;
     drop(lock);
-    crate::loop_file::checkpoints::prune(project);
+    crate::loop_file::storage::checkpoints::prune(project);
     Ok(Armed {
         path,
         state,
@@ -383,7 +383,7 @@ fn checked_request(req: &ArmRequest) -> Result<Option<ArmRequest>, LoopError> {
     let checked = match &req.notify.url {
         Some(url) => {
             let mut c = req.clone();
-            c.notify.url = Some(crate::loop_file::notice::check_url(url)?);
+            c.notify.url = Some(crate::loop_file::fields::notice::check_url(url)?);
             Some(c)
         }
         None => None,
@@ -540,7 +540,7 @@ fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopEr
 pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String> {
     let mut notices = Vec::new();
     for name in project.logs_without_loop() {
-        let last = crate::loop_file::store::read_log_tail(&project.log_path(&name), 1);
+        let last = crate::loop_file::storage::store::read_log_tail(&project.log_path(&name), 1);
         let Some(last) = last.first() else { continue };
         // A log whose last word is an ending belongs to a loop that ended (a corrupt file
         // moved aside, say): nothing vanished.
@@ -840,7 +840,7 @@ pub fn adopt(
 mod tests {
     use super::*;
     use crate::control::listing::report;
-    use crate::loop_file::registry::Arming;
+    use crate::loop_file::storage::registry::Arming;
 
     use crate::control::test_support::project;
 

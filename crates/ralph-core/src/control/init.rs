@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::control::templates::{self, TEMPLATES};
-use crate::loop_file::store::{Project, StoreError};
+use crate::loop_file::storage::store::{Project, StoreError};
 use ralph_fs::safe_fs::{self, FsError};
 
 const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];

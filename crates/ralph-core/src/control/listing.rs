@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::control::commands::LoopError;
-use crate::loop_file::outcome::{LoopStatus, Outcome};
-use crate::loop_file::registry::{Arming, Registry};
+use crate::loop_file::fields::outcome::{LoopStatus, Outcome};
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, Project, StoreError};
+use crate::loop_file::storage::registry::{Arming, Registry};
+use crate::loop_file::storage::store::{self, Project, StoreError};
 use crate::time::Timestamp;
 
 /// One loop as `ralph status` reports it.
@@ -24,7 +24,7 @@ pub struct LoopReport {
     pub state: LoopStatus,
     pub outcome: Option<String>,
     pub iteration: Option<u64>,
-    pub max_iterations: Option<crate::loop_file::limit::Limit>,
+    pub max_iterations: Option<crate::loop_file::fields::limit::Limit>,
     pub session_id: Option<String>,
     pub completion_promise: Option<String>,
     /// The task's first line, escaped (what the loop works on).
@@ -48,9 +48,9 @@ pub struct LoopReport {
     /// The guards' settings and counters, one JSON field each (named as
     /// in `guards.rs`); absent when the file does not parse.
     #[serde(flatten)]
-    pub guard_settings: Option<crate::loop_file::guards::Guards>,
+    pub guard_settings: Option<crate::loop_file::fields::guards::Guards>,
     #[serde(flatten)]
-    pub guard_counts: Option<crate::loop_file::guards::GuardCounts>,
+    pub guard_counts: Option<crate::loop_file::fields::guards::GuardCounts>,
     /// The guards in words, as `ralph start` announced them.
     pub guards: Vec<String>,
     /// Which usage the loop drains: `session` (the plan's windows, or the
@@ -72,7 +72,7 @@ pub struct LoopReport {
     /// An ended loop's receipt, when its gate completed it on this machine
     /// (`receipt.rs`; filled by `ralph status`, which knows the user).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<crate::loop_file::receipt::Receipt>,
+    pub receipt: Option<crate::loop_file::storage::receipt::Receipt>,
     /// The last decision-log lines (JSON objects), oldest first.
     pub recent: Vec<serde_json::Value>,
     /// Where its decision log is (live: under `logs/`; ended: beside its
@@ -225,14 +225,14 @@ fn report_one(
         not_armed: None,
         error: None,
         receipt: None,
-        recent: crate::loop_file::store::read_log_tail(log, recent),
+        recent: crate::loop_file::storage::store::read_log_tail(log, recent),
         log: log.to_owned(),
     };
     match LoopState::parse(text) {
         Ok(s) => fill_from_state(&mut r, &s, now),
         Err(e) => {
             // The rest is unreadable, but an intact `session_id:` line still says whose it is.
-            r.session_id = crate::loop_file::state::scan_session_id(text);
+            r.session_id = crate::loop_file::fields::state::scan_session_id(text);
             r.error = Some(e.to_string());
         }
     }
@@ -255,7 +255,7 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.driver_gone = s.outcome.is_none()
         && s.session_id
             .as_deref()
-            .is_some_and(crate::loop_file::run_owner::is_gone);
+            .is_some_and(crate::loop_file::fields::run_owner::is_gone);
     r.started_at = s.started_at.map(|t| t.to_string());
     r.ended_at = s.ended_at.map(|t| t.to_string());
     r.elapsed_secs = s
@@ -268,13 +268,13 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.guard_counts = Some(s.progress.counts.clone());
     r.guards = crate::loop_file::messages::guard_summary(s);
     r.spends = Some(match s.session_id.as_deref() {
-        Some(owner) if crate::loop_file::run_owner::is_run(owner) => "run",
+        Some(owner) if crate::loop_file::fields::run_owner::is_run(owner) => "run",
         _ => "session",
     });
     r.sandbox = s
         .sandbox
         .as_ref()
-        .map(crate::loop_file::confinement::Confinement::reach);
+        .map(crate::loop_file::fields::confinement::Confinement::reach);
     r.same_reply_count = Some(s.progress.same_reply_count);
     r.no_progress_count = Some(s.progress.no_progress_count);
     r.idle_blocks = Some(s.progress.idle_blocks);
@@ -300,12 +300,12 @@ impl LoopReport {
 pub fn attach_receipts(project: &Project, registry: Option<&Registry>, reports: &mut [LoopReport]) {
     let (Some(registry), Ok(root)) = (
         registry,
-        crate::loop_file::registry::canonical_root(project),
+        crate::loop_file::storage::registry::canonical_root(project),
     ) else {
         return;
     };
     for r in reports.iter_mut().filter(|r| r.state == LoopStatus::Ended) {
-        let Ok(receipt) = crate::loop_file::receipt::load(registry, &root, &r.name) else {
+        let Ok(receipt) = crate::loop_file::storage::receipt::load(registry, &root, &r.name) else {
             continue;
         };
         let file_name = |p: &str| std::path::Path::new(p).file_name().map(ToOwned::to_owned);

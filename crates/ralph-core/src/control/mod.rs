@@ -37,16 +37,17 @@ pub mod test_support {
     /// folder, for this folder's unit tests; the folder lives as long as the guard.
     pub fn project() -> (
         tempfile::TempDir,
-        crate::loop_file::store::Project,
-        crate::loop_file::registry::Registry,
+        crate::loop_file::storage::store::Project,
+        crate::loop_file::storage::registry::Registry,
     ) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
-        let project = crate::loop_file::store::Project {
+        let project = crate::loop_file::storage::store::Project {
             root: tmp.path().join("p"),
         };
         let registry =
-            crate::loop_file::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
+            crate::loop_file::storage::registry::locate(Some(&tmp.path().join("state")), None)
+                .unwrap();
         (tmp, project, registry)
     }
 }

@@ -1,7 +1,7 @@
 //! What `ralph receipt` prints: what the gate proved when a loop completed
 //! and, after `--recheck`, whether it still holds. Text only.
 
-use crate::loop_file::receipt::{Receipt, Recheck, seconds};
+use crate::loop_file::storage::receipt::{Receipt, Recheck, seconds};
 
 /// The receipt, one fact a line.
 pub fn receipt(r: &Receipt) -> Vec<String> {

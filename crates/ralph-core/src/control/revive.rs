@@ -10,14 +10,14 @@
 //! nonce and digest), which a planted record has not, and once per ending.
 
 use crate::control::LoopError;
-use crate::loop_file::frontmatter::quote;
-use crate::loop_file::guards::Tripped;
+use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::guards::Tripped;
+use crate::loop_file::fields::outcome::{Outcome, RecordedOutcome};
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
-use crate::loop_file::outcome::{Outcome, RecordedOutcome};
-use crate::loop_file::registry::{self, Registry};
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{LoopFile, Project, ProjectLock};
+use crate::loop_file::storage::registry::{self, Registry};
+use crate::loop_file::storage::store::{LoopFile, Project, ProjectLock};
 use crate::money::Money;
 use crate::time::Timestamp;
 
@@ -107,7 +107,7 @@ impl Raise {
         if let (Some(add), Some(was)) = (self.tokens, guards.max_tokens) {
             let now = was
                 .saturating_add(add)
-                .min(crate::loop_file::state::MAX_TOKENS);
+                .min(crate::loop_file::fields::state::MAX_TOKENS);
             fields.push(("max_tokens", now.to_string()));
             words.push(format!("tokens {was} → {now}"));
         }
@@ -202,7 +202,10 @@ pub fn revive(
     }
     fields.push(("active", "true".to_owned()));
     if let Some(session) = session {
-        fields.push(("session_id", crate::loop_file::frontmatter::scalar(session)));
+        fields.push((
+            "session_id",
+            crate::loop_file::fields::frontmatter::scalar(session),
+        ));
     }
     let Some(current) = Loop::load(&lock, file.clone())? else {
         return Err(LoopError::NoSuchLoop(file.name));

@@ -1,5 +1,5 @@
 //! `ralph rollback --to N [--name NAME]`: the work tree of a checkpoint
-//! (`loop_file/checkpoints.rs`) put back, only while its loop is paused or
+//! (`loop_file/storage/checkpoints.rs`) put back, only while its loop is paused or
 //! ended. The tree it replaces is kept first as checkpoint `undo-<k>`, so
 //! a rollback is undone by another. Ignored files and `.claude/` are never
 //! touched (`fs/checkpoint.rs`, `restore`).
@@ -7,11 +7,11 @@
 use std::path::PathBuf;
 
 use crate::control::LoopError;
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
-use crate::loop_file::registry::Registry;
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::registry::Registry;
+use crate::loop_file::storage::store::{LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 use ralph_fs::checkpoint;
 
@@ -41,7 +41,7 @@ pub fn rollback(
     }
     let lock = project.lock()?;
     let (loop_name, state, live) = choose(project, &lock, registry, name)?;
-    let prefix = crate::loop_file::checkpoints::prefix(&loop_name, &state)
+    let prefix = crate::loop_file::storage::checkpoints::prefix(&loop_name, &state)
         .ok_or_else(|| refused("this loop has no checkpoint names (no arming nonce)"))?;
     let target_ref = format!("{prefix}{to}");
     let target = checkpoint::ref_name(&loop_name, prefix_run(&prefix), to)

@@ -3,9 +3,9 @@
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
 use crate::control::listing::{LogChoice, LoopReport};
-use crate::loop_file::limit::Limit;
-use crate::loop_file::outcome::LoopStatus;
-use crate::loop_file::store::Project;
+use crate::loop_file::fields::limit::Limit;
+use crate::loop_file::fields::outcome::LoopStatus;
+use crate::loop_file::storage::store::Project;
 use crate::money::Money;
 use crate::time::format_duration;
 use ralph_fs::display;
@@ -62,7 +62,7 @@ fn report(r: &LoopReport) -> Vec<String> {
     if let Some(receipt) = &r.receipt {
         out.push(format!(
             "  {}",
-            crate::loop_file::receipt::one_line(receipt)
+            crate::loop_file::storage::receipt::one_line(receipt)
         ));
     }
     out.extend(failure_trend(r));
@@ -150,7 +150,7 @@ fn failure_trend(r: &LoopReport) -> Option<String> {
         .and_then(|c| c.failure_trend.as_deref())?;
     Some(format!(
         "  check: failures {}",
-        crate::loop_file::guards::trend_words(trend)
+        crate::loop_file::fields::guards::trend_words(trend)
     ))
 }
 
@@ -158,7 +158,7 @@ fn failure_trend(r: &LoopReport) -> Option<String> {
 /// how to take it over or end it.
 fn driver_gone(r: &LoopReport) -> Option<String> {
     let owner = r.session_id.as_deref().filter(|_| r.driver_gone)?;
-    let run = crate::loop_file::run_owner::RunOwner::parse(owner)?;
+    let run = crate::loop_file::fields::run_owner::RunOwner::parse(owner)?;
     let home = match run.session {
         Some(session) => format!(
             "session {} gets it back at its next stop; or ",
@@ -299,7 +299,7 @@ mod tests {
     use super::*;
     use crate::control::ArmRequest;
     use crate::control::listing::{choose_log, report};
-    use crate::loop_file::registry::locate;
+    use crate::loop_file::storage::registry::locate;
     use crate::time::Timestamp;
 
     /// A project with the loop `l` armed, and its reports.

@@ -53,9 +53,12 @@ pub(crate) fn find(name: &str) -> Option<&'static Template> {
 
 /// The template whose example stories `stories` are, unchanged (a PRD
 /// `ralph init` wrote and nobody edited; its layout may differ).
-pub(crate) fn unedited(stories: &[crate::loop_file::stories::Story]) -> Option<&'static Template> {
+pub(crate) fn unedited(
+    stories: &[crate::loop_file::fields::stories::Story],
+) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| {
-        crate::loop_file::stories::parse("prd.json", t.files[1].1).is_ok_and(|s| s == stories)
+        crate::loop_file::fields::stories::parse("prd.json", t.files[1].1)
+            .is_ok_and(|s| s == stories)
     })
 }
 
@@ -68,7 +71,7 @@ mod tests {
 
     #[test]
     fn an_unedited_prd_is_known_and_an_edited_one_is_not() {
-        use crate::loop_file::stories::parse;
+        use crate::loop_file::fields::stories::parse;
         for t in TEMPLATES {
             let mut stories = parse("prd.json", t.files[1].1).unwrap();
             assert_eq!(unedited(&stories).map(|u| u.name), Some(t.name));

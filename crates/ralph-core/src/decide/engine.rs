@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::loop_file::error::LoopFileError;
-use crate::loop_file::frontmatter::quote;
+use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::state::{LoopState, Progress};
+use crate::loop_file::handover;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
 use crate::loop_file::messages;
-use crate::loop_file::registry::Registry;
-use crate::loop_file::state::{LoopState, Progress};
-use crate::loop_file::store::{self, DecisionLog, Project, ProjectLock};
-use crate::loop_file::{checkpoints, handover};
+use crate::loop_file::storage::checkpoints;
+use crate::loop_file::storage::registry::Registry;
+use crate::loop_file::storage::store::{self, DecisionLog, Project, ProjectLock};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
 use ralph_fs::gate;
@@ -87,7 +88,7 @@ pub fn step(
     // check and the record agree, and the record always writes back).
     seen.tokens_used = seen
         .tokens_used
-        .map(|t| t.min(crate::loop_file::state::MAX_TOKENS));
+        .map(|t| t.min(crate::loop_file::fields::state::MAX_TOKENS));
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
     if live.state.active && live.state.paths.any() {
         seen.changed_paths = changed_paths(&project.root, &live.state.paths);
@@ -183,14 +184,14 @@ fn prd_stories(
     };
     let stories = crate::decide::prd_turn::read(&project.root, prd)?;
     let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
-    let mut found = crate::loop_file::stories::PrdSeen {
+    let mut found = crate::loop_file::fields::stories::PrdSeen {
         file: prd.path.clone(),
         stories: stories.clone(),
         refused: Vec::new(),
         changed: prd
             .criteria
             .as_deref()
-            .map(|armed| crate::loop_file::stories::changed_criteria(armed, &stories))
+            .map(|armed| crate::loop_file::fields::stories::changed_criteria(armed, &stories))
             .unwrap_or_default(),
     };
     let mut lock = lock;
@@ -344,7 +345,7 @@ fn apply(
 /// git could not tell (or no tree was recorded).
 fn changed_paths(
     root: &std::path::Path,
-    rules: &crate::loop_file::state::PathRules,
+    rules: &crate::loop_file::fields::state::PathRules,
 ) -> decide::ChangedPaths {
     let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     rules
@@ -601,20 +602,21 @@ fn keep_receipt(
 ) -> Option<String> {
     let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
     let command = live.state.guards.verify.as_deref()?;
-    let receipt = crate::loop_file::receipt::build(crate::loop_file::receipt::Passed {
-        name: &live.file.name,
-        root: &project.root,
-        command,
-        verdict,
-        output,
-        iteration: live.state.iteration,
-        record,
-        now: now.to_string(),
-        paths: paths_held(&live.state, seen),
-    });
-    let line = crate::loop_file::receipt::one_line(&receipt);
+    let receipt =
+        crate::loop_file::storage::receipt::build(crate::loop_file::storage::receipt::Passed {
+            name: &live.file.name,
+            root: &project.root,
+            command,
+            verdict,
+            output,
+            iteration: live.state.iteration,
+            record,
+            now: now.to_string(),
+            paths: paths_held(&live.state, seen),
+        });
+    let line = crate::loop_file::storage::receipt::one_line(&receipt);
     Some(
-        match registry.map(|r| crate::loop_file::receipt::save(r, &receipt)) {
+        match registry.map(|r| crate::loop_file::storage::receipt::save(r, &receipt)) {
             Some(Ok(_)) => line,
             Some(Err(e)) => format!("{line} (not kept: {e})"),
             None => format!("{line} (not kept: no per-user state folder)"),
@@ -626,13 +628,13 @@ fn keep_receipt(
 fn paths_held(
     state: &LoopState,
     seen: &Observation,
-) -> Option<crate::loop_file::receipt::PathsHeld> {
+) -> Option<crate::loop_file::storage::receipt::PathsHeld> {
     let rules = &state.paths;
     let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
         return None;
     };
     let (protected, outside) = decide::path_violations(state, &seen.changed_paths)?;
-    Some(crate::loop_file::receipt::PathsHeld {
+    Some(crate::loop_file::storage::receipt::PathsHeld {
         protect: rules.protect.clone(),
         scope: rules.scope.clone(),
         armed_tree: rules.armed_tree.clone().unwrap_or_default(),

@@ -10,10 +10,10 @@ pub(crate) mod pricing;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };
-use crate::loop_file::guards::Tripped;
-use crate::loop_file::limit::Limit;
-pub use crate::loop_file::outcome::Outcome;
-use crate::loop_file::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
+use crate::loop_file::fields::guards::Tripped;
+use crate::loop_file::fields::limit::Limit;
+pub use crate::loop_file::fields::outcome::Outcome;
+use crate::loop_file::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::reply::promise;
 use crate::time::{Timestamp, format_duration};
 
@@ -158,7 +158,7 @@ pub const PATH_REFUSALS_LIMIT: u64 = 3;
 pub const PATHS_CHECK: &str = "--protect/--scope";
 
 /// Counted like [`PATHS_CHECK`].
-pub use crate::loop_file::stories::CRITERIA_CHECK;
+pub use crate::loop_file::fields::stories::CRITERIA_CHECK;
 
 /// `--protect` and `--scope`: a protected path that differs from the work
 /// tree at arming is named at every continuation; a claim of done (the
@@ -194,7 +194,7 @@ fn guarded_paths(
     let all_pass = seen
         .prd
         .as_ref()
-        .is_some_and(|p| crate::loop_file::stories::all_pass(&p.stories));
+        .is_some_and(|p| crate::loop_file::fields::stories::all_pass(&p.stories));
     if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
         return Ok(false);
     }
@@ -330,11 +330,11 @@ fn stories_complete(
             crate::decide::path_words::listed(&prd.changed)
         );
         turn.notes.push(words::criteria_changed(&why));
-        if crate::loop_file::stories::all_pass(&prd.stories) {
+        if crate::loop_file::fields::stories::all_pass(&prd.stories) {
             return count_refusal(state, CRITERIA_CHECK, &why, &mut turn.progress);
         }
     }
-    if crate::loop_file::stories::all_pass(&prd.stories) {
+    if crate::loop_file::fields::stories::all_pass(&prd.stories) {
         return match (&state.guards.verify, &seen.verification) {
             (Some(command), None) => Err(Early::Verify(command.clone())),
             (Some(command), Some(v)) if !v.passed => {
@@ -351,7 +351,7 @@ fn stories_complete(
             )),
         };
     }
-    if crate::loop_file::stories::only_blocked_left(&prd.stories) {
+    if crate::loop_file::fields::stories::only_blocked_left(&prd.stories) {
         return Err(Early::End(Outcome::Blocked, words::blocked(prd)));
     }
     if let Some(expected) = &state.completion_promise
@@ -526,7 +526,7 @@ fn stall(
                 "`{command}` reported {failures} failures; none of the last {} checks went below {} (counts: {})",
                 counts.stalled_checks,
                 counts.lowest_failures.unwrap_or(failures),
-                crate::loop_file::guards::trend_words(
+                crate::loop_file::fields::guards::trend_words(
                     counts.failure_trend.as_deref().unwrap_or("")
                 )
             ),
@@ -546,7 +546,7 @@ fn push_trend(trend: Option<&str>, failures: u64) -> String {
     counts.push(failures.min(MAX_COUNT).to_string());
     let drop = counts
         .len()
-        .saturating_sub(crate::loop_file::guards::FAILURE_TREND_LEN);
+        .saturating_sub(crate::loop_file::fields::guards::FAILURE_TREND_LEN);
     counts.drain(..drop);
     counts.join(" ")
 }
@@ -952,7 +952,7 @@ mod tests {
         Observation {
             prd: Some(crate::decide::observation::PrdSeen {
                 file: "ralph/prd.json".into(),
-                stories: crate::loop_file::stories::parse("ralph/prd.json", &text).unwrap(),
+                stories: crate::loop_file::fields::stories::parse("ralph/prd.json", &text).unwrap(),
                 refused: Vec::new(),
                 changed: Vec::new(),
             }),
@@ -1953,7 +1953,7 @@ mod tests {
         );
     }
 
-    const DEFAULT_SAME: u64 = crate::loop_file::guards::DEFAULT_MAX_SAME_FAILURE;
+    const DEFAULT_SAME: u64 = crate::loop_file::fields::guards::DEFAULT_MAX_SAME_FAILURE;
 
     #[test]
     fn a_count_that_falls_then_sticks_stalls() {

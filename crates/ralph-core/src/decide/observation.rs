@@ -78,4 +78,4 @@ pub enum ChangedPaths {
     Known(Vec<String>),
 }
 
-pub use crate::loop_file::stories::{PrdSeen, StoryRefusal};
+pub use crate::loop_file::fields::stories::{PrdSeen, StoryRefusal};

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::loop_file::state::PrdLoop;
-use crate::loop_file::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
+use crate::loop_file::fields::state::PrdLoop;
+use crate::loop_file::fields::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
 use ralph_fs::gate::{self, Verification};
 use ralph_fs::safe_fs;
 

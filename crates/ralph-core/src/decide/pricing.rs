@@ -177,7 +177,7 @@ pub(crate) fn user_file_from_env() -> Option<PathBuf> {
         .map(PathBuf::from);
     user_file(
         config.as_deref(),
-        crate::loop_file::registry::home_from_env().as_deref(),
+        crate::loop_file::storage::registry::home_from_env().as_deref(),
     )
 }
 

@@ -8,13 +8,13 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::loop_file::fields::outcome::Outcome;
+use crate::loop_file::fields::state;
 use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
-use crate::loop_file::outcome::Outcome;
 use crate::loop_file::ownership::{self, Candidate, Selection};
-use crate::loop_file::registry::{self, Unarmed};
 use crate::loop_file::scan::{Armings, FirstLook, LoopEntry, stop_owner};
-use crate::loop_file::state;
-use crate::loop_file::store::{LoopFile, Project, ProjectLock};
+use crate::loop_file::storage::registry::{self, Unarmed};
+use crate::loop_file::storage::store::{LoopFile, Project, ProjectLock};
 use crate::time::Timestamp;
 use ralph_fs::display;
 
@@ -350,7 +350,7 @@ mod tests {
     use super::*;
     use crate::control::ArmRequest;
     use crate::control::test_support::project;
-    use crate::loop_file::registry::Registry;
+    use crate::loop_file::storage::registry::Registry;
 
     fn arm(project: &Project, registry: &Registry, name: &str, session: Option<&str>) {
         let request = ArmRequest {

@@ -17,12 +17,12 @@ use crate::decide::engine::{self, Step, Turn};
 use crate::hook::answer::Answer;
 use crate::hook::gate::{Chosen, Gate};
 use crate::hook::host::Host;
-use crate::loop_file::environment::Environment;
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::messages;
-use crate::loop_file::registry::{self, RegistryError};
 use crate::loop_file::scan::{Armings, FirstLook};
-use crate::loop_file::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::environment::Environment;
+use crate::loop_file::storage::registry::{self, RegistryError};
+use crate::loop_file::storage::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
 use crate::reply::event::{EventError, StopEvent};
 use ralph_fs::display;
 

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::decide::{Observation, Verification};
-use crate::loop_file::environment::Environment;
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::Project;
+use crate::loop_file::fields::state::LoopState;
+use crate::loop_file::storage::environment::Environment;
+use crate::loop_file::storage::store::Project;
 use crate::money::Money;
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{self, Appended};
@@ -189,7 +189,7 @@ impl Figures<'_> {
             .guards
             .max_window_pct
             .and_then(|_| ctx.registry())
-            .and_then(|r| crate::loop_file::window::load(r.dir()))
+            .and_then(|r| crate::loop_file::storage::window::load(r.dir()))
             .map(|w| (w.used_now(ctx.now), w.reset_words()));
         Observation {
             largest_reply_cost: priced.map_or(Money(0), |(_, largest)| largest),

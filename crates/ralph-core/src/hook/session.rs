@@ -18,14 +18,14 @@ use serde::Deserialize;
 use crate::control;
 use crate::hook::HookError;
 use crate::hook::answer::Answer;
-use crate::loop_file::environment::Environment;
-use crate::loop_file::frontmatter::quote;
+use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
 use crate::loop_file::scan::{LoopEntry, Scan};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{Project, ProjectLock};
+use crate::loop_file::storage::environment::Environment;
+use crate::loop_file::storage::store::{Project, ProjectLock};
 use rules::{EndRule, FailureRule, Handover, StartRule};
 
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
@@ -433,7 +433,7 @@ fn take_over(
 /// Why the loop was last paused, from its decision log (a session end or
 /// the user), or `None` when it was resumed since or the log says nothing.
 fn last_pause_reason(project: &Project, name: &str) -> Option<String> {
-    let recent = crate::loop_file::store::read_log_tail(&project.log_path(name), 50);
+    let recent = crate::loop_file::storage::store::read_log_tail(&project.log_path(name), 50);
     let last = recent
         .iter()
         .rev()

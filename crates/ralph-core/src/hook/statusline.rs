@@ -6,10 +6,10 @@
 
 use serde_json::Value;
 
-use crate::loop_file::environment::Environment;
-use crate::loop_file::registry::Arming;
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::scan::Scan;
-use crate::loop_file::state::LoopState;
+use crate::loop_file::storage::environment::Environment;
+use crate::loop_file::storage::registry::Arming;
 use crate::time::{Timestamp, format_duration};
 
 /// The line for `input` (the status JSON; anything else reads as none),
@@ -61,7 +61,7 @@ pub fn statusline(
 /// Keeps the plan's 5-hour window for the Stop hook (which is never shown
 /// it), when it changed since the last refresh.
 fn keep_window(status: &Value, ctx: &Environment, now: Timestamp) {
-    use crate::loop_file::window;
+    use crate::loop_file::storage::window;
     let (Some(seen), Some(registry)) =
         (window::Window::from_statusline(status, now), ctx.registry())
     else {

@@ -6,10 +6,10 @@
 
 use std::path::PathBuf;
 
-use crate::loop_file::registry::{NONCE_FIELD, RegistryError};
-use crate::loop_file::state::StateError;
-use crate::loop_file::store::StoreError;
-use crate::loop_file::stories::PrdError;
+use crate::loop_file::fields::state::StateError;
+use crate::loop_file::fields::stories::PrdError;
+use crate::loop_file::storage::registry::{NONCE_FIELD, RegistryError};
+use crate::loop_file::storage::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoopFileError {

@@ -4,8 +4,8 @@
 //! the next step, for the next agent or person. Worded here from the loop's
 //! state and its decision log (pure); `decide/engine.rs` writes it.
 
-use crate::loop_file::guards::Tripped;
-use crate::loop_file::state::LoopState;
+use crate::loop_file::fields::guards::Tripped;
+use crate::loop_file::fields::state::LoopState;
 
 /// The hand-over's name beside a record `<stem>.md`: `<stem>.handover.md`.
 pub(crate) const SUFFIX: &str = ".handover.md";

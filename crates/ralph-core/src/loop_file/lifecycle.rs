@@ -11,7 +11,7 @@
 //! write is done. With the guard, a pause compiles:
 //!
 //! ```
-//! use ralph_core::loop_file::{lifecycle::Loop, store::Project};
+//! use ralph_core::loop_file::{lifecycle::Loop, storage::store::Project};
 //! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
 //!     let lock = project.lock()?;
 //!     live.write(&lock, &[("active", "false".to_owned())])?;
@@ -23,7 +23,7 @@
 //! the crate's tests, `cargo test -p ralph-loop-core`):
 //!
 //! ```compile_fail
-//! use ralph_core::loop_file::{lifecycle::Loop, store::Project};
+//! use ralph_core::loop_file::{lifecycle::Loop, storage::store::Project};
 //! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
 //!     live.write(&[("active", "false".to_owned())])?;
 //!     Ok(())
@@ -35,12 +35,14 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::loop_file::error::LoopFileError;
-use crate::loop_file::frontmatter::quote;
-use crate::loop_file::outcome::Outcome;
-use crate::loop_file::registry::{self, Registry};
+use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::outcome::Outcome;
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::rewrite;
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, DecisionLog, LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::registry::{self, Registry};
+use crate::loop_file::storage::store::{
+    self, DecisionLog, LoopFile, Project, ProjectLock, StoreError,
+};
 use crate::time::Timestamp;
 use ralph_fs::gate::Verification;
 
@@ -302,23 +304,25 @@ fn tell(
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let log = record.with_file_name(format!("{stem}.log.jsonl"));
-    let ending = crate::loop_file::notice::Ending {
+    let ending = crate::loop_file::fields::notice::Ending {
         loop_name: name.to_owned(),
         project: project.root.display().to_string(),
         outcome: ending.outcome,
         why: ending.why.to_owned(),
         iterations: state.iteration,
-        cost: crate::loop_file::notice::logged_cost(&log),
+        cost: crate::loop_file::fields::notice::logged_cost(&log),
     };
-    for (channel, delivery) in crate::loop_file::notice::deliver(&state.notify, &ending) {
+    for (channel, delivery) in crate::loop_file::fields::notice::deliver(&state.notify, &ending) {
         let words = match delivery {
-            crate::loop_file::notice::Delivery::Posted(status) => {
+            crate::loop_file::fields::notice::Delivery::Posted(status) => {
                 format!("{channel}: posted (HTTP {status})")
             }
-            crate::loop_file::notice::Delivery::HandedOff(program) => {
+            crate::loop_file::fields::notice::Delivery::HandedOff(program) => {
                 format!("{channel}: handed to {program}")
             }
-            crate::loop_file::notice::Delivery::Failed(why) => format!("{channel}: failed: {why}"),
+            crate::loop_file::fields::notice::Delivery::Failed(why) => {
+                format!("{channel}: failed: {why}")
+            }
         };
         let line = LogEntry::new(Timestamp::now(), Logged::Notify, words).line();
         // Best effort, like every log line; never through a link.
@@ -520,7 +524,10 @@ impl Loop {
     pub fn set_owner(&self, lock: &ProjectLock, owner: &str) -> Result<(), LoopFileError> {
         self.write(
             lock,
-            &[("session_id", crate::loop_file::frontmatter::scalar(owner))],
+            &[(
+                "session_id",
+                crate::loop_file::fields::frontmatter::scalar(owner),
+            )],
         )
     }
 
@@ -535,7 +542,10 @@ impl Loop {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
-        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::loop_file::frontmatter::scalar);
+        let value = owner.map_or_else(
+            || "\"\"".to_owned(),
+            crate::loop_file::fields::frontmatter::scalar,
+        );
         self.write(lock, &[("session_id", value)])
     }
 }

@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
-use crate::loop_file::limit::Limit;
-use crate::loop_file::outcome::Outcome;
-use crate::loop_file::state::{LoopState, Progress};
+use crate::loop_file::fields::limit::Limit;
+use crate::loop_file::fields::outcome::Outcome;
+use crate::loop_file::fields::state::{LoopState, Progress};
 use ralph_fs::display::line;
 
 /// The footer under the prompt, telling the agent where it is and exactly
@@ -258,7 +258,7 @@ pub fn guard_figures(state: &LoopState, progress: &Progress) -> String {
     if let Some(trend) = &progress.counts.failure_trend {
         out.push(format!(
             "failures {}",
-            crate::loop_file::guards::trend_words(trend)
+            crate::loop_file::fields::guards::trend_words(trend)
         ));
     }
     if let Some(limit) = g
@@ -539,8 +539,8 @@ mod tests {
 pub mod stories {
     use std::fmt::Write as _;
 
-    use crate::loop_file::stories::{self, Story};
-    use crate::loop_file::stories::{PrdSeen, StoryRefusal};
+    use crate::loop_file::fields::stories::{self, Story};
+    use crate::loop_file::fields::stories::{PrdSeen, StoryRefusal};
     use ralph_fs::display::line;
 
     /// `story US-002 · 1 of 3 pass` (or `no story open · 2 of 3 pass`).

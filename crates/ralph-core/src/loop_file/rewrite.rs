@@ -12,9 +12,9 @@
 use std::path::Path;
 
 use crate::loop_file::error::LoopFileError;
-use crate::loop_file::fields::FieldSource;
-use crate::loop_file::frontmatter;
-use crate::loop_file::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
+use crate::loop_file::fields::frontmatter;
+use crate::loop_file::fields::state::{self, KNOWN_FIELDS, LoopState, RawFields, StateError};
+use crate::loop_file::fields::values::FieldSource;
 
 /// Returns `text` (the loop file at `path`, which only names it in a
 /// refusal) with `fields` set (values are YAML scalars, already quoted as

@@ -6,10 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::Loop;
-use crate::loop_file::registry::{self, Arming, Registry, Unarmed};
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{self, Listing, LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::registry::{self, Arming, Registry, Unarmed};
+use crate::loop_file::storage::store::{self, Listing, LoopFile, Project, ProjectLock, StoreError};
 use ralph_fs::safe_fs::FileStamp;
 
 /// A loop file as one scan found it.
@@ -188,11 +188,11 @@ impl Scan {
 
 /// Whose a loop is for a stop: its `session_id`, except that a loop whose
 /// `ralph run` died goes back to the session it was taken from
-/// (crate::loop_file::run_owner), which claims it again at its next stop.
+/// (crate::loop_file::fields::run_owner), which claims it again at its next stop.
 pub fn stop_owner(state: &LoopState) -> Option<&str> {
     let owner = state.session_id.as_deref()?;
-    let orphaned =
-        crate::loop_file::run_owner::RunOwner::parse(owner).and_then(|run| run.orphaned_for());
+    let orphaned = crate::loop_file::fields::run_owner::RunOwner::parse(owner)
+        .and_then(|run| run.orphaned_for());
     Some(orphaned.unwrap_or(owner))
 }
 

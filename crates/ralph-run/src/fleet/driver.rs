@@ -21,8 +21,8 @@ use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
 use ralph_core::control::approval::StoryCommands;
-use ralph_core::loop_file::outcome::{self as ended, RecordedOutcome};
-use ralph_core::loop_file::store::Project;
+use ralph_core::loop_file::fields::outcome::{self as ended, RecordedOutcome};
+use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::format_duration;
 use ralph_fs::process::GroupChild;
 use ralph_fs::safe_fs;
@@ -65,7 +65,7 @@ pub struct Request<'a> {
     pub promise: String,
     /// The guards the command line arms, read once (defaults and caps as
     /// every loop has them): the fleet's own gate runs `verify` with them.
-    pub guards: ralph_core::loop_file::guards::Guards,
+    pub guards: ralph_core::loop_file::fields::guards::Guards,
     /// Every child `ralph run`'s settings (the task comes on stdin).
     pub child: ChildFlags,
     /// `--approve-commands`: the code of the PRD's story commands the user approved.
@@ -172,7 +172,7 @@ fn select(
 ) -> Result<(Vec<Story>, bool), FleetError> {
     if request
         .prd
-        .is_some_and(|p| p != ralph_core::loop_file::stories::DEFAULT_PRD)
+        .is_some_and(|p| p != ralph_core::loop_file::fields::stories::DEFAULT_PRD)
     {
         return Err(FleetError::OtherPrd);
     }

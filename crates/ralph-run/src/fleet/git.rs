@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::fleet::error::FleetError;
 use crate::fleet::{self, MergeMode, StoryRecord};
-use ralph_core::loop_file::outcome::RecordedOutcome;
-use ralph_core::loop_file::state::LoopState;
-use ralph_core::loop_file::store::Project;
+use ralph_core::loop_file::fields::outcome::RecordedOutcome;
+use ralph_core::loop_file::fields::state::LoopState;
+use ralph_core::loop_file::storage::store::Project;
 use ralph_fs::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
@@ -316,7 +316,10 @@ pub fn last_run(worktree: &Path, name: &str) -> LastRun {
         root: worktree.to_owned(),
     }
     .history_dir();
-    let marker = format!("-{}", ralph_core::loop_file::store::record_name(name));
+    let marker = format!(
+        "-{}",
+        ralph_core::loop_file::storage::store::record_name(name)
+    );
     let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
         entries
             .flatten()
@@ -456,7 +459,7 @@ mod tests {
         assert_eq!(
             last.outcome,
             Some(RecordedOutcome::Known(
-                ralph_core::loop_file::outcome::Outcome::Completed
+                ralph_core::loop_file::fields::outcome::Outcome::Completed
             ))
         );
         assert_eq!((last.iterations, last.tokens), (2, 42));

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
-pub const PRD: &str = ralph_core::loop_file::stories::DEFAULT_PRD;
+pub const PRD: &str = ralph_core::loop_file::fields::stories::DEFAULT_PRD;
 /// The folder ralph owns for the worktrees, one per story. Not under
 /// `.claude/`: Claude Code refuses edits to any path under a `.claude`
 /// folder even with `--permission-mode acceptEdits`, so an agent could not
@@ -27,7 +27,7 @@ pub const RECORDS: &str = ".claude/ralph/stories";
 /// The promise a story's loop gives when nothing else was chosen.
 pub const DEFAULT_PROMISE: &str = "DONE";
 
-pub use ralph_core::loop_file::stories::{PrdError, Story, valid_id};
+pub use ralph_core::loop_file::fields::stories::{PrdError, Story, valid_id};
 
 /// The branch a story's loop works on.
 pub fn branch(id: &str) -> String {
@@ -41,12 +41,12 @@ pub fn loop_name(id: &str) -> String {
 
 /// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
 pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
-    ralph_core::loop_file::stories::parse(PRD, prd)
+    ralph_core::loop_file::fields::stories::parse(PRD, prd)
 }
 
 /// The open stories (not passing, not blocked), by priority, then file order.
 pub fn open(stories: &[Story]) -> Vec<Story> {
-    ralph_core::loop_file::stories::open(stories)
+    ralph_core::loop_file::fields::stories::open(stories)
 }
 
 /// Tasks named on the command line. Each id is `task-` and a hash of its
@@ -117,7 +117,7 @@ pub fn matrix(open: &[Story]) -> Value {
 /// Sets `passes: true` on the story `id`, changing only that value's
 /// bytes (`stories::set_passes`). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
-    ralph_core::loop_file::stories::set_passes(PRD, prd, id, true)
+    ralph_core::loop_file::fields::stories::set_passes(PRD, prd, id, true)
 }
 
 /// How a story stands, as its record says.

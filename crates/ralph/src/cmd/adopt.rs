@@ -8,8 +8,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use ralph_core::control;
 use ralph_core::control::adoption::{self, Choice};
 use ralph_core::loop_file::lifecycle::Loop;
-use ralph_core::loop_file::registry::Registry;
-use ralph_core::loop_file::store::Project;
+use ralph_core::loop_file::storage::registry::Registry;
+use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::Timestamp;
 
 use crate::cli::AdoptArgs;

@@ -11,7 +11,7 @@ use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
-use ralph_core::loop_file::environment::Environment;
+use ralph_core::loop_file::storage::environment::Environment;
 use ralph_fs::gate;
 
 /// The hook's own work (everything but a verification gate) must end

@@ -10,7 +10,7 @@ use ralph_core::control::arguments::{self, Selection};
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
 use ralph_core::control::revive::{self, Raise};
-use ralph_core::loop_file::store::Project;
+use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use ralph_core::control::{listing, receipt_text};
-use ralph_core::loop_file::guards::DEFAULT_VERIFY_TIMEOUT;
-use ralph_core::loop_file::receipt::{self, ReceiptError};
+use ralph_core::loop_file::fields::guards::DEFAULT_VERIFY_TIMEOUT;
+use ralph_core::loop_file::storage::receipt::{self, ReceiptError};
 use ralph_core::time::Timestamp;
 
 use crate::cli::ReceiptArgs;
@@ -21,8 +21,9 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
                 .ok_or(ReceiptError::NoLoops)?
         }
     };
-    let registry = ralph_core::loop_file::registry::from_env().ok_or(ReceiptError::NoHome)?;
-    let root = ralph_core::loop_file::registry::canonical_root(&project)?;
+    let registry =
+        ralph_core::loop_file::storage::registry::from_env().ok_or(ReceiptError::NoHome)?;
+    let root = ralph_core::loop_file::storage::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
     let checked = args

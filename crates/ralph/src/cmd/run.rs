@@ -33,7 +33,7 @@ pub(super) fn run(args: RunArgs) -> CmdResult {
         || std::env::var_os("CLAUDE_CODE_BUBBLEWRAP").is_some();
     if let Some(refusal) = screen::root_refusal(
         &agent,
-        ralph_core::loop_file::run_owner::runs_as_root(),
+        ralph_core::loop_file::fields::run_owner::runs_as_root(),
         sandboxed,
     ) {
         return Err(Failure::usage(refusal));
@@ -72,7 +72,7 @@ fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
-    let own = ralph_core::loop_file::run_owner::RunOwner::own();
+    let own = ralph_core::loop_file::fields::run_owner::RunOwner::own();
     let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
     let asked = args.confinement();

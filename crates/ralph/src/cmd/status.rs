@@ -50,7 +50,7 @@ pub(super) fn log(args: LogArgs) -> CmdResult {
         LogChoice::Loop(report) => &report.log,
         LogChoice::Orphan(log) => log,
     };
-    let lines = ralph_core::loop_file::store::read_log_tail(log, usize::MAX);
+    let lines = ralph_core::loop_file::storage::store::read_log_tail(log, usize::MAX);
     if !args.json {
         say!("{}", text.header);
     }

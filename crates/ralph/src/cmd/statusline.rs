@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use ralph_core::loop_file::environment::Environment;
+use ralph_core::loop_file::storage::environment::Environment;
 use ralph_core::time::Timestamp;
 
 pub(super) fn statusline() -> crate::exit::CmdResult {

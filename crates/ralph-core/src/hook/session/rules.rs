@@ -2,8 +2,8 @@
 //! the start of one mean for the loop that session owns. No file, clock or
 //! environment here; `session.rs` gathers the facts and does the writing.
 
-use crate::loop_file::frontmatter;
-use crate::loop_file::state::LoopState;
+use crate::loop_file::fields::frontmatter;
+use crate::loop_file::fields::state::LoopState;
 use crate::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that

@@ -7,16 +7,16 @@
 
 use serde::Deserialize;
 
-use crate::loop_file::fields::{FieldSource, duration, non_empty, number};
-pub use crate::loop_file::fields::{MAX_COUNT, MAX_OFFSET, MAX_TOKENS, StateError};
-use crate::loop_file::frontmatter::{self, Split, quote};
-pub use crate::loop_file::limit::Limit;
+use crate::loop_file::fields::frontmatter::{self, Split, quote};
+pub use crate::loop_file::fields::limit::Limit;
+use crate::loop_file::fields::values::{FieldSource, duration, non_empty, number};
+pub use crate::loop_file::fields::values::{MAX_COUNT, MAX_OFFSET, MAX_TOKENS, StateError};
 use crate::time::Timestamp;
 
 /// `max_iterations` when the field is missing: a finite limit, so a file
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
-pub use crate::loop_file::guards::{
+pub use crate::loop_file::fields::guards::{
     DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards,
     MAX_VERIFY_TIMEOUT,
 };
@@ -38,7 +38,7 @@ pub struct LoopState {
     pub guards: Guards,
     pub progress: Progress,
     /// Set once the loop has ended (only in history records).
-    pub outcome: Option<crate::loop_file::outcome::RecordedOutcome>,
+    pub outcome: Option<crate::loop_file::fields::outcome::RecordedOutcome>,
     pub ended_at: Option<Timestamp>,
     /// `ralph_nonce`: binds the file to its record in the per-user registry.
     pub nonce: Option<String>,
@@ -50,9 +50,9 @@ pub struct LoopState {
     /// `ralph start --prd`: the stories the loop works through.
     pub prd: Option<PrdLoop>,
     /// `notify` and `notify_url`: how the user is told the loop ended.
-    pub notify: crate::loop_file::notice::Settings,
+    pub notify: crate::loop_file::fields::notice::Settings,
     /// `ralph run --sandbox`: every agent process of a run runs confined.
-    pub sandbox: Option<crate::loop_file::confinement::Confinement>,
+    pub sandbox: Option<crate::loop_file::fields::confinement::Confinement>,
     /// `protect`, `scope` and `armed_tree`: the paths the agent must not
     /// change, those it may, and the tree they are compared with.
     pub paths: PathRules,
@@ -224,7 +224,7 @@ macro_rules! raw_fields {
 
 // The guards' own fields come from `guards.rs`, in the middle of the list
 // (the order is the order in which problems are reported).
-crate::loop_file::guards::with_guard_fields!(raw_fields!(
+crate::loop_file::fields::guards::with_guard_fields!(raw_fields!(
     active,
     iteration,
     max_iterations,
@@ -317,30 +317,32 @@ impl LoopState {
                 unseen_tokens: number("unseen_tokens", raw.unseen_tokens.as_deref(), MAX_TOKENS)?
                     .unwrap_or(0),
                 counts: GuardCounts::read(&raw)?,
-                prd_passed: crate::loop_file::stories::id_list(
+                prd_passed: crate::loop_file::fields::stories::id_list(
                     raw.prd_passed.as_deref().unwrap_or(""),
                 ),
             },
             outcome: non_empty(raw.outcome.clone())
-                .map(crate::loop_file::outcome::RecordedOutcome::parse),
+                .map(crate::loop_file::fields::outcome::RecordedOutcome::parse),
             ended_at: timestamp("ended_at", raw.ended_at.as_deref())?,
             nonce: non_empty(raw.ralph_nonce.clone()),
             prompt: body.trim_matches(['\n', '\r', ' ', '\t']).to_owned(),
             fresh_context: boolean("fresh_context", raw.fresh_context.as_deref(), false)?,
             prd: prd_loop(&raw)?,
-            notify: crate::loop_file::notice::Settings {
+            notify: crate::loop_file::fields::notice::Settings {
                 desktop: boolean("notify", raw.notify.as_deref(), false)?,
                 // A URL that does not pass the arming check is never called.
                 url: non_empty(raw.notify_url.clone())
-                    .and_then(|u| crate::loop_file::notice::check_url(&u).ok()),
+                    .and_then(|u| crate::loop_file::fields::notice::check_url(&u).ok()),
             },
-            sandbox: crate::loop_file::confinement::Confinement::from_fields(
+            sandbox: crate::loop_file::fields::confinement::Confinement::from_fields(
                 boolean("sandbox", raw.sandbox.as_deref(), false)?,
                 raw.sandbox_network.as_deref(),
                 raw.sandbox_image.as_deref(),
             )?,
             paths: path_rules(&raw)?,
-            settings_hash: crate::loop_file::binding::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
+            settings_hash: crate::loop_file::fields::binding::settings_hash(KNOWN_FIELDS, |f| {
+                raw.get(f)
+            }),
         })
     }
 
@@ -360,7 +362,7 @@ fn prd_loop(raw: &RawFields) -> Result<Option<PrdLoop>, StateError> {
     let Some(path) = non_empty(raw.prd.clone()) else {
         return Ok(None);
     };
-    if !crate::loop_file::stories::inside_project(&path) {
+    if !crate::loop_file::fields::stories::inside_project(&path) {
         return Err(StateError::Field {
             field: "prd",
             value: ralph_fs::display::line(&path).into_owned(),
@@ -438,7 +440,7 @@ pub fn bound_values(text: &str) -> Result<Vec<(&'static str, String)>, StateErro
     Ok(KNOWN_FIELDS
         .iter()
         .copied()
-        .filter(|f| crate::loop_file::binding::is_bound(f))
+        .filter(|f| crate::loop_file::fields::binding::is_bound(f))
         .filter_map(|f| raw.get(f).map(|v| (f, v.to_owned())))
         .collect())
 }

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use crate::loop_file::fields::StateError;
+use crate::loop_file::fields::values::StateError;
 
 /// Where the parts of a frontmatter document lie, as byte ranges of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,12 +4,14 @@
 //! README's options table and `ralph status` are checked against), and
 //! their words for the user. Each guard's rule lives in `decide`.
 
-use crate::loop_file::fields::{
+use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::limit::Limit;
+use crate::loop_file::fields::options::{
+    ArgumentsError, Kind, check_duration, check_money, check_number,
+};
+use crate::loop_file::fields::values::{
     FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
 };
-use crate::loop_file::frontmatter::quote;
-use crate::loop_file::limit::Limit;
-use crate::loop_file::options::{ArgumentsError, Kind, check_duration, check_money, check_number};
 use crate::money::Money;
 use crate::time::format_duration;
 
@@ -776,7 +778,7 @@ mod tests {
                 (g.flag, g.kind)
             );
             assert!(
-                crate::loop_file::state::KNOWN_FIELDS.contains(&g.field),
+                crate::loop_file::fields::state::KNOWN_FIELDS.contains(&g.field),
                 "{} is not read from the loop file",
                 g.field
             );
@@ -812,7 +814,7 @@ mod tests {
         assert_eq!(keys, listed);
         for field in COUNTER_FIELDS {
             assert!(
-                crate::loop_file::state::KNOWN_FIELDS.contains(field),
+                crate::loop_file::fields::state::KNOWN_FIELDS.contains(field),
                 "{field}"
             );
         }
@@ -854,7 +856,8 @@ mod tests {
 
     #[test]
     fn the_defaults_shown_are_the_defaults_read() {
-        let s = crate::loop_file::state::LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
+        let s = crate::loop_file::fields::state::LoopState::parse("---\nverify: x\n---\nTask\n")
+            .unwrap();
         let shown = |flag: &str| OPTIONS.iter().find(|g| g.flag == flag).unwrap().default;
         assert_eq!(
             shown("stuck-after"),
@@ -880,7 +883,7 @@ mod tests {
     /// and each guard with the default it really has.
     #[test]
     fn the_readme_options_table_lists_every_option_with_its_default() {
-        let readme = include_str!("../../../../README.md");
+        let readme = include_str!("../../../../../README.md");
         let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--")).collect();
         for (flag, _) in crate::control::arguments::OPTIONS {
             let row = rows

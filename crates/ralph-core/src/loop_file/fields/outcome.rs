@@ -1,7 +1,7 @@
 //! How a loop ended (the word stored in its `outcome:` field and the
 //! notice the user sees), and what state `ralph status` reports it in.
 
-use crate::loop_file::guards::Tripped;
+use crate::loop_file::fields::guards::Tripped;
 
 /// How a loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

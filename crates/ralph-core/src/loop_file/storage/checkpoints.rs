@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::Project;
+use crate::loop_file::fields::state::LoopState;
+use crate::loop_file::storage::store::Project;
 use ralph_fs::checkpoint;
 
 /// The run part of a loop's checkpoint names: its arming nonce.
@@ -70,7 +70,7 @@ pub(crate) fn last_green(
         .filter_map(|(r, _)| r.strip_prefix(&prefix)?.parse().ok())
         .collect();
     let mut green: Vec<u64> =
-        crate::loop_file::store::read_log_tail(&project.log_path(name), 10_000)
+        crate::loop_file::storage::store::read_log_tail(&project.log_path(name), 10_000)
             .iter()
             .filter(|e| e["check"]["passed"] == serde_json::Value::Bool(true))
             .filter_map(|e| e["iteration"].as_u64())

@@ -51,7 +51,10 @@ impl Settings {
             out.push(("notify", "true".to_owned()));
         }
         if let Some(url) = &self.url {
-            out.push(("notify_url", crate::loop_file::frontmatter::quote(url)));
+            out.push((
+                "notify_url",
+                crate::loop_file::fields::frontmatter::quote(url),
+            ));
         }
         out
     }
@@ -93,7 +96,7 @@ pub struct Ending {
     pub loop_name: String,
     /// The project's folder, as a path the user reads.
     pub project: String,
-    pub outcome: crate::loop_file::outcome::Outcome,
+    pub outcome: crate::loop_file::fields::outcome::Outcome,
     pub why: String,
     pub iterations: u64,
     /// What the loop spent, as its log's last running total.

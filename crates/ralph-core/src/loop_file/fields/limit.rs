@@ -8,7 +8,7 @@
 use std::fmt;
 use std::num::NonZeroU64;
 
-use crate::loop_file::fields::{StateError, number};
+use crate::loop_file::fields::values::{StateError, number};
 
 /// A count that ends something once reached, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -115,7 +115,7 @@ mod tests {
     fn zero_is_unlimited_and_reads_back_as_written() {
         assert_eq!(Limit::new(0), Limit::Unlimited);
         assert_eq!(Limit::from(0), Limit::default());
-        for written in [0, 1, 7, crate::loop_file::fields::MAX_COUNT] {
+        for written in [0, 1, 7, crate::loop_file::fields::values::MAX_COUNT] {
             let limit = Limit::read("stuck_after", Some(&written.to_string()), u64::MAX)
                 .unwrap()
                 .unwrap();

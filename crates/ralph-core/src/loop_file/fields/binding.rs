@@ -45,7 +45,8 @@ pub const BOOKKEEPING: &[&str] = &[
 
 /// Whether a field of the loop file is bound to the arming.
 pub fn is_bound(field: &str) -> bool {
-    !BOOKKEEPING.contains(&field) && !crate::loop_file::guards::COUNTER_FIELDS.contains(&field)
+    !BOOKKEEPING.contains(&field)
+        && !crate::loop_file::fields::guards::COUNTER_FIELDS.contains(&field)
 }
 
 /// The hash of every bound field present in a loop file, as YAML reads it

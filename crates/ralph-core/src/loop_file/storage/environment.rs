@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::loop_file::registry::{self, Registry};
-use crate::loop_file::store::{self, Project};
+use crate::loop_file::storage::registry::{self, Registry};
+use crate::loop_file::storage::store::{self, Project};
 use crate::time::Timestamp;
 
 /// What the hooks and the CLI take from their environment.
@@ -34,7 +34,7 @@ impl Environment {
         Self {
             project_dir: var("CLAUDE_PROJECT_DIR"),
             process_cwd: std::env::current_dir().ok(),
-            home: crate::loop_file::registry::home_from_env(),
+            home: crate::loop_file::storage::registry::home_from_env(),
             state_home: var("XDG_STATE_HOME"),
             block_cap: std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
                 .ok()

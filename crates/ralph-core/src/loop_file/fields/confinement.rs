@@ -5,7 +5,7 @@
 //! (bubblewrap, `sandbox-exec`, a container engine) is chosen when the
 //! agent starts (`run/sandbox/`).
 
-use crate::loop_file::fields::StateError;
+use crate::loop_file::fields::values::StateError;
 
 /// Where a sandboxed agent may connect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,7 +95,10 @@ impl Confinement {
             out.push(("sandbox_network", "none".to_owned()));
         }
         if let Some(image) = &self.image {
-            out.push(("sandbox_image", crate::loop_file::frontmatter::quote(image)));
+            out.push((
+                "sandbox_image",
+                crate::loop_file::fields::frontmatter::quote(image),
+            ));
         }
         out
     }

@@ -27,13 +27,13 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::loop_file::state::LoopState;
-use crate::loop_file::store::{LOOP_SUFFIX, Project};
+use crate::loop_file::fields::state::LoopState;
+use crate::loop_file::storage::store::{LOOP_SUFFIX, Project};
 use crate::time::Timestamp;
 
 /// The frontmatter field that carries a loop's nonce.
-pub use crate::loop_file::binding::NONCE_FIELD;
-pub use crate::loop_file::binding::{BOOKKEEPING, is_bound, settings_hash};
+pub use crate::loop_file::fields::binding::NONCE_FIELD;
+pub use crate::loop_file::fields::binding::{BOOKKEEPING, is_bound, settings_hash};
 
 /// A record is a few hundred bytes; anything much larger is not ours.
 const MAX_RECORD_BYTES: u64 = 64 * 1024;
@@ -776,7 +776,7 @@ mod tests {
         // Every setting, whether ralph knew it when this test was written or
         // not: each known field that is not bookkeeping.
         let mut tested = 0;
-        for field in crate::loop_file::state::KNOWN_FIELDS
+        for field in crate::loop_file::fields::state::KNOWN_FIELDS
             .iter()
             .filter(|f| is_bound(f))
         {
@@ -831,8 +831,8 @@ mod tests {
         // The hook stays fast when a stop leaves the record as it is: each
         // field a turn writes must be on the bookkeeping list (ralph would
         // re-record otherwise, a write per stop). Every figure made to differ.
-        let old = crate::loop_file::state::Progress::default();
-        let new = crate::loop_file::state::Progress {
+        let old = crate::loop_file::fields::state::Progress::default();
+        let new = crate::loop_file::fields::state::Progress {
             tokens_used: 1,
             transcript_offset: 1,
             last_message_id: Some("m".into()),
@@ -845,12 +845,12 @@ mod tests {
             clock_at: Some(Timestamp(1)),
             largest_reply_tokens: 1,
             unseen_tokens: 1,
-            counts: crate::loop_file::guards::GuardCounts::default(),
+            counts: crate::loop_file::fields::guards::GuardCounts::default(),
             prd_passed: vec!["US-001".into()],
         };
         // The guards' counters are bookkeeping by their own list, which a
         // test in `guards` holds equal to `GuardCounts`' fields.
-        for field in crate::loop_file::guards::COUNTER_FIELDS {
+        for field in crate::loop_file::fields::guards::COUNTER_FIELDS {
             assert!(!is_bound(field), "{field}");
         }
         for (field, _) in new.changed_fields(&old) {
@@ -864,7 +864,7 @@ mod tests {
         }
         for field in BOOKKEEPING {
             assert!(
-                crate::loop_file::state::KNOWN_FIELDS.contains(field)
+                crate::loop_file::fields::state::KNOWN_FIELDS.contains(field)
                     || ["prompt_noticed_at", "clear_handover"].contains(field),
                 "`{field}` is on the bookkeeping list but ralph does not read it"
             );

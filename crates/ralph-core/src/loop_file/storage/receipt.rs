@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::loop_file::registry::Registry;
+use crate::loop_file::storage::registry::Registry;
 use ralph_fs::gate::Verification;
 
 /// How long the receipt waits for `git status` (HEAD and cleanliness).
@@ -221,7 +221,7 @@ pub fn save(registry: &Registry, receipt: &Receipt) -> Result<PathBuf, ReceiptEr
     }
     check_dir(&folder)?;
     let target = path(registry, Path::new(&receipt.project), &receipt.name);
-    let nonce = crate::loop_file::registry::new_nonce().map_err(|e| ReceiptError::Io {
+    let nonce = crate::loop_file::storage::registry::new_nonce().map_err(|e| ReceiptError::Io {
         action: "name a temp file in",
         path: folder.clone(),
         source: std::io::Error::other(e.to_string()),
@@ -373,7 +373,8 @@ mod tests {
     #[test]
     fn a_saved_receipt_loads_back_and_reads_in_one_line() {
         let home = tempfile::tempdir().unwrap();
-        let registry = crate::loop_file::registry::locate(Some(home.path()), None).unwrap();
+        let registry =
+            crate::loop_file::storage::registry::locate(Some(home.path()), None).unwrap();
         let r = sample();
         let err = load(&registry, Path::new("/p"), "ralph").unwrap_err();
         assert!(matches!(err, ReceiptError::None { .. }), "{err}");
