@@ -560,7 +560,7 @@ const MAX_CORE_ERRORS: usize = 19;
 
 /// The fronts' errors: nothing holds one (a front wraps only layer errors and leaves).
 const FRONT_ERRORS: [&str; 8] = [
-    "LoopError",
+    "CommandError",
     "RunError",
     "FleetError",
     "HookError",

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::agent::AgentReply;
-use ralph_core::control::{self, LoopError};
+use ralph_core::control::{self, CommandError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
 use ralph_core::loop_file::error::LoopFileError;
@@ -136,13 +136,13 @@ impl ralph_fs::error::Exit for RunError {
 /// The run ends its loop through `control` (`cancel`, `end_driven`): their
 /// refusals become the run's own, in the same words, so no front's error
 /// sits inside another's.
-impl From<LoopError> for RunError {
-    fn from(error: LoopError) -> Self {
+impl From<CommandError> for RunError {
+    fn from(error: CommandError) -> Self {
         match error {
-            LoopError::Store(e) => Self::Store(e),
-            LoopError::LoopFile(e) => Self::LoopFile(e),
-            LoopError::NoSuchLoop(name) => Self::NoSuchLoop(name),
-            LoopError::Untouched(why) => Self::Untouched(why),
+            CommandError::Store(e) => Self::Store(e),
+            CommandError::LoopFile(e) => Self::LoopFile(e),
+            CommandError::NoSuchLoop(name) => Self::NoSuchLoop(name),
+            CommandError::Untouched(why) => Self::Untouched(why),
             other => Self::Control(other.to_string()),
         }
     }
@@ -416,9 +416,9 @@ pub(crate) mod tests {
     #[test]
     fn control_refusals_become_the_runs_own_in_the_same_words() {
         for error in [
-            LoopError::NoSuchLoop("l".into()),
-            LoopError::Untouched("l.md: bad".into()),
-            LoopError::Ambiguous("a, b".into()),
+            CommandError::NoSuchLoop("l".into()),
+            CommandError::Untouched("l.md: bad".into()),
+            CommandError::Ambiguous("a, b".into()),
         ] {
             let words = error.to_string();
             let run = RunError::from(error);

@@ -115,18 +115,18 @@ failure_from!(
 );
 
 /// A loop error, with the CLI flags that get past it.
-impl From<ralph_core::control::LoopError> for Failure {
-    fn from(error: ralph_core::control::LoopError) -> Self {
-        use ralph_core::control::LoopError;
+impl From<ralph_core::control::CommandError> for Failure {
+    fn from(error: ralph_core::control::CommandError) -> Self {
+        use ralph_core::control::CommandError;
         let hint = match &error {
-            LoopError::NameTaken { name, .. } => format!(
+            CommandError::NameTaken { name, .. } => format!(
                 ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
             ),
-            LoopError::SessionBusy { name } => format!(
+            CommandError::SessionBusy { name } => format!(
                 ". End it first (/ralph-cancel, or `ralph cancel --name {name}`), or add --force to replace it"
             ),
-            LoopError::Ambiguous(_) => "; name one with --name, or use --all".to_owned(),
-            LoopError::ChangedMeanwhile { name, .. } => {
+            CommandError::Ambiguous(_) => "; name one with --name, or use --all".to_owned(),
+            CommandError::ChangedMeanwhile { name, .. } => {
                 format!(". Run `ralph adopt --name {name}` again")
             }
             _ => String::new(),
@@ -177,7 +177,7 @@ pub(crate) fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::control::LoopError;
+    use ralph_core::control::CommandError;
     use ralph_core::control::arguments::ArgumentsError;
     use ralph_core::loop_file::storage::registry::RegistryError;
 
@@ -185,8 +185,8 @@ mod tests {
     fn each_core_error_has_its_exit_code() {
         let usage = [
             Failure::from(ArgumentsError::MissingValue("name".into())),
-            Failure::from(LoopError::EmptyPrompt),
-            Failure::from(LoopError::BadName("a b".into())),
+            Failure::from(CommandError::EmptyPrompt),
+            Failure::from(CommandError::BadName("a b".into())),
         ];
         for f in usage {
             assert_eq!(f.code, code::USAGE, "{}", f.message);
@@ -200,17 +200,17 @@ mod tests {
 
     #[test]
     fn loop_errors_get_their_cli_hints_in_the_binary() {
-        let busy = Failure::from(LoopError::SessionBusy { name: "x".into() });
+        let busy = Failure::from(CommandError::SessionBusy { name: "x".into() });
         assert_eq!(
             busy.message,
             "this session already drives the loop `x`; one session runs one loop at a time. End it first (/ralph-cancel, or `ralph cancel --name x`), or add --force to replace it"
         );
-        let several = Failure::from(LoopError::Ambiguous("a, b".into()));
+        let several = Failure::from(CommandError::Ambiguous("a, b".into()));
         assert_eq!(
             several.message,
             "several loops are active (a, b); name one with --name, or use --all"
         );
-        let changed = Failure::from(LoopError::ChangedMeanwhile {
+        let changed = Failure::from(CommandError::ChangedMeanwhile {
             path: "p".into(),
             name: "x".into(),
         });
@@ -218,7 +218,7 @@ mod tests {
             changed.message,
             "p changed while you read it; nothing was adopted. Run `ralph adopt --name x` again"
         );
-        let taken = Failure::from(LoopError::NameTaken {
+        let taken = Failure::from(CommandError::NameTaken {
             name: "x".into(),
             path: "p".into(),
             owner: None,

@@ -2,7 +2,7 @@
 //! the one to adopt (the one named, or the only one), and whether it can be.
 //! Showing it, asking and recording it are the CLI's and `commands::adopt`'s.
 
-use crate::control::{LoopError, approval};
+use crate::control::{CommandError, approval};
 use crate::loop_file::fields::state::{self, LoopState};
 use crate::loop_file::lifecycle::Loop;
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -25,9 +25,9 @@ pub fn choose(
     project: &Project,
     registry: &Registry,
     name: Option<&str>,
-) -> Result<Choice, LoopError> {
+) -> Result<Choice, CommandError> {
     let mut entries = Scan::read(project, Some(registry))
-        .map_err(LoopError::from)?
+        .map_err(CommandError::from)?
         .entries;
     // A file that does not read was not armed here either: it is a candidate,
     // refused below with why.
@@ -36,7 +36,7 @@ pub fn choose(
         Some(name) => entries
             .iter()
             .position(|e| e.file().name == name)
-            .ok_or_else(|| LoopError::NotHere(name.to_owned()))?,
+            .ok_or_else(|| CommandError::NotHere(name.to_owned()))?,
         None => {
             let unarmed: Vec<usize> = (0..entries.len())
                 .filter(|&i| !armed(&entries[i]))
@@ -49,13 +49,13 @@ pub fn choose(
                         .iter()
                         .map(|&i| display::line(&entries[i].file().name).into_owned())
                         .collect();
-                    return Err(LoopError::SeveralUnarmed(names));
+                    return Err(CommandError::SeveralUnarmed(names));
                 }
             }
         }
     };
     match entries.swap_remove(index) {
-        LoopEntry::Unreadable { file, why, .. } => Err(LoopError::UnreadableToAdopt {
+        LoopEntry::Unreadable { file, why, .. } => Err(CommandError::UnreadableToAdopt {
             path: file.path.display().to_string(),
             why,
             name: file.name,

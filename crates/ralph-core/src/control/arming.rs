@@ -4,7 +4,7 @@
 
 use crate::control::approval::StoryCommands;
 use crate::control::arguments::{self, ArgumentsError};
-use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, LoopError};
+use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, CommandError};
 use crate::loop_file::fields::guards::GuardSettings;
 use crate::loop_file::fields::limit::Limit;
 use crate::loop_file::fields::stories;
@@ -148,7 +148,11 @@ impl ArmOptions {
     /// The request to arm a loop with `prompt`; `--prd` reads the PRD now (and gives a task
     /// when none was typed). A PRD's story commands are refused unless the user approved
     /// exactly them (`--approve-commands`).
-    pub fn request(mut self, project: &Project, prompt: String) -> Result<ArmRequest, LoopError> {
+    pub fn request(
+        mut self,
+        project: &Project,
+        prompt: String,
+    ) -> Result<ArmRequest, CommandError> {
         let non_empty = |v: Option<String>| v.filter(|p| !p.trim().is_empty());
         let prd = match &self.prd {
             Some(path) => Some(commands::read_prd(project, path)?),
@@ -157,7 +161,7 @@ impl ArmOptions {
         if let Some(list) = prd.as_ref().map(|p| StoryCommands::of(&p.path, &p.stories))
             && !list.approved_by(self.approve_commands.as_deref())
         {
-            return Err(LoopError::CommandsUnapproved {
+            return Err(CommandError::CommandsUnapproved {
                 list: Box::new(list),
                 given: self.approve_commands,
             });
@@ -173,7 +177,7 @@ impl ArmOptions {
         let promise = non_empty(self.completion_promise.clone());
         let bounded = max_iterations.is_set() || self.guards.has_budget();
         if !bounded && promise.is_none() && prd.is_none() {
-            return Err(LoopError::Unbounded);
+            return Err(CommandError::Unbounded);
         }
         // Each story's globs are recorded with the loop's own, now: the agent
         // can edit the PRD, not the loop's settings.
@@ -195,7 +199,7 @@ impl ArmOptions {
             let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
             Some(
                 ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
-                    LoopError::NoTree(
+                    CommandError::NoTree(
                         ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
                     )
                 })?,
@@ -231,7 +235,7 @@ impl ArmOptions {
 pub fn unapproved(
     project: &Project,
     options: &ArmOptions,
-) -> Result<Option<StoryCommands>, LoopError> {
+) -> Result<Option<StoryCommands>, CommandError> {
     let Some(path) = &options.prd else {
         return Ok(None);
     };
@@ -243,16 +247,19 @@ pub fn unapproved(
 /// `--max-window` goes by what `ralph statusline` last saw of the plan's 5-hour window (kept
 /// beside the registry): without that, the guard could never fire, so arming is refused with
 /// the fix. Nothing is read unless the guard is set.
-pub fn check_window(guards: &GuardSettings, registry: Option<&Registry>) -> Result<(), LoopError> {
+pub fn check_window(
+    guards: &GuardSettings,
+    registry: Option<&Registry>,
+) -> Result<(), CommandError> {
     let Some(pct) = guards.get("max-window") else {
         return Ok(());
     };
     if pct.trim().parse::<u64>().is_ok_and(|p| p > 100) {
-        return Err(LoopError::WindowShare(pct.to_owned()));
+        return Err(CommandError::WindowShare(pct.to_owned()));
     }
     let seen = registry.and_then(|r| crate::loop_file::storage::window::load(r.dir()));
     if seen.is_none() {
-        return Err(LoopError::WindowUnseen);
+        return Err(CommandError::WindowUnseen);
     }
     Ok(())
 }
@@ -275,7 +282,7 @@ pub fn arm_and_tell(
     options: ArmOptions,
     task: TypedTask,
     now: Timestamp,
-) -> Result<Activation, LoopError> {
+) -> Result<Activation, CommandError> {
     check_window(&options.guards, registry)?;
     let request = options.request(project, task.prompt)?;
     let registry = registry.ok_or(RegistryError::NoHome)?;
@@ -565,7 +572,7 @@ mod tests {
         };
         assert!(matches!(
             outside.request(&p, String::new()),
-            Err(LoopError::PrdOutside(_))
+            Err(CommandError::PrdOutside(_))
         ));
     }
 
@@ -587,11 +594,11 @@ mod tests {
         guards.set(window, "80").unwrap();
         assert!(matches!(
             check_window(&guards, Some(&r)),
-            Err(LoopError::WindowUnseen)
+            Err(CommandError::WindowUnseen)
         ));
         assert!(matches!(
             check_window(&guards, None),
-            Err(LoopError::WindowUnseen)
+            Err(CommandError::WindowUnseen)
         ));
         let seen = crate::loop_file::storage::window::Window {
             used_percentage: 10,
@@ -684,7 +691,7 @@ mod tests {
         );
         assert!(matches!(
             no_home,
-            Err(LoopError::Registry(RegistryError::NoHome))
+            Err(CommandError::Registry(RegistryError::NoHome))
         ));
     }
 
@@ -733,9 +740,9 @@ mod tests {
             ExitClass::Usage
         );
         assert_eq!(
-            LoopError::WindowShare("101".into()).exit_class(),
+            CommandError::WindowShare("101".into()).exit_class(),
             ExitClass::Usage
         );
-        assert_eq!(LoopError::WindowUnseen.exit_class(), ExitClass::Usage);
+        assert_eq!(CommandError::WindowUnseen.exit_class(), ExitClass::Usage);
     }
 }

@@ -3,7 +3,7 @@
 //! back.
 
 use crate::control::arguments::Selection;
-use crate::control::commands::{self, Cancelled, LoopError};
+use crate::control::commands::{self, Cancelled, CommandError};
 use crate::loop_file::scan::{LoopEntry, Scan};
 use crate::loop_file::storage::registry::Registry;
 use crate::loop_file::storage::store::Project;
@@ -18,7 +18,7 @@ pub fn cancel(
     selection: &Selection,
     session: Option<&str>,
     now: Timestamp,
-) -> (Vec<String>, Result<(), LoopError>) {
+) -> (Vec<String>, Result<(), CommandError>) {
     let ended = commands::cancel(
         project,
         registry,
@@ -28,7 +28,7 @@ pub fn cancel(
         now,
     );
     match ended {
-        Err(LoopError::NoSuchLoop(name)) => (
+        Err(CommandError::NoSuchLoop(name)) => (
             vec![format!("No active loop named `{name}`; nothing to cancel.")],
             Ok(()),
         ),
@@ -39,7 +39,10 @@ pub fn cancel(
 
 /// What a cancel did, told: each loop ended with its record; those that could not be ended
 /// as the error.
-pub fn cancel_report(project: &Project, done: Cancelled) -> (Vec<String>, Result<(), LoopError>) {
+pub fn cancel_report(
+    project: &Project,
+    done: Cancelled,
+) -> (Vec<String>, Result<(), CommandError>) {
     let mut lines = Vec::new();
     if done.ended.is_empty() && done.failed.is_empty() {
         lines.push("No active loop to cancel.".to_owned());
@@ -53,7 +56,7 @@ pub fn cancel_report(project: &Project, done: Cancelled) -> (Vec<String>, Result
     if done.failed.is_empty() {
         (lines, Ok(()))
     } else {
-        (lines, Err(LoopError::NotCancelled(done.failed)))
+        (lines, Err(CommandError::NotCancelled(done.failed)))
     }
 }
 
@@ -74,7 +77,7 @@ pub fn pause_or_resume(
     active: bool,
     session: Option<&str>,
     now: Timestamp,
-) -> Result<Toggled, LoopError> {
+) -> Result<Toggled, CommandError> {
     // `--all` means every loop file, whatever name was given beside it.
     let name = selection.name.as_deref().filter(|_| !selection.all);
     let changed =
@@ -160,7 +163,7 @@ mod tests {
     fn a_loop_not_cancelled_is_a_failure() {
         use ralph_fs::error::{Exit as _, ExitClass};
         assert_eq!(
-            LoopError::NotCancelled(Vec::new()).exit_class(),
+            CommandError::NotCancelled(Vec::new()).exit_class(),
             ExitClass::Failure
         );
     }

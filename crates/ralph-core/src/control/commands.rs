@@ -18,7 +18,7 @@ use ralph_fs::display;
 /// The texts say what happened; how to go on with the CLI (which flag to
 /// give) is the binary's to add.
 #[derive(Debug, thiserror::Error)]
-pub enum LoopError {
+pub enum CommandError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A loop file refused a rewrite or an adoption; the error names the file.
@@ -142,7 +142,7 @@ fn not_cancelled(failed: &[(String, String)]) -> String {
 }
 
 /// A name, prompt, URL or window share the user typed is wrong: a usage error; the rest fail.
-impl ralph_fs::error::Exit for LoopError {
+impl ralph_fs::error::Exit for CommandError {
     fn exit_class(&self) -> ralph_fs::error::ExitClass {
         match self {
             Self::BadName(_)
@@ -206,9 +206,9 @@ pub struct ArmPrd {
 }
 
 /// Reads the PRD a loop is armed with, through `safe_fs`.
-pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
+pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
     if !crate::loop_file::fields::stories::inside_project(path) {
-        return Err(LoopError::PrdOutside(
+        return Err(CommandError::PrdOutside(
             ralph_fs::display::line(path).into_owned(),
         ));
     }
@@ -221,7 +221,7 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, LoopError> {
     if crate::control::templates::unedited(&stories)
         .is_some_and(|t| t.name == crate::control::templates::EXAMPLE_ONLY)
     {
-        return Err(LoopError::ExamplePrd(
+        return Err(CommandError::ExamplePrd(
             ralph_fs::display::line(path).into_owned(),
         ));
     }
@@ -312,7 +312,7 @@ pub fn arm(
     registry: &Registry,
     req: &ArmRequest,
     now: Timestamp,
-) -> Result<(PathBuf, LoopState), LoopError> {
+) -> Result<(PathBuf, LoopState), CommandError> {
     arm_or_keep(project, registry, req, now).map(|armed| (armed.path, armed.state))
 }
 
@@ -348,7 +348,7 @@ pub fn arm_or_keep(
     registry: &Registry,
     req: &ArmRequest,
     now: Timestamp,
-) -> Result<Armed, LoopError> {
+) -> Result<Armed, CommandError> {
     let checked = checked_request(req)?;
     let req = checked.as_ref().unwrap_or(req);
     let nonce = registry::new_nonce()?;
@@ -373,12 +373,12 @@ pub fn arm_or_keep(
 /// Refuses a request that cannot be armed (a bad name, an empty task, a promise with its
 /// tags); the request with its notification URL checked (trimmed) when it has one, as the
 /// URL is recorded checked or the loop is not armed.
-fn checked_request(req: &ArmRequest) -> Result<Option<ArmRequest>, LoopError> {
+fn checked_request(req: &ArmRequest) -> Result<Option<ArmRequest>, CommandError> {
     if !valid_name(&req.name) {
-        return Err(LoopError::BadName(req.name.clone()));
+        return Err(CommandError::BadName(req.name.clone()));
     }
     if req.prompt.trim().is_empty() {
-        return Err(LoopError::EmptyPrompt);
+        return Err(CommandError::EmptyPrompt);
     }
     let checked = match &req.notify.url {
         Some(url) => {
@@ -400,10 +400,10 @@ fn new_loop_text(
     req: &ArmRequest,
     nonce: &str,
     now: Timestamp,
-) -> Result<(String, LoopState), LoopError> {
+) -> Result<(String, LoopState), CommandError> {
     let text = render(req, nonce, now);
     if text.len() as u64 > ralph_fs::safe_fs::LOOP_FILE_CAP {
-        return Err(LoopError::Unreadable {
+        return Err(CommandError::Unreadable {
             path: project.loop_path(&req.name),
             message: format!(
                 "the task is too long: a loop file is at most {} bytes; put the details in a file and point the prompt at it",
@@ -411,7 +411,7 @@ fn new_loop_text(
             ),
         });
     }
-    let state = LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+    let state = LoopState::parse(&text).map_err(|e| CommandError::Unreadable {
         path: project.loop_path(&req.name),
         message: format!("the new loop would not read back: {e}"),
     })?;
@@ -428,7 +428,7 @@ fn make_room(
     req: &ArmRequest,
     state: &LoopState,
     now: Timestamp,
-) -> Result<Option<Armed>, LoopError> {
+) -> Result<Option<Armed>, CommandError> {
     for entry in Scan::read(project, Some(registry))?.entries {
         if entry.file().name != req.name && !same_session(&entry, req) {
             continue;
@@ -466,14 +466,14 @@ fn keep_or_refuse(
     entry: &LoopEntry,
     req: &ArmRequest,
     state: &LoopState,
-) -> Result<Armed, LoopError> {
+) -> Result<Armed, CommandError> {
     let path = project.loop_path(&req.name);
     let same_name = entry.file().name == req.name;
     let same_session = same_session(entry, req);
     if let LoopEntry::Foreign { live, .. } = entry {
         // The name is taken by a file this user did not arm: say so, and how to read
         // and take it over, or replace it.
-        return Err(LoopError::NameTakenByForeign {
+        return Err(CommandError::NameTakenByForeign {
             name: live.file.name.clone(),
             path,
         });
@@ -492,7 +492,7 @@ fn keep_or_refuse(
     // This session's own loop, under the name asked for or another: another name
     // would be refused too, so the advice is to end or replace it.
     Err(if same_name && !same_session {
-        LoopError::NameTaken {
+        CommandError::NameTaken {
             name: req.name.clone(),
             path,
             owner: entry
@@ -501,7 +501,7 @@ fn keep_or_refuse(
             paused: matches!(entry, LoopEntry::Paused(_)),
         }
     } else {
-        LoopError::SessionBusy {
+        CommandError::SessionBusy {
             name: entry.file().name.clone(),
         }
     })
@@ -509,7 +509,7 @@ fn keep_or_refuse(
 
 /// Refuses a promise written with its `<promise>` tags (or any part of them): the text
 /// between the tags is what the agent must say, so a tag inside can never match.
-fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopError> {
+fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), CommandError> {
     let Some(value) = value else { return Ok(()) };
     let lower = value.to_ascii_lowercase();
     if !lower.contains("<promise") && !lower.contains("</promise") {
@@ -522,7 +522,7 @@ fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), LoopEr
         }
     }
     let inner = inner.trim();
-    Err(LoopError::PromiseWithTags {
+    Err(CommandError::PromiseWithTags {
         option,
         value: crate::loop_file::messages::escape_controls(value),
         inner: if inner.is_empty() {
@@ -585,11 +585,11 @@ fn end(
     outcome: Outcome,
     why: &str,
     now: Timestamp,
-) -> Result<PathBuf, LoopError> {
+) -> Result<PathBuf, CommandError> {
     let text = match entry {
         LoopEntry::Unreadable {
             text: None, why, ..
-        } => return Err(LoopError::Untouched(why.clone())),
+        } => return Err(CommandError::Untouched(why.clone())),
         _ => entry.text().unwrap_or_default(),
     };
     Ok(lifecycle::end_file(
@@ -609,13 +609,13 @@ fn pick<'a>(
     lives: &'a [LoopEntry],
     name: Option<&str>,
     session: Option<&str>,
-) -> Result<Vec<&'a LoopEntry>, LoopError> {
+) -> Result<Vec<&'a LoopEntry>, CommandError> {
     if let Some(name) = name {
         return lives
             .iter()
             .find(|l| l.file().name == name)
             .map(|l| vec![l])
-            .ok_or_else(|| LoopError::NoSuchLoop(name.to_owned()));
+            .ok_or_else(|| CommandError::NoSuchLoop(name.to_owned()));
     }
     if let Some(session) = session {
         let owned: Vec<&LoopEntry> = lives
@@ -629,7 +629,7 @@ fn pick<'a>(
     match lives {
         [] => Ok(Vec::new()),
         [only] => Ok(vec![only]),
-        _ => Err(LoopError::Ambiguous(
+        _ => Err(CommandError::Ambiguous(
             lives
                 .iter()
                 .map(|l| l.file().name.as_str())
@@ -641,12 +641,12 @@ fn pick<'a>(
 
 /// Whether there is no loop at all, checked before taking the lock so that a
 /// command with nothing to do leaves no trace (no `.claude/ralph/` appears).
-fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, LoopError> {
+fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, CommandError> {
     if !project.loop_files()?.is_empty() {
         return Ok(false);
     }
     match name {
-        Some(name) => Err(LoopError::NoSuchLoop(name.to_owned())),
+        Some(name) => Err(CommandError::NoSuchLoop(name.to_owned())),
         None => Ok(true),
     }
 }
@@ -669,7 +669,7 @@ pub fn cancel(
     all: bool,
     session: Option<&str>,
     now: Timestamp,
-) -> Result<Cancelled, LoopError> {
+) -> Result<Cancelled, CommandError> {
     let mut done = Cancelled::default();
     if nothing_to_do(project, name)? {
         return Ok(done);
@@ -713,7 +713,7 @@ pub fn end_driven(
     outcome: Outcome,
     why: &str,
     now: Timestamp,
-) -> Result<Option<(u64, PathBuf)>, LoopError> {
+) -> Result<Option<(u64, PathBuf)>, CommandError> {
     let lock = project.lock()?;
     let lives = Scan::read(project, registry)?.entries;
     let Some(entry) = lives
@@ -761,7 +761,7 @@ pub fn set_active(
     session: Option<&str>,
     active: bool,
     now: Timestamp,
-) -> Result<Vec<String>, LoopError> {
+) -> Result<Vec<String>, CommandError> {
     if nothing_to_do(project, name)? {
         return Ok(Vec::new());
     }
@@ -807,12 +807,13 @@ pub fn adopt(
     name: &str,
     shown: &str,
     now: Timestamp,
-) -> Result<LoopState, LoopError> {
+) -> Result<LoopState, CommandError> {
     let path = project.loop_path(name);
     let lock = project.lock()?;
-    let text = store::read_to_string(&path).map_err(|_| LoopError::NoSuchLoop(name.to_owned()))?;
+    let text =
+        store::read_to_string(&path).map_err(|_| CommandError::NoSuchLoop(name.to_owned()))?;
     if text != shown {
-        return Err(LoopError::ChangedMeanwhile {
+        return Err(CommandError::ChangedMeanwhile {
             path,
             name: name.to_owned(),
         });
@@ -823,7 +824,7 @@ pub fn adopt(
             name: name.to_owned(),
             path: path.clone(),
         },
-        state: LoopState::parse(&text).map_err(|e| LoopError::Unreadable {
+        state: LoopState::parse(&text).map_err(|e| CommandError::Unreadable {
             path: path.clone(),
             message: e.to_string(),
         })?,
@@ -895,11 +896,11 @@ mod tests {
         arm(&p, &r, &req("ralph", Some("s")), Timestamp(0)).unwrap();
         assert!(matches!(
             arm(&p, &r, &req("ralph", None), Timestamp(1)),
-            Err(LoopError::NameTaken { .. })
+            Err(CommandError::NameTaken { .. })
         ));
         assert!(matches!(
             arm(&p, &r, &req("other", Some("s")), Timestamp(1)),
-            Err(LoopError::SessionBusy { .. })
+            Err(CommandError::SessionBusy { .. })
         ));
         let mut forced = req("other", Some("s"));
         forced.force = true;
@@ -925,7 +926,7 @@ mod tests {
         arm(&p, &r, &req("mine", Some("s")), Timestamp(0)).unwrap();
         let taken = arm(&p, &r, &req("planted", Some("t")), Timestamp(1)).unwrap_err();
         assert!(
-            matches!(taken, LoopError::NameTakenByForeign { .. }),
+            matches!(taken, CommandError::NameTakenByForeign { .. }),
             "{taken}"
         );
         assert!(
@@ -939,7 +940,7 @@ mod tests {
         assert!(
             matches!(
                 arm(&p, &r, &req("other", Some("s")), Timestamp(2)),
-                Err(LoopError::SessionBusy { .. })
+                Err(CommandError::SessionBusy { .. })
             ),
             "the loop armed here still makes the session busy"
         );
@@ -952,7 +953,7 @@ mod tests {
         arm(&p, &r, &req("b", Some("s2")), Timestamp(0)).unwrap();
         assert!(matches!(
             cancel(&p, Some(&r), None, false, None, Timestamp(1)),
-            Err(LoopError::Ambiguous(_))
+            Err(CommandError::Ambiguous(_))
         ));
         assert_eq!(
             set_active(&p, Some(&r), None, false, Some("s2"), false, Timestamp(1)).unwrap(),
@@ -1002,7 +1003,7 @@ mod tests {
         let shown_before_an_edit = planted.replace("touch x", "true");
         assert!(matches!(
             adopt(&p, &r, "x", &shown_before_an_edit, Timestamp(2)),
-            Err(LoopError::ChangedMeanwhile { .. })
+            Err(CommandError::ChangedMeanwhile { .. })
         ));
         let state = adopt(&p, &r, "x", planted, Timestamp(2)).unwrap();
         let text = std::fs::read_to_string(p.loop_path("x")).unwrap();

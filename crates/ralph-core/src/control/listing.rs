@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::control::commands::LoopError;
+use crate::control::commands::CommandError;
 use crate::loop_file::fields::outcome::{LoopStatus, Outcome};
 use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -322,7 +322,7 @@ pub fn most_recent(
     project: &Project,
     session: Option<&str>,
     now: Timestamp,
-) -> Result<Option<String>, LoopError> {
+) -> Result<Option<String>, CommandError> {
     let reports = report(project, None, usize::MAX, 0, now)?;
     Ok(reports
         .iter()
@@ -349,7 +349,7 @@ pub fn choose_log(
     name: Option<&str>,
     session: Option<&str>,
     now: Timestamp,
-) -> Result<Option<LogChoice>, LoopError> {
+) -> Result<Option<LogChoice>, CommandError> {
     let reports = report(project, None, usize::MAX, 0, now)?;
     let chosen = match name {
         Some(name) => reports.into_iter().find(|r| r.name == name),
@@ -370,7 +370,7 @@ pub fn choose_log(
         return Ok(Some(LogChoice::Orphan(log)));
     }
     match name {
-        Some(name) => Err(LoopError::NotLogged(name.to_owned())),
+        Some(name) => Err(CommandError::NotLogged(name.to_owned())),
         None => Ok(None),
     }
 }

@@ -9,7 +9,7 @@
 //! when the registry kept the record of its arming (`Registry::armed_before`:
 //! nonce and digest), which a planted record has not, and once per ending.
 
-use crate::control::LoopError;
+use crate::control::CommandError;
 use crate::loop_file::fields::frontmatter::quote;
 use crate::loop_file::fields::guards::Tripped;
 use crate::loop_file::fields::outcome::{Outcome, RecordedOutcome};
@@ -165,7 +165,7 @@ pub fn revive(
     session: Option<&str>,
     raise: &Raise,
     now: Timestamp,
-) -> Result<Revived, LoopError> {
+) -> Result<Revived, CommandError> {
     let root = registry::canonical_root(project)?;
     let lock = project.lock()?;
     let scan = Scan::read(project, Some(registry))?;
@@ -208,11 +208,11 @@ pub fn revive(
         ));
     }
     let Some(current) = Loop::load(&lock, file.clone())? else {
-        return Err(LoopError::NoSuchLoop(file.name));
+        return Err(CommandError::NoSuchLoop(file.name));
     };
     current.write(&lock, &fields)?;
     let Some(written) = Loop::load(&lock, file.clone())? else {
-        return Err(LoopError::NoSuchLoop(file.name));
+        return Err(CommandError::NoSuchLoop(file.name));
     };
     let nonce = written.state.nonce.clone().unwrap_or_default();
     registry.record(&root, &file.name, &nonce, &written.state, now)?;
@@ -242,9 +242,9 @@ fn from_history(
     registry: &Registry,
     root: &std::path::Path,
     name: Option<&str>,
-) -> Result<(LoopFile, LoopState), LoopError> {
+) -> Result<(LoopFile, LoopState), CommandError> {
     let (record, loop_name) = crate::control::rollback::latest_record(project, name)
-        .ok_or_else(|| LoopError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
+        .ok_or_else(|| CommandError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
     let ended = Loop::load(
         lock,
         LoopFile {
@@ -252,7 +252,7 @@ fn from_history(
             path: record.clone(),
         },
     )?
-    .ok_or_else(|| LoopError::NotLogged(loop_name.clone()))?;
+    .ok_or_else(|| CommandError::NotLogged(loop_name.clone()))?;
     let outcome = match &ended.state.outcome {
         Some(RecordedOutcome::Known(o)) => Some(*o),
         _ => None,
@@ -329,6 +329,6 @@ fn bounds_words(state: &LoopState) -> String {
     }
 }
 
-fn refused(why: &str) -> LoopError {
-    LoopError::Recover(why.to_owned())
+fn refused(why: &str) -> CommandError {
+    CommandError::Recover(why.to_owned())
 }

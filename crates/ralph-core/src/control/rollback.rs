@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::control::LoopError;
+use crate::control::CommandError;
 use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::scan::{LoopEntry, Scan};
@@ -33,7 +33,7 @@ pub fn rollback(
     name: Option<&str>,
     to: &str,
     now: Timestamp,
-) -> Result<RolledBack, LoopError> {
+) -> Result<RolledBack, CommandError> {
     if !checkpoint::in_repository(&project.root) {
         return Err(refused(
             "this project is not a git repository, so its loops keep no checkpoints",
@@ -95,7 +95,7 @@ fn choose(
     lock: &ProjectLock,
     registry: Option<&Registry>,
     name: Option<&str>,
-) -> Result<(String, LoopState, Option<Loop>), LoopError> {
+) -> Result<(String, LoopState, Option<Loop>), CommandError> {
     let scan = Scan::read(project, registry)?;
     let live = scan
         .entries
@@ -120,7 +120,7 @@ fn choose(
         _ => {}
     }
     let (record, record_name) = latest_record(project, name)
-        .ok_or_else(|| LoopError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
+        .ok_or_else(|| CommandError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
     let ended = Loop::load(
         lock,
         LoopFile {
@@ -128,7 +128,7 @@ fn choose(
             path: record,
         },
     )?
-    .ok_or_else(|| LoopError::NotLogged(record_name.clone()))?;
+    .ok_or_else(|| CommandError::NotLogged(record_name.clone()))?;
     Ok((record_name, ended.state, None))
 }
 
@@ -164,7 +164,7 @@ fn next_undo(project: &Project, prefix: &str) -> String {
     format!("undo-{}", used.iter().max().map_or(1, |k| k + 1))
 }
 
-fn no_such_checkpoint(project: &Project, name: &str, prefix: &str, to: &str) -> LoopError {
+fn no_such_checkpoint(project: &Project, name: &str, prefix: &str, to: &str) -> CommandError {
     let kept: Vec<String> = checkpoint::list(&project.root, prefix)
         .into_iter()
         .filter_map(|(r, _)| r.strip_prefix(prefix).map(str::to_owned))
@@ -181,6 +181,6 @@ fn no_such_checkpoint(project: &Project, name: &str, prefix: &str, to: &str) -> 
     ))
 }
 
-fn refused(why: &str) -> LoopError {
-    LoopError::Recover(why.to_owned())
+fn refused(why: &str) -> CommandError {
+    CommandError::Recover(why.to_owned())
 }

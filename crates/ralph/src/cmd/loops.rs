@@ -5,7 +5,7 @@
 
 use std::io::{IsTerminal, Read};
 
-use ralph_core::control::LoopError;
+use ralph_core::control::CommandError;
 use ralph_core::control::arguments::{self, Selection};
 use ralph_core::control::arming::{self, ArmOptions, TypedTask};
 use ralph_core::control::cancel_pause::{self, Toggled};
@@ -79,7 +79,7 @@ pub(super) fn start_typed(raw: &str, session: &str) -> Result<Typed, Failure> {
     options.session_id = Some(session.to_owned());
     match arm_and_tell(options, task) {
         Ok(activation) => Ok(Typed::Armed(Box::new(activation))),
-        Err(LoopError::CommandsUnapproved { list, given }) => {
+        Err(CommandError::CommandsUnapproved { list, given }) => {
             Ok(Typed::Approve(list.in_session(given.as_deref(), raw)))
         }
         Err(e) => Err(e.into()),
@@ -87,7 +87,7 @@ pub(super) fn start_typed(raw: &str, session: &str) -> Result<Typed, Failure> {
 }
 
 /// Arms the loop (or keeps this session's identical one) and prints the activation text.
-fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activation, LoopError> {
+fn arm_and_tell(options: ArmOptions, task: TypedTask) -> Result<arming::Activation, CommandError> {
     let activation = arming::arm_and_tell(
         &crate::env::project(),
         crate::env::registry().as_ref(),
