@@ -510,7 +510,7 @@ fn status_shows_guards_and_figures() {
         "verify `make test`",
         "abort promise BLOCKED",
         "stuck after 4",
-        "1 same replies",
+        "now: 1 same reply, 0 unchanged iterations, 1 block without a tool",
     ] {
         assert!(out.contains(needle), "{needle} missing from:\n{out}");
     }

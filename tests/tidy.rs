@@ -28,7 +28,7 @@ const CRATES: [(&str, &[&[&str]]); 6] = [
     (
         CORE,
         &[
-            &["time", "money", "json_edit", "globs"],
+            &["time", "money", "json_edit", "globs", "plural"],
             &["reply"],
             &["loop_file"],
             &["decide"],

@@ -8,8 +8,9 @@
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it (`tests/tidy.rs` checks):
-//! - leaves: `time`, `money`, `json_edit`, `globs`: timestamps and durations;
-//!   exact dollars; span-exact JSON edits; `--protect`/`--scope` globs.
+//! - leaves: `time`, `money`, `json_edit`, `globs`, `plural`: timestamps and
+//!   durations; exact dollars; span-exact JSON edits; `--protect`/`--scope`
+//!   globs; counts in words.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise,
 //!   a queued message.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
@@ -25,5 +26,6 @@ pub mod hook;
 pub mod json_edit;
 pub mod loop_file;
 pub mod money;
+pub mod plural;
 pub mod reply;
 pub mod time;

@@ -67,7 +67,10 @@ impl Message {
         let cost = cost_usd
             .map(|c| format!(", {}", c.dollars()))
             .unwrap_or_default();
-        let message = format!("{why} ({iterations} iterations{cost}; {project_name})");
+        let message = format!(
+            "{why} ({}{cost}; {project_name})",
+            ralph_core::plural::iterations(iterations)
+        );
         Self {
             loop_name: name.to_owned(),
             project: project.to_owned(),
@@ -286,6 +289,19 @@ mod tests {
             "{body}"
         );
         assert!(m.text.contains("$0.15"), "{}", m.text);
+    }
+
+    #[test]
+    fn one_iteration_reads_as_one_iteration() {
+        let m = Message::ended(&Ending {
+            loop_name: "l".into(),
+            project: "/p/site".into(),
+            outcome: Outcome::Completed,
+            why: "done".into(),
+            iterations: 1,
+            cost: None,
+        });
+        assert_eq!(m.message, "done (1 iteration; site)");
     }
 
     #[test]

@@ -177,8 +177,12 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
         ),
         End::HandedBack { iteration } => (
             format!(
-                "Handed the loop `{name}` back after {} fresh iterations, at iteration {iteration}.",
-                driver.done_here()
+                "Handed the loop `{name}` back after {}, at iteration {iteration}.",
+                ralph_core::plural::count(
+                    driver.done_here(),
+                    "fresh iteration",
+                    "fresh iterations"
+                )
             ),
             RunExit::Success,
         ),

@@ -303,10 +303,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     let mut out = Vec::new();
     let limit = match state.max_iterations.get() {
         None => "no iteration limit".to_owned(),
-        Some(n) => format!(
-            "at most {}",
-            crate::loop_file::messages::iterations_words(n)
-        ),
+        Some(n) => format!("at most {}", crate::plural::iterations(n)),
     };
     let owner = state
         .session_id

@@ -311,7 +311,7 @@ fn bounds_words(state: &LoopState) -> String {
     let g = &state.guards;
     let mut out = Vec::new();
     if let Some(n) = state.max_iterations.get() {
-        out.push(format!("{n} iterations"));
+        out.push(crate::plural::iterations(n));
     }
     if let Some(t) = g.max_tokens {
         out.push(format!("{t} tokens"));

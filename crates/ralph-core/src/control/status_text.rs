@@ -7,6 +7,7 @@ use crate::loop_file::fields::limit::Limit;
 use crate::loop_file::fields::outcome::LoopStatus;
 use crate::loop_file::storage::store::Project;
 use crate::money::Money;
+use crate::plural;
 use crate::time::format_duration;
 use ralph_fs::display;
 
@@ -132,7 +133,12 @@ fn guards(r: &LoopReport) -> Option<String> {
     }
     let figures = match (r.same_reply_count, r.no_progress_count, r.idle_blocks) {
         (Some(a), Some(b), Some(c)) if r.state != LoopStatus::Ended => {
-            format!(" · now: {a} same replies, {b} unchanged iterations, {c} blocks without a tool")
+            format!(
+                " · now: {}, {}, {} without a tool",
+                plural::count(a, "same reply", "same replies"),
+                plural::count(b, "unchanged iteration", "unchanged iterations"),
+                plural::count(c, "block", "blocks")
+            )
         }
         _ => String::new(),
     };

@@ -742,8 +742,8 @@ fn no_progress_breaker(
         return Err(Early::End(
             Outcome::Guard(Tripped::NoProgress),
             format!(
-                "no change to the working tree or HEAD for {} iterations",
-                progress.no_progress_count
+                "no change to the working tree or HEAD for {}",
+                crate::plural::iterations(progress.no_progress_count)
             ),
         ));
     }
@@ -1539,6 +1539,23 @@ mod tests {
             Some(Outcome::Guard(Tripped::NoProgress))
         );
         assert!(matches!(decide(&s, &tree("b")), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn one_unchanged_iteration_reads_as_one_iteration() {
+        let mut s = state("no_progress_after: 1\nstuck_after: 0\n");
+        let tree = Observation {
+            tree_fingerprint: Some("a".into()),
+            ..seen("x")
+        };
+        if let Decision::Continue { progress, .. } = decide(&s, &tree) {
+            s.progress = progress;
+        }
+        let words = format!("{:?}", decide(&s, &tree));
+        assert!(
+            words.contains("no change to the working tree or HEAD for 1 iteration\""),
+            "{words}"
+        );
     }
 
     #[test]

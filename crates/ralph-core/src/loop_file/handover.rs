@@ -70,8 +70,8 @@ pub(crate) fn render(f: &Facts<'_>) -> String {
             )
         ),
         format!(
-            "- {} iterations; spent {}; {} tokens.",
-            state.iteration,
+            "- {}; spent {}; {} tokens.",
+            crate::plural::iterations(state.iteration),
             counts.cost_usd.dollars(),
             state.progress.tokens_used
         ),
@@ -224,5 +224,22 @@ mod tests {
             assert!(out.contains(want), "{want}\n{out}");
         }
         assert!(!out.contains('\u{1b}'));
+        assert!(out.contains("- 4 iterations; spent"), "{out}");
+    }
+
+    #[test]
+    fn a_hand_over_after_one_iteration_says_one_iteration() {
+        let text = "---\nactive: true\niteration: 1\nsession_id: s\nmax_iterations: 9\ncompletion_promise: null\nstarted_at: \"2026-11-30T00:00:00Z\"\n---\n\nFix it\n";
+        let state = LoopState::parse(text).unwrap();
+        let out = render(&Facts {
+            name: "fix",
+            state: &state,
+            tripped: Tripped::SameFailure,
+            detail: "the same failure once",
+            log: &[],
+            last_green: None,
+            checkpoints: false,
+        });
+        assert!(out.contains("- 1 iteration; spent"), "{out}");
     }
 }

@@ -37,7 +37,7 @@ pub fn footer(name: &str, state: &LoopState, next: u64, notes: &[String]) -> Str
 pub fn bounds(state: &LoopState) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(n) = state.max_iterations.get() {
-        out.push(format!("its limit of {}", iterations_words(n)));
+        out.push(format!("its limit of {}", crate::plural::iterations(n)));
     }
     if let Some(t) = state.guards.max_tokens {
         out.push(format!("its token budget of {t}"));
@@ -52,14 +52,6 @@ pub fn bounds(state: &LoopState) -> Vec<String> {
         ));
     }
     out
-}
-
-pub(crate) fn iterations_words(n: u64) -> String {
-    if n == 1 {
-        "1 iteration".to_owned()
-    } else {
-        format!("{n} iterations")
-    }
 }
 
 /// `a, b or c` (`a` alone, `a or b`).
@@ -101,7 +93,7 @@ pub fn limit_reached(state: &LoopState) -> String {
     };
     format!(
         "reached the limit of {}{what}",
-        iterations_words(state.max_iterations.count())
+        crate::plural::iterations(state.max_iterations.count())
     )
 }
 
@@ -339,7 +331,7 @@ pub fn printable(text: &str) -> String {
 fn limit_words(max_iterations: Limit) -> String {
     match max_iterations.get() {
         None => "no iteration limit".into(),
-        Some(n) => format!("at most {}", iterations_words(n)),
+        Some(n) => format!("at most {}", crate::plural::iterations(n)),
     }
 }
 

@@ -536,7 +536,10 @@ impl Guards {
                 format_duration(self.verify_timeout_secs)
             ));
             if let Some(n) = self.max_verify_failures.get() {
-                out.push(format!("ends after {n} failed checks"));
+                out.push(format!(
+                    "ends after {}",
+                    crate::plural::count(n, "failed check", "failed checks")
+                ));
             }
         }
         if let Some(c) = &self.check {
@@ -549,20 +552,32 @@ impl Guards {
         if let Some(n) = self.max_same_failure.get()
             && (self.check.is_some() || self.verify.is_some())
         {
-            out.push(format!("ends after {n} identical failures"));
+            out.push(format!(
+                "ends after {}",
+                crate::plural::count(n, "identical failure", "identical failures")
+            ));
         }
         if let Some(n) = self.stall_after.get().filter(|_| self.check.is_some()) {
-            out.push(format!("stalled after {n} checks without fewer failures"));
+            out.push(format!(
+                "stalled after {} without fewer failures",
+                crate::plural::count(n, "check", "checks")
+            ));
         }
         if let Some(a) = abort {
             out.push(format!("abort promise {}", line(a)));
         }
         out.push(match self.stuck_after.get() {
-            Some(n) => format!("stuck after {n} identical replies"),
+            Some(n) => format!(
+                "stuck after {}",
+                crate::plural::count(n, "identical reply", "identical replies")
+            ),
             None => "stuck breaker off".into(),
         });
         out.push(match self.no_progress_after.get() {
-            Some(n) => format!("no-progress after {n} unchanged iterations"),
+            Some(n) => format!(
+                "no-progress after {}",
+                crate::plural::count(n, "unchanged iteration", "unchanged iterations")
+            ),
             None => "no-progress breaker off".into(),
         });
         out

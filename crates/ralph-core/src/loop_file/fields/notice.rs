@@ -121,7 +121,7 @@ pub fn logged_cost(log: &std::path::Path) -> Option<Money> {
 pub enum Delivery {
     /// Posted; the server answered with this status.
     Posted(u16),
-    /// Handed to another program (curl, notify-send…), not waited for.
+    /// Handed to another program (notify-send, osascript, PowerShell), not waited for.
     HandedOff(&'static str),
     Failed(String),
 }
@@ -176,7 +176,6 @@ pub fn destination(url: &str) -> Option<String> {
 /// An http(s) URL taken apart, as far as a POST needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {
-    tls: bool,
     host: String,
     port: u16,
     /// The path and query, `/` when empty.
@@ -223,7 +222,6 @@ impl Target {
             format!("/{path}")
         };
         Some(Self {
-            tls,
             host,
             port,
             path,
@@ -241,16 +239,16 @@ mod tests {
         let t = Target::parse("http://127.0.0.1:8080/hook?x=1#topic").unwrap();
         assert_eq!(
             (
-                t.tls,
                 t.host.as_str(),
                 t.port,
                 t.path.as_str(),
                 t.fragment.as_deref()
             ),
-            (false, "127.0.0.1", 8080, "/hook?x=1", Some("topic"))
+            ("127.0.0.1", 8080, "/hook?x=1", Some("topic"))
         );
         let t = Target::parse("https://ntfy.sh").unwrap();
-        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/"));
+        assert_eq!((t.port, t.path.as_str()), (443, "/"));
+        assert_eq!(Target::parse("http://ntfy.sh").unwrap().port, 80);
         assert!(check_url("ftp://x").is_err());
         assert!(check_url("http://").is_err());
         assert!(check_url("http://a b").is_err());
