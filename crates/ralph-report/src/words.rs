@@ -75,6 +75,14 @@ const KINDS: &[Kind] = &[
         budget: false,
     },
     Kind {
+        label: "--verify alone, a limit",
+        options: &[("verify", "true"), ("max-iterations", "10")],
+        promise: false,
+        prd: false,
+        limit: true,
+        budget: false,
+    },
+    Kind {
         label: "neither, a token budget, no limit",
         options: &[("max-iterations", "0"), ("max-tokens", "15000")],
         promise: false,
@@ -212,7 +220,10 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
     let detail = if let Some(limit) = state.max_iterations.get().filter(|_| state.prd.is_none()) {
         let mut at_limit = state.clone();
         at_limit.iteration = limit;
+        // A turn that changed nothing: a gate-alone loop's gate does not run.
+        at_limit.progress.tree_fingerprint = Some("t".into());
         let seen = Observation {
+            tree_fingerprint: Some("t".into()),
             reply: Some("working on it".into()),
             now: Some(Timestamp(30)),
             ..Observation::default()
@@ -333,6 +344,11 @@ fn each_loop_tells_the_agent_and_the_user_what_ends_it() {
             for text in [&finish, &armed] {
                 assert!(text.contains("every story"), "{}: {text}", kind.label);
             }
+        } else if kind.options.iter().any(|(k, _)| *k == "verify") {
+            // The gate alone: it ends the loop, named in both.
+            for text in [&finish, &armed] {
+                assert!(text.contains("`true` pass"), "{}: {text}", kind.label);
+            }
         } else if kind.promise {
             assert!(
                 finish.contains("<promise>DONE</promise>"),
@@ -356,7 +372,7 @@ fn each_loop_tells_the_agent_and_the_user_what_ends_it() {
 #[test]
 fn the_walk_catches_what_it_looks_for() {
     // The words this fix replaced, each caught for the kind it lied about.
-    let neither = &KINDS[5];
+    let neither = &KINDS[6];
     let prd = &KINDS[3];
     for (kind, old) in [
         (

@@ -388,10 +388,7 @@ fn observe(
         tokens_used: reply
             .tokens
             .map(|t| state.progress.tokens_used.saturating_add(t)),
-        tree_fingerprint: state
-            .guards
-            .no_progress_after
-            .is_set()
+        tree_fingerprint: (state.guards.no_progress_after.is_set() || state.gate_alone())
             .then(|| {
                 git::progress_fingerprint(
                     &project.root,

@@ -123,6 +123,10 @@ const AS_YOU: &str = "← runs as you (sh -c, in the project root)";
 fn setting(project: &Project, state: &LoopState, field: &str, value: &str) -> Vec<String> {
     let one = |text: &str| display::line(text).into_owned();
     let words = match field {
+        "verify" if state.gate_alone() => format!(
+            "{}   {AS_YOU} at each turn end that changed the work tree or HEAD",
+            one(value)
+        ),
         "verify" => format!("{}   {AS_YOU} when the promise comes", one(value)),
         "check" => format!("{}   {AS_YOU} at every stop that goes on", one(value)),
         "notify_url" => crate::loop_file::fields::notice::destination(value).map_or_else(

@@ -104,6 +104,10 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
             Err(Early::End(Outcome::Completed, _) | Early::Verify(_)) if refused => {}
             other => other?,
         }
+    } else if state.gate_alone() {
+        if !refused {
+            gate_alone(state, seen, &mut turn)?;
+        }
     } else if !refused {
         completion_promise(state, seen, reply, &mut turn)?;
     }
@@ -190,7 +194,8 @@ fn guarded_paths(
     let promised = state
         .completion_promise
         .as_deref()
-        .is_some_and(|p| promise::speaks(reply, p));
+        .is_some_and(|p| promise::speaks(reply, p))
+        || (state.gate_alone() && turn_changed(state, seen));
     let all_pass = seen
         .prd
         .as_ref()
@@ -279,6 +284,51 @@ fn completion_promise(
         )),
         (Some(command), Some(v)) => {
             turn.notes.push(refusal(expected, command, v));
+            verify_failures(state, command, &mut turn.progress)?;
+            same_failure(state, "the gate", command, v, &mut turn.progress)
+        }
+    }
+}
+
+/// Whether the turn that just ended changed the work tree or HEAD (an edit
+/// the transcript proves counts as a change): its fingerprint differs from
+/// the last stop's, or is unknown (no git, or not read in time), or this is
+/// the first stop measured. Both drivers take the fingerprint the same way
+/// for a [`LoopState::gate_alone`] loop.
+fn turn_changed(state: &LoopState, seen: &Observation) -> bool {
+    match (&seen.tree_fingerprint, &state.progress.tree_fingerprint) {
+        (Some(now), Some(before)) => now != before,
+        _ => true,
+    }
+}
+
+/// `--verify` without a completion promise: the gate runs at every stop
+/// whose turn changed something ([`turn_changed`]); exit 0 completes the
+/// loop, a failure is counted as a refused promise would be and its output
+/// goes to the agent. A turn that changed nothing leaves the tree the last
+/// gate already judged, so the gate does not run again on it.
+fn gate_alone(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
+    let Some(command) = &state.guards.verify else {
+        return Ok(());
+    };
+    if !turn_changed(state, seen) {
+        return Ok(());
+    }
+    match &seen.verification {
+        None => Err(Early::Verify(command.clone())),
+        Some(v) if v.passed => Err(Early::End(
+            Outcome::Completed,
+            format!("`{command}` passed, at iteration {}", state.iteration),
+        )),
+        Some(v) => {
+            let output = match v.output_tail.trim_end() {
+                "" => "It printed nothing.".to_owned(),
+                tail => format!("Last lines of its output:\n{tail}"),
+            };
+            turn.notes.push(format!(
+                "The loop's gate `{command}` failed ({}); the loop completes once it passes. Fix the cause.\n{output}",
+                v.status
+            ));
             verify_failures(state, command, &mut turn.progress)?;
             same_failure(state, "the gate", command, v, &mut turn.progress)
         }
@@ -399,10 +449,17 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
     if limit.reached(progress.counts.verify_failures) {
         return Err(Early::End(
             Outcome::Guard(Tripped::VerifyFailures),
-            format!(
-                "the promise was refused {} times: `{command}` kept failing",
-                progress.counts.verify_failures
-            ),
+            if state.gate_alone() {
+                format!(
+                    "the gate `{command}` failed {}",
+                    crate::plural::count(progress.counts.verify_failures, "time", "times")
+                )
+            } else {
+                format!(
+                    "the promise was refused {}: `{command}` kept failing",
+                    crate::plural::count(progress.counts.verify_failures, "time", "times")
+                )
+            },
         ));
     }
     Ok(())
@@ -1275,6 +1332,64 @@ mod tests {
         // Without the promise, the gate does not run.
         assert!(matches!(
             decide(&s, &seen("working")),
+            Decision::Continue { .. }
+        ));
+    }
+
+    #[test]
+    fn a_gate_alone_runs_when_the_turn_changed_the_tree_and_completes_on_a_pass() {
+        let mut s = state("verify: \"make test\"\nmax_iterations: 9\n");
+        assert!(s.gate_alone());
+        let mut o = seen("working");
+        // The first stop, and a tree that cannot be read: the gate runs.
+        let gate = Decision::Verify {
+            command: "make test".into(),
+        };
+        assert_eq!(decide(&s, &o), gate);
+        o.tree_fingerprint = Some("a".into());
+        assert_eq!(decide(&s, &o), gate);
+        o.verification = Some(Verification {
+            passed: false,
+            status: "exit 2".into(),
+            output_tail: "1 failed".into(),
+            ..Verification::default()
+        });
+        let Decision::Continue {
+            progress, notes, ..
+        } = decide(&s, &o)
+        else {
+            panic!("a failed gate goes on")
+        };
+        assert!(
+            notes[0].contains("make test") && notes[0].contains("1 failed"),
+            "{notes:?}"
+        );
+        assert!(!notes[0].contains("promise"), "{notes:?}");
+        assert_eq!(progress.counts.verify_failures, 1);
+        // The same tree again: the gate does not run on what it judged.
+        s.progress = progress;
+        let unchanged = Observation {
+            tree_fingerprint: Some("a".into()),
+            ..seen("still working")
+        };
+        assert!(matches!(decide(&s, &unchanged), Decision::Continue { .. }));
+        // A changed tree: it runs, and its pass completes the loop.
+        let mut changed = Observation {
+            tree_fingerprint: Some("b".into()),
+            ..seen("fixed")
+        };
+        assert_eq!(decide(&s, &changed), gate);
+        changed.verification = Some(Verification {
+            passed: true,
+            status: "exit 0".into(),
+            ..Verification::default()
+        });
+        assert_eq!(outcome(&decide(&s, &changed)), Some(Outcome::Completed));
+        // With a promise, the gate waits for it as before.
+        let promised = state("completion_promise: DONE\nverify: \"make test\"\n");
+        assert!(!promised.gate_alone());
+        assert!(matches!(
+            decide(&promised, &seen("working")),
             Decision::Continue { .. }
         ));
     }

@@ -26,7 +26,9 @@ struct Wants {
 
 impl Wants {
     fn of(state: &LoopState, ctx: &Environment) -> Self {
-        let progress = state.guards.no_progress_after.is_set();
+        // A gate-alone loop runs its gate when the turn changed the tree:
+        // it needs the fingerprint the no-progress breaker takes.
+        let progress = state.guards.no_progress_after.is_set() || state.gate_alone();
         let cost = state.guards.max_cost_usd.is_some();
         Self {
             progress,

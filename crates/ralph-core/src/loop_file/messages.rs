@@ -80,6 +80,7 @@ pub fn went_on(state: &LoopState) -> &'static str {
     match (&state.prd, &state.completion_promise) {
         (Some(_), _) => "not every story passes yet",
         (None, Some(_)) => "no promise yet",
+        (None, None) if state.gate_alone() => "the gate has not passed yet",
         (None, None) => "went on (no completion promise)",
     }
 }
@@ -89,6 +90,7 @@ pub fn limit_reached(state: &LoopState) -> String {
     let what = match (&state.prd, &state.completion_promise) {
         (Some(_), _) => " before every story passed",
         (None, Some(_)) => " without the promise",
+        (None, None) if state.gate_alone() => " before the gate passed",
         (None, None) => "",
     };
     format!(
@@ -124,6 +126,13 @@ pub fn how_to_finish(state: &LoopState) -> String {
                 }
             );
         }
+        None if state.gate_alone() => {
+            let _ = writeln!(
+                out,
+                "To finish: make `{}` pass. ralph runs it at each turn end where your turn changed the work tree or HEAD, and the loop completes when it exits 0.",
+                state.guards.verify.as_deref().unwrap_or("")
+            );
+        }
         None if state.prd.is_none() => {
             let _ = writeln!(
                 out,
@@ -134,7 +143,8 @@ pub fn how_to_finish(state: &LoopState) -> String {
         None => {}
     }
     let bounds = bounds(state);
-    if (state.prd.is_some() || state.completion_promise.is_some()) && !bounds.is_empty() {
+    let completes = state.prd.is_some() || state.completion_promise.is_some() || state.gate_alone();
+    if completes && !bounds.is_empty() {
         let _ = writeln!(
             out,
             "If it is not done before, the loop ends at {}.",
@@ -153,9 +163,10 @@ pub fn how_to_finish(state: &LoopState) -> String {
 /// The one line the user sees while the loop goes on.
 pub fn status_line(name: &str, state: &LoopState, next: u64) -> String {
     let limit = state.max_iterations;
-    let promise = match &state.completion_promise {
-        Some(p) => format!(" · ends on <promise>{}</promise>", line(p)),
-        None => String::new(),
+    let promise = match (&state.completion_promise, &state.guards.verify) {
+        (Some(p), _) => format!(" · ends on <promise>{}</promise>", line(p)),
+        (None, Some(v)) if state.gate_alone() => format!(" · ends when `{}` passes", line(v)),
+        _ => String::new(),
     };
     format!(
         "🔄 ralph `{}`: iteration {next}/{limit}{promise}",
@@ -363,6 +374,10 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         (None, Some(p)) => format!(
             "it ends when the agent outputs <promise>{}</promise>{gate}{or_bounds}",
             printable(p)
+        ),
+        (None, None) if state.gate_alone() => format!(
+            "it ends when `{}` passes, run at each turn end that changed the work tree or HEAD{or_bounds}",
+            printable(state.guards.verify.as_deref().unwrap_or(""))
         ),
         (None, None) => format!("no completion promise: {}", ends_without_completing(state)),
     };

@@ -351,6 +351,13 @@ impl LoopState {
         self.max_iterations.reached(self.iteration)
     }
 
+    /// `--verify` with no completion promise and no PRD: the gate alone
+    /// ends the loop, run at each stop whose turn changed the work tree or
+    /// HEAD (`decide::gate_alone`).
+    pub fn gate_alone(&self) -> bool {
+        self.guards.verify.is_some() && self.completion_promise.is_none() && self.prd.is_none()
+    }
+
     /// `3/20`, or `3/∞` for an unlimited loop.
     pub fn iteration_label(&self) -> String {
         format!("{}/{}", self.iteration, self.max_iterations)

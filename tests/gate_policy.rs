@@ -1,0 +1,192 @@
+//! Issue 45's policy: a `--verify` gate alone ends the loop (the README's
+//! first example completes as written), `ralph run` exits 0 only when the
+//! loop completed, and a gate protects the test layouts and the test
+//! runner's configuration by default. Each test drives the real binary, in
+//! a session (turns simulated by `ralph hook stop` with the payload Claude
+//! Code sends) and through `ralph run` with a scripted agent.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::project::Project;
+use crate::support::text;
+
+const SESSION: &str = "gate-policy-session";
+
+/// Counts the agent's turns in `.agent/n` (ignored by git, like `.claude/`).
+const PRELUDE: &str =
+    "cat > /dev/null\nn=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n\n";
+
+/// A git project whose spec is `tests/check.sh` (it fails until
+/// `src/parser.sh` prints `ok`), the agent's script in `.agent/agent.sh`,
+/// and a `cargo` on PATH whose `cargo test` runs the spec: the README's
+/// `--verify "cargo test"` as written, without building a crate.
+fn project(agent: &str) -> Project {
+    let p = Project::new();
+    p.write("src/parser.sh", "echo broken\n");
+    p.write(
+        "tests/check.sh",
+        "[ \"$(sh src/parser.sh)\" = ok ] || { echo 'test parser ... FAILED'; exit 101; }\necho 'test parser ... ok'\n",
+    );
+    p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
+    git(p.root(), &["init", "-q"]);
+    p.write(".git/info/exclude", ".agent/\n.claude/\n");
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "task"]);
+    let bin = p.home().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\n[ \"$1\" = test ] || exit 2\nexec sh tests/check.sh\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    p.with_env("PATH", path)
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// One turn of the agent outside ralph: its reply.
+fn agent_turn(p: &Project, prompt: &str) -> String {
+    let mut child = Command::new("sh")
+        .arg(".agent/agent.sh")
+        .current_dir(p.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), prompt.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `ralph status --json`'s first loop.
+fn first_loop(p: &Project) -> Value {
+    let out = p.command(&["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    status["loops"][0].clone()
+}
+
+/// How a session's loop ended, and what the user was told then.
+struct Session {
+    outcome: String,
+    told: String,
+    turns: u64,
+}
+
+/// The in-session mode: `ralph start ARGS` (what `/ralph-loop` arms), then
+/// each turn's end a `ralph hook stop`, for at most `turns` turns.
+fn session(p: &Project, args: &[&str], turns: u64) -> Session {
+    let mut start = vec!["start", "--session-id", SESSION];
+    start.extend_from_slice(args);
+    let out = p.command(&start).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let mut prompt = (*args.first().unwrap()).to_owned();
+    for turn in 1..=turns {
+        let reply = agent_turn(p, &prompt);
+        let event = json!({"session_id": SESSION, "transcript_path": "/nonexistent/t.jsonl",
+            "hook_event_name": "Stop", "stop_hook_active": false, "last_assistant_message": reply});
+        let out = p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &[]);
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if answer["decision"] == "block" {
+            prompt = answer["reason"].as_str().unwrap_or_default().to_owned();
+            continue;
+        }
+        let l = first_loop(p);
+        return Session {
+            outcome: l["outcome"].as_str().unwrap_or("?").to_owned(),
+            told: answer["systemMessage"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            turns: turn,
+        };
+    }
+    Session {
+        outcome: "still running".to_owned(),
+        told: String::new(),
+        turns,
+    }
+}
+
+/// The README's first loop: `"Fix the parser" --verify "cargo test" --max-iterations 30`.
+const README_LOOP: &[&str] = &[
+    "Fix the parser",
+    "--verify",
+    "cargo test",
+    "--max-iterations",
+    "30",
+];
+
+/// Reads first, fixes the parser at its third turn, then only talks.
+const FIXES_AT_THREE: &str = r#"if [ $n -lt 3 ]; then echo "Reading the parser."; else echo "echo ok" > src/parser.sh; echo "Fixed the parser."; fi"#;
+
+#[test]
+fn the_readme_first_loop_completes_in_a_session_once_the_tests_pass() {
+    let p = project(FIXES_AT_THREE);
+    let armed = p
+        .command(&["status"])
+        .output()
+        .map(|o| text(&o))
+        .unwrap_or_default();
+    let s = session(&p, README_LOOP, 8);
+    assert_eq!(s.outcome, "completed", "{} {armed}", s.told);
+    assert_eq!(
+        s.turns, 3,
+        "the gate passed at the turn that fixed it: {}",
+        s.told
+    );
+    assert!(s.told.contains("cargo test"), "{}", s.told);
+    assert!(!s.told.contains("promise"), "{}", s.told);
+}
+
+#[test]
+fn the_readme_first_loop_completes_in_ralph_run_once_the_tests_pass() {
+    let p = project(FIXES_AT_THREE);
+    let mut args = vec!["run", "--agent", "sh .agent/agent.sh"];
+    args.extend_from_slice(&README_LOOP[1..]);
+    args.push(README_LOOP[0]);
+    let out = p.command(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let l = first_loop(&p);
+    assert_eq!(l["outcome"], "completed", "{}", text(&out));
+    assert_eq!(p.read(".agent/n").trim(), "3", "{}", text(&out));
+}
+
+#[test]
+fn a_gate_alone_tells_the_agent_and_the_user_what_ends_the_loop() {
+    let p = project(FIXES_AT_THREE);
+    let mut start = vec!["start", "--session-id", SESSION];
+    start.extend_from_slice(README_LOOP);
+    let out = p.command(&start).output().unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("`cargo test` pass"), "{said}");
+    assert!(!said.to_lowercase().contains("promise"), "{said}");
+}
