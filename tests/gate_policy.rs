@@ -190,3 +190,104 @@ fn a_gate_alone_tells_the_agent_and_the_user_what_ends_the_loop() {
     assert!(said.contains("`cargo test` pass"), "{said}");
     assert!(!said.to_lowercase().contains("promise"), "{said}");
 }
+
+/// `ralph run` with the README's loop and the agent's script, `extra` flags
+/// before the task; its output and exit code.
+fn run(p: &Project, extra: &[&str]) -> (String, Option<i32>) {
+    let mut args = vec!["run", "--agent", "sh .agent/agent.sh"];
+    args.extend_from_slice(&README_LOOP[1..]);
+    args.extend_from_slice(extra);
+    args.push(README_LOOP[0]);
+    let out = p.command(&args).output().unwrap();
+    (text(&out), out.status.code())
+}
+
+/// The cheats on the loop file: deleted, or edited, during the agent's turn.
+const DELETES_ITS_LOOP: &str =
+    r#"rm -f .claude/ralph-loop.local.md; echo "Done, nothing left to do.""#;
+const EDITS_ITS_LOOP: &str =
+    r#"sed -i 's/Fix the parser/Say hello/' .claude/ralph-loop.local.md; echo "Done.""#;
+
+/// `ralph run` ended the loop as tampered, exited 5, and said so.
+fn assert_tampered(p: &Project, said: &str, code: Option<i32>) {
+    assert_eq!(code, Some(5), "only a completed loop exits 0: {said}");
+    assert!(said.contains("tampered"), "{said}");
+    assert!(!said.contains("cancelled by the user"), "{said}");
+    let l = first_loop(p);
+    assert_eq!(l["outcome"], "tampered", "{l}");
+    let log = p.command(&["log", "--name", "ralph"]).output().unwrap();
+    assert!(text(&log).contains("tampered"), "{}", text(&log));
+}
+
+#[test]
+fn an_agent_that_deletes_its_loop_file_is_recorded_as_tampering_and_ralph_run_fails() {
+    let p = project(DELETES_ITS_LOOP);
+    let (said, code) = run(&p, &[]);
+    assert_tampered(&p, &said, code);
+}
+
+#[test]
+fn an_agent_that_edits_its_loop_file_is_recorded_as_tampering_and_ralph_run_fails() {
+    let p = project(EDITS_ITS_LOOP);
+    let (said, code) = run(&p, &[]);
+    assert_tampered(&p, &said, code);
+}
+
+/// Under `--sandbox` the project's `.claude/` is read-only to the agent:
+/// the same cheats fail outright, the loop stays the one armed (it ends on
+/// a breaker, never completed, never cancelled) and the run does not exit 0.
+/// (This held before issue 45 too; the test keeps it holding.)
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sandboxed_agent_cannot_delete_or_edit_its_loop_file() {
+    if !crate::sandbox::bwrap_or_skip("gate_policy sandboxed loop file") {
+        return;
+    }
+    for agent in [DELETES_ITS_LOOP, EDITS_ITS_LOOP] {
+        let p = project(agent);
+        let (said, code) = run(&p, &["--sandbox"]);
+        assert_eq!(code, Some(3), "{said}");
+        let l = first_loop(&p);
+        assert_eq!(l["outcome"], "stuck", "{said}");
+    }
+}
+
+#[test]
+fn an_agent_cannot_cancel_its_own_loop_and_the_run_completes_only_when_the_gate_passes() {
+    let cancel = format!(
+        r#"if [ $n -lt 2 ]; then "{}" cancel > .agent/cancel.txt 2>&1; echo "exit $?" >> .agent/cancel.txt; echo "Cancelled it."; else echo "echo ok" > src/parser.sh; echo "Fixed."; fi"#,
+        crate::support::BIN
+    );
+    let p = project(&cancel);
+    let (said, code) = run(&p, &[]);
+    let tried = p.read(".agent/cancel.txt");
+    assert!(
+        tried.contains("refused") && tried.contains("exit 1"),
+        "{tried}"
+    );
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(first_loop(&p)["outcome"], "completed", "{said}");
+}
+
+#[test]
+fn the_user_cancelling_from_another_terminal_is_a_cancel_and_the_run_does_not_exit_0() {
+    // The agent's turn stands for the user's terminal: a cancel from outside the
+    // run's process tree (`setsid` would keep it inside; the test's own ralph is outside).
+    let p = project(
+        r#"touch .agent/turn-ran; while [ ! -f .agent/cancelled ]; do sleep 0.05; done; echo "Working.""#,
+    );
+    let mut args = vec!["run", "--agent", "sh .agent/agent.sh"];
+    args.extend_from_slice(&README_LOOP[1..]);
+    args.push(README_LOOP[0]);
+    let child = p.command(&args).spawn().unwrap();
+    while !p.exists(".agent/turn-ran") {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cancel = p.command(&["cancel"]).output().unwrap();
+    assert!(cancel.status.success(), "{}", text(&cancel));
+    p.write(".agent/cancelled", "");
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert_eq!(first_loop(&p)["outcome"], "cancelled", "{said}");
+}

@@ -125,8 +125,12 @@ pub enum End {
     Paused,
     /// `--hand-back-after` iterations are done; handed back at `iteration`.
     HandedBack { iteration: u64 },
-    /// The loop file changed while the agent ran; nothing was written.
+    /// The loop file changed while the agent ran (a ralph command: a
+    /// cancel, a pause, a take-over); nothing was written.
     ChangedWhileAgentRan,
+    /// The loop file was deleted or edited during the agent's turn by no
+    /// ralph command (`what`): the loop was ended as `tampered` (`record`).
+    Tampered { what: String, record: PathBuf },
     /// The agent stopped on a rate or usage limit (`why`): the iteration
     /// is not counted and the loop was handed back at `iteration`.
     Limited { why: String, iteration: u64 },
@@ -410,9 +414,31 @@ impl Driver {
         let denied_again = self.count(&reply);
         let (project, registry) = (&self.setup.project, &self.setup.registry);
         let Some(step) = moves::judge(project, registry, &live, &reply, &self.id)? else {
-            return Ok(Event::Ended(End::ChangedWhileAgentRan));
+            return Ok(Event::Ended(
+                self.changed_under(&live, End::ChangedWhileAgentRan)?,
+            ));
         };
+        if let Step::Changed { notice } = step {
+            // Changed while the gate ran: by a ralph command, or by what the agent left running.
+            return Ok(Event::Ended(
+                self.changed_under(&live, End::Changed { notice })?,
+            ));
+        }
         Ok(self.after(step, state, reply, label, denied_again))
+    }
+
+    /// The loop file is no longer what the run read before the turn: ended
+    /// as `tampered` when no ralph command changed it (`control::tamper`),
+    /// else `otherwise`.
+    fn changed_under(&self, live: &Loop, otherwise: End) -> Result<End, RunError> {
+        let (project, registry) = (&self.setup.project, &self.setup.registry);
+        let now = ralph_core::time::Timestamp::now();
+        Ok(
+            match ralph_core::control::tamper::end_if_tampered(project, registry, live, now)? {
+                Some((what, record)) => End::Tampered { what, record },
+                None => otherwise,
+            },
+        )
     }
 
     /// Counts an iteration that replied, and its refusals; whether it was

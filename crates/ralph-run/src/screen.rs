@@ -22,11 +22,14 @@ pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦"
 /// How a run's end leaves the process; the binary picks each one's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunExit {
-    /// Completed, or stopped with the loop left to others (gone, taken
-    /// over, paused, handed back).
+    /// Completed, or handed back after `--hand-back-after` iterations, as asked.
     Success,
-    /// The loop ended otherwise than completed.
+    /// The loop ended otherwise than completed, or the run stopped before
+    /// it completed (gone, cancelled, paused, taken over, changed).
     Ended,
+    /// The loop file was deleted or edited during the agent's turn by no
+    /// ralph command: ended as `tampered`.
+    Tampered,
     /// A rate or usage limit: the loop waits, uncounted, for a later run.
     Limited,
     /// Ctrl-C.
@@ -160,20 +163,28 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
     let (line, exit) = match end {
         End::Gone => (
             format!("The loop `{name}` is gone (cancelled or ended elsewhere)."),
-            RunExit::Success,
+            RunExit::Ended,
+        ),
+        End::Tampered { what, record } => (
+            format!(
+                "⚠ The loop `{name}` was tampered with: {}. It did not complete. Record: {}",
+                messages::printable(&what),
+                driver.project().shown(&record)
+            ),
+            RunExit::Tampered,
         ),
         End::TakenOver { by } => (
             format!(
                 "The loop `{name}` was taken over by {}; this run stops.",
                 by.as_deref().unwrap_or("another driver")
             ),
-            RunExit::Success,
+            RunExit::Ended,
         ),
         End::Paused => (
             format!(
                 "The loop `{name}` is paused; handed back. Resume it with `ralph resume` and `ralph run --name {name}`."
             ),
-            RunExit::Success,
+            RunExit::Ended,
         ),
         End::HandedBack { iteration } => (
             format!(
@@ -205,9 +216,9 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             format!(
                 "The loop `{name}` changed while the agent ran (cancelled or paused elsewhere); this run stops."
             ),
-            RunExit::Success,
+            RunExit::Ended,
         ),
-        End::Changed { notice } => (notice, RunExit::Success),
+        End::Changed { notice } => (notice, RunExit::Ended),
         End::Interrupted { iteration } => {
             return Ok(interrupted(driver.name(), iteration, &elapsed));
         }
@@ -619,7 +630,7 @@ mod tests {
             gone.lines,
             ["The loop `l` is gone (cancelled or ended elsewhere)."]
         );
-        assert_eq!(gone.exit, RunExit::Success);
+        assert_eq!(gone.exit, RunExit::Ended, "only a completed loop exits 0");
         let limited = closing(End::Limited {
             why: "429".into(),
             iteration: 3,

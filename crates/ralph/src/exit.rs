@@ -14,6 +14,9 @@ pub(crate) mod code {
     /// `ralph run`: the agent stopped on a rate or usage limit; the loop
     /// waits, uncounted, for a run after the reset.
     pub(crate) const LIMITED: u8 = 4;
+    /// `ralph run`: the loop file was deleted or edited during the agent's
+    /// turn by no ralph command; the loop was ended as `tampered`.
+    pub(crate) const TAMPERED: u8 = 5;
     /// Interrupted by Ctrl-C (128 + SIGINT).
     pub(crate) const INTERRUPTED: u8 = 130;
 }
@@ -171,6 +174,10 @@ pub(crate) fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
             code: code::LIMITED,
         },
         RunExit::Interrupted => Failure::interrupted(),
+        RunExit::Tampered => Failure {
+            message: String::new(),
+            code: code::TAMPERED,
+        },
     })
 }
 

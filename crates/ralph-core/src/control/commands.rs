@@ -553,10 +553,11 @@ pub fn vanished(project: &Project, session: &str, now: Timestamp) -> Vec<String>
             continue;
         }
         let why = format!(
-            "the loop file .claude/{name}-loop.local.md was deleted outside ralph; the loop no longer runs"
+            "the loop file .claude/{name}-loop.local.md was deleted outside ralph (no ralph command ended it: recorded as tampered); the loop no longer runs"
         );
         LogEntry::new(now, Logged::End, &why)
             .session(session)
+            .outcome(Outcome::Tampered)
             .append(project, &name);
         let kept = project.archive_orphan_log(&name, now).map_or_else(
             |e| format!("its decision log could not be moved: {e}"),
@@ -682,6 +683,16 @@ pub fn cancel(
         pick(&lives, name, session)?
     };
     for entry in chosen {
+        if let Some(run) = driven_by_an_ancestor(entry) {
+            done.failed.push((
+                entry.file().name.clone(),
+                format!(
+                    "refused: this `ralph cancel` runs inside the `ralph run` (pid {}) that drives the loop, as its agent does; the agent cannot end its own loop. Cancel it from another terminal, or press Ctrl-C in the run",
+                    run.pid
+                ),
+            ));
+            continue;
+        }
         match end(
             &lock,
             project,
@@ -700,6 +711,15 @@ pub fn cancel(
         }
     }
     Ok(done)
+}
+
+/// The `ralph run` that drives `entry`, when this process runs under it
+/// (the run's agent, or a process it started).
+fn driven_by_an_ancestor(
+    entry: &LoopEntry,
+) -> Option<crate::loop_file::fields::run_owner::RunOwner<'_>> {
+    let run = crate::loop_file::fields::run_owner::RunOwner::parse(entry.session_id()?)?;
+    run.is_ancestor().then_some(run)
 }
 
 /// Ends the loop `name` as `outcome` if `driver` still owns it (`ralph run`

@@ -9,7 +9,8 @@
 //! (`cancel_pause`); a checkpoint put back (`rollback`); an ended loop given more
 //! (`revive`); `ralph init`'s files (`templates`, written by `init`); the
 //! commands a loop would run that the user did not type, and their approval
-//! (`approval`).
+//! (`approval`); a loop `ralph run` drove found deleted or edited by no
+//! ralph command after its agent's turn (`tamper`).
 
 pub mod adoption;
 pub mod approval;
@@ -23,6 +24,7 @@ pub mod receipt_text;
 pub mod revive;
 pub mod rollback;
 pub mod status_text;
+pub mod tamper;
 pub(crate) mod templates;
 
 pub use commands::*;

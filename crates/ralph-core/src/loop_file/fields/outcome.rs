@@ -21,6 +21,9 @@ pub enum Outcome {
     Failed,
     /// `--prd`: only blocked stories are left; a person must act.
     Blocked,
+    /// `ralph run`: the loop file was deleted or edited while the agent
+    /// ran, by no ralph command (the agent's doing, or a process it left).
+    Tampered,
 }
 
 impl Outcome {
@@ -37,6 +40,7 @@ impl Outcome {
             Self::Denied => ("🚫", "stopped: the agent was denied permission"),
             Self::Failed => ("⚠", "stopped: the agent could not run"),
             Self::Blocked => ("🛑", "stopped: only blocked stories are left"),
+            Self::Tampered => ("⚠", "stopped: its loop file was tampered with"),
         }
     }
 
@@ -53,6 +57,7 @@ impl Outcome {
             Self::Denied => "denied",
             Self::Failed => "failed",
             Self::Blocked => "blocked",
+            Self::Tampered => "tampered",
         }
     }
 
@@ -68,6 +73,7 @@ impl Outcome {
             Self::Denied,
             Self::Failed,
             Self::Blocked,
+            Self::Tampered,
         ]
         .into_iter()
         .chain(Tripped::ALL.into_iter().map(Self::Guard))

@@ -96,6 +96,28 @@ impl<'a> RunOwner<'a> {
         process_is_gone(self.pid, self.start)
     }
 
+    /// Whether this process runs under this run: the run's process (with
+    /// its start time, where known) is among this process's ancestors —
+    /// `ralph cancel` from the agent the run drives. A process that left
+    /// the run's tree (a double fork whose parent exited) is no longer
+    /// seen as its descendant.
+    pub fn is_ancestor(&self) -> bool {
+        let mut pid = std::process::id();
+        // A process tree deeper than this is no agent's shell.
+        for _ in 0..256 {
+            let Some(parent) = parent_of(pid).filter(|p| *p > 1) else {
+                return false;
+            };
+            if parent == self.pid {
+                return self
+                    .start
+                    .is_none_or(|start| start_ticks(parent) == Some(start));
+            }
+            pid = parent;
+        }
+        false
+    }
+
     /// The session a loop goes back to because this run died.
     pub fn orphaned_for(&self) -> Option<&'a str> {
         self.session.filter(|_| self.is_gone())
@@ -173,6 +195,19 @@ fn process_is_gone(pid: u32, start: Option<u64>) -> bool {
         (Some(expected), Some((_, now))) => expected != now,
         _ => false,
     }
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat` (`None` where there is no `/proc`).
+#[cfg(unix)]
+fn parent_of(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(not(unix))]
+fn parent_of(_pid: u32) -> Option<u32> {
+    None
 }
 
 fn start_ticks(pid: u32) -> Option<u64> {
