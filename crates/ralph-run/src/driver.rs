@@ -412,19 +412,30 @@ impl Driver {
             return Ok(Event::Ended(self.give_up(why, state.iteration)));
         }
         let denied_again = self.count(&reply);
+        self.judged(&live, reply, label, denied_again)
+    }
+
+    /// The turn judged, unless the loop file changed while the agent (or the gate) ran.
+    fn judged(
+        &mut self,
+        live: &Loop,
+        reply: AgentReply,
+        label: String,
+        denied_again: bool,
+    ) -> Result<Event, RunError> {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
-        let Some(step) = moves::judge(project, registry, &live, &reply, &self.id)? else {
+        let Some(step) = moves::judge(project, registry, live, &reply, &self.id)? else {
             return Ok(Event::Ended(
-                self.changed_under(&live, End::ChangedWhileAgentRan)?,
+                self.changed_under(live, End::ChangedWhileAgentRan)?,
             ));
         };
         if let Step::Changed { notice } = step {
             // Changed while the gate ran: by a ralph command, or by what the agent left running.
             return Ok(Event::Ended(
-                self.changed_under(&live, End::Changed { notice })?,
+                self.changed_under(live, End::Changed { notice })?,
             ));
         }
-        Ok(self.after(step, state, reply, label, denied_again))
+        Ok(self.after(step, &live.state, reply, label, denied_again))
     }
 
     /// The loop file is no longer what the run read before the turn: ended

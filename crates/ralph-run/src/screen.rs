@@ -165,14 +165,9 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             format!("The loop `{name}` is gone (cancelled or ended elsewhere)."),
             RunExit::Ended,
         ),
-        End::Tampered { what, record } => (
-            format!(
-                "⚠ The loop `{name}` was tampered with: {}. It did not complete. Record: {}",
-                messages::printable(&what),
-                driver.project().shown(&record)
-            ),
-            RunExit::Tampered,
-        ),
+        End::Tampered { what, record } => {
+            (tampered_line(driver, &what, &record), RunExit::Tampered)
+        }
         End::TakenOver { by } => (
             format!(
                 "The loop `{name}` was taken over by {}; this run stops.",
@@ -186,17 +181,7 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             ),
             RunExit::Ended,
         ),
-        End::HandedBack { iteration } => (
-            format!(
-                "Handed the loop `{name}` back after {}, at iteration {iteration}.",
-                ralph_core::plural::count(
-                    driver.done_here(),
-                    "fresh iteration",
-                    "fresh iterations"
-                )
-            ),
-            RunExit::Success,
-        ),
+        End::HandedBack { iteration } => (handed_back_line(driver, iteration), RunExit::Success),
         End::Limited { why, iteration } => (
             format!(
                 "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
@@ -245,6 +230,25 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
         lines: vec![line],
         exit,
     })
+}
+
+/// `--hand-back-after`: the run handed the loop back, as asked.
+fn handed_back_line(driver: &Driver, iteration: u64) -> String {
+    format!(
+        "Handed the loop `{}` back after {}, at iteration {iteration}.",
+        driver.name(),
+        ralph_core::plural::count(driver.done_here(), "fresh iteration", "fresh iterations")
+    )
+}
+
+/// The loop file was deleted or edited during the agent's turn by no ralph command.
+fn tampered_line(driver: &Driver, what: &str, record: &std::path::Path) -> String {
+    format!(
+        "⚠ The loop `{}` was tampered with: {}. It did not complete. Record: {}",
+        driver.name(),
+        messages::printable(what),
+        driver.project().shown(record)
+    )
 }
 
 /// `--wait-for-reset` whose wait would pass the time budget: the loop
