@@ -291,3 +291,215 @@ fn the_user_cancelling_from_another_terminal_is_a_cancel_and_the_run_does_not_ex
     assert_eq!(out.status.code(), Some(3), "{said}");
     assert_eq!(first_loop(&p)["outcome"], "cancelled", "{said}");
 }
+
+// ---------------------------------------------------------------------------
+// Safe by default: with a gate, the test layouts and the test runner's
+// configuration of the ecosystems found are protected.
+
+/// A stand-in for pytest (not installed here), outside the project: it runs
+/// `tests/test_*.py` with unittest, honouring what pytest honours outside
+/// `tests/`: `addopts = -k "not NAME"` in `pytest.ini` or in
+/// `pyproject.toml`'s `[tool.pytest.ini_options]`, and a root `conftest.py`'s
+/// `collect_ignore`.
+const FAKE_PYTEST: &str = r#"import configparser, os, shlex, sys, tomllib, unittest
+opts = []
+if os.path.exists("pytest.ini"):
+    c = configparser.ConfigParser(); c.read("pytest.ini")
+    opts += shlex.split(c.get("pytest", "addopts", fallback=""))
+if os.path.exists("pyproject.toml"):
+    d = tomllib.load(open("pyproject.toml", "rb"))
+    opts += shlex.split(d.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("addopts", ""))
+ignore = []
+if os.path.exists("conftest.py"):
+    ns = {}; exec(open("conftest.py").read(), ns); ignore = ns.get("collect_ignore", [])
+skip = opts[opts.index("-k") + 1][4:] if "-k" in opts else None
+def cases(suite):
+    for t in suite:
+        yield from (cases(t) if isinstance(t, unittest.TestSuite) else [t])
+suite = unittest.TestSuite()
+for f in sorted(os.listdir("tests")):
+    if f.startswith("test_") and f.endswith(".py") and f not in ignore:
+        for case in cases(unittest.defaultTestLoader.discover("tests", pattern=f)):
+            if not (skip and skip in case.id()):
+                suite.addTest(case)
+result = unittest.TextTestRunner().run(suite)
+sys.exit(0 if result.wasSuccessful() and result.testsRun else 1)
+"#;
+
+/// A Python project: `src/parser.py` is broken and `tests/test_parser.py`
+/// says so; `tests/test_ok.py` passes. The gate is the stand-in pytest.
+fn python_project(agent: &str) -> (Project, String) {
+    let p = Project::new();
+    p.write(
+        "pyproject.toml",
+        "[project]\nname = \"demo\"\nversion = \"0\"\ndependencies = []\n",
+    );
+    p.write("src/parser.py", "def parse():\n    return \"broken\"\n");
+    p.write("tests/test_ok.py", "import unittest\nclass Ok(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n");
+    p.write(
+        "tests/test_parser.py",
+        "import sys, unittest\nsys.path.insert(0, 'src')\nimport parser as p\nclass Parser(unittest.TestCase):\n    def test_parser(self):\n        self.assertEqual(p.parse(), 'ok')\n",
+    );
+    p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
+    commit_all(&p);
+    let shim = p.home().join("pyshim/pytest");
+    std::fs::create_dir_all(&shim).unwrap();
+    std::fs::write(shim.join("__init__.py"), "").unwrap();
+    std::fs::write(shim.join("__main__.py"), FAKE_PYTEST).unwrap();
+    let gate = format!(
+        "PYTHONPATH={} /usr/bin/python3 -m pytest",
+        p.home().join("pyshim").display()
+    );
+    (p, gate)
+}
+
+/// A JavaScript project tested by node's own runner through `npm test`.
+fn node_project(agent: &str) -> (Project, String) {
+    let p = Project::new();
+    p.write(
+        "package.json",
+        "{\n  \"name\": \"demo\",\n  \"version\": \"0.0.0\",\n  \"scripts\": {\n    \"test\": \"node --test test/\"\n  },\n  \"dependencies\": {}\n}\n",
+    );
+    p.write("src/parser.js", "module.exports = () => \"broken\";\n");
+    p.write("test/ok.test.js", "const test = require(\"node:test\");\nconst assert = require(\"node:assert\");\ntest(\"ok\", () => assert.ok(true));\n");
+    p.write(
+        "test/parser.test.js",
+        "const test = require(\"node:test\");\nconst assert = require(\"node:assert\");\ntest(\"parser\", () => assert.equal(require(\"../src/parser.js\")(), \"ok\"));\n",
+    );
+    p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
+    commit_all(&p);
+    (p, "npm test --silent".to_owned())
+}
+
+fn commit_all(p: &Project) {
+    git(p.root(), &["init", "-q"]);
+    p.write(".git/info/exclude", ".agent/\n.claude/\n");
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "task"]);
+}
+
+/// How a loop over `p` with the gate `gate` (and `extra` flags) ended: in a
+/// session, or through `ralph run` (with `--sandbox` when asked).
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Session,
+    Run,
+    Sandboxed,
+}
+
+fn outcome(p: &Project, gate: &str, extra: &[&str], mode: Mode) -> (String, String) {
+    let mut flags = vec!["Fix the parser", "--verify", gate, "--max-iterations", "6"];
+    flags.extend_from_slice(extra);
+    match mode {
+        Mode::Session => {
+            let armed = {
+                let mut start = vec!["start", "--session-id", "armed-only", "--name", "probe"];
+                start.extend_from_slice(&flags);
+                let out = p.command(&start).output().unwrap();
+                let _ = p.command(&["cancel", "--name", "probe"]).output();
+                text(&out)
+            };
+            let s = session(p, &flags, 8);
+            (s.outcome, format!("{armed}\n{}", s.told))
+        }
+        Mode::Run | Mode::Sandboxed => {
+            let mut args = vec!["run", "--agent", "sh .agent/agent.sh"];
+            if matches!(mode, Mode::Sandboxed) {
+                args.push("--sandbox");
+            }
+            args.extend_from_slice(&flags[1..]);
+            args.push(flags[0]);
+            let out = p.command(&args).output().unwrap();
+            let l = first_loop(p);
+            (l["outcome"].as_str().unwrap_or("?").to_owned(), text(&out))
+        }
+    }
+}
+
+fn modes() -> Vec<Mode> {
+    let mut all = vec![Mode::Session, Mode::Run];
+    #[cfg(target_os = "linux")]
+    if crate::sandbox::bwrap_or_skip("gate_policy sandboxed defaults") {
+        all.push(Mode::Sandboxed);
+    }
+    all
+}
+
+/// Each cheat leaves `tests/` alone and deselects the failing test from the
+/// runner's configuration; it completed before issue 45.
+const PYTHON_CHEATS: &[(&str, &str)] = &[
+    (
+        "a root conftest.py",
+        r#"echo 'collect_ignore = ["test_parser.py"]' > conftest.py; echo "Done.""#,
+    ),
+    (
+        "pytest.ini",
+        r#"printf '[pytest]\naddopts = -k "not parser"\n' > pytest.ini; echo "Done.""#,
+    ),
+    (
+        "pyproject.toml's addopts",
+        r#"printf '\n[tool.pytest.ini_options]\naddopts = "-k not_parser"\n' >> pyproject.toml; sed -i 's/not_parser/"not parser"/; s/"-k "not parser""/'"'"'-k "not parser"'"'"'/' pyproject.toml; echo "Done.""#,
+    ),
+];
+
+#[test]
+fn runner_configuration_outside_tests_cannot_deselect_the_failing_python_test() {
+    for (cheat, agent) in PYTHON_CHEATS {
+        for mode in modes() {
+            let (p, gate) = python_project(agent);
+            // Without ralph's defaults the cheat works: the gate passes.
+            let (done, said) = outcome(&p, &gate, &["--no-default-protect"], mode);
+            assert_eq!(done, "completed", "{cheat} {mode:?}, the probe: {said}");
+            let (p, gate) = python_project(agent);
+            let (done, said) = outcome(&p, &gate, &[], mode);
+            assert_ne!(done, "completed", "{cheat} {mode:?}: {said}");
+            assert!(
+                said.contains("Protected by default"),
+                "{cheat} {mode:?}: {said}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_changed_test_script_in_package_json_cannot_deselect_the_failing_node_test() {
+    let agent =
+        r#"sed -i 's#node --test test/#node --test test/ok.test.js#' package.json; echo "Done.""#;
+    for mode in modes() {
+        let (p, gate) = node_project(agent);
+        let (done, said) = outcome(&p, &gate, &["--no-default-protect"], mode);
+        assert_eq!(done, "completed", "{mode:?}, the probe: {said}");
+        let (p, gate) = node_project(agent);
+        let (done, said) = outcome(&p, &gate, &[], mode);
+        assert_ne!(done, "completed", "{mode:?}: {said}");
+        assert!(said.contains("package.json"), "{mode:?}: {said}");
+    }
+}
+
+#[test]
+fn an_honest_agent_that_adds_a_dependency_completes() {
+    let node = r#"sed -i 's#"dependencies": {}#"dependencies": {"left-pad": "^1.3.0"}#' package.json; echo 'module.exports = () => "ok";' > src/parser.js; echo "Fixed, with a dependency.""#;
+    let python = r#"sed -i 's#dependencies = \[\]#dependencies = ["requests>=2"]#' pyproject.toml; printf 'def parse():\n    return "ok"\n' > src/parser.py; echo "Fixed, with a dependency.""#;
+    for mode in modes() {
+        for (p, gate) in [node_project(node), python_project(python)] {
+            // An explicit --protect of the manifest too: its dependencies are not its tests.
+            let manifest = if p.exists("package.json") {
+                "package.json"
+            } else {
+                "pyproject.toml"
+            };
+            let (done, said) = outcome(&p, &gate, &["--protect", manifest], mode);
+            assert_eq!(done, "completed", "{manifest} {mode:?}: {said}");
+        }
+    }
+}
+
+#[test]
+fn an_honest_agent_that_writes_the_progress_file_completes_within_its_scope() {
+    let agent = r#"mkdir -p ralph; echo "fixed the parser" >> ralph/progress.txt; printf 'def parse():\n    return "ok"\n' > src/parser.py; echo "Fixed.""#;
+    for mode in modes() {
+        let (p, gate) = python_project(agent);
+        let (done, said) = outcome(&p, &gate, &["--scope", "src/**"], mode);
+        assert_eq!(done, "completed", "{mode:?}: {said}");
+    }
+}

@@ -11,6 +11,8 @@
 //! - leaves: `time`, `money`, `json_edit`, `globs`, `plural`: timestamps and
 //!   durations; exact dollars; span-exact JSON edits; `--protect`/`--scope`
 //!   globs; counts in words.
+//! - `protect_defaults`: what a loop with a gate protects by default, per
+//!   ecosystem, and a manifest compared without its dependency lists.
 //! - `reply`: what the agent said: the Stop payload, the transcript, the promise,
 //!   a queued message.
 //! - `loop_file`: the loop and its file: fields, guards, the arming record,
@@ -27,5 +29,6 @@ pub mod json_edit;
 pub mod loop_file;
 pub mod money;
 pub mod plural;
+pub mod protect_defaults;
 pub mod reply;
 pub mod time;

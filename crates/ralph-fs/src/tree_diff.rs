@@ -97,6 +97,25 @@ pub fn changed_since(root: &Path, tree: &str, limit: Duration) -> Option<Vec<Str
     scratch.names(&["diff-index", "--cached", tree])
 }
 
+/// The largest file [`file_in_tree`] reads (a manifest, not a data file).
+const MAX_BLOB_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The bytes of `path` (relative to `root`) in the tree `tree`, as git
+/// stored them (no filter, no replace ref: `cat-file blob`); `None` when
+/// it is not there, is no file, or git did not answer within `limit`.
+pub fn file_in_tree(root: &Path, tree: &str, path: &str, limit: Duration) -> Option<Vec<u8>> {
+    if !is_object_id(tree) || path.starts_with(['-', ':']) {
+        return None;
+    }
+    let mut command = git_runner::command(root, &[]).ok()?;
+    command.env("GIT_NO_REPLACE_OBJECTS", "1").args([
+        "cat-file",
+        "blob",
+        &format!("{tree}:./{path}"),
+    ]);
+    git_runner::run_until(command, Instant::now() + limit, &[0], MAX_BLOB_BYTES)
+}
+
 /// How [`stage`] reads the work tree into a private index.
 pub(crate) struct Staging {
     /// What follows `git add -A --ignore-errors`: `--` and the pathspec.

@@ -322,6 +322,14 @@ pub(crate) struct ArmFlags {
     /// changes outside is refused with the list
     #[arg(long, value_name = "GLOB", value_parser = glob)]
     pub scope: Vec<String>,
+    /// Leave out a default protection (repeatable): with a gate, ralph protects the test
+    /// layouts and test-runner configuration of the ecosystems it finds; a glob given here
+    /// removes the defaults equal to it or that it matches
+    #[arg(long, value_name = "GLOB", value_parser = glob)]
+    pub unprotect: Vec<String>,
+    /// With a gate, protect nothing by default (only --protect's globs)
+    #[arg(long)]
+    pub no_default_protect: bool,
 }
 
 /// A `--protect`/`--scope` value, checked as arming checks it.
@@ -353,6 +361,8 @@ impl ArmFlags {
             sandbox: None,
             protect: self.protect,
             scope: self.scope,
+            unprotect: self.unprotect,
+            no_default_protect: self.no_default_protect,
         }
     }
 
@@ -369,6 +379,8 @@ impl ArmFlags {
             || self.approve_commands.is_some()
             || !self.protect.is_empty()
             || !self.scope.is_empty()
+            || !self.unprotect.is_empty()
+            || self.no_default_protect
     }
 }
 

@@ -31,6 +31,8 @@ const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("notify", Kind::Flag),
     ("notify-url", Kind::Text),
     ("protect", Kind::Text),
+    ("unprotect", Kind::Text),
+    ("no-default-protect", Kind::Flag),
     ("scope", Kind::Text),
     ("session-id", Kind::Text),
     ("force", Kind::Flag),

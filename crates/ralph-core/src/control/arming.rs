@@ -43,6 +43,10 @@ pub struct ArmOptions {
     pub protect: Vec<String>,
     /// `--scope` (repeatable): globs every changed path must match.
     pub scope: Vec<String>,
+    /// `--unprotect` (repeatable): default protections left out.
+    pub unprotect: Vec<String>,
+    /// `--no-default-protect`: a gate protects nothing by default.
+    pub no_default_protect: bool,
 }
 
 impl Default for ArmOptions {
@@ -63,6 +67,8 @@ impl Default for ArmOptions {
             sandbox: None,
             protect: Vec::new(),
             scope: Vec::new(),
+            unprotect: Vec::new(),
+            no_default_protect: false,
         }
     }
 }
@@ -105,6 +111,15 @@ impl ArmOptions {
             "notify" => self.notify = true,
             "notify-url" => self.notify_url = Some(value.to_owned()),
             "approve-commands" => self.approve_commands = Some(value.to_owned()),
+            "no-default-protect" => self.no_default_protect = true,
+            "unprotect" => {
+                crate::globs::check(value).map_err(|why| ArgumentsError::BadGlob {
+                    option: key.to_owned(),
+                    value: ralph_fs::display::line(value).into_owned(),
+                    why,
+                })?;
+                self.unprotect.push(value.to_owned());
+            }
             "protect" | "scope" => {
                 crate::globs::check(value).map_err(|why| ArgumentsError::BadGlob {
                     option: key.to_owned(),
@@ -193,6 +208,12 @@ impl ArmOptions {
                 }
             }
         }
+        let default_protect = self.default_protect(project, prd.is_some());
+        for glob in &default_protect.globs {
+            if !self.protect.contains(glob) {
+                self.protect.push(glob.clone());
+            }
+        }
         let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
             None
         } else {
@@ -224,8 +245,38 @@ impl ArmOptions {
             protect: self.protect,
             scope: self.scope,
             armed_tree,
+            default_protect,
         })
     }
+
+    /// What a loop with a gate (`--verify`, `--check`, `--prd`) protects by
+    /// default in a git project: the test layouts and test-runner
+    /// configuration of each ecosystem found at its root
+    /// (`protect_defaults`), less `--unprotect`; nothing with
+    /// `--no-default-protect`, without a gate, or outside git (where
+    /// `--protect` cannot compare).
+    fn default_protect(&self, project: &Project, prd: bool) -> DefaultProtect {
+        let gate = prd || self.guards.get("verify").is_some() || self.guards.get("check").is_some();
+        let git = ralph_fs::safe_fs::kind_at(&project.root.join(".git")).is_some();
+        if !gate || !git || self.no_default_protect {
+            return DefaultProtect::default();
+        }
+        let at_root = |name: &str| {
+            ralph_fs::safe_fs::kind_at(&project.root.join(name)).is_some_and(|k| k.is_file())
+        };
+        let found = crate::protect_defaults::detect(at_root);
+        DefaultProtect {
+            ecosystems: found.iter().map(|e| e.name).collect(),
+            globs: crate::protect_defaults::globs(&found, &self.unprotect),
+        }
+    }
+}
+
+/// The protections a gate added by default, and the ecosystems that gave them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefaultProtect {
+    pub ecosystems: Vec<&'static str>,
+    pub globs: Vec<String>,
 }
 
 /// The story commands `options` would bind that the user has not approved (none when
@@ -334,6 +385,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     if let Some(prd) = &request.prd {
         out.push(story_commands(prd));
     }
+    out.extend(default_protect_line(request));
     out.extend(path_rules(request));
     let story = state
         .prd
@@ -388,6 +440,19 @@ fn path_rules(request: &ArmRequest) -> Vec<String> {
         ));
     }
     out
+}
+
+/// What the gate's defaults protect, said at arming with how to narrow it.
+pub fn default_protect_line(request: &ArmRequest) -> Option<String> {
+    let defaults = &request.default_protect;
+    if defaults.globs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Protected by default, as a gate runs ({} found): {}. A manifest among them (package.json, pyproject.toml, Cargo.toml) is compared without its dependency lists, so adding a dependency is allowed. Narrow it with --unprotect GLOB, or --no-default-protect.",
+        defaults.ecosystems.join(", "),
+        ralph_fs::display::line(&defaults.globs.join(", "))
+    ))
 }
 
 /// At most ten paths, then how many more.

@@ -195,6 +195,8 @@ pub struct ArmRequest {
     pub protect: Vec<String>,
     pub scope: Vec<String>,
     pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
+    /// What a gate protects by default (within `protect`), for the arming text.
+    pub default_protect: crate::control::arming::DefaultProtect,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are

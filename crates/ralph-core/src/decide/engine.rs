@@ -92,6 +92,8 @@ pub fn step(
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
     if live.state.active && live.state.paths.any() {
         seen.changed_paths = changed_paths(&project.root, &live.state.paths);
+        seen.dependency_only =
+            dependency_only(&project.root, &live.state.paths, &seen.changed_paths);
     }
     let (lock, seen) = match prd_stories(project, live, seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
@@ -196,7 +198,7 @@ fn prd_stories(
     };
     let mut lock = lock;
     let paths_refusal = crate::decide::prd_turn::paths_refusal(
-        decide::path_violations(state, &seen.changed_paths),
+        decide::path_violations_but(state, &seen.changed_paths, &seen.dependency_only),
         &turned,
     )
     .or_else(|| crate::decide::prd_turn::criteria_refusal(prd, &stories, &turned));
@@ -353,6 +355,38 @@ fn changed_paths(
         .as_deref()
         .and_then(|tree| ralph_fs::tree_diff::changed_since(root, tree, limit))
         .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
+}
+
+/// The changed, protected manifests whose only change is in their
+/// dependency lists (`protect_defaults::dependency_only_change`): the file
+/// as armed (from the armed tree) against the file now.
+fn dependency_only(
+    root: &std::path::Path,
+    rules: &crate::loop_file::fields::state::PathRules,
+    changed: &decide::ChangedPaths,
+) -> Vec<String> {
+    use crate::protect_defaults::{dependency_only_change, is_manifest};
+    let (decide::ChangedPaths::Known(paths), Some(tree)) = (changed, rules.armed_tree.as_deref())
+    else {
+        return Vec::new();
+    };
+    let protect = crate::globs::Globs::new(&rules.protect);
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
+    paths
+        .iter()
+        .filter(|p| is_manifest(p) && protect.matches(p))
+        .filter(|p| {
+            let before = ralph_fs::tree_diff::file_in_tree(root, tree, p, limit);
+            let after = ralph_fs::safe_fs::read_text(&root.join(p.as_str()), 8 * 1024 * 1024);
+            match (before, after) {
+                (Some(before), Ok(after)) => {
+                    dependency_only_change(p, &String::from_utf8_lossy(&before), &after)
+                }
+                _ => false,
+            }
+        })
+        .cloned()
+        .collect()
 }
 
 /// `Step::Changed` when the loop file is no longer the one judged (it was
@@ -633,7 +667,8 @@ fn paths_held(
     let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
         return None;
     };
-    let (protected, outside) = decide::path_violations(state, &seen.changed_paths)?;
+    let (protected, outside) =
+        decide::path_violations_but(state, &seen.changed_paths, &seen.dependency_only)?;
     Some(crate::loop_file::storage::receipt::PathsHeld {
         protect: rules.protect.clone(),
         scope: rules.scope.clone(),

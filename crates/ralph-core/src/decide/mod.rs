@@ -179,7 +179,9 @@ fn guarded_paths(
 ) -> Result<bool, Early> {
     use crate::decide::path_words as words;
     let rules = &state.paths;
-    let Some((protected, outside)) = path_violations(state, &seen.changed_paths) else {
+    let Some((protected, outside)) =
+        path_violations_but(state, &seen.changed_paths, &seen.dependency_only)
+    else {
         return Ok(false);
     };
     if seen.changed_paths == ChangedPaths::Unknown {
@@ -228,6 +230,19 @@ pub fn path_violations(
     state: &LoopState,
     changed: &ChangedPaths,
 ) -> Option<(Vec<String>, Vec<String>)> {
+    path_violations_but(state, changed, &[])
+}
+
+/// The progress file the loop's agent keeps (`ralph init`): in every scope.
+pub const PROGRESS_FILE: &str = "ralph/progress.txt";
+
+/// [`path_violations`], with `dependency_only` (manifests changed only in
+/// their dependency lists) no protected change.
+pub fn path_violations_but(
+    state: &LoopState,
+    changed: &ChangedPaths,
+    dependency_only: &[String],
+) -> Option<(Vec<String>, Vec<String>)> {
     use crate::decide::path_words as words;
     let rules = &state.paths;
     match changed {
@@ -240,11 +255,13 @@ pub fn path_violations(
             let protected = protect
                 .matching(paths)
                 .into_iter()
+                .filter(|p| !dependency_only.iter().any(|d| d == p))
                 .map(str::to_owned)
                 .collect();
             let outside = paths
                 .iter()
-                .filter(|p| !scope.is_empty() && !scope.matches(p) && Some(p.as_str()) != prd_file)
+                .filter(|p| !scope.is_empty() && !scope.matches(p))
+                .filter(|p| Some(p.as_str()) != prd_file && p.as_str() != PROGRESS_FILE)
                 .cloned()
                 .collect();
             Some((protected, outside))

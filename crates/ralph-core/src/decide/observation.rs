@@ -64,6 +64,9 @@ pub struct Observation {
     pub largest_reply_cost: crate::money::Money,
     /// `--protect`/`--scope`: the paths changed since the loop was armed.
     pub changed_paths: ChangedPaths,
+    /// Changed manifests (`package.json`, `pyproject.toml`, `Cargo.toml`)
+    /// whose only change is in their dependency lists: no protected change.
+    pub dependency_only: Vec<String>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).

@@ -31,6 +31,10 @@ pub struct ChildFlags {
     /// `--protect`, `--scope`: each glob given again to every story's loop.
     pub protect: Vec<String>,
     pub scope: Vec<String>,
+    /// `--unprotect`, `--no-default-protect`: each story's loop narrows the
+    /// gate's default protections as the run was asked to.
+    pub unprotect: Vec<String>,
+    pub no_default_protect: bool,
 }
 
 /// What one story adds to its child's settings: its own check, run in the
@@ -108,6 +112,12 @@ impl ChildFlags {
                 out.extend(["--sandbox-image".to_owned(), image.clone()]);
             }
         }
+        if self.no_default_protect {
+            out.push("--no-default-protect".to_owned());
+        }
+        for glob in &self.unprotect {
+            out.extend(["--unprotect".to_owned(), glob.clone()]);
+        }
         let globs = [
             ("--protect", [&self.protect[..], story.protect]),
             ("--scope", [&self.scope[..], story.scope]),
@@ -140,6 +150,8 @@ mod tests {
         let flags = ChildFlags {
             protect: Vec::new(),
             scope: Vec::new(),
+            unprotect: Vec::new(),
+            no_default_protect: false,
             agent: "claude".into(),
             permission_mode: Some("acceptEdits".into()),
             max_iterations: Some(7),
@@ -187,6 +199,8 @@ mod tests {
         let flags = ChildFlags {
             protect: Vec::new(),
             scope: Vec::new(),
+            unprotect: Vec::new(),
+            no_default_protect: false,
             agent: "true".into(),
             ..ChildFlags::default()
         };

@@ -129,6 +129,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         approve_commands: _,
         protect,
         scope,
+        unprotect,
+        no_default_protect,
     } = arm;
     ChildFlags {
         agent: agent.clone(),
@@ -143,6 +145,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         sandbox: args.confinement(),
         protect: protect.clone(),
         scope: scope.clone(),
+        unprotect: unprotect.clone(),
+        no_default_protect: *no_default_protect,
     }
 }
 

@@ -101,6 +101,9 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
             }
+            if let Some(line) = arming::default_protect_line(&request) {
+                say!("{line}");
+            }
             control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;
             Driver::armed(setup, own.to_string())
         }
