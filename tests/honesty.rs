@@ -699,7 +699,8 @@ fn the_receipt_records_the_changed_paths_and_that_both_held() {
     );
     let receipt = text(&p.command(&["receipt"]).output().unwrap());
     assert!(
-        receipt.contains("protect:  tests/** (held) · scope: src/** (held)")
+        // `.claude/**`: protected by default for every loop with a gate (issue 45).
+        receipt.contains("protect:  tests/** .claude/** (held) · scope: src/** (held)")
             && receipt.contains("changed:  1 since the tree")
             && receipt.contains("src/value.sh"),
         "{receipt}"

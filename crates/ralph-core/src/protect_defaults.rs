@@ -84,6 +84,12 @@ pub const ECOSYSTEMS: &[Ecosystem] = &[
     },
 ];
 
+/// Protected for every loop with a gate, whatever the ecosystem: `.claude/`
+/// is never the agent's to change (its settings and hooks steer the
+/// client; ralph's own bookkeeping there is never compared:
+/// `ralph_fs::tree_diff`).
+pub const ALWAYS: &[&str] = &[".claude/**"];
+
 /// The manifests compared without their dependency lists.
 pub const MANIFESTS: &[&str] = &["package.json", "pyproject.toml", "Cargo.toml"];
 
@@ -101,7 +107,8 @@ pub fn detect(at_root: impl Fn(&str) -> bool) -> Vec<&'static Ecosystem> {
 pub fn globs(found: &[&Ecosystem], unprotect: &[String]) -> Vec<String> {
     let narrowing = crate::globs::Globs::new(unprotect);
     let mut out: Vec<String> = Vec::new();
-    for glob in found.iter().flat_map(|e| e.globs) {
+    let every = found.iter().flat_map(|e| e.globs.iter()).chain(ALWAYS);
+    for glob in every {
         let removed = unprotect.iter().any(|u| u == glob) || narrowing.matches(glob);
         if !removed && !out.iter().any(|g| g == glob) {
             out.push((*glob).to_owned());
@@ -274,6 +281,9 @@ mod tests {
                 && !narrowed.contains(&"package.json".to_owned())
         );
         assert!(detect(|_| false).is_empty());
+        // `.claude/` whatever the ecosystem.
+        assert_eq!(globs(&[], &[]), [".claude/**"]);
+        assert!(all.contains(&".claude/**".to_owned()));
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! that file), and git compares each file's ctime too (`core.trustctime`,
 //! which no file can set back), so a file rewritten to its old size and
 //! modification time is still hashed again. Tracked and untracked files
-//! count, ignored ones do not; `.claude/` (ralph's own files) is left out
-//! of every list of changed paths.
+//! count, ignored ones do not; ralph's own files in `.claude/` (its loop
+//! files and `.claude/ralph/`) and the client's `settings.local.json` are
+//! left out of every list of changed paths ([`BOOKKEEPING`]).
 //!
 //! The staging itself ([`stage`]: the private folder, the copy of the
 //! user's index, `git add`) is the one checkpoints (`fs/checkpoint.rs`) go
@@ -35,6 +36,18 @@ use crate::safe_fs::{self, FsError};
 /// The longest one snapshot or comparison may take, every git process it
 /// starts included.
 pub const TREE_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// What of `.claude/` every listing of changed paths leaves out: ralph's
+/// own bookkeeping (loop files, `.claude/ralph/`, the temporary files of
+/// its atomic writes) and the client's `settings.local.json` (written when
+/// the user allows a tool). Everything else in `.claude/` (settings, hooks,
+/// commands, agents) is compared, so a gate's defaults can protect it.
+const BOOKKEEPING: [&str; 4] = [
+    ":(exclude).claude/ralph",
+    ":(exclude,glob).claude/*-loop.local.md",
+    ":(exclude,glob).claude/.*",
+    ":(exclude).claude/settings.local.json",
+];
 
 /// The most of one git listing read (paths, NUL-separated).
 const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
@@ -81,7 +94,11 @@ pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
     let dirty = match scratch.names(&["diff-index", "--cached", "HEAD"]) {
         Some(paths) => paths,
         // No commit yet: every file is new.
-        None => scratch.listing(&["ls-files", "-z", "--", ".", ":(exclude).claude"])?,
+        None => {
+            let mut args = vec!["ls-files", "-z", "--", "."];
+            args.extend(BOOKKEEPING);
+            scratch.listing(&args)?
+        }
     };
     Some(Snapshot { tree, dirty })
 }
@@ -309,19 +326,12 @@ impl PrivateIndex {
         Some((assumed, skipped))
     }
 
-    /// The paths (relative to the root, `.claude/` left out) a diff
+    /// The paths (relative to the root, [`BOOKKEEPING`] left out) a diff
     /// command names.
     fn names(&self, diff: &[&str]) -> Option<Vec<String>> {
         let mut args = diff.to_vec();
-        args.extend([
-            "--name-only",
-            "-z",
-            "--no-renames",
-            "--relative",
-            "--",
-            ".",
-            ":(exclude).claude",
-        ]);
+        args.extend(["--name-only", "-z", "--no-renames", "--relative", "--", "."]);
+        args.extend(BOOKKEEPING);
         self.listing(&args)
     }
 

@@ -448,9 +448,13 @@ pub fn default_protect_line(request: &ArmRequest) -> Option<String> {
     if defaults.globs.is_empty() {
         return None;
     }
+    let found = if defaults.ecosystems.is_empty() {
+        "no test ecosystem found".to_owned()
+    } else {
+        format!("{} found", defaults.ecosystems.join(", "))
+    };
     Some(format!(
-        "Protected by default, as a gate runs ({} found): {}. A manifest among them (package.json, pyproject.toml, Cargo.toml) is compared without its dependency lists, so adding a dependency is allowed. Narrow it with --unprotect GLOB, or --no-default-protect.",
-        defaults.ecosystems.join(", "),
+        "Protected by default, as a gate runs ({found}): {}. A manifest among them (package.json, pyproject.toml, Cargo.toml) is compared without its dependency lists, so adding a dependency is allowed. Narrow it with --unprotect GLOB, or --no-default-protect.",
         ralph_fs::display::line(&defaults.globs.join(", "))
     ))
 }
@@ -556,6 +560,8 @@ mod tests {
                 sandbox: None,
                 protect: vec!["tests/**".into(), "ci.yml".into()],
                 scope: vec!["src/**".into()],
+                unprotect: Vec::new(),
+                no_default_protect: false,
             }
         );
         o.apply("prd", "other/prd.json").unwrap();
