@@ -253,7 +253,7 @@ fn value_json(value: &toml_edit::Value) -> Option<Value> {
         V::Array(a) => Value::Array(a.iter().map(value_json).collect::<Option<Vec<_>>>()?),
         V::InlineTable(t) => {
             let mut map = serde_json::Map::new();
-            for (key, v) in t.iter() {
+            for (key, v) in t {
                 map.insert(key.to_owned(), value_json(v)?);
             }
             Value::Object(map)

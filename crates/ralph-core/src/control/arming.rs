@@ -19,6 +19,10 @@ pub const DEFAULT_NAME: &str = "ralph";
 /// How a loop is armed: its name, owner, limit, promises and guards, as the command line or
 /// a slash command gave them (`None`: not given).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each is one flag of `ralph start`, as the command line gives it"
+)]
 pub struct ArmOptions {
     pub name: String,
     pub session_id: Option<String>,

@@ -10,6 +10,10 @@ use ralph_core::loop_file::fields::guards::GuardSettings;
 
 /// The flags of `ralph run --parallel` that every child gets again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each is one flag of `ralph run` given again to every child"
+)]
 pub struct ChildFlags {
     /// The agent's command line or preset, as given.
     pub agent: String,
