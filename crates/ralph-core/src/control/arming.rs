@@ -198,26 +198,7 @@ impl ArmOptions {
         if !bounded && promise.is_none() && prd.is_none() {
             return Err(CommandError::Unbounded);
         }
-        // Each story's globs are recorded with the loop's own, now: the agent
-        // can edit the PRD, not the loop's settings.
-        for story in prd.iter().flat_map(|p| &p.stories) {
-            for glob in &story.protect {
-                if !self.protect.contains(glob) {
-                    self.protect.push(glob.clone());
-                }
-            }
-            for glob in &story.scope {
-                if !self.scope.contains(glob) {
-                    self.scope.push(glob.clone());
-                }
-            }
-        }
-        let default_protect = self.default_protect(project, prd.is_some());
-        for glob in &default_protect.globs {
-            if !self.protect.contains(glob) {
-                self.protect.push(glob.clone());
-            }
-        }
+        let default_protect = self.gather_globs(project, prd.as_ref());
         let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
             None
         } else {
@@ -251,6 +232,26 @@ impl ArmOptions {
             armed_tree,
             default_protect,
         })
+    }
+
+    /// Each story's globs, recorded with the loop's own now (the agent can
+    /// edit the PRD, not the loop's settings), then the gate's defaults;
+    /// returns the defaults.
+    fn gather_globs(&mut self, project: &Project, prd: Option<&ArmPrd>) -> DefaultProtect {
+        fn add(list: &mut Vec<String>, globs: &[String]) {
+            for glob in globs {
+                if !list.contains(glob) {
+                    list.push(glob.clone());
+                }
+            }
+        }
+        for story in prd.iter().flat_map(|p| &p.stories) {
+            add(&mut self.protect, &story.protect);
+            add(&mut self.scope, &story.scope);
+        }
+        let defaults = self.default_protect(project, prd.is_some());
+        add(&mut self.protect, &defaults.globs);
+        defaults
     }
 
     /// What a loop with a gate (`--verify`, `--check`, `--prd`) protects by
