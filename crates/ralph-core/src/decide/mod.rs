@@ -1050,6 +1050,32 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_alone_is_refused_before_it_runs_while_a_protected_path_differs_but_not_for_a_dependency()
+     {
+        let s = state(&format!(
+            "verify: make\nprotect: \"tests/** package.json\"\nscope: \"src/** package.json\"\narmed_tree: \"{TREE}\"\n"
+        ));
+        let d = decide(&s, &changed("done", &["tests/t.sh", "src/a.rs"]));
+        let Decision::Continue {
+            notes, progress, ..
+        } = d
+        else {
+            panic!("refused, not run: {d:?}")
+        };
+        assert_eq!(progress.counts.verify_failures, 1);
+        assert!(notes.iter().all(|n| !n.contains("promise")), "{notes:?}");
+        // A manifest changed only in its dependencies, and the progress file: the gate runs.
+        let mut o = changed("done", &["package.json", "src/a.rs", "ralph/progress.txt"]);
+        o.dependency_only = vec!["package.json".into()];
+        assert_eq!(
+            decide(&s, &o),
+            Decision::Verify {
+                command: "make".into()
+            }
+        );
+    }
+
+    #[test]
     fn a_changed_protected_path_is_named_and_refuses_the_promise_before_the_gate() {
         let s = guarded("");
         let d = decide(&s, &changed("working", &["tests/t.sh", "src/a.rs"]));

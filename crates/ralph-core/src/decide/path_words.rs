@@ -7,7 +7,7 @@ use ralph_fs::display::line;
 pub(crate) const UNKNOWN_PATH: &str = "(the work tree could not be compared)";
 
 /// The agent's note when git could not compare the work tree.
-pub(crate) const UNKNOWN: &str = "ralph could not compare the work tree with the tree recorded when the loop was armed (git failed, timed out, or the tree object is gone), so the promise is refused until it can.";
+pub(crate) const UNKNOWN: &str = "ralph could not compare the work tree with the tree recorded when the loop was armed (git failed, timed out, or the tree object is gone), so the loop cannot complete until it can.";
 
 /// The user's notice when git could not compare the work tree.
 pub(crate) fn unknown_notice() -> String {
@@ -31,7 +31,7 @@ pub(crate) fn listed(paths: &[String]) -> String {
 /// The agent's note at every continuation while a protected path differs.
 pub(crate) fn protected(paths: &[String], tree: &str) -> String {
     format!(
-        "Protected paths differ from the work tree when the loop was armed: {}. You must not change them. Put them back as they were (`git restore --source={tree} --worktree -- PATH` restores a changed or deleted file; delete a file that is new); the promise is refused while one differs.",
+        "Protected paths differ from the work tree when the loop was armed: {}. You must not change them. Put them back as they were (`git restore --source={tree} --worktree -- PATH` restores a changed or deleted file; delete a file that is new); while one differs, the loop cannot complete.",
         listed(paths)
     )
 }
@@ -79,7 +79,7 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
         ));
     }
     format!(
-        "the promise was refused {count} times (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
+        "a claim of done was refused {count} times (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
         why.join(" and ")
     )
 }
