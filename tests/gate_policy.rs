@@ -521,3 +521,20 @@ fn claude_settings_are_never_the_agents_to_change_but_ralphs_own_files_are_no_ch
         }
     }
 }
+
+#[test]
+fn in_a_session_a_loop_file_the_agent_deleted_is_logged_as_tampered() {
+    // Deleted at the second turn, once the first stop logged the loop as this session's.
+    let p = project(
+        r#"[ $n -ge 2 ] && rm -f .claude/ralph-loop.local.md; echo "Turn $n, nothing to do.""#,
+    );
+    let s = session(&p, README_LOOP, 3);
+    assert_ne!(s.outcome, "completed", "{}", s.told);
+    assert!(s.told.contains("deleted outside ralph"), "{}", s.told);
+    let log = text(
+        &p.command(&["log", "--name", "ralph", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(log.contains("\"outcome\":\"tampered\""), "{log}");
+}
