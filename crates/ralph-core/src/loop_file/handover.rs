@@ -162,8 +162,8 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
     }
     if counts.verify_failures > 0 {
         out.push(format!(
-            "- The --verify gate refused the promise {} time(s).",
-            counts.verify_failures
+            "- The --verify gate failed {}.",
+            crate::plural::count(counts.verify_failures, "time", "times")
         ));
     }
     if out.is_empty() {

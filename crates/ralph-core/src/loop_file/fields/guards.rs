@@ -426,7 +426,7 @@ pub const OPTIONS: &[GuardOption] = &[
         value_name: "MAX_VERIFY_FAILURES",
         help: "Failed --verify gates that end the loop (0: off) [default: 0]",
         example: "--max-verify-failures 3",
-        explains: "end it (as verify_failures) once the --verify gate refused the promise 3 times (0: off, the default)",
+        explains: "end it (as verify_failures) once the --verify gate failed 3 times (0: off, the default)",
     },
     GuardOption {
         flag: "check",
