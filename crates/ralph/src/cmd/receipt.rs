@@ -11,6 +11,15 @@ use ralph_core::time::Timestamp;
 use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
 
+/// The recheck's sandbox: the gate's by default (sandboxed wherever
+/// bubblewrap works, no network), always sandboxed when the gate that
+/// passed was, with the host's network when it had it.
+fn recheck_confinement(r: &receipt::Receipt) -> ralph_fs::gate_jail::GateConfinement {
+    let mut guards = ralph_core::loop_file::fields::guards::Guards::default();
+    guards.gate_network_open = r.gate_sandbox.contains("the host's network");
+    ralph_core::decide::gate_sandbox::confinement(&guards, r.gate_sandbox.starts_with("sandboxed"))
+}
+
 pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let project = crate::env::project();
     let name = match args.name {
@@ -28,7 +37,7 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
     let checked = args
         .recheck
-        .then(|| receipt::recheck(&r, &project.root, timeout));
+        .then(|| receipt::recheck(&r, &project.root, timeout, &recheck_confinement(&r)));
     if args.json {
         let value = serde_json::json!({ "receipt": r, "recheck": checked });
         say_json!("{}", serde_json::to_string_pretty(&value)?);

@@ -5,6 +5,7 @@
 //! worded by `run::screen`. Here: the arguments, Ctrl-C, the clock, the live
 //! line, printing, and the end mapped to its exit code (`crate::exit`).
 
+use ralph_core::decide::gate_sandbox;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +78,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let spends = screen::spends(&args.agent);
     let asked = args.confinement();
     // A sandbox that cannot be had is refused before anything is armed.
+    args.refuse_unconfined_gate()?;
     if let Some(confinement) = &asked {
         ralph_run::sandbox::choose_tool(confinement)?;
     }
@@ -90,6 +92,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         cancel_on_interrupt: args.cancel_on_interrupt,
     };
     let mut sandbox = asked.clone();
+    let gate_words;
     let mut driver = match prompt {
         Some(prompt) => {
             let mut options =
@@ -97,7 +100,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
                     .into_options(args.name.clone(), Some(own.to_string()), args.force);
             super::loops::approve_on_terminal(&setup.project, &mut options)?;
             options.sandbox.clone_from(&asked);
+            let guards = options.guards.guards().ok();
             let request = options.request(&setup.project, prompt)?;
+            gate_words = guards.and_then(|guards| {
+                gate_sandbox::words(&guards, request.prd.is_some(), asked.is_some())
+            });
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
             }
@@ -110,6 +117,8 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         None => {
             let (driver, found) = Driver::take_over(setup, &own)?;
             say!("{}", screen::resuming(&args.name, &found));
+            let sandboxed = found.sandbox.is_some() || asked.is_some();
+            gate_words = gate_sandbox::words(&found.guards, found.prd.is_some(), sandboxed);
             sandbox = match (found.sandbox, asked) {
                 (Some(armed), Some(asked)) => Some(armed.strictest(&asked)),
                 (armed, asked) => armed.or(asked),
@@ -119,6 +128,9 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     };
     if let Some(line) = ralph_run::sandbox::arming_line(sandbox.as_ref()) {
         say!("{line}");
+    }
+    if let Some(words) = gate_words {
+        say!("Gate: {words}.");
     }
     if args.wait_for_reset {
         driver.wait_for_reset(first_back_off());
