@@ -170,6 +170,7 @@ fn end(file: &Path) {
     if let Ok(pid) = std::fs::read_to_string(file) {
         let _ = std::process::Command::new("kill")
             .args(["-9", pid.trim()])
+            .stderr(std::process::Stdio::null())
             .status();
     }
 }
@@ -297,7 +298,7 @@ fn in_ralph_run_the_gate_is_confined_and_under_sandbox_always() {
         let out = run(&p, &agent, &escapes(outside.path()), extra);
         let said = text(&out);
         assert!(said.contains("completed"), "{said}");
-        assert!(said.contains("gate sandboxed (bubblewrap)"), "{said}");
+        assert!(said.contains("Gate: sandboxed (bubblewrap)"), "{said}");
         assert_confined(&p, outside.path());
     }
     // The agent sandboxed, the gate unconfined: refused before anything is armed.

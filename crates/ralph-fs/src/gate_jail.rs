@@ -340,11 +340,11 @@ pub fn describe(confinement: &GateConfinement) -> String {
                 GateNetwork::Open => "the host's network",
             };
             format!(
-                "gate sandboxed (bubblewrap): an empty HOME with toolchains read only, {network}, its own process tree ended with it, a private /tmp, writes only the folder it runs in"
+                "sandboxed (bubblewrap): an empty HOME with toolchains read only, {network}, its own process tree ended with it, a private /tmp, writes only the folder it runs in"
             )
         }
-        Err(Plan::Refused(why)) => format!("gate not run: {why}"),
-        Err(plan) => format!("gate {}: {BOX_ONLY}", plan.words(confinement.network)),
+        Err(Plan::Refused(why)) => format!("not run: {why}"),
+        Err(plan) => format!("{}: {BOX_ONLY}", plan.words(confinement.network)),
     }
 }
 

@@ -207,7 +207,7 @@ fn prd_stories(
         found.refused = refused;
     } else if !turned.is_empty() {
         let confinement =
-            crate::decide::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
+            crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
         let checks = || {
             crate::decide::prd_turn::run_checks(
                 &project.root,
@@ -260,7 +260,7 @@ fn judge(
         }
     };
     let confinement =
-        crate::decide::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
+        crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
     let run = || {
         gate::run_keeping(
             &command,

@@ -142,7 +142,7 @@ pub fn run(
     let (stories, from_prd) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
-    let gate_confinement = ralph_core::decide::gate_sandbox::confinement(
+    let gate_confinement = ralph_core::loop_file::gate_sandbox::confinement(
         &request.guards,
         request.child.sandbox.is_some(),
     );

@@ -17,7 +17,10 @@ use crate::exit::CmdResult;
 fn recheck_confinement(r: &receipt::Receipt) -> ralph_fs::gate_jail::GateConfinement {
     let mut guards = ralph_core::loop_file::fields::guards::Guards::default();
     guards.gate_network_open = r.gate_sandbox.contains("the host's network");
-    ralph_core::decide::gate_sandbox::confinement(&guards, r.gate_sandbox.starts_with("sandboxed"))
+    ralph_core::loop_file::gate_sandbox::confinement(
+        &guards,
+        r.gate_sandbox.starts_with("sandboxed"),
+    )
 }
 
 pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {

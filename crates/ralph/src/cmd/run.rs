@@ -5,7 +5,7 @@
 //! worded by `run::screen`. Here: the arguments, Ctrl-C, the clock, the live
 //! line, printing, and the end mapped to its exit code (`crate::exit`).
 
-use ralph_core::decide::gate_sandbox;
+use ralph_core::loop_file::gate_sandbox;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
