@@ -165,6 +165,66 @@ fn without_network_a_gate_cannot_reach_a_listener_on_the_host_and_open_can() {
     );
 }
 
+/// The host's processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'));
+            !zombie
+                && std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn nothing_a_sandboxed_gate_starts_outlives_it() {
+    if !bwrap_or_skip("gate_confine: background") {
+        return;
+    }
+    // A duration no other process has: the marker to find its sleeps by on the host.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let marker = format!("86399.{nanos:09}");
+    let p = Project::new();
+    let gate = format!(
+        "sleep {marker} & setsid sleep {marker} </dev/null >/dev/null 2>&1 & \
+         (sh -c 'sleep {marker} &') ; echo started > started.txt; exit 0"
+    );
+    arm(&p, &gate, &[]);
+    let answer = promise(&p);
+    assert!(!blocked(&answer), "{answer}");
+    assert_eq!(p.read("started.txt"), "started\n");
+    // Killing is asynchronous: give it a moment, however loaded the machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut left = processes_with(&marker);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = processes_with(&marker);
+    }
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status();
+    }
+    assert!(left.is_empty(), "the gate's sleeps outlived it: {left:?}");
+}
+
 /// Kills the process whose pid `file` names (what a test started), if it is there.
 fn end(file: &Path) {
     if let Ok(pid) = std::fs::read_to_string(file) {
