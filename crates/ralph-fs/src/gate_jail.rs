@@ -320,7 +320,20 @@ pub fn plan(confinement: &GateConfinement, root: &Path) -> Plan {
         Ok(found) => found,
         Err(plan) => return plan,
     };
-    match Layout::from_facts(&gather(root, confinement, shell)) {
+    let facts = gather(root, confinement, shell);
+    // A PATH folder inside the gate's folder is the project's: its `bwrap`
+    // or `sh` would be the agent's to write.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if [&bwrap, &facts.shell]
+        .iter()
+        .any(|p| canonical(p).starts_with(&facts.root))
+    {
+        return refuse_or_run(
+            confinement,
+            "`bwrap` or `sh` is found in a PATH folder inside the gate's folder".to_owned(),
+        );
+    }
+    match Layout::from_facts(&facts) {
         Ok(layout) => Plan::Jailed {
             bwrap,
             args: layout.args(confinement.network),

@@ -15,8 +15,10 @@ use crate::exit::CmdResult;
 /// bubblewrap works, no network), always sandboxed when the gate that
 /// passed was, with the host's network when it had it.
 fn recheck_confinement(r: &receipt::Receipt) -> ralph_fs::gate_jail::GateConfinement {
-    let mut guards = ralph_core::loop_file::fields::guards::Guards::default();
-    guards.gate_network_open = r.gate_sandbox.contains("the host's network");
+    let guards = ralph_core::loop_file::fields::guards::Guards {
+        gate_network_open: r.gate_sandbox.contains("the host's network"),
+        ..Default::default()
+    };
     ralph_core::loop_file::gate_sandbox::confinement(
         &guards,
         r.gate_sandbox.starts_with("sandboxed"),

@@ -68,6 +68,19 @@ fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
     Ok(typed.or_else(|| args.arm.prd.as_ref().map(|_| String::new())))
 }
 
+/// The agent's sandbox asked for, refused before anything is armed when it
+/// cannot be had or comes with `--gate-sandbox off`.
+fn refuse_what_cannot_be_had(
+    args: &RunArgs,
+) -> Result<Option<ralph_core::loop_file::fields::confinement::Confinement>, Failure> {
+    let asked = args.confinement();
+    args.refuse_unconfined_gate()?;
+    if let Some(confinement) = &asked {
+        ralph_run::sandbox::choose_tool(confinement)?;
+    }
+    Ok(asked)
+}
+
 /// Arms the loop (a task was given) or takes it over, archives a PRD whose
 /// branch changed, and sets Ctrl-C to stop the agent.
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
@@ -76,12 +89,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let own = ralph_core::loop_file::fields::run_owner::RunOwner::own();
     let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
-    let asked = args.confinement();
-    // A sandbox that cannot be had is refused before anything is armed.
-    args.refuse_unconfined_gate()?;
-    if let Some(confinement) = &asked {
-        ralph_run::sandbox::choose_tool(confinement)?;
-    }
+    let asked = refuse_what_cannot_be_had(&args)?;
     let setup = Setup {
         project,
         registry,
@@ -126,11 +134,12 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
-    if let Some(line) = ralph_run::sandbox::arming_line(sandbox.as_ref()) {
+    let gate_line = gate_words.map(|words| format!("Gate: {words}."));
+    for line in ralph_run::sandbox::arming_line(sandbox.as_ref())
+        .into_iter()
+        .chain(gate_line)
+    {
         say!("{line}");
-    }
-    if let Some(words) = gate_words {
-        say!("Gate: {words}.");
     }
     if args.wait_for_reset {
         driver.wait_for_reset(first_back_off());
