@@ -135,7 +135,7 @@ impl Setup {
 }
 
 #[test]
-fn a_sandboxed_agent_writes_only_the_project_and_the_gate_on_the_host_sees_what_it_cannot() {
+fn a_sandboxed_agent_writes_only_the_project_where_its_sandboxed_gate_reads_its_work() {
     if !bwrap_or_skip("sandbox: the probe") {
         return;
     }

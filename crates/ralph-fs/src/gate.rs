@@ -349,6 +349,37 @@ mod tests {
         assert!(time_in_gates() >= Duration::from_millis(300));
     }
 
+    /// Without the box (this test binary serves none), a sandboxed gate
+    /// runs in bubblewrap itself: it writes its folder; what it writes
+    /// beside it lands in the sandbox's own `/tmp`, gone when it ends.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sandboxed_gate_writes_only_its_folder() {
+        if crate::process::find_program("bwrap").is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let required = GateConfinement {
+            sandboxing: gate_jail::Sandboxing::Required,
+            ..GateConfinement::default()
+        };
+        let v = run(
+            "echo \"$RALPH_GATE_SANDBOX\" > inside; echo x > ../beside",
+            &root,
+            Duration::from_secs(20),
+            &required,
+        );
+        assert_eq!(v.sandbox, "sandboxed (bubblewrap), no network", "{v:?}");
+        assert!(v.passed, "{v:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("inside")).unwrap(),
+            "bwrap\n"
+        );
+        assert!(!dir.path().join("beside").exists());
+    }
+
     #[cfg(windows)]
     #[test]
     fn passes_fails_and_times_out_through_cmd() {
