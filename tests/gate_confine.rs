@@ -110,6 +110,11 @@ fn in_the_stop_hook_the_gate_reads_no_key_and_writes_neither_bashrc_nor_outside_
     );
     let status = text(&p.ralph_with(&["status"], b"", &[]));
     assert!(status.contains("gate sandboxed (bubblewrap)"), "{status}");
+    // `ralph receipt --recheck` runs the gate again, sandboxed as it was.
+    std::fs::remove_file(p.path("ran.txt")).unwrap();
+    let recheck = p.ralph_with(&["receipt", "--recheck"], b"", &[]);
+    assert!(recheck.status.success(), "{}", text(&recheck));
+    assert_confined(&p, outside.path());
 }
 
 #[test]

@@ -11,12 +11,14 @@ use ralph_core::time::Timestamp;
 use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
 
-/// The recheck's sandbox: the gate's by default (sandboxed wherever
-/// bubblewrap works, no network), always sandboxed when the gate that
-/// passed was, with the host's network when it had it.
+/// The recheck's sandbox, as the gate that passed ran: always sandboxed
+/// when it was, with the host's network when it had it, unsandboxed when
+/// the loop asked (`--gate-sandbox off`); otherwise (an older receipt) the
+/// default, sandboxed wherever bubblewrap works.
 fn recheck_confinement(r: &receipt::Receipt) -> ralph_fs::gate_jail::GateConfinement {
     let guards = ralph_core::loop_file::fields::guards::Guards {
         gate_network_open: r.gate_sandbox.contains("the host's network"),
+        gate_sandbox_off: r.gate_sandbox.contains("--gate-sandbox off"),
         ..Default::default()
     };
     ralph_core::loop_file::gate_sandbox::confinement(
