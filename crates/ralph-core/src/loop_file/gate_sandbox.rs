@@ -45,3 +45,25 @@ pub fn words(guards: &Guards, has_prd: bool, agent_sandboxed: bool) -> Option<St
     let gated = guards.verify.is_some() || guards.check.is_some() || has_prd;
     gated.then(|| ralph_fs::gate_jail::describe(&confinement(guards, agent_sandboxed)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandboxed_agent_always_gets_a_sandboxed_gate_and_off_is_off_only_without_it() {
+        let off = Guards {
+            gate_sandbox_off: true,
+            gate_network_open: true,
+            ..Guards::default()
+        };
+        assert_eq!(confinement(&off, true).sandboxing, Sandboxing::Required);
+        assert_eq!(confinement(&off, false).sandboxing, Sandboxing::Off);
+        assert_eq!(confinement(&off, false).network, GateNetwork::Open);
+        let default = Guards::default();
+        assert_eq!(confinement(&default, false).sandboxing, Sandboxing::Auto);
+        assert_eq!(confinement(&default, false).network, GateNetwork::None);
+        // No gate, no words (and no probe of bubblewrap).
+        assert_eq!(words(&default, false, false), None);
+    }
+}
