@@ -32,6 +32,7 @@ mod e2e_check;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;
+mod gate_confine;
 mod gate_policy;
 mod guards;
 mod honesty;

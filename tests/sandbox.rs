@@ -1,7 +1,7 @@
 //! `ralph run --sandbox` through the real binary with bubblewrap (issue 39): a scripted agent
 //! tries to read a planted key, append to `~/.bashrc`, write ralph's state folder and write
-//! outside the project; only its write in the project lands, while a `--verify` gate that
-//! reads a file only the host can see passes. The same agent without `--sandbox` does all of
+//! outside the project; only its write in the project lands, which the `--verify` gate
+//! (sandboxed too, `tests/gate_confine.rs`) reads. The same agent without `--sandbox` does all of
 //! it (so the probe can tell). A sandboxed loop stays sandboxed when resumed, and the setting
 //! is bound like every other; with no bubblewrap on PATH the run is refused before anything
 //! is armed. `--parallel`'s stories are tested in `sandbox_fleet`, the real client in
@@ -103,12 +103,9 @@ impl Setup {
         self.project.ralph_with(args, b"", &env)
     }
 
-    /// `ralph run [--sandbox] --agent PROBE` with a gate that reads the host-only file.
+    /// `ralph run [--sandbox] --agent PROBE` with a gate that reads what the agent made.
     fn probe(&self, sandbox: bool) -> std::process::Output {
-        let gate = format!(
-            "cat '{}'",
-            self.secret.path().join("host-only.txt").display()
-        );
+        let gate = "cat made.txt".to_owned();
         let agent = self.agent();
         let mut args = vec!["run"];
         if sandbox {
@@ -138,7 +135,7 @@ impl Setup {
 }
 
 #[test]
-fn a_sandboxed_agent_writes_only_the_project_and_the_gate_on_the_host_sees_what_it_cannot() {
+fn a_sandboxed_agent_writes_only_the_project_where_its_sandboxed_gate_reads_its_work() {
     if !bwrap_or_skip("sandbox: the probe") {
         return;
     }
@@ -179,7 +176,6 @@ fn a_sandboxed_agent_writes_only_the_project_and_the_gate_on_the_host_sees_what_
     assert!(!boxed.state().join("loops/forged").exists());
     assert!(!boxed.tools.path().join("escape.txt").exists());
     assert!(!boxed.project.exists(".git/hooks/pre-commit"));
-    // The gate ran on the host: it read the file the agent could not.
     let status = boxed.project.ralph_with(&["status"], b"", &[]);
     let shown = text(&status);
     assert!(

@@ -142,7 +142,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// verify command that leaves `sentinel` behind if it ever runs.
 fn planted_loop(sentinel: &Path) -> String {
     format!(
-        "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 5\ncompletion_promise: \"DONE\"\nverify: \"touch {}\"\nstarted_at: \"2026-01-01T00:00:00Z\"\n---\n\nOutput <promise>DONE</promise> now.\n",
+        "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 5\ncompletion_promise: \"DONE\"\nverify: \"touch {}\"\ngate_sandbox: off\nstarted_at: \"2026-01-01T00:00:00Z\"\n---\n\nOutput <promise>DONE</promise> now.\n",
         sentinel.display()
     )
 }
@@ -279,6 +279,9 @@ fn a_loop_file_copied_from_another_project_with_its_nonce_stays_inert() {
             "DONE",
             "--verify",
             &verify,
+            // The sentinel is outside the project: the gate's sandbox would not let it write there.
+            "--gate-sandbox",
+            "off",
             "Ship it",
         ],
     );
@@ -425,6 +428,8 @@ fn loops_armed_here_run_as_before() {
             "DONE",
             "--verify",
             &verify,
+            "--gate-sandbox",
+            "off",
             "Ship it",
         ],
     );

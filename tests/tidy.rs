@@ -19,7 +19,7 @@ const CRATES: [(&str, &[&[&str]]); 6] = [
         &[
             &["display", "error", "fingerprint", "failure"],
             &["safe_fs", "process"],
-            &["git_runner", "git_config", "gate_box"],
+            &["git_runner", "git_config", "gate_box", "gate_jail"],
             &["git", "gate"],
             &["tree_diff"],
             &["checkpoint"],

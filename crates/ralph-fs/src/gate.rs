@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::gate_box;
+use crate::gate_jail::{self, GateConfinement, Plan};
 use crate::process::{shell, spawn_in_group, wait_then_end_group};
 
 /// How much of the command's output is kept for the agent.
@@ -54,6 +55,9 @@ pub struct Verification {
     pub output_sha256: String,
     /// The size of its whole output, in bytes.
     pub output_bytes: u64,
+    /// How it was confined ([`gate_jail::Plan::words`]): `sandboxed
+    /// (bubblewrap), no network`, `not sandboxed (--gate-sandbox off)`.
+    pub sandbox: String,
 }
 
 impl Verification {
@@ -93,23 +97,48 @@ impl Drop for GateTimer {
 /// Windows without `sh`) in `root`, stdin from nothing, stdout and stderr
 /// together into a pipe ralph reads, in the gate's box ([`gate_box`]),
 /// which ends everything the command started when it exits or outlives
-/// `timeout`.
-pub fn run(command: &str, root: &Path, timeout: Duration) -> Verification {
-    run_keeping(command, root, timeout).0
+/// `timeout`; in the gate's sandbox ([`gate_jail`]) as `confinement` asks.
+pub fn run(
+    command: &str,
+    root: &Path,
+    timeout: Duration,
+    confinement: &GateConfinement,
+) -> Verification {
+    run_keeping(command, root, timeout, confinement).0
 }
 
 /// [`run`], also handing back the end of the output ralph kept (at most
 /// [`KEPT_BYTES`]) for a receipt.
-pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verification, Vec<u8>) {
+pub fn run_keeping(
+    command: &str,
+    root: &Path,
+    timeout: Duration,
+    confinement: &GateConfinement,
+) -> (Verification, Vec<u8>) {
     let _timer = GateTimer::start();
     // Our own streams are Claude Code's pipes: not to be opened through
     // /proc/<pid>/fd by what the gate starts (when it is not root).
     #[cfg(target_os = "linux")]
     crate::process::hide_own_files();
+    let plan = gate_jail::plan(confinement, root);
+    let sandbox = plan.words(confinement.network);
     let started = Instant::now();
-    let (status, captured) = match run_boxed(command, root, timeout) {
+    let ran = match &plan {
+        Plan::Refused(why) => Err(std::io::Error::other(format!(
+            "the gate's sandbox cannot be had: {why}. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+        ))),
+        Plan::Jailed { bwrap, args } => run_boxed(command, root, timeout, Some((bwrap, args))),
+        Plan::Unconfined(_) => run_boxed(command, root, timeout, None),
+    };
+    let (status, captured) = match ran {
         Ok(done) => done,
-        Err(e) => return (not_started(&e), Vec::new()),
+        Err(e) => {
+            let verdict = Verification {
+                sandbox,
+                ..not_started(&e)
+            };
+            return (verdict, Vec::new());
+        }
     };
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (passed, status, exit_code) = match status {
@@ -131,6 +160,7 @@ pub fn run_keeping(command: &str, root: &Path, timeout: Duration) -> (Verificati
         duration_ms,
         output_sha256: captured.sha256.clone(),
         output_bytes: captured.total,
+        sandbox,
     };
     (verdict, captured.kept)
 }
@@ -142,14 +172,24 @@ enum Ended {
     TimedOut,
 }
 
-/// Starts the command (in the box when this program serves one), reads
-/// its output while it runs, and waits for it.
-fn run_boxed(command: &str, root: &Path, timeout: Duration) -> std::io::Result<(Ended, Captured)> {
+/// Starts the command (in the box when this program serves one, in
+/// bubblewrap when `jail` names it), reads its output while it runs, and
+/// waits for it.
+fn run_boxed(
+    command: &str,
+    root: &Path,
+    timeout: Duration,
+    jail: Option<gate_box::Jail<'_>>,
+) -> std::io::Result<(Ended, Captured)> {
     let boxed = gate_box::available();
-    let mut cmd = if boxed {
-        gate_box::command(command, timeout)?
-    } else {
-        shell(command)?
+    let mut cmd = match (boxed, jail) {
+        (true, _) => gate_box::command(command, timeout, jail)?,
+        (false, Some((bwrap, args))) => {
+            let mut cmd = crate::process::found_program(bwrap);
+            cmd.args(args).arg(command);
+            cmd
+        }
+        (false, None) => shell(command)?,
     };
     let (reader, writer) = std::io::pipe()?;
     cmd.current_dir(root)
@@ -292,6 +332,8 @@ mod tests {
     #[test]
     fn passes_fails_and_times_out() {
         let dir = tempfile::tempdir().unwrap();
+        let off = GateConfinement::off();
+        let run = |c: &str, d: &Path, t: Duration| super::run(c, d, t, &off);
         let ok = run("echo fine", dir.path(), Duration::from_secs(5));
         assert!(ok.passed);
         assert_eq!(ok.output_tail, "fine");
@@ -307,10 +349,43 @@ mod tests {
         assert!(time_in_gates() >= Duration::from_millis(300));
     }
 
+    /// Without the box (this test binary serves none), a sandboxed gate
+    /// runs in bubblewrap itself: it writes its folder; what it writes
+    /// beside it lands in the sandbox's own `/tmp`, gone when it ends.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sandboxed_gate_writes_only_its_folder() {
+        if crate::process::find_program("bwrap").is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let required = GateConfinement {
+            sandboxing: gate_jail::Sandboxing::Required,
+            ..GateConfinement::default()
+        };
+        let v = run(
+            "echo \"$RALPH_GATE_SANDBOX\" > inside; echo x > ../beside",
+            &root,
+            Duration::from_secs(20),
+            &required,
+        );
+        assert_eq!(v.sandbox, "sandboxed (bubblewrap), no network", "{v:?}");
+        assert!(v.passed, "{v:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("inside")).unwrap(),
+            "bwrap\n"
+        );
+        assert!(!dir.path().join("beside").exists());
+    }
+
     #[cfg(windows)]
     #[test]
     fn passes_fails_and_times_out_through_cmd() {
         let dir = tempfile::tempdir().unwrap();
+        let off = GateConfinement::off();
+        let run = |c: &str, d: &Path, t: Duration| super::run(c, d, t, &off);
         let ok = run("echo fine", dir.path(), Duration::from_secs(20));
         assert!(ok.passed, "{ok:?}");
         assert_eq!(ok.output_tail.trim_end(), "fine");
@@ -376,7 +451,12 @@ mod tests {
         // Long enough for both processes to start on a loaded machine (and
         // under Wine); the gate returns at its limit, then the tree is dead.
         let started = Instant::now();
-        let result = run(&command, dir.path(), Duration::from_secs(15));
+        let result = run(
+            &command,
+            dir.path(),
+            Duration::from_secs(15),
+            &GateConfinement::off(),
+        );
         assert!(result.status.starts_with("timed out"), "{result:?}");
         assert!(started.elapsed() < Duration::from_secs(40));
         assert!(size() > 0, "the grandchild never ran: {result:?}");

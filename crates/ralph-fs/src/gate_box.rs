@@ -18,6 +18,7 @@
 //! runs the shell itself (a library user, the core's own tests).
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -40,9 +41,11 @@ pub fn available() -> bool {
     SERVED.load(Ordering::Relaxed)
 }
 
-/// `ralph BOX_ARG TIMEOUT_MS COMMAND`: runs as the box and returns its
-/// exit code; any other command line returns `None` (and marks this
-/// program as one that serves the box).
+/// `ralph BOX_ARG TIMEOUT_MS COMMAND [BWRAP ARG…]`: runs as the box and
+/// returns its exit code; any other command line returns `None` (and marks
+/// this program as one that serves the box). With `BWRAP` (an absolute
+/// path), the box runs `BWRAP ARG… COMMAND` instead of the shell: the
+/// gate's sandbox (`gate_jail`).
 pub fn serve_if_asked() -> Option<u8> {
     SERVED.store(true, Ordering::Relaxed);
     let mut args = std::env::args_os().skip(1);
@@ -57,11 +60,28 @@ pub fn serve_if_asked() -> Option<u8> {
     let (Some(timeout), Some(command)) = (timeout, command) else {
         return Some(2);
     };
-    Some(serve(&command, timeout))
+    let jail = args.next().map(std::path::PathBuf::from);
+    if jail.as_ref().is_some_and(|p| !p.is_absolute()) {
+        return Some(2);
+    }
+    let jail_args: Vec<OsString> = args.collect();
+    Some(serve(
+        &command,
+        timeout,
+        jail.as_deref().map(|p| (p, &jail_args[..])),
+    ))
 }
 
-/// The command that starts this program as the box around `command`.
-pub fn command(command: &str, timeout: Duration) -> std::io::Result<Command> {
+/// bubblewrap (an absolute path) and its arguments up to the command.
+pub type Jail<'a> = (&'a Path, &'a [OsString]);
+
+/// The command that starts this program as the box around `command`, run
+/// in `jail` when given.
+pub fn command(
+    command: &str,
+    timeout: Duration,
+    jail: Option<Jail<'_>>,
+) -> std::io::Result<Command> {
     let mut boxed = process::this_program()?;
     let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     boxed.args([
@@ -69,7 +89,22 @@ pub fn command(command: &str, timeout: Duration) -> std::io::Result<Command> {
         OsString::from(millis.to_string()),
         OsString::from(command),
     ]);
+    if let Some((bwrap, args)) = jail {
+        boxed.arg(bwrap).args(args);
+    }
     Ok(boxed)
+}
+
+/// The gate's process: the shell, or bubblewrap around it.
+fn gate_process(command: &str, jail: Option<Jail<'_>>) -> std::io::Result<Command> {
+    match jail {
+        Some((bwrap, args)) => {
+            let mut cmd = process::found_program(bwrap);
+            cmd.args(args).arg(command);
+            Ok(cmd)
+        }
+        None => process::shell(command),
+    }
 }
 
 /// The box's work: the shell started in a group of its own, waited for
@@ -77,7 +112,7 @@ pub fn command(command: &str, timeout: Duration) -> std::io::Result<Command> {
 /// The exit code is the shell's; a shell killed by a signal, or stopped at
 /// its time limit, ends the box by `SIGKILL` as well (the hook tells the
 /// two apart by the time).
-fn serve(command: &str, timeout: Duration) -> u8 {
+fn serve(command: &str, timeout: Duration, jail: Option<Jail<'_>>) -> u8 {
     #[cfg(target_os = "linux")]
     {
         process::hide_own_files();
@@ -88,7 +123,7 @@ fn serve(command: &str, timeout: Duration) -> u8 {
     #[cfg(windows)]
     std::mem::forget(own_job());
     let parent = parent_id();
-    let started = spawn_in_group(&mut match process::shell(command) {
+    let started = spawn_in_group(&mut match gate_process(command, jail) {
         Ok(sh) => sh,
         Err(e) => return could_not_start(&e),
     });

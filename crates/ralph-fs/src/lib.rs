@@ -1,6 +1,6 @@
 //! The system edge every other crate goes through: the safe file layer
 //! (`safe_fs`), child processes (`process`), the gates' runner (`gate`, in
-//! its box, `gate_box`), git, hardened (`git_runner`, `git_config`, `git`),
+//! its box, `gate_box`, and its sandbox, `gate_jail`), git, hardened (`git_runner`, `git_config`, `git`),
 //! and the work tree's checkpoints and snapshots (`checkpoint`, `tree_diff`).
 //! Beside them the leaves they share: escaping what is printed (`display`),
 //! the exit class of every error (`error`), stable hashes (`fingerprint`) and a
@@ -13,6 +13,7 @@ pub mod failure;
 pub mod fingerprint;
 pub mod gate;
 pub mod gate_box;
+pub mod gate_jail;
 pub mod git;
 pub mod git_config;
 pub mod git_runner;

@@ -468,7 +468,7 @@ pub(crate) struct RunArgs {
     /// Run every agent process confined: it writes only the project (a --parallel story: its
     /// worktree) and its own settings, reads the system and toolchains, and cannot see the rest
     /// of your home or ralph's records (bubblewrap on Linux, sandbox-exec on macOS); the gate
-    /// runs outside. A setting of the loop: resuming it runs sandboxed too
+    /// runs in a sandbox of its own (never --gate-sandbox off). A setting of the loop: resuming it runs sandboxed too
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: `none` cuts the agent off the network (bubblewrap, Docker, Podman,
@@ -522,6 +522,19 @@ impl RunArgs {
                 .unwrap_or_default(),
             image: self.sandbox_image.clone(),
         })
+    }
+
+    /// `--sandbox` with `--gate-sandbox off`: the sandboxed agent's gate is
+    /// always confined, so the two together are refused.
+    pub(crate) fn refuse_unconfined_gate(&self) -> Result<(), ralph_run::sandbox::SandboxError> {
+        let off = self.arm.guards.0.get("gate-sandbox").map(str::trim) == Some("off");
+        if self.sandbox && off {
+            return Err(ralph_run::sandbox::SandboxError {
+                problem: "--gate-sandbox off would run the gate over the sandboxed agent's work unconfined".to_owned(),
+                fix: "Drop --gate-sandbox off: under --sandbox the gate always runs in its own sandbox.".to_owned(),
+            });
+        }
+        Ok(())
     }
 }
 

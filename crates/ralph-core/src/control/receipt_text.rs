@@ -17,6 +17,9 @@ pub fn receipt(r: &Receipt) -> Vec<String> {
             r.output_sha256, r.output_bytes
         ),
     ];
+    if !r.gate_sandbox.is_empty() {
+        out.push(format!("  ran:      {}", r.gate_sandbox));
+    }
     if let Some(file) = &r.output_file {
         out.push(format!("            kept in {file}"));
     }
@@ -115,6 +118,7 @@ mod tests {
             record: "r.md".into(),
             output_file: None,
             paths: None,
+            gate_sandbox: String::new(),
         }
     }
 

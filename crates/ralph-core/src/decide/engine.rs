@@ -208,13 +208,18 @@ fn prd_stories(
         found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         found.refused = refused;
     } else if !turned.is_empty() {
+        let confinement =
+            crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
         let checks = || {
             crate::decide::prd_turn::run_checks(
                 &project.root,
                 prd,
                 &turned,
                 state.guards.verify.as_deref(),
-                Duration::from_secs(state.guards.verify_timeout_secs),
+                (
+                    Duration::from_secs(state.guards.verify_timeout_secs),
+                    &confinement,
+                ),
             )
         };
         let (relocked, (refused, gate)) =
@@ -256,7 +261,16 @@ fn judge(
             return Ok(Relocked::Same(lock, judged));
         }
     };
-    let run = || gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
+    let confinement =
+        crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
+    let run = || {
+        gate::run_keeping(
+            &command,
+            &project.root,
+            Duration::from_secs(timeout),
+            &confinement,
+        )
+    };
     let (lock, (verdict, output)) =
         match unlocked(lock, project, live, &format!("`{command}`"), run)? {
             Relocked::Same(lock, out) => (lock, out),

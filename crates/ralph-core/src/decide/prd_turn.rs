@@ -42,17 +42,18 @@ pub fn turned<'a>(accepted: &[String], stories: &'a [Story]) -> Vec<&'a Story> {
 /// `--verify` result when it ran. All of them share one `timeout`, so a
 /// stop never outlasts the hook's own limit however many stories turned;
 /// a check left without time counts as failed (the story is checked again
-/// when the agent marks it once more).
+/// when the agent marks it once more). Each runs confined as the loop's
+/// gate is (`confinement`).
 pub fn run_checks(
     root: &Path,
     prd: &PrdLoop,
     turned: &[&Story],
     loop_verify: Option<&str>,
-    timeout: Duration,
+    (timeout, confinement): (Duration, &ralph_fs::gate_jail::GateConfinement),
 ) -> (Vec<StoryRefusal>, Option<Verification>) {
     let started = std::time::Instant::now();
     let run = |command: &str| match timeout.checked_sub(started.elapsed()) {
-        Some(left) if !left.is_zero() => gate::run(command, root, left),
+        Some(left) if !left.is_zero() => gate::run(command, root, left, confinement),
         _ => Verification {
             passed: false,
             status: format!(
@@ -235,6 +236,7 @@ pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ralph_fs::gate_jail::GateConfinement;
 
     fn prd_of(stories: &[Story]) -> PrdLoop {
         PrdLoop {
@@ -256,7 +258,13 @@ mod tests {
         let prd = prd_of(&all);
         let turned = turned(&[], &all);
         let started = std::time::Instant::now();
-        let (refused, gate) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(1));
+        let (refused, gate) = run_checks(
+            dir.path(),
+            &prd,
+            &turned,
+            None,
+            (Duration::from_secs(1), &GateConfinement::off()),
+        );
         assert!(
             started.elapsed() < Duration::from_secs(4),
             "{:?}",
@@ -343,7 +351,13 @@ mod tests {
         prd.commands = stories::record_commands(&all[1..]);
         let turned = turned(&["B".to_owned()], &all);
         assert_eq!(turned.len(), 1);
-        let (refused, _) = run_checks(dir.path(), &prd, &turned, None, Duration::from_secs(30));
+        let (refused, _) = run_checks(
+            dir.path(),
+            &prd,
+            &turned,
+            None,
+            (Duration::from_secs(30), &GateConfinement::off()),
+        );
         assert!(matches!(&refused[..], [StoryRefusal::Unrecorded { id, .. }] if id == "A"));
         for ran in ["a-ran", "b-ran", "c-ran"] {
             assert!(!dir.path().join(ran).exists(), "{ran}");

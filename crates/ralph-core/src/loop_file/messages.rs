@@ -197,6 +197,14 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
     let mut out = state.guards.summary(state.abort_promise.as_deref());
     out.extend(path_rules(state));
+    out.extend(
+        crate::loop_file::gate_sandbox::words(
+            &state.guards,
+            state.prd.is_some(),
+            state.sandbox.is_some(),
+        )
+        .map(|words| format!("gate {words}")),
+    );
     out
 }
 

@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod fields;
+pub mod gate_sandbox;
 pub(crate) mod handover;
 pub mod lifecycle;
 pub mod messages;

@@ -112,6 +112,8 @@ struct Fleet<'e> {
     merge: MergeMode,
     verify: Option<String>,
     verify_timeout: Duration,
+    /// How the fleet's own gate is confined (always, when the agents run sandboxed).
+    gate_confinement: ralph_fs::gate_jail::GateConfinement,
     /// Stories come from the PRD (so `passes` is written back).
     from_prd: bool,
     /// Where each story's record is kept.
@@ -140,12 +142,17 @@ pub fn run(
     let (stories, from_prd) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
+    let gate_confinement = ralph_core::loop_file::gate_sandbox::confinement(
+        &request.guards,
+        request.child.sandbox.is_some(),
+    );
     let mut fleet = Fleet {
         project,
         base,
         merge,
         verify: request.guards.verify,
         verify_timeout: Duration::from_secs(request.guards.verify_timeout_secs),
+        gate_confinement,
         from_prd,
         records,
         child: request.child,
@@ -465,7 +472,12 @@ impl Fleet<'_> {
         // The story's own check, as read from the PRD when this run began
         // (an edit on the story's branch changes nothing), then the run's.
         for command in story.verify.iter().chain(self.verify.iter()) {
-            let verification = ralph_fs::gate::run(command, worktree, self.verify_timeout);
+            let verification = ralph_fs::gate::run(
+                command,
+                worktree,
+                self.verify_timeout,
+                &self.gate_confinement,
+            );
             if !verification.passed {
                 let command = command.clone();
                 return Homecoming::VerifyFailed {

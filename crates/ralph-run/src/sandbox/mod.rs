@@ -4,8 +4,8 @@
 //! when the loop names an image. None to be had is an error that says what
 //! to install: a sandboxed loop's agent never runs unconfined. What it may
 //! reach is gathered in `reach.rs`; each tool's words are its own file. The
-//! gate (`--verify`, `--check`, story commands) is not here: it runs on the
-//! host, as ever.
+//! gate (`--verify`, `--check`, story commands) is not here: it runs in a
+//! sandbox of its own, `ralph_fs::gate_jail`.
 
 pub mod bwrap;
 pub mod container;

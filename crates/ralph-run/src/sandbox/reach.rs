@@ -38,10 +38,9 @@ pub const TOOLCHAINS: &[&str] = &[
 ];
 
 /// Linux's system folders, read only (a missing one is skipped; one that
-/// is a link, as `/bin` often is, is made the same link).
-pub const SYSTEM: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix",
-];
+/// is a link, as `/bin` often is, is made the same link): the same as the
+/// gate's sandbox shows.
+pub use ralph_fs::gate_jail::SYSTEM;
 
 /// A system folder as it is on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,6 +22,7 @@ pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
     // Each child resolves the preset itself; a flag it would refuse is refused here, once.
     ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // Likewise a sandbox that cannot be had: refused before any worktree is made.
+    args.refuse_unconfined_gate()?;
     if let Some(confinement) = args.confinement() {
         ralph_run::sandbox::choose_tool(&confinement)?;
     }

@@ -5,6 +5,7 @@
 //! worded by `run::screen`. Here: the arguments, Ctrl-C, the clock, the live
 //! line, printing, and the end mapped to its exit code (`crate::exit`).
 
+use ralph_core::loop_file::gate_sandbox;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +68,19 @@ fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
     Ok(typed.or_else(|| args.arm.prd.as_ref().map(|_| String::new())))
 }
 
+/// The agent's sandbox asked for, refused before anything is armed when it
+/// cannot be had or comes with `--gate-sandbox off`.
+fn refuse_what_cannot_be_had(
+    args: &RunArgs,
+) -> Result<Option<ralph_core::loop_file::fields::confinement::Confinement>, Failure> {
+    let asked = args.confinement();
+    args.refuse_unconfined_gate()?;
+    if let Some(confinement) = &asked {
+        ralph_run::sandbox::choose_tool(confinement)?;
+    }
+    Ok(asked)
+}
+
 /// Arms the loop (a task was given) or takes it over, archives a PRD whose
 /// branch changed, and sets Ctrl-C to stop the agent.
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
@@ -75,11 +89,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let own = ralph_core::loop_file::fields::run_owner::RunOwner::own();
     let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
-    let asked = args.confinement();
-    // A sandbox that cannot be had is refused before anything is armed.
-    if let Some(confinement) = &asked {
-        ralph_run::sandbox::choose_tool(confinement)?;
-    }
+    let asked = refuse_what_cannot_be_had(&args)?;
     let setup = Setup {
         project,
         registry,
@@ -90,6 +100,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         cancel_on_interrupt: args.cancel_on_interrupt,
     };
     let mut sandbox = asked.clone();
+    let gate_words;
     let mut driver = match prompt {
         Some(prompt) => {
             let mut options =
@@ -97,7 +108,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
                     .into_options(args.name.clone(), Some(own.to_string()), args.force);
             super::loops::approve_on_terminal(&setup.project, &mut options)?;
             options.sandbox.clone_from(&asked);
+            let guards = options.guards.guards().ok();
             let request = options.request(&setup.project, prompt)?;
+            gate_words = guards.and_then(|guards| {
+                gate_sandbox::words(&guards, request.prd.is_some(), asked.is_some())
+            });
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
             }
@@ -113,6 +128,8 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         None => {
             let (driver, found) = Driver::take_over(setup, &own)?;
             say!("{}", screen::resuming(&args.name, &found));
+            let sandboxed = found.sandbox.is_some() || asked.is_some();
+            gate_words = gate_sandbox::words(&found.guards, found.prd.is_some(), sandboxed);
             sandbox = match (found.sandbox, asked) {
                 (Some(armed), Some(asked)) => Some(armed.strictest(&asked)),
                 (armed, asked) => armed.or(asked),
@@ -120,7 +137,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             driver
         }
     };
-    if let Some(line) = ralph_run::sandbox::arming_line(sandbox.as_ref()) {
+    let gate_line = gate_words.map(|words| format!("Gate: {words}."));
+    for line in ralph_run::sandbox::arming_line(sandbox.as_ref())
+        .into_iter()
+        .chain(gate_line)
+    {
         say!("{line}");
     }
     if args.wait_for_reset {

@@ -133,7 +133,7 @@ impl Confinement {
             Network::None => "no network",
         };
         format!(
-            "the agent writes only the project and its own settings (~/.claude, ~/.codex, ~/.gemini, ~/.copilot), reads the system and toolchains, cannot see the rest of your home or ralph's records; {network}; the gate runs outside"
+            "the agent writes only the project and its own settings (~/.claude, ~/.codex, ~/.gemini, ~/.copilot), reads the system and toolchains, cannot see the rest of your home or ralph's records; {network}; the gate runs in a sandbox of its own"
         )
     }
 }

@@ -65,6 +65,11 @@ pub struct Guards {
     /// Pause the in-session loop once the plan's 5-hour window is this
     /// many percent used (`max_window`, 1–100); `None`: off.
     pub max_window_pct: Option<u64>,
+    /// `--gate-sandbox off`: the gate runs without its sandbox (refused
+    /// when the agent runs sandboxed, whose gate is always confined).
+    pub gate_sandbox_off: bool,
+    /// `--gate-network open`: the sandboxed gate has the host's network.
+    pub gate_network_open: bool,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -91,6 +96,8 @@ macro_rules! with_guard_fields {
             stall_after,
             max_cost,
             max_window,
+            gate_sandbox,
+            gate_network,
             $($middle,)*
             verify_failures,
             replies_behind,
@@ -142,7 +149,33 @@ impl Guards {
             max_window_pct: limit("max_window")?
                 .and_then(Limit::get)
                 .map(|p| p.min(100)),
+            gate_sandbox_off: choice(raw, "gate_sandbox", ["auto", "off"])? == "off",
+            gate_network_open: choice(raw, "gate_network", ["none", "open"])? == "open",
         })
+    }
+}
+
+/// A field that takes one of two words, the first its default; errors name
+/// the field and the words.
+fn choice(
+    raw: &impl FieldSource,
+    field: &'static str,
+    words: [&'static str; 2],
+) -> Result<&'static str, StateError> {
+    match raw.get(field).map(str::trim) {
+        None | Some("") => Ok(words[0]),
+        Some(v) => words
+            .into_iter()
+            .find(|w| *w == v)
+            .ok_or_else(|| StateError::Field {
+                field,
+                value: ralph_fs::display::line(v).into_owned(),
+                expected: if field == "gate_sandbox" {
+                    "expected `auto` or `off`"
+                } else {
+                    "expected `none` or `open`"
+                },
+            }),
     }
 }
 
@@ -507,6 +540,26 @@ pub const OPTIONS: &[GuardOption] = &[
         help: "Pause the in-session loop when the plan's 5-hour window reaches PCT % (needs `ralph statusline`)",
         example: "--max-window 80",
         explains: "pause the loop (in a session, not in `ralph run`) once the plan's 5-hour usage window is 80 % used, as `ralph statusline` last saw it; /ralph-resume goes on; refused when the status line has seen no window yet",
+    },
+    GuardOption {
+        flag: "gate-sandbox",
+        field: "gate_sandbox",
+        kind: Kind::Text,
+        default: "auto",
+        value_name: "auto|off",
+        help: "Run the gate (--verify, --check, story checks) in its own sandbox where bubblewrap works (auto), or never (off) [default: auto]",
+        example: "--gate-sandbox off",
+        explains: "run the gate commands unconfined, as the user, with your HOME, network and /tmp (by default, on Linux with bubblewrap, they run with an empty HOME, no network, their own process tree and write only the project; always so under `ralph run --sandbox`, which refuses off)",
+    },
+    GuardOption {
+        flag: "gate-network",
+        field: "gate_network",
+        kind: Kind::Text,
+        default: "none",
+        value_name: "none|open",
+        help: "The sandboxed gate's network: none (its own loopback only) or open (the host's network) [default: none]",
+        example: "--gate-network open",
+        explains: "give the sandboxed gate the host's network (and so the host's loopback and abstract sockets), for tests that download or reach a service; by default it has only a loopback of its own",
     },
 ];
 

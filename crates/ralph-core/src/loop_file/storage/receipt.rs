@@ -55,6 +55,10 @@ pub struct Receipt {
     /// `--protect`/`--scope`: what held when the gate passed (older receipts have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<PathsHeld>,
+    /// How the gate ran: `sandboxed (bubblewrap), no network`, `not
+    /// sandboxed (--gate-sandbox off)` (older receipts have none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gate_sandbox: String,
 }
 
 /// `--protect` and `--scope` at the completion: the globs, the tree the
@@ -147,6 +151,7 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         duration_ms: passed.verdict.duration_ms,
         output_sha256: passed.verdict.output_sha256.clone(),
         output_bytes: passed.verdict.output_bytes,
+        gate_sandbox: passed.verdict.sandbox.clone(),
         output_cut: passed.verdict.output_cut(),
         commit,
         clean,
@@ -300,8 +305,13 @@ pub fn one_line(r: &Receipt) -> String {
             if p.scope_held { "held" } else { "broken" }
         )
     });
+    let sandbox = if r.gate_sandbox.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", line(&r.gate_sandbox))
+    };
     format!(
-        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}",
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}{sandbox}",
         line(&r.command),
         r.exit_code,
         seconds(r.duration_ms),
@@ -329,9 +339,15 @@ pub struct Recheck {
     pub output_tail: String,
 }
 
-/// Runs the receipt's gate again in `root` (its time limit `timeout`).
-pub fn recheck(r: &Receipt, root: &Path, timeout: Duration) -> Recheck {
-    let v = ralph_fs::gate::run(&r.command, root, timeout);
+/// Runs the receipt's gate again in `root` (its time limit `timeout`),
+/// confined as `confinement` says.
+pub fn recheck(
+    r: &Receipt,
+    root: &Path,
+    timeout: Duration,
+    confinement: &ralph_fs::gate_jail::GateConfinement,
+) -> Recheck {
+    let v = ralph_fs::gate::run(&r.command, root, timeout, confinement);
     let commit = ralph_fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
     Recheck {
         holds: v.passed,
@@ -367,6 +383,7 @@ mod tests {
             record: "/p/.claude/ralph/history/x.md".into(),
             output_file: None,
             paths: None,
+            gate_sandbox: String::new(),
         }
     }
 
