@@ -1235,3 +1235,114 @@ fn the_fleet_asks_once_on_a_terminal() {
         }
     }
 }
+
+/// An agent for the ordered fleet: it notes what its worktree holds
+/// (`<story>.saw`, `<story>.progress`), commits `<story>.txt` and its notes
+/// file, and completes.
+const ORDERED_AGENT: &str = r#"set -eu
+cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+ls > "$FAKE_LOG/$story.saw"
+cat ralph/progress.txt > "$FAKE_LOG/$story.progress" 2>/dev/null || true
+echo "$story" > "$story.txt"
+mkdir -p ralph/notes; echo "learnt by $story" > "ralph/notes/$story.md"
+git add -A; git commit -qm "$story"
+echo "done <promise>DONE</promise>"
+"#;
+
+/// Three stories; US-003 comes first by priority but depends on US-001.
+fn ordered_repo() -> Repo {
+    let repo = Repo::new(&[("US-001", false), ("US-002", false), ("US-003", false)]);
+    let path = repo.root().join("ralph/prd.json");
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["userStories"][2]["dependsOn"] = json!(["US-001"]);
+    value["userStories"][2]["priority"] = json!(0);
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    std::fs::write(repo.root().join("ralph/progress.txt"), "# Progress\n").unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "US-003 after US-001"]);
+    std::fs::write(repo.home.path().join("ordered.sh"), ORDERED_AGENT).unwrap();
+    repo
+}
+
+#[test]
+fn a_story_starts_only_once_what_it_depends_on_is_merged_and_reads_its_notes() {
+    let repo = ordered_repo();
+    let plan = text(&repo.ralph(&["plan"]).output().unwrap());
+    assert!(
+        plan.contains("Wave 1 (can start now):\n  US-001  open  Story US-001\n  US-002  open  Story US-002\nWave 2 (once wave 1 is merged):\n  US-003  open  Story US-003  (after US-001)"),
+        "{plan}"
+    );
+    let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = m["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["story"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["US-001", "US-002"], "the matrix is one wave");
+
+    let agent = format!("sh {}", repo.home.path().join("ordered.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--max-iterations", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.passes(), [true, true, true]);
+    let saw = |story: &str, what: &str| {
+        std::fs::read_to_string(repo.log().join(format!("{story}.{what}"))).unwrap()
+    };
+    assert!(
+        saw("US-003", "saw").contains("US-001.txt"),
+        "{}",
+        saw("US-003", "saw")
+    );
+    assert!(!saw("US-001", "saw").contains("US-003.txt"));
+    assert!(
+        saw("US-003", "progress").contains("learnt by US-001"),
+        "the next wave reads what the first learnt: {}",
+        saw("US-003", "progress")
+    );
+    // ralph wrote the progress file itself, each story's notes once, and committed it.
+    let progress = repo.show("main:ralph/progress.txt");
+    for story in ["US-001", "US-002", "US-003"] {
+        assert_eq!(
+            progress.matches(&format!("learnt by {story}")).count(),
+            1,
+            "{progress}"
+        );
+    }
+    assert!(progress.starts_with("# Progress\n"), "{progress}");
+}
+
+#[test]
+fn a_story_whose_prerequisite_is_not_merged_never_starts() {
+    let repo = ordered_repo();
+    // Only US-003 is asked for: US-001 is neither passing nor in the run.
+    let agent = format!("sh {}", repo.home.path().join("ordered.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--story", "US-003", "--max-iterations", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("US-003: not started: it depends on US-001, which was not merged"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(repo.calls("US-003"), 0);
+    assert!(!repo.log().join("US-003.saw").exists());
+    // A circle of dependsOn is refused before anything runs.
+    let path = repo.root().join("ralph/prd.json");
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["userStories"][0]["dependsOn"] = json!(["US-003"]);
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = repo.parallel("2", &agent, &[]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("go round in a circle (US-001 → US-003 → US-001)"),
+        "{}",
+        text(&out)
+    );
+}

@@ -80,6 +80,9 @@ pub(crate) enum Command {
     /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
     #[command(after_help = PLAN_EXAMPLES)]
     Plan(PlanArgs),
+    /// Check a PRD's stories (`ralph prd lint`) or import a Markdown PRD (`ralph prd import`)
+    #[command(subcommand)]
+    Prd(PrdCommand),
     /// Remove the worktrees `ralph run --parallel` kept (uncommitted work is committed to their branches, which stay)
     #[command(after_help = "Examples:\n  ralph clean")]
     Clean,
@@ -88,6 +91,49 @@ pub(crate) enum Command {
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
     )]
     Init(InitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PrdCommand {
+    /// Find what makes stories impossible to check: no check, a check that cannot fail,
+    /// vague criteria, a story too large, ids missing or used twice, bad dependsOn
+    #[command(after_help = PRD_LINT_EXAMPLES)]
+    Lint(PrdLintArgs),
+    /// Turn a Markdown PRD (one `## US-001: Title` heading a story) into ralph/prd.json
+    #[command(after_help = PRD_IMPORT_EXAMPLES)]
+    Import(PrdImportArgs),
+}
+
+const PRD_LINT_EXAMPLES: &str = "Examples:
+  ralph prd lint                   # ralph/prd.json
+  ralph prd lint docs/stories.json
+
+Exits 2 when a finding is an error (arming a --prd loop and ralph run --parallel refuse the PRD
+then), 0 with warnings only. docs/prd.md lists the rules; a PRD adds vague words of its own
+with a top-level \"vagueWords\": [\"snappy\"] list.";
+
+const PRD_IMPORT_EXAMPLES: &str = "Examples:
+  ralph prd import tasks/prd-tags.md
+  ralph prd import PRD.md --output ralph/prd.json --force";
+
+#[derive(Debug, Args)]
+pub(crate) struct PrdLintArgs {
+    /// The PRD, relative to the project root
+    #[arg(value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    pub file: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PrdImportArgs {
+    /// The Markdown PRD, relative to the project root
+    #[arg(value_name = "FILE.md")]
+    pub file: String,
+    /// Where the stories are written
+    #[arg(long, value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    pub output: String,
+    /// Replace the output file when it exists
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,7 +9,7 @@
 //! (`cancel_pause`); a checkpoint put back (`rollback`); an ended loop given more
 //! (`revive`); `ralph init`'s files (`templates`, written by `init`); the
 //! commands a loop would run that the user did not type, and their approval
-//! (`approval`).
+//! (`approval`); `ralph prd lint` and `ralph prd import` on a file (`prd_file`).
 
 pub mod adoption;
 pub mod approval;
@@ -19,6 +19,7 @@ pub mod cancel_pause;
 pub mod commands;
 pub mod init;
 pub mod listing;
+pub mod prd_file;
 pub mod receipt_text;
 pub mod revive;
 pub mod rollback;
