@@ -83,6 +83,9 @@ pub(crate) enum Command {
     /// Check a PRD's stories (`ralph prd lint`) or import a Markdown PRD (`ralph prd import`)
     #[command(subcommand)]
     Prd(PrdCommand),
+    /// One dollar budget for a fleet of jobs: a job's share of what is left, what it spent, the sum
+    #[command(subcommand)]
+    FleetBudget(FleetBudgetCommand),
     /// Remove the worktrees `ralph run --parallel` kept (uncommitted work is committed to their branches, which stay)
     #[command(after_help = "Examples:\n  ralph clean")]
     Clean,
@@ -91,6 +94,63 @@ pub(crate) enum Command {
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
     )]
     Init(InitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum FleetBudgetCommand {
+    /// Reserve this job's share of what is left (printed in dollars); refused when nothing is left
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Share(FleetShareArgs),
+    /// Write what this job's story spent (its record under .claude/ralph/stories) into the ledger
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Spent(FleetSpentArgs),
+    /// What every job of the fleet spent, summed
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Sum(FleetSumArgs),
+}
+
+const FLEET_BUDGET_EXAMPLES: &str = "Examples:
+  ralph fleet-budget share --total 20 --jobs 4 --ledger ledger --story US-001   # prints e.g. 5
+  ralph fleet-budget spent --ledger ledger --story US-001
+  ralph fleet-budget sum --total 20 --ledger ledger
+
+A job takes what is left (the total less what the other jobs spent or reserved) divided by the
+jobs not started yet; docs/fleet.md, \"One budget for the whole fleet\".";
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetShareArgs {
+    /// The fleet's budget in US dollars
+    #[arg(long, value_name = "USD")]
+    pub total: String,
+    /// How many jobs the fleet has
+    #[arg(long, value_name = "N")]
+    pub jobs: usize,
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
+    /// This job's story id
+    #[arg(long, value_name = "ID")]
+    pub story: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetSpentArgs {
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
+    /// This job's story id
+    #[arg(long, value_name = "ID")]
+    pub story: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetSumArgs {
+    /// The fleet's budget in US dollars
+    #[arg(long, value_name = "USD")]
+    pub total: String,
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

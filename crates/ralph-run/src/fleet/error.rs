@@ -82,6 +82,16 @@ pub enum FleetError {
         .0, .1, .2
     )]
     Waiting(String, &'static str, &'static str),
+    /// A fleet budget's ledger file that does not hold a dollar amount.
+    #[error(
+        "the fleet budget's ledger file {file} does not hold a dollar amount ({why}); every job's share counts, so nothing starts until it does: remove the file only if that job never ran"
+    )]
+    Ledger { file: String, why: String },
+    /// A job that finds the fleet's whole budget spent or taken.
+    #[error(
+        "the fleet's budget of {total} is spent or taken by the other jobs ({committed}); this job does not start"
+    )]
+    FleetBudgetSpent { total: String, committed: String },
     #[error(transparent)]
     Prd(#[from] PrdError),
     #[error(transparent)]

@@ -6,6 +6,7 @@
 //! and `screen.rs` word a child's arguments and what the terminal shows.
 
 pub mod archive;
+pub mod budget;
 pub mod child;
 pub mod driver;
 pub mod error;

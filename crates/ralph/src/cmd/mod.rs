@@ -27,6 +27,7 @@ macro_rules! say_json {
 
 mod adopt;
 mod capture;
+mod fleet_budget;
 mod hook;
 mod init;
 mod install;
@@ -68,6 +69,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Plan(args) => parallel::plan(args),
         Command::Prd(PrdCommand::Lint(args)) => prd::lint(&args),
         Command::Prd(PrdCommand::Import(args)) => prd::import(&args),
+        Command::FleetBudget(command) => fleet_budget::fleet_budget(command),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
         Command::Install(args) => install::install(args),
