@@ -2,10 +2,10 @@
 //! of a GitHub matrix share a ledger folder, one file per job and fact
 //! (`<story>.reserved`: the share it took when it started; `<story>.spent`:
 //! what its loop spent, once it ended). A job that starts takes what is left
-//! (the total less what every job spent or, still running, reserved) divided
-//! by the jobs not started yet, itself included: however many start at the
-//! same moment without seeing each other, their shares add up to no more
-//! than what was left. A job that finds nothing left does not start. The
+//! (the total less each other job's share, or what it spent when that is
+//! more) divided by the jobs not started yet, itself included: however many
+//! start at the same moment without seeing each other, their shares add up
+//! to no more than what was left. A job that finds nothing left does not start. The
 //! final job sums what all spent. The rules are pure; reading and writing
 //! the ledger go through `safe_fs`.
 
@@ -30,10 +30,14 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// What the job counts against the total: what it spent once it said,
-    /// else the share it took (it may still spend all of it).
+    /// What the job counts against the total: the share it took, or what it
+    /// spent when that is more. Never less than the share: what a job says it
+    /// spent comes from files its agent could have written, so only an amount
+    /// above the share is believed (a job that spent less gives nothing back).
     pub fn committed(&self) -> Money {
-        self.spent.or(self.reserved).unwrap_or_default()
+        self.spent
+            .unwrap_or_default()
+            .max(self.reserved.unwrap_or_default())
     }
 }
 
@@ -200,14 +204,15 @@ mod tests {
     fn each_job_takes_its_share_of_what_is_left() {
         let total = Money(10_000_000);
         assert_eq!(share(total, 4, "A", &[]), Share::Granted(Money(2_500_000)));
-        // B ended having spent $1; C runs with its $2.50.
+        // B ended having spent $1 of its $2.50 (its share still counts); C spent
+        // $4, more than its share: $3.50 is left for A and the job after it.
         let ledger = [
             entry("B", Some(2_500_000), Some(1_000_000)),
-            entry("C", Some(2_500_000), None),
+            entry("C", Some(2_500_000), Some(4_000_000)),
         ];
         assert_eq!(
             share(total, 4, "A", &ledger),
-            Share::Granted(Money(3_250_000))
+            Share::Granted(Money(1_750_000))
         );
         // Its own earlier entry (a retry) is not counted against it.
         let mut retried = ledger.to_vec();
