@@ -77,7 +77,7 @@ pub(crate) enum Command {
     /// Remove what `ralph install` added, and nothing else
     #[command(after_help = INSTALL_EXAMPLES)]
     Uninstall(InstallArgs),
-    /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
+    /// List the open stories of ralph/prd.json in waves (`--matrix`: the first wave as a GitHub Actions matrix)
     #[command(after_help = PLAN_EXAMPLES)]
     Plan(PlanArgs),
     /// Check a PRD's stories (`ralph prd lint`) or import a Markdown PRD (`ralph prd import`)
@@ -786,11 +786,13 @@ pub(crate) struct FanoutArgs {
 }
 
 const PLAN_EXAMPLES: &str = "Examples:
-  ralph plan                       # the open stories, one a line, with what the last --parallel run left
+  ralph plan                       # the open stories in waves, with what the last --parallel run left
   ralph plan --matrix              # {\"include\":[{\"story\":\"US-001\",\"title\":…,\"branch\":\"ralph/US-001\"}]}
   echo \"matrix=$(ralph plan --matrix)\" >> \"$GITHUB_OUTPUT\"
 
-Open stories are those of ralph/prd.json whose `passes` is false, by priority.";
+Open stories are those of ralph/prd.json whose `passes` is false, by priority. Wave 1 can start
+now; a story with `dependsOn` is in the wave after the last of the stories it names that do not
+pass yet. --matrix lists wave 1 only: the fleet runs one wave at a time.";
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
