@@ -1345,6 +1345,19 @@ fn a_story_whose_prerequisite_is_not_merged_never_starts() {
         "{}",
         text(&out)
     );
+    // A check that cannot fail is a lint error: refused before anything runs.
+    value["userStories"][0]["dependsOn"] = json!([]);
+    value["userStories"][1]["verify"] = json!("make check || true");
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = repo.parallel("2", &agent, &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("does not pass `ralph prd lint`; nothing was started")
+            && text(&out).contains("error[cannot-fail] US-002's verify `make check || true`"),
+        "{}",
+        text(&out)
+    );
+    assert!(!repo.worktree("US-001").exists());
 }
 
 /// Installs ralph as the fleet's action does when no npm version is given:
