@@ -59,5 +59,6 @@ mod security_parse;
 mod security_path;
 mod security_registry;
 mod session;
+mod stories;
 mod tidy;
 mod words;

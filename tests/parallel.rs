@@ -1235,3 +1235,254 @@ fn the_fleet_asks_once_on_a_terminal() {
         }
     }
 }
+
+/// An agent for the ordered fleet: it notes what its worktree holds
+/// (`<story>.saw`, `<story>.progress`), commits `<story>.txt` and its notes
+/// file, and completes.
+const ORDERED_AGENT: &str = r#"set -eu
+cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+ls > "$FAKE_LOG/$story.saw"
+cat ralph/progress.txt > "$FAKE_LOG/$story.progress" 2>/dev/null || true
+echo "$story" > "$story.txt"
+mkdir -p ralph/notes; echo "learnt by $story" > "ralph/notes/$story.md"
+git add -A; git commit -qm "$story"
+echo "done <promise>DONE</promise>"
+"#;
+
+/// Three stories; US-003 comes first by priority but depends on US-001.
+fn ordered_repo() -> Repo {
+    let repo = Repo::new(&[("US-001", false), ("US-002", false), ("US-003", false)]);
+    let path = repo.root().join("ralph/prd.json");
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["userStories"][2]["dependsOn"] = json!(["US-001"]);
+    value["userStories"][2]["priority"] = json!(0);
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    std::fs::write(repo.root().join("ralph/progress.txt"), "# Progress\n").unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "US-003 after US-001"]);
+    std::fs::write(repo.home.path().join("ordered.sh"), ORDERED_AGENT).unwrap();
+    repo
+}
+
+#[test]
+fn a_story_starts_only_once_what_it_depends_on_is_merged_and_reads_its_notes() {
+    let repo = ordered_repo();
+    let plan = text(&repo.ralph(&["plan"]).output().unwrap());
+    assert!(
+        plan.contains("Wave 1 (can start now):\n  US-001  open  Story US-001\n  US-002  open  Story US-002\nWave 2 (once wave 1 is merged):\n  US-003  open  Story US-003  (after US-001)"),
+        "{plan}"
+    );
+    let out = repo.ralph(&["plan", "--matrix"]).output().unwrap();
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = m["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["story"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["US-001", "US-002"], "the matrix is one wave");
+
+    let agent = format!("sh {}", repo.home.path().join("ordered.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--max-iterations", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(repo.passes(), [true, true, true]);
+    let saw = |story: &str, what: &str| {
+        std::fs::read_to_string(repo.log().join(format!("{story}.{what}"))).unwrap()
+    };
+    assert!(
+        saw("US-003", "saw").contains("US-001.txt"),
+        "{}",
+        saw("US-003", "saw")
+    );
+    assert!(!saw("US-001", "saw").contains("US-003.txt"));
+    assert!(
+        saw("US-003", "progress").contains("learnt by US-001"),
+        "the next wave reads what the first learnt: {}",
+        saw("US-003", "progress")
+    );
+    // ralph wrote the progress file itself, each story's notes once, and committed it.
+    let progress = repo.show("main:ralph/progress.txt");
+    for story in ["US-001", "US-002", "US-003"] {
+        assert_eq!(
+            progress.matches(&format!("learnt by {story}")).count(),
+            1,
+            "{progress}"
+        );
+    }
+    assert!(progress.starts_with("# Progress\n"), "{progress}");
+}
+
+#[test]
+fn a_story_whose_prerequisite_is_not_merged_never_starts() {
+    let repo = ordered_repo();
+    // Only US-003 is asked for: US-001 is neither passing nor in the run.
+    let agent = format!("sh {}", repo.home.path().join("ordered.sh").display());
+    let out = repo
+        .parallel("2", &agent, &["--story", "US-003", "--max-iterations", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("US-003: not started: it depends on US-001, which was not merged"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(repo.calls("US-003"), 0);
+    assert!(!repo.log().join("US-003.saw").exists());
+    // A circle of dependsOn is refused before anything runs.
+    let path = repo.root().join("ralph/prd.json");
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["userStories"][0]["dependsOn"] = json!(["US-003"]);
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = repo.parallel("2", &agent, &[]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("go round in a circle (US-001 → US-003 → US-001)"),
+        "{}",
+        text(&out)
+    );
+    // A check that cannot fail is a lint error: refused before anything runs.
+    value["userStories"][0]["dependsOn"] = json!([]);
+    value["userStories"][1]["verify"] = json!("make check || true");
+    std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = repo.parallel("2", &agent, &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("does not pass `ralph prd lint`; nothing was started")
+            && text(&out).contains("error[cannot-fail] US-002's verify `make check || true`"),
+        "{}",
+        text(&out)
+    );
+    assert!(!repo.worktree("US-001").exists());
+}
+
+/// Installs ralph as the fleet's action does when no npm version is given:
+/// `install-ralph/install.sh` builds this repository with cargo (here into
+/// the tests' own target folder, which holds it built already) and copies
+/// the binary out. Its path, and what the script wrote to `GITHUB_OUTPUT`.
+fn install_from_source(repo: &Repo) -> (PathBuf, String) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.github/actions/install-ralph/install.sh"
+    );
+    let target = Path::new(BIN).parent().unwrap().parent().unwrap();
+    let bin_dir = repo.home.path().join("ralph-bin");
+    let outputs = repo.home.path().join("install.outputs");
+    let mut cmd = Command::new("bash");
+    // As on a runner: none of the variables cargo gives this test (ring's build script reads
+    // CARGO_MANIFEST_DIR and OUT_DIR: with them, cargo would build it all again).
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if (name.starts_with("CARGO") && name != "CARGO_HOME") || name == "OUT_DIR" {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd
+        .arg(script)
+        .env("RALPH_CARGO_PROFILE", "dev")
+        // The features of the build the tests run on (dev-dependencies'), so nothing is rebuilt.
+        .env("RALPH_CARGO_FLAGS", "--tests")
+        .env("CARGO_TARGET_DIR", target)
+        .env("RALPH_BIN_DIR", &bin_dir)
+        .env("GITHUB_OUTPUT", &outputs)
+        .env_remove("RALPH_VERSION")
+        .env_remove("RALPH_ARCHIVE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(", installed from source: cargo build of "),
+        "it says which it used: {}",
+        text(&out)
+    );
+    (
+        bin_dir.join("ralph"),
+        std::fs::read_to_string(outputs).unwrap(),
+    )
+}
+
+/// An agent that completes its story at once and reports $0.30 spent.
+const COSTING_AGENT: &str = r#"cat > /dev/null
+story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+echo x >> "$FAKE_LOG/$story.calls"
+echo "$story" > "$story.txt"; git add -A; git commit -qm "$story"
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done <promise>DONE</promise>","total_cost_usd":0.3,"usage":{"input_tokens":1,"output_tokens":1}}'
+"#;
+
+/// The fleet's jobs one after another, as a matrix with `max-parallel: 1`
+/// runs them, with ralph installed from source and one budget of $0.60 for
+/// three jobs: each takes its share of what is left as `--max-cost`, and the
+/// third finds nothing left and does not start.
+#[test]
+fn the_fleet_jobs_share_one_budget_and_none_starts_past_it() {
+    let repo = Repo::new(&[("US-001", false), ("US-004", false), ("US-005", false)]);
+    let origin = repo.home.path().join("origin.git");
+    repo.git(&["init", "-q", "--bare", origin.to_str().unwrap()]);
+    let (ralph, installed) = install_from_source(&repo);
+    assert!(installed.contains("from=source"), "{installed}");
+    std::fs::write(repo.home.path().join("costing.sh"), COSTING_AGENT).unwrap();
+    let agent = format!("sh {}", repo.home.path().join("costing.sh").display());
+    let ledger = repo.home.path().join("ledger");
+    let out_dir = repo.home.path().join("out");
+    let job = |story: &str| {
+        fleet_job_with(
+            &repo,
+            story,
+            &out_dir,
+            &[
+                ("RALPH", ralph.to_str().unwrap()),
+                ("AGENT", &agent),
+                ("VERIFY", ""),
+                ("PUSH", "0"),
+                ("FLEET_MAX_COST", "0.60"),
+                ("FLEET_JOBS", "3"),
+                ("LEDGER", ledger.to_str().unwrap()),
+            ],
+        )
+    };
+    let (out, outputs) = job("US-001");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("this job takes $0.2 of what is left"),
+        "a third of $0.60: {}",
+        text(&out)
+    );
+    assert!(outputs.contains("outcome=ready"), "{outputs}");
+    let (out, _) = job("US-004");
+    assert!(
+        text(&out).contains("this job takes $0.15 of what is left"),
+        "half of the $0.30 left: {}",
+        text(&out)
+    );
+    // $0.60 spent: the third job does not start, and says why.
+    let (out, outputs) = job("US-005");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(outputs.contains("outcome=not_started"), "{outputs}");
+    assert!(
+        text(&out)
+            .contains("the fleet's budget of $0.60 is spent or taken by the other jobs ($0.60)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(repo.calls("US-005"), 0, "its agent never ran");
+    let sum = repo
+        .ralph(&[
+            "fleet-budget",
+            "sum",
+            "--total",
+            "0.60",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&sum).trim(),
+        "The fleet spent $0.60 of its $0.60 budget (2 jobs)."
+    );
+}

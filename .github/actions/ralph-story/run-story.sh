@@ -8,8 +8,13 @@
 # Input (environment):
 #   STORY           the story id (from `ralph plan --matrix`)             required
 #   AGENT           `ralph run --agent` value (claude, codex, gemini, copilot or a command)
-#   MAX_ITERATIONS, MAX_DURATION, MAX_TOKENS, COMPLETION_PROMISE, VERIFY, PERMISSION_MODE
+#   MAX_ITERATIONS, MAX_DURATION, MAX_TOKENS, MAX_COST, COMPLETION_PROMISE, VERIFY, PERMISSION_MODE
 #                   the loop's `ralph run` flags of the same names, when set
+#   FLEET_MAX_COST  the whole fleet's dollar budget: with FLEET_JOBS (the number of jobs) and
+#                   LEDGER (the folder the jobs share), this job takes its share of what is left
+#                   (`ralph fleet-budget share`) as --max-cost, and does not start (exit 3,
+#                   outcome=not_started) when nothing is left
+#   LEDGER_OUT      a folder for `<story>.spent`, what the loop spent [LEDGER, when set]
 #   APPROVE_COMMANDS  `ralph run --approve-commands`: the code of the PRD's story commands
 #                   the user approved (shown by `ralph plan`); without it, a PRD whose
 #                   stories carry commands is refused (exit 2) and nothing runs
@@ -58,11 +63,28 @@ if ! base=$(git symbolic-ref -q --short HEAD); then
     git checkout -q -B "$base"
 fi
 
+# One budget for the whole fleet: this job's share of what the others left, or no start.
+max_cost=${MAX_COST:-}
+ledger_out=${LEDGER_OUT:-${LEDGER:-}}
+if [ -n "${FLEET_MAX_COST:-}" ]; then
+    mkdir -p "${LEDGER:?set LEDGER (the folder shared by the jobs of the fleet) with FLEET_MAX_COST}"
+    if ! max_cost=$("$ralph" fleet-budget share --total "$FLEET_MAX_COST" --jobs "${FLEET_JOBS:-1}" \
+        --ledger "$LEDGER" --story "$story" 2> "$out/budget.txt"); then
+        cat "$out/budget.txt" >&2
+        if [ -n "${GITHUB_OUTPUT:-}" ]; then
+            { echo "outcome=not_started"; echo "branch="; } >> "$GITHUB_OUTPUT"
+        fi
+        exit 3
+    fi
+    echo "run-story: the fleet's budget is \$$FLEET_MAX_COST; this job takes \$$max_cost of what is left"
+fi
+
 # Each flag is one argument: nothing in a value is run or split by a shell.
 extra=()
 [ -n "${MAX_ITERATIONS:-}" ] && extra+=(--max-iterations "$MAX_ITERATIONS")
 [ -n "${MAX_DURATION:-}" ] && extra+=(--max-duration "$MAX_DURATION")
 [ -n "${MAX_TOKENS:-}" ] && extra+=(--max-tokens "$MAX_TOKENS")
+[ -n "$max_cost" ] && extra+=(--max-cost "$max_cost")
 [ -n "${COMPLETION_PROMISE:-}" ] && extra+=(--completion-promise "$COMPLETION_PROMISE")
 [ -n "${VERIFY:-}" ] && extra+=(--verify "$VERIFY")
 [ -n "${PERMISSION_MODE:-}" ] && extra+=(--permission-mode "$PERMISSION_MODE")
@@ -82,6 +104,11 @@ state=$(sed -n 's/^ *"state": *"\([a-z_]*\)".*/\1/p' ".claude/ralph/stories/$sto
 state=${state:-failed}
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
     { echo "outcome=$state"; echo "branch=$branch"; } >> "$GITHUB_OUTPUT"
+fi
+# What the loop spent, for the jobs that start later and the fleet's sum.
+if [ -n "$ledger_out" ]; then
+    mkdir -p "$ledger_out"
+    "$ralph" fleet-budget spent --ledger "$ledger_out" --story "$story" || true
 fi
 
 # The branch goes up whenever it holds work, so that nothing a loop did is lost, from a

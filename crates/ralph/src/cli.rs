@@ -77,9 +77,15 @@ pub(crate) enum Command {
     /// Remove what `ralph install` added, and nothing else
     #[command(after_help = INSTALL_EXAMPLES)]
     Uninstall(InstallArgs),
-    /// List the open stories of ralph/prd.json (`--matrix`: as a GitHub Actions matrix)
+    /// List the open stories of ralph/prd.json in waves (`--matrix`: the first wave as a GitHub Actions matrix)
     #[command(after_help = PLAN_EXAMPLES)]
     Plan(PlanArgs),
+    /// Check a PRD's stories (`ralph prd lint`) or import a Markdown PRD (`ralph prd import`)
+    #[command(subcommand)]
+    Prd(PrdCommand),
+    /// One dollar budget for a fleet of jobs: a job's share of what is left, what it spent, the sum
+    #[command(subcommand)]
+    FleetBudget(FleetBudgetCommand),
     /// Remove the worktrees `ralph run --parallel` kept (uncommitted work is committed to their branches, which stay)
     #[command(after_help = "Examples:\n  ralph clean")]
     Clean,
@@ -88,6 +94,106 @@ pub(crate) enum Command {
         after_help = "Examples:\n  ralph init\n  ralph init --template marketing\n  ralph init --force            # overwrite existing files"
     )]
     Init(InitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum FleetBudgetCommand {
+    /// Reserve this job's share of what is left (printed in dollars); refused when nothing is left
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Share(FleetShareArgs),
+    /// Write what this job's story spent (its record under .claude/ralph/stories) into the ledger
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Spent(FleetSpentArgs),
+    /// What every job of the fleet spent, summed
+    #[command(after_help = FLEET_BUDGET_EXAMPLES)]
+    Sum(FleetSumArgs),
+}
+
+const FLEET_BUDGET_EXAMPLES: &str = "Examples:
+  ralph fleet-budget share --total 20 --jobs 4 --ledger ledger --story US-001   # prints e.g. 5
+  ralph fleet-budget spent --ledger ledger --story US-001
+  ralph fleet-budget sum --total 20 --ledger ledger
+
+A job takes what is left (the total less what the other jobs spent or reserved) divided by the
+jobs not started yet; docs/fleet.md, \"One budget for the whole fleet\".";
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetShareArgs {
+    /// The fleet's budget in US dollars
+    #[arg(long, value_name = "USD")]
+    pub total: String,
+    /// How many jobs the fleet has
+    #[arg(long, value_name = "N")]
+    pub jobs: usize,
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
+    /// This job's story id
+    #[arg(long, value_name = "ID")]
+    pub story: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetSpentArgs {
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
+    /// This job's story id
+    #[arg(long, value_name = "ID")]
+    pub story: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FleetSumArgs {
+    /// The fleet's budget in US dollars
+    #[arg(long, value_name = "USD")]
+    pub total: String,
+    /// The ledger folder the jobs share
+    #[arg(long, value_name = "DIR")]
+    pub ledger: std::path::PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PrdCommand {
+    /// Find what makes stories impossible to check: no check, a check that cannot fail,
+    /// vague criteria, a story too large, ids missing or used twice, bad dependsOn
+    #[command(after_help = PRD_LINT_EXAMPLES)]
+    Lint(PrdLintArgs),
+    /// Turn a Markdown PRD (one `## US-001: Title` heading a story) into ralph/prd.json
+    #[command(after_help = PRD_IMPORT_EXAMPLES)]
+    Import(PrdImportArgs),
+}
+
+const PRD_LINT_EXAMPLES: &str = "Examples:
+  ralph prd lint                   # ralph/prd.json
+  ralph prd lint docs/stories.json
+
+Exits 2 when a finding is an error (arming a --prd loop and ralph run --parallel refuse the PRD
+then), 0 with warnings only. docs/prd.md lists the rules; a PRD adds vague words of its own
+with a top-level \"vagueWords\": [\"snappy\"] list.";
+
+const PRD_IMPORT_EXAMPLES: &str = "Examples:
+  ralph prd import tasks/prd-tags.md
+  ralph prd import PRD.md --output ralph/prd.json --force";
+
+#[derive(Debug, Args)]
+pub(crate) struct PrdLintArgs {
+    /// The PRD, relative to the project root
+    #[arg(value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    pub file: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PrdImportArgs {
+    /// The Markdown PRD, relative to the project root
+    #[arg(value_name = "FILE.md")]
+    pub file: String,
+    /// Where the stories are written
+    #[arg(long, value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    pub output: String,
+    /// Replace the output file when it exists
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -705,11 +811,13 @@ pub(crate) struct FanoutArgs {
 }
 
 const PLAN_EXAMPLES: &str = "Examples:
-  ralph plan                       # the open stories, one a line, with what the last --parallel run left
+  ralph plan                       # the open stories in waves, with what the last --parallel run left
   ralph plan --matrix              # {\"include\":[{\"story\":\"US-001\",\"title\":…,\"branch\":\"ralph/US-001\"}]}
   echo \"matrix=$(ralph plan --matrix)\" >> \"$GITHUB_OUTPUT\"
 
-Open stories are those of ralph/prd.json whose `passes` is false, by priority.";
+Open stories are those of ralph/prd.json whose `passes` is false, by priority. Wave 1 can start
+now; a story with `dependsOn` is in the wave after the last of the stories it names that do not
+pass yet. --matrix lists wave 1 only: the fleet runs one wave at a time.";
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {

@@ -254,6 +254,7 @@ mod tests {
             concerns: Vec::new(),
             protect: Vec::new(),
             scope: Vec::new(),
+            depends_on: Vec::new(),
         }
     }
 

@@ -510,6 +510,16 @@ pub fn story_commands(prd: &ArmPrd) -> String {
             commands.join("\n")
         ));
     }
+    if !prd.warnings.is_empty() {
+        out.push_str(&format!(
+            "\n`ralph prd lint` warns (armed anyway):\n{}",
+            prd.warnings
+                .iter()
+                .map(|w| format!("  {w}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ));
+    }
     out
 }
 
@@ -779,6 +789,7 @@ mod tests {
             priority: None,
             protect: Vec::new(),
             scope: Vec::new(),
+            depends_on: Vec::new(),
             verify: verify.map(Into::into),
             blocked: None,
             concerns: Vec::new(),
@@ -786,6 +797,7 @@ mod tests {
         let none = ArmPrd {
             path: "ralph/prd.json".into(),
             stories: vec![story("US-1", None)],
+            warnings: Vec::new(),
         };
         assert_eq!(
             story_commands(&none),
@@ -794,6 +806,7 @@ mod tests {
         let some = ArmPrd {
             path: "ralph/prd.json".into(),
             stories: vec![story("US-1", Some("make\u{1b}[2J test"))],
+            warnings: Vec::new(),
         };
         let text = story_commands(&some);
         assert!(

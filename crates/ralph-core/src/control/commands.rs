@@ -116,6 +116,19 @@ pub enum CommandError {
         "`{0}` still holds the example stories `ralph init` wrote (\"EXAMPLE ONLY\"); nothing was armed. Replace them with your own stories (docs/prd.md), then arm again"
     )]
     ExamplePrd(String),
+    /// The PRD has findings that `ralph prd lint` counts as errors (one a line).
+    #[error(
+        "`{file}` does not pass `ralph prd lint`; nothing was armed. Fix these, then arm again:\n{findings}"
+    )]
+    PrdLint { file: String, findings: String },
+    /// `ralph prd import`: the Markdown file has no heading that names a story.
+    #[error(
+        "`{0}` has no story heading such as `## US-001: Title`; nothing was written. Give each story a heading that starts with its id (docs/prd.md, \"Importing a Markdown PRD\")"
+    )]
+    NoStoriesInMarkdown(String),
+    /// `ralph prd import`: the PRD it would write exists.
+    #[error("`{0}` exists; nothing was written. Pass --force to replace it, or --output FILE")]
+    PrdExists(String),
     #[error(
         "`--max-iterations 0` with no completion promise, no --prd and no budget arms a loop that only a breaker or you could end; nothing was armed. Give it an end: `--completion-promise DONE` (with `--verify CMD` to check it), `--prd FILE`, a budget (`--max-tokens N`, `--max-cost USD`, `--max-duration 2h`), or an iteration limit such as `--max-iterations 20`"
     )]
@@ -153,6 +166,9 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::WindowUnseen
             | Self::Unbounded
             | Self::ExamplePrd(_)
+            | Self::PrdLint { .. }
+            | Self::NoStoriesInMarkdown(_)
+            | Self::PrdExists(_)
             | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
             _ => ralph_fs::error::ExitClass::Failure,
         }
@@ -205,6 +221,8 @@ pub struct ArmRequest {
 pub struct ArmPrd {
     pub path: String,
     pub stories: Vec<crate::loop_file::fields::stories::Story>,
+    /// What `ralph prd lint` warns about in it (one line each), shown at arming.
+    pub warnings: Vec<String>,
 }
 
 /// Reads the PRD a loop is armed with, through `safe_fs`.
@@ -219,7 +237,7 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
         commands: String::new(),
         criteria: None,
     };
-    let stories = crate::decide::prd_turn::read(&project.root, &prd)?;
+    let (stories, findings) = crate::decide::prd_turn::read_and_lint(&project.root, &prd)?;
     if crate::control::templates::unedited(&stories)
         .is_some_and(|t| t.name == crate::control::templates::EXAMPLE_ONLY)
     {
@@ -227,9 +245,25 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
             ralph_fs::display::line(path).into_owned(),
         ));
     }
+    use crate::loop_file::fields::prd_lint::Severity;
+    let lines = |severity: Severity| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f.severity == severity)
+            .map(crate::loop_file::fields::prd_lint::Finding::line)
+            .collect()
+    };
+    let errors = lines(Severity::Error);
+    if !errors.is_empty() {
+        return Err(CommandError::PrdLint {
+            file: ralph_fs::display::line(path).into_owned(),
+            findings: errors.join("\n"),
+        });
+    }
     Ok(ArmPrd {
         path: path.to_owned(),
         stories,
+        warnings: lines(Severity::Warning),
     })
 }
 

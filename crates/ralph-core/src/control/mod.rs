@@ -9,8 +9,9 @@
 //! (`cancel_pause`); a checkpoint put back (`rollback`); an ended loop given more
 //! (`revive`); `ralph init`'s files (`templates`, written by `init`); the
 //! commands a loop would run that the user did not type, and their approval
-//! (`approval`); a loop `ralph run` drove found deleted or edited by no
-//! ralph command after its agent's turn (`tamper`).
+//! (`approval`); `ralph prd lint` and `ralph prd import` on a file (`prd_file`); a loop
+//! `ralph run` drove found deleted or edited by no ralph command after its agent's turn
+//! (`tamper`).
 
 pub mod adoption;
 pub mod approval;
@@ -20,6 +21,7 @@ pub mod cancel_pause;
 pub mod commands;
 pub mod init;
 pub mod listing;
+pub mod prd_file;
 pub mod receipt_text;
 pub mod revive;
 pub mod rollback;

@@ -19,6 +19,20 @@ pub fn read(root: &Path, prd: &PrdLoop) -> Result<Vec<Story>, PrdError> {
     stories::parse(&prd.path, &text)
 }
 
+/// The stories of a PRD being armed, and what `ralph prd lint` finds in
+/// the same read of it.
+pub fn read_and_lint(
+    root: &Path,
+    prd: &PrdLoop,
+) -> Result<(Vec<Story>, Vec<crate::loop_file::fields::prd_lint::Finding>), PrdError> {
+    let text = read_text(root, &prd.path)?;
+    let stories = stories::parse(&prd.path, &text)?;
+    Ok((
+        stories,
+        crate::loop_file::fields::prd_lint::lint(&prd.path, &text),
+    ))
+}
+
 fn read_text(root: &Path, file: &str) -> Result<String, PrdError> {
     safe_fs::read_text(&root.join(file), safe_fs::SMALL_FILE_CAP).map_err(|source| {
         PrdError::Unreadable {

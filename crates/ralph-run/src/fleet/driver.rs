@@ -116,6 +116,9 @@ struct Fleet<'e> {
     gate_confinement: ralph_fs::gate_jail::GateConfinement,
     /// Stories come from the PRD (so `passes` is written back).
     from_prd: bool,
+    /// The stories that pass or were merged in this run: a story whose
+    /// `dependsOn` are all here may start (its worktree then holds their work).
+    done: std::collections::HashSet<String>,
     /// Where each story's record is kept.
     records: PathBuf,
     /// The promise each story's loop gives, and every child's settings.
@@ -139,7 +142,7 @@ pub fn run(
     let merge = MergeMode::parse(request.merge).unwrap_or(MergeMode::Ff);
     let root = project.root.clone();
     let base = fg::current_branch(&root)?;
-    let (stories, from_prd) = select(&root, &request, tell)?;
+    let (stories, from_prd, done) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
     let gate_confinement = ralph_core::loop_file::gate_sandbox::confinement(
@@ -154,6 +157,7 @@ pub fn run(
         verify_timeout: Duration::from_secs(request.guards.verify_timeout_secs),
         gate_confinement,
         from_prd,
+        done,
         records,
         child: request.child,
         promise: request.promise,
@@ -171,12 +175,13 @@ pub fn run(
 }
 
 /// The stories this run is about: tasks from the command line, or the open
-/// stories of the PRD (only those named with --story, if any).
+/// stories of the PRD (only those named with --story, if any); whether they
+/// come from the PRD; the ids of the stories that pass already.
 fn select(
     root: &Path,
     request: &Request,
     tell: &mut dyn FnMut(Event),
-) -> Result<(Vec<Story>, bool), FleetError> {
+) -> Result<(Vec<Story>, bool, std::collections::HashSet<String>), FleetError> {
     if request
         .prd
         .is_some_and(|p| p != ralph_core::loop_file::fields::stories::DEFAULT_PRD)
@@ -187,9 +192,14 @@ fn select(
         if !request.only.is_empty() {
             return Err(FleetError::StoryWithTasks);
         }
-        return Ok((fleet::tasks(request.tasks), false));
+        return Ok((
+            fleet::tasks(request.tasks),
+            false,
+            std::collections::HashSet::new(),
+        ));
     }
     let all = read_stories(root)?;
+    lint_before_start(root, tell)?;
     for id in request.only {
         if !valid_id(id) || !all.iter().any(|s| &s.id == id) {
             return Err(FleetError::NoSuchStory(id.clone()));
@@ -224,7 +234,32 @@ fn select(
         };
         tell(Event::Said(line));
     }
-    Ok((open, true))
+    let passed = all
+        .iter()
+        .filter(|s| s.passes)
+        .map(|s| s.id.clone())
+        .collect();
+    Ok((open, true, passed))
+}
+
+/// `ralph prd lint` on the PRD before anything starts: its errors refuse the
+/// run, its warnings are told.
+fn lint_before_start(root: &Path, tell: &mut dyn FnMut(Event)) -> Result<(), FleetError> {
+    use ralph_core::loop_file::fields::prd_lint::{self, Severity};
+    let text = safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP)?;
+    let findings = prd_lint::lint(fleet::PRD, &text);
+    if prd_lint::has_errors(&findings) {
+        let errors: Vec<String> = findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(prd_lint::Finding::line)
+            .collect();
+        return Err(FleetError::PrdLint(errors.join("\n")));
+    }
+    for warning in &findings {
+        tell(Event::Said(format!("`ralph prd lint`: {}", warning.line())));
+    }
+    Ok(())
 }
 
 /// The stories of the project's PRD.
@@ -306,12 +341,13 @@ impl Fleet<'_> {
             }
             pool.kill_after_grace();
             while pool.interrupted.is_none() && pool.running.len() < n {
-                let Some(story) = queue.pop_front() else {
+                let Some(story) = self.next_startable(&mut queue) else {
                     break;
                 };
                 self.launch(&mut pool, story);
             }
             if pool.running.is_empty() {
+                self.never_started(queue, pool.interrupted.is_some());
                 break;
             }
             self.take_line(&mut pool);
@@ -321,6 +357,39 @@ impl Fleet<'_> {
         }
         (self.tell)(Event::Running(&[]));
         pool.interrupted.is_some()
+    }
+
+    /// The first queued story whose prerequisites have all been merged (or
+    /// passed before the run), taken out of the queue.
+    fn next_startable(&self, queue: &mut VecDeque<Story>) -> Option<Story> {
+        let at = queue
+            .iter()
+            .position(|s| s.depends_on.iter().all(|d| self.done.contains(d)))?;
+        queue.remove(at)
+    }
+
+    /// The stories left queued when nothing runs any more: each waits for a
+    /// prerequisite that was not merged (or Ctrl-C came first), and is
+    /// recorded as not started, with what it waits for.
+    fn never_started(&mut self, queue: VecDeque<Story>, interrupted: bool) {
+        if interrupted {
+            return;
+        }
+        for story in queue {
+            let waits: Vec<&str> = story
+                .depends_on
+                .iter()
+                .map(String::as_str)
+                .filter(|d| !self.done.contains(*d))
+                .collect();
+            let (was, are) = if waits.len() == 1 {
+                ("was", "it is")
+            } else {
+                ("were", "they are")
+            };
+            let why = FleetError::Waiting(waits.join(", "), was, are);
+            self.finish(&story, StoryRecord::not_started(&story.id, &why));
+        }
     }
 
     /// Starts the story's child run, or records why it could not start.
@@ -438,7 +507,7 @@ impl Fleet<'_> {
         let branch = fleet::branch(&story.id);
         let home = self.homecoming(story, worktree, &branch);
         if matches!(home, Homecoming::Merged) {
-            self.after_merge(&story.id, worktree);
+            self.after_merge(story, worktree);
         }
         let shown = self.shown(worktree);
         let trip = Trip {
@@ -498,7 +567,15 @@ impl Fleet<'_> {
 
     /// After a merge: `passes` written back, the worktree removed. What
     /// fails here is told in a note; the merge stands.
-    fn after_merge(&mut self, id: &str, worktree: &Path) {
+    fn after_merge(&mut self, story: &Story, worktree: &Path) {
+        let id = story.id.as_str();
+        self.done.insert(id.to_owned());
+        if let Err(e) = fg::merge_notes(&self.project, story) {
+            self.notes.push(format!(
+                "⚠ {id}: merged, but its notes were not added to {}: {e}",
+                fleet::PROGRESS
+            ));
+        }
         if self.from_prd
             && let Err(e) = fg::mark_passes(&self.project, id)
         {
@@ -621,22 +698,44 @@ fn forward_lines(
     outputs.into_iter().flatten().map(forward).collect()
 }
 
-/// `ralph plan`: the open stories, each with what the last `ralph run
-/// --parallel` left it as ("open" when nothing).
-pub fn plan(project: &Project) -> Result<Vec<(Story, String)>, FleetError> {
-    let open = fleet::open(&read_stories(&project.root)?);
+/// One story of `ralph plan`, with what the last `ralph run --parallel`
+/// left it as ("open" when nothing).
+pub struct Planned {
+    pub story: Story,
+    pub state: String,
+}
+
+/// `ralph plan`: the stories still to do in waves (`stories::waves`: wave 1
+/// can start now, each later one once the one before is merged), and apart
+/// those that wait for a person (blocked, or after a blocked story).
+pub struct Plan {
+    pub waves: Vec<Vec<Planned>>,
+    pub held: Vec<Planned>,
+}
+
+/// `ralph plan`: the PRD's stories still to do, in waves.
+pub fn plan(project: &Project) -> Result<Plan, FleetError> {
+    let all = read_stories(&project.root)?;
     let records = project.root.join(fleet::RECORDS);
     let has_records = safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false);
-    Ok(open
-        .into_iter()
-        .map(|s| {
-            let state = has_records
-                .then(|| fg::read_record(&records, &s.id))
-                .flatten()
-                .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
-            (s, state)
-        })
-        .collect())
+    let planned = |s: &Story| {
+        let state = has_records
+            .then(|| fg::read_record(&records, &s.id))
+            .flatten()
+            .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
+        Planned {
+            story: s.clone(),
+            state,
+        }
+    };
+    let (waves, held) = ralph_core::loop_file::fields::stories::waves(&all);
+    Ok(Plan {
+        waves: waves
+            .iter()
+            .map(|w| w.iter().map(|s| planned(s)).collect())
+            .collect(),
+        held: held.iter().map(|s| planned(s)).collect(),
+    })
 }
 
 /// `ralph clean`: removes every worktree `ralph run --parallel` kept, each

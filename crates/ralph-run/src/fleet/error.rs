@@ -70,6 +70,28 @@ pub enum FleetError {
         list: Box<ralph_core::control::approval::StoryCommands>,
         given: Option<String>,
     },
+    /// The PRD has findings `ralph prd lint` counts as errors (one a line).
+    #[error(
+        "{prd} does not pass `ralph prd lint`; nothing was started. Fix these, then run again:\n{0}",
+        prd = ralph_core::loop_file::fields::stories::DEFAULT_PRD
+    )]
+    PrdLint(String),
+    /// A story whose prerequisites (`dependsOn`) were not merged in this run.
+    #[error(
+        "not started: it depends on {}, which {} not merged; it starts in a run once {} merged (or marked passing)",
+        .0, .1, .2
+    )]
+    Waiting(String, &'static str, &'static str),
+    /// A fleet budget's ledger file that does not hold a dollar amount.
+    #[error(
+        "the fleet budget's ledger file {file} does not hold a dollar amount ({why}); every job's share counts, so nothing starts until it does: remove the file only if that job never ran"
+    )]
+    Ledger { file: String, why: String },
+    /// A job that finds the fleet's whole budget spent or taken.
+    #[error(
+        "the fleet's budget of {total} is spent or taken by the other jobs ({committed}); this job does not start"
+    )]
+    FleetBudgetSpent { total: String, committed: String },
     #[error(transparent)]
     Prd(#[from] PrdError),
     #[error(transparent)]
@@ -87,6 +109,7 @@ impl ralph_fs::error::Exit for FleetError {
             | Self::StoryWithTasks
             | Self::NoSuchStory(_)
             | Self::NoPrd
+            | Self::PrdLint(_)
             | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
             _ => ralph_fs::error::ExitClass::Failure,
         }

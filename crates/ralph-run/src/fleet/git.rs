@@ -300,6 +300,42 @@ pub fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
     Ok(())
 }
 
+/// After a story's merge: its notes (`ralph/notes/<id>.md`, now in the main
+/// tree) appended to `ralph/progress.txt` and that file alone committed on
+/// the base branch, so the next wave's worktrees hold them. Written by ralph,
+/// never merged by git: each story's notes are a file of its own. `false`
+/// when the story left no notes.
+pub fn merge_notes(project: &Project, story: &fleet::Story) -> Result<bool, FleetError> {
+    let root = &project.root;
+    let notes = match safe_fs::read_text(&root.join(fleet::notes_file(&story.id)), fleet::NOTES_CAP)
+    {
+        Ok(text) if !text.trim().is_empty() => text,
+        Ok(_) => return Ok(false),
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let _lock = project.lock()?;
+    safe_fs::ensure_dir(root, "ralph")?;
+    let entry = fleet::progress_entry(story, &notes);
+    safe_fs::append(&root.join(fleet::PROGRESS), entry.as_bytes())?;
+    git(root, &["add", "--", fleet::PROGRESS])?;
+    let message = format!("{}: its notes appended to {}", story.id, fleet::PROGRESS);
+    git(
+        root,
+        &[
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            &message,
+            "--only",
+            "--",
+            fleet::PROGRESS,
+        ],
+    )?;
+    Ok(true)
+}
+
 /// How a story's loop ended, as the newest record of it in its worktree's
 /// history says (nothing and zeros without one).
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! and `screen.rs` word a child's arguments and what the terminal shows.
 
 pub mod archive;
+pub mod budget;
 pub mod child;
 pub mod driver;
 pub mod error;
@@ -24,6 +25,14 @@ pub const PRD: &str = ralph_core::loop_file::fields::stories::DEFAULT_PRD;
 pub const WORKTREES: &str = ".ralph/worktrees";
 /// The folder ralph owns for each story's record (one JSON file per story).
 pub const RECORDS: &str = ".claude/ralph/stories";
+/// Where each story's loop writes what it learnt, one file a story
+/// (`ralph/notes/<id>.md`, on its branch): no two stories share a file, so
+/// no merge loses a note; ralph appends each to [`PROGRESS`] once merged.
+pub const NOTES_DIR: &str = "ralph/notes";
+/// The progress file every loop reads, written under a fleet by ralph only.
+pub const PROGRESS: &str = "ralph/progress.txt";
+/// The most of a story's notes ralph appends to the progress file.
+pub const NOTES_CAP: u64 = 64 * 1024;
 /// The promise a story's loop gives when nothing else was chosen.
 pub const DEFAULT_PROMISE: &str = "DONE";
 
@@ -32,6 +41,22 @@ pub use ralph_core::loop_file::fields::stories::{PrdError, Story, valid_id};
 /// The branch a story's loop works on.
 pub fn branch(id: &str) -> String {
     format!("ralph/{id}")
+}
+
+/// The story's notes file, relative to the project root.
+pub fn notes_file(id: &str) -> String {
+    format!("{NOTES_DIR}/{id}.md")
+}
+
+/// What ralph appends to the progress file for a merged story's `notes`.
+pub fn progress_entry(story: &Story, notes: &str) -> String {
+    format!(
+        "\n## {}: {} (merged; its notes from {})\n\n{}\n",
+        story.id,
+        story.title.lines().next().unwrap_or_default(),
+        notes_file(&story.id),
+        notes.trim()
+    )
 }
 
 /// The story's loop name (loop names take no `.`).
@@ -72,6 +97,7 @@ pub fn tasks(texts: &[String]) -> Vec<Story> {
             priority: None,
             protect: Vec::new(),
             scope: Vec::new(),
+            depends_on: Vec::new(),
             verify: None,
             blocked: None,
             concerns: Vec::new(),
@@ -96,8 +122,14 @@ pub fn prompt(story: &Story, promise: &str) -> String {
         }
     }
     p.push_str(&format!(
+        "\nRead `{PROGRESS}` first: it holds what earlier stories learnt. Write what you learn that \
+         later stories should know (patterns, gotchas, commands) to `{notes}` and commit it with \
+         your work: ralph appends it to `{PROGRESS}` once this story is merged.\n",
+        notes = notes_file(&story.id)
+    ));
+    p.push_str(&format!(
         "\nCommit your work on this branch (`git commit`). Do not edit `{PRD}` or \
-         `ralph/progress.txt` (every story's branch would conflict there) and do not switch \
+         `{PROGRESS}` (every story's branch would conflict there) and do not switch \
          branches: ralph merges the branch and marks the story done once its checks pass. When the \
          story is implemented, its checks pass and the work is committed, reply with \
          <promise>{promise}</promise>.\n"

@@ -3,8 +3,8 @@
 //! redrawn under them; the summary table with the run's [`RunExit`]; the
 //! open stories. Text only: the binary writes it and maps the exit.
 
-use crate::fleet::driver::{Event, Running, Summary};
-use crate::fleet::{self, Story};
+use crate::fleet;
+use crate::fleet::driver::{Event, Plan, Planned, Running, Summary};
 use crate::screen::RunExit;
 use ralph_core::time::format_duration;
 
@@ -106,15 +106,38 @@ pub fn summary(summary: &Summary) -> (Vec<String>, RunExit) {
     (lines, exit)
 }
 
-/// `ralph plan`: the open stories, one a line, with how each stands.
-pub fn plan(stories: &[(Story, String)]) -> Vec<String> {
-    if stories.is_empty() {
+/// `ralph plan`: the stories still to do, one a line with how each stands,
+/// under the wave it runs in (and those waiting for a person apart).
+pub fn plan(plan: &Plan) -> Vec<String> {
+    if plan.waves.is_empty() && plan.held.is_empty() {
         return vec![format!("No open stories in {}.", fleet::PRD)];
     }
-    stories
-        .iter()
-        .map(|(s, state)| format!("{}  {state}  {}", s.id, s.title))
-        .collect()
+    let line = |p: &Planned| {
+        let after = if p.story.depends_on.is_empty() {
+            String::new()
+        } else {
+            format!("  (after {})", p.story.depends_on.join(", "))
+        };
+        format!(
+            "  {}  {}  {}{after}",
+            p.story.id,
+            p.state,
+            ralph_fs::display::line(&p.story.title)
+        )
+    };
+    let mut out = Vec::new();
+    for (i, wave) in plan.waves.iter().enumerate() {
+        out.push(match i {
+            0 => "Wave 1 (can start now):".to_owned(),
+            _ => format!("Wave {} (once wave {i} is merged):", i + 1),
+        });
+        out.extend(wave.iter().map(line));
+    }
+    if !plan.held.is_empty() {
+        out.push("Waiting for a person (blocked, or after a blocked story):".to_owned());
+        out.extend(plan.held.iter().map(line));
+    }
+    out
 }
 
 #[cfg(test)]

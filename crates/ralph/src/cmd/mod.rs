@@ -27,11 +27,13 @@ macro_rules! say_json {
 
 mod adopt;
 mod capture;
+mod fleet_budget;
 mod hook;
 mod init;
 mod install;
 mod loops;
 mod parallel;
+mod prd;
 mod prompt;
 mod receipt;
 mod report;
@@ -43,7 +45,7 @@ use std::process::ExitCode;
 
 pub(crate) use capture::emit;
 
-use crate::cli::{Cli, Command, HookCommand};
+use crate::cli::{Cli, Command, HookCommand, PrdCommand};
 
 pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
@@ -65,6 +67,9 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Report(args) => report::report(args),
         Command::Receipt(args) => receipt::receipt(args),
         Command::Plan(args) => parallel::plan(args),
+        Command::Prd(PrdCommand::Lint(args)) => prd::lint(&args),
+        Command::Prd(PrdCommand::Import(args)) => prd::import(&args),
+        Command::FleetBudget(command) => fleet_budget::fleet_budget(command),
         Command::Clean => parallel::clean(),
         Command::Init(args) => init::init(args),
         Command::Install(args) => install::install(args),

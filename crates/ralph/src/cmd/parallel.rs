@@ -153,13 +153,21 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
 
 /// `ralph plan [--matrix]`.
 pub(super) fn plan(args: PlanArgs) -> CmdResult {
-    let stories = driver::plan(&crate::env::project())?;
+    let plan = driver::plan(&crate::env::project())?;
     if args.matrix {
-        let open: Vec<fleet::Story> = stories.into_iter().map(|(s, _)| s).collect();
-        say_json!("{}", fleet::matrix(&open));
+        // The fleet's workflow runs one wave at a time: the stories that can start now.
+        let first: Vec<fleet::Story> = plan
+            .waves
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.story)
+            .collect();
+        say_json!("{}", fleet::matrix(&first));
         return Ok(());
     }
-    for line in screen::plan(&stories) {
+    for line in screen::plan(&plan) {
         say!("{line}");
     }
     let project = crate::env::project();

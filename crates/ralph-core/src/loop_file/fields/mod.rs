@@ -14,6 +14,8 @@ pub mod limit;
 pub mod notice;
 pub(crate) mod options;
 pub mod outcome;
+pub mod prd_import;
+pub mod prd_lint;
 pub mod run_owner;
 pub mod state;
 pub mod stories;

@@ -30,12 +30,34 @@ pub struct Story {
     /// armed with `--prd` records them with its own at arming (only those count).
     pub protect: Vec<String>,
     pub scope: Vec<String>,
+    /// `"dependsOn"`: the ids of the stories this one needs first (each
+    /// exists, is not this story, and no chain of them comes back to it).
+    pub depends_on: Vec<String>,
 }
 
 impl Story {
     /// Open: not passing and not blocked, so the loop works on it.
     pub fn is_open(&self) -> bool {
         !self.passes && self.blocked.is_none()
+    }
+
+    /// Every story this one depends on passes (`all`: the PRD's stories).
+    pub fn prerequisites_pass(&self, all: &[Story]) -> bool {
+        self.waiting_for(all).is_empty()
+    }
+
+    /// The stories this one depends on that do not pass yet, in its order.
+    pub fn waiting_for<'a>(&'a self, all: &[Story]) -> Vec<&'a str> {
+        self.depends_on
+            .iter()
+            .filter(|d| !all.iter().any(|s| &s.id == *d && s.passes))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Open, and every story it depends on passes: the loop can work on it now.
+    pub fn is_ready(&self, all: &[Story]) -> bool {
+        self.is_open() && self.prerequisites_pass(all)
     }
 }
 
@@ -106,6 +128,23 @@ pub enum PrdError {
         field: &'static str,
         expected: &'static str,
     },
+    #[error(
+        "{file}: story {id}'s dependsOn names {missing:?}, which no story has as its id; fix the id or remove it from dependsOn"
+    )]
+    UnknownDependency {
+        file: String,
+        id: String,
+        missing: String,
+    },
+    #[error(
+        "{file}: story {id}'s dependsOn names {id} itself; a story cannot wait for itself: remove it from dependsOn"
+    )]
+    SelfDependency { file: String, id: String },
+    #[error(
+        "{file}: the stories' dependsOn go round in a circle ({}), so none of them could ever start; remove one of these ids from the dependsOn of the story before it",
+        .cycle.join(" → ")
+    )]
+    DependencyCycle { file: String, cycle: Vec<String> },
     #[error("{file}: no story with id {id:?} in `userStories` any more")]
     StoryGone { file: String, id: String },
     /// The file could not be read (a link, a special file, too long…).
@@ -174,7 +213,157 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
         }
         out.push(story(&file(), index, id, s)?);
     }
+    check_dependencies(&file(), &out)?;
     Ok(out)
+}
+
+/// Every `dependsOn` names another story of the PRD, and no chain of them
+/// comes back to where it started (the first such circle is named).
+pub fn check_dependencies(file: &str, stories: &[Story]) -> Result<(), PrdError> {
+    let index: std::collections::HashMap<&str, usize> = stories
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    for s in stories {
+        for d in &s.depends_on {
+            if d == &s.id {
+                return Err(PrdError::SelfDependency {
+                    file: file.to_owned(),
+                    id: s.id.clone(),
+                });
+            }
+            if !index.contains_key(d.as_str()) {
+                return Err(PrdError::UnknownDependency {
+                    file: file.to_owned(),
+                    id: s.id.clone(),
+                    missing: ralph_fs::display::line(d).into_owned(),
+                });
+            }
+        }
+    }
+    match find_cycle(stories, &index) {
+        Some(cycle) => Err(PrdError::DependencyCycle {
+            file: file.to_owned(),
+            cycle,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A circle of `dependsOn` (its ids, the first one again at the end), found
+/// by a depth-first walk without recursion (a PRD may hold many stories).
+fn find_cycle(
+    stories: &[Story],
+    index: &std::collections::HashMap<&str, usize>,
+) -> Option<Vec<String>> {
+    // 0: not seen, 1: on the current path, 2: done.
+    let mut mark = vec![0u8; stories.len()];
+    for start in 0..stories.len() {
+        if mark[start] != 0 {
+            continue;
+        }
+        let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = 1;
+        while let Some((node, next)) = path.last_mut() {
+            let node = *node;
+            let Some(dep) = stories[node].depends_on.get(*next) else {
+                mark[node] = 2;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            let d = index[dep.as_str()];
+            match mark[d] {
+                0 => {
+                    mark[d] = 1;
+                    path.push((d, 0));
+                }
+                1 => {
+                    let from = path.iter().position(|(n, _)| *n == d).unwrap_or(0);
+                    let mut cycle: Vec<String> = path[from..]
+                        .iter()
+                        .map(|(n, _)| stories[*n].id.clone())
+                        .collect();
+                    cycle.push(stories[d].id.clone());
+                    return Some(cycle);
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The stories still to do, in waves: wave 1 needs nothing that does not
+/// pass, wave 2 needs wave 1, and so on (each wave by priority, then file
+/// order). A blocked story and every story that waits for it, directly or
+/// not, are in no wave: they are returned apart, in file order. The PRD's
+/// `dependsOn` are checked (`check_dependencies`), so every chain ends.
+pub fn waves(stories: &[Story]) -> (Vec<Vec<&Story>>, Vec<&Story>) {
+    let index: std::collections::HashMap<&str, usize> = stories
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    // The prerequisites still to do of each story, and who waits for whom.
+    let deps: Vec<Vec<usize>> = stories
+        .iter()
+        .map(|s| {
+            s.depends_on
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .filter(|&j| !stories[j].passes)
+                .collect()
+        })
+        .collect();
+    let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); stories.len()];
+    let mut left: Vec<usize> = deps.iter().map(Vec::len).collect();
+    for (i, d) in deps.iter().enumerate() {
+        for &j in d {
+            waiters[j].push(i);
+        }
+    }
+    // Each story is settled once all its prerequisites are (Kahn's order).
+    let mut wave: Vec<Option<usize>> = vec![None; stories.len()];
+    let mut ready: Vec<usize> = (0..stories.len())
+        .filter(|&i| !stories[i].passes && left[i] == 0)
+        .collect();
+    while let Some(i) = ready.pop() {
+        let held = stories[i].blocked.is_some() || deps[i].iter().any(|&j| wave[j].is_none());
+        if !held {
+            wave[i] = Some(
+                deps[i]
+                    .iter()
+                    .filter_map(|&j| wave[j])
+                    .max()
+                    .map_or(0, |m| m + 1),
+            );
+        }
+        for &w in &waiters[i] {
+            left[w] -= 1;
+            if left[w] == 0 {
+                ready.push(w);
+            }
+        }
+    }
+    let count = wave.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut out: Vec<Vec<&Story>> = vec![Vec::new(); count];
+    for (i, s) in stories.iter().enumerate() {
+        if let Some(w) = wave[i] {
+            out[w].push(s);
+        }
+    }
+    for w in &mut out {
+        w.sort_by_key(|s| s.priority.unwrap_or(i64::MAX));
+    }
+    let apart = stories
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| !s.passes && wave[*i].is_none())
+        .map(|(_, s)| s)
+        .collect();
+    (out, apart)
 }
 
 /// One story's fields as read (its id already checked). `verify` and
@@ -235,6 +424,8 @@ fn story(file: &str, index: usize, id: &str, s: &Value) -> Result<Story, PrdErro
         Ok(list)
     };
     Ok(Story {
+        depends_on: depends_on(s)
+            .ok_or_else(|| bad("dependsOn", "a list of story ids such as [\"US-001\"]"))?,
         protect: globs("protect")?,
         scope: globs("scope")?,
         id: id.to_owned(),
@@ -258,6 +449,16 @@ fn story(file: &str, index: usize, id: &str, s: &Value) -> Result<Story, PrdErro
     })
 }
 
+/// A story's `dependsOn` (none when left out); `None` when it is not a
+/// list of strings.
+fn depends_on(s: &Value) -> Option<Vec<String>> {
+    match s.get("dependsOn") {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::Array(a)) => a.iter().map(|d| d.as_str().map(str::to_owned)).collect(),
+        Some(_) => None,
+    }
+}
+
 /// The stories not passing, by priority, then file order (the fleet runs
 /// all of them; a blocked one is left out by `open`).
 pub fn not_passing(stories: &[Story]) -> Vec<Story> {
@@ -274,12 +475,13 @@ pub fn open(stories: &[Story]) -> Vec<Story> {
     out
 }
 
-/// The story the loop works on now: the open one with the lowest priority.
+/// The story the loop works on now: of the open ones whose prerequisites
+/// (`dependsOn`) all pass, the one with the lowest priority.
 pub fn current(stories: &[Story]) -> Option<&Story> {
     stories
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.is_open())
+        .filter(|(_, s)| s.is_ready(stories))
         .min_by_key(|(i, s)| (s.priority.unwrap_or(i64::MAX), *i))
         .map(|(_, s)| s)
 }
@@ -289,9 +491,12 @@ pub fn all_pass(stories: &[Story]) -> bool {
     stories.iter().all(|s| s.passes)
 }
 
-/// Nothing is open, and at least one story waits for a person.
+/// No story is ready (open with its prerequisites passing), and at least
+/// one does not pass: each left is blocked or waits for a blocked one, so a
+/// person must act. (`dependsOn` has no circle, so an open story that waits
+/// leads to a ready one or a blocked one.)
 pub fn only_blocked_left(stories: &[Story]) -> bool {
-    !stories.iter().any(Story::is_open) && stories.iter().any(|s| !s.passes)
+    !stories.iter().any(|s| s.is_ready(stories)) && stories.iter().any(|s| !s.passes)
 }
 
 /// How many pass, of how many.
@@ -473,6 +678,63 @@ mod tests {
         all[2].passes = true;
         assert!(all_pass(&all) && !only_blocked_left(&all));
         assert!(all_pass(&[]));
+    }
+
+    const ORDERED: &str = r#"{"userStories":[
+        {"id":"US-001","priority":2},
+        {"id":"US-002","priority":3},
+        {"id":"US-003","priority":1,"dependsOn":["US-001"]},
+        {"id":"US-004","blocked":"a key","priority":4},
+        {"id":"US-005","dependsOn":["US-004"]}]}"#;
+
+    #[test]
+    fn a_story_waits_for_what_it_depends_on() {
+        let mut all = parse("p.json", ORDERED).unwrap();
+        assert_eq!(all[2].depends_on, ["US-001"]);
+        // US-003 has the lowest priority but waits for US-001.
+        assert_eq!(current(&all).unwrap().id, "US-001");
+        assert_eq!(all[2].waiting_for(&all), ["US-001"]);
+        all[0].passes = true;
+        assert_eq!(current(&all).unwrap().id, "US-003");
+        all[1].passes = true;
+        all[2].passes = true;
+        // Left: US-004 (blocked) and US-005, which waits for it.
+        assert_eq!(current(&all), None);
+        assert!(only_blocked_left(&all));
+    }
+
+    #[test]
+    fn waves_follow_depends_on_and_hold_what_waits_for_a_person() {
+        let all = parse("p.json", ORDERED).unwrap();
+        let (waves, held) = waves(&all);
+        let waves: Vec<Vec<&str>> = waves.iter().map(|w| ids_of(w)).collect();
+        assert_eq!(waves, [vec!["US-001", "US-002"], vec!["US-003"]]);
+        assert_eq!(ids_of(&held), ["US-004", "US-005"]);
+    }
+
+    fn ids_of<'a>(stories: &[&'a Story]) -> Vec<&'a str> {
+        stories.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    #[test]
+    fn unknown_self_and_circular_dependencies_are_refused_with_the_story_named() {
+        let said = |t: &str| parse("ralph/prd.json", t).unwrap_err().to_string();
+        assert_eq!(
+            said(r#"{"userStories":[{"id":"A","dependsOn":["B"]}]}"#),
+            "ralph/prd.json: story A's dependsOn names \"B\", which no story has as its id; fix the id or remove it from dependsOn"
+        );
+        assert!(
+            said(r#"{"userStories":[{"id":"A","dependsOn":["A"]}]}"#)
+                .contains("story A's dependsOn names A itself")
+        );
+        let circle = said(
+            r#"{"userStories":[{"id":"A","dependsOn":["C"]},{"id":"B","dependsOn":["A"]},{"id":"C","dependsOn":["B"]}]}"#,
+        );
+        assert!(circle.contains("(A → C → B → A)"), "{circle}");
+        assert!(
+            said(r#"{"userStories":[{"id":"A","dependsOn":"B"}]}"#)
+                .contains("userStories[0].dependsOn must be a list of story ids")
+        );
     }
 
     #[test]
