@@ -642,3 +642,57 @@ fn the_corrupt_state_advice_brings_the_loop_back() {
         "it runs again"
     );
 }
+
+// --- issue 48: the first hour, round three ---------------------------------
+
+/// The hook's answer to a prompt of `session`, as JSON (Null when silent).
+fn prompt(p: &Project, session: &str, text: &str) -> Value {
+    let event = json!({"session_id": session, "cwd": p.root(), "hook_event_name": "UserPromptSubmit", "prompt": text});
+    let o = p.ralph_in(
+        &["hook", "prompt"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let text = out(&o);
+    if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+/// Items 1 and 8: `ralph run --help` says what Ctrl-C and `--notify-url` do now.
+#[test]
+fn run_help_says_ctrl_c_pauses_and_https_needs_no_curl() {
+    let p = Project::new();
+    let help = out(&ralph(&p, &["run", "--help"]));
+    assert!(
+        help.contains("Ctrl-C stops the agent and pauses the loop (exit 130)"),
+        "{help}"
+    );
+    assert!(!help.contains("records the loop as cancelled"), "{help}");
+    assert!(help.contains("(http:// or https://)"), "{help}");
+    assert!(!help.contains("curl"), "{help}");
+}
+
+/// Item 5: `/ralph-resume --add-iterations` shows its glyph once.
+#[test]
+fn resume_with_more_iterations_shows_one_glyph() {
+    let p = Project::new();
+    let armed = ralph(
+        &p,
+        &["start", "--session-id", "S1", "--max-iterations", "1", "task"],
+    );
+    assert!(armed.status.success(), "{}", describe(&armed));
+    let ended = stop(&p, "S1", "working");
+    assert!(!p.exists(LOOP), "ended at its limit: {ended}");
+    let answer = prompt(&p, "S1", "/ralph-resume --add-iterations 2");
+    let told = answer["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.starts_with("▶ Loop `ralph` is armed again at iteration"),
+        "{answer}"
+    );
+    assert!(!told.contains("▶ ▶"), "{answer}");
+}

@@ -177,7 +177,8 @@ you trust, give `--permission-mode acceptEdits` (file edits in the project witho
 commands that need approval are still refused), or allow tools in .claude/settings.json
 (\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]}). `--agent claude` allows everything. The decision is
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
-decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
+decision log, history. Ctrl-C stops the agent and pauses the loop (exit 130): `ralph run --name NAME`
+goes on, `ralph cancel` ends it.
 Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort, denied),
 130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
 
@@ -305,7 +306,7 @@ pub(crate) struct ArmFlags {
     /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
     #[arg(long)]
     pub notify: bool,
-    /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
+    /// When the loop ends: POST a JSON summary here (http:// or https://); ntfy- and Slack-compatible
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
     /// With --prd or --parallel: approve the PRD's story commands whose list has this code

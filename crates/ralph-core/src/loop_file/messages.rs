@@ -387,7 +387,7 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
 /// runs now, and counted nothing.
 pub fn queued_goes_first(name: &str, state: &LoopState) -> String {
     format!(
-        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; after a ralph command, which needs no turn, send any message to carry on.",
+        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; a ralph command starts no turn, so after one the loop waits for your next message (after /ralph-pause, for /ralph-resume).",
         printable(name),
         state.iteration_label()
     )
