@@ -683,7 +683,14 @@ fn resume_with_more_iterations_shows_one_glyph() {
     let p = Project::new();
     let armed = ralph(
         &p,
-        &["start", "--session-id", "S1", "--max-iterations", "1", "task"],
+        &[
+            "start",
+            "--session-id",
+            "S1",
+            "--max-iterations",
+            "1",
+            "task",
+        ],
     );
     assert!(armed.status.success(), "{}", describe(&armed));
     let ended = stop(&p, "S1", "working");
@@ -695,4 +702,78 @@ fn resume_with_more_iterations_shows_one_glyph() {
         "{answer}"
     );
     assert!(!told.contains("▶ ▶"), "{answer}");
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", describe(&o));
+}
+
+/// A git project with one commit holding `tests/test_calc.py` and `src/calc.py`.
+fn calc_project() -> Project {
+    let p = Project::new();
+    git(p.root(), &["init", "-q", "-b", "main"]);
+    p.write(".gitignore", ".claude/\n");
+    p.write("tests/test_calc.py", "assert True\n");
+    p.write("src/calc.py", "x = 1\n");
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "start"]);
+    p
+}
+
+/// Items 2 and 3: `--protect`/`--scope` are on the arming line, a refusal
+/// by them is the user's "promise refused" (a scope breach included), and a
+/// loop they end is told as such, with the one thing to do.
+#[test]
+fn a_loop_ended_by_protect_says_so_and_asks_to_put_the_file_back() {
+    let p = calc_project();
+    let armed = prompt(
+        &p,
+        "S1",
+        "/ralph-loop fix it --completion-promise DONE --protect tests/** --scope src/**",
+    );
+    let line = armed["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        line.contains(
+            "it is refused while a protected path (tests/**) changes or a path outside the scope (src/**) changes"
+        ),
+        "{armed}"
+    );
+    p.write("tests/test_calc.py", "assert 1\n");
+    p.write("NOTES.md", "stray\n");
+    let first = stop(&p, "S1", "<promise>DONE</promise>");
+    let told = first["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("⚠ promise refused by --protect/--scope: protected paths changed (tests/test_calc.py); paths changed outside the scope src/** (NOTES.md, tests/test_calc.py)"),
+        "{first}"
+    );
+    stop(&p, "S1", "<promise>DONE</promise>");
+    let last = stop(&p, "S1", "<promise>DONE</promise>");
+    let ended = last["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        ended.contains("stopped: the promise kept being refused: the promise was refused 3 times while --protect/--scope was broken"),
+        "{last}"
+    );
+    assert!(!ended.contains("the check kept failing"), "{last}");
+    let handover = history(&p)
+        .into_iter()
+        .find(|n| n.ends_with(".handover.md"))
+        .expect("a hand-over");
+    let text = p.read(&format!(".claude/ralph/history/{handover}"));
+    assert!(
+        text.contains("Put the protected paths named above back as they were at arming"),
+        "{text}"
+    );
+    for wrong in ["run the check by hand", "time(s)", "--verify gate refused"] {
+        assert!(!text.contains(wrong), "{wrong}: {text}");
+    }
 }

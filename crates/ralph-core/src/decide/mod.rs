@@ -183,9 +183,9 @@ fn guarded_paths(
         turn.notices.push(words::unknown_notice());
     }
     let tree = rules.armed_tree.as_deref().unwrap_or("");
-    if !protected.is_empty() && seen.changed_paths != ChangedPaths::Unknown {
+    let known = seen.changed_paths != ChangedPaths::Unknown;
+    if !protected.is_empty() && known {
         turn.notes.push(words::protected(&protected, tree));
-        turn.notices.push(words::protected_notice(&protected));
     }
     let promised = state
         .completion_promise
@@ -196,10 +196,24 @@ fn guarded_paths(
         .as_ref()
         .is_some_and(|p| crate::loop_file::fields::stories::all_pass(&p.stories));
     if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
+        if !protected.is_empty() && known {
+            turn.notices.push(words::protected_notice(&protected));
+        }
         return Ok(false);
     }
     turn.notes
         .push(words::refused(&protected, &outside, &rules.scope));
+    let what = if promised {
+        "promise"
+    } else {
+        "passing stories"
+    };
+    turn.notices.push(words::refused_notice(
+        what,
+        &protected,
+        &outside,
+        &rules.scope,
+    ));
     let counts = &mut turn.progress.counts;
     counts.verify_failures = counts.verify_failures.saturating_add(1).min(MAX_COUNT);
     let limit = state

@@ -79,7 +79,37 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
         ));
     }
     format!(
-        "the promise was refused {count} times (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
+        "the promise was refused {} {BROKEN} (--max-verify-failures, or 3 when it is off); at the last, {}",
+        crate::plural::count(count, "time", "times"),
         why.join(" and ")
+    )
+}
+
+/// What an ending by `--protect`/`--scope` says of itself, so the hand-over
+/// can tell it from the `--verify` gate's.
+pub(crate) const BROKEN: &str = "while --protect/--scope was broken";
+
+/// The user's notice when a claim of done was refused by `--protect`/`--scope`:
+/// the refusal first, then what broke (a scope breach included).
+pub(crate) fn refused_notice(
+    what: &str,
+    protected: &[String],
+    outside: &[String],
+    scope: &[String],
+) -> String {
+    let mut why = Vec::new();
+    if !protected.is_empty() {
+        why.push(format!("protected paths changed ({})", listed(protected)));
+    }
+    if !outside.is_empty() {
+        why.push(format!(
+            "paths changed outside the scope {} ({})",
+            line(&scope.join(", ")),
+            listed(outside)
+        ));
+    }
+    format!(
+        "⚠ {what} refused by --protect/--scope: {}; the agent is asked to undo that.",
+        why.join("; ")
     )
 }

@@ -378,9 +378,32 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         )
     };
     format!(
-        "🔄 ralph `{}`: {what}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
-        printable(name)
+        "🔄 ralph `{}`: {what}; {ends}{}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name),
+        path_rules_words(state)
     )
+}
+
+/// `--protect`/`--scope` as the arming line says them: what refuses a claim of done.
+fn path_rules_words(state: &LoopState) -> String {
+    let rules = &state.paths;
+    let mut what = Vec::new();
+    if !rules.protect.is_empty() {
+        what.push(format!(
+            "a protected path ({}) changes",
+            printable(&rules.protect.join(", "))
+        ));
+    }
+    if !rules.scope.is_empty() {
+        what.push(format!(
+            "a path outside the scope ({}) changes",
+            printable(&rules.scope.join(", "))
+        ));
+    }
+    if what.is_empty() {
+        return String::new();
+    }
+    format!("; it is refused while {}", what.join(" or "))
 }
 
 /// A message the user queued while the agent worked: the Stop hook let the turn end so it
