@@ -777,3 +777,58 @@ fn a_loop_ended_by_protect_says_so_and_asks_to_put_the_file_back() {
         assert!(!text.contains(wrong), "{wrong}: {text}");
     }
 }
+
+/// Item 4: the counts of `ralph run`'s last line and of the gate's receipt,
+/// singular and plural.
+#[test]
+fn run_and_receipt_counts_agree_with_one_and_two() {
+    for (replies, files, ran, changed) in [
+        (
+            &["<promise>DONE</promise>"][..],
+            "echo 2 > src/calc.py",
+            "Ran 1 fresh iteration in",
+            "1 changed path with --protect held",
+        ),
+        (
+            &["working", "<promise>DONE</promise>"][..],
+            "echo 2 > src/calc.py; echo n > src/notes.py",
+            "Ran 2 fresh iterations in",
+            "2 changed paths with --protect held",
+        ),
+    ] {
+        let p = calc_project();
+        let agent = agent(&p, replies);
+        p.write(
+            ".agent/agent.sh",
+            &format!("{files}\n{}", p.read(".agent/agent.sh")),
+        );
+        p.write(".gitignore", ".claude/\n.agent/\n");
+        git(
+            p.root(),
+            &["commit", "-qam", "the agent's files are ignored"],
+        );
+        let o = ralph(
+            &p,
+            &[
+                "run",
+                "--agent",
+                &agent,
+                "--completion-promise",
+                "DONE",
+                "--verify",
+                "true",
+                "--protect",
+                "tests/**",
+                "task",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        let said = out(&o);
+        assert!(said.contains(ran), "{ran}: {said}");
+        assert!(!said.contains("(s)"), "{said}");
+        let status = out(&ralph(&p, &["status"]));
+        assert!(status.contains(changed), "{changed}: {status}");
+        let receipt = out(&ralph(&p, &["receipt"]));
+        assert!(receipt.contains("(0 bytes)"), "{receipt}");
+    }
+}

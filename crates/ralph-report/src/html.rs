@@ -121,7 +121,8 @@ fn facts(view: &LoopView) -> String {
             .max_tokens
             .map(|m| format!(" of {}", thousands(m)))
             .unwrap_or_default();
-        items.push(format!("{} tokens{budget}", thousands(t)));
+        let tokens = ralph_core::plural::noun(t, "token", "tokens");
+        items.push(format!("{} {tokens}{budget}", thousands(t)));
     }
     if let Some(c) = view.cost_usd {
         let budget = view
@@ -196,7 +197,7 @@ fn verdict_words(verdict: Option<&super::model::Check>) -> String {
             "failed {}{}",
             c.status,
             c.failures
-                .map(|n| format!(", {n} failures"))
+                .map(|n| format!(", {}", ralph_core::plural::count(n, "failure", "failures")))
                 .unwrap_or_default()
         ),
         None => "–".to_owned(),

@@ -20,7 +20,7 @@ pub enum InitError {
     TemplateNeedsValue,
     #[error("`{0}` is not an option of /ralph-init; use `[software|marketing] [--force]`")]
     NotAnOption(String),
-    #[error("{} already exist(s); nothing was written. Use --force to overwrite.", .0.join(", "))]
+    #[error("{} already {}; nothing was written. Use --force to overwrite.", .0.join(", "), crate::plural::noun(.0.len() as u64, "exists", "exist"))]
     Exists(Vec<String>),
     #[error("could not write ralph/{file}: {source}")]
     Write { file: String, source: FsError },

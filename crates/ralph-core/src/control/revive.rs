@@ -314,7 +314,7 @@ fn bounds_words(state: &LoopState) -> String {
         out.push(crate::plural::iterations(n));
     }
     if let Some(t) = g.max_tokens {
-        out.push(format!("{t} tokens"));
+        out.push(crate::plural::count(t, "token", "tokens"));
     }
     if let Some(m) = g.max_cost_usd {
         out.push(m.dollars());

@@ -414,8 +414,8 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
         return Err(Early::End(
             Outcome::Guard(Tripped::VerifyFailures),
             format!(
-                "the promise was refused {} times: `{command}` kept failing",
-                progress.counts.verify_failures
+                "the promise was refused {}: `{command}` kept failing",
+                crate::plural::times(progress.counts.verify_failures)
             ),
         ));
     }
@@ -499,8 +499,9 @@ fn same_failure(
         return Err(Early::End(
             Outcome::Guard(Tripped::SameFailure),
             format!(
-                "{what} `{command}` failed the same way {} times in a row ({}); {output}",
-                counts.same_failures, v.status
+                "{what} `{command}` failed the same way {} in a row ({}); {output}",
+                crate::plural::times(counts.same_failures),
+                v.status
             ),
         ));
     }
@@ -537,8 +538,9 @@ fn stall(
         return Err(Early::End(
             Outcome::Guard(Tripped::Stalled),
             format!(
-                "`{command}` reported {failures} failures; none of the last {} checks went below {} (counts: {})",
-                counts.stalled_checks,
+                "`{command}` reported {}; none of the last {} went below {} (counts: {})",
+                crate::plural::count(failures, "failure", "failures"),
+                crate::plural::count(counts.stalled_checks, "check", "checks"),
                 counts.lowest_failures.unwrap_or(failures),
                 crate::loop_file::fields::guards::trend_words(
                     counts.failure_trend.as_deref().unwrap_or("")
@@ -730,8 +732,8 @@ fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Res
         return Err(Early::End(
             Outcome::Guard(Tripped::Stuck),
             format!(
-                "the same reply came {} times in a row",
-                progress.same_reply_count
+                "the same reply came {} in a row",
+                crate::plural::times(progress.same_reply_count)
             ),
         ));
     }
@@ -781,7 +783,8 @@ fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
         return Err(Early::End(
             Outcome::BlockCap,
             format!(
-                "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                "it continued the turn {} in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                crate::plural::times(blocks),
                 seen.block_cap
             ),
         ));

@@ -80,7 +80,7 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
     }
     format!(
         "the promise was refused {} {BROKEN} (--max-verify-failures, or 3 when it is off); at the last, {}",
-        crate::plural::count(count, "time", "times"),
+        crate::plural::times(count),
         why.join(" and ")
     )
 }

@@ -70,10 +70,10 @@ pub(crate) fn render(f: &Facts<'_>) -> String {
             )
         ),
         format!(
-            "- {}; spent {}; {} tokens.",
+            "- {}; spent {}; {}.",
             crate::plural::iterations(state.iteration),
             counts.cost_usd.dollars(),
-            state.progress.tokens_used
+            crate::plural::count(state.progress.tokens_used, "token", "tokens")
         ),
     ];
     let replies: Vec<String> = f
@@ -154,7 +154,7 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
     if let Some(fp) = &counts.failure_fingerprint {
         out.push(format!(
             "- The same failure {} in a row, fingerprint `{}`.",
-            crate::plural::count(counts.same_failures, "time", "times"),
+            crate::plural::times(counts.same_failures),
             ralph_fs::display::line(fp)
         ));
     }
@@ -169,7 +169,7 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
     if counts.verify_failures > 0 && f.tripped != Tripped::VerifyFailures {
         out.push(format!(
             "- The promise was refused {} before the last turn.",
-            crate::plural::count(counts.verify_failures, "time", "times"),
+            crate::plural::times(counts.verify_failures),
         ));
     }
     if out.is_empty() {

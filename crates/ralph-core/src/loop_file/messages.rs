@@ -586,7 +586,8 @@ pub mod stories {
         }
         let _ = write!(
             out,
-            "{pass} of {total} stories pass. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            "{}. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            crate::plural::stories_pass(pass as u64, total as u64),
             prd.file,
             match &story.verify {
                 Some(c) => format!(" (its check `{c}` runs then)"),
@@ -686,6 +687,10 @@ pub mod stories {
                 "the one story of {} passes, at iteration {iteration}",
                 prd.file
             ),
+            2 => format!(
+                "both stories of {} pass, at iteration {iteration}",
+                prd.file
+            ),
             n => format!(
                 "all {n} stories of {} pass, at iteration {iteration}",
                 prd.file
@@ -712,7 +717,8 @@ pub mod stories {
             })
             .collect();
         let mut out = format!(
-            "{pass} of {total} stories pass; {}; a person must act, then arm the loop again",
+            "{}; {}; a person must act, then arm the loop again",
+            crate::plural::stories_pass(pass as u64, total as u64),
             each.join("; ")
         );
         let c = concerns(&prd.stories);
@@ -720,5 +726,40 @@ pub mod stories {
             let _ = write!(out, "; {c}");
         }
         out
+    }
+
+    #[cfg(test)]
+    mod counts {
+        use super::*;
+
+        fn prd(passing: &[bool], blocked: bool) -> PrdSeen {
+            let stories = passing
+                .iter()
+                .enumerate()
+                .map(|(i, &passes)| Story {
+                    id: format!("S{i}"),
+                    passes,
+                    blocked: (blocked && !passes).then(|| "a key".to_owned()),
+                    ..Story::default()
+                })
+                .collect();
+            PrdSeen {
+                file: "prd.json".into(),
+                stories,
+                ..PrdSeen::default()
+            }
+        }
+
+        #[test]
+        fn story_counts_agree_with_one_two_and_many() {
+            assert!(done(&prd(&[true], false), 1).starts_with("the one story of prd.json passes"));
+            assert!(done(&prd(&[true; 2], false), 1).starts_with("both stories of prd.json pass"));
+            assert!(done(&prd(&[true; 3], false), 1).starts_with("all 3 stories of prd.json pass"));
+            assert!(blocked(&prd(&[false], true)).starts_with("0 of 1 story pass;"));
+            assert!(blocked(&prd(&[true, false], true)).starts_with("1 of 2 stories passes;"));
+            assert!(blocked(&prd(&[true, true, false], true)).starts_with("2 of 3 stories pass;"));
+            let open = prd(&[false], false);
+            assert!(section(&open).contains("0 of 1 story pass. Work on this story only."));
+        }
     }
 }
