@@ -1036,6 +1036,16 @@ fn ctrl_c_pauses_a_run_waiting_for_a_reset() {
     assert_eq!(code, Some(130), "{shown}");
     assert!(shown.contains("was paused at iteration 1"), "{shown}");
     assert_eq!(p.the_loop()["state"], "paused");
+    // Issue 48 item 7: status names who may drive it next, not a session's usage.
+    let status = String::from_utf8_lossy(&p.ralph(&["status"], "").stdout).into_owned();
+    assert!(
+        status
+            .contains("no owner: `ralph run --name ralph` or /ralph-resume in a session drives it")
+            && status.contains("spends: the usage of what drives it next")
+            && !status.contains("unclaimed")
+            && !status.contains("this session's usage"),
+        "{status}"
+    );
 }
 
 #[test]

@@ -832,3 +832,93 @@ fn run_and_receipt_counts_agree_with_one_and_two() {
         assert!(receipt.contains("(0 bytes)"), "{receipt}");
     }
 }
+
+/// Item 13: an end at the iteration limit says how to go on, in a session
+/// and after `ralph run`.
+#[test]
+fn an_end_at_the_limit_says_how_to_add_iterations() {
+    let p = Project::new();
+    let armed = ralph(
+        &p,
+        &[
+            "start",
+            "--session-id",
+            "S1",
+            "--max-iterations",
+            "2",
+            "task",
+        ],
+    );
+    assert!(armed.status.success(), "{}", describe(&armed));
+    stop(&p, "S1", "working");
+    let ended = stop(&p, "S1", "working");
+    let told = ended["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("To go on: `/ralph-resume --add-iterations 2` in this session"),
+        "{ended}"
+    );
+    let p = Project::new();
+    let agent = agent(&p, &["working"]);
+    let o = ralph(
+        &p,
+        &["run", "--agent", &agent, "--max-iterations", "1", "task"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    assert!(
+        out(&o).contains(
+            "To go on: `ralph resume --name ralph --add-iterations 1`, then `ralph run --name ralph`."
+        ),
+        "{}",
+        describe(&o)
+    );
+}
+
+/// Items 6 and 7: `--add-cost` on a loop with no dollar budget is refused,
+/// not dropped; a `ralph run` loop given more says `ralph run` drives it
+/// again, and that run does not call its context newly fresh.
+#[test]
+fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
+    let p = Project::new();
+    let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "1",
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let both = ralph(&p, &["resume", "--add-iterations", "1", "--add-cost", "1"]);
+    assert!(!both.status.success(), "{}", describe(&both));
+    assert!(
+        err(&both).contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
+        "{}",
+        describe(&both)
+    );
+    assert!(!p.exists(LOOP), "nothing was armed");
+    let more = ralph(&p, &["resume", "--add-iterations", "1"]);
+    assert!(more.status.success(), "{}", describe(&more));
+    assert!(
+        out(&more).contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
+        "{}",
+        describe(&more)
+    );
+    let again = ralph(&p, &["run", "--agent", &agent, "--name", "ralph"]);
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    assert!(
+        out(&again).contains("Resuming loop `ralph` at iteration 2"),
+        "{}",
+        describe(&again)
+    );
+    assert!(
+        !out(&again).contains("fresh context from now on"),
+        "{}",
+        describe(&again)
+    );
+}

@@ -415,10 +415,17 @@ pub fn resuming(name: &str, found: &LoopState) -> String {
             )
         }
         Some(o) => format!("was driven by {}", ralph_fs::display::line(o)),
-        None => "no session had claimed it yet".to_owned(),
+        None => "no driver had it".to_owned(),
+    };
+    // A loop `ralph run` drove (or armed) had fresh context at every turn.
+    let fresh = match found.session_id.as_deref() {
+        Some(o) if !ralph_core::loop_file::fields::run_owner::is_run(o) => {
+            "; fresh context from now on"
+        }
+        _ => "",
     };
     format!(
-        "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
+        "Resuming loop `{name}` at iteration {} ({was}){fresh}.",
         found.iteration_label(),
     )
 }

@@ -105,6 +105,9 @@ fn spends(r: &LoopReport) -> Option<String> {
             "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
             crate::loop_file::messages::spends_in_run("claude")
         )),
+        "next" => Some(
+            "  spends: the usage of what drives it next: the agent `ralph run --name NAME` starts, or the session that resumes it".to_owned(),
+        ),
         _ => Some(format!(
             "  spends: {}",
             crate::loop_file::messages::SPENDS_IN_SESSION
@@ -186,10 +189,14 @@ fn facts(r: &LoopReport) -> Vec<String> {
     if let Some(p) = &r.completion_promise {
         facts.push(format!("promise {}", display::line(p)));
     }
-    facts.push(format!(
-        "owner {}",
-        display::line(r.session_id.as_deref().unwrap_or("unclaimed"))
-    ));
+    facts.push(match r.session_id.as_deref() {
+        Some(owner) => format!("owner {}", display::line(owner)),
+        None if r.state == LoopStatus::Paused => format!(
+            "no owner: `ralph run --name {}` or /ralph-resume in a session drives it",
+            display::line(&r.name)
+        ),
+        None => "owner unclaimed".to_owned(),
+    });
     if let Some(s) = &r.started_at {
         facts.push(format!("started {s}"));
     }

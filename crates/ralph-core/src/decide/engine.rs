@@ -505,7 +505,13 @@ fn end(
     log.why.clone_from(&detail);
     let (green, handover) = ended_checkpoint(project, live, seen, outcome, &log);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
-    for line in green.into_iter().chain(write_handover(&record, handover)) {
+    let more = (outcome == Outcome::MaxIterations)
+        .then(|| messages::add_iterations(&live.file.name, &live.state));
+    for line in green
+        .into_iter()
+        .chain(write_handover(&record, handover))
+        .chain(more)
+    {
         notice.push('\n');
         notice.push_str(&line);
     }

@@ -97,6 +97,27 @@ pub fn limit_reached(state: &LoopState) -> String {
     )
 }
 
+/// How a loop that ended at its iteration limit goes on, with its count,
+/// spend and log: `/ralph-resume --add-iterations` in its session, or
+/// `ralph resume` then `ralph run` for a loop `ralph run` drove.
+pub fn add_iterations(name: &str, state: &LoopState) -> String {
+    let name = line(name);
+    let more = state.max_iterations.count().clamp(1, 10);
+    let by_run = state
+        .session_id
+        .as_deref()
+        .is_some_and(crate::loop_file::fields::run_owner::is_run);
+    if by_run {
+        format!(
+            "To go on: `ralph resume --name {name} --add-iterations {more}`, then `ralph run --name {name}`."
+        )
+    } else {
+        format!(
+            "To go on: `/ralph-resume --add-iterations {more}` in this session (or `ralph resume --name {name} --add-iterations {more}`)."
+        )
+    }
+}
+
 /// The finishing rule, shared by the footer and `ralph start`'s activation text.
 pub fn how_to_finish(state: &LoopState) -> String {
     let mut out = String::new();
