@@ -922,3 +922,18 @@ fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
         describe(&again)
     );
 }
+
+/// Item 15: `/ralph-loop`'s hint in the client's menu is the one made from
+/// the option table.
+#[test]
+fn the_ralph_loop_hint_is_made_from_the_option_table() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin/skills/ralph-loop/SKILL.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let hint = ralph_core::control::arguments::argument_hint();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("argument-hint:"))
+        .unwrap();
+    assert_eq!(line, format!("argument-hint: \"{hint}\""));
+}
