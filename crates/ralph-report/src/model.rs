@@ -85,6 +85,8 @@ pub struct IterationRow {
     pub verify: Option<Check>,
     /// The `--check` command's result at this stop, when it ran.
     pub check: Option<Check>,
+    /// A `--prd` loop's story commands at this stop, when any ran.
+    pub stories: Option<Check>,
     pub why: String,
 }
 
@@ -229,6 +231,7 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
             tokens_total: number(line, "tokens"),
             cost_total: line.get("cost_usd").and_then(Money::from_json_up),
             verify: verdict(line, "verification"),
+            stories: verdict(line, "stories"),
             check: verdict(line, "check"),
             why: text(line, "why").unwrap_or_default(),
         });

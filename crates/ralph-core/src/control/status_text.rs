@@ -285,6 +285,10 @@ pub fn log_line(line: &serde_json::Value) -> String {
         }
         _ => String::new(),
     };
+    let tokens = match line.get("stories").and_then(|s| s.get("status")) {
+        Some(serde_json::Value::String(s)) => format!("{tokens} · story checks: {s}"),
+        _ => tokens,
+    };
     let tokens = match line.get("cost_usd").and_then(Money::from_json_up) {
         // The running total after this stop, exact.
         Some(spent) => format!("{tokens} · spent {} in all", spent.dollars()),

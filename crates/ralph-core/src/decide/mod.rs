@@ -321,6 +321,9 @@ fn stories_complete(
         .filter(|s| s.passes)
         .map(|s| s.id.clone())
         .collect();
+    for id in &prd.checked {
+        turn.notices.push(words::check_passed(id));
+    }
     for refusal in &prd.refused {
         turn.notes.push(words::refused(refusal));
         turn.notices.push(words::refused_notice(&prd.file, refusal));
@@ -971,6 +974,7 @@ mod tests {
                 file: "ralph/prd.json".into(),
                 stories: crate::loop_file::fields::stories::parse("ralph/prd.json", &text).unwrap(),
                 refused: Vec::new(),
+                checked: Vec::new(),
                 changed: Vec::new(),
             }),
             ..seen(reply)

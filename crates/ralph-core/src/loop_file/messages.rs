@@ -657,6 +657,11 @@ pub mod stories {
         )
     }
 
+    /// A story whose own command passed as it turned to passing, for the user.
+    pub fn check_passed(id: &str) -> String {
+        format!("✓ story {}: its check passed; it counts as done", line(id))
+    }
+
     /// Why a story was set back, for the user.
     pub fn refused_notice(file: &str, refusal: &StoryRefusal) -> String {
         match refusal {
