@@ -921,6 +921,10 @@ fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
         "{}",
         describe(&again)
     );
+    // Item 10: the report marks the turn after the resume.
+    let report = ralph(&p, &["report", "-o", "r.html"]);
+    assert!(report.status.success(), "{}", describe(&report));
+    assert!(p.read("r.html").contains("end (after a resume)"));
 }
 
 /// Item 15: `/ralph-loop`'s hint in the client's menu is the one made from

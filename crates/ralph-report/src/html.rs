@@ -175,7 +175,11 @@ fn iteration_table(view: &LoopView) -> String {
             rows,
             "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
             r.iteration,
-            esc(&r.decision),
+            esc(&if r.resumed {
+                format!("{} (after a resume)", r.decision)
+            } else {
+                r.decision.clone()
+            }),
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
             cost.map_or_else(|| "–".to_owned(), ralph_core::money::Money::dollars),
