@@ -941,3 +941,48 @@ fn the_ralph_loop_hint_is_made_from_the_option_table() {
         .unwrap();
     assert_eq!(line, format!("argument-hint: \"{hint}\""));
 }
+
+/// Item 14: `ralph rollback --list` shows the checkpoints, iterations in
+/// order and then the trees a rollback replaced.
+#[test]
+fn rollback_list_shows_the_checkpoints_in_order() {
+    let p = calc_project();
+    let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    p.write(".gitignore", ".claude/\n.agent/\n");
+    git(p.root(), &["commit", "-qam", "ignore the agent"]);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let listed = ralph(&p, &["rollback", "--list"]);
+    assert!(listed.status.success(), "{}", describe(&listed));
+    let lines: Vec<String> = out(&listed)
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        out(&listed).starts_with(
+            "Checkpoints of loop `ralph` (`ralph rollback --to N --name ralph` puts one back):"
+        ),
+        "{}",
+        describe(&listed)
+    );
+    assert_eq!(lines[1..], ["1", "2"], "{}", describe(&listed));
+    let back = ralph(&p, &["rollback", "--to", "1"]);
+    assert!(back.status.success(), "{}", describe(&back));
+    let again = out(&ralph(&p, &["rollback", "--list"]));
+    let labels: Vec<&str> = again
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(labels, ["1", "2", "undo-1"], "{again}");
+}

@@ -557,8 +557,11 @@ pub(crate) struct ResumeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RollbackArgs {
     /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
-    #[arg(long, value_name = "N")]
-    pub to: String,
+    #[arg(long, value_name = "N", required_unless_present = "list")]
+    pub to: Option<String>,
+    /// List the loop's checkpoints (iterations, then `undo-K`) and put nothing back
+    #[arg(long, conflicts_with = "to")]
+    pub list: bool,
     /// The loop's name [default: the only live loop, else the one that ended last]
     #[arg(long)]
     pub name: Option<String>,
