@@ -986,3 +986,33 @@ fn rollback_list_shows_the_checkpoints_in_order() {
         .collect();
     assert_eq!(labels, ["1", "2", "undo-1"], "{again}");
 }
+
+/// Item 18: `ralph status` says which `ralph` the hooks run, as the last
+/// session start recorded it.
+#[test]
+fn status_says_which_binary_the_hooks_run() {
+    let p = Project::new();
+    let before = out(&ralph(&p, &["status"]));
+    assert!(
+        before.contains("Hooks: no session start has run ralph's hooks on this machine yet"),
+        "{before}"
+    );
+    let event = json!({"session_id": "S1", "cwd": p.root(), "hook_event_name": "SessionStart", "source": "startup"});
+    let o = p.ralph_in(
+        &["hook", "session-start"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let after = out(&ralph(&p, &["status"]));
+    let bin = std::fs::canonicalize(BIN).unwrap();
+    assert!(
+        after.contains(&format!(
+            "Hooks: the last session start ran {} (ralph {}) (this one).",
+            bin.display(),
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{after}"
+    );
+}

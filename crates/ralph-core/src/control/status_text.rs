@@ -97,6 +97,31 @@ fn heading(r: &LoopReport) -> String {
     format!("{} `{}`{how} {iteration}", r.state, display::line(&r.name))
 }
 
+/// A `ralph` binary in words: its path and version.
+pub fn binary_words(exe: &std::path::Path) -> String {
+    format!(
+        "{} (ralph {})",
+        display::line(&exe.display().to_string()),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Which `ralph` the hooks run, as the last session start recorded it, and
+/// this one when it differs.
+pub fn hooks_binary_line(recorded: Option<&str>, this: Option<&str>) -> String {
+    match (recorded, this) {
+        (Some(hooks), Some(this)) if hooks != this => format!(
+            "Hooks: the last session start ran {}; this command is {this}.",
+            display::line(hooks)
+        ),
+        (Some(hooks), _) => format!(
+            "Hooks: the last session start ran {} (this one).",
+            display::line(hooks)
+        ),
+        (None, _) => "Hooks: no session start has run ralph's hooks on this machine yet (install the plugin: README).".to_owned(),
+    }
+}
+
 /// Which usage a loop not ended drains: the agent `ralph run` starts, or
 /// the session's.
 fn spends(r: &LoopReport) -> Option<String> {

@@ -28,6 +28,12 @@ pub(super) fn status(args: StatusArgs) -> CmdResult {
     for line in status_text::status(&project, &reports, ralph_report::page_hint) {
         say!("{line}");
     }
+    let this = std::env::current_exe().map(|e| status_text::binary_words(&e));
+    let recorded = registry.as_ref().and_then(|r| r.hooks_binary());
+    say!(
+        "{}",
+        status_text::hooks_binary_line(recorded.as_deref(), this.ok().as_deref())
+    );
     Ok(())
 }
 
