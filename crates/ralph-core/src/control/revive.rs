@@ -261,19 +261,21 @@ pub fn revive(
     )
     .iteration(iteration)
     .append(project, &file.name);
-    let by_run = session.is_none()
-        && written
-            .state
-            .session_id
-            .as_deref()
-            .is_some_and(crate::loop_file::fields::run_owner::is_run);
     Ok(Revived {
         name: file.name,
         iteration,
         raised,
         from_history,
-        by_run,
+        by_run: session.is_none() && driven_by_run(&written.state),
     })
+}
+
+/// Whether `ralph run` drives the loop (its owner is a run's).
+fn driven_by_run(state: &LoopState) -> bool {
+    state
+        .session_id
+        .as_deref()
+        .is_some_and(crate::loop_file::fields::run_owner::is_run)
 }
 
 /// The last ended loop of `name` from the history, when it ended at a limit

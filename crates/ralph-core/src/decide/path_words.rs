@@ -85,9 +85,8 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
     )
 }
 
-/// What an ending by `--protect`/`--scope` says of itself, so the hand-over
-/// can tell it from the `--verify` gate's.
-pub(crate) const BROKEN: &str = "while --protect/--scope was broken";
+// What an ending by `--protect`/`--scope` says of itself.
+use crate::loop_file::handover::PATH_RULES_BROKEN as BROKEN;
 
 /// The user's notice when a claim of done was refused by `--protect`/`--scope`:
 /// the refusal first, then what broke (a scope breach included).

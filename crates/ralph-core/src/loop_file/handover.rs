@@ -15,6 +15,10 @@ pub(crate) fn is_handover(path: &std::path::Path) -> bool {
     path.to_string_lossy().ends_with(SUFFIX)
 }
 
+/// What an ending by `--protect`/`--scope` says of itself (in its detail),
+/// so the hand-over can tell it from the `--verify` gate's.
+pub(crate) const PATH_RULES_BROKEN: &str = "while --protect/--scope was broken";
+
 /// How many of the last replies the hand-over quotes.
 const REPLIES_SHOWN: usize = 5;
 
@@ -180,7 +184,7 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
 
 /// Whether `--protect`/`--scope` ended the loop (not the `--verify` gate).
 fn broke_path_rules(f: &Facts<'_>) -> bool {
-    f.tripped == Tripped::VerifyFailures && f.detail.contains(crate::decide::path_words::BROKEN)
+    f.tripped == Tripped::VerifyFailures && f.detail.contains(PATH_RULES_BROKEN)
 }
 
 /// The one thing to do when `--protect`/`--scope` ended the loop.

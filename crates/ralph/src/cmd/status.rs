@@ -4,6 +4,7 @@
 
 use ralph_core::control::listing::{self, LogChoice};
 use ralph_core::control::status_text;
+use ralph_core::loop_file::storage::registry::Registry;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{LogArgs, StatusArgs};
@@ -29,7 +30,7 @@ pub(super) fn status(args: StatusArgs) -> CmdResult {
         say!("{line}");
     }
     let this = std::env::current_exe().map(|e| status_text::binary_words(&e));
-    let recorded = registry.as_ref().and_then(|r| r.hooks_binary());
+    let recorded = registry.as_ref().and_then(Registry::hooks_binary);
     say!(
         "{}",
         status_text::hooks_binary_line(recorded.as_deref(), this.ok().as_deref())
