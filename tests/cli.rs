@@ -1543,23 +1543,31 @@ fn init_in_a_git_repo_ignores_loop_files_once() {
     }
     fs::write(sb.root().join(".gitignore"), "target/").unwrap();
 
+    // Issue 48 item 16: ralph's state goes to .git/info/exclude, as `--parallel`'s does;
+    // the project's .gitignore is the user's and is left alone.
+    let exclude = sb.root().join(".git/info/exclude");
+    let before = fs::read_to_string(&exclude).unwrap_or_default();
     let out = sb.run(&["init"]);
     assert_success(&out, "ralph init");
-    assert!(stdout(&out).contains(".gitignore"), "{}", describe(&out));
-    let once = fs::read_to_string(sb.root().join(".gitignore")).unwrap();
-    assert_eq!(once, "target/\n.claude/*.local.md\n.claude/ralph/\n");
-
-    let again = sb.run(&["init", "--force"]);
-    assert_success(&again, "ralph init --force");
     assert!(
-        !stdout(&again).contains(".gitignore"),
+        stdout(&out).contains("to .git/info/exclude"),
         "{}",
-        describe(&again)
+        describe(&out)
     );
     assert_eq!(
         fs::read_to_string(sb.root().join(".gitignore")).unwrap(),
-        once
+        "target/"
     );
+    let once = fs::read_to_string(&exclude).unwrap();
+    assert_eq!(
+        once,
+        format!("{before}# ralph: loop state, per machine\n/.claude/*.local.md\n/.claude/ralph/\n")
+    );
+
+    let again = sb.run(&["init", "--force"]);
+    assert_success(&again, "ralph init --force");
+    assert!(!stdout(&again).contains("exclude"), "{}", describe(&again));
+    assert_eq!(fs::read_to_string(&exclude).unwrap(), once);
 }
 
 // ---------------------------------------------------------------------------

@@ -887,6 +887,38 @@ fn a_turn_that_goal_drives_is_never_continued_by_the_loop() {
     assert_eq!(p.the_loop()["iteration"].as_u64(), Some(2));
 }
 
+/// Issue 48 item 17: a goal set before the loop was armed is seen too (the
+/// guide said it was not): the client records the goal's status again at
+/// each turn it drives, and ralph waits for it as for one set during the loop.
+#[test]
+fn a_goal_set_before_arming_is_seen_and_waited_for() {
+    let p = Project::with_agent(&[]);
+    let before = Timestamp(Timestamp::now().0 - 60);
+    p.append(&[goal_status(false, &at(before, 0))]);
+    let out = p.ralph(&["start", "--session-id", "s1", "Work"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = p.started_at();
+    let usage = json!({"input_tokens": 10, "output_tokens": 5});
+    p.append(&[
+        goal_status(false, &at(t, 1)),
+        reply_line("m1", "claude-sonnet-4-6", &at(t, 2), usage),
+    ]);
+    let first = p.stop("step m1");
+    assert_ne!(first["decision"], "block", "{first}");
+    assert!(
+        first["systemMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/goal drives this session"),
+        "{first}"
+    );
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/guide.md"),
+    )
+    .unwrap();
+    assert!(!guide.contains("before the loop was armed is not seen"));
+}
+
 /// Claude Code's print-mode result for an API 429 (as 2.1.328 prints it).
 const LIMITED: &str = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","terminal_reason":"api_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}"#;
 
@@ -1037,6 +1069,16 @@ fn ctrl_c_pauses_a_run_waiting_for_a_reset() {
     assert_eq!(code, Some(130), "{shown}");
     assert!(shown.contains("was paused at iteration 1"), "{shown}");
     assert_eq!(p.the_loop()["state"], "paused");
+    // Issue 48 item 7: status names who may drive it next, not a session's usage.
+    let status = String::from_utf8_lossy(&p.ralph(&["status"], "").stdout).into_owned();
+    assert!(
+        status
+            .contains("no owner: `ralph run --name ralph` or /ralph-resume in a session drives it")
+            && status.contains("spends: the usage of what drives it next")
+            && !status.contains("unclaimed")
+            && !status.contains("this session's usage"),
+        "{status}"
+    );
 }
 
 #[test]

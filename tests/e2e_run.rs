@@ -294,10 +294,20 @@ fn walkthrough() {
         ),
         Reply::text("Fixed; US-001 passes."),
     ]);
-    let prompt = "/ralph:ralph-loop --prd \"Follow ralph/PROMPT.md\" --check \"cargo check\" --verify \"cargo test\" --max-cost 5";
+    let flags = "--prd \"Follow ralph/PROMPT.md\" --check \"cargo check\" --verify \"cargo test\" --max-cost 5";
+    // The story commands are shown first, and nothing is armed until they are approved.
+    let prompt = format!("/ralph:ralph-loop {flags}");
+    let asked = sandbox.claude(&api, &prompt, &[]);
+    show(&prompt, &asked);
+    let code = asked
+        .events()
+        .iter()
+        .find_map(|e| e["result"].as_str().and_then(crate::prd::approval_code))
+        .expect("the approval code");
+    let prompt = format!("/ralph:ralph-loop --approve-commands {code} {flags}");
     show(
-        prompt,
-        &sandbox.claude(&api, prompt, &["--allowedTools", "Bash(sed:*)"]),
+        &prompt,
+        &sandbox.claude(&api, &prompt, &["--allowedTools", "Bash(sed:*)"]),
     );
     for cmd in [
         "/ralph:ralph-status",

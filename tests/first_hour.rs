@@ -642,3 +642,377 @@ fn the_corrupt_state_advice_brings_the_loop_back() {
         "it runs again"
     );
 }
+
+// --- issue 48: the first hour, round three ---------------------------------
+
+/// The hook's answer to a prompt of `session`, as JSON (Null when silent).
+fn prompt(p: &Project, session: &str, text: &str) -> Value {
+    let event = json!({"session_id": session, "cwd": p.root(), "hook_event_name": "UserPromptSubmit", "prompt": text});
+    let o = p.ralph_in(
+        &["hook", "prompt"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let text = out(&o);
+    if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+/// Items 1 and 8: `ralph run --help` says what Ctrl-C and `--notify-url` do now.
+#[test]
+fn run_help_says_ctrl_c_pauses_and_https_needs_no_curl() {
+    let p = Project::new();
+    let help = out(&ralph(&p, &["run", "--help"]));
+    assert!(
+        help.contains("Ctrl-C stops the agent and pauses the loop (exit 130)"),
+        "{help}"
+    );
+    assert!(!help.contains("records the loop as cancelled"), "{help}");
+    assert!(help.contains("(http:// or https://)"), "{help}");
+    assert!(!help.contains("curl"), "{help}");
+}
+
+/// Item 5: `/ralph-resume --add-iterations` shows its glyph once.
+#[test]
+fn resume_with_more_iterations_shows_one_glyph() {
+    let p = Project::new();
+    let armed = ralph(
+        &p,
+        &[
+            "start",
+            "--session-id",
+            "S1",
+            "--max-iterations",
+            "1",
+            "task",
+        ],
+    );
+    assert!(armed.status.success(), "{}", describe(&armed));
+    let ended = stop(&p, "S1", "working");
+    assert!(!p.exists(LOOP), "ended at its limit: {ended}");
+    let answer = prompt(&p, "S1", "/ralph-resume --add-iterations 2");
+    let told = answer["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.starts_with("▶ Loop `ralph` is armed again at iteration"),
+        "{answer}"
+    );
+    assert!(!told.contains("▶ ▶"), "{answer}");
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", describe(&o));
+}
+
+/// A git project with one commit holding `tests/test_calc.py` and `src/calc.py`.
+fn calc_project() -> Project {
+    let p = Project::new();
+    git(p.root(), &["init", "-q", "-b", "main"]);
+    p.write(".gitignore", ".claude/\n");
+    p.write("tests/test_calc.py", "assert True\n");
+    p.write("src/calc.py", "x = 1\n");
+    git(p.root(), &["add", "-A"]);
+    git(p.root(), &["commit", "-qm", "start"]);
+    p
+}
+
+/// Items 2 and 3: `--protect`/`--scope` are on the arming line, a refusal
+/// by them is the user's "promise refused" (a scope breach included), and a
+/// loop they end is told as such, with the one thing to do.
+#[test]
+fn a_loop_ended_by_protect_says_so_and_asks_to_put_the_file_back() {
+    let p = calc_project();
+    let armed = prompt(
+        &p,
+        "S1",
+        "/ralph-loop fix it --completion-promise DONE --protect tests/** --scope src/**",
+    );
+    let line = armed["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        line.contains(
+            "it is refused while a protected path (tests/**) changes or a path outside the scope (src/**) changes"
+        ),
+        "{armed}"
+    );
+    p.write("tests/test_calc.py", "assert 1\n");
+    p.write("NOTES.md", "stray\n");
+    let first = stop(&p, "S1", "<promise>DONE</promise>");
+    let told = first["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("⚠ promise refused by --protect/--scope: protected paths changed (tests/test_calc.py); paths changed outside the scope src/** (NOTES.md, tests/test_calc.py)"),
+        "{first}"
+    );
+    stop(&p, "S1", "<promise>DONE</promise>");
+    let last = stop(&p, "S1", "<promise>DONE</promise>");
+    let ended = last["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        ended.contains("stopped: the promise kept being refused: the promise was refused 3 times while --protect/--scope was broken"),
+        "{last}"
+    );
+    assert!(!ended.contains("the check kept failing"), "{last}");
+    let handover = history(&p)
+        .into_iter()
+        .find(|n| n.ends_with(".handover.md"))
+        .expect("a hand-over");
+    let text = p.read(&format!(".claude/ralph/history/{handover}"));
+    assert!(
+        text.contains("Put the protected paths named above back as they were at arming"),
+        "{text}"
+    );
+    for wrong in ["run the check by hand", "time(s)", "--verify gate refused"] {
+        assert!(!text.contains(wrong), "{wrong}: {text}");
+    }
+}
+
+/// Item 4: the counts of `ralph run`'s last line and of the gate's receipt,
+/// singular and plural.
+#[test]
+fn run_and_receipt_counts_agree_with_one_and_two() {
+    for (replies, files, ran, changed) in [
+        (
+            &["<promise>DONE</promise>"][..],
+            "echo 2 > src/calc.py",
+            "Ran 1 fresh iteration in",
+            "1 changed path with --protect held",
+        ),
+        (
+            &["working", "<promise>DONE</promise>"][..],
+            "echo 2 > src/calc.py; echo n > src/notes.py",
+            "Ran 2 fresh iterations in",
+            "2 changed paths with --protect held",
+        ),
+    ] {
+        let p = calc_project();
+        let agent = agent(&p, replies);
+        p.write(
+            ".agent/agent.sh",
+            &format!("{files}\n{}", p.read(".agent/agent.sh")),
+        );
+        p.write(".gitignore", ".claude/\n.agent/\n");
+        git(
+            p.root(),
+            &["commit", "-qam", "the agent's files are ignored"],
+        );
+        let o = ralph(
+            &p,
+            &[
+                "run",
+                "--agent",
+                &agent,
+                "--completion-promise",
+                "DONE",
+                "--verify",
+                "true",
+                "--protect",
+                "tests/**",
+                "task",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+        let said = out(&o);
+        assert!(said.contains(ran), "{ran}: {said}");
+        assert!(!said.contains("(s)"), "{said}");
+        let status = out(&ralph(&p, &["status"]));
+        assert!(status.contains(changed), "{changed}: {status}");
+        let receipt = out(&ralph(&p, &["receipt"]));
+        assert!(receipt.contains("(0 bytes)"), "{receipt}");
+    }
+}
+
+/// Item 13: an end at the iteration limit says how to go on, in a session
+/// and after `ralph run`.
+#[test]
+fn an_end_at_the_limit_says_how_to_add_iterations() {
+    let p = Project::new();
+    let armed = ralph(
+        &p,
+        &[
+            "start",
+            "--session-id",
+            "S1",
+            "--max-iterations",
+            "2",
+            "task",
+        ],
+    );
+    assert!(armed.status.success(), "{}", describe(&armed));
+    stop(&p, "S1", "working");
+    let ended = stop(&p, "S1", "working");
+    let told = ended["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("To go on: `/ralph-resume --add-iterations 2` in this session"),
+        "{ended}"
+    );
+    let p = Project::new();
+    let agent = agent(&p, &["working"]);
+    let o = ralph(
+        &p,
+        &["run", "--agent", &agent, "--max-iterations", "1", "task"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    assert!(
+        out(&o).contains(
+            "To go on: `ralph resume --name ralph --add-iterations 1`, then `ralph run --name ralph`."
+        ),
+        "{}",
+        describe(&o)
+    );
+}
+
+/// Items 6 and 7: `--add-cost` on a loop with no dollar budget is refused,
+/// not dropped; a `ralph run` loop given more says `ralph run` drives it
+/// again, and that run does not call its context newly fresh.
+#[test]
+fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
+    let p = Project::new();
+    let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "1",
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let both = ralph(&p, &["resume", "--add-iterations", "1", "--add-cost", "1"]);
+    assert!(!both.status.success(), "{}", describe(&both));
+    assert!(
+        err(&both).contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
+        "{}",
+        describe(&both)
+    );
+    assert!(!p.exists(LOOP), "nothing was armed");
+    let more = ralph(&p, &["resume", "--add-iterations", "1"]);
+    assert!(more.status.success(), "{}", describe(&more));
+    assert!(
+        out(&more).contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
+        "{}",
+        describe(&more)
+    );
+    let again = ralph(&p, &["run", "--agent", &agent, "--name", "ralph"]);
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    assert!(
+        out(&again).contains("Resuming loop `ralph` at iteration 2"),
+        "{}",
+        describe(&again)
+    );
+    assert!(
+        !out(&again).contains("fresh context from now on"),
+        "{}",
+        describe(&again)
+    );
+    // Item 10: the report marks the turn after the resume.
+    let report = ralph(&p, &["report", "-o", "r.html"]);
+    assert!(report.status.success(), "{}", describe(&report));
+    assert!(p.read("r.html").contains("end (after a resume)"));
+}
+
+/// Item 15: `/ralph-loop`'s hint in the client's menu is the one made from
+/// the option table.
+#[test]
+fn the_ralph_loop_hint_is_made_from_the_option_table() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin/skills/ralph-loop/SKILL.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let hint = ralph_core::control::arguments::argument_hint();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("argument-hint:"))
+        .unwrap();
+    assert_eq!(line, format!("argument-hint: \"{hint}\""));
+}
+
+/// Item 14: `ralph rollback --list` shows the checkpoints, iterations in
+/// order and then the trees a rollback replaced.
+#[test]
+fn rollback_list_shows_the_checkpoints_in_order() {
+    let p = calc_project();
+    let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    p.write(".gitignore", ".claude/\n.agent/\n");
+    git(p.root(), &["commit", "-qam", "ignore the agent"]);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&o));
+    let listed = ralph(&p, &["rollback", "--list"]);
+    assert!(listed.status.success(), "{}", describe(&listed));
+    let lines: Vec<String> = out(&listed)
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        out(&listed).starts_with(
+            "Checkpoints of loop `ralph` (`ralph rollback --to N --name ralph` puts one back):"
+        ),
+        "{}",
+        describe(&listed)
+    );
+    assert_eq!(lines[1..], ["1", "2"], "{}", describe(&listed));
+    let back = ralph(&p, &["rollback", "--to", "1"]);
+    assert!(back.status.success(), "{}", describe(&back));
+    let again = out(&ralph(&p, &["rollback", "--list"]));
+    let labels: Vec<&str> = again
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(labels, ["1", "2", "undo-1"], "{again}");
+}
+
+/// Item 18: `ralph status` says which `ralph` the hooks run, as the last
+/// session start recorded it.
+#[test]
+fn status_says_which_binary_the_hooks_run() {
+    let p = Project::new();
+    let before = out(&ralph(&p, &["status"]));
+    assert!(
+        before.contains("Hooks: no session start has run ralph's hooks on this machine yet"),
+        "{before}"
+    );
+    let event = json!({"session_id": "S1", "cwd": p.root(), "hook_event_name": "SessionStart", "source": "startup"});
+    let o = p.ralph_in(
+        &["hook", "session-start"],
+        p.root(),
+        event.to_string().as_bytes(),
+        &[],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let after = out(&ralph(&p, &["status"]));
+    let bin = std::fs::canonicalize(BIN).unwrap();
+    assert!(
+        after.contains(&format!(
+            "Hooks: the last session start ran {} (ralph {}) (this one).",
+            bin.display(),
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{after}"
+    );
+}

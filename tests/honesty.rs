@@ -694,7 +694,7 @@ fn the_receipt_records_the_changed_paths_and_that_both_held() {
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(oracle(&p, &want));
     assert!(
-        said.contains("1 changed paths with --protect held and --scope held"),
+        said.contains("1 changed path with --protect held and --scope held"),
         "{said}"
     );
     let receipt = text(&p.command(&["receipt"]).output().unwrap());

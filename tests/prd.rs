@@ -220,6 +220,27 @@ fn a_story_whose_check_fails_is_set_back_changing_only_that_value() {
         "{answer}"
     );
     assert!(p.read(LOOP).contains("prd_passed: \"US-001\""));
+    // Issue 48 items 10 and 12: the story command that passed gets its word,
+    // on the user's line and in the log, and the report counts both runs.
+    assert!(
+        message(&answer).contains("✓ story US-001: its check passed"),
+        "{answer}"
+    );
+    let (_, log) = p.ralph(&["log"], "");
+    assert!(
+        log.contains("story checks: US-001 failed (exit 4)")
+            && log.contains("story checks: US-001 passed"),
+        "{log}"
+    );
+    let (code, said) = p.ralph(&["report", "-o", "report.html"], "");
+    assert_eq!(code, 0, "{said}");
+    let page = p.read("report.html");
+    assert!(
+        page.contains("Story commands per iteration")
+            && page.contains("failed US-001 failed (exit 4)")
+            && page.contains("passed US-001 passed"),
+        "{page}"
+    );
 }
 
 #[test]

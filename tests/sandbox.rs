@@ -622,3 +622,25 @@ fn sandbox_network_none_cuts_the_agent_off() {
     assert_eq!(reach("open"), "reached\n");
     assert_eq!(reach("none"), "cut\n");
 }
+
+/// Issue 48 item 11: an agent whose program lies outside the folders the
+/// sandbox binds exits 127 ("not found"); the run says which folders were
+/// bound and what to do, not only that it failed.
+#[test]
+fn a_command_not_found_in_the_sandbox_names_the_bound_folders() {
+    if !bwrap_or_skip("sandbox: command not found") {
+        return;
+    }
+    let s = Setup::new();
+    let agent = format!("exec {}", s.agent());
+    let out = s.run(&["run", "--sandbox", "--agent", &agent, "Probe"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(
+            "a command was not found inside the sandbox, which shows the agent only the project"
+        ) && said.contains("(system, read only)")
+            && said.contains("move it into the project"),
+        "{said}"
+    );
+}

@@ -575,7 +575,9 @@ fn a_queued_message_ends_the_turn_uncounted() {
     assert!(
         answer["systemMessage"].as_str().is_some_and(|m| m
             .contains("your queued message goes first")
-            && m.contains("iteration 1/20")),
+            && m.contains("iteration 1/20")
+            && m.contains("after /ralph-pause, for /ralph-resume")
+            && !m.contains("send any message to carry on")),
         "{answer}"
     );
     assert_eq!(field(&s.state(), "iteration"), Some("1"), "not counted");

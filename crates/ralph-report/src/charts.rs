@@ -172,8 +172,8 @@ pub(crate) fn timeline(view: &LoopView) -> String {
     figure("Time line: each iteration as long as it took", &svg)
 }
 
-/// The `--check` results and the `--verify` gate's verdicts of each
-/// iteration, one row each (a row only when the log has any): pass, fail
+/// The `--check` results, the `--verify` gate's verdicts and a `--prd`
+/// loop's story commands of each iteration, one row each (a row only when the log has any): pass, fail
 /// (with the failure count when logged), or none run.
 pub(crate) fn checks(view: &LoopView) -> String {
     let rows = &view.iterations;
@@ -186,6 +186,11 @@ pub(crate) fn checks(view: &LoopView) -> String {
     if rows.iter().any(|r| r.verify.is_some()) {
         out.push_str(&verdicts("--verify gate per iteration", rows, |r| {
             r.verify.as_ref()
+        }));
+    }
+    if rows.iter().any(|r| r.stories.is_some()) {
+        out.push_str(&verdicts("Story commands per iteration", rows, |r| {
+            r.stories.as_ref()
         }));
     }
     if out.is_empty() {

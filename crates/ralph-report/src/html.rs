@@ -121,7 +121,8 @@ fn facts(view: &LoopView) -> String {
             .max_tokens
             .map(|m| format!(" of {}", thousands(m)))
             .unwrap_or_default();
-        items.push(format!("{} tokens{budget}", thousands(t)));
+        let tokens = ralph_core::plural::noun(t, "token", "tokens");
+        items.push(format!("{} {tokens}{budget}", thousands(t)));
     }
     if let Some(c) = view.cost_usd {
         let budget = view
@@ -174,7 +175,11 @@ fn iteration_table(view: &LoopView) -> String {
             rows,
             "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
             r.iteration,
-            esc(&r.decision),
+            esc(&if r.resumed {
+                format!("{} (after a resume)", r.decision)
+            } else {
+                r.decision.clone()
+            }),
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
             cost.map_or_else(|| "–".to_owned(), ralph_core::money::Money::dollars),
@@ -196,7 +201,7 @@ fn verdict_words(verdict: Option<&super::model::Check>) -> String {
             "failed {}{}",
             c.status,
             c.failures
-                .map(|n| format!(", {n} failures"))
+                .map(|n| format!(", {}", ralph_core::plural::count(n, "failure", "failures")))
                 .unwrap_or_default()
         ),
         None => "–".to_owned(),

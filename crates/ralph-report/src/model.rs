@@ -85,6 +85,10 @@ pub struct IterationRow {
     pub verify: Option<Check>,
     /// The `--check` command's result at this stop, when it ran.
     pub check: Option<Check>,
+    /// A `--prd` loop's story commands at this stop, when any ran.
+    pub stories: Option<Check>,
+    /// The first turn after a resume (its time counts from the resume).
+    pub resumed: bool,
     pub why: String,
 }
 
@@ -154,7 +158,8 @@ impl From<&StoryRecord> for StoryRow {
 /// The view of one loop: `report` as `ralph status` has it, `log` its
 /// decision log's lines, oldest first.
 pub(crate) fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
-    let iterations = iterations(log, report.started_at.as_deref());
+    let started_at = first_start(report, log);
+    let iterations = iterations(log, started_at.as_deref());
     let counted = report
         .guard_counts
         .as_ref()
@@ -181,7 +186,7 @@ pub(crate) fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
             .collect(),
         iteration: report.iteration,
         max_iterations: report.max_iterations,
-        started_at: report.started_at.clone(),
+        started_at,
         ended_at: report.ended_at.clone(),
         elapsed_secs: report.elapsed_secs,
         tokens_used: report.tokens_used,
@@ -202,13 +207,40 @@ pub(crate) fn loop_view(report: &LoopReport, log: &[Value]) -> LoopView {
     }
 }
 
+/// When the loop started: its `started_at`, or its log's first line when
+/// that is earlier (a revived loop's `started_at` moved forward by the time
+/// it lay ended, to keep that time out of its time budget).
+fn first_start(report: &LoopReport, log: &[Value]) -> Option<String> {
+    let armed = report.started_at.clone();
+    let first = log.iter().find_map(|l| text(l, "time"));
+    match (&armed, &first) {
+        (Some(a), Some(f)) => {
+            let earlier = Timestamp::parse_rfc3339(f)
+                .zip(Timestamp::parse_rfc3339(a))
+                .is_some_and(|(f, a)| f.0 < a.0);
+            if earlier { first } else { armed }
+        }
+        (None, _) => first,
+        _ => armed,
+    }
+}
+
 /// The turns of a log: its `block` and `end` lines (a paused stop's `pass`,
 /// a pause or a resume are not iterations).
 pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<IterationRow> {
     let mut previous = started_at.and_then(Timestamp::parse_rfc3339);
     let mut rows = Vec::new();
+    let mut resumed = false;
     for line in log {
         let decision = text(line, "decision").unwrap_or_default();
+        if decision == "resume" {
+            // The time the loop lay paused or ended is no turn's.
+            if let Some(at) = text(line, "time").and_then(|t| Timestamp::parse_rfc3339(&t)) {
+                previous = Some(at);
+            }
+            resumed = true;
+            continue;
+        }
         if decision != "block" && decision != "end" {
             continue;
         }
@@ -229,6 +261,8 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
             tokens_total: number(line, "tokens"),
             cost_total: line.get("cost_usd").and_then(Money::from_json_up),
             verify: verdict(line, "verification"),
+            stories: verdict(line, "stories"),
+            resumed: std::mem::take(&mut resumed),
             check: verdict(line, "check"),
             why: text(line, "why").unwrap_or_default(),
         });
@@ -349,6 +383,26 @@ mod tests {
         assert!(!check.passed);
         assert_eq!(check.failures, Some(3));
         assert_eq!(check.status, "exit 1");
+    }
+
+    #[test]
+    fn the_turn_after_a_resume_counts_from_the_resume_and_is_marked() {
+        let log = vec![
+            json!({"time": "2026-12-01T10:00:02Z", "decision": "end", "iteration": 2, "why": "limit"}),
+            json!({"time": "2026-12-01T11:00:00Z", "decision": "resume", "iteration": 3, "why": "bounds raised"}),
+            json!({"time": "2026-12-01T11:00:11Z", "decision": "end", "iteration": 3, "why": "limit"}),
+        ];
+        let rows = iterations(&log, Some("2026-12-01T10:00:00Z"));
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].seconds, rows[0].resumed), (Some(2), false));
+        assert_eq!((rows[1].seconds, rows[1].resumed), (Some(11), true));
+        // A revived loop's start moved forward: the log's first line is earlier.
+        let mut report = LoopReport::for_tests("l");
+        report.started_at = Some("2026-12-01T10:59:58Z".into());
+        assert_eq!(
+            first_start(&report, &log).as_deref(),
+            Some("2026-12-01T10:00:02Z")
+        );
     }
 
     #[test]

@@ -182,7 +182,25 @@ pub fn run_confined(
         Some(s) => s.command(command),
         None => shell(command)?,
     };
-    run_process(process, root, prompt, stop, tick)
+    let mut finished = run_process(process, root, prompt, stop, tick)?;
+    // 127: the shell found no such command. In the sandbox that is most
+    // often a program or script outside the folders it binds.
+    if let (
+        Some(s),
+        Finished::Exited {
+            status,
+            stderr_tail,
+            ..
+        },
+    ) = (sandbox, &mut finished)
+        && status.code() == Some(127)
+    {
+        stderr_tail.push_str(&format!(
+            "\nralph: a command was not found inside the sandbox, which shows the agent only {}. A program or script elsewhere (a folder above the project, a shim whose real program lives outside these) cannot run there: move it into the project, or install it where a bound folder holds it.",
+            s.reach.bound_words()
+        ));
+    }
+    Ok(finished)
 }
 
 fn run_process(

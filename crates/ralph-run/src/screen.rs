@@ -301,8 +301,8 @@ fn verdict(driver: &Driver, mut lines: Vec<String>, elapsed: &str, outcome: Outc
         lines.push(denials_summary(driver.denials()));
     }
     lines.push(format!(
-        "Ran {} fresh iteration(s) in {elapsed}. `ralph log --name {}` shows every decision.",
-        driver.done_here(),
+        "Ran {} in {elapsed}. `ralph log --name {}` shows every decision.",
+        fresh_iterations(driver.done_here()),
         driver.name()
     ));
     let exit = match outcome {
@@ -346,6 +346,11 @@ fn cancelled(project: &Project, ended: &[(String, u64, PathBuf)], elapsed: &str)
     }
 }
 
+/// `1 fresh iteration`, `3 fresh iterations`.
+fn fresh_iterations(n: u64) -> String {
+    ralph_core::plural::count(n, "fresh iteration", "fresh iterations")
+}
+
 /// The same refusal twice in a row: the loop was ended as denied.
 fn denied(driver: &Driver, record: Option<PathBuf>, elapsed: &str) -> Closing {
     let name = driver.name();
@@ -361,8 +366,8 @@ fn denied(driver: &Driver, record: Option<PathBuf>, elapsed: &str) -> Closing {
     }
     lines.push(denials_summary(driver.denials()));
     lines.push(format!(
-        "Ran {} fresh iteration(s) in {elapsed}. Fix: ralph run --permission-mode acceptEdits --name {name} \"<task>\" (or allow the tools in .claude/settings.json).",
-        driver.done_here()
+        "Ran {} in {elapsed}. Fix: ralph run --permission-mode acceptEdits --name {name} \"<task>\" (or allow the tools in .claude/settings.json).",
+        fresh_iterations(driver.done_here())
     ));
     Closing {
         lines,
@@ -425,10 +430,17 @@ pub fn resuming(name: &str, found: &LoopState) -> String {
             )
         }
         Some(o) => format!("was driven by {}", ralph_fs::display::line(o)),
-        None => "no session had claimed it yet".to_owned(),
+        None => "no driver had it".to_owned(),
+    };
+    // A loop `ralph run` drove (or armed) had fresh context at every turn.
+    let fresh = match found.session_id.as_deref() {
+        Some(o) if !ralph_core::loop_file::fields::run_owner::is_run(o) => {
+            "; fresh context from now on"
+        }
+        _ => "",
     };
     format!(
-        "Resuming loop `{name}` at iteration {} ({was}); fresh context from now on.",
+        "Resuming loop `{name}` at iteration {} ({was}){fresh}.",
         found.iteration_label(),
     )
 }
@@ -685,7 +697,7 @@ mod tests {
             [
                 "✓ iteration 2/5 done in 2m · tokens 1200",
                 "the notice",
-                "Ran 0 fresh iteration(s) in 2m. `ralph log --name l` shows every decision.",
+                "Ran 0 fresh iterations in 2m. `ralph log --name l` shows every decision.",
             ]
         );
         assert_eq!(judged(Outcome::MaxIterations).exit, RunExit::Ended);
@@ -693,7 +705,7 @@ mod tests {
         assert_eq!(denied.exit, RunExit::Ended);
         assert!(denied.lines[0].starts_with("⚠ Claude Code refused the agent: ."));
         assert!(denied.lines[1].starts_with(
-            "Ran 0 fresh iteration(s) in 2m. Fix: ralph run --permission-mode acceptEdits --name l"
+            "Ran 0 fresh iterations in 2m. Fix: ralph run --permission-mode acceptEdits --name l"
         ));
     }
 

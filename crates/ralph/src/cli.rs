@@ -283,7 +283,8 @@ you trust, give `--permission-mode acceptEdits` (file edits in the project witho
 commands that need approval are still refused), or allow tools in .claude/settings.json
 (\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]}). `--agent claude` allows everything. The decision is
 the Stop hook's, rule for rule: promise, limit, budgets, breakers, --verify gate, abort promise,
-decision log, history. Ctrl-C stops the agent and records the loop as cancelled.
+decision log, history. Ctrl-C stops the agent and pauses the loop (exit 130): `ralph run --name NAME`
+goes on, `ralph cancel` ends it.
 Exit codes: 0 completed (or handed back), 3 ended otherwise (limit, budget, breaker, abort, denied),
 130 interrupted, 1 failure, 2 bad usage. All guard flags are as for `ralph start`.
 
@@ -411,7 +412,7 @@ pub(crate) struct ArmFlags {
     /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
     #[arg(long)]
     pub notify: bool,
-    /// When the loop ends: POST a JSON summary here (http://, or https:// through curl); ntfy- and Slack-compatible
+    /// When the loop ends: POST a JSON summary here (http:// or https://); ntfy- and Slack-compatible
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
     /// With --prd or --parallel: approve the PRD's story commands whose list has this code
@@ -687,8 +688,11 @@ pub(crate) struct ResumeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RollbackArgs {
     /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
-    #[arg(long, value_name = "N")]
-    pub to: String,
+    #[arg(long, value_name = "N", required_unless_present = "list")]
+    pub to: Option<String>,
+    /// List the loop's checkpoints (iterations, then `undo-K`) and put nothing back
+    #[arg(long, conflicts_with = "to")]
+    pub list: bool,
     /// The loop's name [default: the only live loop, else the one that ended last]
     #[arg(long)]
     pub name: Option<String>,

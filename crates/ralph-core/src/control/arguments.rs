@@ -69,6 +69,39 @@ const fn all_options<const N: usize>() -> [(&'static str, Kind); N] {
     out
 }
 
+/// The options `/ralph-loop`'s hint in the client's menu names, with the
+/// word for each value, in the order shown: the ones a first loop needs.
+/// Every one is in [`OPTIONS`] (a test checks), and the hint is made from
+/// this list ([`argument_hint`]); plugin/skills/ralph-loop/SKILL.md holds it.
+const HINTED: &[(&str, &str)] = &[
+    ("max-iterations", "N"),
+    ("completion-promise", "TEXT"),
+    ("verify", "CMD"),
+    ("check", "CMD"),
+    ("prd", "FILE"),
+    ("protect", "GLOB"),
+    ("scope", "GLOB"),
+    ("max-cost", "USD"),
+    ("max-duration", "2h"),
+    ("max-tokens", "N"),
+    ("abort-promise", "TEXT"),
+    ("name", "NAME"),
+];
+
+/// `/ralph-loop`'s `argument-hint`: `TASK [--max-iterations N] …`, from
+/// [`HINTED`] and each option's kind in [`OPTIONS`].
+pub fn argument_hint() -> String {
+    let mut out = String::from("TASK");
+    for (flag, value) in HINTED {
+        out.push_str(&match kind_of(flag) {
+            Some(Kind::Flag) => format!(" [--{flag}]"),
+            Some(Kind::OptionalValue) => format!(" [--{flag}[={value}]]"),
+            _ => format!(" [--{flag} {value}]"),
+        });
+    }
+    out
+}
+
 fn kind_of(key: &str) -> Option<Kind> {
     OPTIONS
         .iter()
@@ -304,6 +337,23 @@ pub fn selection(raw: &str) -> Result<Selection, ArgumentsError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_hint_names_only_options_ralph_start_has_and_the_first_loops_need() {
+        for (flag, _) in HINTED {
+            assert!(kind_of(flag).is_some(), "--{flag} is not an option");
+        }
+        let hint = argument_hint();
+        for needed in [
+            "--prd[=FILE]",
+            "--check CMD",
+            "--max-cost USD",
+            "--protect GLOB",
+            "--scope GLOB",
+        ] {
+            assert!(hint.contains(needed), "{needed}: {hint}");
+        }
+    }
+
     use super::*;
 
     #[test]

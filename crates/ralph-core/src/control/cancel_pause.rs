@@ -130,8 +130,9 @@ fn not_resumed_here(
         .collect();
     if names.len() > MAX_NAMED {
         lines.push(format!(
-            "… and {} more loop files not armed here (`ralph status` lists them).",
-            names.len() - MAX_NAMED
+            "… and {} more {} not armed here (`ralph status` lists them).",
+            names.len() - MAX_NAMED,
+            crate::plural::noun((names.len() - MAX_NAMED) as u64, "loop file", "loop files")
         ));
     }
     lines
@@ -241,13 +242,19 @@ mod tests {
                 "… and 2 more loop files not armed here (`ralph status` lists them).".to_owned(),
             ]
         );
+        std::fs::remove_file(p.loop_path("e")).unwrap();
+        let told = pause_or_resume(&p, Some(&r), &all, true, None, Timestamp(0)).unwrap();
+        assert_eq!(
+            told.text[4],
+            "… and 1 more loop file not armed here (`ralph status` lists them)."
+        );
         let one = Selection {
             name: Some("d".into()),
             all: false,
         };
         let told = pause_or_resume(&p, Some(&r), &one, true, None, Timestamp(0)).unwrap();
         assert_eq!(told.text[1..], [hint("d")]);
-        for name in ["a", "b", "c", "d", "e"] {
+        for name in ["a", "b", "c", "d"] {
             assert_eq!(std::fs::read_to_string(p.loop_path(name)).unwrap(), planted);
         }
     }

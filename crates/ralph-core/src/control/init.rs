@@ -1,15 +1,19 @@
 //! `ralph init` (and `/ralph-init ARGS`): a template's PRD, progress log and
-//! prompt written into `ralph/`, and ralph's state files into `.gitignore`.
+//! prompt written into `ralph/`, and ralph's state files into the
+//! repository's `info/exclude` (never into the project's `.gitignore`: the
+//! state is this machine's, and the user's files are theirs).
 //! Every file goes through `safe_fs`: a project's folders may hold a link
 //! planted by a stranger, and nothing is written through one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::control::templates::{self, TEMPLATES};
 use crate::loop_file::storage::store::{Project, StoreError};
 use ralph_fs::safe_fs::{self, FsError};
 
-const GITIGNORE_LINES: [&str; 2] = [".claude/*.local.md", ".claude/ralph/"];
+/// ralph's state, kept out of git: the same lines `ralph run --parallel` adds.
+const EXCLUDE_LINES: [&str; 2] = ["/.claude/*.local.md", "/.claude/ralph/"];
 
 /// Why `ralph init` wrote nothing, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -20,14 +24,14 @@ pub enum InitError {
     TemplateNeedsValue,
     #[error("`{0}` is not an option of /ralph-init; use `[software|marketing] [--force]`")]
     NotAnOption(String),
-    #[error("{} already exist(s); nothing was written. Use --force to overwrite.", .0.join(", "))]
+    #[error("{} already {}; nothing was written. Use --force to overwrite.", .0.join(", "), crate::plural::noun(.0.len() as u64, "exists", "exist"))]
     Exists(Vec<String>),
     #[error("could not write ralph/{file}: {source}")]
     Write { file: String, source: FsError },
-    #[error("{}; .gitignore was not edited (add {} yourself)", .0, GITIGNORE_LINES.join(" and "))]
-    GitignoreUnreadable(FsError),
-    #[error("could not update .gitignore: {0}")]
-    GitignoreWrite(FsError),
+    #[error("{}; .git/info/exclude was not edited (add {} yourself)", .0, EXCLUDE_LINES.join(" and "))]
+    ExcludeUnreadable(FsError),
+    #[error("could not update .git/info/exclude: {0}")]
+    ExcludeWrite(FsError),
     #[error(transparent)]
     Fs(#[from] FsError),
     #[error(transparent)]
@@ -78,7 +82,7 @@ pub fn apply_typed(template: &mut String, force: &mut bool, typed: &str) -> Resu
 
 /// Writes the template's files into `ralph/` (refused when any is there
 /// already, unless `force`), each told as it is written; then adds ralph's
-/// state files to `.gitignore` in a git project: what it added, if anything.
+/// state files to `.git/info/exclude` in a git project: what it added, if anything.
 pub fn init(
     project: &Project,
     template: &str,
@@ -113,18 +117,21 @@ pub fn init(
     ignore_loop_files(&project.root)
 }
 
-/// Adds ralph's state files to `.gitignore` in a git project, once.
+/// Adds ralph's state files to the repository's `info/exclude` in a git
+/// project, once.
 fn ignore_loop_files(root: &Path) -> Result<Option<String>, InitError> {
     if !root.join(".git").exists() {
         return Ok(None);
     }
-    let path = root.join(".gitignore");
+    let common = git_common_dir(root).unwrap_or_else(|| root.join(".git"));
+    safe_fs::ensure_dir(&common, "info").map_err(InitError::ExcludeWrite)?;
+    let path = common.join("info/exclude");
     let current = match safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP) {
         Ok(text) => text,
         Err(e) if e.is_not_found() => String::new(),
-        Err(e) => return Err(InitError::GitignoreUnreadable(e)),
+        Err(e) => return Err(InitError::ExcludeUnreadable(e)),
     };
-    let missing: Vec<&str> = GITIGNORE_LINES
+    let missing: Vec<&str> = EXCLUDE_LINES
         .iter()
         .copied()
         .filter(|l| !current.lines().any(|c| c.trim() == *l))
@@ -132,16 +139,28 @@ fn ignore_loop_files(root: &Path) -> Result<Option<String>, InitError> {
     if missing.is_empty() {
         return Ok(None);
     }
-    let mut text = current;
-    if !text.is_empty() && !text.ends_with('\n') {
+    let mut text = String::new();
+    if !current.is_empty() && !current.ends_with('\n') {
         text.push('\n');
     }
+    text.push_str("# ralph: loop state, per machine\n");
     for line in &missing {
         text.push_str(line);
         text.push('\n');
     }
-    safe_fs::replace(&path, text.as_bytes()).map_err(InitError::GitignoreWrite)?;
+    safe_fs::append(&path, text.as_bytes()).map_err(InitError::ExcludeWrite)?;
     Ok(Some(missing.join(" and ")))
+}
+
+/// The repository's common git folder (shared by its worktrees), as git
+/// names it; `None` when git did not answer.
+fn git_common_dir(root: &Path) -> Option<PathBuf> {
+    let mut command = ralph_fs::git_runner::command(root, &[]).ok()?;
+    command.args(["rev-parse", "--git-common-dir"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = ralph_fs::git_runner::run_until(command, deadline, &[0], 64 * 1024)?;
+    let dir = String::from_utf8(out).ok()?;
+    Some(root.join(dir.trim()))
 }
 
 #[cfg(test)]

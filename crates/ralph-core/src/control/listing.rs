@@ -54,7 +54,8 @@ pub struct LoopReport {
     /// The guards in words, as `ralph start` announced them.
     pub guards: Vec<String>,
     /// Which usage the loop drains: `session` (the plan's windows, or the
-    /// session's API key) or `run` (the agent `ralph run` starts).
+    /// session's API key), `run` (the agent `ralph run` starts), or `next`
+    /// (no owner: whichever drives it next).
     pub spends: Option<&'static str>,
     /// `ralph run --sandbox`: what the agent may reach, in words (`None`: not sandboxed).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,7 +270,10 @@ fn fill_from_state(r: &mut LoopReport, s: &LoopState, now: Timestamp) {
     r.guards = crate::loop_file::messages::guard_summary(s);
     r.spends = Some(match s.session_id.as_deref() {
         Some(owner) if crate::loop_file::fields::run_owner::is_run(owner) => "run",
-        _ => "session",
+        Some(_) => "session",
+        // Paused by Ctrl-C in `ralph run`, or armed and not yet claimed:
+        // whichever drives it next spends.
+        None => "next",
     });
     r.sandbox = s
         .sandbox

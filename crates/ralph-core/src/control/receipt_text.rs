@@ -13,8 +13,9 @@ pub fn receipt(r: &Receipt) -> Vec<String> {
         format!("  gate:     `{}`", r.command),
         format!("  exit:     {} in {}", r.exit_code, seconds(r.duration_ms)),
         format!(
-            "  output:   sha256 {} ({} bytes)",
-            r.output_sha256, r.output_bytes
+            "  output:   sha256 {} ({})",
+            r.output_sha256,
+            crate::plural::count(r.output_bytes, "byte", "bytes")
         ),
     ];
     if !r.gate_sandbox.is_empty() {

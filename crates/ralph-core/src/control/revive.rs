@@ -94,6 +94,33 @@ impl Raise {
         Ok(())
     }
 
+    /// The options given for bounds the loop does not have (nothing to raise):
+    /// `--add-cost` on a loop with no dollar budget, say.
+    fn missing(&self, state: &LoopState) -> Vec<&'static str> {
+        let guards = &state.guards;
+        [
+            (
+                "--add-iterations",
+                self.iterations.is_some() && !state.max_iterations.is_set(),
+            ),
+            (
+                "--add-tokens",
+                self.tokens.is_some() && guards.max_tokens.is_none(),
+            ),
+            (
+                "--add-cost",
+                self.cost.is_some() && guards.max_cost_usd.is_none(),
+            ),
+            (
+                "--add-time",
+                self.time_secs.is_some() && guards.max_duration_secs.is_none(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, missing)| missing.then_some(flag))
+        .collect()
+    }
+
     /// The new bounds, as fields, and the words that say what changed.
     fn fields(&self, state: &LoopState) -> (Vec<(&'static str, String)>, Vec<String>) {
         let mut fields = Vec::new();
@@ -137,6 +164,8 @@ pub struct Revived {
     pub raised: Vec<String>,
     /// It came back from the history (else it was live).
     pub from_history: bool,
+    /// `ralph run` drove it: nothing runs it until `ralph run --name` does.
+    pub by_run: bool,
 }
 
 /// The text `ralph resume --add-*` prints.
@@ -147,8 +176,13 @@ pub fn revived_text(done: &Revived) -> String {
     } else {
         "goes on"
     };
+    let drive = if done.by_run {
+        format!(" `ralph run --name {name}` drives it again.")
+    } else {
+        String::new()
+    };
     format!(
-        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.",
+        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.{drive}",
         done.iteration,
         done.raised.join(", ")
     )
@@ -182,10 +216,11 @@ pub fn revive(
             )));
         }
         None => {
-            let (file, state) = from_history(project, &lock, registry, &root, name)?;
+            let (file, state) = from_history(project, &lock, registry, &root, name, raise)?;
             (file, state, true)
         }
     };
+    check_bounds(raise, &file.name, &state)?;
     let (mut fields, raised) = raise.fields(&state);
     if raised.is_empty() {
         return Err(refused(&format!(
@@ -231,7 +266,16 @@ pub fn revive(
         iteration,
         raised,
         from_history,
+        by_run: session.is_none() && driven_by_run(&written.state),
     })
+}
+
+/// Whether `ralph run` drives the loop (its owner is a run's).
+fn driven_by_run(state: &LoopState) -> bool {
+    state
+        .session_id
+        .as_deref()
+        .is_some_and(crate::loop_file::fields::run_owner::is_run)
 }
 
 /// The last ended loop of `name` from the history, when it ended at a limit
@@ -242,6 +286,7 @@ fn from_history(
     registry: &Registry,
     root: &std::path::Path,
     name: Option<&str>,
+    raise: &Raise,
 ) -> Result<(LoopFile, LoopState), CommandError> {
     let (record, loop_name) = crate::control::rollback::latest_record(project, name)
         .ok_or_else(|| CommandError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
@@ -278,8 +323,24 @@ fn from_history(
             project.shown(&record)
         )));
     }
+    check_bounds(raise, &loop_name, &ended.state)?;
     let file = project.unarchive(&record, &loop_name)?;
     Ok((file, ended.state))
+}
+
+/// Refuses options for bounds the loop does not have: nothing is raised
+/// (nor an ended loop brought back) when one of them would be dropped.
+fn check_bounds(raise: &Raise, name: &str, state: &LoopState) -> Result<(), CommandError> {
+    let missing = raise.missing(state);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(refused(&format!(
+        "loop `{}` has no such bound for {} to raise (its limits: {}); nothing was raised. Arm a new loop to give it one",
+        ralph_fs::display::line(name),
+        missing.join(", "),
+        bounds_words(state)
+    )))
 }
 
 /// The fields that make an ended loop live again: no outcome, the next
@@ -314,7 +375,7 @@ fn bounds_words(state: &LoopState) -> String {
         out.push(crate::plural::iterations(n));
     }
     if let Some(t) = g.max_tokens {
-        out.push(format!("{t} tokens"));
+        out.push(crate::plural::count(t, "token", "tokens"));
     }
     if let Some(m) = g.max_cost_usd {
         out.push(m.dollars());

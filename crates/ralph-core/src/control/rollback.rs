@@ -70,6 +70,59 @@ pub fn rollback(
     })
 }
 
+/// `ralph rollback --list`: the checkpoints loop `name` (else the only live
+/// loop, else the one that ended last) keeps, as lines to print: each
+/// label with its commit, iterations in order, then the `undo-K` trees.
+pub fn list(
+    project: &Project,
+    registry: Option<&Registry>,
+    name: Option<&str>,
+) -> Result<Vec<String>, CommandError> {
+    if !checkpoint::in_repository(&project.root) {
+        return Err(refused(
+            "this project is not a git repository, so its loops keep no checkpoints",
+        ));
+    }
+    let lock = project.lock()?;
+    let scan = Scan::read(project, registry)?;
+    let live = scan
+        .entries
+        .iter()
+        .find(|e| name.is_none_or(|n| e.file().name == n));
+    let (loop_name, state) = match live {
+        Some(LoopEntry::Paused(l) | LoopEntry::Armed(l)) => (l.file.name.clone(), l.state.clone()),
+        _ => {
+            let (name, state, _) = choose(project, &lock, registry, name)?;
+            (name, state)
+        }
+    };
+    drop(lock);
+    let shown = ralph_fs::display::line(&loop_name).into_owned();
+    let Some(prefix) = crate::loop_file::storage::checkpoints::prefix(&loop_name, &state) else {
+        return Ok(vec![format!("Loop `{shown}` keeps no checkpoints.")]);
+    };
+    let mut kept: Vec<(String, String)> = checkpoint::list(&project.root, &prefix)
+        .into_iter()
+        .filter_map(|(r, c)| Some((r.strip_prefix(&prefix)?.to_owned(), c)))
+        .collect();
+    // Iterations by number, then the trees rollbacks replaced.
+    kept.sort_by_key(|(label, _)| (label.parse::<u64>().map_or(u64::MAX, |n| n), label.clone()));
+    if kept.is_empty() {
+        return Ok(vec![format!("Loop `{shown}` keeps no checkpoints yet.")]);
+    }
+    let mut out = vec![format!(
+        "Checkpoints of loop `{shown}` (`ralph rollback --to N --name {shown}` puts one back):"
+    )];
+    out.extend(kept.iter().map(|(label, commit)| {
+        format!(
+            "  {:<8} {}",
+            ralph_fs::display::line(label),
+            &commit[..commit.len().min(12)]
+        )
+    }));
+    Ok(out)
+}
+
 /// What `ralph rollback` prints.
 pub fn rolled_back_text(done: &RolledBack) -> String {
     let name = ralph_fs::display::line(&done.name);

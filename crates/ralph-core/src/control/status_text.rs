@@ -97,6 +97,31 @@ fn heading(r: &LoopReport) -> String {
     format!("{} `{}`{how} {iteration}", r.state, display::line(&r.name))
 }
 
+/// A `ralph` binary in words: its path and version.
+pub fn binary_words(exe: &std::path::Path) -> String {
+    format!(
+        "{} (ralph {})",
+        display::line(&exe.display().to_string()),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Which `ralph` the hooks run, as the last session start recorded it, and
+/// this one when it differs.
+pub fn hooks_binary_line(recorded: Option<&str>, this: Option<&str>) -> String {
+    match (recorded, this) {
+        (Some(hooks), Some(this)) if hooks != this => format!(
+            "Hooks: the last session start ran {}; this command is {this}.",
+            display::line(hooks)
+        ),
+        (Some(hooks), _) => format!(
+            "Hooks: the last session start ran {} (this one).",
+            display::line(hooks)
+        ),
+        (None, _) => "Hooks: no session start has run ralph's hooks on this machine yet (install the plugin: README).".to_owned(),
+    }
+}
+
 /// Which usage a loop not ended drains: the agent `ralph run` starts, or
 /// the session's.
 fn spends(r: &LoopReport) -> Option<String> {
@@ -105,6 +130,9 @@ fn spends(r: &LoopReport) -> Option<String> {
             "  spends: the usage of the agent `ralph run` starts (with `claude -p`: {})",
             crate::loop_file::messages::spends_in_run("claude")
         )),
+        "next" => Some(
+            "  spends: the usage of what drives it next: the agent `ralph run --name NAME` starts, or the session that resumes it".to_owned(),
+        ),
         _ => Some(format!(
             "  spends: {}",
             crate::loop_file::messages::SPENDS_IN_SESSION
@@ -186,10 +214,14 @@ fn facts(r: &LoopReport) -> Vec<String> {
     if let Some(p) = &r.completion_promise {
         facts.push(format!("promise {}", display::line(p)));
     }
-    facts.push(format!(
-        "owner {}",
-        display::line(r.session_id.as_deref().unwrap_or("unclaimed"))
-    ));
+    facts.push(match r.session_id.as_deref() {
+        Some(owner) => format!("owner {}", display::line(owner)),
+        None if r.state == LoopStatus::Paused => format!(
+            "no owner: `ralph run --name {}` or /ralph-resume in a session drives it",
+            display::line(&r.name)
+        ),
+        None => "owner unclaimed".to_owned(),
+    });
     if let Some(s) = &r.started_at {
         facts.push(format!("started {s}"));
     }
@@ -277,6 +309,10 @@ pub fn log_line(line: &serde_json::Value) -> String {
             format!(" · tokens {}", words(known, unseen))
         }
         _ => String::new(),
+    };
+    let tokens = match line.get("stories").and_then(|s| s.get("status")) {
+        Some(serde_json::Value::String(s)) => format!("{tokens} · story checks: {s}"),
+        _ => tokens,
     };
     let tokens = match line.get("cost_usd").and_then(Money::from_json_up) {
         // The running total after this stop, exact.

@@ -190,6 +190,7 @@ fn prd_stories(
         file: prd.path.clone(),
         stories: stories.clone(),
         refused: Vec::new(),
+        checked: Vec::new(),
         changed: prd
             .criteria
             .as_deref()
@@ -231,6 +232,7 @@ fn prd_stories(
         if !refused.is_empty() {
             found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         }
+        found.checked = crate::decide::prd_turn::passed_checks(&turned, &refused);
         found.refused = refused;
         seen.verification = gate;
     }
@@ -431,7 +433,49 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);
     log.check = seen.check.as_ref().map(VerificationEntry::from);
+    log.stories = seen
+        .prd
+        .as_ref()
+        .and_then(|prd| story_checks(prd, state.guards.verify.as_deref()));
     log
+}
+
+/// The story commands that ran at this stop, as one logged verdict:
+/// `US-001 passed; US-002 failed (exit 1)`; `None` when none ran. (A
+/// refusal by `--protect`/`--scope`, changed criteria or the loop's own
+/// `--verify` ran no story command.)
+fn story_checks(
+    prd: &crate::loop_file::fields::stories::PrdSeen,
+    loop_verify: Option<&str>,
+) -> Option<VerificationEntry> {
+    use crate::loop_file::fields::stories::StoryRefusal;
+    let mut passed = true;
+    let mut said: Vec<String> = prd
+        .checked
+        .iter()
+        .map(|id| format!("{id} passed"))
+        .collect();
+    for refusal in &prd.refused {
+        match refusal {
+            StoryRefusal::Failed {
+                id,
+                command,
+                verification,
+            } if command != decide::PATHS_CHECK
+                && command != decide::CRITERIA_CHECK
+                && Some(command.as_str()) != loop_verify =>
+            {
+                passed = false;
+                said.push(format!("{id} failed ({})", verification.status));
+            }
+            _ => {}
+        }
+    }
+    (!said.is_empty()).then(|| VerificationEntry {
+        passed,
+        status: said.join("; "),
+        failures: None,
+    })
 }
 
 /// A paused loop: nothing is counted; the transcript read so far is
@@ -553,7 +597,13 @@ fn end(
     log.why.clone_from(&detail);
     let (green, handover) = ended_checkpoint(project, live, seen, outcome, &log);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
-    for line in green.into_iter().chain(write_handover(&record, handover)) {
+    let more = (outcome == Outcome::MaxIterations)
+        .then(|| messages::add_iterations(&live.file.name, &live.state));
+    for line in green
+        .into_iter()
+        .chain(write_handover(&record, handover))
+        .chain(more)
+    {
         notice.push('\n');
         notice.push_str(&line);
     }

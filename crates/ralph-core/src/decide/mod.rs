@@ -189,9 +189,9 @@ fn guarded_paths(
         turn.notices.push(words::unknown_notice());
     }
     let tree = rules.armed_tree.as_deref().unwrap_or("");
-    if !protected.is_empty() && seen.changed_paths != ChangedPaths::Unknown {
+    let known = seen.changed_paths != ChangedPaths::Unknown;
+    if !protected.is_empty() && known {
         turn.notes.push(words::protected(&protected, tree));
-        turn.notices.push(words::protected_notice(&protected));
     }
     let promised = state
         .completion_promise
@@ -203,10 +203,24 @@ fn guarded_paths(
         .as_ref()
         .is_some_and(|p| crate::loop_file::fields::stories::all_pass(&p.stories));
     if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
+        if !protected.is_empty() && known {
+            turn.notices.push(words::protected_notice(&protected));
+        }
         return Ok(false);
     }
     turn.notes
         .push(words::refused(&protected, &outside, &rules.scope));
+    let what = if promised {
+        "promise"
+    } else {
+        "passing stories"
+    };
+    turn.notices.push(words::refused_notice(
+        what,
+        &protected,
+        &outside,
+        &rules.scope,
+    ));
     let counts = &mut turn.progress.counts;
     counts.verify_failures = counts.verify_failures.saturating_add(1).min(MAX_COUNT);
     let limit = state
@@ -374,6 +388,9 @@ fn stories_complete(
         .filter(|s| s.passes)
         .map(|s| s.id.clone())
         .collect();
+    for id in &prd.checked {
+        turn.notices.push(words::check_passed(id));
+    }
     for refusal in &prd.refused {
         turn.notes.push(words::refused(refusal));
         turn.notices.push(words::refused_notice(&prd.file, refusal));
@@ -469,12 +486,12 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
             if state.gate_alone() {
                 format!(
                     "the gate `{command}` failed {}",
-                    crate::plural::count(progress.counts.verify_failures, "time", "times")
+                    crate::plural::times(progress.counts.verify_failures)
                 )
             } else {
                 format!(
                     "the promise was refused {}: `{command}` kept failing",
-                    crate::plural::count(progress.counts.verify_failures, "time", "times")
+                    crate::plural::times(progress.counts.verify_failures)
                 )
             },
         ));
@@ -559,8 +576,9 @@ fn same_failure(
         return Err(Early::End(
             Outcome::Guard(Tripped::SameFailure),
             format!(
-                "{what} `{command}` failed the same way {} times in a row ({}); {output}",
-                counts.same_failures, v.status
+                "{what} `{command}` failed the same way {} in a row ({}); {output}",
+                crate::plural::times(counts.same_failures),
+                v.status
             ),
         ));
     }
@@ -597,8 +615,9 @@ fn stall(
         return Err(Early::End(
             Outcome::Guard(Tripped::Stalled),
             format!(
-                "`{command}` reported {failures} failures; none of the last {} checks went below {} (counts: {})",
-                counts.stalled_checks,
+                "`{command}` reported {}; none of the last {} went below {} (counts: {})",
+                crate::plural::count(failures, "failure", "failures"),
+                crate::plural::count(counts.stalled_checks, "check", "checks"),
                 counts.lowest_failures.unwrap_or(failures),
                 crate::loop_file::fields::guards::trend_words(
                     counts.failure_trend.as_deref().unwrap_or("")
@@ -790,8 +809,8 @@ fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Res
         return Err(Early::End(
             Outcome::Guard(Tripped::Stuck),
             format!(
-                "the same reply came {} times in a row",
-                progress.same_reply_count
+                "the same reply came {} in a row",
+                crate::plural::times(progress.same_reply_count)
             ),
         ));
     }
@@ -841,7 +860,8 @@ fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
         return Err(Early::End(
             Outcome::BlockCap,
             format!(
-                "it continued the turn {blocks} times in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                "it continued the turn {} in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
+                crate::plural::times(blocks),
                 seen.block_cap
             ),
         ));
@@ -1028,6 +1048,7 @@ mod tests {
                 file: "ralph/prd.json".into(),
                 stories: crate::loop_file::fields::stories::parse("ralph/prd.json", &text).unwrap(),
                 refused: Vec::new(),
+                checked: Vec::new(),
                 changed: Vec::new(),
             }),
             ..seen(reply)

@@ -79,7 +79,36 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
         ));
     }
     format!(
-        "a claim of done was refused {count} times (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
+        "a claim of done was refused {} {BROKEN} (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
+        crate::plural::times(count),
         why.join(" and ")
+    )
+}
+
+// What an ending by `--protect`/`--scope` says of itself.
+use crate::loop_file::handover::PATH_RULES_BROKEN as BROKEN;
+
+/// The user's notice when a claim of done was refused by `--protect`/`--scope`:
+/// the refusal first, then what broke (a scope breach included).
+pub(crate) fn refused_notice(
+    what: &str,
+    protected: &[String],
+    outside: &[String],
+    scope: &[String],
+) -> String {
+    let mut why = Vec::new();
+    if !protected.is_empty() {
+        why.push(format!("protected paths changed ({})", listed(protected)));
+    }
+    if !outside.is_empty() {
+        why.push(format!(
+            "paths changed outside the scope {} ({})",
+            line(&scope.join(", ")),
+            listed(outside)
+        ));
+    }
+    format!(
+        "⚠ {what} refused by --protect/--scope: {}; the agent is asked to undo that.",
+        why.join("; ")
     )
 }

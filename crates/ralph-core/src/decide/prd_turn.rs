@@ -196,6 +196,16 @@ pub fn criteria_refusal(
 }
 
 /// The story a refusal is about.
+/// The turned stories whose own command ran and passed: each with a
+/// command that was not refused.
+pub fn passed_checks(turned: &[&Story], refused: &[StoryRefusal]) -> Vec<String> {
+    turned
+        .iter()
+        .filter(|s| s.verify.is_some() && !refused.iter().any(|r| refusal_id(r) == s.id))
+        .map(|s| s.id.clone())
+        .collect()
+}
+
 pub fn refusal_id(refusal: &StoryRefusal) -> &str {
     match refusal {
         StoryRefusal::Failed { id, .. } | StoryRefusal::Unrecorded { id, .. } => id,
@@ -243,6 +253,7 @@ pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
         file: prd.path.clone(),
         stories,
         refused: Vec::new(),
+        checked: Vec::new(),
         changed: Vec::new(),
     }))
 }

@@ -317,8 +317,12 @@ impl<'a> Gate<'a> {
         let more = inert.len() - MAX_INERT_NOTICES;
         notices.extend(inert.into_iter().take(MAX_INERT_NOTICES).map(|i| i.notice));
         notices.push(format!(
-            "⚠ ralph: {more} more loop files in {} are inert too: not armed by you on this machine, so none of them runs. `ralph status` lists them all.",
-            display::line(&folder.display().to_string())
+            "⚠ ralph: {} more {} in {} {} inert too: not armed by you on this machine, so {} runs. `ralph status` lists them all.",
+            more,
+            crate::plural::noun(more as u64, "loop file", "loop files"),
+            display::line(&folder.display().to_string()),
+            crate::plural::noun(more as u64, "is", "are"),
+            crate::plural::noun(more as u64, "it never", "none of them")
         ));
     }
 }

@@ -130,8 +130,14 @@ impl Reply {
     /// `/ralph-resume` resumed loops: the prompt goes on with the report and their `tasks`.
     pub fn resumed(output: &str, tasks: &str) -> Self {
         let output = output.trim_end();
+        // `--add-*`'s report has its glyph already; a plain resume's has none.
+        let notice = if output.starts_with('▶') {
+            output.to_owned()
+        } else {
+            format!("▶ {output}")
+        };
         Self::Proceed {
-            notice: format!("▶ {output}"),
+            notice,
             context: format!("{output}\n\n{tasks}"),
         }
     }

@@ -15,6 +15,10 @@ pub(crate) fn is_handover(path: &std::path::Path) -> bool {
     path.to_string_lossy().ends_with(SUFFIX)
 }
 
+/// What an ending by `--protect`/`--scope` says of itself (in its detail),
+/// so the hand-over can tell it from the `--verify` gate's.
+pub(crate) const PATH_RULES_BROKEN: &str = "while --protect/--scope was broken";
+
 /// How many of the last replies the hand-over quotes.
 const REPLIES_SHOWN: usize = 5;
 
@@ -70,10 +74,10 @@ pub(crate) fn render(f: &Facts<'_>) -> String {
             )
         ),
         format!(
-            "- {}; spent {}; {} tokens.",
+            "- {}; spent {}; {}.",
             crate::plural::iterations(state.iteration),
             counts.cost_usd.dollars(),
-            state.progress.tokens_used
+            crate::plural::count(state.progress.tokens_used, "token", "tokens")
         ),
     ];
     let replies: Vec<String> = f
@@ -114,7 +118,11 @@ pub(crate) fn render(f: &Facts<'_>) -> String {
         (None, false) => "None: checkpoints are kept only in a git project.".to_owned(),
     });
     out.extend([String::new(), "## Next step".to_owned(), String::new()]);
-    out.push(next_step(f.tripped).to_owned());
+    out.push(if broke_path_rules(f) {
+        path_rules_step(state)
+    } else {
+        next_step(f.tripped).to_owned()
+    });
     out.push(String::new());
     out.join("\n")
 }
@@ -149,8 +157,8 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
     }
     if let Some(fp) = &counts.failure_fingerprint {
         out.push(format!(
-            "- The same failure {} time(s) in a row, fingerprint `{}`.",
-            counts.same_failures,
+            "- The same failure {} in a row, fingerprint `{}`.",
+            crate::plural::times(counts.same_failures),
             ralph_fs::display::line(fp)
         ));
     }
@@ -160,16 +168,32 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
             ralph_fs::display::line(trend)
         ));
     }
-    if counts.verify_failures > 0 {
+    // A refusal that ended the loop is told by the first line (its turn's
+    // count is not in the state read here).
+    if counts.verify_failures > 0 && f.tripped != Tripped::VerifyFailures {
         out.push(format!(
-            "- The --verify gate failed {}.",
-            crate::plural::count(counts.verify_failures, "time", "times")
+            "- A claim of done was refused {} before the last turn.",
+            crate::plural::times(counts.verify_failures),
         ));
     }
     if out.is_empty() {
         out.push("- No check or gate ran.".to_owned());
     }
     out
+}
+
+/// Whether `--protect`/`--scope` ended the loop (not the `--verify` gate).
+fn broke_path_rules(f: &Facts<'_>) -> bool {
+    f.tripped == Tripped::VerifyFailures && f.detail.contains(PATH_RULES_BROKEN)
+}
+
+/// The one thing to do when `--protect`/`--scope` ended the loop.
+fn path_rules_step(state: &LoopState) -> String {
+    let tree = state.paths.armed_tree.as_deref().unwrap_or("HEAD");
+    format!(
+        "Put the protected paths named above back as they were at arming (`git restore --source={} --worktree -- PATH`; delete a protected file that is new) and undo the changes outside the scope, then arm the loop again. No check or gate is at fault.",
+        ralph_fs::display::line(tree)
+    )
 }
 
 fn next_step(tripped: Tripped) -> &'static str {

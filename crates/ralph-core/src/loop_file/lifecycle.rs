@@ -95,6 +95,9 @@ pub struct LogEntry {
     /// The `--check` command's result at this stop, with its failure count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<VerificationEntry>,
+    /// A `--prd` loop's story commands that ran at this stop, as one verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stories: Option<VerificationEntry>,
     pub decision: Logged,
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -163,6 +166,7 @@ impl LogEntry {
             reply_excerpt: None,
             verification: None,
             check: None,
+            stories: None,
             decision,
             outcome: None,
             next_iteration: None,

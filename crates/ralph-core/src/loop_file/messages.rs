@@ -99,6 +99,27 @@ pub fn limit_reached(state: &LoopState) -> String {
     )
 }
 
+/// How a loop that ended at its iteration limit goes on, with its count,
+/// spend and log: `/ralph-resume --add-iterations` in its session, or
+/// `ralph resume` then `ralph run` for a loop `ralph run` drove.
+pub fn add_iterations(name: &str, state: &LoopState) -> String {
+    let name = line(name);
+    let more = state.max_iterations.count().clamp(1, 10);
+    let by_run = state
+        .session_id
+        .as_deref()
+        .is_some_and(crate::loop_file::fields::run_owner::is_run);
+    if by_run {
+        format!(
+            "To go on: `ralph resume --name {name} --add-iterations {more}`, then `ralph run --name {name}`."
+        )
+    } else {
+        format!(
+            "To go on: `/ralph-resume --add-iterations {more}` in this session (or `ralph resume --name {name} --add-iterations {more}`)."
+        )
+    }
+}
+
 /// The finishing rule, shared by the footer and `ralph start`'s activation text.
 pub fn how_to_finish(state: &LoopState) -> String {
     let mut out = String::new();
@@ -401,16 +422,39 @@ pub fn armed(name: &str, state: &LoopState, kept: bool) -> String {
         )
     };
     format!(
-        "🔄 ralph `{}`: {what}; {ends}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
-        printable(name)
+        "🔄 ralph `{}`: {what}; {ends}{}. Every turn end feeds the task back — /ralph-pause or /ralph-cancel to stop.",
+        printable(name),
+        path_rules_words(state)
     )
+}
+
+/// `--protect`/`--scope` as the arming line says them: what refuses a claim of done.
+fn path_rules_words(state: &LoopState) -> String {
+    let rules = &state.paths;
+    let mut what = Vec::new();
+    if !rules.protect.is_empty() {
+        what.push(format!(
+            "a protected path ({}) changes",
+            printable(&rules.protect.join(", "))
+        ));
+    }
+    if !rules.scope.is_empty() {
+        what.push(format!(
+            "a path outside the scope ({}) changes",
+            printable(&rules.scope.join(", "))
+        ));
+    }
+    if what.is_empty() {
+        return String::new();
+    }
+    format!("; it is refused while {}", what.join(" or "))
 }
 
 /// A message the user queued while the agent worked: the Stop hook let the turn end so it
 /// runs now, and counted nothing.
 pub fn queued_goes_first(name: &str, state: &LoopState) -> String {
     format!(
-        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; after a ralph command, which needs no turn, send any message to carry on.",
+        "⏸ ralph `{}`: your queued message goes first, so this turn ends here (not counted, iteration {}). The loop carries on when the turn it starts ends; a ralph command starts no turn, so after one the loop waits for your next message (after /ralph-pause, for /ralph-resume).",
         printable(name),
         state.iteration_label()
     )
@@ -586,7 +630,8 @@ pub mod stories {
         }
         let _ = write!(
             out,
-            "{pass} of {total} stories pass. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            "{}. Work on this story only. When it is done, set its `\"passes\"` to `true` in `{}`{}; ralph then checks it. If only a person can unblock it, set `\"blocked\": \"<why>\"` on it instead. Note anything the user should know in its `\"concerns\"`.",
+            crate::plural::stories_pass(pass as u64, total as u64),
             prd.file,
             match &story.verify {
                 Some(c) => format!(" (its check `{c}` runs then)"),
@@ -633,6 +678,11 @@ pub mod stories {
         format!(
             "The PRD's {why} (title, description or acceptanceCriteria edited, or a story added or removed). They are the spec: restore them exactly as they were when this loop was armed. No story passes and the loop does not complete while they differ; only the user can change them (by arming the loop again)."
         )
+    }
+
+    /// A story whose own command passed as it turned to passing, for the user.
+    pub fn check_passed(id: &str) -> String {
+        format!("✓ story {}: its check passed; it counts as done", line(id))
     }
 
     /// Why a story was set back, for the user.
@@ -686,6 +736,10 @@ pub mod stories {
                 "the one story of {} passes, at iteration {iteration}",
                 prd.file
             ),
+            2 => format!(
+                "both stories of {} pass, at iteration {iteration}",
+                prd.file
+            ),
             n => format!(
                 "all {n} stories of {} pass, at iteration {iteration}",
                 prd.file
@@ -712,7 +766,8 @@ pub mod stories {
             })
             .collect();
         let mut out = format!(
-            "{pass} of {total} stories pass; {}; a person must act, then arm the loop again",
+            "{}; {}; a person must act, then arm the loop again",
+            crate::plural::stories_pass(pass as u64, total as u64),
             each.join("; ")
         );
         let c = concerns(&prd.stories);
@@ -720,5 +775,40 @@ pub mod stories {
             let _ = write!(out, "; {c}");
         }
         out
+    }
+
+    #[cfg(test)]
+    mod counts {
+        use super::*;
+
+        fn prd(passing: &[bool], blocked: bool) -> PrdSeen {
+            let stories = passing
+                .iter()
+                .enumerate()
+                .map(|(i, &passes)| Story {
+                    id: format!("S{i}"),
+                    passes,
+                    blocked: (blocked && !passes).then(|| "a key".to_owned()),
+                    ..Story::default()
+                })
+                .collect();
+            PrdSeen {
+                file: "prd.json".into(),
+                stories,
+                ..PrdSeen::default()
+            }
+        }
+
+        #[test]
+        fn story_counts_agree_with_one_two_and_many() {
+            assert!(done(&prd(&[true], false), 1).starts_with("the one story of prd.json passes"));
+            assert!(done(&prd(&[true; 2], false), 1).starts_with("both stories of prd.json pass"));
+            assert!(done(&prd(&[true; 3], false), 1).starts_with("all 3 stories of prd.json pass"));
+            assert!(blocked(&prd(&[false], true)).starts_with("0 of 1 story pass;"));
+            assert!(blocked(&prd(&[true, false], true)).starts_with("1 of 2 stories passes;"));
+            assert!(blocked(&prd(&[true, true, false], true)).starts_with("2 of 3 stories pass;"));
+            let open = prd(&[false], false);
+            assert!(section(&open).contains("0 of 1 story pass. Work on this story only."));
+        }
     }
 }

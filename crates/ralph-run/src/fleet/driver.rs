@@ -596,11 +596,11 @@ impl Fleet<'_> {
                 .push(format!("⚠ {}: its record was not written: {e}", story.id));
         }
         let line = format!(
-            "{} {}: {} after {} iteration(s), {}",
+            "{} {}: {} after {}, {}",
             record.state.mark(),
             story.id,
             record.state.as_str(),
-            record.iterations,
+            ralph_core::plural::iterations(record.iterations),
             format_duration(record.seconds)
         );
         self.event(&line);

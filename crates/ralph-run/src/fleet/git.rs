@@ -19,7 +19,8 @@ use ralph_core::loop_file::storage::store::Project;
 use ralph_fs::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
-/// `.gitignore`): its worktrees, its records, and each worktree's loop file.
+/// `.gitignore`: the rule `ralph init` follows too): its worktrees, its
+/// records, and each worktree's loop file.
 const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
 
 /// Runs `git -C root args…` hardened, every filter and merge driver the

@@ -174,6 +174,37 @@ impl Reach {
     }
 }
 
+impl Reach {
+    /// The folders bound, in words, for a user whose agent could not run:
+    /// `the project /p (written), /usr, /bin (system, read only), …`.
+    pub fn bound_words(&self) -> String {
+        let list = |paths: &mut dyn Iterator<Item = &PathBuf>| {
+            paths
+                .map(|p| ralph_fs::display::line(&p.to_string_lossy()).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = vec![format!(
+            "the project {} (written)",
+            ralph_fs::display::line(&self.project.to_string_lossy())
+        )];
+        if !self.system.is_empty() {
+            parts.push(format!(
+                "{} (system, read only)",
+                list(&mut self.system.iter().map(|s| &s.path))
+            ));
+        }
+        if !self.read_only.is_empty() {
+            parts.push(format!("{} (read only)", list(&mut self.read_only.iter())));
+        }
+        if !self.writable.is_empty() {
+            parts.push(format!("{} (written)", list(&mut self.writable.iter())));
+        }
+        parts.push(format!("{} (empty)", list(&mut self.temp.iter())));
+        parts.join("; ")
+    }
+}
+
 /// What git needs of the main repository for a fleet story's worktree
 /// (`<main>/.ralph/worktrees/<id>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -96,6 +96,13 @@ fn deadline_from_env() -> Duration {
         .map_or(DEADLINE, |s| Duration::from_secs(s).min(DEADLINE))
 }
 
+/// Records which binary runs the hooks (`ralph status` says it).
+fn record_hooks_binary() {
+    if let (Some(registry), Ok(exe)) = (crate::env::registry(), std::env::current_exe()) {
+        registry.record_hooks_binary(&ralph_core::control::status_text::binary_words(&exe));
+    }
+}
+
 /// `ralph hook prompt | session-start | session-end`: the session hooks. Each prints nothing
 /// or one JSON answer (stdout of the prompt hook would otherwise reach the model) and always
 /// exits 0. Only ralph's own commands are blocked (`prompt.rs`: answered, no model turn);
@@ -116,7 +123,10 @@ pub(super) fn session(event: crate::cli::HookCommand) -> ExitCode {
                     }
                     session::prompt(&input, &ctx)
                 }
-                HookCommand::SessionStart => session::start(&input, &ctx),
+                HookCommand::SessionStart => {
+                    record_hooks_binary();
+                    session::start(&input, &ctx)
+                }
                 HookCommand::SessionEnd => session::end(&input, &ctx),
                 HookCommand::StopFailure => session::stop_failure(&input, &ctx),
                 HookCommand::Stop(_) => hook::stop(&input, &ctx.env),

@@ -12,7 +12,9 @@ pub(super) fn init(args: InitArgs) -> CmdResult {
         say!("{line}");
     })?;
     if let Some(added) = added {
-        say!("added {added} to .gitignore (loop state is per machine)");
+        say!(
+            "added {added} to .git/info/exclude (loop state is per machine; your .gitignore is left alone)"
+        );
     }
     say!(
         "\nNext: replace the example stories in ralph/prd.json with yours (a story's \"verify\" is the command that must pass before it counts), then arm the loop:\n  /ralph-loop --prd \"Follow ralph/PROMPT.md\" --max-iterations 30\n(or: ralph start --prd --max-iterations 30 < ralph/PROMPT.md)"

@@ -165,13 +165,24 @@ pub(super) fn pause_or_resume_as(
     Ok(changed)
 }
 
-/// `ralph rollback --to N [--name NAME]`.
+/// `ralph rollback --to N [--name NAME]`, or `--list`.
 pub(super) fn rollback(args: &RollbackArgs) -> CmdResult {
+    let Some(to) = args.to.as_deref().filter(|_| !args.list) else {
+        let lines = ralph_core::control::rollback::list(
+            &crate::env::project(),
+            crate::env::registry().as_ref(),
+            args.name.as_deref(),
+        )?;
+        for line in lines {
+            say!("{line}");
+        }
+        return Ok(());
+    };
     let done = ralph_core::control::rollback::rollback(
         &crate::env::project(),
         crate::env::registry().as_ref(),
         args.name.as_deref(),
-        &args.to,
+        to,
         Timestamp::now(),
     )?;
     say!("{}", ralph_core::control::rollback::rolled_back_text(&done));

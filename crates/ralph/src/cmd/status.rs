@@ -4,6 +4,7 @@
 
 use ralph_core::control::listing::{self, LogChoice};
 use ralph_core::control::status_text;
+use ralph_core::loop_file::storage::registry::Registry;
 use ralph_core::time::Timestamp;
 
 use crate::cli::{LogArgs, StatusArgs};
@@ -28,6 +29,12 @@ pub(super) fn status(args: StatusArgs) -> CmdResult {
     for line in status_text::status(&project, &reports, ralph_report::page_hint) {
         say!("{line}");
     }
+    let this = std::env::current_exe().map(|e| status_text::binary_words(&e));
+    let recorded = registry.as_ref().and_then(Registry::hooks_binary);
+    say!(
+        "{}",
+        status_text::hooks_binary_line(recorded.as_deref(), this.ok().as_deref())
+    );
     Ok(())
 }
 

@@ -384,7 +384,7 @@ impl Tripped {
             }
             Self::Stuck => ("⚠", "stopped: stuck"),
             Self::NoProgress => ("⚠", "stopped: no progress"),
-            Self::VerifyFailures => ("⚠", "stopped: the check kept failing"),
+            Self::VerifyFailures => ("⚠", "stopped: the promise kept being refused"),
             Self::SameFailure => ("⚠", "stopped: the same failure again and again"),
             Self::Stalled => ("⚠", "stopped: the failure count stopped falling"),
         }

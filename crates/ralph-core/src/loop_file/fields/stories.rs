@@ -70,6 +70,8 @@ pub struct PrdSeen {
     pub stories: Vec<Story>,
     /// Stories set back to `passes: false` at this stop, and why.
     pub refused: Vec<StoryRefusal>,
+    /// Stories whose own command ran and passed at this stop.
+    pub checked: Vec<String>,
     /// Stories whose criteria differ from those bound at arming
     /// (`changed_criteria`; empty for a loop without `prd_criteria`).
     pub changed: Vec<String>,

@@ -299,8 +299,8 @@ pub fn one_line(r: &Receipt) -> String {
     };
     let held = r.paths.as_ref().map_or(String::new(), |p| {
         format!(
-            ", {} changed paths with --protect {} and --scope {}",
-            p.changed.len(),
+            ", {} with --protect {} and --scope {}",
+            crate::plural::count(p.changed.len() as u64, "changed path", "changed paths"),
             if p.protect_held { "held" } else { "broken" },
             if p.scope_held { "held" } else { "broken" }
         )

@@ -277,6 +277,28 @@ impl Registry {
         self.dir.join("notices")
     }
 
+    /// Which `ralph` binary the hooks ran at the last session start (its
+    /// path and version), so `ralph status` can say it.
+    fn hooks_binary_file(&self) -> PathBuf {
+        self.dir.join("hooks-binary")
+    }
+
+    /// Records `binary` as the one the hooks run, when it is not the one
+    /// recorded already; best effort (a session start never fails on it).
+    pub fn record_hooks_binary(&self, binary: &str) {
+        if self.hooks_binary().as_deref() == Some(binary) {
+            return;
+        }
+        if self.ensure(&self.notices_dir()).is_ok() {
+            let _ = ralph_fs::safe_fs::replace(&self.hooks_binary_file(), binary.as_bytes());
+        }
+    }
+
+    /// The binary the hooks ran at the last session start, if one was recorded.
+    pub fn hooks_binary(&self) -> Option<String> {
+        ralph_fs::safe_fs::read_text(&self.hooks_binary_file(), 4096).ok()
+    }
+
     /// Where the record of the loop file `name` of the project at `root`
     /// (canonical) is kept, read or not.
     pub fn record_file(&self, root: &Path, name: &str) -> PathBuf {
