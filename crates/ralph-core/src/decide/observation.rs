@@ -64,6 +64,9 @@ pub struct Observation {
     pub largest_reply_cost: crate::money::Money,
     /// `--protect`/`--scope`: the paths changed since the loop was armed.
     pub changed_paths: ChangedPaths,
+    /// `ralph say --gate`: the gate guidance delivered since the last
+    /// promise, from the loop's mailbox (`loop_file/storage/guidance.rs`).
+    pub gate_guidance: Vec<String>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).

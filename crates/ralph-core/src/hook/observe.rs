@@ -209,6 +209,8 @@ impl Figures<'_> {
             check: None,
             // `engine::step` compares the paths, as it reads the PRD.
             changed_paths: crate::decide::ChangedPaths::NotAsked,
+            // `engine::step` reads the loop's mailbox, for both drivers.
+            gate_guidance: Vec::new(),
             stop_hook_active: event.stop_hook_active,
             // No transcript to read (not written yet at a session's first stop):
             // the reply is missing too.

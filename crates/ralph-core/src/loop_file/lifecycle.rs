@@ -73,6 +73,8 @@ pub enum Logged {
     /// An API error ended a turn (`StopFailure`): logged; a limit also pauses.
     #[serde(rename = "api_error")]
     ApiError,
+    /// `ralph run` gave a fresh prompt the guidance `ralph say` queued.
+    Guidance,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -123,6 +125,21 @@ pub struct LogEntry {
     /// What the loop spent so far, in dollars (with a dollar budget).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::money::Money>,
+    /// The guidance (`ralph say`) the prompt of `next_iteration` (or, for a
+    /// `guidance` line, of `iteration`) carried, `--gate`'s marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guidance: Option<Vec<GuidanceEntry>>,
+    /// The question the agent asked, when this stop paused for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+}
+
+/// One guidance as a log line records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuidanceEntry {
+    pub text: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
 }
 
 /// The verification gate's verdict as logged (its output is not).
@@ -175,6 +192,8 @@ impl LogEntry {
             no_progress_count: None,
             idle_blocks: None,
             cost_usd: None,
+            guidance: None,
+            question: None,
         }
     }
 
