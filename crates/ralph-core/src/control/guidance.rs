@@ -141,7 +141,11 @@ pub fn waiting(project: &Project, registry: Option<&Registry>, name: &str) -> Wa
         delivered: mailbox
             .delivered()
             .into_iter()
-            .map(|d| (d.iteration, d.guidance.text))
+            .map(|d| DeliveredGuidance {
+                iteration: d.iteration,
+                text: d.guidance.text,
+                gate: d.guidance.gate,
+            })
             .collect(),
     }
 }
@@ -152,7 +156,46 @@ pub struct Waiting {
     pub pending: Vec<String>,
     pub question: Option<String>,
     /// Delivered guidance, oldest first, with the iteration that carried it.
-    pub delivered: Vec<(u64, String)>,
+    pub delivered: Vec<DeliveredGuidance>,
+}
+
+/// One delivered guidance as `ralph status --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeliveredGuidance {
+    pub iteration: u64,
+    pub text: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
+}
+
+/// The lines `ralph status` shows of a loop's mailbox (escaped).
+pub fn status_lines(
+    pending: &[String],
+    question: Option<&str>,
+    delivered: &[DeliveredGuidance],
+) -> Vec<String> {
+    let line = |t: &str| ralph_fs::display::line(t).into_owned();
+    let mut out = Vec::new();
+    if let Some(q) = question {
+        out.push(format!(
+            "  ❓ the agent asks: {} (answer with ralph say)",
+            line(q)
+        ));
+    }
+    for text in pending {
+        out.push(format!(
+            "  💬 guidance for the next iteration: {}",
+            line(text)
+        ));
+    }
+    if let Some(last) = delivered.last() {
+        out.push(format!(
+            "  💬 last guidance, in iteration {}'s prompt: {}",
+            last.iteration,
+            line(&last.text)
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

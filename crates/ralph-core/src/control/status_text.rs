@@ -59,6 +59,11 @@ fn report(r: &LoopReport) -> Vec<String> {
         ));
     }
     out.extend(stories(r));
+    out.extend(crate::control::guidance::status_lines(
+        &r.guidance_pending,
+        r.question.as_deref(),
+        &r.guidance_delivered,
+    ));
     out.extend(guards(r));
     if let Some(receipt) = &r.receipt {
         out.push(format!(

@@ -36,6 +36,7 @@ mod prompt;
 mod receipt;
 mod report;
 mod run;
+mod say;
 mod status;
 mod statusline;
 
@@ -55,6 +56,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::resume(args),
         Command::Rollback(args) => loops::rollback(&args),
+        Command::Say(args) => say::say(&args),
         Command::Run(args) => match args.fanout.parallel {
             Some(n) => parallel::run(*args, usize::from(n)),
             None => run::run(*args),
