@@ -458,6 +458,7 @@ fn std_file_calls_stay_in_the_files_architecture_lists() {
         "crates/ralph-core/src/loop_file/storage/registry.rs",
         "crates/ralph-core/src/loop_file/storage/receipt.rs",
         "crates/ralph-core/src/loop_file/storage/window.rs",
+        "crates/ralph-core/src/loop_file/storage/guidance.rs",
         "crates/ralph-fs/src/git_config.rs",
         "crates/ralph-fs/src/process.rs",
         "crates/ralph-core/src/loop_file/fields/run_owner.rs",

@@ -39,42 +39,6 @@ pub fn loop_name(id: &str) -> String {
     id.replace('.', "_")
 }
 
-/// A story's worktree as a project, and its loop's name, when its worktree
-/// is a real folder (never through a link): where `ralph say --story` and
-/// `ralph watch` find a `--parallel` story's loop.
-pub fn story_loop(
-    root: &std::path::Path,
-    id: &str,
-) -> Option<(ralph_core::loop_file::storage::store::Project, String)> {
-    if !valid_id(id) {
-        return None;
-    }
-    let rel = std::path::Path::new(WORKTREES).join(id);
-    ralph_fs::safe_fs::check_dir(root, &rel).ok()?.then(|| {
-        let project = ralph_core::loop_file::storage::store::Project {
-            root: root.join(rel),
-        };
-        (project, loop_name(id))
-    })
-}
-
-/// Every story worktree `ralph run --parallel` keeps, by id, sorted.
-pub fn story_ids(root: &std::path::Path) -> Vec<String> {
-    if !ralph_fs::safe_fs::check_dir(root, WORKTREES).unwrap_or(false) {
-        return Vec::new();
-    }
-    let Ok(read) = std::fs::read_dir(root.join(WORKTREES)) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = read
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|id| valid_id(id))
-        .collect();
-    ids.sort();
-    ids
-}
-
 /// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
 pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
     ralph_core::loop_file::fields::stories::parse(PRD, prd)
