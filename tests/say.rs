@@ -201,3 +201,158 @@ fn say_refuses_without_a_loop_and_names_the_fix() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("no loop armed here"), "{}", text(&out));
 }
+
+/// A `tmux` server of this test's own (its socket in the project), holding `ralph watch`.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(p: &Project, width: u16, height: u16) -> Tmux {
+        let tmux = Tmux {
+            socket: p.path(".tmux-socket").display().to_string(),
+        };
+        let env: Vec<String> = p
+            .user_env()
+            .into_iter()
+            .map(|(k, v)| format!("{k}='{v}'"))
+            .collect();
+        let shell = format!(
+            "env -i PATH=/usr/bin:/bin TERM=xterm-256color {} '{}' watch",
+            env.join(" "),
+            crate::support::BIN
+        );
+        let ok = tmux
+            .command()
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                &width.to_string(),
+                "-y",
+                &height.to_string(),
+            ])
+            .arg("-c")
+            .arg(p.root())
+            .arg(shell)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux did not start");
+        tmux
+    }
+
+    fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new("tmux");
+        cmd.args(["-S", &self.socket, "-f", "/dev/null"]);
+        cmd
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .command()
+            .args(["capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits (generously) until the screen shows what `shows` looks for.
+    fn until(&self, what: &str, shows: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            let screen = self.screen();
+            if shows(&screen) {
+                return screen;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the screen never showed {what}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut cmd = self.command();
+        cmd.arg("send-keys").args(keys);
+        assert!(cmd.status().unwrap().success());
+    }
+
+    /// Whether `ralph watch` still runs in the pane.
+    fn running(&self) -> bool {
+        self.command()
+            .args(["list-panes", "-F", "#{pane_dead}"])
+            .output()
+            .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").status();
+    }
+}
+
+/// The row of the loop `ralph` on the screen.
+fn loop_row(screen: &str) -> String {
+    screen
+        .lines()
+        .find(|l| l.starts_with("› ralph ") || l.starts_with("  ralph "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn watch_shows_the_iteration_advancing_and_its_s_key_reaches_the_next_prompt_only() {
+    // Four different replies: the same one thrice would end the loop as stuck.
+    let p = held(&["one", "two", "three", "four"]);
+    let run = start(&p, &["--max-iterations", "4", "Build the parser"]);
+    prompt(&p, 1);
+    let tmux = Tmux::start(&p, 150, 30);
+    tmux.until("iteration 1 driven by ralph run", |s| {
+        let row = loop_row(s);
+        row.contains("ralph run") && row.contains(" 1/4 ")
+    });
+    go(&p, 1);
+    prompt(&p, 2);
+    tmux.until("iteration 2", |s| loop_row(s).contains(" 2/4 "));
+    tmux.keys(&["s"]);
+    tmux.until("the say prompt", |s| s.contains("say (Enter sends"));
+    tmux.keys(&["-l", "use the v2 API"]);
+    tmux.keys(&["Enter"]);
+    let shown = tmux.until("the guidance queued", |s| s.contains("Guidance queued"));
+    assert!(
+        shown.contains("guidance for the next iteration: use the v2 API"),
+        "{shown}"
+    );
+    go(&p, 2);
+    assert!(prompt(&p, 3).contains("- use the v2 API"));
+    tmux.until("iteration 3 and the guidance delivered", |s| {
+        loop_row(s).contains(" 3/4 ") && s.contains("guidance delivered in it 3: use the v2 API")
+    });
+    go(&p, 3);
+    assert!(!prompt(&p, 4).contains("use the v2 API"), "delivered once");
+    // Quitting the screen leaves the loop running.
+    tmux.keys(&["q"]);
+    let started = Instant::now();
+    while tmux.running() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "q did not quit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status(&p)["loops"][0]["state"], "active");
+    go(&p, 4);
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}
+
+#[test]
+fn watch_without_a_terminal_points_at_status_json() {
+    let p = Project::new();
+    let out = p.command(&["watch"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("ralph status --json"), "{}", text(&out));
+}

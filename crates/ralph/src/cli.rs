@@ -55,6 +55,10 @@ pub(crate) enum Command {
     /// answers the question a loop paused on and resumes it
     #[command(after_help = SAY_EXAMPLES)]
     Say(SayArgs),
+    /// Watch the project's loops (and a --parallel run's stories) on a full screen, as they run;
+    /// say, pause, resume, add iterations, cancel and report from it. Quitting never stops a loop
+    #[command(after_help = WATCH_EXAMPLES)]
+    Watch(WatchArgs),
     /// Drive a loop from outside: every iteration is a fresh agent process
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
@@ -527,6 +531,15 @@ fn parse_duration_arg(value: &str) -> Result<String, String> {
 }
 
 const SAY_EXAMPLES: &str = "Examples:\n  ralph say \"check auth.rs, not auth_old.rs\"\n  ralph say --name docs \"keep the intro short\"\n  ralph say --gate \"run the migration tests before you say done\"\n  ralph say --story US-002 \"the API is /v2\"     # one story of ralph run --parallel\n  ralph say --all \"stop touching the lockfile\"     # every loop and story\n\nThe guidance goes into the next iteration's prompt once, and is kept in the decision log\nwith the iteration that carried it. With --gate, the first promise after it is refused once,\nthe guidance repeated, counted like a gate's refusal.";
+
+const WATCH_EXAMPLES: &str = "Examples:\n  ralph watch                 # every loop here, and every story of ralph run --parallel\n  ralph watch --name docs\n\nKeys: ↑↓ select · s say (type, Enter) · p pause/resume · + add iterations · c cancel (y confirms)\n· r write the report · q quit (the loops go on). Without a terminal, use `ralph status --json`.";
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Only this loop
+    #[arg(long)]
+    pub name: Option<String>,
+}
 
 #[derive(Debug, Args)]
 pub(crate) struct SayArgs {

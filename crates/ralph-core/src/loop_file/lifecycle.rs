@@ -150,7 +150,16 @@ pub struct VerificationEntry {
     /// The failure count a test runner reported, when recognised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<u64>,
+    /// The exit code, when the command exited (not killed at its time limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The output's last lines ([`TAIL_LINES`]), for `ralph watch`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
 }
+
+/// The lines of a gate's output a log line keeps.
+pub const TAIL_LINES: usize = 5;
 
 impl From<&Verification> for VerificationEntry {
     fn from(v: &Verification) -> Self {
@@ -158,6 +167,12 @@ impl From<&Verification> for VerificationEntry {
             passed: v.passed,
             status: v.status.clone(),
             failures: v.failures,
+            exit_code: v.exit_code,
+            tail: {
+                let lines: Vec<&str> = v.output_tail.trim_end().lines().collect();
+                let kept = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+                (!kept.is_empty()).then_some(kept)
+            },
         }
     }
 }

@@ -39,6 +39,7 @@ mod run;
 mod say;
 mod status;
 mod statusline;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -57,6 +58,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Resume(args) => loops::resume(args),
         Command::Rollback(args) => loops::rollback(&args),
         Command::Say(args) => say::say(&args),
+        Command::Watch(args) => watch::watch(args),
         Command::Run(args) => match args.fanout.parallel {
             Some(n) => parallel::run(*args, usize::from(n)),
             None => run::run(*args),
