@@ -166,12 +166,16 @@ impl Mailbox {
             .collect()
     }
 
-    /// The `--gate` guidance delivered since the last promise.
+    /// The `--gate` guidance delivered since the last promise, then the
+    /// `--gate` guidance still queued (a promise given before the agent saw
+    /// it is refused too: the continuation carries it).
     pub fn open_gate(&self) -> Vec<String> {
         let dir = self.sub("gate");
-        entries(&dir)
+        let delivered = entries(&dir)
             .into_iter()
-            .filter_map(|name| read_entry(&dir.join(name)))
+            .filter_map(|name| read_entry(&dir.join(name)));
+        delivered
+            .chain(self.pending().into_iter().filter(|g| g.gate))
             .map(|g| g.text)
             .collect()
     }
@@ -284,6 +288,7 @@ mod tests {
         m.post(&guidance("first", false, "ralph say")).unwrap();
         m.post(&guidance("second", true, "ralph say")).unwrap();
         assert_eq!(m.pending().len(), 2);
+        assert_eq!(m.open_gate(), ["second"], "queued gate guidance holds too");
         let taken = m.deliver(3);
         let texts: Vec<&str> = taken.iter().map(|g| g.text.as_str()).collect();
         assert_eq!(texts, ["first", "second"]);
