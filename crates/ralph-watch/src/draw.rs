@@ -29,14 +29,12 @@ pub fn draw(frame: &mut Frame<'_>, board: &Board) {
         title,
     );
     draw_table(frame, board, table);
-    let text = board
-        .selected_detail()
-        .map(detail_lines)
-        .unwrap_or_else(|| {
-            vec![Line::from(
-                "No loop here yet: arm one with ralph start or ralph run.",
-            )]
-        });
+    let empty = || {
+        vec![Line::from(
+            "No loop here yet: arm one with ralph start or ralph run.",
+        )]
+    };
+    let text = board.selected_detail().map_or_else(empty, detail_lines);
     let name = board
         .selected_row()
         .map_or(String::new(), |r| format!(" {} ", r.title));

@@ -122,22 +122,6 @@ fn say_arguments(text: &str) -> Result<crate::cli::SayArgs, String> {
     Ok(args)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ralph_say_takes_its_flags_first_and_the_rest_verbatim() {
-        let args = say_arguments("--gate --story US-2  run `make test` -- first").unwrap();
-        assert!(args.gate);
-        assert_eq!(args.story.as_deref(), Some("US-2"));
-        assert_eq!(args.text, "run `make test` -- first");
-        assert!(say_arguments("--name").is_err());
-        assert!(say_arguments("--bogus x").is_err());
-        assert!(say_arguments("  ").is_err());
-    }
-}
-
 /// A command's output, and its error as the terminal shows it (`ralph: …`).
 fn answered((result, output): (Result<(), Failure>, String)) -> Reply {
     Reply::answered(output, result.err().as_ref().map(|f| f.message.as_str()))
@@ -180,5 +164,21 @@ fn resume(text: &str, session: Option<String>) -> Reply {
             Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ralph_say_takes_its_flags_first_and_the_rest_verbatim() {
+        let args = say_arguments("--gate --story US-2  run `make test` -- first").unwrap();
+        assert!(args.gate);
+        assert_eq!(args.story.as_deref(), Some("US-2"));
+        assert_eq!(args.text, "run `make test` -- first");
+        assert!(say_arguments("--name").is_err());
+        assert!(say_arguments("--bogus x").is_err());
+        assert!(say_arguments("  ").is_err());
     }
 }
