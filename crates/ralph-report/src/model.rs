@@ -230,7 +230,11 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
             cost_total: line.get("cost_usd").and_then(Money::from_json_up),
             verify: verdict(line, "verification"),
             check: verdict(line, "check"),
-            why: text(line, "why").unwrap_or_default(),
+            why: format!(
+                "{}{}",
+                text(line, "why").unwrap_or_default(),
+                ralph_core::control::status_text::guidance_words(line)
+            ),
         });
     }
     rows
