@@ -316,3 +316,80 @@ fn detail(r: &LoopReport) -> Detail {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::control::test_support::project;
+    use ralph_core::control::{self, ArmRequest, guidance};
+
+    /// A loop armed for a `ralph run` (whose process is gone), with guidance waiting, read back as `ralph status` reads it.
+    #[test]
+    fn a_row_and_its_detail_come_from_the_records() {
+        let (_tmp, project, registry) = project();
+        let request = ArmRequest {
+            name: "docs".into(),
+            prompt: "Write the guide".into(),
+            max_iterations: 10.into(),
+            session_id: Some("ralph-run-1234-5678".into()),
+            ..ArmRequest::default()
+        };
+        control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let say = guidance::Say {
+            text: "use /v2",
+            name: Some("docs"),
+            all: false,
+            gate: false,
+            by: "test",
+            session: None,
+        };
+        guidance::say(&project, Some(&registry), say, Timestamp(1)).unwrap();
+        let reports = control::report(&project, Some(&registry), 0, 10, Timestamp(90)).unwrap();
+        let sources: Vec<Source> = reports
+            .into_iter()
+            .map(|report| Source {
+                report,
+                story: Some("US-001".into()),
+            })
+            .collect();
+        let board = Board::build("p".into(), &sources, Timestamp(90), &Board::default());
+        let row = board.selected_row().unwrap();
+        assert_eq!(
+            (
+                row.title.as_str(),
+                row.driver.as_str(),
+                row.iteration.as_str(),
+                row.state.as_str()
+            ),
+            // No process 1234 started at 5678 runs: the loop's run is gone.
+            ("story US-001", "nobody (run gone)", "1/10", "active")
+        );
+        assert!(row.live);
+        assert_eq!(board.selected_detail().unwrap().pending, ["use /v2"]);
+    }
+
+    #[test]
+    fn the_selection_follows_its_loop() {
+        let row = |name: &str| Row {
+            name: name.into(),
+            ..Row::default()
+        };
+        let mut old = Board {
+            rows: vec![row("a"), row("b")],
+            ..Board::default()
+        };
+        old.select_next();
+        let kept = Board {
+            rows: vec![row("new"), row("a"), row("b")],
+            ..Board::default()
+        };
+        let selected = kept
+            .rows
+            .iter()
+            .position(|r| Some(r.name.as_str()) == old.selected_row().map(|o| o.name.as_str()));
+        assert_eq!(selected, Some(2));
+        assert_eq!(short(950), "950");
+        assert_eq!(short(12_345), "12.3k");
+        assert_eq!(short(4_100_000), "4.1M");
+    }
+}
