@@ -42,7 +42,7 @@ fn prompt(p: &Project, n: usize) -> String {
     while !path.exists() {
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "the agent was never called a {n}th time"
+            "the agent was never called for prompt {n}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

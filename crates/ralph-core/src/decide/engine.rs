@@ -716,7 +716,13 @@ fn go_on(
     live.write_turn(lock, &fields)?;
     // Taken only once the turn is written: guidance is never spent on a
     // continuation that did not happen.
-    let guidance = mailbox.map(|m| m.deliver(next)).unwrap_or_default();
+    let guidance = mailbox
+        .map(|m| {
+            // A loop that goes on asks nothing any more (resumed without an answer).
+            m.answer();
+            m.deliver(next)
+        })
+        .unwrap_or_default();
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
     log.guidance = logged_guidance(&guidance);

@@ -12,7 +12,8 @@ use crate::exit::{CmdResult, Failure};
 
 pub(super) fn say(args: &SayArgs) -> CmdResult {
     let project = crate::env::project();
-    let said = say_as(&project, args, "ralph say", None)?;
+    let session = crate::env::session_from_env();
+    let said = say_as(&project, args, "ralph say", session.as_deref())?;
     for line in said {
         say!("{line}");
     }

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use ralph_core::control::arguments::Selection;
-use ralph_core::control::cancel_pause;
-use ralph_core::control::revive::{self, Raise};
+use ralph_core::control::revive::Raise;
 use ralph_core::time::Timestamp;
 use ralph_watch::board::{Board, Mode, Row};
 use ralph_watch::records::{Stamp, Watched};
@@ -19,6 +18,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 use super::capture::captured;
+use super::loops;
 use crate::cli::{SayArgs, WatchArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
 
@@ -196,7 +196,7 @@ fn act(board: &Board, watched: &Watched, action: Action) -> String {
     let Some(project) = watched.project_of(row.story.as_deref()) else {
         return format!("The worktree of {} is gone.", row.title);
     };
-    let (result, output) = captured(|| perform(row, &project, watched, action));
+    let (result, output) = captured(|| perform(row, &project, action));
     let mut text = output.lines().collect::<Vec<_>>().join(" · ");
     if let Err(failure) = result {
         text = format!("{text} ralph: {}", failure.message)
@@ -209,15 +209,14 @@ fn act(board: &Board, watched: &Watched, action: Action) -> String {
 fn perform(
     row: &Row,
     project: &ralph_core::loop_file::storage::store::Project,
-    watched: &Watched,
     action: Action,
 ) -> Result<(), Failure> {
-    let registry = watched.registry.as_ref();
     let selection = Selection {
         name: Some(row.name.clone()),
         all: false,
     };
-    let now = Timestamp::now();
+    // Whoever runs the CLI command: the session of the agent running it, if any.
+    let session = crate::env::session_from_env();
     match action {
         Action::Say(text) => {
             let args = SayArgs {
@@ -227,17 +226,13 @@ fn perform(
                 all: false,
                 gate: false,
             };
-            for line in super::say::say_as(project, &args, "ralph watch", None)? {
+            for line in super::say::say_as(project, &args, "ralph watch", session.as_deref())? {
                 say!("{line}");
             }
         }
         Action::Toggle => {
             let resume = row.state == "paused" || row.state == "asks";
-            let toggled =
-                cancel_pause::pause_or_resume(project, registry, &selection, resume, None, now)?;
-            for line in toggled.text {
-                say!("{line}");
-            }
+            loops::pause_or_resume_in(project, &selection, resume, session)?;
         }
         Action::Add(text) => {
             let iterations = text.parse().map_err(|_| {
@@ -247,17 +242,10 @@ fn perform(
                 iterations: Some(iterations),
                 ..Raise::default()
             };
-            let registry = crate::env::require_registry()?;
-            let done = revive::revive(project, &registry, Some(&row.name), None, &raise, now)?;
-            say!("{}", revive::revived_text(&done));
+            // As `ralph resume --add-iterations`: the loop keeps its owner.
+            loops::revive_in(project, Some(&row.name), &raise, None)?;
         }
-        Action::Cancel => {
-            let (lines, result) = cancel_pause::cancel(project, registry, &selection, None, now);
-            for line in lines {
-                say!("{line}");
-            }
-            result?;
-        }
+        Action::Cancel => loops::cancel_in(project, &selection, session)?,
         Action::Report => {
             let selection = ralph_report::Selection::Name(row.name.clone());
             let path = super::report::write_report(project, &selection, None)?;
