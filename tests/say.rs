@@ -356,3 +356,34 @@ fn watch_without_a_terminal_points_at_status_json() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("ralph status --json"), "{}", text(&out));
 }
+
+#[test]
+fn watch_keys_pause_resume_add_iterations_and_cancel_with_a_confirmation() {
+    let p = Project::new();
+    let out = p
+        .command(&["start", "--max-iterations", "20", "Write the guide"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let tmux = Tmux::start(&p, 150, 30);
+    tmux.until("the loop", |s| loop_row(s).contains(" 1/20 "));
+    tmux.keys(&["p"]);
+    tmux.until("it paused", |s| loop_row(s).contains(" paused "));
+    assert_eq!(status(&p)["loops"][0]["state"], "paused");
+    tmux.keys(&["p"]);
+    tmux.until("it resumed", |s| loop_row(s).contains(" active "));
+    tmux.keys(&["+"]);
+    tmux.until("the count prompt", |s| s.contains("iterations to add"));
+    tmux.keys(&["5", "Enter"]);
+    tmux.until("the raised limit", |s| loop_row(s).contains(" 1/25 "));
+    tmux.keys(&["c"]);
+    tmux.until("the confirmation", |s| s.contains("y ends the loop now"));
+    tmux.keys(&["n"]);
+    tmux.until("the loop kept", |s| s.contains("Kept: nothing was cancelled."));
+    assert_eq!(status(&p)["loops"][0]["state"], "active");
+    tmux.keys(&["c"]);
+    tmux.until("the confirmation", |s| s.contains("y ends the loop now"));
+    tmux.keys(&["y"]);
+    tmux.until("the loop cancelled", |s| loop_row(s).contains("ended: cancelled"));
+    assert_eq!(status(&p)["loops"][0]["outcome"], "cancelled");
+}

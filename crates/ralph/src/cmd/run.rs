@@ -228,7 +228,7 @@ impl Terminal {
     /// a live line on a terminal; the end when Ctrl-C, a cancel, a pause or
     /// a takeover came first.
     /// The agent asked a question: the run waits for the answer (`ralph say`),
-    /// looking twice a second (two small reads), or for Ctrl-C.
+    /// looking twice a second (a few small reads), or for Ctrl-C.
     fn ask(&mut self, driver: &Driver, question: &str) -> Result<Option<End>, Failure> {
         say!("{}", self.screen.asking(driver.name(), question));
         loop {
