@@ -379,11 +379,15 @@ fn watch_keys_pause_resume_add_iterations_and_cancel_with_a_confirmation() {
     tmux.keys(&["c"]);
     tmux.until("the confirmation", |s| s.contains("y ends the loop now"));
     tmux.keys(&["n"]);
-    tmux.until("the loop kept", |s| s.contains("Kept: nothing was cancelled."));
+    tmux.until("the loop kept", |s| {
+        s.contains("Kept: nothing was cancelled.")
+    });
     assert_eq!(status(&p)["loops"][0]["state"], "active");
     tmux.keys(&["c"]);
     tmux.until("the confirmation", |s| s.contains("y ends the loop now"));
     tmux.keys(&["y"]);
-    tmux.until("the loop cancelled", |s| loop_row(s).contains("ended: cancelled"));
+    tmux.until("the loop cancelled", |s| {
+        loop_row(s).contains("ended: cancelled")
+    });
     assert_eq!(status(&p)["loops"][0]["outcome"], "cancelled");
 }

@@ -100,15 +100,17 @@ fn run(screen: &mut Screen, watched: &Watched, title: String) -> CmdResult {
         if !event::poll(LOOK_EVERY).map_err(terminal_failure)? {
             continue;
         }
-        if let Event::Key(key) = event::read().map_err(terminal_failure)? {
-            if key.kind != KeyEventKind::Press {
-                continue;
+        match event::read().map_err(terminal_failure)? {
+            Event::Key(key) if key.kind == KeyEventKind::Press => {
+                if key_quits(&board, key) {
+                    return Ok(());
+                }
+                handle(&mut board, watched, key);
+                dirty = true;
             }
-            if key_quits(&board, key) {
-                return Ok(());
-            }
-            handle(&mut board, watched, key);
-            dirty = true;
+            // Drawn again at once to the new size.
+            Event::Resize(..) => dirty = true,
+            _ => {}
         }
     }
 }
