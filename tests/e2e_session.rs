@@ -509,3 +509,107 @@ fn resume_beside_a_planted_paused_loop_feeds_the_model_nothing() {
         "the planted file is as it was"
     );
 }
+
+/// `ralph say` (issue 49): guidance queued while the session works goes into the next
+/// continuation the Stop hook sends, once; `--gate` guidance refuses the first promise once,
+/// the guidance repeated, and the second promise completes the loop.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn ralph_say_reaches_the_next_continuation_and_gate_guidance_refuses_one_promise() {
+    let sandbox = sandbox_or_skip!(
+        "ralph_say_reaches_the_next_continuation_and_gate_guidance_refuses_one_promise"
+    );
+    arm(&sandbox);
+    let said = sandbox.ralph(&["say", "check auth.rs, not auth_old.rs"]);
+    assert!(said.status.success(), "{said:?}");
+    let gated = sandbox.ralph(&["say", "--gate", "run the migration tests first"]);
+    assert!(gated.status.success(), "{gated:?}");
+    let api = MockApi::start(
+        [
+            "Done, I think.\n<promise>DONE</promise>",
+            "Ran them; all pass.\n<promise>DONE</promise>",
+        ]
+        .iter()
+        .map(|t| Reply::text(*t))
+        .collect(),
+    );
+    let run = sandbox.claude(&api, "Write the user guide", &["--session-id", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns();
+    assert_eq!(turns.len(), 2, "{}\n{}", api.describe(), run.describe());
+    let continuation = turns[1].last_user_text();
+    for expected in [
+        "## Guidance from the user (ralph say)",
+        "- check auth.rs, not auth_old.rs",
+        "The promise was refused once",
+        "- run the migration tests first",
+    ] {
+        assert!(
+            continuation.contains(expected),
+            "the continuation lacks {expected:?}: {continuation:?}\n{}",
+            api.describe()
+        );
+    }
+    assert!(
+        !turns[0].messages_text().contains("auth_old.rs"),
+        "guidance goes into the continuation, not the user's prompt"
+    );
+    let status = sandbox.loop_status("ralph");
+    assert_eq!(status["outcome"], "completed", "{status}");
+    assert_eq!(status["verify_failures"], 1, "{status}");
+}
+
+/// The agent's question (issue 49): a reply ending with `<question>…</question>` pauses the
+/// loop, uncounted, and the user is shown the question; `ralph say` answers it and resumes the
+/// loop, and the next continuation carries the answer.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_question_pauses_the_loop_until_ralph_say_answers_it() {
+    let sandbox = sandbox_or_skip!("a_question_pauses_the_loop_until_ralph_say_answers_it");
+    arm(&sandbox);
+    let api = MockApi::start(vec![Reply::text(
+        "Two ways to go.\n<question>Postgres or SQLite?</question>",
+    )]);
+    let run = sandbox.claude(&api, "Write the user guide", &["--session-id", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(api.turns().len(), 1, "{}", api.describe());
+    assert!(
+        shown(&run)
+            .iter()
+            .any(|l| l.contains("the agent asks: Postgres or SQLite?")),
+        "{}",
+        run.describe()
+    );
+    let status = sandbox.loop_status("ralph");
+    assert_eq!(
+        (status["state"].as_str(), status["question"].as_str()),
+        (Some("paused"), Some("Postgres or SQLite?")),
+        "{status}"
+    );
+    let said = sandbox.ralph(&["say", "SQLite"]);
+    assert!(said.status.success(), "{said:?}");
+    assert_eq!(sandbox.loop_status("ralph")["state"], "active");
+    let api = MockApi::start(
+        ["Using SQLite.", "Done.\n<promise>DONE</promise>"]
+            .iter()
+            .map(|t| Reply::text(*t))
+            .collect(),
+    );
+    let run = sandbox.claude(&api, "Carry on", &["--resume", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let turns = api.turns();
+    assert_eq!(turns.len(), 2, "{}\n{}", api.describe(), run.describe());
+    let continuation = turns[1].last_user_text();
+    assert!(
+        continuation.contains("## Guidance from the user (ralph say)\n\n- SQLite"),
+        "{continuation:?}\n{}",
+        api.describe()
+    );
+    assert_eq!(sandbox.loop_status("ralph")["outcome"], "completed");
+}

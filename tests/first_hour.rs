@@ -227,6 +227,7 @@ fn cancel_pause_resume_with_nothing_to_do_say_so_and_the_command_files_claim_not
         "ralph-status",
         "ralph-init",
         "ralph-loop",
+        "ralph-say",
     ] {
         let text = std::fs::read_to_string(dir.join(name).join("SKILL.md")).unwrap();
         for grant in ["allowed-tools", "```!", "!`", "model:"] {

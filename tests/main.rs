@@ -48,6 +48,7 @@ mod report;
 mod robustness;
 mod run;
 mod sandbox;
+mod say;
 mod scaling;
 mod security_approve;
 mod security_files;

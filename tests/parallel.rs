@@ -393,6 +393,68 @@ fn ctrl_c_cancels_every_loop_and_the_next_run_resumes_them() {
     assert_eq!(repo.show("main:US-005.txt"), "US-005\n");
 }
 
+/// A story agent for `ralph say --story`: call N of a story saves its prompt as
+/// `$FAKE_LOG/<story>.prompt-N`, waits for `$FAKE_LOG/<story>.go-N`, and completes at its
+/// second call.
+const HELD_STORY_AGENT: &str = r#"story=$(git rev-parse --abbrev-ref HEAD); story=${story#ralph/}
+n=$(cat "$FAKE_LOG/$story.n" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$FAKE_LOG/$story.n"
+cat > "$FAKE_LOG/$story.tmp"; mv "$FAKE_LOG/$story.tmp" "$FAKE_LOG/$story.prompt-$n"
+i=0; while [ ! -f "$FAKE_LOG/$story.go-$n" ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done
+if [ $n -ge 2 ]; then echo "$story" > "$story.txt"; echo "done"; echo "<promise>DONE</promise>"; else echo working; fi
+"#;
+
+#[test]
+fn guidance_for_one_story_reaches_only_that_storys_next_iteration() {
+    let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
+    let agent = repo.home.path().join("held.sh");
+    std::fs::write(&agent, HELD_STORY_AGENT).unwrap();
+    let run = repo
+        .parallel(
+            "2",
+            &format!("sh {}", agent.display()),
+            &["--max-iterations", "3"],
+        )
+        .spawn()
+        .unwrap();
+    let prompt = |story: &str, n: usize| {
+        let path = repo.log().join(format!("{story}.prompt-{n}"));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{story} was never called a {n}th time"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::read_to_string(path).unwrap()
+    };
+    let go = |story: &str, n: usize| {
+        std::fs::write(repo.log().join(format!("{story}.go-{n}")), "").unwrap();
+    };
+    prompt("US-004", 1);
+    prompt("US-005", 1);
+    let out = repo
+        .ralph(&["say", "--story", "US-004", "the API is /v2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    for story in ["US-004", "US-005"] {
+        go(story, 1);
+    }
+    assert!(prompt("US-004", 2).contains("- the API is /v2"));
+    assert!(!prompt("US-005", 2).contains("the API is /v2"));
+    for story in ["US-004", "US-005"] {
+        go(story, 2);
+    }
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = repo
+        .ralph(&["say", "--story", "US-009", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
 #[test]
 fn flags_a_child_would_refuse_are_refused_once_before_anything_runs() {
     let repo = Repo::new(&[("US-001", false)]);

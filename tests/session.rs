@@ -644,3 +644,23 @@ fn a_loop_file_deleted_mid_loop_is_told_and_its_log_kept() {
         "{text}"
     );
 }
+
+/// `/ralph-say` is answered by the hook, with no model turn: the guidance is queued for the
+/// loop's next iteration (`ralph status` shows it waiting), and a misuse is told, not guessed.
+#[test]
+fn ralph_say_is_answered_by_the_hook_and_queues_guidance() {
+    let s = Project::new();
+    s.arm(OWNER, &[]);
+    assert_eq!(
+        s.answered(OWNER, "/ralph-say --gate check auth.rs, not auth_old.rs"),
+        "💬 Guidance queued for `ralph` (--gate: the first promise after it is refused once): it goes into the next iteration's prompt, once."
+    );
+    let out = s.ralph(&["status", "--json"], b"", "");
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status["loops"][0]["guidance_pending"],
+        json!(["check auth.rs, not auth_old.rs"])
+    );
+    let misuse = s.answered(OWNER, "/ralph-say --bogus x");
+    assert!(misuse.contains("/ralph-say takes --name NAME"), "{misuse}");
+}

@@ -264,7 +264,11 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
             stories: verdict(line, "stories"),
             resumed: std::mem::take(&mut resumed),
             check: verdict(line, "check"),
-            why: text(line, "why").unwrap_or_default(),
+            why: format!(
+                "{}{}",
+                text(line, "why").unwrap_or_default(),
+                ralph_core::control::status_text::guidance_words(line)
+            ),
         });
     }
     rows

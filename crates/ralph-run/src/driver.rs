@@ -12,11 +12,12 @@ use crate::agent::{self, AgentReply, Finished};
 use crate::moves::{self, GaveUp, RunError, Standing};
 use crate::reset_wait::{self, Plan};
 use ralph_core::decide::Outcome;
-use ralph_core::decide::engine::Step;
+use ralph_core::decide::engine::{self, Step};
 use ralph_core::loop_file::fields::run_owner::RunOwner;
 use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::lifecycle::Loop;
+use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use ralph_core::loop_file::messages;
+use ralph_core::loop_file::storage::guidance::Mailbox;
 use ralph_core::loop_file::storage::registry::Registry;
 use ralph_core::loop_file::storage::store::{LoopFile, Project};
 
@@ -82,6 +83,10 @@ pub enum Event {
     /// is on: nothing was counted; the binary sleeps, watching the loop
     /// ([`Driver::check_while_waiting`]), then calls [`Driver::next`] again.
     Waiting(ResetWait),
+    /// The loop is paused on its agent's question (`<question>…</question>`):
+    /// the binary waits, watching for the answer ([`Driver::still_asking`]),
+    /// then calls [`Driver::next`] again.
+    Asking(String),
     /// The run is over.
     Ended(End),
 }
@@ -309,10 +314,57 @@ impl Driver {
         let Some(live) = moves::read(&self.setup.project, &self.setup.registry, &self.file)? else {
             return Ok(Event::Ended(End::Gone));
         };
+        if let Some(question) = self.asking(&live.state) {
+            return Ok(Event::Asking(question));
+        }
         if let Some(end) = self.stands_down(&live.state)? {
             return Ok(Event::Ended(end));
         }
         self.iteration(live, agent)
+    }
+
+    /// The loop's mailbox (`ralph say`'s guidance, the agent's question).
+    fn mailbox(&self) -> Option<Mailbox> {
+        Mailbox::of_project(&self.setup.registry, &self.setup.project, &self.file.name)
+    }
+
+    /// The question this run's loop is paused on, if it is.
+    fn asking(&self, state: &LoopState) -> Option<String> {
+        if state.active || state.session_id.as_deref() != Some(self.id.as_str()) {
+            return None;
+        }
+        self.mailbox()?.question().map(|q| q.text)
+    }
+
+    /// While the run waits for the answer to its agent's question: whether it
+    /// still waits (an answer, a resume, a cancel or a take-over ends the wait;
+    /// [`Driver::next`] then tells which).
+    pub fn still_asking(&self) -> Result<bool, RunError> {
+        let live = moves::read(&self.setup.project, &self.setup.registry, &self.file)?;
+        Ok(live.is_some_and(|live| self.asking(&live.state).is_some()))
+    }
+
+    /// The guidance `ralph say` queued, taken for a fresh prompt (the first
+    /// of a run, or the one after a question or a pause), logged with the
+    /// iteration that carries it.
+    fn deliver(&self, iteration: u64) -> String {
+        let Some(mailbox) = self.mailbox() else {
+            return String::new();
+        };
+        let guidance = mailbox.deliver(iteration);
+        if guidance.is_empty() {
+            return String::new();
+        }
+        let mut entry = LogEntry::new(
+            ralph_core::time::Timestamp::now(),
+            Logged::Guidance,
+            "guidance from the user (ralph say) in the prompt",
+        )
+        .session(&self.id)
+        .iteration(iteration);
+        entry.guidance = engine::logged_guidance(&guidance);
+        entry.append(&self.setup.project, &self.file.name);
+        engine::guidance_section(&guidance)
     }
 
     /// Stops the run when the loop is no longer this run's to drive.
@@ -355,7 +407,8 @@ impl Driver {
                     ralph_core::decide::prd_turn::first_section(&self.setup.project.root, prd)
                 })
                 .unwrap_or_default();
-            format!("{}{story}{footer}", state.prompt)
+            let guidance = self.deliver(state.iteration);
+            format!("{}{story}{guidance}{footer}", state.prompt)
         });
         let label = state.iteration_label();
         let left = state

@@ -96,6 +96,15 @@ impl Screen {
         self.last = "paused";
     }
 
+    /// The agent asked a question: the line that starts the wait for the answer.
+    pub fn asking(&self, name: &str, question: &str) -> String {
+        let name = ralph_fs::display::line(name);
+        format!(
+            "❓ ralph run `{name}` · the agent asks: {}\n   The run waits for your answer: ralph say --name {name} \"…\" (Ctrl-C or `ralph cancel --name {name}` stops it).",
+            ralph_fs::display::line(question)
+        )
+    }
+
     /// `--wait-for-reset`: the line that starts a wait.
     pub fn waiting(&self, wait: &ResetWait) -> String {
         let from = match wait.source {

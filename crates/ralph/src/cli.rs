@@ -51,6 +51,14 @@ pub(crate) enum Command {
         after_help = "Examples:\n  ralph rollback --to 3\n  ralph rollback --to 3 --name docs\n  ralph rollback --to undo-1 --name docs   # undo the last rollback\n\nA checkpoint is kept at every counted stop of a loop in a git project, as refs/ralph/<loop>/<arming>/<iteration>;\nignored files and .claude/ are never touched."
     )]
     Rollback(RollbackArgs),
+    /// Guidance for a loop's next iteration (the next continuation, the next agent's prompt);
+    /// answers the question a loop paused on and resumes it
+    #[command(after_help = SAY_EXAMPLES)]
+    Say(SayArgs),
+    /// Watch the project's loops (and a --parallel run's stories) on a full screen, as they run;
+    /// say, pause, resume, add iterations, cancel and report from it. Quitting never stops a loop
+    #[command(after_help = WATCH_EXAMPLES)]
+    Watch(WatchArgs),
     /// Drive a loop from outside: every iteration is a fresh agent process
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
@@ -652,6 +660,35 @@ fn parse_duration_arg(value: &str) -> Result<String, String> {
         }
         _ => format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"),
     })
+}
+
+const SAY_EXAMPLES: &str = "Examples:\n  ralph say \"check auth.rs, not auth_old.rs\"\n  ralph say --name docs \"keep the intro short\"\n  ralph say --gate \"run the migration tests before you say done\"\n  ralph say --story US-002 \"the API is /v2\"     # one story of ralph run --parallel\n  ralph say --all \"stop touching the lockfile\"     # every loop and story\n\nThe guidance goes into the next iteration's prompt once, and is kept in the decision log\nwith the iteration that carried it. With --gate, the first promise after it is refused once,\nthe guidance repeated, counted like a gate's refusal.";
+
+const WATCH_EXAMPLES: &str = "Examples:\n  ralph watch                 # every loop here, and every story of ralph run --parallel\n  ralph watch --name docs\n\nKeys: ↑↓ select · s say (type, Enter) · p pause/resume · + add iterations · c cancel (y confirms)\n· r write the report · q quit (the loops go on). Without a terminal, use `ralph status --json`.";
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Only this loop
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SayArgs {
+    /// The guidance, in a sentence or a paragraph
+    pub text: String,
+    /// The loop's name [default: this session's loop, or the only one]
+    #[arg(long, conflicts_with_all = ["all", "story"])]
+    pub name: Option<String>,
+    /// One story of a `ralph run --parallel` fleet, by its id
+    #[arg(long, conflicts_with = "all")]
+    pub story: Option<String>,
+    /// Every loop armed here and every story of the fleet
+    #[arg(long)]
+    pub all: bool,
+    /// The first promise after this guidance is refused once, the guidance repeated
+    #[arg(long)]
+    pub gate: bool,
 }
 
 #[derive(Debug, Args)]

@@ -61,6 +61,9 @@ pub(crate) enum EdgeError {
     Stdin(std::io::Error),
     #[error("could not read the answer: {0}")]
     Answer(std::io::Error),
+    /// `ralph watch`: the terminal could not be set up, drawn on or read.
+    #[error("ralph watch: the terminal refused: {0}")]
+    Terminal(std::io::Error),
     /// The loop's name, escaped to one line.
     #[error(
         "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {0} --yes`"

@@ -676,6 +676,18 @@ fn pick<'a>(
     }
 }
 
+/// The names of the loops [`pick`] chooses among `lives`.
+pub(crate) fn pick_entries(
+    lives: &[LoopEntry],
+    name: Option<&str>,
+    session: Option<&str>,
+) -> Result<Vec<String>, CommandError> {
+    Ok(pick(lives, name, session)?
+        .into_iter()
+        .map(|l| l.file().name.clone())
+        .collect())
+}
+
 /// Whether there is no loop at all, checked before taking the lock so that a
 /// command with nothing to do leaves no trace (no `.claude/ralph/` appears).
 fn nothing_to_do(project: &Project, name: Option<&str>) -> Result<bool, CommandError> {

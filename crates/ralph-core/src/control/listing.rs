@@ -45,6 +45,14 @@ pub struct LoopReport {
     /// `--prd`: the story commands the loop has bound, one line each (`approval::bound_lines`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub story_commands: Vec<String>,
+    /// `ralph say`: the guidance queued for the next iteration, the question
+    /// the loop is paused on, and the guidance delivered (with its iteration).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guidance_pending: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guidance_delivered: Vec<crate::control::guidance::DeliveredGuidance>,
     /// The guards' settings and counters, one JSON field each (named as
     /// in `guards.rs`); absent when the file does not parse.
     #[serde(flatten)]
@@ -127,6 +135,12 @@ pub fn report(
             r.story_commands = live.state.prd.as_ref().map_or_else(Vec::new, |prd| {
                 crate::control::approval::bound_lines(&project.root, prd)
             });
+            if arming == Arming::Armed {
+                let waiting = crate::control::guidance::waiting(project, registry, &file.name);
+                r.guidance_pending = waiting.pending;
+                r.question = waiting.question;
+                r.guidance_delivered = waiting.delivered;
+            }
         }
         out.push(r);
     }
@@ -213,6 +227,9 @@ fn report_one(
         abort_promise: None,
         stories: None,
         story_commands: Vec::new(),
+        guidance_pending: Vec::new(),
+        question: None,
+        guidance_delivered: Vec::new(),
         guard_settings: None,
         guard_counts: None,
         guards: Vec::new(),

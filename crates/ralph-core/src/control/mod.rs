@@ -19,6 +19,7 @@ pub mod arguments;
 pub mod arming;
 pub mod cancel_pause;
 pub mod commands;
+pub mod guidance;
 pub mod init;
 pub mod listing;
 pub mod prd_file;

@@ -59,6 +59,11 @@ fn report(r: &LoopReport) -> Vec<String> {
         ));
     }
     out.extend(stories(r));
+    out.extend(crate::control::guidance::status_lines(
+        &r.guidance_pending,
+        r.question.as_deref(),
+        &r.guidance_delivered,
+    ));
     out.extend(guards(r));
     if let Some(receipt) = &r.receipt {
         out.push(format!(
@@ -328,12 +333,42 @@ pub fn log_line(line: &serde_json::Value) -> String {
         .collect::<Vec<_>>()
         .join(" ⏎ ");
     display::line(&format!(
-        "{} iteration {} {} — {why}{tokens}",
+        "{} iteration {} {} — {why}{tokens}{}",
         field("time"),
         field("iteration"),
         field("decision"),
+        guidance_words(line),
     ))
     .into_owned()
+}
+
+/// What a log line says of `ralph say`: the guidance it carried into an
+/// iteration, the question the agent asked.
+pub fn guidance_words(line: &serde_json::Value) -> String {
+    let mut out = String::new();
+    if let Some(list) = line.get("guidance").and_then(serde_json::Value::as_array) {
+        let into = line
+            .get("next_iteration")
+            .or_else(|| line.get("iteration"))
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let texts: Vec<String> = list
+            .iter()
+            .filter_map(|g| {
+                let text = g.get("text")?.as_str()?;
+                let gate = g.get("gate").and_then(serde_json::Value::as_bool) == Some(true);
+                Some(format!("\"{text}\"{}", if gate { " (--gate)" } else { "" }))
+            })
+            .collect();
+        out.push_str(&format!(
+            " · guidance into iteration {into}: {}",
+            texts.join(", ")
+        ));
+    }
+    if let Some(q) = line.get("question").and_then(serde_json::Value::as_str) {
+        out.push_str(&format!(" · the agent asks: {q}"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -449,6 +484,22 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_log_line_tells_the_guidance_it_carried_and_the_question() {
+        let line = serde_json::json!({
+            "time": "T", "iteration": 2, "decision": "block", "why": "went on",
+            "next_iteration": 3,
+            "guidance": [{"text": "use /v2"}, {"text": "run the tests \u{1b}[2J", "gate": true}],
+        });
+        assert_eq!(
+            log_line(&line),
+            "T iteration 2 block — went on · guidance into iteration 3: \"use /v2\", \"run the tests \\x1b[2J\" (--gate)"
+        );
+        let asked = serde_json::json!({"time": "T", "iteration": 1, "decision": "pause",
+            "why": "the agent asks: A or B?", "question": "A or B?"});
+        assert!(log_line(&asked).ends_with(" · the agent asks: A or B?"));
     }
 
     #[test]

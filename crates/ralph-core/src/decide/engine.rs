@@ -12,9 +12,10 @@ use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::frontmatter::quote;
 use crate::loop_file::fields::state::{LoopState, Progress};
 use crate::loop_file::handover;
-use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
+use crate::loop_file::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
 use crate::loop_file::messages;
 use crate::loop_file::storage::checkpoints;
+use crate::loop_file::storage::guidance::{Guidance, Mailbox, Question};
 use crate::loop_file::storage::registry::Registry;
 use crate::loop_file::storage::store::{self, DecisionLog, Project, ProjectLock};
 use crate::reply::transcript::Appended;
@@ -95,6 +96,12 @@ pub fn step(
         seen.dependency_only =
             dependency_only(&project.root, &live.state.paths, &seen.changed_paths);
     }
+    let mailbox = registry.and_then(|r| Mailbox::of_project(r, project, &live.file.name));
+    if live.state.active
+        && let Some(mailbox) = &mailbox
+    {
+        seen.gate_guidance = mailbox.open_gate();
+    }
     let (lock, seen) = match prd_stories(project, live, seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
         Relocked::Changed(step) => return Ok(step),
@@ -110,7 +117,15 @@ pub fn step(
         log,
     };
     let no_tool_ran = judged.seen.tree_unchanged;
+    let gate_met = gate_met(&live.state, &judged.seen);
     let step = apply(project, live, registry, judged, written, &lock, now)?;
+    if let Some(mailbox) = &mailbox
+        && gate_met
+    {
+        // The promise met the gate guidance (and was refused once, or ended
+        // the loop another way): spent.
+        mailbox.close_gate();
+    }
     drop(lock);
     // The iteration's work tree, kept once the turn is written and the lock
     // is let go (git may take a moment in a large tree).
@@ -125,6 +140,15 @@ pub fn step(
         );
     }
     Ok(step)
+}
+
+/// Whether this stop's promise met `ralph say --gate` guidance.
+fn gate_met(state: &LoopState, seen: &Observation) -> bool {
+    !seen.gate_guidance.is_empty()
+        && state
+            .completion_promise
+            .as_deref()
+            .is_some_and(|p| crate::reply::promise::speaks(seen.reply.as_deref().unwrap_or(""), p))
 }
 
 /// What a turn writes besides the decision: its log entry, a claim, how far
@@ -326,8 +350,16 @@ fn apply(
             why,
             pause,
             tell,
+            question,
         } => {
-            let (step, log) = wait(lock, live, transcript, log, progress, why, pause)?;
+            let (step, mut log) = wait(lock, live, transcript, log, progress, why, pause)?;
+            let step = match question {
+                Some(question) => {
+                    log.question = Some(question.clone());
+                    ask(project, live, registry, question, now)
+                }
+                None => step,
+            };
             (if tell { step } else { Step::Passed }, log)
         }
         Decision::End { outcome, detail } => {
@@ -349,6 +381,7 @@ fn apply(
                 progress,
                 notes,
                 notices,
+                mailbox: registry.and_then(|r| Mailbox::of_project(r, project, &live.file.name)),
             };
             let done = go_on(lock, live, &seen, claim, transcript, log, turn_done)?;
             live.keep_armed(lock, registry, project, &done.2, now);
@@ -749,6 +782,8 @@ struct Continue {
     progress: Progress,
     notes: Vec<String>,
     notices: Vec<String>,
+    /// Where `ralph say`'s guidance waits for the next iteration.
+    mailbox: Option<Mailbox>,
 }
 
 /// The loop goes on: the counters are written and the prompt is fed back
@@ -768,6 +803,7 @@ fn go_on(
         mut progress,
         notes,
         notices,
+        mailbox,
     } = turn;
     if let Some(a) = transcript {
         progress.transcript_offset = a.end_offset;
@@ -777,8 +813,18 @@ fn go_on(
     fields.extend(claim);
     fields.extend(progress_fields(&state.progress, &progress));
     live.write_turn(lock, &fields)?;
+    // Taken only once the turn is written: guidance is never spent on a
+    // continuation that did not happen.
+    let guidance = mailbox
+        .map(|m| {
+            // A loop that goes on asks nothing any more (resumed without an answer).
+            m.answer();
+            m.deliver(next)
+        })
+        .unwrap_or_default();
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
+    log.guidance = logged_guidance(&guidance);
     log.why = if notes.is_empty() {
         messages::went_on(state).to_owned()
     } else {
@@ -793,12 +839,13 @@ fn go_on(
         .then_some(progress.counts.cost_usd);
     let status = continue_status(live, seen, next, notices);
     let reason = format!(
-        "{}{}{}",
+        "{}{}{}{}",
         state.prompt,
         seen.prd
             .as_ref()
             .map(messages::stories::section)
             .unwrap_or_default(),
+        guidance_section(&guidance),
         messages::footer(
             &live.file.name,
             state,
@@ -814,6 +861,61 @@ fn go_on(
         progress,
     };
     Ok((step, log, fields))
+}
+
+/// The guidance as a log line keeps it (`None` when there was none).
+pub fn logged_guidance(guidance: &[Guidance]) -> Option<Vec<GuidanceEntry>> {
+    (!guidance.is_empty()).then(|| {
+        guidance
+            .iter()
+            .map(|g| GuidanceEntry {
+                text: g.text.clone(),
+                gate: g.gate,
+            })
+            .collect()
+    })
+}
+
+/// The section of a prompt that carries `guidance`.
+pub fn guidance_section(guidance: &[Guidance]) -> String {
+    let texts: Vec<(String, bool)> = guidance.iter().map(|g| (g.text.clone(), g.gate)).collect();
+    messages::guidance_section(&texts)
+}
+
+/// The agent asked a question: kept in the loop's mailbox for `ralph say`
+/// to answer, and the user told how.
+fn ask(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    question: String,
+    now: Timestamp,
+) -> Step {
+    let name = ralph_fs::display::line(&live.file.name).into_owned();
+    let kept = registry
+        .and_then(|r| Mailbox::of_project(r, project, &live.file.name))
+        .map(|m| {
+            m.ask(&Question {
+                text: question.clone(),
+                at: now.to_string(),
+                iteration: live.state.iteration,
+            })
+        });
+    let how = match kept {
+        Some(Ok(())) => format!(
+            "answer with `ralph say --name {name} \"…\"` (or /ralph-say …): the loop goes on by itself"
+        ),
+        _ => {
+            "ralph could not keep the question; answer with /ralph-resume and your reply".to_owned()
+        }
+    };
+    Step::Waiting {
+        notice: format!(
+            "❓ ralph `{name}` paused at iteration {}: the agent asks: {}\n{how}.",
+            live.state.iteration_label(),
+            ralph_fs::display::block(&question)
+        ),
+    }
 }
 
 /// The one-line status the user sees as the loop goes on: a refused

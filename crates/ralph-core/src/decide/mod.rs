@@ -42,6 +42,9 @@ pub enum Decision {
         why: String,
         pause: bool,
         tell: bool,
+        /// The agent ended its turn with `<question>…</question>`: the loop
+        /// pauses until the user answers (`ralph say`).
+        question: Option<String>,
     },
     /// Block the stop and feed the prompt back for turn `next`.
     Continue {
@@ -126,7 +129,11 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
             ),
             pause: true,
             tell: true,
+            question: None,
         });
+    }
+    if let Some(question) = promise::spoken_question(reply) {
+        return Ok(asks(turn.progress, question));
     }
     if let Some(work) = &seen.pending_work {
         // Blocking now would spin the model while the work runs; the client
@@ -136,6 +143,7 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
             why: format!("waiting for {work} to wake the session"),
             pause: false,
             tell: true,
+            question: None,
         });
     }
     if let Some(wait) = goal(state, seen, &mut turn) {
@@ -151,6 +159,44 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
         notes: turn.notes,
         notices: turn.notices,
     })
+}
+
+/// The most characters of a question kept (the rest is cut, and says so).
+const MAX_QUESTION_CHARS: usize = 2000;
+
+/// The agent asked the user a question: the loop pauses (nothing counted
+/// for this stop) until the user answers with `ralph say`, which resumes it.
+fn asks(progress: Progress, question: String) -> Decision {
+    let question = match question.char_indices().nth(MAX_QUESTION_CHARS) {
+        Some((at, _)) => format!("{}…", &question[..at]),
+        None => question,
+    };
+    Decision::Wait {
+        progress,
+        why: format!("the agent asks: {question}"),
+        pause: true,
+        tell: true,
+        question: Some(question),
+    }
+}
+
+/// What `--gate` guidance refuses a promise as, where a gate's command
+/// would be named.
+pub const GATE_GUIDANCE: &str = "ralph say --gate";
+
+/// `ralph say --gate`: while gate guidance delivered since the last promise
+/// exists, the promise is refused once, the guidance repeated, and the
+/// refusal counts as a failed gate. The shell spends the guidance once a
+/// promise met it (`engine.rs`).
+fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<bool, Early> {
+    if seen.gate_guidance.is_empty() {
+        return Ok(false);
+    }
+    turn.notes.push(crate::loop_file::messages::gate_refused(
+        &seen.gate_guidance,
+    ));
+    verify_failures(state, GATE_GUIDANCE, &mut turn.progress)?;
+    Ok(true)
 }
 
 /// Refusals for the paths before a loop ends this way, when
@@ -295,6 +341,9 @@ fn completion_promise(
         return Ok(());
     };
     if !promise::speaks(reply, expected) {
+        return Ok(());
+    }
+    if gate_guidance(state, seen, turn)? {
         return Ok(());
     }
     match (&state.guards.verify, &seen.verification) {
@@ -793,6 +842,7 @@ fn goal(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decisi
         why: "/goal drives this session: its own Stop hook continues the turn, so ralph's loop waits until the goal is met".to_owned(),
         pause: false,
         tell: before == 0,
+        question: None,
     })
 }
 
@@ -1495,6 +1545,81 @@ mod tests {
         s.guards.max_verify_failures = 0.into();
         s.progress.counts.verify_failures = 1_000;
         assert!(matches!(decide(&s, &o), Decision::Continue { .. }));
+    }
+
+    #[test]
+    fn gate_guidance_refuses_the_first_promise_once_and_counts_it() {
+        let s = state("completion_promise: DONE\n");
+        let mut at_promise = seen("done\n<promise>DONE</promise>");
+        at_promise.gate_guidance = vec!["check auth.rs, not auth_old.rs".into()];
+        match decide(&s, &at_promise) {
+            Decision::Continue {
+                notes, progress, ..
+            } => {
+                assert!(
+                    notes[0].contains("check auth.rs, not auth_old.rs"),
+                    "{notes:?}"
+                );
+                assert_eq!(progress.counts.verify_failures, 1);
+            }
+            d => panic!("{d:?}"),
+        }
+        // The same guidance, no promise: nothing refused.
+        let mut working = seen("still working");
+        working.gate_guidance = at_promise.gate_guidance.clone();
+        match decide(&s, &working) {
+            Decision::Continue { notes, .. } => assert!(notes.is_empty(), "{notes:?}"),
+            d => panic!("{d:?}"),
+        }
+        // Spent (the shell closes it): the next promise completes.
+        assert!(matches!(
+            decide(&s, &seen("done\n<promise>DONE</promise>")),
+            Decision::End {
+                outcome: Outcome::Completed,
+                ..
+            }
+        ));
+        // Refusals count toward --max-verify-failures like a gate's.
+        let limited = state("completion_promise: DONE\nmax_verify_failures: 1\n");
+        assert!(matches!(
+            decide(&limited, &at_promise),
+            Decision::End {
+                outcome: Outcome::Guard(Tripped::VerifyFailures),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_question_pauses_the_loop_uncounted_and_a_promise_still_wins() {
+        let s = state("completion_promise: DONE\n");
+        match decide(
+            &s,
+            &seen("Two ways to go.\n<question>Postgres or SQLite?</question>"),
+        ) {
+            Decision::Wait {
+                pause: true,
+                question: Some(q),
+                progress,
+                ..
+            } => {
+                assert_eq!(q, "Postgres or SQLite?");
+                assert_eq!(progress, s.progress);
+            }
+            d => panic!("{d:?}"),
+        }
+        // Quoted or in code, it is no question.
+        assert!(matches!(
+            decide(&s, &seen("I could write `<question>x</question>` here")),
+            Decision::Continue { .. }
+        ));
+        assert!(matches!(
+            decide(
+                &s,
+                &seen("<question>why?</question>\n<promise>DONE</promise>")
+            ),
+            Decision::End { .. }
+        ));
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub struct Observation {
     /// Changed manifests (`package.json`, `pyproject.toml`, `Cargo.toml`)
     /// whose only change is in their dependency lists: no protected change.
     pub dependency_only: Vec<String>,
+    /// `ralph say --gate`: the gate guidance delivered since the last
+    /// promise, from the loop's mailbox (`loop_file/storage/guidance.rs`).
+    pub gate_guidance: Vec<String>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).

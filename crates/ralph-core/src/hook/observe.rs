@@ -212,6 +212,8 @@ impl Figures<'_> {
             // `engine::step` compares the paths, as it reads the PRD.
             changed_paths: crate::decide::ChangedPaths::NotAsked,
             dependency_only: Vec::new(),
+            // `engine::step` reads the loop's mailbox, for both drivers.
+            gate_guidance: Vec::new(),
             stop_hook_active: event.stop_hook_active,
             // No transcript to read (not written yet at a session's first stop):
             // the reply is missing too.

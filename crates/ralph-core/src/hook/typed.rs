@@ -22,16 +22,18 @@ pub enum SlashCommand {
     Resume,
     Init,
     Status,
+    Say,
 }
 
 impl SlashCommand {
-    pub const ALL: [SlashCommand; 6] = [
+    pub const ALL: [SlashCommand; 7] = [
         Self::Loop,
         Self::Cancel,
         Self::Pause,
         Self::Resume,
         Self::Init,
         Self::Status,
+        Self::Say,
     ];
 
     /// The skill's name, as the user types it (`/ralph-loop`).
@@ -43,6 +45,7 @@ impl SlashCommand {
             Self::Resume => "ralph-resume",
             Self::Init => "ralph-init",
             Self::Status => "ralph-status",
+            Self::Say => "ralph-say",
         }
     }
 }

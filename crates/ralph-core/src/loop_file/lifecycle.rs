@@ -73,6 +73,8 @@ pub enum Logged {
     /// An API error ended a turn (`StopFailure`): logged; a limit also pauses.
     #[serde(rename = "api_error")]
     ApiError,
+    /// `ralph run` gave a fresh prompt the guidance `ralph say` queued.
+    Guidance,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -126,6 +128,21 @@ pub struct LogEntry {
     /// What the loop spent so far, in dollars (with a dollar budget).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::money::Money>,
+    /// The guidance (`ralph say`) the prompt of `next_iteration` (or, for a
+    /// `guidance` line, of `iteration`) carried, `--gate`'s marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guidance: Option<Vec<GuidanceEntry>>,
+    /// The question the agent asked, when this stop paused for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+}
+
+/// One guidance as a log line records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuidanceEntry {
+    pub text: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
 }
 
 /// The verification gate's verdict as logged (its output is not).
@@ -136,7 +153,16 @@ pub struct VerificationEntry {
     /// The failure count a test runner reported, when recognised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<u64>,
+    /// The exit code, when the command exited (not killed at its time limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The output's last lines ([`TAIL_LINES`]), for `ralph watch`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
 }
+
+/// The lines of a gate's output a log line keeps.
+pub const TAIL_LINES: usize = 5;
 
 impl From<&Verification> for VerificationEntry {
     fn from(v: &Verification) -> Self {
@@ -144,6 +170,12 @@ impl From<&Verification> for VerificationEntry {
             passed: v.passed,
             status: v.status.clone(),
             failures: v.failures,
+            exit_code: v.exit_code,
+            tail: {
+                let lines: Vec<&str> = v.output_tail.trim_end().lines().collect();
+                let kept = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+                (!kept.is_empty()).then_some(kept)
+            },
         }
     }
 }
@@ -179,6 +211,8 @@ impl LogEntry {
             no_progress_count: None,
             idle_blocks: None,
             cost_usd: None,
+            guidance: None,
+            question: None,
         }
     }
 

@@ -178,6 +178,45 @@ pub fn how_to_finish(state: &LoopState) -> String {
             "If you are blocked by something only a person can fix, explain it and output <promise>{a}</promise> on a line of its own."
         );
     }
+    out.push_str(ASK_LINE);
+    out
+}
+
+/// How the agent asks the user and waits (the loop pauses until `ralph say` answers).
+pub const ASK_LINE: &str = "If only the user can decide something you need, end your reply with <question>your question</question> on a line of its own: the loop pauses until the user answers, and the answer comes as guidance.\n";
+
+/// The section a prompt carries for the guidance `ralph say` queued: each
+/// text as the user wrote it (control characters escaped), `--gate`'s marked.
+pub fn guidance_section(texts: &[(String, bool)]) -> String {
+    if texts.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\n## Guidance from the user (ralph say)\n\n");
+    for (text, gate) in texts {
+        let _ = writeln!(
+            out,
+            "- {}{}",
+            escape_controls(text),
+            if *gate {
+                " (must be heeded: the first promise after this is refused once)"
+            } else {
+                ""
+            }
+        );
+    }
+    out.push_str("Follow it in this iteration; it is not repeated.\n");
+    out
+}
+
+/// The note a promise refused by `ralph say --gate` guidance leaves the agent.
+pub fn gate_refused(texts: &[String]) -> String {
+    let mut out = String::from(
+        "The promise was refused once: the user's guidance (ralph say --gate) came after your last promise. Make sure your work follows it, then give the promise again:",
+    );
+    for text in texts {
+        out.push_str("\n- ");
+        out.push_str(&escape_controls(text));
+    }
     out
 }
 

@@ -58,16 +58,36 @@ pub fn speaks(reply: &str, expected: &str) -> bool {
 /// Memory stays in proportion to the reply: the reply is read in place, and
 /// what is code or quotation is one bit per byte (an eighth of the reply),
 /// never a copy of it.
-fn for_each_promise(reply: &str, mut visit: impl FnMut(&str) -> bool) {
-    if !reply.contains(CLOSE) {
+fn for_each_promise(reply: &str, visit: impl FnMut(&str) -> bool) {
+    for_each_tag(reply, OPEN, CLOSE, visit);
+}
+
+/// The question the agent ends its turn with, said as a promise is said
+/// (`<question>…</question>` on its own, outside code and quotes), normalised;
+/// the last one when there are several.
+pub fn spoken_question(reply: &str) -> Option<String> {
+    let mut found = None;
+    for_each_tag(reply, "<question>", "</question>", |inner| {
+        let text = normalise(inner);
+        if !text.is_empty() {
+            found = Some(text);
+        }
+        true
+    });
+    found
+}
+
+/// [`for_each_promise`] for any pair of tags.
+fn for_each_tag(reply: &str, open_tag: &str, close_tag: &str, mut visit: impl FnMut(&str) -> bool) {
+    if !reply.contains(close_tag) {
         return;
     }
     let masked = mask_quoted(reply);
     let unmasked_at = |at: usize, len: usize| !masked.any(at..at + len);
     let mut from = 0;
-    while let Some(close_at) = reply[from..].find(CLOSE).map(|i| i + from) {
-        let after = close_at + CLOSE.len();
-        if !unmasked_at(close_at, CLOSE.len()) {
+    while let Some(close_at) = reply[from..].find(close_tag).map(|i| i + from) {
+        let after = close_at + close_tag.len();
+        if !unmasked_at(close_at, close_tag.len()) {
             from = after;
             continue;
         }
@@ -75,14 +95,14 @@ fn for_each_promise(reply: &str, mut visit: impl FnMut(&str) -> bool) {
         // unclosed `<promise>` earlier in the reply must not swallow it.
         let mut search_end = close_at;
         let open_at = loop {
-            match reply[from..search_end].rfind(OPEN).map(|i| i + from) {
-                Some(at) if unmasked_at(at, OPEN.len()) => break Some(at),
+            match reply[from..search_end].rfind(open_tag).map(|i| i + from) {
+                Some(at) if unmasked_at(at, open_tag.len()) => break Some(at),
                 Some(at) => search_end = at,
                 None => break None,
             }
         };
         if let Some(open_at) = open_at {
-            let inner = open_at + OPEN.len()..close_at;
+            let inner = open_at + open_tag.len()..close_at;
             let line_end = reply[after..].find('\n').map_or(reply.len(), |i| i + after);
             let rest_of_line = &reply[after..line_end];
             let plain = rest_of_line.trim().is_empty()

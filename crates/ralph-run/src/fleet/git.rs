@@ -23,6 +23,42 @@ use ralph_fs::safe_fs;
 /// records, and each worktree's loop file.
 const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
 
+/// A story's worktree as a project, and its loop's name, when its worktree
+/// is a real folder (never through a link): where `ralph say --story` and
+/// `ralph watch` find a `--parallel` story's loop.
+pub fn story_loop(
+    root: &std::path::Path,
+    id: &str,
+) -> Option<(ralph_core::loop_file::storage::store::Project, String)> {
+    if !fleet::valid_id(id) {
+        return None;
+    }
+    let rel = std::path::Path::new(fleet::WORKTREES).join(id);
+    ralph_fs::safe_fs::check_dir(root, &rel).ok()?.then(|| {
+        let project = ralph_core::loop_file::storage::store::Project {
+            root: root.join(rel),
+        };
+        (project, fleet::loop_name(id))
+    })
+}
+
+/// Every story worktree `ralph run --parallel` keeps, by id, sorted.
+pub fn story_ids(root: &std::path::Path) -> Vec<String> {
+    if !ralph_fs::safe_fs::check_dir(root, fleet::WORKTREES).unwrap_or(false) {
+        return Vec::new();
+    }
+    let Ok(read) = std::fs::read_dir(root.join(fleet::WORKTREES)) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = read
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|id| fleet::valid_id(id))
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// Runs `git -C root args…` hardened, every filter and merge driver the
 /// configuration defines blanked (a command that checks out, adds, rebases
 /// or merges files would run them); its stdout on exit 0, else an error

@@ -127,8 +127,17 @@ pub(super) fn cancel(args: SelectArgs) -> CmdResult {
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
 pub(super) fn cancel_as(selection: &Selection, session: Option<String>) -> CmdResult {
+    cancel_in(&crate::env::project(), selection, session)
+}
+
+/// `ralph cancel` in `project` (this one, or a `--parallel` story's worktree for `ralph watch`).
+pub(super) fn cancel_in(
+    project: &ralph_core::loop_file::storage::store::Project,
+    selection: &Selection,
+    session: Option<String>,
+) -> CmdResult {
     let (lines, outcome) = cancel_pause::cancel(
-        &crate::env::project(),
+        project,
         crate::env::registry().as_ref(),
         selection,
         session.as_deref(),
@@ -151,8 +160,18 @@ pub(super) fn pause_or_resume_as(
     active: bool,
     session: Option<String>,
 ) -> Result<Vec<String>, Failure> {
+    pause_or_resume_in(&crate::env::project(), selection, active, session)
+}
+
+/// `ralph pause` / `ralph resume` in `project` (for `ralph watch`, maybe a story's worktree).
+pub(super) fn pause_or_resume_in(
+    project: &ralph_core::loop_file::storage::store::Project,
+    selection: &Selection,
+    active: bool,
+    session: Option<String>,
+) -> Result<Vec<String>, Failure> {
     let Toggled { changed, text } = cancel_pause::pause_or_resume(
-        &crate::env::project(),
+        project,
         crate::env::registry().as_ref(),
         selection,
         active,
@@ -218,9 +237,19 @@ pub(super) fn revive_as(
     raise: &Raise,
     session: Option<String>,
 ) -> Result<String, Failure> {
+    revive_in(&crate::env::project(), name, raise, session)
+}
+
+/// `--add-*` in `project` (for `ralph watch`, maybe a story's worktree).
+pub(super) fn revive_in(
+    project: &ralph_core::loop_file::storage::store::Project,
+    name: Option<&str>,
+    raise: &Raise,
+    session: Option<String>,
+) -> Result<String, Failure> {
     let registry = crate::env::require_registry()?;
     let done = revive::revive(
-        &crate::env::project(),
+        project,
         &registry,
         name,
         session.as_deref(),

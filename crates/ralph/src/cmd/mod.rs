@@ -38,8 +38,10 @@ mod prompt;
 mod receipt;
 mod report;
 mod run;
+mod say;
 mod status;
 mod statusline;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -57,6 +59,8 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Pause(args) => loops::pause_or_resume(args, false),
         Command::Resume(args) => loops::resume(args),
         Command::Rollback(args) => loops::rollback(&args),
+        Command::Say(args) => say::say(&args),
+        Command::Watch(args) => watch::watch(args),
         Command::Run(args) => match args.fanout.parallel {
             Some(n) => parallel::run(*args, usize::from(n)),
             None => run::run(*args),

@@ -6,8 +6,8 @@
 //! works with. The user reads exactly what the same command prints in a terminal
 //! (`capture.rs`), not a model's retelling of it.
 //!
-//! - `/ralph-status`, `/ralph-cancel`, `/ralph-pause`, `/ralph-init`: run here, answered
-//!   with their output.
+//! - `/ralph-status`, `/ralph-cancel`, `/ralph-pause`, `/ralph-init`, `/ralph-say`: run
+//!   here, answered with their output.
 //! - `/ralph-loop ARGS`: the loop is armed here, from the text as the event carries it
 //!   (never through a shell); the prompt then goes on to the model with ralph's activation
 //!   text as context, so that turn is the loop's first iteration. A refusal (a typo, a busy
@@ -53,9 +53,73 @@ fn run(command: SlashCommand, text: &str, session: Option<String>) -> Reply {
             loops::pause_or_resume_as(&arguments::selection(text)?, false, session).map(|_| ())
         })),
         SlashCommand::Init => answered(captured(|| init::init_typed(text))),
+        SlashCommand::Say => answered(captured(|| say_typed(text, session.as_deref()))),
         SlashCommand::Resume => resume(text, session),
         SlashCommand::Loop => arm(text, session),
     }
+}
+
+/// `/ralph-say [--name NAME | --story ID | --all] [--gate] TEXT`: the flags first, the rest
+/// verbatim as the guidance; answered with what `ralph say` prints.
+fn say_typed(text: &str, session: Option<&str>) -> Result<(), Failure> {
+    let args = say_arguments(text).map_err(Failure::usage)?;
+    for line in super::say::say_as(&crate::env::project(), &args, "/ralph-say", session)? {
+        say!("{line}");
+    }
+    Ok(())
+}
+
+/// `/ralph-say`'s typed text split into `ralph say`'s arguments.
+fn say_arguments(text: &str) -> Result<crate::cli::SayArgs, String> {
+    let mut args = crate::cli::SayArgs {
+        text: String::new(),
+        name: None,
+        story: None,
+        all: false,
+        gate: false,
+    };
+    let mut rest = text.trim_start();
+    while rest.starts_with("--") {
+        let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let after = after.trim_start();
+        let value = || {
+            let (v, tail) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
+            (!v.is_empty()).then(|| (v.to_owned(), tail.trim_start()))
+        };
+        rest = match word {
+            "--gate" => {
+                args.gate = true;
+                after
+            }
+            "--all" => {
+                args.all = true;
+                after
+            }
+            "--name" | "--story" => {
+                let Some((v, tail)) = value() else {
+                    return Err(format!("{word} needs a value: /ralph-say {word} X TEXT"));
+                };
+                if word == "--name" {
+                    args.name = Some(v);
+                } else {
+                    args.story = Some(v);
+                }
+                tail
+            }
+            other => {
+                return Err(format!(
+                    "/ralph-say takes --name NAME, --story ID, --all and --gate before the text, not `{other}`"
+                ));
+            }
+        };
+    }
+    if rest.trim().is_empty() {
+        return Err(
+            "/ralph-say needs the guidance: /ralph-say check auth.rs, not auth_old.rs".into(),
+        );
+    }
+    args.text = rest.trim_end().to_owned();
+    Ok(args)
 }
 
 /// A command's output, and its error as the terminal shows it (`ralph: …`).
@@ -100,5 +164,21 @@ fn resume(text: &str, session: Option<String>) -> Reply {
             Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ralph_say_takes_its_flags_first_and_the_rest_verbatim() {
+        let args = say_arguments("--gate --story US-2  run `make test` -- first").unwrap();
+        assert!(args.gate);
+        assert_eq!(args.story.as_deref(), Some("US-2"));
+        assert_eq!(args.text, "run `make test` -- first");
+        assert!(say_arguments("--name").is_err());
+        assert!(say_arguments("--bogus x").is_err());
+        assert!(say_arguments("  ").is_err());
     }
 }

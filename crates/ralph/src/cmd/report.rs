@@ -22,23 +22,34 @@ pub(super) fn report(args: ReportArgs) -> CmdResult {
             session: crate::env::session_from_env(),
         },
     };
-    let data = ralph_report::gather(
-        &project,
-        crate::env::registry().as_ref(),
-        &selection,
-        Timestamp::now(),
-    )?;
-    let page = ralph_report::render(&data);
-    let path = match args.output {
-        Some(path) => path,
-        None => ralph_report::default_path(&project, &selection, &data)?,
-    };
-    ralph_report::write(&path, &page)?;
+    let path = write_report(&project, &selection, args.output)?;
     say!("Report written to {}", path.display());
     if args.open {
         say!("{}", opened_words(&path, open(&path)));
     }
     Ok(())
+}
+
+/// Gathers, renders and writes the report of `selection` (to `output`, else its default
+/// place); where it went. `ralph report` and `ralph watch`'s `r`.
+pub(super) fn write_report(
+    project: &ralph_core::loop_file::storage::store::Project,
+    selection: &Selection,
+    output: Option<std::path::PathBuf>,
+) -> Result<std::path::PathBuf, crate::exit::Failure> {
+    let data = ralph_report::gather(
+        project,
+        crate::env::registry().as_ref(),
+        selection,
+        Timestamp::now(),
+    )?;
+    let page = ralph_report::render(&data);
+    let path = match output {
+        Some(path) => path,
+        None => ralph_report::default_path(project, selection, &data)?,
+    };
+    ralph_report::write(&path, &page)?;
+    Ok(path)
 }
 
 /// How long ralph watches the opener before it leaves it running: long

@@ -177,6 +177,10 @@ fn iterate(mut driver: Driver, mut terminal: Terminal) -> CmdResult {
                 terminal.screen.passed();
                 continue;
             }
+            Event::Asking(question) => match terminal.ask(&driver, &question)? {
+                Some(end) => end,
+                None => continue,
+            },
             Event::Waiting(wait) => match terminal.wait(&driver, &wait)? {
                 Some(end) => end,
                 None => continue,
@@ -247,6 +251,21 @@ impl Terminal {
     /// `--wait-for-reset`: sleeps until the reset, a second at a time, with
     /// a live line on a terminal; the end when Ctrl-C, a cancel, a pause or
     /// a takeover came first.
+    /// The agent asked a question: the run waits for the answer (`ralph say`),
+    /// looking twice a second (a few small reads), or for Ctrl-C.
+    fn ask(&mut self, driver: &Driver, question: &str) -> Result<Option<End>, Failure> {
+        say!("{}", self.screen.asking(driver.name(), question));
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok(Some(driver.interrupt()?));
+            }
+            if !driver.still_asking()? {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     fn wait(&mut self, driver: &Driver, wait: &ResetWait) -> Result<Option<End>, Failure> {
         say!("{}", self.screen.waiting(wait));
         let deadline = Instant::now() + Duration::from_secs(wait.secs);

@@ -7,6 +7,7 @@
 
 pub(crate) mod checkpoints;
 pub mod environment;
+pub mod guidance;
 pub mod receipt;
 pub mod registry;
 pub mod store;

@@ -310,6 +310,30 @@ impl Registry {
         self.loops_dir().join(format!("{key}.json"))
     }
 
+    /// Where the guidance `ralph say` queues for the loop file `name` of the
+    /// project at `root` (canonical) is kept (`guidance.rs`).
+    pub fn mailbox_dir(&self, root: &Path, name: &str) -> PathBuf {
+        let key = hash_parts(&[b"loop", &path_bytes(root), name.as_bytes()]);
+        self.dir.join("guidance").join(key)
+    }
+
+    /// Creates `path` (under this registry) and every folder between, each
+    /// 0700 and checked as the registry's own folders are.
+    pub(crate) fn ensure_private(&self, path: &Path) -> Result<(), RegistryError> {
+        let Ok(below) = path.strip_prefix(&self.dir) else {
+            return Err(RegistryError::Unsafe {
+                path: path.to_owned(),
+                what: "outside ralph's state folder".into(),
+            });
+        };
+        let mut at = self.dir.clone();
+        for part in below.components() {
+            at.push(part);
+            self.ensure(&at)?;
+        }
+        Ok(())
+    }
+
     /// Creates the registry's folders (0700) where missing, and checks them.
     fn ensure(&self, sub: &Path) -> Result<(), RegistryError> {
         if fs::symlink_metadata(&self.dir).is_err() {
@@ -557,7 +581,7 @@ fn check_dir(path: &Path) -> Result<(), RegistryError> {
 
 /// Reads a small regular file of this user, never through a symlink and
 /// never blocking on a FIFO. `None` when it does not exist.
-fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
+pub(crate) fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
     let file = match no_follow_read().open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -608,7 +632,7 @@ fn private_dir_builder() -> DirBuilder {
 }
 
 /// A new file only this user may read (0600), created exclusively.
-fn private_new_file() -> OpenOptions {
+pub(crate) fn private_new_file() -> OpenOptions {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
