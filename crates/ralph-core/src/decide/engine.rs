@@ -508,6 +508,8 @@ fn story_checks(
         passed,
         status: said.join("; "),
         failures: None,
+        exit_code: None,
+        tail: None,
     })
 }
 
