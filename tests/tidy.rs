@@ -22,7 +22,7 @@ const CRATES: [(&str, &[&[&str]]); 6] = [
             &["git_runner", "git_config", "gate_box"],
             &["git", "gate"],
             &["tree_diff"],
-            &["checkpoint"],
+            &["checkpoint", "gate_tree"],
         ],
     ),
     (

@@ -193,6 +193,7 @@ impl ArmOptions {
                 }
             }
         }
+        let holdout_digest = held_out(project, &mut self.guards)?;
         let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
             None
         } else {
@@ -224,8 +225,41 @@ impl ArmOptions {
             protect: self.protect,
             scope: self.scope,
             armed_tree,
+            holdout_digest,
         })
     }
+}
+
+/// `--holdout DIR`: the folder made absolute and checked to lie outside the
+/// project (the agent must never see it), its set's SHA-256 taken now; the
+/// option then names the folder by its canonical path.
+fn held_out(project: &Project, guards: &mut GuardSettings) -> Result<Option<String>, CommandError> {
+    let Some(given) = guards.get("holdout").filter(|d| !d.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let given = given.to_owned();
+    let refuse = |why: &str| CommandError::HeldOut {
+        dir: ralph_fs::display::line(&given).into_owned(),
+        why: why.to_owned(),
+    };
+    let path = std::path::Path::new(&given);
+    if !path.is_absolute() {
+        return Err(refuse("give the folder's absolute path"));
+    }
+    let canonical = std::fs::canonicalize(path).map_err(|e| refuse(&e.to_string()))?;
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    if canonical.starts_with(&root) || root.starts_with(&canonical) {
+        return Err(refuse(
+            "it is inside the project (or holds it), where the agent can read it",
+        ));
+    }
+    let digest =
+        ralph_fs::gate_tree::held_out_digest(&canonical).map_err(|e| refuse(&e.to_string()))?;
+    let option = GuardSettings::option("holdout").ok_or_else(|| refuse("unknown option"))?;
+    guards
+        .set(option, &canonical.to_string_lossy())
+        .map_err(|e| refuse(&e.to_string()))?;
+    Ok(Some(digest))
 }
 
 /// The story commands `options` would bind that the user has not approved (none when

@@ -106,6 +106,10 @@ pub enum CommandError {
         "--protect and --scope compare the work tree with a git tree recorded at arming, and none could be recorded: {0} is not in a git work tree, or git did not answer in 30 s; nothing was armed"
     )]
     NoTree(String),
+    #[error(
+        "`--holdout {dir}`: {why}; held-out checks are a folder outside the project, read at arming (its SHA-256 recorded) and copied into the gate's snapshot only; nothing was armed"
+    )]
+    HeldOut { dir: String, why: String },
     #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
     WindowShare(String),
     #[error(
@@ -153,7 +157,8 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::WindowUnseen
             | Self::Unbounded
             | Self::ExamplePrd(_)
-            | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
+            | Self::CommandsUnapproved { .. }
+            | Self::HeldOut { .. } => ralph_fs::error::ExitClass::Usage,
             _ => ralph_fs::error::ExitClass::Failure,
         }
     }
@@ -195,6 +200,8 @@ pub struct ArmRequest {
     pub protect: Vec<String>,
     pub scope: Vec<String>,
     pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
+    /// `--holdout`: the SHA-256 of the held-out set at arming.
+    pub holdout_digest: Option<String>,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -297,6 +304,7 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "armed_tree",
         req.armed_tree.as_ref().map(|s| quote(&s.tree)),
     );
+    opt("holdout_digest", req.holdout_digest.as_deref().map(quote));
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",

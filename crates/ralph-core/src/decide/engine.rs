@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::frontmatter::quote;
@@ -19,7 +20,6 @@ use crate::loop_file::storage::registry::Registry;
 use crate::loop_file::storage::store::{self, DecisionLog, Project, ProjectLock};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
-use ralph_fs::gate;
 
 /// What the driver observed for this turn.
 pub struct Turn {
@@ -93,11 +93,11 @@ pub fn step(
     if live.state.active && live.state.paths.any() {
         seen.changed_paths = changed_paths(&project.root, &live.state.paths);
     }
-    let (lock, seen) = match prd_stories(project, live, seen, lock)? {
+    let (lock, seen) = match prd_stories(project, live, registry, seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
         Relocked::Changed(step) => return Ok(step),
     };
-    let (lock, judged) = match judge(project, live, seen, lock)? {
+    let (lock, judged) = match judge(project, live, registry, seen, lock)? {
         Relocked::Same(lock, judged) => (lock, judged),
         Relocked::Changed(step) => return Ok(step),
     };
@@ -175,6 +175,7 @@ fn unlocked<T>(
 fn prd_stories(
     project: &Project,
     live: &Loop,
+    registry: Option<&Registry>,
     mut seen: Observation,
     lock: ProjectLock,
 ) -> Result<Relocked<Observation>, LoopFileError> {
@@ -207,15 +208,34 @@ fn prd_stories(
         found.refused = refused;
     } else if !turned.is_empty() {
         let checks = || {
-            crate::decide::prd_turn::run_checks(
+            let verify = state.guards.verify.as_deref();
+            if !crate::decide::prd_turn::any_check(&turned, verify) {
+                return (Vec::new(), None, None);
+            }
+            let place = gate_place::Place::of(
                 &project.root,
-                prd,
-                &turned,
-                state.guards.verify.as_deref(),
-                Duration::from_secs(state.guards.verify_timeout_secs),
-            )
+                registry,
+                &live.file.name,
+                &state.guards,
+                &state.paths,
+            );
+            let prepared = gate_place::prepare(&place);
+            let ran = Some(prepared.ran);
+            match prepared.dir {
+                Ok(dir) => {
+                    let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
+                    let (refused, gate) =
+                        crate::decide::prd_turn::run_checks(&dir, prd, &turned, verify, timeout);
+                    (refused, gate, ran)
+                }
+                Err(failed) => {
+                    let (refused, gate) =
+                        crate::decide::prd_turn::none_run(&turned, verify, &failed);
+                    (refused, gate, ran)
+                }
+            }
         };
-        let (relocked, (refused, gate)) =
+        let (relocked, (refused, gate, ran)) =
             match unlocked(lock, project, live, "the story checks", checks)? {
                 Relocked::Same(relocked, out) => (relocked, out),
                 Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
@@ -225,6 +245,9 @@ fn prd_stories(
             found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         }
         found.refused = refused;
+        if gate.is_some() {
+            seen.gate_ran = ran;
+        }
         seen.verification = gate;
     }
     seen.prd = Some(found);
@@ -237,6 +260,7 @@ fn prd_stories(
 fn judge(
     project: &Project,
     live: &Loop,
+    registry: Option<&Registry>,
     mut seen: Observation,
     lock: ProjectLock,
 ) -> Result<Relocked<Judged>, LoopFileError> {
@@ -254,8 +278,21 @@ fn judge(
             return Ok(Relocked::Same(lock, judged));
         }
     };
-    let run = || gate::run_keeping(&command, &project.root, Duration::from_secs(timeout));
-    let (lock, (verdict, output)) =
+    let run = || {
+        let place = gate_place::Place::of(
+            &project.root,
+            registry,
+            &live.file.name,
+            &state.guards,
+            &state.paths,
+        );
+        gate_place::run_keeping(
+            gate_place::prepare(&place),
+            &command,
+            Duration::from_secs(timeout),
+        )
+    };
+    let (lock, (verdict, output, ran)) =
         match unlocked(lock, project, live, &format!("`{command}`"), run)? {
             Relocked::Same(lock, out) => (lock, out),
             Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
@@ -263,6 +300,7 @@ fn judge(
     let mut gate_output = None;
     if verifies {
         seen.verification = Some(verdict);
+        seen.gate_ran = Some(ran);
         gate_output = Some(output);
     } else {
         seen.check = Some(verdict);
@@ -613,6 +651,7 @@ fn keep_receipt(
             record,
             now: now.to_string(),
             paths: paths_held(&live.state, seen),
+            gate: seen.gate_ran.clone(),
         });
     let line = crate::loop_file::storage::receipt::one_line(&receipt);
     Some(

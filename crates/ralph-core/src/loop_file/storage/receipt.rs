@@ -55,6 +55,33 @@ pub struct Receipt {
     /// `--protect`/`--scope`: what held when the gate passed (older receipts have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<PathsHeld>,
+    /// Where and how the gate ran (older receipts have none: in the project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateRan>,
+}
+
+/// How a gate ran: in a snapshot (its tree id) or in the project itself,
+/// the setup step and whether it ran, the held-out set, confinement.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GateRan {
+    /// The tree the gate's snapshot held (`None`: it ran in the project
+    /// folder itself, which is not a git work tree).
+    pub tree: Option<String>,
+    /// Protected paths the snapshot held as they were at arming.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+    /// `--gate-setup`: the step, and whether it ran before this gate
+    /// (`false`: the snapshot had not changed since it last passed).
+    pub setup: Option<String>,
+    #[serde(default)]
+    pub setup_ran: bool,
+    /// `--holdout`: the folder and the SHA-256 of the set copied in.
+    pub held_out: Option<String>,
+    pub held_out_sha256: Option<String>,
+    /// How the gate process was confined, in words, when the runner says
+    /// (`None`: not recorded).
+    #[serde(default)]
+    pub confined: Option<String>,
 }
 
 /// `--protect` and `--scope` at the completion: the globs, the tree the
@@ -127,6 +154,7 @@ pub struct Passed<'a> {
     pub record: &'a Path,
     pub now: String,
     pub paths: Option<PathsHeld>,
+    pub gate: Option<GateRan>,
 }
 
 /// The receipt of a gate that passed: HEAD and cleanliness read now, the
@@ -155,6 +183,7 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         record: passed.record.to_string_lossy().into_owned(),
         output_file,
         paths: passed.paths,
+        gate: passed.gate,
     }
 }
 
@@ -300,8 +329,12 @@ pub fn one_line(r: &Receipt) -> String {
             if p.scope_held { "held" } else { "broken" }
         )
     });
+    let place = r.gate.as_ref().map_or(String::new(), |g| match &g.tree {
+        Some(tree) => format!(", in snapshot {}", line(&tree[..tree.len().min(12)])),
+        None => ", in the project folder".to_owned(),
+    });
     format!(
-        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}",
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}{place}",
         line(&r.command),
         r.exit_code,
         seconds(r.duration_ms),
@@ -367,6 +400,7 @@ mod tests {
             record: "/p/.claude/ralph/history/x.md".into(),
             output_file: None,
             paths: None,
+            gate: None,
         }
     }
 
