@@ -207,34 +207,7 @@ fn prd_stories(
         found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         found.refused = refused;
     } else if !turned.is_empty() {
-        let checks = || {
-            let verify = state.guards.verify.as_deref();
-            if !crate::decide::prd_turn::any_check(&turned, verify) {
-                return (Vec::new(), None, None);
-            }
-            let place = gate_place::Place::of(
-                &project.root,
-                registry,
-                &live.file.name,
-                &state.guards,
-                &state.paths,
-            );
-            let prepared = gate_place::prepare(&place);
-            let ran = Some(prepared.ran);
-            match prepared.dir {
-                Ok(dir) => {
-                    let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
-                    let (refused, gate) =
-                        crate::decide::prd_turn::run_checks(&dir, prd, &turned, verify, timeout);
-                    (refused, gate, ran)
-                }
-                Err(failed) => {
-                    let (refused, gate) =
-                        crate::decide::prd_turn::none_run(&turned, verify, &failed);
-                    (refused, gate, ran)
-                }
-            }
-        };
+        let checks = || story_checks(project, registry, live, prd, &turned);
         let (relocked, (refused, gate, ran)) =
             match unlocked(lock, project, live, "the story checks", checks)? {
                 Relocked::Same(relocked, out) => (relocked, out),
@@ -253,6 +226,47 @@ fn prd_stories(
     seen.prd = Some(found);
     Ok(Relocked::Same(lock, seen))
 }
+
+/// The commands of the stories that turned to passing, and the loop's
+/// `--verify`, run in the gate's place: who was refused, the gate's
+/// verdict, and how it ran.
+fn story_checks(
+    project: &Project,
+    registry: Option<&Registry>,
+    live: &Loop,
+    prd: &crate::loop_file::fields::state::PrdLoop,
+    turned: &[&crate::loop_file::fields::stories::Story],
+) -> StoryChecks {
+    let state = &live.state;
+    let verify = state.guards.verify.as_deref();
+    if !crate::decide::prd_turn::any_check(turned, verify) {
+        return (Vec::new(), None, None);
+    }
+    let place = gate_place::Place::of(
+        &project.root,
+        registry,
+        &live.file.name,
+        &state.guards,
+        &state.paths,
+    );
+    let prepared = gate_place::prepare(&place);
+    let ran = Some(prepared.ran);
+    let (refused, gate) = match prepared.dir {
+        Ok(dir) => {
+            let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
+            crate::decide::prd_turn::run_checks(&dir, prd, turned, verify, timeout)
+        }
+        Err(failed) => crate::decide::prd_turn::none_run(turned, verify, &failed),
+    };
+    (refused, gate, ran)
+}
+
+/// What [`story_checks`] found.
+type StoryChecks = (
+    Vec<crate::loop_file::fields::stories::StoryRefusal>,
+    Option<crate::decide::Verification>,
+    Option<crate::loop_file::storage::receipt::GateRan>,
+);
 
 /// Decides; when the decision asks for the `--verify` gate or the
 /// `--check` command, runs it without the lock and decides again with its
