@@ -32,6 +32,7 @@ mod e2e_check;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;
+mod gate_snapshot;
 mod guards;
 mod honesty;
 mod hook;
