@@ -380,10 +380,10 @@ fn an_honest_agent_that_writes_the_progress_file_completes() {
 fn an_honest_agent_that_adds_a_dependency_completes_through_the_setup_step() {
     // `deps.txt` names vendored packages; the setup step installs them into
     // the ignored `.deps/`, which only the snapshot's own install fills.
-    let agent = r#"if [ $n -lt 2 ]; then echo 'Reading.'; exit 0; fi
+    let agent = r"if [ $n -lt 2 ]; then echo 'Reading.'; exit 0; fi
 echo 'ANSWER=42' > vendor/answer.sh; echo answer >> deps.txt
 printf '. .deps/answer.sh\necho $ANSWER\n' > src/value.sh
-echo 'Added the answer package. <promise>DONE</promise>'"#;
+echo 'Added the answer package. <promise>DONE</promise>'";
     let install = "mkdir -p .deps && for d in $(cat deps.txt); do cp vendor/$d.sh .deps/; done";
     for mode in MODES {
         let p = project(agent);
@@ -413,5 +413,65 @@ echo 'Added the answer package. <promise>DONE</promise>'"#;
         let shown = text(&p.command(&["receipt"]).output().unwrap());
         assert!(shown.contains("ran in:   a snapshot of tree"), "{shown}");
         assert!(shown.contains("(ran before this gate)"), "{shown}");
+    }
+}
+
+/// `ralph run --sandbox`: the held-out set is never readable by the agent,
+/// whether it lies under HOME (never bound) or inside a folder the sandbox
+/// binds (the agent program's own, read only): there it is hidden.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sandboxed_agent_cannot_read_the_held_out_set() {
+    if !crate::sandbox::bwrap_or_skip("gate_snapshot: held-out set under --sandbox") {
+        return;
+    }
+    let tools = tempfile::tempdir().unwrap();
+    let agent = tools.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\ncat > /dev/null\nif cat \"$HELD_OUT/acceptance/hidden.sh\" > /dev/null 2>&1; then echo yes > seen.txt; else echo no > seen.txt; fi\necho 'echo 42' > src/value.sh\necho 'Done. <promise>DONE</promise>'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for under_home in [true, false] {
+        let p = project("");
+        let dir = if under_home {
+            held_out(&p)
+        } else {
+            let dir = tools.path().join("held-out");
+            std::fs::create_dir_all(dir.join("acceptance")).unwrap();
+            std::fs::write(dir.join("acceptance/hidden.sh"), "sh tests/check.sh\n").unwrap();
+            dir
+        };
+        // Seen from the host, the set is there.
+        assert!(dir.join("acceptance/hidden.sh").is_file());
+        let agent = agent.display().to_string();
+        let args = [
+            "run",
+            "--sandbox",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            "2",
+            "--verify",
+            "sh tests/check.sh",
+            "--holdout",
+            dir.to_str().unwrap(),
+            TASK,
+        ];
+        let out = p.ralph_with(&args, b"", &[("HELD_OUT", dir.to_str().unwrap())]);
+        assert!(
+            p.exists("seen.txt"),
+            "the agent did not run: {}",
+            text(&out)
+        );
+        assert_eq!(
+            p.read("seen.txt"),
+            "no\n",
+            "under HOME: {under_home}: {}",
+            text(&out)
+        );
     }
 }
