@@ -150,6 +150,18 @@ fn a_file_hidden_by_the_repositorys_exclude_file_never_reaches_the_gate() {
 }
 
 #[test]
+fn a_file_outside_the_scope_hidden_by_a_new_exclude_rule_is_still_a_change() {
+    // The ignore rules compared with are the ones at arming.
+    let agent = "echo 'echo 42' > src/value.sh; echo x > notes.txt; echo notes.txt >> .git/info/exclude; echo 'Done. <promise>DONE</promise>'";
+    for mode in MODES {
+        let p = project(agent);
+        let flags = ["--verify", "sh tests/check.sh", "--scope", "src/**"];
+        let told = refused(&p, mode, &flags);
+        assert!(told.contains("notes.txt"), "{mode:?}: {told}");
+    }
+}
+
+#[test]
 fn a_shim_in_an_ignored_virtualenv_never_reaches_the_gate() {
     // The user's environment: `.venv/bin/tester` runs the visible test; the
     // setup step makes it in the gate's snapshot from the tracked tool.

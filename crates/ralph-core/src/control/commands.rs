@@ -304,6 +304,13 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "armed_tree",
         req.armed_tree.as_ref().map(|s| quote(&s.tree)),
     );
+    opt(
+        "armed_excludes",
+        req.armed_tree
+            .as_ref()
+            .and_then(|s| s.excludes.as_deref())
+            .map(quote),
+    );
     opt("holdout_digest", req.holdout_digest.as_deref().map(quote));
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(

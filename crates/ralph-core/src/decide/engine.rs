@@ -403,7 +403,10 @@ fn changed_paths(
     rules
         .armed_tree
         .as_deref()
-        .and_then(|tree| ralph_fs::tree_diff::changed_since(root, tree, limit))
+        .and_then(|tree| {
+            let excludes = rules.armed_excludes.as_deref();
+            ralph_fs::tree_diff::changed_since(root, tree, excludes, limit)
+        })
         .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
 
