@@ -68,6 +68,12 @@ const STAT_CHECKS: &[(&str, &str)] = &[
     ("core.ignoreStat", "false"),
     ("core.splitIndex", "false"),
     ("index.sparse", "false"),
+    // The user's attributes file is not the project's, but the agent can
+    // write it: no `ident`, `eol` or encoding it names folds a changed
+    // file back into the one recorded. (`.git/info/attributes` has no
+    // such switch: the gate's snapshot then holds the folded file, never
+    // the agent's bytes.)
+    ("core.attributesFile", ""),
 ];
 
 /// The work tree at one moment, as git recorded it.
@@ -234,7 +240,9 @@ impl PrivateIndex {
     /// git, hardened, with the private index.
     pub(crate) fn git(&self) -> std::io::Result<Command> {
         let mut command = git_runner::command(&self.root, &self.overrides)?;
-        command.env("GIT_INDEX_FILE", &self.index);
+        command
+            .env("GIT_INDEX_FILE", &self.index)
+            .env("GIT_ATTR_NOSYSTEM", "1");
         Ok(command)
     }
 
