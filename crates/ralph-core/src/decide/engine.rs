@@ -249,13 +249,11 @@ fn story_checks(
         &state.guards,
         &state.paths,
     );
-    let prepared = gate_place::prepare(&place);
+    let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
+    let prepared = gate_place::prepare(&place, timeout);
     let ran = Some(prepared.ran);
     let (refused, gate) = match prepared.dir {
-        Ok(dir) => {
-            let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
-            crate::decide::prd_turn::run_checks(&dir, prd, turned, verify, timeout)
-        }
+        Ok(dir) => crate::decide::prd_turn::run_checks(&dir, prd, turned, verify, timeout),
         Err(failed) => crate::decide::prd_turn::none_run(turned, verify, &failed),
     };
     (refused, gate, ran)
@@ -300,11 +298,8 @@ fn judge(
             &state.guards,
             &state.paths,
         );
-        gate_place::run_keeping(
-            gate_place::prepare(&place),
-            &command,
-            Duration::from_secs(timeout),
-        )
+        let timeout = Duration::from_secs(timeout);
+        gate_place::run_keeping(gate_place::prepare(&place, timeout), &command, timeout)
     };
     let (lock, (verdict, output, ran)) =
         match unlocked(lock, project, live, &format!("`{command}`"), run)? {

@@ -81,8 +81,14 @@ fn failed(verdict: Verification, ran: GateRan) -> Prepared {
     }
 }
 
-/// Prepares the place for this stop's gates.
-pub fn prepare(place: &Place<'_>) -> Prepared {
+/// Prepares the place for this stop's gates: the snapshot within `limit`
+/// (the gate's own time limit: a first snapshot of a large tree writes
+/// every file), counted as time in gates.
+pub fn prepare(place: &Place<'_>, limit: Duration) -> Prepared {
+    gate::counted(|| prepare_within(place, limit))
+}
+
+fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
     let guards = &place.guards;
     let mut ran = GateRan {
         setup: guards.gate_setup.clone(),
@@ -128,7 +134,7 @@ pub fn prepare(place: &Place<'_>) -> Prepared {
         place: &folder,
         armed,
         held_out,
-        limit: ralph_fs::tree_diff::TREE_TIME_LIMIT,
+        limit,
     };
     match ralph_fs::gate_tree::prepare(&request) {
         Ok(done) => {

@@ -481,7 +481,7 @@ impl Fleet<'_> {
         let paths = ralph_core::loop_file::fields::state::PathRules::default();
         let place =
             gate_place::Place::of(worktree, registry.as_ref(), &story.id, &self.gate, &paths);
-        let prepared = gate_place::prepare(&place);
+        let prepared = gate_place::prepare(&place, self.verify_timeout);
         for command in story.verify.iter().chain(self.verify.iter()) {
             let (verification, _, _) =
                 gate_place::run_keeping(prepared.clone(), command, self.verify_timeout);
