@@ -487,3 +487,35 @@ fn a_sandboxed_agent_cannot_read_the_held_out_set() {
         );
     }
 }
+
+/// git records a submodule as its commit: its work tree is never compared,
+/// so a `--protect` glob that covers one is refused at arming, with why.
+#[test]
+fn protecting_a_submodule_is_refused_at_arming() {
+    let p = project("");
+    let sub = p.path("vendor/lib");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("check.sh"), "exit 1\n").unwrap();
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-qm", "lib"]);
+    git(p.root(), &["add", "vendor/lib"]);
+    git(p.root(), &["commit", "-qm", "submodule"]);
+    for glob in ["vendor/**", "vendor/lib/check.sh"] {
+        let out = p
+            .command(&["start", "--verify", "true", "--protect", glob, "t"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{glob}: {}", text(&out));
+        assert!(
+            text(&out).contains("covers the submodule vendor/lib"),
+            "{glob}: {}",
+            text(&out)
+        );
+    }
+    let out = p
+        .command(&["start", "--verify", "true", "--protect", "tests/**", "t"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -88,6 +88,9 @@ pub struct Snapshot {
     /// and `core.excludesFile`, one after the other) as a blob, so a
     /// comparison can list with them what a rule added since hides.
     pub excludes: Option<String>,
+    /// Submodules (gitlinks) under the root, relative to it: the tree
+    /// records each one's commit, never its work tree.
+    pub submodules: Vec<String>,
 }
 
 /// Whether `id` reads as a git object id (SHA-1 or SHA-256, in hex).
@@ -111,10 +114,17 @@ pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
         None => scratch.listing(&["ls-files", "-z", "--", ".", ":(exclude).claude"])?,
     };
     let excludes = scratch.exclude_rules();
+    let staged = scratch.run(&["ls-files", "-s", "-z", "--", "."])?;
+    let submodules = String::from_utf8_lossy(&staged)
+        .split('\0')
+        .filter(|entry| entry.starts_with("160000 "))
+        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_owned()))
+        .collect();
     Some(Snapshot {
         tree,
         dirty,
         excludes,
+        submodules,
     })
 }
 

@@ -194,18 +194,7 @@ impl ArmOptions {
             }
         }
         let holdout_digest = held_out(project, &mut self.guards)?;
-        let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
-            None
-        } else {
-            let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
-            Some(
-                ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
-                    CommandError::NoTree(
-                        ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
-                    )
-                })?,
-            )
-        };
+        let armed_tree = armed_tree(project, &self.protect, &self.scope)?;
         Ok(ArmRequest {
             name: self.name,
             prompt,
@@ -228,6 +217,40 @@ impl ArmOptions {
             holdout_digest,
         })
     }
+}
+
+/// `--protect`/`--scope`: the work tree recorded now, and no protected
+/// glob over a submodule (whose work tree git never compares).
+fn armed_tree(
+    project: &Project,
+    protect: &[String],
+    scope: &[String],
+) -> Result<Option<ralph_fs::tree_diff::Snapshot>, CommandError> {
+    if protect.is_empty() && scope.is_empty() {
+        return Ok(None);
+    }
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
+    let tree = ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
+        CommandError::NoTree(
+            ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
+        )
+    })?;
+    let globs = crate::globs::Globs::new(protect);
+    // A glob names the submodule itself or something inside it.
+    let inside = |s: &String| {
+        let folder = format!("{s}/");
+        globs.matches(s)
+            || globs.matches(&format!("{s}/x"))
+            || protect
+                .iter()
+                .any(|g| g.trim_start_matches("./").starts_with(&folder))
+    };
+    if let Some(sub) = tree.submodules.iter().find(|s| inside(s)) {
+        return Err(CommandError::SubmoduleProtected(
+            ralph_fs::display::line(sub).into_owned(),
+        ));
+    }
+    Ok(Some(tree))
 }
 
 /// `--holdout DIR`: the folder made absolute and checked to lie outside the

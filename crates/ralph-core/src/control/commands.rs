@@ -110,6 +110,10 @@ pub enum CommandError {
         "`--holdout {dir}`: {why}; held-out checks are a folder outside the project, read at arming (its SHA-256 recorded) and copied into the gate's snapshot only; nothing was armed"
     )]
     HeldOut { dir: String, why: String },
+    #[error(
+        "`--protect` covers the submodule {0}: git records a submodule as its commit, so ralph cannot see a change in its work tree, and the gate's snapshot holds it as an empty folder; protect paths outside submodules; nothing was armed"
+    )]
+    SubmoduleProtected(String),
     #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
     WindowShare(String),
     #[error(
@@ -158,7 +162,8 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::Unbounded
             | Self::ExamplePrd(_)
             | Self::CommandsUnapproved { .. }
-            | Self::HeldOut { .. } => ralph_fs::error::ExitClass::Usage,
+            | Self::HeldOut { .. }
+            | Self::SubmoduleProtected(_) => ralph_fs::error::ExitClass::Usage,
             _ => ralph_fs::error::ExitClass::Failure,
         }
     }
