@@ -57,7 +57,10 @@ fn project(agent: &str) -> Project {
     let p = Project::new();
     p.write("src/value.sh", "echo 0\n");
     p.write("tests/check.sh", CHECK);
-    p.write(".gitignore", ".venv/\n__pycache__/\n.deps/\n");
+    p.write(
+        ".gitignore",
+        ".venv/\nnode_modules/\n__pycache__/\n.deps/\n",
+    );
     p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
     git(p.root(), &["init", "-q"]);
     p.write(".git/info/exclude", ".agent/\n.claude/\n");
@@ -162,35 +165,45 @@ fn a_file_outside_the_scope_hidden_by_a_new_exclude_rule_is_still_a_change() {
 }
 
 #[test]
-fn a_shim_in_an_ignored_virtualenv_never_reaches_the_gate() {
-    // The user's environment: `.venv/bin/tester` runs the visible test; the
-    // setup step makes it in the gate's snapshot from the tracked tool.
-    let agent = "printf '#!/bin/sh\\necho 1 passed\\n' > .venv/bin/tester; echo 'Done. <promise>DONE</promise>'";
-    for mode in MODES {
-        let p = project(agent);
-        p.write("tools/tester", "#!/bin/sh\nexec sh tests/check.sh\n");
-        git(p.root(), &["add", "-A"]);
-        git(p.root(), &["commit", "-qm", "tester"]);
-        let install =
-            "mkdir -p .venv/bin && cp tools/tester .venv/bin/tester && chmod +x .venv/bin/tester";
-        assert!(
-            Command::new("sh")
-                .args(["-c", install])
-                .current_dir(p.root())
-                .status()
-                .unwrap()
-                .success()
+fn a_shim_in_an_ignored_virtualenv_or_node_modules_never_reaches_the_gate() {
+    // The user's environment: `.venv/bin/tester` (a shell runner) or
+    // `node_modules/.bin/tester` (node) runs the visible test; the setup step
+    // makes it in the gate's snapshot from the tracked tool. The agent
+    // replaces the installed one in the project with a passing summary.
+    let node_test = "const v = require('child_process').execSync('sh src/value.sh').toString().trim();\nif (v !== '42') { console.log('FAILED: value.sh prints the wrong number'); process.exit(1); }\n";
+    let cases = [
+        (".venv/bin", "#!/bin/sh\nexec sh tests/check.sh\n"),
+        ("node_modules/.bin", "#!/bin/sh\nexec node tests/check.js\n"),
+    ];
+    for (bin, tool) in cases {
+        let agent = format!(
+            "printf '#!/bin/sh\\necho 1 passed\\n' > {bin}/tester; echo 'Done. <promise>DONE</promise>'"
         );
-        let flags = [
-            "--verify",
-            ".venv/bin/tester",
-            "--protect",
-            "tests/**",
-            "--gate-setup",
-            install,
-        ];
-        let told = refused(&p, mode, &flags);
-        assert!(told.contains("FAILED: value.sh"), "{mode:?}: {told}");
+        for mode in MODES {
+            let p = project(&agent);
+            p.write("tools/tester", tool);
+            p.write("tests/check.js", node_test);
+            git(p.root(), &["add", "-A"]);
+            git(p.root(), &["commit", "-qm", "tester"]);
+            let install =
+                format!("mkdir -p {bin} && cp tools/tester {bin}/tester && chmod +x {bin}/tester");
+            let made = Command::new("sh")
+                .args(["-c", &install])
+                .current_dir(p.root())
+                .status();
+            assert!(made.unwrap().success());
+            let tester = format!("{bin}/tester");
+            let flags = [
+                "--verify",
+                &tester,
+                "--protect",
+                "tests/**",
+                "--gate-setup",
+                &install,
+            ];
+            let told = refused(&p, mode, &flags);
+            assert!(told.contains("FAILED: value.sh"), "{bin} {mode:?}: {told}");
+        }
     }
 }
 
