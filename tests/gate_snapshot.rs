@@ -438,6 +438,15 @@ echo 'Added the answer package. <promise>DONE</promise>'";
         let shown = text(&p.command(&["receipt"]).output().unwrap());
         assert!(shown.contains("ran in:   a snapshot of tree"), "{shown}");
         assert!(shown.contains("(ran before this gate)"), "{shown}");
+        // The recheck runs where the gate ran: in the snapshot, after its setup
+        // (the project itself never had `.deps/` installed).
+        let again = p.command(&["receipt", "--recheck"]).output().unwrap();
+        assert!(again.status.success(), "{}", text(&again));
+        assert!(
+            text(&again).contains("done still holds"),
+            "{}",
+            text(&again)
+        );
     }
 }
 

@@ -217,3 +217,36 @@ pub fn run_keeping(
         Err(verdict) => (verdict, Vec::new(), prepared.ran),
     }
 }
+
+/// `ralph receipt --recheck`: the receipt's gate run again where a loop's
+/// gate runs, in the loop's snapshot (its setup step and held-out set as
+/// the receipt names them, its protected paths as at arming), never over
+/// the project folder's ignored files.
+pub fn recheck(
+    registry: Option<&Registry>,
+    root: &Path,
+    receipt: &crate::loop_file::storage::receipt::Receipt,
+    timeout: Duration,
+) -> crate::loop_file::storage::receipt::Recheck {
+    let ran = receipt.gate.clone().unwrap_or_default();
+    let guards = Guards {
+        gate_setup: ran.setup,
+        gate_setup_timeout_secs: crate::loop_file::fields::guards::DEFAULT_GATE_SETUP_TIMEOUT,
+        holdout: ran.held_out,
+        holdout_digest: ran.held_out_sha256,
+        ..Guards::default()
+    };
+    let paths = receipt
+        .paths
+        .as_ref()
+        .map_or_else(PathRules::default, |p| PathRules {
+            protect: p.protect.clone(),
+            scope: p.scope.clone(),
+            armed_tree: Some(p.armed_tree.clone()).filter(|t| !t.is_empty()),
+            armed_excludes: None,
+        });
+    let place = Place::of(root, registry, &receipt.name, &guards, &paths);
+    crate::loop_file::storage::receipt::recheck_with(receipt, root, |command| {
+        run_keeping(prepare(&place, timeout), command, timeout).0
+    })
+}

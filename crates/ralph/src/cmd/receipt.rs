@@ -26,9 +26,9 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let root = ralph_core::loop_file::storage::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
-    let checked = args
-        .recheck
-        .then(|| receipt::recheck(&r, &project.root, timeout));
+    let checked = args.recheck.then(|| {
+        ralph_core::decide::gate_place::recheck(Some(&registry), &project.root, &r, timeout)
+    });
     if args.json {
         let value = serde_json::json!({ "receipt": r, "recheck": checked });
         say_json!("{}", serde_json::to_string_pretty(&value)?);

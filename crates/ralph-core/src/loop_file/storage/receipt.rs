@@ -364,7 +364,15 @@ pub struct Recheck {
 
 /// Runs the receipt's gate again in `root` (its time limit `timeout`).
 pub fn recheck(r: &Receipt, root: &Path, timeout: Duration) -> Recheck {
-    let v = ralph_fs::gate::run(&r.command, root, timeout);
+    recheck_with(r, root, |command| {
+        ralph_fs::gate::run(command, root, timeout)
+    })
+}
+
+/// The receipt's gate run again by `run` (in the gate's snapshot, say),
+/// HEAD read in `root`.
+pub fn recheck_with(r: &Receipt, root: &Path, run: impl FnOnce(&str) -> Verification) -> Recheck {
+    let v = run(&r.command);
     let commit = ralph_fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
     Recheck {
         holds: v.passed,
