@@ -34,6 +34,7 @@ mod e2e_session;
 mod first_hour;
 mod gate_confine;
 mod gate_policy;
+mod gate_snapshot;
 mod guards;
 mod honesty;
 mod hook;

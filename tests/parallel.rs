@@ -1158,17 +1158,17 @@ fn a_story_comes_home_only_when_its_own_verify_passes() {
 #[test]
 fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
     let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
-    repo.with_story_command("touch story-command-ran; test -f US-004.txt");
-    let ran = || {
-        repo.root().join("story-command-ran").exists()
-            || repo.worktree("US-004").join("story-command-ran").exists()
-    };
+    // The command runs in the gate's snapshot: it leaves its mark outside.
+    let mark = repo.home.path().join("story-command-ran");
+    let command = format!("touch {}; test -f US-004.txt", mark.display());
+    repo.with_story_command(&command);
+    let ran = || mark.exists();
 
     let out = repo.scripted("2", &["--max-iterations", "1"]);
     let all = text(&out);
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert!(
-        all.contains("  US-004: touch story-command-ran; test -f US-004.txt")
+        all.contains(&format!("  US-004: {command}"))
             && all.contains("Nothing ran")
             && all.contains("approve-commands"),
         "the refusal lists the command and names the flag: {all}"
@@ -1217,19 +1217,21 @@ fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
 #[test]
 fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() {
     let repo = Repo::new(&[("US-004", false)]);
-    repo.with_story_command("touch story-command-ran; test -f US-004.txt");
+    // The command runs in the gate's snapshot: it leaves its mark outside.
+    let mark = repo.home.path().join("story-command-ran");
+    repo.with_story_command(&format!("touch {}; test -f US-004.txt", mark.display()));
     let out_dir = repo.home.path().join("out");
     let job = [("PUSH", "0"), ("VERIFY", "test -f US-004.txt")];
     let (out, outputs) = fleet_job_with(&repo, "US-004", &out_dir, &job);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("  US-004: touch story-command-ran"),
+        text(&out).contains(&format!("  US-004: touch {}", mark.display())),
         "{}",
         text(&out)
     );
     assert!(!outputs.contains("outcome=ready"), "{outputs}");
     assert_eq!(repo.calls("US-004"), 0);
-    assert!(!repo.worktree("US-004").join("story-command-ran").exists());
+    assert!(!mark.exists());
 
     let code = repo.approval_code();
     let (out, outputs) = fleet_job_with(
@@ -1241,6 +1243,7 @@ fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() 
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(outputs.contains("outcome=ready"), "{outputs}");
     assert_eq!(repo.calls("US-004"), 1);
+    assert!(mark.exists(), "the approved command ran");
 }
 
 /// The fleet on a terminal (under `script`, which gives ralph one): the story commands are

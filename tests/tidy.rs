@@ -22,7 +22,7 @@ const CRATES: [(&str, &[&[&str]]); 7] = [
             &["git_runner", "git_config", "gate_box", "gate_jail"],
             &["git", "gate"],
             &["tree_diff"],
-            &["checkpoint"],
+            &["checkpoint", "gate_tree"],
         ],
     ),
     (

@@ -74,20 +74,38 @@ pub fn time_in_gates() -> Duration {
     clock.0 + clock.1.map_or(Duration::ZERO, |since| since.elapsed())
 }
 
-/// Marks a gate as running for as long as it lives.
-struct GateTimer;
+/// Runs `work` (a gate's preparation: its snapshot, its setup) counted as
+/// time in gates, like the gate itself: the hook's own deadline leaves it
+/// the gate's limit.
+pub fn counted<T>(work: impl FnOnce() -> T) -> T {
+    let _timer = GateTimer::start();
+    work()
+}
+
+/// Marks a gate as running for as long as it lives; inside another (a
+/// gate run while its preparation is counted) it leaves the clock to the
+/// outer one.
+struct GateTimer {
+    outer: bool,
+}
 
 impl GateTimer {
     fn start() -> Self {
-        GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(Instant::now());
-        Self
+        let mut clock = GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let outer = clock.1.is_none();
+        if outer {
+            clock.1 = Some(Instant::now());
+        }
+        Self { outer }
     }
 }
 
 impl Drop for GateTimer {
     fn drop(&mut self) {
         let mut clock = GATE_CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(since) = clock.1.take() {
+        if self.outer
+            && let Some(since) = clock.1.take()
+        {
             clock.0 += since.elapsed();
         }
     }

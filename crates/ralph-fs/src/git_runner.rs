@@ -27,7 +27,9 @@
 //!   `GIT_NO_LAZY_FETCH`, `GIT_TERMINAL_PROMPT=0`, helpers and askpass
 //!   blanked;
 //! - automatic `gc`/`maintenance` (a detached process outliving ralph): off;
-//! - submodules (their own configuration): never recursed into.
+//! - submodules (their own configuration): never recursed into;
+//! - replace refs (`refs/replace/`, which swap one object for another):
+//!   `GIT_NO_REPLACE_OBJECTS`.
 //!
 //! The user's own environment and the system's and user's configuration
 //! files are not the project's and stay in force (an identity, `safe.directory`).
@@ -130,6 +132,9 @@ pub fn command(root: &Path, overrides: &[(String, String)]) -> std::io::Result<C
     command
         .env("GIT_OPTIONAL_LOCKS", "0") // never rewrite the index as a side effect
         .env("GIT_NO_LAZY_FETCH", "1")
+        // A replace ref would let `refs/replace/` swap any object ralph
+        // reads (the tree recorded at arming, a blob of it) for another.
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_PAGER", "cat")
         .env("GIT_EDITOR", "true")

@@ -1,7 +1,8 @@
 //! The system edge every other crate goes through: the safe file layer
 //! (`safe_fs`), child processes (`process`), the gates' runner (`gate`, in
 //! its box, `gate_box`, and its sandbox, `gate_jail`), git, hardened (`git_runner`, `git_config`, `git`),
-//! and the work tree's checkpoints and snapshots (`checkpoint`, `tree_diff`).
+//! the work tree's checkpoints and snapshots (`checkpoint`, `tree_diff`), and
+//! the snapshot a gate runs in (`gate_tree`).
 //! Beside them the leaves they share: escaping what is printed (`display`),
 //! the exit class of every error (`error`), stable hashes (`fingerprint`) and a
 //! failing check's fingerprint and count (`failure`).
@@ -14,6 +15,7 @@ pub mod fingerprint;
 pub mod gate;
 pub mod gate_box;
 pub mod gate_jail;
+pub mod gate_tree;
 pub mod git;
 pub mod git_config;
 pub mod git_runner;

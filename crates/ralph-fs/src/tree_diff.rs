@@ -56,6 +56,23 @@ const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
 /// (slower: every file is hashed).
 const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
 
+/// The most of the ignore rules recorded at arming, per file.
+const MAX_RULES_BYTES: u64 = 1024 * 1024;
+
+/// git's own default for `core.excludesFile`: `$XDG_CONFIG_HOME/git/ignore`,
+/// else `$HOME/.config/git/ignore`.
+fn default_excludes_file() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("XDG_CONFIG_HOME")
+        .filter(|p| p.is_absolute())
+        .map(|c| c.join("git/ignore"))
+        .or_else(|| var("HOME").map(|h| h.join(".config/git/ignore")))
+}
+
 /// Settings for the git processes that read the work tree into the
 /// scratch index: every stat field counts, none is trusted blindly.
 const STAT_CHECKS: &[(&str, &str)] = &[
@@ -64,6 +81,12 @@ const STAT_CHECKS: &[(&str, &str)] = &[
     ("core.ignoreStat", "false"),
     ("core.splitIndex", "false"),
     ("index.sparse", "false"),
+    // The user's attributes file is not the project's, but the agent can
+    // write it: no `ident`, `eol` or encoding it names folds a changed
+    // file back into the one recorded. (`.git/info/attributes` has no
+    // such switch: the gate's snapshot then holds the folded file, never
+    // the agent's bytes.)
+    ("core.attributesFile", ""),
 ];
 
 /// The work tree at one moment, as git recorded it.
@@ -74,6 +97,13 @@ pub struct Snapshot {
     /// Paths that differ from HEAD's tree (all of them before the first commit),
     /// relative to the project root.
     pub dirty: Vec<String>,
+    /// The repository's own ignore rules at this moment (`.git/info/exclude`
+    /// and `core.excludesFile`, one after the other) as a blob, so a
+    /// comparison can list with them what a rule added since hides.
+    pub excludes: Option<String>,
+    /// Submodules (gitlinks) under the root, relative to it: the tree
+    /// records each one's commit, never its work tree.
+    pub submodules: Vec<String>,
 }
 
 /// Whether `id` reads as a git object id (SHA-1 or SHA-256, in hex).
@@ -100,17 +130,42 @@ pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
             scratch.listing(&args)?
         }
     };
-    Some(Snapshot { tree, dirty })
+    let excludes = scratch.exclude_rules();
+    let staged = scratch.run(&["ls-files", "-s", "-z", "--", "."])?;
+    let submodules = String::from_utf8_lossy(&staged)
+        .split('\0')
+        .filter(|entry| entry.starts_with("160000 "))
+        .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_owned()))
+        .collect();
+    Some(Snapshot {
+        tree,
+        dirty,
+        excludes,
+        submodules,
+    })
 }
 
 /// The paths, relative to `root`, that differ between the tree `tree` and
 /// the work tree now: changed, added or removed. `None` when git could not
 /// tell within `limit` (the tree object missing, say).
-pub fn changed_since(root: &Path, tree: &str, limit: Duration) -> Option<Vec<String>> {
+///
+/// `excludes`, the ignore rules a [`Snapshot`] recorded: a file that only a
+/// rule added since then (to `.git/info/exclude` or `core.excludesFile`,
+/// neither of them in the tree) hides is staged all the same, so it counts
+/// as the change it is.
+pub fn changed_since(
+    root: &Path,
+    tree: &str,
+    excludes: Option<&str>,
+    limit: Duration,
+) -> Option<Vec<String>> {
     if !is_object_id(tree) {
         return None;
     }
     let scratch = stage(root, Instant::now() + limit, &COMPARED).ok()?;
+    if let Some(rules) = excludes {
+        scratch.add_hidden(rules)?;
+    }
     scratch.names(&["diff-index", "--cached", tree])
 }
 
@@ -231,7 +286,9 @@ impl PrivateIndex {
     /// git, hardened, with the private index.
     pub(crate) fn git(&self) -> std::io::Result<Command> {
         let mut command = git_runner::command(&self.root, &self.overrides)?;
-        command.env("GIT_INDEX_FILE", &self.index);
+        command
+            .env("GIT_INDEX_FILE", &self.index)
+            .env("GIT_ATTR_NOSYSTEM", "1");
         Ok(command)
     }
 
@@ -324,6 +381,68 @@ impl PrivateIndex {
             }
         }
         Some((assumed, skipped))
+    }
+
+    /// The repository's own ignore rules (`.git/info/exclude`, then the
+    /// file `core.excludesFile` names, or git's default one) stored as a
+    /// blob: its id, or `None` when git did not answer.
+    fn exclude_rules(&self) -> Option<String> {
+        let mut rules = Vec::new();
+        let info = self.plain(&["rev-parse", "--git-path", "info/exclude"])?;
+        let info = self.root.join(String::from_utf8_lossy(&info).trim_end());
+        let user = self
+            .plain(&["config", "--path", "--get", "core.excludesFile"])
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out).trim_end()))
+            .or_else(default_excludes_file);
+        for file in std::iter::once(info).chain(user) {
+            if let Ok(bytes) = safe_fs::read_capped(&file, MAX_RULES_BYTES) {
+                rules.extend_from_slice(&bytes);
+                rules.push(b'\n');
+            }
+        }
+        let mut store = git_runner::command(&self.root, &self.overrides).ok()?;
+        store.args(["hash-object", "-w", "--stdin"]);
+        let id = git_runner::run_with_input(store, &rules, self.deadline, MAX_LISTING_BYTES)?;
+        let id = String::from_utf8_lossy(&id).trim().to_owned();
+        is_object_id(&id).then_some(id)
+    }
+
+    /// Stages the untracked files the ignore rules `rules` (a blob from
+    /// [`Self::exclude_rules`]) and the work tree's `.gitignore` files do
+    /// not hide, whatever the repository's own rules say now.
+    fn add_hidden(&self, rules: &str) -> Option<()> {
+        if !is_object_id(rules) {
+            return None;
+        }
+        let text = self.run(&["cat-file", "blob", rules])?;
+        let file = self.folder.path().join("armed-excludes");
+        safe_fs::create_new(&file, &text).ok()?;
+        let from = format!("--exclude-from={}", file.display());
+        let args = [
+            "ls-files",
+            "-o",
+            "-z",
+            "--exclude-per-directory=.gitignore",
+            &from,
+            "--",
+            ".",
+        ];
+        // A folder (a nested repository) is listed as such: not a file to stage.
+        let hidden: Vec<String> = self
+            .listing(&args)?
+            .into_iter()
+            .filter(|p| !p.ends_with('/'))
+            .collect();
+        if hidden.is_empty() {
+            return Some(());
+        }
+        let mut add = self.git().ok()?;
+        add.args(["update-index", "--add", "-z", "--stdin"]);
+        let list: Vec<u8> = hidden
+            .iter()
+            .flat_map(|p| p.bytes().chain(std::iter::once(0)))
+            .collect();
+        git_runner::run_with_input(add, &list, self.deadline, MAX_LISTING_BYTES).map(|_| ())
     }
 
     /// The paths (relative to the root, [`BOOKKEEPING`] left out) a diff
@@ -420,7 +539,7 @@ mod tests {
         assert!(listed.contains("new.txt") && listed.contains("tests/t.sh"));
         assert!(!listed.contains("target/"), "an ignored file was recorded");
         assert_eq!(
-            changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            changed_since(root, &snap.tree, None, TREE_TIME_LIMIT).unwrap(),
             [""; 0]
         );
     }
@@ -452,9 +571,26 @@ mod tests {
         std::fs::remove_file(root.join(".gitignore")).unwrap();
         std::fs::write(root.join("added"), "").unwrap();
         let before = user_state(root);
-        let changed = changed_since(root, &snap.tree, TREE_TIME_LIMIT).unwrap();
+        let changed = changed_since(root, &snap.tree, None, TREE_TIME_LIMIT).unwrap();
         assert_eq!(before, user_state(root));
         assert_eq!(changed, [".gitignore", "added", "lib.txt", "tests/t.sh"]);
+    }
+
+    #[test]
+    fn a_file_hidden_by_an_exclude_rule_added_since_arming_is_still_a_change() {
+        let dir = repo();
+        let root = dir.path();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+        std::fs::write(root.join("old.log"), "ignored at arming").unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let rules = snap.excludes.clone().unwrap();
+        std::fs::write(root.join("tests/conftest.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("new.log"), "still ignored").unwrap();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\nconftest.sh\n").unwrap();
+        let unseen = changed_since(root, &snap.tree, None, TREE_TIME_LIMIT).unwrap();
+        assert!(unseen.is_empty(), "today's rules hide it: {unseen:?}");
+        let seen = changed_since(root, &snap.tree, Some(&rules), TREE_TIME_LIMIT).unwrap();
+        assert_eq!(seen, ["tests/conftest.sh"]);
     }
 
     #[test]
@@ -463,8 +599,14 @@ mod tests {
         assert_eq!(snapshot(dir.path(), TREE_TIME_LIMIT), None);
         let dir = repo();
         let missing = "0123456789012345678901234567890123456789";
-        assert_eq!(changed_since(dir.path(), missing, TREE_TIME_LIMIT), None);
-        assert_eq!(changed_since(dir.path(), "HEAD", TREE_TIME_LIMIT), None);
+        assert_eq!(
+            changed_since(dir.path(), missing, None, TREE_TIME_LIMIT),
+            None
+        );
+        assert_eq!(
+            changed_since(dir.path(), "HEAD", None, TREE_TIME_LIMIT),
+            None
+        );
     }
 
     #[test]
@@ -475,7 +617,7 @@ mod tests {
         std::fs::write(sub.join("t.sh"), "changed\n").unwrap();
         std::fs::write(dir.path().join("lib.txt"), "outside\n").unwrap();
         assert_eq!(
-            changed_since(&sub, &snap.tree, TREE_TIME_LIMIT).unwrap(),
+            changed_since(&sub, &snap.tree, None, TREE_TIME_LIMIT).unwrap(),
             ["t.sh"]
         );
     }

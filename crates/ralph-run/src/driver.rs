@@ -35,6 +35,8 @@ pub struct Call<'a> {
     /// `--sandbox`: the agent runs confined (the loop's setting, made
     /// stricter by the run's own flags).
     pub sandbox: Option<&'a ralph_core::loop_file::fields::confinement::Confinement>,
+    /// `--holdout`'s folder, hidden from a sandboxed agent.
+    pub held_out: Option<&'a Path>,
 }
 
 /// Runs the agent of one iteration: [`agent::run_confined`] in the binary (with its
@@ -426,6 +428,7 @@ impl Driver {
             prompt: &prompt,
             label: &label,
             sandbox: sandbox.as_ref(),
+            held_out: state.guards.holdout.as_deref().map(Path::new),
         });
         let command = &self.setup.agent;
         let (status, stdout, stderr_tail) = match finished {

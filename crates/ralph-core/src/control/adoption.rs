@@ -187,6 +187,16 @@ fn plain_words(field: &str) -> String {
         "armed_tree" => {
             "the git tree of the work tree at arming, which protect and scope compare with"
         }
+        "armed_excludes" => {
+            "the repository's own ignore rules at arming (a git blob): the comparison lists new files with them"
+        }
+        "gate_setup" => {
+            "a command run in the gate's snapshot before a gate, when the snapshot changed"
+        }
+        "holdout" => {
+            "a folder outside the project whose files are copied into the gate's snapshot only"
+        }
+        "holdout_digest" => "the SHA-256 of the held-out set at arming: a changed set is refused",
         _ => "a setting ralph reads",
     };
     format!("   ({words})")
@@ -212,7 +222,7 @@ mod tests {
             "gate_network" => "open",
             "sandbox_image" => "\"img:1\"",
             "protect" | "scope" => "\"tests/**\"",
-            "armed_tree" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
+            "armed_tree" | "armed_excludes" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
             "prd" => "\"ralph/prd.json\"",
             "prd_commands" | "prd_criteria" => "\"US-1:0123456789abcdef\"",
             "notify_url" => "\"https://hooks.example:8443/in?k=1\"",

@@ -199,18 +199,8 @@ impl ArmOptions {
             return Err(CommandError::Unbounded);
         }
         let default_protect = self.gather_globs(project, prd.as_ref());
-        let armed_tree = if self.protect.is_empty() && self.scope.is_empty() {
-            None
-        } else {
-            let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
-            Some(
-                ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
-                    CommandError::NoTree(
-                        ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
-                    )
-                })?,
-            )
-        };
+        let holdout_digest = held_out(project, &mut self.guards)?;
+        let armed_tree = armed_tree(project, &self.protect, &self.scope)?;
         Ok(ArmRequest {
             name: self.name,
             prompt,
@@ -231,6 +221,7 @@ impl ArmOptions {
             scope: self.scope,
             armed_tree,
             default_protect,
+            holdout_digest,
         })
     }
 
@@ -282,6 +273,72 @@ impl ArmOptions {
 pub struct DefaultProtect {
     pub ecosystems: Vec<&'static str>,
     pub globs: Vec<String>,
+}
+
+/// `--protect`/`--scope`: the work tree recorded now, and no protected
+/// glob over a submodule (whose work tree git never compares).
+fn armed_tree(
+    project: &Project,
+    protect: &[String],
+    scope: &[String],
+) -> Result<Option<ralph_fs::tree_diff::Snapshot>, CommandError> {
+    if protect.is_empty() && scope.is_empty() {
+        return Ok(None);
+    }
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
+    let tree = ralph_fs::tree_diff::snapshot(&project.root, limit).ok_or_else(|| {
+        CommandError::NoTree(
+            ralph_fs::display::line(&project.root.display().to_string()).into_owned(),
+        )
+    })?;
+    let globs = crate::globs::Globs::new(protect);
+    // A glob names the submodule itself or something inside it.
+    let inside = |s: &String| {
+        let folder = format!("{s}/");
+        globs.matches(s)
+            || globs.matches(&format!("{s}/x"))
+            || protect
+                .iter()
+                .any(|g| g.trim_start_matches("./").starts_with(&folder))
+    };
+    if let Some(sub) = tree.submodules.iter().find(|s| inside(s)) {
+        return Err(CommandError::SubmoduleProtected(
+            ralph_fs::display::line(sub).into_owned(),
+        ));
+    }
+    Ok(Some(tree))
+}
+
+/// `--holdout DIR`: the folder made absolute and checked to lie outside the
+/// project (the agent must never see it), its set's SHA-256 taken now; the
+/// option then names the folder by its canonical path.
+fn held_out(project: &Project, guards: &mut GuardSettings) -> Result<Option<String>, CommandError> {
+    let Some(given) = guards.get("holdout").filter(|d| !d.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let given = given.to_owned();
+    let refuse = |why: &str| CommandError::HeldOut {
+        dir: ralph_fs::display::line(&given).into_owned(),
+        why: why.to_owned(),
+    };
+    let path = std::path::Path::new(&given);
+    if !path.is_absolute() {
+        return Err(refuse("give the folder's absolute path"));
+    }
+    let canonical = std::fs::canonicalize(path).map_err(|e| refuse(&e.to_string()))?;
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    if canonical.starts_with(&root) || root.starts_with(&canonical) {
+        return Err(refuse(
+            "it is inside the project (or holds it), where the agent can read it",
+        ));
+    }
+    let digest =
+        ralph_fs::gate_tree::held_out_digest(&canonical).map_err(|e| refuse(&e.to_string()))?;
+    let option = GuardSettings::option("holdout").ok_or_else(|| refuse("unknown option"))?;
+    guards
+        .set(option, &canonical.to_string_lossy())
+        .map_err(|e| refuse(&e.to_string()))?;
+    Ok(Some(digest))
 }
 
 /// The story commands `options` would bind that the user has not approved (none when

@@ -106,6 +106,14 @@ pub enum CommandError {
         "--protect and --scope compare the work tree with a git tree recorded at arming, and none could be recorded: {0} is not in a git work tree, or git did not answer in 30 s; nothing was armed"
     )]
     NoTree(String),
+    #[error(
+        "`--holdout {dir}`: {why}; held-out checks are a folder outside the project, read at arming (its SHA-256 recorded) and copied into the gate's snapshot only; nothing was armed"
+    )]
+    HeldOut { dir: String, why: String },
+    #[error(
+        "`--protect` covers the submodule {0}: git records a submodule as its commit, so ralph cannot see a change in its work tree, and the gate's snapshot holds it as an empty folder; protect paths outside submodules; nothing was armed"
+    )]
+    SubmoduleProtected(String),
     #[error("`--max-window {0}`: a share of the window, 1 to 100; nothing was armed")]
     WindowShare(String),
     #[error(
@@ -169,7 +177,9 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::PrdLint { .. }
             | Self::NoStoriesInMarkdown(_)
             | Self::PrdExists(_)
-            | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
+            | Self::CommandsUnapproved { .. }
+            | Self::HeldOut { .. }
+            | Self::SubmoduleProtected(_) => ralph_fs::error::ExitClass::Usage,
             _ => ralph_fs::error::ExitClass::Failure,
         }
     }
@@ -213,6 +223,8 @@ pub struct ArmRequest {
     pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
     /// What a gate protects by default (within `protect`), for the arming text.
     pub default_protect: crate::control::arming::DefaultProtect,
+    /// `--holdout`: the SHA-256 of the held-out set at arming.
+    pub holdout_digest: Option<String>,
 }
 
 /// A loop's PRD at arming: its path and its stories, whose commands are
@@ -333,6 +345,14 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "armed_tree",
         req.armed_tree.as_ref().map(|s| quote(&s.tree)),
     );
+    opt(
+        "armed_excludes",
+        req.armed_tree
+            .as_ref()
+            .and_then(|s| s.excludes.as_deref())
+            .map(quote),
+    );
+    opt("holdout_digest", req.holdout_digest.as_deref().map(quote));
     opt(registry::NONCE_FIELD, Some(quote(nonce)));
     format!(
         "---\n{}\n---\n\n{}\n",

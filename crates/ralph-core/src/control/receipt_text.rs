@@ -58,7 +58,38 @@ pub fn receipt(r: &Receipt) -> Vec<String> {
             crate::decide::path_words::listed(&p.changed)
         ));
     }
+    out.extend(r.gate.as_ref().map(gate_lines).unwrap_or_default());
     out.push(format!("  record:   {}", r.record));
+    out
+}
+
+/// Where and how the gate ran: its snapshot, setup step, held-out set.
+fn gate_lines(g: &crate::loop_file::storage::receipt::GateRan) -> Vec<String> {
+    let mut out = vec![match &g.tree {
+        Some(tree) if g.restored.is_empty() => format!("  ran in:   a snapshot of tree {tree}"),
+        Some(tree) => format!(
+            "  ran in:   a snapshot of tree {tree}, with {} as at arming: {}",
+            crate::plural::count(g.restored.len() as u64, "protected path", "protected paths"),
+            crate::decide::path_words::listed(&g.restored)
+        ),
+        None => "  ran in:   the project folder (not a git work tree: no snapshot)".to_owned(),
+    }];
+    if let Some(setup) = &g.setup {
+        out.push(format!(
+            "  setup:    `{setup}` ({})",
+            if g.setup_ran {
+                "ran before this gate"
+            } else {
+                "not run: the snapshot had not changed since it last passed there"
+            }
+        ));
+    }
+    if let Some(dir) = &g.held_out {
+        out.push(format!(
+            "  held out: {dir}, sha256 {}",
+            g.held_out_sha256.as_deref().unwrap_or("(none)")
+        ));
+    }
     out
 }
 
@@ -120,6 +151,7 @@ mod tests {
             output_file: None,
             paths: None,
             gate_sandbox: String::new(),
+            gate: None,
         }
     }
 

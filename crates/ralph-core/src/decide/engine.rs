@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::frontmatter::quote;
@@ -20,7 +21,6 @@ use crate::loop_file::storage::registry::Registry;
 use crate::loop_file::storage::store::{self, DecisionLog, Project, ProjectLock};
 use crate::reply::transcript::Appended;
 use crate::time::Timestamp;
-use ralph_fs::gate;
 
 /// What the driver observed for this turn.
 pub struct Turn {
@@ -102,11 +102,11 @@ pub fn step(
     {
         seen.gate_guidance = mailbox.open_gate();
     }
-    let (lock, seen) = match prd_stories(project, live, seen, lock)? {
+    let (lock, seen) = match prd_stories(project, live, registry, seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
         Relocked::Changed(step) => return Ok(step),
     };
-    let (lock, judged) = match judge(project, live, seen, lock)? {
+    let (lock, judged) = match judge(project, live, registry, seen, lock)? {
         Relocked::Same(lock, judged) => (lock, judged),
         Relocked::Changed(step) => return Ok(step),
     };
@@ -201,6 +201,7 @@ fn unlocked<T>(
 fn prd_stories(
     project: &Project,
     live: &Loop,
+    registry: Option<&Registry>,
     mut seen: Observation,
     lock: ProjectLock,
 ) -> Result<Relocked<Observation>, LoopFileError> {
@@ -233,21 +234,8 @@ fn prd_stories(
         found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
         found.refused = refused;
     } else if !turned.is_empty() {
-        let confinement =
-            crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
-        let checks = || {
-            crate::decide::prd_turn::run_checks(
-                &project.root,
-                prd,
-                &turned,
-                state.guards.verify.as_deref(),
-                (
-                    Duration::from_secs(state.guards.verify_timeout_secs),
-                    &confinement,
-                ),
-            )
-        };
-        let (relocked, (refused, gate)) =
+        let checks = || story_checks(project, registry, live, prd, &turned);
+        let (relocked, (refused, gate, ran)) =
             match unlocked(lock, project, live, "the story checks", checks)? {
                 Relocked::Same(relocked, out) => (relocked, out),
                 Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
@@ -258,11 +246,60 @@ fn prd_stories(
         }
         found.checked = crate::decide::prd_turn::passed_checks(&turned, &refused);
         found.refused = refused;
+        if gate.is_some() {
+            seen.gate_ran = ran;
+        }
         seen.verification = gate;
     }
     seen.prd = Some(found);
     Ok(Relocked::Same(lock, seen))
 }
+
+/// The commands of the stories that turned to passing, and the loop's
+/// `--verify`, run in the gate's place: who was refused, the gate's
+/// verdict, and how it ran.
+fn story_checks(
+    project: &Project,
+    registry: Option<&Registry>,
+    live: &Loop,
+    prd: &crate::loop_file::fields::state::PrdLoop,
+    turned: &[&crate::loop_file::fields::stories::Story],
+) -> StoryChecks {
+    let state = &live.state;
+    let verify = state.guards.verify.as_deref();
+    if !crate::decide::prd_turn::any_check(turned, verify) {
+        return (Vec::new(), None, None);
+    }
+    let place = gate_place::Place::of(
+        &project.root,
+        registry,
+        &live.file.name,
+        &state.guards,
+        &state.paths,
+        crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
+    );
+    let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
+    let prepared = gate_place::prepare(&place, timeout);
+    let ran = Some(prepared.ran);
+    let (refused, gate) = match prepared.dir {
+        Ok(dir) => crate::decide::prd_turn::run_checks(
+            &dir,
+            prd,
+            turned,
+            verify,
+            (timeout, &place.confinement),
+        ),
+        Err(failed) => crate::decide::prd_turn::none_run(turned, verify, &failed),
+    };
+    (refused, gate, ran)
+}
+
+/// What [`story_checks`] found.
+type StoryChecks = (
+    Vec<crate::loop_file::fields::stories::StoryRefusal>,
+    Option<crate::decide::Verification>,
+    Option<crate::loop_file::storage::receipt::GateRan>,
+);
 
 /// Decides; when the decision asks for the `--verify` gate or the
 /// `--check` command, runs it without the lock and decides again with its
@@ -270,6 +307,7 @@ fn prd_stories(
 fn judge(
     project: &Project,
     live: &Loop,
+    registry: Option<&Registry>,
     mut seen: Observation,
     lock: ProjectLock,
 ) -> Result<Relocked<Judged>, LoopFileError> {
@@ -287,17 +325,19 @@ fn judge(
             return Ok(Relocked::Same(lock, judged));
         }
     };
-    let confinement =
-        crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
     let run = || {
-        gate::run_keeping(
-            &command,
+        let place = gate_place::Place::of(
             &project.root,
-            Duration::from_secs(timeout),
-            &confinement,
-        )
+            registry,
+            &live.file.name,
+            &state.guards,
+            &state.paths,
+            crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
+        );
+        let timeout = Duration::from_secs(timeout);
+        gate_place::run_keeping(gate_place::prepare(&place, timeout), &command, timeout)
     };
-    let (lock, (verdict, output)) =
+    let (lock, (verdict, output, ran)) =
         match unlocked(lock, project, live, &format!("`{command}`"), run)? {
             Relocked::Same(lock, out) => (lock, out),
             Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
@@ -305,6 +345,7 @@ fn judge(
     let mut gate_output = None;
     if verifies {
         seen.verification = Some(verdict);
+        seen.gate_ran = Some(ran);
         gate_output = Some(output);
     } else {
         seen.check = Some(verdict);
@@ -402,7 +443,10 @@ fn changed_paths(
     rules
         .armed_tree
         .as_deref()
-        .and_then(|tree| ralph_fs::tree_diff::changed_since(root, tree, limit))
+        .and_then(|tree| {
+            let excludes = rules.armed_excludes.as_deref();
+            ralph_fs::tree_diff::changed_since(root, tree, excludes, limit)
+        })
         .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
 
@@ -469,7 +513,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.stories = seen
         .prd
         .as_ref()
-        .and_then(|prd| story_checks(prd, state.guards.verify.as_deref()));
+        .and_then(|prd| story_verdicts(prd, state.guards.verify.as_deref()));
     log
 }
 
@@ -477,7 +521,7 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
 /// `US-001 passed; US-002 failed (exit 1)`; `None` when none ran. (A
 /// refusal by `--protect`/`--scope`, changed criteria or the loop's own
 /// `--verify` ran no story command.)
-fn story_checks(
+fn story_verdicts(
     prd: &crate::loop_file::fields::stories::PrdSeen,
     loop_verify: Option<&str>,
 ) -> Option<VerificationEntry> {
@@ -746,6 +790,7 @@ fn keep_receipt(
             record,
             now: now.to_string(),
             paths: paths_held(&live.state, seen),
+            gate: seen.gate_ran.clone(),
         });
     let line = crate::loop_file::storage::receipt::one_line(&receipt);
     Some(

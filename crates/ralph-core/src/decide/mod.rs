@@ -3,6 +3,7 @@
 //! no file and no clock of its own, so every rule is tested directly.
 
 pub mod engine;
+pub mod gate_place;
 pub mod observation;
 pub(crate) mod path_words;
 pub mod prd_turn;

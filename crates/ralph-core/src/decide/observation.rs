@@ -40,6 +40,8 @@ pub struct Observation {
     pub turn_ends: Option<u64>,
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
+    /// Where and how that gate ran (its snapshot, setup, held-out set).
+    pub gate_ran: Option<crate::loop_file::storage::receipt::GateRan>,
     /// `--prd`: the stories as they stand after this stop's checks.
     pub prd: Option<PrdSeen>,
     /// The result of the `--check` command, once it has run.

@@ -116,6 +116,32 @@ pub fn run_checks(
     (refused, gate)
 }
 
+/// Every turned story refused with `verification` (the gate's place could
+/// not be prepared, so no check ran), and the loop's `--verify` with it.
+pub fn none_run(
+    turned: &[&Story],
+    loop_verify: Option<&str>,
+    verification: &Verification,
+) -> (Vec<StoryRefusal>, Option<Verification>) {
+    let refused = turned
+        .iter()
+        .filter_map(|story| {
+            let command = story.verify.as_deref().or(loop_verify)?;
+            Some(StoryRefusal::Failed {
+                id: story.id.clone(),
+                command: command.to_owned(),
+                verification: verification.clone(),
+            })
+        })
+        .collect();
+    (refused, loop_verify.map(|_| verification.clone()))
+}
+
+/// Whether any check would run for these stories.
+pub fn any_check(turned: &[&Story], loop_verify: Option<&str>) -> bool {
+    loop_verify.is_some() || turned.iter().any(|s| s.verify.is_some())
+}
+
 /// `--protect`/`--scope` at a stop where stories turned to passing: while
 /// a protected path differs or a change is outside the scope (`violations`,
 /// from `decide::path_violations`), each of them is refused, as a failed

@@ -206,6 +206,7 @@ impl Figures<'_> {
             tree_unchanged,
             block_cap: ctx.block_cap,
             verification: None::<Verification>,
+            gate_ran: None,
             // `engine::step` reads the PRD, so `ralph run` reads it the same way.
             prd: None,
             check: None,

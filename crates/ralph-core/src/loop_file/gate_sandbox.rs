@@ -38,6 +38,19 @@ pub fn confinement(guards: &Guards, agent_sandboxed: bool) -> GateConfinement {
     }
 }
 
+/// A recheck's sandbox, as the gate that passed ran: always sandboxed
+/// when it was, with the host's network when it had it, unsandboxed when
+/// the loop asked (`--gate-sandbox off`); otherwise (an older receipt) the
+/// default, sandboxed wherever bubblewrap works.
+pub fn of_receipt(r: &crate::loop_file::storage::receipt::Receipt) -> GateConfinement {
+    let guards = Guards {
+        gate_network_open: r.gate_sandbox.contains("the host's network"),
+        gate_sandbox_off: r.gate_sandbox.contains("--gate-sandbox off"),
+        ..Guards::default()
+    };
+    confinement(&guards, r.gate_sandbox.starts_with("sandboxed"))
+}
+
 /// What the gate's confinement is on this machine, for the guards' summary
 /// and `ralph run`'s arming: `None` for a loop without a gate (no
 /// `--verify`, `--check` or PRD story checks).

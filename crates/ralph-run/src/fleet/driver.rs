@@ -21,6 +21,7 @@ use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
 use ralph_core::control::approval::StoryCommands;
+use ralph_core::decide::gate_place;
 use ralph_core::loop_file::fields::outcome::{self as ended, RecordedOutcome};
 use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::format_duration;
@@ -114,6 +115,8 @@ struct Fleet<'e> {
     verify_timeout: Duration,
     /// How the fleet's own gate is confined (always, when the agents run sandboxed).
     gate_confinement: ralph_fs::gate_jail::GateConfinement,
+    /// The gate's setup step and held-out set (its digest taken at start).
+    gate: ralph_core::loop_file::fields::guards::Guards,
     /// Stories come from the PRD (so `passes` is written back).
     from_prd: bool,
     /// The stories that pass or were merged in this run: a story whose
@@ -149,7 +152,15 @@ pub fn run(
         &request.guards,
         request.child.sandbox.is_some(),
     );
+    let mut gate = request.guards.clone();
+    // The held-out set as it is now is the one every homecoming gate
+    // runs; a set changed during the run is refused there.
+    gate.holdout_digest = gate
+        .holdout
+        .as_deref()
+        .and_then(|dir| ralph_fs::gate_tree::held_out_digest(Path::new(dir)).ok());
     let mut fleet = Fleet {
+        gate,
         project,
         base,
         merge,
@@ -540,13 +551,23 @@ impl Fleet<'_> {
         }
         // The story's own check, as read from the PRD when this run began
         // (an edit on the story's branch changes nothing), then the run's.
-        for command in story.verify.iter().chain(self.verify.iter()) {
-            let verification = ralph_fs::gate::run(
-                command,
+        // In the gate's snapshot of the worktree (ignored files the agent
+        // left there never reach it), prepared once for both commands.
+        let registry = ralph_core::loop_file::storage::registry::from_env();
+        let paths = ralph_core::loop_file::fields::state::PathRules::default();
+        let place =
+            gate_place::Place::of(
                 worktree,
-                self.verify_timeout,
-                &self.gate_confinement,
+                registry.as_ref(),
+                &story.id,
+                &self.gate,
+                &paths,
+                self.gate_confinement.clone(),
             );
+        let prepared = gate_place::prepare(&place, self.verify_timeout);
+        for command in story.verify.iter().chain(self.verify.iter()) {
+            let (verification, _, _) =
+                gate_place::run_keeping(prepared.clone(), command, self.verify_timeout);
             if !verification.passed {
                 let command = command.clone();
                 return Homecoming::VerifyFailed {

@@ -120,6 +120,7 @@ impl Sandbox {
         confinement: &Confinement,
         root: &Path,
         command: &str,
+        held_out: Option<&Path>,
     ) -> Result<Self, SandboxError> {
         let tool = choose_tool(confinement)?;
         let env = ralph_core::loop_file::storage::environment::Environment::from_env();
@@ -129,7 +130,11 @@ impl Sandbox {
                 fix: "Set HOME: the sandbox hides it from the agent, all but the agent's own settings.".to_owned(),
             });
         };
-        let facts = gather(root, &home, &env, command);
+        let mut facts = gather(root, &home, &env, command);
+        facts.held_out = held_out
+            .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()))
+            .into_iter()
+            .collect();
         // The project is written whole: one that holds HOME would hand the agent all of it.
         let real_home = std::fs::canonicalize(&home).unwrap_or_else(|_| home.clone());
         if real_home.starts_with(&facts.project) {
@@ -258,6 +263,7 @@ fn gather(
         worktree_git_read: git.read,
         worktree_git: git.write,
         worktree_git_kept: git.kept,
+        held_out: Vec::new(),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct Facts {
     pub worktree_git_read: Vec<PathBuf>,
     pub worktree_git: Vec<PathBuf>,
     pub worktree_git_kept: Vec<PathBuf>,
+    /// `--holdout`'s folder (canonical): held-out checks the agent must
+    /// never read, hidden wherever a bound folder would show them.
+    pub held_out: Vec<PathBuf>,
 }
 
 /// Whether `dir` is `other` or a folder above it.
@@ -151,6 +154,7 @@ impl Reach {
             .filter(|s| exists(s) && bound(s))
             .map(Path::to_path_buf)
             .into_iter()
+            .chain(facts.held_out.iter().filter(|h| bound(h)).cloned())
             .collect();
         let mut temp = vec![PathBuf::from("/tmp")];
         temp.extend(
@@ -328,6 +332,24 @@ mod tests {
             }],
             ..Facts::default()
         }
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_held_out_set_is_hidden_where_a_bound_folder_would_show_it() {
+        let mut f = facts();
+        f.held_out = vec![
+            PathBuf::from("/opt/tools/bin/acceptance"),
+            PathBuf::from("/home/u/acceptance"),
+        ];
+        let reach = Reach::from_facts(&f);
+        assert!(
+            reach
+                .hidden
+                .contains(&PathBuf::from("/opt/tools/bin/acceptance"))
+        );
+        // Not bound at all: nothing to hide, the agent cannot see it anyway.
+        assert!(!reach.hidden.contains(&PathBuf::from("/home/u/acceptance")));
     }
 
     #[test]

@@ -11,22 +11,6 @@ use ralph_core::time::Timestamp;
 use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
 
-/// The recheck's sandbox, as the gate that passed ran: always sandboxed
-/// when it was, with the host's network when it had it, unsandboxed when
-/// the loop asked (`--gate-sandbox off`); otherwise (an older receipt) the
-/// default, sandboxed wherever bubblewrap works.
-fn recheck_confinement(r: &receipt::Receipt) -> ralph_fs::gate_jail::GateConfinement {
-    let guards = ralph_core::loop_file::fields::guards::Guards {
-        gate_network_open: r.gate_sandbox.contains("the host's network"),
-        gate_sandbox_off: r.gate_sandbox.contains("--gate-sandbox off"),
-        ..Default::default()
-    };
-    ralph_core::loop_file::gate_sandbox::confinement(
-        &guards,
-        r.gate_sandbox.starts_with("sandboxed"),
-    )
-}
-
 pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let project = crate::env::project();
     let name = match args.name {
@@ -42,9 +26,9 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let root = ralph_core::loop_file::storage::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
-    let checked = args
-        .recheck
-        .then(|| receipt::recheck(&r, &project.root, timeout, &recheck_confinement(&r)));
+    let checked = args.recheck.then(|| {
+        ralph_core::decide::gate_place::recheck(Some(&registry), &project.root, &r, timeout)
+    });
     if args.json {
         let value = serde_json::json!({ "receipt": r, "recheck": checked });
         say_json!("{}", serde_json::to_string_pretty(&value)?);

@@ -228,7 +228,7 @@ impl Terminal {
         // cannot be had is an agent that could not run, never an unconfined one.
         let sandbox = call
             .sandbox
-            .map(|c| Sandbox::prepare(c, call.root, call.command))
+            .map(|c| Sandbox::prepare(c, call.root, call.command, call.held_out))
             .transpose()
             .map_err(std::io::Error::other)?;
         let finished = agent::run_confined(

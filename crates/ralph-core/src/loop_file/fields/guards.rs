@@ -38,6 +38,8 @@ pub const DEFAULT_MAX_SAME_FAILURE: u64 = 3;
 /// a check is set: patient enough that a hard test taking a few turns does
 /// not stop it.
 pub const DEFAULT_STALL_AFTER: u64 = 5;
+/// The gate setup step's time limit, in seconds, when none is set.
+pub const DEFAULT_GATE_SETUP_TIMEOUT: u64 = 300;
 /// How many failure counts a loop file keeps, for `ralph status`'s trend.
 pub const FAILURE_TREND_LEN: usize = 8;
 
@@ -70,6 +72,14 @@ pub struct Guards {
     pub gate_sandbox_off: bool,
     /// `--gate-network open`: the sandboxed gate has the host's network.
     pub gate_network_open: bool,
+    /// `gate_setup`: the step run in the gate's snapshot before a gate
+    /// (`uv sync --frozen`, `npm ci`), when the snapshot changed.
+    pub gate_setup: Option<String>,
+    pub gate_setup_timeout_secs: u64,
+    /// `holdout`: a folder outside the project whose files are added to the
+    /// gate's snapshot only, and (`holdout_digest`) their SHA-256 at arming.
+    pub holdout: Option<String>,
+    pub holdout_digest: Option<String>,
 }
 
 /// Calls `$callback!` with the loop-file fields of the guards' settings
@@ -98,6 +108,10 @@ macro_rules! with_guard_fields {
             max_window,
             gate_sandbox,
             gate_network,
+            gate_setup,
+            gate_setup_timeout,
+            holdout,
+            holdout_digest,
             $($middle,)*
             verify_failures,
             replies_behind,
@@ -151,6 +165,12 @@ impl Guards {
                 .map(|p| p.min(100)),
             gate_sandbox_off: choice(raw, "gate_sandbox", ["auto", "off"])? == "off",
             gate_network_open: choice(raw, "gate_network", ["none", "open"])? == "open",
+            gate_setup: non_empty(field("gate_setup").map(str::to_owned)),
+            gate_setup_timeout_secs: duration("gate_setup_timeout", field("gate_setup_timeout"))?
+                .unwrap_or(DEFAULT_GATE_SETUP_TIMEOUT)
+                .clamp(1, MAX_VERIFY_TIMEOUT),
+            holdout: non_empty(field("holdout").map(str::to_owned)),
+            holdout_digest: non_empty(field("holdout_digest").map(str::to_owned)),
         })
     }
 }
@@ -561,6 +581,36 @@ pub const OPTIONS: &[GuardOption] = &[
         example: "--gate-network open",
         explains: "give the sandboxed gate the host's network (and so the host's loopback and abstract sockets), for tests that download or reach a service; by default it has only a loopback of its own",
     },
+    GuardOption {
+        flag: "gate-setup",
+        field: "gate_setup",
+        kind: Kind::Text,
+        default: "none",
+        value_name: "GATE_SETUP",
+        help: "A step run in the gate's snapshot before --verify, --check or a story's verify (e.g. 'uv sync --frozen', 'npm ci')",
+        example: "--gate-setup 'uv sync --frozen'",
+        explains: "in a git project the gates run in a snapshot of the work tree outside the project (no ignored file of the project reaches them); this step makes their environment there, run before a gate whenever the snapshot changed since it last passed; its failure refuses the gate like a failing gate",
+    },
+    GuardOption {
+        flag: "gate-setup-timeout",
+        field: "gate_setup_timeout",
+        kind: Kind::Duration,
+        default: "5m",
+        value_name: "GATE_SETUP_TIMEOUT",
+        help: "Time limit of the --gate-setup step, e.g. 5m (at most 14m)",
+        example: "--gate-setup-timeout 10m",
+        explains: "the --gate-setup step's time limit (default 5m, at most 14m); a step still running then is stopped with everything it started, and the gate is refused",
+    },
+    GuardOption {
+        flag: "holdout",
+        field: "holdout",
+        kind: Kind::Text,
+        default: "none",
+        value_name: "DIR",
+        help: "A folder outside the project whose files are added to the gate's snapshot only (held-out checks the agent never sees)",
+        example: "--holdout ~/acceptance/parser",
+        explains: "copy the files of this folder (outside the project; its SHA-256 recorded at arming, a changed set refused) into the gate's snapshot, merged at the project root, for --verify, --check and story commands; the agent's project never holds them",
+    },
 ];
 
 impl Guards {
@@ -615,6 +665,16 @@ impl Guards {
                 "stalled after {} without fewer failures",
                 crate::plural::count(n, "check", "checks")
             ));
+        }
+        if let Some(s) = &self.gate_setup {
+            out.push(format!(
+                "gate setup `{}` (limit {})",
+                line(s),
+                format_duration(self.gate_setup_timeout_secs)
+            ));
+        }
+        if let Some(h) = &self.holdout {
+            out.push(format!("held-out checks from {}", line(h)));
         }
         if let Some(a) = abort {
             out.push(format!("abort promise {}", line(a)));

@@ -124,6 +124,9 @@ pub(crate) fn example(option: &str) -> String {
         "session-id" => "<session id>",
         "protect" => "'tests/**'",
         "scope" => "'src/**'",
+        "gate-setup" => "'uv sync --frozen'",
+        "gate-setup-timeout" => "5m",
+        "holdout" => "/home/me/acceptance",
         _ => "10",
     };
     format!("--{option} {value}")

@@ -84,6 +84,9 @@ pub struct PathRules {
     pub scope: Vec<String>,
     /// The work tree at arming, as a git tree object (`fs/tree_diff.rs`).
     pub armed_tree: Option<String>,
+    /// The repository's own ignore rules at arming, as a git blob: the
+    /// comparison lists untracked files with them, not with today's.
+    pub armed_excludes: Option<String>,
 }
 
 impl PathRules {
@@ -260,6 +263,7 @@ crate::loop_file::fields::guards::with_guard_fields!(raw_fields!(
     protect,
     scope,
     armed_tree,
+    armed_excludes,
 ));
 
 impl LoopState {
@@ -415,10 +419,22 @@ fn path_rules(raw: &RawFields) -> Result<PathRules, StateError> {
             expected: "expected a git tree id (40 or 64 hex digits), as ralph start records it",
         });
     }
+    let armed_excludes = non_empty(raw.armed_excludes.clone());
+    if let Some(blob) = armed_excludes
+        .as_deref()
+        .filter(|t| !ralph_fs::tree_diff::is_object_id(t))
+    {
+        return Err(StateError::Field {
+            field: "armed_excludes",
+            value: ralph_fs::display::line(blob).into_owned(),
+            expected: "expected a git blob id (40 or 64 hex digits), as ralph start records it",
+        });
+    }
     Ok(PathRules {
         protect: globs("protect", &raw.protect)?,
         scope: globs("scope", &raw.scope)?,
         armed_tree,
+        armed_excludes,
     })
 }
 

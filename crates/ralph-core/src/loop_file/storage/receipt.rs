@@ -59,6 +59,30 @@ pub struct Receipt {
     /// sandboxed (--gate-sandbox off)` (older receipts have none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gate_sandbox: String,
+    /// Where and how the gate ran (older receipts have none: in the project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateRan>,
+}
+
+/// How a gate ran: in a snapshot (its tree id) or in the project itself,
+/// the setup step and whether it ran, the held-out set (how it was
+/// confined is the receipt's `gate_sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GateRan {
+    /// The tree the gate's snapshot held (`None`: it ran in the project
+    /// folder itself, which is not a git work tree).
+    pub tree: Option<String>,
+    /// Protected paths the snapshot held as they were at arming.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+    /// `--gate-setup`: the step, and whether it ran before this gate
+    /// (`false`: the snapshot had not changed since it last passed).
+    pub setup: Option<String>,
+    #[serde(default)]
+    pub setup_ran: bool,
+    /// `--holdout`: the folder and the SHA-256 of the set copied in.
+    pub held_out: Option<String>,
+    pub held_out_sha256: Option<String>,
 }
 
 /// `--protect` and `--scope` at the completion: the globs, the tree the
@@ -131,6 +155,7 @@ pub struct Passed<'a> {
     pub record: &'a Path,
     pub now: String,
     pub paths: Option<PathsHeld>,
+    pub gate: Option<GateRan>,
 }
 
 /// The receipt of a gate that passed: HEAD and cleanliness read now, the
@@ -160,6 +185,7 @@ pub fn build(passed: Passed<'_>) -> Receipt {
         record: passed.record.to_string_lossy().into_owned(),
         output_file,
         paths: passed.paths,
+        gate: passed.gate,
     }
 }
 
@@ -310,8 +336,12 @@ pub fn one_line(r: &Receipt) -> String {
     } else {
         format!(", {}", line(&r.gate_sandbox))
     };
+    let place = r.gate.as_ref().map_or(String::new(), |g| match &g.tree {
+        Some(tree) => format!(", in snapshot {}", line(&tree[..tree.len().min(12)])),
+        None => ", in the project folder".to_owned(),
+    });
     format!(
-        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}{sandbox}",
+        "receipt: `{}` exit {} in {}{on}, output sha256 {}{cut}{held}{place}{sandbox}",
         line(&r.command),
         r.exit_code,
         seconds(r.duration_ms),
@@ -347,7 +377,15 @@ pub fn recheck(
     timeout: Duration,
     confinement: &ralph_fs::gate_jail::GateConfinement,
 ) -> Recheck {
-    let v = ralph_fs::gate::run(&r.command, root, timeout, confinement);
+    recheck_with(r, root, |command| {
+        ralph_fs::gate::run(command, root, timeout, confinement)
+    })
+}
+
+/// The receipt's gate run again by `run` (in the gate's snapshot, say),
+/// HEAD read in `root`.
+pub fn recheck_with(r: &Receipt, root: &Path, run: impl FnOnce(&str) -> Verification) -> Recheck {
+    let v = run(&r.command);
     let commit = ralph_fs::git::head_and_clean(root, GIT_LIMIT).and_then(|(c, _)| c);
     Recheck {
         holds: v.passed,
@@ -384,6 +422,7 @@ mod tests {
             output_file: None,
             paths: None,
             gate_sandbox: String::new(),
+            gate: None,
         }
     }
 

@@ -334,6 +334,23 @@ impl Registry {
         Ok(())
     }
 
+    /// The gate folder of the loop `name` of the project at `root`
+    /// (`gates/<key>/`, 0700, created where missing): where its gates'
+    /// snapshot lives from gate to gate, outside the project.
+    pub fn gate_place(&self, root: &Path, name: &str) -> Result<PathBuf, RegistryError> {
+        let gates = self.dir.join("gates");
+        self.ensure(&gates)?;
+        let key = hash_parts(&[b"gate", &path_bytes(root), name.as_bytes()]);
+        let place = gates.join(&key[..32.min(key.len())]);
+        match private_dir_builder().create(&place) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("create", &place)(e)),
+        }
+        check_dir(&place)?;
+        Ok(place)
+    }
+
     /// Creates the registry's folders (0700) where missing, and checks them.
     fn ensure(&self, sub: &Path) -> Result<(), RegistryError> {
         if fs::symlink_metadata(&self.dir).is_err() {
