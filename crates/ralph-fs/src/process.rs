@@ -19,13 +19,108 @@ pub fn absolute_entries(path: &OsStr) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Folders the agent may write, registered by whoever learns of them (the
+/// project once it is found, a sandbox's writable binds): no program is
+/// ever taken from inside one.
+static DISTRUSTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Marks `folder` (and what it resolves to) as one the agent may write:
+/// from now on no program is looked up in a PATH folder inside it, nor
+/// handed to a child's PATH ([`program`]).
+pub fn distrust(folder: &Path) {
+    let mut all = DISTRUSTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for form in forms(folder) {
+        if !all.contains(&form) {
+            all.push(form);
+        }
+    }
+}
+
+/// `folder` as written (when absolute) and as it resolves.
+fn forms(folder: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Some(folder.to_path_buf())
+        .filter(|f| f.is_absolute())
+        .into_iter()
+        .collect();
+    if let Ok(real) = std::fs::canonicalize(folder) {
+        if !out.contains(&real) {
+            out.push(real);
+        }
+    }
+    // The root folder would distrust every program there is.
+    out.retain(|f| f.parent().is_some());
+    out
+}
+
+/// Every folder no program is taken from: those [`distrust`]ed, `extra`,
+/// and each git work tree holding the current folder (every folder at or
+/// above it with a `.git`, below the home folder: a fleet's worktree and
+/// the main project around it).
+fn distrusted(extra: &[&Path]) -> Vec<PathBuf> {
+    let mut roots = DISTRUSTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    roots.extend(extra.iter().flat_map(|f| forms(f)));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Ok(cwd) = std::env::current_dir() {
+        let trees = cwd
+            .ancestors()
+            .take_while(|dir| dir.parent().is_some() && home.as_deref() != Some(*dir))
+            .filter(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+            .flat_map(forms);
+        roots.extend(trees.collect::<Vec<_>>());
+    }
+    roots
+}
+
+/// A PATH folder ralph may take programs from: absolute, existing, and
+/// neither as written nor as it resolves (every link on the way followed)
+/// inside a folder in `distrusted`. Returns the resolved folder: every
+/// part of it is then outside what the agent writes, so it cannot be
+/// swapped for a link between this look and the start.
+fn trusted_folder(entry: &Path, distrusted: &[PathBuf]) -> Option<PathBuf> {
+    let inside = |p: &Path| distrusted.iter().any(|root| p.starts_with(root));
+    if !entry.is_absolute() || inside(entry) {
+        return None;
+    }
+    let real = std::fs::canonicalize(entry).ok()?;
+    (!inside(&real)).then_some(real)
+}
+
+/// The folders of `path` ralph may take programs from ([`trusted_folder`]),
+/// each as written and as it resolves.
+fn trusted_entries(path: &OsStr, distrusted: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    absolute_entries(path)
+        .into_iter()
+        .filter_map(|entry| trusted_folder(&entry, distrusted).map(|real| (entry, real)))
+        .collect()
+}
+
 /// Where a bare program name (`git`, `sh`, `curl`) is found in the
-/// absolute folders of PATH ([`absolute_entries`]): the first regular,
+/// absolute folders of PATH ([`absolute_entries`]) that lie outside every
+/// folder the agent may write (the git work trees holding the current
+/// folder, and those [`distrust`]ed), links resolved: the first regular,
 /// executable file of that name (on Windows with each extension of
-/// PATHEXT). A name with a folder in it is not looked up.
+/// PATHEXT) that does not itself resolve into such a folder. A name with
+/// a folder in it is not looked up.
 pub fn find_program(name: &str) -> Option<PathBuf> {
+    find_program_outside(name, &[])
+}
+
+/// [`find_program`], also distrusting `extra` (a git command's work tree).
+fn find_program_outside(name: &str, extra: &[&Path]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    find_in(name, &absolute_entries(&path))
+    let distrusted = distrusted(extra);
+    let dirs: Vec<PathBuf> = trusted_entries(&path, &distrusted)
+        .into_iter()
+        .map(|(_, real)| real)
+        .collect();
+    let found = find_in(name, &dirs)?;
+    let real = std::fs::canonicalize(&found).ok()?;
+    (!distrusted.iter().any(|root| real.starts_with(root))).then_some(found)
 }
 
 fn find_in(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
@@ -64,32 +159,45 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The one way ralph names a program to start: `name` found in an absolute
-/// folder of PATH ([`find_program`]), never through `.` or another relative
-/// entry, and the child's own PATH cut to those folders, so that nothing
-/// it starts by name (a gate's `npm`, git's helpers, the shell's `cat`)
-/// can be a program of the folder it runs in either. On Windows `cmd`
-/// is also told not to look in the current folder first
-/// (`NoDefaultCurrentDirectoryInExePath`).
+/// folder of PATH outside every folder the agent may write
+/// ([`find_program`]), never through `.` or another relative entry, nor
+/// `node_modules/.bin` of the project however PATH names it, and the
+/// child's own PATH cut to those folders, so that nothing it starts by
+/// name (a gate's `npm`, git's helpers, the shell's `cat`) can be a
+/// program of the project either. On Windows `cmd` is also told not to
+/// look in the current folder first (`NoDefaultCurrentDirectoryInExePath`).
 pub fn program(name: &str) -> std::io::Result<Command> {
-    let found = find_program(name).ok_or_else(|| {
+    program_outside(name, &[])
+}
+
+/// [`program`], also distrusting `extra`: git's work tree, wherever the
+/// current folder is.
+pub fn program_outside(name: &str, extra: &[&Path]) -> std::io::Result<Command> {
+    let found = find_program_outside(name, extra).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::NotFound,
-            format!("`{name}` is not in any absolute folder of PATH"),
+            format!("`{name}` is not in any absolute folder of PATH outside the project"),
         )
     })?;
     let mut command = Command::new(found);
-    confine_path(&mut command);
+    confine_path_outside(&mut command, extra);
     Ok(command)
 }
 
-/// Gives `command` a PATH of only the absolute folders of ours, when ours
-/// has a relative one (otherwise it inherits PATH unchanged).
+/// Gives `command` a PATH of only the folders of ours ralph may take
+/// programs from ([`trusted_folder`]), when ours has any other (otherwise
+/// it inherits PATH unchanged).
 fn confine_path(command: &mut Command) {
+    confine_path_outside(command, &[]);
+}
+
+fn confine_path_outside(command: &mut Command, extra: &[&Path]) {
     if let Some(path) = std::env::var_os("PATH") {
-        let absolute = absolute_entries(&path);
-        if std::env::split_paths(&path).count() != absolute.len() {
+        let trusted = trusted_entries(&path, &distrusted(extra));
+        if std::env::split_paths(&path).count() != trusted.len() {
+            let kept = trusted.into_iter().map(|(entry, _)| entry);
             // Joining absolute folders fails only on a `;`/`:` inside one.
-            command.env("PATH", std::env::join_paths(absolute).unwrap_or_default());
+            command.env("PATH", std::env::join_paths(kept).unwrap_or_default());
         }
     }
     #[cfg(windows)]
@@ -461,6 +569,25 @@ mod tests {
         assert!(!alive(grandchild), "the grandchild survived");
         // A group that is gone is not an error.
         stop_group(&mut group, Stop::Kill).unwrap();
+    }
+
+    #[test]
+    fn a_path_folder_in_or_through_a_distrusted_folder_is_never_trusted() {
+        let project = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let bin = project.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&bin, outside.path().join("into")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), project.path().join("out")).unwrap();
+        let roots = forms(project.path());
+        assert_eq!(trusted_folder(&bin, &roots), None);
+        assert_eq!(trusted_folder(&outside.path().join("into"), &roots), None);
+        // A link inside the project could be repointed after the look.
+        assert_eq!(trusted_folder(&project.path().join("out"), &roots), None);
+        assert_eq!(trusted_folder(Path::new("node_modules/.bin"), &roots), None);
+        let real = std::fs::canonicalize(outside.path()).unwrap();
+        assert_eq!(trusted_folder(outside.path(), &roots), Some(real));
+        assert!(forms(Path::new("/")).is_empty(), "never every folder");
     }
 
     #[test]

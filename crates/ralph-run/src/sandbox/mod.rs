@@ -141,9 +141,15 @@ impl Sandbox {
                 fix: "Run ralph in the project's own folder (one with .git or .claude/ below your home).".to_owned(),
             });
         }
+        let reach = Reach::from_facts(&facts);
+        // What the sandbox lets the agent write is never where ralph takes
+        // a program from on the host (`~/.npm/…/git` on PATH).
+        for folder in std::iter::once(&reach.project).chain(&reach.writable) {
+            ralph_fs::process::distrust(folder);
+        }
         Ok(Self {
             tool,
-            reach: Reach::from_facts(&facts),
+            reach,
             confinement: confinement.clone(),
         })
     }
