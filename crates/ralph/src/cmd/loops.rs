@@ -36,9 +36,21 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
     if !args.raw_arguments {
         approve_on_terminal(&crate::env::project(), &mut options)?;
     }
-    arm_and_tell(options, task)
-        .map_err(Failure::from)
-        .map(|_| ())
+    let activation = arm_and_tell(options, task).map_err(Failure::from)?;
+    // Armed with a code: the commands it approved on the user's own screen too, not
+    // only in the text a model may be the one to read.
+    if let Some(notice) = approved_notice(&activation) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "{}", ralph_fs::display::block(&notice));
+    }
+    Ok(())
+}
+
+/// The story commands `activation`'s loop bound, said for the user
+/// (`approval::approved_notice`).
+pub(super) fn approved_notice(activation: &arming::Activation) -> Option<String> {
+    let prd = activation.armed.state.prd.as_ref()?;
+    ralph_core::control::approval::approved_notice(&crate::env::project().root, prd)
 }
 
 /// Before arming from a terminal: a PRD's story commands the user has not approved are
