@@ -48,6 +48,7 @@ mod run;
 mod sandbox;
 mod scaling;
 mod security_approve;
+mod security_bounds;
 mod security_files;
 // Processes, /proc, chown and sh scripts: Unix only.
 #[cfg(unix)]

@@ -507,6 +507,90 @@ fn children_of(parent: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Whether a `ralph run` is among this process's ancestors: the agent of a
+/// run, and every process it starts, are (the run reaps orphans,
+/// [`adopt_orphans`], so a double fork stays below it). Read from each
+/// ancestor's command line in `/proc`, which no descendant can rewrite.
+#[cfg(target_os = "linux")]
+pub fn under_ralph_run() -> bool {
+    let mut pid = parent_of(std::process::id());
+    let mut steps = 0;
+    while let Some(p) = pid.filter(|&p| p > 1 && steps < 4096) {
+        if is_ralph_run(p) {
+            return true;
+        }
+        pid = parent_of(p);
+        steps += 1;
+    }
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn under_ralph_run() -> bool {
+    false
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_field(&stat, 1)?.parse().ok()
+}
+
+/// Field `n` after `pid (comm)` of a `/proc/<pid>/stat` line: 0 the state,
+/// 1 the parent, 19 the start time.
+#[cfg(target_os = "linux")]
+fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    // `comm` may hold spaces and `)`.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n)
+}
+
+/// Whether `pid` runs `ralph run` (or `ralph-loop run`): its program's
+/// name starts with `ralph` and its first argument is `run`.
+#[cfg(target_os = "linux")]
+fn is_ralph_run(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let mut args = cmdline.split(|&b| b == 0);
+    let program = args.next().unwrap_or_default();
+    let name = program.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    name.starts_with(b"ralph") && args.next() == Some(b"run".as_slice())
+}
+
+/// When the session of the terminal on standard input began (its leader's
+/// start), if standard input is a terminal. A pseudo-terminal that a
+/// process opens itself (`script`, `expect`, `tmux new-window`) starts a
+/// session of its own, now: one that began before a loop did was not made
+/// by that loop's agent.
+#[cfg(target_os = "linux")]
+pub fn terminal_session_start() -> Option<std::time::SystemTime> {
+    let stdin = std::io::stdin();
+    if !rustix::termios::isatty(&stdin) {
+        return None;
+    }
+    let leader = rustix::termios::tcgetsid(&stdin)
+        .ok()?
+        .as_raw_nonzero()
+        .get();
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).ok()?;
+    let ticks: u64 = stat_field(&stat, 19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    let per_second = rustix::param::clock_ticks_per_second().max(1);
+    // Rounded up, and `btime` is whole seconds: never earlier than it was by
+    // more than a second.
+    let secs = boot.checked_add(ticks.div_ceil(per_second))?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn terminal_session_start() -> Option<std::time::SystemTime> {
+    None
+}
+
 /// Sends `how` to the process group `pid` leads.
 #[cfg(unix)]
 pub fn signal_unix_group(pid: u32, how: Stop) -> std::io::Result<()> {

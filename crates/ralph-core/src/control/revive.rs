@@ -234,6 +234,27 @@ pub fn revive(
     })
 }
 
+/// When the loop `ralph resume --add-*` would raise began (the live loop of
+/// `name`, else its last ended one): a terminal whose session began later
+/// may be a pseudo-terminal its agent opened. `None` when there is no such
+/// loop (the raise itself then says why).
+pub fn started_at(project: &Project, registry: &Registry, name: Option<&str>) -> Option<Timestamp> {
+    let root = registry::canonical_root(project).ok()?;
+    let lock = project.lock().ok()?;
+    let scan = Scan::read(project, Some(registry)).ok()?;
+    let live = scan
+        .entries
+        .into_iter()
+        .find(|e| name.is_none_or(|n| e.file().name == n));
+    match live {
+        Some(LoopEntry::Armed(l) | LoopEntry::Paused(l)) => l.state.started_at,
+        Some(_) => None,
+        None => from_history(project, &lock, registry, &root, name)
+            .ok()
+            .and_then(|(_, state)| state.started_at),
+    }
+}
+
 /// The last ended loop of `name` from the history, when it ended at a limit
 /// or a budget and this user armed it: moved back to be live.
 fn from_history(

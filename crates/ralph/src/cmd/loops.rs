@@ -208,8 +208,58 @@ pub(super) fn resume(args: ResumeArgs) -> CmdResult {
         return pause_or_resume(args.select, true);
     }
     let selection = selection(args.select)?;
+    let name = selection.name.as_deref();
+    let started =
+        crate::env::registry().and_then(|r| revive::started_at(&crate::env::project(), &r, name));
+    let what = format!("Raise the bounds of loop `{}`", name.unwrap_or("ralph"));
+    users_own_step(&what, "/ralph-resume", started)?;
     // The loop keeps its owner: a terminal is no session to drive it.
-    revive_as(selection.name.as_deref(), &raise, None).map(|_| ())
+    revive_as(name, &raise, None).map(|_| ())
+}
+
+/// A step only the user takes (raising a bound): refused from a process below a
+/// `ralph run` (its agent, and all the agent starts), without a terminal on standard
+/// input and output, and on a terminal whose session began after the loop did (a
+/// pseudo-terminal the agent opened: `script`, `expect`); otherwise asked on the terminal,
+/// where only the user's keys answer. `typed`: the slash command that does it in a session.
+pub(super) fn users_own_step(
+    what: &str,
+    typed: &str,
+    loop_started: Option<Timestamp>,
+) -> Result<(), Failure> {
+    let refuse = |why: &str| {
+        Err(EdgeError::NotTheUser(format!(
+            "{what}: refused, {why}. Only you raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
+        ))
+        .into())
+    };
+    if ralph_fs::process::under_ralph_run() {
+        return refuse("this runs below a `ralph run`, where the agent works");
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return refuse("there is no terminal to ask you on");
+    }
+    if cfg!(target_os = "linux") {
+        let began = ralph_fs::process::terminal_session_start();
+        let before = |t: Timestamp| {
+            began.is_some_and(|b| {
+                b.duration_since(std::time::UNIX_EPOCH)
+                    // A second's margin: the boot time /proc gives is whole seconds.
+                    .is_ok_and(|d| {
+                        i64::try_from(d.as_secs()).is_ok_and(|s| s.saturating_add(1) < t.0)
+                    })
+            })
+        };
+        if !loop_started.is_none_or(before) {
+            return refuse(
+                "this terminal's session began after the loop did (one its agent could have opened)",
+            );
+        }
+    }
+    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+        return refuse("you did not answer yes");
+    }
+    Ok(())
 }
 
 /// `--add-*` for the loop `name` (`session`: the one `/ralph-resume` came from, which then
