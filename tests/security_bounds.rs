@@ -1,7 +1,7 @@
 //! Only the user raises a bound (issue 46), through the real binary: the agent's own shell,
 //! with no terminal or with a pseudo-terminal it opens itself (`script`), cannot run
-//! `ralph resume --add-iterations`, under `ralph run` with and without `--sandbox`, nor
-//! write the loop file in the sandbox; the user's `/ralph-resume --add-iterations` typed
+//! `ralph resume --add-iterations` (nor `ralph start --force` over its loop), under
+//! `ralph run` with and without `--sandbox`, nor write the loop file in the sandbox; the user's `/ralph-resume --add-iterations` typed
 //! in the session raises it.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
@@ -20,6 +20,8 @@ const GREEDY: &str = r#"cat > /dev/null
 n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
 ralph resume --add-iterations 20 > .agent/plain-$n 2>&1; echo "exit $?" >> .agent/plain-$n
 printf 'y\n' | script -qec "ralph resume --add-iterations 20" /dev/null > .agent/pty-$n 2>&1; echo "exit $?" >> .agent/pty-$n
+ralph start --force --max-iterations 99 Again > .agent/force-$n 2>&1; echo "exit $?" >> .agent/force-$n
+ralph adopt --yes > .agent/adopt-$n 2>&1; echo "exit $?" >> .agent/adopt-$n
 if [ -n "$RALPH_SANDBOX" ]; then
   sed -i 's/^max_iterations: .*/max_iterations: 99/' .claude/ralph-loop.local.md 2> .agent/edit-$n; echo "exit $?" >> .agent/edit-$n
   echo 'max_iterations: 99' >> .claude/ralph-loop.local.md 2>> .agent/edit-$n; echo "exit $?" >> .agent/edit-$n
@@ -71,7 +73,7 @@ fn the_agent_of_ralph_run_cannot_raise_its_own_bounds_sandboxed_or_not() {
             (Some("max_iterations"), Some(2)),
             "sandbox {sandbox}: {l}"
         );
-        for probe in ["plain-1", "pty-1", "plain-2", "pty-2"] {
+        for probe in ["plain-1", "pty-1", "force-1", "plain-2", "pty-2", "force-2"] {
             let seen = p.read(&format!(".agent/{probe}"));
             assert!(
                 !seen.contains("exit 0"),
@@ -85,8 +87,10 @@ fn the_agent_of_ralph_run_cannot_raise_its_own_bounds_sandboxed_or_not() {
                 "the loop file is read only in the sandbox: {seen}"
             );
         } else {
-            let seen = p.read(".agent/pty-1");
-            assert!(seen.contains("below a `ralph run`"), "{seen}");
+            for probe in ["pty-1", "force-1", "adopt-1"] {
+                let seen = p.read(&format!(".agent/{probe}"));
+                assert!(seen.contains("below a `ralph run`"), "{probe}: {seen}");
+            }
         }
     }
 }

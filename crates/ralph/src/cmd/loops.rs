@@ -21,6 +21,9 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
         .session_id
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::env::session_from_env);
+    if args.force || args.arm.approve_commands.is_some() {
+        not_below_a_run("ralph start --force or --approve-commands")?;
+    }
     let mut options = args.arm.into_options(args.name, None, args.force);
     let task = if args.raw_arguments {
         options.apply_raw(&read_stdin()?)?
@@ -215,6 +218,19 @@ pub(super) fn resume(args: ResumeArgs) -> CmdResult {
     users_own_step(&what, "/ralph-resume", started)?;
     // The loop keeps its owner: a terminal is no session to drive it.
     revive_as(name, &raise, None).map(|_| ())
+}
+
+/// Refuses `what` below a `ralph run`: its agent (and everything the agent starts) never
+/// arms, adopts, forces over a live loop or approves a command. (A session's agent runs as
+/// the user with no such mark: docs/security.md says what holds there.)
+pub(super) fn not_below_a_run(what: &str) -> Result<(), Failure> {
+    if ralph_fs::process::under_ralph_run() {
+        return Err(EdgeError::NotTheUser(format!(
+            "{what}: refused, this runs below a `ralph run`, where the agent works; only you take this step, from a terminal of yours or a slash command in your session"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// A step only the user takes (raising a bound): refused from a process below a
