@@ -489,7 +489,7 @@ pub fn end_all_children(deadline: std::time::Instant) -> bool {
 /// The processes whose parent is `parent`, from `/proc/<pid>/stat` (works
 /// without the kernel's optional `children` lists).
 #[cfg(target_os = "linux")]
-fn children_of(parent: i32) -> Vec<i32> {
+pub fn children_of(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -271,7 +271,11 @@ pub fn run_confined(
         Some(s) => s.command(command),
         None => shell(command)?,
     };
-    run_process(process, root, prompt, stop, tick)
+    let connect = |leader: u32| match sandbox {
+        Some(s) => s.connect(leader).map_err(std::io::Error::other),
+        None => Ok(()),
+    };
+    run_process(process, root, prompt, stop, tick, connect)
 }
 
 fn run_process(
@@ -280,6 +284,7 @@ fn run_process(
     prompt: &str,
     stop: &AtomicBool,
     mut tick: impl FnMut(),
+    connect: impl FnOnce(u32) -> std::io::Result<()>,
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
@@ -288,6 +293,10 @@ fn run_process(
         .stdout(stdout_file.try_clone()?)
         .stderr(stderr_file.try_clone()?);
     let mut group = spawn_in_group(&mut sh)?;
+    if let Err(e) = connect(group.child.id()) {
+        terminate_group(&mut group);
+        return Err(e);
+    }
     let prompt = prompt.to_owned();
     let mut stdin = group.child.stdin.take();
     // A writer thread, so an agent that does not read its stdin cannot block us.
