@@ -44,10 +44,10 @@ fn forms(folder: &Path) -> Vec<PathBuf> {
         .filter(|f| f.is_absolute())
         .into_iter()
         .collect();
-    if let Ok(real) = std::fs::canonicalize(folder) {
-        if !out.contains(&real) {
-            out.push(real);
-        }
+    if let Ok(real) = std::fs::canonicalize(folder)
+        && !out.contains(&real)
+    {
+        out.push(real);
     }
     // The root folder would distrust every program there is.
     out.retain(|f| f.parent().is_some());

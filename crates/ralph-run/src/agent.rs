@@ -90,8 +90,8 @@ pub enum Ending {
     Killed,
 }
 
-impl Ending {
-    pub fn of(status: ExitStatus) -> Self {
+impl From<ExitStatus> for Ending {
+    fn from(status: ExitStatus) -> Self {
         #[cfg(unix)]
         if std::os::unix::process::ExitStatusExt::signal(&status).is_some() {
             return Self::Killed;
@@ -134,10 +134,10 @@ pub fn distrusted(ending: Ending, results: usize) -> Option<&'static str> {
 pub fn charge(
     mut reply: AgentReply,
     cap: Option<Money>,
-    ending: Ending,
+    ending: impl Into<Ending>,
     stdout: &str,
 ) -> AgentReply {
-    if let (Some(cap), Some(why)) = (cap, distrusted(ending, result_lines(stdout))) {
+    if let (Some(cap), Some(why)) = (cap, distrusted(ending.into(), result_lines(stdout))) {
         reply.cost = Some(reply.cost.map_or(cap, |said| said.max(cap)));
         reply.overcharged = Some(why);
         // Nor is a rate limit it says struck: a limit is not counted.

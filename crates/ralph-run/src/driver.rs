@@ -385,12 +385,7 @@ impl Driver {
             }) => (status, stdout, stderr_tail),
         };
         let cap = agent::call_cap(&self.setup.agent, left);
-        let reply = agent::charge(
-            agent::parse_output(&stdout),
-            cap,
-            agent::Ending::of(status),
-            &stdout,
-        );
+        let reply = agent::charge(agent::parse_output(&stdout), cap, status, &stdout);
         if let Some(why) = reply.limit.clone() {
             // Not the agent's failure, nor a turn: nothing is judged or counted.
             if let Some(first) = self.wait_for_reset {

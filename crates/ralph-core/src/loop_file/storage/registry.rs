@@ -263,7 +263,7 @@ fn create_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The bytes of a hex string, if it is one.
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }
     (0..text.len())
