@@ -448,7 +448,9 @@ fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
     }
 
     let api = MockApi::start(script(3));
-    let mut args = vec!["run", "--sandbox", "--force"];
+    // The mock API listens on this machine's loopback, which the default network
+    // (`internet`) keeps out of the sandbox's reach: `host` lets the client reach it.
+    let mut args = vec!["run", "--sandbox", "--sandbox-network", "host", "--force"];
     args.extend_from_slice(&task);
     let done = sandbox.ralph_with_client(&api, &args, &[]);
     let said = String::from_utf8_lossy(&done.stdout).into_owned();

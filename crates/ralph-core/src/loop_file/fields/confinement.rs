@@ -11,7 +11,7 @@ use crate::loop_file::fields::values::StateError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Network {
     /// The internet, not the host: a network namespace of its own given a
-    /// user-mode network (pasta, else slirp4netns) that reaches out through
+    /// user-mode network (pasta) that reaches out through
     /// the host's sockets but not the host's loopback, its ports or its
     /// abstract sockets. Where neither tool is installed, the host's network.
     #[default]
@@ -148,7 +148,7 @@ impl Confinement {
     pub fn limits(&self) -> String {
         let network = match self.network {
             Network::Internet => {
-                "the internet but not this machine's loopback, ports or abstract sockets (where pasta or slirp4netns is installed; else the host's network)"
+                "the internet but not this machine's loopback, ports or abstract sockets (where pasta is installed; else the host's network)"
             }
             Network::None => "no network",
             Network::Host => "the host's network, its loopback and abstract sockets too",
