@@ -18,6 +18,14 @@ use crate::support::{BIN, LOOP, text};
 /// own, answered `y`), and an edit of the loop file.
 const GREEDY: &str = r#"cat > /dev/null
 n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
+if [ $n = 1 ]; then
+  # A grandchild left behind by a double fork: its parent exits at once.
+  printf '%s\n' 'sleep 0.2' 'ralph resume --add-iterations 20 > .agent/orphan.tmp 2>&1' \
+    'echo "exit $?" >> .agent/orphan.tmp' 'mv .agent/orphan.tmp .agent/orphan' > .agent/orphan.sh
+  sh -c 'sh .agent/orphan.sh &'
+else
+  i=0; while [ ! -e .agent/orphan ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+fi
 ralph resume --add-iterations 20 > .agent/plain-$n 2>&1; echo "exit $?" >> .agent/plain-$n
 printf 'y\n' | script -qec "ralph resume --add-iterations 20" /dev/null > .agent/pty-$n 2>&1; echo "exit $?" >> .agent/pty-$n
 ralph start --force --max-iterations 99 Again > .agent/force-$n 2>&1; echo "exit $?" >> .agent/force-$n
@@ -87,7 +95,7 @@ fn the_agent_of_ralph_run_cannot_raise_its_own_bounds_sandboxed_or_not() {
                 "the loop file is read only in the sandbox: {seen}"
             );
         } else {
-            for probe in ["pty-1", "force-1", "adopt-1"] {
+            for probe in ["pty-1", "force-1", "adopt-1", "orphan"] {
                 let seen = p.read(&format!(".agent/{probe}"));
                 assert!(seen.contains("below a `ralph run`"), "{probe}: {seen}");
             }

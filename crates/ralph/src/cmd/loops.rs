@@ -212,8 +212,9 @@ pub(super) fn resume(args: ResumeArgs) -> CmdResult {
     }
     let selection = selection(args.select)?;
     let name = selection.name.as_deref();
-    let started =
-        crate::env::registry().and_then(|r| revive::started_at(&crate::env::project(), &r, name));
+    let started = || {
+        crate::env::registry().and_then(|r| revive::started_at(&crate::env::project(), &r, name))
+    };
     let what = format!("Raise the bounds of loop `{}`", name.unwrap_or("ralph"));
     users_own_step(&what, "/ralph-resume", started)?;
     // The loop keeps its owner: a terminal is no session to drive it.
@@ -241,7 +242,7 @@ pub(super) fn not_below_a_run(what: &str) -> Result<(), Failure> {
 pub(super) fn users_own_step(
     what: &str,
     typed: &str,
-    loop_started: Option<Timestamp>,
+    loop_started: impl FnOnce() -> Option<Timestamp>,
 ) -> Result<(), Failure> {
     let refuse = |why: &str| {
         Err(EdgeError::NotTheUser(format!(
@@ -266,7 +267,8 @@ pub(super) fn users_own_step(
                     })
             })
         };
-        if !loop_started.is_none_or(before) {
+        // Read only now, after the cheap refusals: it waits for the project's lock.
+        if !loop_started().is_none_or(before) {
             return refuse(
                 "this terminal's session began after the loop did (one its agent could have opened)",
             );
