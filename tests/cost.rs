@@ -41,12 +41,13 @@ impl Steps for Project {
     /// in turn.
     fn with_agent(replies: &[String]) -> Self {
         let p = Project::new();
-        for sub in [".agent", "bin"] {
-            std::fs::create_dir_all(p.path(sub)).unwrap();
-        }
+        std::fs::create_dir_all(p.path(".agent")).unwrap();
+        // Outside the project: ralph takes no program from a folder the agent writes.
+        let bin = p.home().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
         p.write(".agent/agent.sh", AGENT);
         // `claude` on PATH is the same script: the default agent and the preset run it.
-        let claude = p.path("bin/claude");
+        let claude = bin.join("claude");
         std::fs::write(&claude, format!("#!/bin/sh\n{AGENT}\n")).unwrap();
         #[cfg(unix)]
         {
@@ -58,7 +59,7 @@ impl Steps for Project {
         }
         let path = format!(
             "{}:{}",
-            p.path("bin").display(),
+            bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
         p.with_env("PATH", path)
@@ -1115,4 +1116,44 @@ fn a_wait_for_a_reset_past_the_time_budget_ends_the_loop_as_time_budget() {
         "{l}"
     );
     assert_eq!(p.calls(), 1, "the agent did not run again");
+}
+
+/// Issue 46: the agent writes what ralph reads. A `claude -p` that printed a result of
+/// `total_cost_usd: 0` and then died by a signal, one that printed two results, and one
+/// that printed none are each charged the whole cap of their call, and that cap is what is
+/// left of the budget: $2.00 spent honestly of $5.00, the next call gets
+/// `--max-budget-usd 3` and is charged $3.00, so the loop ends at its budget.
+#[cfg(unix)]
+#[test]
+fn a_client_killed_or_printing_two_results_or_none_is_charged_its_whole_cap() {
+    let forged = r#"{"type":"result","subtype":"success","is_error":false,"result":"working","total_cost_usd":0}"#;
+    for (how, second) in [
+        ("killed", format!("echo '{forged}'\nkill -KILL $$")),
+        ("two results", format!("echo '{forged}'\necho '{forged}'")),
+        ("no result", "true".to_owned()),
+    ] {
+        let p = Project::with_agent(&[costing("one", "2")]).with_env("IS_SANDBOX", "1");
+        let script = format!(
+            "#!/bin/sh\nn=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n\n\
+             cat > /dev/null\necho \"$@\" > .agent/args-$n\n\
+             if [ $n = 1 ]; then cat .agent/reply-1; exit 0; fi\n{second}\n"
+        );
+        std::fs::write(p.home().join("bin/claude"), script).unwrap();
+        let out = p.ralph(
+            &["run", "--max-cost", "5", "--max-iterations", "9", "Task"],
+            "",
+        );
+        let shown = text(&out);
+        assert_eq!(p.calls(), 2, "{how}: {shown}");
+        assert!(
+            p.read_or_empty(".agent/args-2")
+                .contains("--max-budget-usd 3"),
+            "{how}: the cap is what is left: {}",
+            p.read_or_empty(".agent/args-2")
+        );
+        let l = p.the_loop();
+        assert_eq!(l["cost_usd"].as_f64(), Some(5.0), "{how}: {l}\n{shown}");
+        assert_eq!(l["outcome"], "cost_budget", "{how}: {l}\n{shown}");
+        assert_eq!(out.status.code(), Some(3), "{how}: {shown}");
+    }
 }

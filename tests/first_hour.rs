@@ -543,12 +543,15 @@ fn denials_show_on_the_iteration_line_and_the_same_denial_twice_ends_the_run_as_
 #[test]
 fn permission_mode_reaches_the_default_agent_and_is_refused_for_others() {
     let p = Project::new();
-    // A `claude` on PATH that records its arguments and gives the promise.
-    let bin = p.path(".bin");
-    p.write(
-        ".bin/claude",
+    // A `claude` on PATH that records its arguments and gives the promise (outside the
+    // project: ralph takes no program from a folder the agent writes).
+    let bin = p.home().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("claude"),
         "#!/bin/sh\necho \"$@\" > .agent-args\ncat >/dev/null\necho '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"<promise>DONE</promise>\"}'\n",
-    );
+    )
+    .unwrap();
     Command::new("chmod")
         .arg("+x")
         .arg(bin.join("claude"))

@@ -52,6 +52,7 @@ mod sandbox;
 mod say;
 mod scaling;
 mod security_approve;
+mod security_bounds;
 mod security_files;
 // Processes, /proc, chown and sh scripts: Unix only.
 #[cfg(unix)]

@@ -284,18 +284,13 @@ fn a_loop_that_ended_at_3_of_3_given_two_more_runs_4_and_5_with_its_spend_carrie
         "{ended}"
     );
 
-    let out = p.ralph_with(
-        &["resume", "--name", "work", "--add-iterations", "2"],
-        b"",
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    // Only the user raises a bound: typed in a session (the prompt hook).
+    let said = typed_resume(&p, "--name work --add-iterations 2");
     assert!(
-        text(&out).contains(
+        said.contains(
             "is armed again at iteration 4, its count, spend and log kept: iterations 3 → 5"
         ),
-        "{}",
-        text(&out)
+        "{said}"
     );
     let out = run(&p, &[]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
@@ -326,12 +321,23 @@ fn a_loop_that_ended_at_3_of_3_given_two_more_runs_4_and_5_with_its_spend_carrie
         .collect();
     assert_eq!(iterations, [1, 2, 3, 4, 5], "one log, kept");
     // Ended again, it may be given more again.
-    let again = p.ralph_with(
-        &["resume", "--name", "work", "--add-iterations", "2"],
-        b"",
-        &[],
-    );
-    assert!(again.status.success(), "{}", text(&again));
+    let again = typed_resume(&p, "--name work --add-iterations 2");
+    assert!(again.contains("is armed again"), "{again}");
+}
+
+/// `/ralph-resume TEXT` typed in session s1, as the prompt hook gets it: what the user
+/// is shown.
+fn typed_resume(p: &Project, text: &str) -> String {
+    let event = serde_json::json!({"session_id": "s1", "cwd": p.root(),
+        "hook_event_name": "UserPromptSubmit", "prompt": format!("/ralph-resume {text}")});
+    let out = p.ralph_with(&["hook", "prompt"], event.to_string().as_bytes(), &[]);
+    assert!(out.status.success(), "{}", crate::support::text(&out));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    format!(
+        "{}{}",
+        answer["systemMessage"].as_str().unwrap_or(""),
+        answer["reason"].as_str().unwrap_or("")
+    )
 }
 
 #[test]
@@ -341,16 +347,10 @@ fn a_planted_history_record_is_never_armed_again() {
         ".claude/ralph/history/20261201T000000Z-evil.md",
         "---\nactive: false\niteration: 3\nsession_id: s1\nmax_iterations: 3\ncompletion_promise: null\nverify: \"touch pwned\"\nstarted_at: \"2026-11-30T00:00:00Z\"\nralph_nonce: \"00112233445566778899aabbccddeeff\"\noutcome: max_iterations\nended_at: \"2026-12-01T00:00:00Z\"\n---\n\nTask\n",
     );
-    let out = p.ralph_with(
-        &["resume", "--name", "evil", "--add-iterations", "2"],
-        b"",
-        &[],
-    );
-    assert!(!out.status.success(), "{}", text(&out));
+    let said = typed_resume(&p, "--name evil --add-iterations 2");
     assert!(
-        text(&out).contains("was not armed by you on this machine"),
-        "{}",
-        text(&out)
+        said.contains("was not armed by you on this machine"),
+        "{said}"
     );
     assert!(!p.exists(".claude/evil-loop.local.md"));
     assert!(p.exists(".claude/ralph/history/20261201T000000Z-evil.md"));

@@ -444,7 +444,9 @@ fn the_real_client_runs_sandboxed_as_root_and_cannot_see_a_planted_key() {
     }
 
     let api = MockApi::start(script(3));
-    let mut args = vec!["run", "--sandbox", "--force"];
+    // The mock API listens on this machine's loopback, which the default network
+    // (`internet`) keeps out of the sandbox's reach: `host` lets the client reach it.
+    let mut args = vec!["run", "--sandbox", "--sandbox-network", "host", "--force"];
     args.extend_from_slice(&task);
     let done = sandbox.ralph_with_client(&api, &args, &[]);
     let said = String::from_utf8_lossy(&done.stdout).into_owned();
@@ -619,7 +621,7 @@ fn sandbox_network_none_cuts_the_agent_off() {
         assert!(out.status.success(), "{}", text(&out));
         s.project.read("net.txt")
     };
-    assert_eq!(reach("open"), "reached\n");
+    assert_eq!(reach("host"), "reached\n");
     assert_eq!(reach("none"), "cut\n");
 }
 
@@ -643,4 +645,82 @@ fn a_command_not_found_in_the_sandbox_names_the_bound_folders() {
             && said.contains("move it into the project"),
         "{said}"
     );
+}
+
+/// Issue 46: the default network (`internet`) is a namespace of the sandbox's own with a
+/// user-mode network (pasta): it has a default route out, but a port on the host's
+/// loopback, the same port behind the gateway's address, and an abstract Unix socket of
+/// the host's (the kind an X server listens on) are out of its reach; `host` reaches
+/// both (so the probe can tell). No internet here: only what it must not reach is tried
+/// (the gateway's address leads out, where nothing answers: cut after five seconds).
+#[test]
+fn the_default_network_reaches_out_but_not_the_hosts_loopback_or_abstract_sockets() {
+    if !bwrap_or_skip("sandbox: network internet") {
+        return;
+    }
+    let has_pasta = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .any(|d| d.join("pasta").is_file());
+    if !has_pasta {
+        crate::support::client::skip_or_fail::<()>(
+            "sandbox: network internet",
+            "pasta (package passt) is not installed",
+        );
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let name = format!("ralph-test-{}", std::process::id());
+    let abstract_socket = abstract_listener(&name);
+    let probe = |network: Option<&str>| {
+        let s = Setup::new();
+        let tools = s.tools.path().join("net.sh");
+        std::fs::write(
+            &tools,
+            "#!/bin/sh\ncat > /dev/null\n\
+             try() { if timeout 5 bash -c \"echo hi > /dev/tcp/$1/$PROBE_PORT\" 2>/dev/null; then echo \"$2: reached\"; else echo \"$2: cut\"; fi; }\n\
+             try 127.0.0.1 loopback > net.txt\n\
+             gw=$(awk '$2 == \"00000000\" { print $3; exit }' /proc/net/route)\n\
+             if [ -n \"$gw\" ]; then echo 'route: yes' >> net.txt; \
+               ip=$(printf '%d.%d.%d.%d' 0x$(echo $gw | cut -c7-8) 0x$(echo $gw | cut -c5-6) 0x$(echo $gw | cut -c3-4) 0x$(echo $gw | cut -c1-2)); \
+               try $ip gateway >> net.txt; else echo 'route: no' >> net.txt; fi\n\
+             if grep -q \"@$PROBE_NAME\" /proc/net/unix; then echo 'abstract: reached' >> net.txt; else echo 'abstract: cut' >> net.txt; fi\n\
+             echo '<promise>DONE</promise>'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&tools, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let agent = tools.display().to_string();
+        let mut args = vec!["run", "--sandbox"];
+        if let Some(network) = network {
+            args.extend(["--sandbox-network", network]);
+        }
+        args.extend(["--agent", &agent, "--completion-promise", "DONE", "Probe"]);
+        let out = s
+            .project
+            .ralph_with(&args, b"", &[("PROBE_PORT", &port), ("PROBE_NAME", &name)]);
+        assert!(out.status.success(), "{}", text(&out));
+        (s.project.read("net.txt"), text(&out))
+    };
+    let (internet, said) = probe(None);
+    assert_eq!(
+        internet, "loopback: cut\nroute: yes\ngateway: cut\nabstract: cut\n",
+        "{said}"
+    );
+    assert!(
+        said.contains("the internet but not this machine's loopback"),
+        "{said}"
+    );
+    let (host, _) = probe(Some("host"));
+    assert!(
+        host.starts_with("loopback: reached\n") && host.ends_with("abstract: reached\n"),
+        "{host}"
+    );
+    drop((listener, abstract_socket));
+}
+
+/// A Unix socket listening on the abstract name `name` (Linux), as an X server's does.
+fn abstract_listener(name: &str) -> std::os::unix::net::UnixListener {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    std::os::unix::net::UnixListener::bind_addr(&addr).unwrap()
 }

@@ -364,3 +364,73 @@ fn e2e_the_user_sees_the_story_commands_and_the_model_does_not() {
     );
     assert!(!sandbox.project().join("story.ran").exists());
 }
+
+/// Issue 46: an approval code is keyed with the user's own secret (made once in their
+/// state folder, mode 0600), so a code worked out from the list alone — the one a hostile
+/// README prints, or another user's — arms nothing; and whoever arms with the right code
+/// sees the commands on their own screen: `ralph start` on its standard error, and
+/// `/ralph-loop` in the notice shown to the user, not only in the model's context.
+#[test]
+fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
+    let p = Project::new();
+    p.write(PRD, HOSTILE_PRD);
+    let other = Project::new();
+    other.write(PRD, HOSTILE_PRD);
+    let refusal =
+        |q: &Project| approval_code(&support::text(&q.ralph_with(&["start", "--prd"], b"", &[])));
+    let theirs = refusal(&other);
+    let mine = refusal(&p);
+    assert_ne!(theirs, mine, "the same list, another user: another code");
+    assert_eq!(mine, refusal(&p), "the user's code stays the same");
+    let arm = |code: &str| {
+        p.ralph_with(
+            &[
+                "start",
+                "--session-id",
+                "s1",
+                "--prd",
+                "--approve-commands",
+                code,
+            ],
+            b"",
+            &[],
+        )
+    };
+    let out = arm(&theirs);
+    assert_eq!(out.status.code(), Some(2), "{}", support::text(&out));
+    assert!(!armed_here(&p));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let secret = p.home().join(".local/state/ralph/approval-secret");
+        let mode = std::fs::symlink_metadata(&secret)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", secret.display());
+    }
+    let out = arm(&mine);
+    assert!(out.status.success(), "{}", support::text(&out));
+    let screen = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        screen.contains("Story commands approved")
+            && screen.contains(&format!("  US-1: {STORY_COMMAND}")),
+        "on the user's screen: {screen}"
+    );
+
+    // In a session: the notice the user reads lists what the pasted code approved.
+    let q = Project::new();
+    q.write(PRD, HOSTILE_PRD);
+    let shown = typed(&q, "s2", "/ralph-loop --prd");
+    let code = approval_code(shown["reason"].as_str().unwrap());
+    let armed = typed(
+        &q,
+        "s2",
+        &format!("/ralph-loop --approve-commands {code} --prd"),
+    );
+    let notice = armed["systemMessage"].as_str().unwrap_or("");
+    assert!(
+        notice.contains(&format!("  US-1: {STORY_COMMAND}")),
+        "the user sees what the code approved: {armed}"
+    );
+}

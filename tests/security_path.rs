@@ -179,3 +179,140 @@ fn the_walk_up_stops_at_a_folder_others_may_write_to_and_a_claude_folder_not_the
         "not a loop of ours\n"
     );
 }
+
+/// A git repository with one commit, `git` planted (writing to `marker`, outside the
+/// project) in the project's `node_modules/.bin` and reached on PATH three ways: by its
+/// absolute path, through a link outside the project that points into it, and through a
+/// link inside the project that points at the planted folder. Returns the PATH.
+#[cfg(unix)]
+fn planted_on_path(p: &Project, marker: &Path, outside: &Path) -> String {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(p.root())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    p.write("lib.txt", "code\n");
+    git(&["add", "lib.txt"]);
+    git(&["commit", "-qm", "one"]);
+    let bin = p.root().join("node_modules/.bin");
+    for name in ["git", "sh", "cat"] {
+        planted(&bin, name, marker);
+    }
+    std::os::unix::fs::symlink(&bin, outside.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&bin, p.root().join("tools")).unwrap();
+    format!(
+        "{}:{}:{}:{}",
+        bin.display(),
+        outside.join("bin").display(),
+        p.root().join("tools").display(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+    )
+}
+
+/// Issue 46: a folder inside the project on PATH by its absolute path (as `npm run` and
+/// direnv put `node_modules/.bin`), or through a link either way, is never where ralph
+/// takes git from: the Stop hook's fingerprint, receipt and status calls run the user's git.
+#[cfg(unix)]
+#[test]
+fn the_stop_hook_never_runs_a_git_planted_in_the_project_however_path_names_it() {
+    let p = Project::new();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("ran");
+    let path = planted_on_path(&p, &marker, outside.path());
+    let env = [
+        ("PATH", path.as_str()),
+        ("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0"),
+    ];
+    let start = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            "test -f lib.txt",
+            "Fix the build",
+        ],
+        b"",
+        &env,
+    );
+    assert!(start.status.success(), "{start:?}");
+    let stop = |reply: &str| {
+        let event = json!({"session_id": "s1", "cwd": p.root(), "last_assistant_message": reply});
+        let out = p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &env);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    p.write("lib.txt", "changed\n");
+    assert!(blocked(&stop("working")));
+    let end = stop("<promise>DONE</promise>");
+    assert!(!blocked(&end), "{end}");
+    let status = p.ralph_with(&["status"], b"", &env);
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        !marker.exists(),
+        "the project's git ran: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+}
+
+/// Issue 46: `ralph run`, with and without `--sandbox`, takes git for its checkpoints and
+/// status from outside the project only, and hands the agent a PATH without the project's
+/// folders.
+#[cfg(target_os = "linux")]
+#[test]
+fn ralph_run_never_runs_a_git_planted_in_the_project_sandboxed_or_not() {
+    let sandboxed = crate::sandbox::bwrap_or_skip("security_path: ralph run --sandbox");
+    for sandbox in [false, true].into_iter().filter(|s| !s || sandboxed) {
+        let p = Project::new();
+        let outside = tempfile::tempdir().unwrap();
+        let marker = outside.path().join("ran");
+        let path = planted_on_path(&p, &marker, outside.path());
+        let agent = outside.path().join("agent.sh");
+        std::fs::write(
+            &agent,
+            "#!/bin/sh\ncat > /dev/null\necho \"$PATH\" > agent-path.txt\n\
+             echo more >> lib.txt\necho 'done <promise>DONE</promise>'\n",
+        )
+        .unwrap();
+        set_mode(&agent, 0o755);
+        let agent = agent.display().to_string();
+        let mut args = vec!["run"];
+        if sandbox {
+            args.push("--sandbox");
+        }
+        args.extend([
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--verify",
+            "test -f lib.txt",
+            "--max-iterations",
+            "3",
+            "Fix the build",
+        ]);
+        let env = [("PATH", path.as_str())];
+        let out = p.ralph_with(&args, b"", &env);
+        let said = crate::support::text(&out);
+        assert!(out.status.success(), "sandbox {sandbox}: {said}");
+        assert!(said.contains("completed"), "sandbox {sandbox}: {said}");
+        let status = p.ralph_with(&["status"], b"", &env);
+        assert!(status.status.success(), "{status:?}");
+        assert!(
+            !marker.exists(),
+            "sandbox {sandbox}: the project's git ran: {}",
+            std::fs::read_to_string(&marker).unwrap_or_default()
+        );
+        if !sandbox {
+            let seen = p.read("agent-path.txt");
+            assert!(!seen.contains("node_modules"), "{seen}");
+        }
+    }
+}

@@ -109,10 +109,11 @@ const MAX_LISTING_BYTES: u64 = 16 * 1024 * 1024;
 /// `git -C root …`, hardened, with `overrides` (from [`driver_overrides`])
 /// added after the fixed ones. Standard input is empty, standard output a
 /// pipe, standard error discarded (callers that report git's message pipe
-/// it themselves). git is found in an absolute folder of PATH only
-/// ([`crate::process::program`]); `Err` when it is in none.
+/// it themselves). git is found in an absolute folder of PATH outside
+/// `root` and every folder the agent may write
+/// ([`crate::process::program_outside`]); `Err` when it is in none.
 pub fn command(root: &Path, overrides: &[(String, String)]) -> std::io::Result<Command> {
-    let mut command = crate::process::program("git")?;
+    let mut command = crate::process::program_outside("git", &[root])?;
     command.arg("--no-pager").arg("-C").arg(root);
     for key in FOREIGN_ENV {
         command.env_remove(key);

@@ -19,13 +19,108 @@ pub fn absolute_entries(path: &OsStr) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Folders the agent may write, registered by whoever learns of them (the
+/// project once it is found, a sandbox's writable binds): no program is
+/// ever taken from inside one.
+static DISTRUSTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Marks `folder` (and what it resolves to) as one the agent may write:
+/// from now on no program is looked up in a PATH folder inside it, nor
+/// handed to a child's PATH ([`program`]).
+pub fn distrust(folder: &Path) {
+    let mut all = DISTRUSTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for form in forms(folder) {
+        if !all.contains(&form) {
+            all.push(form);
+        }
+    }
+}
+
+/// `folder` as written (when absolute) and as it resolves.
+fn forms(folder: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Some(folder.to_path_buf())
+        .filter(|f| f.is_absolute())
+        .into_iter()
+        .collect();
+    if let Ok(real) = std::fs::canonicalize(folder)
+        && !out.contains(&real)
+    {
+        out.push(real);
+    }
+    // The root folder would distrust every program there is.
+    out.retain(|f| f.parent().is_some());
+    out
+}
+
+/// Every folder no program is taken from: those [`distrust`]ed, `extra`,
+/// and each git work tree holding the current folder (every folder at or
+/// above it with a `.git`, below the home folder: a fleet's worktree and
+/// the main project around it).
+fn distrusted(extra: &[&Path]) -> Vec<PathBuf> {
+    let mut roots = DISTRUSTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    roots.extend(extra.iter().flat_map(|f| forms(f)));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Ok(cwd) = std::env::current_dir() {
+        let trees = cwd
+            .ancestors()
+            .take_while(|dir| dir.parent().is_some() && home.as_deref() != Some(*dir))
+            .filter(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+            .flat_map(forms);
+        roots.extend(trees.collect::<Vec<_>>());
+    }
+    roots
+}
+
+/// A PATH folder ralph may take programs from: absolute, existing, and
+/// neither as written nor as it resolves (every link on the way followed)
+/// inside a folder in `distrusted`. Returns the resolved folder: every
+/// part of it is then outside what the agent writes, so it cannot be
+/// swapped for a link between this look and the start.
+fn trusted_folder(entry: &Path, distrusted: &[PathBuf]) -> Option<PathBuf> {
+    let inside = |p: &Path| distrusted.iter().any(|root| p.starts_with(root));
+    if !entry.is_absolute() || inside(entry) {
+        return None;
+    }
+    let real = std::fs::canonicalize(entry).ok()?;
+    (!inside(&real)).then_some(real)
+}
+
+/// The folders of `path` ralph may take programs from ([`trusted_folder`]),
+/// each as written and as it resolves.
+fn trusted_entries(path: &OsStr, distrusted: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    absolute_entries(path)
+        .into_iter()
+        .filter_map(|entry| trusted_folder(&entry, distrusted).map(|real| (entry, real)))
+        .collect()
+}
+
 /// Where a bare program name (`git`, `sh`, `curl`) is found in the
-/// absolute folders of PATH ([`absolute_entries`]): the first regular,
+/// absolute folders of PATH ([`absolute_entries`]) that lie outside every
+/// folder the agent may write (the git work trees holding the current
+/// folder, and those [`distrust`]ed), links resolved: the first regular,
 /// executable file of that name (on Windows with each extension of
-/// PATHEXT). A name with a folder in it is not looked up.
+/// PATHEXT) that does not itself resolve into such a folder. A name with
+/// a folder in it is not looked up.
 pub fn find_program(name: &str) -> Option<PathBuf> {
+    find_program_outside(name, &[])
+}
+
+/// [`find_program`], also distrusting `extra` (a git command's work tree).
+fn find_program_outside(name: &str, extra: &[&Path]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    find_in(name, &absolute_entries(&path))
+    let distrusted = distrusted(extra);
+    let dirs: Vec<PathBuf> = trusted_entries(&path, &distrusted)
+        .into_iter()
+        .map(|(_, real)| real)
+        .collect();
+    let found = find_in(name, &dirs)?;
+    let real = std::fs::canonicalize(&found).ok()?;
+    (!distrusted.iter().any(|root| real.starts_with(root))).then_some(found)
 }
 
 fn find_in(name: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
@@ -64,32 +159,45 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The one way ralph names a program to start: `name` found in an absolute
-/// folder of PATH ([`find_program`]), never through `.` or another relative
-/// entry, and the child's own PATH cut to those folders, so that nothing
-/// it starts by name (a gate's `npm`, git's helpers, the shell's `cat`)
-/// can be a program of the folder it runs in either. On Windows `cmd`
-/// is also told not to look in the current folder first
-/// (`NoDefaultCurrentDirectoryInExePath`).
+/// folder of PATH outside every folder the agent may write
+/// ([`find_program`]), never through `.` or another relative entry, nor
+/// `node_modules/.bin` of the project however PATH names it, and the
+/// child's own PATH cut to those folders, so that nothing it starts by
+/// name (a gate's `npm`, git's helpers, the shell's `cat`) can be a
+/// program of the project either. On Windows `cmd` is also told not to
+/// look in the current folder first (`NoDefaultCurrentDirectoryInExePath`).
 pub fn program(name: &str) -> std::io::Result<Command> {
-    let found = find_program(name).ok_or_else(|| {
+    program_outside(name, &[])
+}
+
+/// [`program`], also distrusting `extra`: git's work tree, wherever the
+/// current folder is.
+pub fn program_outside(name: &str, extra: &[&Path]) -> std::io::Result<Command> {
+    let found = find_program_outside(name, extra).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::NotFound,
-            format!("`{name}` is not in any absolute folder of PATH"),
+            format!("`{name}` is not in any absolute folder of PATH outside the project"),
         )
     })?;
     let mut command = Command::new(found);
-    confine_path(&mut command);
+    confine_path_outside(&mut command, extra);
     Ok(command)
 }
 
-/// Gives `command` a PATH of only the absolute folders of ours, when ours
-/// has a relative one (otherwise it inherits PATH unchanged).
+/// Gives `command` a PATH of only the folders of ours ralph may take
+/// programs from ([`trusted_folder`]), when ours has any other (otherwise
+/// it inherits PATH unchanged).
 fn confine_path(command: &mut Command) {
+    confine_path_outside(command, &[]);
+}
+
+fn confine_path_outside(command: &mut Command, extra: &[&Path]) {
     if let Some(path) = std::env::var_os("PATH") {
-        let absolute = absolute_entries(&path);
-        if std::env::split_paths(&path).count() != absolute.len() {
+        let trusted = trusted_entries(&path, &distrusted(extra));
+        if std::env::split_paths(&path).count() != trusted.len() {
+            let kept = trusted.into_iter().map(|(entry, _)| entry);
             // Joining absolute folders fails only on a `;`/`:` inside one.
-            command.env("PATH", std::env::join_paths(absolute).unwrap_or_default());
+            command.env("PATH", std::env::join_paths(kept).unwrap_or_default());
         }
     }
     #[cfg(windows)]
@@ -381,7 +489,7 @@ pub fn end_all_children(deadline: std::time::Instant) -> bool {
 /// The processes whose parent is `parent`, from `/proc/<pid>/stat` (works
 /// without the kernel's optional `children` lists).
 #[cfg(target_os = "linux")]
-fn children_of(parent: i32) -> Vec<i32> {
+pub fn children_of(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -397,6 +505,90 @@ fn children_of(parent: i32) -> Vec<i32> {
             })
         })
         .collect()
+}
+
+/// Whether a `ralph run` is among this process's ancestors: the agent of a
+/// run, and every process it starts, are (the run reaps orphans,
+/// [`adopt_orphans`], so a double fork stays below it). Read from each
+/// ancestor's command line in `/proc`, which no descendant can rewrite.
+#[cfg(target_os = "linux")]
+pub fn under_ralph_run() -> bool {
+    let mut pid = parent_of(std::process::id());
+    let mut steps = 0;
+    while let Some(p) = pid.filter(|&p| p > 1 && steps < 4096) {
+        if is_ralph_run(p) {
+            return true;
+        }
+        pid = parent_of(p);
+        steps += 1;
+    }
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn under_ralph_run() -> bool {
+    false
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_field(&stat, 1)?.parse().ok()
+}
+
+/// Field `n` after `pid (comm)` of a `/proc/<pid>/stat` line: 0 the state,
+/// 1 the parent, 19 the start time.
+#[cfg(target_os = "linux")]
+fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    // `comm` may hold spaces and `)`.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n)
+}
+
+/// Whether `pid` runs `ralph run` (or `ralph-loop run`): its program's
+/// name starts with `ralph` and its first argument is `run`.
+#[cfg(target_os = "linux")]
+fn is_ralph_run(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let mut args = cmdline.split(|&b| b == 0);
+    let program = args.next().unwrap_or_default();
+    let name = program.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    name.starts_with(b"ralph") && args.next() == Some(b"run".as_slice())
+}
+
+/// When the session of the terminal on standard input began (its leader's
+/// start), if standard input is a terminal. A pseudo-terminal that a
+/// process opens itself (`script`, `expect`, `tmux new-window`) starts a
+/// session of its own, now: one that began before a loop did was not made
+/// by that loop's agent.
+#[cfg(target_os = "linux")]
+pub fn terminal_session_start() -> Option<std::time::SystemTime> {
+    let stdin = std::io::stdin();
+    if !rustix::termios::isatty(&stdin) {
+        return None;
+    }
+    let leader = rustix::termios::tcgetsid(&stdin)
+        .ok()?
+        .as_raw_nonzero()
+        .get();
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).ok()?;
+    let ticks: u64 = stat_field(&stat, 19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    let per_second = rustix::param::clock_ticks_per_second().max(1);
+    // Rounded up, and `btime` is whole seconds: never earlier than it was by
+    // more than a second.
+    let secs = boot.checked_add(ticks.div_ceil(per_second))?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn terminal_session_start() -> Option<std::time::SystemTime> {
+    None
 }
 
 /// Sends `how` to the process group `pid` leads.
@@ -461,6 +653,25 @@ mod tests {
         assert!(!alive(grandchild), "the grandchild survived");
         // A group that is gone is not an error.
         stop_group(&mut group, Stop::Kill).unwrap();
+    }
+
+    #[test]
+    fn a_path_folder_in_or_through_a_distrusted_folder_is_never_trusted() {
+        let project = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let bin = project.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&bin, outside.path().join("into")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), project.path().join("out")).unwrap();
+        let roots = forms(project.path());
+        assert_eq!(trusted_folder(&bin, &roots), None);
+        assert_eq!(trusted_folder(&outside.path().join("into"), &roots), None);
+        // A link inside the project could be repointed after the look.
+        assert_eq!(trusted_folder(&project.path().join("out"), &roots), None);
+        assert_eq!(trusted_folder(Path::new("node_modules/.bin"), &roots), None);
+        let real = std::fs::canonicalize(outside.path()).unwrap();
+        assert_eq!(trusted_folder(outside.path(), &roots), Some(real));
+        assert!(forms(Path::new("/")).is_empty(), "never every folder");
     }
 
     #[test]

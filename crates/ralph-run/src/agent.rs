@@ -35,27 +35,115 @@ pub struct AgentReply {
     /// `api_error_status` 429, or `api_error_type` `rate_limit_error` or
     /// `billing_error`): what it said, escaped. Not a failed iteration.
     pub limit: Option<String>,
+    /// Why the cost the agent reported was not believed and the call was
+    /// charged its whole cap instead ([`charge`]).
+    pub overcharged: Option<&'static str>,
 }
 
 /// Claude Code's result when `--max-budget-usd` stopped it.
 pub const BUDGET_SPENT: &str = "error_max_budget_usd";
 
+/// Whether `command` is Claude Code in print mode (`claude -p …`), which
+/// takes `--max-budget-usd`.
+fn is_claude_print(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    words.next() == Some("claude") && words.any(|w| w == "-p" || w == "--print")
+}
+
 /// The agent's command with what is left of a dollar budget, for Claude
 /// Code in print mode (`claude -p …`, which stops itself once it spent
-/// `--max-budget-usd`), so one iteration cannot run far past the budget.
-/// Any other command is left as it is (it has no such flag).
+/// `--max-budget-usd`), so one iteration cannot run far past the budget:
+/// each call's cap is what is left, never the whole budget. Any other
+/// command is left as it is (it has no such flag).
 pub fn with_budget(command: &str, left: Option<Money>) -> String {
-    let mut words = command.split_whitespace();
-    let is_claude_print = words.next() == Some("claude")
-        && command
-            .split_whitespace()
-            .any(|w| w == "-p" || w == "--print");
     match left {
-        Some(left) if is_claude_print && !command.contains("--max-budget-usd") => {
+        Some(left) if is_claude_print(command) && !command.contains("--max-budget-usd") => {
             format!("{command} --max-budget-usd {}", left.decimal())
         }
         _ => command.to_owned(),
     }
+}
+
+/// What one call may cost at most, when ralph can hold the agent to it:
+/// Claude Code in print mode with a JSON result (`--output-format json` or
+/// `stream-json`) under a dollar budget, capped at what is left of it.
+/// `None`: the agent reports no cost ralph could check.
+pub fn call_cap(command: &str, left: Option<Money>) -> Option<Money> {
+    let json = command
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[0] == "--output-format" && matches!(w[1], "json" | "stream-json"))
+        || command.contains("--output-format=json")
+        || command.contains("--output-format=stream-json");
+    left.filter(|_| is_claude_print(command) && json)
+}
+
+/// How the agent's process ended, as far as the cost it reports goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself with this code (Claude Code: 0, or 1 for an
+    /// error result).
+    Exited(i32),
+    /// A signal ended it (or the shell or sandbox around it reported one:
+    /// an exit code above 128).
+    Killed,
+}
+
+impl From<ExitStatus> for Ending {
+    fn from(status: ExitStatus) -> Self {
+        #[cfg(unix)]
+        if std::os::unix::process::ExitStatusExt::signal(&status).is_some() {
+            return Self::Killed;
+        }
+        match status.code() {
+            Some(code) if code <= 128 => Self::Exited(code),
+            _ => Self::Killed,
+        }
+    }
+}
+
+/// How many result objects (`{"type":"result",…}`) the agent printed, one
+/// per line as Claude Code prints them.
+pub fn result_lines(stdout: &str) -> usize {
+    stdout
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<Value>(line.trim())
+                .is_ok_and(|v| v.get("type").and_then(Value::as_str) == Some("result"))
+        })
+        .count()
+}
+
+/// Why the cost in a reply cannot be believed, if it cannot: the agent
+/// writes what ralph reads, so a client that died by a signal, printed more
+/// than one result, or none, may have printed a cost of its own making
+/// (`total_cost_usd: 0`) and killed the real client before it spoke.
+pub fn distrusted(ending: Ending, results: usize) -> Option<&'static str> {
+    match (ending, results) {
+        (Ending::Killed, _) => Some("the agent's client died by a signal"),
+        (_, 0) => Some("the agent's client gave no result"),
+        (_, 1) => None,
+        _ => Some("the agent's client printed more than one result"),
+    }
+}
+
+/// The reply with the cost ralph counts: the one reported, or the call's
+/// whole `cap` when the report is [`distrusted`] (nothing to charge without
+/// a cap: the agent's cost was never counted).
+pub fn charge(
+    mut reply: AgentReply,
+    cap: Option<Money>,
+    ending: impl Into<Ending>,
+    stdout: &str,
+) -> AgentReply {
+    if let (Some(cap), Some(why)) = (cap, distrusted(ending.into(), result_lines(stdout))) {
+        reply.cost = Some(reply.cost.map_or(cap, |said| said.max(cap)));
+        reply.overcharged = Some(why);
+        // Nor is a rate limit it says struck: a limit is not counted.
+        reply.limit = None;
+    }
+    reply
 }
 
 /// One denial in a line: the tool and what it was asked to touch or run.
@@ -119,6 +207,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
                 .map(ralph_core::loop_file::messages::escape_controls),
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
             limit: limit_of(&value, result),
+            overcharged: None,
         };
     }
     AgentReply {
@@ -182,7 +271,11 @@ pub fn run_confined(
         Some(s) => s.command(command),
         None => shell(command)?,
     };
-    let mut finished = run_process(process, root, prompt, stop, tick)?;
+    let connect = |leader: u32| match sandbox {
+        Some(s) => s.connect(leader).map_err(std::io::Error::other),
+        None => Ok(()),
+    };
+    let mut finished = run_process(process, root, prompt, stop, tick, connect)?;
     // 127: the shell found no such command. In the sandbox that is most
     // often a program or script outside the folders it binds.
     if let (
@@ -209,6 +302,7 @@ fn run_process(
     prompt: &str,
     stop: &AtomicBool,
     mut tick: impl FnMut(),
+    connect: impl FnOnce(u32) -> std::io::Result<()>,
 ) -> std::io::Result<Finished> {
     let mut stdout_file = scratch_file()?;
     let mut stderr_file = scratch_file()?;
@@ -217,6 +311,10 @@ fn run_process(
         .stdout(stdout_file.try_clone()?)
         .stderr(stderr_file.try_clone()?);
     let mut group = spawn_in_group(&mut sh)?;
+    if let Err(e) = connect(group.child.id()) {
+        terminate_group(&mut group);
+        return Err(e);
+    }
     let prompt = prompt.to_owned();
     let mut stdin = group.child.stdin.take();
     // A writer thread, so an agent that does not read its stdin cannot block us.
@@ -290,6 +388,7 @@ mod tests {
                 subtype: Some("success".into()),
                 cost: None,
                 limit: None,
+                overcharged: None,
             }
         );
         let spent = parse_output(
@@ -326,6 +425,7 @@ mod tests {
                 subtype: None,
                 cost: None,
                 limit: None,
+                overcharged: None,
             }
         );
         assert_eq!(
@@ -338,6 +438,7 @@ mod tests {
                 subtype: None,
                 cost: None,
                 limit: None,
+                overcharged: None,
             }
         );
     }
@@ -364,6 +465,43 @@ mod tests {
             "claude -p --max-budget-usd 9",
             "the user's own flag wins"
         );
+    }
+
+    #[test]
+    fn a_client_killed_or_printing_no_result_or_two_is_charged_its_whole_cap() {
+        let cap = Some(Money(3_000_000));
+        let forged = r#"{"type":"result","result":"done","total_cost_usd":0}"#;
+        let charged = |stdout: &str, ending| charge(parse_output(stdout), cap, ending, stdout);
+        let honest = charged(forged, Ending::Exited(0));
+        assert_eq!((honest.cost, honest.overcharged), (Some(Money(0)), None));
+        let killed = charged(forged, Ending::Killed);
+        assert_eq!(killed.cost, Some(Money(3_000_000)));
+        assert_eq!(
+            killed.overcharged,
+            Some("the agent's client died by a signal")
+        );
+        let two = format!("{forged}\n{forged}\n");
+        assert_eq!(charged(&two, Ending::Exited(0)).cost, cap);
+        assert_eq!(charged("", Ending::Exited(0)).cost, cap);
+        let limited = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"x"}"#;
+        assert_eq!(charged(limited, Ending::Killed).limit, None);
+        // A cost above the cap stays as reported; without a cap nothing is charged.
+        let dear = r#"{"type":"result","result":"x","total_cost_usd":9}"#;
+        assert_eq!(charged(dear, Ending::Killed).cost, Some(Money(9_000_000)));
+        let uncapped = charge(parse_output(forged), None, Ending::Killed, forged);
+        assert_eq!(uncapped.cost, Some(Money(0)));
+        assert_eq!(
+            call_cap("claude -p --output-format json", cap),
+            cap,
+            "what is left, not the whole budget"
+        );
+        assert_eq!(
+            call_cap("claude -p", cap),
+            None,
+            "plain text reports no cost"
+        );
+        assert_eq!(call_cap("codex exec --json", cap), None);
+        assert_eq!(call_cap("claude -p --output-format json", None), None);
     }
 
     #[test]

@@ -183,12 +183,13 @@ pub enum End {
 /// The figures, and a word when a dollar budget is set but the agent does
 /// not report what it cost (only Claude Code's JSON output does).
 fn cost_unknown(figures: String, state: &LoopState, reply: &AgentReply) -> String {
-    if state.guards.max_cost_usd.is_none() || reply.cost.is_some() {
-        return figures;
-    }
-    let unknown = "the agent reports no cost: the dollar budget cannot count it";
+    let unknown = match (reply.overcharged, reply.cost) {
+        (Some(why), Some(cap)) => format!("{why}: charged its whole cap, {}", cap.dollars()),
+        _ if state.guards.max_cost_usd.is_none() || reply.cost.is_some() => return figures,
+        _ => "the agent reports no cost: the dollar budget cannot count it".to_owned(),
+    };
     if figures.is_empty() {
-        unknown.to_owned()
+        unknown
     } else {
         format!("{figures} · {unknown}")
     }
@@ -443,7 +444,8 @@ impl Driver {
                 stderr_tail,
             }) => (status, stdout, stderr_tail),
         };
-        let reply = agent::parse_output(&stdout);
+        let cap = agent::call_cap(&self.setup.agent, left);
+        let reply = agent::charge(agent::parse_output(&stdout), cap, status, &stdout);
         if let Some(why) = reply.limit.clone() {
             // Not the agent's failure, nor a turn: nothing is judged or counted.
             if let Some(first) = self.wait_for_reset {

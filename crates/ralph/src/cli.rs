@@ -586,9 +586,11 @@ pub(crate) struct RunArgs {
     /// runs in a sandbox of its own (never --gate-sandbox off). A setting of the loop: resuming it runs sandboxed too
     #[arg(long)]
     pub sandbox: bool,
-    /// With --sandbox: `none` cuts the agent off the network (bubblewrap, Docker, Podman,
-    /// sandbox-exec); `open` (the default) lets it reach its model and anything else
-    #[arg(long, value_name = "open|none", value_parser = ["open", "none"], requires = "sandbox")]
+    /// With --sandbox: `internet` (the default) reaches its model and the internet but not this
+    /// machine's loopback, ports or abstract sockets (bubblewrap: through pasta, when
+    /// installed; containers: the engine's bridge); `none` cuts the agent off the network;
+    /// `host` shares this machine's network, its local services too (`open`: `internet`)
+    #[arg(long, value_name = "internet|none|host", value_parser = ["internet", "none", "host", "open"], requires = "sandbox")]
     pub sandbox_network: Option<String>,
     /// With --sandbox: run the agent in a container of IMAGE (Docker, else Podman) instead;
     /// the agent must be installed in the image

@@ -74,6 +74,9 @@ pub(crate) enum EdgeError {
     /// A PRD's story commands, shown on the terminal, were not approved.
     #[error("nothing was armed: the story commands were not approved.")]
     NotApproved,
+    /// A step only the user may take, asked where the user is not: what was refused and why.
+    #[error("{0}")]
+    NotTheUser(String),
 }
 
 impl ralph_fs::error::Exit for EdgeError {}

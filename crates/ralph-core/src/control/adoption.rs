@@ -178,7 +178,9 @@ fn plain_words(field: &str) -> String {
         }
         "notify" => "a desktop notification when the loop ends",
         "sandbox" => "`ralph run` starts every agent process confined to the project",
-        "sandbox_network" => "with sandbox: `none` cuts the agent off the network",
+        "sandbox_network" => {
+            "with sandbox: `none` cuts the agent off the network, `host` shares this machine's (default `internet`: not the host's own services)"
+        }
         "sandbox_image" => "with sandbox: the container image the agent runs in",
         "protect" => {
             "paths the agent must not change: while one differs from the tree at arming, the promise is refused"

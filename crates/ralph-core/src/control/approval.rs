@@ -1,8 +1,10 @@
 //! The commands a loop would run that the user did not type: a `--prd` loop's story
 //! commands (each story's `verify`, from the repository's PRD). ralph binds them only
 //! after the user saw them and agreed to exactly that list: `--approve-commands CODE`,
-//! where the code is a digest of the list, so one confirmation binds exactly the
-//! commands shown and a list changed since gives another code. What the user is shown
+//! where the code is a digest of the list keyed with the user's own secret (kept in the
+//! per-user state folder, [`Secret::of_user`]), so one confirmation binds exactly the
+//! commands shown, a list changed since gives another code, and no file of the project
+//! (a README, a PRD) can print the right code for the user to paste. What the user is shown
 //! (in a terminal, or in the prompt hook's answer that only the user reads) is built
 //! here; where it is shown and how the answer is read is the binary's.
 
@@ -26,16 +28,58 @@ pub struct StoryCommands {
     pub code: String,
 }
 
+/// The key of every approval code: the user's secret, never in a project.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    /// The user's secret, from the per-user state folder (made there on first use,
+    /// `Registry::approval_secret`). Without one (no HOME, a folder ralph refuses), a
+    /// secret of this process alone: a code then approves nothing another ralph checks,
+    /// and only a terminal's question (or the prompt hook's answer, which arms in the
+    /// same process) approves.
+    pub fn of_user() -> Self {
+        let registry = crate::loop_file::storage::registry::from_env();
+        if let Some(bytes) = registry.and_then(|r| r.approval_secret().ok()) {
+            return Self(bytes);
+        }
+        static OWN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        Self(
+            OWN.get_or_init(|| {
+                let mut bytes = [0u8; 32];
+                if getrandom::fill(&mut bytes).is_err() {
+                    // No randomness: the time and the process, hashed, unguessable enough
+                    // for one process's life.
+                    let seed = format!("{:?} {}", std::time::SystemTime::now(), std::process::id());
+                    bytes.copy_from_slice(&Sha256::digest(seed.as_bytes()));
+                }
+                bytes.to_vec()
+            })
+            .clone(),
+        )
+    }
+}
+
 impl StoryCommands {
-    /// The commands of `stories`, read from the PRD at `prd`.
-    pub fn of(prd: &str, stories: &[Story]) -> Self {
+    /// The commands of `stories`, read from the PRD at `prd`, and their code under `secret`.
+    pub fn of(prd: &str, stories: &[Story], secret: &Secret) -> Self {
         let commands: Vec<(String, String)> = stories
             .iter()
             .filter_map(|s| s.verify.as_ref().map(|c| (s.id.clone(), c.clone())))
             .collect();
         Self {
             prd: prd.to_owned(),
-            code: code(&commands),
+            code: code(secret, &commands),
             commands,
         }
     }
@@ -161,17 +205,28 @@ fn mismatch(given: Option<&str>) -> String {
     })
 }
 
-/// The code that approves exactly `commands`: SHA-256 over each id and command,
-/// length-prefixed (so no text moves between them unnoticed), 12 hex digits.
-pub fn code(commands: &[(String, String)]) -> String {
-    let mut h = Sha256::new();
+/// The code that approves exactly `commands` for the holder of `secret`: SHA-256 over
+/// each id and command, length-prefixed (so no text moves between them unnoticed),
+/// keyed as HMAC keys (the secret before and after the list's digest, so the code of one
+/// list tells nothing of another's), 12 hex digits. Without the secret nobody can work
+/// it out, however well they know the list.
+pub fn code(secret: &Secret, commands: &[(String, String)]) -> String {
+    let mut list = Sha256::new();
+    list.update(b"ralph approval v2\0");
     for (id, command) in commands {
         for part in [id, command] {
-            h.update((part.len() as u64).to_be_bytes());
-            h.update(part.as_bytes());
+            list.update((part.len() as u64).to_be_bytes());
+            list.update(part.as_bytes());
         }
     }
-    h.finalize()
+    let keyed = |data: &[u8]| {
+        let mut h = Sha256::new();
+        h.update((secret.0.len() as u64).to_be_bytes());
+        h.update(&secret.0);
+        h.update(data);
+        h.finalize()
+    };
+    keyed(&keyed(&list.finalize()))
         .iter()
         .take(6)
         .map(|b| format!("{b:02x}"))
@@ -205,6 +260,19 @@ fn without_approval(raw: &str) -> String {
         }
     }
     out.join(" ")
+}
+
+/// What the user who armed with a code is shown on their own screen (the terminal's
+/// standard error, the prompt hook's notice): the commands the loop has bound, which
+/// the model might otherwise be the only one to read. `None` when it bound none.
+pub fn approved_notice(root: &std::path::Path, prd: &PrdLoop) -> Option<String> {
+    let lines = bound_lines(root, prd);
+    (!lines.is_empty()).then(|| {
+        format!(
+            "Story commands approved: ralph runs them as you (sh -c, in the project root) when their stories pass:\n{}",
+            lines.join("\n")
+        )
+    })
 }
 
 /// The story commands a live loop has bound (its `prd_commands`), as the PRD holds
@@ -241,6 +309,10 @@ pub fn bound_lines(root: &std::path::Path, prd: &PrdLoop) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn secret() -> Secret {
+        Secret::new(vec![7; 32])
+    }
+
     fn story(id: &str, verify: Option<&str>) -> Story {
         Story {
             id: id.into(),
@@ -263,19 +335,36 @@ mod tests {
         let list = StoryCommands::of(
             "ralph/prd.json",
             &[story("US-1", Some("make test")), story("US-2", None)],
+            &secret(),
         );
         assert_eq!(list.commands, [("US-1".into(), "make test".into())]);
         assert_eq!(list.code.len(), 12);
         assert!(!list.approved_by(None));
         assert!(list.approved_by(Some(&format!(" {} ", list.code))));
-        let changed = StoryCommands::of("ralph/prd.json", &[story("US-1", Some("make test "))]);
+        let changed = StoryCommands::of(
+            "ralph/prd.json",
+            &[story("US-1", Some("make test "))],
+            &secret(),
+        );
         assert_ne!(changed.code, list.code);
-        let moved = StoryCommands::of("ralph/prd.json", &[story("US-1m", Some("ake test"))]);
+        let moved = StoryCommands::of(
+            "ralph/prd.json",
+            &[story("US-1m", Some("ake test"))],
+            &secret(),
+        );
         assert_ne!(
             moved.code, list.code,
             "no text moves between id and command"
         );
-        assert!(StoryCommands::of("p", &[story("US-1", None)]).approved_by(None));
+        assert!(StoryCommands::of("p", &[story("US-1", None)], &secret()).approved_by(None));
+        // Another user's secret, or none known to the writer of a README: another code.
+        let other = StoryCommands::of(
+            "ralph/prd.json",
+            &[story("US-1", Some("make test")), story("US-2", None)],
+            &Secret::new(vec![8; 32]),
+        );
+        assert_ne!(other.code, list.code);
+        assert_eq!(other.code.len(), 12);
     }
 
     #[test]
@@ -283,6 +372,7 @@ mod tests {
         let list = StoryCommands::of(
             "ralph/prd.json",
             &[story("US-1", Some("rm -rf ~\u{1b}[2J"))],
+            &secret(),
         );
         let text = list.in_session(None, "--prd --max-iterations 5");
         assert!(text.contains("\n  US-1: rm -rf ~\\x1b[2J\n"), "{text}");
@@ -318,7 +408,7 @@ mod tests {
                 .contains(&format!("--approve-commands {}", list.code))
         );
         assert!(
-            StoryCommands::of("p", &[story("US-1", None)])
+            StoryCommands::of("p", &[story("US-1", None)], &secret())
                 .plan_lines()
                 .is_empty(),
             "no command, nothing to approve"

@@ -2,7 +2,7 @@
 //! from a slash command's text, with the same checks), the `ArmRequest` they make, and the
 //! text arming tells the user. The binary parses, calls, and prints what comes back.
 
-use crate::control::approval::StoryCommands;
+use crate::control::approval::{Secret, StoryCommands};
 use crate::control::arguments::{self, ArgumentsError};
 use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, CommandError};
 use crate::loop_file::fields::guards::GuardSettings;
@@ -177,7 +177,9 @@ impl ArmOptions {
             Some(path) => Some(commands::read_prd(project, path)?),
             None => None,
         };
-        if let Some(list) = prd.as_ref().map(|p| StoryCommands::of(&p.path, &p.stories))
+        if let Some(list) = prd
+            .as_ref()
+            .map(|p| StoryCommands::of(&p.path, &p.stories, &Secret::of_user()))
             && !list.approved_by(self.approve_commands.as_deref())
         {
             return Err(CommandError::CommandsUnapproved {
@@ -353,7 +355,7 @@ pub fn unapproved(
         return Ok(None);
     };
     let prd = commands::read_prd(project, path)?;
-    let list = StoryCommands::of(&prd.path, &prd.stories);
+    let list = StoryCommands::of(&prd.path, &prd.stories, &Secret::of_user());
     Ok((!list.approved_by(options.approve_commands.as_deref())).then_some(list))
 }
 

@@ -278,6 +278,32 @@ fn driven_by_run(state: &LoopState) -> bool {
         .is_some_and(crate::loop_file::fields::run_owner::is_run)
 }
 
+/// When the loop `ralph resume --add-*` would raise began (the live loop of
+/// `name`, else its last ended one): a terminal whose session began later
+/// may be a pseudo-terminal its agent opened. `None` when there is no such
+/// loop (the raise itself then says why).
+pub fn started_at(project: &Project, registry: &Registry, name: Option<&str>) -> Option<Timestamp> {
+    let lock = project.lock().ok()?;
+    let scan = Scan::read(project, Some(registry)).ok()?;
+    let live = scan
+        .entries
+        .into_iter()
+        .find(|e| name.is_none_or(|n| e.file().name == n));
+    match live {
+        Some(LoopEntry::Armed(l) | LoopEntry::Paused(l)) => l.state.started_at,
+        Some(_) => None,
+        // The history record read as it lies: nothing is brought back.
+        None => {
+            let (record, loop_name) = crate::control::rollback::latest_record(project, name)?;
+            let file = LoopFile {
+                name: loop_name,
+                path: record,
+            };
+            Loop::load(&lock, file).ok().flatten()?.state.started_at
+        }
+    }
+}
+
 /// The last ended loop of `name` from the history, when it ended at a limit
 /// or a budget and this user armed it: moved back to be live.
 fn from_history(

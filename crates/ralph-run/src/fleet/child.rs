@@ -109,8 +109,11 @@ impl ChildFlags {
         }
         if let Some(sandbox) = &self.sandbox {
             out.push("--sandbox".to_owned());
-            if sandbox.network == ralph_core::loop_file::fields::confinement::Network::None {
-                out.extend(["--sandbox-network".to_owned(), "none".to_owned()]);
+            if sandbox.network != ralph_core::loop_file::fields::confinement::Network::Internet {
+                out.extend([
+                    "--sandbox-network".to_owned(),
+                    sandbox.network.word().to_owned(),
+                ]);
             }
             if let Some(image) = &sandbox.image {
                 out.extend(["--sandbox-image".to_owned(), image.clone()]);

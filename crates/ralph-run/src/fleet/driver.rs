@@ -20,7 +20,7 @@ use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
-use ralph_core::control::approval::StoryCommands;
+use ralph_core::control::approval::{Secret, StoryCommands};
 use ralph_core::decide::gate_place;
 use ralph_core::loop_file::fields::outcome::{self as ended, RecordedOutcome};
 use ralph_core::loop_file::storage::store::Project;
@@ -218,7 +218,7 @@ fn select(
     }
     // The story commands run in each child's gate and at the trip home: only the list
     // the user approved (read once, here; every story below is taken from this read).
-    let list = StoryCommands::of(fleet::PRD, &all);
+    let list = StoryCommands::of(fleet::PRD, &all, &Secret::of_user());
     if !list.approved_by(request.approve_commands) {
         return Err(FleetError::CommandsUnapproved {
             list: Box::new(list),
@@ -290,7 +290,11 @@ pub fn read_stories(root: &Path) -> Result<Vec<Story>, FleetError> {
 /// same list and code as `ralph start --prd` (every story's command, so the code stays
 /// as stories pass and changes only when a command does).
 pub fn story_commands(root: &Path) -> Result<StoryCommands, FleetError> {
-    Ok(StoryCommands::of(fleet::PRD, &read_stories(root)?))
+    Ok(StoryCommands::of(
+        fleet::PRD,
+        &read_stories(root)?,
+        &Secret::of_user(),
+    ))
 }
 
 impl Fleet<'_> {

@@ -4,8 +4,9 @@
 //! read only; the agent's settings and the project written; git's
 //! configuration and hooks and ralph's folder in the project read only;
 //! ralph's state folder covered wherever it would show. Every other
-//! namespace is new too (the network's only with `--sandbox-network none`),
-//! and the agent dies with ralph.
+//! namespace is new too (the network's unless `--sandbox-network host`; for
+//! `internet` ralph gives it a user-mode network once it exists, and the
+//! agent starts when that network is up), and the agent dies with ralph.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -17,7 +18,7 @@ use ralph_core::loop_file::fields::confinement::Network;
 pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
     let mut out = Args::default();
     out.words(&["--unshare-all", "--die-with-parent", "--new-session"]);
-    if network == Network::Open {
+    if network == Network::Host {
         out.words(&["--share-net"]);
     }
     for dir in &reach.system {
@@ -61,9 +62,19 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
         "bwrap",
     ]);
     out.one("--chdir", &reach.project);
-    out.words(&["--", "sh", "-c", command]);
+    if network == Network::Internet {
+        // The command as `$1`, never pasted into the script.
+        out.words(&["--", "sh", "-c", WAIT_FOR_ROUTE, "sh", command]);
+    } else {
+        out.words(&["--", "sh", "-c", command]);
+    }
     out.0
 }
+
+/// Waits (at most ten seconds) for the default route the user-mode network
+/// sets up in the sandbox's own namespace, then runs `$1`: an agent started
+/// before would find no network and fail its first call to its model.
+const WAIT_FOR_ROUTE: &str = "i=0; while [ $i -lt 200 ] && ! grep -q '^[^[:space:]]*[[:space:]]*00000000' /proc/net/route 2>/dev/null; do sleep 0.05; i=$((i+1)); done; exec sh -c \"$1\"";
 
 #[derive(Default)]
 struct Args(Vec<OsString>);
@@ -126,7 +137,13 @@ mod tests {
              -- sh -c my-agent --x"
         );
         assert_eq!(line.last().map(String::as_str), Some("my-agent --x"));
-        let open = args(&reach, Network::Open, "a");
-        assert!(open.iter().any(|a| a == "--share-net"));
+        let host = args(&reach, Network::Host, "a");
+        assert!(host.iter().any(|a| a == "--share-net"));
+        let internet = args(&reach, Network::Internet, "a");
+        assert!(!internet.iter().any(|a| a == "--share-net"));
+        assert_eq!(
+            internet.last().map(|a| a.to_string_lossy()).as_deref(),
+            Some("a")
+        );
     }
 }

@@ -59,8 +59,11 @@ pub fn args(
         out.push(b);
     };
     pair("--security-opt", "no-new-privileges".into());
-    if network == Network::None {
-        pair("--network", "none".into());
+    // `internet`: the engine's own bridge (not the host's loopback).
+    match network {
+        Network::None => pair("--network", "none".into()),
+        Network::Host => pair("--network", "host".into()),
+        Network::Internet => {}
     }
     match (engine, ids) {
         ("podman", _) => pair("--userns", "keep-id".into()),
@@ -137,7 +140,7 @@ mod tests {
             !line.iter().any(|a| a.contains(".cargo")),
             "toolchains come from the image"
         );
-        let podman = args("podman", "img", &reach, Network::Open, ids, "a");
+        let podman = args("podman", "img", &reach, Network::Internet, ids, "a");
         assert!(podman.iter().any(|a| a == "keep-id"));
         assert!(!podman.iter().any(|a| a == "--network" || a == "--user"));
     }

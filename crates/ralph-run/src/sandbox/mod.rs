@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ralph_core::loop_file::fields::confinement::Confinement;
+use ralph_core::loop_file::fields::confinement::{Confinement, Network};
 use reach::{Facts, Reach, SystemDir};
 
 /// Why a sandbox cannot be had; the message says what to install or fix.
@@ -61,6 +61,16 @@ pub struct Sandbox {
     pub tool: Tool,
     pub reach: Reach,
     pub confinement: Confinement,
+    /// `pasta`, found when bubblewrap gives the agent the `internet`
+    /// network; `None` there: the host's network (said at arming).
+    pub pasta: Option<PathBuf>,
+}
+
+/// The user-mode network for bubblewrap's `internet`: `pasta`, found in
+/// PATH's trusted folders.
+fn find_pasta(tool: &Tool, confinement: &Confinement) -> Option<PathBuf> {
+    let wanted = matches!(tool, Tool::Bubblewrap(_)) && confinement.network == Network::Internet;
+    wanted.then(|| find_program("pasta")).flatten()
 }
 
 /// The tool for `confinement` on this system, or what to install.
@@ -108,7 +118,16 @@ pub fn choose_tool(confinement: &Confinement) -> Result<Tool, SandboxError> {
 pub fn arming_line(confinement: Option<&Confinement>) -> Option<String> {
     let confinement = confinement?;
     Some(match choose_tool(confinement) {
-        Ok(tool) => format!("Sandboxed ({}): {}.", tool.name(), confinement.limits()),
+        Ok(tool) => {
+            let mut line = format!("Sandboxed ({}): {}.", tool.name(), confinement.limits());
+            if matches!(tool, Tool::Bubblewrap(_))
+                && confinement.network == Network::Internet
+                && find_pasta(&tool, confinement).is_none()
+            {
+                line.push_str(" ⚠ pasta is not on PATH, so the agent shares this machine's network, its loopback and abstract sockets too: install passt (Debian/Ubuntu: apt-get install passt), or give --sandbox-network none.");
+            }
+            line
+        }
         Err(e) => format!("⚠ {e}"),
     })
 }
@@ -146,16 +165,82 @@ impl Sandbox {
                 fix: "Run ralph in the project's own folder (one with .git or .claude/ below your home).".to_owned(),
             });
         }
+        let reach = Reach::from_facts(&facts);
+        // What the sandbox lets the agent write is never where ralph takes
+        // a program from on the host (`~/.npm/…/git` on PATH).
+        for folder in std::iter::once(&reach.project).chain(&reach.writable) {
+            ralph_fs::process::distrust(folder);
+        }
         Ok(Self {
+            pasta: find_pasta(&tool, confinement),
             tool,
-            reach: Reach::from_facts(&facts),
+            reach,
             confinement: confinement.clone(),
         })
     }
 
+    /// The network the agent gets: the one asked for, but the host's for
+    /// `internet` under bubblewrap without pasta.
+    pub fn network(&self) -> Network {
+        match (&self.tool, self.confinement.network, &self.pasta) {
+            (Tool::Bubblewrap(_), Network::Internet, None) => Network::Host,
+            (_, network, _) => network,
+        }
+    }
+
+    /// Once the sandbox led by `leader` (bubblewrap's process) has started:
+    /// for `internet`, pasta gives its own network namespace a user-mode
+    /// network that reaches out through this machine's sockets, but with no
+    /// port of the host's forwarded in (`-T none -U none`) and the gateway
+    /// address not mapped to the host's loopback (`--no-map-gw`). The agent
+    /// waits for its route ([`bwrap::args`]); pasta leaves when the
+    /// namespace goes. Without it the agent has no network (never the host's).
+    #[cfg(target_os = "linux")]
+    pub fn connect(&self, leader: u32) -> Result<(), SandboxError> {
+        let Some(pasta) = self
+            .pasta
+            .as_deref()
+            .filter(|_| self.network() == Network::Internet)
+        else {
+            return Ok(());
+        };
+        let failed = |problem: String| {
+            SandboxError {
+            problem,
+            fix: "Check that `pasta` (package passt) runs here, or give --sandbox-network none or host.".to_owned(),
+        }
+        };
+        let inner = sandbox_process(leader)
+            .ok_or_else(|| failed("the sandbox's first process did not appear".to_owned()))?;
+        let uid = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata("/proc/self").map_err(|e| failed(e.to_string()))?,
+        );
+        let status = ralph_fs::process::found_program(pasta)
+            .args(["--quiet", "--config-net", "--no-map-gw"])
+            .args(["-t", "none", "-u", "none", "-T", "none", "-U", "none"])
+            .arg("--runas")
+            .arg(uid.to_string())
+            .arg(inner.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| failed(format!("pasta did not start: {e}")))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(failed(format!("pasta failed ({status})")))
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn connect(&self, _leader: u32) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
     /// The process that runs `sh -c COMMAND` in the sandbox.
     pub fn command(&self, command: &str) -> Command {
-        let network = self.confinement.network;
+        let network = self.network();
         let (program, args): (&Path, Vec<OsString>) = match &self.tool {
             Tool::Bubblewrap(p) => (p, bwrap::args(&self.reach, network, command)),
             Tool::SandboxExec(p) => {
@@ -186,6 +271,23 @@ impl Sandbox {
                 .env("RALPH_SANDBOX", "sandbox-exec");
         }
         cmd
+    }
+}
+
+/// Bubblewrap's first process inside the sandbox (its child, in the new
+/// namespaces), looked for during at most five seconds.
+#[cfg(target_os = "linux")]
+fn sandbox_process(leader: u32) -> Option<i32> {
+    let leader = i32::try_from(leader).ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(&child) = ralph_fs::process::children_of(leader).first() {
+            return Some(child);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

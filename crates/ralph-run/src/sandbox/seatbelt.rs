@@ -112,6 +112,6 @@ mod tests {
              (deny file-read* file-write* (subpath \"/Users/u/pro\\\"j/state\"))\n\
              (deny network*)\n"
         );
-        assert!(!profile(&reach, Network::Open).contains("network"));
+        assert!(!profile(&reach, Network::Internet).contains("network"));
     }
 }

@@ -22,6 +22,7 @@ fn escape_controls(text: &str) -> String {
 }
 
 pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
+    super::loops::not_below_a_run("ralph adopt")?;
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
     let (live, status) = match adoption::choose(&project, &registry, args.name.as_deref())? {

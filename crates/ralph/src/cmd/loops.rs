@@ -21,6 +21,9 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
         .session_id
         .filter(|s| !s.trim().is_empty())
         .or_else(crate::env::session_from_env);
+    if args.force || args.arm.approve_commands.is_some() {
+        not_below_a_run("ralph start --force or --approve-commands")?;
+    }
     let mut options = args.arm.into_options(args.name, None, args.force);
     let task = if args.raw_arguments {
         options.apply_raw(&read_stdin()?)?
@@ -36,9 +39,21 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
     if !args.raw_arguments {
         approve_on_terminal(&crate::env::project(), &mut options)?;
     }
-    arm_and_tell(options, task)
-        .map_err(Failure::from)
-        .map(|_| ())
+    let activation = arm_and_tell(options, task).map_err(Failure::from)?;
+    // Armed with a code: the commands it approved on the user's own screen too, not
+    // only in the text a model may be the one to read.
+    if let Some(notice) = approved_notice(&activation) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "{}", ralph_fs::display::block(&notice));
+    }
+    Ok(())
+}
+
+/// The story commands `activation`'s loop bound, said for the user
+/// (`approval::approved_notice`).
+pub(super) fn approved_notice(activation: &arming::Activation) -> Option<String> {
+    let prd = activation.armed.state.prd.as_ref()?;
+    ralph_core::control::approval::approved_notice(&crate::env::project().root, prd)
 }
 
 /// Before arming from a terminal: a PRD's story commands the user has not approved are
@@ -226,8 +241,73 @@ pub(super) fn resume(args: ResumeArgs) -> CmdResult {
         return pause_or_resume(args.select, true);
     }
     let selection = selection(args.select)?;
+    let name = selection.name.as_deref();
+    let started = || {
+        crate::env::registry().and_then(|r| revive::started_at(&crate::env::project(), &r, name))
+    };
+    let what = format!("Raise the bounds of loop `{}`", name.unwrap_or("ralph"));
+    users_own_step(&what, "/ralph-resume", started)?;
     // The loop keeps its owner: a terminal is no session to drive it.
-    revive_as(selection.name.as_deref(), &raise, None).map(|_| ())
+    revive_as(name, &raise, None).map(|_| ())
+}
+
+/// Refuses `what` below a `ralph run`: its agent (and everything the agent starts) never
+/// arms, adopts, forces over a live loop or approves a command. (A session's agent runs as
+/// the user with no such mark: docs/security.md says what holds there.)
+pub(super) fn not_below_a_run(what: &str) -> Result<(), Failure> {
+    if ralph_fs::process::under_ralph_run() {
+        return Err(EdgeError::NotTheUser(format!(
+            "{what}: refused, this runs below a `ralph run`, where the agent works; only you take this step, from a terminal of yours or a slash command in your session"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// A step only the user takes (raising a bound): refused from a process below a
+/// `ralph run` (its agent, and all the agent starts), without a terminal on standard
+/// input and output, and on a terminal whose session began after the loop did (a
+/// pseudo-terminal the agent opened: `script`, `expect`); otherwise asked on the terminal,
+/// where only the user's keys answer. `typed`: the slash command that does it in a session.
+pub(super) fn users_own_step(
+    what: &str,
+    typed: &str,
+    loop_started: impl FnOnce() -> Option<Timestamp>,
+) -> Result<(), Failure> {
+    let refuse = |why: &str| {
+        Err(EdgeError::NotTheUser(format!(
+            "{what}: refused, {why}. Only you raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
+        ))
+        .into())
+    };
+    if ralph_fs::process::under_ralph_run() {
+        return refuse("this runs below a `ralph run`, where the agent works");
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return refuse("there is no terminal to ask you on");
+    }
+    if cfg!(target_os = "linux") {
+        let began = ralph_fs::process::terminal_session_start();
+        let before = |t: Timestamp| {
+            began.is_some_and(|b| {
+                b.duration_since(std::time::UNIX_EPOCH)
+                    // A second's margin: the boot time /proc gives is whole seconds.
+                    .is_ok_and(|d| {
+                        i64::try_from(d.as_secs()).is_ok_and(|s| s.saturating_add(1) < t.0)
+                    })
+            })
+        };
+        // Read only now, after the cheap refusals: it waits for the project's lock.
+        if !loop_started().is_none_or(before) {
+            return refuse(
+                "this terminal's session began after the loop did (one its agent could have opened)",
+            );
+        }
+    }
+    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+        return refuse("you did not answer yes");
+    }
+    Ok(())
 }
 
 /// `--add-*` for the loop `name` (`session`: the one `/ralph-resume` came from, which then

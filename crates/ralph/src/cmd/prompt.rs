@@ -133,7 +133,16 @@ fn arm(text: &str, session: Option<String>) -> Reply {
     };
     let (result, output) = captured(|| loops::start_typed(text, &session));
     match result {
-        Ok(loops::Typed::Armed(activation)) => Reply::armed(&activation, &output),
+        Ok(loops::Typed::Armed(activation)) => {
+            let mut reply = Reply::armed(&activation, &output);
+            // The commands a pasted code approved, on the user's screen (the notice).
+            if let (Reply::Proceed { notice, .. }, Some(commands)) =
+                (&mut reply, loops::approved_notice(&activation))
+            {
+                notice.push_str(&format!("\n{commands}"));
+            }
+            reply
+        }
         // The story commands go to the user only: a block's reason never reaches the model.
         Ok(loops::Typed::Approve(list)) => Reply::Answered(list),
         Err(failure) => answered((Err(failure), output)),

@@ -26,6 +26,10 @@ use crate::cli::RunArgs;
 use crate::exit::{CmdResult, Failure};
 
 pub(super) fn run(args: RunArgs) -> CmdResult {
+    // A process the agent double-forks stays below this run (it becomes ours, not
+    // init's), so `ralph resume --add-*` and the like know it for the agent's.
+    #[cfg(target_os = "linux")]
+    let _ = ralph_fs::process::adopt_orphans();
     let agent = ralph_run::presets::command_line(&args.agent, args.permission_mode.as_deref())?;
     // `--agent codex` etc.: a preset's command line (ralph_run::presets).
     // `--sandbox` runs the agent with IS_SANDBOX=1 in a real sandbox (ralph_run::sandbox).

@@ -10,27 +10,44 @@ use crate::loop_file::fields::values::StateError;
 /// Where a sandboxed agent may connect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Network {
-    /// Anywhere (the agent must reach its model).
+    /// The internet, not the host: a network namespace of its own given a
+    /// user-mode network (pasta) that reaches out through
+    /// the host's sockets but not the host's loopback, its ports or its
+    /// abstract sockets. Where neither tool is installed, the host's network.
     #[default]
-    Open,
+    Internet,
     /// Nowhere: its own loopback only.
     None,
+    /// The host's own network: its loopback and abstract sockets too.
+    Host,
 }
 
 impl Network {
-    /// `open` or `none`, as the flag and the file spell it.
+    /// `internet`, `none` or `host`, as the flag and the file spell them
+    /// (`open`, the old name of the default, is read as `internet`).
     pub fn parse(value: &str) -> Option<Self> {
         match value.trim() {
-            "open" => Some(Self::Open),
+            "internet" | "open" => Some(Self::Internet),
             "none" => Some(Self::None),
+            "host" => Some(Self::Host),
             _ => None,
         }
     }
 
     pub fn word(self) -> &'static str {
         match self {
-            Self::Open => "open",
+            Self::Internet => "internet",
             Self::None => "none",
+            Self::Host => "host",
+        }
+    }
+
+    /// How much it reaches, to keep the least of two.
+    fn reach_rank(self) -> u8 {
+        match self {
+            Self::None => 0,
+            Self::Internet => 1,
+            Self::Host => 2,
         }
     }
 }
@@ -67,11 +84,11 @@ impl Confinement {
             return Ok(None);
         }
         let network = match network.map(str::trim).filter(|v| !v.is_empty()) {
-            None => Network::Open,
+            None => Network::Internet,
             Some(v) => Network::parse(v).ok_or_else(|| StateError::Field {
                 field: "sandbox_network",
                 value: ralph_fs::display::line(v).into_owned(),
-                expected: "expected `open` or `none`",
+                expected: "expected `internet`, `none` or `host`",
             })?,
         };
         let image = match image.map(str::trim).filter(|v| !v.is_empty()) {
@@ -91,8 +108,8 @@ impl Confinement {
     /// The fields a new loop file gets, in order.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![("sandbox", "true".to_owned())];
-        if self.network == Network::None {
-            out.push(("sandbox_network", "none".to_owned()));
+        if self.network != Network::Internet {
+            out.push(("sandbox_network", self.network.word().to_owned()));
         }
         if let Some(image) = &self.image {
             out.push((
@@ -104,12 +121,13 @@ impl Confinement {
     }
 
     /// This setting with `other`'s wherever `other` is stricter: a run's
-    /// `--sandbox-network none` closes the network of a loop armed open.
+    /// `--sandbox-network none` closes the network of a loop armed with the
+    /// internet, and `internet` takes the host away from one armed `host`.
     #[must_use]
     pub fn strictest(&self, other: &Self) -> Self {
         Self {
-            network: if other.network == Network::None {
-                Network::None
+            network: if other.network.reach_rank() < self.network.reach_rank() {
+                other.network
             } else {
                 self.network
             },
@@ -129,8 +147,11 @@ impl Confinement {
     /// What the agent may and may not reach, whatever the tool.
     pub fn limits(&self) -> String {
         let network = match self.network {
-            Network::Open => "network open",
+            Network::Internet => {
+                "the internet but not this machine's loopback, ports or abstract sockets (where pasta is installed; else the host's network)"
+            }
             Network::None => "no network",
+            Network::Host => "the host's network, its loopback and abstract sockets too",
         };
         format!(
             "the agent writes only the project and its own settings (~/.claude, ~/.codex, ~/.gemini, ~/.copilot), reads the system and toolchains, cannot see the rest of your home or ralph's records; {network}; the gate runs in a sandbox of its own"
@@ -186,7 +207,25 @@ mod tests {
         };
         assert_eq!(open.strictest(&closed).network, Network::None);
         assert_eq!(closed.strictest(&open).network, Network::None);
-        assert!(open.reach().contains("network open"));
+        assert!(
+            open.reach()
+                .contains("the internet but not this machine's loopback")
+        );
         assert!(closed.reach().contains("no network"));
+        let host = Confinement {
+            network: Network::Host,
+            image: None,
+        };
+        assert_eq!(host.strictest(&open).network, Network::Internet);
+        assert_eq!(open.strictest(&host).network, Network::Internet);
+        assert_eq!(
+            Confinement::from_fields(true, Some("open"), None)
+                .unwrap()
+                .unwrap()
+                .network,
+            Network::Internet,
+            "the old name of the default"
+        );
+        assert_eq!(host.fields()[1], ("sandbox_network", "host".to_owned()));
     }
 }

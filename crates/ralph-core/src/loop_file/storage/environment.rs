@@ -49,7 +49,12 @@ impl Environment {
             .into_iter()
             .chain(self.process_cwd.as_deref())
             .collect();
-        store::locate_project(self.project_dir.as_deref(), &starts, self.home.as_deref())
+        let project =
+            store::locate_project(self.project_dir.as_deref(), &starts, self.home.as_deref())?;
+        // The agent writes the project: no program of ralph's comes from it,
+        // whatever PATH says (`node_modules/.bin/git`).
+        ralph_fs::process::distrust(&project.root);
+        Some(project)
     }
 
     /// The per-user record of armed loops, if HOME or XDG_STATE_HOME names it.

@@ -246,6 +246,32 @@ pub fn digest_text(text: &str) -> String {
     hash_parts(&[b"text", text.as_bytes()])
 }
 
+/// The file of the user's approval secret, in the registry's folder.
+const APPROVAL_SECRET: &str = "approval-secret";
+
+/// Creates `path` exclusively (`O_EXCL`, so never through a link), mode
+/// 0600 from the start, with `bytes`.
+fn create_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// The bytes of a hex string, if it is one.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -349,6 +375,43 @@ impl Registry {
         }
         check_dir(&place)?;
         Ok(place)
+    }
+
+    /// The user's approval secret: 32 random bytes in `approval-secret` in
+    /// the registry's folder (hidden from a sandboxed agent, never in a
+    /// project), made on first use with `O_EXCL` and mode 0600. An approval
+    /// code is keyed with it, so a file of the project cannot print the
+    /// right one. A file there that is not a regular file of 64 hex digits
+    /// is refused, never replaced.
+    pub fn approval_secret(&self) -> Result<Vec<u8>, RegistryError> {
+        self.ensure(&self.dir)?;
+        let path = self.dir.join(APPROVAL_SECRET);
+        if fs::symlink_metadata(&path).is_err() {
+            let mut bytes = [0u8; 32];
+            getrandom::fill(&mut bytes).map_err(|e| RegistryError::Random(e.to_string()))?;
+            match create_private(&path, hex(&bytes).as_bytes()) {
+                Ok(()) => return Ok(bytes.to_vec()),
+                // Another ralph made it first: its secret is the one.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_err("create", &path)(e)),
+            }
+        }
+        // A writer that just made it may not have written it yet.
+        for _ in 0..50 {
+            let text =
+                ralph_fs::safe_fs::read_text(&path, 256).map_err(|e| RegistryError::Unsafe {
+                    path: path.clone(),
+                    what: e.to_string(),
+                })?;
+            if let Some(secret) = unhex(text.trim()).filter(|b| b.len() == 32) {
+                return Ok(secret);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(RegistryError::Unsafe {
+            path,
+            what: "not 64 hex digits".to_owned(),
+        })
     }
 
     /// Creates the registry's folders (0700) where missing, and checks them.
@@ -701,6 +764,27 @@ mod tests {
 
     fn state(text: &str) -> LoopState {
         LoopState::parse(text).unwrap()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_approval_secret_is_made_once_private_and_never_through_a_link() {
+        let (tmp, reg, _) = setup();
+        let first = reg.approval_secret().unwrap();
+        assert_eq!(first.len(), 32);
+        assert_eq!(reg.approval_secret().unwrap(), first, "kept");
+        let path = reg.dir().join(APPROVAL_SECRET);
+        let mode = fs::symlink_metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        fs::remove_file(&path).unwrap();
+        let planted = tmp.path().join("planted");
+        fs::write(&planted, "ab".repeat(32)).unwrap();
+        std::os::unix::fs::symlink(&planted, &path).unwrap();
+        assert!(
+            reg.approval_secret().is_err(),
+            "a link is refused, not read"
+        );
+        assert_eq!(fs::read_to_string(&planted).unwrap(), "ab".repeat(32));
     }
 
     fn setup() -> (tempfile::TempDir, Registry, PathBuf) {

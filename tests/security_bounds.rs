@@ -1,0 +1,171 @@
+//! Only the user raises a bound (issue 46), through the real binary: the agent's own shell,
+//! with no terminal or with a pseudo-terminal it opens itself (`script`), cannot run
+//! `ralph resume --add-iterations` (nor `ralph start --force` over its loop), under
+//! `ralph run` with and without `--sandbox`, nor write the loop file in the sandbox; the user's `/ralph-resume --add-iterations` typed
+//! in the session raises it.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::project::Project;
+use crate::support::{BIN, LOOP, text};
+
+/// An agent that tries every route to more iterations, then replies without the promise:
+/// `ralph resume --add-iterations 20` with no terminal, under `script` (a terminal of its
+/// own, answered `y`), and an edit of the loop file.
+const GREEDY: &str = r#"cat > /dev/null
+n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n
+if [ $n = 1 ]; then
+  # A grandchild left behind by a double fork: its parent exits at once.
+  printf '%s\n' 'sleep 0.2' 'ralph resume --add-iterations 20 > .agent/orphan.tmp 2>&1' \
+    'echo "exit $?" >> .agent/orphan.tmp' 'mv .agent/orphan.tmp .agent/orphan' > .agent/orphan.sh
+  sh -c 'sh .agent/orphan.sh &'
+else
+  i=0; while [ ! -e .agent/orphan ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+fi
+ralph resume --add-iterations 20 > .agent/plain-$n 2>&1; echo "exit $?" >> .agent/plain-$n
+printf 'y\n' | script -qec "ralph resume --add-iterations 20" /dev/null > .agent/pty-$n 2>&1; echo "exit $?" >> .agent/pty-$n
+ralph start --force --max-iterations 99 Again > .agent/force-$n 2>&1; echo "exit $?" >> .agent/force-$n
+ralph adopt --yes > .agent/adopt-$n 2>&1; echo "exit $?" >> .agent/adopt-$n
+if [ -n "$RALPH_SANDBOX" ]; then
+  sed -i 's/^max_iterations: .*/max_iterations: 99/' .claude/ralph-loop.local.md 2> .agent/edit-$n; echo "exit $?" >> .agent/edit-$n
+  echo 'max_iterations: 99' >> .claude/ralph-loop.local.md 2>> .agent/edit-$n; echo "exit $?" >> .agent/edit-$n
+fi
+echo "still working"
+"#;
+
+fn bin_dir() -> String {
+    Path::new(BIN).parent().unwrap().display().to_string()
+}
+
+fn the_loop(p: &Project) -> Value {
+    let out = p.ralph_with(&["status", "--json"], b"", &[]);
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    all["loops"][0].clone()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_agent_of_ralph_run_cannot_raise_its_own_bounds_sandboxed_or_not() {
+    let sandboxed = crate::sandbox::bwrap_or_skip("security_bounds: ralph run --sandbox");
+    let has_script = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(has_script, "util-linux's `script` is needed");
+    for sandbox in [false, true].into_iter().filter(|s| !s || sandboxed) {
+        let p = Project::new();
+        p.write(".agent/agent.sh", GREEDY);
+        let path = format!("{}:{}", bin_dir(), std::env::var("PATH").unwrap());
+        let mut args = vec!["run"];
+        if sandbox {
+            args.push("--sandbox");
+        }
+        args.extend([
+            "--agent",
+            "sh .agent/agent.sh",
+            "--max-iterations",
+            "2",
+            "Task",
+        ]);
+        let out = p.ralph_with(&args, b"", &[("PATH", &path)]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(3), "sandbox {sandbox}: {said}");
+        assert_eq!(p.read(".agent/n").trim(), "2", "sandbox {sandbox}: {said}");
+        let l = the_loop(&p);
+        assert_eq!(
+            (l["outcome"].as_str(), l["max_iterations"].as_u64()),
+            (Some("max_iterations"), Some(2)),
+            "sandbox {sandbox}: {l}"
+        );
+        for probe in ["plain-1", "pty-1", "force-1", "plain-2", "pty-2", "force-2"] {
+            let seen = p.read(&format!(".agent/{probe}"));
+            assert!(
+                !seen.contains("exit 0"),
+                "sandbox {sandbox}: {probe}: {seen}"
+            );
+        }
+        if sandbox {
+            let seen = p.read(".agent/edit-1");
+            assert!(
+                seen.matches("exit ").count() == 2 && !seen.contains("exit 0"),
+                "the loop file is read only in the sandbox: {seen}"
+            );
+        } else {
+            for probe in ["pty-1", "force-1", "adopt-1", "orphan"] {
+                let seen = p.read(&format!(".agent/{probe}"));
+                assert!(seen.contains("below a `ralph run`"), "{probe}: {seen}");
+            }
+        }
+    }
+}
+
+/// `/ralph-resume` typed by the user, as the prompt hook gets it.
+fn typed(p: &Project, prompt: &str) -> Value {
+    let event = json!({"session_id": "s1", "cwd": p.root(), "hook_event_name": "UserPromptSubmit", "prompt": prompt});
+    let out = p.ralph_with(&["hook", "prompt"], event.to_string().as_bytes(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn in_a_session_the_agents_shell_cannot_raise_a_bound_and_the_users_slash_command_can() {
+    let p = Project::new();
+    let out = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "3",
+            "Task",
+        ],
+        b"",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // The agent's Bash tool: no terminal.
+    let plain = p.ralph_with(&["resume", "--add-iterations", "20"], b"", &[]);
+    assert!(!plain.status.success(), "{}", text(&plain));
+    assert!(
+        text(&plain).contains("Only you raise a loop's bounds"),
+        "{}",
+        text(&plain)
+    );
+    // A terminal of its own, made after the loop began, answered by the agent.
+    let command = format!("{BIN} resume --add-iterations 20");
+    let pty = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(p.root())
+        .envs(p.user_env())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            let _ = child.stdin.take().unwrap().write_all(b"y\n");
+            child.wait_with_output()
+        })
+        .unwrap();
+    let said = text(&pty);
+    assert!(!pty.status.success(), "{said}");
+    assert!(said.contains("session began after the loop did"), "{said}");
+    assert!(
+        p.read(LOOP).contains("max_iterations: 3"),
+        "{}",
+        p.read(LOOP)
+    );
+    // The user's own slash command.
+    let answer = typed(&p, "/ralph-resume --add-iterations 20");
+    assert!(answer.get("decision").is_none(), "{answer}");
+    assert!(
+        p.read(LOOP).contains("max_iterations: 23"),
+        "{}",
+        p.read(LOOP)
+    );
+}
