@@ -19,6 +19,6 @@ mod last_reply;
 mod lenient;
 mod queue;
 
-pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
+pub use appended::{Appended, Compaction, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
 pub use last_reply::{LastReply, last_reply};
