@@ -110,6 +110,10 @@ pub(crate) enum HookCommand {
     /// session's loop (uncounted); other API errors are logged
     #[command(after_help = SESSION_HOOK_EXAMPLES)]
     StopFailure,
+    /// The PostCompact hook: log that the client compacted this session's context, so
+    /// `ralph log` and the report show where the agent's context became a summary
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    PostCompact,
 }
 
 #[derive(Debug, Args)]

@@ -378,7 +378,8 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
         .is_some_and(|p| crate::reply::promise::speaks(reply, p));
     let mut log = LogEntry::new(now, Logged::Pass, "")
         .session(driver)
-        .iteration(state.iteration);
+        .iteration(state.iteration)
+        .context(seen.context);
     log.promise_seen = Some(promise_seen);
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);

@@ -64,6 +64,10 @@ pub struct Observation {
     pub largest_reply_cost: crate::money::Money,
     /// `--protect`/`--scope`: the paths changed since the loop was armed.
     pub changed_paths: ChangedPaths,
+    /// How full the context was at the last request the transcript holds
+    /// (`None`: it tells no usage), against the session's window when the
+    /// status line reported it (`reply/context.rs`).
+    pub context: Option<crate::reply::context::Fill>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).

@@ -53,6 +53,9 @@ pub struct SessionEvent {
     /// `StopFailure`: the error as the client showed it.
     #[serde(default)]
     pub last_assistant_message: Option<String>,
+    /// `PostCompact`: `manual` (`/compact`) or `auto`.
+    #[serde(default)]
+    pub trigger: Option<String>,
 }
 
 impl SessionEvent {
@@ -110,6 +113,46 @@ pub fn end(input: &[u8], ctx: &SessionContext) -> Answer {
 /// other error is logged. The client ignores this hook's output.
 pub fn stop_failure(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_failure(input, ctx), "the loop was left as it was")
+}
+
+/// `PostCompact`: the client compacted this session's context. Logged for
+/// the loop this session drives, so the log and the report show where what
+/// the agent knew became a summary. The client shows this hook's output to
+/// no one: it answers nothing.
+pub fn post_compact(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_post_compact(input, ctx), "nothing was logged")
+}
+
+fn run_post_compact(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
+    let event = SessionEvent::parse(input)?;
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    // Under the lock, like every log append of a live loop.
+    let _lock = project.lock()?;
+    let lives = live_loops(&project, ctx)?;
+    let Some(i) = driven(&lives, session) else {
+        return Ok(Answer::Silent);
+    };
+    let live = &lives[i];
+    let trigger = event
+        .trigger
+        .as_deref()
+        .map(messages::printable)
+        .unwrap_or_else(|| "unknown".to_owned());
+    LogEntry {
+        trigger: Some(trigger.clone()),
+        ..LogEntry::new(
+            ctx.env.now,
+            Logged::Compact,
+            format!("the client compacted the context ({trigger}): from here the agent works from a summary"),
+        )
+    }
+    .session(session)
+    .iteration(live.state.iteration)
+    .append(&project, &live.file.name);
+    Ok(Answer::Silent)
 }
 
 fn answer_or_notice(result: Result<Answer, HookError>, what_happened: &str) -> Answer {
