@@ -25,6 +25,7 @@ mod support;
 mod budget;
 mod check;
 mod cli;
+mod context;
 mod cost;
 mod e2e;
 mod e2e_budget;

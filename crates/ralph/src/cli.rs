@@ -301,6 +301,11 @@ pub(crate) struct ArmFlags {
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
+    /// In a session: once the context the last request sent reaches this share of the window
+    /// (60) or these tokens (150k), one wrap-up turn, then the loop pauses until you type
+    /// /clear and any message; it goes on in the fresh conversation
+    #[arg(long, value_name = "PCT|TOKENS", value_parser = fresh_at)]
+    pub fresh_at: Option<ralph_core::reply::context::Threshold>,
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
@@ -328,6 +333,11 @@ pub(crate) struct ArmFlags {
     pub scope: Vec<String>,
 }
 
+/// A `--fresh-at` value, checked as arming checks it.
+fn fresh_at(value: &str) -> Result<ralph_core::reply::context::Threshold, String> {
+    ralph_core::reply::context::Threshold::parse(value)
+}
+
 /// A `--protect`/`--scope` value, checked as arming checks it.
 fn glob(value: &str) -> Result<String, String> {
     ralph_core::globs::check(value).map(|()| value.to_owned())
@@ -350,6 +360,7 @@ impl ArmFlags {
             abort_promise: self.abort_promise,
             guards: self.guards.0,
             fresh_context: self.fresh_context,
+            fresh_at: self.fresh_at,
             prd: self.prd,
             notify: self.notify,
             notify_url: self.notify_url,
@@ -367,6 +378,7 @@ impl ArmFlags {
             || self.abort_promise.is_some()
             || !self.guards.0.is_empty()
             || self.fresh_context
+            || self.fresh_at.is_some()
             || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()

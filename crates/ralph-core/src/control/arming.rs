@@ -29,6 +29,8 @@ pub struct ArmOptions {
     pub abort_promise: Option<String>,
     pub guards: GuardSettings,
     pub fresh_context: bool,
+    /// `--fresh-at`: a percentage of the context window or tokens, checked.
+    pub fresh_at: Option<crate::reply::context::Threshold>,
     /// `--prd`: the PRD's path inside the project.
     pub prd: Option<String>,
     pub notify: bool,
@@ -56,6 +58,7 @@ impl Default for ArmOptions {
             abort_promise: None,
             guards: GuardSettings::default(),
             fresh_context: false,
+            fresh_at: None,
             prd: None,
             notify: false,
             notify_url: None,
@@ -100,6 +103,12 @@ impl ArmOptions {
             "session-id" => self.session_id = Some(value.to_owned()),
             "force" => self.force = true,
             "fresh-context" => self.fresh_context = true,
+            "fresh-at" => {
+                self.fresh_at = Some(
+                    crate::reply::context::Threshold::parse(value)
+                        .map_err(ArgumentsError::BadFresh)?,
+                );
+            }
             "prd" if value.is_empty() => self.prd = Some(stories::DEFAULT_PRD.into()),
             "prd" => self.prd = Some(value.to_owned()),
             "notify" => self.notify = true,
@@ -215,6 +224,7 @@ impl ArmOptions {
             guards: self.guards,
             force: self.force,
             fresh_context: self.fresh_context,
+            fresh_at: self.fresh_at,
             prd,
             notify: crate::loop_file::fields::notice::Settings {
                 desktop: self.notify,
@@ -264,6 +274,24 @@ pub fn check_window(
     Ok(())
 }
 
+/// `--fresh-at 60` is a share of the session's context window, which only the status line
+/// reports (`ralph statusline` keeps it per session): without it for the session that arms,
+/// the hand-over could never come, so arming is refused with the fix. A token count needs no
+/// window.
+pub fn check_fresh(options: &ArmOptions, registry: Option<&Registry>) -> Result<(), CommandError> {
+    let Some(crate::reply::context::Threshold::Percent(pct)) = options.fresh_at else {
+        return Ok(());
+    };
+    let known = options.session_id.as_deref().and_then(|session| {
+        let r = registry?;
+        crate::loop_file::storage::window::load_context_windows(r.dir()).of(session)
+    });
+    match known {
+        Some(_) => Ok(()),
+        None => Err(CommandError::ContextWindowUnknown(pct)),
+    }
+}
+
 /// A loop armed (or this session's identical one kept), with what to tell the user.
 #[derive(Debug)]
 pub struct Activation {
@@ -284,6 +312,7 @@ pub fn arm_and_tell(
     now: Timestamp,
 ) -> Result<Activation, CommandError> {
     check_window(&options.guards, registry)?;
+    check_fresh(&options, registry)?;
     let request = options.request(project, task.prompt)?;
     let registry = registry.ok_or(RegistryError::NoHome)?;
     let armed = commands::arm_or_keep(project, registry, &request, now)?;
@@ -456,6 +485,7 @@ mod tests {
             ("session-id", "s-1"),
             ("force", ""),
             ("fresh-context", ""),
+            ("fresh-at", "60%"),
             ("prd", ""),
             ("notify", ""),
             ("notify-url", "http://127.0.0.1:9/x"),
@@ -484,6 +514,7 @@ mod tests {
                 abort_promise: Some("BLOCKED".into()),
                 guards,
                 fresh_context: true,
+                fresh_at: Some(crate::reply::context::Threshold::Percent(60)),
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
@@ -504,6 +535,7 @@ mod tests {
                 arguments::Kind::Number => "3",
                 arguments::Kind::Duration => "2h",
                 arguments::Kind::Money => "5",
+                _ if *key == "fresh-at" => "60",
                 _ => "x",
             };
             ArmOptions::default()

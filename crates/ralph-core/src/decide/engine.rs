@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::state::FRESH_WAITING;
 use crate::loop_file::fields::state::{LoopState, Progress};
 use crate::loop_file::handover;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop, VerificationEntry};
@@ -446,7 +447,9 @@ fn wait(
     }
     log.decision = if pause { Logged::Pause } else { Logged::Pass };
     log.tokens = Some(progress.tokens_used);
-    let notice = if pause {
+    let notice = if pause && progress.fresh_stage == FRESH_WAITING {
+        crate::loop_file::messages::fresh_pause(&live.file.name, state)
+    } else if pause {
         format!(
             "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
             ralph_fs::display::line(&live.file.name),

@@ -137,16 +137,75 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     if let Some(wait) = goal(state, seen, &mut turn) {
         return Ok(wait);
     }
+    if let Some(pause) = fresh_pause(state, seen, &mut turn) {
+        return Ok(pause);
+    }
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
     check(state, seen, &mut turn)?;
+    fresh_wrap_up(state, seen, &mut turn);
     Ok(Decision::Continue {
         next: state.iteration.saturating_add(1),
         progress: turn.progress,
         notes: turn.notes,
         notices: turn.notices,
     })
+}
+
+/// `--fresh-at`, after the wrap-up turn: the loop pauses, uncounted, until
+/// the owner's `/clear` (the session hooks hand it, active, to the
+/// conversation that opens). A loop resumed in the same conversation after
+/// such a pause starts over: the wrap-up comes again at the threshold.
+fn fresh_pause(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
+    use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+    let threshold = state.fresh_at?;
+    match state.progress.fresh_stage {
+        FRESH_WRAP_UP => {
+            turn.progress.fresh_stage = FRESH_WAITING;
+            let fill = seen
+                .context
+                .map_or_else(|| "context not measured".to_owned(), |f| f.words());
+            Some(Decision::Wait {
+                progress: turn.progress.clone(),
+                why: format!(
+                    "wrapped up for a fresh context ({fill}; --fresh-at {}): waiting for /clear",
+                    threshold.render()
+                ),
+                pause: true,
+                tell: true,
+            })
+        }
+        _ => {
+            turn.progress.fresh_stage = FRESH_NONE;
+            None
+        }
+    }
+}
+
+/// `--fresh-at`: the context the last request sent reached the threshold,
+/// so this continuation is the wrap-up turn: the agent is asked to leave
+/// what the next agent needs, and the next stop pauses the loop. A
+/// percentage with the window unknown never reaches (nothing is guessed).
+fn fresh_wrap_up(state: &LoopState, seen: &Observation, turn: &mut Turn) {
+    use crate::loop_file::fields::state::FRESH_WRAP_UP;
+    let (Some(threshold), Some(fill)) = (state.fresh_at, seen.context) else {
+        return;
+    };
+    if threshold.reached(&fill) != Some(true) {
+        return;
+    }
+    turn.progress.fresh_stage = FRESH_WRAP_UP;
+    turn.notes.push(format!(
+        "Context: {} (--fresh-at {}). This is your last turn in this conversation: start no new work. Write what the next agent needs into the project's progress file (what is done, what is next, what failed and why), commit your work, then end your turn. A fresh conversation takes the loop over with the same task and its files.",
+        fill.words(),
+        threshold.render()
+    ));
+    turn.notices.push(format!(
+        "context {}: one wrap-up turn, then the loop pauses for /clear (--fresh-at {})",
+        fill.words(),
+        threshold.render()
+    ));
 }
 
 /// Refusals for the paths before a loop ends this way, when

@@ -117,6 +117,10 @@ fn shown_safely(answer: Answer) -> Answer {
             reason,
             status: display::block(&status).into_owned(),
         },
+        Answer::Context { context, status } => Answer::Context {
+            context,
+            status: display::block(&status).into_owned(),
+        },
     }
 }
 

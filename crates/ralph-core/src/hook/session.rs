@@ -19,7 +19,7 @@ use crate::control;
 use crate::hook::HookError;
 use crate::hook::answer::Answer;
 use crate::loop_file::fields::frontmatter::quote;
-use crate::loop_file::fields::state::LoopState;
+use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, LoopState};
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
@@ -308,10 +308,12 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
             EndRule::Leave => continue,
             EndRule::Pause { why } => (why, Vec::new()),
             EndRule::HandOver { why } => {
+                // Paused for `--fresh-at`'s /clear: the new conversation runs it.
+                let waiting = state.progress.fresh_stage == FRESH_WAITING;
                 let handover = ctx.client_pid.map(|client_pid| Handover {
                     client_pid,
                     at: ctx.env.now,
-                    was_active: state.active,
+                    was_active: state.active || waiting,
                 });
                 let fields = handover
                     .map(|h| (rules::HANDOVER_FIELD, quote(&h.render())))
@@ -393,12 +395,13 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let lock = project.lock()?;
     let mut lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
+    let mut for_the_model = Vec::new();
     if source == Some("clear")
         && let Some(client_pid) = ctx.client_pid
     {
-        notices.extend(take_over(
-            &lock, &project, &lives, session, client_pid, ctx,
-        )?);
+        let taken = take_over(&lock, &project, &lives, session, client_pid, ctx)?;
+        notices.extend(taken.notices);
+        for_the_model = taken.context;
         lives = live_loops(&project, ctx)?;
     }
     for (live, state) in owned(&lives, session) {
@@ -420,7 +423,20 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
         };
         notices.push(text);
     }
-    Ok(notice(&notices))
+    if for_the_model.is_empty() {
+        return Ok(notice(&notices));
+    }
+    Ok(Answer::Context {
+        context: for_the_model.join("\n\n"),
+        status: notices.join("\n"),
+    })
+}
+
+/// What a `/clear` handover tells: the user's lines, and the model's (the
+/// task of a loop `--fresh-at` paused for this fresh conversation).
+struct TakenOver {
+    notices: Vec<String>,
+    context: Vec<String>,
 }
 
 /// `/clear` ended the owner's session and started this one in the same
@@ -432,8 +448,9 @@ fn take_over(
     session: &str,
     client_pid: u32,
     ctx: &SessionContext,
-) -> Result<Vec<String>, HookError> {
+) -> Result<TakenOver, HookError> {
     let mut notices = Vec::new();
+    let mut context = Vec::new();
     for live in lives {
         let state = &live.state;
         let Some(handover) = rules::read_marks(&live.text).handover else {
@@ -443,16 +460,18 @@ fn take_over(
         {
             continue;
         }
-        rewrite(
-            lock,
-            live,
-            &[
-                ("session_id", quote(session)),
-                ("active", handover.was_active.to_string()),
-                (rules::HANDOVER_FIELD, quote("")),
-                (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
-            ],
-        )?;
+        let fresh = state.progress.fresh_stage == FRESH_WAITING;
+        let mut fields = vec![
+            ("session_id", quote(session)),
+            ("active", handover.was_active.to_string()),
+            (rules::HANDOVER_FIELD, quote("")),
+            (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
+        ];
+        if fresh {
+            fields.push(("fresh_stage", FRESH_NONE.to_string()));
+            carry_window(state.session_id.as_deref(), session, ctx);
+        }
+        rewrite(lock, live, &fields)?;
         LogEntry {
             from: state.session_id.clone(),
             ..LogEntry::new(
@@ -464,13 +483,31 @@ fn take_over(
         .session(session)
         .iteration(state.iteration)
         .append(project, &live.file.name);
-        notices.push(messages::kept_after_clear(
-            &live.file.name,
-            state,
-            handover.was_active,
-        ));
+        if fresh {
+            notices.push(messages::fresh_taken_over(&live.file.name, state));
+            context.push(messages::fresh_context(&live.file.name, state));
+        } else {
+            notices.push(messages::kept_after_clear(
+                &live.file.name,
+                state,
+                handover.was_active,
+            ));
+        }
     }
-    Ok(notices)
+    Ok(TakenOver { notices, context })
+}
+
+/// The conversation `/clear` opened runs the same model in the same client:
+/// its context window is the old one's until the status line says.
+fn carry_window(from: Option<&str>, to: &str, ctx: &SessionContext) {
+    use crate::loop_file::storage::window;
+    let (Some(from), Some(registry)) = (from, ctx.env.registry()) else {
+        return;
+    };
+    let windows = window::load_context_windows(registry.dir());
+    if let (Some(size), None) = (windows.of(from), windows.of(to)) {
+        let _ = window::keep_context_window(registry.dir(), to, size, ctx.env.now);
+    }
 }
 
 /// Why the loop was last paused, from its decision log (a session end or

@@ -446,6 +446,36 @@ pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
     )
 }
 
+/// `--fresh-at`: the wrap-up is done and the loop waits for a fresh
+/// conversation. One plain line: what to type.
+pub fn fresh_pause(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}` wrapped up for a fresh context: type /clear, then any message, and the loop goes on at iteration {} in the new conversation.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// What the conversation `/clear` opened is told, for the model, when it
+/// takes over a loop paused by `--fresh-at`: the task, as the Stop hook
+/// feeds it, so the first message the user sends starts on it.
+pub fn fresh_context(name: &str, state: &LoopState) -> String {
+    format!(
+        "A Ralph loop continues in this fresh conversation. The previous agent left its notes in the project's progress file and the git history: read them first. Whatever the user's next message says, work on this task:\n\n{}{}",
+        state.prompt,
+        footer(name, state, state.iteration, &[])
+    )
+}
+
+/// The user's line when the fresh conversation takes the loop over.
+pub fn fresh_taken_over(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` goes on in this fresh conversation at iteration {}: send any message to start.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
 /// The owning session starts (resume, startup) and its loop is paused.
 pub fn paused_on_start(name: &str, state: &LoopState, why: Option<&str>) -> String {
     let why = why

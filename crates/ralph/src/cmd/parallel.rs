@@ -120,6 +120,8 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         abort_promise,
         guards,
         fresh_context,
+        // A fleet's children are `ralph run` agents, fresh at every iteration.
+        fresh_at: _,
         prd: _,
         notify,
         notify_url,

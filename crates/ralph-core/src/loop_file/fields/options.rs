@@ -99,6 +99,8 @@ pub enum ArgumentsError {
         value: String,
         why: String,
     },
+    #[error("{0}; nothing was armed")]
+    BadFresh(String),
     /// An option in the slash command's table that arming does not know.
     #[error("unknown option --{0}")]
     NoSuchOption(String),
@@ -124,6 +126,7 @@ pub(crate) fn example(option: &str) -> String {
         "session-id" => "<session id>",
         "protect" => "'tests/**'",
         "scope" => "'src/**'",
+        "fresh-at" => "60",
         _ => "10",
     };
     format!("--{option} {value}")

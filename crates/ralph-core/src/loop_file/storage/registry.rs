@@ -847,6 +847,7 @@ mod tests {
             unseen_tokens: 1,
             counts: crate::loop_file::fields::guards::GuardCounts::default(),
             prd_passed: vec!["US-001".into()],
+            fresh_stage: 1,
         };
         // The guards' counters are bookkeeping by their own list, which a
         // test in `guards` holds equal to `GuardCounts`' fields.
