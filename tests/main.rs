@@ -30,6 +30,7 @@ mod cost;
 mod e2e;
 mod e2e_budget;
 mod e2e_check;
+mod e2e_fresh;
 mod e2e_run;
 mod e2e_session;
 mod first_hour;
