@@ -144,11 +144,37 @@ fn fresh_at_wraps_up_pauses_and_the_same_clients_clear_goes_on() {
     let status = sandbox.ralph(&["status", "--json"]);
     let status: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
     let log = std::fs::read_dir(sandbox.project().join(".claude/ralph/history"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+        .map_or(0, Iterator::count);
     assert!(
         log > 0,
         "the loop ended into the history: {status}\n{}",
         run.describe()
     );
+}
+
+/// `/compact` in the real client runs ralph's PostCompact hook: the loop's log gets a
+/// `compact` line with the client's trigger, so the report shows where context was lost.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn a_compaction_is_logged_by_the_post_compact_hook() {
+    let sandbox = sandbox_or_skip!("a_compaction_is_logged_by_the_post_compact_hook");
+    arm(&sandbox);
+    // A first turn gives the session a transcript to compact.
+    let api = MockApi::start(vec![Reply::text("Chapter one.")]);
+    sandbox.claude(&api, "Begin", &["--session-id", OWNER, "--max-turns", "1"]);
+    let api = MockApi::start(vec![Reply::text("Summary of the conversation.")]);
+    let run = sandbox.claude(&api, "/compact", &["--resume", OWNER]);
+    assert!(run.status.success(), "{}", run.describe());
+    let log = std::fs::read_to_string(sandbox.project().join(".claude/ralph/logs/ralph.jsonl"))
+        .unwrap_or_default();
+    let compact: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["decision"] == "compact")
+        .collect();
+    assert_eq!(compact.len(), 1, "{log}\n{}", run.describe());
+    assert_eq!(compact[0]["trigger"], "manual", "{log}");
 }

@@ -139,8 +139,7 @@ fn run_post_compact(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookEr
     let trigger = event
         .trigger
         .as_deref()
-        .map(messages::printable)
-        .unwrap_or_else(|| "unknown".to_owned());
+        .map_or_else(|| "unknown".to_owned(), messages::printable);
     LogEntry {
         trigger: Some(trigger.clone()),
         ..LogEntry::new(

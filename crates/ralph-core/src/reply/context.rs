@@ -52,7 +52,7 @@ impl Fill {
 pub fn tokens_short(tokens: u64) -> String {
     if tokens >= 1_000_000 {
         let tenths = tokens / 100_000;
-        if tenths % 10 == 0 {
+        if tenths.is_multiple_of(10) {
             format!("{}M", tenths / 10)
         } else {
             format!("{}.{}M", tenths / 10, tenths % 10)
@@ -91,16 +91,15 @@ impl Threshold {
         let (digits, scale) = match t.char_indices().last() {
             Some((i, 'k' | 'K')) => (&t[..i], 1_000f64),
             Some((i, 'm' | 'M')) => (&t[..i], 1_000_000f64),
-            _ => (t, 1f64),
+            _ => {
+                let n: u64 = t.parse().map_err(|_| bad())?;
+                return match n {
+                    1..=99 => Ok(Self::Percent(n)),
+                    1_000.. => Ok(Self::Tokens(n)),
+                    _ => Err(bad()),
+                };
+            }
         };
-        if scale == 1.0 {
-            let n: u64 = digits.parse().map_err(|_| bad())?;
-            return match n {
-                1..=99 => Ok(Self::Percent(n)),
-                1_000.. => Ok(Self::Tokens(n)),
-                _ => Err(bad()),
-            };
-        }
         let n: f64 = digits.trim().parse().map_err(|_| bad())?;
         if !n.is_finite() || n <= 0.0 || n * scale > 100_000_000.0 {
             return Err(bad());

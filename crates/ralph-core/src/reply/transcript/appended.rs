@@ -486,15 +486,7 @@ impl Scan {
         if line.kind.as_deref() == Some("system")
             && line.subtype.as_deref() == Some("compact_boundary")
         {
-            let meta = line.compact_metadata.as_ref();
-            let post_tokens = meta.and_then(|m| m.post_tokens);
-            // What the last request sent is gone: the next one sends the summary.
-            out.context = post_tokens;
-            out.compactions.push(Compaction {
-                trigger: meta.and_then(|m| m.trigger.clone()),
-                pre_tokens: meta.and_then(|m| m.pre_tokens),
-                post_tokens,
-            });
+            out.compacted(line.compact_metadata.as_ref());
         }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
@@ -560,6 +552,18 @@ impl Scan {
 }
 
 impl Appended {
+    /// A compaction: what the last request sent is gone, the next one
+    /// sends the summary (its size, when the client said).
+    fn compacted(&mut self, meta: Option<&CompactMetadata>) {
+        let post_tokens = meta.and_then(|m| m.post_tokens);
+        self.context = post_tokens;
+        self.compactions.push(Compaction {
+            trigger: meta.and_then(|m| m.trigger.clone()),
+            pre_tokens: meta.and_then(|m| m.pre_tokens),
+            post_tokens,
+        });
+    }
+
     fn add(&mut self, usage: Usage, model: Option<String>) {
         let message_tokens = tokens_of(usage);
         self.tokens = self.tokens.saturating_add(message_tokens);

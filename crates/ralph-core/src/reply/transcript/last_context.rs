@@ -38,12 +38,12 @@ struct Message {
 
 #[derive(Deserialize)]
 struct Usage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    cache_creation_input_tokens: u64,
-    #[serde(default)]
-    cache_read_input_tokens: u64,
+    #[serde(default, rename = "input_tokens")]
+    input: u64,
+    #[serde(default, rename = "cache_creation_input_tokens")]
+    cache_write: u64,
+    #[serde(default, rename = "cache_read_input_tokens")]
+    cache_read: u64,
 }
 
 /// The context the last main-chain request sent (input + cache creation +
@@ -69,9 +69,9 @@ pub fn last_context(path: &Path) -> std::io::Result<Option<u64>> {
         }
         if let Some(u) = line.message.and_then(|m| m.usage) {
             return Ok(Some(
-                u.input_tokens
-                    .saturating_add(u.cache_creation_input_tokens)
-                    .saturating_add(u.cache_read_input_tokens),
+                u.input
+                    .saturating_add(u.cache_write)
+                    .saturating_add(u.cache_read),
             ));
         }
     }
@@ -93,12 +93,8 @@ mod tests {
         writeln!(f, "{main}\n{side}\n{{\"type\":\"user\"}}").unwrap();
         write!(f, "{}", &main[..40]).unwrap();
         assert_eq!(last_context(f.path()).unwrap(), Some(1_102));
-        writeln!(
-            f,
-            "\n{}",
-            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"auto","preTokens":5}}"#
-        )
-        .unwrap();
+        let boundary = r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"auto","preTokens":5}}"#;
+        writeln!(f, "\n{boundary}").unwrap();
         assert_eq!(
             last_context(f.path()).unwrap(),
             None,
