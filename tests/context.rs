@@ -118,6 +118,11 @@ fn each_turn_logs_the_context_sent_and_the_percentage_only_with_a_known_window()
     let shown = String::from_utf8(s.ralph_with(&["log"], b"", &[]).stdout).unwrap();
     assert!(shown.contains("context 190k, window unknown"), "{shown}");
     assert!(shown.contains("context 19% of 1M"), "{shown}");
+    let status = String::from_utf8(s.ralph_with(&["status"], b"", &[]).stdout).unwrap();
+    assert!(
+        status.contains("context 19% of 1M at iteration 2"),
+        "{status}"
+    );
     // A compaction is logged where it happened.
     let compact = json!({"session_id": OWNER, "cwd": cwd(&s), "hook_event_name": "PostCompact",
         "trigger": "auto", "compact_summary": "…"});
@@ -141,7 +146,13 @@ fn fresh_at_a_share_is_refused_until_the_status_line_reported_the_window() {
     );
     assert!(!s.exists(LOOP));
     statusline(&s, OWNER, 200_000);
-    assert!(arm(&s, &["--fresh-at", "60"]).status.success());
+    let armed = arm(&s, &["--fresh-at", "60"]);
+    assert!(armed.status.success(), "{armed:?}");
+    let said = String::from_utf8_lossy(&armed.stdout);
+    assert!(
+        said.contains("a fresh conversation at 60% of the context window"),
+        "{said}"
+    );
     assert_eq!(field(&s, "fresh_at").as_deref(), Some("60%"));
 }
 

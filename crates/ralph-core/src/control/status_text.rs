@@ -199,6 +199,9 @@ fn facts(r: &LoopReport) -> Vec<String> {
     if let Some(e) = &r.ended_at {
         facts.push(format!("ended {e}"));
     }
+    if let Some(context) = last_context(r) {
+        facts.push(context);
+    }
     if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
         let unseen = r.unseen_tokens.unwrap_or(0);
         let words = if r.state == LoopStatus::Ended {
@@ -299,6 +302,25 @@ pub fn log_line(line: &serde_json::Value) -> String {
         field("decision"),
     ))
     .into_owned()
+}
+
+/// `context 70% of 1M at iteration 3`: the last fill the recent log lines
+/// measured.
+fn last_context(r: &LoopReport) -> Option<String> {
+    let line = r
+        .recent
+        .iter()
+        .rev()
+        .find(|l| l.get("context_tokens").is_some())?;
+    let number = |k: &str| line.get(k).and_then(serde_json::Value::as_u64);
+    let fill = crate::reply::context::Fill {
+        tokens: number("context_tokens")?,
+        window: number("context_window"),
+    };
+    let at = number("iteration")
+        .map(|i| format!(" at iteration {i}"))
+        .unwrap_or_default();
+    Some(format!("context {}{at}", fill.words()))
 }
 
 /// ` · context 41% of 200k`, ` · context 82k, window unknown`, or

@@ -186,6 +186,12 @@ pub fn ended(name: &str, outcome: Outcome, detail: &str, record: &str) -> String
 pub fn guard_summary(state: &LoopState) -> Vec<String> {
     let mut out = state.guards.summary(state.abort_promise.as_deref());
     out.extend(path_rules(state));
+    if let Some(at) = state.fresh_at {
+        out.push(format!(
+            "a fresh conversation at {} (a wrap-up turn, then /clear)",
+            at.words()
+        ));
+    }
     out
 }
 
