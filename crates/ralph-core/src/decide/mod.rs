@@ -1001,6 +1001,80 @@ mod tests {
         }
     }
 
+    /// A stop whose last request sent `tokens` into a window the status line reported
+    /// (`None`: unknown).
+    fn filled(reply: &str, tokens: u64, window: Option<u64>) -> Observation {
+        Observation {
+            context: Some(crate::reply::context::Fill { tokens, window }),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn fresh_at_asks_one_wrap_up_then_pauses_for_clear() {
+        use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+        let armed = state("iteration: 3\nfresh_at: \"60%\"\n");
+        // Under the threshold, or the window unknown: the loop goes on as ever.
+        for under in [
+            filled("a", 119_000, Some(200_000)),
+            filled("a", 190_000, None),
+            seen("a"),
+        ] {
+            match decide(&armed, &under) {
+                Decision::Continue {
+                    progress, notes, ..
+                } => {
+                    assert_eq!(progress.fresh_stage, FRESH_NONE);
+                    assert!(notes.is_empty(), "{notes:?}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // At 60 %: the wrap-up turn, counted like any continuation.
+        let Decision::Continue {
+            next,
+            progress,
+            notes,
+            notices,
+        } = decide(&armed, &filled("b", 120_000, Some(200_000)))
+        else {
+            panic!("not a continuation");
+        };
+        assert_eq!((next, progress.fresh_stage), (4, FRESH_WRAP_UP));
+        assert!(
+            notes[0].contains("last turn in this conversation"),
+            "{notes:?}"
+        );
+        assert!(notices[0].contains("60% of 200k"), "{notices:?}");
+        // Its stop: paused, uncounted, waiting for /clear.
+        let wrapped = state("iteration: 4\nfresh_at: \"60%\"\nfresh_stage: 1\n");
+        match decide(&wrapped, &filled("c", 121_000, Some(200_000))) {
+            Decision::Wait {
+                progress,
+                pause,
+                why,
+                ..
+            } => {
+                assert!(pause);
+                assert_eq!(progress.fresh_stage, FRESH_WAITING);
+                assert!(why.contains("waiting for /clear"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Resumed in the same conversation instead: the stage starts over.
+        let resumed = state("iteration: 4\nfresh_at: \"60%\"\nfresh_stage: 2\n");
+        match decide(&resumed, &filled("d", 10_000, Some(200_000))) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_NONE),
+            other => panic!("{other:?}"),
+        }
+        // Tokens need no window.
+        let tokens = state("fresh_at: \"150000\"\n");
+        match decide(&tokens, &filled("e", 150_000, None)) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_WRAP_UP),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// A `--prd` stop: the stories as `(id, passes, blocked)`.
     fn with_stories(reply: &str, stories: &[(&str, bool, Option<&str>)]) -> Observation {
         let text = serde_json::json!({"userStories": stories

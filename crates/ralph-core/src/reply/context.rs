@@ -135,7 +135,11 @@ impl Threshold {
     /// (a percentage with the window unknown).
     pub fn reached(&self, fill: &Fill) -> Option<bool> {
         match self {
-            Self::Percent(p) => fill.percent().map(|used| used >= *p),
+            // Exact, not the rounded-up percentage: 59.5 % has not reached 60 %.
+            Self::Percent(p) => fill
+                .window
+                .filter(|&w| w > 0)
+                .map(|w| fill.tokens.saturating_mul(100) >= p.saturating_mul(w)),
             Self::Tokens(t) => Some(fill.tokens >= *t),
         }
     }
