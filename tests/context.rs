@@ -145,6 +145,12 @@ fn fresh_at_a_share_is_refused_until_the_status_line_reported_the_window() {
         "{said}"
     );
     assert!(!s.exists(LOOP));
+    let alone = arm(&s, &["--fresh-via", "run"]);
+    let said = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        !alone.status.success() && said.contains("`--fresh-at`, which was not given"),
+        "{alone:?}"
+    );
     statusline(&s, OWNER, 200_000);
     let armed = arm(&s, &["--fresh-at", "60"]);
     assert!(armed.status.success(), "{armed:?}");

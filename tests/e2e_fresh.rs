@@ -178,3 +178,79 @@ fn a_compaction_is_logged_by_the_post_compact_hook() {
     assert_eq!(compact.len(), 1, "{log}\n{}", run.describe());
     assert_eq!(compact[0]["trigger"], "manual", "{log}");
 }
+
+/// `--fresh-via run`: after the wrap-up turn the hook starts a detached `ralph run`, which
+/// takes the loop over with the real client as its agent (API-priced `claude -p`, here the
+/// mock) and completes it; the session is not asked to `/clear`.
+#[cfg(unix)]
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn fresh_via_run_hands_the_loop_to_a_detached_ralph_run() {
+    let sandbox = sandbox_or_skip!("fresh_via_run_hands_the_loop_to_a_detached_ralph_run");
+    let out = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        OWNER,
+        "--max-iterations",
+        "10",
+        "--completion-promise",
+        "DONE",
+        "--fresh-at",
+        "150k",
+        "--fresh-via",
+        "run",
+        TASK,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("API-priced `claude -p` usage"), "{said}");
+    // The session's replies, each its own; the run's agent (a conversation without the
+    // session's first message) completes the task.
+    let api = MockApi::start(
+        (1..=9)
+            .map(|n| Reply::text(format!("Chapter {n}.")))
+            .collect(),
+    );
+    api.answer_without(
+        "Begin the guide",
+        Reply::text("Done. <promise>DONE</promise>"),
+    );
+    api.report_context(160_000);
+    let path = sandbox.client_on_path();
+    let run = sandbox.claude_with_env(
+        &api,
+        "Begin the guide",
+        &["--session-id", OWNER],
+        &[("PATH", &path)],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let told = shown(&run.events());
+    assert!(
+        told.iter()
+            .any(|l| l.contains("a detached `ralph run` (pid")),
+        "{told:#?}\n{}",
+        run.describe()
+    );
+    // The run drives the loop to its end; the mock stays up meanwhile.
+    let history = sandbox.project().join(".claude/ralph/history");
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(&history).map_or(0, Iterator::count) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(90),
+            "the run did not end the loop:\n{}",
+            api.describe()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let record = std::fs::read_dir(&history)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .unwrap_or_default();
+    assert!(record.contains("resumed by ralph run"), "{record}");
+    assert!(record.contains("\"outcome\":\"completed\""), "{record}");
+}

@@ -199,7 +199,7 @@ impl Sandbox {
 
     /// A PATH whose first folder holds a `claude` link to this sandbox's client.
     #[cfg(unix)]
-    fn client_on_path(&self) -> String {
+    pub(crate) fn client_on_path(&self) -> String {
         let bin = self.home.path().join("bin");
         std::fs::create_dir_all(&bin).expect("create the bin folder");
         let link = bin.join("claude");

@@ -139,6 +139,9 @@ struct Shared {
     turns: usize,
     log: Vec<LoggedRequest>,
     watch: Option<PathBuf>,
+    /// A turn whose request does not hold this text anywhere gets this reply instead of the
+    /// script's next one (another conversation than the scripted one, e.g. a `ralph run`'s).
+    without: Option<(String, Reply)>,
     /// Tokens each reply says were read from the cache (`cache_read_input_tokens`): how
     /// large a context the mock claims every request sent.
     cache_read: u64,
@@ -191,6 +194,12 @@ impl MockApi {
     /// The base URL for `ANTHROPIC_BASE_URL`.
     pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Answers `reply` to every model turn whose request does not hold `text` (say, the first
+    /// message of the scripted conversation); the others follow the script.
+    pub(crate) fn answer_without(&self, text: &str, reply: Reply) {
+        lock(&self.shared).without = Some((text.to_owned(), reply));
     }
 
     /// Answers every model turn from now on with `reply`.
@@ -322,7 +331,14 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             is_turn,
             watched_file,
         });
-        if is_turn {
+        let other = s
+            .without
+            .as_ref()
+            .filter(|(text, _)| is_turn && !json_body.to_string().contains(text.as_str()))
+            .map(|(_, reply)| reply.clone());
+        if let Some(reply) = other {
+            reply
+        } else if is_turn {
             let n = s.turns;
             s.turns += 1;
             s.script

@@ -306,6 +306,10 @@ pub(crate) struct ArmFlags {
     /// /clear and any message; it goes on in the fresh conversation
     #[arg(long, value_name = "PCT|TOKENS", value_parser = fresh_at)]
     pub fresh_at: Option<ralph_core::reply::context::Threshold>,
+    /// With --fresh-at: `run` hands the loop, after the wrap-up turn, to a detached `ralph run`
+    /// (API-priced `claude -p` usage) instead of waiting for your /clear [default: clear]
+    #[arg(long, value_name = "clear|run", value_parser = fresh_via)]
+    pub fresh_via: Option<ralph_core::reply::context::FreshVia>,
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
@@ -338,6 +342,11 @@ fn fresh_at(value: &str) -> Result<ralph_core::reply::context::Threshold, String
     ralph_core::reply::context::Threshold::parse(value)
 }
 
+/// A `--fresh-via` value: whether `ralph run` takes over.
+fn fresh_via(value: &str) -> Result<ralph_core::reply::context::FreshVia, String> {
+    ralph_core::control::arming::fresh_via(value).map_err(|e| e.to_string())
+}
+
 /// A `--protect`/`--scope` value, checked as arming checks it.
 fn glob(value: &str) -> Result<String, String> {
     ralph_core::globs::check(value).map(|()| value.to_owned())
@@ -361,6 +370,7 @@ impl ArmFlags {
             guards: self.guards.0,
             fresh_context: self.fresh_context,
             fresh_at: self.fresh_at,
+            fresh_via: self.fresh_via.unwrap_or_default(),
             prd: self.prd,
             notify: self.notify,
             notify_url: self.notify_url,
@@ -379,6 +389,7 @@ impl ArmFlags {
             || !self.guards.0.is_empty()
             || self.fresh_context
             || self.fresh_at.is_some()
+            || self.fresh_via.is_some()
             || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()

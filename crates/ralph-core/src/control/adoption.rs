@@ -204,6 +204,7 @@ mod tests {
             "started_at" => "\"2026-01-01T00:00:00Z\"",
             "fresh_context" | "notify" | "sandbox" => "true",
             "sandbox_network" => "none",
+            "fresh_via" => "run",
             "sandbox_image" => "\"img:1\"",
             "protect" | "scope" => "\"tests/**\"",
             "armed_tree" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",

@@ -28,6 +28,7 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
     ("fresh-at", Kind::Text),
+    ("fresh-via", Kind::Text),
     ("prd", Kind::OptionalValue),
     ("notify", Kind::Flag),
     ("notify-url", Kind::Text),

@@ -11,6 +11,7 @@ use crate::loop_file::fields::stories;
 use crate::loop_file::messages;
 use crate::loop_file::storage::registry::{Registry, RegistryError};
 use crate::loop_file::storage::store::Project;
+use crate::reply::context::FreshVia;
 use crate::time::Timestamp;
 
 /// The loop `ralph start` and `/ralph-loop` arm when no `--name` is given.
@@ -31,6 +32,8 @@ pub struct ArmOptions {
     pub fresh_context: bool,
     /// `--fresh-at`: a percentage of the context window or tokens, checked.
     pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `--fresh-via`: at `--fresh-at`, the user's `/clear` or a detached `ralph run`.
+    pub fresh_via: FreshVia,
     /// `--prd`: the PRD's path inside the project.
     pub prd: Option<String>,
     pub notify: bool,
@@ -59,6 +62,7 @@ impl Default for ArmOptions {
             guards: GuardSettings::default(),
             fresh_context: false,
             fresh_at: None,
+            fresh_via: FreshVia::Clear,
             prd: None,
             notify: false,
             notify_url: None,
@@ -103,6 +107,7 @@ impl ArmOptions {
             "session-id" => self.session_id = Some(value.to_owned()),
             "force" => self.force = true,
             "fresh-context" => self.fresh_context = true,
+            "fresh-via" => self.fresh_via = fresh_via(value)?,
             "fresh-at" => {
                 self.fresh_at = Some(
                     crate::reply::context::Threshold::parse(value)
@@ -225,6 +230,7 @@ impl ArmOptions {
             force: self.force,
             fresh_context: self.fresh_context,
             fresh_at: self.fresh_at,
+            fresh_via_run: self.fresh_via == FreshVia::Run,
             prd,
             notify: crate::loop_file::fields::notice::Settings {
                 desktop: self.notify,
@@ -274,11 +280,26 @@ pub fn check_window(
     Ok(())
 }
 
+/// `--fresh-via clear|run`: whether a detached `ralph run` takes over at `--fresh-at`.
+pub fn fresh_via(value: &str) -> Result<FreshVia, ArgumentsError> {
+    match value.trim() {
+        "clear" => Ok(FreshVia::Clear),
+        "run" => Ok(FreshVia::Run),
+        other => Err(ArgumentsError::BadFresh(format!(
+            "`--fresh-via {}`: expected clear (you type /clear) or run (a detached `ralph run` takes over)",
+            ralph_fs::display::line(other)
+        ))),
+    }
+}
+
 /// `--fresh-at 60` is a share of the session's context window, which only the status line
 /// reports (`ralph statusline` keeps it per session): without it for the session that arms,
 /// the hand-over could never come, so arming is refused with the fix. A token count needs no
 /// window.
 pub fn check_fresh(options: &ArmOptions, registry: Option<&Registry>) -> Result<(), CommandError> {
+    if options.fresh_via == FreshVia::Run && options.fresh_at.is_none() {
+        return Err(CommandError::FreshViaAlone);
+    }
     let Some(crate::reply::context::Threshold::Percent(pct)) = options.fresh_at else {
         return Ok(());
     };
@@ -359,6 +380,9 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     let guards = messages::guard_summary(state);
     if !guards.is_empty() {
         out.push(format!("Guards: {}", guards.join(", ")));
+    }
+    if state.fresh_via_run {
+        out.push(messages::fresh_via_run(&request.name));
     }
     if let Some(prd) = &request.prd {
         out.push(story_commands(prd));
@@ -486,6 +510,7 @@ mod tests {
             ("force", ""),
             ("fresh-context", ""),
             ("fresh-at", "60%"),
+            ("fresh-via", "run"),
             ("prd", ""),
             ("notify", ""),
             ("notify-url", "http://127.0.0.1:9/x"),
@@ -515,6 +540,7 @@ mod tests {
                 guards,
                 fresh_context: true,
                 fresh_at: Some(crate::reply::context::Threshold::Percent(60)),
+                fresh_via: FreshVia::Run,
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
@@ -536,6 +562,7 @@ mod tests {
                 arguments::Kind::Duration => "2h",
                 arguments::Kind::Money => "5",
                 _ if *key == "fresh-at" => "60",
+                _ if *key == "fresh-via" => "run",
                 _ => "x",
             };
             ArmOptions::default()

@@ -117,6 +117,10 @@ pub enum CommandError {
     )]
     ContextWindowUnknown(u64),
     #[error(
+        "`--fresh-via` says how a loop goes on in a fresh context at `--fresh-at`, which was not given; nothing was armed"
+    )]
+    FreshViaAlone,
+    #[error(
         "`{0}` still holds the example stories `ralph init` wrote (\"EXAMPLE ONLY\"); nothing was armed. Replace them with your own stories (docs/prd.md), then arm again"
     )]
     ExamplePrd(String),
@@ -156,6 +160,7 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::WindowShare(_)
             | Self::WindowUnseen
             | Self::ContextWindowUnknown(_)
+            | Self::FreshViaAlone
             | Self::Unbounded
             | Self::ExamplePrd(_)
             | Self::CommandsUnapproved { .. } => ralph_fs::error::ExitClass::Usage,
@@ -192,6 +197,8 @@ pub struct ArmRequest {
     pub fresh_context: bool,
     /// `--fresh-at`: hand over to a fresh context at this fill.
     pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `--fresh-via run`: a detached `ralph run` takes over at `fresh_at`.
+    pub fresh_via_run: bool,
     /// `--prd`: the PRD as read at arming (`read_prd`).
     pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
@@ -279,6 +286,7 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         req.fresh_context.then(|| "true".to_owned()),
     );
     opt("fresh_at", req.fresh_at.map(|t| quote(&t.render())));
+    opt("fresh_via", req.fresh_via_run.then(|| "run".to_owned()));
     if let Some(prd) = &req.prd {
         opt("prd", Some(quote(&prd.path)));
         let commands = crate::loop_file::fields::stories::record_commands(&prd.stories);

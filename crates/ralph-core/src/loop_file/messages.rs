@@ -473,6 +473,36 @@ pub fn fresh_context(name: &str, state: &LoopState) -> String {
     )
 }
 
+/// `--fresh-via run`, said at arming: who takes over, and what it spends.
+pub fn fresh_via_run(name: &str) -> String {
+    format!(
+        "--fresh-via run: at --fresh-at, after the wrap-up turn, a detached `ralph run --name {}` takes this loop over; it spends {}, not this session's usage.",
+        printable(name),
+        spends_in_run("claude")
+    )
+}
+
+/// `--fresh-via run`: the wrap-up is done and a detached `ralph run` was started.
+pub fn fresh_run_started(name: &str, state: &LoopState, pid: u32) -> String {
+    format!(
+        "⏩ ralph `{}` wrapped up for a fresh context: a detached `ralph run` (pid {pid}) takes it over at iteration {}, with {}; `ralph status` follows it, `ralph cancel` ends it.",
+        printable(name),
+        state.iteration_label(),
+        spends_in_run("claude")
+    )
+}
+
+/// `--fresh-via run`: `ralph run` could not be started; the loop waits as for `--fresh-via clear`.
+pub fn fresh_run_failed(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⚠ ralph `{}`: could not start `ralph run` ({}); the loop is paused at iteration {}: `ralph run --name {}` in a terminal, or type /clear and any message.",
+        printable(name),
+        printable(why),
+        state.iteration_label(),
+        printable(name)
+    )
+}
+
 /// The user's line when the fresh conversation takes the loop over.
 pub fn fresh_taken_over(name: &str, state: &LoopState) -> String {
     format!(

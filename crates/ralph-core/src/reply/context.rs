@@ -64,6 +64,16 @@ pub fn tokens_short(tokens: u64) -> String {
     }
 }
 
+/// `--fresh-via`: how a loop goes on in a fresh context at `--fresh-at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FreshVia {
+    /// The user types `/clear`; the same client's new conversation goes on.
+    #[default]
+    Clear,
+    /// A detached `ralph run` takes the loop over.
+    Run,
+}
+
 /// A `--fresh-at` threshold: a share of the window, or a token count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threshold {

@@ -122,6 +122,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         fresh_context,
         // A fleet's children are `ralph run` agents, fresh at every iteration.
         fresh_at: _,
+        fresh_via: _,
         prd: _,
         notify,
         notify_url,

@@ -127,6 +127,7 @@ pub(crate) fn example(option: &str) -> String {
         "protect" => "'tests/**'",
         "scope" => "'src/**'",
         "fresh-at" => "60",
+        "fresh-via" => "run",
         _ => "10",
     };
     format!("--{option} {value}")

@@ -60,6 +60,9 @@ pub struct LoopState {
     /// wrap-up turn, then a pause until the user's `/clear`) once the
     /// context the last request sent reaches this.
     pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `fresh_via: run`: at `fresh_at`, after the wrap-up, a detached
+    /// `ralph run` takes the loop over instead of the user's `/clear`.
+    pub fresh_via_run: bool,
     /// The hash of every setting the user chose, as the registry binds it
     /// (`registry::settings_hash`): taken from the fields already read.
     pub settings_hash: [u8; 32],
@@ -278,6 +281,7 @@ crate::loop_file::fields::guards::with_guard_fields!(raw_fields!(
     scope,
     armed_tree,
     fresh_at,
+    fresh_via,
 ));
 
 impl LoopState {
@@ -360,6 +364,7 @@ impl LoopState {
             )?,
             paths: path_rules(&raw)?,
             fresh_at: fresh_at(raw.fresh_at.as_deref())?,
+            fresh_via_run: fresh_via(raw.fresh_via.as_deref())?,
             settings_hash: crate::loop_file::fields::binding::settings_hash(KNOWN_FIELDS, |f| {
                 raw.get(f)
             }),
@@ -389,6 +394,19 @@ fn fresh_at(value: Option<&str>) -> Result<Option<crate::reply::context::Thresho
             value: ralph_fs::display::line(value).into_owned(),
             expected: "expected a share of the context window such as 60% or tokens such as 150000",
         })
+}
+
+/// `fresh_via:` `clear` (the default) or `run`.
+fn fresh_via(value: Option<&str>) -> Result<bool, StateError> {
+    match value.map_or("", str::trim) {
+        "" | "clear" => Ok(false),
+        "run" => Ok(true),
+        other => Err(StateError::Field {
+            field: "fresh_via",
+            value: ralph_fs::display::line(other).into_owned(),
+            expected: "expected clear or run",
+        }),
+    }
 }
 
 /// The `prd:` fields; a path that leaves the project is refused.

@@ -789,6 +789,8 @@ mod tests {
                 "\"2026-01-01T00:00:00Z\"",
                 "\"x\"",
                 "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
+                // `fresh_via`: one of its words.
+                "run",
             ];
             let edited = values.iter().find_map(|v| {
                 let t = if text.contains(&format!("\n{field}:")) {
