@@ -155,13 +155,16 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
 
 /// `--fresh-at`, after the wrap-up turn: the loop pauses, uncounted, until
 /// the owner's `/clear` (the session hooks hand it, active, to the
-/// conversation that opens). A loop resumed in the same conversation after
-/// such a pause starts over: the wrap-up comes again at the threshold.
+/// conversation that opens) or, with `--fresh-via run`, for the run the
+/// hook starts. A loop resumed in the same conversation after such a pause
+/// starts over: the wrap-up comes again at the threshold. The stage is a
+/// field the agent can write, so the pause also needs the context measured
+/// at or past the threshold now: a forged stage alone starts nothing.
 fn fresh_pause(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
     use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
     let threshold = state.fresh_at?;
     match state.progress.fresh_stage {
-        FRESH_WRAP_UP => {
+        FRESH_WRAP_UP if seen.context.and_then(|f| threshold.reached(&f)) == Some(true) => {
             turn.progress.fresh_stage = FRESH_WAITING;
             let fill = seen
                 .context
@@ -1059,6 +1062,11 @@ mod tests {
                 assert_eq!(progress.fresh_stage, FRESH_WAITING);
                 assert!(why.contains("waiting for /clear"), "{why}");
             }
+            other => panic!("{other:?}"),
+        }
+        // A stage the agent wrote, with the context under the threshold: nothing happens.
+        match decide(&wrapped, &filled("c", 20_000, Some(200_000))) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_NONE),
             other => panic!("{other:?}"),
         }
         // Resumed in the same conversation instead: the stage starts over.
