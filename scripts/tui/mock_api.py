@@ -8,7 +8,9 @@ Each REPLY answers one model turn, in order (the last one repeats): plain text, 
 works). Side requests (titles, summaries) get a short neutral answer. The chosen port is
 written to PORT_FILE; one line per request (turn or side, model, the last user text's
 last 3000 characters, and which of the words in $MOCK_MARKERS the request holds) is appended
-to LOG_FILE.
+to LOG_FILE. With $MOCK_CONTEXT, every reply says its request sent that many tokens (read from
+the cache), as a long session's would; with $MOCK_WHEN and $MOCK_THEN, a turn whose request
+holds the text $MOCK_WHEN is answered $MOCK_THEN instead of the script's next reply.
 """
 import json
 import os
@@ -23,6 +25,8 @@ TURNS = [0]
 # Words to look for anywhere in a request (comma-separated in MOCK_MARKERS): which of them
 # reached the model, wherever the client put them.
 MARKERS = [m for m in os.environ.get("MOCK_MARKERS", "").split(",") if m]
+CONTEXT = int(os.environ.get("MOCK_CONTEXT", "0") or 0)
+WHEN, THEN = os.environ.get("MOCK_WHEN", ""), os.environ.get("MOCK_THEN", "")
 
 
 def last_user_text(body):
@@ -49,7 +53,8 @@ def sse(text, model, n):
             "id": f"msg_tui_{n}", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 1,
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+                      "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": max(CONTEXT - 10, 0)}}}),
         ("content_block_start", {"type": "content_block_start", "index": 0,
                                  "content_block": {"type": "text", "text": ""}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0,
@@ -105,6 +110,8 @@ class Handler(BaseHTTPRequestHandler):
                 n = TURNS[0]
                 TURNS[0] += 1
                 reply = SCRIPT[min(n, len(SCRIPT) - 1)]
+                if WHEN and WHEN in json.dumps(body):
+                    reply = THEN
             else:
                 n, reply = -1, "Side reply"
             with open(LOG_FILE, "a") as log:

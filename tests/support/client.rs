@@ -199,7 +199,7 @@ impl Sandbox {
 
     /// A PATH whose first folder holds a `claude` link to this sandbox's client.
     #[cfg(unix)]
-    fn client_on_path(&self) -> String {
+    pub(crate) fn client_on_path(&self) -> String {
         let bin = self.home.path().join("bin");
         std::fs::create_dir_all(&bin).expect("create the bin folder");
         let link = bin.join("claude");
@@ -313,7 +313,7 @@ pub(crate) fn run_claude(
 }
 
 /// Points Claude Code at the mock API, with every non-essential call switched off.
-fn mock_api_env(cmd: &mut Command, api: &MockApi) {
+pub(crate) fn mock_api_env(cmd: &mut Command, api: &MockApi) {
     cmd.env("ANTHROPIC_BASE_URL", api.url())
         .env("ANTHROPIC_API_KEY", "test")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -345,7 +345,7 @@ pub(crate) fn hermetic_env(cmd: &mut Command, home: &Path) {
     cmd.env("XDG_STATE_HOME", home.join(".local/state"));
 }
 
-fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> Run {
+pub(crate) fn read_run(status: ExitStatus, stdout: &Path, stderr: &Path, debug: &Path) -> Run {
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     Run {
         status,

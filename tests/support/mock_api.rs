@@ -139,6 +139,12 @@ struct Shared {
     turns: usize,
     log: Vec<LoggedRequest>,
     watch: Option<PathBuf>,
+    /// A turn whose request does not hold this text anywhere gets this reply instead of the
+    /// script's next one (another conversation than the scripted one, e.g. a `ralph run`'s).
+    without: Option<(String, Reply)>,
+    /// Tokens each reply says were read from the cache (`cache_read_input_tokens`): how
+    /// large a context the mock claims every request sent.
+    cache_read: u64,
 }
 
 /// The running mock. Dropping it stops the server.
@@ -188,6 +194,25 @@ impl MockApi {
     /// The base URL for `ANTHROPIC_BASE_URL`.
     pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Answers `reply` to every model turn whose request does not hold `text` (say, the first
+    /// message of the scripted conversation); the others follow the script.
+    pub(crate) fn answer_without(&self, text: &str, reply: Reply) {
+        lock(&self.shared).without = Some((text.to_owned(), reply));
+    }
+
+    /// Answers every model turn from now on with `reply`.
+    pub(crate) fn answer_from_now(&self, reply: Reply) {
+        let mut shared = lock(&self.shared);
+        shared.script = vec![reply];
+        shared.turns = 0;
+    }
+
+    /// Every reply from now on reports a request of `tokens` context (10 input, the rest
+    /// read from the cache), as a long session's would.
+    pub(crate) fn report_context(&self, tokens: u64) {
+        lock(&self.shared).cache_read = tokens.saturating_sub(10);
     }
 
     /// Records the content of `path` with every request from now on.
@@ -306,7 +331,14 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             is_turn,
             watched_file,
         });
-        if is_turn {
+        let other = s
+            .without
+            .as_ref()
+            .filter(|(text, _)| is_turn && !json_body.to_string().contains(text.as_str()))
+            .map(|(_, reply)| reply.clone());
+        if let Some(reply) = other {
+            reply
+        } else if is_turn {
             let n = s.turns;
             s.turns += 1;
             s.script
@@ -339,8 +371,11 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             .get("model")
             .and_then(Value::as_str)
             .unwrap_or("claude-mock");
-        let n = lock(shared).log.len();
-        let sse = sse_stream(&reply, model, n);
+        let (n, cache_read) = {
+            let shared = lock(shared);
+            (shared.log.len(), shared.cache_read)
+        };
+        let sse = sse_stream(&reply, model, n, cache_read);
         write_response(&mut stream, "200 OK", "text/event-stream", sse.as_bytes())
     } else if method == "POST" && path == "/v1/messages/count_tokens" {
         write_response(
@@ -417,7 +452,7 @@ fn event(out: &mut String, name: &str, data: Value) {
 }
 
 /// The SSE stream of one reply, as the Messages API sends it.
-fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
+fn sse_stream(reply: &Reply, model: &str, n: usize, cache_read: u64) -> String {
     let (text, tool) = match reply {
         Reply::Text(t) => (t.as_str(), None),
         Reply::TextAndBash { text, command } => (
@@ -443,7 +478,7 @@ fn sse_stream(reply: &Reply, model: &str, n: usize) -> String {
                 "id": format!("msg_mock_{n}"), "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {"input_tokens": 10, "output_tokens": 1,
-                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": cache_read}
             }
         }),
     );

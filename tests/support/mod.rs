@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test module uses its own part of the harness
 
 pub(crate) mod client;
+pub(crate) mod conversation;
 pub(crate) mod mock_api;
 pub(crate) mod model_mock;
 pub(crate) mod project;

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::charts;
-use super::model::{LoopView, Report, StoryRow};
+use super::model::{IterationRow, LoopView, Report, StoryRow};
 pub(crate) use super::text::esc;
 use super::text::{esc_block, thousands};
 use ralph_core::loop_file::fields::limit::Limit;
@@ -158,6 +158,16 @@ fn receipt(view: &LoopView) -> String {
     )
 }
 
+/// `41% of 200k`, `82k, window unknown`, `–`; `compacted (auto)` after
+/// it when the client compacted during the iteration.
+fn context_words(r: &IterationRow) -> String {
+    let fill = r.context.map_or_else(|| "–".to_owned(), |f| f.words());
+    match &r.compacted {
+        Some(trigger) => format!("{fill} · compacted ({trigger})"),
+        None => fill,
+    }
+}
+
 /// Every iteration in words, for print and for readers without the charts.
 fn iteration_table(view: &LoopView) -> String {
     if view.iterations.is_empty() {
@@ -173,7 +183,7 @@ fn iteration_table(view: &LoopView) -> String {
         previous = r.tokens_total.unwrap_or(previous);
         let _ = write!(
             rows,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
             r.iteration,
             esc(&if r.resumed {
                 format!("{} (after a resume)", r.decision)
@@ -182,6 +192,7 @@ fn iteration_table(view: &LoopView) -> String {
             }),
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
+            esc(&context_words(r)),
             cost.map_or_else(|| "–".to_owned(), ralph_core::money::Money::dollars),
             esc(&verdict_words(r.check.as_ref())),
             esc(&verdict_words(r.verify.as_ref())),
@@ -189,7 +200,7 @@ fn iteration_table(view: &LoopView) -> String {
         );
     }
     format!(
-        "<details open><summary>Iterations</summary><table class=\"iterations\"><thead><tr><th>#</th><th>decision</th><th>took</th><th>tokens</th><th>$</th><th>--check</th><th>--verify</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></details>"
+        "<details open><summary>Iterations</summary><table class=\"iterations\"><thead><tr><th>#</th><th>decision</th><th>took</th><th>tokens</th><th>context</th><th>$</th><th>--check</th><th>--verify</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></details>"
     )
 }
 

@@ -90,6 +90,12 @@ pub struct IterationRow {
     /// The first turn after a resume (its time counts from the resume).
     pub resumed: bool,
     pub why: String,
+    /// How full the context was at the last request before this stop, when
+    /// the log says (its window only when the status line reported it).
+    pub context: Option<ralph_core::reply::context::Fill>,
+    /// The client compacted the context during this iteration (`manual` or
+    /// `auto`): from here on the agent works from a summary.
+    pub compacted: Option<String>,
 }
 
 impl IterationRow {
@@ -231,8 +237,12 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
     let mut previous = started_at.and_then(Timestamp::parse_rfc3339);
     let mut rows = Vec::new();
     let mut resumed = false;
+    let mut compacted = None;
     for line in log {
         let decision = text(line, "decision").unwrap_or_default();
+        if decision == "compact" {
+            compacted = Some(text(line, "trigger").unwrap_or_else(|| "unknown".into()));
+        }
         if decision == "resume" {
             // The time the loop lay paused or ended is no turn's.
             if let Some(at) = text(line, "time").and_then(|t| Timestamp::parse_rfc3339(&t)) {
@@ -269,6 +279,13 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
                 text(line, "why").unwrap_or_default(),
                 ralph_core::control::status_text::guidance_words(line)
             ),
+            context: number(line, "context_tokens").map(|tokens| {
+                ralph_core::reply::context::Fill {
+                    tokens,
+                    window: number(line, "context_window"),
+                }
+            }),
+            compacted: compacted.take(),
         });
     }
     rows
@@ -368,6 +385,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn each_iteration_carries_its_context_fill_and_the_compaction_in_it() {
+        let log = vec![
+            json!({"decision": "block", "iteration": 1, "why": "x", "context_tokens": 82_000, "context_window": 200_000}),
+            json!({"decision": "compact", "iteration": 2, "trigger": "auto", "why": "compacted"}),
+            json!({"decision": "block", "iteration": 2, "why": "x", "context_tokens": 9_000}),
+            json!({"decision": "end", "iteration": 3, "why": "x"}),
+        ];
+        let rows = iterations(&log, None);
+        assert_eq!(rows.len(), 3, "a compaction is not an iteration");
+        assert_eq!(rows[0].context.unwrap().words(), "41% of 200k");
+        assert_eq!(rows[1].context.unwrap().words(), "9k, window unknown");
+        assert_eq!(
+            rows.iter()
+                .map(|r| r.compacted.as_deref())
+                .collect::<Vec<_>>(),
+            [None, Some("auto"), None]
+        );
+    }
+
+    #[test]
     fn iterations_are_the_block_and_end_lines_with_the_time_each_took() {
         let log = vec![
             json!({"time": "2026-12-01T10:00:30Z", "decision": "block", "iteration": 1, "tokens": 100, "why": "no promise yet"}),
@@ -379,6 +416,7 @@ mod tests {
         ];
         let rows = iterations(&log, Some("2026-12-01T10:00:00Z"));
         assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].context, None, "no figure logged: none shown");
         assert_eq!(rows[0].seconds, Some(30));
         assert_eq!(rows[1].seconds, Some(90));
         assert_eq!(rows[1].tokens_added(100), Some(150));

@@ -224,6 +224,10 @@ pub(crate) enum HookCommand {
     /// session's loop (uncounted); other API errors are logged
     #[command(after_help = SESSION_HOOK_EXAMPLES)]
     StopFailure,
+    /// The PostCompact hook: log that the client compacted this session's context, so
+    /// `ralph log` and the report show where the agent's context became a summary
+    #[command(after_help = SESSION_HOOK_EXAMPLES)]
+    PostCompact,
 }
 
 #[derive(Debug, Args)]
@@ -412,6 +416,15 @@ pub(crate) struct ArmFlags {
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
     #[arg(long)]
     pub fresh_context: bool,
+    /// In a session: once the context the last request sent reaches this share of the window
+    /// (60) or these tokens (150k), one wrap-up turn, then the loop pauses until you type
+    /// /clear and any message; it goes on in the fresh conversation
+    #[arg(long, value_name = "PCT|TOKENS", value_parser = fresh_at)]
+    pub fresh_at: Option<ralph_core::reply::context::Threshold>,
+    /// With --fresh-at: `run` hands the loop, after the wrap-up turn, to a detached `ralph run`
+    /// (API-priced `claude -p` usage) instead of waiting for your /clear [default: clear]
+    #[arg(long, value_name = "clear|run", value_parser = fresh_via)]
+    pub fresh_via: Option<ralph_core::reply::context::FreshVia>,
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
@@ -447,6 +460,16 @@ pub(crate) struct ArmFlags {
     pub no_default_protect: bool,
 }
 
+/// A `--fresh-at` value, checked as arming checks it.
+fn fresh_at(value: &str) -> Result<ralph_core::reply::context::Threshold, String> {
+    ralph_core::reply::context::Threshold::parse(value)
+}
+
+/// A `--fresh-via` value: whether `ralph run` takes over.
+fn fresh_via(value: &str) -> Result<ralph_core::reply::context::FreshVia, String> {
+    ralph_core::control::arming::fresh_via(value).map_err(|e| e.to_string())
+}
+
 /// A `--protect`/`--scope` value, checked as arming checks it.
 fn glob(value: &str) -> Result<String, String> {
     ralph_core::globs::check(value).map(|()| value.to_owned())
@@ -469,6 +492,8 @@ impl ArmFlags {
             abort_promise: self.abort_promise,
             guards: self.guards.0,
             fresh_context: self.fresh_context,
+            fresh_at: self.fresh_at,
+            fresh_via: self.fresh_via.unwrap_or_default(),
             prd: self.prd,
             notify: self.notify,
             notify_url: self.notify_url,
@@ -488,6 +513,8 @@ impl ArmFlags {
             || self.abort_promise.is_some()
             || !self.guards.0.is_empty()
             || self.fresh_context
+            || self.fresh_at.is_some()
+            || self.fresh_via.is_some()
             || self.prd.is_some()
             || self.notify
             || self.notify_url.is_some()

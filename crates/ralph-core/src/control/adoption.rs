@@ -222,6 +222,7 @@ mod tests {
             "sandbox_network" => "none",
             "gate_sandbox" => "off",
             "gate_network" => "open",
+            "fresh_via" => "run",
             "sandbox_image" => "\"img:1\"",
             "protect" | "scope" => "\"tests/**\"",
             "armed_tree" | "armed_excludes" => "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",

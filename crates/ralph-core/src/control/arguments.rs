@@ -27,6 +27,8 @@ const BEFORE_GUARDS: &[(&str, Kind)] = &[
 /// The options of `ralph start` that come after the guards.
 const AFTER_GUARDS: &[(&str, Kind)] = &[
     ("fresh-context", Kind::Flag),
+    ("fresh-at", Kind::Text),
+    ("fresh-via", Kind::Text),
     ("prd", Kind::OptionalValue),
     ("notify", Kind::Flag),
     ("notify-url", Kind::Text),

@@ -11,6 +11,7 @@ use crate::loop_file::fields::stories;
 use crate::loop_file::messages;
 use crate::loop_file::storage::registry::{Registry, RegistryError};
 use crate::loop_file::storage::store::Project;
+use crate::reply::context::FreshVia;
 use crate::time::Timestamp;
 
 /// The loop `ralph start` and `/ralph-loop` arm when no `--name` is given.
@@ -33,6 +34,10 @@ pub struct ArmOptions {
     pub abort_promise: Option<String>,
     pub guards: GuardSettings,
     pub fresh_context: bool,
+    /// `--fresh-at`: a percentage of the context window or tokens, checked.
+    pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `--fresh-via`: at `--fresh-at`, the user's `/clear` or a detached `ralph run`.
+    pub fresh_via: FreshVia,
     /// `--prd`: the PRD's path inside the project.
     pub prd: Option<String>,
     pub notify: bool,
@@ -64,6 +69,8 @@ impl Default for ArmOptions {
             abort_promise: None,
             guards: GuardSettings::default(),
             fresh_context: false,
+            fresh_at: None,
+            fresh_via: FreshVia::Clear,
             prd: None,
             notify: false,
             notify_url: None,
@@ -110,6 +117,13 @@ impl ArmOptions {
             "session-id" => self.session_id = Some(value.to_owned()),
             "force" => self.force = true,
             "fresh-context" => self.fresh_context = true,
+            "fresh-via" => self.fresh_via = fresh_via(value)?,
+            "fresh-at" => {
+                self.fresh_at = Some(
+                    crate::reply::context::Threshold::parse(value)
+                        .map_err(ArgumentsError::BadFresh)?,
+                );
+            }
             "prd" if value.is_empty() => self.prd = Some(stories::DEFAULT_PRD.into()),
             "prd" => self.prd = Some(value.to_owned()),
             "notify" => self.notify = true,
@@ -213,6 +227,8 @@ impl ArmOptions {
             guards: self.guards,
             force: self.force,
             fresh_context: self.fresh_context,
+            fresh_at: self.fresh_at,
+            fresh_via_run: self.fresh_via == FreshVia::Run,
             prd,
             notify: crate::loop_file::fields::notice::Settings {
                 desktop: self.notify,
@@ -379,6 +395,39 @@ pub fn check_window(
     Ok(())
 }
 
+/// `--fresh-via clear|run`: whether a detached `ralph run` takes over at `--fresh-at`.
+pub fn fresh_via(value: &str) -> Result<FreshVia, ArgumentsError> {
+    match value.trim() {
+        "clear" => Ok(FreshVia::Clear),
+        "run" => Ok(FreshVia::Run),
+        other => Err(ArgumentsError::BadFresh(format!(
+            "`--fresh-via {}`: expected clear (you type /clear) or run (a detached `ralph run` takes over)",
+            ralph_fs::display::line(other)
+        ))),
+    }
+}
+
+/// `--fresh-at 60` is a share of the session's context window, which only the status line
+/// reports (`ralph statusline` keeps it per session): without it for the session that arms,
+/// the hand-over could never come, so arming is refused with the fix. A token count needs no
+/// window.
+pub fn check_fresh(options: &ArmOptions, registry: Option<&Registry>) -> Result<(), CommandError> {
+    if options.fresh_via == FreshVia::Run && options.fresh_at.is_none() {
+        return Err(CommandError::FreshViaAlone);
+    }
+    let Some(crate::reply::context::Threshold::Percent(pct)) = options.fresh_at else {
+        return Ok(());
+    };
+    let known = options.session_id.as_deref().and_then(|session| {
+        let r = registry?;
+        crate::loop_file::storage::window::load_context_windows(r.dir()).of(session)
+    });
+    match known {
+        Some(_) => Ok(()),
+        None => Err(CommandError::ContextWindowUnknown(pct)),
+    }
+}
+
 /// A loop armed (or this session's identical one kept), with what to tell the user.
 #[derive(Debug)]
 pub struct Activation {
@@ -399,6 +448,7 @@ pub fn arm_and_tell(
     now: Timestamp,
 ) -> Result<Activation, CommandError> {
     check_window(&options.guards, registry)?;
+    check_fresh(&options, registry)?;
     let request = options.request(project, task.prompt)?;
     let registry = registry.ok_or(RegistryError::NoHome)?;
     let armed = commands::arm_or_keep(project, registry, &request, now)?;
@@ -445,6 +495,9 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     let guards = messages::guard_summary(state);
     if !guards.is_empty() {
         out.push(format!("Guards: {}", guards.join(", ")));
+    }
+    if state.fresh_via_run {
+        out.push(messages::fresh_via_run(&request.name));
     }
     if let Some(prd) = &request.prd {
         out.push(story_commands(prd));
@@ -599,6 +652,8 @@ mod tests {
             ("session-id", "s-1"),
             ("force", ""),
             ("fresh-context", ""),
+            ("fresh-at", "60%"),
+            ("fresh-via", "run"),
             ("prd", ""),
             ("notify", ""),
             ("notify-url", "http://127.0.0.1:9/x"),
@@ -627,6 +682,8 @@ mod tests {
                 abort_promise: Some("BLOCKED".into()),
                 guards,
                 fresh_context: true,
+                fresh_at: Some(crate::reply::context::Threshold::Percent(60)),
+                fresh_via: FreshVia::Run,
                 prd: Some(stories::DEFAULT_PRD.into()),
                 notify: true,
                 notify_url: Some("http://127.0.0.1:9/x".into()),
@@ -649,6 +706,8 @@ mod tests {
                 arguments::Kind::Number => "3",
                 arguments::Kind::Duration => "2h",
                 arguments::Kind::Money => "5",
+                _ if *key == "fresh-at" => "60",
+                _ if *key == "fresh-via" => "run",
                 _ => "x",
             };
             ArmOptions::default()

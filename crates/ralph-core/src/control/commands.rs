@@ -121,6 +121,14 @@ pub enum CommandError {
     )]
     WindowUnseen,
     #[error(
+        "`--fresh-at {0}` is a share of this session's context window, and ralph has not seen its size: set `ralph statusline` as Claude Code's status line (README, \"Status line\"), let one turn pass so it refreshes, then arm again from that session; or give tokens instead (`--fresh-at 150k`). Nothing was armed"
+    )]
+    ContextWindowUnknown(u64),
+    #[error(
+        "`--fresh-via` says how a loop goes on in a fresh context at `--fresh-at`, which was not given; nothing was armed"
+    )]
+    FreshViaAlone,
+    #[error(
         "`{0}` still holds the example stories `ralph init` wrote (\"EXAMPLE ONLY\"); nothing was armed. Replace them with your own stories (docs/prd.md), then arm again"
     )]
     ExamplePrd(String),
@@ -172,6 +180,8 @@ impl ralph_fs::error::Exit for CommandError {
             | Self::PromiseWithTags { .. }
             | Self::WindowShare(_)
             | Self::WindowUnseen
+            | Self::ContextWindowUnknown(_)
+            | Self::FreshViaAlone
             | Self::Unbounded
             | Self::ExamplePrd(_)
             | Self::PrdLint { .. }
@@ -211,6 +221,10 @@ pub struct ArmRequest {
     pub force: bool,
     /// Gemini CLI: clear the model's history before each iteration.
     pub fresh_context: bool,
+    /// `--fresh-at`: hand over to a fresh context at this fill.
+    pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `--fresh-via run`: a detached `ralph run` takes over at `fresh_at`.
+    pub fresh_via_run: bool,
     /// `--prd`: the PRD as read at arming (`read_prd`).
     pub prd: Option<ArmPrd>,
     /// `--notify`, `--notify-url`: how the user is told the loop ended.
@@ -319,6 +333,8 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
         "fresh_context",
         req.fresh_context.then(|| "true".to_owned()),
     );
+    opt("fresh_at", req.fresh_at.map(|t| quote(&t.render())));
+    opt("fresh_via", req.fresh_via_run.then(|| "run".to_owned()));
     if let Some(prd) = &req.prd {
         opt("prd", Some(quote(&prd.path)));
         let commands = crate::loop_file::fields::stories::record_commands(&prd.stories);

@@ -236,6 +236,9 @@ fn facts(r: &LoopReport) -> Vec<String> {
     if let Some(e) = &r.ended_at {
         facts.push(format!("ended {e}"));
     }
+    if let Some(context) = last_context(r) {
+        facts.push(context);
+    }
     if let Some(t) = r.tokens_used.filter(|t| *t > 0) {
         let unseen = r.unseen_tokens.unwrap_or(0);
         let words = if r.state == LoopStatus::Ended {
@@ -324,6 +327,7 @@ pub fn log_line(line: &serde_json::Value) -> String {
         Some(spent) => format!("{tokens} · spent {} in all", spent.dollars()),
         None => tokens,
     };
+    let tokens = format!("{tokens}{}", context_words(line));
     // One line per stop: a multi-line reason (a refused promise with the
     // verify output) is folded onto its line.
     let why = field("why")
@@ -367,6 +371,44 @@ pub fn guidance_words(line: &serde_json::Value) -> String {
     }
     if let Some(q) = line.get("question").and_then(serde_json::Value::as_str) {
         out.push_str(&format!(" · the agent asks: {q}"));
+    }
+    out
+}
+
+/// `context 70% of 1M at iteration 3`: the last fill the recent log lines
+/// measured.
+fn last_context(r: &LoopReport) -> Option<String> {
+    let line = r
+        .recent
+        .iter()
+        .rev()
+        .find(|l| l.get("context_tokens").is_some())?;
+    let number = |k: &str| line.get(k).and_then(serde_json::Value::as_u64);
+    let fill = crate::reply::context::Fill {
+        tokens: number("context_tokens")?,
+        window: number("context_window"),
+    };
+    let at = number("iteration")
+        .map(|i| format!(" at iteration {i}"))
+        .unwrap_or_default();
+    Some(format!("context {}{at}", fill.words()))
+}
+
+/// ` · context 41% of 200k`, ` · context 82k, window unknown`, or
+/// ` · compacted (auto)`: a log line's context fill, when it has one.
+pub fn context_words(line: &serde_json::Value) -> String {
+    let number = |k: &str| line.get(k).and_then(serde_json::Value::as_u64);
+    let mut out = String::new();
+    if line.get("decision").and_then(serde_json::Value::as_str) == Some("compact") {
+        let trigger = line.get("trigger").and_then(serde_json::Value::as_str);
+        out.push_str(&format!(" · compacted ({})", trigger.unwrap_or("unknown")));
+    }
+    if let Some(tokens) = number("context_tokens") {
+        let fill = crate::reply::context::Fill {
+            tokens,
+            window: number("context_window"),
+        };
+        out.push_str(&format!(" · context {}", fill.words()));
     }
     out
 }
@@ -516,6 +558,30 @@ mod tests {
         assert_eq!(
             log_line(&line),
             "T iteration 2 block — refused ⏎ cargo test ⏎ failed \\x1b · tokens 10 known + ~5 not yet in the transcript · spent $0.25 in all"
+        );
+    }
+
+    #[test]
+    fn a_log_line_tells_the_context_fill_or_that_the_window_is_unknown() {
+        let mut line = serde_json::json!({
+            "time": "T", "iteration": 3, "decision": "block", "why": "w",
+            "context_tokens": 82_006, "context_window": 200_000, "context_percent": 42,
+        });
+        assert_eq!(
+            log_line(&line),
+            "T iteration 3 block — w · context 42% of 200k"
+        );
+        line.as_object_mut().unwrap().remove("context_window");
+        assert_eq!(
+            log_line(&line),
+            "T iteration 3 block — w · context 82k, window unknown"
+        );
+        let compact = serde_json::json!({
+            "time": "T", "iteration": 3, "decision": "compact", "why": "w", "trigger": "auto",
+        });
+        assert_eq!(
+            log_line(&compact),
+            "T iteration 3 compact — w · compacted (auto)"
         );
     }
 }

@@ -11,6 +11,7 @@ use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::loop_file::error::LoopFileError;
 use crate::loop_file::fields::frontmatter::quote;
+use crate::loop_file::fields::state::FRESH_WAITING;
 use crate::loop_file::fields::state::{LoopState, Progress};
 use crate::loop_file::handover;
 use crate::loop_file::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
@@ -505,7 +506,8 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
         .is_some_and(|p| crate::reply::promise::speaks(reply, p));
     let mut log = LogEntry::new(now, Logged::Pass, "")
         .session(driver)
-        .iteration(state.iteration);
+        .iteration(state.iteration)
+        .context(seen.context);
     log.promise_seen = Some(promise_seen);
     log.reply_excerpt = Some(decide::excerpt(reply));
     log.verification = seen.verification.as_ref().map(VerificationEntry::from);
@@ -616,7 +618,9 @@ fn wait(
     }
     log.decision = if pause { Logged::Pause } else { Logged::Pass };
     log.tokens = Some(progress.tokens_used);
-    let notice = if pause {
+    let notice = if pause && progress.fresh_stage == FRESH_WAITING {
+        crate::loop_file::messages::fresh_pause(&live.file.name, state)
+    } else if pause {
         format!(
             "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
             ralph_fs::display::line(&live.file.name),

@@ -150,10 +150,14 @@ fn steps(state: &LoopState, seen: &Observation) -> Result<Decision, Early> {
     if let Some(wait) = goal(state, seen, &mut turn) {
         return Ok(wait);
     }
+    if let Some(pause) = fresh_pause(state, seen, &mut turn) {
+        return Ok(pause);
+    }
     stuck_breaker(state, reply, &mut turn.progress)?;
     no_progress_breaker(state, seen, &mut turn.progress)?;
     block_cap(seen, &mut turn.progress)?;
     check(state, seen, &mut turn)?;
+    fresh_wrap_up(state, seen, &mut turn);
     Ok(Decision::Continue {
         next: state.iteration.saturating_add(1),
         progress: turn.progress,
@@ -198,6 +202,66 @@ fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resu
     ));
     verify_failures(state, GATE_GUIDANCE, &mut turn.progress)?;
     Ok(true)
+
+}
+
+/// `--fresh-at`, after the wrap-up turn: the loop pauses, uncounted, until
+/// the owner's `/clear` (the session hooks hand it, active, to the
+/// conversation that opens) or, with `--fresh-via run`, for the run the
+/// hook starts. A loop resumed in the same conversation after such a pause
+/// starts over: the wrap-up comes again at the threshold. The stage is a
+/// field the agent can write, so the pause also needs the context measured
+/// at or past the threshold now: a forged stage alone starts nothing.
+fn fresh_pause(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
+    use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+    let threshold = state.fresh_at?;
+    match state.progress.fresh_stage {
+        FRESH_WRAP_UP if seen.context.and_then(|f| threshold.reached(&f)) == Some(true) => {
+            turn.progress.fresh_stage = FRESH_WAITING;
+            let fill = seen
+                .context
+                .map_or_else(|| "context not measured".to_owned(), |f| f.words());
+            Some(Decision::Wait {
+                progress: turn.progress.clone(),
+                why: format!(
+                    "wrapped up for a fresh context ({fill}; --fresh-at {}): waiting for /clear",
+                    threshold.render()
+                ),
+                pause: true,
+                tell: true,
+                question: None,
+            })
+        }
+        _ => {
+            turn.progress.fresh_stage = FRESH_NONE;
+            None
+        }
+    }
+}
+
+/// `--fresh-at`: the context the last request sent reached the threshold,
+/// so this continuation is the wrap-up turn: the agent is asked to leave
+/// what the next agent needs, and the next stop pauses the loop. A
+/// percentage with the window unknown never reaches (nothing is guessed).
+fn fresh_wrap_up(state: &LoopState, seen: &Observation, turn: &mut Turn) {
+    use crate::loop_file::fields::state::FRESH_WRAP_UP;
+    let (Some(threshold), Some(fill)) = (state.fresh_at, seen.context) else {
+        return;
+    };
+    if threshold.reached(&fill) != Some(true) {
+        return;
+    }
+    turn.progress.fresh_stage = FRESH_WRAP_UP;
+    turn.notes.push(format!(
+        "Context: {} (--fresh-at {}). This is your last turn in this conversation: start no new work. Write what the next agent needs into the project's progress file (what is done, what is next, what failed and why), commit your work, then end your turn. A fresh conversation takes the loop over with the same task and its files.",
+        fill.words(),
+        threshold.render()
+    ));
+    turn.notices.push(format!(
+        "context {}: one wrap-up turn, then the loop pauses for /clear (--fresh-at {})",
+        fill.words(),
+        threshold.render()
+    ));
 }
 
 /// Refusals for the paths before a loop ends this way, when
@@ -1084,6 +1148,85 @@ mod tests {
             now: Some(Timestamp(0)),
             block_cap: 0,
             ..Observation::default()
+        }
+    }
+
+    /// A stop whose last request sent `tokens` into a window the status line reported
+    /// (`None`: unknown).
+    fn filled(reply: &str, tokens: u64, window: Option<u64>) -> Observation {
+        Observation {
+            context: Some(crate::reply::context::Fill { tokens, window }),
+            ..seen(reply)
+        }
+    }
+
+    #[test]
+    fn fresh_at_asks_one_wrap_up_then_pauses_for_clear() {
+        use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+        let armed = state("iteration: 3\nfresh_at: \"60%\"\n");
+        // Under the threshold, or the window unknown: the loop goes on as ever.
+        for under in [
+            filled("a", 119_000, Some(200_000)),
+            filled("a", 190_000, None),
+            seen("a"),
+        ] {
+            match decide(&armed, &under) {
+                Decision::Continue {
+                    progress, notes, ..
+                } => {
+                    assert_eq!(progress.fresh_stage, FRESH_NONE);
+                    assert!(notes.is_empty(), "{notes:?}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // At 60 %: the wrap-up turn, counted like any continuation.
+        let Decision::Continue {
+            next,
+            progress,
+            notes,
+            notices,
+        } = decide(&armed, &filled("b", 120_000, Some(200_000)))
+        else {
+            panic!("not a continuation");
+        };
+        assert_eq!((next, progress.fresh_stage), (4, FRESH_WRAP_UP));
+        assert!(
+            notes[0].contains("last turn in this conversation"),
+            "{notes:?}"
+        );
+        assert!(notices[0].contains("60% of 200k"), "{notices:?}");
+        // Its stop: paused, uncounted, waiting for /clear.
+        let wrapped = state("iteration: 4\nfresh_at: \"60%\"\nfresh_stage: 1\n");
+        match decide(&wrapped, &filled("c", 121_000, Some(200_000))) {
+            Decision::Wait {
+                progress,
+                pause,
+                why,
+                ..
+            } => {
+                assert!(pause);
+                assert_eq!(progress.fresh_stage, FRESH_WAITING);
+                assert!(why.contains("waiting for /clear"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A stage the agent wrote, with the context under the threshold: nothing happens.
+        match decide(&wrapped, &filled("c", 20_000, Some(200_000))) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_NONE),
+            other => panic!("{other:?}"),
+        }
+        // Resumed in the same conversation instead: the stage starts over.
+        let resumed = state("iteration: 4\nfresh_at: \"60%\"\nfresh_stage: 2\n");
+        match decide(&resumed, &filled("d", 10_000, Some(200_000))) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_NONE),
+            other => panic!("{other:?}"),
+        }
+        // Tokens need no window.
+        let tokens = state("fresh_at: \"150000\"\n");
+        match decide(&tokens, &filled("e", 150_000, None)) {
+            Decision::Continue { progress, .. } => assert_eq!(progress.fresh_stage, FRESH_WRAP_UP),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -72,6 +72,10 @@ pub struct Observation {
     /// `ralph say --gate`: the gate guidance delivered since the last
     /// promise, from the loop's mailbox (`loop_file/storage/guidance.rs`).
     pub gate_guidance: Vec<String>,
+    /// How full the context was at the last request the transcript holds
+    /// (`None`: it tells no usage), against the session's window when the
+    /// status line reported it (`reply/context.rs`).
+    pub context: Option<crate::reply::context::Fill>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).

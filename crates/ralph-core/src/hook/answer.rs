@@ -11,6 +11,9 @@ pub enum Answer {
     Notice(String),
     /// Keep the session going: `reason` goes to the model, `status` to the user.
     Block { reason: String, status: String },
+    /// `SessionStart` only: `context` reaches the model's next request
+    /// (`additionalContext`, also after `/clear`), `status` the user.
+    Context { context: String, status: String },
 }
 
 impl Answer {
@@ -25,6 +28,13 @@ impl Answer {
                 "reason": reason,
                 "systemMessage": status,
             }),
+            Self::Context { context, status } => json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "SessionStart",
+                    "additionalContext": context,
+                },
+                "systemMessage": status,
+            }),
         };
         format!("{value}\n")
     }
@@ -36,6 +46,10 @@ impl Answer {
             Self::Notice(m) => Self::Notice(format!("{m}\n{extra}")),
             Self::Block { reason, status } => Self::Block {
                 reason,
+                status: format!("{status}\n{extra}"),
+            },
+            Self::Context { context, status } => Self::Context {
+                context,
                 status: format!("{status}\n{extra}"),
             },
         }

@@ -113,7 +113,15 @@ impl Host {
             // beyond continue, stopReason, suppressOutput, systemMessage,
             // decision and reason, and this uses only three of them.
             (Host::Claude | Host::Codex, _) => return answer.render(),
-            (Host::Gemini, Answer::Notice(message)) => json!({ "systemMessage": message }),
+            (
+                Host::Gemini,
+                Answer::Notice(message)
+                | Answer::Context {
+                    status: message, ..
+                },
+            ) => {
+                json!({ "systemMessage": message })
+            }
             (Host::Gemini, Answer::Block { reason, status }) => {
                 let mut object = Map::new();
                 object.insert("decision".into(), json!("block"));
@@ -131,7 +139,7 @@ impl Host {
             }
             // Copilot reads decision and reason only; a notice goes to
             // stderr (printed by the caller), stdout stays empty.
-            (Host::Copilot, Answer::Notice(_)) => return String::new(),
+            (Host::Copilot, Answer::Notice(_) | Answer::Context { .. }) => return String::new(),
             (Host::Copilot, Answer::Block { reason, .. }) => {
                 json!({ "decision": "block", "reason": reason })
             }

@@ -7,6 +7,7 @@
 
 pub mod answer;
 mod gate;
+mod hand_off;
 pub mod host;
 mod observe;
 pub mod session;
@@ -115,6 +116,10 @@ fn shown_safely(answer: Answer) -> Answer {
         Answer::Notice(m) => Answer::Notice(display::block(&m).into_owned()),
         Answer::Block { reason, status } => Answer::Block {
             reason,
+            status: display::block(&status).into_owned(),
+        },
+        Answer::Context { context, status } => Answer::Context {
+            context,
             status: display::block(&status).into_owned(),
         },
     }
@@ -237,6 +242,9 @@ impl Drive<'_> {
                 Answer::Notice(messages::queued_goes_first(&live.file.name, &live.state))
             }
             Step::Passed => Answer::Silent,
+            Step::Waiting { notice } if hand_off::due(&live.state) => {
+                Answer::Notice(hand_off::start_run(project, live).unwrap_or(notice))
+            }
             Step::Waiting { notice } | Step::Changed { notice } | Step::Ended { notice, .. } => {
                 Answer::Notice(notice)
             }

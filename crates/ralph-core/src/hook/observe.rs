@@ -157,7 +157,31 @@ pub(super) fn observe(
         tree_unchanged,
         queued,
     };
-    (figures.observation(state, event, ctx, reply), scanned)
+    let mut seen = figures.observation(state, event, ctx, reply);
+    seen.context = context_fill(scanned.as_ref(), transcript_path, event, ctx);
+    (seen, scanned)
+}
+
+/// How full the context is: the last request this stop's part of the
+/// transcript holds (else the last in the file, read backward), against the
+/// window the status line last reported for this session.
+pub(crate) fn context_fill(
+    scanned: Option<&Appended>,
+    transcript_path: Option<&Path>,
+    event: &StopEvent,
+    ctx: &Environment,
+) -> Option<crate::reply::context::Fill> {
+    let tokens = match scanned.and_then(|a| a.context) {
+        Some(tokens) => tokens,
+        None => transcript::last_context(transcript_path?).ok()??,
+    };
+    let window = event
+        .session()
+        .zip(ctx.registry())
+        .and_then(|(session, r)| {
+            crate::loop_file::storage::window::load_context_windows(r.dir()).of(session)
+        });
+    Some(crate::reply::context::Fill { tokens, window })
 }
 
 /// The figures a stop read, before they become an [`Observation`].
@@ -223,6 +247,8 @@ impl Figures<'_> {
             turn_ends: appended.map(|a| a.turn_ends),
             // Only an active loop keeps a turn going, so only then can a message wait on it.
             queued_message: state.active && queued,
+            // Read by `observe`, which has the transcript's path.
+            context: None,
             reply,
         }
     }

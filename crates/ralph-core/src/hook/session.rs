@@ -19,7 +19,7 @@ use crate::control;
 use crate::hook::HookError;
 use crate::hook::answer::Answer;
 use crate::loop_file::fields::frontmatter::quote;
-use crate::loop_file::fields::state::LoopState;
+use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, LoopState};
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::messages;
 use crate::loop_file::ownership::{self, Candidate, Selection};
@@ -53,6 +53,9 @@ pub struct SessionEvent {
     /// `StopFailure`: the error as the client showed it.
     #[serde(default)]
     pub last_assistant_message: Option<String>,
+    /// `PostCompact`: `manual` (`/compact`) or `auto`.
+    #[serde(default)]
+    pub trigger: Option<String>,
 }
 
 impl SessionEvent {
@@ -110,6 +113,45 @@ pub fn end(input: &[u8], ctx: &SessionContext) -> Answer {
 /// other error is logged. The client ignores this hook's output.
 pub fn stop_failure(input: &[u8], ctx: &SessionContext) -> Answer {
     answer_or_notice(run_failure(input, ctx), "the loop was left as it was")
+}
+
+/// `PostCompact`: the client compacted this session's context. Logged for
+/// the loop this session drives, so the log and the report show where what
+/// the agent knew became a summary. The client shows this hook's output to
+/// no one: it answers nothing.
+pub fn post_compact(input: &[u8], ctx: &SessionContext) -> Answer {
+    answer_or_notice(run_post_compact(input, ctx), "nothing was logged")
+}
+
+fn run_post_compact(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
+    let event = SessionEvent::parse(input)?;
+    let Some(project) = locate(&event, ctx)? else {
+        return Ok(Answer::Silent);
+    };
+    let session = event.session().unwrap_or_default();
+    // Under the lock, like every log append of a live loop.
+    let _lock = project.lock()?;
+    let lives = live_loops(&project, ctx)?;
+    let Some(i) = driven(&lives, session) else {
+        return Ok(Answer::Silent);
+    };
+    let live = &lives[i];
+    let trigger = event
+        .trigger
+        .as_deref()
+        .map_or_else(|| "unknown".to_owned(), messages::printable);
+    LogEntry {
+        trigger: Some(trigger.clone()),
+        ..LogEntry::new(
+            ctx.env.now,
+            Logged::Compact,
+            format!("the client compacted the context ({trigger}): from here the agent works from a summary"),
+        )
+    }
+    .session(session)
+    .iteration(live.state.iteration)
+    .append(&project, &live.file.name);
+    Ok(Answer::Silent)
 }
 
 fn answer_or_notice(result: Result<Answer, HookError>, what_happened: &str) -> Answer {
@@ -265,10 +307,12 @@ fn run_end(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
             EndRule::Leave => continue,
             EndRule::Pause { why } => (why, Vec::new()),
             EndRule::HandOver { why } => {
+                // Paused for `--fresh-at`'s /clear: the new conversation runs it.
+                let waiting = state.progress.fresh_stage == FRESH_WAITING;
                 let handover = ctx.client_pid.map(|client_pid| Handover {
                     client_pid,
                     at: ctx.env.now,
-                    was_active: state.active,
+                    was_active: state.active || waiting,
                 });
                 let fields = handover
                     .map(|h| (rules::HANDOVER_FIELD, quote(&h.render())))
@@ -350,12 +394,13 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     let lock = project.lock()?;
     let mut lives = live_loops(&project, ctx)?;
     let mut notices = Vec::new();
+    let mut for_the_model = Vec::new();
     if source == Some("clear")
         && let Some(client_pid) = ctx.client_pid
     {
-        notices.extend(take_over(
-            &lock, &project, &lives, session, client_pid, ctx,
-        )?);
+        let taken = take_over(&lock, &project, &lives, session, client_pid, ctx)?;
+        notices.extend(taken.notices);
+        for_the_model = taken.context;
         lives = live_loops(&project, ctx)?;
     }
     for (live, state) in owned(&lives, session) {
@@ -377,7 +422,20 @@ fn run_start(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
         };
         notices.push(text);
     }
-    Ok(notice(&notices))
+    if for_the_model.is_empty() {
+        return Ok(notice(&notices));
+    }
+    Ok(Answer::Context {
+        context: for_the_model.join("\n\n"),
+        status: notices.join("\n"),
+    })
+}
+
+/// What a `/clear` handover tells: the user's lines, and the model's (the
+/// task of a loop `--fresh-at` paused for this fresh conversation).
+struct TakenOver {
+    notices: Vec<String>,
+    context: Vec<String>,
 }
 
 /// `/clear` ended the owner's session and started this one in the same
@@ -389,8 +447,9 @@ fn take_over(
     session: &str,
     client_pid: u32,
     ctx: &SessionContext,
-) -> Result<Vec<String>, HookError> {
+) -> Result<TakenOver, HookError> {
     let mut notices = Vec::new();
+    let mut context = Vec::new();
     for live in lives {
         let state = &live.state;
         let Some(handover) = rules::read_marks(&live.text).handover else {
@@ -400,16 +459,18 @@ fn take_over(
         {
             continue;
         }
-        rewrite(
-            lock,
-            live,
-            &[
-                ("session_id", quote(session)),
-                ("active", handover.was_active.to_string()),
-                (rules::HANDOVER_FIELD, quote("")),
-                (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
-            ],
-        )?;
+        let fresh = state.progress.fresh_stage == FRESH_WAITING;
+        let mut fields = vec![
+            ("session_id", quote(session)),
+            ("active", handover.was_active.to_string()),
+            (rules::HANDOVER_FIELD, quote("")),
+            (rules::PROMPT_NOTICE_FIELD, state.iteration.to_string()),
+        ];
+        if fresh {
+            fields.push(("fresh_stage", FRESH_NONE.to_string()));
+            carry_window(state.session_id.as_deref(), session, ctx);
+        }
+        rewrite(lock, live, &fields)?;
         LogEntry {
             from: state.session_id.clone(),
             ..LogEntry::new(
@@ -421,13 +482,31 @@ fn take_over(
         .session(session)
         .iteration(state.iteration)
         .append(project, &live.file.name);
-        notices.push(messages::kept_after_clear(
-            &live.file.name,
-            state,
-            handover.was_active,
-        ));
+        if fresh {
+            notices.push(messages::fresh_taken_over(&live.file.name, state));
+            context.push(messages::fresh_context(&live.file.name, state));
+        } else {
+            notices.push(messages::kept_after_clear(
+                &live.file.name,
+                state,
+                handover.was_active,
+            ));
+        }
     }
-    Ok(notices)
+    Ok(TakenOver { notices, context })
+}
+
+/// The conversation `/clear` opened runs the same model in the same client:
+/// its context window is the old one's until the status line says.
+fn carry_window(from: Option<&str>, to: &str, ctx: &SessionContext) {
+    use crate::loop_file::storage::window;
+    let (Some(from), Some(registry)) = (from, ctx.env.registry()) else {
+        return;
+    };
+    let windows = window::load_context_windows(registry.dir());
+    if let (Some(size), None) = (windows.of(from), windows.of(to)) {
+        let _ = window::keep_context_window(registry.dir(), to, size, ctx.env.now);
+    }
 }
 
 /// Why the loop was last paused, from its decision log (a session end or

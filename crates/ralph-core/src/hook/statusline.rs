@@ -29,6 +29,18 @@ pub fn statusline(
     };
     let session = status["session_id"].as_str().map(str::to_owned).or(session);
     keep_window(&status, &ctx, now);
+    if let (Some(session), Some(size), Some(registry)) = (
+        session.as_deref(),
+        crate::loop_file::storage::window::context_window_size(&status),
+        ctx.registry(),
+    ) {
+        let _ = crate::loop_file::storage::window::keep_context_window(
+            registry.dir(),
+            session,
+            size,
+            now,
+        );
+    }
     if ctx.project_dir.is_none() {
         ctx.project_dir = text(&status["workspace"]["project_dir"]);
     }
@@ -42,7 +54,12 @@ pub fn statusline(
     let (live, arming) = (entry.live()?, entry.arming()?);
     let state = &live.state;
     // A loop not armed here is inert, whoever it names: say how to adopt it.
-    let mut shown = line(&live.file.name, state, now);
+    // The client's own figure for this session, live between stops.
+    let context = status["context_window"]["used_percentage"]
+        .as_f64()
+        .filter(|u| u.is_finite() && *u >= 0.0)
+        .map(|u| format!("ctx {}%", u.ceil()));
+    let mut shown = line(&live.file.name, state, now, context);
     if let Some(prd) = &state.prd {
         // One small file, only for a --prd loop.
         let stories = crate::decide::prd_turn::status_of(&project.root, prd);
@@ -77,7 +94,7 @@ fn keep_window(status: &Value, ctx: &Environment, now: Timestamp) {
 }
 
 /// `🔄 ralph 3/20 · 12m · DONE · Fix the parser`; paused: `⏸ ralph 3/20 · 12m · paused · …`.
-fn line(name: &str, state: &LoopState, now: Timestamp) -> String {
+fn line(name: &str, state: &LoopState, now: Timestamp, context: Option<String>) -> String {
     let icon = if state.active { "🔄" } else { "⏸" };
     let mut parts = vec![format!("{icon} {name} {}", state.iteration_label())];
     if let Some(start) = state.started_at {
@@ -95,6 +112,7 @@ fn line(name: &str, state: &LoopState, now: Timestamp) -> String {
     } else if let Some(p) = &state.completion_promise {
         parts.push(p.clone());
     }
+    parts.extend(context);
     let task = crate::loop_file::messages::task_line(&state.prompt, 40);
     if !task.is_empty() {
         parts.push(task);
@@ -124,8 +142,17 @@ mod tests {
             shown.as_deref(),
             Some("🔄 l 1/5 · 1m · DONE · Fix the parser")
         );
-        let from_env = statusline("not json", ctx, Some("s1".into()), Timestamp(60));
+        let from_env = statusline("not json", ctx.clone(), Some("s1".into()), Timestamp(60));
         assert_eq!(from_env, shown, "the session the environment names");
+        let input = r#"{"session_id":"s1","context_window":{"context_window_size":1000000,"used_percentage":18.2}}"#;
+        let shown = statusline(input, ctx.clone(), None, Timestamp(60));
+        assert_eq!(
+            shown.as_deref(),
+            Some("🔄 l 1/5 · 1m · DONE · ctx 19% · Fix the parser")
+        );
+        let kept =
+            crate::loop_file::storage::window::load_context_windows(ctx.registry().unwrap().dir());
+        assert_eq!(kept.of("s1"), Some(1_000_000), "kept for the Stop hook");
     }
 
     #[test]

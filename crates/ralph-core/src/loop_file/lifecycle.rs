@@ -75,6 +75,9 @@ pub enum Logged {
     ApiError,
     /// `ralph run` gave a fresh prompt the guidance `ralph say` queued.
     Guidance,
+    /// The client compacted the context (`PostCompact`): what the agent
+    /// knew before is a summary from here on.
+    Compact,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).
@@ -135,6 +138,20 @@ pub struct LogEntry {
     /// The question the agent asked, when this stop paused for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The context the last request sent (input + cache creation + cache
+    /// read), when the transcript told it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+    /// The session's context window, when the status line reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// `context_tokens` as a whole percent of `context_window`, rounded up;
+    /// absent when the window is unknown (never a guessed one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_percent: Option<u64>,
+    /// A compaction (`compact` lines): `manual` or `auto`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
 }
 
 /// One guidance as a log line records it.
@@ -213,7 +230,21 @@ impl LogEntry {
             cost_usd: None,
             guidance: None,
             question: None,
+            context_tokens: None,
+            context_window: None,
+            context_percent: None,
+            trigger: None,
         }
+    }
+
+    /// The context fill, when measured.
+    pub fn context(mut self, fill: Option<crate::reply::context::Fill>) -> Self {
+        if let Some(fill) = fill {
+            self.context_tokens = Some(fill.tokens);
+            self.context_window = fill.window;
+            self.context_percent = fill.percent();
+        }
+        self
     }
 
     pub fn session(mut self, session: &str) -> Self {

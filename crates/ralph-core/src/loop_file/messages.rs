@@ -265,6 +265,12 @@ pub fn guard_summary(state: &LoopState) -> Vec<String> {
         )
         .map(|words| format!("gate {words}")),
     );
+    if let Some(at) = state.fresh_at {
+        out.push(format!(
+            "a fresh conversation at {} (a wrap-up turn, then /clear)",
+            at.words()
+        ));
+    }
     out
 }
 
@@ -547,6 +553,66 @@ pub fn paused_for_limit(name: &str, state: &LoopState, why: &str) -> String {
 pub fn handed_over_at_clear(name: &str, state: &LoopState) -> String {
     format!(
         "⏸ ralph `{}` (iteration {}) moves to the conversation /clear opens.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// `--fresh-at`: the wrap-up is done and the loop waits for a fresh
+/// conversation. One plain line: what to type.
+pub fn fresh_pause(name: &str, state: &LoopState) -> String {
+    format!(
+        "⏸ ralph `{}` wrapped up for a fresh context: type /clear, then any message, and the loop goes on at iteration {} in the new conversation.",
+        printable(name),
+        state.iteration_label()
+    )
+}
+
+/// What the conversation `/clear` opened is told, for the model, when it
+/// takes over a loop paused by `--fresh-at`: the task, as the Stop hook
+/// feeds it, so the first message the user sends starts on it.
+pub fn fresh_context(name: &str, state: &LoopState) -> String {
+    format!(
+        "A Ralph loop continues in this fresh conversation. The previous agent left its notes in the project's progress file and the git history: read them first. Whatever the user's next message says, work on this task:\n\n{}{}",
+        state.prompt,
+        footer(name, state, state.iteration, &[])
+    )
+}
+
+/// `--fresh-via run`, said at arming: who takes over, and what it spends.
+pub fn fresh_via_run(name: &str) -> String {
+    format!(
+        "--fresh-via run: at --fresh-at, after the wrap-up turn, a detached `ralph run --name {}` takes this loop over; it spends {}, not this session's usage.",
+        printable(name),
+        spends_in_run("claude")
+    )
+}
+
+/// `--fresh-via run`: the wrap-up is done and a detached `ralph run` was started.
+pub fn fresh_run_started(name: &str, state: &LoopState, pid: u32) -> String {
+    format!(
+        "⏩ ralph `{}` wrapped up for a fresh context: a detached `ralph run` (pid {pid}) takes it over at iteration {}, with {}; `ralph status` follows it, `ralph cancel` ends it.",
+        printable(name),
+        state.iteration_label(),
+        spends_in_run("claude")
+    )
+}
+
+/// `--fresh-via run`: `ralph run` could not be started; the loop waits as for `--fresh-via clear`.
+pub fn fresh_run_failed(name: &str, state: &LoopState, why: &str) -> String {
+    format!(
+        "⚠ ralph `{}`: could not start `ralph run` ({}); the loop is paused at iteration {}: `ralph run --name {}` in a terminal, or type /clear and any message.",
+        printable(name),
+        printable(why),
+        state.iteration_label(),
+        printable(name)
+    )
+}
+
+/// The user's line when the fresh conversation takes the loop over.
+pub fn fresh_taken_over(name: &str, state: &LoopState) -> String {
+    format!(
+        "🔄 ralph `{}` goes on in this fresh conversation at iteration {}: send any message to start.",
         printable(name),
         state.iteration_label()
     )

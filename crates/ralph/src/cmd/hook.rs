@@ -129,6 +129,7 @@ pub(super) fn session(event: crate::cli::HookCommand) -> ExitCode {
                 }
                 HookCommand::SessionEnd => session::end(&input, &ctx),
                 HookCommand::StopFailure => session::stop_failure(&input, &ctx),
+                HookCommand::PostCompact => session::post_compact(&input, &ctx),
                 HookCommand::Stop(_) => hook::stop(&input, &ctx.env),
             }
         }

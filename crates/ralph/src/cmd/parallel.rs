@@ -121,6 +121,9 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         abort_promise,
         guards,
         fresh_context,
+        // A fleet's children are `ralph run` agents, fresh at every iteration.
+        fresh_at: _,
+        fresh_via: _,
         prd: _,
         notify,
         notify_url,

@@ -32,6 +32,8 @@ pub const BOOKKEEPING: &[&str] = &[
     "clock_at",
     "largest_reply_tokens",
     "unseen_tokens",
+    // `--fresh-at`'s hand-over stage.
+    "fresh_stage",
     // `--prd`: the stories accepted as passing (rewritten as they pass;
     // `prd` and `prd_commands` are settings, bound like `verify`).
     "prd_passed",

@@ -99,6 +99,8 @@ pub enum ArgumentsError {
         value: String,
         why: String,
     },
+    #[error("{0}; nothing was armed")]
+    BadFresh(String),
     /// An option in the slash command's table that arming does not know.
     #[error("unknown option --{0}")]
     NoSuchOption(String),
@@ -127,6 +129,8 @@ pub(crate) fn example(option: &str) -> String {
         "gate-setup" => "'uv sync --frozen'",
         "gate-setup-timeout" => "5m",
         "holdout" => "/home/me/acceptance",
+        "fresh-at" => "60",
+        "fresh-via" => "run",
         _ => "10",
     };
     format!("--{option} {value}")

@@ -56,6 +56,13 @@ pub struct LoopState {
     /// `protect`, `scope` and `armed_tree`: the paths the agent must not
     /// change, those it may, and the tree they are compared with.
     pub paths: PathRules,
+    /// `fresh_at`: an in-session loop hands over to a fresh context (a
+    /// wrap-up turn, then a pause until the user's `/clear`) once the
+    /// context the last request sent reaches this.
+    pub fresh_at: Option<crate::reply::context::Threshold>,
+    /// `fresh_via: run`: at `fresh_at`, after the wrap-up, a detached
+    /// `ralph run` takes the loop over instead of the user's `/clear`.
+    pub fresh_via_run: bool,
     /// The hash of every setting the user chose, as the registry binds it
     /// (`registry::settings_hash`): taken from the fields already read.
     pub settings_hash: [u8; 32],
@@ -129,7 +136,18 @@ pub struct Progress {
     /// `prd_passed:` a `--prd` loop's stories accepted as passing so far
     /// (space-separated ids): one that turns to passing outside it is checked.
     pub prd_passed: Vec<String>,
+    /// `--fresh-at`'s hand-over: [`FRESH_NONE`], [`FRESH_WRAP_UP`] or
+    /// [`FRESH_WAITING`].
+    pub fresh_stage: u64,
 }
+
+/// No hand-over under way.
+pub const FRESH_NONE: u64 = 0;
+/// The wrap-up turn was asked for: its stop pauses the loop.
+pub const FRESH_WRAP_UP: u64 = 1;
+/// Paused after the wrap-up, until the owner's `/clear` (the session hooks
+/// hand the loop, active, to the conversation it opens).
+pub const FRESH_WAITING: u64 = 2;
 
 impl Progress {
     /// The fields that changed since `old`, as frontmatter values: what a
@@ -165,6 +183,7 @@ impl Progress {
             new.largest_reply_tokens,
         );
         num("unseen_tokens", old.unseen_tokens, new.unseen_tokens);
+        num("fresh_stage", old.fresh_stage, new.fresh_stage);
         fields.extend(new.counts.changed_fields(&old.counts));
         if new.prd_passed != old.prd_passed {
             fields.push(("prd_passed", quote(&new.prd_passed.join(" "))));
@@ -246,7 +265,8 @@ crate::loop_file::fields::guards::with_guard_fields!(raw_fields!(
     elapsed_secs,
     clock_at,
     largest_reply_tokens,
-    unseen_tokens;
+    unseen_tokens,
+    fresh_stage;
     outcome,
     ended_at,
     ralph_nonce,
@@ -264,6 +284,8 @@ crate::loop_file::fields::guards::with_guard_fields!(raw_fields!(
     scope,
     armed_tree,
     armed_excludes,
+    fresh_at,
+    fresh_via,
 ));
 
 impl LoopState {
@@ -324,6 +346,7 @@ impl LoopState {
                 prd_passed: crate::loop_file::fields::stories::id_list(
                     raw.prd_passed.as_deref().unwrap_or(""),
                 ),
+                fresh_stage: count("fresh_stage", &raw.fresh_stage)?.unwrap_or(FRESH_NONE),
             },
             outcome: non_empty(raw.outcome.clone())
                 .map(crate::loop_file::fields::outcome::RecordedOutcome::parse),
@@ -344,6 +367,8 @@ impl LoopState {
                 raw.sandbox_image.as_deref(),
             )?,
             paths: path_rules(&raw)?,
+            fresh_at: fresh_at(raw.fresh_at.as_deref())?,
+            fresh_via_run: fresh_via(raw.fresh_via.as_deref())?,
             settings_hash: crate::loop_file::fields::binding::settings_hash(KNOWN_FIELDS, |f| {
                 raw.get(f)
             }),
@@ -365,6 +390,33 @@ impl LoopState {
     /// `3/20`, or `3/∞` for an unlimited loop.
     pub fn iteration_label(&self) -> String {
         format!("{}/{}", self.iteration, self.max_iterations)
+    }
+}
+
+/// `fresh_at:` a percentage (`60%`) or tokens (`150000`).
+fn fresh_at(value: Option<&str>) -> Result<Option<crate::reply::context::Threshold>, StateError> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    crate::reply::context::Threshold::parse(value)
+        .map(Some)
+        .map_err(|_| StateError::Field {
+            field: "fresh_at",
+            value: ralph_fs::display::line(value).into_owned(),
+            expected: "expected a share of the context window such as 60% or tokens such as 150000",
+        })
+}
+
+/// `fresh_via:` `clear` (the default) or `run`.
+fn fresh_via(value: Option<&str>) -> Result<bool, StateError> {
+    match value.map_or("", str::trim) {
+        "" | "clear" => Ok(false),
+        "run" => Ok(true),
+        other => Err(StateError::Field {
+            field: "fresh_via",
+            value: ralph_fs::display::line(other).into_owned(),
+            expected: "expected clear or run",
+        }),
     }
 }
 

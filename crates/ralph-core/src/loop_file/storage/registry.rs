@@ -938,6 +938,8 @@ mod tests {
                 "\"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
                 "off",
                 "open",
+                // `fresh_via`: one of its words.
+                "run",
             ];
             let edited = values.iter().find_map(|v| {
                 let t = if text.contains(&format!("\n{field}:")) {
@@ -996,6 +998,7 @@ mod tests {
             unseen_tokens: 1,
             counts: crate::loop_file::fields::guards::GuardCounts::default(),
             prd_passed: vec!["US-001".into()],
+            fresh_stage: 1,
         };
         // The guards' counters are bookkeeping by their own list, which a
         // test in `guards` holds equal to `GuardCounts`' fields.

@@ -64,6 +64,25 @@ pub struct Appended {
     /// Messages the user's queue lines in the new part leave waiting
     /// (`queue.rs`): more than 0, the turn should end so that they run.
     pub queued: u64,
+    /// The context the last main-chain request in the new part sent (its
+    /// `usage`: input + cache creation + cache read), or what a compaction
+    /// after it left (`postTokens`); `None` when the new part tells neither
+    /// (no usage, or a compaction that did not say).
+    pub context: Option<u64>,
+    /// Compactions in the new part (`compact_boundary` lines), in order.
+    pub compactions: Vec<Compaction>,
+}
+
+/// A compaction the transcript records (`{"type":"system","subtype":
+/// "compact_boundary","compactMetadata":{"trigger":…,"preTokens":…}}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compaction {
+    /// `manual` (`/compact`) or `auto`.
+    pub trigger: Option<String>,
+    /// The context before it, when the client said.
+    pub pre_tokens: Option<u64>,
+    /// The context after it, when the client said.
+    pub post_tokens: Option<u64>,
 }
 
 impl Appended {
@@ -113,6 +132,19 @@ struct UsageLine<T> {
     attachment: Option<AttachmentHead>,
     /// A `queue-operation` line's `enqueue`, `dequeue`, `remove` or `popAll`.
     operation: Option<String>,
+    /// A `system` line's kind: `compact_boundary` marks a compaction.
+    subtype: Option<String>,
+    #[serde(rename = "compactMetadata")]
+    compact_metadata: Option<CompactMetadata>,
+}
+
+#[derive(Deserialize)]
+struct CompactMetadata {
+    trigger: Option<String>,
+    #[serde(rename = "preTokens")]
+    pre_tokens: Option<u64>,
+    #[serde(rename = "postTokens")]
+    post_tokens: Option<u64>,
 }
 
 /// `{"type":"goal_status","met":false,"condition":"…"}`: Claude Code 2.1.328
@@ -451,6 +483,11 @@ impl Scan {
         {
             out.goal_active = Some(a.met != Some(true));
         }
+        if line.kind.as_deref() == Some("system")
+            && line.subtype.as_deref() == Some("compact_boundary")
+        {
+            out.compacted(line.compact_metadata.as_ref());
+        }
         if line.kind.as_deref() == Some("user") && !line.is_sidechain {
             out.reply_missing = true; // a prompt, feedback or tool result: a reply is due
         }
@@ -485,6 +522,9 @@ impl Scan {
             Seen::Unknown => out.last_text = None,
             Seen::None => {}
         }
+        if let Some(usage) = message.usage {
+            out.context = Some(context_of(usage));
+        }
         let Some(id) = message.id else { return };
         if out.last_message_id.as_deref() == Some(id.as_str()) && self.pending.is_none() {
             return; // counted by an earlier scan
@@ -512,6 +552,18 @@ impl Scan {
 }
 
 impl Appended {
+    /// A compaction: what the last request sent is gone, the next one
+    /// sends the summary (its size, when the client said).
+    fn compacted(&mut self, meta: Option<&CompactMetadata>) {
+        let post_tokens = meta.and_then(|m| m.post_tokens);
+        self.context = post_tokens;
+        self.compactions.push(Compaction {
+            trigger: meta.and_then(|m| m.trigger.clone()),
+            pre_tokens: meta.and_then(|m| m.pre_tokens),
+            post_tokens,
+        });
+    }
+
     fn add(&mut self, usage: Usage, model: Option<String>) {
         let message_tokens = tokens_of(usage);
         self.tokens = self.tokens.saturating_add(message_tokens);
@@ -597,6 +649,13 @@ fn text_of<T: lenient::Text>(blocks: &[lenient::Block<T>]) -> Seen {
     } else {
         Seen::Text(texts.join("\n\n"))
     }
+}
+
+/// What one request sent: its input, written to and read from the cache.
+fn context_of(u: Usage) -> u64 {
+    u.input_tokens
+        .saturating_add(u.cache_creation_input_tokens)
+        .saturating_add(u.cache_read_input_tokens)
 }
 
 fn tokens_of(u: Usage) -> u64 {
@@ -977,5 +1036,114 @@ mod loop_tests {
         // No line after the start: nothing is counted.
         let later = Timestamp::parse_rfc3339("2026-11-30T16:00:00Z");
         assert_eq!(scan_loop(f.path(), 0, None, later).unwrap().tokens, 0);
+    }
+}
+
+/// The context fill measured from fixture transcripts: the last main-chain
+/// request's usage, against the window the status line reported.
+#[cfg(test)]
+mod context_tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::reply::context::Fill;
+
+    /// An assistant line as Claude Code 2.1.328 writes it, with `usage`
+    /// (input, cache creation, cache read, output) or none.
+    fn reply(id: &str, usage: Option<(u64, u64, u64, u64)>, sidechain: bool) -> String {
+        let usage = usage.map_or(String::new(), |(i, w, r, o)| {
+            format!(r#","usage":{{"input_tokens":{i},"cache_creation_input_tokens":{w},"cache_read_input_tokens":{r},"output_tokens":{o}}}"#)
+        });
+        format!(
+            r#"{{"parentUuid":"p","isSidechain":{sidechain},"type":"assistant","uuid":"u-{id}","timestamp":"2026-11-30T01:09:57.935Z","sessionId":"s","version":"2.1.328","message":{{"id":"{id}","type":"message","role":"assistant","model":"claude-opus-4-5","content":[{{"type":"text","text":"done"}}],"stop_reason":"end_turn"{usage}}}}}"#
+        ) + "\n"
+    }
+
+    fn boundary(post: Option<u64>) -> String {
+        let post = post.map_or(String::new(), |p| format!(r#","postTokens":{p}"#));
+        format!(
+            r#"{{"type":"system","subtype":"compact_boundary","content":"Conversation compacted","isMeta":false,"timestamp":"2026-11-30T01:10:00.000Z","compactMetadata":{{"trigger":"manual","preTokens":183000{post}}}}}"#
+        ) + "\n"
+    }
+
+    /// The scan of `lines` appended after a first line, as a stop sees it.
+    fn scan(lines: &str) -> Appended {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"go\"}}\n")
+            .unwrap();
+        let base = scan_appended(f.path(), 0, None).unwrap();
+        f.write_all(lines.as_bytes()).unwrap();
+        scan_appended(f.path(), base.end_offset, None).unwrap()
+    }
+
+    fn fill(lines: &str, window: Option<u64>) -> Option<Fill> {
+        scan(lines).context.map(|tokens| Fill { tokens, window })
+    }
+
+    #[test]
+    fn a_200k_window_the_last_request_counts_input_and_both_caches() {
+        let lines = reply("m1", Some((10, 2_000, 40_000, 900)), false)
+            + &reply("m2", Some((6, 1_000, 81_000, 500)), false);
+        let fill = fill(&lines, Some(200_000)).unwrap();
+        assert_eq!(fill.tokens, 82_006, "the last request, output not counted");
+        assert_eq!(fill.percent(), Some(42));
+        assert_eq!(fill.words(), "42% of 200k");
+    }
+
+    #[test]
+    fn a_1m_window_is_not_read_as_200k() {
+        let lines = reply("m1", Some((4, 1_000, 189_000, 300)), false);
+        let fill = fill(&lines, Some(1_000_000)).unwrap();
+        assert_eq!(fill.percent(), Some(20));
+        let unknown = Fill {
+            window: None,
+            ..fill
+        };
+        assert_eq!(unknown.percent(), None);
+        assert_eq!(unknown.short(), "190k");
+    }
+
+    #[test]
+    fn usage_missing_says_nothing_and_a_subagent_does_not_count() {
+        assert_eq!(scan(&reply("m1", None, false)).context, None);
+        // The last line without usage leaves the last measured request.
+        let lines = reply("m1", Some((1, 0, 5_000, 1)), false) + &reply("m2", None, false);
+        assert_eq!(scan(&lines).context, Some(5_001));
+        // A subagent's request is another context.
+        let lines = reply("m1", Some((1, 0, 5_000, 1)), false)
+            + &reply("m2", Some((1, 0, 90_000, 1)), true);
+        assert_eq!(scan(&lines).context, Some(5_001));
+    }
+
+    #[test]
+    fn a_torn_last_line_is_not_read_until_it_is_whole() {
+        let whole = reply("m1", Some((1, 0, 5_000, 1)), false);
+        let torn = reply("m2", Some((1, 0, 150_000, 1)), false);
+        let torn = &torn[..torn.len() / 2];
+        let seen = scan(&(whole.clone() + torn));
+        assert_eq!(seen.context, Some(5_001));
+        assert!(seen.compactions.is_empty());
+    }
+
+    #[test]
+    fn after_a_compaction_the_old_figure_is_gone_and_the_compaction_recorded() {
+        let before = reply("m1", Some((1, 0, 182_999, 1)), false);
+        let seen = scan(&(before.clone() + &boundary(Some(9_000))));
+        assert_eq!(seen.context, Some(9_000), "what the compaction left");
+        assert_eq!(
+            seen.compactions,
+            vec![Compaction {
+                trigger: Some("manual".into()),
+                pre_tokens: Some(183_000),
+                post_tokens: Some(9_000),
+            }]
+        );
+        assert_eq!(scan(&(before.clone() + &boundary(None))).context, None);
+        let after = reply("m2", Some((3, 12_000, 0, 1)), false);
+        assert_eq!(
+            scan(&(before + &boundary(None) + &after)).context,
+            Some(12_003),
+            "the first request after it"
+        );
     }
 }

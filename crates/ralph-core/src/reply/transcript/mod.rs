@@ -10,15 +10,20 @@
 //!   proven edits, whether this turn's reply has landed yet, and whether the
 //!   user queued a message (`queue.rs`: the queue lines' rules).
 //!
-//! Both open the file with `backward::open` and bound what they read; the
+//! - [`last_context`] (in `last_context.rs`) reads backward for what the last
+//!   request sent, when the forward scan read nothing.
+//!
+//! All open the file with `backward::open` and bound what they read; the
 //! backward block reader they share is in `backward.rs`.
 
 mod appended;
 mod backward;
+mod last_context;
 mod last_reply;
 mod lenient;
 mod queue;
 
-pub use appended::{Appended, EDIT_TOOLS, scan_appended, scan_loop};
+pub use appended::{Appended, Compaction, EDIT_TOOLS, scan_appended, scan_loop};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
+pub use last_context::last_context;
 pub use last_reply::{LastReply, last_reply};
