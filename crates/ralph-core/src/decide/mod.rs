@@ -202,7 +202,6 @@ fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resu
     ));
     verify_failures(state, GATE_GUIDANCE, &mut turn.progress)?;
     Ok(true)
-
 }
 
 /// `--fresh-at`, after the wrap-up turn: the loop pauses, uncounted, until

@@ -559,15 +559,14 @@ impl Fleet<'_> {
         // left there never reach it), prepared once for both commands.
         let registry = ralph_core::loop_file::storage::registry::from_env();
         let paths = ralph_core::loop_file::fields::state::PathRules::default();
-        let place =
-            gate_place::Place::of(
-                worktree,
-                registry.as_ref(),
-                &story.id,
-                &self.gate,
-                &paths,
-                self.gate_confinement.clone(),
-            );
+        let place = gate_place::Place::of(
+            worktree,
+            registry.as_ref(),
+            &story.id,
+            &self.gate,
+            &paths,
+            self.gate_confinement.clone(),
+        );
         let prepared = gate_place::prepare(&place, self.verify_timeout);
         for command in story.verify.iter().chain(self.verify.iter()) {
             let (verification, _, _) =
