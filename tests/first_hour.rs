@@ -6,6 +6,7 @@
 
 use crate::support::{describe, project, ralph_command, scrub};
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -27,6 +28,27 @@ fn ralph(p: &Project, args: &[&str]) -> Output {
 
 fn ralph_stdin(p: &Project, args: &[&str], stdin: &str) -> Output {
     p.ralph_in(args, p.root(), stdin.as_bytes(), &[])
+}
+
+/// `commands` (shell lines) run one after another in one pseudo-terminal
+/// (`script`) opened before the first of them, with `typed` written into it:
+/// a user's own terminal, older than any loop they arm. Returns all it showed.
+fn in_one_terminal(p: &Project, commands: &[String], typed: &str) -> String {
+    p.write(".agent/terminal.sh", &commands.join("\n"));
+    let mut cmd = Command::new("script");
+    scrub(&mut cmd);
+    cmd.args(["-qec", "sh .agent/terminal.sh", "/dev/null"])
+        .current_dir(p.root())
+        .envs(p.user_env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("script (util-linux)");
+    // Typed once the commands ran up to the question; the terminal keeps it
+    // until it is read.
+    let _ = child.stdin.take().unwrap().write_all(typed.as_bytes());
+    let o = child.wait_with_output().unwrap();
+    format!("{}{}", out(&o), err(&o))
 }
 
 /// The hook's answer to a Stop of `session` with `reply`.
@@ -764,7 +786,7 @@ fn a_loop_ended_by_protect_says_so_and_asks_to_put_the_file_back() {
     let last = stop(&p, "S1", "<promise>DONE</promise>");
     let ended = last["systemMessage"].as_str().unwrap_or_default();
     assert!(
-        ended.contains("stopped: the promise kept being refused: the promise was refused 3 times while --protect/--scope was broken"),
+        ended.contains("stopped: the promise kept being refused: a claim of done was refused 3 times while --protect/--scope was broken"),
         "{last}"
     );
     assert!(!ended.contains("the check kept failing"), "{last}");
@@ -884,34 +906,27 @@ fn an_end_at_the_limit_says_how_to_add_iterations() {
 fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
     let p = Project::new();
     let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
-    let o = ralph(
-        &p,
-        &[
-            "run",
-            "--agent",
-            &agent,
-            "--max-iterations",
-            "1",
-            "--completion-promise",
-            "DONE",
-            "task",
-        ],
+    // Raising a bound is the user's own step, asked on a terminal older than
+    // the loop: the loop is armed inside the pseudo-terminal the answer is
+    // typed into (`script`), as in the user's own terminal.
+    let run = format!(
+        "'{BIN}' run --agent '{agent}' --max-iterations 1 --completion-promise DONE task; echo \"run exit $?\""
     );
-    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
-    let both = ralph(&p, &["resume", "--add-iterations", "1", "--add-cost", "1"]);
-    assert!(!both.status.success(), "{}", describe(&both));
+    let both = format!("'{BIN}' resume --add-iterations 1 --add-cost 1; echo \"both exit $?\"");
+    let more = format!("'{BIN}' resume --add-iterations 1; echo \"more exit $?\"");
+    // The terminal's start is known to the second: it opens two seconds
+    // before the loop is armed.
+    let said = in_one_terminal(&p, &["sleep 2".into(), run, both, more], "y\n");
+    assert!(said.contains("run exit 3"), "{said}");
     assert!(
-        err(&both).contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
-        "{}",
-        describe(&both)
+        said.contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised")
+            && said.contains("both exit 1"),
+        "{said}"
     );
-    assert!(!p.exists(LOOP), "nothing was armed");
-    let more = ralph(&p, &["resume", "--add-iterations", "1"]);
-    assert!(more.status.success(), "{}", describe(&more));
+    assert!(said.contains("more exit 0"), "{said}");
     assert!(
-        out(&more).contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
-        "{}",
-        describe(&more)
+        said.contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
+        "{said}"
     );
     let again = ralph(&p, &["run", "--agent", &agent, "--name", "ralph"]);
     assert_eq!(again.status.code(), Some(0), "{}", describe(&again));

@@ -342,13 +342,15 @@ fn python_project(agent: &str) -> (Project, String) {
     );
     p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
     commit_all(&p);
-    let shim = p.home().join("pyshim/pytest");
+    // Where a user's own packages live (`pip install --user`): a toolchain
+    // folder the gate's sandbox shows, read only.
+    let shim = p.home().join(".local/lib/pyshim/pytest");
     std::fs::create_dir_all(&shim).unwrap();
     std::fs::write(shim.join("__init__.py"), "").unwrap();
     std::fs::write(shim.join("__main__.py"), FAKE_PYTEST).unwrap();
     let gate = format!(
         "PYTHONPATH={} /usr/bin/python3 -m pytest",
-        p.home().join("pyshim").display()
+        p.home().join(".local/lib/pyshim").display()
     );
     (p, gate)
 }

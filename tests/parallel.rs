@@ -1158,11 +1158,11 @@ fn a_story_comes_home_only_when_its_own_verify_passes() {
 #[test]
 fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
     let repo = Repo::new(&[("US-004", false), ("US-005", false)]);
-    // The command runs in the gate's snapshot: it leaves its mark outside.
-    let mark = repo.home.path().join("story-command-ran");
-    let command = format!("touch {}; test -f US-004.txt", mark.display());
+    // The command runs in the gate's snapshot, confined to it: its mark
+    // stays in the snapshot's folder, outside the project.
+    let command = "touch story-command-ran; test -f US-004.txt".to_owned();
     repo.with_story_command(&command);
-    let ran = || mark.exists();
+    let ran = || story_command_ran(repo.home.path());
 
     let out = repo.scripted("2", &["--max-iterations", "1"]);
     let all = text(&out);
@@ -1212,26 +1212,37 @@ fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
     assert!(ran(), "the approved command ran: {all}");
 }
 
+/// Whether a story command left its mark (`story-command-ran`) in a gate's
+/// snapshot: the gates' folders are in the user's state folder under `home`.
+fn story_command_ran(home: &Path) -> bool {
+    let gates = home.join(".local/state/ralph/gates");
+    std::fs::read_dir(gates).is_ok_and(|places| {
+        places
+            .flatten()
+            .any(|place| place.path().join("tree/story-command-ran").exists())
+    })
+}
+
 /// The same through the fleet's job script, as a GitHub job runs it (no terminal): the
 /// story is refused (exit 2) until the workflow's `approve-commands` input carries the code.
 #[test]
 fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() {
     let repo = Repo::new(&[("US-004", false)]);
-    // The command runs in the gate's snapshot: it leaves its mark outside.
-    let mark = repo.home.path().join("story-command-ran");
-    repo.with_story_command(&format!("touch {}; test -f US-004.txt", mark.display()));
+    // The command runs in the gate's snapshot, confined to it: its mark
+    // stays in the snapshot's folder, outside the project.
+    repo.with_story_command("touch story-command-ran; test -f US-004.txt");
     let out_dir = repo.home.path().join("out");
     let job = [("PUSH", "0"), ("VERIFY", "test -f US-004.txt")];
     let (out, outputs) = fleet_job_with(&repo, "US-004", &out_dir, &job);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains(&format!("  US-004: touch {}", mark.display())),
+        text(&out).contains("  US-004: touch story-command-ran"),
         "{}",
         text(&out)
     );
     assert!(!outputs.contains("outcome=ready"), "{outputs}");
     assert_eq!(repo.calls("US-004"), 0);
-    assert!(!mark.exists());
+    assert!(!story_command_ran(repo.home.path()));
 
     let code = repo.approval_code();
     let (out, outputs) = fleet_job_with(
@@ -1243,7 +1254,10 @@ fn the_fleet_job_script_runs_story_commands_only_with_the_workflow_s_approval() 
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(outputs.contains("outcome=ready"), "{outputs}");
     assert_eq!(repo.calls("US-004"), 1);
-    assert!(mark.exists(), "the approved command ran");
+    assert!(
+        story_command_ran(repo.home.path()),
+        "the approved command ran"
+    );
 }
 
 /// The fleet on a terminal (under `script`, which gives ralph one): the story commands are

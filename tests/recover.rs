@@ -391,7 +391,8 @@ fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
     let replies: Vec<String> = (1..=6).map(|n| format!("attempt {n}")).collect();
     let p = git_project(&replies.iter().map(String::as_str).collect::<Vec<_>>());
     // Passes after the first iteration only, then fails the same way.
-    // The agent's counter is ignored, so not in the gate's snapshot: read where it is.
+    // The agent's counter is ignored, so not in the gate's snapshot: read where it is,
+    // by a check run unconfined (`--gate-sandbox off`: its sandbox shows it only the snapshot).
     let check = format!(
         r#"[ "$(cat {}/.agent/n)" = 1 ] || {{ echo "FAILED: parser_test"; exit 1; }}"#,
         p.root().display()
@@ -403,6 +404,8 @@ fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
             "9",
             "--check",
             &check,
+            "--gate-sandbox",
+            "off",
             "--max-same-failure",
             "2",
             "Task",

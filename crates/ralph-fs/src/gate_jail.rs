@@ -202,6 +202,7 @@ impl Layout {
             .map(|h| TOOLCHAINS.iter().map(|t| h.join(t)).collect())
             .unwrap_or_default();
         read_only.extend(facts.path.iter().cloned());
+        read_only.extend(facts.path.iter().filter_map(|p| manager_root(p)));
         let mut seen = Vec::new();
         read_only.retain(|p| {
             let keep = exists(p)
@@ -416,6 +417,14 @@ fn works(bwrap: &Path, shell: &Path) -> Result<(), String> {
         .clone()
 }
 
+/// The version manager's own folder behind a PATH entry of its shims
+/// (pyenv's `~/.pyenv/shims`, rbenv's, nodenv's, asdf's): a shim runs the
+/// manager's programs and the versions beside it, so the folder is bound
+/// (read only) with the shims, or every shim fails with "not found".
+fn manager_root(path_entry: &Path) -> Option<PathBuf> {
+    (path_entry.file_name()? == "shims").then(|| path_entry.parent().map(Path::to_path_buf))?
+}
+
 /// What [`Layout::from_facts`] needs, read from this machine.
 fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> Facts {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -438,6 +447,7 @@ fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> Facts {
         .iter()
         .flat_map(|h| TOOLCHAINS.iter().map(move |t| h.join(t)))
         .chain(path.iter().cloned())
+        .chain(path.iter().filter_map(|p| manager_root(p)))
         .chain(confinement.hidden.iter().cloned());
     Facts {
         root: canonical(root),
@@ -512,6 +522,28 @@ mod tests {
         assert!(!line.contains("--share-net"));
         let open = layout.args(GateNetwork::Open);
         assert!(open.iter().any(|a| a == "--share-net"));
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_shims_folder_on_path_brings_its_managers_folder_read_only() {
+        let mut f = facts();
+        f.home = Some(PathBuf::from("/home/v"));
+        f.path.push(PathBuf::from("/root/.pyenv/shims"));
+        f.existing.push(PathBuf::from("/root/.pyenv/shims"));
+        f.existing.push(PathBuf::from("/root/.pyenv"));
+        let line: Vec<String> = Layout::from_facts(&f)
+            .unwrap()
+            .args(GateNetwork::None)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = line.join(" ");
+        assert!(
+            line.contains("--ro-bind /root/.pyenv /root/.pyenv"),
+            "{line}"
+        );
+        assert!(!line.contains("--ro-bind /root/.pyenv/shims"), "{line}");
     }
 
     #[test]

@@ -278,11 +278,16 @@ fn driven_by_run(state: &LoopState) -> bool {
         .is_some_and(crate::loop_file::fields::run_owner::is_run)
 }
 
-/// When the loop `ralph resume --add-*` would raise began (the live loop of
-/// `name`, else its last ended one): a terminal whose session began later
-/// may be a pseudo-terminal its agent opened. `None` when there is no such
-/// loop (the raise itself then says why).
-pub fn started_at(project: &Project, registry: &Registry, name: Option<&str>) -> Option<Timestamp> {
+/// The loop `ralph resume --add-*` would raise (the live loop of `name`,
+/// else its last ended one), read as it lies (nothing is brought back): its
+/// name and state, so the raise is checked and the loop's start known before
+/// the user is asked. `None` when there is no such loop (the raise itself
+/// then says why).
+pub fn peek(
+    project: &Project,
+    registry: &Registry,
+    name: Option<&str>,
+) -> Option<(String, LoopState)> {
     let lock = project.lock().ok()?;
     let scan = Scan::read(project, Some(registry)).ok()?;
     let live = scan
@@ -290,16 +295,15 @@ pub fn started_at(project: &Project, registry: &Registry, name: Option<&str>) ->
         .into_iter()
         .find(|e| name.is_none_or(|n| e.file().name == n));
     match live {
-        Some(LoopEntry::Armed(l) | LoopEntry::Paused(l)) => l.state.started_at,
+        Some(LoopEntry::Armed(l) | LoopEntry::Paused(l)) => Some((l.file.name, l.state)),
         Some(_) => None,
-        // The history record read as it lies: nothing is brought back.
         None => {
             let (record, loop_name) = crate::control::rollback::latest_record(project, name)?;
             let file = LoopFile {
-                name: loop_name,
+                name: loop_name.clone(),
                 path: record,
             };
-            Loop::load(&lock, file).ok().flatten()?.state.started_at
+            Some((loop_name, Loop::load(&lock, file).ok().flatten()?.state))
         }
     }
 }
@@ -356,7 +360,7 @@ fn from_history(
 
 /// Refuses options for bounds the loop does not have: nothing is raised
 /// (nor an ended loop brought back) when one of them would be dropped.
-fn check_bounds(raise: &Raise, name: &str, state: &LoopState) -> Result<(), CommandError> {
+pub fn check_bounds(raise: &Raise, name: &str, state: &LoopState) -> Result<(), CommandError> {
     let missing = raise.missing(state);
     if missing.is_empty() {
         return Ok(());

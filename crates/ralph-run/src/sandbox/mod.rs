@@ -212,6 +212,7 @@ impl Sandbox {
         };
         let inner = sandbox_process(leader)
             .ok_or_else(|| failed("the sandbox's first process did not appear".to_owned()))?;
+        loopback_up(inner);
         let uid = std::os::unix::fs::MetadataExt::uid(
             &std::fs::metadata("/proc/self").map_err(|e| failed(e.to_string()))?,
         );
@@ -378,6 +379,25 @@ fn program_of(command: &str, project: &Path) -> Option<PathBuf> {
         Some(project.join(first))
     } else {
         find_program(first)
+    }
+}
+
+/// Waits (at most two seconds) until bubblewrap has brought up the
+/// sandbox's own loopback in its new network namespace: the address's local
+/// route appears only once `lo` has it and is up. pasta configures the same
+/// namespace from outside; attached before that, the two race and
+/// bubblewrap fails (`loopback: Failed RTM_NEWADDR`). Past the wait pasta is
+/// attached anyway, as before.
+#[cfg(target_os = "linux")]
+fn loopback_up(inner: i32) {
+    let trie = format!("/proc/{inner}/net/fib_trie");
+    for _ in 0..200 {
+        if ralph_fs::safe_fs::read_text(std::path::Path::new(&trie), 1 << 20)
+            .is_ok_and(|t| t.contains("127.0.0.1"))
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

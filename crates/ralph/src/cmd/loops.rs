@@ -242,9 +242,13 @@ pub(super) fn resume(args: ResumeArgs) -> CmdResult {
     }
     let selection = selection(args.select)?;
     let name = selection.name.as_deref();
-    let started = || {
-        crate::env::registry().and_then(|r| revive::started_at(&crate::env::project(), &r, name))
-    };
+    // A raise the loop cannot take is refused before anyone is asked.
+    let peeked =
+        crate::env::registry().and_then(|r| revive::peek(&crate::env::project(), &r, name));
+    if let Some((loop_name, state)) = &peeked {
+        revive::check_bounds(&raise, loop_name, state)?;
+    }
+    let started = || peeked.and_then(|(_, state)| state.started_at);
     let what = format!("Raise the bounds of loop `{}`", name.unwrap_or("ralph"));
     users_own_step(&what, "/ralph-resume", started)?;
     // The loop keeps its owner: a terminal is no session to drive it.
