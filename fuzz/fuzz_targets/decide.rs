@@ -109,6 +109,21 @@ fuzz_target!(|data: &[u8]| {
         window: None,
         goal_active: None,
         largest_reply_cost: ralph_core::money::Money(0),
+        gate_ran: None,
+        dependency_only: if b.byte() % 2 == 0 {
+            Vec::new()
+        } else {
+            vec!["package.json".into()]
+        },
+        gate_guidance: if b.byte() % 4 == 0 {
+            vec!["check auth.rs, not auth_old.rs".into()]
+        } else {
+            Vec::new()
+        },
+        context: b.maybe_u64().map(|tokens| ralph_core::reply::context::Fill {
+            tokens,
+            window: b.maybe_u64(),
+        }),
     };
     match decide(&s, &seen) {
         Decision::Pass => assert!(
