@@ -107,24 +107,11 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let gate_words;
     let mut driver = match prompt {
         Some(prompt) => {
-            let mut options =
-                args.arm
-                    .into_options(args.name.clone(), Some(own.to_string()), args.force);
-            super::loops::approve_on_terminal(&setup.project, &mut options)?;
-            options.sandbox.clone_from(&asked);
-            let guards = options.guards.guards().ok();
-            let request = options.request(&setup.project, prompt)?;
-            gate_words = guards.and_then(|guards| {
-                gate_sandbox::words(&guards, request.prd.is_some(), asked.is_some())
-            });
-            if let Some(prd) = &request.prd {
-                say!("{}", arming::story_commands(prd));
-            }
-            if let Some(line) = arming::default_protect_line(&request) {
-                say!("{line}");
-            }
-            control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;
-            Driver::armed(setup, own.to_string())
+            let armed = arm_new(
+                setup, args.arm, &args.name, &own, args.force, &asked, prompt,
+            )?;
+            gate_words = armed.1;
+            armed.0
         }
         None if args.arm.any() => {
             return Err(screen::flags_without_task(&setup.project, &args.name).into());
@@ -169,6 +156,35 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
         screen: Screen::new(&args.name),
     };
     Ok((driver, terminal))
+}
+
+/// Arms the loop `ralph run` was given a task for, after the story commands'
+/// approval, saying what its gate's sandbox and default protection are;
+/// returns the driver and the gate's words.
+fn arm_new(
+    setup: Setup,
+    arm: crate::cli::ArmFlags,
+    name: &str,
+    own: &ralph_core::loop_file::fields::run_owner::RunOwner,
+    force: bool,
+    asked: &Option<ralph_core::loop_file::fields::confinement::Confinement>,
+    prompt: String,
+) -> Result<(Driver, Option<String>), Failure> {
+    let mut options = arm.into_options(name.to_owned(), Some(own.to_string()), force);
+    super::loops::approve_on_terminal(&setup.project, &mut options)?;
+    options.sandbox.clone_from(asked);
+    let guards = options.guards.guards().ok();
+    let request = options.request(&setup.project, prompt)?;
+    let gate_words = guards
+        .and_then(|guards| gate_sandbox::words(&guards, request.prd.is_some(), asked.is_some()));
+    if let Some(prd) = &request.prd {
+        say!("{}", arming::story_commands(prd));
+    }
+    if let Some(line) = arming::default_protect_line(&request) {
+        say!("{line}");
+    }
+    control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;
+    Ok((Driver::armed(setup, own.to_string()), gate_words))
 }
 
 /// Drives the loop to its end, showing each step.
