@@ -386,6 +386,7 @@ fn commit_all(p: &Project) {
 enum Mode {
     Session,
     Run,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Sandboxed,
 }
 
@@ -419,6 +420,7 @@ fn outcome(p: &Project, gate: &str, extra: &[&str], mode: Mode) -> (String, Stri
 }
 
 fn modes() -> Vec<Mode> {
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut all = vec![Mode::Session, Mode::Run];
     #[cfg(target_os = "linux")]
     if crate::sandbox::bwrap_or_skip("gate_policy sandboxed defaults") {

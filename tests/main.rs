@@ -54,6 +54,8 @@ mod sandbox;
 mod say;
 mod scaling;
 mod security_approve;
+// Process ancestry, pseudo-terminals and the sandbox: Unix only.
+#[cfg(unix)]
 mod security_bounds;
 mod security_files;
 // Processes, /proc, chown and sh scripts: Unix only.

@@ -465,6 +465,7 @@ fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> Facts {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn facts() -> Facts {
         let p = PathBuf::from;
         Facts {
