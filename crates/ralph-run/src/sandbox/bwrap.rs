@@ -51,6 +51,12 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
     for path in &reach.hidden {
         out.one("--tmpfs", path);
     }
+    // The agent's git works in its own folder, the project as its work tree.
+    if let Some(git) = &reach.agent_git {
+        out.two("--bind", git, git);
+        out.0.extend(["--setenv".into(), "GIT_DIR".into(), git.into()]);
+        out.0.extend(["--setenv".into(), "GIT_WORK_TREE".into(), reach.project.clone().into()]);
+    }
     // Claude Code lets --dangerously-skip-permissions run as root only
     // inside a sandbox, which this is.
     out.words(&[
@@ -121,6 +127,7 @@ mod tests {
             kept: vec![p("/home/u/proj/.git/hooks")],
             hidden: vec![],
             temp: vec![p("/tmp"), p("/home/u/tmp")],
+            agent_git: None,
         };
         let line: Vec<String> = args(&reach, Network::None, "my-agent --x")
             .iter()
