@@ -86,7 +86,14 @@ impl Setup {
         setup.git(&["add", "tracked.txt"]);
         setup.git(&["commit", "-qm", "start"]);
         let side = setup.side.path().join("side");
-        setup.git(&["worktree", "add", "-q", "-b", "side", side.to_str().unwrap()]);
+        setup.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "side",
+            side.to_str().unwrap(),
+        ]);
         setup
     }
 
@@ -111,10 +118,17 @@ impl Setup {
         let agent = self.tools.path().join("agent.sh").display().to_string();
         let probe_out = self.tools.path().display().to_string();
         let out = self.project.ralph_with(
-            &["run", "--sandbox", "--agent", &agent, "--completion-promise", "DONE"]
-                .into_iter()
-                .chain(["--max-iterations", "1", "Try the walls"])
-                .collect::<Vec<_>>(),
+            &[
+                "run",
+                "--sandbox",
+                "--agent",
+                &agent,
+                "--completion-promise",
+                "DONE",
+            ]
+            .into_iter()
+            .chain(["--max-iterations", "1", "Try the walls"])
+            .collect::<Vec<_>>(),
             b"",
             &[
                 ("PROBE_OUT", probe_out.as_str()),
@@ -167,7 +181,12 @@ fn nothing_the_sandboxed_agent_writes_is_run_or_read_as_configuration_by_a_host_
         );
     }
     // The user's plain git afterwards, in the project and in its linked worktree.
-    for args in [&["status"][..], &["diff"], &["log", "-1"], &["fsck", "--no-progress"]] {
+    for args in [
+        &["status"][..],
+        &["diff"],
+        &["log", "-1"],
+        &["fsck", "--no-progress"],
+    ] {
         setup.git(args);
     }
     setup.git_in(&setup.side.path().join("side"), &["status"]);
@@ -194,12 +213,11 @@ fn an_honest_sandboxed_agents_commit_on_the_loops_branch_is_in_the_project() {
     }
     let setup = Setup::new(HONEST);
     let said = setup.run();
+    assert_eq!(setup.probe(), "commit: yes\nwrite .git: no\n", "{said}");
     assert_eq!(
-        setup.probe(),
-        "commit: yes\nwrite .git: no\n",
-        "{said}"
+        setup.git(&["log", "-1", "--format=%s %an"]),
+        "agent commit Agent\n"
     );
-    assert_eq!(setup.git(&["log", "-1", "--format=%s %an"]), "agent commit Agent\n");
     assert_eq!(setup.git(&["show", "main:work.txt"]), "work\n");
     // The index follows the branch: nothing staged or changed is left over.
     let status = setup.git(&["status", "--porcelain", "--untracked-files=no"]);

@@ -56,8 +56,7 @@ fn git(root: &Path, args: &[&str], overrides: &[(&str, &str)]) -> Option<String>
         .collect();
     let mut command = ralph_fs::git_runner::command(root, &overrides).ok()?;
     command.args(args);
-    let out =
-        ralph_fs::git_runner::run_until(command, Instant::now() + GIT_TIME, &[0], 1 << 20)?;
+    let out = ralph_fs::git_runner::run_until(command, Instant::now() + GIT_TIME, &[0], 1 << 20)?;
     Some(String::from_utf8(out).ok()?.trim().to_owned())
 }
 
@@ -66,22 +65,36 @@ fn is_object_id(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Copies `from` to `to` when it is a regular file (never a link).
-fn copy_if_file(from: &Path, to: &Path) -> Result<(), SandboxError> {
+/// Copies `from` to `root/rel` when it is a regular file (never a link).
+fn copy_if_file(from: &Path, root: &Path, rel: &Path) -> Result<(), SandboxError> {
     if ralph_fs::safe_fs::kind_at(from).is_some_and(|k| k.is_file()) {
         let bytes = ralph_fs::safe_fs::read_capped(from, MAX_FILE)
             .map_err(|e| failed(format!("could not read {}: {e}", from.display())))?;
-        write_new(to, &bytes)?;
+        write_new(root, rel, &bytes)?;
     }
     Ok(())
 }
 
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), SandboxError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| failed(format!("could not create {}: {e}", parent.display())))?;
+/// Makes the folder `root/rel` (no component a link).
+fn make_dir(root: &Path, rel: impl AsRef<Path>) -> Result<(), SandboxError> {
+    ralph_fs::safe_fs::ensure_dir(root, rel)
+        .map(drop)
+        .map_err(|e| {
+            failed(format!(
+                "could not create a folder in {}: {e}",
+                root.display()
+            ))
+        })
+}
+
+/// Creates the file `root/rel` exclusively, with its folders.
+fn write_new(root: &Path, rel: impl AsRef<Path>, bytes: &[u8]) -> Result<(), SandboxError> {
+    let rel = rel.as_ref();
+    if let Some(parent) = rel.parent() {
+        make_dir(root, parent)?;
     }
-    ralph_fs::safe_fs::create_new(path, bytes)
+    let path = root.join(rel);
+    ralph_fs::safe_fs::create_new(&path, bytes)
         .map_err(|e| failed(format!("could not write {}: {e}", path.display())))
 }
 
@@ -101,11 +114,19 @@ impl AgentGit {
         let (git_dir, common) = (PathBuf::from(git_dir), PathBuf::from(common));
         let head = match git(project, &["symbolic-ref", "-q", "--short", "HEAD"], &[]) {
             Some(branch) if ralph_fs::git_runner::is_branch_name(&branch) => Head::Branch(branch),
-            Some(branch) => return Err(failed(format!("the branch {branch:?} has a name ralph does not take"))),
+            Some(branch) => {
+                return Err(failed(format!(
+                    "the branch {branch:?} has a name ralph does not take"
+                )));
+            }
             None => Head::Detached,
         };
-        let start = git(project, &["rev-parse", "-q", "--verify", "HEAD^{commit}"], &[])
-            .filter(|id| is_object_id(id));
+        let start = git(
+            project,
+            &["rev-parse", "-q", "--verify", "HEAD^{commit}"],
+            &[],
+        )
+        .filter(|id| is_object_id(id));
         let scratch = tempfile::Builder::new()
             .prefix("ralph-agent-git-")
             .tempdir()
@@ -131,34 +152,45 @@ impl AgentGit {
     /// excludes, packed refs, shallow list). Only the agent's git reads them.
     fn lay_out(&self, git_dir: &Path, common: &Path) -> Result<(), SandboxError> {
         let dir = self.dir();
-        for sub in ["refs/heads", "refs/tags", "objects/info", "objects/pack", "info"] {
-            std::fs::create_dir_all(dir.join(sub))
-                .map_err(|e| failed(format!("could not create {}: {e}", dir.display())))?;
+        for sub in [
+            "refs/heads",
+            "refs/tags",
+            "objects/info",
+            "objects/pack",
+            "info",
+        ] {
+            make_dir(self.scratch.path(), Path::new("git").join(sub))?;
         }
         let head = match (&self.head, &self.start) {
             (Head::Branch(b), start) => {
                 if let Some(id) = start {
-                    write_new(&dir.join("refs/heads").join(b), format!("{id}\n").as_bytes())?;
+                    write_new(
+                        &dir,
+                        format!("refs/heads/{b}"),
+                        format!("{id}\n").as_bytes(),
+                    )?;
                 }
                 format!("ref: refs/heads/{b}\n")
             }
             (Head::Detached, Some(id)) => format!("{id}\n"),
             (Head::Detached, None) => return Err(failed("HEAD names no commit")),
         };
-        write_new(&dir.join("HEAD"), head.as_bytes())?;
+        write_new(&dir, "HEAD", head.as_bytes())?;
         let objects = common.join("objects");
         write_new(
-            &dir.join("objects/info/alternates"),
+            &dir,
+            "objects/info/alternates",
             format!("{}\n", objects.display()).as_bytes(),
         )?;
-        copy_if_file(&common.join("config"), &dir.join("config"))?;
+        copy_if_file(&common.join("config"), &dir, Path::new("config"))?;
         if ralph_fs::safe_fs::kind_at(&dir.join("config")).is_none() {
-            write_new(&dir.join("config"), b"[core]\n\trepositoryformatversion = 0\n")?;
+            write_new(&dir, "config", b"[core]\n\trepositoryformatversion = 0\n")?;
         }
-        copy_if_file(&git_dir.join("index"), &dir.join("index"))?;
-        copy_if_file(&common.join("info/exclude"), &dir.join("info/exclude"))?;
-        copy_if_file(&common.join("packed-refs"), &dir.join("packed-refs"))?;
-        copy_if_file(&common.join("shallow"), &dir.join("shallow"))
+        copy_if_file(&git_dir.join("index"), &dir, Path::new("index"))?;
+        for rel in ["info/exclude", "packed-refs", "shallow"] {
+            copy_if_file(&common.join(rel), &dir, Path::new(rel))?;
+        }
+        Ok(())
     }
 
     /// The commit the agent left on the loop's branch (or on HEAD when the
@@ -195,24 +227,47 @@ impl AgentGit {
         git(
             &self.project,
             &[
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                "--no-recurse-submodules", &staging_arg, "refs/heads/import",
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+                &staging_arg,
+                "refs/heads/import",
             ],
             // ralph's own staging folder, written a moment ago: the one
             // place a local fetch is let through.
-            &[("protocol.file.allow", "always"), ("fetch.fsckObjects", "true")],
+            &[
+                ("protocol.file.allow", "always"),
+                ("fetch.fsckObjects", "true"),
+            ],
         )
         .ok_or_else(|| failed("git refused the agent's commit (a missing or malformed object)"))?;
         let old = self.start.clone().unwrap_or_else(|| "0".repeat(new.len()));
         let moved = match &self.head {
             Head::Branch(b) => git(
                 &self.project,
-                &["update-ref", "-m", "ralph: the sandboxed agent's commit", &format!("refs/heads/{b}"), &new, &old],
+                &[
+                    "update-ref",
+                    "-m",
+                    "ralph: the sandboxed agent's commit",
+                    &format!("refs/heads/{b}"),
+                    &new,
+                    &old,
+                ],
                 &[],
             ),
             Head::Detached => git(
                 &self.project,
-                &["update-ref", "--no-deref", "-m", "ralph: the sandboxed agent's commit", "HEAD", &new, &old],
+                &[
+                    "update-ref",
+                    "--no-deref",
+                    "-m",
+                    "ralph: the sandboxed agent's commit",
+                    "HEAD",
+                    &new,
+                    &old,
+                ],
                 &[],
             ),
         };
@@ -229,6 +284,7 @@ impl AgentGit {
     /// ref, the project's objects borrowed, and copies of the agent's object
     /// files (loose objects and packs, regular files with object names).
     fn stage(&self, new: &str) -> Result<PathBuf, SandboxError> {
+        make_dir(self.scratch.path(), "import")?;
         let staging = self.scratch.path().join("import");
         let format = git(&self.project, &["rev-parse", "--show-object-format"], &[])
             .unwrap_or_else(|| "sha1".to_owned());
@@ -237,11 +293,10 @@ impl AgentGit {
         } else {
             "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
         };
-        write_new(&staging.join("config"), config.as_bytes())?;
-        write_new(&staging.join("HEAD"), b"ref: refs/heads/import\n")?;
-        write_new(&staging.join("refs/heads/import"), format!("{new}\n").as_bytes())?;
-        std::fs::create_dir_all(staging.join("refs/tags"))
-            .map_err(|e| failed(format!("could not create {}: {e}", staging.display())))?;
+        write_new(&staging, "config", config.as_bytes())?;
+        write_new(&staging, "HEAD", b"ref: refs/heads/import\n")?;
+        write_new(&staging, "refs/heads/import", format!("{new}\n").as_bytes())?;
+        make_dir(&staging, "refs/tags")?;
         let common = git(
             &self.project,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
@@ -249,14 +304,13 @@ impl AgentGit {
         )
         .ok_or_else(|| failed("git could not name the project's common git folder"))?;
         write_new(
-            &staging.join("objects/info/alternates"),
+            &staging,
+            "objects/info/alternates",
             format!("{}\n", Path::new(&common).join("objects").display()).as_bytes(),
         )?;
-        std::fs::create_dir_all(staging.join("objects/pack"))
-            .map_err(|e| failed(format!("could not create {}: {e}", staging.display())))?;
+        make_dir(&staging, "objects/pack")?;
         for (from, to) in object_files(&self.dir().join("objects")) {
-            let target = staging.join("objects").join(to);
-            copy_if_file(&from, &target)?;
+            copy_if_file(&from, &staging, &Path::new("objects").join(to))?;
         }
         Ok(staging)
     }
@@ -278,7 +332,10 @@ fn object_files(objects: &Path) -> Vec<(PathBuf, PathBuf)> {
             .unwrap_or_default()
     };
     let mut out = Vec::new();
-    for fan in names(objects).into_iter().filter(|n| n.len() == 2 && hex(n)) {
+    for fan in names(objects)
+        .into_iter()
+        .filter(|n| n.len() == 2 && hex(n))
+    {
         let is_dir = ralph_fs::safe_fs::kind_at(&objects.join(&fan)).is_some_and(|k| k.is_dir());
         if !is_dir {
             continue;
@@ -294,7 +351,10 @@ fn object_files(objects: &Path) -> Vec<(PathBuf, PathBuf)> {
             .strip_prefix("pack-")
             .and_then(|n| n.strip_suffix(".pack").or_else(|| n.strip_suffix(".idx")));
         if pack.is_some_and(|id| is_object_id(id)) {
-            out.push((objects.join("pack").join(&name), Path::new("pack").join(&name)));
+            out.push((
+                objects.join("pack").join(&name),
+                Path::new("pack").join(&name),
+            ));
         }
     }
     out
@@ -328,7 +388,10 @@ mod tests {
         taken.sort();
         assert_eq!(
             taken,
-            [format!("ab/{}", "c".repeat(38)), format!("pack/pack-{id}.pack")]
+            [
+                format!("ab/{}", "c".repeat(38)),
+                format!("pack/pack-{id}.pack")
+            ]
         );
     }
 

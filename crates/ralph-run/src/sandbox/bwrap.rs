@@ -54,8 +54,13 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
     // The agent's git works in its own folder, the project as its work tree.
     if let Some(git) = &reach.agent_git {
         out.two("--bind", git, git);
-        out.0.extend(["--setenv".into(), "GIT_DIR".into(), git.into()]);
-        out.0.extend(["--setenv".into(), "GIT_WORK_TREE".into(), reach.project.clone().into()]);
+        out.0
+            .extend(["--setenv".into(), "GIT_DIR".into(), git.into()]);
+        out.0.extend([
+            "--setenv".into(),
+            "GIT_WORK_TREE".into(),
+            reach.project.clone().into(),
+        ]);
     }
     // Claude Code lets --dangerously-skip-permissions run as root only
     // inside a sandbox, which this is.

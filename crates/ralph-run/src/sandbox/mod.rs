@@ -284,7 +284,8 @@ impl Sandbox {
             cmd.env("IS_SANDBOX", "1")
                 .env("RALPH_SANDBOX", "sandbox-exec");
             if let Some(git) = &self.reach.agent_git {
-                cmd.env("GIT_DIR", git).env("GIT_WORK_TREE", &self.reach.project);
+                cmd.env("GIT_DIR", git)
+                    .env("GIT_WORK_TREE", &self.reach.project);
             }
         }
         cmd

@@ -369,10 +369,7 @@ mod tests {
                 PathBuf::from("/home/u/.claude.json")
             ]
         );
-        assert_eq!(
-            reach.kept,
-            [PathBuf::from("/home/u/proj/.git")]
-        );
+        assert_eq!(reach.kept, [PathBuf::from("/home/u/proj/.git")]);
         // The state folder is under HOME, which is not shown: nothing to hide.
         assert!(reach.hidden.is_empty());
         assert_eq!(
