@@ -10,7 +10,7 @@
 //! repository of its own, fetches the one commit from there through the
 //! hardened git runner (git checks every object it receives), and moves
 //! the branch only if it is still where the agent started from. See
-//! docs/decisions/0014-the-agents-own-git-folder.md.
+//! docs/decisions/sandbox-git.md.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
