@@ -350,7 +350,7 @@ fn object_files(objects: &Path) -> Vec<(PathBuf, PathBuf)> {
         let pack = name
             .strip_prefix("pack-")
             .and_then(|n| n.strip_suffix(".pack").or_else(|| n.strip_suffix(".idx")));
-        if pack.is_some_and(|id| is_object_id(id)) {
+        if pack.is_some_and(is_object_id) {
             out.push((
                 objects.join("pack").join(&name),
                 Path::new("pack").join(&name),
