@@ -23,19 +23,20 @@ P="$PWD"
 try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1: yes" >> "$out"; else echo "$1: no" >> "$out"; fi; }
 printf '#!/bin/sh\necho "$0 $*" >> "%s/pwned"\n' "$PROBE_OUT" > evil.sh
 chmod +x evil.sh
-mkdir -p fake && printf '[core]\n\tfsmonitor = %s/evil.sh\n' "$P" > fake/config
-try "commondir" 'echo "$P/fake" > .git/commondir'
-try "rename .git" 'mv .git old-git'
-try "remove .git" 'rm -rf .git'
+try "rename .git" 'mv .git old-git && cp -a old-git .git && printf "[core]\n\tfsmonitor = $P/evil.sh\n" >> .git/config'
+try "remove .git" 'rmdir .git || unlink .git'
 try "config" 'printf "[core]\n\tfsmonitor = $P/evil.sh\n" >> .git/config'
 try "hook" 'cp evil.sh .git/hooks/post-checkout'
 try "info/attributes" 'mkdir -p .git/info && echo "* filter=marker" > .git/info/attributes'
 try "info/exclude" 'echo "*" >> .git/info/exclude'
-try "alternates" 'echo "$P/fake" > .git/objects/info/alternates'
+try "alternates" 'echo "$P/fake/objects" > .git/objects/info/alternates'
 try "replace ref" 'mkdir -p .git/refs/replace && git rev-parse HEAD > .git/refs/replace/$(git rev-parse HEAD)'
 try "worktree config" 'printf "[core]\n\tfsmonitor = $P/evil.sh\n" > .git/worktrees/side/config.worktree'
 try "worktree gitdir" 'echo "$P/fake/.git" > .git/worktrees/side/gitdir'
 try "module config" 'mkdir -p .git/modules/m && printf "[core]\n\tfsmonitor = $P/evil.sh\n" > .git/modules/m/config'
+# Last: a common folder of the agent's, a copy of the repository with its own fsmonitor.
+cp -a .git fake 2>/dev/null; printf '[core]\n\tfsmonitor = %s/evil.sh\n' "$P" >> fake/config
+try "commondir" 'echo "$P/fake" > .git/commondir'
 # The user's own filter runs on a file whose stat changed: one of the same size.
 touch -d 2001-01-01 tracked.txt
 echo "done <promise>DONE</promise>"
