@@ -19,7 +19,7 @@ use crate::support::text;
 const ATTACKER: &str = r#"#!/bin/sh
 cat > /dev/null
 out="$PWD/probe.txt"
-P="$PWD"
+P="$PWD"; export P
 try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1: yes" >> "$out"; else echo "$1: no" >> "$out"; fi; }
 printf '#!/bin/sh\necho "$0 $*" >> "%s/pwned"\n' "$PROBE_OUT" > evil.sh
 chmod +x evil.sh
@@ -30,7 +30,7 @@ try "hook" 'cp evil.sh .git/hooks/post-checkout'
 try "info/attributes" 'mkdir -p .git/info && echo "* filter=marker" > .git/info/attributes'
 try "info/exclude" 'echo "*" >> .git/info/exclude'
 try "alternates" 'echo "$P/fake/objects" > .git/objects/info/alternates'
-try "replace ref" 'mkdir -p .git/refs/replace && git rev-parse HEAD > .git/refs/replace/$(git rev-parse HEAD)'
+try "replace ref" 'b=$(git rev-parse HEAD:tracked.txt) && n=$(echo other | git hash-object -w --stdin) && mkdir -p .git/refs/replace && echo $n > .git/refs/replace/$b'
 try "worktree config" 'printf "[core]\n\tfsmonitor = $P/evil.sh\n" > .git/worktrees/side/config.worktree'
 try "worktree gitdir" 'echo "$P/fake/.git" > .git/worktrees/side/gitdir'
 try "module config" 'mkdir -p .git/modules/m && printf "[core]\n\tfsmonitor = $P/evil.sh\n" > .git/modules/m/config'
