@@ -52,6 +52,19 @@ if touch .git/planted 2>/dev/null; then echo "write .git: yes" >> "$out"; else e
 echo "done <promise>DONE</promise>"
 "#;
 
+/// An agent that makes a repository of its own in the work tree, with its program as
+/// `core.fsmonitor`, and commits it as a submodule: the user's `git status` would enter it.
+const SUBMODULE: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '#!/bin/sh\necho "$0 $*" >> "%s/pwned"\n' "$PROBE_OUT" > evil.sh
+chmod +x evil.sh
+mkdir sub && echo s > sub/s.txt
+(unset GIT_DIR GIT_WORK_TREE; cd sub && git init -q && git add s.txt && git commit -qm s \
+  && git config core.fsmonitor "$PWD/../evil.sh")
+git add sub evil.sh && git commit -qm "agent adds a submodule" && echo "commit: yes" > probe.txt
+echo "done <promise>DONE</promise>"
+"#;
+
 struct Setup {
     project: Project,
     tools: tempfile::TempDir,
@@ -224,4 +237,18 @@ fn an_honest_sandboxed_agents_commit_on_the_loops_branch_is_in_the_project() {
     let status = setup.git(&["status", "--porcelain", "--untracked-files=no"]);
     assert_eq!(status, "", "{said}");
     assert!(!setup.project.exists(".git/planted"));
+}
+
+#[test]
+fn a_sandboxed_agents_commit_that_adds_a_submodule_is_not_imported() {
+    if !crate::sandbox::bwrap_or_skip("sandbox_git: submodule") {
+        return;
+    }
+    let setup = Setup::new(SUBMODULE);
+    let said = setup.run();
+    assert_eq!(setup.probe(), "commit: yes\n", "{said}");
+    assert!(said.contains("adds a submodule at sub"), "{said}");
+    assert_eq!(setup.git(&["log", "-1", "--format=%s"]), "start\n");
+    setup.git(&["status"]);
+    assert_eq!(setup.pwned(), None, "{said}");
 }

@@ -56,7 +56,7 @@ fn git(root: &Path, args: &[&str], overrides: &[(&str, &str)]) -> Option<String>
         .collect();
     let mut command = ralph_fs::git_runner::command(root, &overrides).ok()?;
     command.args(args);
-    let out = ralph_fs::git_runner::run_until(command, Instant::now() + GIT_TIME, &[0], 1 << 20)?;
+    let out = ralph_fs::git_runner::run_until(command, Instant::now() + GIT_TIME, &[0], 64 << 20)?;
     Some(String::from_utf8(out).ok()?.trim().to_owned())
 }
 
@@ -243,6 +243,12 @@ impl AgentGit {
             ],
         )
         .ok_or_else(|| failed("git refused the agent's commit (a missing or malformed object)"))?;
+        if let Some(path) = self.gitlink_added(&new) {
+            return Err(failed(format!(
+                "the agent's commit adds a submodule at {}: a git folder of the agent's that your own `git status` would enter; it was not imported",
+                ralph_fs::display::line(&path)
+            )));
+        }
         let old = self.start.clone().unwrap_or_else(|| "0".repeat(new.len()));
         let moved = match &self.head {
             Head::Branch(b) => git(
@@ -278,6 +284,39 @@ impl AgentGit {
         reset.args(["reset", "-q", "--mixed"]);
         ralph_fs::git_runner::run_until(reset, Instant::now() + GIT_TIME, &[0, 1], 1 << 20);
         Ok(Some(new))
+    }
+
+    /// A path the commit `new` makes a submodule (mode 160000) that the
+    /// start did not: your `git status` would run git in that folder, with
+    /// a `.git` the agent wrote there. Unreadable changes count as one.
+    fn gitlink_added(&self, new: &str) -> Option<String> {
+        // From the empty tree when the branch had no commit yet.
+        let empty = if new.len() == 64 {
+            "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+        } else {
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+        };
+        let from = self.start.as_deref().unwrap_or(empty);
+        let args = [
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-commit-id",
+            "--no-renames",
+            from,
+            new,
+        ];
+        let Some(out) = git(&self.project, &args, &[]) else {
+            return Some("(git could not list the commit's changes)".to_owned());
+        };
+        let mut fields = out.split('\0');
+        while let Some(meta) = fields.next() {
+            let path = fields.next()?;
+            if meta.split(' ').nth(1) == Some("160000") {
+                return Some(path.to_owned());
+            }
+        }
+        None
     }
 
     /// ralph's staging repository: its own HEAD, configuration and the one
