@@ -366,7 +366,7 @@ fn gather(
     // is never followed into the sandbox's view.
     let mut existing: Vec<PathBuf> = candidates.into_iter().filter(|p| p.exists()).collect();
     existing.extend(
-        [".git/config", ".git/hooks", ".claude", ".git"]
+        [".claude", ".git"]
             .map(|k| project.join(k))
             .into_iter()
             .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some_and(|k| !k.is_symlink())),

@@ -1,7 +1,7 @@
 //! What a sandboxed agent may reach, gathered once before it starts: the
 //! project (written), its own settings (written), toolchains and the
-//! folders on PATH (read), the few files inside the project it must not
-//! change (git's configuration and hooks, ralph's own folder), and ralph's
+//! folders on PATH (read), what inside the project it must not change
+//! (`.git` as a whole, ralph's own folder), its own git folder, and ralph's
 //! state folder (hidden wherever a bound folder would show it). The tools
 //! (`bwrap.rs`, `seatbelt.rs`, `container.rs`) turn this into their own
 //! words; deciding what goes where is pure ([`Reach::from_facts`]).
