@@ -39,6 +39,8 @@ pub struct AgentGit {
     head: Head,
     /// The commit HEAD named at the start (`None`: an unborn branch).
     start: Option<String>,
+    /// The project's common git folder (its objects, configuration).
+    common: PathBuf,
 }
 
 fn failed(problem: impl Into<String>) -> SandboxError {
@@ -94,7 +96,7 @@ fn write_new(root: &Path, rel: impl AsRef<Path>, bytes: &[u8]) -> Result<(), San
         make_dir(root, parent)?;
     }
     let path = root.join(rel);
-    ralph_fs::safe_fs::create_new(&path, bytes)
+    ralph_fs::safe_fs::create_new_unsynced(&path, bytes)
         .map_err(|e| failed(format!("could not write {}: {e}", path.display())))
 }
 
@@ -136,8 +138,9 @@ impl AgentGit {
             project: project.to_path_buf(),
             head,
             start,
+            common,
         };
-        this.lay_out(&git_dir, &common)?;
+        this.lay_out(&git_dir, &this.common)?;
         Ok(Some(this))
     }
 
@@ -325,9 +328,7 @@ impl AgentGit {
     fn stage(&self, new: &str) -> Result<PathBuf, SandboxError> {
         make_dir(self.scratch.path(), "import")?;
         let staging = self.scratch.path().join("import");
-        let format = git(&self.project, &["rev-parse", "--show-object-format"], &[])
-            .unwrap_or_else(|| "sha1".to_owned());
-        let config = if format == "sha256" {
+        let config = if new.len() == 64 {
             "[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectformat = sha256\n"
         } else {
             "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
@@ -336,16 +337,10 @@ impl AgentGit {
         write_new(&staging, "HEAD", b"ref: refs/heads/import\n")?;
         write_new(&staging, "refs/heads/import", format!("{new}\n").as_bytes())?;
         make_dir(&staging, "refs/tags")?;
-        let common = git(
-            &self.project,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-            &[],
-        )
-        .ok_or_else(|| failed("git could not name the project's common git folder"))?;
         write_new(
             &staging,
             "objects/info/alternates",
-            format!("{}\n", Path::new(&common).join("objects").display()).as_bytes(),
+            format!("{}\n", self.common.join("objects").display()).as_bytes(),
         )?;
         make_dir(&staging, "objects/pack")?;
         for (from, to) in object_files(&self.dir().join("objects")) {
