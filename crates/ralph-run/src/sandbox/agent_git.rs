@@ -107,6 +107,13 @@ impl AgentGit {
         let Some(git_dir) = git(project, &["rev-parse", "--absolute-git-dir"], &[]) else {
             return Ok(None);
         };
+        // A project inside a larger repository: that repository's `.git` is
+        // outside the sandbox, and the agent's git gets none, as before.
+        let top = git(project, &["rev-parse", "--show-toplevel"], &[])
+            .and_then(|t| std::fs::canonicalize(t).ok());
+        if top.as_deref() != std::fs::canonicalize(project).ok().as_deref() {
+            return Ok(None);
+        }
         let common = git(
             project,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
