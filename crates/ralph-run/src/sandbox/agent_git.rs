@@ -19,6 +19,8 @@ use super::SandboxError;
 
 /// The most bytes of one file ralph copies (the index, the configuration).
 const MAX_FILE: u64 = 512 * 1024 * 1024;
+/// The most object files (loose objects and packs) one import copies.
+const MAX_OBJECT_FILES: usize = 100_000;
 /// How long one git call of the set-up or the import may take.
 const GIT_TIME: Duration = Duration::from_secs(120);
 
@@ -350,7 +352,14 @@ impl AgentGit {
             format!("{}\n", self.common.join("objects").display()).as_bytes(),
         )?;
         make_dir(&staging, "objects/pack")?;
-        for (from, to) in object_files(&self.dir().join("objects")) {
+        let files = object_files(&self.dir().join("objects"));
+        if files.len() > MAX_OBJECT_FILES {
+            return Err(failed(format!(
+                "the agent's git folder holds {} object files, more than the {MAX_OBJECT_FILES} ralph imports",
+                files.len()
+            )));
+        }
+        for (from, to) in files {
             copy_if_file(&from, &staging, &Path::new("objects").join(to))?;
         }
         Ok(staging)
