@@ -51,6 +51,7 @@ mod report;
 mod robustness;
 mod run;
 mod sandbox;
+mod sandbox_git;
 mod say;
 mod scaling;
 mod security_approve;

@@ -272,6 +272,10 @@ try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1: yes" >> $out; else echo "$
 : > $out
 try "write main git config" 'echo "[core]" >> "$FLEET_MAIN/.git/config"'
 try "write other worktree" 'echo x > "$FLEET_MAIN/.ralph/worktrees/$other/hijack.txt"'
+d=$(sed -n 's/^gitdir: //p' .git); export d
+try "write worktree config" 'echo "[core]" > "$d/config.worktree"'
+try "write main objects" 'touch "$FLEET_MAIN/.git/objects/planted"'
+try "replace .git file" 'mv .git old-git'
 echo "$story" > "$story.txt"
 try "commit" 'git add "$story.txt" && git commit -qm "agent commit $story"'
 echo x > "$FLEET_MAIN/intruder-$story.txt" 2>/dev/null
@@ -344,7 +348,8 @@ fn a_sandboxed_fleet_story_writes_only_its_worktree_and_its_commits_come_home() 
         assert_eq!(git(&["show", &format!("main:{id}.txt")]), format!("{id}\n"));
         assert_eq!(
             git(&["show", &format!("main:probe-{id}.txt")]),
-            "write main git config: no\nwrite other worktree: no\ncommit: yes\n",
+            "write main git config: no\nwrite other worktree: no\nwrite worktree config: no\n\
+             write main objects: no\nreplace .git file: no\ncommit: yes\n",
             "{said}"
         );
         assert!(!root.join(format!("intruder-{id}.txt")).exists());

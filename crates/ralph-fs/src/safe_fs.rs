@@ -306,6 +306,15 @@ pub fn create_new(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     file.sync_all().map_err(io_err("sync", path))
 }
 
+/// [`create_new`] without the fsync, for scratch files that do not outlive
+/// the process's own use of them (the sandboxed agent's git folder).
+pub fn create_new_unsynced(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let mut file = guarded(OpenOptions::new().write(true).create_new(true), false)
+        .open(path)
+        .map_err(io_err("create", path))?;
+    file.write_all(bytes).map_err(io_err("write", path))
+}
+
 /// Replaces `path` with `bytes` so that readers see the old file or the new
 /// one, never a mix: a temp file created exclusively under a random name in
 /// the same folder, written, given the old file's permission mode, fsynced,

@@ -276,6 +276,11 @@ pub fn run_confined(
         None => Ok(()),
     };
     let mut finished = run_process(process, root, prompt, stop, tick, connect)?;
+    // The agent's commits, made in its own git folder, join the project
+    // once it is gone (nothing of it runs any more to change them).
+    if let Some(s) = sandbox {
+        s.import_git().map_err(std::io::Error::other)?;
+    }
     // 127: the shell found no such command. In the sandbox that is most
     // often a program or script outside the folders it binds.
     if let (

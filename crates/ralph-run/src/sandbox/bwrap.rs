@@ -1,8 +1,8 @@
 //! Linux: bubblewrap's command line for a [`Reach`]. A new mount namespace
 //! whose root is empty; the system folders read only; a fresh `/tmp` and
 //! an empty HOME (both in memory, gone when the agent exits); toolchains
-//! read only; the agent's settings and the project written; git's
-//! configuration and hooks and ralph's folder in the project read only;
+//! read only; the agent's settings, its own git folder and the project
+//! written; the project's `.git` and ralph's folder there read only;
 //! ralph's state folder covered wherever it would show. Every other
 //! namespace is new too (the network's unless `--sandbox-network host`; for
 //! `internet` ralph gives it a user-mode network once it exists, and the
@@ -50,6 +50,17 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
     }
     for path in &reach.hidden {
         out.one("--tmpfs", path);
+    }
+    // The agent's git works in its own folder, the project as its work tree.
+    if let Some(git) = &reach.agent_git {
+        out.two("--bind", git, git);
+        out.0
+            .extend(["--setenv".into(), "GIT_DIR".into(), git.into()]);
+        out.0.extend([
+            "--setenv".into(),
+            "GIT_WORK_TREE".into(),
+            reach.project.clone().into(),
+        ]);
     }
     // Claude Code lets --dangerously-skip-permissions run as root only
     // inside a sandbox, which this is.
@@ -121,6 +132,7 @@ mod tests {
             kept: vec![p("/home/u/proj/.git/hooks")],
             hidden: vec![],
             temp: vec![p("/tmp"), p("/home/u/tmp")],
+            agent_git: None,
         };
         let line: Vec<String> = args(&reach, Network::None, "my-agent --x")
             .iter()
@@ -144,6 +156,32 @@ mod tests {
         assert_eq!(
             internet.last().map(|a| a.to_string_lossy()).as_deref(),
             Some("a")
+        );
+    }
+
+    #[test]
+    fn the_agents_git_folder_is_written_and_named_to_its_git_after_the_projects_git_is_kept() {
+        let p = PathBuf::from;
+        let reach = Reach {
+            project: p("/home/u/proj"),
+            home: p("/home/u"),
+            kept: vec![p("/home/u/proj/.git")],
+            temp: vec![p("/tmp")],
+            agent_git: Some(p("/tmp/ralph-agent-git-x/git")),
+            ..Reach::default()
+        };
+        let line: Vec<String> = args(&reach, Network::None, "a")
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = line.join(" ");
+        assert!(
+            line.contains(
+                "--ro-bind /home/u/proj/.git /home/u/proj/.git \
+                 --bind /tmp/ralph-agent-git-x/git /tmp/ralph-agent-git-x/git \
+                 --setenv GIT_DIR /tmp/ralph-agent-git-x/git --setenv GIT_WORK_TREE /home/u/proj"
+            ),
+            "{line}"
         );
     }
 }

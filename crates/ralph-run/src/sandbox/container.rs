@@ -85,8 +85,22 @@ pub fn args(
         v.push(mode);
         v
     };
-    for path in reach.writable.iter().chain(std::iter::once(&reach.project)) {
+    for path in reach
+        .writable
+        .iter()
+        .chain(std::iter::once(&reach.project))
+        .chain(&reach.agent_git)
+    {
         pair("-v", volume(path, ""));
+    }
+    // The agent's git works in its own folder, the project as its work tree.
+    if let Some(git) = &reach.agent_git {
+        let mut dir = OsString::from("GIT_DIR=");
+        dir.push(git);
+        pair("-e", dir);
+        let mut tree = OsString::from("GIT_WORK_TREE=");
+        tree.push(&reach.project);
+        pair("-e", tree);
     }
     for path in &reach.kept {
         pair("-v", volume(path, ":ro"));
@@ -113,6 +127,7 @@ mod tests {
             read_only: vec![p("/home/u/.cargo")],
             writable: vec![p("/home/u/.claude")],
             kept: vec![p("/home/u/proj/.git/config")],
+            agent_git: None,
             hidden: vec![],
             temp: vec![p("/tmp")],
             ..Reach::default()

@@ -7,6 +7,7 @@
 //! gate (`--verify`, `--check`, story commands) is not here: it runs in a
 //! sandbox of its own, `ralph_fs::gate_jail`.
 
+pub mod agent_git;
 pub mod bwrap;
 pub mod container;
 pub mod reach;
@@ -56,7 +57,7 @@ impl Tool {
 }
 
 /// One agent run's sandbox: the tool, what it may reach, and the network.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Sandbox {
     pub tool: Tool,
     pub reach: Reach,
@@ -64,6 +65,8 @@ pub struct Sandbox {
     /// `pasta`, found when bubblewrap gives the agent the `internet`
     /// network; `None` there: the host's network (said at arming).
     pub pasta: Option<PathBuf>,
+    /// The agent's own git folder, when the project is a git repository.
+    pub agent_git: Option<agent_git::AgentGit>,
 }
 
 /// The user-mode network for bubblewrap's `internet`: `pasta`, found in
@@ -165,7 +168,9 @@ impl Sandbox {
                 fix: "Run ralph in the project's own folder (one with .git or .claude/ below your home).".to_owned(),
             });
         }
-        let reach = Reach::from_facts(&facts);
+        let mut reach = Reach::from_facts(&facts);
+        let agent_git = agent_git::AgentGit::prepare(&facts.project)?;
+        reach.agent_git = agent_git.as_ref().map(agent_git::AgentGit::dir);
         // What the sandbox lets the agent write is never where ralph takes
         // a program from on the host (`~/.npm/…/git` on PATH).
         for folder in std::iter::once(&reach.project).chain(&reach.writable) {
@@ -176,7 +181,16 @@ impl Sandbox {
             tool,
             reach,
             confinement: confinement.clone(),
+            agent_git,
         })
+    }
+
+    /// After the agent has exited: its new commit on the loop's branch,
+    /// brought into the project ([`agent_git::AgentGit::import`]).
+    pub fn import_git(&self) -> Result<Option<String>, SandboxError> {
+        self.agent_git
+            .as_ref()
+            .map_or(Ok(None), agent_git::AgentGit::import)
     }
 
     /// The network the agent gets: the one asked for, but the host's for
@@ -270,6 +284,10 @@ impl Sandbox {
         if matches!(self.tool, Tool::SandboxExec(_)) {
             cmd.env("IS_SANDBOX", "1")
                 .env("RALPH_SANDBOX", "sandbox-exec");
+            if let Some(git) = &self.reach.agent_git {
+                cmd.env("GIT_DIR", git)
+                    .env("GIT_WORK_TREE", &self.reach.project);
+            }
         }
         cmd
     }
@@ -349,7 +367,7 @@ fn gather(
     // is never followed into the sandbox's view.
     let mut existing: Vec<PathBuf> = candidates.into_iter().filter(|p| p.exists()).collect();
     existing.extend(
-        [".git/config", ".git/hooks", ".claude", ".git"]
+        [".claude", ".git"]
             .map(|k| project.join(k))
             .into_iter()
             .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some_and(|k| !k.is_symlink())),

@@ -1,7 +1,7 @@
 //! What a sandboxed agent may reach, gathered once before it starts: the
 //! project (written), its own settings (written), toolchains and the
-//! folders on PATH (read), the few files inside the project it must not
-//! change (git's configuration and hooks, ralph's own folder), and ralph's
+//! folders on PATH (read), what inside the project it must not change
+//! (`.git` as a whole, ralph's own folder), its own git folder, and ralph's
 //! state folder (hidden wherever a bound folder would show it). The tools
 //! (`bwrap.rs`, `seatbelt.rs`, `container.rs`) turn this into their own
 //! words; deciding what goes where is pure ([`Reach::from_facts`]).
@@ -63,9 +63,13 @@ pub struct Reach {
     /// Written: the agents' settings and caches that exist, and for a
     /// fleet's worktree the parts of the main repository git writes.
     pub writable: Vec<PathBuf>,
-    /// Inside a written folder, kept read only: `.git/config`, `.git/hooks`,
-    /// a worktree's `.git` file, `.claude/`.
+    /// Inside a written folder, kept read only: the project's `.git` whole
+    /// (a folder, or a fleet worktree's `.git` file), `.claude/`. Each is a
+    /// mount point, which the agent can neither rename nor replace.
     pub kept: Vec<PathBuf>,
+    /// The agent's own git folder ([`super::agent_git`]), written, and
+    /// named to its git as `GIT_DIR`.
+    pub agent_git: Option<PathBuf>,
     /// ralph's state folder: never shown, even inside a bound folder.
     pub hidden: Vec<PathBuf>,
     /// Temporary folders, fresh and empty for the agent (`/tmp`, `$TMPDIR`).
@@ -135,13 +139,9 @@ impl Reach {
             .collect();
         writable.extend(facts.worktree_git.iter().cloned());
         let project = &facts.project;
-        let mut kept: Vec<PathBuf> = [".git/config", ".git/hooks", ".claude"]
+        let mut kept: Vec<PathBuf> = [".git", ".claude"]
             .iter()
             .map(|k| project.join(k))
-            .chain(
-                std::iter::once(project.join(".git"))
-                    .filter(|_| !exists(&project.join(".git/config"))),
-            )
             .filter(|p| exists(p))
             .collect();
         kept.extend(facts.worktree_git_kept.iter().cloned());
@@ -174,6 +174,7 @@ impl Reach {
             kept,
             hidden,
             temp,
+            agent_git: None,
         }
     }
 }
@@ -210,7 +211,9 @@ impl Reach {
 }
 
 /// What git needs of the main repository for a fleet story's worktree
-/// (`<main>/.ralph/worktrees/<id>`).
+/// (`<main>/.ralph/worktrees/<id>`): its `.git` read (the agent's own git
+/// folder borrows its objects); nothing there is written, the agent's
+/// commits are imported like a single loop's ([`super::agent_git`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorktreeGit {
     /// `<main>/.git`, read only (its configuration, hooks and refs).
@@ -246,21 +249,10 @@ pub fn worktree_git(root: &Path) -> WorktreeGit {
     if gitdir.parent() != Some(worktrees.as_path()) || !is_dir(&gitdir) {
         return none;
     }
-    let mut writable = vec![gitdir.clone(), common.join("objects")];
-    for refs in ["refs/heads/ralph", "logs/refs/heads/ralph"] {
-        if is_dir(&common.join(refs)) {
-            writable.push(common.join(refs));
-        }
-    }
-    let kept = ["commondir", "gitdir", "config.worktree"]
-        .iter()
-        .map(|f| gitdir.join(f))
-        .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some_and(|k| k.is_file()))
-        .collect();
     WorktreeGit {
         read: vec![common],
-        write: writable,
-        kept,
+        write: Vec::new(),
+        kept: Vec::new(),
     }
 }
 
@@ -319,8 +311,7 @@ mod tests {
                 "/home/u/.local/share/claude/versions",
                 "/home/u/.claude",
                 "/home/u/.claude.json",
-                "/home/u/proj/.git/config",
-                "/home/u/proj/.git/hooks",
+                "/home/u/proj/.git",
                 "/opt/tools/bin",
             ]
             .iter()
@@ -378,13 +369,7 @@ mod tests {
                 PathBuf::from("/home/u/.claude.json")
             ]
         );
-        assert_eq!(
-            reach.kept,
-            [
-                PathBuf::from("/home/u/proj/.git/config"),
-                PathBuf::from("/home/u/proj/.git/hooks")
-            ]
-        );
+        assert_eq!(reach.kept, [PathBuf::from("/home/u/proj/.git")]);
         // The state folder is under HOME, which is not shown: nothing to hide.
         assert!(reach.hidden.is_empty());
         assert_eq!(
@@ -422,8 +407,7 @@ mod tests {
         std::fs::write(tree.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
         let git = worktree_git(&tree);
         assert_eq!(git.read, [main.join(".git")]);
-        assert_eq!(git.write, [gitdir.clone(), main.join(".git/objects")]);
-        assert_eq!(git.kept, [gitdir.join("commondir")]);
+        assert!(git.write.is_empty() && git.kept.is_empty());
         // A planted `.git` file that points at another folder gets nothing.
         std::fs::create_dir_all(main.join("elsewhere")).unwrap();
         std::fs::write(

@@ -41,7 +41,8 @@ pub fn profile(reach: &Reach, network: Network) -> String {
         .writable
         .iter()
         .map(std::path::PathBuf::as_path)
-        .chain(std::iter::once(reach.project.as_path()));
+        .chain(std::iter::once(reach.project.as_path()))
+        .chain(reach.agent_git.as_deref());
     rule(&mut p, "allow file-read* file-write*", written);
     rule(
         &mut p,
@@ -96,6 +97,7 @@ mod tests {
             read_only: vec![p("/Users/u/.cargo")],
             writable: vec![p("/Users/u/.claude")],
             kept: vec![p("/Users/u/pro\"j/.git/hooks")],
+            agent_git: None,
             hidden: vec![p("/Users/u/pro\"j/state")],
             temp: vec![p("/tmp")],
             ..Reach::default()
