@@ -658,10 +658,18 @@ fn a_secret_and_a_large_file_never_reach_the_projects_git_a_bundle_or_a_checkpoi
             "echo \"TOKEN=$(cat .agent/n 2>/dev/null)\" > .env\nhead -c 20971520 /dev/urandom > big.bin\n{AGENT}"
         ),
     );
+    p.write(".env", "TOKEN=0\n");
     git(p.root(), &["gc", "-q"]);
     let before = size_of(&p.path(".git"));
     let out = run(&p, &["--max-iterations", "4", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "Left out of the checkpoints (a rollback never touches them): .env (a secret's name)."
+        ),
+        "named at arming: {}",
+        text(&out)
+    );
     let grown = size_of(&p.path(".git")).saturating_sub(before);
     assert!(grown < 2 * 1024 * 1024, ".git grew by {grown} bytes");
     let objects = git(p.root(), &["rev-list", "--all", "--objects"]);

@@ -222,22 +222,58 @@ pub fn snapshot(
     })
 }
 
+/// What `git ls-files` lists as untracked or changed (ignored files and
+/// `.claude/` aside).
+const CHANGED: [&str; 8] = [
+    "ls-files",
+    "-o",
+    "-m",
+    "--exclude-standard",
+    "-z",
+    "--",
+    ".",
+    ":(exclude).claude",
+];
+
 /// The untracked and changed files (as the seeded `index` sees them, ignored
 /// ones and `.claude/` aside) that a checkpoint leaves out: large ones and
 /// names that look like secrets. One `git ls-files`.
 fn left_out(root: &Path, index: &PrivateIndex) -> Result<Vec<LeftOut>, FsError> {
     let listed = index
-        .listing(&[
-            "ls-files",
-            "-o",
-            "-m",
-            "--exclude-standard",
-            "-z",
-            "--",
-            ".",
-            ":(exclude).claude",
-        ])
+        .listing(&CHANGED)
         .ok_or_else(|| git_error("list the changed files", "git did not answer in time"))?;
+    let left = classify(root, listed);
+    if left.len() > MAX_LEFT_OUT {
+        return Err(git_error(
+            "leave out large files and secrets",
+            format!("more than {MAX_LEFT_OUT} of them"),
+        ));
+    }
+    Ok(left)
+}
+
+/// What checkpoints would leave out of the work tree now, as the user's
+/// index sees it (read, never written): for arming to name. One `git
+/// ls-files`; nothing when git does not answer.
+pub fn would_leave_out(root: &Path) -> Vec<LeftOut> {
+    let Ok(mut command) = git_command(root, &[]) else {
+        return Vec::new();
+    };
+    command.args(CHANGED);
+    let Ok(out) = run(command, Instant::now() + TIME_LIMIT, &[0], "list") else {
+        return Vec::new();
+    };
+    let listed = String::from_utf8_lossy(&out)
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    classify(root, listed)
+}
+
+/// The regular files among `listed` (relative to `root`) that look like
+/// secrets or are larger than [`LARGE_FILE_BYTES`], in path order.
+fn classify(root: &Path, listed: Vec<String>) -> Vec<LeftOut> {
     let mut left: Vec<LeftOut> = listed
         .into_iter()
         .filter_map(|path| {
@@ -260,13 +296,7 @@ fn left_out(root: &Path, index: &PrivateIndex) -> Result<Vec<LeftOut>, FsError> 
         .collect();
     left.sort_by(|a, b| a.path.cmp(&b.path));
     left.dedup_by(|a, b| a.path == b.path);
-    if left.len() > MAX_LEFT_OUT {
-        return Err(git_error(
-            "leave out large files and secrets",
-            format!("more than {MAX_LEFT_OUT} of them"),
-        ));
-    }
-    Ok(left)
+    left
 }
 
 /// Whether `commit` is a commit the private store (or the project's

@@ -120,7 +120,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
             if let Some(prd) = &request.prd {
                 say!("{}", arming::story_commands(prd));
             }
-            if let Some(line) = arming::default_protect_line(&request) {
+            for line in arming::run_arming_lines(&setup.project, &request) {
                 say!("{line}");
             }
             control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;

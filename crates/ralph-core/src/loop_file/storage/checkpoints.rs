@@ -243,6 +243,23 @@ pub(crate) fn green_sentence(name: &str, iteration: u64) -> String {
     )
 }
 
+/// What arming says of the files checkpoints will leave out (in a git
+/// project, when there are any now).
+pub(crate) fn at_arming(root: &Path) -> Option<String> {
+    if !checkpoint::in_repository(root) {
+        return None;
+    }
+    let noted: Vec<Noted> = checkpoint::would_leave_out(root)
+        .into_iter()
+        .map(|l| Noted {
+            path: l.path,
+            bytes: l.bytes,
+            secret: l.why == Why::Secret,
+        })
+        .collect();
+    left_out_sentence(&noted)
+}
+
 /// What checkpoints leave out, as a sentence naming the files (`None`
 /// when nothing was).
 pub(crate) fn left_out_sentence(noted: &[Noted]) -> Option<String> {
