@@ -222,9 +222,9 @@ pub fn snapshot(
     })
 }
 
-/// What `git ls-files` lists as untracked or changed (ignored files and
-/// `.claude/` aside).
-const CHANGED: [&str; 8] = [
+/// What `git ls-files` lists as untracked or changed (ignored files aside;
+/// `.claude/` is dropped by [`classify`], cheaper than an exclude pathspec).
+const CHANGED: [&str; 7] = [
     "ls-files",
     "-o",
     "-m",
@@ -232,7 +232,6 @@ const CHANGED: [&str; 8] = [
     "-z",
     "--",
     ".",
-    ":(exclude).claude",
 ];
 
 /// The untracked and changed files (as the seeded `index` sees them, ignored
@@ -276,6 +275,7 @@ pub fn would_leave_out(root: &Path) -> Vec<LeftOut> {
 fn classify(root: &Path, listed: Vec<String>) -> Vec<LeftOut> {
     let mut left: Vec<LeftOut> = listed
         .into_iter()
+        .filter(|path| !path.starts_with(".claude/"))
         .filter_map(|path| {
             let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
             let why = if !meta.is_file() {
