@@ -607,6 +607,18 @@ fn a_repointed_checkpoint_ref_or_a_planted_history_record_never_chooses_what_a_r
         "{}",
         text(&listed)
     );
+    // A recorded commit the store no longer holds is refused, not looked up elsewhere.
+    let objects = arming_dir(&p).unwrap().join("objects");
+    std::fs::remove_dir_all(&objects).unwrap();
+    std::fs::create_dir(&objects).unwrap();
+    let out = p.ralph_with(&["rollback", "--to", "3", "--name", "work"], b"", &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("which its store no longer holds; nothing was rolled back"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(p.read("a.txt"), "a after 1\n");
 }
 
 fn git_with_input(root: &Path, args: &[&str], input: &str) -> String {
