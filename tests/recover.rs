@@ -665,6 +665,20 @@ fn size_of(dir: &Path) -> u64 {
 
 #[test]
 fn a_secret_and_a_large_file_never_reach_the_projects_git_a_bundle_or_a_checkpoint() {
+    secret_and_large_file(false);
+}
+
+#[test]
+fn a_sandboxed_agents_secret_and_large_file_never_reach_the_projects_git_or_a_checkpoint() {
+    if crate::sandbox::bwrap_or_skip("recover: checkpoints under --sandbox") {
+        secret_and_large_file(true);
+    }
+}
+
+/// `ralph run` (sandboxed or not) of an agent that writes `.env` and a
+/// 20 MiB file of fresh bytes every turn: neither reaches the project's
+/// git, a bundle of it, or a checkpoint, and a rollback leaves them.
+fn secret_and_large_file(sandbox: bool) {
     let p = git_project(&["one", "two", "three", "four"]);
     // Each turn also rewrites `.env` and a 20 MiB file of fresh bytes.
     p.write(
@@ -676,7 +690,12 @@ fn a_secret_and_a_large_file_never_reach_the_projects_git_a_bundle_or_a_checkpoi
     p.write(".env", "TOKEN=0\n");
     git(p.root(), &["gc", "-q"]);
     let before = size_of(&p.path(".git"));
-    let out = run(&p, &["--max-iterations", "4", "Task"]);
+    let mut flags = vec!["--max-iterations", "4"];
+    if sandbox {
+        flags.push("--sandbox");
+    }
+    flags.push("Task");
+    let out = run(&p, &flags);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(
         text(&out).contains(
