@@ -86,7 +86,10 @@ impl Objects {
     fn env(&self) -> Vec<(&'static str, PathBuf)> {
         vec![
             ("GIT_OBJECT_DIRECTORY", self.private.clone()),
-            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", self.borrowed.clone()),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                one_alternate(&self.borrowed),
+            ),
         ]
     }
 
@@ -95,6 +98,17 @@ impl Objects {
             command.env(key, value);
         }
     }
+}
+
+/// `path` as the one entry of git's list of alternate object folders
+/// (`:`-separated): quoted C-style when it holds a `:` or starts with `"`.
+fn one_alternate(path: &Path) -> PathBuf {
+    let text = path.to_string_lossy();
+    if !text.contains(':') && !text.starts_with('"') {
+        return path.to_owned();
+    }
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    PathBuf::from(format!("\"{escaped}\""))
 }
 
 /// Why a file was left out of a checkpoint.
@@ -569,6 +583,18 @@ mod tests {
         for bad in ["", "-x", "a/b", "a..b", "a b", "x\n", "a.lock"] {
             assert!(!plain(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_borrowed_folder_with_a_colon_is_quoted_as_git_reads_it() {
+        assert_eq!(
+            one_alternate(Path::new("/p/.git/objects")),
+            Path::new("/p/.git/objects")
+        );
+        assert_eq!(
+            one_alternate(Path::new("/a:b/\"q\\/.git/objects")),
+            Path::new("\"/a:b/\\\"q\\\\/.git/objects\"")
+        );
     }
 
     #[test]
