@@ -46,7 +46,9 @@ hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" \
 arm "$new" "$work/state-new"
 hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" \
   --export-json "$work/new.json" -n "with checkpoint" "sh -c \"$(stop_cmd "$new" "$work/state-new")\"" >&2
-kept=$(git -C "$repo" for-each-ref refs/ralph/ | wc -l)
+# Checkpoints kept: the per-user record (since issue 46), or refs/ralph/ (a ralph before it).
+kept=$(( $(git -C "$repo" for-each-ref refs/ralph/ | wc -l) \
+  + $(cat "$work"/state-new/ralph/checkpoints/*/bench/*/record 2>/dev/null | wc -l) ))
 git -C "$repo" checkout -q -- . && rm -rf "$repo/.claude"
 git -C "$repo" for-each-ref --format='delete %(refname)' refs/ralph/ | git -C "$repo" update-ref --stdin
 

@@ -158,22 +158,26 @@ impl Repo {
             .any(|l| l.split(' ').any(|w| w == "add"))
     }
 
-    /// The commits of the loop's checkpoints, by iteration.
+    /// The commits of the loop's checkpoints, by iteration, as the per-user
+    /// record of its newest arming holds them.
     fn checkpoints(&self) -> Vec<(u64, String)> {
-        let out = Command::new(real_git())
-            .args([
-                "for-each-ref",
-                "--format=%(refname) %(objectname)",
-                "refs/ralph/",
-            ])
-            .current_dir(self.root())
-            .output()
-            .unwrap();
-        let mut kept: Vec<(u64, String)> = String::from_utf8_lossy(&out.stdout)
+        let places = self.outside.path().join("state/ralph/checkpoints");
+        let record = std::fs::read_dir(places)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .flat_map(|place| std::fs::read_dir(place.path()).into_iter().flatten())
+            .filter_map(Result::ok)
+            .find_map(|l| {
+                let nonce = std::fs::read_to_string(l.path().join("latest")).ok()?;
+                std::fs::read_to_string(l.path().join(nonce.trim()).join("record")).ok()
+            })
+            .unwrap_or_default();
+        let mut kept: Vec<(u64, String)> = record
             .lines()
             .filter_map(|l| {
-                let (name, commit) = l.split_once(' ')?;
-                Some((name.rsplit('/').next()?.parse().ok()?, commit.to_owned()))
+                let (label, commit) = l.split_once(' ')?;
+                Some((label.parse().ok()?, commit.to_owned()))
             })
             .collect();
         kept.sort();

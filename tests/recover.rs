@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -70,10 +70,7 @@ fn users_git_state(root: &Path) -> Vec<(String, Vec<u8>)> {
             git(root, &["symbolic-ref", "HEAD"]).into_bytes(),
         ),
         ("stash".into(), git(root, &["stash", "list"]).into_bytes()),
-        (
-            "refs".into(),
-            git(root, &["for-each-ref", "--exclude", "refs/ralph/"]).into_bytes(),
-        ),
+        ("refs".into(), git(root, &["for-each-ref"]).into_bytes()),
     ];
     for file in [
         "index",
@@ -95,28 +92,53 @@ fn run(p: &Project, flags: &[&str]) -> std::process::Output {
     p.command(&args).output().unwrap()
 }
 
-/// The checkpoint refs of the loop `work`, as (label, commit), labels sorted.
-fn checkpoints(root: &Path) -> Vec<(String, String)> {
-    let mut all: Vec<(String, String)> = git(
-        root,
-        &[
-            "for-each-ref",
-            "--format=%(refname) %(objectname)",
-            "refs/ralph/work/",
-        ],
-    )
-    .lines()
-    .map(|l| {
-        let (r, c) = l.split_once(' ').unwrap();
-        (r.rsplit('/').next().unwrap().to_owned(), c.to_owned())
-    })
-    .collect();
+/// The folder of the newest arming of loop `work`'s checkpoints, in this
+/// test user's state folder.
+fn arming_dir(p: &Project) -> Option<PathBuf> {
+    let places = p.home().join(".local/state/ralph/checkpoints");
+    std::fs::read_dir(places)
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|place| {
+            let loop_dir = place.path().join("work");
+            let nonce = std::fs::read_to_string(loop_dir.join("latest")).ok()?;
+            Some(loop_dir.join(nonce.trim()))
+        })
+}
+
+/// The checkpoints of the loop `work`, as (label, commit), labels sorted.
+fn checkpoints(p: &Project) -> Vec<(String, String)> {
+    let record = arming_dir(p)
+        .and_then(|d| std::fs::read_to_string(d.join("record")).ok())
+        .unwrap_or_default();
+    let mut all: Vec<(String, String)> = record
+        .lines()
+        .map(|l| {
+            let (label, commit) = l.split_once(' ').unwrap();
+            (label.to_owned(), commit.to_owned())
+        })
+        .collect();
     all.sort_by_key(|(l, _)| (l.parse::<u64>().unwrap_or(u64::MAX), l.clone()));
     all
 }
 
-fn files_of(root: &Path, commit: &str) -> String {
-    git(root, &["ls-tree", "-r", "--name-only", commit])
+/// git in the project, reading the private store of loop `work`'s newest
+/// arming too.
+fn store_git(p: &Project, args: &[&str]) -> String {
+    let objects = arming_dir(p).unwrap().join("objects");
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(p.root())
+        .args(args)
+        .env("GIT_OBJECT_DIRECTORY", objects)
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", p.path(".git/objects"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn files_of(p: &Project, commit: &str) -> String {
+    store_git(p, &["ls-tree", "-r", "--name-only", commit])
 }
 
 #[test]
@@ -127,19 +149,19 @@ fn ralph_run_keeps_a_checkpoint_per_iteration_and_moves_nothing_of_the_users_git
     let before = users_git_state(p.root());
     let out = run(&p, &["--max-iterations", "3", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    let kept = checkpoints(p.root());
+    let kept = checkpoints(&p);
     let labels: Vec<&str> = kept.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(labels, ["1", "2", "3"], "{kept:?}");
     assert_eq!(
-        files_of(p.root(), &kept[0].1),
+        files_of(&p, &kept[0].1),
         ".gitignore\na.txt\nstaged.txt\nwork-1.txt\n"
     );
     assert_eq!(
-        files_of(p.root(), &kept[2].1),
+        files_of(&p, &kept[2].1),
         ".gitignore\na.txt\nstaged.txt\nwork-1.txt\nwork-2.txt\nwork-3.txt\n"
     );
     assert_eq!(
-        git(p.root(), &["show", &format!("{}:a.txt", kept[1].1)]),
+        store_git(&p, &["show", &format!("{}:a.txt", kept[1].1)]),
         "a after 2\n"
     );
     assert_eq!(users_git_state(p.root()), before);
@@ -173,11 +195,11 @@ fn the_stop_hook_keeps_a_checkpoint_per_iteration_and_moves_nothing_of_the_users
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(answer["decision"], "block", "{answer}");
     }
-    let kept = checkpoints(p.root());
+    let kept = checkpoints(&p);
     let labels: Vec<&str> = kept.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(labels, ["1", "2"], "{kept:?}");
-    assert!(files_of(p.root(), &kept[0].1).contains("work-1.txt"));
-    assert!(!files_of(p.root(), &kept[0].1).contains("work-2.txt"));
+    assert!(files_of(&p, &kept[0].1).contains("work-1.txt"));
+    assert!(!files_of(&p, &kept[0].1).contains("work-2.txt"));
     assert_eq!(users_git_state(p.root()), before);
 }
 
@@ -217,7 +239,7 @@ fn a_rollback_puts_an_iteration_back_and_the_tree_it_replaced_stays_recoverable(
     assert_eq!(p.read("a.txt"), "a after 3\n");
     assert_eq!(p.read("mine.txt"), "written after the loop\n");
     assert!(p.exists("work-3.txt"));
-    let labels: Vec<String> = checkpoints(p.root()).into_iter().map(|(l, _)| l).collect();
+    let labels: Vec<String> = checkpoints(&p).into_iter().map(|(l, _)| l).collect();
     assert_eq!(labels, ["1", "2", "3", "undo-1", "undo-2"]);
 }
 
@@ -361,7 +383,7 @@ fn checkpoints_go_when_their_history_record_goes() {
     let p = git_project(&["one", "two"]);
     let out = run(&p, &["--max-iterations", "2", "Task"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    assert_eq!(checkpoints(p.root()).len(), 2);
+    assert_eq!(checkpoints(&p).len(), 2);
     let arm = |name: &str| {
         let out = p
             .command(&["start", "--name", name, "--session-id", name, "Other task"])
@@ -371,7 +393,7 @@ fn checkpoints_go_when_their_history_record_goes() {
     };
     arm("other");
     assert_eq!(
-        checkpoints(p.root()).len(),
+        checkpoints(&p).len(),
         2,
         "its history record is still there"
     );
@@ -379,11 +401,7 @@ fn checkpoints_go_when_their_history_record_goes() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
     arm("third");
-    assert!(
-        checkpoints(p.root()).is_empty(),
-        "{:?}",
-        checkpoints(p.root())
-    );
+    assert!(checkpoints(&p).is_empty(), "{:?}", checkpoints(&p));
 }
 
 #[test]
@@ -408,6 +426,9 @@ fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
             "off",
             "--max-same-failure",
             "2",
+            // Its own sandbox would hide the counter outside the snapshot.
+            "--gate-sandbox",
+            "off",
             "Task",
         ],
     );
@@ -527,4 +548,247 @@ fn ralph_resume_add_iterations_goes_on_in_the_same_session() {
         "each Stop of this session counted its turn: {live}\n{}",
         api.describe()
     );
+}
+
+/// The nonce of the newest history record of loop `work`.
+fn recorded_nonce(p: &Project) -> String {
+    let mut records: Vec<PathBuf> = std::fs::read_dir(p.path(".claude/ralph/history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| f.extension().is_some_and(|x| x == "md"))
+        .collect();
+    records.sort();
+    let text = std::fs::read_to_string(records.last().unwrap()).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ralph_nonce:"))
+        .unwrap();
+    line.trim().trim_matches('"').to_owned()
+}
+
+#[test]
+fn a_repointed_checkpoint_ref_or_a_planted_history_record_never_chooses_what_a_rollback_writes() {
+    let p = git_project(&["one", "two", "three"]);
+    let out = run(&p, &["--max-iterations", "3", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let nonce = recorded_nonce(&p);
+    // The agent makes a tree of its own and points every name a
+    // checkpoint could have at it: the arming's refs, and those of a
+    // planted, newer history record of the same loop.
+    let evil_blob = git_with_input(p.root(), &["hash-object", "-w", "--stdin"], "evil\n");
+    let tree = git_with_input(
+        p.root(),
+        &["mktree"],
+        &format!("100644 blob {}\ta.txt\n", evil_blob.trim()),
+    );
+    let evil = git(p.root(), &["commit-tree", tree.trim(), "-m", "evil"]);
+    let planted = "ffffffffffffffffffffffffffffffff";
+    for run in [nonce.as_str(), planted] {
+        for n in 1..=3 {
+            let r = format!("refs/ralph/work/{run}/{n}");
+            git(p.root(), &["update-ref", &r, evil.trim()]);
+        }
+    }
+    let history = std::fs::read_dir(p.path(".claude/ralph/history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| f.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    let text_of = std::fs::read_to_string(&history).unwrap();
+    p.write(
+        ".claude/ralph/history/29991231T000000Z-work.md",
+        &text_of.replace(&nonce, planted),
+    );
+
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read("a.txt"), "a after 1\n", "the tree ralph recorded");
+    assert!(p.exists("work-1.txt") && !p.exists("work-2.txt"));
+    let listed = p.ralph_with(&["rollback", "--list", "--name", "work"], b"", &[]);
+    assert!(
+        !text(&listed).contains(&evil.trim()[..12]),
+        "{}",
+        text(&listed)
+    );
+    // A recorded commit the store no longer holds is refused, not looked up elsewhere.
+    let objects = arming_dir(&p).unwrap().join("objects");
+    std::fs::remove_dir_all(&objects).unwrap();
+    std::fs::create_dir(&objects).unwrap();
+    let out = p.ralph_with(&["rollback", "--to", "3", "--name", "work"], b"", &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("which its store no longer holds; nothing was rolled back"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(p.read("a.txt"), "a after 1\n");
+}
+
+fn git_with_input(root: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The size of the files under `dir`.
+fn size_of(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            if meta.is_dir() {
+                size_of(&e.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn a_secret_and_a_large_file_never_reach_the_projects_git_a_bundle_or_a_checkpoint() {
+    secret_and_large_file(false);
+}
+
+#[test]
+fn a_sandboxed_agents_secret_and_large_file_never_reach_the_projects_git_or_a_checkpoint() {
+    if crate::sandbox::bwrap_or_skip("recover: checkpoints under --sandbox") {
+        secret_and_large_file(true);
+    }
+}
+
+/// `ralph run` (sandboxed or not) of an agent that writes `.env` and a
+/// 20 MiB file of fresh bytes every turn: neither reaches the project's
+/// git, a bundle of it, or a checkpoint, and a rollback leaves them.
+fn secret_and_large_file(sandbox: bool) {
+    let p = git_project(&["one", "two", "three", "four"]);
+    // Each turn also rewrites `.env` and a 20 MiB file of fresh bytes.
+    p.write(
+        ".agent/agent.sh",
+        &format!(
+            "echo \"TOKEN=$(cat .agent/n 2>/dev/null)\" > .env\nhead -c 20971520 /dev/urandom > big.bin\n{AGENT}"
+        ),
+    );
+    p.write(".env", "TOKEN=0\n");
+    git(p.root(), &["gc", "-q"]);
+    let before = size_of(&p.path(".git"));
+    let mut flags = vec!["--max-iterations", "4"];
+    if sandbox {
+        flags.push("--sandbox");
+    }
+    flags.push("Task");
+    let out = run(&p, &flags);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "Left out of the checkpoints (a rollback never touches them): .env (a secret's name)."
+        ),
+        "named at arming: {}",
+        text(&out)
+    );
+    let grown = size_of(&p.path(".git")).saturating_sub(before);
+    assert!(grown < 2 * 1024 * 1024, ".git grew by {grown} bytes");
+    let objects = git(p.root(), &["rev-list", "--all", "--objects"]);
+    assert!(!objects.contains(".env"), "{objects}");
+    assert!(!git(p.root(), &["for-each-ref"]).contains("ralph"));
+    let bundle = p.home().join("all.bundle");
+    git(
+        p.root(),
+        &["bundle", "create", bundle.to_str().unwrap(), "--all"],
+    );
+    let heads = git(
+        p.root(),
+        &["bundle", "list-heads", bundle.to_str().unwrap()],
+    );
+    assert!(!heads.contains("ralph"), "{heads}");
+    let kept = checkpoints(&p);
+    assert_eq!(kept.len(), 4, "{kept:?}");
+    for (_, commit) in &kept {
+        let files = files_of(&p, commit);
+        assert!(
+            !files.contains(".env") && !files.contains("big.bin"),
+            "{files}"
+        );
+    }
+    let listed = p.ralph_with(&["rollback", "--list", "--name", "work"], b"", &[]);
+    let said = text(&listed);
+    assert!(
+        said.contains(".env (a secret's name)") && said.contains("big.bin (20 MiB)"),
+        "{said}"
+    );
+    // A rollback leaves them as they are.
+    let secret = p.read(".env");
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read(".env"), secret);
+    assert_eq!(
+        std::fs::metadata(p.path("big.bin")).unwrap().len(),
+        20971520
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_at_git_refs_ralph_is_never_written_through() {
+    let p = git_project(&["one", "two"]);
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.path(".git/refs/ralph")).unwrap();
+    let out = run(&p, &["--max-iterations", "2", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let out = p
+        .command(&["start", "--name", "other", "--session-id", "s2", "Other"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let written: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+    assert!(written.is_empty(), "{written:?}");
+    assert_eq!(checkpoints(&p).len(), 3);
+}
+
+#[test]
+fn uncommitted_edits_under_assume_unchanged_survive_a_rollback_and_its_undo() {
+    let p = git_project(&["one", "two"]);
+    p.write("keep.txt", "committed\n");
+    git(p.root(), &["add", "keep.txt"]);
+    git(p.root(), &["commit", "-qm", "keep"]);
+    let out = run(&p, &["--max-iterations", "2", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    // The agent marks the file, then the user edits it (uncommitted).
+    git(
+        p.root(),
+        &["update-index", "--assume-unchanged", "keep.txt"],
+    );
+    git(p.root(), &["update-index", "--skip-worktree", "a.txt"]);
+    p.write("keep.txt", "my uncommitted edit\n");
+    p.write("a.txt", "mine too\n");
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read("a.txt"), "a after 1\n");
+    let out = p.ralph_with(&["rollback", "--to", "undo-1", "--name", "work"], b"", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(p.read("keep.txt"), "my uncommitted edit\n");
+    assert_eq!(p.read("a.txt"), "mine too\n");
 }

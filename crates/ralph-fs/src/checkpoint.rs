@@ -1,26 +1,30 @@
-//! Checkpoints: the work tree recorded as a git commit under `refs/ralph/`,
-//! and put back, without moving anything of the user's git state.
+//! Checkpoints: the work tree recorded as a git commit in a private
+//! object store outside the project, and put back, without moving anything
+//! of the user's git state.
 //!
 //! A snapshot stages the work tree (tracked and untracked files, not ignored
 //! ones, `.claude/` left as the user's index has it) into a private index,
 //! as `--protect` does (`tree_diff::stage`): a copy of the user's index made
 //! exclusively in a private temporary folder, so that git hashes only what
-//! changed. `git write-tree` and `git commit-tree` make objects, `git
-//! update-ref --no-deref` with `core.logAllRefUpdates=false` points a ref of
-//! ralph's at the commit: HEAD, the branch, the user's index, the stash and every
-//! reflog stay as they were. A restore is git's own checkout (`git restore
-//! --worktree --no-overlay`) against that private index, so it writes no
-//! file through a link, and it refuses rather than overwrite a file git
+//! changed. Every git process of a checkpoint writes its objects into the
+//! private store (`GIT_OBJECT_DIRECTORY`), borrowing the project's own
+//! (`GIT_ALTERNATE_OBJECT_DIRECTORIES`): no blob, tree or commit of a
+//! checkpoint lands in the project, no ref is written there, so neither
+//! the agent nor `git push --mirror` or `git bundle --all` reaches them.
+//! The commit ids are kept by the caller, where the agent cannot write.
+//!
+//! Left out of every checkpoint ([`LeftOut`]): files larger than
+//! [`LARGE_FILE_BYTES`] and names that look like secrets ([`secret_name`]),
+//! among the untracked and changed files; a restore never touches them.
+//!
+//! A restore is git's own checkout (`git restore --worktree --no-overlay`)
+//! against the private index of a snapshot taken just before, so it writes
+//! no file through a link, and it refuses rather than overwrite a file git
 //! ignores. Every git process goes through `git_runner` (no program the
 //! repository names runs).
-//!
-//! Names: `refs/ralph/<loop>/<run>/<label>`, where `<run>` is the arming's
-//! nonce (a new arming of the same name never mixes with an older one) and
-//! `<label>` an iteration number or `undo-<k>` (the tree a rollback
-//! replaced). Each part is checked before it reaches git.
 
 use std::io::{Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,12 +38,21 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(10);
 /// The most of a git command's output read.
 const MAX_OUTPUT: u64 = 64 * 1024 * 1024;
 
-/// Where the ralph refs live.
+/// Where older ralphs kept checkpoints, as refs in the project: only ever
+/// listed and removed now ([`list`], [`remove`]).
 pub const NAMESPACE: &str = "refs/ralph/";
 
 /// The pathspec that leaves ralph's own folder out of a snapshot and a
 /// restore: a loop file rolled back would be a loop rewound behind ralph.
 const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
+
+/// The largest file a checkpoint holds: a larger one that is untracked or
+/// changed is left out (a data file rewritten every turn would otherwise
+/// add its size to the store at every stop).
+pub const LARGE_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The most files one checkpoint leaves out; past it, no checkpoint.
+const MAX_LEFT_OUT: usize = 500;
 
 /// How a snapshot stages the work tree: the user's index trusted as it is,
 /// `.claude/` left as it has it, and `git add`'s exit 1 taken (with
@@ -51,11 +64,77 @@ const STAGING: Staging = Staging {
     distrust: false,
 };
 
-/// The work tree as git objects, and the private index that recorded it
-/// (removed when this is dropped).
+/// The snapshot a restore takes first (the tree it replaces): the user's
+/// assume-unchanged and skip-worktree marks cleared, so that every file
+/// the restore may overwrite is in it, marked or not.
+const DISTRUSTED: Staging = Staging {
+    paths: &OUTSIDE_CLAUDE,
+    staged: &[0, 1],
+    distrust: true,
+};
+
+/// Where a checkpoint's objects go: `private`, an object folder of ralph's
+/// outside the project; `borrowed`, the project's own object folder, read
+/// and never written.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    pub private: PathBuf,
+    pub borrowed: PathBuf,
+}
+
+impl Objects {
+    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("GIT_OBJECT_DIRECTORY", self.private.clone()),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                one_alternate(&self.borrowed),
+            ),
+        ]
+    }
+
+    fn apply(&self, command: &mut Command) {
+        for (key, value) in self.env() {
+            command.env(key, value);
+        }
+    }
+}
+
+/// `path` as the one entry of git's list of alternate object folders
+/// (`:`-separated): quoted C-style when it holds a `:` or starts with `"`.
+fn one_alternate(path: &Path) -> PathBuf {
+    let text = path.to_string_lossy();
+    if !text.contains(':') && !text.starts_with('"') {
+        return path.to_owned();
+    }
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    PathBuf::from(format!("\"{escaped}\""))
+}
+
+/// Why a file was left out of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// Its name looks like a secret's ([`secret_name`]).
+    Secret,
+    /// It is larger than [`LARGE_FILE_BYTES`].
+    Large,
+}
+
+/// A file a checkpoint left out: its path (relative to the root), size
+/// and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub path: String,
+    pub bytes: u64,
+    pub why: Why,
+}
+
+/// The work tree as git objects in the private store, what it left out,
+/// and the private index that recorded it (removed when this is dropped).
 pub struct Snapshot {
     pub tree: String,
     pub commit: String,
+    pub left_out: Vec<LeftOut>,
     index: PrivateIndex,
 }
 
@@ -65,16 +144,9 @@ pub fn in_repository(root: &Path) -> bool {
     safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir() || k.is_file())
 }
 
-/// `refs/ralph/<loop>/<run>/<label>` when every part is a plain name
-/// (letters, digits, `-`, `_`, at most 64 characters), else `None`.
-pub fn ref_name(loop_name: &str, run: &str, label: &str) -> Option<String> {
-    [loop_name, run, label]
-        .iter()
-        .all(|part| plain(part))
-        .then(|| format!("{NAMESPACE}{loop_name}/{run}/{label}"))
-}
-
-fn plain(part: &str) -> bool {
+/// Whether `part` may name a checkpoint's folder or label: letters,
+/// digits, `-`, `_`, not first `-`, at most 64 characters.
+pub fn plain(part: &str) -> bool {
     !part.is_empty()
         && part.len() <= 64
         && !part.starts_with('-')
@@ -83,15 +155,69 @@ fn plain(part: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// Records the work tree as a commit (not yet referenced: see [`store`]),
-/// `message` its message. Touches nothing of the user's.
-pub fn snapshot(root: &Path, message: &str) -> Result<Snapshot, FsError> {
+/// Whether a file name (its last part) looks like a secret's: `.env*`,
+/// `*.pem`, `*.key`, `*.p12`, `*.pfx`, `id_rsa*` and the other ssh keys,
+/// `*credentials*`, `.npmrc`, `.pypirc`, `.netrc`, `.git-credentials`.
+pub fn secret_name(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    name.starts_with(".env")
+        || [".pem", ".key", ".p12", ".pfx"]
+            .iter()
+            .any(|x| name.ends_with(x))
+        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
+            .iter()
+            .any(|k| name.starts_with(k))
+        || name.contains("credentials")
+        || [".npmrc", ".pypirc", ".netrc"].contains(&name.as_str())
+}
+
+/// The project's object folder, absolute (`.git/objects`, or where git
+/// says for a linked worktree).
+pub fn project_objects(root: &Path) -> Result<PathBuf, FsError> {
+    let dot_git = root.join(".git");
+    if safe_fs::kind_at(&dot_git).is_some_and(|k| k.is_dir()) {
+        return std::path::absolute(dot_git.join("objects")).map_err(io("resolve", root));
+    }
+    let mut command = git_command(root, &[])?;
+    command.args([
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-path",
+        "objects",
+    ]);
+    let out = run(
+        command,
+        Instant::now() + TIME_LIMIT,
+        &[0],
+        "find the objects",
+    )?;
+    Ok(PathBuf::from(one_line(out)))
+}
+
+/// Records the work tree as a commit in `objects`' private store, `message`
+/// its message, untracked and changed files that are large or look like
+/// secrets left out. `distrust`: the user's index marks are cleared first
+/// (the snapshot a restore takes). Touches nothing of the user's.
+pub fn snapshot(
+    root: &Path,
+    objects: &Objects,
+    message: &str,
+    distrust: bool,
+) -> Result<Snapshot, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
-    let index = tree_diff::stage(root, deadline, &STAGING)?;
+    let staging = if distrust { &DISTRUSTED } else { &STAGING };
+    let found = std::cell::RefCell::new(Vec::new());
+    let (index, _) = tree_diff::stage_with(root, deadline, staging, objects.env(), |index| {
+        let left = left_out(root, index)?;
+        let paths = left.iter().map(|l| l.path.clone()).collect();
+        *found.borrow_mut() = left;
+        Ok(paths)
+    })?;
     let mut write = index.git().map_err(start_error)?;
     write.arg("write-tree");
     let tree = one_line(run(write, deadline, &[0], "write the tree")?);
     let mut commit = git_command(root, index.overrides())?;
+    objects.apply(&mut commit);
     commit.args(["commit-tree", &tree, "-m", message]);
     for (key, value) in [
         ("GIT_AUTHOR_NAME", "ralph"),
@@ -105,43 +231,124 @@ pub fn snapshot(root: &Path, message: &str) -> Result<Snapshot, FsError> {
     Ok(Snapshot {
         tree,
         commit,
+        left_out: found.into_inner(),
         index,
     })
 }
 
-/// Points `reference` (from [`ref_name`]) at `commit`, writing no reflog.
-pub fn store(root: &Path, reference: &str, commit: &str) -> Result<(), FsError> {
-    let deadline = Instant::now() + TIME_LIMIT;
-    let mut command = git_command(
-        root,
-        &[("core.logAllRefUpdates".to_owned(), "false".to_owned())],
-    )?;
-    command.args(["update-ref", "--no-deref", reference, commit]);
-    run(command, deadline, &[0], "store the checkpoint").map(|_| ())
+/// What `git ls-files` lists as untracked or changed (ignored files aside;
+/// `.claude/` is dropped by [`classify`], cheaper than an exclude pathspec).
+const CHANGED: [&str; 7] = [
+    "ls-files",
+    "-o",
+    "-m",
+    "--exclude-standard",
+    "-z",
+    "--",
+    ".",
+];
+
+/// The untracked and changed files (as the seeded `index` sees them, ignored
+/// ones and `.claude/` aside) that a checkpoint leaves out: large ones and
+/// names that look like secrets. One `git ls-files`.
+fn left_out(root: &Path, index: &PrivateIndex) -> Result<Vec<LeftOut>, FsError> {
+    let listed = index
+        .listing(&CHANGED)
+        .ok_or_else(|| git_error("list the changed files", "git did not answer in time"))?;
+    let left = classify(root, listed);
+    if left.len() > MAX_LEFT_OUT {
+        return Err(git_error(
+            "leave out large files and secrets",
+            format!("more than {MAX_LEFT_OUT} of them"),
+        ));
+    }
+    Ok(left)
 }
 
-/// The commit `reference` names, when it names one.
-pub fn resolve(root: &Path, reference: &str) -> Option<String> {
-    if !reference.starts_with(NAMESPACE) {
-        return None;
+/// What checkpoints would leave out of the work tree now, as the user's
+/// index sees it (read, never written): for arming to name. One `git
+/// ls-files`; nothing when git does not answer.
+pub fn would_leave_out(root: &Path) -> Vec<LeftOut> {
+    let Ok(mut command) = git_command(root, &[]) else {
+        return Vec::new();
+    };
+    command.args(CHANGED);
+    let Ok(out) = run(command, Instant::now() + TIME_LIMIT, &[0], "list") else {
+        return Vec::new();
+    };
+    let listed = String::from_utf8_lossy(&out)
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    classify(root, listed)
+}
+
+/// The regular files among `listed` (relative to `root`) that look like
+/// secrets or are larger than [`LARGE_FILE_BYTES`], in path order.
+fn classify(root: &Path, listed: Vec<String>) -> Vec<LeftOut> {
+    let mut left: Vec<LeftOut> = listed
+        .into_iter()
+        .filter(|path| !path.starts_with(".claude/"))
+        .filter_map(|path| {
+            let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
+            let why = if !meta.is_file() {
+                return None;
+            } else if secret_name(&path) {
+                Why::Secret
+            } else if meta.len() > LARGE_FILE_BYTES {
+                Why::Large
+            } else {
+                return None;
+            };
+            Some(LeftOut {
+                path,
+                bytes: meta.len(),
+                why,
+            })
+        })
+        .collect();
+    left.sort_by(|a, b| a.path.cmp(&b.path));
+    left.dedup_by(|a, b| a.path == b.path);
+    left
+}
+
+/// Whether `commit` is a commit the private store (or the project's
+/// objects it borrows) holds.
+pub fn holds(root: &Path, objects: &Objects, commit: &str) -> bool {
+    if !tree_diff::is_object_id(commit) {
+        return false;
     }
-    let mut command = git_command(root, &[]).ok()?;
-    command.args([
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        "--end-of-options",
-        &format!("{reference}^{{commit}}"),
-    ]);
+    let Ok(mut command) = git_command(root, &[]) else {
+        return false;
+    };
+    objects.apply(&mut command);
+    command.args(["cat-file", "-t", commit]);
     run(
         command,
         Instant::now() + TIME_LIMIT,
         &[0],
         "read a checkpoint",
     )
-    .ok()
-    .map(one_line)
-    .filter(|c| !c.is_empty())
+    .is_ok_and(|out| one_line(out) == "commit")
+}
+
+/// The total size of the files under `dir` (links not followed).
+pub fn size_of(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.path(), std::fs::symlink_metadata(e.path()).ok()?)))
+        .map(|(path, meta)| {
+            if meta.is_dir() {
+                size_of(&path)
+            } else {
+                meta.len()
+            }
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Every ralph ref under `prefix` (which starts with [`NAMESPACE`]), as
@@ -201,16 +408,30 @@ pub fn remove(root: &Path, references: &[String]) -> Result<(), FsError> {
     .map(|_| ())
 }
 
-/// Puts the tree of `target` back in the work tree that `current` (taken
-/// just before) recorded: files of `target` written, files of `current`
-/// that `target` lacks removed, ignored files and `.claude/` untouched.
+/// Puts the tree of `target` (a commit of `objects`' store) back in the
+/// work tree that `current` (taken just before, distrusted) recorded: files
+/// of `target` written, files of `current` that `target` lacks removed;
+/// ignored files, `.claude/` and what `current` left out untouched.
 /// Refuses, changing nothing, when a file `target` holds would land on an
 /// ignored file or under a link or file in its way; those paths are the
 /// error's detail.
-pub fn restore(root: &Path, current: &Snapshot, target: &str) -> Result<(), FsError> {
+pub fn restore(
+    root: &Path,
+    objects: &Objects,
+    current: &Snapshot,
+    target: &str,
+) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
+    let mut paths: Vec<String> = OUTSIDE_CLAUDE.iter().map(|p| (*p).to_owned()).collect();
+    paths.extend(
+        current
+            .left_out
+            .iter()
+            .map(|l| format!(":(exclude,literal){}", l.path)),
+    );
     let mut added = git_command(root, &overrides)?;
+    objects.apply(&mut added);
     added.args([
         "diff-tree",
         "-r",
@@ -222,6 +443,7 @@ pub fn restore(root: &Path, current: &Snapshot, target: &str) -> Result<(), FsEr
         &current.tree,
         target,
     ]);
+    added.args(&paths);
     let added = run(added, deadline, &[0], "compare the checkpoints")?;
     let blocked: Vec<String> = added
         .split(|b| *b == 0)
@@ -240,10 +462,11 @@ pub fn restore(root: &Path, current: &Snapshot, target: &str) -> Result<(), FsEr
         ));
     }
     let mut command = git_command(root, &overrides)?;
+    objects.apply(&mut command);
     command
         .env("GIT_INDEX_FILE", current.index.path())
         .args(["restore", "--worktree", "--no-overlay", "--source", target])
-        .args(OUTSIDE_CLAUDE);
+        .args(&paths);
     run(command, deadline, &[0], "put the checkpoint back").map(|_| ())
 }
 
@@ -343,47 +566,94 @@ mod tests {
         dir
     }
 
+    /// A private store (in `store`) borrowing `root`'s objects.
+    #[cfg(unix)]
+    fn objects(root: &Path, store: &tempfile::TempDir) -> Objects {
+        let private = store.path().join("objects");
+        std::fs::create_dir(&private).unwrap();
+        Objects {
+            private,
+            borrowed: project_objects(root).unwrap(),
+        }
+    }
+
     #[test]
     fn names_are_plain_parts_only() {
-        assert_eq!(
-            ref_name("fix-tests", "ab12", "3").as_deref(),
-            Some("refs/ralph/fix-tests/ab12/3")
-        );
+        assert!(plain("fix-tests") && plain("ab12") && plain("undo-3"));
         for bad in ["", "-x", "a/b", "a..b", "a b", "x\n", "a.lock"] {
-            assert_eq!(ref_name(bad, "r", "1"), None, "{bad:?}");
-            assert_eq!(ref_name("l", bad, "1"), None, "{bad:?}");
+            assert!(!plain(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_borrowed_folder_with_a_colon_is_quoted_as_git_reads_it() {
+        assert_eq!(
+            one_alternate(Path::new("/p/.git/objects")),
+            Path::new("/p/.git/objects")
+        );
+        assert_eq!(
+            one_alternate(Path::new("/a:b/\"q\\/.git/objects")),
+            Path::new("\"/a:b/\\\"q\\\\/.git/objects\"")
+        );
+    }
+
+    #[test]
+    fn secret_names_are_recognised_and_others_are_not() {
+        for secret in [
+            ".env",
+            "app/.env.local",
+            "server.pem",
+            "tls/private.KEY",
+            "id_rsa",
+            "id_ed25519.pub",
+            "aws_credentials.json",
+            ".npmrc",
+            "sub/.pypirc",
+        ] {
+            assert!(secret_name(secret), "{secret}");
+        }
+        for plain_file in ["src/main.rs", "environment.md", "keys.rs", "README"] {
+            assert!(!secret_name(plain_file), "{plain_file}");
         }
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
     #[test]
-    fn a_snapshot_records_untracked_files_and_moves_nothing_of_the_users() {
+    fn a_snapshot_records_untracked_files_into_the_private_store_and_moves_nothing_of_the_users() {
         let dir = repo();
         let root = dir.path();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(root, &store);
         std::fs::write(root.join("a.txt"), "two\n").unwrap();
         std::fs::write(root.join("new.txt"), "new\n").unwrap();
         std::fs::write(root.join("ignored"), "secret\n").unwrap();
+        std::fs::write(root.join(".env"), "TOKEN=x\n").unwrap();
         // (A plain `git status` refreshes the index: it runs first.)
         let status_before = git(root, &["status", "--porcelain"]);
         let index_before = std::fs::read(root.join(".git/index")).unwrap();
-        let shot = snapshot(root, "test").unwrap();
-        store(root, "refs/ralph/l/r/1", &shot.commit).unwrap();
+        let objects_before = size_of(&root.join(".git/objects"));
+        let shot = snapshot(root, &objects, "test", false).unwrap();
         assert_eq!(
             std::fs::read(root.join(".git/index")).unwrap(),
             index_before
         );
         assert_eq!(git(root, &["status", "--porcelain"]), status_before);
-        let files = git(root, &["ls-tree", "-r", "--name-only", "refs/ralph/l/r/1"]);
-        assert_eq!(files, ".gitignore\na.txt\nnew.txt\n");
-        assert_eq!(git(root, &["show", "refs/ralph/l/r/1:a.txt"]), "two\n");
-        assert!(!root.join(".git/logs/refs/ralph").exists());
-        assert_eq!(
-            resolve(root, "refs/ralph/l/r/1").as_deref(),
-            Some(shot.commit.as_str())
+        assert_eq!(size_of(&root.join(".git/objects")), objects_before);
+        assert!(
+            git(root, &["for-each-ref"])
+                .lines()
+                .all(|l| !l.contains("ralph"))
         );
-        assert_eq!(list(root, "refs/ralph/l/").len(), 1);
-        remove(root, &["refs/ralph/l/r/1".to_owned()]).unwrap();
-        assert!(list(root, "refs/ralph/").is_empty());
+        assert!(holds(root, &objects, &shot.commit));
+        assert!(!holds(root, &objects, &"0".repeat(40)));
+        assert_eq!(
+            shot.left_out,
+            [LeftOut {
+                path: ".env".into(),
+                bytes: 8,
+                why: Why::Secret
+            }]
+        );
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
@@ -406,14 +676,11 @@ mod tests {
         );
         let index = Path::new(index.trim());
         let before = std::fs::read(index).unwrap();
-        let shot = snapshot(&linked, "linked").unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(&linked, &store);
+        let shot = snapshot(&linked, &objects, "linked", false).unwrap();
         assert_eq!(std::fs::read(index).unwrap(), before);
-        let files = git(&linked, &["ls-tree", "-r", "--name-only", &shot.commit]);
-        assert_eq!(files, ".gitignore\na.txt\n");
-        assert_eq!(
-            git(&linked, &["show", &format!("{}:a.txt", shot.commit)]),
-            "linked\n"
-        );
+        assert!(holds(&linked, &objects, &shot.commit));
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
@@ -421,12 +688,15 @@ mod tests {
     fn a_restore_puts_the_tree_back_and_leaves_ignored_files() {
         let dir = repo();
         let root = dir.path();
-        let first = snapshot(root, "first").unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(root, &store);
+        let first = snapshot(root, &objects, "first", false).unwrap();
         std::fs::write(root.join("a.txt"), "changed\n").unwrap();
         std::fs::write(root.join("later.txt"), "later\n").unwrap();
         std::fs::write(root.join("ignored"), "keep\n").unwrap();
-        let now = snapshot(root, "now").unwrap();
-        restore(root, &now, &first.commit).unwrap();
+        std::fs::write(root.join("server.pem"), "key\n").unwrap();
+        let now = snapshot(root, &objects, "now", true).unwrap();
+        restore(root, &objects, &now, &first.commit).unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("a.txt")).unwrap(),
             "one\n"
@@ -436,9 +706,10 @@ mod tests {
             std::fs::read_to_string(root.join("ignored")).unwrap(),
             "keep\n"
         );
+        assert!(root.join("server.pem").exists(), "left out, left alone");
         // And back again.
-        let back = snapshot(root, "back").unwrap();
-        restore(root, &back, &now.commit).unwrap();
+        let back = snapshot(root, &objects, "back", true).unwrap();
+        restore(root, &objects, &back, &now.commit).unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("later.txt")).unwrap(),
             "later\n"
@@ -450,15 +721,17 @@ mod tests {
     fn a_restore_never_writes_through_a_link_or_over_an_ignored_file() {
         let dir = repo();
         let root = dir.path();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(root, &store);
         std::fs::create_dir(root.join("sub")).unwrap();
         std::fs::write(root.join("sub/f"), "mine\n").unwrap();
-        let with_sub = snapshot(root, "sub").unwrap();
+        let with_sub = snapshot(root, &objects, "sub", false).unwrap();
         std::fs::remove_dir_all(root.join("sub")).unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(root.join(".gitignore"), "ignored\nsub\n").unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("sub")).unwrap();
-        let now = snapshot(root, "now").unwrap();
-        let refused = restore(root, &now, &with_sub.commit).unwrap_err();
+        let now = snapshot(root, &objects, "now", true).unwrap();
+        let refused = restore(root, &objects, &now, &with_sub.commit).unwrap_err();
         assert!(refused.to_string().contains("sub/f"), "{refused}");
         assert!(!outside.path().join("f").exists());
         assert!(

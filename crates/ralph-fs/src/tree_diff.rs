@@ -216,6 +216,8 @@ const COMPARED: Staging = Staging {
 pub(crate) struct PrivateIndex {
     root: PathBuf,
     overrides: Vec<(String, String)>,
+    /// Variables every git process of the index gets (where objects go).
+    env: Vec<(&'static str, PathBuf)>,
     deadline: Instant,
     index: PathBuf,
     folder: tempfile::TempDir,
@@ -233,6 +235,19 @@ pub(crate) fn stage(
     deadline: Instant,
     staging: &Staging,
 ) -> Result<PrivateIndex, FsError> {
+    stage_with(root, deadline, staging, Vec::new(), |_| Ok(Vec::new())).map(|(index, _)| index)
+}
+
+/// [`stage`], with `env` given to every git process (where new objects go)
+/// and the paths `leave_out` names (from the seeded index, before `git
+/// add`) left out of the staging: those paths, too.
+pub(crate) fn stage_with(
+    root: &Path,
+    deadline: Instant,
+    staging: &Staging,
+    env: Vec<(&'static str, PathBuf)>,
+    leave_out: impl Fn(&PrivateIndex) -> Result<Vec<String>, FsError>,
+) -> Result<(PrivateIndex, Vec<String>), FsError> {
     let mut overrides = crate::git::status_overrides(root, deadline)
         .ok_or_else(|| git_error("read the repository's configuration", "git did not answer"))?;
     if staging.distrust {
@@ -253,16 +268,21 @@ pub(crate) fn stage(
     let mut private = PrivateIndex {
         root: root.to_owned(),
         overrides,
+        env,
         deadline,
         index: folder.path().join("index"),
         folder,
     };
-    if private.seed(staging.distrust) && private.add_all(staging).is_ok() {
-        return Ok(private);
+    if private.seed(staging.distrust)
+        && let Ok(left) = leave_out(&private)
+        && private.add_all(staging, &left).is_ok()
+    {
+        return Ok((private, left));
     }
     private.index = private.folder.path().join("fresh-index");
-    private.add_all(staging)?;
-    Ok(private)
+    let left = leave_out(&private)?;
+    private.add_all(staging, &left)?;
+    Ok((private, left))
 }
 
 fn git_error(what: &'static str, detail: impl Into<String>) -> FsError {
@@ -289,16 +309,20 @@ impl PrivateIndex {
         command
             .env("GIT_INDEX_FILE", &self.index)
             .env("GIT_ATTR_NOSYSTEM", "1");
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
         Ok(command)
     }
 
-    /// `git add -A` of what `staging` names.
-    fn add_all(&self, staging: &Staging) -> Result<(), FsError> {
+    /// `git add -A` of what `staging` names, but the paths `left_out`.
+    fn add_all(&self, staging: &Staging, left_out: &[String]) -> Result<(), FsError> {
         let mut add = self
             .git()
             .map_err(|e| git_error("start git", e.to_string()))?;
         add.args(["add", "-A", "--ignore-errors"])
-            .args(staging.paths);
+            .args(staging.paths)
+            .args(left_out.iter().map(|p| format!(":(exclude,literal){p}")));
         git_runner::run_until(add, self.deadline, staging.staged, MAX_LISTING_BYTES)
             .map(|_| ())
             .ok_or_else(|| {
@@ -454,7 +478,7 @@ impl PrivateIndex {
         self.listing(&args)
     }
 
-    fn listing(&self, args: &[&str]) -> Option<Vec<String>> {
+    pub(crate) fn listing(&self, args: &[&str]) -> Option<Vec<String>> {
         let out = self.run(args)?;
         Some(
             String::from_utf8_lossy(&out)

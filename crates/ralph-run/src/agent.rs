@@ -271,11 +271,18 @@ pub fn run_confined(
         Some(s) => s.command(command),
         None => shell(command)?,
     };
+    // The sandbox's network (pasta) lives as long as the agent's process.
+    let mut network = None;
     let connect = |leader: u32| match sandbox {
-        Some(s) => s.connect(leader).map_err(std::io::Error::other),
+        Some(s) => {
+            network = s.connect(leader).map_err(std::io::Error::other)?;
+            Ok(())
+        }
         None => Ok(()),
     };
-    let mut finished = run_process(process, root, prompt, stop, tick, connect)?;
+    let finished = run_process(process, root, prompt, stop, tick, connect);
+    drop(network);
+    let mut finished = finished?;
     // The agent's commits, made in its own git folder, join the project
     // once it is gone (nothing of it runs any more to change them).
     if let Some(s) = sandbox {

@@ -504,6 +504,9 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     }
     out.extend(default_protect_line(request));
     out.extend(path_rules(request));
+    out.extend(crate::loop_file::storage::checkpoints::at_arming(
+        &project.root,
+    ));
     let story = state
         .prd
         .as_ref()
@@ -557,6 +560,17 @@ fn path_rules(request: &ArmRequest) -> Vec<String> {
         ));
     }
     out
+}
+
+/// What `ralph run` says as it arms: the paths protected by default and
+/// the files checkpoints will leave out.
+pub fn run_arming_lines(project: &Project, request: &ArmRequest) -> Vec<String> {
+    default_protect_line(request)
+        .into_iter()
+        .chain(crate::loop_file::storage::checkpoints::at_arming(
+            &project.root,
+        ))
+        .collect()
 }
 
 /// What the gate's defaults protect, said at arming with how to narrow it.

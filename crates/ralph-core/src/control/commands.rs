@@ -434,7 +434,7 @@ pub fn arm_or_keep(
     registry.record(&root, &req.name, &nonce, &state, now)?;
     lifecycle::create(&lock, &path, &text)?;
     drop(lock);
-    crate::loop_file::storage::checkpoints::prune(project);
+    crate::loop_file::storage::checkpoints::prune(project, Some(registry));
     Ok(Armed {
         path,
         state,

@@ -1,17 +1,19 @@
 //! `ralph rollback --to N [--name NAME]`: the work tree of a checkpoint
-//! (`loop_file/storage/checkpoints.rs`) put back, only while its loop is paused or
-//! ended. The tree it replaces is kept first as checkpoint `undo-<k>`, so
-//! a rollback is undone by another. Ignored files and `.claude/` are never
-//! touched (`fs/checkpoint.rs`, `restore`).
+//! (`loop_file/storage/checkpoints.rs`, kept outside the project) put back,
+//! only while its loop is paused or ended. The tree it replaces is kept
+//! first as checkpoint `undo-<k>`, every file in it whatever the index's
+//! marks say, so a rollback is undone by another. Ignored files, `.claude/`
+//! and the files checkpoints leave out are never touched (`fs/checkpoint.rs`,
+//! `restore`).
 
 use std::path::PathBuf;
 
 use crate::control::CommandError;
-use crate::loop_file::fields::state::LoopState;
 use crate::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use crate::loop_file::scan::{LoopEntry, Scan};
+use crate::loop_file::storage::checkpoints::{self, Kept};
 use crate::loop_file::storage::registry::Registry;
-use crate::loop_file::storage::store::{LoopFile, Project, ProjectLock, StoreError};
+use crate::loop_file::storage::store::{Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 use ralph_fs::checkpoint;
 
@@ -26,7 +28,9 @@ pub struct RolledBack {
 }
 
 /// Puts checkpoint `to` of loop `name` (else the only live loop, else the
-/// most recently ended) back into the work tree.
+/// most recently ended) back into the work tree. The checkpoint is the
+/// commit the per-user record names, read from ralph's private store:
+/// nothing in the project (a ref, a history record) chooses it.
 pub fn rollback(
     project: &Project,
     registry: Option<&Registry>,
@@ -34,30 +38,35 @@ pub fn rollback(
     to: &str,
     now: Timestamp,
 ) -> Result<RolledBack, CommandError> {
-    if !checkpoint::in_repository(&project.root) {
-        return Err(refused(
-            "this project is not a git repository, so its loops keep no checkpoints",
-        ));
-    }
+    let registry = needs(project, registry)?;
     let lock = project.lock()?;
-    let (loop_name, state, live) = choose(project, &lock, registry, name)?;
-    let prefix = crate::loop_file::storage::checkpoints::prefix(&loop_name, &state)
-        .ok_or_else(|| refused("this loop has no checkpoint names (no arming nonce)"))?;
-    let target_ref = format!("{prefix}{to}");
-    let target = checkpoint::ref_name(&loop_name, prefix_run(&prefix), to)
-        .and_then(|r| checkpoint::resolve(&project.root, &r))
-        .ok_or_else(|| no_such_checkpoint(project, &loop_name, &prefix, to))?;
-    let undo = next_undo(project, &prefix);
+    let (loop_name, kept, live) = choose(project, &lock, registry, name, false)?;
+    let kept = kept.ok_or_else(|| no_such_checkpoint(None, &loop_name, to))?;
+    let target = kept
+        .commit(to)
+        .ok_or_else(|| no_such_checkpoint(Some(&kept), &loop_name, to))?;
+    let objects = kept.objects().ok_or_else(|| {
+        refused("the checkpoints' store names no project objects; nothing was rolled back")
+    })?;
+    if !checkpoint::holds(&project.root, &objects, &target) {
+        return Err(refused(&format!(
+            "checkpoint `{}` is recorded as commit {target}, which its store no longer holds; nothing was rolled back",
+            ralph_fs::display::line(to)
+        )));
+    }
+    let undo = next_undo(&kept);
     let message = format!("ralph {loop_name}: the work tree a rollback to {to} replaced");
-    let current = checkpoint::snapshot(&project.root, &message).map_err(StoreError::from)?;
-    let undo_ref = format!("{prefix}{undo}");
-    checkpoint::store(&project.root, &undo_ref, &current.commit).map_err(StoreError::from)?;
-    checkpoint::restore(&project.root, &current, &target).map_err(StoreError::from)?;
+    let current =
+        checkpoint::snapshot(&project.root, &objects, &message, true).map_err(StoreError::from)?;
+    kept.append(&undo, &current.commit).ok_or_else(|| {
+        refused("the tree a rollback replaces could not be recorded; nothing was rolled back")
+    })?;
+    checkpoint::restore(&project.root, &objects, &current, &target).map_err(StoreError::from)?;
     if let Some(live) = live {
         LogEntry::new(
             now,
             Logged::Pass,
-            format!("rolled back to {target_ref}; the tree it replaced is {undo_ref}"),
+            format!("rolled back to checkpoint {to} ({target}); the tree it replaced is checkpoint {undo}"),
         )
         .iteration(live.state.iteration)
         .append(project, &loop_name);
@@ -72,55 +81,55 @@ pub fn rollback(
 
 /// `ralph rollback --list`: the checkpoints loop `name` (else the only live
 /// loop, else the one that ended last) keeps, as lines to print: each
-/// label with its commit, iterations in order, then the `undo-K` trees.
+/// label with its commit, iterations in order, then the `undo-K` trees,
+/// and the files checkpoints left out.
 pub fn list(
     project: &Project,
     registry: Option<&Registry>,
     name: Option<&str>,
 ) -> Result<Vec<String>, CommandError> {
-    if !checkpoint::in_repository(&project.root) {
-        return Err(refused(
-            "this project is not a git repository, so its loops keep no checkpoints",
-        ));
-    }
+    let registry = needs(project, registry)?;
     let lock = project.lock()?;
-    let scan = Scan::read(project, registry)?;
-    let live = scan
-        .entries
-        .iter()
-        .find(|e| name.is_none_or(|n| e.file().name == n));
-    let (loop_name, state) = match live {
-        Some(LoopEntry::Paused(l) | LoopEntry::Armed(l)) => (l.file.name.clone(), l.state.clone()),
-        _ => {
-            let (name, state, _) = choose(project, &lock, registry, name)?;
-            (name, state)
-        }
-    };
+    let (loop_name, kept, _) = choose(project, &lock, registry, name, true)?;
     drop(lock);
     let shown = ralph_fs::display::line(&loop_name).into_owned();
-    let Some(prefix) = crate::loop_file::storage::checkpoints::prefix(&loop_name, &state) else {
-        return Ok(vec![format!("Loop `{shown}` keeps no checkpoints.")]);
+    let Some(kept) = kept else {
+        return Ok(vec![format!("Loop `{shown}` keeps no checkpoints yet.")]);
     };
-    let mut kept: Vec<(String, String)> = checkpoint::list(&project.root, &prefix)
-        .into_iter()
-        .filter_map(|(r, c)| Some((r.strip_prefix(&prefix)?.to_owned(), c)))
-        .collect();
+    let mut entries = kept.entries();
     // Iterations by number, then the trees rollbacks replaced.
-    kept.sort_by_key(|(label, _)| (label.parse::<u64>().map_or(u64::MAX, |n| n), label.clone()));
-    if kept.is_empty() {
+    entries.sort_by_key(|(label, _)| (label.parse::<u64>().map_or(u64::MAX, |n| n), label.clone()));
+    entries.dedup_by(|a, b| a.0 == b.0);
+    if entries.is_empty() {
         return Ok(vec![format!("Loop `{shown}` keeps no checkpoints yet.")]);
     }
     let mut out = vec![format!(
         "Checkpoints of loop `{shown}` (`ralph rollback --to N --name {shown}` puts one back):"
     )];
-    out.extend(kept.iter().map(|(label, commit)| {
+    out.extend(entries.iter().map(|(label, commit)| {
         format!(
             "  {:<8} {}",
             ralph_fs::display::line(label),
             &commit[..commit.len().min(12)]
         )
     }));
+    out.extend(checkpoints::left_out_sentence(&kept.left_out()));
     Ok(out)
+}
+
+/// The per-user folder checkpoints need, in a git project.
+fn needs<'a>(
+    project: &Project,
+    registry: Option<&'a Registry>,
+) -> Result<&'a Registry, CommandError> {
+    if !checkpoint::in_repository(&project.root) {
+        return Err(refused(
+            "this project is not a git repository, so its loops keep no checkpoints",
+        ));
+    }
+    registry.ok_or_else(|| {
+        refused("ralph has no per-user state folder (set HOME or XDG_STATE_HOME), where checkpoints are kept")
+    })
 }
 
 /// What `ralph rollback` prints.
@@ -133,30 +142,33 @@ pub fn rolled_back_text(done: &RolledBack) -> String {
     )
 }
 
-fn prefix_run(prefix: &str) -> &str {
-    prefix
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-}
-
-/// The loop a rollback is for: a live loop of this user's that is paused
-/// (a running one is refused), else an ended one from the history.
+/// The loop a rollback is for, with the checkpoints its arming kept: a
+/// live loop of this user's that is paused (a running one is refused
+/// unless `running` is taken), else the newest arming of an ended one in
+/// the per-user record (the history only names the loop when no name is
+/// given).
 fn choose(
     project: &Project,
-    lock: &ProjectLock,
-    registry: Option<&Registry>,
+    _lock: &ProjectLock,
+    registry: &Registry,
     name: Option<&str>,
-) -> Result<(String, LoopState, Option<Loop>), CommandError> {
-    let scan = Scan::read(project, registry)?;
+    running: bool,
+) -> Result<(String, Option<Kept>, Option<Loop>), CommandError> {
+    let scan = Scan::read(project, Some(registry))?;
     let live = scan
         .entries
         .iter()
         .find(|e| name.is_none_or(|n| e.file().name == n));
+    let open = |l: &Loop| {
+        let nonce = l.state.nonce.as_deref()?;
+        Kept::open(registry, &project.root, &l.file.name, nonce, false)
+    };
     match live {
         Some(LoopEntry::Paused(l)) => {
-            return Ok((l.file.name.clone(), l.state.clone(), Some(l.clone())));
+            return Ok((l.file.name.clone(), open(l), Some(l.clone())));
+        }
+        Some(LoopEntry::Armed(l)) if running => {
+            return Ok((l.file.name.clone(), open(l), None));
         }
         Some(LoopEntry::Armed(l)) => {
             return Err(refused(&format!(
@@ -172,17 +184,17 @@ fn choose(
         }
         _ => {}
     }
-    let (record, record_name) = latest_record(project, name)
-        .ok_or_else(|| CommandError::NotLogged(name.unwrap_or("(any)").to_owned()))?;
-    let ended = Loop::load(
-        lock,
-        LoopFile {
-            name: record_name.clone(),
-            path: record,
-        },
-    )?
-    .ok_or_else(|| CommandError::NotLogged(record_name.clone()))?;
-    Ok((record_name, ended.state, None))
+    let loop_name = match name {
+        Some(n) => n.to_owned(),
+        None => latest_record(project, None)
+            .map(|(_, n)| n)
+            .ok_or_else(|| CommandError::NotLogged("(any)".to_owned()))?,
+    };
+    let kept = Kept::latest(registry, &project.root, &loop_name);
+    if kept.is_none() && latest_record(project, Some(&loop_name)).is_none() {
+        return Err(CommandError::NotLogged(loop_name));
+    }
+    Ok((loop_name, kept, None))
 }
 
 /// The newest history record (`<stamp>-<name>.md`) of `name` (any name when
@@ -208,27 +220,31 @@ pub fn latest_record(project: &Project, name: Option<&str>) -> Option<(PathBuf, 
     Some((project.history_dir().join(file), loop_name))
 }
 
-/// `undo-<k>`, the first `k` not yet used under `prefix`.
-fn next_undo(project: &Project, prefix: &str) -> String {
-    let used: Vec<u64> = checkpoint::list(&project.root, prefix)
+/// `undo-<k>`, the first `k` not yet used.
+fn next_undo(kept: &Kept) -> String {
+    let used: Vec<u64> = kept
+        .entries()
         .iter()
-        .filter_map(|(r, _)| r.strip_prefix(prefix)?.strip_prefix("undo-")?.parse().ok())
+        .filter_map(|(l, _)| l.strip_prefix("undo-")?.parse().ok())
         .collect();
-    format!("undo-{}", used.iter().max().map_or(1, |k| k + 1))
+    format!(
+        "undo-{}",
+        used.iter().max().map_or(1, |k| k.saturating_add(1))
+    )
 }
 
-fn no_such_checkpoint(project: &Project, name: &str, prefix: &str, to: &str) -> CommandError {
-    let kept: Vec<String> = checkpoint::list(&project.root, prefix)
-        .into_iter()
-        .filter_map(|(r, _)| r.strip_prefix(prefix).map(str::to_owned))
-        .collect();
-    let kept = if kept.is_empty() {
+fn no_such_checkpoint(kept: Option<&Kept>, name: &str, to: &str) -> CommandError {
+    let mut labels: Vec<String> = kept
+        .map(|k| k.entries().into_iter().map(|(l, _)| l).collect())
+        .unwrap_or_default();
+    labels.dedup();
+    let labels = if labels.is_empty() {
         "none".to_owned()
     } else {
-        kept.join(", ")
+        labels.join(", ")
     };
     refused(&format!(
-        "loop `{}` has no checkpoint `{}` (kept: {kept}); nothing was rolled back",
+        "loop `{}` has no checkpoint `{}` (kept: {labels}); nothing was rolled back",
         ralph_fs::display::line(name),
         ralph_fs::display::line(to)
     ))

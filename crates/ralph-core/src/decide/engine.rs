@@ -134,6 +134,7 @@ pub fn step(
         let state = &live.state;
         checkpoints::take(
             &project.root,
+            registry,
             &live.file.name,
             state,
             state.iteration,
@@ -678,7 +679,7 @@ fn end(
     let spent = seen.cost_usd.unwrap_or(state.progress.counts.cost_usd);
     log.cost_usd = (state.guards.max_cost_usd.is_some() || spent.0 > 0).then_some(spent);
     log.why.clone_from(&detail);
-    let (green, handover) = ended_checkpoint(project, live, seen, outcome, &log);
+    let (green, handover) = ended_checkpoint(project, live, registry, seen, outcome, &log);
     let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
     let more = (outcome == Outcome::MaxIterations)
         .then(|| messages::add_iterations(&live.file.name, &live.state));
@@ -709,6 +710,7 @@ fn end(
 fn ended_checkpoint(
     project: &Project,
     live: &Loop,
+    registry: Option<&Registry>,
     seen: &Observation,
     outcome: Outcome,
     entry: &LogEntry,
@@ -716,13 +718,20 @@ fn ended_checkpoint(
     let state = &live.state;
     let name = &live.file.name;
     let no_tool_ran = seen.tree_unchanged;
-    let kept =
-        checkpoints::take(&project.root, name, state, state.iteration, no_tool_ran).is_some();
+    let kept = checkpoints::take(
+        &project.root,
+        registry,
+        name,
+        state,
+        state.iteration,
+        no_tool_ran,
+    )
+    .is_some();
     if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
         return (None, None);
     }
     let passed = seen.check.as_ref().is_some_and(|c| c.passed);
-    let green = checkpoints::last_green(project, name, state, passed);
+    let green = checkpoints::last_green(project, registry, name, state, passed);
     let handover = match outcome {
         Outcome::Guard(tripped) if handover::wanted(tripped) => {
             let mut log = store::read_log_tail(&project.log_path(name), 200);

@@ -207,16 +207,16 @@ impl Sandbox {
     /// network that reaches out through this machine's sockets, but with no
     /// port of the host's forwarded in (`-T none -U none`) and the gateway
     /// address not mapped to the host's loopback (`--no-map-gw`). The agent
-    /// waits for its route ([`bwrap::args`]); pasta leaves when the
-    /// namespace goes. Without it the agent has no network (never the host's).
+    /// waits for its route ([`bwrap::args`]); pasta is ended with the agent
+    /// (the [`Pasta`] returned is dropped then). Without it the agent has no network (never the host's).
     #[cfg(target_os = "linux")]
-    pub fn connect(&self, leader: u32) -> Result<(), SandboxError> {
+    pub fn connect(&self, leader: u32) -> Result<Option<Pasta>, SandboxError> {
         let Some(pasta) = self
             .pasta
             .as_deref()
             .filter(|_| self.network() == Network::Internet)
         else {
-            return Ok(());
+            return Ok(None);
         };
         let failed = |problem: String| {
             SandboxError {
@@ -230,8 +230,11 @@ impl Sandbox {
         let uid = std::os::unix::fs::MetadataExt::uid(
             &std::fs::metadata("/proc/self").map_err(|e| failed(e.to_string()))?,
         );
-        let status = ralph_fs::process::found_program(pasta)
-            .args(["--quiet", "--config-net", "--no-map-gw"])
+        // In the foreground, as a child of this process, so it ends with the
+        // agent (`Pasta`'s drop): attached to a process's namespace, pasta
+        // in the background outlives it, one per iteration.
+        let mut child = ralph_fs::process::found_program(pasta)
+            .args(["--quiet", "--foreground", "--config-net", "--no-map-gw"])
             .args(["-t", "none", "-u", "none", "-T", "none", "-U", "none"])
             .arg("--runas")
             .arg(uid.to_string())
@@ -239,18 +242,17 @@ impl Sandbox {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .status()
+            .spawn()
             .map_err(|e| failed(format!("pasta did not start: {e}")))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(failed(format!("pasta failed ({status})")))
+        if let Some(status) = route_up(inner, &mut child) {
+            return Err(failed(format!("pasta failed ({status})")));
         }
+        Ok(Some(Pasta(child)))
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub fn connect(&self, _leader: u32) -> Result<(), SandboxError> {
-        Ok(())
+    pub fn connect(&self, _leader: u32) -> Result<Option<Pasta>, SandboxError> {
+        Ok(None)
     }
 
     /// The process that runs `sh -c COMMAND` in the sandbox.
@@ -398,6 +400,41 @@ fn program_of(command: &str, project: &Path) -> Option<PathBuf> {
     } else {
         find_program(first)
     }
+}
+
+/// The agent's user-mode network (pasta), a child of this process: ended
+/// when dropped, once the agent's process has ended.
+pub struct Pasta(std::process::Child);
+
+impl Drop for Pasta {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (at most five seconds) until pasta has given the namespace of
+/// `inner` its default route; `Some(status)` when pasta ended first (it
+/// could not configure it).
+#[cfg(target_os = "linux")]
+fn route_up(inner: i32, pasta: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    let route = format!("/proc/{inner}/net/route");
+    for _ in 0..500 {
+        if let Ok(Some(status)) = pasta.try_wait() {
+            return Some(status);
+        }
+        let table = ralph_fs::safe_fs::read_text(std::path::Path::new(&route), 1 << 20);
+        // The default route's destination is 00000000.
+        if table.is_ok_and(|t| {
+            t.lines()
+                .skip(1)
+                .any(|l| l.split_whitespace().nth(1) == Some("00000000"))
+        }) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
 }
 
 /// Waits (at most two seconds) until bubblewrap has brought up the

@@ -180,7 +180,7 @@ fn arm_new(
     if let Some(prd) = &request.prd {
         say!("{}", arming::story_commands(prd));
     }
-    if let Some(line) = arming::default_protect_line(&request) {
+    for line in arming::run_arming_lines(&setup.project, &request) {
         say!("{line}");
     }
     control::arm(&setup.project, &setup.registry, &request, Timestamp::now())?;

@@ -343,6 +343,14 @@ impl Registry {
         self.dir.join("guidance").join(key)
     }
 
+    /// Where the checkpoints of the project at `root` (canonical) are kept
+    /// (`checkpoints/<key>/`, a folder per loop and arming below; not
+    /// created here): outside the project, where the agent cannot write.
+    pub fn checkpoint_place(&self, root: &Path) -> PathBuf {
+        let key = hash_parts(&[b"checkpoints", &path_bytes(root)]);
+        self.dir.join("checkpoints").join(&key[..32.min(key.len())])
+    }
+
     /// Creates `path` (under this registry) and every folder between, each
     /// 0700 and checked as the registry's own folders are.
     pub(crate) fn ensure_private(&self, path: &Path) -> Result<(), RegistryError> {
