@@ -169,3 +169,66 @@ fn in_a_session_the_agents_shell_cannot_raise_a_bound_and_the_users_slash_comman
         p.read(LOOP)
     );
 }
+
+/// One Stop of session s1 after `reply`, answered by the hook.
+fn stopped(p: &Project, reply: &str) -> Value {
+    let event = json!({"session_id": "s1", "cwd": p.root(), "hook_event_name": "Stop",
+        "last_assistant_message": reply});
+    let out = p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_raised_bound_is_told_to_the_session_at_its_next_stop_once_and_logged() {
+    let p = Project::new();
+    let out = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--max-cost",
+            "5",
+            "Task",
+        ],
+        b"",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let first = stopped(&p, "step one");
+    let reason = first["reason"].as_str().unwrap();
+    assert!(!reason.contains("Bounds raised"), "{reason}");
+    typed(&p, "/ralph-resume --add-iterations 20");
+    typed(&p, "/ralph-resume --add-cost 2.50");
+    let told = stopped(&p, "step two");
+    let (reason, shown) = (
+        told["reason"].as_str().unwrap(),
+        told["systemMessage"].as_str().unwrap_or_default(),
+    );
+    for said in [reason, shown] {
+        assert!(
+            said.contains("iterations 3 → 23") && said.contains("dollars $5.00 → $7.50"),
+            "old and new bound: {said}"
+        );
+    }
+    assert!(reason.contains("## Bounds raised by the user"), "{reason}");
+    let again = stopped(&p, "step three");
+    let (reason, shown) = (
+        again["reason"].as_str().unwrap(),
+        again["systemMessage"].as_str().unwrap_or_default(),
+    );
+    assert!(
+        !reason.contains("→") && !shown.contains("bounds raised"),
+        "told once: {reason}\n{shown}"
+    );
+    let log = p.read(".claude/ralph/logs/ralph.jsonl");
+    assert!(log.contains("bounds raised: iterations 3 → 23"), "{log}");
+    assert_eq!(
+        log.matches("Told the agent: bounds raised: iterations 3 → 23, dollars $5.00 → $7.50.")
+            .count(),
+        1,
+        "{log}"
+    );
+}

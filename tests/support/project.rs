@@ -93,6 +93,28 @@ impl Project {
         self.ralph_in(args, self.root(), stdin, env)
     }
 
+    /// `ralph ARGS` in the project on a terminal, `answer` typed into it: `script`
+    /// (util-linux) runs it on a pseudo-terminal of its own, whose session begins now.
+    /// What it printed comes back as stdout (the terminal's screen).
+    pub(crate) fn ralph_on_terminal(&self, args: &[&str], answer: &str) -> Output {
+        let quoted: Vec<String> = std::iter::once(BIN)
+            .chain(args.iter().copied())
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect();
+        let mut cmd = Command::new("script");
+        super::scrub(&mut cmd);
+        cmd.args(["-qec", &quoted.join(" "), "/dev/null"])
+            .current_dir(self.root())
+            .envs(self.user_env())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("util-linux's `script` is needed");
+        let _ = child.stdin.take().unwrap().write_all(answer.as_bytes());
+        child.wait_with_output().unwrap()
+    }
+
     /// Registers a hand-written loop file as armed by this user, as a person
     /// would after reading it: `ralph adopt --yes --name NAME`.
     pub(crate) fn adopt(&self, name: &str) {

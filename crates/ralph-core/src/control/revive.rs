@@ -166,6 +166,8 @@ pub struct Revived {
     pub from_history: bool,
     /// `ralph run` drove it: nothing runs it until `ralph run --name` does.
     pub by_run: bool,
+    /// The note that tells the session at its next continuation was kept.
+    pub told: bool,
 }
 
 /// The text `ralph resume --add-*` prints.
@@ -181,8 +183,13 @@ pub fn revived_text(done: &Revived) -> String {
     } else {
         String::new()
     };
+    let tell = if done.told {
+        " The agent is told at its next continuation."
+    } else {
+        " ralph could not keep the note that tells the agent: tell it yourself."
+    };
     format!(
-        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.{drive}",
+        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.{drive}{tell}",
         done.iteration,
         done.raised.join(", ")
     )
@@ -261,12 +268,18 @@ pub fn revive(
     )
     .iteration(iteration)
     .append(project, &file.name);
+    // The session (or run) is told at its next continuation, once: kept
+    // where the user's records are, out of the project.
+    let told = crate::loop_file::storage::guidance::Mailbox::of(registry, &root, &file.name)
+        .post_raised(&raised)
+        .is_ok();
     Ok(Revived {
         name: file.name,
         iteration,
         raised,
         from_history,
         by_run: session.is_none() && driven_by_run(&written.state),
+        told,
     })
 }
 

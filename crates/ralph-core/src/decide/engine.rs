@@ -66,6 +66,9 @@ pub enum Step {
         refused: messages::Refused,
         /// The guard figures after this turn.
         progress: Progress,
+        /// Each bound the user raised since the last continuation, old and new
+        /// (`iterations 3 → 23`): told in `reason` and `status` this once.
+        raised: Vec<String>,
     },
 }
 
@@ -867,11 +870,17 @@ fn go_on(
     // Taken only once the turn is written: guidance is never spent on a
     // continuation that did not happen.
     let guidance = mailbox
+        .as_ref()
         .map(|m| {
             // A loop that goes on asks nothing any more (resumed without an answer).
             m.answer();
             m.deliver(next)
         })
+        .unwrap_or_default();
+    // A bound the user raised since the last continuation: told once, here.
+    let raised = mailbox
+        .as_ref()
+        .map(Mailbox::take_raised)
         .unwrap_or_default();
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
@@ -881,6 +890,9 @@ fn go_on(
     } else {
         notes.join(" ")
     };
+    if !raised.is_empty() {
+        log.why = format!("{} {}", log.why, messages::raised_told(&raised));
+    }
     log.tokens = Some(progress.tokens_used);
     log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
     log.same_reply_count = Some(progress.same_reply_count);
@@ -888,15 +900,20 @@ fn go_on(
     log.idle_blocks = Some(progress.idle_blocks);
     log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
         .then_some(progress.counts.cost_usd);
+    let mut notices = notices;
+    if !raised.is_empty() {
+        notices.push(messages::raised_notice(&live.file.name, &raised));
+    }
     let status = continue_status(live, seen, next, notices);
     let reason = format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         state.prompt,
         seen.prd
             .as_ref()
             .map(messages::stories::section)
             .unwrap_or_default(),
         guidance_section(&guidance),
+        messages::raised_section(&raised),
         messages::footer(
             &live.file.name,
             state,
@@ -910,6 +927,7 @@ fn go_on(
         status,
         refused: refusal(state, seen, &progress),
         progress,
+        raised,
     };
     Ok((step, log, fields))
 }
