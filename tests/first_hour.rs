@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{BIN, LOOP, Project};
+use project::{BIN, LOOP, Project, UserTerminal};
 use serde_json::{Value, json};
 
 fn out(o: &Output) -> String {
@@ -638,7 +638,7 @@ fn the_corrupt_state_advice_brings_the_loop_back() {
         stop(&p, "S1", "working").get("decision").is_none(),
         "inert until adopted"
     );
-    let adopted = ralph(&p, &["adopt", "--name", "ralph", "--yes"]);
+    let adopted = p.ralph_on_terminal(&["adopt", "--name", "ralph", "--yes"], "");
     assert!(adopted.status.success(), "{}", describe(&adopted));
     assert_eq!(
         stop(&p, "S1", "working")["decision"],
@@ -884,6 +884,8 @@ fn an_end_at_the_limit_says_how_to_add_iterations() {
 fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
     let p = Project::new();
     let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
+    // Raising a bound is the user's own step: on a terminal open before the loop began.
+    let mut terminal = UserTerminal::open(&p);
     let o = ralph(
         &p,
         &[
@@ -898,20 +900,21 @@ fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
         ],
     );
     assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
-    let both = ralph(&p, &["resume", "--add-iterations", "1", "--add-cost", "1"]);
-    assert!(!both.status.success(), "{}", describe(&both));
+    let (code, both) = terminal.ralph(
+        &["resume", "--add-iterations", "1", "--add-cost", "1"],
+        "y\n",
+    );
+    assert_ne!(code, 0, "{both}");
     assert!(
-        err(&both).contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
-        "{}",
-        describe(&both)
+        both.contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
+        "{both}"
     );
     assert!(!p.exists(LOOP), "nothing was armed");
-    let more = ralph(&p, &["resume", "--add-iterations", "1"]);
-    assert!(more.status.success(), "{}", describe(&more));
+    let (code, more) = terminal.ralph(&["resume", "--add-iterations", "1"], "y\n");
+    assert_eq!(code, 0, "{more}");
     assert!(
-        out(&more).contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
-        "{}",
-        describe(&more)
+        more.contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
+        "{more}"
     );
     let again = ralph(&p, &["run", "--agent", &agent, "--name", "ralph"]);
     assert_eq!(again.status.code(), Some(0), "{}", describe(&again));

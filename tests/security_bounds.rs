@@ -232,3 +232,60 @@ fn a_raised_bound_is_told_to_the_session_at_its_next_stop_once_and_logged() {
         "{log}"
     );
 }
+
+/// Issue 46: in a session (no `ralph run` above), the agent's shell cannot force a new
+/// loop over the live one, nor adopt a loop file it planted: no terminal, refused; a
+/// pseudo-terminal it opens itself (`script`) is younger than the loop, refused too.
+#[cfg(target_os = "linux")]
+#[test]
+fn in_a_session_the_agents_shell_cannot_force_over_the_loop_or_adopt_one() {
+    let p = Project::new();
+    let armed = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "3",
+            "Task",
+        ],
+        b"",
+        &[],
+    );
+    assert!(armed.status.success(), "{}", text(&armed));
+    let force = ["start", "--force", "--max-iterations", "99", "Again"];
+    let plain = p.ralph_with(&force, b"", &[]);
+    let pty = p.ralph_on_terminal(&force, "y\n");
+    for (out, why) in [
+        (&plain, "there is no terminal to ask you on"),
+        (&pty, "session began after the loop did"),
+    ] {
+        let said = text(out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(why), "{said}");
+    }
+    assert!(
+        p.read(LOOP).contains("max_iterations: 3"),
+        "{}",
+        p.read(LOOP)
+    );
+    // A loop file the agent wrote itself, then adopted with --yes.
+    p.write(
+        ".claude/mine-loop.local.md",
+        "---\nactive: true\niteration: 1\nmax_iterations: 99\n---\n\nMore\n",
+    );
+    let adopt = p.ralph_with(&["adopt", "--yes", "--name", "mine"], b"", &[]);
+    let said = text(&adopt);
+    assert!(!adopt.status.success(), "{said}");
+    assert!(said.contains("no terminal to ask on"), "{said}");
+    let status = p.ralph_with(&["status", "--json"], b"", &[]);
+    let all: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let mine = all["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "mine")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(mine["armed"], false, "{all:#}");
+}

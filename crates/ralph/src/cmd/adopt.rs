@@ -43,10 +43,17 @@ pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
     for line in adoption::describe(&project, &shown, &live, &status) {
         say!("{line}");
     }
+    // The user's own step (issue 46), `--yes` or not: never below a `ralph run`, never
+    // without a terminal (the agent's shell has none).
+    if !std::io::stdin().is_terminal() {
+        return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
+    }
+    super::loops::users_terminal(
+        &format!("Adopt the loop `{}`", escape_controls(&live.file.name)),
+        "adopt a loop: run `ralph adopt` in a terminal of yours",
+        || None,
+    )?;
     if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
-        }
         if !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
             return Err(EdgeError::Declined.into());
         }

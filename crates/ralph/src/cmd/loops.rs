@@ -36,6 +36,9 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
     };
     // The session found above, whatever the raw text said.
     options.session_id = session;
+    if options.force {
+        force_on_terminal(&options)?;
+    }
     // A code, given as a flag or in the raw text: the user's own step.
     if let Some(given) = options.approve_commands.take() {
         approve_given(&crate::env::project(), &mut options, given)?;
@@ -80,6 +83,34 @@ pub(super) fn approve_on_terminal(
     Ok(())
 }
 
+/// `ralph start --force` over a live loop of the user's: the user's own step
+/// (`users_terminal`, on a terminal older than the youngest loop it replaces), asked.
+fn force_on_terminal(options: &ArmOptions) -> Result<(), Failure> {
+    let Some(registry) = crate::env::registry() else {
+        return Ok(());
+    };
+    let project = crate::env::project();
+    let over = ralph_core::control::forced_over(
+        &project,
+        &registry,
+        &options.name,
+        options.session_id.as_deref(),
+    );
+    if over.is_empty() {
+        return Ok(());
+    }
+    let what = format!(
+        "Replace the live loop `{}` with a new one (--force)",
+        ralph_fs::display::line(&options.name)
+    );
+    let only = "end a live loop for a new one: type `/ralph-loop --force …` in the session, or run this in a terminal of yours that was open before the loop started";
+    users_terminal(&what, only, || over.iter().flatten().max().copied())?;
+    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+        return Err(not_the_user(&what, "you did not answer yes", only));
+    }
+    Ok(())
+}
+
 /// `ralph start --approve-commands CODE`: the user's own step, as raising a bound is
 /// (`users_terminal`: never below a `ralph run` nor without a terminal), and the list
 /// the code approves shown and asked about there, whatever the code: an agent that
@@ -91,7 +122,7 @@ fn approve_given(
 ) -> Result<(), Failure> {
     users_terminal(
         "Approve story commands with `--approve-commands`",
-        "approve a story command: arm with `/ralph-loop --approve-commands …` in the session",
+        "approve a story command: arm with `/ralph-loop --approve-commands …` in the session, or run this in a terminal of yours",
         || None,
     )?;
     // Shown as the loop would run them (the list of the PRD as it is now); a
@@ -300,7 +331,9 @@ pub(super) fn users_own_step(
     typed: &str,
     loop_started: impl FnOnce() -> Option<Timestamp>,
 ) -> Result<(), Failure> {
-    let only = format!("raise a loop's bounds: type `{typed} …` in the session");
+    let only = format!(
+        "raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
+    );
     users_terminal(what, &only, loop_started)?;
     if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
         return Err(not_the_user(what, "you did not answer yes", &only));
@@ -309,10 +342,7 @@ pub(super) fn users_own_step(
 }
 
 fn not_the_user(what: &str, why: &str, only: &str) -> Failure {
-    EdgeError::NotTheUser(format!(
-        "{what}: refused, {why}. Only you {only}, or run this in a terminal of yours that was open before the loop started"
-    ))
-    .into()
+    EdgeError::NotTheUser(format!("{what}: refused, {why}. Only you {only}")).into()
 }
 
 /// Refuses a step only the user takes from a process below a `ralph run` (its agent,

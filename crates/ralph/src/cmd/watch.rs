@@ -256,7 +256,7 @@ fn perform(
                     "Raise the bounds of loop `{}`",
                     ralph_fs::display::line(&row.name)
                 ),
-                "raise a loop's bounds: type `/ralph-resume …` in the session",
+                "raise a loop's bounds: type `/ralph-resume …` in the session, or here in a terminal of yours that was open before the loop started",
                 started,
             )?;
             // As `ralph resume --add-iterations`: the loop keeps its owner.
