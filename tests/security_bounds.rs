@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::project::Project;
+use crate::support::project::{Project, UserTerminal};
 use crate::support::{BIN, LOOP, text};
 
 /// An agent that tries every route to more iterations, then replies without the promise:
@@ -288,4 +288,42 @@ fn in_a_session_the_agents_shell_cannot_force_over_the_loop_or_adopt_one() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(mine["armed"], false, "{all:#}");
+}
+
+/// Issue 46: a bound the user raised is named in `ralph run`'s output and in the next
+/// continuation's prompt, once, with the old and new bound.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_raised_bound_is_told_in_ralph_runs_output_and_the_next_prompt_once() {
+    let p = Project::new();
+    p.write(
+        ".agent/agent.sh",
+        "n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n\ncat > .agent/prompt-$n\necho \"step $n\"\n",
+    );
+    // The user's terminal, open before the loop began.
+    let mut terminal = UserTerminal::open(&p);
+    let agent = ["--agent", "sh .agent/agent.sh"];
+    let first = p.ralph_with(
+        &["run", agent[0], agent[1], "--max-iterations", "1", "Task"],
+        b"",
+        &[],
+    );
+    assert_eq!(first.status.code(), Some(3), "{}", text(&first));
+    let (code, screen) = terminal.ralph(&["resume", "--add-iterations", "2"], "y\n");
+    assert_eq!(code, 0, "{screen}");
+    let again = p.ralph_with(&["run", agent[0], agent[1], "--name", "ralph"], b"", &[]);
+    let said = text(&again);
+    assert_eq!(again.status.code(), Some(3), "{said}");
+    assert_eq!(
+        said.matches("bounds raised by you, the agent is told: iterations 1 → 3")
+            .count(),
+        1,
+        "{said}"
+    );
+    let told = p.read(".agent/prompt-3");
+    assert!(
+        told.contains("## Bounds raised by the user\n\n- iterations 1 → 3"),
+        "{told}"
+    );
+    assert!(!p.read(".agent/prompt-2").contains("Bounds raised"));
 }
