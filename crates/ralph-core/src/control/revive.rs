@@ -261,18 +261,9 @@ pub fn revive(
     if from_history {
         registry.forget_ended(&root, &file.name, &nonce);
     }
-    LogEntry::new(
-        now,
-        Logged::Resume,
-        format!("bounds raised: {}", raised.join(", ")),
-    )
-    .iteration(iteration)
-    .append(project, &file.name);
-    // The session (or run) is told at its next continuation, once: kept
-    // where the user's records are, out of the project.
-    let told = crate::loop_file::storage::guidance::Mailbox::of(registry, &root, &file.name)
-        .post_raised(&raised)
-        .is_ok();
+    let told = record_raise(
+        project, registry, &root, &file.name, &raised, iteration, now,
+    );
     Ok(Revived {
         name: file.name,
         iteration,
@@ -281,6 +272,30 @@ pub fn revive(
         by_run: session.is_none() && driven_by_run(&written.state),
         told,
     })
+}
+
+/// Logs the raise, and keeps the note that tells the session (or run) at its next
+/// continuation, once: where the user's records are, out of the project. Whether the
+/// note was kept.
+fn record_raise(
+    project: &Project,
+    registry: &Registry,
+    root: &std::path::Path,
+    name: &str,
+    raised: &[String],
+    iteration: u64,
+    now: Timestamp,
+) -> bool {
+    LogEntry::new(
+        now,
+        Logged::Resume,
+        format!("bounds raised: {}", raised.join(", ")),
+    )
+    .iteration(iteration)
+    .append(project, name);
+    crate::loop_file::storage::guidance::Mailbox::of(registry, root, name)
+        .post_raised(raised)
+        .is_ok()
 }
 
 /// Whether `ralph run` drives the loop (its owner is a run's).

@@ -893,18 +893,8 @@ fn go_on(
     if !raised.is_empty() {
         log.why = format!("{} {}", log.why, messages::raised_told(&raised));
     }
-    log.tokens = Some(progress.tokens_used);
-    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
-    log.same_reply_count = Some(progress.same_reply_count);
-    log.no_progress_count = Some(progress.no_progress_count);
-    log.idle_blocks = Some(progress.idle_blocks);
-    log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
-        .then_some(progress.counts.cost_usd);
-    let mut notices = notices;
-    if !raised.is_empty() {
-        notices.push(messages::raised_notice(&live.file.name, &raised));
-    }
-    let status = continue_status(live, seen, next, notices);
+    log_figures(&mut log, state, &progress);
+    let status = continue_status(live, seen, next, notices, &raised);
     let reason = format!(
         "{}{}{}{}{}",
         state.prompt,
@@ -987,9 +977,30 @@ fn ask(
     }
 }
 
+/// The guard figures a continuation's log line keeps.
+fn log_figures(log: &mut LogEntry, state: &LoopState, progress: &Progress) {
+    log.tokens = Some(progress.tokens_used);
+    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
+    log.same_reply_count = Some(progress.same_reply_count);
+    log.no_progress_count = Some(progress.no_progress_count);
+    log.idle_blocks = Some(progress.idle_blocks);
+    log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
+        .then_some(progress.counts.cost_usd);
+}
+
 /// The one-line status the user sees as the loop goes on: a refused
-/// promise too, not only the model, then the turn's notices.
-fn continue_status(live: &Loop, seen: &Observation, next: u64, notices: Vec<String>) -> String {
+/// promise too, not only the model, then the turn's notices, then the bounds
+/// the user raised that this continuation tells the agent of.
+fn continue_status(
+    live: &Loop,
+    seen: &Observation,
+    next: u64,
+    mut notices: Vec<String>,
+    raised: &[String],
+) -> String {
+    if !raised.is_empty() {
+        notices.push(messages::raised_notice(&live.file.name, raised));
+    }
     let state = &live.state;
     let mut line = messages::status_line(&live.file.name, state, next);
     if let Some(prd) = &seen.prd {

@@ -53,10 +53,8 @@ pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
         "adopt a loop: run `ralph adopt` in a terminal of yours",
         || None,
     )?;
-    if !args.yes {
-        if !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
-            return Err(EdgeError::Declined.into());
-        }
+    if !args.yes && !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
+        return Err(EdgeError::Declined.into());
     }
     record(&project, &registry, &live)
 }
