@@ -130,6 +130,10 @@ pub fn step(
         // the loop another way): spent.
         mailbox.close_gate();
     }
+    if let (Some(mailbox), Step::Ended { .. }) = (&mailbox, &step) {
+        // A raise not yet told ends with the loop (a revival leaves its own note).
+        mailbox.take_raised();
+    }
     drop(lock);
     // The iteration's work tree, kept once the turn is written and the lock
     // is let go (git may take a moment in a large tree).
