@@ -1,7 +1,7 @@
 //! `ralph adopt`: take over, deliberately, a loop file that was not armed on
 //! this machine. It shows what the loop would do (every setting the record
 //! binds, each command and the webhook in plain words, the prompt, escaped),
-//! asks on a terminal or takes `--yes`, then records it.
+//! asks on a terminal (`--yes` skips the question there; never without one), then records it.
 
 use std::io::{BufRead, IsTerminal, Write};
 
