@@ -14,7 +14,7 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::{Value, json};
 
-use crate::support::project::Project;
+use crate::support::project::{Project, UserTerminal};
 use crate::support::{describe, ralph_command};
 
 // ---------------------------------------------------------------------------
@@ -425,7 +425,10 @@ fn start_max_iterations_zero_with_nothing_else_to_end_it_is_refused() {
         ["--max-cost", "2"],
         ["--max-duration", "2h"],
     ] {
-        let mut args = vec!["--max-iterations", "0", "--force"];
+        // The previous one cancelled first (forcing over a live loop is the user's own
+        // step, on a terminal: start_force_replaces_and_records_the_old_loop_as_cancelled).
+        assert_success(&sb.run(&["cancel"]), "ralph cancel");
+        let mut args = vec!["--max-iterations", "0"];
         args.extend(bounded);
         args.push("task");
         let out = sb.start(&args);
@@ -596,8 +599,14 @@ fn start_refuses_a_second_loop_of_the_same_session_under_another_name() {
 #[test]
 fn start_force_replaces_and_records_the_old_loop_as_cancelled() {
     let sb = sandbox();
+    // Forcing over a live loop is the user's own step: on a terminal open before it began.
+    let mut terminal = UserTerminal::open(&sb);
     sb.start(&["--max-iterations", "3", "old task"]);
-    sb.start(&["--force", "--max-iterations", "9", "new task"]);
+    let (code, screen) = terminal.ralph(
+        &["start", "--force", "--max-iterations", "9", "new task"],
+        "y\n",
+    );
+    assert_eq!(code, 0, "{screen}");
     let text = sb.read_loop("ralph");
     assert_eq!(body(&text), "new task\n");
     assert_eq!(field(&text, "max_iterations").as_deref(), Some("9"));
@@ -618,14 +627,24 @@ fn start_force_replaces_and_records_the_old_loop_as_cancelled() {
 #[test]
 fn start_force_replaces_the_same_sessions_loop_under_another_name() {
     let sb = sandbox();
+    let mut terminal = UserTerminal::open(&sb);
     assert_success(
         &sb.run_as("S", &["start", "--name", "one", "a"]),
         "start one",
     );
-    assert_success(
-        &sb.run_as("S", &["start", "--name", "two", "--force", "b"]),
-        "start two --force",
+    let (code, screen) = terminal.ralph(
+        &[
+            "start",
+            "--session-id",
+            "S",
+            "--name",
+            "two",
+            "--force",
+            "b",
+        ],
+        "y\n",
     );
+    assert_eq!(code, 0, "start two --force: {screen}");
     assert_eq!(sb.live_loops(), ["two"]);
     let status = sb.status_json();
     let one = loop_named(&status, "one");

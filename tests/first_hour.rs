@@ -6,12 +6,11 @@
 
 use crate::support::{describe, project, ralph_command, scrub};
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{BIN, LOOP, Project};
+use project::{BIN, LOOP, Project, UserTerminal};
 use serde_json::{Value, json};
 
 fn out(o: &Output) -> String {
@@ -28,27 +27,6 @@ fn ralph(p: &Project, args: &[&str]) -> Output {
 
 fn ralph_stdin(p: &Project, args: &[&str], stdin: &str) -> Output {
     p.ralph_in(args, p.root(), stdin.as_bytes(), &[])
-}
-
-/// `commands` (shell lines) run one after another in one pseudo-terminal
-/// (`script`) opened before the first of them, with `typed` written into it:
-/// a user's own terminal, older than any loop they arm. Returns all it showed.
-fn in_one_terminal(p: &Project, commands: &[String], typed: &str) -> String {
-    p.write(".agent/terminal.sh", &commands.join("\n"));
-    let mut cmd = Command::new("script");
-    scrub(&mut cmd);
-    cmd.args(["-qec", "sh .agent/terminal.sh", "/dev/null"])
-        .current_dir(p.root())
-        .envs(p.user_env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("script (util-linux)");
-    // Typed once the commands ran up to the question; the terminal keeps it
-    // until it is read.
-    let _ = child.stdin.take().unwrap().write_all(typed.as_bytes());
-    let o = child.wait_with_output().unwrap();
-    format!("{}{}", out(&o), err(&o))
 }
 
 /// The hook's answer to a Stop of `session` with `reply`.
@@ -660,7 +638,7 @@ fn the_corrupt_state_advice_brings_the_loop_back() {
         stop(&p, "S1", "working").get("decision").is_none(),
         "inert until adopted"
     );
-    let adopted = ralph(&p, &["adopt", "--name", "ralph", "--yes"]);
+    let adopted = p.ralph_on_terminal(&["adopt", "--name", "ralph", "--yes"], "");
     assert!(adopted.status.success(), "{}", describe(&adopted));
     assert_eq!(
         stop(&p, "S1", "working")["decision"],
@@ -906,27 +884,37 @@ fn an_end_at_the_limit_says_how_to_add_iterations() {
 fn resume_of_a_run_loop_refuses_a_missing_budget_and_says_who_drives_it() {
     let p = Project::new();
     let agent = agent(&p, &["working", "<promise>DONE</promise>"]);
-    // Raising a bound is the user's own step, asked on a terminal older than
-    // the loop: the loop is armed inside the pseudo-terminal the answer is
-    // typed into (`script`), as in the user's own terminal.
-    let run = format!(
-        "'{BIN}' run --agent '{agent}' --max-iterations 1 --completion-promise DONE task; echo \"run exit $?\""
+    // Raising a bound is the user's own step: on a terminal open before the loop began.
+    let mut terminal = UserTerminal::open(&p);
+    let o = ralph(
+        &p,
+        &[
+            "run",
+            "--agent",
+            &agent,
+            "--max-iterations",
+            "1",
+            "--completion-promise",
+            "DONE",
+            "task",
+        ],
     );
-    let both = format!("'{BIN}' resume --add-iterations 1 --add-cost 1; echo \"both exit $?\"");
-    let more = format!("'{BIN}' resume --add-iterations 1; echo \"more exit $?\"");
-    // The terminal's start is known to the second: it opens two seconds
-    // before the loop is armed.
-    let said = in_one_terminal(&p, &["sleep 2".into(), run, both, more], "y\n");
-    assert!(said.contains("run exit 3"), "{said}");
-    assert!(
-        said.contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised")
-            && said.contains("both exit 1"),
-        "{said}"
+    assert_eq!(o.status.code(), Some(3), "{}", describe(&o));
+    let (code, both) = terminal.ralph(
+        &["resume", "--add-iterations", "1", "--add-cost", "1"],
+        "y\n",
     );
-    assert!(said.contains("more exit 0"), "{said}");
+    assert_ne!(code, 0, "{both}");
     assert!(
-        said.contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
-        "{said}"
+        both.contains("has no such bound for --add-cost to raise (its limits: 1 iteration); nothing was raised"),
+        "{both}"
+    );
+    assert!(!p.exists(LOOP), "nothing was armed");
+    let (code, more) = terminal.ralph(&["resume", "--add-iterations", "1"], "y\n");
+    assert_eq!(code, 0, "{more}");
+    assert!(
+        more.contains("iterations 1 → 2. `ralph run --name ralph` drives it again."),
+        "{more}"
     );
     let again = ralph(&p, &["run", "--agent", &agent, "--name", "ralph"]);
     assert_eq!(again.status.code(), Some(0), "{}", describe(&again));

@@ -77,7 +77,7 @@ impl Steps for Project {
         .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
         // A setting is bound to the arming: the user adopts the edit.
-        self.ralph(&["adopt", "--yes", "--name", "ralph"], "", &[]);
+        self.ralph_on_terminal(&["adopt", "--yes", "--name", "ralph"], "");
     }
 
     fn last_outcome(&self) -> Option<String> {

@@ -73,6 +73,23 @@ impl Steps for Project {
         };
         assert_eq!(code, 2, "{out}");
         assert!(out.contains("Nothing was armed"), "{out}");
+        if args[0] == "start" {
+            // `ralph start` with a code is the user's own step (issue 46): on a terminal,
+            // the list shown and answered yes; the text or the task typed there too.
+            let raw = args.contains(&"--raw-arguments");
+            let mut approved = args.to_vec();
+            let keys = if raw {
+                format!("--approve-commands {approval} {stdin}\n\u{4}y\n")
+            } else {
+                approved.splice(1..1, ["--approve-commands", approval.as_str()]);
+                if !stdin.is_empty() {
+                    approved.push(stdin);
+                }
+                "y\n".to_owned()
+            };
+            let out = self.ralph_on_terminal(&approved, &keys);
+            return (out.status.code().unwrap_or(-1), crate::support::text(&out));
+        }
         if args.contains(&"--raw-arguments") {
             return self.ralph(args, &format!("--approve-commands {approval} {stdin}"));
         }

@@ -540,6 +540,15 @@ fn ralph_resume_add_iterations_goes_on_in_the_same_session() {
         "{told:#?}\n{}",
         run.describe()
     );
+    // Issue 46: the continuation after the resumed turn tells the agent of the raise.
+    assert!(
+        turns.len() >= 2
+            && turns[1]
+                .messages_text()
+                .contains("## Bounds raised by the user\n\n- iterations 2 → 7"),
+        "the next continuation names the raise: {}",
+        api.describe()
+    );
     let live = sandbox.loop_status("ralph");
     assert_eq!(live["max_iterations"], 7, "{live}");
     assert_eq!(

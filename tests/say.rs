@@ -360,12 +360,15 @@ fn watch_without_a_terminal_points_at_status_json() {
 #[test]
 fn watch_keys_pause_resume_add_iterations_and_cancel_with_a_confirmation() {
     let p = Project::new();
+    // The user's terminal, open before the loop began: `+` raises a bound only on one
+    // such (issue 46). The check goes by whole seconds.
+    let tmux = Tmux::start(&p, 150, 30);
+    std::thread::sleep(Duration::from_millis(2200));
     let out = p
         .command(&["start", "--max-iterations", "20", "Write the guide"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let tmux = Tmux::start(&p, 150, 30);
     tmux.until("the loop", |s| loop_row(s).contains(" 1/20 "));
     tmux.keys(&["p"]);
     tmux.until("it paused", |s| loop_row(s).contains(" paused "));
@@ -390,4 +393,27 @@ fn watch_keys_pause_resume_add_iterations_and_cancel_with_a_confirmation() {
         loop_row(s).contains("ended: cancelled")
     });
     assert_eq!(status(&p)["loops"][0]["outcome"], "cancelled");
+}
+
+/// Issue 46: an agent can run `ralph watch` in a terminal it opens itself (tmux,
+/// `script`); on a terminal whose session began after the loop did, `+` raises nothing.
+#[test]
+fn watch_plus_on_a_terminal_younger_than_the_loop_raises_nothing() {
+    let p = Project::new();
+    let out = p
+        .command(&["start", "--max-iterations", "20", "Write the guide"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let tmux = Tmux::start(&p, 150, 30);
+    tmux.until("the loop", |s| loop_row(s).contains(" 1/20 "));
+    tmux.keys(&["+"]);
+    tmux.until("the count prompt", |s| s.contains("iterations to add"));
+    tmux.keys(&["5", "Enter"]);
+    let shown = tmux.until("the refusal", |s| s.contains("refused"));
+    assert!(
+        shown.contains("session began after the loop did"),
+        "{shown}"
+    );
+    assert_eq!(status(&p)["loops"][0]["max_iterations"], 20);
 }

@@ -148,7 +148,7 @@ fn start_and_run_with_a_prd_refuse_without_a_terminal_unless_approved() {
         );
     }
     let code = approval_code(&support::text(&p.ralph_with(&["start", "--prd"], b"", &[])));
-    let out = p.ralph_with(
+    let out = p.ralph_on_terminal(
         &[
             "start",
             "--session-id",
@@ -157,11 +157,54 @@ fn start_and_run_with_a_prd_refuse_without_a_terminal_unless_approved() {
             "--approve-commands",
             &code,
         ],
-        b"",
-        &[],
+        "y\n",
     );
     assert!(out.status.success(), "{}", support::text(&out));
     assert!(armed_here(&p));
+}
+
+/// Issue 46: a code is not enough, the step is the user's own. The agent's shell (no
+/// terminal) that holds the right code, given as a flag or in `--raw-arguments`' text,
+/// arms nothing; on a terminal the list is shown and only a yes arms; the user's
+/// `/ralph-loop --approve-commands CODE` typed in the session still arms.
+#[test]
+fn a_code_without_the_users_terminal_or_slash_command_approves_nothing() {
+    let p = Project::new();
+    p.write(PRD, HOSTILE_PRD);
+    let code = approval_code(&support::text(&p.ralph_with(&["start", "--prd"], b"", &[])));
+    let args = [
+        "start",
+        "--session-id",
+        "s1",
+        "--prd",
+        "--approve-commands",
+        &code,
+    ];
+    let plain = p.ralph_with(&args, b"", &[]);
+    let raw = p.ralph_with(
+        &["start", "--session-id", "s1", "--raw-arguments"],
+        format!("--approve-commands {code} --prd").as_bytes(),
+        &[],
+    );
+    for out in [plain, raw] {
+        let said = support::text(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("no terminal to ask you on"), "{said}");
+        assert!(!armed_here(&p), "{said}");
+    }
+    let declined = p.ralph_on_terminal(&args, "n\n");
+    let screen = support::text(&declined);
+    assert!(
+        !declined.status.success() && screen.contains(&format!("US-1: {STORY_COMMAND}")),
+        "{screen}"
+    );
+    assert!(!armed_here(&p), "{screen}");
+    let armed = typed(
+        &p,
+        "s1",
+        &format!("/ralph-loop --approve-commands {code} --prd"),
+    );
+    assert!(armed_here(&p), "{armed}");
 }
 
 /// Item 1, on a terminal: `ralph start --prd` shows the commands and asks; only a yes
@@ -383,7 +426,7 @@ fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
     assert_ne!(theirs, mine, "the same list, another user: another code");
     assert_eq!(mine, refusal(&p), "the user's code stays the same");
     let arm = |code: &str| {
-        p.ralph_with(
+        p.ralph_on_terminal(
             &[
                 "start",
                 "--session-id",
@@ -392,8 +435,7 @@ fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
                 "--approve-commands",
                 code,
             ],
-            b"",
-            &[],
+            "y\n",
         )
     };
     let out = arm(&theirs);
@@ -411,7 +453,8 @@ fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
     }
     let out = arm(&mine);
     assert!(out.status.success(), "{}", support::text(&out));
-    let screen = String::from_utf8_lossy(&out.stderr);
+    // On the terminal, where stderr is the screen too.
+    let screen = support::text(&out);
     assert!(
         screen.contains("Story commands approved")
             && screen.contains(&format!("  US-1: {STORY_COMMAND}")),

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::project::Project;
+use crate::support::project::{Project, UserTerminal};
 use crate::support::{BIN, LOOP, text};
 
 /// An agent that tries every route to more iterations, then replies without the promise:
@@ -168,4 +168,162 @@ fn in_a_session_the_agents_shell_cannot_raise_a_bound_and_the_users_slash_comman
         "{}",
         p.read(LOOP)
     );
+}
+
+/// One Stop of session s1 after `reply`, answered by the hook.
+fn stopped(p: &Project, reply: &str) -> Value {
+    let event = json!({"session_id": "s1", "cwd": p.root(), "hook_event_name": "Stop",
+        "last_assistant_message": reply});
+    let out = p.ralph_with(&["hook", "stop"], event.to_string().as_bytes(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_raised_bound_is_told_to_the_session_at_its_next_stop_once_and_logged() {
+    let p = Project::new();
+    let out = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--max-cost",
+            "5",
+            "Task",
+        ],
+        b"",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let first = stopped(&p, "step one");
+    let reason = first["reason"].as_str().unwrap();
+    assert!(!reason.contains("Bounds raised"), "{reason}");
+    typed(&p, "/ralph-resume --add-iterations 20");
+    typed(&p, "/ralph-resume --add-cost 2.50");
+    let told = stopped(&p, "step two");
+    let (reason, shown) = (
+        told["reason"].as_str().unwrap(),
+        told["systemMessage"].as_str().unwrap_or_default(),
+    );
+    for said in [reason, shown] {
+        assert!(
+            said.contains("iterations 3 → 23") && said.contains("dollars $5.00 → $7.50"),
+            "old and new bound: {said}"
+        );
+    }
+    assert!(reason.contains("## Bounds raised by the user"), "{reason}");
+    let again = stopped(&p, "step three");
+    let (reason, shown) = (
+        again["reason"].as_str().unwrap(),
+        again["systemMessage"].as_str().unwrap_or_default(),
+    );
+    assert!(
+        !reason.contains("→") && !shown.contains("bounds raised"),
+        "told once: {reason}\n{shown}"
+    );
+    let log = p.read(".claude/ralph/logs/ralph.jsonl");
+    assert!(log.contains("bounds raised: iterations 3 → 23"), "{log}");
+    assert_eq!(
+        log.matches("Told the agent: bounds raised: iterations 3 → 23, dollars $5.00 → $7.50.")
+            .count(),
+        1,
+        "{log}"
+    );
+}
+
+/// Issue 46: in a session (no `ralph run` above), the agent's shell cannot force a new
+/// loop over the live one, nor adopt a loop file it planted: no terminal, refused; a
+/// pseudo-terminal it opens itself (`script`) is younger than the loop, refused too.
+#[cfg(target_os = "linux")]
+#[test]
+fn in_a_session_the_agents_shell_cannot_force_over_the_loop_or_adopt_one() {
+    let p = Project::new();
+    let armed = p.ralph_with(
+        &[
+            "start",
+            "--session-id",
+            "s1",
+            "--max-iterations",
+            "3",
+            "Task",
+        ],
+        b"",
+        &[],
+    );
+    assert!(armed.status.success(), "{}", text(&armed));
+    let force = ["start", "--force", "--max-iterations", "99", "Again"];
+    let plain = p.ralph_with(&force, b"", &[]);
+    let pty = p.ralph_on_terminal(&force, "y\n");
+    for (out, why) in [
+        (&plain, "there is no terminal to ask you on"),
+        (&pty, "session began after the loop did"),
+    ] {
+        let said = text(out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(why), "{said}");
+    }
+    assert!(
+        p.read(LOOP).contains("max_iterations: 3"),
+        "{}",
+        p.read(LOOP)
+    );
+    // A loop file the agent wrote itself, then adopted with --yes.
+    p.write(
+        ".claude/mine-loop.local.md",
+        "---\nactive: true\niteration: 1\nmax_iterations: 99\n---\n\nMore\n",
+    );
+    let adopt = p.ralph_with(&["adopt", "--yes", "--name", "mine"], b"", &[]);
+    let said = text(&adopt);
+    assert!(!adopt.status.success(), "{said}");
+    assert!(said.contains("no terminal to ask on"), "{said}");
+    let status = p.ralph_with(&["status", "--json"], b"", &[]);
+    let all: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let mine = all["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "mine")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(mine["armed"], false, "{all:#}");
+}
+
+/// Issue 46: a bound the user raised is named in `ralph run`'s output and in the next
+/// continuation's prompt, once, with the old and new bound.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_raised_bound_is_told_in_ralph_runs_output_and_the_next_prompt_once() {
+    let p = Project::new();
+    p.write(
+        ".agent/agent.sh",
+        "n=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n\ncat > .agent/prompt-$n\necho \"step $n\"\n",
+    );
+    // The user's terminal, open before the loop began.
+    let mut terminal = UserTerminal::open(&p);
+    let agent = ["--agent", "sh .agent/agent.sh"];
+    let first = p.ralph_with(
+        &["run", agent[0], agent[1], "--max-iterations", "1", "Task"],
+        b"",
+        &[],
+    );
+    assert_eq!(first.status.code(), Some(3), "{}", text(&first));
+    let (code, screen) = terminal.ralph(&["resume", "--add-iterations", "2"], "y\n");
+    assert_eq!(code, 0, "{screen}");
+    let again = p.ralph_with(&["run", agent[0], agent[1], "--name", "ralph"], b"", &[]);
+    let said = text(&again);
+    assert_eq!(again.status.code(), Some(3), "{said}");
+    assert_eq!(
+        said.matches("bounds raised by you, the agent is told: iterations 1 → 3")
+            .count(),
+        1,
+        "{said}"
+    );
+    let told = p.read(".agent/prompt-3");
+    assert!(
+        told.contains("## Bounds raised by the user\n\n- iterations 1 → 3"),
+        "{told}"
+    );
+    assert!(!p.read(".agent/prompt-2").contains("Bounds raised"));
 }

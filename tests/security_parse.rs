@@ -105,7 +105,7 @@ impl Steps for Project {
     /// A setting is bound to the arming: the user adopts a hand edit (a
     /// file that no longer reads cannot be, and stays corrupt).
     fn adopt_edit(&self) {
-        self.ralph(&["adopt", "--yes", "--name", "ralph"], "");
+        self.ralph_on_terminal(&["adopt", "--yes", "--name", "ralph"], "");
     }
 
     fn set_field(&self, key: &str, value: &str) {

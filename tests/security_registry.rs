@@ -48,6 +48,16 @@ impl User {
         run_ralph(args, cwd, stdin, &env)
     }
 
+    /// `ok`, on a terminal of the user's (`run_on_terminal`): `ralph adopt` is the user's
+    /// own step, never taken without one.
+    fn ok_on_terminal(&self, cwd: &Path, args: &[&str]) -> String {
+        let env = user_env(self.home.path());
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = crate::support::project::run_on_terminal(args, cwd, &env, "");
+        assert!(out.status.success(), "ralph {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn ok(&self, cwd: &Path, args: &[&str]) -> String {
         let out = self.ralph(cwd, args, b"");
         assert!(out.status.success(), "ralph {args:?}: {}", text(&out));
@@ -218,7 +228,7 @@ fn a_cloned_repositorys_loop_file_stays_inert_with_one_notice_per_session() {
 fn ralph_adopt_yes_shows_the_loop_and_makes_it_run() {
     let user = User::new();
     let (clone, _keep) = cloned_repository(&user);
-    let shown = user.ok(&clone, &["adopt", "--yes", "--name", "x"]);
+    let shown = user.ok_on_terminal(&clone, &["adopt", "--yes", "--name", "x"]);
     assert!(
         shown.contains(&format!("touch {}", user.sentinel("pwned").display()))
             && shown.contains("Output <promise>DONE</promise> now.")
@@ -247,7 +257,7 @@ fn adopt_without_a_terminal_and_without_yes_refuses() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no terminal") && err.contains("--yes"),
+        err.contains("no terminal") && err.contains("in a terminal of yours"),
         "{err}"
     );
     assert!(
@@ -516,7 +526,7 @@ fn a_loop_file_naming_the_stopping_session_is_inert_until_adopted() {
 
     // A loop armed by the reference plugin's setup script is the same file:
     // adopted deliberately, it runs, and from then on it is bound.
-    user.ok(p.path(), &["adopt", "--name", "ralph", "--yes"]);
+    user.ok_on_terminal(p.path(), &["adopt", "--name", "ralph", "--yes"]);
     assert_eq!(user.records(), 1);
     let stop = user.stop(p.path(), "s1", "working");
     assert!(stop.blocked(), "{stop:?}");
@@ -728,7 +738,7 @@ fn status_marks_the_loops_not_armed_here() {
     );
     let json: Value = serde_json::from_str(&user.ok(&clone, &["status", "--json"])).unwrap();
     assert_eq!(json["loops"][0]["armed"], false, "{json:#}");
-    user.ok(&clone, &["adopt", "--yes"]);
+    user.ok_on_terminal(&clone, &["adopt", "--yes"]);
     let json: Value = serde_json::from_str(&user.ok(&clone, &["status", "--json"])).unwrap();
     assert_eq!(json["loops"][0]["armed"], true, "{json:#}");
     assert!(!user.ok(&clone, &["status"]).contains("not armed"));

@@ -12,7 +12,12 @@ const PRD: &str = "ralph/prd.json";
 
 /// Runs ralph in the project: its exit code and everything it printed.
 fn ralph(p: &Project, args: &[&str]) -> (i32, String) {
-    let out = p.ralph_in(args, p.root(), b"", &[]);
+    // `ralph start --approve-commands` is the user's own step (issue 46): on a terminal.
+    let out = if args.first() == Some(&"start") && args.contains(&"--approve-commands") {
+        p.ralph_on_terminal(args, "y\n")
+    } else {
+        p.ralph_in(args, p.root(), b"", &[])
+    };
     (
         out.status.code().unwrap_or(-1),
         format!(

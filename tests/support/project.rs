@@ -93,10 +93,21 @@ impl Project {
         self.ralph_in(args, self.root(), stdin, env)
     }
 
+    /// `ralph ARGS` in the project on a terminal, `answer` typed into it: `script`
+    /// (util-linux) runs it on a pseudo-terminal of its own, whose session begins now.
+    /// What it printed comes back as stdout (the terminal's screen).
+    pub(crate) fn ralph_on_terminal(&self, args: &[&str], answer: &str) -> Output {
+        let user = self.user_env();
+        let mut env: Vec<(&str, &str)> = user.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.extend(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        run_on_terminal(args, self.root(), &env, answer)
+    }
+
     /// Registers a hand-written loop file as armed by this user, as a person
-    /// would after reading it: `ralph adopt --yes --name NAME`.
+    /// would after reading it: `ralph adopt --name NAME` on a terminal, answered yes
+    /// (adopting is the user's own step: never without a terminal).
     pub(crate) fn adopt(&self, name: &str) {
-        let out = self.ralph_in(&["adopt", "--yes", "--name", name], self.root(), b"", &[]);
+        let out = self.ralph_on_terminal(&["adopt", "--name", name], "y\n");
         assert!(
             out.status.success(),
             "ralph adopt --name {name}: {}{}",
@@ -163,4 +174,128 @@ pub(crate) fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &
     // The process may answer before reading everything; a closed pipe is fine.
     let _ = child.stdin.take().unwrap().write_all(stdin);
     child.wait_with_output().unwrap()
+}
+
+/// `ralph ARGS` in `cwd` on a terminal, with `env` and the environment scrubbed, `keys`
+/// typed into it: `script` (util-linux) runs it on a pseudo-terminal of its own, whose
+/// session begins now. What it printed comes back as stdout (the terminal's screen).
+pub(crate) fn run_on_terminal(
+    args: &[&str],
+    cwd: &Path,
+    env: &[(&str, &str)],
+    keys: &str,
+) -> Output {
+    let quoted: Vec<String> = std::iter::once(BIN)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let mut cmd = Command::new("script");
+    super::scrub(&mut cmd);
+    cmd.args(["-qec", &quoted.join(" "), "/dev/null"])
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("util-linux's `script` is needed");
+    let _ = child.stdin.take().unwrap().write_all(keys.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// A terminal of the user's, open before a loop begins: `script` runs `sh` on a
+/// pseudo-terminal of its own (the shell leads its session, which begins when the terminal
+/// opens), and each [`UserTerminal::ralph`] types a command line and the keys that answer
+/// it, as the user would. ralph's own steps (raising a bound, forcing over a live loop)
+/// take a terminal whose session began before the loop did.
+pub(crate) struct UserTerminal {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    screen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    marks: tempfile::TempDir,
+    count: u32,
+}
+
+impl UserTerminal {
+    /// Opens the terminal in `p`'s folder, as `p`'s user; returns once a loop armed after
+    /// it is younger by whole seconds (what the check can tell apart).
+    pub(crate) fn open(p: &Project) -> Self {
+        let mut cmd = Command::new("script");
+        super::scrub(&mut cmd);
+        cmd.args(["-qfc", "sh", "/dev/null"])
+            .current_dir(p.root())
+            .envs(p.user_env())
+            .envs(p.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("util-linux's `script` is needed");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shown = std::sync::Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                shown.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(2200));
+        Self {
+            child,
+            stdin,
+            screen,
+            marks: tempfile::tempdir().unwrap(),
+            count: 0,
+        }
+    }
+
+    /// Types `ralph ARGS` (in the project), then `keys`; waits for it to end. Its exit
+    /// code, and the screen from the line typed on.
+    pub(crate) fn ralph(&mut self, args: &[&str], keys: &str) -> (i32, String) {
+        self.count += 1;
+        let mark = self.marks.path().join(format!("rc-{}", self.count));
+        let mark = mark.display();
+        let quoted: Vec<String> = std::iter::once(BIN)
+            .chain(args.iter().copied())
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect();
+        let line = format!(
+            "{}; echo $? > '{mark}.tmp'; mv '{mark}.tmp' '{mark}'\n",
+            quoted.join(" ")
+        );
+        let from = self.screen.lock().unwrap().len();
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(keys.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+        let started = std::time::Instant::now();
+        let code = loop {
+            if let Ok(text) = std::fs::read_to_string(mark.to_string()) {
+                break text.trim().parse().unwrap_or(-1);
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "`ralph {args:?}` never ended on the terminal"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        // The screen catches up with what the command printed before its mark.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let screen = self.screen.lock().unwrap();
+        (
+            code,
+            String::from_utf8_lossy(screen.get(from..).unwrap_or_default()).into_owned(),
+        )
+    }
+}
+
+impl Drop for UserTerminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

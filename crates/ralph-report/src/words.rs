@@ -207,6 +207,7 @@ fn notices(state: &LoopState) -> Vec<(String, String)> {
         figures: messages::guard_figures(state, &state.progress),
         went_on: messages::went_on(state),
         reply: ralph_run::agent::AgentReply::default(),
+        raised: Vec::new(),
     };
     out.push(("ralph run, an iteration", screen.iterated(&it, 40)));
     out.push(("ralph run, the spinner", screen.spinner(0, "2/10", 50)));

@@ -119,6 +119,9 @@ pub struct Iteration {
     /// Why the loop went on, in its own terms (`messages::went_on`).
     pub went_on: &'static str,
     pub reply: AgentReply,
+    /// Each bound the user raised since the last iteration, old and new, that
+    /// this iteration's continuation tells the agent.
+    pub raised: Vec<String>,
 }
 
 /// Why the run is over.
@@ -597,6 +600,7 @@ impl Driver {
                 reason,
                 refused,
                 progress,
+                raised,
                 ..
             } => {
                 self.next_prompt = Some(reason);
@@ -609,6 +613,7 @@ impl Driver {
                     figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
                     went_on: messages::went_on_after(state, refused),
                     reply,
+                    raised,
                 }))
             }
             Step::Ended {

@@ -153,8 +153,16 @@ impl Screen {
         } else {
             format!(" · {}", it.figures)
         };
+        let raised = if it.raised.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n⬆ bounds raised by you, the agent is told: {}",
+                ralph_fs::display::line(&it.raised.join(", "))
+            )
+        };
         format!(
-            "✓ iteration {} done in {} · {}{figures}{} · next: {}",
+            "✓ iteration {} done in {} · {}{figures}{} · next: {}{raised}",
             it.label,
             format_duration(took),
             self.last,
@@ -594,6 +602,7 @@ mod tests {
             figures: "spent $0.10".into(),
             went_on: "promise refused by --verify",
             reply,
+            raised: Vec::new(),
         };
         assert_eq!(
             screen.iterated(&it, 120),

@@ -769,7 +769,7 @@ pub(crate) struct AdoptArgs {
     /// The loop's name [default: the only loop here that is not armed on this machine]
     #[arg(long)]
     pub name: Option<String>,
-    /// Adopt without asking (read the loop file first: its verify command runs as you)
+    /// On a terminal, adopt without asking (read the loop file first: its verify command runs as you); never without a terminal
     #[arg(long)]
     pub yes: bool,
 }

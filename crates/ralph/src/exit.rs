@@ -66,7 +66,7 @@ pub(crate) enum EdgeError {
     Terminal(std::io::Error),
     /// The loop's name, escaped to one line.
     #[error(
-        "not adopted: there is no terminal to ask on. Read the loop above, then run `ralph adopt --name {0} --yes`"
+        "not adopted: there is no terminal to ask on, and adopting is your own step. Read the loop above, then run `ralph adopt --name {0}` in a terminal of yours"
     )]
     NoTerminal(String),
     #[error("not adopted.")]

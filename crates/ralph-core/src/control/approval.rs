@@ -168,7 +168,7 @@ impl StoryCommands {
     /// The question a terminal asks (the answer is read by the binary).
     pub fn question(&self) -> String {
         format!(
-            "{}\nRun them as you when their stories pass? (`{FLAG} {}` approves exactly this list without asking) [y/N] ",
+            "{}\nRun them as you when their stories pass? (`{FLAG} {}` names exactly this list) [y/N] ",
             self.heading(),
             self.code
         )

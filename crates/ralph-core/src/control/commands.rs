@@ -521,6 +521,33 @@ fn make_room(
     Ok(None)
 }
 
+/// The loops of this user's that `ralph start --force` for `name` (and `session`) would
+/// end as replaced, as `make_room` finds them: when each began (`None`: its file says
+/// not). Empty when the force replaces no live loop of the user's.
+pub fn forced_over(
+    project: &Project,
+    registry: &Registry,
+    name: &str,
+    session: Option<&str>,
+) -> Vec<Option<Timestamp>> {
+    // Unreadable: as if a loop of unknown age were in the way (the terminal is asked for).
+    let Ok(_lock) = project.lock() else {
+        return vec![None];
+    };
+    let Ok(scan) = Scan::read(project, Some(registry)) else {
+        return vec![None];
+    };
+    scan.entries
+        .iter()
+        .filter_map(|entry| {
+            let ours = entry.ours()?;
+            let in_the_way =
+                entry.file().name == name || (session.is_some() && entry.session_id() == session);
+            in_the_way.then_some(ours.state.started_at)
+        })
+        .collect()
+}
+
 /// Whether `entry` is driven by the session asking. Only a loop armed here is driven by a
 /// session: a file no record vouches for (planted, copied, edited) names whatever session
 /// it likes and stays inert, so it never makes this session busy.

@@ -166,6 +166,8 @@ pub struct Revived {
     pub from_history: bool,
     /// `ralph run` drove it: nothing runs it until `ralph run --name` does.
     pub by_run: bool,
+    /// The note that tells the session at its next continuation was kept.
+    pub told: bool,
 }
 
 /// The text `ralph resume --add-*` prints.
@@ -181,8 +183,13 @@ pub fn revived_text(done: &Revived) -> String {
     } else {
         String::new()
     };
+    let tell = if done.told {
+        " The agent is told at its next continuation."
+    } else {
+        " ralph could not keep the note that tells the agent: tell it yourself."
+    };
     format!(
-        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.{drive}",
+        "▶ Loop `{name}` {how} at iteration {}, its count, spend and log kept: {}.{drive}{tell}",
         done.iteration,
         done.raised.join(", ")
     )
@@ -254,20 +261,41 @@ pub fn revive(
     if from_history {
         registry.forget_ended(&root, &file.name, &nonce);
     }
-    LogEntry::new(
-        now,
-        Logged::Resume,
-        format!("bounds raised: {}", raised.join(", ")),
-    )
-    .iteration(iteration)
-    .append(project, &file.name);
+    let told = record_raise(
+        project, registry, &root, &file.name, &raised, iteration, now,
+    );
     Ok(Revived {
         name: file.name,
         iteration,
         raised,
         from_history,
         by_run: session.is_none() && driven_by_run(&written.state),
+        told,
     })
+}
+
+/// Logs the raise, and keeps the note that tells the session (or run) at its next
+/// continuation, once: where the user's records are, out of the project. Whether the
+/// note was kept.
+fn record_raise(
+    project: &Project,
+    registry: &Registry,
+    root: &std::path::Path,
+    name: &str,
+    raised: &[String],
+    iteration: u64,
+    now: Timestamp,
+) -> bool {
+    LogEntry::new(
+        now,
+        Logged::Resume,
+        format!("bounds raised: {}", raised.join(", ")),
+    )
+    .iteration(iteration)
+    .append(project, name);
+    crate::loop_file::storage::guidance::Mailbox::of(registry, root, name)
+        .post_raised(raised)
+        .is_ok()
 }
 
 /// Whether `ralph run` drives the loop (its owner is a run's).

@@ -66,6 +66,9 @@ pub enum Step {
         refused: messages::Refused,
         /// The guard figures after this turn.
         progress: Progress,
+        /// Each bound the user raised since the last continuation, old and new
+        /// (`iterations 3 → 23`): told in `reason` and `status` this once.
+        raised: Vec<String>,
     },
 }
 
@@ -126,6 +129,10 @@ pub fn step(
         // The promise met the gate guidance (and was refused once, or ended
         // the loop another way): spent.
         mailbox.close_gate();
+    }
+    if let (Some(mailbox), Step::Ended { .. }) = (&mailbox, &step) {
+        // A raise not yet told ends with the loop (a revival leaves its own note).
+        mailbox.take_raised();
     }
     drop(lock);
     // The iteration's work tree, kept once the turn is written and the lock
@@ -876,11 +883,17 @@ fn go_on(
     // Taken only once the turn is written: guidance is never spent on a
     // continuation that did not happen.
     let guidance = mailbox
+        .as_ref()
         .map(|m| {
             // A loop that goes on asks nothing any more (resumed without an answer).
             m.answer();
             m.deliver(next)
         })
+        .unwrap_or_default();
+    // A bound the user raised since the last continuation: told once, here.
+    let raised = mailbox
+        .as_ref()
+        .map(Mailbox::take_raised)
         .unwrap_or_default();
     log.decision = Logged::Block;
     log.next_iteration = Some(next);
@@ -890,22 +903,20 @@ fn go_on(
     } else {
         notes.join(" ")
     };
-    log.tokens = Some(progress.tokens_used);
-    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
-    log.same_reply_count = Some(progress.same_reply_count);
-    log.no_progress_count = Some(progress.no_progress_count);
-    log.idle_blocks = Some(progress.idle_blocks);
-    log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
-        .then_some(progress.counts.cost_usd);
-    let status = continue_status(live, seen, next, notices);
+    if !raised.is_empty() {
+        log.why = format!("{} {}", log.why, messages::raised_told(&raised));
+    }
+    log_figures(&mut log, state, &progress);
+    let status = continue_status(live, seen, next, notices, &raised);
     let reason = format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         state.prompt,
         seen.prd
             .as_ref()
             .map(messages::stories::section)
             .unwrap_or_default(),
         guidance_section(&guidance),
+        messages::raised_section(&raised),
         messages::footer(
             &live.file.name,
             state,
@@ -919,6 +930,7 @@ fn go_on(
         status,
         refused: refusal(state, seen, &progress),
         progress,
+        raised,
     };
     Ok((step, log, fields))
 }
@@ -978,9 +990,30 @@ fn ask(
     }
 }
 
+/// The guard figures a continuation's log line keeps.
+fn log_figures(log: &mut LogEntry, state: &LoopState, progress: &Progress) {
+    log.tokens = Some(progress.tokens_used);
+    log.tokens_unseen = (progress.unseen_tokens > 0).then_some(progress.unseen_tokens);
+    log.same_reply_count = Some(progress.same_reply_count);
+    log.no_progress_count = Some(progress.no_progress_count);
+    log.idle_blocks = Some(progress.idle_blocks);
+    log.cost_usd = (state.guards.max_cost_usd.is_some() || progress.counts.cost_usd.0 > 0)
+        .then_some(progress.counts.cost_usd);
+}
+
 /// The one-line status the user sees as the loop goes on: a refused
-/// promise too, not only the model, then the turn's notices.
-fn continue_status(live: &Loop, seen: &Observation, next: u64, notices: Vec<String>) -> String {
+/// promise too, not only the model, then the turn's notices, then the bounds
+/// the user raised that this continuation tells the agent of.
+fn continue_status(
+    live: &Loop,
+    seen: &Observation,
+    next: u64,
+    mut notices: Vec<String>,
+    raised: &[String],
+) -> String {
+    if !raised.is_empty() {
+        notices.push(messages::raised_notice(&live.file.name, raised));
+    }
     let state = &live.state;
     let mut line = messages::status_line(&live.file.name, state, next);
     if let Some(prd) = &seen.prd {

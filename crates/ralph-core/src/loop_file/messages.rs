@@ -208,6 +208,41 @@ pub fn guidance_section(texts: &[(String, bool)]) -> String {
     out
 }
 
+/// The section of a continuation that tells the agent the user raised the
+/// loop's bounds (`ralph resume --add-*`, `/ralph-resume`, `ralph watch`'s `+`):
+/// each bound, old and new. Empty when nothing was raised.
+pub fn raised_section(raised: &[String]) -> String {
+    if raised.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n\n## Bounds raised by the user\n\n{}\n",
+        raised
+            .iter()
+            .map(|r| format!("- {}", escape_controls(r)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
+/// The line the user sees (the hook's systemMessage) when a continuation
+/// tells the agent of raised bounds.
+pub fn raised_notice(name: &str, raised: &[String]) -> String {
+    format!(
+        "⬆ ralph `{}`: bounds raised, the agent is told: {}",
+        escape_controls(name),
+        escape_controls(&raised.join(", "))
+    )
+}
+
+/// What the decision log adds to a turn that told the agent of raised bounds.
+pub fn raised_told(raised: &[String]) -> String {
+    format!(
+        "Told the agent: bounds raised: {}.",
+        escape_controls(&raised.join(", "))
+    )
+}
+
 /// The note a promise refused by `ralph say --gate` guidance leaves the agent.
 pub fn gate_refused(texts: &[String]) -> String {
     let mut out = String::from(

@@ -1,7 +1,7 @@
 //! `ralph adopt`: take over, deliberately, a loop file that was not armed on
 //! this machine. It shows what the loop would do (every setting the record
 //! binds, each command and the webhook in plain words, the prompt, escaped),
-//! asks on a terminal or takes `--yes`, then records it.
+//! asks on a terminal (`--yes` skips the question there; never without one), then records it.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -43,13 +43,18 @@ pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
     for line in adoption::describe(&project, &shown, &live, &status) {
         say!("{line}");
     }
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
-        }
-        if !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
-            return Err(EdgeError::Declined.into());
-        }
+    // The user's own step (issue 46), `--yes` or not: never below a `ralph run`, never
+    // without a terminal (the agent's shell has none).
+    if !std::io::stdin().is_terminal() {
+        return Err(EdgeError::NoTerminal(escape_controls(&live.file.name)).into());
+    }
+    super::loops::users_terminal(
+        &format!("Adopt the loop `{}`", escape_controls(&live.file.name)),
+        "adopt a loop: run `ralph adopt` in a terminal of yours",
+        || None,
+    )?;
+    if !args.yes && !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
+        return Err(EdgeError::Declined.into());
     }
     record(&project, &registry, &live)
 }

@@ -36,7 +36,13 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
     };
     // The session found above, whatever the raw text said.
     options.session_id = session;
-    if !args.raw_arguments {
+    if options.force {
+        force_on_terminal(&options)?;
+    }
+    // A code, given as a flag or in the raw text: the user's own step.
+    if let Some(given) = options.approve_commands.take() {
+        approve_given(&crate::env::project(), &mut options, given)?;
+    } else if !args.raw_arguments {
         approve_on_terminal(&crate::env::project(), &mut options)?;
     }
     let activation = arm_and_tell(options, task).map_err(Failure::from)?;
@@ -74,6 +80,59 @@ pub(super) fn approve_on_terminal(
         return Err(EdgeError::NotApproved.into());
     }
     options.approve_commands = Some(list.code);
+    Ok(())
+}
+
+/// `ralph start --force` over a live loop of the user's: the user's own step
+/// (`users_terminal`, on a terminal older than the youngest loop it replaces), asked.
+fn force_on_terminal(options: &ArmOptions) -> Result<(), Failure> {
+    let Some(registry) = crate::env::registry() else {
+        return Ok(());
+    };
+    let project = crate::env::project();
+    let over = ralph_core::control::forced_over(
+        &project,
+        &registry,
+        &options.name,
+        options.session_id.as_deref(),
+    );
+    if over.is_empty() {
+        return Ok(());
+    }
+    let what = format!(
+        "Replace the live loop `{}` with a new one (--force)",
+        ralph_fs::display::line(&options.name)
+    );
+    let only = "end a live loop for a new one: type `/ralph-loop --force …` in the session, or run this in a terminal of yours that was open before the loop started";
+    users_terminal(&what, only, || over.iter().flatten().max().copied())?;
+    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+        return Err(not_the_user(&what, "you did not answer yes", only));
+    }
+    Ok(())
+}
+
+/// `ralph start --approve-commands CODE`: the user's own step, as raising a bound is
+/// (`users_terminal`: never below a `ralph run` nor without a terminal), and the list
+/// the code approves shown and asked about there, whatever the code: an agent that
+/// read or was handed a code still cannot approve a command with it.
+fn approve_given(
+    project: &Project,
+    options: &mut ArmOptions,
+    given: String,
+) -> Result<(), Failure> {
+    users_terminal(
+        "Approve story commands with `--approve-commands`",
+        "approve a story command: arm with `/ralph-loop --approve-commands …` in the session, or run this in a terminal of yours",
+        || None,
+    )?;
+    // Shown as the loop would run them (the list of the PRD as it is now); a
+    // code for another list is then refused by arming, as before.
+    if let Some(list) = arming::unapproved(project, options)?
+        && !super::adopt::ask(&list.question())?
+    {
+        return Err(EdgeError::NotApproved.into());
+    }
+    options.approve_commands = Some(given);
     Ok(())
 }
 
@@ -268,22 +327,39 @@ pub(super) fn not_below_a_run(what: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A step only the user takes (raising a bound): refused from a process below a
-/// `ralph run` (its agent, and all the agent starts), without a terminal on standard
-/// input and output, and on a terminal whose session began after the loop did (a
-/// pseudo-terminal the agent opened: `script`, `expect`); otherwise asked on the terminal,
-/// where only the user's keys answer. `typed`: the slash command that does it in a session.
+/// A step only the user takes (raising a bound): `users_terminal`'s refusals, then
+/// asked on the terminal, where only the user's keys answer. `typed`: the slash command
+/// that does it in a session.
 pub(super) fn users_own_step(
     what: &str,
     typed: &str,
     loop_started: impl FnOnce() -> Option<Timestamp>,
 ) -> Result<(), Failure> {
-    let refuse = |why: &str| {
-        Err(EdgeError::NotTheUser(format!(
-            "{what}: refused, {why}. Only you raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
-        ))
-        .into())
-    };
+    let only = format!(
+        "raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
+    );
+    users_terminal(what, &only, loop_started)?;
+    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+        return Err(not_the_user(what, "you did not answer yes", &only));
+    }
+    Ok(())
+}
+
+fn not_the_user(what: &str, why: &str, only: &str) -> Failure {
+    EdgeError::NotTheUser(format!("{what}: refused, {why}. Only you {only}")).into()
+}
+
+/// Refuses a step only the user takes from a process below a `ralph run` (its agent,
+/// and all the agent starts), without a terminal on standard input and output, and on
+/// a terminal whose session began after the loop did (a pseudo-terminal the agent
+/// opened: `script`, `expect`). `only`: what only the user does, and how in a session.
+/// `loop_started`: when the loop the step changes began (`None`: no such loop).
+pub(super) fn users_terminal(
+    what: &str,
+    only: &str,
+    loop_started: impl FnOnce() -> Option<Timestamp>,
+) -> Result<(), Failure> {
+    let refuse = |why: &str| Err(not_the_user(what, why, only));
     if ralph_fs::process::under_ralph_run() {
         return refuse("this runs below a `ralph run`, where the agent works");
     }
@@ -307,9 +383,6 @@ pub(super) fn users_own_step(
                 "this terminal's session began after the loop did (one its agent could have opened)",
             );
         }
-    }
-    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
-        return refuse("you did not answer yes");
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use ralph_core::control::arguments::Selection;
-use ralph_core::control::revive::Raise;
+use ralph_core::control::revive::{self, Raise};
 use ralph_core::time::Timestamp;
 use ralph_watch::board::{Board, Mode, Row};
 use ralph_watch::records::{Stamp, Watched};
@@ -244,6 +244,22 @@ fn perform(
                 iterations: Some(iterations),
                 ..Raise::default()
             };
+            // The key is the user's answer, on a terminal that must be the user's
+            // as `ralph resume --add-*`'s is (`loops::users_terminal`): an agent can
+            // run `ralph watch` in a pseudo-terminal of its own too.
+            let started = || {
+                crate::env::registry()
+                    .and_then(|r| revive::peek(project, &r, Some(&row.name)))
+                    .and_then(|(_, state)| state.started_at)
+            };
+            loops::users_terminal(
+                &format!(
+                    "Raise the bounds of loop `{}`",
+                    ralph_fs::display::line(&row.name)
+                ),
+                "raise a loop's bounds: type `/ralph-resume …` in the session, or here in a terminal of yours that was open before the loop started",
+                started,
+            )?;
             // As `ralph resume --add-iterations`: the loop keeps its owner.
             loops::revive_in(project, Some(&row.name), &raise, None)?;
         }

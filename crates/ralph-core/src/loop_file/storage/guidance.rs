@@ -12,6 +12,7 @@
 //!   delivered/<iteration>-<same>.json  delivered, with the iteration that carried it
 //!   gate/<same>.json                   `--gate` guidance delivered since the last promise
 //!   question.json                      the agent's open question
+//!   raised/<stamp>-<random>.json       a bound the user raised, not yet told the session
 //!
 //! Each entry is created with `create_new` under a name nobody else picks (the clock
 //! in nanoseconds and 64 random bits), written whole under a dot-name and linked into
@@ -188,6 +189,44 @@ impl Mailbox {
         }
     }
 
+    /// Keeps `raised` (each bound the user raised, old and new: `iterations 3 → 23`)
+    /// for the session's next continuation (`take_raised`).
+    pub fn post_raised(&self, raised: &[String]) -> Result<(), RegistryError> {
+        let dir = self.sub("raised");
+        self.registry.ensure_private(&dir)?;
+        let name = format!(
+            "{:020}-{}.json",
+            nanos_now(),
+            registry::new_nonce()?.get(..16).unwrap_or("0")
+        );
+        write_new(
+            &dir,
+            &name,
+            &serde_json::to_string(raised).unwrap_or_default(),
+        )
+    }
+
+    /// Takes the raised bounds not yet told, oldest first: each entry is
+    /// renamed away before it is read, so of two takers racing one gets it,
+    /// and it is told once.
+    pub fn take_raised(&self) -> Vec<String> {
+        let dir = self.sub("raised");
+        let mut taken = Vec::new();
+        for name in entries(&dir) {
+            let claimed = dir.join(format!(".taken-{name}"));
+            if fs::rename(dir.join(&name), &claimed).is_err() {
+                continue;
+            }
+            let text = registry::read_private(&claimed).ok().flatten();
+            let _ = fs::remove_file(&claimed);
+            let words: Vec<String> = text
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            taken.extend(words);
+        }
+        taken
+    }
+
     /// Records the agent's question (replacing an older one).
     pub fn ask(&self, question: &Question) -> Result<(), RegistryError> {
         self.registry.ensure_private(&self.dir)?;
@@ -299,6 +338,24 @@ mod tests {
         assert_eq!(m.open_gate(), ["second"]);
         m.close_gate();
         assert!(m.open_gate().is_empty());
+    }
+
+    #[test]
+    fn raised_bounds_are_taken_once_in_order() {
+        let (_d, m) = mailbox();
+        assert!(m.take_raised().is_empty());
+        m.post_raised(&["iterations 3 → 23".into()]).unwrap();
+        m.post_raised(&["iterations 23 → 25".into(), "dollars $5.00 → $6.00".into()])
+            .unwrap();
+        assert_eq!(
+            m.take_raised(),
+            [
+                "iterations 3 → 23",
+                "iterations 23 → 25",
+                "dollars $5.00 → $6.00"
+            ]
+        );
+        assert!(m.take_raised().is_empty(), "told once");
     }
 
     #[test]
