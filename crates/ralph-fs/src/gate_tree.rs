@@ -402,32 +402,9 @@ fn copy_held_out(held: &HeldOut<'_>, dir: &Path) -> Result<(), FsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::{Command, Stdio};
-
-    fn git_in(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
 
     fn repo() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        git_in(root, &["init", "-q"]);
-        std::fs::create_dir_all(root.join("tests")).unwrap();
-        std::fs::write(root.join("tests/t.sh"), "test 1 = 1\n").unwrap();
-        std::fs::write(root.join("lib.txt"), "one\n").unwrap();
-        std::fs::write(root.join(".gitignore"), "venv/\n").unwrap();
-        git_in(root, &["add", "-A"]);
-        git_in(root, &["commit", "-qm", "start"]);
-        dir
+        crate::tree_diff::tests::repo_ignoring("venv/\n")
     }
 
     fn request<'a>(root: &'a Path, place: &'a Path, armed: Option<Armed<'a>>) -> Request<'a> {

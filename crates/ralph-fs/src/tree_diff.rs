@@ -506,11 +506,12 @@ impl PrivateIndex {
 #[cfg(unix)]
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::Stdio;
 
-    fn git_in(dir: &Path, args: &[&str]) -> String {
+    /// `git ARGS` in `dir` (a test's repository), its stdout.
+    pub(crate) fn git_in(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
@@ -524,13 +525,19 @@ mod tests {
     }
 
     fn repo() -> tempfile::TempDir {
+        repo_ignoring("target/\n")
+    }
+
+    /// A committed repository (`tests/t.sh`, `lib.txt`) whose `.gitignore`
+    /// says `ignored`.
+    pub(crate) fn repo_ignoring(ignored: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         git_in(root, &["init", "-q"]);
         std::fs::create_dir_all(root.join("tests")).unwrap();
         std::fs::write(root.join("tests/t.sh"), "test 1 = 1\n").unwrap();
         std::fs::write(root.join("lib.txt"), "one\n").unwrap();
-        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        std::fs::write(root.join(".gitignore"), ignored).unwrap();
         git_in(root, &["add", "-A"]);
         git_in(root, &["commit", "-qm", "start"]);
         dir
