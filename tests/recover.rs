@@ -422,13 +422,11 @@ fn a_breaker_names_the_last_green_checkpoint_and_leaves_a_hand_over() {
             "9",
             "--check",
             &check,
+            // Its own sandbox would hide the counter outside the snapshot.
             "--gate-sandbox",
             "off",
             "--max-same-failure",
             "2",
-            // Its own sandbox would hide the counter outside the snapshot.
-            "--gate-sandbox",
-            "off",
             "Task",
         ],
     );

@@ -269,11 +269,16 @@ fn left_out(root: &Path, index: &PrivateIndex) -> Result<Vec<LeftOut>, FsError> 
 /// index sees it (read, never written): for arming to name. One `git
 /// ls-files`; nothing when git does not answer.
 pub fn would_leave_out(root: &Path) -> Vec<LeftOut> {
-    let Ok(mut command) = git_command(root, &[]) else {
+    let deadline = Instant::now() + TIME_LIMIT;
+    // `-m` hashes changed files, through their filters: every one blanked.
+    let Some(overrides) = crate::git::status_overrides(root, deadline) else {
+        return Vec::new();
+    };
+    let Ok(mut command) = git_command(root, &overrides) else {
         return Vec::new();
     };
     command.args(CHANGED);
-    let Ok(out) = run(command, Instant::now() + TIME_LIMIT, &[0], "list") else {
+    let Ok(out) = run(command, deadline, &[0], "list") else {
         return Vec::new();
     };
     let listed = String::from_utf8_lossy(&out)
