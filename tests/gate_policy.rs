@@ -301,7 +301,7 @@ fn the_user_cancelling_from_another_terminal_is_a_cancel_and_the_run_does_not_ex
 /// `tests/`: `addopts = -k "not NAME"` in `pytest.ini` or in
 /// `pyproject.toml`'s `[tool.pytest.ini_options]`, and a root `conftest.py`'s
 /// `collect_ignore`.
-const FAKE_PYTEST: &str = r#"import configparser, os, shlex, sys, tomllib, unittest
+pub(crate) const FAKE_PYTEST: &str = r#"import configparser, os, shlex, sys, tomllib, unittest
 opts = []
 if os.path.exists("pytest.ini"):
     c = configparser.ConfigParser(); c.read("pytest.ini")
