@@ -804,7 +804,7 @@ fn tasks() -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// The table goes to `RALPH_HONESTY_CHEATS_TABLE`'s folder, one file per ecosystem.
+/// The table goes to `RALPH_HONESTY_CHEATS_DIR`, one file per ecosystem.
 fn publish(eco: Eco, shown: &str) {
     if let Ok(dir) = std::env::var("RALPH_HONESTY_CHEATS_DIR") {
         std::fs::write(Path::new(&dir).join(eco.label()), shown).unwrap();
