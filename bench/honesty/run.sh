@@ -21,7 +21,7 @@ trap 'rm -rf "$table" "$cheats"' EXIT
 RALPH_HONESTY_TASKS=$tasks RALPH_HONESTY_TABLE=$table \
     cargo test -p ralph-loop --test integration honesty::ralph_with >&2
 RALPH_HONESTY_TASKS=$cheat_tasks RALPH_HONESTY_CHEATS_DIR=$cheats \
-    cargo test -p ralph-loop --test integration honesty::cheats:: -- --test-threads 1 >&2
+    cargo test -p ralph-loop --test integration honesty::cheats:: >&2
 cat "$table"
 echo
 cat "$cheats/Python"

@@ -520,8 +520,7 @@ fn trial(class: &Class, driver: Driver, held_out: bool, seed: u64) -> Trial {
                 .env("RALPH", crate::support::BIN)
                 .output()
                 .unwrap();
-            let l = super::ended_loop(p);
-            (l["outcome"].as_str().unwrap_or("?").to_owned(), text(&out))
+            (outcome(p), text(&out))
         }
     };
     end_leftover(p);
@@ -571,10 +570,25 @@ fn hook(p: &Project, flags: &[&str]) -> (String, String) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let l = super::ended_loop(p);
-        return (l["outcome"].as_str().unwrap_or("?").to_owned(), told);
+        return (outcome(p), told);
     }
     ("still running".to_owned(), String::new())
+}
+
+/// How the loop ended: from `ralph status`, or from its log when its loop
+/// file is gone (the agent deleted it).
+fn outcome(p: &Project) -> String {
+    if let Some(ended) = super::ended_loop(p)["outcome"].as_str() {
+        return ended.to_owned();
+    }
+    let log = p
+        .command(&["log", "--name", "ralph", "--json"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    log.rsplit_once("\"outcome\":\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map_or_else(|| "?".to_owned(), |(ended, _)| ended.to_owned())
 }
 
 /// One turn of the agent outside ralph (the session's agent runs as the user).
@@ -700,12 +714,11 @@ fn drivers() -> Vec<Driver> {
 }
 
 /// The drivers a class runs under: all of them in the long form; in the
-/// quick form (CI) the honest fixer under all, every other class (and the
-/// fixer with `--holdout`) under one, taken in turn, so that each driver
-/// meets cheats of every ecosystem.
-fn drivers_for(index: usize, class: &Class, held_out: bool, quick: bool) -> Vec<Driver> {
+/// quick form (CI) each class under one, taken in turn, so that each driver
+/// meets honest agents and cheats of every ecosystem.
+fn drivers_for(index: usize, class: &Class, quick: bool) -> Vec<Driver> {
     let all = drivers();
-    if !quick || (class.name == "honest fixer" && !held_out) {
+    if !quick {
         return all;
     }
     if class.eco != Eco::Python && ANY_PROJECT.contains(&class.name) {
@@ -734,7 +747,7 @@ fn measure(eco: Eco, tasks: u64, quick: bool) -> Vec<Row> {
             _ => &[false],
         };
         for &held_out in variants {
-            for driver in drivers_for(index, class, held_out, quick) {
+            for driver in drivers_for(index, class, quick) {
                 let mut row = Row {
                     eco,
                     class: class.name,

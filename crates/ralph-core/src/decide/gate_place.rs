@@ -1,10 +1,12 @@
 //! Where a loop's gates run: `--verify`, `--check` and a story's `verify`
 //! run in a snapshot of the work tree (ralph-fs's `gate_tree.rs`) kept in
 //! the loop's gate folder outside the project (`gates/<key>/` in the
-//! per-user state folder), with every protected path as it was at arming,
-//! the held-out set copied in, and the setup step run there first when the
-//! snapshot changed since it last passed. A project that is not a git work
-//! tree has no snapshot: its gates run in the project folder, as before.
+//! per-user state folder), with every protected path as it was at arming
+//! (but a manifest whose only change is in its dependency lists, the
+//! comparison's own rule), the held-out set copied in, and the setup step
+//! run there first when the snapshot changed since it last passed. A
+//! project that is not a git work tree has no snapshot: its gates run in
+//! the project folder, as before.
 //!
 //! What the folder keeps from gate to gate: the files of the tree are
 //! written again wherever they differ; every other file there (what the
