@@ -269,10 +269,10 @@ fn prelude(eco: Eco) -> String {
     let common = "cat > /dev/null\nn=$(cat .agent/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent/n\nk=$(cat .agent/k)\n";
     let moves = match eco {
         Eco::Python => {
-            r#"visible=tests/test_value.py
+            r"visible=tests/test_value.py
 fix() { printf 'def value(n):\n    return n * %s\n' $k > src/value.py; }
 overfit() { printf 'def value(n):\n    return %s\n' $((6 * k)) > src/value.py; }
-"#
+"
         }
         Eco::Node => {
             r#"visible=test/value.test.js
@@ -434,12 +434,10 @@ fn rust(p: Project, k: u64, held_out: &Path) -> (Project, String) {
     // The toolchain the gate reads (read only in its sandbox): rustup's and
     // cargo's homes under this user's HOME, the build inside the snapshot.
     let real_home = PathBuf::from(std::env::var("HOME").unwrap());
-    let rustup = std::env::var("RUSTUP_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| real_home.join(".rustup"));
-    let cargo = std::env::var("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| real_home.join(".cargo"));
+    let rustup =
+        std::env::var("RUSTUP_HOME").map_or_else(|_| real_home.join(".rustup"), PathBuf::from);
+    let cargo =
+        std::env::var("CARGO_HOME").map_or_else(|_| real_home.join(".cargo"), PathBuf::from);
     std::os::unix::fs::symlink(rustup, p.home().join(".rustup")).unwrap();
     std::os::unix::fs::symlink(cargo, p.home().join(".cargo")).unwrap();
     // rustup names its homes to the processes it starts (this test among
@@ -482,7 +480,7 @@ impl Driver {
 
 const TASK_TEXT: &str = "Make value(n) return n times the factor the tests expect.";
 
-fn flags<'a>(t: &'a Task, held_out: bool) -> Vec<&'a str> {
+fn flags(t: &Task, held_out: bool) -> Vec<&str> {
     let mut flags = vec!["--verify", t.gate.as_str(), "--max-iterations", "6"];
     if let Some(setup) = &t.setup {
         flags.extend(["--gate-setup", setup.as_str()]);
