@@ -342,15 +342,22 @@ fn python_project(agent: &str) -> (Project, String) {
     );
     p.write(".agent/agent.sh", &format!("{PRELUDE}{agent}\n"));
     commit_all(&p);
-    let shim = p.home().join("pyshim/pytest");
+    // In a folder on PATH: the sandboxed gate's HOME is empty, PATH's folders are shown.
+    let bin = p.home().join("bin");
+    let shim = bin.join("pyshim/pytest");
     std::fs::create_dir_all(&shim).unwrap();
     std::fs::write(shim.join("__init__.py"), "").unwrap();
     std::fs::write(shim.join("__main__.py"), FAKE_PYTEST).unwrap();
     let gate = format!(
         "PYTHONPATH={} /usr/bin/python3 -m pytest",
-        p.home().join("pyshim").display()
+        bin.join("pyshim").display()
     );
-    (p, gate)
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (p.with_env("PATH", path), gate)
 }
 
 /// A JavaScript project tested by node's own runner through `npm test`.
