@@ -301,7 +301,7 @@ fn the_user_cancelling_from_another_terminal_is_a_cancel_and_the_run_does_not_ex
 /// `tests/`: `addopts = -k "not NAME"` in `pytest.ini` or in
 /// `pyproject.toml`'s `[tool.pytest.ini_options]`, and a root `conftest.py`'s
 /// `collect_ignore`.
-const FAKE_PYTEST: &str = r#"import configparser, os, shlex, sys, tomllib, unittest
+pub(crate) const FAKE_PYTEST: &str = r#"import configparser, os, shlex, sys, tomllib, unittest
 opts = []
 if os.path.exists("pytest.ini"):
     c = configparser.ConfigParser(); c.read("pytest.ini")
@@ -541,4 +541,18 @@ fn in_a_session_a_loop_file_the_agent_deleted_is_logged_as_tampered() {
             .unwrap(),
     );
     assert!(log.contains("\"outcome\":\"tampered\""), "{log}");
+}
+
+#[test]
+fn the_gate_runs_with_the_dependencies_an_honest_agent_added_to_a_protected_manifest() {
+    // A build that reads its dependencies from the manifest (cargo, `npm ci`):
+    // the snapshot must hold the manifest as the agent wrote it when only its
+    // dependency lists changed, not as armed (the Rust crate was refused).
+    let agent = r#"sed -i 's#"dependencies": {}#"dependencies": {"helper": "file:vendor/helper"}#' package.json; echo 'module.exports = () => "ok";' > src/parser.js; echo "Fixed, with a dependency.""#;
+    let gate = r#"node -e 'process.exit(require("./package.json").dependencies.helper ? 0 : 1)' && npm test --silent"#;
+    for mode in [Mode::Session, Mode::Run] {
+        let (p, _) = node_project(agent);
+        let (done, said) = outcome(&p, gate, &[], mode);
+        assert_eq!(done, "completed", "{mode:?}: {said}");
+    }
 }

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use crate::support::project::Project;
 use crate::support::text;
 
+mod cheats;
+
 /// What one turn costs in this benchmark (a scripted figure, not a price).
 const DOLLARS_PER_TURN: f64 = 0.10;
 const MAX_ITERATIONS: u64 = 8;

@@ -1,10 +1,12 @@
 //! Where a loop's gates run: `--verify`, `--check` and a story's `verify`
 //! run in a snapshot of the work tree (ralph-fs's `gate_tree.rs`) kept in
 //! the loop's gate folder outside the project (`gates/<key>/` in the
-//! per-user state folder), with every protected path as it was at arming,
-//! the held-out set copied in, and the setup step run there first when the
-//! snapshot changed since it last passed. A project that is not a git work
-//! tree has no snapshot: its gates run in the project folder, as before.
+//! per-user state folder), with every protected path as it was at arming
+//! (but a manifest whose only change is in its dependency lists, the
+//! comparison's own rule), the held-out set copied in, and the setup step
+//! run there first when the snapshot changed since it last passed. A
+//! project that is not a git work tree has no snapshot: its gates run in
+//! the project folder, as before.
 //!
 //! What the folder keeps from gate to gate: the files of the tree are
 //! written again wherever they differ; every other file there (what the
@@ -117,7 +119,10 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
         Err(why) => return failed(place, not_run(&format!("no gate folder: {why}")), ran),
     };
     let protect = crate::globs::Globs::new(&place.paths.protect);
-    let protected = |p: &str| !protect.is_empty() && protect.matches(p);
+    let new_dependencies = dependency_only_manifests(place.root, place.paths, &protect);
+    let protected = |p: &str| {
+        !protect.is_empty() && protect.matches(p) && !new_dependencies.iter().any(|m| m == p)
+    };
     let armed = place
         .paths
         .armed_tree
@@ -161,6 +166,37 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
 
 /// Whether `root` lies in a git work tree below its top (a project in a
 /// monorepo's folder): `.git` in a folder above.
+/// The protected manifests at the root whose only change since arming is
+/// in their dependency lists (`protect_defaults::dependency_only_change`,
+/// the comparison's own rule): the gate builds with the dependencies the
+/// agent added, so these go to the snapshot as they are now.
+fn dependency_only_manifests(
+    root: &Path,
+    paths: &PathRules,
+    protect: &crate::globs::Globs,
+) -> Vec<String> {
+    use crate::protect_defaults::{MANIFESTS, dependency_only_change};
+    let Some(tree) = paths.armed_tree.as_deref() else {
+        return Vec::new();
+    };
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
+    MANIFESTS
+        .iter()
+        .filter(|m| protect.matches(m))
+        .filter(|m| {
+            let before = ralph_fs::tree_diff::file_in_tree(root, tree, m, limit);
+            let now = ralph_fs::safe_fs::read_text(&root.join(m), 8 * 1024 * 1024);
+            match (before, now) {
+                (Some(before), Ok(now)) => {
+                    dependency_only_change(m, &String::from_utf8_lossy(&before), &now)
+                }
+                _ => false,
+            }
+        })
+        .map(|m| (*m).to_owned())
+        .collect()
+}
+
 fn in_work_tree(root: &Path) -> bool {
     root.ancestors()
         .skip(1)
