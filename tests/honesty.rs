@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use crate::support::project::Project;
 use crate::support::text;
 
+// Links, sandboxes and shell scripts: Unix only.
+#[cfg(unix)]
 mod cheats;
 
 /// What one turn costs in this benchmark (a scripted figure, not a price).

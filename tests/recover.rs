@@ -679,6 +679,7 @@ fn a_secret_and_a_large_file_never_reach_the_projects_git_a_bundle_or_a_checkpoi
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn a_sandboxed_agents_secret_and_large_file_never_reach_the_projects_git_or_a_checkpoint() {
     if crate::sandbox::bwrap_or_skip("recover: checkpoints under --sandbox") {
         secret_and_large_file(true);
