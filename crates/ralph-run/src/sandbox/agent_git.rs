@@ -433,7 +433,13 @@ mod tests {
         }
         let mut taken: Vec<String> = object_files(objects)
             .into_iter()
-            .map(|(_, to)| to.display().to_string())
+            // Compared as `/`-joined parts: Windows writes `\\`.
+            .map(|(_, to)| {
+                to.iter()
+                    .map(|part| part.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
             .collect();
         taken.sort();
         assert_eq!(
