@@ -106,6 +106,7 @@ impl Project {
     /// Registers a hand-written loop file as armed by this user, as a person
     /// would after reading it: `ralph adopt --name NAME` on a terminal, answered yes
     /// (adopting is the user's own step: never without a terminal).
+    #[cfg(unix)]
     pub(crate) fn adopt(&self, name: &str) {
         let out = self.ralph_on_terminal(&["adopt", "--name", name], "y\n");
         assert!(
@@ -114,6 +115,29 @@ impl Project {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Windows (the tests run under Wine, with no console to answer on): the
+    /// adoption `ralph adopt` records once the user said yes, made by the
+    /// core's own function for this test's user.
+    #[cfg(windows)]
+    pub(crate) fn adopt(&self, name: &str) {
+        use ralph_core::loop_file::storage::{registry, store::Project as Root};
+        let home = self.home();
+        let registry = registry::locate(Some(&home.join(".local/state")), Some(home))
+            .expect("the test user's registry");
+        let root = Root {
+            root: self.root().to_owned(),
+        };
+        let text = std::fs::read_to_string(root.loop_path(name)).expect("the loop file");
+        ralph_core::control::adopt(
+            &root,
+            &registry,
+            name,
+            &text,
+            ralph_core::time::Timestamp::now(),
+        )
+        .unwrap_or_else(|e| panic!("adopt {name}: {e}"));
     }
 
     pub(crate) fn root(&self) -> &Path {
