@@ -4,6 +4,7 @@
 
 use crate::control::approval::{Secret, StoryCommands};
 use crate::control::arguments::{self, ArgumentsError};
+use crate::control::commands::DefaultProtect;
 use crate::control::commands::{self, ArmPrd, ArmRequest, Armed, CommandError};
 use crate::loop_file::fields::guards::GuardSettings;
 use crate::loop_file::fields::limit::Limit;
@@ -284,13 +285,6 @@ impl ArmOptions {
             globs: crate::protect_defaults::globs(&found, &self.unprotect),
         }
     }
-}
-
-/// The protections a gate added by default, and the ecosystems that gave them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DefaultProtect {
-    pub ecosystems: Vec<&'static str>,
-    pub globs: Vec<String>,
 }
 
 /// `--protect`/`--scope`: the work tree recorded now, and no protected

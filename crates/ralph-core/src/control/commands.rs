@@ -208,6 +208,13 @@ fn owner_words(owner: Option<&str>) -> String {
     }
 }
 
+/// The protections a gate added by default, and the ecosystems that gave them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefaultProtect {
+    pub ecosystems: Vec<&'static str>,
+    pub globs: Vec<String>,
+}
+
 /// Everything `ralph start` writes into a new loop.
 #[derive(Debug, Clone, Default)]
 pub struct ArmRequest {
@@ -236,7 +243,7 @@ pub struct ArmRequest {
     pub scope: Vec<String>,
     pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
     /// What a gate protects by default (within `protect`), for the arming text.
-    pub default_protect: crate::control::arming::DefaultProtect,
+    pub default_protect: DefaultProtect,
     /// `--holdout`: the SHA-256 of the held-out set at arming.
     pub holdout_digest: Option<String>,
 }

@@ -3,7 +3,7 @@
 //! binds, each command and the webhook in plain words, the prompt, escaped),
 //! asks on a terminal (`--yes` skips the question there; never without one), then records it.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
 use ralph_core::control;
 use ralph_core::control::adoption::{self, Choice};
@@ -13,7 +13,7 @@ use ralph_core::loop_file::storage::store::Project;
 use ralph_core::time::Timestamp;
 
 use crate::cli::AdoptArgs;
-use crate::exit::{CmdResult, EdgeError, Failure};
+use crate::exit::{CmdResult, EdgeError};
 
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.
@@ -53,25 +53,10 @@ pub(super) fn adopt(args: AdoptArgs) -> CmdResult {
         "adopt a loop: run `ralph adopt` in a terminal of yours",
         || None,
     )?;
-    if !args.yes && !ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
+    if !args.yes && !super::loops::ask("Adopt it, so that ralph drives it from now on? [y/N] ")? {
         return Err(EdgeError::Declined.into());
     }
     record(&project, &registry, &live)
-}
-
-/// Asks `question` on the terminal; only `y` or `yes` is a yes.
-pub(super) fn ask(question: &str) -> Result<bool, Failure> {
-    let _ = write!(std::io::stdout(), "{question}");
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(EdgeError::Answer)?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
 }
 
 fn record(project: &Project, registry: &Registry, live: &Loop) -> CmdResult {

@@ -3,7 +3,7 @@
 //! `control::cancel_pause`); here the arguments are gathered, the core called and its text
 //! printed.
 
-use std::io::{IsTerminal, Read};
+use std::io::{BufRead, IsTerminal, Read, Write};
 
 use ralph_core::control::CommandError;
 use ralph_core::control::arguments::{self, Selection};
@@ -76,7 +76,7 @@ pub(super) fn approve_on_terminal(
     let Some(list) = arming::unapproved(project, options)? else {
         return Ok(());
     };
-    if !super::adopt::ask(&list.question())? {
+    if !ask(&list.question())? {
         return Err(EdgeError::NotApproved.into());
     }
     options.approve_commands = Some(list.code);
@@ -105,7 +105,7 @@ fn force_on_terminal(options: &ArmOptions) -> Result<(), Failure> {
     );
     let only = "end a live loop for a new one: type `/ralph-loop --force …` in the session, or run this in a terminal of yours that was open before the loop started";
     users_terminal(&what, only, || over.iter().flatten().max().copied())?;
-    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+    if !ask(&format!("{what}? Only you should answer. [y/N] "))? {
         return Err(not_the_user(&what, "you did not answer yes", only));
     }
     Ok(())
@@ -128,7 +128,7 @@ fn approve_given(
     // Shown as the loop would run them (the list of the PRD as it is now); a
     // code for another list is then refused by arming, as before.
     if let Some(list) = arming::unapproved(project, options)?
-        && !super::adopt::ask(&list.question())?
+        && !ask(&list.question())?
     {
         return Err(EdgeError::NotApproved.into());
     }
@@ -339,7 +339,7 @@ pub(super) fn users_own_step(
         "raise a loop's bounds: type `{typed} …` in the session, or run this in a terminal of yours that was open before the loop started"
     );
     users_terminal(what, &only, loop_started)?;
-    if !super::adopt::ask(&format!("{what}? Only you should answer. [y/N] "))? {
+    if !ask(&format!("{what}? Only you should answer. [y/N] "))? {
         return Err(not_the_user(what, "you did not answer yes", &only));
     }
     Ok(())
@@ -415,4 +415,19 @@ pub(super) fn revive_in(
     )?;
     say!("{}", revive::revived_text(&done));
     Ok(done.name)
+}
+
+/// Asks `question` on the terminal; only `y` or `yes` is a yes.
+pub(super) fn ask(question: &str) -> Result<bool, Failure> {
+    let _ = write!(std::io::stdout(), "{question}");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(EdgeError::Answer)?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }

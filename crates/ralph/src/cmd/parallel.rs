@@ -78,7 +78,7 @@ fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Fa
     if list.approved_by(given.as_deref()) {
         return Ok(given);
     }
-    if !super::adopt::ask(&list.fleet_question())? {
+    if !super::loops::ask(&list.fleet_question())? {
         return Err(crate::exit::EdgeError::NotApproved.into());
     }
     Ok(Some(list.code))
