@@ -569,7 +569,7 @@ pub const OPTIONS: &[GuardOption] = &[
         value_name: "auto|off",
         help: "Run the gate (--verify, --check, story checks) in its own sandbox where bubblewrap works (auto), or never (off) [default: auto]",
         example: "--gate-sandbox off",
-        explains: "run the gate commands unconfined, as the user, with your HOME, network and /tmp (by default, on Linux with bubblewrap, they run with an empty HOME, no network, their own process tree and write only the project; always so under `ralph run --sandbox`, which refuses off)",
+        explains: "run the gate commands unconfined, as the user, with your HOME, network and /tmp (by default, on Linux with bubblewrap, they run with an empty HOME, no network, their own process tree and write only the folder they run in (the snapshot); always so under `ralph run --sandbox`, which refuses off)",
     },
     GuardOption {
         flag: "gate-network",
