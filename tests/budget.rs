@@ -9,8 +9,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::LoopState;
+use ralph_state::time::Timestamp;
 use serde_json::{Value, json};
 
 use crate::support::LOOP;

@@ -9,8 +9,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
 
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::LoopState;
+use ralph_state::time::Timestamp;
 use serde_json::{Value, json};
 
 use crate::support::project::Project;
@@ -225,7 +225,7 @@ fn the_claude_preset_as_root_outside_a_sandbox_is_refused_before_anything_runs()
         "",
     );
     let shown = text(&out);
-    if !ralph_core::loop_file::fields::run_owner::runs_as_root() {
+    if !ralph_state::fields::run_owner::runs_as_root() {
         // A normal user: nothing to refuse, the run goes ahead.
         assert!(
             !shown.contains("refuses `--dangerously-skip-permissions`"),

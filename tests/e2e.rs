@@ -879,8 +879,11 @@ mod names {
         for dir in [
             "docs",
             "plugin/skills",
+            "crates/ralph-control/templates",
             "crates/ralph-core/templates",
             "crates/ralph-core/src",
+            "crates/ralph-state/src",
+            "crates/ralph-control/src",
             "crates/ralph/src",
             "npm/ralph",
         ] {

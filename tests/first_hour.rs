@@ -130,7 +130,7 @@ fn slash_options_and_ralph_start_options_come_from_one_table() {
         .collect();
     from_clap.sort();
     from_clap.dedup();
-    let mut from_table: Vec<String> = ralph_core::control::arguments::OPTIONS
+    let mut from_table: Vec<String> = ralph_control::arguments::OPTIONS
         .iter()
         .map(|(k, _)| (*k).to_owned())
         .collect();
@@ -941,7 +941,7 @@ fn the_ralph_loop_hint_is_made_from_the_option_table() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugin/skills/ralph-loop/SKILL.md");
     let text = std::fs::read_to_string(path).unwrap();
-    let hint = ralph_core::control::arguments::argument_hint();
+    let hint = ralph_control::arguments::argument_hint();
     let line = text
         .lines()
         .find(|l| l.starts_with("argument-hint:"))

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use project::{LOOP, Project};
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::LoopState;
+use ralph_state::time::Timestamp;
 use serde_json::{Value, json};
 
 /// This module's steps on the shared [`Project`].
@@ -70,7 +70,7 @@ impl Steps for Project {
 
     fn set_field(&self, key: &str, value: &str) {
         let text = std::fs::read_to_string(self.path(LOOP)).unwrap();
-        let updated = ralph_core::loop_file::fields::frontmatter::set_fields(
+        let updated = ralph_state::fields::frontmatter::set_fields(
             &text,
             &[(key, value.to_owned())],
         )

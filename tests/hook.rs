@@ -11,7 +11,7 @@ use std::process::Output;
 use project::{LOOP, Project, run_ralph};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ralph_core::loop_file::fields::state::LoopState;
+use ralph_state::fields::state::LoopState;
 use serde_json::{Value, json};
 
 /// This module's steps on the shared [`Project`].
@@ -779,8 +779,8 @@ proptest! {
         let nl = if crlf { "\r\n" } else { "\n" };
         let extra_lines: String = extra.iter().map(|(k, v)| format!("{k}: \"{v}\"{nl}")).collect();
         let text = format!("---{nl}iteration: 1{nl}{extra_lines}session_id: s1{nl}---{nl}{body}");
-        let updated = ralph_core::loop_file::fields::frontmatter::set_fields(&text, &[("iteration", "2".into()), ("tokens_used", "7".into())]).unwrap();
-        let layout = ralph_core::loop_file::fields::frontmatter::split(&updated).unwrap();
+        let updated = ralph_state::fields::frontmatter::set_fields(&text, &[("iteration", "2".into()), ("tokens_used", "7".into())]).unwrap();
+        let layout = ralph_state::fields::frontmatter::split(&updated).unwrap();
         prop_assert_eq!(&updated[layout.body.clone()], body.as_str());
         for (k, v) in &extra {
             let line = format!("{k}: \"{v}\"{nl}");

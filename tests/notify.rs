@@ -440,7 +440,7 @@ fn every_money_figure_is_the_sum_of_what_each_iteration_reported() {
     // What each iteration reported, added up exactly: $0.20 (200 000 micro-dollars).
     let each: Vec<u64> = reported
         .iter()
-        .map(|u| ralph_core::money::Money::parse(u).unwrap().0)
+        .map(|u| ralph_state::money::Money::parse(u).unwrap().0)
         .collect();
     let total: u64 = each.iter().sum();
     assert_eq!(total, 200_000);

@@ -128,7 +128,7 @@ impl Steps for Project {
     /// Marks a story as passing the way an agent does: a text edit.
     fn agent_sets_passes(&self, id: &str) {
         let text = self.read(PRD);
-        let out = ralph_core::loop_file::fields::stories::set_passes(PRD, &text, id, true).unwrap();
+        let out = ralph_state::fields::stories::set_passes(PRD, &text, id, true).unwrap();
         self.write(PRD, &out);
     }
 
@@ -618,7 +618,7 @@ fn a_story_command_recorded_by_hand_in_the_loop_file_leaves_the_loop_inert() {
     let p = Project::with_prd(THREE);
     p.start(&["--prd"]);
     let planted = "touch pwned; true";
-    let digest = ralph_core::loop_file::fields::stories::command_digest(planted);
+    let digest = ralph_state::fields::stories::command_digest(planted);
     let file = p.read(LOOP);
     let line = file
         .lines()

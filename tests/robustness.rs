@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::storage::store::Project;
+use ralph_state::fields::state::LoopState;
+use ralph_state::storage::store::Project;
 use serde_json::{Value, json};
 
 use crate::support::{BIN, LOOP};
@@ -300,7 +300,7 @@ fn sigkill_at_any_moment_never_tears_the_loop_file() {
     assert!(leftovers.len() <= killed);
     for name in &leftovers {
         assert!(
-            !name.ends_with(ralph_core::loop_file::storage::store::LOOP_SUFFIX),
+            !name.ends_with(ralph_state::storage::store::LOOP_SUFFIX),
             "unexpected temp file {name}"
         );
     }

@@ -442,13 +442,13 @@ fn planted_links_at_every_path_ralph_creates_lead_nowhere() {
     // A history record's name starts with the second it ended in: its
     // learnt name is planted again, in the same project, with the stamps of
     // the coming seconds.
-    let now = ralph_core::time::Timestamp::now().0;
+    let now = ralph_state::time::Timestamp::now().0;
     for (rel, is_dir) in &learnt {
         let mut at = vec![rel.clone()];
         if let Some(name) = rel.strip_prefix(".claude/ralph/history/") {
             let rest = &name[16..]; // after `YYYYMMDDTHHMMSSZ`
             at.extend((0..30).map(|s| {
-                let stamp = ralph_core::time::Timestamp(now + s).compact();
+                let stamp = ralph_state::time::Timestamp(now + s).compact();
                 format!(".claude/ralph/history/{stamp}{rest}")
             }));
             at.dedup();

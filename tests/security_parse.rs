@@ -11,8 +11,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::LoopState;
+use ralph_state::time::Timestamp;
 use serde_json::{Value, json};
 
 use crate::support::LOOP;
@@ -109,7 +109,7 @@ impl Steps for Project {
     }
 
     fn set_field(&self, key: &str, value: &str) {
-        let updated = ralph_core::loop_file::fields::frontmatter::set_fields(
+        let updated = ralph_state::fields::frontmatter::set_fields(
             &self.text(),
             &[(key, value.to_owned())],
         )
@@ -269,7 +269,7 @@ fn extreme_but_valid_figures_never_make_the_hook_fail() {
         let a = s.stop("working");
         if blocked(&a) {
             assert!(
-                s.state().iteration < ralph_core::loop_file::fields::state::MAX_COUNT,
+                s.state().iteration < ralph_state::fields::state::MAX_COUNT,
                 "{fields:?}"
             );
         }

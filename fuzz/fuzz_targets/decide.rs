@@ -10,8 +10,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use ralph_core::decide::{ChangedPaths, Decision, Observation, decide};
-use ralph_core::loop_file::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS};
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS};
+use ralph_state::time::Timestamp;
 
 /// Reads fuzzed bytes as numbers, most of them special values.
 struct Bytes<'a>(&'a [u8]);
@@ -108,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
         pending_work: None,
         window: None,
         goal_active: None,
-        largest_reply_cost: ralph_core::money::Money(0),
+        largest_reply_cost: ralph_state::money::Money(0),
         gate_ran: None,
         dependency_only: if b.byte() % 2 == 0 {
             Vec::new()
@@ -120,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
         } else {
             Vec::new()
         },
-        context: b.maybe_u64().map(|tokens| ralph_core::reply::context::Fill {
+        context: b.maybe_u64().map(|tokens| ralph_state::context::Fill {
             tokens,
             window: b.maybe_u64(),
         }),

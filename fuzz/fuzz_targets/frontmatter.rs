@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::loop_file::fields::frontmatter::{quote, set_fields, split};
-use ralph_core::loop_file::fields::state::LoopState;
+use ralph_state::fields::frontmatter::{quote, set_fields, split};
+use ralph_state::fields::state::LoopState;
 
 const KEYS: &[&str] = &[
     "iteration",
@@ -86,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let text = String::from_utf8_lossy(rest);
     let parsed = LoopState::parse(&text);
-    let _ = ralph_core::loop_file::fields::state::scan_session_id(&text);
+    let _ = ralph_state::fields::state::scan_session_id(&text);
 
     let Ok(layout) = split(&text) else {
         assert!(parsed.is_err(), "parse succeeded without a frontmatter");
@@ -137,7 +137,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = reparsed;
 
     // A proven rewrite either refuses or reads back exactly.
-    if let Ok(out) = ralph_core::loop_file::rewrite::set_fields(
+    if let Ok(out) = ralph_state::rewrite::set_fields(
         std::path::Path::new("fuzz-loop.local.md"),
         &text,
         &[(key, value.clone())],

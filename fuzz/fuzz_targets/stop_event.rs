@@ -18,10 +18,10 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use ralph_core::hook;
 use ralph_core::hook::answer::Answer;
-use ralph_core::loop_file::storage::environment::Environment;
-use ralph_core::loop_file::fields::state::LoopState;
+use ralph_state::storage::environment::Environment;
+use ralph_state::fields::state::LoopState;
 use ralph_core::reply::event::StopEvent;
-use ralph_core::time::Timestamp;
+use ralph_state::time::Timestamp;
 use serde_json::{Value, json};
 
 fn root() -> &'static Path {

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use ralph_core::reply::transcript::{last_reply, scan_appended};
-use ralph_core::time::Timestamp;
+use ralph_state::time::Timestamp;
 
 fn dir() -> &'static std::path::Path {
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();

@@ -122,7 +122,7 @@ impl Project {
     /// core's own function for this test's user.
     #[cfg(windows)]
     pub(crate) fn adopt(&self, name: &str) {
-        use ralph_core::loop_file::storage::{registry, store::Project as Root};
+        use ralph_state::storage::{registry, store::Project as Root};
         let home = self.home();
         let registry = registry::locate(Some(&home.join(".local/state")), Some(home))
             .expect("the test user's registry");
@@ -130,12 +130,12 @@ impl Project {
             root: self.root().to_owned(),
         };
         let text = std::fs::read_to_string(root.loop_path(name)).expect("the loop file");
-        ralph_core::control::adopt(
+        ralph_control::adopt(
             &root,
             &registry,
             name,
             &text,
-            ralph_core::time::Timestamp::now(),
+            ralph_state::time::Timestamp::now(),
         )
         .unwrap_or_else(|e| panic!("adopt {name}: {e}"));
     }

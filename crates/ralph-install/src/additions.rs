@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use ralph_core::hook::host::Host;
-use ralph_core::json_edit::{self, Node};
+use ralph_state::json_edit::{self, Node};
 
 /// The hook's time limit: above the longest `--verify` (14 min).
 pub(crate) const HOOK_TIMEOUT_SECS: u64 = 900;

@@ -21,7 +21,7 @@ use crate::additions::{
     shell_quote,
 };
 use ralph_core::hook::host::Host;
-use ralph_core::loop_file::storage::environment::Environment;
+use ralph_state::storage::environment::Environment;
 use ralph_fs::safe_fs::{self, FsError};
 
 /// Why an install or uninstall changed nothing, or stopped half way.
@@ -147,7 +147,7 @@ pub fn uninstall(
     if changed && let Some(left) = read_regular(&plan.settings, plan.project)? {
         let only_version = plan.host == Host::Copilot
             && plan.project
-            && ralph_core::json_edit::parse(&left)
+            && ralph_state::json_edit::parse(&left)
                 .is_ok_and(|doc| doc.members().iter().all(|m| m.key == "version"));
         if left == EMPTY_SETTINGS || only_version {
             remove_file(&plan.settings)?;
@@ -192,7 +192,7 @@ fn git_root() -> Result<PathBuf, InstallError> {
         .process_cwd
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
-    ralph_core::loop_file::storage::store::git_root(&cwd, ctx.home.as_deref())
+    ralph_state::storage::store::git_root(&cwd, ctx.home.as_deref())
         .ok_or(InstallError::NotInGit(cwd))
 }
 
@@ -214,7 +214,7 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home = ralph_core::loop_file::storage::registry::home_from_env()
+            let home = ralph_state::storage::registry::home_from_env()
                 .ok_or(InstallError::NoHome)?;
             Ok(home.join(sub))
         };

@@ -1,4 +1,4 @@
-//! The courier of a loop's last word (`ralph_core::loop_file::fields::notice`):
+//! The courier of a loop's last word (`ralph_state::fields::notice`):
 //! a desktop notification (`--notify`) and a JSON POST to a webhook
 //! (`--notify-url`). None delays its caller by more than [`BUDGET`] (the
 //! hook answers right after).
@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use ralph_core::loop_file::fields::notice::{Delivery, Ending, Settings};
-use ralph_core::money::Money;
+use ralph_state::fields::notice::{Delivery, Ending, Settings};
+use ralph_state::money::Money;
 
 /// The longest a notification may hold up its caller.
 pub const BUDGET: Duration = Duration::from_millis(700);
@@ -69,7 +69,7 @@ impl Message {
             .unwrap_or_default();
         let message = format!(
             "{why} ({}{cost}; {project_name})",
-            ralph_core::plural::iterations(iterations)
+            ralph_state::plural::iterations(iterations)
         );
         Self {
             loop_name: name.to_owned(),
@@ -192,11 +192,11 @@ fn detach(program: &str, args: &[String]) -> std::io::Result<()> {
 /// connection, TLS and answer included: the stop that ends a loop answers
 /// right after, whatever the server does.
 pub fn post(url: &str, message: &Message, budget: Duration) -> Delivery {
-    if ralph_core::loop_file::fields::notice::check_url(url).is_err() {
+    if ralph_state::fields::notice::check_url(url).is_err() {
         return Delivery::Failed(format!("not an http(s) URL: {url}"));
     }
     let mut message = message.clone();
-    message.topic = ralph_core::loop_file::fields::notice::topic(url);
+    message.topic = ralph_state::fields::notice::topic(url);
     let body = serde_json::to_string(&message).unwrap_or_default();
     // The fragment is the topic (in the body), never sent in the request.
     let url = url.split_once('#').map_or(url, |(u, _)| u).to_owned();
@@ -245,7 +245,7 @@ fn failure_words(error: &ureq::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::loop_file::fields::outcome::Outcome;
+    use ralph_state::fields::outcome::Outcome;
 
     #[test]
     fn the_message_has_slack_and_ntfy_fields() {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::model::{Breaker, Check, IterationRow, LoopView, costs_per_iteration};
 use super::text::{esc, thousands};
-use ralph_core::time::format_duration;
+use ralph_state::time::format_duration;
 
 /// The drawing area of a chart, in SVG user units.
 const WIDTH: f64 = 720.0;
@@ -112,13 +112,13 @@ pub(crate) fn cost(view: &LoopView) -> String {
             row.iteration,
             value.map_or_else(
                 || "not logged".to_owned(),
-                ralph_core::money::Money::dollars
+                ralph_state::money::Money::dollars
             ),
             HEIGHT - BOTTOM - h,
             (slot * 0.7).max(1.0),
         );
     }
-    axis(&mut svg, &ralph_core::money::Money(highest).dollars(), rows);
+    axis(&mut svg, &ralph_state::money::Money(highest).dollars(), rows);
     svg.push_str("</svg>");
     figure("Dollars per iteration (what each iteration spent)", &svg)
 }
@@ -252,7 +252,7 @@ pub(crate) fn breakers(view: &LoopView) -> String {
 fn breaker_row(b: &Breaker) -> String {
     let shown = |n: u64| {
         if b.dollars {
-            ralph_core::money::Money(n).dollars()
+            ralph_state::money::Money(n).dollars()
         } else {
             thousands(n)
         }

@@ -10,9 +10,9 @@ use super::charts;
 use super::model::{IterationRow, LoopView, Report, StoryRow};
 pub(crate) use super::text::esc;
 use super::text::{esc_block, thousands};
-use ralph_core::loop_file::fields::limit::Limit;
-use ralph_core::loop_file::fields::outcome::Outcome;
-use ralph_core::time::format_duration;
+use ralph_state::fields::limit::Limit;
+use ralph_state::fields::outcome::Outcome;
+use ralph_state::time::format_duration;
 
 /// The whole page.
 pub fn render(report: &Report) -> String {
@@ -121,7 +121,7 @@ fn facts(view: &LoopView) -> String {
             .max_tokens
             .map(|m| format!(" of {}", thousands(m)))
             .unwrap_or_default();
-        let tokens = ralph_core::plural::noun(t, "token", "tokens");
+        let tokens = ralph_state::plural::noun(t, "token", "tokens");
         items.push(format!("{} {tokens}{budget}", thousands(t)));
     }
     if let Some(c) = view.cost_usd {
@@ -193,7 +193,7 @@ fn iteration_table(view: &LoopView) -> String {
             r.seconds.map_or_else(|| "–".to_owned(), format_duration),
             added,
             esc(&context_words(r)),
-            cost.map_or_else(|| "–".to_owned(), ralph_core::money::Money::dollars),
+            cost.map_or_else(|| "–".to_owned(), ralph_state::money::Money::dollars),
             esc(&verdict_words(r.check.as_ref())),
             esc(&verdict_words(r.verify.as_ref())),
             esc_block(&r.why),
@@ -212,7 +212,7 @@ fn verdict_words(verdict: Option<&super::model::Check>) -> String {
             "failed {}{}",
             c.status,
             c.failures
-                .map(|n| format!(", {}", ralph_core::plural::count(n, "failure", "failures")))
+                .map(|n| format!(", {}", ralph_state::plural::count(n, "failure", "failures")))
                 .unwrap_or_default()
         ),
         None => "–".to_owned(),

@@ -13,11 +13,11 @@ mod words;
 
 use std::path::{Path, PathBuf};
 
-use ralph_core::control::{self, LoopReport};
-use ralph_core::loop_file::fields::outcome::LoopStatus;
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::Timestamp;
+use ralph_control::{self as control, LoopReport};
+use ralph_state::fields::outcome::LoopStatus;
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::Project;
+use ralph_state::time::Timestamp;
 use ralph_fs::safe_fs::{self, FsError};
 use ralph_run::fleet;
 
@@ -49,7 +49,7 @@ pub enum ReportError {
     #[error(transparent)]
     Fs(#[from] FsError),
     #[error(transparent)]
-    Store(#[from] ralph_core::loop_file::storage::store::StoreError),
+    Store(#[from] ralph_state::storage::store::StoreError),
 }
 
 impl ralph_fs::error::Exit for ReportError {}
@@ -90,7 +90,7 @@ pub fn gather(
         .map(|r| {
             model::loop_view(
                 r,
-                &ralph_core::loop_file::storage::store::read_log_tail(&r.log, usize::MAX),
+                &ralph_state::storage::store::read_log_tail(&r.log, usize::MAX),
             )
         })
         .collect();

@@ -9,10 +9,10 @@
 
 use serde_json::Value;
 
-use ralph_core::control::LoopReport;
-use ralph_core::loop_file::fields::limit::Limit;
-use ralph_core::money::Money;
-use ralph_core::time::Timestamp;
+use ralph_control::LoopReport;
+use ralph_state::fields::limit::Limit;
+use ralph_state::money::Money;
+use ralph_state::time::Timestamp;
 use ralph_run::fleet::StoryRecord;
 
 /// Everything one HTML file shows.
@@ -92,7 +92,7 @@ pub struct IterationRow {
     pub why: String,
     /// How full the context was at the last request before this stop, when
     /// the log says (its window only when the status line reported it).
-    pub context: Option<ralph_core::reply::context::Fill>,
+    pub context: Option<ralph_state::context::Fill>,
     /// The client compacted the context during this iteration (`manual` or
     /// `auto`): from here on the agent works from a summary.
     pub compacted: Option<String>,
@@ -277,10 +277,10 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
             why: format!(
                 "{}{}",
                 text(line, "why").unwrap_or_default(),
-                ralph_core::control::status_text::guidance_words(line)
+                ralph_control::status_text::guidance_words(line)
             ),
             context: number(line, "context_tokens").map(|tokens| {
-                ralph_core::reply::context::Fill {
+                ralph_state::context::Fill {
                     tokens,
                     window: number(line, "context_window"),
                 }
@@ -484,7 +484,7 @@ mod tests {
         let rows = iterations(&log, None);
         let each = costs_per_iteration(&rows);
         assert_eq!(each, vec![Some(Money(50_000)); 3]);
-        let view = loop_view(&ralph_core::control::LoopReport::for_tests("l"), &log);
+        let view = loop_view(&ralph_control::LoopReport::for_tests("l"), &log);
         assert_eq!(
             view.cost_usd,
             Some(Money(150_000)),

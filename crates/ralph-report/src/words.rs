@@ -7,13 +7,13 @@
 //! session notices, the end notice, `ralph status`, the report and the
 //! webhook.
 
-use ralph_core::control::arming::{self, ArmOptions, TypedTask};
-use ralph_core::control::{listing as control_report, status_text, test_support};
+use ralph_control::arming::{self, ArmOptions, TypedTask};
+use ralph_control::{listing as control_report, status_text, test_support};
 use ralph_core::decide::{self, Decision, Observation};
-use ralph_core::loop_file::fields::outcome::Outcome;
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::messages;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::outcome::Outcome;
+use ralph_state::fields::state::LoopState;
+use ralph_state::messages;
+use ralph_state::time::Timestamp;
 
 /// One kind of loop: the options it is armed with, and what it has.
 #[allow(
@@ -248,7 +248,7 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
         "end notice".to_owned(),
         messages::ended("l", outcome, &detail, ".claude/ralph/history/x.md"),
     ));
-    let message = ralph_notify::Message::ended(&ralph_core::loop_file::fields::notice::Ending {
+    let message = ralph_notify::Message::ended(&ralph_state::fields::notice::Ending {
         loop_name: "l".to_owned(),
         project: "/p".to_owned(),
         outcome,

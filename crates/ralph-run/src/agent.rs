@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use ralph_core::money::Money;
+use ralph_state::money::Money;
 use ralph_fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
 
 /// What one agent run produced.
@@ -166,7 +166,7 @@ fn denial_line(item: &Value) -> String {
     } else {
         short
     };
-    ralph_core::loop_file::messages::escape_controls(&short)
+    ralph_state::messages::escape_controls(&short)
 }
 
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
@@ -204,7 +204,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
             subtype: value
                 .get("subtype")
                 .and_then(Value::as_str)
-                .map(ralph_core::loop_file::messages::escape_controls),
+                .map(ralph_state::messages::escape_controls),
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
             limit: limit_of(&value, result),
             overcharged: None,
@@ -225,12 +225,12 @@ fn limit_of(value: &Value, result: &str) -> Option<String> {
     let kind = value.get("api_error_type").and_then(Value::as_str);
     let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
     limited.then(|| {
-        let said = ralph_core::loop_file::messages::escape_controls(
+        let said = ralph_state::messages::escape_controls(
             result.lines().next().unwrap_or("").trim(),
         );
         let kind = kind.map_or_else(
             String::new,
-            ralph_core::loop_file::messages::escape_controls,
+            ralph_state::messages::escape_controls,
         );
         match (said.is_empty(), kind.is_empty()) {
             (true, true) => "a rate or usage limit".to_owned(),

@@ -13,13 +13,13 @@ use crate::moves::{self, GaveUp, RunError, Standing};
 use crate::reset_wait::{self, Plan};
 use ralph_core::decide::Outcome;
 use ralph_core::decide::engine::{self, Step};
-use ralph_core::loop_file::fields::run_owner::RunOwner;
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
-use ralph_core::loop_file::messages;
-use ralph_core::loop_file::storage::guidance::Mailbox;
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::loop_file::storage::store::{LoopFile, Project};
+use ralph_state::fields::run_owner::RunOwner;
+use ralph_state::fields::state::LoopState;
+use ralph_state::lifecycle::{LogEntry, Logged, Loop};
+use ralph_state::messages;
+use ralph_state::storage::guidance::Mailbox;
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::{LoopFile, Project};
 
 /// One agent run the driver asks for.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +34,7 @@ pub struct Call<'a> {
     pub label: &'a str,
     /// `--sandbox`: the agent runs confined (the loop's setting, made
     /// stricter by the run's own flags).
-    pub sandbox: Option<&'a ralph_core::loop_file::fields::confinement::Confinement>,
+    pub sandbox: Option<&'a ralph_state::fields::confinement::Confinement>,
     /// `--holdout`'s folder, hidden from a sandboxed agent.
     pub held_out: Option<&'a Path>,
 }
@@ -64,7 +64,7 @@ pub struct Setup {
     pub hand_back_after: Option<u64>,
     /// `--sandbox` given to this run: the agent runs confined even when the
     /// loop it takes over was armed without it.
-    pub sandbox: Option<ralph_core::loop_file::fields::confinement::Confinement>,
+    pub sandbox: Option<ralph_state::fields::confinement::Confinement>,
     /// A fleet's child: Ctrl-C cancels the loop (the fleet runs it again
     /// from its worktree) rather than pausing it.
     pub cancel_on_interrupt: bool,
@@ -101,7 +101,7 @@ pub struct ResetWait {
     /// The iteration that will run again (`3/10`).
     pub label: String,
     pub secs: u64,
-    pub until: ralph_core::time::Timestamp,
+    pub until: ralph_state::time::Timestamp,
     pub source: reset_wait::Source,
 }
 
@@ -169,7 +169,7 @@ pub enum End {
         /// The tokens counted so far, when the agent reported some.
         tokens: Option<u64>,
         /// What the loop spent so far, when the agent reported its cost.
-        cost: Option<ralph_core::money::Money>,
+        cost: Option<ralph_state::money::Money>,
         reply: AgentReply,
     },
     /// The same refusal twice in a row: ended as denied (its record; `None`
@@ -362,7 +362,7 @@ impl Driver {
             return String::new();
         }
         let mut entry = LogEntry::new(
-            ralph_core::time::Timestamp::now(),
+            ralph_state::time::Timestamp::now(),
             Logged::Guidance,
             "guidance from the user (ralph say) in the prompt",
         )
@@ -504,9 +504,9 @@ impl Driver {
     /// else `otherwise`.
     fn changed_under(&self, live: &Loop, otherwise: End) -> Result<End, RunError> {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
-        let now = ralph_core::time::Timestamp::now();
+        let now = ralph_state::time::Timestamp::now();
         Ok(
-            match ralph_core::control::tamper::end_if_tampered(project, registry, live, now)? {
+            match ralph_control::tamper::end_if_tampered(project, registry, live, now)? {
                 Some((what, record)) => End::Tampered { what, record },
                 None => otherwise,
             },
@@ -537,8 +537,8 @@ impl Driver {
         label: String,
         first: u64,
     ) -> Result<Event, RunError> {
-        let now = ralph_core::time::Timestamp::now();
-        let window = ralph_core::loop_file::storage::window::load(self.setup.registry.dir());
+        let now = ralph_state::time::Timestamp::now();
+        let window = ralph_state::storage::window::load(self.setup.registry.dir());
         let left = reset_wait::budget_left(state, now);
         let reset = window.and_then(|w| w.resets_at);
         match reset_wait::plan(now, reset, self.waits, first, left) {
@@ -559,15 +559,15 @@ impl Driver {
             Plan::PastBudget { wait, left } => {
                 let because = format!(
                     "the wait for a rate or usage limit's reset ({}) would pass its time budget ({} left)",
-                    ralph_core::time::format_duration(wait),
-                    ralph_core::time::format_duration(left)
+                    ralph_state::time::format_duration(wait),
+                    ralph_state::time::format_duration(left)
                 );
-                let ended = ralph_core::control::end_driven(
+                let ended = ralph_control::end_driven(
                     &self.setup.project,
                     Some(&self.setup.registry),
                     &self.file.name,
                     &self.id,
-                    Outcome::Guard(ralph_core::loop_file::fields::guards::Tripped::TimeBudget),
+                    Outcome::Guard(ralph_state::fields::guards::Tripped::TimeBudget),
                     &because,
                     now,
                 )
@@ -666,8 +666,8 @@ mod tests {
 
     use super::*;
     use crate::moves::tests::armed_with;
-    use ralph_core::control::ArmRequest;
-    use ralph_core::time::Timestamp;
+    use ralph_control::ArmRequest;
+    use ralph_state::time::Timestamp;
 
     /// An agent with canned results, given out in order; it keeps the
     /// prompts it was given.
@@ -986,7 +986,7 @@ mod tests {
         let f = Fixture::new("run-1");
         let mut driver = f.armed_here();
         let mut pausing = |_: Call<'_>| {
-            ralph_core::control::set_active(
+            ralph_control::set_active(
                 &f.project,
                 None,
                 Some("l"),
@@ -1046,7 +1046,7 @@ mod tests {
         assert_eq!(agent.prompts[1], agent.prompts[2]);
         assert_eq!(driver.done_here(), 1);
         // A cancel during the wait ends the run.
-        ralph_core::control::cancel(
+        ralph_control::cancel(
             &f.project,
             Some(&f.registry),
             Some("l"),
@@ -1063,9 +1063,9 @@ mod tests {
 
     #[test]
     fn a_wait_past_the_time_budget_ends_the_loop_as_time_budget() {
-        let mut guards = ralph_core::loop_file::fields::guards::GuardSettings::default();
+        let mut guards = ralph_state::fields::guards::GuardSettings::default();
         let option =
-            ralph_core::loop_file::fields::guards::GuardSettings::option("max-duration").unwrap();
+            ralph_state::fields::guards::GuardSettings::option("max-duration").unwrap();
         guards.set(option, "1m").unwrap();
         let (_tmp, project, registry, file) = armed_with(ArmRequest {
             session_id: Some("run-1".into()),
@@ -1118,7 +1118,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(f.state().unwrap().session_id.as_deref(), Some("run-2"));
-        let cancelled = ralph_core::control::cancel(
+        let cancelled = ralph_control::cancel(
             &f.project,
             Some(&f.registry),
             Some("l"),

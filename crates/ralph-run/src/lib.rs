@@ -5,7 +5,7 @@
 //! [`engine::step`], and the ways a run ends a loop; `screen.rs` words what
 //! the terminal shows of each event. The terminal itself (the clock, the
 //! spinner's ticks, printing, the exit code) stays in the binary; loop
-//! files are touched only through [`ralph_core::loop_file::lifecycle`].
+//! files are touched only through [`ralph_state::lifecycle`].
 
 pub mod agent;
 pub mod fleet;

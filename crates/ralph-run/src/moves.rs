@@ -5,16 +5,16 @@
 use std::path::PathBuf;
 
 use crate::agent::AgentReply;
-use ralph_core::control::{self, CommandError};
+use ralph_control::{self as control, CommandError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
-use ralph_core::loop_file::error::LoopFileError;
-use ralph_core::loop_file::fields::run_owner::RunOwner;
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::loop_file::storage::store::{self, LoopFile, Project, StoreError};
-use ralph_core::time::Timestamp;
+use ralph_state::error::LoopFileError;
+use ralph_state::fields::run_owner::RunOwner;
+use ralph_state::fields::state::LoopState;
+use ralph_state::lifecycle::{LogEntry, Logged, Loop};
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::{self, LoopFile, Project, StoreError};
+use ralph_state::time::Timestamp;
 use ralph_fs::git;
 
 /// Where a run stands with its loop before an iteration.
@@ -171,7 +171,7 @@ fn require_armed(
     file: &LoopFile,
     state: &LoopState,
 ) -> Result<(), RunError> {
-    let arming = ralph_core::loop_file::scan::Armings::of_project(Some(registry), project)
+    let arming = ralph_state::scan::Armings::of_project(Some(registry), project)
         .arming(&file.name, state);
     match control::not_armed_note(&arming, &file.name) {
         None => Ok(()),
@@ -426,13 +426,13 @@ pub(crate) mod tests {
 
     #[test]
     fn a_run_goes_on_only_while_it_drives_an_active_loop_within_its_share() {
-        let text = ralph_core::control::render(
-            &ralph_core::control::ArmRequest {
+        let text = ralph_control::render(
+            &ralph_control::ArmRequest {
                 name: "l".into(),
                 prompt: "task".into(),
                 max_iterations: 5.into(),
                 session_id: Some("run:1".into()),
-                ..ralph_core::control::ArmRequest::default()
+                ..ralph_control::ArmRequest::default()
             },
             "n",
             Timestamp(0),
@@ -456,16 +456,16 @@ pub(crate) mod tests {
 
     /// A loop `l` ("task", at most 5 iterations) armed for `session`.
     fn armed(session: Option<&str>) -> (tempfile::TempDir, Project, Registry, LoopFile) {
-        armed_with(ralph_core::control::ArmRequest {
+        armed_with(ralph_control::ArmRequest {
             session_id: session.map(Into::into),
-            ..ralph_core::control::ArmRequest::default()
+            ..ralph_control::ArmRequest::default()
         })
     }
 
     /// The loop `l` armed by `request` (its name, prompt and limit filled
     /// in when empty) in a throwaway project and registry.
     pub(crate) fn armed_with(
-        mut request: ralph_core::control::ArmRequest,
+        mut request: ralph_control::ArmRequest,
     ) -> (tempfile::TempDir, Project, Registry, LoopFile) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("p/.claude")).unwrap();
@@ -473,7 +473,7 @@ pub(crate) mod tests {
             root: tmp.path().join("p"),
         };
         let registry =
-            ralph_core::loop_file::storage::registry::locate(Some(&tmp.path().join("state")), None)
+            ralph_state::storage::registry::locate(Some(&tmp.path().join("state")), None)
                 .unwrap();
         request.name = "l".into();
         if request.prompt.is_empty() {
@@ -482,7 +482,7 @@ pub(crate) mod tests {
         if !request.max_iterations.is_set() {
             request.max_iterations = 5.into();
         }
-        ralph_core::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        ralph_control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
         let file = LoopFile {
             name: "l".into(),
             path: project.loop_path("l"),

@@ -9,8 +9,8 @@
 //! `anthropic-ratelimit-unified-*` headers), so the order is: the window's
 //! `resets_at` when it lies ahead, else a doubling back-off.
 
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::time::Timestamp;
+use ralph_state::fields::state::LoopState;
+use ralph_state::time::Timestamp;
 
 /// The first back-off wait, when no reset time is known.
 pub const FIRST_BACK_OFF_SECS: u64 = 5 * 60;

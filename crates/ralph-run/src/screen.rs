@@ -11,10 +11,10 @@ use crate::driver::{Driver, End, Iteration, ResetWait};
 use crate::moves::{self, GaveUp, RunError};
 use crate::reset_wait::Source;
 use ralph_core::decide::Outcome;
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::messages;
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::format_duration;
+use ralph_state::fields::state::LoopState;
+use ralph_state::messages;
+use ralph_state::storage::store::Project;
+use ralph_state::time::format_duration;
 
 /// The spinner's frames, one per tick of the agent's wait.
 pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -254,7 +254,7 @@ fn handed_back_line(driver: &Driver, iteration: u64) -> String {
     format!(
         "Handed the loop `{}` back after {}, at iteration {iteration}.",
         driver.name(),
-        ralph_core::plural::count(driver.done_here(), "fresh iteration", "fresh iterations")
+        ralph_state::plural::count(driver.done_here(), "fresh iteration", "fresh iterations")
     )
 }
 
@@ -295,7 +295,7 @@ fn out_of_time_line(
 fn judged_line(
     label: &str,
     tokens: Option<u64>,
-    cost: Option<ralph_core::money::Money>,
+    cost: Option<ralph_state::money::Money>,
     secs: u64,
     reply: &AgentReply,
 ) -> String {
@@ -365,7 +365,7 @@ fn cancelled(project: &Project, ended: &[(String, u64, PathBuf)], elapsed: &str)
 
 /// `1 fresh iteration`, `3 fresh iterations`.
 fn fresh_iterations(n: u64) -> String {
-    ralph_core::plural::count(n, "fresh iteration", "fresh iterations")
+    ralph_state::plural::count(n, "fresh iteration", "fresh iterations")
 }
 
 /// The same refusal twice in a row: the loop was ended as denied.
@@ -440,7 +440,7 @@ pub fn root_refusal(command: &str, root: bool, sandboxed: bool) -> Option<String
 /// "Resuming loop …": the loop taken over, and from whom.
 pub fn resuming(name: &str, found: &LoopState) -> String {
     let was = match found.session_id.as_deref() {
-        Some(o) if ralph_core::loop_file::fields::run_owner::is_gone(o) => {
+        Some(o) if ralph_state::fields::run_owner::is_gone(o) => {
             format!(
                 "its driver {} had ended without handing it back",
                 ralph_fs::display::line(o)
@@ -451,7 +451,7 @@ pub fn resuming(name: &str, found: &LoopState) -> String {
     };
     // A loop `ralph run` drove (or armed) had fresh context at every turn.
     let fresh = match found.session_id.as_deref() {
-        Some(o) if !ralph_core::loop_file::fields::run_owner::is_run(o) => {
+        Some(o) if !ralph_state::fields::run_owner::is_run(o) => {
             "; fresh context from now on"
         }
         _ => "",
@@ -522,8 +522,8 @@ mod tests {
     use super::*;
     use crate::driver::Setup;
     use crate::reset_wait::Source;
-    use ralph_core::loop_file::storage::registry::locate;
-    use ralph_core::time::Timestamp;
+    use ralph_state::storage::registry::locate;
+    use ralph_state::time::Timestamp;
 
     /// A run that armed `l` in `/p`; nothing is read or written.
     fn driver() -> Driver {

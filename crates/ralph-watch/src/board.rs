@@ -3,9 +3,9 @@
 //! reads (`control::listing::LoopReport`) and the loop's mailbox. Pure: the records come
 //! in, the board comes out; [`crate::draw`] turns it into a frame.
 
-use ralph_core::control::LoopReport;
-use ralph_core::loop_file::fields::outcome::LoopStatus;
-use ralph_core::time::{Timestamp, format_duration};
+use ralph_control::LoopReport;
+use ralph_state::fields::outcome::LoopStatus;
+use ralph_state::time::{Timestamp, format_duration};
 use serde_json::Value;
 
 /// One loop as a row of the table.
@@ -320,8 +320,8 @@ fn detail(r: &LoopReport) -> Detail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::control::test_support::project;
-    use ralph_core::control::{self, ArmRequest, guidance};
+    use ralph_control::test_support::project;
+    use ralph_control::{self as control, ArmRequest, guidance};
 
     /// A loop armed for a `ralph run` (whose process is gone), with guidance waiting, read back as `ralph status` reads it.
     #[test]

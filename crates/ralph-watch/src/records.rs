@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use ralph_core::control;
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::Timestamp;
+use ralph_control as control;
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::Project;
+use ralph_state::time::Timestamp;
 use ralph_run::fleet;
 
 use crate::board::Source;

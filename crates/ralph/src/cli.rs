@@ -1,8 +1,8 @@
 //! The command line, declared with clap.
 
 use clap::{Args, Parser, Subcommand};
-use ralph_core::control::arguments::Kind;
-use ralph_core::loop_file::fields::guards::{self, GuardSettings};
+use ralph_control::arguments::Kind;
+use ralph_state::fields::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -187,7 +187,7 @@ const PRD_IMPORT_EXAMPLES: &str = "Examples:
 #[derive(Debug, Args)]
 pub(crate) struct PrdLintArgs {
     /// The PRD, relative to the project root
-    #[arg(value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    #[arg(value_name = "FILE", default_value = ralph_state::fields::stories::DEFAULT_PRD)]
     pub file: String,
 }
 
@@ -197,7 +197,7 @@ pub(crate) struct PrdImportArgs {
     #[arg(value_name = "FILE.md")]
     pub file: String,
     /// Where the stories are written
-    #[arg(long, value_name = "FILE", default_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    #[arg(long, value_name = "FILE", default_value = ralph_state::fields::stories::DEFAULT_PRD)]
     pub output: String,
     /// Replace the output file when it exists
     #[arg(long)]
@@ -334,7 +334,7 @@ continues the turn that many times in a row without a tool call is ended (as blo
 Claude Code would override it.";
 
 /// `ralph start --help`'s text below the options: the examples, then every
-/// guard's entry from `ralph_core::loop_file::fields::guards::OPTIONS`, so a new guard is
+/// guard's entry from `ralph_state::fields::guards::OPTIONS`, so a new guard is
 /// explained without an edit here.
 fn start_help() -> String {
     let mut out = format!(
@@ -410,7 +410,7 @@ pub(crate) struct ArmFlags {
     /// The text the agent outputs inside <promise>…</promise> when only a person can unblock it
     #[arg(long)]
     pub abort_promise: Option<String>,
-    /// The guards: one option each, from `ralph_core::loop_file::fields::guards::OPTIONS`.
+    /// The guards: one option each, from `ralph_state::fields::guards::OPTIONS`.
     #[command(flatten)]
     pub guards: GuardFlags,
     /// Gemini CLI: clear the model's history before every iteration (files and git stay)
@@ -420,15 +420,15 @@ pub(crate) struct ArmFlags {
     /// (60) or these tokens (150k), one wrap-up turn, then the loop pauses until you type
     /// /clear and any message; it goes on in the fresh conversation
     #[arg(long, value_name = "PCT|TOKENS", value_parser = fresh_at)]
-    pub fresh_at: Option<ralph_core::reply::context::Threshold>,
+    pub fresh_at: Option<ralph_state::context::Threshold>,
     /// With --fresh-at: `run` hands the loop, after the wrap-up turn, to a detached `ralph run`
     /// (API-priced `claude -p` usage) instead of waiting for your /clear [default: clear]
     #[arg(long, value_name = "clear|run", value_parser = fresh_via)]
-    pub fresh_via: Option<ralph_core::reply::context::FreshVia>,
+    pub fresh_via: Option<ralph_state::context::FreshVia>,
     /// Work through a PRD's stories: the current one is named at every turn, each story's
     /// "verify" runs when it turns to passing, and the loop completes when every story passes
     /// [default: ralph/prd.json; another: --prd=PATH]
-    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = true, default_missing_value = ralph_state::fields::stories::DEFAULT_PRD)]
     pub prd: Option<String>,
     /// When the loop ends: a desktop notification (notify-send, osascript, a Windows toast; else the terminal bell)
     #[arg(long)]
@@ -461,18 +461,18 @@ pub(crate) struct ArmFlags {
 }
 
 /// A `--fresh-at` value, checked as arming checks it.
-fn fresh_at(value: &str) -> Result<ralph_core::reply::context::Threshold, String> {
-    ralph_core::reply::context::Threshold::parse(value)
+fn fresh_at(value: &str) -> Result<ralph_state::context::Threshold, String> {
+    ralph_state::context::Threshold::parse(value)
 }
 
 /// A `--fresh-via` value: whether `ralph run` takes over.
-fn fresh_via(value: &str) -> Result<ralph_core::reply::context::FreshVia, String> {
-    ralph_core::control::arming::fresh_via(value).map_err(|e| e.to_string())
+fn fresh_via(value: &str) -> Result<ralph_state::context::FreshVia, String> {
+    ralph_control::arming::fresh_via(value).map_err(|e| e.to_string())
 }
 
 /// A `--protect`/`--scope` value, checked as arming checks it.
 fn glob(value: &str) -> Result<String, String> {
-    ralph_core::globs::check(value).map(|()| value.to_owned())
+    ralph_state::globs::check(value).map(|()| value.to_owned())
 }
 
 impl ArmFlags {
@@ -482,8 +482,8 @@ impl ArmFlags {
         name: String,
         session_id: Option<String>,
         force: bool,
-    ) -> ralph_core::control::arming::ArmOptions {
-        ralph_core::control::arming::ArmOptions {
+    ) -> ralph_control::arming::ArmOptions {
+        ralph_control::arming::ArmOptions {
             name,
             session_id,
             force,
@@ -637,13 +637,13 @@ pub(crate) struct RunArgs {
 /// The slash command's own check, so both paths accept the same durations
 /// (a unit is required: `2` alone would silently mean seconds).
 fn parse_money_arg(value: &str) -> Result<String, String> {
-    ralph_core::money::Money::parse(value)
-        .map(ralph_core::money::Money::decimal)
+    ralph_state::money::Money::parse(value)
+        .map(ralph_state::money::Money::decimal)
         .map_err(|e| format!("`{value}`: {e}"))
 }
 
 fn parse_image_arg(value: &str) -> Result<String, String> {
-    if ralph_core::loop_file::fields::confinement::valid_image(value) {
+    if ralph_state::fields::confinement::valid_image(value) {
         Ok(value.to_owned())
     } else {
         Err(format!(
@@ -656,8 +656,8 @@ impl RunArgs {
     /// `--sandbox` and its settings, as the loop records them.
     pub(crate) fn confinement(
         &self,
-    ) -> Option<ralph_core::loop_file::fields::confinement::Confinement> {
-        use ralph_core::loop_file::fields::confinement::{Confinement, Network};
+    ) -> Option<ralph_state::fields::confinement::Confinement> {
+        use ralph_state::fields::confinement::{Confinement, Network};
         self.sandbox.then(|| Confinement {
             network: self
                 .sandbox_network
@@ -683,8 +683,8 @@ impl RunArgs {
 }
 
 fn parse_duration_arg(value: &str) -> Result<String, String> {
-    ralph_core::control::arguments::check_duration("…", value).map_err(|e| match e {
-        ralph_core::control::arguments::ArgumentsError::DurationUnit { value, .. } => {
+    ralph_control::arguments::check_duration("…", value).map_err(|e| match e {
+        ralph_control::arguments::ArgumentsError::DurationUnit { value, .. } => {
             format!("`{value}` has no unit; write e.g. {value}m (minutes) or {value}h (hours); units: s, m, h, d")
         }
         _ => format!("`{value}` is not a duration; use e.g. 90m, 2h, 1h30m or 45s"),
@@ -903,7 +903,7 @@ mod tests {
     #[test]
     fn the_start_help_explains_every_guard() {
         let help = super::start_help();
-        for guard in ralph_core::loop_file::fields::guards::OPTIONS {
+        for guard in ralph_state::fields::guards::OPTIONS {
             let entry = help
                 .lines()
                 .find(|l| l.trim_start().starts_with(guard.example))

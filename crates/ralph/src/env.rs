@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use ralph_core::loop_file::storage::store::Project;
+use ralph_state::storage::store::Project;
 
 use crate::exit::Failure;
 
@@ -11,7 +11,7 @@ use crate::exit::Failure;
 /// arms exactly where the hook will look), falling back to the git root or
 /// the current folder when no `.claude/` exists yet.
 pub(crate) fn project() -> Project {
-    let ctx = ralph_core::loop_file::storage::environment::Environment::from_env();
+    let ctx = ralph_state::storage::environment::Environment::from_env();
     if let Some(p) = ctx.locate(None) {
         return p;
     }
@@ -19,21 +19,21 @@ pub(crate) fn project() -> Project {
         .process_cwd
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
-    let git_root = ralph_core::loop_file::storage::store::git_root(&cwd, ctx.home.as_deref());
+    let git_root = ralph_state::storage::store::git_root(&cwd, ctx.home.as_deref());
     Project {
         root: git_root.unwrap_or(cwd),
     }
 }
 
 /// The per-user record of armed loops (`$XDG_STATE_HOME/ralph`), by the hook's own rule.
-pub(crate) fn registry() -> Option<ralph_core::loop_file::storage::registry::Registry> {
-    ralph_core::loop_file::storage::environment::Environment::from_env().registry()
+pub(crate) fn registry() -> Option<ralph_state::storage::registry::Registry> {
+    ralph_state::storage::environment::Environment::from_env().registry()
 }
 
 /// The registry, for commands that arm or adopt a loop and so must record it.
 pub(crate) fn require_registry()
--> Result<ralph_core::loop_file::storage::registry::Registry, Failure> {
-    registry().ok_or_else(|| ralph_core::loop_file::storage::registry::RegistryError::NoHome.into())
+-> Result<ralph_state::storage::registry::Registry, Failure> {
+    registry().ok_or_else(|| ralph_state::storage::registry::RegistryError::NoHome.into())
 }
 
 /// The session of the agent that runs this command: the first session

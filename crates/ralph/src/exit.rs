@@ -105,28 +105,28 @@ macro_rules! failure_from {
 
 failure_from!(
     EdgeError,
-    ralph_core::control::arguments::ArgumentsError,
-    ralph_core::loop_file::fields::state::StateError,
-    ralph_core::loop_file::storage::registry::RegistryError,
-    ralph_core::loop_file::storage::store::StoreError,
+    ralph_control::arguments::ArgumentsError,
+    ralph_state::fields::state::StateError,
+    ralph_state::storage::registry::RegistryError,
+    ralph_state::storage::store::StoreError,
     ralph_fs::safe_fs::FsError,
-    ralph_core::loop_file::error::LoopFileError,
+    ralph_state::error::LoopFileError,
     ralph_run::fleet::PrdError,
     ralph_run::presets::PermissionModeError,
     ralph_run::sandbox::SandboxError,
     ralph_run::fleet::git::FleetError,
     ralph_install::InstallError,
-    ralph_core::control::init::InitError,
+    ralph_control::init::InitError,
     ralph_report::ReportError,
-    ralph_core::loop_file::storage::receipt::ReceiptError,
+    ralph_state::storage::receipt::ReceiptError,
     serde_json::Error,
     std::io::Error,
 );
 
 /// A loop error, with the CLI flags that get past it.
-impl From<ralph_core::control::CommandError> for Failure {
-    fn from(error: ralph_core::control::CommandError) -> Self {
-        use ralph_core::control::CommandError;
+impl From<ralph_control::CommandError> for Failure {
+    fn from(error: ralph_control::CommandError) -> Self {
+        use ralph_control::CommandError;
         let hint = match &error {
             CommandError::NameTaken { name, .. } => format!(
                 ". To run a second loop next to it, give it another name: --name <other>; to end it: `ralph cancel --name {name}`; to replace it: --force"
@@ -190,9 +190,9 @@ pub(crate) fn run_exit(exit: ralph_run::screen::RunExit) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::control::CommandError;
-    use ralph_core::control::arguments::ArgumentsError;
-    use ralph_core::loop_file::storage::registry::RegistryError;
+    use ralph_control::CommandError;
+    use ralph_control::arguments::ArgumentsError;
+    use ralph_state::storage::registry::RegistryError;
 
     #[test]
     fn each_core_error_has_its_exit_code() {

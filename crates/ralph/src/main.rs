@@ -31,6 +31,6 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(code);
     }
     // The core says what to tell when a loop ends; this crate sends it.
-    ralph_core::loop_file::fields::notice::set_courier(ralph_notify::send);
+    ralph_state::fields::notice::set_courier(ralph_notify::send);
     cmd::run(<cli::Cli as clap::Parser>::parse())
 }

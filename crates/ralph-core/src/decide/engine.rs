@@ -9,19 +9,19 @@ use std::time::Duration;
 
 use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
-use crate::loop_file::error::LoopFileError;
-use crate::loop_file::fields::frontmatter::quote;
-use crate::loop_file::fields::state::FRESH_WAITING;
-use crate::loop_file::fields::state::{LoopState, Progress};
-use crate::loop_file::handover;
-use crate::loop_file::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
-use crate::loop_file::messages;
-use crate::loop_file::storage::checkpoints;
-use crate::loop_file::storage::guidance::{Guidance, Mailbox, Question};
-use crate::loop_file::storage::registry::Registry;
-use crate::loop_file::storage::store::{self, DecisionLog, Project, ProjectLock};
+use ralph_state::error::LoopFileError;
+use ralph_state::fields::frontmatter::quote;
+use ralph_state::fields::state::FRESH_WAITING;
+use ralph_state::fields::state::{LoopState, Progress};
+use ralph_state::handover;
+use ralph_state::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
+use ralph_state::messages;
+use ralph_state::storage::checkpoints;
+use ralph_state::storage::guidance::{Guidance, Mailbox, Question};
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::{self, DecisionLog, Project, ProjectLock};
 use crate::reply::transcript::Appended;
-use crate::time::Timestamp;
+use ralph_state::time::Timestamp;
 
 /// What the driver observed for this turn.
 pub struct Turn {
@@ -93,7 +93,7 @@ pub fn step(
     // check and the record agree, and the record always writes back).
     seen.tokens_used = seen
         .tokens_used
-        .map(|t| t.min(crate::loop_file::fields::state::MAX_TOKENS));
+        .map(|t| t.min(ralph_state::fields::state::MAX_TOKENS));
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
     if live.state.active && live.state.paths.any() {
         seen.changed_paths = changed_paths(&project.root, &live.state.paths);
@@ -220,7 +220,7 @@ fn prd_stories(
     };
     let stories = crate::decide::prd_turn::read(&project.root, prd)?;
     let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
-    let mut found = crate::loop_file::fields::stories::PrdSeen {
+    let mut found = ralph_state::fields::stories::PrdSeen {
         file: prd.path.clone(),
         stories: stories.clone(),
         refused: Vec::new(),
@@ -228,7 +228,7 @@ fn prd_stories(
         changed: prd
             .criteria
             .as_deref()
-            .map(|armed| crate::loop_file::fields::stories::changed_criteria(armed, &stories))
+            .map(|armed| ralph_state::fields::stories::changed_criteria(armed, &stories))
             .unwrap_or_default(),
     };
     let mut lock = lock;
@@ -271,8 +271,8 @@ fn story_checks(
     project: &Project,
     registry: Option<&Registry>,
     live: &Loop,
-    prd: &crate::loop_file::fields::state::PrdLoop,
-    turned: &[&crate::loop_file::fields::stories::Story],
+    prd: &ralph_state::fields::state::PrdLoop,
+    turned: &[&ralph_state::fields::stories::Story],
 ) -> StoryChecks {
     let state = &live.state;
     let verify = state.guards.verify.as_deref();
@@ -285,7 +285,7 @@ fn story_checks(
         &live.file.name,
         &state.guards,
         &state.paths,
-        crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
+        ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
     );
     let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
     let prepared = gate_place::prepare(&place, timeout);
@@ -305,9 +305,9 @@ fn story_checks(
 
 /// What [`story_checks`] found.
 type StoryChecks = (
-    Vec<crate::loop_file::fields::stories::StoryRefusal>,
+    Vec<ralph_state::fields::stories::StoryRefusal>,
     Option<crate::decide::Verification>,
-    Option<crate::loop_file::storage::receipt::GateRan>,
+    Option<ralph_state::storage::receipt::GateRan>,
 );
 
 /// Decides; when the decision asks for the `--verify` gate or the
@@ -341,7 +341,7 @@ fn judge(
             &live.file.name,
             &state.guards,
             &state.paths,
-            crate::loop_file::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
+            ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
         );
         let timeout = Duration::from_secs(timeout);
         gate_place::run_keeping(gate_place::prepare(&place, timeout), &command, timeout)
@@ -446,7 +446,7 @@ fn apply(
 /// git could not tell (or no tree was recorded).
 fn changed_paths(
     root: &std::path::Path,
-    rules: &crate::loop_file::fields::state::PathRules,
+    rules: &ralph_state::fields::state::PathRules,
 ) -> decide::ChangedPaths {
     let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     rules
@@ -464,15 +464,15 @@ fn changed_paths(
 /// as armed (from the armed tree) against the file now.
 fn dependency_only(
     root: &std::path::Path,
-    rules: &crate::loop_file::fields::state::PathRules,
+    rules: &ralph_state::fields::state::PathRules,
     changed: &decide::ChangedPaths,
 ) -> Vec<String> {
-    use crate::protect_defaults::{dependency_only_change, is_manifest};
+    use ralph_state::protect_defaults::{dependency_only_change, is_manifest};
     let (decide::ChangedPaths::Known(paths), Some(tree)) = (changed, rules.armed_tree.as_deref())
     else {
         return Vec::new();
     };
-    let protect = crate::globs::Globs::new(&rules.protect);
+    let protect = ralph_state::globs::Globs::new(&rules.protect);
     let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     paths
         .iter()
@@ -532,10 +532,10 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
 /// refusal by `--protect`/`--scope`, changed criteria or the loop's own
 /// `--verify` ran no story command.)
 fn story_verdicts(
-    prd: &crate::loop_file::fields::stories::PrdSeen,
+    prd: &ralph_state::fields::stories::PrdSeen,
     loop_verify: Option<&str>,
 ) -> Option<VerificationEntry> {
-    use crate::loop_file::fields::stories::StoryRefusal;
+    use ralph_state::fields::stories::StoryRefusal;
     let mut passed = true;
     let mut said: Vec<String> = prd
         .checked
@@ -627,7 +627,7 @@ fn wait(
     log.decision = if pause { Logged::Pause } else { Logged::Pass };
     log.tokens = Some(progress.tokens_used);
     let notice = if pause && progress.fresh_stage == FRESH_WAITING {
-        crate::loop_file::messages::fresh_pause(&live.file.name, state)
+        ralph_state::messages::fresh_pause(&live.file.name, state)
     } else if pause {
         format!(
             "⏸ ralph `{}` paused at iteration {}: {why}. /ralph-resume carries on, /ralph-cancel ends it.",
@@ -800,7 +800,7 @@ fn keep_receipt(
     let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
     let command = live.state.guards.verify.as_deref()?;
     let receipt =
-        crate::loop_file::storage::receipt::build(crate::loop_file::storage::receipt::Passed {
+        ralph_state::storage::receipt::build(ralph_state::storage::receipt::Passed {
             name: &live.file.name,
             root: &project.root,
             command,
@@ -812,9 +812,9 @@ fn keep_receipt(
             paths: paths_held(&live.state, seen),
             gate: seen.gate_ran.clone(),
         });
-    let line = crate::loop_file::storage::receipt::one_line(&receipt);
+    let line = ralph_state::storage::receipt::one_line(&receipt);
     Some(
-        match registry.map(|r| crate::loop_file::storage::receipt::save(r, &receipt)) {
+        match registry.map(|r| ralph_state::storage::receipt::save(r, &receipt)) {
             Some(Ok(_)) => line,
             Some(Err(e)) => format!("{line} (not kept: {e})"),
             None => format!("{line} (not kept: no per-user state folder)"),
@@ -826,14 +826,14 @@ fn keep_receipt(
 fn paths_held(
     state: &LoopState,
     seen: &Observation,
-) -> Option<crate::loop_file::storage::receipt::PathsHeld> {
+) -> Option<ralph_state::storage::receipt::PathsHeld> {
     let rules = &state.paths;
     let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
         return None;
     };
     let (protected, outside) =
         decide::path_violations_but(state, &seen.changed_paths, &seen.dependency_only)?;
-    Some(crate::loop_file::storage::receipt::PathsHeld {
+    Some(ralph_state::storage::receipt::PathsHeld {
         protect: rules.protect.clone(),
         scope: rules.scope.clone(),
         armed_tree: rules.armed_tree.clone().unwrap_or_default(),
@@ -1080,18 +1080,11 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ArmRequest;
-    use crate::control::test_support::project;
+    use ralph_state::test_support::{arm_plain, project};
 
     fn armed() -> (tempfile::TempDir, Project, Loop) {
         let (tmp, project, registry) = project();
-        let request = ArmRequest {
-            name: "l".into(),
-            prompt: "task".into(),
-            max_iterations: 5.into(),
-            ..ArmRequest::default()
-        };
-        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        arm_plain(&project, &registry, "l", None, 5);
         let file = project.loop_files().unwrap().remove(0);
         let text = store::read_to_string(&file.path).unwrap();
         let state = LoopState::parse(&text).unwrap();

@@ -19,10 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::loop_file::fields::guards::Guards;
-use crate::loop_file::fields::state::PathRules;
-use crate::loop_file::storage::receipt::GateRan;
-use crate::loop_file::storage::registry::Registry;
+use ralph_state::fields::guards::Guards;
+use ralph_state::fields::state::PathRules;
+use ralph_state::storage::receipt::GateRan;
+use ralph_state::storage::registry::Registry;
 use ralph_fs::gate::{self, Verification};
 use ralph_fs::gate_jail::GateConfinement;
 
@@ -118,7 +118,7 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
         Ok(folder) => folder.clone(),
         Err(why) => return failed(place, not_run(&format!("no gate folder: {why}")), ran),
     };
-    let protect = crate::globs::Globs::new(&place.paths.protect);
+    let protect = ralph_state::globs::Globs::new(&place.paths.protect);
     let new_dependencies = dependency_only_manifests(place.root, place.paths, &protect);
     let protected = |p: &str| {
         !protect.is_empty() && protect.matches(p) && !new_dependencies.iter().any(|m| m == p)
@@ -173,9 +173,9 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
 fn dependency_only_manifests(
     root: &Path,
     paths: &PathRules,
-    protect: &crate::globs::Globs,
+    protect: &ralph_state::globs::Globs,
 ) -> Vec<String> {
-    use crate::protect_defaults::{MANIFESTS, dependency_only_change};
+    use ralph_state::protect_defaults::{MANIFESTS, dependency_only_change};
     let Some(tree) = paths.armed_tree.as_deref() else {
         return Vec::new();
     };
@@ -272,14 +272,14 @@ pub fn run_keeping(
 pub fn recheck(
     registry: Option<&Registry>,
     root: &Path,
-    receipt: &crate::loop_file::storage::receipt::Receipt,
+    receipt: &ralph_state::storage::receipt::Receipt,
     timeout: Duration,
-) -> crate::loop_file::storage::receipt::Recheck {
-    let confinement = crate::loop_file::gate_sandbox::of_receipt(receipt);
+) -> ralph_state::storage::receipt::Recheck {
+    let confinement = ralph_state::gate_sandbox::of_receipt(receipt);
     let ran = receipt.gate.clone().unwrap_or_default();
     let guards = Guards {
         gate_setup: ran.setup,
-        gate_setup_timeout_secs: crate::loop_file::fields::guards::DEFAULT_GATE_SETUP_TIMEOUT,
+        gate_setup_timeout_secs: ralph_state::fields::guards::DEFAULT_GATE_SETUP_TIMEOUT,
         holdout: ran.held_out,
         holdout_digest: ran.held_out_sha256,
         ..Guards::default()
@@ -294,7 +294,7 @@ pub fn recheck(
             armed_excludes: None,
         });
     let place = Place::of(root, registry, &receipt.name, &guards, &paths, confinement);
-    crate::loop_file::storage::receipt::recheck_with(receipt, root, |command| {
+    ralph_state::storage::receipt::recheck_with(receipt, root, |command| {
         run_keeping(prepare(&place, timeout), command, timeout).0
     })
 }

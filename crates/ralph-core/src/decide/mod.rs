@@ -5,18 +5,18 @@
 pub mod engine;
 pub mod gate_place;
 pub mod observation;
-pub(crate) mod path_words;
+pub mod path_words;
 pub mod prd_turn;
 pub(crate) mod pricing;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };
-use crate::loop_file::fields::guards::Tripped;
-use crate::loop_file::fields::limit::Limit;
-pub use crate::loop_file::fields::outcome::Outcome;
-use crate::loop_file::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
+use ralph_state::fields::guards::Tripped;
+use ralph_state::fields::limit::Limit;
+pub use ralph_state::fields::outcome::Outcome;
+use ralph_state::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
 use crate::reply::promise;
-use crate::time::{Timestamp, format_duration};
+use ralph_state::time::{Timestamp, format_duration};
 
 // One value per stop, moved once into the step that acts on it: boxing the
 // progress would cost an allocation and save nothing.
@@ -197,7 +197,7 @@ fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resu
     if seen.gate_guidance.is_empty() {
         return Ok(false);
     }
-    turn.notes.push(crate::loop_file::messages::gate_refused(
+    turn.notes.push(ralph_state::messages::gate_refused(
         &seen.gate_guidance,
     ));
     verify_failures(state, GATE_GUIDANCE, &mut turn.progress)?;
@@ -212,7 +212,7 @@ fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resu
 /// field the agent can write, so the pause also needs the context measured
 /// at or past the threshold now: a forged stage alone starts nothing.
 fn fresh_pause(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option<Decision> {
-    use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+    use ralph_state::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
     let threshold = state.fresh_at?;
     match state.progress.fresh_stage {
         FRESH_WRAP_UP if seen.context.and_then(|f| threshold.reached(&f)) == Some(true) => {
@@ -243,7 +243,7 @@ fn fresh_pause(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Option
 /// what the next agent needs, and the next stop pauses the loop. A
 /// percentage with the window unknown never reaches (nothing is guessed).
 fn fresh_wrap_up(state: &LoopState, seen: &Observation, turn: &mut Turn) {
-    use crate::loop_file::fields::state::FRESH_WRAP_UP;
+    use ralph_state::fields::state::FRESH_WRAP_UP;
     let (Some(threshold), Some(fill)) = (state.fresh_at, seen.context) else {
         return;
     };
@@ -272,7 +272,7 @@ pub const PATH_REFUSALS_LIMIT: u64 = 3;
 pub const PATHS_CHECK: &str = "--protect/--scope";
 
 /// Counted like [`PATHS_CHECK`].
-pub use crate::loop_file::fields::stories::CRITERIA_CHECK;
+pub use ralph_state::fields::stories::CRITERIA_CHECK;
 
 /// `--protect` and `--scope`: a protected path that differs from the work
 /// tree at arming is named at every continuation; a claim of done (the
@@ -311,7 +311,7 @@ fn guarded_paths(
     let all_pass = seen
         .prd
         .as_ref()
-        .is_some_and(|p| crate::loop_file::fields::stories::all_pass(&p.stories));
+        .is_some_and(|p| ralph_state::fields::stories::all_pass(&p.stories));
     if !(promised || all_pass) || (protected.is_empty() && outside.is_empty()) {
         if !protected.is_empty() && known {
             turn.notices.push(words::protected_notice(&protected));
@@ -373,8 +373,8 @@ pub fn path_violations_but(
         ChangedPaths::NotAsked => None,
         ChangedPaths::Unknown => Some((vec![words::UNKNOWN_PATH.to_owned()], Vec::new())),
         ChangedPaths::Known(paths) => {
-            let protect = crate::globs::Globs::new(&rules.protect);
-            let scope = crate::globs::Globs::new(&rules.scope);
+            let protect = ralph_state::globs::Globs::new(&rules.protect);
+            let scope = ralph_state::globs::Globs::new(&rules.scope);
             let prd_file = state.prd.as_ref().map(|p| p.path.as_str());
             let protected = protect
                 .matching(paths)
@@ -489,7 +489,7 @@ fn stories_complete(
     reply: &str,
     turn: &mut Turn,
 ) -> Result<(), Early> {
-    use crate::loop_file::messages::stories as words;
+    use ralph_state::messages::stories as words;
     let Some(prd) = &seen.prd else {
         return Ok(());
     };
@@ -527,11 +527,11 @@ fn stories_complete(
             crate::decide::path_words::listed(&prd.changed)
         );
         turn.notes.push(words::criteria_changed(&why));
-        if crate::loop_file::fields::stories::all_pass(&prd.stories) {
+        if ralph_state::fields::stories::all_pass(&prd.stories) {
             return count_refusal(state, CRITERIA_CHECK, &why, &mut turn.progress);
         }
     }
-    if crate::loop_file::fields::stories::all_pass(&prd.stories) {
+    if ralph_state::fields::stories::all_pass(&prd.stories) {
         return match (&state.guards.verify, &seen.verification) {
             (Some(command), None) => Err(Early::Verify(command.clone())),
             (Some(command), Some(v)) if !v.passed => {
@@ -548,7 +548,7 @@ fn stories_complete(
             )),
         };
     }
-    if crate::loop_file::fields::stories::only_blocked_left(&prd.stories) {
+    if ralph_state::fields::stories::only_blocked_left(&prd.stories) {
         return Err(Early::End(Outcome::Blocked, words::blocked(prd)));
     }
     if let Some(expected) = &state.completion_promise
@@ -599,12 +599,12 @@ fn verify_failures(state: &LoopState, command: &str, progress: &mut Progress) ->
             if state.gate_alone() {
                 format!(
                     "the gate `{command}` failed {}",
-                    crate::plural::times(progress.counts.verify_failures)
+                    ralph_state::plural::times(progress.counts.verify_failures)
                 )
             } else {
                 format!(
                     "the promise was refused {}: `{command}` kept failing",
-                    crate::plural::times(progress.counts.verify_failures)
+                    ralph_state::plural::times(progress.counts.verify_failures)
                 )
             },
         ));
@@ -690,7 +690,7 @@ fn same_failure(
             Outcome::Guard(Tripped::SameFailure),
             format!(
                 "{what} `{command}` failed the same way {} in a row ({}); {output}",
-                crate::plural::times(counts.same_failures),
+                ralph_state::plural::times(counts.same_failures),
                 v.status
             ),
         ));
@@ -729,10 +729,10 @@ fn stall(
             Outcome::Guard(Tripped::Stalled),
             format!(
                 "`{command}` reported {}; none of the last {} went below {} (counts: {})",
-                crate::plural::count(failures, "failure", "failures"),
-                crate::plural::count(counts.stalled_checks, "check", "checks"),
+                ralph_state::plural::count(failures, "failure", "failures"),
+                ralph_state::plural::count(counts.stalled_checks, "check", "checks"),
                 counts.lowest_failures.unwrap_or(failures),
-                crate::loop_file::fields::guards::trend_words(
+                ralph_state::fields::guards::trend_words(
                     counts.failure_trend.as_deref().unwrap_or("")
                 )
             ),
@@ -752,7 +752,7 @@ fn push_trend(trend: Option<&str>, failures: u64) -> String {
     counts.push(failures.min(MAX_COUNT).to_string());
     let drop = counts
         .len()
-        .saturating_sub(crate::loop_file::fields::guards::FAILURE_TREND_LEN);
+        .saturating_sub(ralph_state::fields::guards::FAILURE_TREND_LEN);
     counts.drain(..drop);
     counts.join(" ")
 }
@@ -775,7 +775,7 @@ fn iteration_limit(state: &LoopState) -> Result<(), Early> {
     if state.at_limit() {
         return Err(Early::End(
             Outcome::MaxIterations,
-            crate::loop_file::messages::limit_reached(state),
+            ralph_state::messages::limit_reached(state),
         ));
     }
     if state.iteration >= MAX_COUNT {
@@ -846,7 +846,7 @@ fn token_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resul
 /// transcript proves, so a reply not written yet is counted at the next
 /// stop (the loop ends at most one turn late).
 fn cost_budget(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Result<(), Early> {
-    use crate::money::{MAX_MONEY, Money};
+    use ralph_state::money::{MAX_MONEY, Money};
     let spent = seen
         .cost_usd
         .unwrap_or(state.progress.counts.cost_usd)
@@ -924,7 +924,7 @@ fn stuck_breaker(state: &LoopState, reply: &str, progress: &mut Progress) -> Res
             Outcome::Guard(Tripped::Stuck),
             format!(
                 "the same reply came {} in a row",
-                crate::plural::times(progress.same_reply_count)
+                ralph_state::plural::times(progress.same_reply_count)
             ),
         ));
     }
@@ -950,7 +950,7 @@ fn no_progress_breaker(
             Outcome::Guard(Tripped::NoProgress),
             format!(
                 "no change to the working tree or HEAD for {}",
-                crate::plural::iterations(progress.no_progress_count)
+                ralph_state::plural::iterations(progress.no_progress_count)
             ),
         ));
     }
@@ -975,7 +975,7 @@ fn block_cap(seen: &Observation, progress: &mut Progress) -> Result<(), Early> {
             Outcome::BlockCap,
             format!(
                 "it continued the turn {} in a row without a tool call, the most Claude Code allows (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP={}); one more would be overridden, so the loop ends here",
-                crate::plural::times(blocks),
+                ralph_state::plural::times(blocks),
                 seen.block_cap
             ),
         ));
@@ -1154,14 +1154,14 @@ mod tests {
     /// (`None`: unknown).
     fn filled(reply: &str, tokens: u64, window: Option<u64>) -> Observation {
         Observation {
-            context: Some(crate::reply::context::Fill { tokens, window }),
+            context: Some(ralph_state::context::Fill { tokens, window }),
             ..seen(reply)
         }
     }
 
     #[test]
     fn fresh_at_asks_one_wrap_up_then_pauses_for_clear() {
-        use crate::loop_file::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
+        use ralph_state::fields::state::{FRESH_NONE, FRESH_WAITING, FRESH_WRAP_UP};
         let armed = state("iteration: 3\nfresh_at: \"60%\"\n");
         // Under the threshold, or the window unknown: the loop goes on as ever.
         for under in [
@@ -1239,7 +1239,7 @@ mod tests {
         Observation {
             prd: Some(crate::decide::observation::PrdSeen {
                 file: "ralph/prd.json".into(),
-                stories: crate::loop_file::fields::stories::parse("ralph/prd.json", &text).unwrap(),
+                stories: ralph_state::fields::stories::parse("ralph/prd.json", &text).unwrap(),
                 refused: Vec::new(),
                 checked: Vec::new(),
                 changed: Vec::new(),
@@ -1815,7 +1815,7 @@ mod tests {
 
     #[test]
     fn cost_budget_ends_at_the_exact_figure_and_warns_at_80_percent() {
-        use crate::money::Money;
+        use ralph_state::money::Money;
         let s = state("max_cost: 2.50\ncost_usd: 1.00\n");
         assert_eq!(s.guards.max_cost_usd, Some(Money(2_500_000)));
         let with = |micros| Observation {
@@ -2417,7 +2417,7 @@ mod tests {
         );
     }
 
-    const DEFAULT_SAME: u64 = crate::loop_file::fields::guards::DEFAULT_MAX_SAME_FAILURE;
+    const DEFAULT_SAME: u64 = ralph_state::fields::guards::DEFAULT_MAX_SAME_FAILURE;
 
     #[test]
     fn a_count_that_falls_then_sticks_stalls() {

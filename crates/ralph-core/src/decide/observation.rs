@@ -4,7 +4,7 @@
 //! the low-level modules that fill it in (`fs::gate`, `fs::git`) own their
 //! parts of it and need nothing from `decide`.
 
-use crate::time::Timestamp;
+use ralph_state::time::Timestamp;
 pub use ralph_fs::fingerprint::{fingerprint, fingerprint_words};
 pub use ralph_fs::gate::Verification;
 
@@ -41,7 +41,7 @@ pub struct Observation {
     /// The result of the verification command, once it has run.
     pub verification: Option<Verification>,
     /// Where and how that gate ran (its snapshot, setup, held-out set).
-    pub gate_ran: Option<crate::loop_file::storage::receipt::GateRan>,
+    pub gate_ran: Option<ralph_state::storage::receipt::GateRan>,
     /// `--prd`: the stories as they stand after this stop's checks.
     pub prd: Option<PrdSeen>,
     /// The result of the `--check` command, once it has run.
@@ -51,7 +51,7 @@ pub struct Observation {
     pub queued_message: bool,
     /// What the loop spent so far, when counted (the agent's reported cost
     /// in `ralph run`; the transcript's tokens priced in the hook).
-    pub cost_usd: Option<crate::money::Money>,
+    pub cost_usd: Option<ralph_state::money::Money>,
     /// Work in flight or scheduled that will wake the session (Claude
     /// Code's `background_tasks` / `session_crons`), in words.
     pub pending_work: Option<String>,
@@ -63,7 +63,7 @@ pub struct Observation {
     pub goal_active: Option<bool>,
     /// The dearest single message priced at this stop (the hook's estimate
     /// for a reply the transcript lacks).
-    pub largest_reply_cost: crate::money::Money,
+    pub largest_reply_cost: ralph_state::money::Money,
     /// `--protect`/`--scope`: the paths changed since the loop was armed.
     pub changed_paths: ChangedPaths,
     /// Changed manifests (`package.json`, `pyproject.toml`, `Cargo.toml`)
@@ -75,7 +75,7 @@ pub struct Observation {
     /// How full the context was at the last request the transcript holds
     /// (`None`: it tells no usage), against the session's window when the
     /// status line reported it (`reply/context.rs`).
-    pub context: Option<crate::reply::context::Fill>,
+    pub context: Option<ralph_state::context::Fill>,
 }
 
 /// The paths that differ from the work tree at arming (`fs/tree_diff.rs`).
@@ -90,4 +90,4 @@ pub enum ChangedPaths {
     Known(Vec<String>),
 }
 
-pub use crate::loop_file::fields::stories::{PrdSeen, StoryRefusal};
+pub use ralph_state::fields::stories::{PrdSeen, StoryRefusal};

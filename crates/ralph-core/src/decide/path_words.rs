@@ -15,7 +15,7 @@ pub(crate) fn unknown_notice() -> String {
 }
 
 /// At most ten paths, then how many more, on one line.
-pub(crate) fn listed(paths: &[String]) -> String {
+pub fn listed(paths: &[String]) -> String {
     let mut shown: Vec<String> = paths
         .iter()
         .take(10)
@@ -80,13 +80,13 @@ pub(crate) fn ended(count: u64, protected: &[String], outside: &[String]) -> Str
     }
     format!(
         "a claim of done was refused {} {BROKEN} (--max-verify-failures, or 3 with --protect/--scope when it is off); at the last, {}",
-        crate::plural::times(count),
+        ralph_state::plural::times(count),
         why.join(" and ")
     )
 }
 
 // What an ending by `--protect`/`--scope` says of itself.
-use crate::loop_file::handover::PATH_RULES_BROKEN as BROKEN;
+use ralph_state::handover::PATH_RULES_BROKEN as BROKEN;
 
 /// The user's notice when a claim of done was refused by `--protect`/`--scope`:
 /// the refusal first, then what broke (a scope breach included).

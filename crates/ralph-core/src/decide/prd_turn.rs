@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::loop_file::fields::state::PrdLoop;
-use crate::loop_file::fields::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
+use ralph_state::fields::state::PrdLoop;
+use ralph_state::fields::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
 use ralph_fs::gate::{self, Verification};
 use ralph_fs::safe_fs;
 
@@ -24,12 +24,12 @@ pub fn read(root: &Path, prd: &PrdLoop) -> Result<Vec<Story>, PrdError> {
 pub fn read_and_lint(
     root: &Path,
     prd: &PrdLoop,
-) -> Result<(Vec<Story>, Vec<crate::loop_file::fields::prd_lint::Finding>), PrdError> {
+) -> Result<(Vec<Story>, Vec<ralph_state::fields::prd_lint::Finding>), PrdError> {
     let text = read_text(root, &prd.path)?;
     let stories = stories::parse(&prd.path, &text)?;
     Ok((
         stories,
-        crate::loop_file::fields::prd_lint::lint(&prd.path, &text),
+        ralph_state::fields::prd_lint::lint(&prd.path, &text),
     ))
 }
 
@@ -72,7 +72,7 @@ pub fn run_checks(
             passed: false,
             status: format!(
                 "not run: this stop's checks used up their {}",
-                crate::time::format_duration(timeout.as_secs())
+                ralph_state::time::format_duration(timeout.as_secs())
             ),
             ..Verification::default()
         },
@@ -267,7 +267,7 @@ pub fn passed_field(stories: &[Story]) -> String {
 /// (read without the lock, like them); why not, when the PRD is unusable.
 pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
     match read(root, prd) {
-        Ok(stories) => crate::loop_file::messages::stories::status(&stories),
+        Ok(stories) => ralph_state::messages::stories::status(&stories),
         Err(e) => format!("⚠ {}", ralph_fs::display::line(&e.to_string())),
     }
 }
@@ -275,7 +275,7 @@ pub fn status_of(root: &Path, prd: &PrdLoop) -> String {
 /// The current story's section for a loop's first prompt (no check runs).
 pub fn first_section(root: &Path, prd: &PrdLoop) -> Option<String> {
     let stories = read(root, prd).ok()?;
-    Some(crate::loop_file::messages::stories::section(&PrdSeen {
+    Some(ralph_state::messages::stories::section(&PrdSeen {
         file: prd.path.clone(),
         stories,
         refused: Vec::new(),

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::money::ModelTokens;
-use crate::money::{MICROS, Money};
+use ralph_state::money::ModelTokens;
+use ralph_state::money::{MICROS, Money};
 
 /// The table ralph ships.
 const SHIPPED: &str = include_str!("../../templates/pricing/prices.json");
@@ -177,7 +177,7 @@ pub(crate) fn user_file_from_env() -> Option<PathBuf> {
         .map(PathBuf::from);
     user_file(
         config.as_deref(),
-        crate::loop_file::storage::registry::home_from_env().as_deref(),
+        ralph_state::storage::registry::home_from_env().as_deref(),
     )
 }
 
@@ -243,7 +243,7 @@ fn parse(text: &str, file: &str) -> Result<PriceTable, PriceError> {
             let price = match v {
                 Value::Number(n) => Money::parse(&n.to_string()),
                 Value::String(s) => Money::parse(s),
-                _ => Err(crate::money::MoneyError::Syntax),
+                _ => Err(ralph_state::money::MoneyError::Syntax),
             };
             price.map(|m| m.0).map_err(|e| {
                 field_error(

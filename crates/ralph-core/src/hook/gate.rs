@@ -8,14 +8,14 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::loop_file::fields::outcome::Outcome;
-use crate::loop_file::fields::state;
-use crate::loop_file::lifecycle::{self, LogEntry, Logged, Loop};
-use crate::loop_file::ownership::{self, Candidate, Selection};
-use crate::loop_file::scan::{Armings, FirstLook, LoopEntry, stop_owner};
-use crate::loop_file::storage::registry::{self, Unarmed};
-use crate::loop_file::storage::store::{LoopFile, Project, ProjectLock};
-use crate::time::Timestamp;
+use ralph_state::fields::outcome::Outcome;
+use ralph_state::fields::state;
+use ralph_state::lifecycle::{self, LogEntry, Logged, Loop};
+use ralph_state::ownership::{self, Candidate, Selection};
+use ralph_state::scan::{Armings, FirstLook, LoopEntry, stop_owner};
+use ralph_state::storage::registry::{self, Unarmed};
+use ralph_state::storage::store::{LoopFile, Project, ProjectLock};
+use ralph_state::time::Timestamp;
 use ralph_fs::display;
 
 /// The registry check for one stop: which loops were armed here.
@@ -319,10 +319,10 @@ impl<'a> Gate<'a> {
         notices.push(format!(
             "⚠ ralph: {} more {} in {} {} inert too: not armed by you on this machine, so {} runs. `ralph status` lists them all.",
             more,
-            crate::plural::noun(more as u64, "loop file", "loop files"),
+            ralph_state::plural::noun(more as u64, "loop file", "loop files"),
             display::line(&folder.display().to_string()),
-            crate::plural::noun(more as u64, "is", "are"),
-            crate::plural::noun(more as u64, "it never", "none of them")
+            ralph_state::plural::noun(more as u64, "is", "are"),
+            ralph_state::plural::noun(more as u64, "it never", "none of them")
         ));
     }
 }
@@ -352,19 +352,11 @@ fn inert_notice(path: &Path, name: &str, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ArmRequest;
-    use crate::control::test_support::project;
-    use crate::loop_file::storage::registry::Registry;
+    use ralph_state::test_support::{arm_plain, project};
+    use ralph_state::storage::registry::Registry;
 
     fn arm(project: &Project, registry: &Registry, name: &str, session: Option<&str>) {
-        let request = ArmRequest {
-            name: name.into(),
-            prompt: "task".into(),
-            session_id: session.map(str::to_owned),
-            max_iterations: 5.into(),
-            ..ArmRequest::default()
-        };
-        crate::control::arm(project, registry, &request, Timestamp(0)).unwrap();
+        arm_plain(project, registry, name, session, 5);
     }
 
     fn gate<'a>(project: &Project, registry: &Registry, session: &'a str) -> Gate<'a> {

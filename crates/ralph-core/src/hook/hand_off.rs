@@ -5,10 +5,10 @@
 //! group, its streams go nowhere (its record is the decision log and `ralph
 //! status`), and the hook does not wait for it.
 
-use crate::loop_file::fields::state::{FRESH_WAITING, FRESH_WRAP_UP, LoopState};
-use crate::loop_file::lifecycle::Loop;
-use crate::loop_file::messages;
-use crate::loop_file::storage::store::{self, Project};
+use ralph_state::fields::state::{FRESH_WAITING, FRESH_WRAP_UP, LoopState};
+use ralph_state::lifecycle::Loop;
+use ralph_state::messages;
+use ralph_state::storage::store::{self, Project};
 
 /// Whether this stop may be the one that ends a `--fresh-via run` wrap-up
 /// (checked again against the file once the stop is written).

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::hook::answer::Answer;
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{BackwardLines, MAX_SCAN};
-use crate::time::Timestamp;
+use ralph_state::time::Timestamp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {

@@ -10,20 +10,17 @@ mod gate;
 mod hand_off;
 pub mod host;
 mod observe;
-pub mod session;
-pub mod statusline;
-pub mod typed;
 
 use crate::decide::engine::{self, Step, Turn};
 use crate::hook::answer::Answer;
 use crate::hook::gate::{Chosen, Gate};
 use crate::hook::host::Host;
-use crate::loop_file::error::LoopFileError;
-use crate::loop_file::messages;
-use crate::loop_file::scan::{Armings, FirstLook};
-use crate::loop_file::storage::environment::Environment;
-use crate::loop_file::storage::registry::{self, RegistryError};
-use crate::loop_file::storage::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
+use ralph_state::error::LoopFileError;
+use ralph_state::messages;
+use ralph_state::scan::{Armings, FirstLook};
+use ralph_state::storage::environment::Environment;
+use ralph_state::storage::registry::{self, RegistryError};
+use ralph_state::storage::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
 use crate::reply::event::{EventError, StopEvent};
 use ralph_fs::display;
 
@@ -149,7 +146,7 @@ fn run(
     if listing.loops.is_empty() {
         let notices = event
             .session()
-            .map(|s| crate::control::vanished(&project, s, ctx.now))
+            .map(|s| ralph_state::lifecycle::vanished(&project, s, ctx.now))
             .unwrap_or_default();
         return Ok(with_notices(Answer::Silent, notices));
     }
@@ -280,8 +277,7 @@ fn with_notices(answer: Answer, notices: Vec<String>) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ArmRequest;
-    use crate::time::Timestamp;
+    use ralph_state::time::Timestamp;
 
     /// A project in `tmp` with the loop `l` armed for session `s1`, and the
     /// environment a hook of that project sees.
@@ -290,21 +286,15 @@ mod tests {
         std::fs::create_dir_all(root.join(".claude")).unwrap();
         let state = tmp.path().join("state");
         let registry = registry::locate(Some(&state), None).unwrap();
-        let request = ArmRequest {
-            name: "l".into(),
-            prompt: "Fix the parser".into(),
-            session_id: Some("s1".into()),
-            completion_promise: Some("DONE".into()),
-            max_iterations: 5.into(),
-            ..ArmRequest::default()
-        };
-        crate::control::arm(
+        ralph_state::test_support::arm_task(
             &Project { root: root.clone() },
             &registry,
-            &request,
-            Timestamp(0),
-        )
-        .unwrap();
+            "l",
+            Some("s1"),
+            5,
+            Some("DONE"),
+            "Fix the parser",
+        );
         Environment {
             project_dir: Some(root),
             process_cwd: None,

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::decide::{Observation, Verification};
-use crate::loop_file::fields::state::LoopState;
-use crate::loop_file::storage::environment::Environment;
-use crate::loop_file::storage::store::Project;
-use crate::money::Money;
+use ralph_state::fields::state::LoopState;
+use ralph_state::storage::environment::Environment;
+use ralph_state::storage::store::Project;
+use ralph_state::money::Money;
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{self, Appended};
 use ralph_fs::git;
@@ -170,7 +170,7 @@ pub(crate) fn context_fill(
     transcript_path: Option<&Path>,
     event: &StopEvent,
     ctx: &Environment,
-) -> Option<crate::reply::context::Fill> {
+) -> Option<ralph_state::context::Fill> {
     let tokens = match scanned.and_then(|a| a.context) {
         Some(tokens) => tokens,
         None => transcript::last_context(transcript_path?).ok()??,
@@ -179,9 +179,9 @@ pub(crate) fn context_fill(
         .session()
         .zip(ctx.registry())
         .and_then(|(session, r)| {
-            crate::loop_file::storage::window::load_context_windows(r.dir()).of(session)
+            ralph_state::storage::window::load_context_windows(r.dir()).of(session)
         });
-    Some(crate::reply::context::Fill { tokens, window })
+    Some(ralph_state::context::Fill { tokens, window })
 }
 
 /// The figures a stop read, before they become an [`Observation`].
@@ -215,7 +215,7 @@ impl Figures<'_> {
             .guards
             .max_window_pct
             .and_then(|_| ctx.registry())
-            .and_then(|r| crate::loop_file::storage::window::load(r.dir()))
+            .and_then(|r| ralph_state::storage::window::load(r.dir()))
             .map(|w| (w.used_now(ctx.now), w.reset_words()));
         Observation {
             largest_reply_cost: priced.map_or(Money(0), |(_, largest)| largest),
@@ -387,7 +387,7 @@ fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Timestamp;
+    use ralph_state::time::Timestamp;
 
     fn ctx(block_cap: u64) -> Environment {
         Environment {

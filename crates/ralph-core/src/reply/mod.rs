@@ -2,7 +2,6 @@
 //! readers (`transcript`), the promise found in a reply (`promise`) and how full
 //! the context is (`context`).
 
-pub mod context;
 pub mod event;
 pub mod promise;
 pub mod transcript;

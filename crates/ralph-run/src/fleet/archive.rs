@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use ralph_core::time::Timestamp;
+use ralph_state::time::Timestamp;
 use ralph_fs::safe_fs;
 
-use ralph_core::loop_file::fields::stories::DEFAULT_PRD as PRD;
+use ralph_state::fields::stories::DEFAULT_PRD as PRD;
 const PROGRESS: &str = "ralph/progress.txt";
 /// What the last run started with: its branch and its PRD.
 const LAST_RUN: &str = ".claude/ralph/last-run.json";

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use ralph_core::money::Money;
+use ralph_state::money::Money;
 use ralph_fs::safe_fs;
 
 use crate::fleet::error::FleetError;
@@ -153,7 +153,7 @@ pub fn reserve(dir: &Path, total: Money, jobs: usize, story: &str) -> Result<Mon
 /// `ralph fleet-budget spent`: what job `story`'s loop spent, as its record
 /// in the project says (nothing when it has none), written to the ledger.
 pub fn record_spent(
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     dir: &Path,
     story: &str,
 ) -> Result<Money, FleetError> {
@@ -169,7 +169,7 @@ pub fn record_spent(
 pub fn summary(dir: &Path, total: Money) -> Result<String, FleetError> {
     let ledger = read(dir)?;
     let (spent, unsaid) = sum(&ledger);
-    let jobs = ralph_core::plural::count(
+    let jobs = ralph_state::plural::count(
         u64::try_from(ledger.len()).unwrap_or(u64::MAX),
         "job",
         "jobs",

@@ -6,7 +6,7 @@
 //! `--force`) are refused before a fleet starts.
 
 use crate::fleet::Story;
-use ralph_core::loop_file::fields::guards::GuardSettings;
+use ralph_state::fields::guards::GuardSettings;
 
 /// The flags of `ralph run --parallel` that every child gets again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct ChildFlags {
     pub wait_for_reset: bool,
     /// `--sandbox` and its settings: each story's agent runs confined to
     /// its own worktree.
-    pub sandbox: Option<ralph_core::loop_file::fields::confinement::Confinement>,
+    pub sandbox: Option<ralph_state::fields::confinement::Confinement>,
     /// `--protect`, `--scope`: each glob given again to every story's loop.
     pub protect: Vec<String>,
     pub scope: Vec<String>,
@@ -109,7 +109,7 @@ impl ChildFlags {
         }
         if let Some(sandbox) = &self.sandbox {
             out.push("--sandbox".to_owned());
-            if sandbox.network != ralph_core::loop_file::fields::confinement::Network::Internet {
+            if sandbox.network != ralph_state::fields::confinement::Network::Internet {
                 out.extend([
                     "--sandbox-network".to_owned(),
                     sandbox.network.word().to_owned(),
@@ -168,8 +168,8 @@ mod tests {
             notify: true,
             notify_url: Some("http://127.0.0.1:9/n".into()),
             wait_for_reset: true,
-            sandbox: Some(ralph_core::loop_file::fields::confinement::Confinement {
-                network: ralph_core::loop_file::fields::confinement::Network::None,
+            sandbox: Some(ralph_state::fields::confinement::Confinement {
+                network: ralph_state::fields::confinement::Network::None,
                 image: None,
             }),
         };

@@ -20,11 +20,11 @@ use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
     self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
 };
-use ralph_core::control::approval::{Secret, StoryCommands};
+use ralph_control::approval::{Secret, StoryCommands};
 use ralph_core::decide::gate_place;
-use ralph_core::loop_file::fields::outcome::{self as ended, RecordedOutcome};
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::format_duration;
+use ralph_state::fields::outcome::{self as ended, RecordedOutcome};
+use ralph_state::storage::store::Project;
+use ralph_state::time::format_duration;
 use ralph_fs::process::GroupChild;
 use ralph_fs::safe_fs;
 
@@ -66,7 +66,7 @@ pub struct Request<'a> {
     pub promise: String,
     /// The guards the command line arms, read once (defaults and caps as
     /// every loop has them): the fleet's own gate runs `verify` with them.
-    pub guards: ralph_core::loop_file::fields::guards::Guards,
+    pub guards: ralph_state::fields::guards::Guards,
     /// Every child `ralph run`'s settings (the task comes on stdin).
     pub child: ChildFlags,
     /// `--approve-commands`: the code of the PRD's story commands the user approved.
@@ -116,7 +116,7 @@ struct Fleet<'e> {
     /// How the fleet's own gate is confined (always, when the agents run sandboxed).
     gate_confinement: ralph_fs::gate_jail::GateConfinement,
     /// The gate's setup step and held-out set (its digest taken at start).
-    gate: ralph_core::loop_file::fields::guards::Guards,
+    gate: ralph_state::fields::guards::Guards,
     /// Stories come from the PRD (so `passes` is written back).
     from_prd: bool,
     /// The stories that pass or were merged in this run: a story whose
@@ -148,7 +148,7 @@ pub fn run(
     let (stories, from_prd, done) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
-    let gate_confinement = ralph_core::loop_file::gate_sandbox::confinement(
+    let gate_confinement = ralph_state::gate_sandbox::confinement(
         &request.guards,
         request.child.sandbox.is_some(),
     );
@@ -195,7 +195,7 @@ fn select(
 ) -> Result<(Vec<Story>, bool, std::collections::HashSet<String>), FleetError> {
     if request
         .prd
-        .is_some_and(|p| p != ralph_core::loop_file::fields::stories::DEFAULT_PRD)
+        .is_some_and(|p| p != ralph_state::fields::stories::DEFAULT_PRD)
     {
         return Err(FleetError::OtherPrd);
     }
@@ -256,7 +256,7 @@ fn select(
 /// `ralph prd lint` on the PRD before anything starts: its errors refuse the
 /// run, its warnings are told.
 fn lint_before_start(root: &Path, tell: &mut dyn FnMut(Event)) -> Result<(), FleetError> {
-    use ralph_core::loop_file::fields::prd_lint::{self, Severity};
+    use ralph_state::fields::prd_lint::{self, Severity};
     let text = safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP)?;
     let findings = prd_lint::lint(fleet::PRD, &text);
     if prd_lint::has_errors(&findings) {
@@ -557,8 +557,8 @@ impl Fleet<'_> {
         // (an edit on the story's branch changes nothing), then the run's.
         // In the gate's snapshot of the worktree (ignored files the agent
         // left there never reach it), prepared once for both commands.
-        let registry = ralph_core::loop_file::storage::registry::from_env();
-        let paths = ralph_core::loop_file::fields::state::PathRules::default();
+        let registry = ralph_state::storage::registry::from_env();
+        let paths = ralph_state::fields::state::PathRules::default();
         let place = gate_place::Place::of(
             worktree,
             registry.as_ref(),
@@ -624,7 +624,7 @@ impl Fleet<'_> {
             record.state.mark(),
             story.id,
             record.state.as_str(),
-            ralph_core::plural::iterations(record.iterations),
+            ralph_state::plural::iterations(record.iterations),
             format_duration(record.seconds)
         );
         self.event(&line);
@@ -752,7 +752,7 @@ pub fn plan(project: &Project) -> Result<Plan, FleetError> {
             state,
         }
     };
-    let (waves, held) = ralph_core::loop_file::fields::stories::waves(&all);
+    let (waves, held) = ralph_state::fields::stories::waves(&all);
     Ok(Plan {
         waves: waves
             .iter()

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use ralph_core::loop_file::fields::stories::PrdError;
-use ralph_core::loop_file::storage::store::StoreError;
+use ralph_state::fields::stories::PrdError;
+use ralph_state::storage::store::StoreError;
 use ralph_fs::safe_fs::FsError;
 
 /// Why a step of `--parallel` failed. A story's step failing ends up in
@@ -49,31 +49,31 @@ pub enum FleetError {
     SingleLoopFlags,
     #[error(
         "--parallel runs the stories of {}; another PRD (--prd=PATH) is for a single loop",
-        ralph_core::loop_file::fields::stories::DEFAULT_PRD
+        ralph_state::fields::stories::DEFAULT_PRD
     )]
     OtherPrd,
     #[error(
         "--story picks stories of ralph/prd.json; with tasks on the command line, leave it out"
     )]
     StoryWithTasks,
-    #[error("--story {}: no story with that id in {}", ralph_fs::display::line(.0), ralph_core::loop_file::fields::stories::DEFAULT_PRD)]
+    #[error("--story {}: no story with that id in {}", ralph_fs::display::line(.0), ralph_state::fields::stories::DEFAULT_PRD)]
     NoSuchStory(String),
     #[error(
         "no {} here: write one (`ralph init`), or name the tasks: ralph run --parallel 2 \"task one\" \"task two\"",
-        ralph_core::loop_file::fields::stories::DEFAULT_PRD
+        ralph_state::fields::stories::DEFAULT_PRD
     )]
     NoPrd,
     /// The PRD's story commands the user has not approved (`given`: a code that does
     /// not match them); the text lists them and says how to approve.
     #[error("{}", .list.fleet_refusal(.given.as_deref()))]
     CommandsUnapproved {
-        list: Box<ralph_core::control::approval::StoryCommands>,
+        list: Box<ralph_control::approval::StoryCommands>,
         given: Option<String>,
     },
     /// The PRD has findings `ralph prd lint` counts as errors (one a line).
     #[error(
         "{prd} does not pass `ralph prd lint`; nothing was started. Fix these, then run again:\n{0}",
-        prd = ralph_core::loop_file::fields::stories::DEFAULT_PRD
+        prd = ralph_state::fields::stories::DEFAULT_PRD
     )]
     PrdLint(String),
     /// A story whose prerequisites (`dependsOn`) were not merged in this run.

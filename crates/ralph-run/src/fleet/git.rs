@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::fleet::error::FleetError;
 use crate::fleet::{self, MergeMode, StoryRecord};
-use ralph_core::loop_file::fields::outcome::RecordedOutcome;
-use ralph_core::loop_file::fields::state::LoopState;
-use ralph_core::loop_file::storage::store::Project;
+use ralph_state::fields::outcome::RecordedOutcome;
+use ralph_state::fields::state::LoopState;
+use ralph_state::storage::store::Project;
 use ralph_fs::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
@@ -29,13 +29,13 @@ const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"
 pub fn story_loop(
     root: &std::path::Path,
     id: &str,
-) -> Option<(ralph_core::loop_file::storage::store::Project, String)> {
+) -> Option<(ralph_state::storage::store::Project, String)> {
     if !fleet::valid_id(id) {
         return None;
     }
     let rel = std::path::Path::new(fleet::WORKTREES).join(id);
     ralph_fs::safe_fs::check_dir(root, &rel).ok()?.then(|| {
-        let project = ralph_core::loop_file::storage::store::Project {
+        let project = ralph_state::storage::store::Project {
             root: root.join(rel),
         };
         (project, fleet::loop_name(id))
@@ -91,7 +91,7 @@ fn run(root: &Path, args: &[&str], overrides: &[(String, String)]) -> Result<Str
     Err(FleetError::Git {
         command,
         status: out.status,
-        stderr: ralph_core::loop_file::messages::escape_controls(stderr.trim()),
+        stderr: ralph_state::messages::escape_controls(stderr.trim()),
     })
 }
 
@@ -116,7 +116,7 @@ pub fn current_branch(root: &Path) -> Result<String, FleetError> {
     let name = name.trim_end_matches('\n');
     if !ralph_fs::git_runner::is_branch_name(name) {
         return Err(FleetError::UnsafeBranch(
-            ralph_core::loop_file::messages::escape_controls(name),
+            ralph_state::messages::escape_controls(name),
         ));
     }
     Ok(name.to_owned())
@@ -380,7 +380,7 @@ pub struct LastRun {
     pub outcome: Option<RecordedOutcome>,
     pub iterations: u64,
     pub tokens: u64,
-    pub cost_usd: ralph_core::money::Money,
+    pub cost_usd: ralph_state::money::Money,
 }
 
 /// The newest history record of the loop `name` in a worktree.
@@ -391,7 +391,7 @@ pub fn last_run(worktree: &Path, name: &str) -> LastRun {
     .history_dir();
     let marker = format!(
         "-{}",
-        ralph_core::loop_file::storage::store::record_name(name)
+        ralph_state::storage::store::record_name(name)
     );
     let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
         entries
@@ -532,7 +532,7 @@ mod tests {
         assert_eq!(
             last.outcome,
             Some(RecordedOutcome::Known(
-                ralph_core::loop_file::fields::outcome::Outcome::Completed
+                ralph_state::fields::outcome::Outcome::Completed
             ))
         );
         assert_eq!((last.iterations, last.tokens), (2, 42));

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
-pub const PRD: &str = ralph_core::loop_file::fields::stories::DEFAULT_PRD;
+pub const PRD: &str = ralph_state::fields::stories::DEFAULT_PRD;
 /// The folder ralph owns for the worktrees, one per story. Not under
 /// `.claude/`: Claude Code refuses edits to any path under a `.claude`
 /// folder even with `--permission-mode acceptEdits`, so an agent could not
@@ -36,7 +36,7 @@ pub const NOTES_CAP: u64 = 64 * 1024;
 /// The promise a story's loop gives when nothing else was chosen.
 pub const DEFAULT_PROMISE: &str = "DONE";
 
-pub use ralph_core::loop_file::fields::stories::{PrdError, Story, valid_id};
+pub use ralph_state::fields::stories::{PrdError, Story, valid_id};
 
 /// The branch a story's loop works on.
 pub fn branch(id: &str) -> String {
@@ -66,12 +66,12 @@ pub fn loop_name(id: &str) -> String {
 
 /// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
 pub fn stories(prd: &str) -> Result<Vec<Story>, PrdError> {
-    ralph_core::loop_file::fields::stories::parse(PRD, prd)
+    ralph_state::fields::stories::parse(PRD, prd)
 }
 
 /// The open stories (not passing, not blocked), by priority, then file order.
 pub fn open(stories: &[Story]) -> Vec<Story> {
-    ralph_core::loop_file::fields::stories::open(stories)
+    ralph_state::fields::stories::open(stories)
 }
 
 /// Tasks named on the command line. Each id is `task-` and a hash of its
@@ -149,7 +149,7 @@ pub fn matrix(open: &[Story]) -> Value {
 /// Sets `passes: true` on the story `id`, changing only that value's
 /// bytes (`stories::set_passes`). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
-    ralph_core::loop_file::fields::stories::set_passes(PRD, prd, id, true)
+    ralph_state::fields::stories::set_passes(PRD, prd, id, true)
 }
 
 /// How a story stands, as its record says.
@@ -220,7 +220,7 @@ pub struct StoryRecord {
     /// What its loop spent, when its agent reported a cost (absent in
     /// records written before the dollar budget).
     #[serde(default)]
-    pub cost_usd: ralph_core::money::Money,
+    pub cost_usd: ralph_state::money::Money,
 }
 
 impl StoryRecord {
@@ -236,7 +236,7 @@ impl StoryRecord {
             seconds,
             branch: branch(id),
             note: String::new(),
-            cost_usd: ralph_core::money::Money(0),
+            cost_usd: ralph_state::money::Money(0),
         }
     }
 
@@ -356,7 +356,7 @@ impl Homecoming {
                 format!(
                     "`{command}` failed ({}) on {branch} rebased onto {base}; fix it in {shown}, then run again. Output:\n{}",
                     v.status,
-                    ralph_core::loop_file::messages::escape_controls(v.output_tail.trim_end())
+                    ralph_state::messages::escape_controls(v.output_tail.trim_end())
                 ),
             ),
             Self::Ready => (
@@ -432,7 +432,7 @@ pub struct Row {
     pub seconds: u64,
     pub tokens: u64,
     pub branch: String,
-    pub cost: ralph_core::money::Money,
+    pub cost: ralph_state::money::Money,
 }
 
 impl Row {
@@ -475,7 +475,7 @@ pub fn table(rows: &[Row]) -> String {
                 r.story.clone(),
                 r.outcome.clone(),
                 r.iterations.to_string(),
-                ralph_core::time::format_duration(r.seconds),
+                ralph_state::time::format_duration(r.seconds),
                 r.tokens.to_string(),
                 if r.cost.0 > 0 {
                     r.cost.dollars()
@@ -644,7 +644,7 @@ mod tests {
             seconds: 0,
             branch: "ralph/a".into(),
             note: String::new(),
-            cost_usd: ralph_core::money::Money(0),
+            cost_usd: ralph_state::money::Money(0),
         };
         assert_eq!(next(None, true), Next::RunLoop);
         assert_eq!(next(Some(&rec(StoryState::Cancelled)), true), Next::RunLoop);
@@ -681,7 +681,7 @@ mod tests {
             seconds: 61,
             tokens: 0,
             branch: "ralph/US-001".into(),
-            cost: ralph_core::money::Money(1_250_000),
+            cost: ralph_state::money::Money(1_250_000),
         }]);
         assert!(t.lines().nth(1).unwrap().contains(" $1.25 "), "{t}");
         assert!(t.starts_with("story   outcome"), "{t}");

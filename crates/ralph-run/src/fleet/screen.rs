@@ -6,7 +6,7 @@
 use crate::fleet;
 use crate::fleet::driver::{Event, Plan, Planned, Running, Summary};
 use crate::screen::RunExit;
-use ralph_core::time::format_duration;
+use ralph_state::time::format_duration;
 
 /// One thing to write to the terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +214,7 @@ mod tests {
             seconds: 1,
             tokens: 0,
             branch: "ralph/US-1".into(),
-            cost: ralph_core::money::Money(0),
+            cost: ralph_state::money::Money(0),
         };
         let of = |rows: Vec<Row>, interrupted| Summary {
             rows,

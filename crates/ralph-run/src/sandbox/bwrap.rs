@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use super::reach::Reach;
-use ralph_core::loop_file::fields::confinement::Network;
+use ralph_state::fields::confinement::Network;
 
 /// The arguments of `bwrap` that run `sh -c COMMAND` confined to `reach`.
 pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {

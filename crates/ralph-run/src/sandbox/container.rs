@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 
 use super::reach::Reach;
-use ralph_core::loop_file::fields::confinement::Network;
+use ralph_state::fields::confinement::Network;
 
 /// The engines ralph knows, in the order it looks for them.
 pub const ENGINES: &[&str] = &["docker", "podman"];

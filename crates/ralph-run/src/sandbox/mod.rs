@@ -18,7 +18,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ralph_core::loop_file::fields::confinement::{Confinement, Network};
+use ralph_state::fields::confinement::{Confinement, Network};
 use reach::{Facts, Reach, SystemDir};
 
 /// Why a sandbox cannot be had; the message says what to install or fix.
@@ -145,7 +145,7 @@ impl Sandbox {
         held_out: Option<&Path>,
     ) -> Result<Self, SandboxError> {
         let tool = choose_tool(confinement)?;
-        let env = ralph_core::loop_file::storage::environment::Environment::from_env();
+        let env = ralph_state::storage::environment::Environment::from_env();
         let Some(home) = env.home.clone().filter(|h| h.is_absolute()) else {
             return Err(SandboxError {
                 problem: "HOME is not set to an absolute path".to_owned(),
@@ -334,7 +334,7 @@ fn ids(home: &Path) -> Option<container::Ids> {
 fn gather(
     root: &Path,
     home: &Path,
-    env: &ralph_core::loop_file::storage::environment::Environment,
+    env: &ralph_state::storage::environment::Environment,
     command: &str,
 ) -> Facts {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());

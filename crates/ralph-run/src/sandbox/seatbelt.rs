@@ -13,7 +13,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::reach::Reach;
-use ralph_core::loop_file::fields::confinement::Network;
+use ralph_state::fields::confinement::Network;
 
 /// macOS's temporary folders, written (`/var/folders` is `$TMPDIR`).
 const TEMP: &[&str] = &["/private/tmp", "/private/var/folders", "/dev"];

@@ -5,12 +5,12 @@
 
 use std::io::IsTerminal;
 
-use ralph_core::control;
-use ralph_core::control::adoption::{self, Choice};
-use ralph_core::loop_file::lifecycle::Loop;
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::Timestamp;
+use ralph_control as control;
+use ralph_control::adoption::{self, Choice};
+use ralph_state::lifecycle::Loop;
+use ralph_state::storage::registry::Registry;
+use ralph_state::storage::store::Project;
+use ralph_state::time::Timestamp;
 
 use crate::cli::AdoptArgs;
 use crate::exit::{CmdResult, EdgeError};

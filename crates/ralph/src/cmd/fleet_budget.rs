@@ -2,7 +2,7 @@
 //! jobs, decided by `ralph_run::fleet::budget`; here the amounts are read
 //! from the command line and the answers printed.
 
-use ralph_core::money::Money;
+use ralph_state::money::Money;
 use ralph_run::fleet::budget;
 
 use crate::cli::FleetBudgetCommand;

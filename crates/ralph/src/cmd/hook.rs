@@ -11,7 +11,7 @@ use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
-use ralph_core::loop_file::storage::environment::Environment;
+use ralph_state::storage::environment::Environment;
 use ralph_fs::gate;
 
 /// The hook's own work (everything but a verification gate) must end
@@ -99,7 +99,7 @@ fn deadline_from_env() -> Duration {
 /// Records which binary runs the hooks (`ralph status` says it).
 fn record_hooks_binary() {
     if let (Some(registry), Ok(exe)) = (crate::env::registry(), std::env::current_exe()) {
-        registry.record_hooks_binary(&ralph_core::control::status_text::binary_words(&exe));
+        registry.record_hooks_binary(&ralph_control::status_text::binary_words(&exe));
     }
 }
 
@@ -109,7 +109,7 @@ fn record_hooks_binary() {
 /// every other prompt goes through.
 pub(super) fn session(event: crate::cli::HookCommand) -> ExitCode {
     use crate::cli::HookCommand;
-    use ralph_core::hook::session::{self, SessionContext};
+    use ralph_control::session::{self, SessionContext};
     let mut input = Vec::new();
     let answer = match std::io::stdin().read_to_end(&mut input) {
         Ok(_) => {

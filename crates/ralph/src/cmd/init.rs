@@ -1,7 +1,7 @@
 //! `ralph init`: a template's PRD, progress log and prompt, written by
-//! `ralph_core::control::init`; here what it did is printed.
+//! `ralph_control::init`; here what it did is printed.
 
-use ralph_core::control::init;
+use ralph_control::init;
 
 use crate::cli::InitArgs;
 use crate::exit::CmdResult;

@@ -5,13 +5,13 @@
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 
-use ralph_core::control::CommandError;
-use ralph_core::control::arguments::{self, Selection};
-use ralph_core::control::arming::{self, ArmOptions, TypedTask};
-use ralph_core::control::cancel_pause::{self, Toggled};
-use ralph_core::control::revive::{self, Raise};
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::Timestamp;
+use ralph_control::CommandError;
+use ralph_control::arguments::{self, Selection};
+use ralph_control::arming::{self, ArmOptions, TypedTask};
+use ralph_control::cancel_pause::{self, Toggled};
+use ralph_control::revive::{self, Raise};
+use ralph_state::storage::store::Project;
+use ralph_state::time::Timestamp;
 
 use crate::cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
@@ -59,7 +59,7 @@ pub(super) fn start(args: StartArgs) -> CmdResult {
 /// (`approval::approved_notice`).
 pub(super) fn approved_notice(activation: &arming::Activation) -> Option<String> {
     let prd = activation.armed.state.prd.as_ref()?;
-    ralph_core::control::approval::approved_notice(&crate::env::project().root, prd)
+    ralph_control::approval::approved_notice(&crate::env::project().root, prd)
 }
 
 /// Before arming from a terminal: a PRD's story commands the user has not approved are
@@ -90,7 +90,7 @@ fn force_on_terminal(options: &ArmOptions) -> Result<(), Failure> {
         return Ok(());
     };
     let project = crate::env::project();
-    let over = ralph_core::control::forced_over(
+    let over = ralph_control::forced_over(
         &project,
         &registry,
         &options.name,
@@ -206,7 +206,7 @@ pub(super) fn cancel_as(selection: &Selection, session: Option<String>) -> CmdRe
 
 /// `ralph cancel` in `project` (this one, or a `--parallel` story's worktree for `ralph watch`).
 pub(super) fn cancel_in(
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     selection: &Selection,
     session: Option<String>,
 ) -> CmdResult {
@@ -239,7 +239,7 @@ pub(super) fn pause_or_resume_as(
 
 /// `ralph pause` / `ralph resume` in `project` (for `ralph watch`, maybe a story's worktree).
 pub(super) fn pause_or_resume_in(
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     selection: &Selection,
     active: bool,
     session: Option<String>,
@@ -261,7 +261,7 @@ pub(super) fn pause_or_resume_in(
 /// `ralph rollback --to N [--name NAME]`, or `--list`.
 pub(super) fn rollback(args: &RollbackArgs) -> CmdResult {
     let Some(to) = args.to.as_deref().filter(|_| !args.list) else {
-        let lines = ralph_core::control::rollback::list(
+        let lines = ralph_control::rollback::list(
             &crate::env::project(),
             crate::env::registry().as_ref(),
             args.name.as_deref(),
@@ -271,14 +271,14 @@ pub(super) fn rollback(args: &RollbackArgs) -> CmdResult {
         }
         return Ok(());
     };
-    let done = ralph_core::control::rollback::rollback(
+    let done = ralph_control::rollback::rollback(
         &crate::env::project(),
         crate::env::registry().as_ref(),
         args.name.as_deref(),
         to,
         Timestamp::now(),
     )?;
-    say!("{}", ralph_core::control::rollback::rolled_back_text(&done));
+    say!("{}", ralph_control::rollback::rolled_back_text(&done));
     Ok(())
 }
 
@@ -399,7 +399,7 @@ pub(super) fn revive_as(
 
 /// `--add-*` in `project` (for `ralph watch`, maybe a story's worktree).
 pub(super) fn revive_in(
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     name: Option<&str>,
     raise: &Raise,
     session: Option<String>,

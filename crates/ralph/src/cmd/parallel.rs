@@ -89,7 +89,7 @@ fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Fa
 /// included).
 fn fleet_guards(
     args: &RunArgs,
-) -> Result<ralph_core::loop_file::fields::guards::Guards, crate::exit::Failure> {
+) -> Result<ralph_state::fields::guards::Guards, crate::exit::Failure> {
     Ok(args.arm.guards.0.guards()?)
 }
 

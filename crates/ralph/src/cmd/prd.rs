@@ -1,8 +1,8 @@
 //! `ralph prd lint` and `ralph prd import`: the findings and the stories
-//! come from `ralph_core::control::prd_file`; here they are printed.
+//! come from `ralph_control::prd_file`; here they are printed.
 
-use ralph_core::control::prd_file;
-use ralph_core::loop_file::fields::prd_lint::{self, Finding};
+use ralph_control::prd_file;
+use ralph_state::fields::prd_lint::{self, Finding};
 
 use crate::cli::{PrdImportArgs, PrdLintArgs};
 use crate::exit::{CmdResult, Failure};
@@ -18,7 +18,7 @@ fn report(file: &str, findings: &[Finding]) -> CmdResult {
         .count();
     let warnings = findings.len() - errors;
     let count = |n: usize, one: &str, many: &str| {
-        ralph_core::plural::count(u64::try_from(n).unwrap_or(u64::MAX), one, many)
+        ralph_state::plural::count(u64::try_from(n).unwrap_or(u64::MAX), one, many)
     };
     if errors > 0 {
         return Err(Failure::usage(format!(
@@ -48,7 +48,7 @@ pub(super) fn import(args: &PrdImportArgs) -> CmdResult {
     let (stories, findings) = prd_file::import(&project, &args.file, &args.output, args.force)?;
     say!(
         "wrote {} to {}",
-        ralph_core::plural::count(
+        ralph_state::plural::count(
             u64::try_from(stories).unwrap_or(u64::MAX),
             "story",
             "stories"

@@ -22,9 +22,9 @@
 //! The skills themselves run no command and are granted no tool: their text reaches the
 //! model only when this hook did not run, and tells it to say so.
 
-use ralph_core::control::revive::Raise;
-use ralph_core::control::{self, arguments};
-use ralph_core::hook::typed::{self, Reply, SlashCommand};
+use ralph_control::revive::Raise;
+use ralph_control::{self as control, arguments};
+use ralph_control::typed::{self, Reply, SlashCommand};
 
 use super::capture::captured;
 use super::{init, loops, status};

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use ralph_core::control::{listing, receipt_text};
-use ralph_core::loop_file::fields::guards::DEFAULT_VERIFY_TIMEOUT;
-use ralph_core::loop_file::storage::receipt::{self, ReceiptError};
-use ralph_core::time::Timestamp;
+use ralph_control::{listing, receipt_text};
+use ralph_state::fields::guards::DEFAULT_VERIFY_TIMEOUT;
+use ralph_state::storage::receipt::{self, ReceiptError};
+use ralph_state::time::Timestamp;
 
 use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
@@ -22,8 +22,8 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
         }
     };
     let registry =
-        ralph_core::loop_file::storage::registry::from_env().ok_or(ReceiptError::NoHome)?;
-    let root = ralph_core::loop_file::storage::registry::canonical_root(&project)?;
+        ralph_state::storage::registry::from_env().ok_or(ReceiptError::NoHome)?;
+    let root = ralph_state::storage::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));
     let checked = args.recheck.then(|| {

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use ralph_fs::process::program;
 use std::time::{Duration, Instant};
 
-use ralph_core::time::Timestamp;
+use ralph_state::time::Timestamp;
 use ralph_report::Selection;
 
 use crate::cli::ReportArgs;
@@ -33,7 +33,7 @@ pub(super) fn report(args: ReportArgs) -> CmdResult {
 /// Gathers, renders and writes the report of `selection` (to `output`, else its default
 /// place); where it went. `ralph report` and `ralph watch`'s `r`.
 pub(super) fn write_report(
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     selection: &Selection,
     output: Option<std::path::PathBuf>,
 ) -> Result<std::path::PathBuf, crate::exit::Failure> {

@@ -5,13 +5,13 @@
 //! worded by `run::screen`. Here: the arguments, Ctrl-C, the clock, the live
 //! line, printing, and the end mapped to its exit code (`crate::exit`).
 
-use ralph_core::loop_file::gate_sandbox;
+use ralph_state::gate_sandbox;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ralph_core::time::Timestamp;
+use ralph_state::time::Timestamp;
 use ralph_run::agent::{self, Finished};
 use ralph_run::fleet::archive;
 use ralph_run::reset_wait;
@@ -19,7 +19,7 @@ use ralph_run::sandbox::Sandbox;
 use ralph_run::screen::{self, Screen};
 use ralph_run::{Call, Driver, End, Event, ResetWait, Setup};
 
-use ralph_core::control::{self, arming};
+use ralph_control::{self as control, arming};
 
 use super::loops::read_stdin;
 use crate::cli::RunArgs;
@@ -38,7 +38,7 @@ pub(super) fn run(args: RunArgs) -> CmdResult {
         || std::env::var_os("CLAUDE_CODE_BUBBLEWRAP").is_some();
     if let Some(refusal) = screen::root_refusal(
         &agent,
-        ralph_core::loop_file::fields::run_owner::runs_as_root(),
+        ralph_state::fields::run_owner::runs_as_root(),
         sandboxed,
     ) {
         return Err(Failure::usage(refusal));
@@ -76,7 +76,7 @@ fn task(args: &RunArgs) -> Result<Option<String>, Failure> {
 /// cannot be had or comes with `--gate-sandbox off`.
 fn refuse_what_cannot_be_had(
     args: &RunArgs,
-) -> Result<Option<ralph_core::loop_file::fields::confinement::Confinement>, Failure> {
+) -> Result<Option<ralph_state::fields::confinement::Confinement>, Failure> {
     let asked = args.confinement();
     args.refuse_unconfined_gate()?;
     if let Some(confinement) = &asked {
@@ -90,7 +90,7 @@ fn refuse_what_cannot_be_had(
 fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     let project = crate::env::project();
     let registry = crate::env::require_registry()?;
-    let own = ralph_core::loop_file::fields::run_owner::RunOwner::own();
+    let own = ralph_state::fields::run_owner::RunOwner::own();
     let prompt = task(&args)?;
     let spends = screen::spends(&args.agent);
     let asked = refuse_what_cannot_be_had(&args)?;
@@ -165,9 +165,9 @@ fn arm_new(
     setup: Setup,
     arm: crate::cli::ArmFlags,
     name: &str,
-    own: &ralph_core::loop_file::fields::run_owner::RunOwner,
+    own: &ralph_state::fields::run_owner::RunOwner,
     force: bool,
-    asked: &Option<ralph_core::loop_file::fields::confinement::Confinement>,
+    asked: &Option<ralph_state::fields::confinement::Confinement>,
     prompt: String,
 ) -> Result<(Driver, Option<String>), Failure> {
     let mut options = arm.into_options(name.to_owned(), Some(own.to_string()), force);

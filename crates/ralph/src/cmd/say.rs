@@ -2,9 +2,9 @@
 //! story's (`--story`), or every one (`--all`); the core queues it
 //! (`control::guidance`).
 
-use ralph_core::control::guidance::{self, Say};
-use ralph_core::loop_file::storage::store::Project;
-use ralph_core::time::Timestamp;
+use ralph_control::guidance::{self, Say};
+use ralph_state::storage::store::Project;
+use ralph_state::time::Timestamp;
 use ralph_run::fleet;
 
 use crate::cli::SayArgs;

@@ -1,11 +1,11 @@
 //! `ralph status | log`: what the project's loops are and what they did.
-//! Reads only (`ralph_core::control::listing`); the lines are
+//! Reads only (`ralph_control::listing`); the lines are
 //! `control::status_text`'s, every value from a loop file shown escaped.
 
-use ralph_core::control::listing::{self, LogChoice};
-use ralph_core::control::status_text;
-use ralph_core::loop_file::storage::registry::Registry;
-use ralph_core::time::Timestamp;
+use ralph_control::listing::{self, LogChoice};
+use ralph_control::status_text;
+use ralph_state::storage::registry::Registry;
+use ralph_state::time::Timestamp;
 
 use crate::cli::{LogArgs, StatusArgs};
 use crate::exit::CmdResult;
@@ -57,7 +57,7 @@ pub(super) fn log(args: LogArgs) -> CmdResult {
         LogChoice::Loop(report) => &report.log,
         LogChoice::Orphan(log) => log,
     };
-    let lines = ralph_core::loop_file::storage::store::read_log_tail(log, usize::MAX);
+    let lines = ralph_state::storage::store::read_log_tail(log, usize::MAX);
     if !args.json {
         say!("{}", text.header);
     }

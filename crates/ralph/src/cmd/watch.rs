@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
-use ralph_core::control::arguments::Selection;
-use ralph_core::control::revive::{self, Raise};
-use ralph_core::time::Timestamp;
+use ralph_control::arguments::Selection;
+use ralph_control::revive::{self, Raise};
+use ralph_state::time::Timestamp;
 use ralph_watch::board::{Board, Mode, Row};
 use ralph_watch::records::{Stamp, Watched};
 use ratatui::Terminal;
@@ -210,7 +210,7 @@ fn act(board: &Board, watched: &Watched, action: Action) -> String {
 
 fn perform(
     row: &Row,
-    project: &ralph_core::loop_file::storage::store::Project,
+    project: &ralph_state::storage::store::Project,
     action: Action,
 ) -> Result<(), Failure> {
     let selection = Selection {

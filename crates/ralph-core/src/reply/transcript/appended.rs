@@ -14,8 +14,8 @@ use super::backward::open;
 use super::backward::{BLOCK, BackwardLines};
 use super::lenient;
 use super::queue::{self, Queue};
-use crate::money::ModelTokens;
-use crate::time::Timestamp;
+use ralph_state::money::ModelTokens;
+use ralph_state::time::Timestamp;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Appended {
@@ -1046,7 +1046,7 @@ mod context_tests {
     use std::io::Write;
 
     use super::*;
-    use crate::reply::context::Fill;
+    use ralph_state::context::Fill;
 
     /// An assistant line as Claude Code 2.1.328 writes it, with `usage`
     /// (input, cache creation, cache read, output) or none.

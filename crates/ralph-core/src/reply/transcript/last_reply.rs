@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::backward::open;
 use super::backward::{BackwardLines, MAX_SCAN};
 use crate::reply::event::content_text;
-use crate::time::Timestamp;
+use ralph_state::time::Timestamp;
 
 /// The last assistant reply found in a transcript.
 #[derive(Debug, Clone, PartialEq, Eq)]

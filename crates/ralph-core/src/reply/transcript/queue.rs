@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn a_first_look_sees_a_message_queued_before_the_loop_started() {
-        use crate::time::Timestamp;
+        use ralph_state::time::Timestamp;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         std::fs::write(&path, format!("{ENQUEUE}\n")).unwrap();
