@@ -70,11 +70,9 @@ impl Steps for Project {
 
     fn set_field(&self, key: &str, value: &str) {
         let text = std::fs::read_to_string(self.path(LOOP)).unwrap();
-        let updated = ralph_state::fields::frontmatter::set_fields(
-            &text,
-            &[(key, value.to_owned())],
-        )
-        .unwrap();
+        let updated =
+            ralph_state::fields::frontmatter::set_fields(&text, &[(key, value.to_owned())])
+                .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
         // A setting is bound to the arming: the user adopts the edit.
         self.ralph_on_terminal(&["adopt", "--yes", "--name", "ralph"], "");

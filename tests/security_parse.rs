@@ -109,11 +109,9 @@ impl Steps for Project {
     }
 
     fn set_field(&self, key: &str, value: &str) {
-        let updated = ralph_state::fields::frontmatter::set_fields(
-            &self.text(),
-            &[(key, value.to_owned())],
-        )
-        .unwrap();
+        let updated =
+            ralph_state::fields::frontmatter::set_fields(&self.text(), &[(key, value.to_owned())])
+                .unwrap();
         std::fs::write(self.path(LOOP), updated).unwrap();
         self.adopt_edit();
     }

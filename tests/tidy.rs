@@ -45,7 +45,14 @@ const CRATES: [(&str, &[&[&str]]); 9] = [
         &[
             &["templates", "arguments", "approval"],
             &["commands"],
-            &["arming", "guidance", "prd_file", "tamper", "rollback", "receipt_text"],
+            &[
+                "arming",
+                "guidance",
+                "prd_file",
+                "tamper",
+                "rollback",
+                "receipt_text",
+            ],
             &["listing", "adoption", "cancel_pause", "init", "revive"],
             &["status_text"],
             &["typed", "statusline"],
@@ -263,15 +270,18 @@ fn architecture_names_every_crate_and_its_top_level_modules_and_stays_short() {
         if !spans.contains(&krate) {
             unnamed.push(krate.to_owned());
         }
-        for entry in std::fs::read_dir(root.join(dir)).expect("read_dir").flatten() {
+        for entry in std::fs::read_dir(root.join(dir))
+            .expect("read_dir")
+            .flatten()
+        {
             let file = entry.file_name().to_string_lossy().into_owned();
             let module = file.trim_end_matches(".rs");
             if ["lib", "main", "words"].contains(&module) {
                 continue;
             }
-            let named = spans.iter().any(|s| {
-                *s == module || *s == file || s.starts_with(&format!("{module}/"))
-            });
+            let named = spans
+                .iter()
+                .any(|s| *s == module || *s == file || s.starts_with(&format!("{module}/")));
             if !named {
                 unnamed.push(format!("{dir}/{file}"));
             }
@@ -713,6 +723,9 @@ fn the_checks_see_what_they_look_for() {
     assert!(!is_plain_path("tests/<area>.rs"));
     let core = CRATES[2].1;
     assert_eq!(floor(core, "hook"), Some(2));
+    assert_eq!(public_item("    pub fn f(x: u8) {"), Some(("fn", "f")));
+    assert_eq!(public_item("pub(crate) struct S;"), None);
+    assert_eq!(public_item("    pub name: String,"), None);
     assert_eq!(
         link_targets("[a](docs/x.md#y), [b](https://e.org), [c](#here)"),
         ["docs/x.md"]
@@ -722,4 +735,130 @@ fn the_checks_see_what_they_look_for() {
         workspace_dependencies("ralph-loop-fs.workspace = true\nserde.workspace = true\n"),
         ["ralph-loop-fs"]
     );
+}
+
+/// The library crates (every one but the binary).
+fn library_dirs() -> Vec<&'static str> {
+    CRATES.iter().map(|(dir, _)| *dir).collect()
+}
+
+/// `pub` items of a line of production code: (kind, name), for `pub fn`, `pub struct`, …
+/// (`pub(crate)` and fields are not items of the public surface).
+fn public_item(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start().strip_prefix("pub ")?;
+    let rest = rest.strip_prefix("async ").unwrap_or(rest);
+    let (kind, rest) = rest.split_once(' ')?;
+    if ![
+        "fn", "struct", "enum", "trait", "const", "static", "type", "mod", "use",
+    ]
+    .contains(&kind)
+    {
+        return None;
+    }
+    let name_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    Some((kind, &rest[..name_end]))
+}
+
+/// The most `pub` items the libraries may hold (issue 47: about 1,260 before `pub` meant API).
+/// A new one is fine when another crate needs it; raise this deliberately, not by habit.
+const MAX_PUBLIC_ITEMS: usize = 1_100;
+
+/// The identifiers each source folder writes (the crates', the integration tests', the fuzz
+/// targets'), each folder's once.
+fn words_by_folder() -> Vec<(&'static str, std::collections::HashSet<String>)> {
+    let root = repo_root();
+    let mut out = Vec::new();
+    for dir in source_dirs()
+        .into_iter()
+        .chain(["tests", "fuzz/fuzz_targets"])
+    {
+        let mut words = std::collections::HashSet::new();
+        for rel in rust_files(&root.join(dir)) {
+            let text = std::fs::read_to_string(root.join(dir).join(rel)).expect("source");
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if !word.is_empty() && !words.contains(word) {
+                    words.insert(word.to_owned());
+                }
+            }
+        }
+        out.push((dir, words));
+    }
+    out
+}
+
+/// `pub` means API: every public function and constant of a library is named by another crate
+/// (else it says `pub(crate)`), and the public surface stays under its cap.
+#[test]
+fn a_librarys_public_functions_and_constants_are_used_by_another_crate() {
+    let code = production_code();
+    let mut unused = Vec::new();
+    let mut count = 0;
+    let folders = words_by_folder();
+    for dir in library_dirs() {
+        let used_outside = |name: &str| {
+            folders
+                .iter()
+                .any(|(other, words)| *other != dir && words.contains(name))
+        };
+        for (path, n, line) in code.iter().filter(|(p, _, _)| p.starts_with(dir)) {
+            let Some((kind, name)) = public_item(line) else {
+                continue;
+            };
+            count += 1;
+            if ["fn", "const", "static"].contains(&kind) && !used_outside(name) {
+                unused.push(format!("{path}:{n}: {kind} {name}"));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "public items no other crate uses; make them pub(crate): {unused:#?}"
+    );
+    assert!(
+        count <= MAX_PUBLIC_ITEMS,
+        "{count} pub items in the libraries, more than {MAX_PUBLIC_ITEMS}"
+    );
+}
+
+/// One name per concept: no two public types of the libraries share a name.
+#[test]
+fn no_two_public_types_share_a_name() {
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut twice = Vec::new();
+    for (path, n, line) in production_code() {
+        if !library_dirs().iter().any(|d| path.starts_with(d)) {
+            continue;
+        }
+        let Some((kind, name)) = public_item(&line) else {
+            continue;
+        };
+        if !["struct", "enum", "trait", "type"].contains(&kind) {
+            continue;
+        }
+        let here = format!("{path}:{n}");
+        if let Some(first) = seen.insert(name.to_owned(), here.clone()) {
+            twice.push(format!("{name}: {first} and {here}"));
+        }
+    }
+    assert!(twice.is_empty(), "public types sharing a name: {twice:#?}");
+}
+
+/// Every library says at its top that it is internal, and what `pub` means in it.
+#[test]
+fn every_library_says_it_is_internal() {
+    for dir in library_dirs() {
+        let lib = std::fs::read_to_string(repo_root().join(dir).join("lib.rs")).expect("lib.rs");
+        let top: String = lib
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.trim_start_matches("//!").trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            top.contains("Internal to ralph") && top.contains("names only what another"),
+            "{dir}/lib.rs does not say it is internal and what `pub` means there"
+        );
+    }
 }

@@ -3,12 +3,12 @@
 //! Showing it, asking and recording it are the CLI's and `commands::adopt`'s.
 
 use crate::{CommandError, approval};
+use ralph_fs::display;
 use ralph_state::fields::state::{self, LoopState};
 use ralph_state::lifecycle::Loop;
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::{Arming, Registry};
 use ralph_state::storage::store::Project;
-use ralph_fs::display;
 
 /// What `ralph adopt` found to do.
 pub enum Choice {

@@ -10,12 +10,12 @@
 
 use sha2::{Digest, Sha256};
 
+use ralph_fs::display;
 use ralph_state::fields::state::PrdLoop;
 use ralph_state::fields::stories::{self, Story};
-use ralph_fs::display;
 
 /// The flag that approves a list of commands, as the user types it.
-pub const FLAG: &str = "--approve-commands";
+pub(crate) const FLAG: &str = "--approve-commands";
 
 /// The story commands a PRD asks ralph to run, and the code that approves exactly them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,7 +279,7 @@ pub fn approved_notice(root: &std::path::Path, prd: &PrdLoop) -> Option<String> 
 /// them now, one line each: the command, when the PRD's story still has the command
 /// recorded; else what ralph knows of it (only its digest), said plainly, since a PRD
 /// edited back to that command would run it.
-pub fn bound_lines(root: &std::path::Path, prd: &PrdLoop) -> Vec<String> {
+pub(crate) fn bound_lines(root: &std::path::Path, prd: &PrdLoop) -> Vec<String> {
     let stories = ralph_core::decide::prd_turn::read(root, prd).unwrap_or_default();
     prd.commands
         .split_whitespace()

@@ -13,42 +13,42 @@
 
 use ralph_state::fields::guards;
 pub use ralph_state::fields::options::{
-    ArgumentsError, Kind, check_duration, check_money, check_number,
+    ArgumentsError, OptionKind, check_duration, check_money, check_number,
 };
 
 /// The options of `ralph start` that come before the guards.
-const BEFORE_GUARDS: &[(&str, Kind)] = &[
-    ("name", Kind::Text),
-    ("max-iterations", Kind::Number),
-    ("completion-promise", Kind::Text),
-    ("abort-promise", Kind::Text),
+const BEFORE_GUARDS: &[(&str, OptionKind)] = &[
+    ("name", OptionKind::Text),
+    ("max-iterations", OptionKind::Number),
+    ("completion-promise", OptionKind::Text),
+    ("abort-promise", OptionKind::Text),
 ];
 
 /// The options of `ralph start` that come after the guards.
-const AFTER_GUARDS: &[(&str, Kind)] = &[
-    ("fresh-context", Kind::Flag),
-    ("fresh-at", Kind::Text),
-    ("fresh-via", Kind::Text),
-    ("prd", Kind::OptionalValue),
-    ("notify", Kind::Flag),
-    ("notify-url", Kind::Text),
-    ("protect", Kind::Text),
-    ("unprotect", Kind::Text),
-    ("no-default-protect", Kind::Flag),
-    ("scope", Kind::Text),
-    ("session-id", Kind::Text),
-    ("force", Kind::Flag),
-    ("approve-commands", Kind::Text),
+const AFTER_GUARDS: &[(&str, OptionKind)] = &[
+    ("fresh-context", OptionKind::Flag),
+    ("fresh-at", OptionKind::Text),
+    ("fresh-via", OptionKind::Text),
+    ("prd", OptionKind::OptionalValue),
+    ("notify", OptionKind::Flag),
+    ("notify-url", OptionKind::Text),
+    ("protect", OptionKind::Text),
+    ("unprotect", OptionKind::Text),
+    ("no-default-protect", OptionKind::Flag),
+    ("scope", OptionKind::Text),
+    ("session-id", OptionKind::Text),
+    ("force", OptionKind::Flag),
+    ("approve-commands", OptionKind::Text),
 ];
 
 /// Every option of `ralph start`, in one table (the guards' own from
 /// `guards::OPTIONS`): the slash command's parser reads it, and a test
 /// compares it with clap's own list for `ralph start`.
-pub const OPTIONS: &[(&str, Kind)] =
+pub const OPTIONS: &[(&str, OptionKind)] =
     &all_options::<{ BEFORE_GUARDS.len() + guards::OPTIONS.len() + AFTER_GUARDS.len() }>();
 
-const fn all_options<const N: usize>() -> [(&'static str, Kind); N] {
-    let mut out = [("", Kind::Flag); N];
+const fn all_options<const N: usize>() -> [(&'static str, OptionKind); N] {
+    let mut out = [("", OptionKind::Flag); N];
     let mut at = 0;
     let mut i = 0;
     while i < BEFORE_GUARDS.len() {
@@ -96,15 +96,15 @@ pub fn argument_hint() -> String {
     let mut out = String::from("TASK");
     for (flag, value) in HINTED {
         out.push_str(&match kind_of(flag) {
-            Some(Kind::Flag) => format!(" [--{flag}]"),
-            Some(Kind::OptionalValue) => format!(" [--{flag}[={value}]]"),
+            Some(OptionKind::Flag) => format!(" [--{flag}]"),
+            Some(OptionKind::OptionalValue) => format!(" [--{flag}[={value}]]"),
             _ => format!(" [--{flag} {value}]"),
         });
     }
     out
 }
 
-fn kind_of(key: &str) -> Option<Kind> {
+fn kind_of(key: &str) -> Option<OptionKind> {
     OPTIONS
         .iter()
         .find(|(k, _)| *k == key)
@@ -222,10 +222,10 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
             None => (option, None),
         };
         let kind = kind_of(key);
-        if matches!(kind, Some(Kind::Flag | Kind::OptionalValue)) && inline.is_none() {
+        if matches!(kind, Some(OptionKind::Flag | OptionKind::OptionalValue)) && inline.is_none() {
             result.options.push((key.to_owned(), String::new()));
             removed.push((word.start, word.end));
-        } else if kind.is_some_and(|k| k != Kind::Flag) {
+        } else if kind.is_some_and(|k| k != OptionKind::Flag) {
             let value = if inline.is_some() {
                 word.unquoted
                     .split_once('=')
@@ -239,13 +239,13 @@ pub fn parse(raw: &str) -> Result<RawArguments, ArgumentsError> {
                 next.unquoted.clone()
             };
             match kind {
-                Some(Kind::Number) => {
+                Some(OptionKind::Number) => {
                     check_number(key, &value)?;
                 }
-                Some(Kind::Duration) => {
+                Some(OptionKind::Duration) => {
                     check_duration(key, &value)?;
                 }
-                Some(Kind::Money) => {
+                Some(OptionKind::Money) => {
                     check_money(key, &value)?;
                 }
                 _ => {}
@@ -313,7 +313,7 @@ fn strip_outer_quotes(text: &str) -> String {
 /// What `/ralph-cancel`, `/ralph-pause` or `/ralph-resume` was given: one
 /// loop by name, or all of them (neither: the session's own loop).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selection {
+pub struct LoopTargets {
     pub name: Option<String>,
     pub all: bool,
 }
@@ -321,9 +321,9 @@ pub struct Selection {
 /// The selection typed after a slash command, split on whitespace: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`; anything else is
 /// refused rather than guessed.
-pub fn selection(raw: &str) -> Result<Selection, ArgumentsError> {
+pub fn selection(raw: &str) -> Result<LoopTargets, ArgumentsError> {
     let words: Vec<&str> = raw.split_whitespace().collect();
-    let mut out = Selection::default();
+    let mut out = LoopTargets::default();
     match words.as_slice() {
         [] => {}
         ["--all"] => out.all = true,
@@ -347,10 +347,7 @@ mod tests {
             .position(|(flag, _)| *flag == ralph_state::fields::guards::OPTIONS[0].flag)
             .unwrap();
         for (i, g) in ralph_state::fields::guards::OPTIONS.iter().enumerate() {
-            assert_eq!(
-                crate::arguments::OPTIONS[starts_at + i],
-                (g.flag, g.kind)
-            );
+            assert_eq!(crate::arguments::OPTIONS[starts_at + i], (g.flag, g.kind));
             assert!(
                 ralph_state::fields::state::KNOWN_FIELDS.contains(&g.field),
                 "{} is not read from the loop file",
@@ -372,7 +369,10 @@ mod tests {
                         .is_some_and(|rest| rest.starts_with([' ', '`']))
                 })
                 .unwrap_or_else(|| panic!("README's options table lacks --{flag}"));
-            if let Some(g) = ralph_state::fields::guards::OPTIONS.iter().find(|g| g.flag == *flag) {
+            if let Some(g) = ralph_state::fields::guards::OPTIONS
+                .iter()
+                .find(|g| g.flag == *flag)
+            {
                 let default = row.split('|').nth(2).unwrap_or_default().trim();
                 assert_eq!(default, g.default, "README default of --{flag}");
             }
@@ -399,11 +399,11 @@ mod tests {
 
     #[test]
     fn a_selection_is_a_name_or_all_and_nothing_else() {
-        let named = |n: &str| Selection {
+        let named = |n: &str| LoopTargets {
             name: Some(n.to_owned()),
             all: false,
         };
-        assert_eq!(selection("  ").unwrap(), Selection::default());
+        assert_eq!(selection("  ").unwrap(), LoopTargets::default());
         assert_eq!(selection("x").unwrap(), named("x"));
         assert_eq!(selection("--name x").unwrap(), named("x"));
         assert_eq!(selection("--name=x").unwrap(), named("x"));

@@ -6,17 +6,17 @@ use crate::approval::{Secret, StoryCommands};
 use crate::arguments::{self, ArgumentsError};
 use crate::commands::DefaultProtect;
 use crate::commands::{self, ArmPrd, ArmRequest, Armed, CommandError};
+use ralph_state::context::FreshVia;
 use ralph_state::fields::guards::GuardSettings;
 use ralph_state::fields::limit::Limit;
 use ralph_state::fields::stories;
 use ralph_state::messages;
 use ralph_state::storage::registry::{Registry, RegistryError};
 use ralph_state::storage::store::Project;
-use ralph_state::context::FreshVia;
 use ralph_state::time::Timestamp;
 
 /// The loop `ralph start` and `/ralph-loop` arm when no `--name` is given.
-pub const DEFAULT_NAME: &str = "ralph";
+pub(crate) const DEFAULT_NAME: &str = "ralph";
 
 /// How a loop is armed: its name, owner, limit, promises and guards, as the command line or
 /// a slash command gave them (`None`: not given).
@@ -372,7 +372,7 @@ pub fn unapproved(
 /// `--max-window` goes by what `ralph statusline` last saw of the plan's 5-hour window (kept
 /// beside the registry): without that, the guard could never fire, so arming is refused with
 /// the fix. Nothing is read unless the guard is set.
-pub fn check_window(
+pub(crate) fn check_window(
     guards: &GuardSettings,
     registry: Option<&Registry>,
 ) -> Result<(), CommandError> {
@@ -405,7 +405,10 @@ pub fn fresh_via(value: &str) -> Result<FreshVia, ArgumentsError> {
 /// reports (`ralph statusline` keeps it per session): without it for the session that arms,
 /// the hand-over could never come, so arming is refused with the fix. A token count needs no
 /// window.
-pub fn check_fresh(options: &ArmOptions, registry: Option<&Registry>) -> Result<(), CommandError> {
+pub(crate) fn check_fresh(
+    options: &ArmOptions,
+    registry: Option<&Registry>,
+) -> Result<(), CommandError> {
     if options.fresh_via == FreshVia::Run && options.fresh_at.is_none() {
         return Err(CommandError::FreshViaAlone);
     }
@@ -498,9 +501,7 @@ pub fn activation(project: &Project, request: &ArmRequest, armed: &Armed) -> Vec
     }
     out.extend(default_protect_line(request));
     out.extend(path_rules(request));
-    out.extend(ralph_state::storage::checkpoints::at_arming(
-        &project.root,
-    ));
+    out.extend(ralph_state::storage::checkpoints::at_arming(&project.root));
     let story = state
         .prd
         .as_ref()
@@ -561,14 +562,12 @@ fn path_rules(request: &ArmRequest) -> Vec<String> {
 pub fn run_arming_lines(project: &Project, request: &ArmRequest) -> Vec<String> {
     default_protect_line(request)
         .into_iter()
-        .chain(ralph_state::storage::checkpoints::at_arming(
-            &project.root,
-        ))
+        .chain(ralph_state::storage::checkpoints::at_arming(&project.root))
         .collect()
 }
 
 /// What the gate's defaults protect, said at arming with how to narrow it.
-pub fn default_protect_line(request: &ArmRequest) -> Option<String> {
+pub(crate) fn default_protect_line(request: &ArmRequest) -> Option<String> {
     let defaults = &request.default_protect;
     if defaults.globs.is_empty() {
         return None;
@@ -585,7 +584,7 @@ pub fn default_protect_line(request: &ArmRequest) -> Option<String> {
 }
 
 /// At most ten paths, then how many more.
-pub fn shown_paths(paths: &[&str]) -> String {
+pub(crate) fn shown_paths(paths: &[&str]) -> String {
     let mut shown: Vec<&str> = paths.iter().copied().take(10).collect();
     let more = paths.len().saturating_sub(shown.len());
     let tail = (more > 0).then(|| format!("and {more} more"));
@@ -711,9 +710,9 @@ mod tests {
     fn every_option_of_the_table_applies() {
         for (key, kind) in arguments::OPTIONS {
             let value = match kind {
-                arguments::Kind::Number => "3",
-                arguments::Kind::Duration => "2h",
-                arguments::Kind::Money => "5",
+                arguments::OptionKind::Number => "3",
+                arguments::OptionKind::Duration => "2h",
+                arguments::OptionKind::Money => "5",
                 _ if *key == "fresh-at" => "60",
                 _ if *key == "fresh-via" => "run",
                 _ => "x",

@@ -2,7 +2,7 @@
 //! names, with the text each tells the user. The binary parses, calls, and prints what comes
 //! back.
 
-use crate::arguments::Selection;
+use crate::arguments::LoopTargets;
 use crate::commands::{self, Cancelled, CommandError};
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::Registry;
@@ -15,7 +15,7 @@ use ralph_state::time::Timestamp;
 pub fn cancel(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &Selection,
+    selection: &LoopTargets,
     session: Option<&str>,
     now: Timestamp,
 ) -> (Vec<String>, Result<(), CommandError>) {
@@ -39,7 +39,7 @@ pub fn cancel(
 
 /// What a cancel did, told: each loop ended with its record; those that could not be ended
 /// as the error.
-pub fn cancel_report(
+pub(crate) fn cancel_report(
     project: &Project,
     done: Cancelled,
 ) -> (Vec<String>, Result<(), CommandError>) {
@@ -73,7 +73,7 @@ pub struct Toggled {
 pub fn pause_or_resume(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &Selection,
+    selection: &LoopTargets,
     active: bool,
     session: Option<&str>,
     now: Timestamp,
@@ -98,7 +98,7 @@ const MAX_NAMED: usize = 3;
 fn not_resumed_here(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &Selection,
+    selection: &LoopTargets,
 ) -> Vec<String> {
     let Ok(scan) = Scan::read(project, registry) else {
         return Vec::new();
@@ -139,7 +139,7 @@ fn not_resumed_here(
 }
 
 /// What pausing or resuming `changed` tells.
-pub fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
+pub(crate) fn toggled_text(changed: &[String], active: bool) -> Vec<String> {
     let verb = if active { "Resumed" } else { "Paused" };
     if changed.is_empty() {
         return vec![format!(
@@ -188,7 +188,7 @@ mod tests {
             outcome.unwrap_err().to_string(),
             "could not cancel:\n  `b`: unreadable"
         );
-        let named = Selection {
+        let named = LoopTargets {
             name: Some("gone".into()),
             all: false,
         };
@@ -221,7 +221,7 @@ mod tests {
         for name in ["a", "b", "c", "d", "e"] {
             std::fs::write(p.loop_path(name), planted).unwrap();
         }
-        let all = Selection {
+        let all = LoopTargets {
             name: None,
             all: true,
         };
@@ -248,7 +248,7 @@ mod tests {
             told.text[4],
             "… and 1 more loop file not armed here (`ralph status` lists them)."
         );
-        let one = Selection {
+        let one = LoopTargets {
             name: Some("d".into()),
             all: false,
         };

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use ralph_fs::display;
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::frontmatter::{quote, scalar};
 use ralph_state::fields::outcome::Outcome;
@@ -13,7 +14,6 @@ use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::{self, Registry, RegistryError};
 use ralph_state::storage::store::{self, LoopFile, Project, ProjectLock, StoreError};
 use ralph_state::time::Timestamp;
-use ralph_fs::display;
 
 /// The texts say what happened; how to go on with the CLI (which flag to
 /// give) is the binary's to add.
@@ -259,7 +259,7 @@ pub struct ArmPrd {
 }
 
 /// Reads the PRD a loop is armed with, through `safe_fs`.
-pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
+pub(crate) fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
     if !ralph_state::fields::stories::inside_project(path) {
         return Err(CommandError::PrdOutside(
             ralph_fs::display::line(path).into_owned(),
@@ -300,7 +300,7 @@ pub fn read_prd(project: &Project, path: &str) -> Result<ArmPrd, CommandError> {
     })
 }
 
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -361,7 +361,8 @@ pub fn render(req: &ArmRequest, nonce: &str, now: Timestamp) -> String {
     {
         opt(field, Some(value));
     }
-    let globs = |list: &[String]| (!list.is_empty()).then(|| quote(&ralph_state::globs::join(list)));
+    let globs =
+        |list: &[String]| (!list.is_empty()).then(|| quote(&ralph_state::globs::join(list)));
     opt("protect", globs(&req.protect));
     opt("scope", globs(&req.scope));
     opt(
@@ -422,7 +423,7 @@ fn same_request(a: &LoopState, b: &LoopState) -> bool {
 /// [`arm`], idempotent for the session that armed it: asking again for the very loop this
 /// session already drives (active, recorded as armed here, same task and settings) keeps it
 /// and says so, rather than refusing with advice that cannot work.
-pub fn arm_or_keep(
+pub(crate) fn arm_or_keep(
     project: &Project,
     registry: &Registry,
     req: &ArmRequest,

@@ -169,7 +169,7 @@ pub struct DeliveredGuidance {
 }
 
 /// The lines `ralph status` shows of a loop's mailbox (escaped).
-pub fn status_lines(
+pub(crate) fn status_lines(
     pending: &[String],
     question: Option<&str>,
     delivered: &[DeliveredGuidance],

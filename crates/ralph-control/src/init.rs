@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::templates::{self, TEMPLATES};
-use ralph_state::storage::store::{Project, StoreError};
 use ralph_fs::safe_fs::{self, FsError};
+use ralph_state::storage::store::{Project, StoreError};
 
 /// ralph's state, kept out of git: the same lines `ralph run --parallel` adds.
 const EXCLUDE_LINES: [&str; 2] = ["/.claude/*.local.md", "/.claude/ralph/"];

@@ -1,6 +1,7 @@
 //! ralph's fronts other than the Stop hook: what the CLI's commands do to
 //! loops, and the session, prompt and status-line hooks. Internal to ralph:
-//! its API is the `ralph` command and the plugin, not this crate.
+//! its API is the `ralph` command and the plugin, not this crate; `pub`
+//! here names only what another of ralph's crates uses.
 //!
 //! What the CLI's commands do to a project's loops: arm, cancel, pause,
 //! resume and adopt them (`commands`, every change under the project lock,
@@ -32,13 +33,13 @@ pub mod listing;
 pub mod prd_file;
 pub mod receipt_text;
 pub mod revive;
-pub mod session;
-pub mod statusline;
-pub mod typed;
 pub mod rollback;
+pub mod session;
 pub mod status_text;
+pub mod statusline;
 pub mod tamper;
 pub(crate) mod templates;
+pub mod typed;
 
 pub use commands::*;
 pub use listing::{LoopReport, not_armed_note, report};

@@ -4,10 +4,10 @@
 //! without replacing one unless asked.
 
 use crate::commands::CommandError;
+use ralph_fs::safe_fs;
 use ralph_state::fields::prd_lint::{self, Finding};
 use ralph_state::fields::stories::{self, PrdError};
 use ralph_state::storage::store::Project;
-use ralph_fs::safe_fs;
 
 fn read(project: &Project, path: &str) -> Result<String, CommandError> {
     if !stories::inside_project(path) {

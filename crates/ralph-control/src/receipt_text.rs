@@ -69,7 +69,11 @@ fn gate_lines(g: &ralph_state::storage::receipt::GateRan) -> Vec<String> {
         Some(tree) if g.restored.is_empty() => format!("  ran in:   a snapshot of tree {tree}"),
         Some(tree) => format!(
             "  ran in:   a snapshot of tree {tree}, with {} as at arming: {}",
-            ralph_state::plural::count(g.restored.len() as u64, "protected path", "protected paths"),
+            ralph_state::plural::count(
+                g.restored.len() as u64,
+                "protected path",
+                "protected paths"
+            ),
             ralph_core::decide::path_words::listed(&g.restored)
         ),
         None => "  ran in:   the project folder (not a git work tree: no snapshot)".to_owned(),

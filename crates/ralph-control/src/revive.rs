@@ -15,10 +15,10 @@ use ralph_state::fields::guards::Tripped;
 use ralph_state::fields::outcome::{Outcome, RecordedOutcome};
 use ralph_state::fields::state::LoopState;
 use ralph_state::lifecycle::{LogEntry, Logged, Loop};
+use ralph_state::money::Money;
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::{self, Registry};
 use ralph_state::storage::store::{LoopFile, Project, ProjectLock};
-use ralph_state::money::Money;
 use ralph_state::time::Timestamp;
 
 /// What `--add-*` adds to each bound.
@@ -139,13 +139,20 @@ impl Raise {
             words.push(format!("tokens {was} → {now}"));
         }
         if let (Some(add), Some(was)) = (self.cost, guards.max_cost_usd) {
-            let now = Money(was.0.saturating_add(add.0).min(ralph_state::money::MAX_MONEY.0));
+            let now = Money(
+                was.0
+                    .saturating_add(add.0)
+                    .min(ralph_state::money::MAX_MONEY.0),
+            );
             fields.push(("max_cost", now.decimal()));
             words.push(format!("dollars {} → {}", was.dollars(), now.dollars()));
         }
         if let (Some(add), Some(was)) = (self.time_secs, guards.max_duration_secs) {
             let now = was.saturating_add(add);
-            fields.push(("max_duration", quote(&ralph_state::time::format_duration(now))));
+            fields.push((
+                "max_duration",
+                quote(&ralph_state::time::format_duration(now)),
+            ));
             words.push(format!(
                 "time {} → {}",
                 ralph_state::time::format_duration(was),

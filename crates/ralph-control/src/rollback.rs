@@ -9,13 +9,13 @@
 use std::path::PathBuf;
 
 use crate::commands::CommandError;
+use ralph_fs::checkpoint;
 use ralph_state::lifecycle::{LogEntry, Logged, Loop};
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::checkpoints::{self, Kept};
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::{Project, ProjectLock, StoreError};
 use ralph_state::time::Timestamp;
-use ralph_fs::checkpoint;
 
 /// What a rollback did.
 #[derive(Debug)]
@@ -199,7 +199,7 @@ fn choose(
 
 /// The newest history record (`<stamp>-<name>.md`) of `name` (any name when
 /// `None`), with the loop's name. Only a real history folder is read.
-pub fn latest_record(project: &Project, name: Option<&str>) -> Option<(PathBuf, String)> {
+pub(crate) fn latest_record(project: &Project, name: Option<&str>) -> Option<(PathBuf, String)> {
     if !ralph_fs::safe_fs::check_dir(&project.root, ".claude/ralph/history").unwrap_or(false) {
         return None;
     }

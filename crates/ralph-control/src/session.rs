@@ -30,7 +30,7 @@ use rules::{EndRule, FailureRule, Handover, StartRule};
 /// The fields of `UserPromptSubmit`, `SessionStart` and `SessionEnd` that
 /// ralph reads; unknown fields are ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct SessionEvent {
+pub(crate) struct SessionEvent {
     #[serde(default)]
     pub session_id: Option<String>,
     #[serde(default)]
@@ -244,7 +244,11 @@ fn run_prompt(input: &[u8], ctx: &SessionContext) -> Result<Answer, HookError> {
     if let (Some(project), Some(session)) = (ctx.env.locate(event.cwd.as_deref()), event.session())
         && project.loop_files()?.is_empty()
     {
-        return Ok(notice(&ralph_state::lifecycle::vanished(&project, session, ctx.env.now)));
+        return Ok(notice(&ralph_state::lifecycle::vanished(
+            &project,
+            session,
+            ctx.env.now,
+        )));
     }
     let Some(project) = locate(&event, ctx)? else {
         return Ok(Answer::Silent);

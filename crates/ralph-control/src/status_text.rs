@@ -3,13 +3,13 @@
 //! from a loop file or a log is escaped here, the binary prints the lines.
 
 use crate::listing::{LogChoice, LoopReport};
+use ralph_fs::display;
 use ralph_state::fields::limit::Limit;
 use ralph_state::fields::outcome::LoopStatus;
-use ralph_state::storage::store::Project;
 use ralph_state::money::Money;
 use ralph_state::plural;
+use ralph_state::storage::store::Project;
 use ralph_state::time::format_duration;
-use ralph_fs::display;
 
 /// `ralph log` with no loop to show and none named.
 pub const NOTHING_LOGGED: &str = "No Ralph loops in this project yet; nothing is logged.";

@@ -34,12 +34,8 @@ pub fn statusline(
         ralph_state::storage::window::context_window_size(&status),
         ctx.registry(),
     ) {
-        let _ = ralph_state::storage::window::keep_context_window(
-            registry.dir(),
-            session,
-            size,
-            now,
-        );
+        let _ =
+            ralph_state::storage::window::keep_context_window(registry.dir(), session, size, now);
     }
     if ctx.project_dir.is_none() {
         ctx.project_dir = text(&status["workspace"]["project_dir"]);
@@ -132,7 +128,15 @@ mod tests {
         let state = tmp.path().join("state");
         let registry = ralph_state::storage::registry::locate(Some(&state), None).unwrap();
         let project = ralph_state::storage::store::Project { root: root.clone() };
-        ralph_state::test_support::arm_task(&project, &registry, "l", Some("s1"), 5, Some("DONE"), "Fix the parser");
+        ralph_state::test_support::arm_task(
+            &project,
+            &registry,
+            "l",
+            Some("s1"),
+            5,
+            Some("DONE"),
+            "Fix the parser",
+        );
         Environment {
             project_dir: Some(root),
             process_cwd: None,

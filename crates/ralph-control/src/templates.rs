@@ -13,14 +13,8 @@ pub(crate) const TEMPLATES: &[Template] = &[
         name: "software",
         summary: "a software project: user stories with acceptance criteria, checks, one commit per story",
         files: [
-            (
-                "PROMPT.md",
-                include_str!("../templates/software/PROMPT.md"),
-            ),
-            (
-                "prd.json",
-                include_str!("../templates/software/prd.json"),
-            ),
+            ("PROMPT.md", include_str!("../templates/software/PROMPT.md")),
+            ("prd.json", include_str!("../templates/software/prd.json")),
             (
                 "progress.txt",
                 include_str!("../templates/software/progress.txt"),
@@ -35,10 +29,7 @@ pub(crate) const TEMPLATES: &[Template] = &[
                 "PROMPT.md",
                 include_str!("../templates/marketing/PROMPT.md"),
             ),
-            (
-                "prd.json",
-                include_str!("../templates/marketing/prd.json"),
-            ),
+            ("prd.json", include_str!("../templates/marketing/prd.json")),
             (
                 "progress.txt",
                 include_str!("../templates/marketing/progress.txt"),
@@ -57,8 +48,7 @@ pub(crate) fn unedited(
     stories: &[ralph_state::fields::stories::Story],
 ) -> Option<&'static Template> {
     TEMPLATES.iter().find(|t| {
-        ralph_state::fields::stories::parse("prd.json", t.files[1].1)
-            .is_ok_and(|s| s == stories)
+        ralph_state::fields::stories::parse("prd.json", t.files[1].1).is_ok_and(|s| s == stories)
     })
 }
 
@@ -71,7 +61,12 @@ mod tests {
     #[test]
     fn the_templates_pass() {
         for t in crate::templates::TEMPLATES {
-            assert_eq!(ralph_state::fields::prd_lint::lint("prd.json", t.files[1].1), [], "{}", t.name);
+            assert_eq!(
+                ralph_state::fields::prd_lint::lint("prd.json", t.files[1].1),
+                [],
+                "{}",
+                t.name
+            );
         }
     }
     use super::*;

@@ -52,7 +52,7 @@ impl SlashCommand {
 
 /// A prompt that invokes one of the skills: the command and the raw text after its name
 /// (leading blanks and the line break after the name removed, nothing else).
-pub fn recognise(prompt: &str) -> Option<(SlashCommand, &str)> {
+pub(crate) fn recognise(prompt: &str) -> Option<(SlashCommand, &str)> {
     let prompt = prompt.trim_start();
     // Codex names a skill with `$` (`$ralph-loop TASK`); it has only that one.
     if let Some(rest) = prompt.strip_prefix("$ralph-loop") {

@@ -1,5 +1,6 @@
 //! The Stop hook: what a stop runs. Internal to ralph: its API is the
-//! `ralph` command and the plugin, not this crate.
+//! `ralph` command and the plugin, not this crate; `pub` here names only
+//! what another of ralph's crates uses.
 //!
 //! A loop and its file live in `ralph-state` (below); the CLI's commands and
 //! the other hooks in `ralph-control` (above); files, processes and git come

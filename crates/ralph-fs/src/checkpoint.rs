@@ -33,7 +33,7 @@ use crate::tree_diff::{self, PrivateIndex, Staging};
 
 /// The longest one checkpoint or restore may take, every git process
 /// included; past it the stop goes on without one.
-pub const TIME_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The most of a git command's output read.
 const MAX_OUTPUT: u64 = 64 * 1024 * 1024;
@@ -49,7 +49,7 @@ const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
 /// The largest file a checkpoint holds: a larger one that is untracked or
 /// changed is left out (a data file rewritten every turn would otherwise
 /// add its size to the store at every stop).
-pub const LARGE_FILE_BYTES: u64 = 10 * 1024 * 1024;
+pub(crate) const LARGE_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The most files one checkpoint leaves out; past it, no checkpoint.
 const MAX_LEFT_OUT: usize = 500;
@@ -158,7 +158,7 @@ pub fn plain(part: &str) -> bool {
 /// Whether a file name (its last part) looks like a secret's: `.env*`,
 /// `*.pem`, `*.key`, `*.p12`, `*.pfx`, `id_rsa*` and the other ssh keys,
 /// `*credentials*`, `.npmrc`, `.pypirc`, `.netrc`, `.git-credentials`.
-pub fn secret_name(path: &str) -> bool {
+pub(crate) fn secret_name(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
     name.starts_with(".env")
         || [".pem", ".key", ".p12", ".pfx"]

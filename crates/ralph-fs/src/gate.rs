@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::gate_box;
-use crate::gate_jail::{self, GateConfinement, Plan};
+use crate::gate_jail::{self, GateConfinement, JailPlan};
 use crate::process::{shell, spawn_in_group, wait_then_end_group};
 
 /// How much of the command's output is kept for the agent.
@@ -55,7 +55,7 @@ pub struct Verification {
     pub output_sha256: String,
     /// The size of its whole output, in bytes.
     pub output_bytes: u64,
-    /// How it was confined ([`gate_jail::Plan::words`]): `sandboxed
+    /// How it was confined ([`gate_jail::JailPlan::words`]): `sandboxed
     /// (bubblewrap), no network`, `not sandboxed (--gate-sandbox off)`.
     pub sandbox: String,
 }
@@ -142,11 +142,11 @@ pub fn run_keeping(
     let sandbox = plan.words(confinement.network);
     let started = Instant::now();
     let ran = match &plan {
-        Plan::Refused(why) => Err(std::io::Error::other(format!(
+        JailPlan::Refused(why) => Err(std::io::Error::other(format!(
             "the gate's sandbox cannot be had: {why}. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
         ))),
-        Plan::Jailed { bwrap, args } => run_boxed(command, root, timeout, Some((bwrap, args))),
-        Plan::Unconfined(_) => run_boxed(command, root, timeout, None),
+        JailPlan::Jailed { bwrap, args } => run_boxed(command, root, timeout, Some((bwrap, args))),
+        JailPlan::Unconfined(_) => run_boxed(command, root, timeout, None),
     };
     let (status, captured) = match ran {
         Ok(done) => done,

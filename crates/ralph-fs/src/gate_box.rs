@@ -73,7 +73,7 @@ pub fn serve_if_asked() -> Option<u8> {
 }
 
 /// bubblewrap (an absolute path) and its arguments up to the command.
-pub type Jail<'a> = (&'a Path, &'a [OsString]);
+pub(crate) type Jail<'a> = (&'a Path, &'a [OsString]);
 
 /// The command that starts this program as the box around `command`, run
 /// in `jail` when given.

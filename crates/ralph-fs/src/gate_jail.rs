@@ -15,7 +15,7 @@
 //! unconfined); by default wherever bubblewrap works; never when the loop
 //! asked for `--gate-sandbox off`. Elsewhere (macOS, Windows) the gate runs
 //! in its box only (`gate_box`): the process tree is ended, nothing else is
-//! confined, and [`Plan::words`] says so. Deciding what is bound how is
+//! confined, and [`JailPlan::words`] says so. Deciding what is bound how is
 //! pure ([`Layout::from_facts`]); reading the machine is [`plan`]'s.
 
 use std::ffi::OsString;
@@ -113,7 +113,7 @@ impl GateConfinement {
 
 /// What to do with one gate, decided before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub enum JailPlan {
     /// Run it in bubblewrap: the program and its arguments up to the command.
     Jailed { bwrap: PathBuf, args: Vec<OsString> },
     /// Run it in the box only; the words say why.
@@ -122,7 +122,7 @@ pub enum Plan {
     Refused(String),
 }
 
-impl Plan {
+impl JailPlan {
     /// How the gate ran, in a few words, for the receipt and the notices.
     pub fn words(&self, network: GateNetwork) -> String {
         match self {
@@ -138,7 +138,7 @@ impl Plan {
 
 /// What the gate's sandbox needs to know of this machine.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub struct JailFacts {
     /// The folder the gate runs in (canonical), written.
     pub root: PathBuf,
     pub home: Option<PathBuf>,
@@ -154,7 +154,7 @@ pub struct Facts {
     pub shell: PathBuf,
 }
 
-/// What is bound how, decided from [`Facts`].
+/// What is bound how, decided from [`JailFacts`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Layout {
     pub root: PathBuf,
@@ -175,7 +175,7 @@ fn covers(dir: &Path, other: &Path) -> bool {
 impl Layout {
     /// Decides the sandbox's view (pure); `Err` says why there is none to
     /// be had: a folder that holds HOME would hand the gate all of it.
-    pub fn from_facts(facts: &Facts) -> Result<Self, String> {
+    pub fn from_facts(facts: &JailFacts) -> Result<Self, String> {
         let root = &facts.root;
         let home = facts.home.as_deref().filter(|h| h.is_absolute());
         if !root.is_absolute() || root.parent().is_none() {
@@ -316,7 +316,7 @@ impl Args {
 }
 
 /// Decides how the gate in `root` runs, reading this machine now.
-pub fn plan(confinement: &GateConfinement, root: &Path) -> Plan {
+pub fn plan(confinement: &GateConfinement, root: &Path) -> JailPlan {
     let (bwrap, shell) = match tool(confinement) {
         Ok(found) => found,
         Err(plan) => return plan,
@@ -335,7 +335,7 @@ pub fn plan(confinement: &GateConfinement, root: &Path) -> Plan {
         );
     }
     match Layout::from_facts(&facts) {
-        Ok(layout) => Plan::Jailed {
+        Ok(layout) => JailPlan::Jailed {
             bwrap,
             args: layout.args(confinement.network),
         },
@@ -357,26 +357,26 @@ pub fn describe(confinement: &GateConfinement) -> String {
                 "sandboxed (bubblewrap): an empty HOME with toolchains read only, {network}, its own process tree ended with it, a private /tmp, writes only the folder it runs in"
             )
         }
-        Err(Plan::Refused(why)) => format!("not run: {why}"),
+        Err(JailPlan::Refused(why)) => format!("not run: {why}"),
         Err(plan) => format!("{}: {BOX_ONLY}", plan.words(confinement.network)),
     }
 }
 
 /// The gate's plan when the sandbox is refused or skipped for `why`.
-fn refuse_or_run(confinement: &GateConfinement, why: String) -> Plan {
+fn refuse_or_run(confinement: &GateConfinement, why: String) -> JailPlan {
     match confinement.sandboxing {
         Sandboxing::Required => {
-            Plan::Refused(format!("{why}, and the loop's agent runs sandboxed"))
+            JailPlan::Refused(format!("{why}, and the loop's agent runs sandboxed"))
         }
-        _ => Plan::Unconfined(why),
+        _ => JailPlan::Unconfined(why),
     }
 }
 
 /// bubblewrap and the shell, when the gate is to be sandboxed here; else
 /// the plan without them.
-fn tool(confinement: &GateConfinement) -> Result<(PathBuf, PathBuf), Plan> {
+fn tool(confinement: &GateConfinement) -> Result<(PathBuf, PathBuf), JailPlan> {
     if confinement.sandboxing == Sandboxing::Off {
-        return Err(Plan::Unconfined("--gate-sandbox off".to_owned()));
+        return Err(JailPlan::Unconfined("--gate-sandbox off".to_owned()));
     }
     let refuse = |why: &str| refuse_or_run(confinement, why.to_owned());
     if !cfg!(target_os = "linux") {
@@ -388,7 +388,7 @@ fn tool(confinement: &GateConfinement) -> Result<(PathBuf, PathBuf), Plan> {
     if confinement.sandboxing == Sandboxing::Auto
         && let Err(why) = works(&bwrap, &shell)
     {
-        return Err(Plan::Unconfined(why));
+        return Err(JailPlan::Unconfined(why));
     }
     Ok((bwrap, shell))
 }
@@ -426,7 +426,7 @@ fn manager_root(path_entry: &Path) -> Option<PathBuf> {
 }
 
 /// What [`Layout::from_facts`] needs, read from this machine.
-fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> Facts {
+fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> JailFacts {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -449,7 +449,7 @@ fn gather(root: &Path, confinement: &GateConfinement, shell: PathBuf) -> Facts {
         .chain(path.iter().cloned())
         .chain(path.iter().filter_map(|p| manager_root(p)))
         .chain(confinement.hidden.iter().cloned());
-    Facts {
+    JailFacts {
         root: canonical(root),
         existing: candidates.filter(|p| p.exists()).collect(),
         home,
@@ -466,9 +466,9 @@ mod tests {
     use super::*;
 
     #[cfg(unix)]
-    fn facts() -> Facts {
+    fn facts() -> JailFacts {
         let p = PathBuf::from;
-        Facts {
+        JailFacts {
             root: p("/home/u/proj"),
             home: Some(p("/home/u")),
             path: vec![
@@ -564,7 +564,7 @@ mod tests {
     #[test]
     fn off_is_never_sandboxed() {
         let plan = plan(&GateConfinement::off(), Path::new("."));
-        assert_eq!(plan, Plan::Unconfined("--gate-sandbox off".into()));
+        assert_eq!(plan, JailPlan::Unconfined("--gate-sandbox off".into()));
         assert_eq!(
             plan.words(GateNetwork::None),
             "not sandboxed (--gate-sandbox off)"

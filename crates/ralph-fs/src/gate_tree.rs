@@ -52,7 +52,7 @@ const CHECKOUT: &[(&str, &str)] = &[
 
 /// What the protected paths are compared with: the tree recorded at arming
 /// and which paths (relative to the project root) are protected.
-pub struct Armed<'a> {
+pub struct Baseline<'a> {
     pub tree: &'a str,
     pub protected: &'a dyn Fn(&str) -> bool,
 }
@@ -64,19 +64,19 @@ pub struct HeldOut<'a> {
 }
 
 /// What to prepare.
-pub struct Request<'a> {
+pub struct SnapshotRequest<'a> {
     /// The project root (in a git work tree).
     pub root: &'a Path,
     /// The loop's gate folder, outside the project (created when missing).
     pub place: &'a Path,
-    pub armed: Option<Armed<'a>>,
+    pub armed: Option<Baseline<'a>>,
     pub held_out: Option<HeldOut<'a>>,
     pub limit: Duration,
 }
 
 /// The folder prepared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prepared {
+pub struct PreparedTree {
     /// Where the gate runs: the snapshot of the project's folder.
     pub dir: PathBuf,
     /// The tree the folder holds (the gate's tree id).
@@ -88,7 +88,7 @@ pub struct Prepared {
 /// Writes the work tree under `request.root` into `request.place` as the
 /// gate's snapshot. Errors name what failed; a gate that cannot be prepared
 /// is a gate that did not pass.
-pub fn prepare(request: &Request<'_>) -> Result<Prepared, FsError> {
+pub fn prepare(request: &SnapshotRequest<'_>) -> Result<PreparedTree, FsError> {
     let deadline = Instant::now() + request.limit;
     let scratch = tree_diff::stage(request.root, deadline, &GATED)?;
     let git = Git {
@@ -124,7 +124,7 @@ pub fn prepare(request: &Request<'_>) -> Result<Prepared, FsError> {
     if let Some(held) = &request.held_out {
         copy_held_out(held, &dir)?;
     }
-    Ok(Prepared {
+    Ok(PreparedTree {
         dir,
         tree,
         restored,
@@ -227,7 +227,7 @@ impl Git<'_> {
     fn put_back(
         &self,
         index: &Path,
-        armed: &Armed<'_>,
+        armed: &Baseline<'_>,
         prefix: &str,
     ) -> Result<Vec<String>, FsError> {
         if !tree_diff::is_object_id(armed.tree) {
@@ -407,8 +407,12 @@ mod tests {
         crate::tree_diff::tests::repo_ignoring("venv/\n")
     }
 
-    fn request<'a>(root: &'a Path, place: &'a Path, armed: Option<Armed<'a>>) -> Request<'a> {
-        Request {
+    fn request<'a>(
+        root: &'a Path,
+        place: &'a Path,
+        armed: Option<Baseline<'a>>,
+    ) -> SnapshotRequest<'a> {
+        SnapshotRequest {
             root,
             place,
             armed,
@@ -433,7 +437,7 @@ mod tests {
         std::fs::write(root.join("hidden"), "x").unwrap();
         let place = tempfile::tempdir().unwrap();
         let protected = |p: &str| p.starts_with("tests/");
-        let armed = Armed {
+        let armed = Baseline {
             tree: &armed,
             protected: &protected,
         };

@@ -35,7 +35,7 @@ use crate::fingerprint::fingerprint;
 
 /// The longest the working-tree fallback may take (every git process it starts);
 /// past it the breaker skips this stop rather than hold the session.
-pub const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The most of `git status` output kept: past it, the stop is skipped.
 const MAX_STATUS_BYTES: u64 = 64 * 1024 * 1024;
@@ -132,7 +132,7 @@ fn porcelain_status(root: &Path, limit: Duration, extra: &[&str]) -> Option<Stri
 /// and HEAD object names, and the size and modification time of each
 /// changed file (nothing is hashed by content). `None` when git cannot run
 /// or does not answer within `limit`.
-pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
+pub(crate) fn working_tree(root: &Path, limit: Duration) -> Option<String> {
     let status = porcelain_status(root, limit, &["--no-renames"])?;
     let mut summary = status.clone();
     for path in changed_paths(&status) {

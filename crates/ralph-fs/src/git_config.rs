@@ -20,7 +20,7 @@ const CONFIG_CAP: u64 = 1024 * 1024;
 /// when the repository's configuration may define one (it mentions a
 /// filter, an include, or a per-worktree file, or cannot be read plainly,
 /// or `.git` is not a plain folder), so the caller must ask git.
-pub fn drivers_without_git(root: &Path) -> Option<Vec<String>> {
+pub(crate) fn drivers_without_git(root: &Path) -> Option<Vec<String>> {
     let dot_git = root.join(".git");
     if !std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
         return None; // a worktree or submodule: its config lives elsewhere

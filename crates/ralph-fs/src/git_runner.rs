@@ -176,7 +176,7 @@ pub fn run_until(
 }
 
 /// [`run_until`] with `input` written to the command's standard input.
-pub fn run_with_input(
+pub(crate) fn run_with_input(
     mut command: Command,
     input: &[u8],
     deadline: Instant,

@@ -6,6 +6,9 @@
 //! Beside them the leaves they share: escaping what is printed (`display`),
 //! the exit class of every error (`error`), stable hashes (`fingerprint`) and a
 //! failing check's fingerprint and count (`failure`).
+//!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
 
 pub mod checkpoint;
 pub mod display;

@@ -172,7 +172,7 @@ pub fn program(name: &str) -> std::io::Result<Command> {
 
 /// [`program`], also distrusting `extra`: git's work tree, wherever the
 /// current folder is.
-pub fn program_outside(name: &str, extra: &[&Path]) -> std::io::Result<Command> {
+pub(crate) fn program_outside(name: &str, extra: &[&Path]) -> std::io::Result<Command> {
     let found = find_program_outside(name, extra).ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -327,7 +327,7 @@ pub fn stop_group(group: &mut GroupChild, how: Stop) -> std::io::Result<()> {
 /// is seen without reaping it (`waitid` with `WNOWAIT`), so the group's id
 /// cannot be reused by another process before the group is signalled.
 /// Returns the exit status, or `None` when the time ran out.
-pub fn wait_then_end_group(
+pub(crate) fn wait_then_end_group(
     group: &mut GroupChild,
     timeout: std::time::Duration,
 ) -> Option<std::process::ExitStatus> {
@@ -336,7 +336,7 @@ pub fn wait_then_end_group(
 
 /// [`wait_then_end_group`], also giving up as soon as `still_wanted` says
 /// no (asked between two looks at the leader).
-pub fn wait_while_then_end_group(
+pub(crate) fn wait_while_then_end_group(
     group: &mut GroupChild,
     timeout: std::time::Duration,
     still_wanted: impl Fn() -> bool,
@@ -451,7 +451,7 @@ pub fn adopt_orphans() -> std::io::Result<()> {
 /// 0): a process of the same user that is not root can no longer open our
 /// standard streams through `/proc/<pid>/fd/`, nor trace us.
 #[cfg(target_os = "linux")]
-pub fn hide_own_files() {
+pub(crate) fn hide_own_files() {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 }
 
@@ -461,7 +461,7 @@ pub fn hide_own_files() {
 /// A process a child forks as it dies is handed to us in turn: the loop
 /// goes on until a look finds nobody.
 #[cfg(target_os = "linux")]
-pub fn end_all_children(deadline: std::time::Instant) -> bool {
+pub(crate) fn end_all_children(deadline: std::time::Instant) -> bool {
     use rustix::process::{Pid, Signal, WaitOptions, kill_process, wait};
     let me = rustix::process::getpid().as_raw_nonzero().get();
     loop {

@@ -176,7 +176,7 @@ fn open_checked(path: &Path, options: &mut OpenOptions, follow: bool) -> Result<
 }
 
 /// Opens a regular file for reading without following a link.
-pub fn open_read(path: &Path) -> Result<File, FsError> {
+pub(crate) fn open_read(path: &Path) -> Result<File, FsError> {
     open_checked(path, OpenOptions::new().read(true), false)
 }
 

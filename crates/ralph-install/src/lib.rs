@@ -3,6 +3,9 @@
 //! configuration, or take exactly that out again. Each step is told as a
 //! line; the binary prints them.
 //!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
+//!
 //! JSON settings (comments allowed) are edited as text (`json_edit`):
 //! ralph's own entry is recognised by its command (`… hook stop --host
 //! NAME`), and exactly the bytes of that entry are added or taken out, so
@@ -21,8 +24,8 @@ use crate::additions::{
     shell_quote,
 };
 use ralph_core::hook::host::Host;
-use ralph_state::storage::environment::Environment;
 use ralph_fs::safe_fs::{self, FsError};
+use ralph_state::storage::environment::Environment;
 
 /// Why an install or uninstall changed nothing, or stopped half way.
 #[derive(Debug, thiserror::Error)]
@@ -214,8 +217,8 @@ impl Plan {
                 return Ok(PathBuf::from(dir));
             }
             // HOME, or %USERPROFILE% on Windows outside Git Bash.
-            let home = ralph_state::storage::registry::home_from_env()
-                .ok_or(InstallError::NoHome)?;
+            let home =
+                ralph_state::storage::registry::home_from_env().ok_or(InstallError::NoHome)?;
             Ok(home.join(sub))
         };
         let root = if project { git_root()? } else { PathBuf::new() };

@@ -3,6 +3,9 @@
 //! (`--notify-url`). None delays its caller by more than [`BUDGET`] (the
 //! hook answers right after).
 //!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
+//!
 //! The webhook is posted with ureq (rustls for `https://`), on a thread the
 //! caller waits for at most [`BUDGET`], name lookup and TLS included
 //! (docs/decisions/http-client.md). Desktop notifications are handed to `notify-send`
@@ -17,11 +20,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use ralph_state::fields::notice::{Delivery, Ending, Settings};
+use ralph_state::fields::notice::{Delivery, EndNotice, Settings};
 use ralph_state::money::Money;
 
 /// The longest a notification may hold up its caller.
-pub const BUDGET: Duration = Duration::from_millis(700);
+pub(crate) const BUDGET: Duration = Duration::from_millis(700);
 
 /// What the webhook receives. `text` is what Slack-compatible webhooks
 /// show; `title`, `message` and `topic` (the URL's `#fragment`, never sent
@@ -49,8 +52,8 @@ pub struct Message {
 
 impl Message {
     /// The message about a loop's end.
-    pub fn ended(ending: &Ending) -> Self {
-        let Ending {
+    pub fn ended(ending: &EndNotice) -> Self {
+        let EndNotice {
             loop_name: name,
             project,
             outcome,
@@ -97,7 +100,7 @@ fn exact_decimal<S: serde::Serializer>(cost: &Option<Money>, s: S) -> Result<S::
 
 /// The core's courier: tells `ending` as `settings` ask; returns what happened to each
 /// channel (`("url", …)`, `("desktop", …)`), within [`BUDGET`] in all.
-pub fn send(settings: &Settings, ending: &Ending) -> Vec<(&'static str, Delivery)> {
+pub fn send(settings: &Settings, ending: &EndNotice) -> Vec<(&'static str, Delivery)> {
     let message = &Message::ended(ending);
     let mut out = Vec::new();
     if settings.desktop {
@@ -249,7 +252,7 @@ mod tests {
 
     #[test]
     fn the_message_has_slack_and_ntfy_fields() {
-        let m = Message::ended(&Ending {
+        let m = Message::ended(&EndNotice {
             loop_name: "docs".into(),
             project: "/p/site".into(),
             outcome: Outcome::Completed,
@@ -275,7 +278,7 @@ mod tests {
 
     #[test]
     fn the_cost_is_sent_exactly_as_a_string_and_in_micro_dollars() {
-        let m = Message::ended(&Ending {
+        let m = Message::ended(&EndNotice {
             loop_name: "l".into(),
             project: "/p".into(),
             outcome: Outcome::MaxIterations,
@@ -293,7 +296,7 @@ mod tests {
 
     #[test]
     fn one_iteration_reads_as_one_iteration() {
-        let m = Message::ended(&Ending {
+        let m = Message::ended(&EndNotice {
             loop_name: "l".into(),
             project: "/p/site".into(),
             outcome: Outcome::Completed,
@@ -306,7 +309,7 @@ mod tests {
 
     #[test]
     fn a_url_ralph_would_never_call_is_not_posted() {
-        let m = Message::ended(&Ending {
+        let m = Message::ended(&EndNotice {
             loop_name: "l".into(),
             project: "/p".into(),
             outcome: Outcome::Completed,

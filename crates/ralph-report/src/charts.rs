@@ -118,7 +118,11 @@ pub(crate) fn cost(view: &LoopView) -> String {
             (slot * 0.7).max(1.0),
         );
     }
-    axis(&mut svg, &ralph_state::money::Money(highest).dollars(), rows);
+    axis(
+        &mut svg,
+        &ralph_state::money::Money(highest).dollars(),
+        rows,
+    );
     svg.push_str("</svg>");
     figure("Dollars per iteration (what each iteration spent)", &svg)
 }

@@ -3,6 +3,9 @@
 //! `model` turns what `ralph status` reads into plain data, `html` and
 //! `charts` turn that into a page (both pure); this file gathers the data
 //! (reading only, never through a link) and writes the page.
+//!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
 
 mod charts;
 mod html;
@@ -14,22 +17,22 @@ mod words;
 use std::path::{Path, PathBuf};
 
 use ralph_control::{self as control, LoopReport};
+use ralph_fs::safe_fs::{self, FsError};
+use ralph_run::fleet;
 use ralph_state::fields::outcome::LoopStatus;
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
-use ralph_fs::safe_fs::{self, FsError};
-use ralph_run::fleet;
 
 pub use html::render;
 pub use model::Report;
 
 /// Where reports go, relative to the project root.
-pub const REPORTS: &str = ".claude/ralph/reports";
+pub(crate) const REPORTS: &str = ".claude/ralph/reports";
 
 /// Which loops a report shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection {
+pub enum ReportScope {
     /// Every run of the loop of that name: the live one, then the ended
     /// ones, newest first.
     Name(String),
@@ -59,22 +62,22 @@ impl ralph_fs::error::Exit for ReportError {}
 pub fn gather(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &Selection,
+    selection: &ReportScope,
     now: Timestamp,
 ) -> Result<Report, ReportError> {
     let mut all = control::report(project, registry, usize::MAX, 0, now)?;
     // The receipts kept for this user, so a loop its gate completed shows one.
     control::listing::attach_receipts(project, registry, &mut all);
     let chosen: Vec<&LoopReport> = match selection {
-        Selection::All => all.iter().collect(),
-        Selection::Name(name) => {
+        ReportScope::All => all.iter().collect(),
+        ReportScope::Name(name) => {
             let runs: Vec<&LoopReport> = all.iter().filter(|r| &r.name == name).collect();
             if runs.is_empty() {
                 return Err(ReportError::NoSuchLoop(name.clone()));
             }
             runs
         }
-        Selection::Default { session } => {
+        ReportScope::Default { session } => {
             let mine = all.iter().find(|r| {
                 session.is_some() && &r.session_id == session && r.state != LoopStatus::Ended
             });
@@ -82,7 +85,7 @@ pub fn gather(
         }
     };
     let stories = match selection {
-        Selection::All => stories(project),
+        ReportScope::All => stories(project),
         _ => Vec::new(),
     };
     let views = chosen
@@ -129,12 +132,12 @@ fn stories(project: &Project) -> Vec<model::StoryRow> {
 /// (`all.html` for `--all`); the reports folder is made a real folder.
 pub fn default_path(
     project: &Project,
-    selection: &Selection,
+    selection: &ReportScope,
     report: &Report,
 ) -> Result<PathBuf, ReportError> {
     let dir = project.ensure_dir(REPORTS)?;
     let stem = match (selection, report.loops.as_slice()) {
-        (Selection::All, _) | (_, []) => "all".to_owned(),
+        (ReportScope::All, _) | (_, []) => "all".to_owned(),
         (_, [first, ..]) => file_stem(&first.name),
     };
     Ok(dir.join(format!("{stem}.html")))

@@ -10,10 +10,10 @@
 use serde_json::Value;
 
 use ralph_control::LoopReport;
+use ralph_run::fleet::StoryRecord;
 use ralph_state::fields::limit::Limit;
 use ralph_state::money::Money;
 use ralph_state::time::Timestamp;
-use ralph_run::fleet::StoryRecord;
 
 /// Everything one HTML file shows.
 #[derive(Debug, Clone, Default)]
@@ -100,12 +100,12 @@ pub struct IterationRow {
 
 impl IterationRow {
     /// Tokens this turn added: the running total less the previous one.
-    pub fn tokens_added(&self, previous_total: u64) -> Option<u64> {
+    pub(crate) fn tokens_added(&self, previous_total: u64) -> Option<u64> {
         self.tokens_total.map(|t| t.saturating_sub(previous_total))
     }
 
     /// Dollars this turn spent: the running total less the previous one.
-    pub fn cost_added(&self, previous_total: Money) -> Option<Money> {
+    pub(crate) fn cost_added(&self, previous_total: Money) -> Option<Money> {
         self.cost_total.map(|t| t.minus(previous_total))
     }
 }
@@ -279,11 +279,9 @@ pub(crate) fn iterations(log: &[Value], started_at: Option<&str>) -> Vec<Iterati
                 text(line, "why").unwrap_or_default(),
                 ralph_control::status_text::guidance_words(line)
             ),
-            context: number(line, "context_tokens").map(|tokens| {
-                ralph_state::context::Fill {
-                    tokens,
-                    window: number(line, "context_window"),
-                }
+            context: number(line, "context_tokens").map(|tokens| ralph_state::context::Fill {
+                tokens,
+                window: number(line, "context_window"),
             }),
             compacted: compacted.take(),
         });

@@ -248,7 +248,7 @@ fn ending(state: &LoopState) -> Vec<(String, String)> {
         "end notice".to_owned(),
         messages::ended("l", outcome, &detail, ".claude/ralph/history/x.md"),
     ));
-    let message = ralph_notify::Message::ended(&ralph_state::fields::notice::Ending {
+    let message = ralph_notify::Message::ended(&ralph_state::fields::notice::EndNotice {
         loop_name: "l".to_owned(),
         project: "/p".to_owned(),
         outcome,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use ralph_state::money::Money;
 use ralph_fs::process::{GroupChild, Stop, scratch_file, shell, spawn_in_group, stop_group};
+use ralph_state::money::Money;
 
 /// What one agent run produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct AgentReply {
 }
 
 /// Claude Code's result when `--max-budget-usd` stopped it.
-pub const BUDGET_SPENT: &str = "error_max_budget_usd";
+pub(crate) const BUDGET_SPENT: &str = "error_max_budget_usd";
 
 /// Whether `command` is Claude Code in print mode (`claude -p …`), which
 /// takes `--max-budget-usd`.
@@ -55,7 +55,7 @@ fn is_claude_print(command: &str) -> bool {
 /// `--max-budget-usd`), so one iteration cannot run far past the budget:
 /// each call's cap is what is left, never the whole budget. Any other
 /// command is left as it is (it has no such flag).
-pub fn with_budget(command: &str, left: Option<Money>) -> String {
+pub(crate) fn with_budget(command: &str, left: Option<Money>) -> String {
     match left {
         Some(left) if is_claude_print(command) && !command.contains("--max-budget-usd") => {
             format!("{command} --max-budget-usd {}", left.decimal())
@@ -68,7 +68,7 @@ pub fn with_budget(command: &str, left: Option<Money>) -> String {
 /// Claude Code in print mode with a JSON result (`--output-format json` or
 /// `stream-json`) under a dollar budget, capped at what is left of it.
 /// `None`: the agent reports no cost ralph could check.
-pub fn call_cap(command: &str, left: Option<Money>) -> Option<Money> {
+pub(crate) fn call_cap(command: &str, left: Option<Money>) -> Option<Money> {
     let json = command
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -81,7 +81,7 @@ pub fn call_cap(command: &str, left: Option<Money>) -> Option<Money> {
 
 /// How the agent's process ended, as far as the cost it reports goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub enum ProcessEnd {
     /// It exited by itself with this code (Claude Code: 0, or 1 for an
     /// error result).
     Exited(i32),
@@ -90,7 +90,7 @@ pub enum Ending {
     Killed,
 }
 
-impl From<ExitStatus> for Ending {
+impl From<ExitStatus> for ProcessEnd {
     fn from(status: ExitStatus) -> Self {
         #[cfg(unix)]
         if std::os::unix::process::ExitStatusExt::signal(&status).is_some() {
@@ -105,7 +105,7 @@ impl From<ExitStatus> for Ending {
 
 /// How many result objects (`{"type":"result",…}`) the agent printed, one
 /// per line as Claude Code prints them.
-pub fn result_lines(stdout: &str) -> usize {
+pub(crate) fn result_lines(stdout: &str) -> usize {
     stdout
         .lines()
         .filter(|line| {
@@ -119,9 +119,9 @@ pub fn result_lines(stdout: &str) -> usize {
 /// writes what ralph reads, so a client that died by a signal, printed more
 /// than one result, or none, may have printed a cost of its own making
 /// (`total_cost_usd: 0`) and killed the real client before it spoke.
-pub fn distrusted(ending: Ending, results: usize) -> Option<&'static str> {
+pub fn distrusted(ending: ProcessEnd, results: usize) -> Option<&'static str> {
     match (ending, results) {
-        (Ending::Killed, _) => Some("the agent's client died by a signal"),
+        (ProcessEnd::Killed, _) => Some("the agent's client died by a signal"),
         (_, 0) => Some("the agent's client gave no result"),
         (_, 1) => None,
         _ => Some("the agent's client printed more than one result"),
@@ -131,10 +131,10 @@ pub fn distrusted(ending: Ending, results: usize) -> Option<&'static str> {
 /// The reply with the cost ralph counts: the one reported, or the call's
 /// whole `cap` when the report is [`distrusted`] (nothing to charge without
 /// a cap: the agent's cost was never counted).
-pub fn charge(
+pub(crate) fn charge(
     mut reply: AgentReply,
     cap: Option<Money>,
-    ending: impl Into<Ending>,
+    ending: impl Into<ProcessEnd>,
     stdout: &str,
 ) -> AgentReply {
     if let (Some(cap), Some(why)) = (cap, distrusted(ending.into(), result_lines(stdout))) {
@@ -170,7 +170,7 @@ fn denial_line(item: &Value) -> String {
 }
 
 /// Reads an agent's stdout: Claude Code's JSON result object, or plain text.
-pub fn parse_output(stdout: &str) -> AgentReply {
+pub(crate) fn parse_output(stdout: &str) -> AgentReply {
     let trimmed = stdout.trim();
     // A result without `result` text is an error result (max turns, the
     // budget spent): no reply, but its cost and subtype still count.
@@ -225,13 +225,9 @@ fn limit_of(value: &Value, result: &str) -> Option<String> {
     let kind = value.get("api_error_type").and_then(Value::as_str);
     let limited = status == Some(429) || matches!(kind, Some("rate_limit_error" | "billing_error"));
     limited.then(|| {
-        let said = ralph_state::messages::escape_controls(
-            result.lines().next().unwrap_or("").trim(),
-        );
-        let kind = kind.map_or_else(
-            String::new,
-            ralph_state::messages::escape_controls,
-        );
+        let said =
+            ralph_state::messages::escape_controls(result.lines().next().unwrap_or("").trim());
+        let kind = kind.map_or_else(String::new, ralph_state::messages::escape_controls);
         match (said.is_empty(), kind.is_empty()) {
             (true, true) => "a rate or usage limit".to_owned(),
             (true, false) => kind,
@@ -484,23 +480,26 @@ mod tests {
         let cap = Some(Money(3_000_000));
         let forged = r#"{"type":"result","result":"done","total_cost_usd":0}"#;
         let charged = |stdout: &str, ending| charge(parse_output(stdout), cap, ending, stdout);
-        let honest = charged(forged, Ending::Exited(0));
+        let honest = charged(forged, ProcessEnd::Exited(0));
         assert_eq!((honest.cost, honest.overcharged), (Some(Money(0)), None));
-        let killed = charged(forged, Ending::Killed);
+        let killed = charged(forged, ProcessEnd::Killed);
         assert_eq!(killed.cost, Some(Money(3_000_000)));
         assert_eq!(
             killed.overcharged,
             Some("the agent's client died by a signal")
         );
         let two = format!("{forged}\n{forged}\n");
-        assert_eq!(charged(&two, Ending::Exited(0)).cost, cap);
-        assert_eq!(charged("", Ending::Exited(0)).cost, cap);
+        assert_eq!(charged(&two, ProcessEnd::Exited(0)).cost, cap);
+        assert_eq!(charged("", ProcessEnd::Exited(0)).cost, cap);
         let limited = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"x"}"#;
-        assert_eq!(charged(limited, Ending::Killed).limit, None);
+        assert_eq!(charged(limited, ProcessEnd::Killed).limit, None);
         // A cost above the cap stays as reported; without a cap nothing is charged.
         let dear = r#"{"type":"result","result":"x","total_cost_usd":9}"#;
-        assert_eq!(charged(dear, Ending::Killed).cost, Some(Money(9_000_000)));
-        let uncapped = charge(parse_output(forged), None, Ending::Killed, forged);
+        assert_eq!(
+            charged(dear, ProcessEnd::Killed).cost,
+            Some(Money(9_000_000))
+        );
+        let uncapped = charge(parse_output(forged), None, ProcessEnd::Killed, forged);
         assert_eq!(uncapped.cost, Some(Money(0)));
         assert_eq!(
             call_cap("claude -p --output-format json", cap),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::{self, AgentReply, Finished};
 use crate::moves::{self, GaveUp, RunError, Standing};
-use crate::reset_wait::{self, Plan};
+use crate::reset_wait::{self, WaitPlan};
 use ralph_core::decide::Outcome;
 use ralph_core::decide::engine::{self, Step};
 use ralph_state::fields::run_owner::RunOwner;
@@ -102,7 +102,7 @@ pub struct ResetWait {
     pub label: String,
     pub secs: u64,
     pub until: ralph_state::time::Timestamp,
-    pub source: reset_wait::Source,
+    pub source: reset_wait::WaitSource,
 }
 
 /// A judged iteration whose loop goes on.
@@ -297,7 +297,7 @@ impl Driver {
     }
 
     /// The fresh iterations this run has run.
-    pub fn done_here(&self) -> u64 {
+    pub(crate) fn done_here(&self) -> u64 {
         self.done_here
     }
 
@@ -308,7 +308,7 @@ impl Driver {
 
     /// Who the loop goes back to when the run ends (`None`: the first
     /// session that stops in the project).
-    pub fn previous_owner(&self) -> Option<&str> {
+    pub(crate) fn previous_owner(&self) -> Option<&str> {
         self.previous_owner.as_deref()
     }
 
@@ -542,7 +542,7 @@ impl Driver {
         let left = reset_wait::budget_left(state, now);
         let reset = window.and_then(|w| w.resets_at);
         match reset_wait::plan(now, reset, self.waits, first, left) {
-            Plan::Wait {
+            WaitPlan::Wait {
                 secs,
                 until,
                 source,
@@ -556,7 +556,7 @@ impl Driver {
                     source,
                 }))
             }
-            Plan::PastBudget { wait, left } => {
+            WaitPlan::PastBudget { wait, left } => {
                 let because = format!(
                     "the wait for a rate or usage limit's reset ({}) would pass its time budget ({} left)",
                     ralph_state::time::format_duration(wait),
@@ -1027,7 +1027,7 @@ mod tests {
             match driver.next(&mut agent).unwrap() {
                 Event::Waiting(wait) => {
                     assert_eq!((wait.label.as_str(), wait.secs), ("1/5", secs));
-                    assert_eq!(wait.source, reset_wait::Source::BackOff);
+                    assert_eq!(wait.source, reset_wait::WaitSource::BackOff);
                     assert!(wait.why.starts_with("API Error: Request rejected (429)"));
                 }
                 other => panic!("{other:?}"),
@@ -1064,8 +1064,7 @@ mod tests {
     #[test]
     fn a_wait_past_the_time_budget_ends_the_loop_as_time_budget() {
         let mut guards = ralph_state::fields::guards::GuardSettings::default();
-        let option =
-            ralph_state::fields::guards::GuardSettings::option("max-duration").unwrap();
+        let option = ralph_state::fields::guards::GuardSettings::option("max-duration").unwrap();
         guards.set(option, "1m").unwrap();
         let (_tmp, project, registry, file) = armed_with(ArmRequest {
             session_id: Some("run-1".into()),

@@ -6,6 +6,9 @@
 //! the terminal shows of each event. The terminal itself (the clock, the
 //! spinner's ticks, printing, the exit code) stays in the binary; loop
 //! files are touched only through [`ralph_state::lifecycle`].
+//!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
 
 pub mod agent;
 pub mod fleet;

@@ -8,6 +8,7 @@ use crate::agent::AgentReply;
 use ralph_control::{self as control, CommandError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
+use ralph_fs::git;
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::run_owner::RunOwner;
 use ralph_state::fields::state::LoopState;
@@ -15,11 +16,10 @@ use ralph_state::lifecycle::{LogEntry, Logged, Loop};
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::{self, LoopFile, Project, StoreError};
 use ralph_state::time::Timestamp;
-use ralph_fs::git;
 
 /// Where a run stands with its loop before an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Standing {
+pub(crate) enum Standing {
     /// Someone else drives it now (their id, when the file names one).
     TakenOver(Option<String>),
     /// Paused: the run hands it back and stops.
@@ -32,7 +32,7 @@ pub enum Standing {
 
 /// Whether the run that drives as `driver`, having run `done_here` fresh
 /// iterations, may run another.
-pub fn standing(
+pub(crate) fn standing(
     state: &LoopState,
     driver: &str,
     done_here: u64,
@@ -171,8 +171,8 @@ fn require_armed(
     file: &LoopFile,
     state: &LoopState,
 ) -> Result<(), RunError> {
-    let arming = ralph_state::scan::Armings::of_project(Some(registry), project)
-        .arming(&file.name, state);
+    let arming =
+        ralph_state::scan::Armings::of_project(Some(registry), project).arming(&file.name, state);
     match control::not_armed_note(&arming, &file.name) {
         None => Ok(()),
         Some(note) => Err(RunError::NotArmed {
@@ -261,7 +261,7 @@ pub fn hand_back(
 /// spend and log kept; the interrupted iteration is not counted) and gives
 /// it back to the session it came from. Returns the iteration it paused
 /// at, or `None` when the loop is gone or no longer this run's.
-pub fn pause_interrupted(
+pub(crate) fn pause_interrupted(
     project: &Project,
     file: &LoopFile,
     driver: &str,
@@ -290,7 +290,7 @@ pub fn pause_interrupted(
 
 /// Ctrl-C in a fleet's child: the agent is already stopped; records the
 /// loop as cancelled. Returns `(name, iteration, record)` of each loop ended.
-pub fn record_interrupted(
+pub(crate) fn record_interrupted(
     project: &Project,
     registry: &Registry,
     name: &str,
@@ -307,12 +307,13 @@ pub fn record_interrupted(
 }
 
 /// Why a loop ends as denied.
-pub const DENIED_TWICE: &str = "Claude Code refused the agent the same tool use twice in a row";
+pub(crate) const DENIED_TWICE: &str =
+    "Claude Code refused the agent the same tool use twice in a row";
 
 /// The same refusal twice in a row: the agent cannot do its task this way,
 /// and every further iteration would be spent on it. Ends the loop as
 /// denied; returns its record, or `None` if it is no longer this run's.
-pub fn end_denied(
+pub(crate) fn end_denied(
     project: &Project,
     registry: &Registry,
     name: &str,
@@ -346,7 +347,7 @@ pub enum GaveUp {
 /// The agent could not run. A loop taken over goes back to its owner as it
 /// was; a loop this run armed ends as failed (with the first line of `why`),
 /// so no unrelated session that stops here later is fed its task.
-pub fn give_up(
+pub(crate) fn give_up(
     project: &Project,
     registry: &Registry,
     file: &LoopFile,
@@ -473,8 +474,7 @@ pub(crate) mod tests {
             root: tmp.path().join("p"),
         };
         let registry =
-            ralph_state::storage::registry::locate(Some(&tmp.path().join("state")), None)
-                .unwrap();
+            ralph_state::storage::registry::locate(Some(&tmp.path().join("state")), None).unwrap();
         request.name = "l".into();
         if request.prompt.is_empty() {
             request.prompt = "task".into();

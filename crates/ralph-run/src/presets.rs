@@ -7,7 +7,7 @@
 
 /// One agent's preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Preset {
+pub(crate) struct Preset {
     pub name: &'static str,
     /// Run by `sh -c` with the prompt on stdin.
     pub command: &'static str,
@@ -15,7 +15,7 @@ pub struct Preset {
     pub allows: &'static str,
 }
 
-pub const PRESETS: [Preset; 4] = [
+pub(crate) const PRESETS: [Preset; 4] = [
     Preset {
         name: "claude",
         command: "claude -p --output-format json --dangerously-skip-permissions",

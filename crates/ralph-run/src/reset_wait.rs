@@ -15,14 +15,14 @@ use ralph_state::time::Timestamp;
 /// The first back-off wait, when no reset time is known.
 pub const FIRST_BACK_OFF_SECS: u64 = 5 * 60;
 /// The longest back-off wait.
-pub const MAX_BACK_OFF_SECS: u64 = 60 * 60;
+pub(crate) const MAX_BACK_OFF_SECS: u64 = 60 * 60;
 /// A window reset further ahead than this is not trusted (a clock or file
 /// gone wrong): the back-off is used instead.
 const MAX_WINDOW_WAIT_SECS: u64 = 6 * 60 * 60;
 
 /// Where a wait's length came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum WaitSource {
     /// The 5-hour window's `resets_at`, as `ralph statusline` last saw it.
     Window,
     /// The back-off: no reset time was known.
@@ -31,12 +31,12 @@ pub enum Source {
 
 /// What the run does about a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
+pub enum WaitPlan {
     /// Sleep `secs`, until `until`, then run the iteration again.
     Wait {
         secs: u64,
         until: Timestamp,
-        source: Source,
+        source: WaitSource,
     },
     /// The wait would pass the loop's time budget (`left` seconds of it
     /// remain): the loop ends as `time_budget` now rather than sleep to
@@ -46,7 +46,7 @@ pub enum Plan {
 
 /// The back-off before the `waited`-th retry (0-based): `first`, doubled
 /// each time, capped at an hour (and never below a second).
-pub fn back_off(first: u64, waited: u32) -> u64 {
+pub(crate) fn back_off(first: u64, waited: u32) -> u64 {
     let factor = 1u64.checked_shl(waited.min(32)).unwrap_or(u64::MAX);
     first
         .max(1)
@@ -64,7 +64,7 @@ pub fn plan(
     waited: u32,
     first: u64,
     budget_left: Option<u64>,
-) -> Plan {
+) -> WaitPlan {
     let ahead = window_reset
         .filter(|&reset| reset > now.0)
         .map(|reset| Timestamp(reset).secs_since(now))
@@ -72,19 +72,19 @@ pub fn plan(
     // The window's reset was already waited for once and the limit still
     // holds: it is not the limit that struck, so back off.
     let (secs, source) = match ahead {
-        Some(secs) if waited == 0 => (secs, Source::Window),
-        _ => (back_off(first, waited), Source::BackOff),
+        Some(secs) if waited == 0 => (secs, WaitSource::Window),
+        _ => (back_off(first, waited), WaitSource::BackOff),
     };
     if let Some(left) = budget_left
         && secs > left
     {
-        return Plan::PastBudget { wait: secs, left };
+        return WaitPlan::PastBudget { wait: secs, left };
     }
     let until = Timestamp(
         now.0
             .saturating_add(i64::try_from(secs).unwrap_or(i64::MAX)),
     );
-    Plan::Wait {
+    WaitPlan::Wait {
         secs,
         until,
         source,
@@ -94,7 +94,7 @@ pub fn plan(
 /// The seconds left of the loop's time budget at `now`, counted as the
 /// decision counts them (the larger of the time since `started_at` and the
 /// time the loop has recorded); `None` without a budget.
-pub fn budget_left(state: &LoopState, now: Timestamp) -> Option<u64> {
+pub(crate) fn budget_left(state: &LoopState, now: Timestamp) -> Option<u64> {
     let limit = state.guards.max_duration_secs?;
     let since_start = state.started_at.map_or(0, |start| now.secs_since(start));
     let progress = &state.progress;
@@ -125,19 +125,19 @@ mod tests {
         let now = Timestamp(1_000);
         assert_eq!(
             plan(now, Some(1_750), 0, 300, None),
-            Plan::Wait {
+            WaitPlan::Wait {
                 secs: 750,
                 until: Timestamp(1_750),
-                source: Source::Window
+                source: WaitSource::Window
             }
         );
         // Still limited after that reset: the window was not the limit.
         assert_eq!(
             plan(now, Some(1_750), 1, 300, None),
-            Plan::Wait {
+            WaitPlan::Wait {
                 secs: 600,
                 until: Timestamp(1_600),
-                source: Source::BackOff
+                source: WaitSource::BackOff
             }
         );
     }
@@ -148,10 +148,10 @@ mod tests {
         for reset in [Some(9_000), Some(10_000), Some(10_000 + 7 * 3600), None] {
             assert_eq!(
                 plan(now, reset, 0, 300, None),
-                Plan::Wait {
+                WaitPlan::Wait {
                     secs: 300,
                     until: Timestamp(10_300),
-                    source: Source::BackOff
+                    source: WaitSource::BackOff
                 },
                 "{reset:?}"
             );
@@ -163,18 +163,18 @@ mod tests {
         let now = Timestamp(0);
         assert_eq!(
             plan(now, None, 0, 300, Some(299)),
-            Plan::PastBudget {
+            WaitPlan::PastBudget {
                 wait: 300,
                 left: 299
             }
         );
         assert!(matches!(
             plan(now, None, 0, 300, Some(300)),
-            Plan::Wait { secs: 300, .. }
+            WaitPlan::Wait { secs: 300, .. }
         ));
         assert!(matches!(
             plan(now, None, 0, 300, Some(0)),
-            Plan::PastBudget { .. }
+            WaitPlan::PastBudget { .. }
         ));
     }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::agent::AgentReply;
 use crate::driver::{Driver, End, Iteration, ResetWait};
 use crate::moves::{self, GaveUp, RunError};
-use crate::reset_wait::Source;
+use crate::reset_wait::WaitSource;
 use ralph_core::decide::Outcome;
 use ralph_state::fields::state::LoopState;
 use ralph_state::messages;
@@ -17,7 +17,7 @@ use ralph_state::storage::store::Project;
 use ralph_state::time::format_duration;
 
 /// The spinner's frames, one per tick of the agent's wait.
-pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+pub(crate) const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// How a run's end leaves the process; the binary picks each one's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +108,8 @@ impl Screen {
     /// `--wait-for-reset`: the line that starts a wait.
     pub fn waiting(&self, wait: &ResetWait) -> String {
         let from = match wait.source {
-            Source::Window => "the 5-hour window's reset",
-            Source::BackOff => "no reset time known: backing off",
+            WaitSource::Window => "the 5-hour window's reset",
+            WaitSource::BackOff => "no reset time known: backing off",
         };
         format!(
             "⏸ ralph run `{}` · {} · waiting {} for the reset at {} ({from}); iteration {} was not counted. Ctrl-C or `ralph cancel --name {}` stops the wait.",
@@ -451,9 +451,7 @@ pub fn resuming(name: &str, found: &LoopState) -> String {
     };
     // A loop `ralph run` drove (or armed) had fresh context at every turn.
     let fresh = match found.session_id.as_deref() {
-        Some(o) if !ralph_state::fields::run_owner::is_run(o) => {
-            "; fresh context from now on"
-        }
+        Some(o) if !ralph_state::fields::run_owner::is_run(o) => "; fresh context from now on",
         _ => "",
     };
     format!(
@@ -521,7 +519,7 @@ fn denials_summary(all: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::driver::Setup;
-    use crate::reset_wait::Source;
+    use crate::reset_wait::WaitSource;
     use ralph_state::storage::registry::locate;
     use ralph_state::time::Timestamp;
 
@@ -636,7 +634,7 @@ mod tests {
             label: "3/5".into(),
             secs: 300,
             until: Timestamp(0),
-            source: Source::BackOff,
+            source: WaitSource::BackOff,
         };
         assert_eq!(
             screen.waiting(&wait),

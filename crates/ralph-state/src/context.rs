@@ -49,7 +49,7 @@ impl Fill {
 
 /// `950`, `82k`, `1.2M`: a token count at a glance (rounded down, so a
 /// figure never reads fuller than it is).
-pub fn tokens_short(tokens: u64) -> String {
+pub(crate) fn tokens_short(tokens: u64) -> String {
     if tokens >= 1_000_000 {
         let tenths = tokens / 100_000;
         if tenths.is_multiple_of(10) {

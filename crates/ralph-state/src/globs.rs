@@ -7,8 +7,8 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 /// The most globs one loop (or story) may name, and the longest one.
-pub const MAX_GLOBS: usize = 64;
-pub const MAX_GLOB_LEN: usize = 512;
+pub(crate) const MAX_GLOBS: usize = 64;
+pub(crate) const MAX_GLOB_LEN: usize = 512;
 
 /// Why a glob cannot be used, in words that name the fix.
 pub fn check(glob: &str) -> Result<(), String> {

@@ -32,7 +32,7 @@ pub fn wanted(tripped: Tripped) -> bool {
 }
 
 /// What the hand-over is made of.
-pub struct Facts<'a> {
+pub struct HandoverFacts<'a> {
     pub name: &'a str,
     pub state: &'a LoopState,
     pub tripped: Tripped,
@@ -46,7 +46,7 @@ pub struct Facts<'a> {
 }
 
 /// The hand-over, as Markdown; every value from the loop escaped.
-pub fn render(f: &Facts<'_>) -> String {
+pub fn render(f: &HandoverFacts<'_>) -> String {
     let line = |s: &str| ralph_fs::display::line(s).into_owned();
     let name = line(f.name);
     let state = f.state;
@@ -127,7 +127,7 @@ pub fn render(f: &Facts<'_>) -> String {
     out.join("\n")
 }
 
-fn failures(f: &Facts<'_>) -> Vec<String> {
+fn failures(f: &HandoverFacts<'_>) -> Vec<String> {
     let counts = &f.state.progress.counts;
     let guards = &f.state.guards;
     let mut out = Vec::new();
@@ -183,7 +183,7 @@ fn failures(f: &Facts<'_>) -> Vec<String> {
 }
 
 /// Whether `--protect`/`--scope` ended the loop (not the `--verify` gate).
-fn broke_path_rules(f: &Facts<'_>) -> bool {
+fn broke_path_rules(f: &HandoverFacts<'_>) -> bool {
     f.tripped == Tripped::VerifyFailures && f.detail.contains(PATH_RULES_BROKEN)
 }
 
@@ -225,7 +225,7 @@ mod tests {
             serde_json::json!({"iteration": 3, "reply_excerpt": "tried the lexer", "check": {"passed": false, "status": "exit 101", "failures": 4}}),
             serde_json::json!({"iteration": 4, "reply_excerpt": "tried again"}),
         ];
-        let out = render(&Facts {
+        let out = render(&HandoverFacts {
             name: "fix",
             state: &state,
             tripped: Tripped::SameFailure,
@@ -255,7 +255,7 @@ mod tests {
     fn a_hand_over_after_one_iteration_says_one_iteration() {
         let text = "---\nactive: true\niteration: 1\nsession_id: s\nmax_iterations: 9\ncompletion_promise: null\nstarted_at: \"2026-11-30T00:00:00Z\"\n---\n\nFix it\n";
         let state = LoopState::parse(text).unwrap();
-        let out = render(&Facts {
+        let out = render(&HandoverFacts {
             name: "fix",
             state: &state,
             tripped: Tripped::SameFailure,

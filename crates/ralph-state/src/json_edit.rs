@@ -16,11 +16,11 @@ const MAX_DEPTH: usize = 128;
 pub struct Node {
     pub start: usize,
     pub end: usize,
-    pub kind: Kind,
+    pub kind: NodeKind,
 }
 
 #[derive(Debug)]
-pub enum Kind {
+pub enum NodeKind {
     Object(Vec<Member>),
     Array(Vec<Node>),
     /// A string, decoded.
@@ -40,14 +40,14 @@ pub struct Member {
 impl Node {
     pub fn members(&self) -> &[Member] {
         match &self.kind {
-            Kind::Object(m) => m,
+            NodeKind::Object(m) => m,
             _ => &[],
         }
     }
 
     pub fn elements(&self) -> &[Node] {
         match &self.kind {
-            Kind::Array(e) => e,
+            NodeKind::Array(e) => e,
             _ => &[],
         }
     }
@@ -64,33 +64,33 @@ impl Node {
 
     pub fn as_str(&self) -> Option<&str> {
         match &self.kind {
-            Kind::Str(s) => Some(s),
+            NodeKind::Str(s) => Some(s),
             _ => None,
         }
     }
 
     pub fn is_object(&self) -> bool {
-        matches!(self.kind, Kind::Object(_))
+        matches!(self.kind, NodeKind::Object(_))
     }
 
     pub fn is_array(&self) -> bool {
-        matches!(self.kind, Kind::Array(_))
+        matches!(self.kind, NodeKind::Array(_))
     }
 
     /// The value as data (comments dropped; for a duplicate key, the last).
     pub fn to_value(&self, text: &str) -> Value {
         match &self.kind {
-            Kind::Object(members) => Value::Object(
+            NodeKind::Object(members) => Value::Object(
                 members
                     .iter()
                     .map(|m| (m.key.clone(), m.value.to_value(text)))
                     .collect(),
             ),
-            Kind::Array(elements) => {
+            NodeKind::Array(elements) => {
                 Value::Array(elements.iter().map(|e| e.to_value(text)).collect())
             }
-            Kind::Str(s) => Value::String(s.clone()),
-            Kind::Scalar => {
+            NodeKind::Str(s) => Value::String(s.clone()),
+            NodeKind::Scalar => {
                 serde_json::from_str(&text[self.start..self.end]).unwrap_or(Value::Null)
             }
         }
@@ -150,9 +150,9 @@ impl Parser<'_> {
         }
         let start = self.at;
         let kind = match self.peek() {
-            Some(b'{') => Kind::Object(self.object(depth)?),
-            Some(b'[') => Kind::Array(self.array(depth)?),
-            Some(b'"') => Kind::Str(self.string()?),
+            Some(b'{') => NodeKind::Object(self.object(depth)?),
+            Some(b'[') => NodeKind::Array(self.array(depth)?),
+            Some(b'"') => NodeKind::Str(self.string()?),
             Some(_) => {
                 let len = self.text[self.at..]
                     .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.')))
@@ -162,7 +162,7 @@ impl Parser<'_> {
                     return Err(self.error("not a JSON value"));
                 }
                 self.at += len;
-                Kind::Scalar
+                NodeKind::Scalar
             }
             None => return Err(self.error("a value missing")),
         };

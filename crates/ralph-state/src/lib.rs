@@ -2,7 +2,8 @@
 //! every front of ralph (the Stop hook in `ralph-core`, the commands in
 //! `ralph-control`, `ralph run`, the report, `ralph watch`) reads and
 //! writes. Internal to ralph: its API is the `ralph` command and the
-//! plugin, not this crate.
+//! plugin, not this crate; `pub` here names only what another of ralph's
+//! crates uses.
 //!
 //! Lowest first; a module imports only from its own folder and the ones
 //! listed before it (`tests/tidy.rs` checks):
@@ -79,7 +80,15 @@ pub mod test_support {
         session: Option<&str>,
         max_iterations: u64,
     ) -> crate::fields::state::LoopState {
-        arm_task(project, registry, name, session, max_iterations, None, "task")
+        arm_task(
+            project,
+            registry,
+            name,
+            session,
+            max_iterations,
+            None,
+            "task",
+        )
     }
 
     /// [`arm_plain`] with a completion promise and a task of the caller's.

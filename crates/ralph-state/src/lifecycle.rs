@@ -40,9 +40,7 @@ use crate::fields::outcome::Outcome;
 use crate::fields::state::LoopState;
 use crate::rewrite;
 use crate::storage::registry::{self, Registry};
-use crate::storage::store::{
-    self, DecisionLog, LoopFile, Project, ProjectLock, StoreError,
-};
+use crate::storage::store::{self, DecisionLog, LoopFile, Project, ProjectLock, StoreError};
 use crate::time::Timestamp;
 use ralph_fs::gate::Verification;
 
@@ -373,7 +371,7 @@ fn tell(
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let log = record.with_file_name(format!("{stem}.log.jsonl"));
-    let ending = crate::fields::notice::Ending {
+    let ending = crate::fields::notice::EndNotice {
         loop_name: name.to_owned(),
         project: project.root.display().to_string(),
         outcome: ending.outcome,
@@ -429,7 +427,7 @@ fn rewritten(
 /// [`Loop::write`] for a loop file read as `text` under the lock the caller
 /// holds (the session hooks, which read every live loop at once): writes
 /// `fields`, or refuses and writes nothing.
-pub fn write_fields(
+pub(crate) fn write_fields(
     _lock: &ProjectLock,
     file: &LoopFile,
     text: &str,
@@ -593,10 +591,7 @@ impl Loop {
     pub fn set_owner(&self, lock: &ProjectLock, owner: &str) -> Result<(), LoopFileError> {
         self.write(
             lock,
-            &[(
-                "session_id",
-                crate::fields::frontmatter::scalar(owner),
-            )],
+            &[("session_id", crate::fields::frontmatter::scalar(owner))],
         )
     }
 
@@ -611,10 +606,7 @@ impl Loop {
         if self.state.session_id.as_deref() != Some(driver) {
             return Ok(());
         }
-        let value = owner.map_or_else(
-            || "\"\"".to_owned(),
-            crate::fields::frontmatter::scalar,
-        );
+        let value = owner.map_or_else(|| "\"\"".to_owned(), crate::fields::frontmatter::scalar);
         self.write(lock, &[("session_id", value)])
     }
 }

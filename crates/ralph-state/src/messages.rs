@@ -183,7 +183,7 @@ pub fn how_to_finish(state: &LoopState) -> String {
 }
 
 /// How the agent asks the user and waits (the loop pauses until `ralph say` answers).
-pub const ASK_LINE: &str = "If only the user can decide something you need, end your reply with <question>your question</question> on a line of its own: the loop pauses until the user answers, and the answer comes as guidance.\n";
+pub(crate) const ASK_LINE: &str = "If only the user can decide something you need, end your reply with <question>your question</question> on a line of its own: the loop pauses until the user answers, and the answer comes as guidance.\n";
 
 /// The section a prompt carries for the guidance `ralph say` queued: each
 /// text as the user wrote it (control characters escaped), `--gate`'s marked.
@@ -293,12 +293,8 @@ pub fn guard_summary(state: &LoopState) -> Vec<String> {
     let mut out = state.guards.summary(state.abort_promise.as_deref());
     out.extend(path_rules(state));
     out.extend(
-        crate::gate_sandbox::words(
-            &state.guards,
-            state.prd.is_some(),
-            state.sandbox.is_some(),
-        )
-        .map(|words| format!("gate {words}")),
+        crate::gate_sandbox::words(&state.guards, state.prd.is_some(), state.sandbox.is_some())
+            .map(|words| format!("gate {words}")),
     );
     if let Some(at) = state.fresh_at {
         out.push(format!(

@@ -20,7 +20,7 @@ pub fn times(n: u64) -> String {
 
 /// `1 of 3 stories passes`, `0 of 1 story pass`: the noun agrees with the
 /// total, the verb with the passing.
-pub fn stories_pass(pass: u64, total: u64) -> String {
+pub(crate) fn stories_pass(pass: u64, total: u64) -> String {
     format!(
         "{pass} of {} {}",
         count(total, "story", "stories"),

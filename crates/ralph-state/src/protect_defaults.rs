@@ -23,7 +23,7 @@ pub struct Ecosystem {
 }
 
 /// The ecosystems ralph detects, and their default protections.
-pub const ECOSYSTEMS: &[Ecosystem] = &[
+pub(crate) const ECOSYSTEMS: &[Ecosystem] = &[
     Ecosystem {
         name: "Python",
         markers: &[
@@ -88,7 +88,7 @@ pub const ECOSYSTEMS: &[Ecosystem] = &[
 /// is never the agent's to change (its settings and hooks steer the
 /// client; ralph's own bookkeeping there is never compared:
 /// `ralph_fs::tree_diff`).
-pub const ALWAYS: &[&str] = &[".claude/**"];
+pub(crate) const ALWAYS: &[&str] = &[".claude/**"];
 
 /// The manifests compared without their dependency lists.
 pub const MANIFESTS: &[&str] = &["package.json", "pyproject.toml", "Cargo.toml"];

@@ -166,7 +166,7 @@ impl Scan {
     }
 
     /// [`Scan::read`] over files already listed, with the arming resolved.
-    pub fn read_files(files: Vec<LoopFile>, armings: &Armings) -> Self {
+    pub(crate) fn read_files(files: Vec<LoopFile>, armings: &Armings) -> Self {
         let entries = files
             .into_iter()
             .map(|file| match store::read_to_string(&file.path) {
@@ -191,8 +191,8 @@ impl Scan {
 /// (crate::fields::run_owner), which claims it again at its next stop.
 pub fn stop_owner(state: &LoopState) -> Option<&str> {
     let owner = state.session_id.as_deref()?;
-    let orphaned = crate::fields::run_owner::RunOwner::parse(owner)
-        .and_then(|run| run.orphaned_for());
+    let orphaned =
+        crate::fields::run_owner::RunOwner::parse(owner).and_then(|run| run.orphaned_for());
     Some(orphaned.unwrap_or(owner))
 }
 

@@ -126,7 +126,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// The longest duration ralph accepts anywhere: ten years, in seconds. A
 /// time budget past it is a typo, and every sum of durations and
 /// timestamps stays far inside `i64`/`u64`.
-pub const MAX_DURATION_SECS: u64 = 10 * 365 * 86_400;
+pub(crate) const MAX_DURATION_SECS: u64 = 10 * 365 * 86_400;
 
 /// Parses a duration such as `90m`, `2h`, `1h30m`, `45s`, `1d` or a bare
 /// number of seconds. Returns whole seconds; `None` for anything else,

@@ -1,5 +1,5 @@
 //! What `ralph watch` shows, as plain data: each loop (or `--parallel` story) as a
-//! [`Row`], and for the selected one its [`Detail`], built from the reports `ralph status`
+//! [`BoardRow`], and for the selected one its [`Detail`], built from the reports `ralph status`
 //! reads (`control::listing::LoopReport`) and the loop's mailbox. Pure: the records come
 //! in, the board comes out; [`crate::draw`] turns it into a frame.
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// One loop as a row of the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Row {
+pub struct BoardRow {
     /// The loop's name, or `story US-004` for a `--parallel` story.
     pub title: String,
     /// The `--parallel` story's id, when this row is one.
@@ -58,7 +58,7 @@ pub struct Gate {
 
 /// One loop's records, as the shell read them.
 #[derive(Debug, Clone)]
-pub struct Source {
+pub struct LoopRecords {
     pub report: LoopReport,
     /// The `--parallel` story it belongs to.
     pub story: Option<String>,
@@ -69,7 +69,7 @@ pub struct Source {
 pub struct Board {
     /// What is watched: `project /path` or `ralph run --parallel (8 stories)`.
     pub title: String,
-    pub rows: Vec<Row>,
+    pub rows: Vec<BoardRow>,
     pub details: Vec<Detail>,
     pub selected: usize,
     pub mode: Mode,
@@ -97,8 +97,13 @@ const DELIVERED_SHOWN: usize = 3;
 
 impl Board {
     /// The board for `sources`, at `now`, keeping the selection and mode of `previous`.
-    pub fn build(title: String, sources: &[Source], now: Timestamp, previous: &Board) -> Board {
-        let rows: Vec<Row> = sources.iter().map(|s| row(s, now)).collect();
+    pub fn build(
+        title: String,
+        sources: &[LoopRecords],
+        now: Timestamp,
+        previous: &Board,
+    ) -> Board {
+        let rows: Vec<BoardRow> = sources.iter().map(|s| row(s, now)).collect();
         let details = sources.iter().map(|s| detail(&s.report)).collect();
         // The selection follows the loop it was on, else stays in range.
         let selected = previous
@@ -118,11 +123,11 @@ impl Board {
         }
     }
 
-    pub fn selected_row(&self) -> Option<&Row> {
+    pub fn selected_row(&self) -> Option<&BoardRow> {
         self.rows.get(self.selected)
     }
 
-    pub fn selected_detail(&self) -> Option<&Detail> {
+    pub(crate) fn selected_detail(&self) -> Option<&Detail> {
         self.details.get(self.selected)
     }
 
@@ -137,11 +142,11 @@ impl Board {
     }
 }
 
-fn row(source: &Source, now: Timestamp) -> Row {
+fn row(source: &LoopRecords, now: Timestamp) -> BoardRow {
     let r = &source.report;
     let live = matches!(r.state, LoopStatus::Active | LoopStatus::Paused);
     let last = r.recent.last();
-    Row {
+    BoardRow {
         title: source
             .story
             .as_ref()
@@ -345,9 +350,9 @@ mod tests {
         };
         guidance::say(&project, Some(&registry), say, Timestamp(1)).unwrap();
         let reports = control::report(&project, Some(&registry), 0, 10, Timestamp(90)).unwrap();
-        let sources: Vec<Source> = reports
+        let sources: Vec<LoopRecords> = reports
             .into_iter()
-            .map(|report| Source {
+            .map(|report| LoopRecords {
                 report,
                 story: Some("US-001".into()),
             })
@@ -381,9 +386,9 @@ mod tests {
 
     #[test]
     fn the_selection_follows_its_loop() {
-        let row = |name: &str| Row {
+        let row = |name: &str| BoardRow {
             name: name.into(),
-            ..Row::default()
+            ..BoardRow::default()
         };
         let mut old = Board {
             rows: vec![row("a"), row("b")],

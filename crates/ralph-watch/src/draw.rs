@@ -139,7 +139,7 @@ fn bottom_line(board: &Board) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::{Gate, Row};
+    use crate::board::{BoardRow, Gate};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
@@ -159,7 +159,7 @@ mod tests {
     }
 
     fn sample() -> Board {
-        let row = |title: &str, driver: &str, it: &str, state: &str| Row {
+        let row = |title: &str, driver: &str, it: &str, state: &str| BoardRow {
             title: title.into(),
             name: title.into(),
             driver: driver.into(),
@@ -169,7 +169,7 @@ mod tests {
             in_iteration: Some("2m".into()),
             last: "it 3: block: went on".into(),
             live: true,
-            ..Row::default()
+            ..BoardRow::default()
         };
         Board {
             title: "/p".into(),

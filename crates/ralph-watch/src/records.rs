@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use ralph_control as control;
+use ralph_run::fleet;
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
-use ralph_run::fleet;
 
-use crate::board::Source;
+use crate::board::LoopRecords;
 
 /// What is watched: a project, maybe one loop of it.
 #[derive(Debug, Clone)]
@@ -30,14 +30,14 @@ const RECENT_READ: usize = 10;
 
 impl Watched {
     /// The project's loops, then each `--parallel` story's loop; `--name` keeps one.
-    pub fn sources(&self, now: Timestamp) -> Vec<Source> {
+    pub fn sources(&self, now: Timestamp) -> Vec<LoopRecords> {
         let registry = self.registry.as_ref();
-        let mut out: Vec<Source> =
+        let mut out: Vec<LoopRecords> =
             control::report(&self.project, registry, HISTORY_SHOWN, RECENT_READ, now)
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|r| self.name.as_deref().is_none_or(|n| n == r.name))
-                .map(|report| Source {
+                .map(|report| LoopRecords {
                     report,
                     story: None,
                 })
@@ -52,7 +52,7 @@ impl Watched {
                 reports
                     .into_iter()
                     .filter(|r| r.name == name)
-                    .map(|report| Source {
+                    .map(|report| LoopRecords {
                         report,
                         story: Some(id.clone()),
                     }),

@@ -1,7 +1,7 @@
 //! The command line, declared with clap.
 
 use clap::{Args, Parser, Subcommand};
-use ralph_control::arguments::Kind;
+use ralph_control::arguments::OptionKind;
 use ralph_state::fields::guards::{self, GuardSettings};
 
 #[derive(Debug, Parser)]
@@ -536,7 +536,7 @@ impl clap::FromArgMatches for GuardFlags {
         let mut settings = GuardSettings::default();
         for guard in guards::OPTIONS {
             let value = match guard.kind {
-                Kind::Number => matches.get_one::<u64>(guard.field).map(u64::to_string),
+                OptionKind::Number => matches.get_one::<u64>(guard.field).map(u64::to_string),
                 _ => matches.get_one::<String>(guard.field).cloned(),
             };
             if let Some(value) = value {
@@ -562,12 +562,12 @@ impl Args for GuardFlags {
                 .value_name(guard.value_name)
                 .help(guard.help);
             cmd.arg(match guard.kind {
-                Kind::Number => arg
+                OptionKind::Number => arg
                     .value_parser(clap::value_parser!(u64))
                     .allow_negative_numbers(true),
-                Kind::Duration => arg.value_parser(parse_duration_arg),
-                Kind::Money => arg.value_parser(parse_money_arg),
-                Kind::Text | Kind::Flag | Kind::OptionalValue => arg,
+                OptionKind::Duration => arg.value_parser(parse_duration_arg),
+                OptionKind::Money => arg.value_parser(parse_money_arg),
+                OptionKind::Text | OptionKind::Flag | OptionKind::OptionalValue => arg,
             })
         })
     }
@@ -654,9 +654,7 @@ fn parse_image_arg(value: &str) -> Result<String, String> {
 
 impl RunArgs {
     /// `--sandbox` and its settings, as the loop records them.
-    pub(crate) fn confinement(
-        &self,
-    ) -> Option<ralph_state::fields::confinement::Confinement> {
+    pub(crate) fn confinement(&self) -> Option<ralph_state::fields::confinement::Confinement> {
         use ralph_state::fields::confinement::{Confinement, Network};
         self.sandbox.then(|| Confinement {
             network: self

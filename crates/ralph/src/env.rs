@@ -31,8 +31,7 @@ pub(crate) fn registry() -> Option<ralph_state::storage::registry::Registry> {
 }
 
 /// The registry, for commands that arm or adopt a loop and so must record it.
-pub(crate) fn require_registry()
--> Result<ralph_state::storage::registry::Registry, Failure> {
+pub(crate) fn require_registry() -> Result<ralph_state::storage::registry::Registry, Failure> {
     registry().ok_or_else(|| ralph_state::storage::registry::RegistryError::NoHome.into())
 }
 

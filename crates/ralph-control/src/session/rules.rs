@@ -8,16 +8,16 @@ use ralph_state::time::Timestamp;
 
 /// Frontmatter field: the iteration at which the user was last told that
 /// their message goes into the loop (so they are told once per interruption).
-pub const PROMPT_NOTICE_FIELD: &str = "prompt_noticed_at";
+pub(crate) const PROMPT_NOTICE_FIELD: &str = "prompt_noticed_at";
 /// Frontmatter field: a loop handed from a session that `/clear` ended to the
 /// session `/clear` starts: `"<client pid> <unix seconds> <active|paused>"`.
-pub const HANDOVER_FIELD: &str = "clear_handover";
+pub(crate) const HANDOVER_FIELD: &str = "clear_handover";
 /// Frontmatter field: why a usage or rate limit paused the loop, until the
 /// user has been told (at their next prompt or session start).
-pub const LIMIT_PAUSE_FIELD: &str = "limit_pause";
+pub(crate) const LIMIT_PAUSE_FIELD: &str = "limit_pause";
 /// How long a `/clear` handover waits for the new session (the client starts
 /// it within milliseconds; the window only bounds a stale or forged mark).
-pub const HANDOVER_WINDOW_SECS: i64 = 120;
+pub(crate) const HANDOVER_WINDOW_SECS: i64 = 120;
 
 /// What the session hooks remember in a loop's frontmatter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl Handover {
 
     /// Whether the session starting now, in the client process `client_pid`,
     /// is the one `/clear` opened right after the owner's session ended.
-    pub fn is_for(&self, client_pid: u32, now: Timestamp) -> bool {
+    pub(crate) fn is_for(&self, client_pid: u32, now: Timestamp) -> bool {
         let age = now.0.saturating_sub(self.at.0);
         self.client_pid == client_pid && (0..=HANDOVER_WINDOW_SECS).contains(&age)
     }
@@ -70,7 +70,7 @@ impl Handover {
 /// Reads the session marks by a line scan of the frontmatter (ralph writes
 /// them as plain one-line scalars). Anything unreadable counts as absent:
 /// a wrong mark costs at most one line of text, never a loop.
-pub fn read_marks(text: &str) -> Marks {
+pub(crate) fn read_marks(text: &str) -> Marks {
     let Ok(layout) = frontmatter::split(text) else {
         return Marks::default();
     };
@@ -99,20 +99,20 @@ fn command_word(prompt: &str) -> Option<&str> {
 
 /// Whether the prompt is one of ralph's own commands (`/ralph-pause`,
 /// `/ralph:ralph-cancel`, …): those never get the "goes into the loop" line.
-pub fn is_ralph_command(prompt: &str) -> bool {
+pub(crate) fn is_ralph_command(prompt: &str) -> bool {
     command_word(prompt).is_some_and(|w| w.starts_with("ralph-") || w.starts_with("ralph:"))
 }
 
 /// Whether this prompt gets the "this message goes into the loop" line: the
 /// loop is active, the prompt is not a ralph command, and the user has not
 /// been told yet since the loop last advanced (one line per interruption).
-pub fn tell_on_prompt(prompt: &str, state: &LoopState, marks: &Marks) -> bool {
+pub(crate) fn tell_on_prompt(prompt: &str, state: &LoopState, marks: &Marks) -> bool {
     state.active && !is_ralph_command(prompt) && marks.prompt_noticed_at != Some(state.iteration)
 }
 
 /// What the end of the owning session does to its loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EndRule {
+pub(crate) enum EndRule {
     /// Already paused: nothing changes.
     Leave,
     /// Pause it, recording why.
@@ -121,7 +121,7 @@ pub enum EndRule {
     HandOver { why: String },
 }
 
-pub fn on_end(reason: Option<&str>, state: &LoopState) -> EndRule {
+pub(crate) fn on_end(reason: Option<&str>, state: &LoopState) -> EndRule {
     let why = format!("the session ended: {}", end_reason_words(reason));
     if reason == Some("clear") {
         EndRule::HandOver { why }
@@ -133,7 +133,7 @@ pub fn on_end(reason: Option<&str>, state: &LoopState) -> EndRule {
 }
 
 /// `SessionEnd.reason` in words.
-pub fn end_reason_words(reason: Option<&str>) -> String {
+pub(crate) fn end_reason_words(reason: Option<&str>) -> String {
     match reason {
         Some("clear") => "/clear started a new conversation".into(),
         Some("logout") => "you logged out".into(),
@@ -150,7 +150,7 @@ pub fn end_reason_words(reason: Option<&str>) -> String {
 
 /// What an API error that ended a turn (`StopFailure`) does to the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FailureRule {
+pub(crate) enum FailureRule {
     /// A rate or usage limit: pause, uncounted, until the user resumes.
     Pause { why: String },
     /// Anything else (overloaded, a server error, …): logged, nothing more;
@@ -163,7 +163,11 @@ pub enum FailureRule {
 /// overloaded —, `authentication_failed`, `invalid_request`, `unknown`, …),
 /// with its details and the message the client showed, which may say when
 /// the limit resets.
-pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str>) -> FailureRule {
+pub(crate) fn on_failure(
+    error: Option<&str>,
+    details: Option<&str>,
+    shown: Option<&str>,
+) -> FailureRule {
     let error = error.map(str::trim).filter(|e| !e.is_empty());
     let words = match error {
         Some("rate_limit") => Some("rate limited"),
@@ -198,7 +202,7 @@ pub fn on_failure(error: Option<&str>, details: Option<&str>, shown: Option<&str
 /// When the limit resets, if the text says: the words from `reset`
 /// (`resets 3pm (Europe/Paris)`, `reset at 2026-12-01T23:00:00Z`) up to
 /// the end of that clause.
-pub fn reset_hint(text: &str) -> Option<String> {
+pub(crate) fn reset_hint(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let at = lower.find("reset")?;
     let clause: String = text[at..]
@@ -221,7 +225,7 @@ fn excerpt(text: &str) -> String {
 
 /// What the owning session hears about its loop when it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartRule {
+pub(crate) enum StartRule {
     /// A paused loop: how to resume it.
     Paused,
     /// An active loop after compaction: it carries on.
@@ -231,7 +235,7 @@ pub enum StartRule {
     Armed,
 }
 
-pub fn on_start(source: Option<&str>, state: &LoopState) -> StartRule {
+pub(crate) fn on_start(source: Option<&str>, state: &LoopState) -> StartRule {
     match (state.active, source) {
         (false, _) => StartRule::Paused,
         (true, Some("compact")) => StartRule::Compacted,

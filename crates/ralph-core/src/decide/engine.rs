@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
+use crate::reply::transcript::Appended;
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::frontmatter::quote;
 use ralph_state::fields::state::FRESH_WAITING;
@@ -20,7 +21,6 @@ use ralph_state::storage::checkpoints;
 use ralph_state::storage::guidance::{Guidance, Mailbox, Question};
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::{self, DecisionLog, Project, ProjectLock};
-use crate::reply::transcript::Appended;
 use ralph_state::time::Timestamp;
 
 /// What the driver observed for this turn.
@@ -743,7 +743,7 @@ fn ended_checkpoint(
         Outcome::Guard(tripped) if handover::wanted(tripped) => {
             let mut log = store::read_log_tail(&project.log_path(name), 200);
             log.extend(serde_json::from_str(&entry.line()).ok());
-            Some(handover::render(&handover::Facts {
+            Some(handover::render(&handover::HandoverFacts {
                 name,
                 state,
                 tripped,
@@ -799,19 +799,18 @@ fn keep_receipt(
 ) -> Option<String> {
     let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
     let command = live.state.guards.verify.as_deref()?;
-    let receipt =
-        ralph_state::storage::receipt::build(ralph_state::storage::receipt::Passed {
-            name: &live.file.name,
-            root: &project.root,
-            command,
-            verdict,
-            output,
-            iteration: live.state.iteration,
-            record,
-            now: now.to_string(),
-            paths: paths_held(&live.state, seen),
-            gate: seen.gate_ran.clone(),
-        });
+    let receipt = ralph_state::storage::receipt::build(ralph_state::storage::receipt::Passed {
+        name: &live.file.name,
+        root: &project.root,
+        command,
+        verdict,
+        output,
+        iteration: live.state.iteration,
+        record,
+        now: now.to_string(),
+        paths: paths_held(&live.state, seen),
+        gate: seen.gate_ran.clone(),
+    });
     let line = ralph_state::storage::receipt::one_line(&receipt);
     Some(
         match registry.map(|r| ralph_state::storage::receipt::save(r, &receipt)) {

@@ -19,12 +19,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ralph_fs::gate::{self, Verification};
+use ralph_fs::gate_jail::GateConfinement;
 use ralph_state::fields::guards::Guards;
 use ralph_state::fields::state::PathRules;
 use ralph_state::storage::receipt::GateRan;
 use ralph_state::storage::registry::Registry;
-use ralph_fs::gate::{self, Verification};
-use ralph_fs::gate_jail::GateConfinement;
 
 /// The marker of the last setup that passed, in the gate folder.
 const SETUP_MARK: &str = "setup-passed";
@@ -128,7 +128,7 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
         .armed_tree
         .as_deref()
         .filter(|_| !place.paths.protect.is_empty())
-        .map(|tree| ralph_fs::gate_tree::Armed {
+        .map(|tree| ralph_fs::gate_tree::Baseline {
             tree,
             protected: &protected,
         });
@@ -143,7 +143,7 @@ fn prepare_within(place: &Place<'_>, limit: Duration) -> Prepared {
         }
         _ => None,
     };
-    let request = ralph_fs::gate_tree::Request {
+    let request = ralph_fs::gate_tree::SnapshotRequest {
         root: place.root,
         place: &folder,
         armed,

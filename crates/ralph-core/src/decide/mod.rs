@@ -11,11 +11,11 @@ pub(crate) mod pricing;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };
+use crate::reply::promise;
 use ralph_state::fields::guards::Tripped;
 use ralph_state::fields::limit::Limit;
 pub use ralph_state::fields::outcome::Outcome;
 use ralph_state::fields::state::{LoopState, MAX_COUNT, MAX_TOKENS, Progress};
-use crate::reply::promise;
 use ralph_state::time::{Timestamp, format_duration};
 
 // One value per stop, moved once into the step that acts on it: boxing the
@@ -187,7 +187,7 @@ fn asks(progress: Progress, question: String) -> Decision {
 
 /// What `--gate` guidance refuses a promise as, where a gate's command
 /// would be named.
-pub const GATE_GUIDANCE: &str = "ralph say --gate";
+pub(crate) const GATE_GUIDANCE: &str = "ralph say --gate";
 
 /// `ralph say --gate`: while gate guidance delivered since the last promise
 /// exists, the promise is refused once, the guidance repeated, and the
@@ -197,9 +197,8 @@ fn gate_guidance(state: &LoopState, seen: &Observation, turn: &mut Turn) -> Resu
     if seen.gate_guidance.is_empty() {
         return Ok(false);
     }
-    turn.notes.push(ralph_state::messages::gate_refused(
-        &seen.gate_guidance,
-    ));
+    turn.notes
+        .push(ralph_state::messages::gate_refused(&seen.gate_guidance));
     verify_failures(state, GATE_GUIDANCE, &mut turn.progress)?;
     Ok(true)
 }
@@ -266,10 +265,10 @@ fn fresh_wrap_up(state: &LoopState, seen: &Observation, turn: &mut Turn) {
 /// Refusals for the paths before a loop ends this way, when
 /// `--max-verify-failures` is off: the breaker that ends a loop whose agent
 /// keeps claiming done with a protected path changed.
-pub const PATH_REFUSALS_LIMIT: u64 = 3;
+pub(crate) const PATH_REFUSALS_LIMIT: u64 = 3;
 
 /// The name a story refused by `--protect`/`--scope` gives as its check.
-pub const PATHS_CHECK: &str = "--protect/--scope";
+pub(crate) const PATHS_CHECK: &str = "--protect/--scope";
 
 /// Counted like [`PATHS_CHECK`].
 pub use ralph_state::fields::stories::CRITERIA_CHECK;
@@ -346,23 +345,15 @@ fn guarded_paths(
     Ok(true)
 }
 
+/// The progress file the loop's agent keeps (`ralph init`): in every scope.
+pub(crate) const PROGRESS_FILE: &str = "ralph/progress.txt";
+
 /// The protected paths that differ and the changed paths outside the
 /// scope (the loop's PRD file is in every scope: the agent marks stories
 /// there); `None` when the paths were not compared. A comparison that could
-/// not be made counts as a protected path changed.
-pub fn path_violations(
-    state: &LoopState,
-    changed: &ChangedPaths,
-) -> Option<(Vec<String>, Vec<String>)> {
-    path_violations_but(state, changed, &[])
-}
-
-/// The progress file the loop's agent keeps (`ralph init`): in every scope.
-pub const PROGRESS_FILE: &str = "ralph/progress.txt";
-
-/// [`path_violations`], with `dependency_only` (manifests changed only in
-/// their dependency lists) no protected change.
-pub fn path_violations_but(
+/// not be made counts as a protected path changed; a manifest in
+/// `dependency_only` (changed only in its dependency lists) does not.
+pub(crate) fn path_violations_but(
     state: &LoopState,
     changed: &ChangedPaths,
     dependency_only: &[String],

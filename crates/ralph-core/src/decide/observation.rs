@@ -4,9 +4,9 @@
 //! the low-level modules that fill it in (`fs::gate`, `fs::git`) own their
 //! parts of it and need nothing from `decide`.
 
-use ralph_state::time::Timestamp;
 pub use ralph_fs::fingerprint::{fingerprint, fingerprint_words};
 pub use ralph_fs::gate::Verification;
+use ralph_state::time::Timestamp;
 
 /// What the shell observed for this Stop.
 #[derive(Debug, Clone, Default)]

@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ralph_state::fields::state::PrdLoop;
-use ralph_state::fields::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
 use ralph_fs::gate::{self, Verification};
 use ralph_fs::safe_fs;
+use ralph_state::fields::state::PrdLoop;
+use ralph_state::fields::stories::{self, PrdError, PrdSeen, Story, StoryRefusal};
 
 /// Reads and parses the loop's PRD: once per stop, only for a `--prd` loop.
 pub fn read(root: &Path, prd: &PrdLoop) -> Result<Vec<Story>, PrdError> {
@@ -58,7 +58,7 @@ pub fn turned<'a>(accepted: &[String], stories: &'a [Story]) -> Vec<&'a Story> {
 /// a check left without time counts as failed (the story is checked again
 /// when the agent marks it once more). Each runs confined as the loop's
 /// gate is (`confinement`).
-pub fn run_checks(
+pub(crate) fn run_checks(
     root: &Path,
     prd: &PrdLoop,
     turned: &[&Story],
@@ -118,7 +118,7 @@ pub fn run_checks(
 
 /// Every turned story refused with `verification` (the gate's place could
 /// not be prepared, so no check ran), and the loop's `--verify` with it.
-pub fn none_run(
+pub(crate) fn none_run(
     turned: &[&Story],
     loop_verify: Option<&str>,
     verification: &Verification,
@@ -138,16 +138,16 @@ pub fn none_run(
 }
 
 /// Whether any check would run for these stories.
-pub fn any_check(turned: &[&Story], loop_verify: Option<&str>) -> bool {
+pub(crate) fn any_check(turned: &[&Story], loop_verify: Option<&str>) -> bool {
     loop_verify.is_some() || turned.iter().any(|s| s.verify.is_some())
 }
 
 /// `--protect`/`--scope` at a stop where stories turned to passing: while
 /// a protected path differs or a change is outside the scope (`violations`,
-/// from `decide::path_violations`), each of them is refused, as a failed
+/// from `decide::path_violations_but`), each of them is refused, as a failed
 /// check named `--protect`/`--scope` whose status says which paths; `None`
 /// when nothing turned or nothing is wrong.
-pub fn paths_refusal(
+pub(crate) fn paths_refusal(
     violations: Option<(Vec<String>, Vec<String>)>,
     turned: &[&Story],
 ) -> Option<Vec<StoryRefusal>> {
@@ -191,7 +191,7 @@ pub fn paths_refusal(
 /// turned is refused, as a failed check named [`crate::decide::CRITERIA_CHECK`]
 /// whose status names the changed stories; `None` when nothing turned,
 /// nothing changed, or the loop predates `prd_criteria`.
-pub fn criteria_refusal(
+pub(crate) fn criteria_refusal(
     prd: &PrdLoop,
     stories: &[Story],
     turned: &[&Story],
@@ -224,7 +224,7 @@ pub fn criteria_refusal(
 /// The story a refusal is about.
 /// The turned stories whose own command ran and passed: each with a
 /// command that was not refused.
-pub fn passed_checks(turned: &[&Story], refused: &[StoryRefusal]) -> Vec<String> {
+pub(crate) fn passed_checks(turned: &[&Story], refused: &[StoryRefusal]) -> Vec<String> {
     turned
         .iter()
         .filter(|s| s.verify.is_some() && !refused.iter().any(|r| refusal_id(r) == s.id))
@@ -232,7 +232,7 @@ pub fn passed_checks(turned: &[&Story], refused: &[StoryRefusal]) -> Vec<String>
         .collect()
 }
 
-pub fn refusal_id(refusal: &StoryRefusal) -> &str {
+pub(crate) fn refusal_id(refusal: &StoryRefusal) -> &str {
     match refusal {
         StoryRefusal::Failed { id, .. } | StoryRefusal::Unrecorded { id, .. } => id,
     }
@@ -241,7 +241,11 @@ pub fn refusal_id(refusal: &StoryRefusal) -> &str {
 /// Sets each refused story's `passes` back to `false` in the PRD as it is
 /// now (read again: the checks took time), writes it by atomic replace,
 /// and returns the stories as they then stand.
-pub fn set_back(root: &Path, file: &str, refused: &[StoryRefusal]) -> Result<Vec<Story>, PrdError> {
+pub(crate) fn set_back(
+    root: &Path,
+    file: &str,
+    refused: &[StoryRefusal],
+) -> Result<Vec<Story>, PrdError> {
     let mut text = read_text(root, file)?;
     for refusal in refused {
         text = stories::set_passes(file, &text, refusal_id(refusal), false)?;

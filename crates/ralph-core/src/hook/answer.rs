@@ -40,7 +40,7 @@ impl Answer {
     }
 
     /// The same answer with one more line for the user.
-    pub fn with_notice(self, extra: String) -> Self {
+    pub(crate) fn with_notice(self, extra: String) -> Self {
         match self {
             Self::Silent => Self::Notice(extra),
             Self::Notice(m) => Self::Notice(format!("{m}\n{extra}")),

@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use ralph_fs::display;
 use ralph_state::fields::outcome::Outcome;
 use ralph_state::fields::state;
 use ralph_state::lifecycle::{self, LogEntry, Logged, Loop};
@@ -16,7 +17,6 @@ use ralph_state::scan::{Armings, FirstLook, LoopEntry, stop_owner};
 use ralph_state::storage::registry::{self, Unarmed};
 use ralph_state::storage::store::{LoopFile, Project, ProjectLock};
 use ralph_state::time::Timestamp;
-use ralph_fs::display;
 
 /// The registry check for one stop: which loops were armed here.
 pub(super) struct Gate<'a> {
@@ -352,8 +352,8 @@ fn inert_notice(path: &Path, name: &str, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_state::test_support::{arm_plain, project};
     use ralph_state::storage::registry::Registry;
+    use ralph_state::test_support::{arm_plain, project};
 
     fn arm(project: &Project, registry: &Registry, name: &str, session: Option<&str>) {
         arm_plain(project, registry, name, session, 5);

@@ -15,14 +15,14 @@ use crate::decide::engine::{self, Step, Turn};
 use crate::hook::answer::Answer;
 use crate::hook::gate::{Chosen, Gate};
 use crate::hook::host::Host;
+use crate::reply::event::{EventError, StopEvent};
+use ralph_fs::display;
 use ralph_state::error::LoopFileError;
 use ralph_state::messages;
 use ralph_state::scan::{Armings, FirstLook};
 use ralph_state::storage::environment::Environment;
 use ralph_state::storage::registry::{self, RegistryError};
 use ralph_state::storage::store::{DecisionLog, Listing, Project, ProjectLock, StoreError};
-use crate::reply::event::{EventError, StopEvent};
-use ralph_fs::display;
 
 /// Why a hook could not do its work: the Stop hook's and the session
 /// hooks' (`session`). Every one ends in a notice and an allow, never a
@@ -67,7 +67,7 @@ impl HostAnswer {
 
 /// Answers one turn-end event of any host: `host` when the caller named it
 /// (`--host`), else the host recognised from the event.
-pub fn stop_for_host(input: &[u8], ctx: &Environment, host: Option<Host>) -> HostAnswer {
+pub(crate) fn stop_for_host(input: &[u8], ctx: &Environment, host: Option<Host>) -> HostAnswer {
     answer(StopEvent::parse(input), ctx, host)
 }
 

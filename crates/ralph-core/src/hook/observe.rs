@@ -7,13 +7,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::decide::{Observation, Verification};
-use ralph_state::fields::state::LoopState;
-use ralph_state::storage::environment::Environment;
-use ralph_state::storage::store::Project;
-use ralph_state::money::Money;
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{self, Appended};
 use ralph_fs::git;
+use ralph_state::fields::state::LoopState;
+use ralph_state::money::Money;
+use ralph_state::storage::environment::Environment;
+use ralph_state::storage::store::Project;
 
 /// Which figures the loop's guards ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -122,7 +122,7 @@ impl StopEvent {
     /// Parses the event straight from a reader, so the raw payload is never
     /// held in memory next to the parsed reply (a huge reply is held about
     /// twice while it is parsed, once afterwards).
-    pub fn from_reader(reader: impl std::io::Read) -> Result<Self, EventError> {
+    pub(crate) fn from_reader(reader: impl std::io::Read) -> Result<Self, EventError> {
         let mut tracked = Tracked {
             inner: reader,
             content: false,
@@ -147,7 +147,7 @@ impl StopEvent {
     /// or else the marketer shape's last `transcript` item.
     /// Moves the reply out of the event (see `reply_in_payload`), so a huge
     /// reply is held once, not copied.
-    pub fn take_reply(&mut self) -> Option<String> {
+    pub(crate) fn take_reply(&mut self) -> Option<String> {
         match self.last_assistant_message.take() {
             Some(text) => Some(text),
             None => self.reply_in_payload(),
@@ -184,7 +184,7 @@ impl<R: std::io::Read> std::io::Read for Tracked<R> {
     }
 }
 
-pub fn content_text(content: &Value) -> String {
+pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks

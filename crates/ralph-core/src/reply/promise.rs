@@ -25,7 +25,7 @@ pub fn normalise(text: &str) -> String {
 }
 
 /// Whether `a` and `b` are equal once normalised, without building either.
-pub fn same_words(a: &str, b: &str) -> bool {
+pub(crate) fn same_words(a: &str, b: &str) -> bool {
     a.split_whitespace().eq(b.split_whitespace())
 }
 
@@ -65,7 +65,7 @@ fn for_each_promise(reply: &str, visit: impl FnMut(&str) -> bool) {
 /// The question the agent ends its turn with, said as a promise is said
 /// (`<question>…</question>` on its own, outside code and quotes), normalised;
 /// the last one when there are several.
-pub fn spoken_question(reply: &str) -> Option<String> {
+pub(crate) fn spoken_question(reply: &str) -> Option<String> {
     let mut found = None;
     for_each_tag(reply, "<question>", "</question>", |inner| {
         let text = normalise(inner);

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use ralph_state::time::Timestamp;
 use ralph_fs::safe_fs;
+use ralph_state::time::Timestamp;
 
 use ralph_state::fields::stories::DEFAULT_PRD as PRD;
 const PROGRESS: &str = "ralph/progress.txt";

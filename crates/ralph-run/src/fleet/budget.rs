@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
-use ralph_state::money::Money;
 use ralph_fs::safe_fs;
+use ralph_state::money::Money;
 
 use crate::fleet::error::FleetError;
 use crate::fleet::valid_id;
@@ -34,7 +34,7 @@ impl Entry {
     /// spent when that is more. Never less than the share: what a job says it
     /// spent comes from files its agent could have written, so only an amount
     /// above the share is believed (a job that spent less gives nothing back).
-    pub fn committed(&self) -> Money {
+    pub(crate) fn committed(&self) -> Money {
         self.spent
             .unwrap_or_default()
             .max(self.reserved.unwrap_or_default())

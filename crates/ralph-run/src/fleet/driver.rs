@@ -5,7 +5,7 @@
 //! verified there and merged home one at a time. What each step means is
 //! decided in `fleet`, the repository is touched through `fleet::git`; here
 //! are the child processes and the order of the steps. What happens is told
-//! as [`Event`]s: `screen.rs` words them, the binary owns the terminal.
+//! as [`FleetEvent`]s: `screen.rs` words them, the binary owns the terminal.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,15 +18,16 @@ use std::time::{Duration, Instant};
 use crate::fleet::child::{ChildFlags, StoryGate};
 use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
-    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Row, Story, StoryRecord, Trip, valid_id,
+    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Story, StoryRecord, SummaryRow, Trip,
+    valid_id,
 };
 use ralph_control::approval::{Secret, StoryCommands};
 use ralph_core::decide::gate_place;
+use ralph_fs::process::GroupChild;
+use ralph_fs::safe_fs;
 use ralph_state::fields::outcome::{self as ended, RecordedOutcome};
 use ralph_state::storage::store::Project;
 use ralph_state::time::format_duration;
-use ralph_fs::process::GroupChild;
-use ralph_fs::safe_fs;
 
 /// How long the child runs get to record their loops after Ctrl-C.
 const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -38,7 +39,7 @@ const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 type Line = (String, String);
 
 /// What the fleet tells as it goes.
-pub enum Event<'a> {
+pub enum FleetEvent<'a> {
     /// A line that stays (above the live block on a terminal).
     Said(String),
     /// A line a child run printed, with its story's id.
@@ -56,7 +57,7 @@ pub struct Running {
 }
 
 /// What a fleet run is asked to do, as the command line gave it.
-pub struct Request<'a> {
+pub struct FleetRequest<'a> {
     pub merge: &'a str,
     pub prd: Option<&'a str>,
     /// Tasks on the command line (else the PRD's stories).
@@ -75,7 +76,7 @@ pub struct Request<'a> {
 
 /// How the run ended: the summary rows, the notes, whether Ctrl-C stopped it.
 pub struct Summary {
-    pub rows: Vec<Row>,
+    pub rows: Vec<SummaryRow>,
     pub notes: Vec<String>,
     pub interrupted: bool,
 }
@@ -127,9 +128,9 @@ struct Fleet<'e> {
     /// The promise each story's loop gives, and every child's settings.
     promise: String,
     child: ChildFlags,
-    rows: Vec<Row>,
+    rows: Vec<SummaryRow>,
     notes: Vec<String>,
-    tell: &'e mut dyn FnMut(Event),
+    tell: &'e mut dyn FnMut(FleetEvent),
 }
 
 /// Runs the fleet: everything is checked before anything runs (the flags,
@@ -137,10 +138,10 @@ struct Fleet<'e> {
 /// none is left or `stop` is set (Ctrl-C).
 pub fn run(
     project: Project,
-    request: Request,
+    request: FleetRequest,
     n: usize,
     stop: &AtomicBool,
-    tell: &mut dyn FnMut(Event),
+    tell: &mut dyn FnMut(FleetEvent),
 ) -> Result<Summary, FleetError> {
     let merge = MergeMode::parse(request.merge).unwrap_or(MergeMode::Ff);
     let root = project.root.clone();
@@ -148,10 +149,8 @@ pub fn run(
     let (stories, from_prd, done) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
     let records = project.ensure_dir(fleet::RECORDS)?;
-    let gate_confinement = ralph_state::gate_sandbox::confinement(
-        &request.guards,
-        request.child.sandbox.is_some(),
-    );
+    let gate_confinement =
+        ralph_state::gate_sandbox::confinement(&request.guards, request.child.sandbox.is_some());
     let mut gate = request.guards.clone();
     // The held-out set as it is now is the one every homecoming gate
     // runs; a set changed during the run is refused there.
@@ -190,8 +189,8 @@ pub fn run(
 /// come from the PRD; the ids of the stories that pass already.
 fn select(
     root: &Path,
-    request: &Request,
-    tell: &mut dyn FnMut(Event),
+    request: &FleetRequest,
+    tell: &mut dyn FnMut(FleetEvent),
 ) -> Result<(Vec<Story>, bool, std::collections::HashSet<String>), FleetError> {
     if request
         .prd
@@ -243,7 +242,7 @@ fn select(
             ),
             (None, None) => continue,
         };
-        tell(Event::Said(line));
+        tell(FleetEvent::Said(line));
     }
     let passed = all
         .iter()
@@ -255,7 +254,7 @@ fn select(
 
 /// `ralph prd lint` on the PRD before anything starts: its errors refuse the
 /// run, its warnings are told.
-fn lint_before_start(root: &Path, tell: &mut dyn FnMut(Event)) -> Result<(), FleetError> {
+fn lint_before_start(root: &Path, tell: &mut dyn FnMut(FleetEvent)) -> Result<(), FleetError> {
     use ralph_state::fields::prd_lint::{self, Severity};
     let text = safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP)?;
     let findings = prd_lint::lint(fleet::PRD, &text);
@@ -268,13 +267,16 @@ fn lint_before_start(root: &Path, tell: &mut dyn FnMut(Event)) -> Result<(), Fle
         return Err(FleetError::PrdLint(errors.join("\n")));
     }
     for warning in &findings {
-        tell(Event::Said(format!("`ralph prd lint`: {}", warning.line())));
+        tell(FleetEvent::Said(format!(
+            "`ralph prd lint`: {}",
+            warning.line()
+        )));
     }
     Ok(())
 }
 
 /// The stories of the project's PRD.
-pub fn read_stories(root: &Path) -> Result<Vec<Story>, FleetError> {
+pub(crate) fn read_stories(root: &Path) -> Result<Vec<Story>, FleetError> {
     let text = match safe_fs::read_text(&root.join(fleet::PRD), safe_fs::SMALL_FILE_CAP) {
         Ok(t) => t,
         Err(e) if e.is_not_found() => return Err(FleetError::NoPrd),
@@ -368,9 +370,9 @@ impl Fleet<'_> {
             self.take_line(&mut pool);
             self.reap(&mut pool);
             let running: Vec<Running> = pool.running.iter().map(Slot::shown).collect();
-            (self.tell)(Event::Running(&running));
+            (self.tell)(FleetEvent::Running(&running));
         }
-        (self.tell)(Event::Running(&[]));
+        (self.tell)(FleetEvent::Running(&[]));
         pool.interrupted.is_some()
     }
 
@@ -430,7 +432,7 @@ impl Fleet<'_> {
             if let Some(slot) = pool.running.iter_mut().find(|s| s.story.id == id) {
                 slot.last.clone_from(&line);
             }
-            (self.tell)(Event::Output {
+            (self.tell)(FleetEvent::Output {
                 id: &id,
                 line: &line,
             });
@@ -448,7 +450,7 @@ impl Fleet<'_> {
                     slot.wait_for_output();
                     // Whatever it printed last is still in the channel: drain it.
                     while let Ok((id, line)) = pool.lines.try_recv() {
-                        (self.tell)(Event::Output {
+                        (self.tell)(FleetEvent::Output {
                             id: &id,
                             line: &line,
                         });
@@ -631,7 +633,7 @@ impl Fleet<'_> {
         if !record.note.is_empty() {
             self.notes.push(format!("{}: {}", story.id, record.note));
         }
-        self.rows.push(Row::of(&story.id, &record));
+        self.rows.push(SummaryRow::of(&story.id, &record));
     }
 
     fn shown(&self, path: &Path) -> String {
@@ -639,7 +641,7 @@ impl Fleet<'_> {
     }
 
     fn event(&mut self, line: &str) {
-        (self.tell)(Event::Said(line.to_owned()));
+        (self.tell)(FleetEvent::Said(line.to_owned()));
     }
 }
 
@@ -732,13 +734,13 @@ pub struct Planned {
 /// `ralph plan`: the stories still to do in waves (`stories::waves`: wave 1
 /// can start now, each later one once the one before is merged), and apart
 /// those that wait for a person (blocked, or after a blocked story).
-pub struct Plan {
+pub struct StoryPlan {
     pub waves: Vec<Vec<Planned>>,
     pub held: Vec<Planned>,
 }
 
 /// `ralph plan`: the PRD's stories still to do, in waves.
-pub fn plan(project: &Project) -> Result<Plan, FleetError> {
+pub fn plan(project: &Project) -> Result<StoryPlan, FleetError> {
     let all = read_stories(&project.root)?;
     let records = project.root.join(fleet::RECORDS);
     let has_records = safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false);
@@ -753,7 +755,7 @@ pub fn plan(project: &Project) -> Result<Plan, FleetError> {
         }
     };
     let (waves, held) = ralph_state::fields::stories::waves(&all);
-    Ok(Plan {
+    Ok(StoryPlan {
         waves: waves
             .iter()
             .map(|w| w.iter().map(|s| planned(s)).collect())

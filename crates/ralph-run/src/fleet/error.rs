@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
+use ralph_fs::safe_fs::FsError;
 use ralph_state::fields::stories::PrdError;
 use ralph_state::storage::store::StoreError;
-use ralph_fs::safe_fs::FsError;
 
 /// Why a step of `--parallel` failed. A story's step failing ends up in
 /// that story's note (the run goes on); the run's own steps fail the run.

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 pub use crate::fleet::error::FleetError;
 use crate::fleet::{self, MergeMode, StoryRecord};
+use ralph_fs::safe_fs;
 use ralph_state::fields::outcome::RecordedOutcome;
 use ralph_state::fields::state::LoopState;
 use ralph_state::storage::store::Project;
-use ralph_fs::safe_fs;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
 /// `.gitignore`: the rule `ralph init` follows too): its worktrees, its
@@ -110,7 +110,7 @@ fn lacks_identity(stderr: &str) -> bool {
 }
 
 /// The branch checked out in `root`; an error on a detached HEAD.
-pub fn current_branch(root: &Path) -> Result<String, FleetError> {
+pub(crate) fn current_branch(root: &Path) -> Result<String, FleetError> {
     let name = git_plain(root, &["symbolic-ref", "--short", "-q", "HEAD"])
         .map_err(|_| FleetError::DetachedHead)?;
     let name = name.trim_end_matches('\n');
@@ -122,7 +122,7 @@ pub fn current_branch(root: &Path) -> Result<String, FleetError> {
     Ok(name.to_owned())
 }
 
-pub fn branch_exists(root: &Path, branch: &str) -> bool {
+pub(crate) fn branch_exists(root: &Path, branch: &str) -> bool {
     git_plain(
         root,
         &[
@@ -137,7 +137,7 @@ pub fn branch_exists(root: &Path, branch: &str) -> bool {
 
 /// Adds ralph's lines to the repository's `info/exclude` (shared by every
 /// worktree), once.
-pub fn ensure_excluded(root: &Path) -> Result<(), FleetError> {
+pub(crate) fn ensure_excluded(root: &Path) -> Result<(), FleetError> {
     let common = git_plain(root, &["rev-parse", "--git-common-dir"])?;
     let common = root.join(common.trim());
     safe_fs::ensure_dir(&common, "info")?;
@@ -178,7 +178,12 @@ fn exclude_lines(now: &str) -> Option<String> {
 /// The story's worktree at `path` on `branch`: reused when it is there (and
 /// on that branch), else added, on the existing branch or a new one from
 /// `base`.
-pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Result<(), FleetError> {
+pub(crate) fn worktree_for(
+    root: &Path,
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<(), FleetError> {
     if safe_fs::kind_at(path).is_some_and(|k| k.is_dir()) {
         let head = current_branch(path).unwrap_or_default();
         if head == branch {
@@ -212,7 +217,7 @@ pub fn worktree_for(root: &Path, path: &Path, branch: &str, base: &str) -> Resul
 /// Whether git itself (not a folder that merely looks like one) lists a
 /// worktree at `path` on `branch`: a story is brought home only from a
 /// worktree ralph added, never from one planted in the project.
-pub fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
+pub(crate) fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
     let Ok(list) = git_plain(root, &["worktree", "list", "--porcelain"]) else {
         return false;
     };
@@ -234,7 +239,7 @@ pub fn is_registered(root: &Path, path: &Path, branch: &str) -> bool {
 
 /// Commits whatever the agent left uncommitted in a worktree; `false`
 /// when there was nothing.
-pub fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, FleetError> {
+pub(crate) fn commit_leftovers(worktree: &Path, message: &str) -> Result<bool, FleetError> {
     git(worktree, &["add", "-A"])?;
     let unchanged = [
         "diff",
@@ -298,7 +303,7 @@ pub fn merge(root: &Path, branch: &str, mode: MergeMode, message: &str) -> Resul
 }
 
 /// Removes a worktree (its branch stays).
-pub fn remove_worktree(root: &Path, path: &Path) -> Result<(), FleetError> {
+pub(crate) fn remove_worktree(root: &Path, path: &Path) -> Result<(), FleetError> {
     let where_ = path.to_string_lossy().into_owned();
     git_plain(root, &["worktree", "remove", "--force", "--", &where_])?;
     Ok(())
@@ -310,7 +315,7 @@ pub fn prune(root: &Path) -> Result<(), FleetError> {
 }
 
 /// The story's worktree folder.
-pub fn worktree_path(root: &Path, id: &str) -> PathBuf {
+pub(crate) fn worktree_path(root: &Path, id: &str) -> PathBuf {
     root.join(fleet::WORKTREES).join(id)
 }
 
@@ -318,7 +323,11 @@ pub fn worktree_path(root: &Path, id: &str) -> PathBuf {
 /// worktree on the story's branch (from `base` when the branch is new), and
 /// its own `.claude/` so that the child's project is the worktree, never
 /// the main tree above it.
-pub fn prepare_worktree(project: &Project, id: &str, base: &str) -> Result<PathBuf, FleetError> {
+pub(crate) fn prepare_worktree(
+    project: &Project,
+    id: &str,
+    base: &str,
+) -> Result<PathBuf, FleetError> {
     project.ensure_dir(fleet::WORKTREES)?;
     let worktree = worktree_path(&project.root, id);
     worktree_for(&project.root, &worktree, &fleet::branch(id), base)?;
@@ -328,7 +337,7 @@ pub fn prepare_worktree(project: &Project, id: &str, base: &str) -> Result<PathB
 
 /// Writes `passes: true` for the story `id` into the PRD, under the
 /// project's lock (the rest of the file as it was).
-pub fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
+pub(crate) fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
     let _lock = project.lock()?;
     let path = project.root.join(fleet::PRD);
     let text = safe_fs::read_text(&path, safe_fs::SMALL_FILE_CAP)?;
@@ -342,7 +351,7 @@ pub fn mark_passes(project: &Project, id: &str) -> Result<(), FleetError> {
 /// the base branch, so the next wave's worktrees hold them. Written by ralph,
 /// never merged by git: each story's notes are a file of its own. `false`
 /// when the story left no notes.
-pub fn merge_notes(project: &Project, story: &fleet::Story) -> Result<bool, FleetError> {
+pub(crate) fn merge_notes(project: &Project, story: &fleet::Story) -> Result<bool, FleetError> {
     let root = &project.root;
     let notes = match safe_fs::read_text(&root.join(fleet::notes_file(&story.id)), fleet::NOTES_CAP)
     {
@@ -376,7 +385,7 @@ pub fn merge_notes(project: &Project, story: &fleet::Story) -> Result<bool, Flee
 /// How a story's loop ended, as the newest record of it in its worktree's
 /// history says (nothing and zeros without one).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct LastRun {
+pub(crate) struct LastRun {
     pub outcome: Option<RecordedOutcome>,
     pub iterations: u64,
     pub tokens: u64,
@@ -384,15 +393,12 @@ pub struct LastRun {
 }
 
 /// The newest history record of the loop `name` in a worktree.
-pub fn last_run(worktree: &Path, name: &str) -> LastRun {
+pub(crate) fn last_run(worktree: &Path, name: &str) -> LastRun {
     let history = Project {
         root: worktree.to_owned(),
     }
     .history_dir();
-    let marker = format!(
-        "-{}",
-        ralph_state::storage::store::record_name(name)
-    );
+    let marker = format!("-{}", ralph_state::storage::store::record_name(name));
     let newest = std::fs::read_dir(&history).ok().and_then(|entries| {
         entries
             .flatten()
@@ -419,7 +425,7 @@ pub fn last_run(worktree: &Path, name: &str) -> LastRun {
 
 /// Copies a worktree's loop history into the main tree's, so it outlives
 /// the worktree (files already there are left alone).
-pub fn keep_history(worktree: &Path, project: &Project) {
+pub(crate) fn keep_history(worktree: &Path, project: &Project) {
     let from = Project {
         root: worktree.to_owned(),
     }
@@ -446,7 +452,7 @@ pub fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
 /// Writes the record of the story `id` (checked by `fleet::valid_id`;
 /// never the record's own `story` field, which a planted file may have
 /// set) into `dir`, replacing the one before.
-pub fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), FleetError> {
+pub(crate) fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), FleetError> {
     let path = dir.join(format!("{id}.json"));
     let json = serde_json::to_string_pretty(record).unwrap_or_default();
     safe_fs::replace(&path, json.as_bytes())?;

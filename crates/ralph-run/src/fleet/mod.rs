@@ -28,13 +28,13 @@ pub const RECORDS: &str = ".claude/ralph/stories";
 /// Where each story's loop writes what it learnt, one file a story
 /// (`ralph/notes/<id>.md`, on its branch): no two stories share a file, so
 /// no merge loses a note; ralph appends each to [`PROGRESS`] once merged.
-pub const NOTES_DIR: &str = "ralph/notes";
+pub(crate) const NOTES_DIR: &str = "ralph/notes";
 /// The progress file every loop reads, written under a fleet by ralph only.
 pub const PROGRESS: &str = "ralph/progress.txt";
 /// The most of a story's notes ralph appends to the progress file.
-pub const NOTES_CAP: u64 = 64 * 1024;
+pub(crate) const NOTES_CAP: u64 = 64 * 1024;
 /// The promise a story's loop gives when nothing else was chosen.
-pub const DEFAULT_PROMISE: &str = "DONE";
+pub(crate) const DEFAULT_PROMISE: &str = "DONE";
 
 pub use ralph_state::fields::stories::{PrdError, Story, valid_id};
 
@@ -44,12 +44,12 @@ pub fn branch(id: &str) -> String {
 }
 
 /// The story's notes file, relative to the project root.
-pub fn notes_file(id: &str) -> String {
+pub(crate) fn notes_file(id: &str) -> String {
     format!("{NOTES_DIR}/{id}.md")
 }
 
 /// What ralph appends to the progress file for a merged story's `notes`.
-pub fn progress_entry(story: &Story, notes: &str) -> String {
+pub(crate) fn progress_entry(story: &Story, notes: &str) -> String {
     format!(
         "\n## {}: {} (merged; its notes from {})\n\n{}\n",
         story.id,
@@ -187,7 +187,7 @@ impl StoryState {
     }
 
     /// The mark before the story's line: home, stopped, or left to fix.
-    pub fn mark(self) -> &'static str {
+    pub(crate) fn mark(self) -> &'static str {
         match self {
             Self::Merged | Self::Ready => "✓",
             Self::Cancelled => "⏹",
@@ -196,7 +196,7 @@ impl StoryState {
     }
 
     /// Whether the loop itself completed (only bringing it home is left).
-    pub fn loop_completed(self) -> bool {
+    pub(crate) fn loop_completed(self) -> bool {
         matches!(
             self,
             Self::Merged | Self::Ready | Self::Conflict | Self::VerifyFailed | Self::MergeFailed
@@ -251,7 +251,7 @@ impl StoryRecord {
 
 /// What a finished child run means for its story.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AfterRun {
+pub(crate) enum AfterRun {
     /// Its loop completed: rebase, verify and merge it.
     BringHome(StoryRecord),
     /// It stays where it is, with the note that says what comes next.
@@ -261,7 +261,12 @@ pub enum AfterRun {
 /// Reads a child run's exit: `code` its exit code (`None`: killed),
 /// `completed` whether its loop's history says completed, `shown` its
 /// worktree as the user sees it.
-pub fn after_run(record: StoryRecord, code: Option<i32>, completed: bool, shown: &str) -> AfterRun {
+pub(crate) fn after_run(
+    record: StoryRecord,
+    code: Option<i32>,
+    completed: bool,
+    shown: &str,
+) -> AfterRun {
     match code {
         Some(0) if completed => AfterRun::BringHome(record),
         Some(130) => AfterRun::Stays(StoryRecord {
@@ -285,7 +290,7 @@ pub fn after_run(record: StoryRecord, code: Option<i32>, completed: bool, shown:
 /// How bringing a completed story home ended. Every step but the last
 /// leaves the story on its branch; nothing is forced.
 #[derive(Debug)]
-pub enum Homecoming {
+pub(crate) enum Homecoming {
     /// The agent left its worktree on another branch (`head`).
     SwitchedBranch { head: String },
     /// What the loop left uncommitted could not be committed.
@@ -309,7 +314,7 @@ pub enum Homecoming {
 
 /// Where a story's trip home happens, as the notes name it.
 #[derive(Debug, Clone, Copy)]
-pub struct Trip<'a> {
+pub(crate) struct Trip<'a> {
     pub branch: &'a str,
     pub base: &'a str,
     /// The worktree, as the user sees it.
@@ -319,7 +324,7 @@ pub struct Trip<'a> {
 impl Homecoming {
     /// The story's record after its trip home: its state, and the note
     /// that says what to do (none once merged).
-    pub fn record(self, completed: StoryRecord, trip: Trip) -> StoryRecord {
+    pub(crate) fn record(self, completed: StoryRecord, trip: Trip) -> StoryRecord {
         let Trip {
             branch,
             base,
@@ -413,7 +418,7 @@ pub enum MergeMode {
 }
 
 impl MergeMode {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "ff" => Some(Self::Ff),
             "merge" => Some(Self::Merge),
@@ -425,7 +430,7 @@ impl MergeMode {
 
 /// One row of the summary table.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub struct SummaryRow {
     pub story: String,
     pub outcome: String,
     pub iterations: u64,
@@ -435,7 +440,7 @@ pub struct Row {
     pub cost: ralph_state::money::Money,
 }
 
-impl Row {
+impl SummaryRow {
     /// The story `id`'s row, from its record (whose own `story` field a
     /// planted file may have set: the table names the id ralph checked).
     pub fn of(id: &str, record: &StoryRecord) -> Self {
@@ -452,13 +457,13 @@ impl Row {
 }
 
 /// Whether every story of the run came home (merged, or ready on its branch).
-pub fn all_home(rows: &[Row]) -> bool {
+pub(crate) fn all_home(rows: &[SummaryRow]) -> bool {
     rows.iter()
         .all(|r| r.outcome == "merged" || r.outcome == "ready")
 }
 
 /// The summary table, columns aligned.
-pub fn table(rows: &[Row]) -> String {
+pub fn table(rows: &[SummaryRow]) -> String {
     let head = [
         "story",
         "outcome",
@@ -674,7 +679,7 @@ mod tests {
                 && p.contains("- b\n")
                 && p.contains("<promise>DONE</promise>")
         );
-        let t = table(&[Row {
+        let t = table(&[SummaryRow {
             story: "US-001".into(),
             outcome: "merged".into(),
             iterations: 2,
@@ -800,14 +805,14 @@ mod tests {
 
     #[test]
     fn rows_marks_and_whether_all_came_home() {
-        let rows: Vec<Row> = [StoryState::Merged, StoryState::Ready]
-            .map(|s| Row::of("US-1.a", &record(s)))
+        let rows: Vec<SummaryRow> = [StoryState::Merged, StoryState::Ready]
+            .map(|s| SummaryRow::of("US-1.a", &record(s)))
             .into();
         assert!(all_home(&rows));
         assert_eq!(rows[0].branch, "ralph/US-1.a");
         assert_eq!((rows[1].outcome.as_str(), rows[1].tokens), ("ready", 7));
         let mut rows = rows;
-        rows.push(Row::of("b", &record(StoryState::Conflict)));
+        rows.push(SummaryRow::of("b", &record(StoryState::Conflict)));
         assert_eq!(
             rows[2].story, "b",
             "the id ralph checked, not the record's field"

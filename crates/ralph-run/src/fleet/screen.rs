@@ -4,7 +4,7 @@
 //! open stories. Text only: the binary writes it and maps the exit.
 
 use crate::fleet;
-use crate::fleet::driver::{Event, Plan, Planned, Running, Summary};
+use crate::fleet::driver::{FleetEvent, Planned, Running, StoryPlan, Summary};
 use crate::screen::RunExit;
 use ralph_state::time::format_duration;
 
@@ -20,34 +20,34 @@ pub enum Paint {
 /// The fleet's terminal: on a terminal, a live block of the running loops
 /// under the lines that stay; otherwise every line, plain.
 #[derive(Debug)]
-pub struct Screen {
+pub struct FleetScreen {
     live: bool,
     /// Lines on screen in the live block, to redraw over.
     drawn: usize,
 }
 
-impl Screen {
+impl FleetScreen {
     /// `live`: stdout is a terminal.
     pub fn new(live: bool) -> Self {
         Self { live, drawn: 0 }
     }
 
     /// What to write for one event of the fleet.
-    pub fn show(&mut self, event: &Event) -> Vec<Paint> {
+    pub fn show(&mut self, event: &FleetEvent) -> Vec<Paint> {
         let mut out = Vec::new();
         match event {
-            Event::Said(line) => {
+            FleetEvent::Said(line) => {
                 if self.live {
                     out.extend(self.clear());
                 }
                 out.push(Paint::Line(line.clone()));
             }
-            Event::Output { id, line } => {
+            FleetEvent::Output { id, line } => {
                 if !self.live {
                     out.push(Paint::Line(format!("[{id}] {line}")));
                 }
             }
-            Event::Running(running) => out.extend(self.redraw(running)),
+            FleetEvent::Running(running) => out.extend(self.redraw(running)),
         }
         out
     }
@@ -108,7 +108,7 @@ pub fn summary(summary: &Summary) -> (Vec<String>, RunExit) {
 
 /// `ralph plan`: the stories still to do, one a line with how each stands,
 /// under the wave it runs in (and those waiting for a person apart).
-pub fn plan(plan: &Plan) -> Vec<String> {
+pub fn plan(plan: &StoryPlan) -> Vec<String> {
     if plan.waves.is_empty() && plan.held.is_empty() {
         return vec![format!("No open stories in {}.", fleet::PRD)];
     }
@@ -143,7 +143,7 @@ pub fn plan(plan: &Plan) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::Row;
+    use crate::fleet::SummaryRow;
 
     fn running(id: &str, last: &str) -> Running {
         Running {
@@ -155,59 +155,59 @@ mod tests {
 
     #[test]
     fn a_terminal_keeps_a_live_block_under_the_lines_that_stay() {
-        let mut screen = Screen::new(true);
+        let mut screen = FleetScreen::new(true);
         let slots = [running("US-1", "working\u{1b}"), running("US-2", "")];
         assert_eq!(
-            screen.show(&Event::Running(&slots)),
+            screen.show(&FleetEvent::Running(&slots)),
             [Paint::Raw(
                 "\x1b[2K⠿ US-1 · 2m · working\\x1b\n\x1b[2K⠿ US-2 · 2m · \n".into()
             )]
         );
         assert!(
             screen
-                .show(&Event::Output {
+                .show(&FleetEvent::Output {
                     id: "US-1",
                     line: "x"
                 })
                 .is_empty()
         );
         assert_eq!(
-            screen.show(&Event::Said("merged".into())),
+            screen.show(&FleetEvent::Said("merged".into())),
             [
                 Paint::Raw("\x1b[2A\x1b[J".into()),
                 Paint::Line("merged".into())
             ]
         );
         assert_eq!(
-            screen.show(&Event::Running(&[])),
+            screen.show(&FleetEvent::Running(&[])),
             [Paint::Raw(String::new())]
         );
     }
 
     #[test]
     fn elsewhere_every_line_is_plain_and_tagged_with_its_story() {
-        let mut screen = Screen::new(false);
+        let mut screen = FleetScreen::new(false);
         assert!(
             screen
-                .show(&Event::Running(&[running("US-1", "x")]))
+                .show(&FleetEvent::Running(&[running("US-1", "x")]))
                 .is_empty()
         );
         assert_eq!(
-            screen.show(&Event::Output {
+            screen.show(&FleetEvent::Output {
                 id: "US-1",
                 line: "x"
             }),
             [Paint::Line("[US-1] x".into())]
         );
         assert_eq!(
-            screen.show(&Event::Said("merged".into())),
+            screen.show(&FleetEvent::Said("merged".into())),
             [Paint::Line("merged".into())]
         );
     }
 
     #[test]
     fn the_summary_exits_by_whether_every_story_came_home() {
-        let row = |outcome: &str| Row {
+        let row = |outcome: &str| SummaryRow {
             story: "US-1".into(),
             outcome: outcome.into(),
             iterations: 1,
@@ -216,7 +216,7 @@ mod tests {
             branch: "ralph/US-1".into(),
             cost: ralph_state::money::Money(0),
         };
-        let of = |rows: Vec<Row>, interrupted| Summary {
+        let of = |rows: Vec<SummaryRow>, interrupted| Summary {
             rows,
             notes: vec!["a note".into()],
             interrupted,

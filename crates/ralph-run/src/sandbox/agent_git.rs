@@ -105,7 +105,7 @@ fn write_new(root: &Path, rel: impl AsRef<Path>, bytes: &[u8]) -> Result<(), San
 impl AgentGit {
     /// The agent's folder for `project`; `None` when the project is not a
     /// git repository (nothing to protect, nothing to import).
-    pub fn prepare(project: &Path) -> Result<Option<Self>, SandboxError> {
+    pub(crate) fn prepare(project: &Path) -> Result<Option<Self>, SandboxError> {
         let Some(git_dir) = git(project, &["rev-parse", "--absolute-git-dir"], &[]) else {
             return Ok(None);
         };
@@ -154,7 +154,7 @@ impl AgentGit {
     }
 
     /// The agent's git folder (`GIT_DIR` in the sandbox).
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         self.scratch.path().join("git")
     }
 
@@ -227,7 +227,7 @@ impl AgentGit {
 
     /// Brings the agent's new commit on the loop's branch into the project,
     /// after the agent has exited. `Ok(None)`: it made none.
-    pub fn import(&self) -> Result<Option<String>, SandboxError> {
+    pub(crate) fn import(&self) -> Result<Option<String>, SandboxError> {
         let Some(new) = self.agent_commit() else {
             return Ok(None);
         };

@@ -14,11 +14,11 @@ use super::reach::Reach;
 use ralph_state::fields::confinement::Network;
 
 /// The engines ralph knows, in the order it looks for them.
-pub const ENGINES: &[&str] = &["docker", "podman"];
+pub(crate) const ENGINES: &[&str] = &["docker", "podman"];
 
 /// The variables passed into the container by name (the engine copies
 /// each one's value when it is set): the agents' keys and endpoints.
-pub const PASSED: &[&str] = &[
+pub(crate) const PASSED: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_BASE_URL",

@@ -7,11 +7,11 @@
 //! gate (`--verify`, `--check`, story commands) is not here: it runs in a
 //! sandbox of its own, `ralph_fs::gate_jail`.
 
-pub mod agent_git;
+pub(crate) mod agent_git;
 pub mod bwrap;
 pub mod container;
 pub mod reach;
-pub mod seatbelt;
+pub(crate) mod seatbelt;
 
 use ralph_fs::process::find_program;
 use std::ffi::OsString;
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ralph_state::fields::confinement::{Confinement, Network};
-use reach::{Facts, Reach, SystemDir};
+use reach::{Reach, ReachFacts, SystemDir};
 
 /// Why a sandbox cannot be had; the message says what to install or fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -187,7 +187,7 @@ impl Sandbox {
 
     /// After the agent has exited: its new commit on the loop's branch,
     /// brought into the project ([`agent_git::AgentGit::import`]).
-    pub fn import_git(&self) -> Result<Option<String>, SandboxError> {
+    pub(crate) fn import_git(&self) -> Result<Option<String>, SandboxError> {
         self.agent_git
             .as_ref()
             .map_or(Ok(None), agent_git::AgentGit::import)
@@ -336,7 +336,7 @@ fn gather(
     home: &Path,
     env: &ralph_state::storage::environment::Environment,
     command: &str,
-) -> Facts {
+) -> ReachFacts {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let project = canonical(root);
     let state_dir = env.registry().map(|r| r.dir().to_path_buf());
@@ -374,7 +374,7 @@ fn gather(
             .into_iter()
             .filter(|p| ralph_fs::safe_fs::kind_at(p).is_some_and(|k| !k.is_symlink())),
     );
-    Facts {
+    ReachFacts {
         project,
         home: home.to_path_buf(),
         state_dir,

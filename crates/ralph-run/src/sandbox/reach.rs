@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The agents' own settings and caches under HOME, written so that their
 /// login keeps working: Claude Code, Codex, Gemini CLI, Copilot CLI.
-pub const AGENT_SETTINGS: &[&str] = &[
+pub(crate) const AGENT_SETTINGS: &[&str] = &[
     ".claude",
     ".claude.json",
     ".cache/claude",
@@ -78,7 +78,7 @@ pub struct Reach {
 
 /// What the machine says, read at the edge ([`Reach::gather`]) or given by a test.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub struct ReachFacts {
     pub project: PathBuf,
     pub home: PathBuf,
     pub state_dir: Option<PathBuf>,
@@ -108,7 +108,7 @@ fn covers(dir: &Path, other: &Path) -> bool {
 
 impl Reach {
     /// Decides what is bound how (pure).
-    pub fn from_facts(facts: &Facts) -> Self {
+    pub(crate) fn from_facts(facts: &ReachFacts) -> Self {
         let exists = |p: &Path| facts.existing.iter().any(|e| e == p);
         let home = &facts.home;
         let state = facts.state_dir.as_deref();
@@ -182,7 +182,7 @@ impl Reach {
 impl Reach {
     /// The folders bound, in words, for a user whose agent could not run:
     /// `the project /p (written), /usr, /bin (system, read only), …`.
-    pub fn bound_words(&self) -> String {
+    pub(crate) fn bound_words(&self) -> String {
         let list = |paths: &mut dyn Iterator<Item = &PathBuf>| {
             paths
                 .map(|p| ralph_fs::display::line(&p.to_string_lossy()).into_owned())
@@ -215,7 +215,7 @@ impl Reach {
 /// folder borrows its objects); nothing there is written, the agent's
 /// commits are imported like a single loop's ([`super::agent_git`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorktreeGit {
+pub(crate) struct WorktreeGit {
     /// `<main>/.git`, read only (its configuration, hooks and refs).
     pub read: Vec<PathBuf>,
     /// Written: the worktree's own git folder, the objects, the `ralph/`
@@ -227,7 +227,7 @@ pub struct WorktreeGit {
 
 /// [`WorktreeGit`] for `root`; empty when `root` is not such a worktree or
 /// its `.git` file points anywhere else.
-pub fn worktree_git(root: &Path) -> WorktreeGit {
+pub(crate) fn worktree_git(root: &Path) -> WorktreeGit {
     let none = WorktreeGit::default();
     let Some(main) = fleet_main(root) else {
         return none;
@@ -282,9 +282,9 @@ fn gitdir_of(root: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn facts() -> Facts {
+    fn facts() -> ReachFacts {
         let p = PathBuf::from;
-        Facts {
+        ReachFacts {
             project: p("/home/u/proj"),
             home: p("/home/u"),
             state_dir: Some(p("/home/u/.local/state/ralph")),
@@ -321,7 +321,7 @@ mod tests {
                 path: p("/usr"),
                 link: None,
             }],
-            ..Facts::default()
+            ..ReachFacts::default()
         }
     }
 

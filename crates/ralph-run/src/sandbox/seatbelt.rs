@@ -19,7 +19,7 @@ use ralph_state::fields::confinement::Network;
 const TEMP: &[&str] = &["/private/tmp", "/private/var/folders", "/dev"];
 
 /// The profile for `sandbox-exec -p PROFILE -- sh -c COMMAND`.
-pub fn profile(reach: &Reach, network: Network) -> String {
+pub(crate) fn profile(reach: &Reach, network: Network) -> String {
     let mut p = String::from("(version 1)\n(allow default)\n(deny file-write*)\n");
     rule(&mut p, "allow file-write*", TEMP.iter().map(Path::new));
     rule(

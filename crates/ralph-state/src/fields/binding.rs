@@ -47,8 +47,7 @@ pub const BOOKKEEPING: &[&str] = &[
 
 /// Whether a field of the loop file is bound to the arming.
 pub fn is_bound(field: &str) -> bool {
-    !BOOKKEEPING.contains(&field)
-        && !crate::fields::guards::COUNTER_FIELDS.contains(&field)
+    !BOOKKEEPING.contains(&field) && !crate::fields::guards::COUNTER_FIELDS.contains(&field)
 }
 
 /// The hash of every bound field present in a loop file, as YAML reads it
@@ -57,7 +56,7 @@ pub fn is_bound(field: &str) -> bool {
 /// order and each is length-prefixed, so no text moves between fields
 /// unnoticed. A field that is absent adds nothing, so a field ralph learns
 /// later leaves the loops that do not set it as they were.
-pub fn settings_hash<'a>(
+pub(crate) fn settings_hash<'a>(
     fields: &[&'static str],
     get: impl Fn(&str) -> Option<&'a str>,
 ) -> [u8; 32] {

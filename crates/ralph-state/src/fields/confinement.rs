@@ -75,7 +75,7 @@ pub fn valid_image(image: &str) -> bool {
 
 impl Confinement {
     /// The setting from its three fields (`None`: the loop is not sandboxed).
-    pub fn from_fields(
+    pub(crate) fn from_fields(
         sandbox: bool,
         network: Option<&str>,
         image: Option<&str>,
@@ -112,10 +112,7 @@ impl Confinement {
             out.push(("sandbox_network", self.network.word().to_owned()));
         }
         if let Some(image) = &self.image {
-            out.push((
-                "sandbox_image",
-                crate::fields::frontmatter::quote(image),
-            ));
+            out.push(("sandbox_image", crate::fields::frontmatter::quote(image)));
         }
         out
     }

@@ -143,7 +143,7 @@ fn find_field(text: &str, split: &Split, key: &str) -> Option<(Range<usize>, boo
 /// rewrites, so `state` can prove that each such line *is* the field the
 /// YAML parser reads, and not, say, a line inside another field's quoted
 /// text.
-pub fn field_lines<'a>(
+pub(crate) fn field_lines<'a>(
     text: &'a str,
     split: &Split,
 ) -> impl Iterator<Item = (&'a str, Range<usize>)> + 'a {

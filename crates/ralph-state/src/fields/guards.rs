@@ -7,7 +7,7 @@
 use crate::fields::frontmatter::quote;
 use crate::fields::limit::Limit;
 use crate::fields::options::{
-    ArgumentsError, Kind, check_duration, check_money, check_number,
+    ArgumentsError, OptionKind, check_duration, check_money, check_number,
 };
 use crate::fields::values::{
     FieldSource, MAX_COUNT, MAX_TOKENS, StateError, duration, non_empty, number,
@@ -16,20 +16,20 @@ use crate::money::Money;
 use crate::time::format_duration;
 
 /// Identical replies in a row that end a loop as stuck (0 turns the breaker off).
-pub const DEFAULT_STUCK_AFTER: u64 = 3;
+pub(crate) const DEFAULT_STUCK_AFTER: u64 = 3;
 /// Iterations without any change to the working tree or HEAD that end a loop.
-pub const DEFAULT_NO_PROGRESS_AFTER: u64 = 5;
+pub(crate) const DEFAULT_NO_PROGRESS_AFTER: u64 = 5;
 /// The verification command's time limit, in seconds, when none is set.
 pub const DEFAULT_VERIFY_TIMEOUT: u64 = 300;
 /// The longest verification a loop may ask for: it must finish well inside
 /// the hook's own timeout (900 s in hooks/hooks.json).
-pub const MAX_VERIFY_TIMEOUT: u64 = 840;
+pub(crate) const MAX_VERIFY_TIMEOUT: u64 = 840;
 /// Failed verification gates that end a loop; off unless asked for, so a
 /// loop armed before this guard existed behaves as it did.
-pub const DEFAULT_MAX_VERIFY_FAILURES: u64 = 0;
+pub(crate) const DEFAULT_MAX_VERIFY_FAILURES: u64 = 0;
 /// The fast check's time limit, in seconds, when none is set: a check runs
 /// at every stop, so it is meant to take seconds, not minutes.
-pub const DEFAULT_CHECK_TIMEOUT: u64 = 120;
+pub(crate) const DEFAULT_CHECK_TIMEOUT: u64 = 120;
 /// Identical failures in a row (of the check, or of the gate refusing the
 /// promise) that end a loop, when a check or a gate is set: the third time
 /// the same error comes back, the approach is what needs questioning.
@@ -37,7 +37,7 @@ pub const DEFAULT_MAX_SAME_FAILURE: u64 = 3;
 /// Checks in a row without a new lowest failure count that end a loop, when
 /// a check is set: patient enough that a hard test taking a few turns does
 /// not stop it.
-pub const DEFAULT_STALL_AFTER: u64 = 5;
+pub(crate) const DEFAULT_STALL_AFTER: u64 = 5;
 /// The gate setup step's time limit, in seconds, when none is set.
 pub const DEFAULT_GATE_SETUP_TIMEOUT: u64 = 300;
 /// How many failure counts a loop file keeps, for `ralph status`'s trend.
@@ -248,7 +248,7 @@ pub struct GuardCounts {
 /// The loop-file fields of [`GuardCounts`]: counters ralph rewrites from
 /// stop to stop, never settings the user chose (so never bound to the
 /// arming). A test checks this list against the struct.
-pub const COUNTER_FIELDS: &[&str] = &[
+pub(crate) const COUNTER_FIELDS: &[&str] = &[
     "verify_failures",
     "replies_behind",
     "same_failures",
@@ -417,7 +417,7 @@ impl Tripped {
 pub struct GuardOption {
     pub flag: &'static str,
     pub field: &'static str,
-    pub kind: Kind,
+    pub kind: OptionKind,
     pub default: &'static str,
     /// The value's name in `--help` (`--max-tokens <MAX_TOKENS>`).
     pub value_name: &'static str,
@@ -434,7 +434,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-duration",
         field: "max_duration",
-        kind: Kind::Duration,
+        kind: OptionKind::Duration,
         default: "none",
         value_name: "MAX_DURATION",
         help: "Time budget from the loop's start, e.g. 90m, 2h, 1h30m",
@@ -444,7 +444,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-tokens",
         field: "max_tokens",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "none",
         value_name: "MAX_TOKENS",
         help: "Token budget for the loop's assistant turns",
@@ -454,7 +454,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "verify",
         field: "verify",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "none",
         value_name: "VERIFY",
         help: "A command that must pass (exit 0) before the loop completes",
@@ -464,7 +464,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "verify-timeout",
         field: "verify_timeout",
-        kind: Kind::Duration,
+        kind: OptionKind::Duration,
         default: "5m",
         value_name: "VERIFY_TIMEOUT",
         help: "Time limit of the --verify command, e.g. 5m (at most 14m)",
@@ -474,7 +474,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-verify-failures",
         field: "max_verify_failures",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "0",
         value_name: "MAX_VERIFY_FAILURES",
         help: "Failed --verify gates that end the loop (0: off) [default: 0]",
@@ -484,7 +484,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "check",
         field: "check",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "none",
         value_name: "CHECK",
         help: "A fast command (type check, lint, unit tests) run at every stop where the loop goes on",
@@ -494,7 +494,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "check-timeout",
         field: "check_timeout",
-        kind: Kind::Duration,
+        kind: OptionKind::Duration,
         default: "2m",
         value_name: "CHECK_TIMEOUT",
         help: "Time limit of the --check command, e.g. 2m (at most 14m)",
@@ -504,7 +504,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-same-failure",
         field: "max_same_failure",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "3 with --check or --verify, else 0",
         value_name: "MAX_SAME_FAILURE",
         help: "Identical failures in a row of the check or the gate that end the loop (0: off) [default: 3 with --check or --verify]",
@@ -514,7 +514,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "stall-after",
         field: "stall_after",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "5 with --check, else 0",
         value_name: "STALL_AFTER",
         help: "Checks in a row whose failure count reached no new low that end the loop (0: off) [default: 5 with --check]",
@@ -524,7 +524,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "stuck-after",
         field: "stuck_after",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "3",
         value_name: "STUCK_AFTER",
         help: "Identical replies in a row that end the loop as stuck (0: off) [default: 3]",
@@ -534,7 +534,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "no-progress-after",
         field: "no_progress_after",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "5",
         value_name: "NO_PROGRESS_AFTER",
         help: "Iterations with no change to the git tree or HEAD that end the loop (0: off) [default: 5]",
@@ -544,7 +544,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-cost",
         field: "max_cost",
-        kind: Kind::Money,
+        kind: OptionKind::Money,
         default: "none",
         value_name: "USD",
         help: "Dollar budget for the loop, e.g. 5 or 2.50",
@@ -554,7 +554,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "max-window",
         field: "max_window",
-        kind: Kind::Number,
+        kind: OptionKind::Number,
         default: "none",
         value_name: "PCT",
         help: "Pause the in-session loop when the plan's 5-hour window reaches PCT % (needs `ralph statusline`)",
@@ -564,7 +564,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "gate-sandbox",
         field: "gate_sandbox",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "auto",
         value_name: "auto|off",
         help: "Run the gate (--verify, --check, story checks) in its own sandbox where bubblewrap works (auto), or never (off) [default: auto]",
@@ -574,7 +574,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "gate-network",
         field: "gate_network",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "none",
         value_name: "none|open",
         help: "The sandboxed gate's network: none (its own loopback only) or open (the host's network) [default: none]",
@@ -584,7 +584,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "gate-setup",
         field: "gate_setup",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "none",
         value_name: "GATE_SETUP",
         help: "A step run in the gate's snapshot before --verify, --check or a story's verify (e.g. 'uv sync --frozen', 'npm ci')",
@@ -594,7 +594,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "gate-setup-timeout",
         field: "gate_setup_timeout",
-        kind: Kind::Duration,
+        kind: OptionKind::Duration,
         default: "5m",
         value_name: "GATE_SETUP_TIMEOUT",
         help: "Time limit of the --gate-setup step, e.g. 5m (at most 14m)",
@@ -604,7 +604,7 @@ pub const OPTIONS: &[GuardOption] = &[
     GuardOption {
         flag: "holdout",
         field: "holdout",
-        kind: Kind::Text,
+        kind: OptionKind::Text,
         default: "none",
         value_name: "DIR",
         help: "A folder outside the project whose files are added to the gate's snapshot only (held-out checks the agent never sees)",
@@ -725,10 +725,10 @@ impl GuardSettings {
     /// Sets a guard from its option's text, with the checks clap applies.
     pub fn set(&mut self, option: &'static GuardOption, value: &str) -> Result<(), ArgumentsError> {
         let value = match option.kind {
-            Kind::Number => check_number(option.flag, value)?.to_string(),
-            Kind::Duration => check_duration(option.flag, value)?,
-            Kind::Money => check_money(option.flag, value)?,
-            Kind::Text | Kind::Flag | Kind::OptionalValue => value.to_owned(),
+            OptionKind::Number => check_number(option.flag, value)?.to_string(),
+            OptionKind::Duration => check_duration(option.flag, value)?,
+            OptionKind::Money => check_money(option.flag, value)?,
+            OptionKind::Text | OptionKind::Flag | OptionKind::OptionalValue => value.to_owned(),
         };
         self.put(option, value);
         Ok(())
@@ -804,8 +804,8 @@ impl GuardSettings {
     /// (`--verify ''`) sets nothing.
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
         self.values.iter().filter_map(|(g, v)| match g.kind {
-            Kind::Number | Kind::Money => Some((g.field, v.clone())),
-            _ if v.trim().is_empty() && g.kind == Kind::Text => None,
+            OptionKind::Number | OptionKind::Money => Some((g.field, v.clone())),
+            _ if v.trim().is_empty() && g.kind == OptionKind::Text => None,
             _ => Some((g.field, quote(v))),
         })
     }
@@ -894,7 +894,7 @@ mod tests {
         }
     }
 
-        /// Each way a guard ends a loop is told in `ralph start --help`, by
+    /// Each way a guard ends a loop is told in `ralph start --help`, by
     /// the word `ralph status` will show.
     #[test]
     fn every_guard_outcome_is_named_in_some_guards_help() {
@@ -964,8 +964,7 @@ mod tests {
 
     #[test]
     fn the_defaults_shown_are_the_defaults_read() {
-        let s = crate::fields::state::LoopState::parse("---\nverify: x\n---\nTask\n")
-            .unwrap();
+        let s = crate::fields::state::LoopState::parse("---\nverify: x\n---\nTask\n").unwrap();
         let shown = |flag: &str| OPTIONS.iter().find(|g| g.flag == flag).unwrap().default;
         assert_eq!(
             shown("stuck-after"),

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use crate::money::Money;
 
 /// The longest URL a loop may record.
-pub const MAX_URL: usize = 2048;
+pub(crate) const MAX_URL: usize = 2048;
 
 /// What a loop asks to be told with, as its file records it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,10 +51,7 @@ impl Settings {
             out.push(("notify", "true".to_owned()));
         }
         if let Some(url) = &self.url {
-            out.push((
-                "notify_url",
-                crate::fields::frontmatter::quote(url),
-            ));
+            out.push(("notify_url", crate::fields::frontmatter::quote(url)));
         }
         out
     }
@@ -92,7 +89,7 @@ pub fn check_url(url: &str) -> Result<String, UrlError> {
 
 /// The facts of a loop's end that a notification tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
+pub struct EndNotice {
     pub loop_name: String,
     /// The project's folder, as a path the user reads.
     pub project: String,
@@ -107,7 +104,7 @@ pub struct Ending {
 /// running total after that turn, so the figure is the last one logged,
 /// never a sum of them (`None` when no line has one). Only a regular file,
 /// never through a link, only its end.
-pub fn logged_cost(log: &std::path::Path) -> Option<Money> {
+pub(crate) fn logged_cost(log: &std::path::Path) -> Option<Money> {
     let bytes = ralph_fs::safe_fs::read_tail(log, ralph_fs::safe_fs::LOG_TAIL_CAP).ok()?;
     String::from_utf8_lossy(&bytes)
         .lines()
@@ -128,7 +125,7 @@ pub enum Delivery {
 
 /// Who carries a loop's last word: tells `ending` as `settings` ask and
 /// says what became of each channel (`("url", …)`, `("desktop", …)`).
-pub type Courier = fn(&Settings, &Ending) -> Vec<(&'static str, Delivery)>;
+pub(crate) type Courier = fn(&Settings, &EndNotice) -> Vec<(&'static str, Delivery)>;
 
 static COURIER: OnceLock<Courier> = OnceLock::new();
 
@@ -139,7 +136,7 @@ pub fn set_courier(courier: Courier) {
 
 /// Sends through the courier; without one, each channel asked for is
 /// logged as failed rather than passed over in silence.
-pub fn deliver(settings: &Settings, ending: &Ending) -> Vec<(&'static str, Delivery)> {
+pub fn deliver(settings: &Settings, ending: &EndNotice) -> Vec<(&'static str, Delivery)> {
     if let Some(courier) = COURIER.get() {
         return courier(settings, ending);
     }

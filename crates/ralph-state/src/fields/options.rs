@@ -5,7 +5,7 @@
 
 /// What an option's value is, so the slash command checks it as clap does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum OptionKind {
     /// A switch: no value.
     Flag,
     Text,

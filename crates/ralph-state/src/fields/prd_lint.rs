@@ -11,15 +11,15 @@ use serde_json::Value;
 use super::stories::{self, PrdError, Story};
 
 /// A story with more acceptance criteria than this is "too large".
-pub const MAX_CRITERIA: usize = 8;
+pub(crate) const MAX_CRITERIA: usize = 8;
 /// A story whose title, description and criteria hold more characters
 /// than this is "too large".
-pub const MAX_STORY_CHARS: usize = 2000;
+pub(crate) const MAX_STORY_CHARS: usize = 2000;
 
 /// Words and phrases no command can check, matched as whole words in any
 /// case in a story's acceptance criteria. A PRD adds its own with a
 /// top-level `"vagueWords": ["snappy", …]` list.
-pub const VAGUE_WORDS: &[&str] = &[
+pub(crate) const VAGUE_WORDS: &[&str] = &[
     "works correctly",
     "correctly",
     "properly",
@@ -266,7 +266,7 @@ fn holds_word(text: &str, word: &str) -> bool {
 /// Whether the shell command can only succeed: its last step (after the
 /// last `;` or newline outside quotes) is one that always exits 0, or ends
 /// in `|| X` with such an X (`true`, `:`, `exit 0`, `echo …`, `printf …`).
-pub fn cannot_fail(command: &str) -> bool {
+pub(crate) fn cannot_fail(command: &str) -> bool {
     let steps = split_outside_quotes(command, &[";", "\n", "&"]);
     let Some(last) = steps.iter().rev().find(|s| !s.trim().is_empty()) else {
         return true;
@@ -424,5 +424,4 @@ mod tests {
             ["depends-on"]
         );
     }
-
-    }
+}

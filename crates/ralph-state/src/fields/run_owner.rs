@@ -119,7 +119,7 @@ impl<'a> RunOwner<'a> {
     }
 
     /// The session a loop goes back to because this run died.
-    pub fn orphaned_for(&self) -> Option<&'a str> {
+    pub(crate) fn orphaned_for(&self) -> Option<&'a str> {
         self.session.filter(|_| self.is_gone())
     }
 }

@@ -9,17 +9,15 @@ use serde::Deserialize;
 
 use crate::fields::frontmatter::{self, Split, quote};
 pub use crate::fields::limit::Limit;
+use crate::fields::values::MAX_OFFSET;
 use crate::fields::values::{FieldSource, duration, non_empty, number};
-pub use crate::fields::values::{MAX_COUNT, MAX_OFFSET, MAX_TOKENS, StateError};
+pub use crate::fields::values::{MAX_COUNT, MAX_TOKENS, StateError};
 use crate::time::Timestamp;
 
 /// `max_iterations` when the field is missing: a finite limit, so a file
 /// that lost the line can never loop forever.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 50;
-pub use crate::fields::guards::{
-    DEFAULT_NO_PROGRESS_AFTER, DEFAULT_STUCK_AFTER, DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards,
-    MAX_VERIFY_TIMEOUT,
-};
+pub use crate::fields::guards::{DEFAULT_VERIFY_TIMEOUT, GuardCounts, Guards};
 
 /// A parsed loop state file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,7 +293,7 @@ impl LoopState {
         Self::parse_split(text, &layout)
     }
 
-    pub fn parse_split(text: &str, layout: &Split) -> Result<Self, StateError> {
+    pub(crate) fn parse_split(text: &str, layout: &Split) -> Result<Self, StateError> {
         let raw = raw_fields(text, layout)?;
         Self::from_raw(raw, &text[layout.body.clone()])
     }
@@ -369,9 +367,7 @@ impl LoopState {
             paths: path_rules(&raw)?,
             fresh_at: fresh_at(raw.fresh_at.as_deref())?,
             fresh_via_run: fresh_via(raw.fresh_via.as_deref())?,
-            settings_hash: crate::fields::binding::settings_hash(KNOWN_FIELDS, |f| {
-                raw.get(f)
-            }),
+            settings_hash: crate::fields::binding::settings_hash(KNOWN_FIELDS, |f| raw.get(f)),
         })
     }
 
@@ -522,14 +518,14 @@ pub fn bound_values(text: &str) -> Result<Vec<(&'static str, String)>, StateErro
 
 /// Reads the frontmatter into raw fields, and proves that every known field
 /// is written where a rewrite will find it (see `parse_proven_yaml`).
-pub fn raw_fields(text: &str, layout: &Split) -> Result<RawFields, StateError> {
+pub(crate) fn raw_fields(text: &str, layout: &Split) -> Result<RawFields, StateError> {
     let yaml = &text[layout.yaml.clone()];
     let raw = parse_raw(yaml)?;
     prove_spelling(text, layout, &raw)?;
     Ok(raw)
 }
 
-pub fn parse_raw(yaml: &str) -> Result<RawFields, StateError> {
+pub(crate) fn parse_raw(yaml: &str) -> Result<RawFields, StateError> {
     let only_comments = yaml
         .lines()
         .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));

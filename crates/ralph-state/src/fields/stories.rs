@@ -37,17 +37,17 @@ pub struct Story {
 
 impl Story {
     /// Open: not passing and not blocked, so the loop works on it.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         !self.passes && self.blocked.is_none()
     }
 
     /// Every story this one depends on passes (`all`: the PRD's stories).
-    pub fn prerequisites_pass(&self, all: &[Story]) -> bool {
+    pub(crate) fn prerequisites_pass(&self, all: &[Story]) -> bool {
         self.waiting_for(all).is_empty()
     }
 
     /// The stories this one depends on that do not pass yet, in its order.
-    pub fn waiting_for<'a>(&'a self, all: &[Story]) -> Vec<&'a str> {
+    pub(crate) fn waiting_for<'a>(&'a self, all: &[Story]) -> Vec<&'a str> {
         self.depends_on
             .iter()
             .filter(|d| !all.iter().any(|s| &s.id == *d && s.passes))
@@ -56,7 +56,7 @@ impl Story {
     }
 
     /// Open, and every story it depends on passes: the loop can work on it now.
-    pub fn is_ready(&self, all: &[Story]) -> bool {
+    pub(crate) fn is_ready(&self, all: &[Story]) -> bool {
         self.is_open() && self.prerequisites_pass(all)
     }
 }
@@ -221,7 +221,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Story>, PrdError> {
 
 /// Every `dependsOn` names another story of the PRD, and no chain of them
 /// comes back to where it started (the first such circle is named).
-pub fn check_dependencies(file: &str, stories: &[Story]) -> Result<(), PrdError> {
+pub(crate) fn check_dependencies(file: &str, stories: &[Story]) -> Result<(), PrdError> {
     let index: std::collections::HashMap<&str, usize> = stories
         .iter()
         .enumerate()
@@ -463,7 +463,7 @@ fn depends_on(s: &Value) -> Option<Vec<String>> {
 
 /// The stories not passing, by priority, then file order (the fleet runs
 /// all of them; a blocked one is left out by `open`).
-pub fn not_passing(stories: &[Story]) -> Vec<Story> {
+pub(crate) fn not_passing(stories: &[Story]) -> Vec<Story> {
     let mut out: Vec<Story> = stories.iter().filter(|s| !s.passes).cloned().collect();
     out.sort_by_key(|s| s.priority.unwrap_or(i64::MAX));
     out
@@ -548,7 +548,7 @@ pub const CRITERIA_CHECK: &str = "the PRD's criteria at arming";
 /// `description` and `acceptanceCriteria`), recorded at arming: the agent
 /// must not weaken them and then mark the story passing. Hashed as one
 /// JSON array, so no two different stories share an input.
-pub fn criteria_digest(story: &Story) -> String {
+pub(crate) fn criteria_digest(story: &Story) -> String {
     let spec = serde_json::json!([story.title, story.description, story.criteria]);
     command_digest(&spec.to_string())
 }
@@ -603,7 +603,7 @@ pub fn inside_project(path: &str) -> bool {
 }
 
 /// The ids recorded in a space-separated list field (`prd_verified`).
-pub fn id_list(field: &str) -> Vec<String> {
+pub(crate) fn id_list(field: &str) -> Vec<String> {
     field.split_whitespace().map(str::to_owned).collect()
 }
 

@@ -15,7 +15,7 @@ pub const MAX_COUNT: u64 = 1_000_000_000;
 /// The largest token figure (budget or count) a file may hold.
 pub const MAX_TOKENS: u64 = 1_000_000_000_000_000;
 /// The largest transcript offset, in bytes (a petabyte).
-pub const MAX_OFFSET: u64 = 1_000_000_000_000_000;
+pub(crate) const MAX_OFFSET: u64 = 1_000_000_000_000_000;
 
 /// Why a state file cannot be used. Every variant names what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,10 +96,7 @@ fn cap_message(cap: u64) -> &'static str {
     }
 }
 
-pub fn duration(
-    field: &'static str,
-    value: Option<&str>,
-) -> Result<Option<u64>, StateError> {
+pub fn duration(field: &'static str, value: Option<&str>) -> Result<Option<u64>, StateError> {
     match value.map(str::trim) {
         None | Some("" | "null") => Ok(None),
         Some(v) => parse_duration(v)

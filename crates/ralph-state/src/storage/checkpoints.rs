@@ -19,7 +19,7 @@ use ralph_fs::checkpoint::{self, LeftOut, Objects, Why};
 use ralph_fs::safe_fs;
 
 /// The most one arming's store may hold; past it, no more checkpoints.
-pub const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// The most of a record or a left-out list read.
 const MAX_RECORD_BYTES: u64 = 4 * 1024 * 1024;
@@ -130,7 +130,7 @@ impl Kept {
 
     /// Adds what a snapshot left out to the list (one entry per path, the
     /// newest size).
-    pub fn note_left_out(&self, left: &[LeftOut]) {
+    pub(crate) fn note_left_out(&self, left: &[LeftOut]) {
         if left.is_empty() {
             return;
         }
@@ -222,12 +222,11 @@ pub fn last_green(
         .iter()
         .filter_map(|(l, _)| l.parse().ok())
         .collect();
-    let mut green: Vec<u64> =
-        crate::storage::store::read_log_tail(&project.log_path(name), 10_000)
-            .iter()
-            .filter(|e| e["check"]["passed"] == serde_json::Value::Bool(true))
-            .filter_map(|e| e["iteration"].as_u64())
-            .collect();
+    let mut green: Vec<u64> = crate::storage::store::read_log_tail(&project.log_path(name), 10_000)
+        .iter()
+        .filter(|e| e["check"]["passed"] == serde_json::Value::Bool(true))
+        .filter_map(|e| e["iteration"].as_u64())
+        .collect();
     if this_turn_passed {
         green.push(state.iteration);
     }

@@ -22,7 +22,7 @@ pub struct Environment {
 }
 
 /// Claude Code's default consecutive-block cap.
-pub const DEFAULT_BLOCK_CAP: u64 = 8;
+pub(crate) const DEFAULT_BLOCK_CAP: u64 = 8;
 
 impl Environment {
     pub fn from_env() -> Self {

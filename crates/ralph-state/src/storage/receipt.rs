@@ -429,8 +429,7 @@ mod tests {
     #[test]
     fn a_saved_receipt_loads_back_and_reads_in_one_line() {
         let home = tempfile::tempdir().unwrap();
-        let registry =
-            crate::storage::registry::locate(Some(home.path()), None).unwrap();
+        let registry = crate::storage::registry::locate(Some(home.path()), None).unwrap();
         let r = sample();
         let err = load(&registry, Path::new("/p"), "ralph").unwrap_err();
         assert!(matches!(err, ReceiptError::None { .. }), "{err}");

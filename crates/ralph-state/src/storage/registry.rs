@@ -33,7 +33,7 @@ use crate::time::Timestamp;
 
 /// The frontmatter field that carries a loop's nonce.
 pub use crate::fields::binding::NONCE_FIELD;
-pub use crate::fields::binding::{BOOKKEEPING, is_bound, settings_hash};
+pub use crate::fields::binding::{BOOKKEEPING, is_bound};
 
 /// A record is a few hundred bytes; anything much larger is not ours.
 const MAX_RECORD_BYTES: u64 = 64 * 1024;
@@ -327,7 +327,7 @@ impl Registry {
 
     /// Where the record of the loop file `name` of the project at `root`
     /// (canonical) is kept, read or not.
-    pub fn record_file(&self, root: &Path, name: &str) -> PathBuf {
+    pub(crate) fn record_file(&self, root: &Path, name: &str) -> PathBuf {
         self.record_path(root, name)
     }
 
@@ -338,7 +338,7 @@ impl Registry {
 
     /// Where the guidance `ralph say` queues for the loop file `name` of the
     /// project at `root` (canonical) is kept (`guidance.rs`).
-    pub fn mailbox_dir(&self, root: &Path, name: &str) -> PathBuf {
+    pub(crate) fn mailbox_dir(&self, root: &Path, name: &str) -> PathBuf {
         let key = hash_parts(&[b"loop", &path_bytes(root), name.as_bytes()]);
         self.dir.join("guidance").join(key)
     }
@@ -346,14 +346,14 @@ impl Registry {
     /// Where the checkpoints of the project at `root` (canonical) are kept
     /// (`checkpoints/<key>/`, a folder per loop and arming below; not
     /// created here): outside the project, where the agent cannot write.
-    pub fn checkpoint_place(&self, root: &Path) -> PathBuf {
+    pub(crate) fn checkpoint_place(&self, root: &Path) -> PathBuf {
         let key = hash_parts(&[b"checkpoints", &path_bytes(root)]);
         self.dir.join("checkpoints").join(&key[..32.min(key.len())])
     }
 
     /// Creates `path` (under this registry) and every folder between, each
     /// 0700 and checked as the registry's own folders are.
-    pub fn ensure_private(&self, path: &Path) -> Result<(), RegistryError> {
+    pub(crate) fn ensure_private(&self, path: &Path) -> Result<(), RegistryError> {
         let Ok(below) = path.strip_prefix(&self.dir) else {
             return Err(RegistryError::Unsafe {
                 path: path.to_owned(),
@@ -669,7 +669,7 @@ fn check_dir(path: &Path) -> Result<(), RegistryError> {
 
 /// Reads a small regular file of this user, never through a symlink and
 /// never blocking on a FIFO. `None` when it does not exist.
-pub fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
+pub(crate) fn read_private(path: &Path) -> Result<Option<String>, RegistryError> {
     let file = match no_follow_read().open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -720,7 +720,7 @@ fn private_dir_builder() -> DirBuilder {
 }
 
 /// A new file only this user may read (0600), created exclusively.
-pub fn private_new_file() -> OpenOptions {
+pub(crate) fn private_new_file() -> OpenOptions {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

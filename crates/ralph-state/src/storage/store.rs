@@ -72,7 +72,7 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
 /// `CLAUDE_PROJECT_DIR` if set; else the nearest folder at or above `start`
 /// (the session's cwd, then the process cwd) that holds `.claude/`, skipping
 /// the home folder, whose `.claude/` is Claude Code's own settings.
-pub fn locate_project(
+pub(crate) fn locate_project(
     project_dir: Option<&Path>,
     starts: &[&Path],
     home: Option<&Path>,
@@ -162,7 +162,7 @@ impl Project {
             .to_string()
     }
 
-    pub fn claude_dir(&self) -> PathBuf {
+    pub(crate) fn claude_dir(&self) -> PathBuf {
         self.root.join(".claude")
     }
 
@@ -226,7 +226,7 @@ impl Project {
     }
 
     /// Whether `.claude/` is still the folder `listing` read: same stamp.
-    pub fn still_listed(&self, listing: &Listing) -> bool {
+    pub(crate) fn still_listed(&self, listing: &Listing) -> bool {
         FileStamp::at(&self.claude_dir()) == listing.stamp
     }
 
@@ -330,7 +330,7 @@ impl Project {
     /// The names of live decision logs (`.claude/ralph/logs/<name>.jsonl`) whose loop file is
     /// gone: a loop file deleted by hand, outside ralph. Costs one directory read, and none
     /// when the logs folder is missing (a project that never had a loop).
-    pub fn logs_without_loop(&self) -> Vec<String> {
+    pub(crate) fn logs_without_loop(&self) -> Vec<String> {
         if !safe_fs::check_dir(&self.root, ".claude/ralph/logs").unwrap_or(false) {
             return Vec::new();
         }
@@ -351,7 +351,11 @@ impl Project {
     /// Moves the decision log of a loop whose file is gone into the history, as
     /// `<stamp>-<name>.log.jsonl`, so that `ralph log` keeps it and a new loop of that name
     /// starts a log of its own.
-    pub fn archive_orphan_log(&self, name: &str, ended: Timestamp) -> Result<PathBuf, StoreError> {
+    pub(crate) fn archive_orphan_log(
+        &self,
+        name: &str,
+        ended: Timestamp,
+    ) -> Result<PathBuf, StoreError> {
         let history = self.ensure_dir(".claude/ralph/history")?;
         let stem = unique_stem(
             &history,
@@ -404,15 +408,8 @@ impl Project {
     /// Appends one line to a loop's decision log. Callers treat an error as
     /// a notice at most: a log that cannot be written must never cost the
     /// user their loop.
-    pub fn append_log(&self, name: &str, line: &str) -> Result<(), StoreError> {
+    pub(crate) fn append_log(&self, name: &str, line: &str) -> Result<(), StoreError> {
         self.append_bytes(name, format!("{line}\n").as_bytes())
-    }
-
-    /// Why the decision log of `name` cannot be written, if it cannot (a
-    /// link, a FIFO, a hard link where the log or its folders go): the
-    /// same open as an append, writing nothing.
-    pub fn log_problem(&self, name: &str) -> Option<StoreError> {
-        self.append_bytes(name, b"").err()
     }
 
     fn append_bytes(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
@@ -487,7 +484,7 @@ pub struct DecisionLog {
 
 impl DecisionLog {
     /// Appends one line in one write.
-    pub fn append_line(&mut self, line: &str) -> Result<(), StoreError> {
+    pub(crate) fn append_line(&mut self, line: &str) -> Result<(), StoreError> {
         use std::io::Write;
         self.file
             .write_all(format!("{line}\n").as_bytes())

@@ -100,7 +100,7 @@ impl ContextWindows {
     }
 
     /// `session`'s window set to `size`, first in the list; whether it changed.
-    pub fn set(&mut self, session: &str, size: u64, now: Timestamp) -> bool {
+    pub(crate) fn set(&mut self, session: &str, size: u64, now: Timestamp) -> bool {
         if session.len() > MAX_SESSION_ID || size == 0 {
             return false;
         }

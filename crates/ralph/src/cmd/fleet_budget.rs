@@ -2,8 +2,8 @@
 //! jobs, decided by `ralph_run::fleet::budget`; here the amounts are read
 //! from the command line and the answers printed.
 
-use ralph_state::money::Money;
 use ralph_run::fleet::budget;
+use ralph_state::money::Money;
 
 use crate::cli::FleetBudgetCommand;
 use crate::exit::{CmdResult, Failure};

@@ -11,8 +11,8 @@ use ralph_core::hook;
 use ralph_core::hook::HostAnswer;
 use ralph_core::hook::answer::Answer;
 use ralph_core::hook::host::Host;
-use ralph_state::storage::environment::Environment;
 use ralph_fs::gate;
+use ralph_state::storage::environment::Environment;
 
 /// The hook's own work (everything but a verification gate) must end
 /// within this; far inside the 900 s `timeout` of `hooks/hooks.json`.

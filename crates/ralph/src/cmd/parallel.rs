@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ralph_run::fleet::child::ChildFlags;
 use ralph_run::fleet::git::FleetError;
-use ralph_run::fleet::screen::{self, Paint, Screen};
+use ralph_run::fleet::screen::{self, FleetScreen, Paint};
 use ralph_run::fleet::{self, driver};
 
 use crate::cli::{ArmFlags, PlanArgs, RunArgs};
@@ -28,7 +28,7 @@ pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
     }
     let promise = driver::promise(args.arm.completion_promise.as_deref());
     let approved = approve_on_terminal(&args)?;
-    let request = driver::Request {
+    let request = driver::FleetRequest {
         merge: &args.fanout.merge,
         prd: args.arm.prd.as_deref(),
         tasks: &args.prompt,
@@ -41,7 +41,7 @@ pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    let mut screen = Screen::new(std::io::stdout().is_terminal());
+    let mut screen = FleetScreen::new(std::io::stdout().is_terminal());
     let summary = driver::run(crate::env::project(), request, n, &stop, &mut |event| {
         for paint in screen.show(&event) {
             match paint {
@@ -128,7 +128,7 @@ fn child_flags(args: &RunArgs) -> ChildFlags {
         notify,
         notify_url,
         // The fleet's children are given no PRD (their story is their task): the fleet
-        // checks the approval once (`driver::Request`), and each child is given its
+        // checks the approval once (`driver::FleetRequest`), and each child is given its
         // story's approved command itself, as its `--verify` gate.
         approve_commands: _,
         protect,

@@ -23,8 +23,8 @@
 //! model only when this hook did not run, and tells it to say so.
 
 use ralph_control::revive::Raise;
-use ralph_control::{self as control, arguments};
 use ralph_control::typed::{self, Reply, SlashCommand};
+use ralph_control::{self as control, arguments};
 
 use super::capture::captured;
 use super::{init, loops, status};

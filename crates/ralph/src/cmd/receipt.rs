@@ -21,8 +21,7 @@ pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
                 .ok_or(ReceiptError::NoLoops)?
         }
     };
-    let registry =
-        ralph_state::storage::registry::from_env().ok_or(ReceiptError::NoHome)?;
+    let registry = ralph_state::storage::registry::from_env().ok_or(ReceiptError::NoHome)?;
     let root = ralph_state::storage::registry::canonical_root(&project)?;
     let r = receipt::load(&registry, &root, &name)?;
     let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_VERIFY_TIMEOUT));

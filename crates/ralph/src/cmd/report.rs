@@ -7,8 +7,8 @@ use std::process::Stdio;
 use ralph_fs::process::program;
 use std::time::{Duration, Instant};
 
+use ralph_report::ReportScope;
 use ralph_state::time::Timestamp;
-use ralph_report::Selection;
 
 use crate::cli::ReportArgs;
 use crate::exit::CmdResult;
@@ -16,9 +16,9 @@ use crate::exit::CmdResult;
 pub(super) fn report(args: ReportArgs) -> CmdResult {
     let project = crate::env::project();
     let selection = match (args.all, args.name) {
-        (true, _) => Selection::All,
-        (false, Some(name)) => Selection::Name(name),
-        (false, None) => Selection::Default {
+        (true, _) => ReportScope::All,
+        (false, Some(name)) => ReportScope::Name(name),
+        (false, None) => ReportScope::Default {
             session: crate::env::session_from_env(),
         },
     };
@@ -34,7 +34,7 @@ pub(super) fn report(args: ReportArgs) -> CmdResult {
 /// place); where it went. `ralph report` and `ralph watch`'s `r`.
 pub(super) fn write_report(
     project: &ralph_state::storage::store::Project,
-    selection: &Selection,
+    selection: &ReportScope,
     output: Option<std::path::PathBuf>,
 ) -> Result<std::path::PathBuf, crate::exit::Failure> {
     let data = ralph_report::gather(

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ralph_state::time::Timestamp;
 use ralph_run::agent::{self, Finished};
 use ralph_run::fleet::archive;
 use ralph_run::reset_wait;
 use ralph_run::sandbox::Sandbox;
 use ralph_run::screen::{self, Screen};
 use ralph_run::{Call, Driver, End, Event, ResetWait, Setup};
+use ralph_state::time::Timestamp;
 
 use ralph_control::{self as control, arming};
 

@@ -3,9 +3,9 @@
 //! (`control::guidance`).
 
 use ralph_control::guidance::{self, Say};
+use ralph_run::fleet;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
-use ralph_run::fleet;
 
 use crate::cli::SayArgs;
 use crate::exit::{CmdResult, Failure};

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
-use ralph_control::arguments::Selection;
+use ralph_control::arguments::LoopTargets;
 use ralph_control::revive::{self, Raise};
 use ralph_state::time::Timestamp;
-use ralph_watch::board::{Board, Mode, Row};
+use ralph_watch::board::{Board, BoardRow, Mode};
 use ralph_watch::records::{Stamp, Watched};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -209,11 +209,11 @@ fn act(board: &Board, watched: &Watched, action: Action) -> String {
 }
 
 fn perform(
-    row: &Row,
+    row: &BoardRow,
     project: &ralph_state::storage::store::Project,
     action: Action,
 ) -> Result<(), Failure> {
-    let selection = Selection {
+    let selection = LoopTargets {
         name: Some(row.name.clone()),
         all: false,
     };
@@ -265,7 +265,7 @@ fn perform(
         }
         Action::Cancel => loops::cancel_in(project, &selection, session)?,
         Action::Report => {
-            let selection = ralph_report::Selection::Name(row.name.clone());
+            let selection = ralph_report::ReportScope::Name(row.name.clone());
             let path = super::report::write_report(project, &selection, None)?;
             say!("Report written to {}", path.display());
         }

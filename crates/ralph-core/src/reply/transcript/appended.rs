@@ -91,7 +91,7 @@ impl Appended {
     /// text is not the reply the Stop event carries (the transcript can lag
     /// by more than one reply on a loaded machine, and then its last line is
     /// an older reply).
-    pub fn lacks_reply(&self, reply: Option<&str>) -> bool {
+    pub(crate) fn lacks_reply(&self, reply: Option<&str>) -> bool {
         self.reply_missing
             || reply.is_some_and(|reply| {
                 let reply = reply.trim();
@@ -105,7 +105,7 @@ impl Appended {
 }
 
 /// Claude Code's tools that change files and nothing else.
-pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+pub(crate) const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
 
 /// The most one scan reads: a single turn never appends this much. A scan
 /// reads at most this far back from the end of the transcript, in blocks,
@@ -224,7 +224,7 @@ pub fn scan_appended(
 /// look (`offset` 0) counts everything the loop spent so far, the arming turn
 /// included: it starts at the first line stamped at or after `started_at`,
 /// found by reading backward from the end (bounded, never before the loop).
-pub fn scan_loop(
+pub(crate) fn scan_loop(
     path: &Path,
     offset: u64,
     last_message_id: Option<&str>,

@@ -23,7 +23,8 @@ mod last_reply;
 mod lenient;
 mod queue;
 
-pub use appended::{Appended, Compaction, EDIT_TOOLS, scan_appended, scan_loop};
+pub(crate) use appended::{Appended, scan_loop};
+pub use appended::{Compaction, scan_appended};
 pub(crate) use backward::{BackwardLines, MAX_SCAN};
 pub use last_context::last_context;
-pub use last_reply::{LastReply, last_reply};
+pub use last_reply::last_reply;
