@@ -6,14 +6,14 @@
 //! nothing here panics or exits.
 
 pub mod answer;
-mod gate;
+mod pick;
 mod hand_off;
 pub mod host;
 mod observe;
 
 use crate::decide::engine::{self, Step, Turn};
 use crate::hook::answer::Answer;
-use crate::hook::gate::{Chosen, Gate};
+use crate::hook::pick::{Chosen, Pick};
 use crate::hook::host::Host;
 use crate::reply::event::{EventError, StopEvent};
 use ralph_fs::display;
@@ -125,7 +125,7 @@ fn shown_safely(answer: Answer) -> Answer {
 /// The loop this stop drives, with what the drive needs besides.
 struct Drive<'a> {
     project: &'a Project,
-    gate: &'a Gate<'a>,
+    pick: &'a Pick<'a>,
     chosen: Chosen<'a>,
 }
 
@@ -157,10 +157,10 @@ fn run(
     };
     // Only now, with loop files present, is the registry consulted.
     let armings = Armings::new(ctx.registry(), registry::canonical_root(&project).ok());
-    let gate = Gate::new(armings, &session);
+    let pick = Pick::new(armings, &session);
     let mut notices = Vec::new();
-    let answer = stop_with_loops(&project, listing, &gate, &mut event, ctx, out, &mut notices)?;
-    gate.inert_notices(&mut notices);
+    let answer = stop_with_loops(&project, listing, &pick, &mut event, ctx, out, &mut notices)?;
+    pick.inert_notices(&mut notices);
     Ok(with_notices(answer, notices))
 }
 
@@ -169,7 +169,7 @@ fn run(
 fn stop_with_loops(
     project: &Project,
     listing: Listing,
-    gate: &Gate<'_>,
+    pick: &Pick<'_>,
     event: &mut StopEvent,
     ctx: &Environment,
     out: &mut HostAnswer,
@@ -177,21 +177,21 @@ fn stop_with_loops(
 ) -> Result<Answer, HookError> {
     // Read-only first: a project whose loop files are all inert for this
     // session is left exactly as it is (not even the lock file is made).
-    let look = FirstLook::take(listing, &gate.armings, gate.session);
-    if !gate.concerns_us(&look) {
+    let look = FirstLook::take(listing, &pick.armings, pick.session);
+    if !pick.concerns_us(&look) {
         return Ok(Answer::Silent);
     }
-    let (scan, lock) = look.lock(project, &gate.armings, gate.session)?.split();
+    let (scan, lock) = look.lock(project, &pick.armings, pick.session)?.split();
     project.remove_stale_temps_listed(&lock, scan.listing());
-    let entries = gate.tidy(&scan, &lock, project, ctx.now, notices);
-    let Some(chosen) = gate.choose(&entries) else {
+    let entries = pick.tidy(&scan, &lock, project, ctx.now, notices);
+    let Some(chosen) = pick.choose(&entries) else {
         return Ok(Answer::Silent);
     };
     out.fresh_context = chosen.live.state.fresh_context;
     let started_at = chosen.live.state.started_at;
     let drive = Drive {
         project,
-        gate,
+        pick,
         chosen,
     };
     if out.host == Host::Claude {
@@ -217,7 +217,7 @@ impl Drive<'_> {
     ) -> Result<Answer, HookError> {
         let Drive {
             project,
-            gate,
+            pick,
             chosen,
         } = self;
         let live = chosen.live;
@@ -228,11 +228,11 @@ impl Drive<'_> {
         let turn = Turn {
             seen,
             transcript: appended,
-            driver: gate.session.to_owned(),
-            claim: chosen.claim.then(|| gate.session.to_owned()),
+            driver: pick.session.to_owned(),
+            claim: chosen.claim.then(|| pick.session.to_owned()),
             log,
         };
-        let registry = gate.armings.registry();
+        let registry = pick.armings.registry();
         let step = engine::step(project, live, registry, turn, ctx.now, lock)?;
         let answer = match step {
             Step::Passed if queued => {

@@ -1,4 +1,4 @@
-//! The Stop hook's gate over a project's loop files: whether any concerns
+//! Which of a project's loop files the Stop hook picks: whether any concerns
 //! this session (judged without the lock, from the [`FirstLook`]), the
 //! tidying under the lock (ended loops into the history, corrupt ones
 //! armed here moved aside), which loop this stop drives, and the inert
@@ -19,12 +19,12 @@ use ralph_state::storage::store::{LoopFile, Project, ProjectLock};
 use ralph_state::time::Timestamp;
 
 /// The registry check for one stop: which loops were armed here.
-pub(super) struct Gate<'a> {
+pub(super) struct Pick<'a> {
     /// The registry and the project's canonical path, as records bind it.
     pub(super) armings: Armings,
     pub(super) session: &'a str,
     /// The inert loop files met at this stop, told once at its end
-    /// ([`Gate::inert_notices`]).
+    /// ([`Pick::inert_notices`]).
     inert: RefCell<InertFiles>,
 }
 
@@ -54,7 +54,7 @@ pub(super) struct Chosen<'a> {
     pub(super) claim: bool,
 }
 
-impl<'a> Gate<'a> {
+impl<'a> Pick<'a> {
     pub(super) fn new(armings: Armings, session: &'a str) -> Self {
         Self {
             armings,
@@ -113,7 +113,7 @@ impl<'a> Gate<'a> {
     }
 
     /// A corrupt loop file that is nobody's and was not armed here: it is
-    /// ignored, said once per session (see [`Gate::inert_notices`]).
+    /// ignored, said once per session (see [`Pick::inert_notices`]).
     fn note_corrupt(&self, file: &LoopFile, text: &str, why: &str) {
         let notice = format!(
             "⚠ ralph: {} is ignored: it is not a valid loop file ({}) and was not armed by you on this machine.",
@@ -130,7 +130,7 @@ impl<'a> Gate<'a> {
     }
 
     /// An inert loop: its notice, told once per session in this shape (see
-    /// [`Gate::inert_notices`]).
+    /// [`Pick::inert_notices`]).
     fn note_inert(&self, live: &Loop, why: &Unarmed) {
         let notice = inert_notice(&live.file.path, &live.file.name, &why.why());
         self.defer(&live.file.path, registry::digest(&live.state), notice);
@@ -359,24 +359,24 @@ mod tests {
         arm_plain(project, registry, name, session, 5);
     }
 
-    fn gate<'a>(project: &Project, registry: &Registry, session: &'a str) -> Gate<'a> {
-        Gate::new(Armings::of_project(Some(registry), project), session)
+    fn pick<'a>(project: &Project, registry: &Registry, session: &'a str) -> Pick<'a> {
+        Pick::new(Armings::of_project(Some(registry), project), session)
     }
 
-    fn look(project: &Project, gate: &Gate<'_>) -> FirstLook {
-        FirstLook::take(project.list().unwrap(), &gate.armings, gate.session)
+    fn look(project: &Project, pick: &Pick<'_>) -> FirstLook {
+        FirstLook::take(project.list().unwrap(), &pick.armings, pick.session)
     }
 
     #[test]
     fn another_sessions_loop_is_not_ours_and_its_record_is_not_read() {
         let (_tmp, project, registry) = project();
         arm(&project, &registry, "theirs", Some("s2"));
-        let gate = gate(&project, &registry, "s1");
-        let look = look(&project, &gate);
+        let pick = pick(&project, &registry, "s1");
+        let look = look(&project, &pick);
         assert!(look.entries().is_empty(), "skipped after its parse");
-        assert!(!gate.concerns_us(&look));
+        assert!(!pick.concerns_us(&look));
         let mut notices = Vec::new();
-        gate.inert_notices(&mut notices);
+        pick.inert_notices(&mut notices);
         assert!(notices.is_empty(), "{notices:?}");
     }
 
@@ -384,13 +384,13 @@ mod tests {
     fn our_armed_loop_concerns_us_and_is_chosen() {
         let (_tmp, project, registry) = project();
         arm(&project, &registry, "ours", Some("s1"));
-        let gate = gate(&project, &registry, "s1");
-        let look = look(&project, &gate);
-        assert!(gate.concerns_us(&look));
-        let (scan, lock) = look.lock(&project, &gate.armings, "s1").unwrap().split();
+        let pick = pick(&project, &registry, "s1");
+        let look = look(&project, &pick);
+        assert!(pick.concerns_us(&look));
+        let (scan, lock) = look.lock(&project, &pick.armings, "s1").unwrap().split();
         let mut notices = Vec::new();
-        let kept = gate.tidy(&scan, &lock, &project, Timestamp(9), &mut notices);
-        let chosen = gate.choose(&kept).expect("a loop to drive");
+        let kept = pick.tidy(&scan, &lock, &project, Timestamp(9), &mut notices);
+        let chosen = pick.choose(&kept).expect("a loop to drive");
         assert_eq!(chosen.live.file.name, "ours");
         assert!(!chosen.claim, "already this session's");
         assert!(notices.is_empty(), "{notices:?}");
@@ -400,19 +400,19 @@ mod tests {
     fn a_loop_of_nobody_is_claimed_by_the_first_session_to_stop() {
         let (_tmp, project, registry) = project();
         arm(&project, &registry, "open", None);
-        let gate = gate(&project, &registry, "s1");
-        let look = look(&project, &gate);
-        let (scan, lock) = look.lock(&project, &gate.armings, "s1").unwrap().split();
-        let kept = gate.tidy(&scan, &lock, &project, Timestamp(9), &mut Vec::new());
-        assert!(gate.choose(&kept).expect("chosen").claim);
+        let pick = pick(&project, &registry, "s1");
+        let look = look(&project, &pick);
+        let (scan, lock) = look.lock(&project, &pick.armings, "s1").unwrap().split();
+        let kept = pick.tidy(&scan, &lock, &project, Timestamp(9), &mut Vec::new());
+        assert!(pick.choose(&kept).expect("chosen").claim);
     }
 
     #[test]
     fn a_file_written_between_the_look_and_the_lock_is_read_again() {
         let (_tmp, project, registry) = project();
         arm(&project, &registry, "ours", Some("s1"));
-        let gate = gate(&project, &registry, "s1");
-        let first = look(&project, &gate);
+        let pick = pick(&project, &registry, "s1");
+        let first = look(&project, &pick);
         // Another ralph moves the loop on meanwhile (a rename, as every write).
         let path = project.loop_path("ours");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -420,7 +420,7 @@ mod tests {
         let temp = path.with_extension("tmp");
         std::fs::write(&temp, &moved_on).unwrap();
         std::fs::rename(&temp, &path).unwrap();
-        let (scan, _lock) = first.lock(&project, &gate.armings, "s1").unwrap().split();
+        let (scan, _lock) = first.lock(&project, &pick.armings, "s1").unwrap().split();
         let live = scan.entries()[0].live().unwrap();
         assert_eq!(live.text, moved_on, "the locked scan reads what is there");
     }
@@ -431,18 +431,18 @@ mod tests {
         arm(&project, &registry, "broken", Some("s1"));
         std::fs::write(project.loop_path("broken"), "---\nnot: [valid\n---\n").unwrap();
         std::fs::write(project.loop_path("planted"), "not a loop file").unwrap();
-        let gate = gate(&project, &registry, "s1");
-        let look = look(&project, &gate);
-        assert!(gate.concerns_us(&look), "armed here, now corrupt");
-        let (scan, lock) = look.lock(&project, &gate.armings, "s1").unwrap().split();
+        let pick = pick(&project, &registry, "s1");
+        let look = look(&project, &pick);
+        assert!(pick.concerns_us(&look), "armed here, now corrupt");
+        let (scan, lock) = look.lock(&project, &pick.armings, "s1").unwrap().split();
         let mut notices = Vec::new();
-        let kept = gate.tidy(&scan, &lock, &project, Timestamp(9), &mut notices);
+        let kept = pick.tidy(&scan, &lock, &project, Timestamp(9), &mut notices);
         assert!(kept.is_empty());
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert!(notices[0].contains("was moved to"), "{}", notices[0]);
         assert!(!project.loop_path("broken").exists());
         assert!(project.loop_path("planted").exists());
-        gate.inert_notices(&mut notices);
+        pick.inert_notices(&mut notices);
         assert!(notices[1].contains("is ignored"), "{notices:?}");
     }
 
@@ -452,14 +452,14 @@ mod tests {
         for i in 0..5 {
             std::fs::write(project.loop_path(&format!("p{i}")), "not a loop file").unwrap();
         }
-        let gate = gate(&project, &registry, "s1");
-        assert!(!gate.concerns_us(&look(&project, &gate)));
+        let pick = pick(&project, &registry, "s1");
+        assert!(!pick.concerns_us(&look(&project, &pick)));
         let mut notices = Vec::new();
-        gate.inert_notices(&mut notices);
+        pick.inert_notices(&mut notices);
         assert_eq!(notices.len(), 4, "{notices:?}");
         assert!(notices[3].starts_with("⚠ ralph: 2 more loop files in "));
         // Told once for the same set.
-        let again = self::gate(&project, &registry, "s1");
+        let again = self::pick(&project, &registry, "s1");
         assert!(!again.concerns_us(&look(&project, &again)));
         let mut later = Vec::new();
         again.inert_notices(&mut later);
