@@ -90,7 +90,7 @@ pub enum Event {
     /// then calls [`Driver::next`] again.
     Asking(String),
     /// The run is over.
-    Ended(End),
+    Ended(RunEnd),
 }
 
 /// A wait for a limit's reset.
@@ -126,7 +126,7 @@ pub struct Iteration {
 
 /// Why the run is over.
 #[derive(Debug)]
-pub enum End {
+pub enum RunEnd {
     /// The loop file is gone (cancelled or ended elsewhere).
     Gone,
     /// Someone else drives the loop now (their id, when the file names one).
@@ -268,24 +268,24 @@ impl Driver {
 
     /// While the run waits for a reset: the end, when the loop is no longer
     /// this run's to drive (gone, cancelled, paused, taken over).
-    pub fn check_while_waiting(&self) -> Result<Option<End>, RunError> {
+    pub fn check_while_waiting(&self) -> Result<Option<RunEnd>, RunError> {
         let Some(live) = moves::read(&self.setup.project, &self.setup.registry, &self.file)? else {
-            return Ok(Some(End::Gone));
+            return Ok(Some(RunEnd::Gone));
         };
         self.stands_down(&live.state)
     }
 
     /// Ctrl-C (the agent, if one ran, already stopped): the loop is
     /// paused, its counters and spend kept.
-    pub fn interrupt(&self) -> Result<End, RunError> {
+    pub fn interrupt(&self) -> Result<RunEnd, RunError> {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
         if self.setup.cancel_on_interrupt {
             let ended = moves::record_interrupted(project, registry, &self.file.name)?;
-            return Ok(End::Cancelled { ended });
+            return Ok(RunEnd::Cancelled { ended });
         }
         let owner = self.previous_owner.as_deref();
         let iteration = moves::pause_interrupted(project, &self.file, &self.id, owner)?;
-        Ok(End::Interrupted { iteration })
+        Ok(RunEnd::Interrupted { iteration })
     }
 
     pub fn project(&self) -> &Project {
@@ -318,7 +318,7 @@ impl Driver {
             return Ok(Event::Ended(self.end_denied()?));
         }
         let Some(live) = moves::read(&self.setup.project, &self.setup.registry, &self.file)? else {
-            return Ok(Event::Ended(End::Gone));
+            return Ok(Event::Ended(RunEnd::Gone));
         };
         if let Some(question) = self.asking(&live.state) {
             return Ok(Event::Asking(question));
@@ -374,19 +374,19 @@ impl Driver {
     }
 
     /// Stops the run when the loop is no longer this run's to drive.
-    fn stands_down(&self, state: &LoopState) -> Result<Option<End>, RunError> {
+    fn stands_down(&self, state: &LoopState) -> Result<Option<RunEnd>, RunError> {
         let hand_back_after = self.setup.hand_back_after;
         Ok(
             match moves::standing(state, &self.id, self.done_here, hand_back_after) {
                 Standing::Go => None,
-                Standing::TakenOver(by) => Some(End::TakenOver { by }),
+                Standing::TakenOver(by) => Some(RunEnd::TakenOver { by }),
                 Standing::Paused => {
                     self.hand_back()?;
-                    Some(End::Paused)
+                    Some(RunEnd::Paused)
                 }
                 Standing::HandBackDue => {
                     self.hand_back()?;
-                    Some(End::HandedBack {
+                    Some(RunEnd::HandedBack {
                         iteration: state.iteration,
                     })
                 }
@@ -457,7 +457,7 @@ impl Driver {
                 return self.limited(why, state, label, first);
             }
             self.hand_back()?;
-            return Ok(Event::Ended(End::Limited {
+            return Ok(Event::Ended(RunEnd::Limited {
                 why,
                 iteration: state.iteration,
             }));
@@ -487,13 +487,13 @@ impl Driver {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
         let Some(step) = moves::judge(project, registry, live, &reply, &self.id)? else {
             return Ok(Event::Ended(
-                self.changed_under(live, End::ChangedWhileAgentRan)?,
+                self.changed_under(live, RunEnd::ChangedWhileAgentRan)?,
             ));
         };
         if let Step::Changed { notice } = step {
             // Changed while the gate ran: by a ralph command, or by what the agent left running.
             return Ok(Event::Ended(
-                self.changed_under(live, End::Changed { notice })?,
+                self.changed_under(live, RunEnd::Changed { notice })?,
             ));
         }
         Ok(self.after(step, &live.state, reply, label, denied_again))
@@ -502,12 +502,12 @@ impl Driver {
     /// The loop file is no longer what the run read before the turn: ended
     /// as `tampered` when no ralph command changed it (`control::tamper`),
     /// else `otherwise`.
-    fn changed_under(&self, live: &Loop, otherwise: End) -> Result<End, RunError> {
+    fn changed_under(&self, live: &Loop, otherwise: RunEnd) -> Result<RunEnd, RunError> {
         let (project, registry) = (&self.setup.project, &self.setup.registry);
         let now = ralph_state::time::Timestamp::now();
         Ok(
             match ralph_control::tamper::end_if_tampered(project, registry, live, now)? {
-                Some((what, record)) => End::Tampered { what, record },
+                Some((what, record)) => RunEnd::Tampered { what, record },
                 None => otherwise,
             },
         )
@@ -572,7 +572,7 @@ impl Driver {
                     now,
                 )
                 .map_err(RunError::from)?;
-                Ok(Event::Ended(End::OutOfTimeWaiting {
+                Ok(Event::Ended(RunEnd::OutOfTimeWaiting {
                     why,
                     wait,
                     left,
@@ -594,7 +594,7 @@ impl Driver {
         match step {
             // A fresh agent process has no background work to wait for.
             Step::Passed | Step::Waiting { .. } => Event::Passed,
-            Step::Changed { notice } => Event::Ended(End::Changed { notice }),
+            Step::Changed { notice } => Event::Ended(RunEnd::Changed { notice }),
             Step::Continued {
                 next,
                 reason,
@@ -618,7 +618,7 @@ impl Driver {
             }
             Step::Ended {
                 outcome, notice, ..
-            } => Event::Ended(End::Judged {
+            } => Event::Ended(RunEnd::Judged {
                 label,
                 outcome,
                 notice,
@@ -632,16 +632,16 @@ impl Driver {
     }
 
     /// The same refusal twice in a row: the loop ends as denied.
-    fn end_denied(&mut self) -> Result<End, RunError> {
+    fn end_denied(&mut self) -> Result<RunEnd, RunError> {
         self.denied_twice = false;
         let (project, registry) = (&self.setup.project, &self.setup.registry);
         let record = moves::end_denied(project, registry, &self.file.name, &self.id)?;
-        Ok(End::Denied { record })
+        Ok(RunEnd::Denied { record })
     }
 
     /// The agent could not give this iteration a reply: the loop is left
     /// as it was found (or ended, if this run armed it).
-    fn give_up(&self, why: String, iteration: u64) -> End {
+    fn give_up(&self, why: String, iteration: u64) -> RunEnd {
         let gave_up = moves::give_up(
             &self.setup.project,
             &self.setup.registry,
@@ -651,7 +651,7 @@ impl Driver {
             self.previous_owner.as_deref(),
             &why,
         );
-        End::GaveUp {
+        RunEnd::GaveUp {
             why,
             iteration,
             gave_up,
@@ -817,7 +817,7 @@ mod tests {
             r#"{"result":"<promise>DONE</promise>","usage":{"input_tokens":10,"output_tokens":5}}"#;
         let mut agent = Canned::new([replied(reply)]);
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::Judged {
+            Event::Ended(RunEnd::Judged {
                 label,
                 outcome,
                 tokens,
@@ -840,7 +840,7 @@ mod tests {
         let missing = io::Error::new(io::ErrorKind::NotFound, "no such program");
         let mut agent = Canned::new([Err(missing)]);
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::GaveUp {
+            Event::Ended(RunEnd::GaveUp {
                 why,
                 iteration,
                 gave_up: GaveUp::Ended(_),
@@ -869,7 +869,7 @@ mod tests {
         assert_eq!(f.state().unwrap().session_id, Some(format!("{own}:s1")));
         let missing = io::Error::new(io::ErrorKind::NotFound, "no such program");
         match driver.next(&mut Canned::new([Err(missing)])).unwrap() {
-            Event::Ended(End::GaveUp {
+            Event::Ended(RunEnd::GaveUp {
                 iteration: 1,
                 gave_up: GaveUp::HandedBack(Ok(())),
                 ..
@@ -885,7 +885,7 @@ mod tests {
             stderr_tail: "model overloaded\x1b[2K".into(),
         })]);
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::GaveUp {
+            Event::Ended(RunEnd::GaveUp {
                 why,
                 iteration: 1,
                 gave_up: GaveUp::HandedBack(Ok(())),
@@ -913,7 +913,7 @@ mod tests {
             Event::Iterated(_)
         ));
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::Interrupted { iteration }) => assert_eq!(iteration, Some(2)),
+            Event::Ended(RunEnd::Interrupted { iteration }) => assert_eq!(iteration, Some(2)),
             other => panic!("{other:?}"),
         }
         let state = f.state().unwrap();
@@ -946,7 +946,7 @@ mod tests {
         assert_eq!(f.state().unwrap().iteration, 4);
         // …then the next step ends it, without running the agent again.
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::Denied {
+            Event::Ended(RunEnd::Denied {
                 record: Some(record),
             }) => assert!(record.exists()),
             other => panic!("{other:?}"),
@@ -972,7 +972,7 @@ mod tests {
             Event::Iterated(_)
         ));
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::HandedBack { iteration }) => assert_eq!(iteration, 3),
+            Event::Ended(RunEnd::HandedBack { iteration }) => assert_eq!(iteration, 3),
             other => panic!("{other:?}"),
         }
         assert_eq!(agent.prompts.len(), 2);
@@ -1000,7 +1000,7 @@ mod tests {
         };
         assert!(matches!(
             driver.next(&mut pausing).unwrap(),
-            Event::Ended(End::ChangedWhileAgentRan)
+            Event::Ended(RunEnd::ChangedWhileAgentRan)
         ));
         let state = f.state().unwrap();
         assert_eq!((state.iteration, state.active), (1, false));
@@ -1008,7 +1008,7 @@ mod tests {
         let mut agent = Canned::new([]);
         assert!(matches!(
             driver.next(&mut agent).unwrap(),
-            Event::Ended(End::Paused)
+            Event::Ended(RunEnd::Paused)
         ));
         // Armed by this run: handed back to no one, for the next `ralph run`
         // or the first session that resumes it.
@@ -1057,7 +1057,7 @@ mod tests {
         .unwrap();
         assert!(matches!(
             driver.check_while_waiting().unwrap(),
-            Some(End::Gone)
+            Some(RunEnd::Gone)
         ));
     }
 
@@ -1083,7 +1083,7 @@ mod tests {
         let mut driver = Driver::armed(setup, "run-1".into());
         driver.wait_for_reset(300);
         match driver.next(&mut Canned::new([replied(LIMITED)])).unwrap() {
-            Event::Ended(End::OutOfTimeWaiting {
+            Event::Ended(RunEnd::OutOfTimeWaiting {
                 wait: 300,
                 left,
                 record: Some(record),
@@ -1113,7 +1113,7 @@ mod tests {
             live.set_owner(&lock, "run-2").unwrap();
         }
         match driver.next(&mut agent).unwrap() {
-            Event::Ended(End::TakenOver { by }) => assert_eq!(by.as_deref(), Some("run-2")),
+            Event::Ended(RunEnd::TakenOver { by }) => assert_eq!(by.as_deref(), Some("run-2")),
             other => panic!("{other:?}"),
         }
         assert_eq!(f.state().unwrap().session_id.as_deref(), Some("run-2"));
@@ -1128,7 +1128,7 @@ mod tests {
         assert_eq!(cancelled.unwrap().ended.len(), 1);
         assert!(matches!(
             driver.next(&mut agent).unwrap(),
-            Event::Ended(End::Gone)
+            Event::Ended(RunEnd::Gone)
         ));
     }
 }

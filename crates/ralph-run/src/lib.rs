@@ -20,5 +20,5 @@ pub mod screen;
 mod driver;
 mod moves;
 
-pub use driver::{Agent, Call, Driver, End, Event, Iteration, ResetWait, Setup};
+pub use driver::{Agent, Call, Driver, Event, Iteration, ResetWait, RunEnd, Setup};
 pub use moves::*;

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use crate::agent::AgentReply;
-use crate::driver::{Driver, End, Iteration, ResetWait};
+use crate::driver::{Driver, Iteration, ResetWait, RunEnd};
 use crate::moves::{self, GaveUp, RunError};
 use crate::reset_wait::WaitSource;
 use ralph_core::decide::Outcome;
@@ -174,38 +174,38 @@ impl Screen {
 
 /// What the run's end says, and how it exits; an agent that could not run
 /// is an error, told with what became of the loop.
-pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunError> {
+pub fn ended(end: RunEnd, driver: &Driver, times: Times) -> Result<Closing, RunError> {
     let name = driver.name();
     let elapsed = format_duration(times.total_secs);
     let (line, exit) = match end {
-        End::Gone => (
+        RunEnd::Gone => (
             format!("The loop `{name}` is gone (cancelled or ended elsewhere)."),
             RunExit::Ended,
         ),
-        End::Tampered { what, record } => {
+        RunEnd::Tampered { what, record } => {
             (tampered_line(driver, &what, &record), RunExit::Tampered)
         }
-        End::TakenOver { by } => (
+        RunEnd::TakenOver { by } => (
             format!(
                 "The loop `{name}` was taken over by {}; this run stops.",
                 by.as_deref().unwrap_or("another driver")
             ),
             RunExit::Ended,
         ),
-        End::Paused => (
+        RunEnd::Paused => (
             format!(
                 "The loop `{name}` is paused; handed back. Resume it with `ralph resume` and `ralph run --name {name}`."
             ),
             RunExit::Ended,
         ),
-        End::HandedBack { iteration } => (handed_back_line(driver, iteration), RunExit::Success),
-        End::Limited { why, iteration } => (
+        RunEnd::HandedBack { iteration } => (handed_back_line(driver, iteration), RunExit::Success),
+        RunEnd::Limited { why, iteration } => (
             format!(
                 "⏸ The agent stopped on a rate or usage limit: {why}. Iteration {iteration} of the loop `{name}` was not counted; the loop waits. Run `ralph run --name {name}` again once the limit has reset."
             ),
             RunExit::Limited,
         ),
-        End::OutOfTimeWaiting {
+        RunEnd::OutOfTimeWaiting {
             why,
             wait,
             left,
@@ -214,18 +214,18 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             out_of_time_line(driver, &why, wait, left, record),
             RunExit::Ended,
         ),
-        End::ChangedWhileAgentRan => (
+        RunEnd::ChangedWhileAgentRan => (
             format!(
                 "The loop `{name}` changed while the agent ran (cancelled or paused elsewhere); this run stops."
             ),
             RunExit::Ended,
         ),
-        End::Changed { notice } => (notice, RunExit::Ended),
-        End::Interrupted { iteration } => {
+        RunEnd::Changed { notice } => (notice, RunExit::Ended),
+        RunEnd::Interrupted { iteration } => {
             return Ok(interrupted(driver.name(), iteration, &elapsed));
         }
-        End::Cancelled { ended } => return Ok(cancelled(driver.project(), &ended, &elapsed)),
-        End::Judged {
+        RunEnd::Cancelled { ended } => return Ok(cancelled(driver.project(), &ended, &elapsed)),
+        RunEnd::Judged {
             label,
             outcome,
             notice,
@@ -236,8 +236,8 @@ pub fn ended(end: End, driver: &Driver, times: Times) -> Result<Closing, RunErro
             let done = judged_line(&label, tokens, cost, times.iteration_secs, &reply);
             return Ok(verdict(driver, vec![done, notice], &elapsed, outcome));
         }
-        End::Denied { record } => return Ok(denied(driver, record, &elapsed)),
-        End::GaveUp {
+        RunEnd::Denied { record } => return Ok(denied(driver, record, &elapsed)),
+        RunEnd::GaveUp {
             why,
             iteration,
             gave_up,
@@ -542,7 +542,7 @@ mod tests {
         AgentReply::default()
     }
 
-    fn closing(end: End) -> Closing {
+    fn closing(end: RunEnd) -> Closing {
         let times = Times {
             iteration_secs: 120,
             total_secs: 120,
@@ -657,13 +657,13 @@ mod tests {
 
     #[test]
     fn each_end_has_its_words_and_its_exit() {
-        let gone = closing(End::Gone);
+        let gone = closing(RunEnd::Gone);
         assert_eq!(
             gone.lines,
             ["The loop `l` is gone (cancelled or ended elsewhere)."]
         );
         assert_eq!(gone.exit, RunExit::Ended, "only a completed loop exits 0");
-        let limited = closing(End::Limited {
+        let limited = closing(RunEnd::Limited {
             why: "429".into(),
             iteration: 3,
         });
@@ -671,7 +671,7 @@ mod tests {
         assert!(limited.lines[0].starts_with(
             "⏸ The agent stopped on a rate or usage limit: 429. Iteration 3 of the loop `l`"
         ));
-        let late = closing(End::OutOfTimeWaiting {
+        let late = closing(RunEnd::OutOfTimeWaiting {
             why: "429".into(),
             wait: 600,
             left: 60,
@@ -685,7 +685,7 @@ mod tests {
             "{}",
             late.lines[0]
         );
-        let stopped = closing(End::Interrupted { iteration: Some(2) });
+        let stopped = closing(RunEnd::Interrupted { iteration: Some(2) });
         assert_eq!(stopped.exit, RunExit::Interrupted);
         assert_eq!(stopped.lines[0], "", "a new line after the spinner's");
         assert_eq!(
@@ -697,7 +697,7 @@ mod tests {
     #[test]
     fn a_judged_end_exits_by_its_outcome_and_sums_the_run_up() {
         let judged = |outcome| {
-            closing(End::Judged {
+            closing(RunEnd::Judged {
                 label: "2/5".into(),
                 outcome,
                 notice: "the notice".into(),
@@ -717,7 +717,7 @@ mod tests {
             ]
         );
         assert_eq!(judged(Outcome::MaxIterations).exit, RunExit::Ended);
-        let denied = closing(End::Denied { record: None });
+        let denied = closing(RunEnd::Denied { record: None });
         assert_eq!(denied.exit, RunExit::Ended);
         assert!(denied.lines[0].starts_with("⚠ Claude Code refused the agent: ."));
         assert!(denied.lines[1].starts_with(
@@ -728,7 +728,7 @@ mod tests {
     #[test]
     fn an_agent_that_could_not_run_is_an_error_that_tells_what_became_of_the_loop() {
         let gave_up = |gave_up| {
-            let end = End::GaveUp {
+            let end = RunEnd::GaveUp {
                 why: "no agent".into(),
                 iteration: 3,
                 gave_up,

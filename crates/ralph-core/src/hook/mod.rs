@@ -6,15 +6,15 @@
 //! nothing here panics or exits.
 
 pub mod answer;
-mod pick;
 mod hand_off;
 pub mod host;
 mod observe;
+mod pick;
 
 use crate::decide::engine::{self, Step, Turn};
 use crate::hook::answer::Answer;
-use crate::hook::pick::{Chosen, Pick};
 use crate::hook::host::Host;
+use crate::hook::pick::{Chosen, Pick};
 use crate::reply::event::{EventError, StopEvent};
 use ralph_fs::display;
 use ralph_state::error::LoopFileError;

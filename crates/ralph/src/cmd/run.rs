@@ -16,7 +16,7 @@ use ralph_run::fleet::archive;
 use ralph_run::reset_wait;
 use ralph_run::sandbox::Sandbox;
 use ralph_run::screen::{self, Screen};
-use ralph_run::{Call, Driver, End, Event, ResetWait, Setup};
+use ralph_run::{Call, Driver, Event, ResetWait, RunEnd, Setup};
 use ralph_state::time::Timestamp;
 
 use ralph_control::{self as control, arming};
@@ -273,7 +273,7 @@ impl Terminal {
     /// a takeover came first.
     /// The agent asked a question: the run waits for the answer (`ralph say`),
     /// looking twice a second (a few small reads), or for Ctrl-C.
-    fn ask(&mut self, driver: &Driver, question: &str) -> Result<Option<End>, Failure> {
+    fn ask(&mut self, driver: &Driver, question: &str) -> Result<Option<RunEnd>, Failure> {
         say!("{}", self.screen.asking(driver.name(), question));
         loop {
             if self.stop.load(Ordering::SeqCst) {
@@ -286,7 +286,7 @@ impl Terminal {
         }
     }
 
-    fn wait(&mut self, driver: &Driver, wait: &ResetWait) -> Result<Option<End>, Failure> {
+    fn wait(&mut self, driver: &Driver, wait: &ResetWait) -> Result<Option<RunEnd>, Failure> {
         say!("{}", self.screen.waiting(wait));
         let deadline = Instant::now() + Duration::from_secs(wait.secs);
         loop {
