@@ -78,7 +78,7 @@ const CRATES: [(&str, &[&[&str]]); 9] = [
     ),
     (
         "crates/ralph-watch/src",
-        &[&["board"], &["draw", "records"]],
+        &[&["board"], &["draw", "records", "keys"]],
     ),
 ];
 
@@ -563,6 +563,7 @@ fn the_pure_modules_touch_no_file_clock_process_or_environment() {
         "failure.rs",
         "fleet/mod.rs",
         "model.rs",
+        "keys.rs",
     ];
     let text = architecture();
     let root = repo_root();

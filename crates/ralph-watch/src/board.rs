@@ -131,13 +131,13 @@ impl Board {
         self.details.get(self.selected)
     }
 
-    pub fn select_next(&mut self) {
+    pub(crate) fn select_next(&mut self) {
         if self.selected + 1 < self.rows.len() {
             self.selected += 1;
         }
     }
 
-    pub fn select_previous(&mut self) {
+    pub(crate) fn select_previous(&mut self) {
         self.selected = self.selected.saturating_sub(1);
     }
 }

@@ -12,7 +12,8 @@ use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use ralph_control::arguments::LoopTargets;
 use ralph_control::revive::{self, Raise};
 use ralph_state::time::Timestamp;
-use ralph_watch::board::{Board, BoardRow, Mode};
+use ralph_watch::board::{Board, BoardRow};
+use ralph_watch::keys::{Action, Asked, Key};
 use ralph_watch::records::{Stamp, Watched};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -102,10 +103,11 @@ fn run(screen: &mut Screen, watched: &Watched, title: String) -> CmdResult {
         }
         match event::read().map_err(terminal_failure)? {
             Event::Key(key) if key.kind == KeyEventKind::Press => {
-                if key_quits(&board, key) {
-                    return Ok(());
+                match board_key(key).map_or(Asked::Nothing, |k| board.on_key(k)) {
+                    Asked::Quit => return Ok(()),
+                    Asked::Run(action) => board.message = act(&board, watched, action),
+                    Asked::Nothing => {}
                 }
-                handle(&mut board, watched, key);
                 dirty = true;
             }
             // Drawn again at once to the new size.
@@ -115,78 +117,18 @@ fn run(screen: &mut Screen, watched: &Watched, title: String) -> CmdResult {
     }
 }
 
-fn key_quits(board: &Board, key: KeyEvent) -> bool {
-    let ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
-    ctrl_c || (board.mode == Mode::Browse && key.code == KeyCode::Char('q'))
-}
-
-/// One key: a move, a mode, or an action through the CLI's code.
-fn handle(board: &mut Board, watched: &Watched, key: KeyEvent) {
-    let mode = std::mem::take(&mut board.mode);
-    board.mode = match (mode, key.code) {
-        (Mode::Browse, code) => {
-            board.message.clear();
-            browse(board, watched, code)
-        }
-        (Mode::Say(text), KeyCode::Enter) => {
-            board.message = act(board, watched, Action::Say(text));
-            Mode::Browse
-        }
-        (Mode::Add(text), KeyCode::Enter) => {
-            board.message = act(board, watched, Action::Add(text));
-            Mode::Browse
-        }
-        (Mode::Say(_) | Mode::Add(_), KeyCode::Esc) => Mode::Browse,
-        (Mode::Say(mut text), KeyCode::Backspace) => {
-            text.pop();
-            Mode::Say(text)
-        }
-        (Mode::Add(mut text), KeyCode::Backspace) => {
-            text.pop();
-            Mode::Add(text)
-        }
-        (Mode::Say(mut text), KeyCode::Char(c)) => {
-            text.push(c);
-            Mode::Say(text)
-        }
-        (Mode::Add(mut text), KeyCode::Char(c)) if c.is_ascii_digit() => {
-            text.push(c);
-            Mode::Add(text)
-        }
-        (Mode::ConfirmCancel, KeyCode::Char('y')) => {
-            board.message = act(board, watched, Action::Cancel);
-            Mode::Browse
-        }
-        (Mode::ConfirmCancel, _) => {
-            board.message = "Kept: nothing was cancelled.".into();
-            Mode::Browse
-        }
-        (mode, _) => mode,
-    };
-}
-
-fn browse(board: &mut Board, watched: &Watched, code: KeyCode) -> Mode {
-    match code {
-        KeyCode::Down | KeyCode::Char('j') => board.select_next(),
-        KeyCode::Up | KeyCode::Char('k') => board.select_previous(),
-        KeyCode::Char('s') if board.selected_row().is_some() => return Mode::Say(String::new()),
-        KeyCode::Char('+') if board.selected_row().is_some() => return Mode::Add(String::new()),
-        KeyCode::Char('c') if board.selected_row().is_some_and(|r| r.live) => {
-            return Mode::ConfirmCancel;
-        }
-        KeyCode::Char('p') => board.message = act(board, watched, Action::Toggle),
-        KeyCode::Char('r') => board.message = act(board, watched, Action::Report),
-        _ => {}
-    }
-    Mode::Browse
-}
-
-enum Action {
-    Say(String),
-    Toggle,
-    Add(String),
-    Cancel,
-    Report,
+/// The terminal's key as the board reads it; `None`: a key the board has no use for.
+fn board_key(key: KeyEvent) -> Option<Key> {
+    Some(match key.code {
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Key::Interrupt,
+        KeyCode::Char(c) => Key::Char(c),
+        KeyCode::Up => Key::Up,
+        KeyCode::Down => Key::Down,
+        KeyCode::Enter => Key::Enter,
+        KeyCode::Esc => Key::Esc,
+        KeyCode::Backspace => Key::Backspace,
+        _ => return None,
+    })
 }
 
 /// Runs `action` on the selected loop through the CLI command's code; what it printed
