@@ -74,7 +74,7 @@ const CRATES: [(&str, &[&[&str]]); 9] = [
     ),
     (
         "crates/ralph-report/src",
-        &[&["text"], &["model", "charts"], &["html"]],
+        &[&["text", "open"], &["model", "charts"], &["html"]],
     ),
     (
         "crates/ralph-watch/src",

@@ -2,7 +2,8 @@
 //! (or every loop of the project, with a `--parallel` run's stories).
 //! `model` turns what `ralph status` reads into plain data, `html` and
 //! `charts` turn that into a page (both pure); this file gathers the data
-//! (reading only, never through a link) and writes the page.
+//! (reading only, never through a link) and writes the page; `open` hands it
+//! to the desktop's opener.
 //!
 //! Internal to ralph: its API is the `ralph` command and the plugin, not this
 //! crate; `pub` here names only what another of ralph's crates uses.
@@ -10,6 +11,7 @@
 mod charts;
 mod html;
 mod model;
+pub mod open;
 mod text;
 #[cfg(test)]
 mod words;
