@@ -337,8 +337,100 @@ pub fn selection(raw: &str) -> Result<LoopTargets, ArgumentsError> {
     Ok(out)
 }
 
+// ---------------------------------------------------------------------------
+// `ralph start --help`'s text below the options.
+
+const START_EXAMPLES: &str = "Examples:
+  ralph start --max-iterations 20 --completion-promise DONE \"Make every test in tests/ pass\"
+  ralph start --completion-promise DONE --verify 'cargo test' --max-duration 2h < ralph/PROMPT.md
+  ralph start --abort-promise BLOCKED --max-tokens 2000000 --name docs \"Write the user guide\"";
+
+/// The abort promise is no guard (it is the agent's way out) but belongs
+/// beside them in the help.
+const ABORT_PROMISE_HELP: (&str, &str) = (
+    "--abort-promise BLOCKED",
+    "the agent may end the loop (as aborted) with <promise>BLOCKED</promise> when only a person can unblock it; you see its explanation",
+);
+
+const BLOCK_CAP_HELP: &str =
+    "Claude Code's block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, default 8) is honoured: a loop that
+continues the turn that many times in a row without a tool call is ended (as block_cap) before
+Claude Code would override it.";
+
+/// `ralph start --help`'s text below the options: the examples, then every
+/// guard's entry from `ralph_state::fields::ralph_state::fields::guards::OPTIONS`, so a new guard is
+/// explained without an edit here.
+pub fn start_help() -> String {
+    let mut out = format!(
+        "{START_EXAMPLES}\n\nGuards (each optional; shown by `ralph status`, logged at every stop):\n"
+    );
+    let entries = ralph_state::fields::guards::OPTIONS
+        .iter()
+        .map(|g| (g.example, g.explains))
+        .chain([ABORT_PROMISE_HELP]);
+    for (example, explains) in entries {
+        out.push_str(&help_entry(example, explains));
+    }
+    out.push_str(BLOCK_CAP_HELP);
+    out
+}
+
+/// One entry: the example in the first column, the words wrapped beside it.
+fn help_entry(example: &str, explains: &str) -> String {
+    const COLUMN: usize = 24;
+    const WIDTH: usize = 76;
+    let mut lines = vec![String::new()];
+    for word in explains.split(' ') {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.len() + 1 + word.len() > WIDTH {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let first = if i == 0 { example } else { "" };
+        // An example longer than the column gets one space before its words.
+        let pad = COLUMN.saturating_sub(first.len()).max(1);
+        out.push_str(&format!("  {first}{:pad$}{line}\n", ""));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    /// `ralph start --help` explains every guard below its option list,
+    /// each on its own entry.
+    #[test]
+    fn the_start_help_explains_every_guard() {
+        let help = start_help();
+        for guard in ralph_state::fields::guards::OPTIONS {
+            let entry = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(guard.example))
+                .unwrap_or_else(|| panic!("--{} has no entry in:\n{help}", guard.flag));
+            assert!(
+                guard.example.starts_with(&format!("--{} ", guard.flag)),
+                "{entry}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_entries_wrap_beside_their_example() {
+        let entry = help_entry("--stuck-after 3", &"word ".repeat(40));
+        let lines: Vec<&str> = entry.lines().collect();
+        assert!(lines.len() > 1, "{entry}");
+        assert!(lines[0].starts_with("  --stuck-after 3 "), "{entry}");
+        for line in &lines {
+            assert!(line.len() <= 2 + 24 + 76, "{line}");
+            assert_eq!(line.find("word"), Some(26), "{entry}");
+        }
+    }
 
     #[test]
     fn every_guard_is_an_option_of_ralph_start_and_a_field_of_the_loop_file() {
