@@ -207,6 +207,53 @@ fn a_code_without_the_users_terminal_or_slash_command_approves_nothing() {
     assert!(armed_here(&p), "{armed}");
 }
 
+/// Issue 46: `ralph run --approve-commands CODE`, alone or with `--parallel`, is the user's
+/// own step as `ralph start`'s is. From the agent's shell (no terminal) the right code arms
+/// nothing and starts no agent; on a terminal the commands are shown and asked about, a no
+/// starts nothing and a yes runs the loop.
+#[test]
+fn run_and_the_fleet_with_a_code_take_the_users_terminal_too() {
+    let p = Project::new();
+    p.write(PRD, HOSTILE_PRD);
+    p.write("agent.sh", "touch agent.ran; echo working");
+    let code = approval_code(&support::text(&p.ralph_with(&["start", "--prd"], b"", &[])));
+    let agent = ["--agent", "sh agent.sh", "--max-iterations", "1"];
+    let run = [&["run", "--prd", "--approve-commands", &code][..], &agent].concat();
+    let fleet = [
+        &["run", "--parallel", "2", "--approve-commands", &code][..],
+        &agent,
+    ]
+    .concat();
+    for args in [&run, &fleet] {
+        let out = p.ralph_with(args, b"", &[]);
+        let said = support::text(&out);
+        assert!(
+            !out.status.success() && said.contains("no terminal to ask you on"),
+            "{args:?}: {said}"
+        );
+        assert!(
+            !armed_here(&p) && !p.exists("agent.ran"),
+            "{args:?}: {said}"
+        );
+        let declined = p.ralph_on_terminal(args, "n\n");
+        let screen = support::text(&declined);
+        assert!(
+            !declined.status.success() && screen.contains(&format!("US-1: {STORY_COMMAND}")),
+            "{args:?}: {screen}"
+        );
+        assert!(
+            !armed_here(&p) && !p.exists("agent.ran"),
+            "{args:?}: {screen}"
+        );
+    }
+    let approved = p.ralph_on_terminal(&run, "y\n");
+    let screen = support::text(&approved);
+    assert!(
+        screen.contains(&format!("US-1: {STORY_COMMAND}")) && p.exists("agent.ran"),
+        "{screen}"
+    );
+}
+
 /// Item 1, on a terminal: `ralph start --prd` shows the commands and asks; only a yes
 /// arms. Run under `script`, which gives ralph a terminal.
 #[test]

@@ -171,7 +171,12 @@ fn arm_new(
     prompt: String,
 ) -> Result<(Driver, Option<String>), Failure> {
     let mut options = arm.into_options(name.to_owned(), Some(own.to_string()), force);
-    super::loops::approve_on_terminal(&setup.project, &mut options)?;
+    // A code given is the user's own step, as with `ralph start --approve-commands`.
+    if let Some(given) = options.approve_commands.take() {
+        super::loops::approve_given(&setup.project, &mut options, given)?;
+    } else {
+        super::loops::approve_on_terminal(&setup.project, &mut options)?;
+    }
     options.sandbox.clone_from(asked);
     let guards = options.guards.guards().ok();
     let request = options.request(&setup.project, prompt)?;
