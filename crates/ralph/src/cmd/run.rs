@@ -270,6 +270,11 @@ impl Terminal {
         if finished.is_ok() && self.live_line {
             let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
+        // A `.git` the sandboxed agent made in the work tree, taken out after it.
+        for taken in sandbox.iter().flat_map(Sandbox::quarantined) {
+            self.clear_live_line();
+            say!("{}", taken.line());
+        }
         finished
     }
 
