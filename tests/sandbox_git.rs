@@ -296,6 +296,17 @@ fn a_git_folder_the_sandboxed_agent_nests_in_the_work_tree_is_taken_out() {
         );
     }
     assert!(setup.project.exists("sub/s.txt"), "the agent's files stay");
+    let logged = std::fs::read_dir(setup.project.root().join(".claude/ralph/history"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log.jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<String>();
+    assert_eq!(
+        logged.matches(r#""decision":"quarantine""#).count(),
+        2,
+        "{logged}"
+    );
     let shelf = setup.project.home().join(".local/state/ralph/quarantine");
     assert_eq!(std::fs::read_dir(&shelf).unwrap().count(), 2, "{said}");
     assert_eq!(setup.project.read("vendored/.git/config"), vendored_config);

@@ -61,6 +61,21 @@ impl Quarantined {
     }
 }
 
+/// Records each of `taken` in the decision log of the loop `name` in `project` (best effort,
+/// as every log line: a log that cannot be written never costs the loop).
+pub fn log(
+    project: &ralph_core::loop_file::storage::store::Project,
+    name: &str,
+    taken: &[Quarantined],
+) {
+    use ralph_core::loop_file::lifecycle::{LogEntry, Logged};
+    for q in taken {
+        let why = q.line().trim_start_matches("⚠ ").to_owned();
+        LogEntry::new(ralph_core::time::Timestamp::now(), Logged::Quarantine, why)
+            .append(project, name);
+    }
+}
+
 #[cfg(unix)]
 fn id_of(meta: &std::fs::Metadata) -> (u64, u64, i64, i64) {
     use std::os::unix::fs::MetadataExt;

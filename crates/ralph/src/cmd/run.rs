@@ -51,6 +51,8 @@ pub(super) fn run(args: RunArgs) -> CmdResult {
 /// The terminal of a run: Ctrl-C, the clock and the live line; what it
 /// shows is worded by the core's [`Screen`].
 struct Terminal {
+    /// The loop's name (its decision log's).
+    name: String,
     /// Set by Ctrl-C; stops the agent.
     stop: Arc<AtomicBool>,
     live_line: bool,
@@ -150,6 +152,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     // the loop is recorded before ralph exits.
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     let terminal = Terminal {
+        name: args.name.clone(),
         stop,
         live_line: std::io::stdout().is_terminal(),
         started: Instant::now(),
@@ -270,11 +273,17 @@ impl Terminal {
         if finished.is_ok() && self.live_line {
             let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
-        // A `.git` the sandboxed agent made in the work tree, taken out after it.
-        for taken in sandbox.iter().flat_map(Sandbox::quarantined) {
+        // A `.git` the sandboxed agent made in the work tree, taken out after it:
+        // said here and in the loop's decision log.
+        let taken: Vec<_> = sandbox.iter().flat_map(Sandbox::quarantined).collect();
+        for one in &taken {
             self.clear_live_line();
-            say!("{}", taken.line());
+            say!("{}", one.line());
         }
+        let project = ralph_core::loop_file::storage::store::Project {
+            root: call.root.to_owned(),
+        };
+        ralph_run::sandbox::nested_git::log(&project, &self.name, &taken);
         finished
     }
 
