@@ -176,12 +176,16 @@ impl Sandbox {
             });
         }
         let mut reach = Reach::from_facts(&facts);
-        // The nested `.git`s there now stay as they are (bound read only); one the
-        // agent makes is taken out after it (`take_new_nested_git`).
+        // The nested `.git`s there now stay as they are (bound read only; a link is
+        // not, a bind would follow it); one the agent makes or replaces is taken out
+        // after it (`take_new_nested_git`).
         let nested_git = nested_git::scan(&facts.project);
-        reach
-            .kept
-            .extend(nested_git.iter().map(|entry| entry.path.clone()));
+        reach.kept.extend(
+            nested_git
+                .iter()
+                .filter(|entry| !entry.is_link)
+                .map(|entry| entry.path.clone()),
+        );
         let agent_git = agent_git::AgentGit::prepare(&facts.project)?;
         reach.agent_git = agent_git.as_ref().map(agent_git::AgentGit::dir);
         // What the sandbox lets the agent write is never where ralph takes

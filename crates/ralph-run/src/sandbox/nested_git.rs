@@ -19,6 +19,8 @@ pub struct Entry {
     /// (even where the file system gives it the inode just freed), and one changed is the
     /// agent's now.
     id: (u64, u64, i64, i64),
+    /// A link (never bound: a bind follows it).
+    pub is_link: bool,
 }
 
 /// A new `.git` ralph took out of the work tree after an iteration.
@@ -115,6 +117,7 @@ pub fn scan(root: &Path) -> Vec<Entry> {
                     found.push(Entry {
                         path,
                         id: id_of(&meta),
+                        is_link: meta.file_type().is_symlink(),
                     });
                 }
             } else if kind.is_dir() {
