@@ -524,3 +524,47 @@ fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
         "the user sees what the code approved: {armed}"
     );
 }
+
+/// Issue 46, in a session through the real client (print mode, every Bash command
+/// allowed): the model, holding the right code (a session's agent can read the secret; here
+/// the test hands it over), runs `ralph run --prd --approve-commands CODE` with its Bash
+/// tool. The tool result it is shown is ralph's refusal, and no agent starts.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn e2e_the_models_bash_cannot_approve_story_commands_with_ralph_run() {
+    use crate::support::mock_api::{MockApi, Reply};
+    let sandbox = support::sandbox_or_skip!(
+        "e2e_the_models_bash_cannot_approve_story_commands_with_ralph_run"
+    );
+    std::fs::create_dir_all(sandbox.project().join("ralph")).unwrap();
+    std::fs::write(sandbox.project().join(PRD), HOSTILE_PRD).unwrap();
+    let code = approval_code(&support::text(&sandbox.ralph(&["start", "--prd"])));
+    let approve = format!(
+        r#""$RALPH_BIN" run --prd --approve-commands {code} --agent 'touch agent.ran' --max-iterations 1; echo "run exit $?""#
+    );
+    let api = MockApi::start(vec![
+        Reply::bash("Approving the story commands.", approve),
+        Reply::text("Done."),
+    ]);
+    let run = sandbox.claude(&api, "Work through the PRD", &["--allowedTools", "Bash"]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(
+        !sandbox.project().join("agent.ran").exists(),
+        "the approved loop ran: {}",
+        api.describe()
+    );
+    let turns = api.turns();
+    let shown = turns
+        .get(1)
+        .map(crate::support::mock_api::LoggedRequest::messages_text)
+        .unwrap_or_default();
+    assert!(
+        shown.contains("Approve story commands with `--approve-commands`: refused, there is no terminal to ask you on")
+            && shown.contains("run exit"),
+        "{}",
+        api.describe()
+    );
+}
