@@ -140,6 +140,25 @@ impl Repo {
         self.parallel(n, &self.agent(), args).output().unwrap()
     }
 
+    /// `ralph run --parallel N ARGS…` with the scripted agent on a terminal of the user's,
+    /// answered yes: a code given (`--approve-commands`) is the user's own step (issue 46).
+    fn scripted_approved(&self, n: &str, args: &[&str]) -> Output {
+        let agent = self.agent();
+        let mut all = vec!["run", "--parallel", n, "--agent", &agent];
+        all.extend_from_slice(args);
+        let home = self.home.path();
+        let state = home.join(".local/state");
+        let (log, main) = (self.log(), self.root().to_owned());
+        let env = [
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_STATE_HOME", state.to_str().unwrap()),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("FAKE_LOG", log.to_str().unwrap()),
+            ("FAKE_MAIN", main.to_str().unwrap()),
+        ];
+        crate::support::project::run_on_terminal(&all, self.root(), &env, "y\n")
+    }
+
     /// Three at a time, two iterations each, verified by the file each story writes.
     fn run_parallel(&self) -> Output {
         self.scripted(
@@ -1127,7 +1146,7 @@ fn a_story_comes_home_only_when_its_own_verify_passes() {
     .unwrap();
     repo.git(&["commit", "-qam", "story checks"]);
     let code = repo.approval_code();
-    let out = repo.scripted("2", &["--max-iterations", "2", "--approve-commands", &code]);
+    let out = repo.scripted_approved("2", &["--max-iterations", "2", "--approve-commands", &code]);
     let all = text(&out);
     assert!(
         all.contains("US-004: its check `test -f US-004.txt` runs before it comes home"),
@@ -1187,7 +1206,7 @@ fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
     assert!(!ran(), "no story command ran");
     assert!(!repo.root().join(".ralph/worktrees").exists(), "{all}");
 
-    let wrong = repo.scripted(
+    let wrong = repo.scripted_approved(
         "2",
         &[
             "--max-iterations",
@@ -1204,7 +1223,7 @@ fn the_fleet_runs_no_story_command_until_the_user_approved_exactly_that_list() {
     );
     assert_eq!(repo.calls("US-004"), 0);
 
-    let out = repo.scripted("2", &["--max-iterations", "1", "--approve-commands", &code]);
+    let out = repo.scripted_approved("2", &["--max-iterations", "1", "--approve-commands", &code]);
     let all = text(&out);
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert_eq!(repo.calls("US-004"), 1, "{all}");

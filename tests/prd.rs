@@ -73,9 +73,9 @@ impl Steps for Project {
         };
         assert_eq!(code, 2, "{out}");
         assert!(out.contains("Nothing was armed"), "{out}");
-        if args[0] == "start" {
-            // `ralph start` with a code is the user's own step (issue 46): on a terminal,
-            // the list shown and answered yes; the text or the task typed there too.
+        if matches!(args[0], "start" | "run") {
+            // `ralph start` or `ralph run` with a code is the user's own step (issue 46): on
+            // a terminal, the list shown and answered yes; the text or the task typed there too.
             let raw = args.contains(&"--raw-arguments");
             let mut approved = args.to_vec();
             let keys = if raw {

@@ -65,6 +65,22 @@ git add sub evil.sh && git commit -qm "agent adds a submodule" && echo "commit: 
 echo "done <promise>DONE</promise>"
 "#;
 
+/// An agent that makes repositories of its own in the work tree: `sub/.git` with its
+/// program as `core.fsmonitor`, `other/.git` a `gitdir:` file pointing there, and tries
+/// to plant the same in the repository the user already had nested in `vendored/`.
+const NESTED: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '#!/bin/sh\necho "$0 $*" >> "%s/pwned"\n' "$PROBE_OUT" > evil.sh
+chmod +x evil.sh
+mkdir sub && echo s > sub/s.txt
+(unset GIT_DIR GIT_WORK_TREE; cd sub && git init -q && git config core.fsmonitor "$PWD/../evil.sh")
+mkdir other && printf 'gitdir: %s/sub/.git\n' "$PWD" > other/.git
+if printf '[core]\n\tfsmonitor = %s/evil.sh\n' "$PWD" >> vendored/.git/config 2>/dev/null
+then echo "vendored: yes" >> probe.txt; else echo "vendored: no" >> probe.txt; fi
+test -f sub/.git/config && echo "sub: yes" >> probe.txt
+echo "done <promise>DONE</promise>"
+"#;
+
 struct Setup {
     project: Project,
     tools: tempfile::TempDir,
@@ -251,4 +267,47 @@ fn a_sandboxed_agents_commit_that_adds_a_submodule_is_not_imported() {
     assert_eq!(setup.git(&["log", "-1", "--format=%s"]), "start\n");
     setup.git(&["status"]);
     assert_eq!(setup.pwned(), None, "{said}");
+}
+
+/// Issue 46: a `.git` the sandboxed agent makes anywhere in the work tree (a folder, or a
+/// `gitdir:` file) is taken out of the project once it has exited, into the user's state
+/// folder, and `ralph run` says so; the user's `git status` in those folders afterwards
+/// runs nothing of the agent's. A repository the user already had nested there is bound
+/// read only, so it stays the user's.
+#[test]
+fn a_git_folder_the_sandboxed_agent_nests_in_the_work_tree_is_taken_out() {
+    if !crate::sandbox::bwrap_or_skip("sandbox_git: nested") {
+        return;
+    }
+    let setup = Setup::new(NESTED);
+    setup.git_in(setup.project.root(), &["init", "-q", "vendored"]);
+    let vendored_config = setup.project.read("vendored/.git/config");
+    let said = setup.run();
+    assert_eq!(setup.probe(), "vendored: no\nsub: yes\n", "{said}");
+    for folder in ["sub", "other", "vendored"] {
+        setup.git_in(&setup.project.root().join(folder), &["status"]);
+    }
+    assert_eq!(setup.pwned(), None, "{said}");
+    for made in ["sub/.git", "other/.git"] {
+        assert!(!setup.project.exists(made), "{made}\n{said}");
+        assert!(
+            said.contains("made a git folder at") && said.contains(made),
+            "{made}\n{said}"
+        );
+    }
+    assert!(setup.project.exists("sub/s.txt"), "the agent's files stay");
+    let logged = std::fs::read_dir(setup.project.root().join(".claude/ralph/history"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log.jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<String>();
+    assert_eq!(
+        logged.matches(r#""decision":"quarantine""#).count(),
+        2,
+        "{logged}"
+    );
+    let shelf = setup.project.home().join(".local/state/ralph/quarantine");
+    assert_eq!(std::fs::read_dir(&shelf).unwrap().count(), 2, "{said}");
+    assert_eq!(setup.project.read("vendored/.git/config"), vendored_config);
 }

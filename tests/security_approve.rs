@@ -207,6 +207,53 @@ fn a_code_without_the_users_terminal_or_slash_command_approves_nothing() {
     assert!(armed_here(&p), "{armed}");
 }
 
+/// Issue 46: `ralph run --approve-commands CODE`, alone or with `--parallel`, is the user's
+/// own step as `ralph start`'s is. From the agent's shell (no terminal) the right code arms
+/// nothing and starts no agent; on a terminal the commands are shown and asked about, a no
+/// starts nothing and a yes runs the loop.
+#[test]
+fn run_and_the_fleet_with_a_code_take_the_users_terminal_too() {
+    let p = Project::new();
+    p.write(PRD, HOSTILE_PRD);
+    p.write("agent.sh", "touch agent.ran; echo working");
+    let code = approval_code(&support::text(&p.ralph_with(&["start", "--prd"], b"", &[])));
+    let agent = ["--agent", "sh agent.sh", "--max-iterations", "1"];
+    let run = [&["run", "--prd", "--approve-commands", &code][..], &agent].concat();
+    let fleet = [
+        &["run", "--parallel", "2", "--approve-commands", &code][..],
+        &agent,
+    ]
+    .concat();
+    for args in [&run, &fleet] {
+        let out = p.ralph_with(args, b"", &[]);
+        let said = support::text(&out);
+        assert!(
+            !out.status.success() && said.contains("no terminal to ask you on"),
+            "{args:?}: {said}"
+        );
+        assert!(
+            !armed_here(&p) && !p.exists("agent.ran"),
+            "{args:?}: {said}"
+        );
+        let declined = p.ralph_on_terminal(args, "n\n");
+        let screen = support::text(&declined);
+        assert!(
+            !declined.status.success() && screen.contains(&format!("US-1: {STORY_COMMAND}")),
+            "{args:?}: {screen}"
+        );
+        assert!(
+            !armed_here(&p) && !p.exists("agent.ran"),
+            "{args:?}: {screen}"
+        );
+    }
+    let approved = p.ralph_on_terminal(&run, "y\n");
+    let screen = support::text(&approved);
+    assert!(
+        screen.contains(&format!("US-1: {STORY_COMMAND}")) && p.exists("agent.ran"),
+        "{screen}"
+    );
+}
+
 /// Item 1, on a terminal: `ralph start --prd` shows the commands and asks; only a yes
 /// arms. Run under `script`, which gives ralph a terminal.
 #[test]
@@ -474,5 +521,49 @@ fn an_approval_code_is_the_users_own_and_arming_with_one_shows_the_commands() {
     assert!(
         notice.contains(&format!("  US-1: {STORY_COMMAND}")),
         "the user sees what the code approved: {armed}"
+    );
+}
+
+/// Issue 46, in a session through the real client (print mode, every Bash command
+/// allowed): the model, holding the right code (a session's agent can read the secret; here
+/// the test hands it over), runs `ralph run --prd --approve-commands CODE` with its Bash
+/// tool. The tool result it is shown is ralph's refusal, and no agent starts.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn e2e_the_models_bash_cannot_approve_story_commands_with_ralph_run() {
+    use crate::support::mock_api::{MockApi, Reply};
+    let sandbox = support::sandbox_or_skip!(
+        "e2e_the_models_bash_cannot_approve_story_commands_with_ralph_run"
+    );
+    std::fs::create_dir_all(sandbox.project().join("ralph")).unwrap();
+    std::fs::write(sandbox.project().join(PRD), HOSTILE_PRD).unwrap();
+    let code = approval_code(&support::text(&sandbox.ralph(&["start", "--prd"])));
+    let approve = format!(
+        r#""$RALPH_BIN" run --prd --approve-commands {code} --agent 'touch agent.ran' --max-iterations 1; echo "run exit $?""#
+    );
+    let api = MockApi::start(vec![
+        Reply::bash("Approving the story commands.", approve),
+        Reply::text("Done."),
+    ]);
+    let run = sandbox.claude(&api, "Work through the PRD", &["--allowedTools", "Bash"]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(
+        !sandbox.project().join("agent.ran").exists(),
+        "the approved loop ran: {}",
+        api.describe()
+    );
+    let turns = api.turns();
+    let shown = turns
+        .get(1)
+        .map(crate::support::mock_api::LoggedRequest::messages_text)
+        .unwrap_or_default();
+    assert!(
+        shown.contains("Approve story commands with `--approve-commands`: refused, there is no terminal to ask you on")
+            && shown.contains("run exit"),
+        "{}",
+        api.describe()
     );
 }

@@ -2,7 +2,8 @@
 //! with no terminal or with a pseudo-terminal it opens itself (`script`), cannot run
 //! `ralph resume --add-iterations` (nor `ralph start --force` over its loop), under
 //! `ralph run` with and without `--sandbox`, nor write the loop file in the sandbox; the user's `/ralph-resume --add-iterations` typed
-//! in the session raises it.
+//! in the session raises it. One test drives the real client, whose model tries the same from
+//! its Bash tool.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -326,4 +327,73 @@ fn a_raised_bound_is_told_in_ralph_runs_output_and_the_next_prompt_once() {
         "{told}"
     );
     assert!(!p.read(".agent/prompt-2").contains("Bounds raised"));
+}
+
+/// Issue 46, in a session through the real client (2.1.328, print mode, every Bash command
+/// allowed): the model, scripted by the mock, runs `ralph resume --add-iterations 20` and
+/// `ralph start --force --max-iterations 50 …` with its Bash tool. Each is refused (the tool
+/// result the model is shown says why), and the loop still ends at its two iterations.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn e2e_the_models_bash_cannot_raise_its_loops_bound_in_a_session() {
+    use crate::support::mock_api::{MockApi, Reply};
+    use crate::support::sandbox_or_skip;
+    const OWNER: &str = "5b360de9-4646-4000-8000-00000000abcd";
+    let sandbox = sandbox_or_skip!("e2e_the_models_bash_cannot_raise_its_loops_bound_in_a_session");
+    let armed = sandbox.ralph(&[
+        "start",
+        "--session-id",
+        OWNER,
+        "--max-iterations",
+        "2",
+        "--completion-promise",
+        "DONE",
+        "Write the user guide",
+    ]);
+    assert!(armed.status.success(), "{}", text(&armed));
+    let raise = r#""$RALPH_BIN" resume --add-iterations 20; echo "resume exit $?"; "$RALPH_BIN" start --force --max-iterations 50 --completion-promise DONE Keep going; echo "force exit $?""#;
+    let mut replies = vec![Reply::bash("I need more room.", raise)];
+    replies.extend(
+        [
+            "Chapter one.",
+            "Chapter two.",
+            "Chapter three.",
+            "Chapter four.",
+        ]
+        .map(Reply::text),
+    );
+    let api = MockApi::start(replies);
+    let run = sandbox.claude(
+        &api,
+        "Write the user guide",
+        &["--session-id", OWNER, "--allowedTools", "Bash"],
+    );
+    assert!(run.status.success(), "{}", run.describe());
+    let ended = sandbox.loop_status("ralph");
+    assert_eq!(
+        (
+            ended["outcome"].as_str(),
+            ended["iteration"].as_u64(),
+            ended["max_iterations"].as_u64()
+        ),
+        (Some("max_iterations"), Some(2), Some(2)),
+        "{ended}\n{}\n{}",
+        run.describe(),
+        api.describe()
+    );
+    let turns = api.turns();
+    assert!(turns.len() >= 2, "{}", api.describe());
+    let shown = turns[1].messages_text();
+    for refusal in [
+        "Raise the bounds of loop `ralph`: refused, there is no terminal to ask you on",
+        "resume exit 1",
+        "Replace the live loop `ralph` with a new one (--force): refused, there is no terminal",
+        "force exit 1",
+    ] {
+        assert!(shown.contains(refusal), "{refusal}: {}", api.describe());
+    }
+    assert_eq!(turns.len(), 3, "{}", api.describe());
 }

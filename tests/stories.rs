@@ -12,8 +12,10 @@ const PRD: &str = "ralph/prd.json";
 
 /// Runs ralph in the project: its exit code and everything it printed.
 fn ralph(p: &Project, args: &[&str]) -> (i32, String) {
-    // `ralph start --approve-commands` is the user's own step (issue 46): on a terminal.
-    let out = if args.first() == Some(&"start") && args.contains(&"--approve-commands") {
+    // `ralph start` or `ralph run` with `--approve-commands` is the user's own step
+    // (issue 46): on a terminal.
+    let arming = matches!(args.first(), Some(&"start" | &"run"));
+    let out = if arming && args.contains(&"--approve-commands") {
         p.ralph_on_terminal(args, "y\n")
     } else {
         p.ralph_in(args, p.root(), b"", &[])

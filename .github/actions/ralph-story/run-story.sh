@@ -16,7 +16,8 @@
 #                   outcome=not_started) when nothing is left
 #   LEDGER_OUT      a folder for `<story>.spent`, what the loop spent [LEDGER, when set]
 #   APPROVE_COMMANDS  `ralph run --approve-commands`: the code of the PRD's story commands
-#                   the user approved (shown by `ralph plan`); without it, a PRD whose
+#                   the user approved (shown by `ralph plan`), answered yes on a
+#                   pseudo-terminal (`script`, util-linux); without it, a PRD whose
 #                   stories carry commands is refused (exit 2) and nothing runs
 #   SANDBOX         true: `ralph run --sandbox` (the agent confined by bubblewrap) [false]
 #   AGENT_KEY_ENV   the variable the agent reads its key from, e.g. ANTHROPIC_API_KEY
@@ -94,10 +95,20 @@ case ${SANDBOX:-false} in
     false | "") ;;
     *) echo "run-story: SANDBOX='$SANDBOX' is not true or false" >&2; exit 2 ;;
 esac
+run=("$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}")
 set +e
-"$ralph" run --parallel 1 --story "$story" --merge none --agent "${AGENT:-claude}" "${extra[@]}" \
-    2>&1 | tee "$out/summary.txt"
-status=${PIPESTATUS[0]}
+if [ -n "${APPROVE_COMMANDS:-}" ]; then
+    # A code is the user's own step: ralph asks on a terminal and refuses without one. The
+    # workflow's input is the user's approval, answered yes on a pseudo-terminal of this
+    # job's own (`script`; each argument quoted for bash), its escapes and \r left out.
+    printf -v line '%q ' "${run[@]}"
+    printf 'y\n' | SHELL=/bin/bash script -qec "$line" /dev/null 2>&1 \
+        | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\r//g' | tee "$out/summary.txt"
+    status=${PIPESTATUS[1]}
+else
+    "${run[@]}" 2>&1 | tee "$out/summary.txt"
+    status=${PIPESTATUS[0]}
+fi
 set -e
 
 state=$(sed -n 's/^ *"state": *"\([a-z_]*\)".*/\1/p' ".claude/ralph/stories/$story.json" 2>/dev/null || true)

@@ -603,6 +603,26 @@ pub fn remove_if_stale(path: &Path, now: SystemTime) {
     }
 }
 
+/// Moves the entry at `from` (a folder, file or link: the entry itself, never what a link
+/// names) to `to`, which must not exist yet (`rename(2)`; another file system fails).
+pub fn move_entry(from: &Path, to: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+    }
+    fs::rename(from, to)
+}
+
+/// Removes the entry at `path`: a link or file itself, a folder with all it holds, never
+/// following a link. Nothing there is not an error.
+pub fn remove_entry(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Copies a regular file into a new file created exclusively.
 pub fn copy_new(from: &Path, to: &Path) -> Result<(), FsError> {
     let mut source = open_read(from)?;

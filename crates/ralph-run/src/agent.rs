@@ -280,8 +280,10 @@ pub fn run_confined(
     drop(network);
     let mut finished = finished?;
     // The agent's commits, made in its own git folder, join the project
-    // once it is gone (nothing of it runs any more to change them).
+    // once it is gone (nothing of it runs any more to change them); first,
+    // any `.git` it made in the work tree leaves it, whatever the import says.
     if let Some(s) = sandbox {
+        s.take_new_nested_git();
         s.import_git().map_err(std::io::Error::other)?;
     }
     // 127: the shell found no such command. In the sandbox that is most

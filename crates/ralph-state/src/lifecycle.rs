@@ -76,6 +76,9 @@ pub enum Logged {
     /// The client compacted the context (`PostCompact`): what the agent
     /// knew before is a summary from here on.
     Compact,
+    /// `ralph run --sandbox` took a `.git` the agent made in the work tree out
+    /// of the project (`ralph_run::sandbox::nested_git`).
+    Quarantine,
 }
 
 /// One line of a loop's decision log (`.claude/ralph/logs/<name>.jsonl`).

@@ -10,6 +10,7 @@
 pub(crate) mod agent_git;
 pub mod bwrap;
 pub mod container;
+pub mod nested_git;
 pub mod reach;
 pub(crate) mod seatbelt;
 
@@ -67,6 +68,12 @@ pub struct Sandbox {
     pub pasta: Option<PathBuf>,
     /// The agent's own git folder, when the project is a git repository.
     pub agent_git: Option<agent_git::AgentGit>,
+    /// The `.git`s nested in the work tree before the agent started ([`nested_git`]).
+    pub nested_git: Vec<nested_git::NestedGit>,
+    /// Where a new one goes once the agent has exited: the per-user state folder.
+    state_dir: Option<PathBuf>,
+    /// The new ones taken out after the agent, for the caller to say.
+    quarantined: std::sync::Mutex<Vec<nested_git::Quarantined>>,
 }
 
 /// The user-mode network for bubblewrap's `internet`: `pasta`, found in
@@ -169,6 +176,16 @@ impl Sandbox {
             });
         }
         let mut reach = Reach::from_facts(&facts);
+        // The nested `.git`s there now stay as they are (bound read only; a link is
+        // not, a bind would follow it); one the agent makes or replaces is taken out
+        // after it (`take_new_nested_git`).
+        let nested_git = nested_git::scan(&facts.project);
+        reach.kept.extend(
+            nested_git
+                .iter()
+                .filter(|entry| !entry.is_link)
+                .map(|entry| entry.path.clone()),
+        );
         let agent_git = agent_git::AgentGit::prepare(&facts.project)?;
         reach.agent_git = agent_git.as_ref().map(agent_git::AgentGit::dir);
         // What the sandbox lets the agent write is never where ralph takes
@@ -182,7 +199,29 @@ impl Sandbox {
             reach,
             confinement: confinement.clone(),
             agent_git,
+            nested_git,
+            state_dir: facts.state_dir,
+            quarantined: std::sync::Mutex::default(),
         })
+    }
+
+    /// After the agent has exited, before any git on the host runs: every `.git` in the
+    /// work tree that was not there before it started, taken out of the project
+    /// ([`nested_git::quarantine`]; what was taken: [`Self::quarantined`]).
+    pub(crate) fn take_new_nested_git(&self) {
+        let new = nested_git::new_since(&self.nested_git, nested_git::scan(&self.reach.project));
+        let taken = nested_git::quarantine(new, self.state_dir.as_deref());
+        if let Ok(mut list) = self.quarantined.lock() {
+            list.extend(taken);
+        }
+    }
+
+    /// The nested `.git`s the agent made, taken out of the project after it.
+    pub fn quarantined(&self) -> Vec<nested_git::Quarantined> {
+        self.quarantined
+            .lock()
+            .map(|list| list.clone())
+            .unwrap_or_default()
     }
 
     /// After the agent has exited: its new commit on the loop's branch,

@@ -111,20 +111,16 @@ fn force_on_terminal(options: &ArmOptions) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `ralph start --approve-commands CODE`: the user's own step, as raising a bound is
-/// (`users_terminal`: never below a `ralph run` nor without a terminal), and the list
-/// the code approves shown and asked about there, whatever the code: an agent that
-/// read or was handed a code still cannot approve a command with it.
-fn approve_given(
+/// `ralph start --approve-commands CODE` (and `ralph run`'s): the user's own step, as
+/// raising a bound is (`users_terminal`: never below a `ralph run` nor without a
+/// terminal), and the list the code approves shown and asked about there, whatever the
+/// code: an agent that read or was handed a code still cannot approve a command with it.
+pub(super) fn approve_given(
     project: &Project,
     options: &mut ArmOptions,
     given: String,
 ) -> Result<(), Failure> {
-    users_terminal(
-        "Approve story commands with `--approve-commands`",
-        "approve a story command: arm with `/ralph-loop --approve-commands …` in the session, or run this in a terminal of yours",
-        || None,
-    )?;
+    approving_users_own()?;
     // Shown as the loop would run them (the list of the PRD as it is now); a
     // code for another list is then refused by arming, as before.
     if let Some(list) = arming::unapproved(project, options)?
@@ -134,6 +130,16 @@ fn approve_given(
     }
     options.approve_commands = Some(given);
     Ok(())
+}
+
+/// Refuses `--approve-commands` from anywhere but the user's own terminal
+/// (`users_terminal`): below a `ralph run` and without a terminal, a code approves nothing.
+pub(super) fn approving_users_own() -> Result<(), Failure> {
+    users_terminal(
+        "Approve story commands with `--approve-commands`",
+        "approve a story command: arm with `/ralph-loop --approve-commands …` in the session, or run this in a terminal of yours",
+        || None,
+    )
 }
 
 /// What `/ralph-loop` did.

@@ -64,9 +64,15 @@ pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
 /// commands the user has not approved are shown and asked about once for the whole
 /// fleet; a yes approves exactly the list shown (the driver checks the code again against
 /// the PRD it reads). Without a terminal nothing is asked: the driver refuses with the
-/// list and the flag. Tasks on the command line have no story commands.
+/// list and the flag, and a code given is refused (`loops::approving_users_own`). Tasks
+/// on the command line have no story commands.
 fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Failure> {
     let given = args.arm.approve_commands.clone();
+    // A code given is the user's own step, as with `ralph start --approve-commands`:
+    // refused below a `ralph run` and without a terminal, and the list asked about.
+    if given.is_some() {
+        super::loops::approving_users_own()?;
+    }
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !terminal || !args.prompt.is_empty() {
         return Ok(given);
@@ -75,13 +81,15 @@ fn approve_on_terminal(args: &RunArgs) -> Result<Option<String>, crate::exit::Fa
     let Ok(list) = driver::story_commands(&crate::env::project().root) else {
         return Ok(given);
     };
-    if list.approved_by(given.as_deref()) {
+    // No story command: nothing to ask about.
+    if list.approved_by(None) {
         return Ok(given);
     }
     if !super::loops::ask(&list.fleet_question())? {
         return Err(crate::exit::EdgeError::NotApproved.into());
     }
-    Ok(Some(list.code))
+    // A code given stays the one checked: the driver refuses it for another list.
+    Ok(given.or(Some(list.code)))
 }
 
 /// The guards the fleet's own gate runs with, read once from the command

@@ -51,6 +51,8 @@ pub(super) fn run(args: RunArgs) -> CmdResult {
 /// The terminal of a run: Ctrl-C, the clock and the live line; what it
 /// shows is worded by the core's [`Screen`].
 struct Terminal {
+    /// The loop's name (its decision log's).
+    name: String,
     /// Set by Ctrl-C; stops the agent.
     stop: Arc<AtomicBool>,
     live_line: bool,
@@ -150,6 +152,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
     // the loop is recorded before ralph exits.
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     let terminal = Terminal {
+        name: args.name.clone(),
         stop,
         live_line: std::io::stdout().is_terminal(),
         started: Instant::now(),
@@ -171,7 +174,12 @@ fn arm_new(
     prompt: String,
 ) -> Result<(Driver, Option<String>), Failure> {
     let mut options = arm.into_options(name.to_owned(), Some(own.to_string()), force);
-    super::loops::approve_on_terminal(&setup.project, &mut options)?;
+    // A code given is the user's own step, as with `ralph start --approve-commands`.
+    if let Some(given) = options.approve_commands.take() {
+        super::loops::approve_given(&setup.project, &mut options, given)?;
+    } else {
+        super::loops::approve_on_terminal(&setup.project, &mut options)?;
+    }
     options.sandbox.clone_from(asked);
     let guards = options.guards.guards().ok();
     let request = options.request(&setup.project, prompt)?;
@@ -265,6 +273,17 @@ impl Terminal {
         if finished.is_ok() && self.live_line {
             let _ = write!(std::io::stdout(), "\r\x1b[2K");
         }
+        // A `.git` the sandboxed agent made in the work tree, taken out after it:
+        // said here and in the loop's decision log.
+        let taken: Vec<_> = sandbox.iter().flat_map(Sandbox::quarantined).collect();
+        for one in &taken {
+            self.clear_live_line();
+            say!("{}", one.line());
+        }
+        let project = ralph_state::storage::store::Project {
+            root: call.root.to_owned(),
+        };
+        ralph_run::sandbox::nested_git::log(&project, &self.name, &taken);
         finished
     }
 
