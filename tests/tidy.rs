@@ -14,7 +14,7 @@ const BINARY: &str = "crates/ralph/src";
 /// The library crates, lowest first (each depends only on crates before it), and each one's
 /// floors: its top-level modules, lowest first. A module imports only from its own folder
 /// and the floors below it; the first floor's modules (the leaves) may also use each other.
-const CRATES: [(&str, &[&[&str]]); 9] = [
+const CRATES: [(&str, &[&[&str]]); 10] = [
     (
         "crates/ralph-fs/src",
         &[
@@ -80,6 +80,7 @@ const CRATES: [(&str, &[&[&str]]); 9] = [
         "crates/ralph-watch/src",
         &[&["board"], &["draw", "records", "keys"]],
     ),
+    ("crates/ralph-cli/src", &[]),
 ];
 
 /// Every source folder: the library crates', then the binary's.
@@ -344,6 +345,28 @@ fn modules_import_only_from_their_folder_and_the_floors_below() {
     assert!(
         wrong.is_empty(),
         "imports that run up or sideways: {wrong:#?}"
+    );
+}
+
+/// The most lines the binary may hold, its unit tests included (not blank, not a comment):
+/// it parses (through `ralph-cli`), calls the crates and prints (issue 47).
+const MAX_BINARY_LINES: usize = 2_500;
+
+#[test]
+fn the_binary_stays_thin() {
+    let root = repo_root();
+    let lines: usize = rust_files(&root.join(BINARY))
+        .iter()
+        .map(|rel| {
+            let text = std::fs::read_to_string(root.join(BINARY).join(rel)).expect("source");
+            text.lines()
+                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))
+                .count()
+        })
+        .sum();
+    assert!(
+        lines < MAX_BINARY_LINES,
+        "the binary has {lines} lines with its tests, {MAX_BINARY_LINES} or more: move what is not parsing, calling or printing into a library"
     );
 }
 
@@ -762,9 +785,10 @@ fn public_item(line: &str) -> Option<(&str, &str)> {
     Some((kind, &rest[..name_end]))
 }
 
-/// The most `pub` items the libraries may hold (issue 47: about 1,260 before `pub` meant API).
+/// The most `pub` items the libraries may hold (issue 47: about 1,260 before `pub` meant API,
+/// 1,109 after, the clap tree of `ralph-cli` included).
 /// A new one is fine when another crate needs it; raise this deliberately, not by habit.
-const MAX_PUBLIC_ITEMS: usize = 1_100;
+const MAX_PUBLIC_ITEMS: usize = 1_150;
 
 /// The identifiers each source folder writes (the crates', the integration tests', the fuzz
 /// targets'), each folder's once.

@@ -198,8 +198,77 @@ pub(crate) fn status_lines(
     out
 }
 
+/// What `/ralph-say` was typed with, as `ralph say`'s flags give it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TypedSay {
+    pub text: String,
+    pub name: Option<String>,
+    pub story: Option<String>,
+    pub all: bool,
+    pub gate: bool,
+}
+
+/// `/ralph-say [--name NAME | --story ID | --all] [--gate] TEXT` as typed: the flags first,
+/// the rest verbatim as the guidance.
+pub fn typed_say(text: &str) -> Result<TypedSay, String> {
+    let mut args = TypedSay::default();
+    let mut rest = text.trim_start();
+    while rest.starts_with("--") {
+        let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let after = after.trim_start();
+        let value = || {
+            let (v, tail) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
+            (!v.is_empty()).then(|| (v.to_owned(), tail.trim_start()))
+        };
+        rest = match word {
+            "--gate" => {
+                args.gate = true;
+                after
+            }
+            "--all" => {
+                args.all = true;
+                after
+            }
+            "--name" | "--story" => {
+                let Some((v, tail)) = value() else {
+                    return Err(format!("{word} needs a value: /ralph-say {word} X TEXT"));
+                };
+                if word == "--name" {
+                    args.name = Some(v);
+                } else {
+                    args.story = Some(v);
+                }
+                tail
+            }
+            other => {
+                return Err(format!(
+                    "/ralph-say takes --name NAME, --story ID, --all and --gate before the text, not `{other}`"
+                ));
+            }
+        };
+    }
+    if rest.trim().is_empty() {
+        return Err(
+            "/ralph-say needs the guidance: /ralph-say check auth.rs, not auth_old.rs".into(),
+        );
+    }
+    args.text = rest.trim_end().to_owned();
+    Ok(args)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ralph_say_takes_its_flags_first_and_the_rest_verbatim() {
+        let args = typed_say("--gate --story US-2  run `make test` -- first").unwrap();
+        assert!(args.gate);
+        assert_eq!(args.story.as_deref(), Some("US-2"));
+        assert_eq!(args.text, "run `make test` -- first");
+        assert!(typed_say("--name").is_err());
+        assert!(typed_say("--bogus x").is_err());
+        assert!(typed_say("  ").is_err());
+    }
+
     use super::*;
     use crate::ArmRequest;
     use crate::test_support::project;

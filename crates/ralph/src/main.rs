@@ -7,7 +7,6 @@
 //! write goes through `say!` or a `let _ = writeln!(…)` that ignores failure.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-mod cli;
 mod cmd;
 mod env;
 mod exit;
@@ -32,5 +31,5 @@ fn main() -> std::process::ExitCode {
     }
     // The core says what to tell when a loop ends; this crate sends it.
     ralph_state::fields::notice::set_courier(ralph_notify::send);
-    cmd::run(<cli::Cli as clap::Parser>::parse())
+    cmd::run(<ralph_cli::Cli as clap::Parser>::parse())
 }

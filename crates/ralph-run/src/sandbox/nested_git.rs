@@ -65,11 +65,7 @@ impl Quarantined {
 
 /// Records each of `taken` in the decision log of the loop `name` in `project` (best effort,
 /// as every log line: a log that cannot be written never costs the loop).
-pub fn log(
-    project: &ralph_state::storage::store::Project,
-    name: &str,
-    taken: &[Quarantined],
-) {
+pub fn log(project: &ralph_state::storage::store::Project, name: &str, taken: &[Quarantined]) {
     use ralph_state::lifecycle::{LogEntry, Logged};
     for q in taken {
         let why = q.line().trim_start_matches("⚠ ").to_owned();

@@ -12,8 +12,8 @@ use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
 
-use crate::cli::AdoptArgs;
 use crate::exit::{CmdResult, EdgeError};
+use ralph_cli::AdoptArgs;
 
 /// Everything adopt shows from the file is shown on one line per value: a
 /// newline in a name, a path or a command is `\n`, so it cannot fake a line.

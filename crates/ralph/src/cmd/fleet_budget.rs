@@ -5,8 +5,8 @@
 use ralph_run::fleet::budget;
 use ralph_state::money::Money;
 
-use crate::cli::FleetBudgetCommand;
 use crate::exit::{CmdResult, Failure};
+use ralph_cli::FleetBudgetCommand;
 
 fn total(text: &str) -> Result<Money, Failure> {
     Money::parse(text).map_err(|e| Failure::usage(format!("--total {text:?}: {e}")))

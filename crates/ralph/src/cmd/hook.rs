@@ -107,8 +107,8 @@ fn record_hooks_binary() {
 /// or one JSON answer (stdout of the prompt hook would otherwise reach the model) and always
 /// exits 0. Only ralph's own commands are blocked (`prompt.rs`: answered, no model turn);
 /// every other prompt goes through.
-pub(super) fn session(event: crate::cli::HookCommand) -> ExitCode {
-    use crate::cli::HookCommand;
+pub(super) fn session(event: ralph_cli::HookCommand) -> ExitCode {
+    use ralph_cli::HookCommand;
     use ralph_control::session::{self, SessionContext};
     let mut input = Vec::new();
     let answer = match std::io::stdin().read_to_end(&mut input) {

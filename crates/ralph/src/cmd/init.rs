@@ -3,8 +3,8 @@
 
 use ralph_control::init;
 
-use crate::cli::InitArgs;
 use crate::exit::CmdResult;
+use ralph_cli::InitArgs;
 
 pub(super) fn init(args: InitArgs) -> CmdResult {
     let project = crate::env::project();

@@ -2,8 +2,8 @@
 //! (which files, what goes in them, how they are written) is
 //! `ralph_install`'s; here its lines are printed.
 
-use crate::cli::InstallArgs;
 use crate::exit::CmdResult;
+use ralph_cli::InstallArgs;
 
 pub(super) fn install(args: InstallArgs) -> CmdResult {
     ralph_install::install(args.host, args.project, args.command, &mut |line| {

@@ -13,8 +13,8 @@ use ralph_control::revive::{self, Raise};
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
 
-use crate::cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
+use ralph_cli::{ResumeArgs, RollbackArgs, SelectArgs, StartArgs};
 
 pub(super) fn start(args: StartArgs) -> CmdResult {
     let session = args

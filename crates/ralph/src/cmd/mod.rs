@@ -47,7 +47,7 @@ use std::process::ExitCode;
 
 pub(crate) use capture::emit;
 
-use crate::cli::{Cli, Command, HookCommand, PrdCommand};
+use ralph_cli::{Cli, Command, HookCommand, PrdCommand};
 
 pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {

@@ -12,8 +12,8 @@ use ralph_run::fleet::git::FleetError;
 use ralph_run::fleet::screen::{self, FleetScreen, Paint};
 use ralph_run::fleet::{self, driver};
 
-use crate::cli::{ArmFlags, PlanArgs, RunArgs};
 use crate::exit::CmdResult;
+use ralph_cli::{ArmFlags, PlanArgs, RunArgs};
 
 pub(super) fn run(args: RunArgs, n: usize) -> CmdResult {
     if args.hand_back_after.is_some() || args.force {
@@ -200,7 +200,7 @@ mod tests {
     use ralph_run::fleet::child::StoryGate;
 
     use super::*;
-    use crate::cli::{Cli, Command};
+    use ralph_cli::{Cli, Command};
 
     fn run_args(words: &[&str]) -> RunArgs {
         let cli = Cli::try_parse_from([&["ralph", "run", "--parallel", "2"], words].concat())

@@ -4,8 +4,8 @@
 use ralph_control::prd_file;
 use ralph_state::fields::prd_lint::{self, Finding};
 
-use crate::cli::{PrdImportArgs, PrdLintArgs};
 use crate::exit::{CmdResult, Failure};
+use ralph_cli::{PrdImportArgs, PrdLintArgs};
 
 /// Prints each finding; an error among them is a usage failure (exit 2).
 fn report(file: &str, findings: &[Finding]) -> CmdResult {

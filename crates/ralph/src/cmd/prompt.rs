@@ -28,8 +28,8 @@ use ralph_control::{self as control, arguments};
 
 use super::capture::captured;
 use super::{init, loops, status};
-use crate::cli::StatusArgs;
 use crate::exit::Failure;
+use ralph_cli::StatusArgs;
 
 /// The answer to `input` (the UserPromptSubmit event) when its prompt is one of ralph's
 /// commands; `None` for every other prompt.
@@ -69,57 +69,16 @@ fn say_typed(text: &str, session: Option<&str>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `/ralph-say`'s typed text split into `ralph say`'s arguments.
-fn say_arguments(text: &str) -> Result<crate::cli::SayArgs, String> {
-    let mut args = crate::cli::SayArgs {
-        text: String::new(),
-        name: None,
-        story: None,
-        all: false,
-        gate: false,
-    };
-    let mut rest = text.trim_start();
-    while rest.starts_with("--") {
-        let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        let after = after.trim_start();
-        let value = || {
-            let (v, tail) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
-            (!v.is_empty()).then(|| (v.to_owned(), tail.trim_start()))
-        };
-        rest = match word {
-            "--gate" => {
-                args.gate = true;
-                after
-            }
-            "--all" => {
-                args.all = true;
-                after
-            }
-            "--name" | "--story" => {
-                let Some((v, tail)) = value() else {
-                    return Err(format!("{word} needs a value: /ralph-say {word} X TEXT"));
-                };
-                if word == "--name" {
-                    args.name = Some(v);
-                } else {
-                    args.story = Some(v);
-                }
-                tail
-            }
-            other => {
-                return Err(format!(
-                    "/ralph-say takes --name NAME, --story ID, --all and --gate before the text, not `{other}`"
-                ));
-            }
-        };
-    }
-    if rest.trim().is_empty() {
-        return Err(
-            "/ralph-say needs the guidance: /ralph-say check auth.rs, not auth_old.rs".into(),
-        );
-    }
-    args.text = rest.trim_end().to_owned();
-    Ok(args)
+/// `/ralph-say`'s typed text as `ralph say`'s arguments (`guidance::typed_say`).
+fn say_arguments(text: &str) -> Result<ralph_cli::SayArgs, String> {
+    let typed = ralph_control::guidance::typed_say(text)?;
+    Ok(ralph_cli::SayArgs {
+        text: typed.text,
+        name: typed.name,
+        story: typed.story,
+        all: typed.all,
+        gate: typed.gate,
+    })
 }
 
 /// A command's output, and its error as the terminal shows it (`ralph: …`).
@@ -173,21 +132,5 @@ fn resume(text: &str, session: Option<String>) -> Reply {
             Reply::resumed(&output, &tasks)
         }
         other => answered((other.map(|_| ()), output)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ralph_say_takes_its_flags_first_and_the_rest_verbatim() {
-        let args = say_arguments("--gate --story US-2  run `make test` -- first").unwrap();
-        assert!(args.gate);
-        assert_eq!(args.story.as_deref(), Some("US-2"));
-        assert_eq!(args.text, "run `make test` -- first");
-        assert!(say_arguments("--name").is_err());
-        assert!(say_arguments("--bogus x").is_err());
-        assert!(say_arguments("  ").is_err());
     }
 }

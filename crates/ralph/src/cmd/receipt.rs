@@ -8,8 +8,8 @@ use ralph_state::fields::guards::DEFAULT_VERIFY_TIMEOUT;
 use ralph_state::storage::receipt::{self, ReceiptError};
 use ralph_state::time::Timestamp;
 
-use crate::cli::ReceiptArgs;
 use crate::exit::CmdResult;
+use ralph_cli::ReceiptArgs;
 
 pub(super) fn receipt(args: ReceiptArgs) -> CmdResult {
     let project = crate::env::project();

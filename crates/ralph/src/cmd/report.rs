@@ -5,8 +5,8 @@
 use ralph_report::ReportScope;
 use ralph_state::time::Timestamp;
 
-use crate::cli::ReportArgs;
 use crate::exit::CmdResult;
+use ralph_cli::ReportArgs;
 
 pub(super) fn report(args: ReportArgs) -> CmdResult {
     let project = crate::env::project();

@@ -22,8 +22,8 @@ use ralph_state::time::Timestamp;
 use ralph_control::{self as control, arming};
 
 use super::loops::read_stdin;
-use crate::cli::RunArgs;
 use crate::exit::{CmdResult, Failure};
+use ralph_cli::RunArgs;
 
 pub(super) fn run(args: RunArgs) -> CmdResult {
     // A process the agent double-forks stays below this run (it becomes ours, not
@@ -166,7 +166,7 @@ fn start(args: RunArgs) -> Result<(Driver, Terminal), Failure> {
 /// returns the driver and the gate's words.
 fn arm_new(
     setup: Setup,
-    arm: crate::cli::ArmFlags,
+    arm: ralph_cli::ArmFlags,
     name: &str,
     own: &ralph_state::fields::run_owner::RunOwner,
     force: bool,

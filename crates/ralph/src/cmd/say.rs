@@ -7,8 +7,8 @@ use ralph_run::fleet;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
 
-use crate::cli::SayArgs;
 use crate::exit::{CmdResult, Failure};
+use ralph_cli::SayArgs;
 
 pub(super) fn say(args: &SayArgs) -> CmdResult {
     let project = crate::env::project();

@@ -7,8 +7,8 @@ use ralph_control::status_text;
 use ralph_state::storage::registry::Registry;
 use ralph_state::time::Timestamp;
 
-use crate::cli::{LogArgs, StatusArgs};
 use crate::exit::CmdResult;
+use ralph_cli::{LogArgs, StatusArgs};
 
 pub(super) fn status(args: StatusArgs) -> CmdResult {
     let project = crate::env::project();

@@ -20,8 +20,8 @@ use ratatui::backend::CrosstermBackend;
 
 use super::capture::captured;
 use super::loops;
-use crate::cli::{SayArgs, WatchArgs};
 use crate::exit::{CmdResult, EdgeError, Failure};
+use ralph_cli::{SayArgs, WatchArgs};
 
 /// How often the records are looked at (a stamp of `stat` calls, no read).
 const LOOK_EVERY: Duration = Duration::from_millis(250);

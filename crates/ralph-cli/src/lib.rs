@@ -1,4 +1,10 @@
-//! The command line, declared with clap.
+//! The `ralph` command line, declared with clap: every command, its options and its help
+//! text, and the flags turned into the libraries' requests. The binary parses with it and
+//! calls the crates (as uv keeps its clap tree in `uv-cli`, so the binary stays the few
+//! files that call and print).
+//!
+//! Internal to ralph: its API is the `ralph` command and the plugin, not this
+//! crate; `pub` here names only what another of ralph's crates uses.
 
 use clap::{Args, Parser, Subcommand};
 use ralph_control::arguments::OptionKind;
@@ -15,13 +21,13 @@ Exit codes: 0 success (including \"nothing to do\"); 1 the command failed (messa
 The Stop hook (`ralph hook stop`) always exits 0 with a valid answer.",
     after_help = "Examples:\n  ralph start --max-iterations 20 --completion-promise DONE \"Make the tests pass\"\n  ralph status\n  ralph cancel\n  ralph init --template marketing"
 )]
-pub(crate) struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub(crate) enum Command {
+pub enum Command {
     /// Claude Code hook entry points (reads the event JSON on stdin)
     #[command(subcommand, after_help = HOOK_EXAMPLES)]
     Hook(HookCommand),
@@ -105,7 +111,7 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub(crate) enum FleetBudgetCommand {
+pub enum FleetBudgetCommand {
     /// Reserve this job's share of what is left (printed in dollars); refused when nothing is left
     #[command(after_help = FLEET_BUDGET_EXAMPLES)]
     Share(FleetShareArgs),
@@ -126,7 +132,7 @@ A job takes what is left (the total less what the other jobs spent or reserved) 
 jobs not started yet; docs/fleet.md, \"One budget for the whole fleet\".";
 
 #[derive(Debug, Args)]
-pub(crate) struct FleetShareArgs {
+pub struct FleetShareArgs {
     /// The fleet's budget in US dollars
     #[arg(long, value_name = "USD")]
     pub total: String,
@@ -142,7 +148,7 @@ pub(crate) struct FleetShareArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct FleetSpentArgs {
+pub struct FleetSpentArgs {
     /// The ledger folder the jobs share
     #[arg(long, value_name = "DIR")]
     pub ledger: std::path::PathBuf,
@@ -152,7 +158,7 @@ pub(crate) struct FleetSpentArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct FleetSumArgs {
+pub struct FleetSumArgs {
     /// The fleet's budget in US dollars
     #[arg(long, value_name = "USD")]
     pub total: String,
@@ -162,7 +168,7 @@ pub(crate) struct FleetSumArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub(crate) enum PrdCommand {
+pub enum PrdCommand {
     /// Find what makes stories impossible to check: no check, a check that cannot fail,
     /// vague criteria, a story too large, ids missing or used twice, bad dependsOn
     #[command(after_help = PRD_LINT_EXAMPLES)]
@@ -185,14 +191,14 @@ const PRD_IMPORT_EXAMPLES: &str = "Examples:
   ralph prd import PRD.md --output ralph/prd.json --force";
 
 #[derive(Debug, Args)]
-pub(crate) struct PrdLintArgs {
+pub struct PrdLintArgs {
     /// The PRD, relative to the project root
     #[arg(value_name = "FILE", default_value = ralph_state::fields::stories::DEFAULT_PRD)]
     pub file: String,
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct PrdImportArgs {
+pub struct PrdImportArgs {
     /// The Markdown PRD, relative to the project root
     #[arg(value_name = "FILE.md")]
     pub file: String,
@@ -205,7 +211,7 @@ pub(crate) struct PrdImportArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub(crate) enum HookCommand {
+pub enum HookCommand {
     /// The Stop hook: decide whether the session may stop
     #[command(after_help = HOOK_EXAMPLES)]
     Stop(HookStopArgs),
@@ -231,7 +237,7 @@ pub(crate) enum HookCommand {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct HookStopArgs {
+pub struct HookStopArgs {
     /// The host that runs the hook: claude, codex, gemini or copilot [default: recognised from the event]
     #[arg(long, value_parser = parse_host)]
     pub host: Option<ralph_core::hook::host::Host>,
@@ -317,7 +323,7 @@ const STATUSLINE_EXAMPLES: &str =
 Prints e.g. `🔄 ralph 3/20 · 12m · DONE · Fix the parser` (the task's first line last), or nothing when this session drives no loop.";
 
 #[derive(Debug, Args)]
-pub(crate) struct StartArgs {
+pub struct StartArgs {
     /// Loop name: the state file is .claude/<NAME>-loop.local.md
     #[arg(long, default_value = "ralph")]
     pub name: String,
@@ -339,7 +345,7 @@ pub(crate) struct StartArgs {
 
 /// How a loop is armed: its limit, promises and guards. Shared by `start` and `run`.
 #[derive(Debug, Args)]
-pub(crate) struct ArmFlags {
+pub struct ArmFlags {
     /// Turns in all, the first included; 0 means unlimited [default: 50]
     #[arg(long, allow_negative_numbers = true)]
     pub max_iterations: Option<u64>,
@@ -416,7 +422,7 @@ fn glob(value: &str) -> Result<String, String> {
 
 impl ArmFlags {
     /// The flags as the core's arming options, with the loop's name, owner and `--force`.
-    pub(crate) fn into_options(
+    pub fn into_options(
         self,
         name: String,
         session_id: Option<String>,
@@ -446,7 +452,7 @@ impl ArmFlags {
     }
 
     /// Whether any flag was given (a loop being resumed keeps its own settings).
-    pub(crate) fn any(&self) -> bool {
+    pub fn any(&self) -> bool {
         self.max_iterations.is_some()
             || self.completion_promise.is_some()
             || self.abort_promise.is_some()
@@ -468,7 +474,7 @@ impl ArmFlags {
 /// The guard options, built from the core's table rather than written out
 /// here, so a new guard needs no change to the command line.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct GuardFlags(pub GuardSettings);
+pub struct GuardFlags(pub GuardSettings);
 
 impl clap::FromArgMatches for GuardFlags {
     fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
@@ -519,7 +525,7 @@ impl Args for GuardFlags {
 // Each switch of `ralph run` is its own clap flag, read where it is used.
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
-pub(crate) struct RunArgs {
+pub struct RunArgs {
     /// The loop to run: a new one (when a task is given) or one armed earlier, e.g. by /ralph-loop
     #[arg(long, default_value = "ralph")]
     pub name: String,
@@ -593,7 +599,7 @@ fn parse_image_arg(value: &str) -> Result<String, String> {
 
 impl RunArgs {
     /// `--sandbox` and its settings, as the loop records them.
-    pub(crate) fn confinement(&self) -> Option<ralph_state::fields::confinement::Confinement> {
+    pub fn confinement(&self) -> Option<ralph_state::fields::confinement::Confinement> {
         use ralph_state::fields::confinement::{Confinement, Network};
         self.sandbox.then(|| Confinement {
             network: self
@@ -607,7 +613,7 @@ impl RunArgs {
 
     /// `--sandbox` with `--gate-sandbox off`: the sandboxed agent's gate is
     /// always confined, so the two together are refused.
-    pub(crate) fn refuse_unconfined_gate(&self) -> Result<(), ralph_run::sandbox::SandboxError> {
+    pub fn refuse_unconfined_gate(&self) -> Result<(), ralph_run::sandbox::SandboxError> {
         let off = self.arm.guards.0.get("gate-sandbox").map(str::trim) == Some("off");
         if self.sandbox && off {
             return Err(ralph_run::sandbox::SandboxError {
@@ -633,14 +639,14 @@ const SAY_EXAMPLES: &str = "Examples:\n  ralph say \"check auth.rs, not auth_old
 const WATCH_EXAMPLES: &str = "Examples:\n  ralph watch                 # every loop here, and every story of ralph run --parallel\n  ralph watch --name docs\n\nKeys: ↑↓ select · s say (type, Enter) · p pause/resume · + add iterations · c cancel (y confirms)\n· r write the report · q quit (the loops go on). Without a terminal, use `ralph status --json`.";
 
 #[derive(Debug, Args)]
-pub(crate) struct WatchArgs {
+pub struct WatchArgs {
     /// Only this loop
     #[arg(long)]
     pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct SayArgs {
+pub struct SayArgs {
     /// The guidance, in a sentence or a paragraph
     pub text: String,
     /// The loop's name [default: this session's loop, or the only one]
@@ -658,7 +664,7 @@ pub(crate) struct SayArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct SelectArgs {
+pub struct SelectArgs {
     /// The loop's name [default: this session's loop, or the only one]
     #[arg(long, conflicts_with = "all")]
     pub name: Option<String>,
@@ -671,7 +677,7 @@ pub(crate) struct SelectArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct ResumeArgs {
+pub struct ResumeArgs {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Raise the iteration limit by K (a loop that ended at it goes on from the next one)
@@ -689,7 +695,7 @@ pub(crate) struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct RollbackArgs {
+pub struct RollbackArgs {
     /// The checkpoint: an iteration number, or `undo-K` (a tree a rollback replaced)
     #[arg(long, value_name = "N", required_unless_present = "list")]
     pub to: Option<String>,
@@ -702,7 +708,7 @@ pub(crate) struct RollbackArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct AdoptArgs {
+pub struct AdoptArgs {
     /// The loop's name [default: the only loop here that is not armed on this machine]
     #[arg(long)]
     pub name: Option<String>,
@@ -712,7 +718,7 @@ pub(crate) struct AdoptArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct StatusArgs {
+pub struct StatusArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -722,7 +728,7 @@ pub(crate) struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct ReportArgs {
+pub struct ReportArgs {
     /// The loop's name [default: this session's loop, or the most recent one]
     #[arg(long, conflicts_with = "all")]
     pub name: Option<String>,
@@ -743,7 +749,7 @@ const REPORT_EXAMPLES: &str = "Examples:
   ralph report --all -o /tmp/loops.html";
 
 #[derive(Debug, Args)]
-pub(crate) struct LogArgs {
+pub struct LogArgs {
     /// The loop's name [default: this session's loop, or the most recent one]
     #[arg(long)]
     pub name: Option<String>,
@@ -753,7 +759,7 @@ pub(crate) struct LogArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct ReceiptArgs {
+pub struct ReceiptArgs {
     /// The loop's name [default: this session's loop, or the most recently ended one]
     #[arg(long)]
     pub name: Option<String>,
@@ -778,7 +784,7 @@ Claude Code needs no install: it loads ralph as a plugin. Every change is printe
 settings in those files are kept as they are. Running install twice changes nothing the second time.";
 
 #[derive(Debug, Args)]
-pub(crate) struct InstallArgs {
+pub struct InstallArgs {
     /// codex, gemini or copilot
     #[arg(value_parser = parse_host)]
     pub host: ralph_core::hook::host::Host,
@@ -791,7 +797,7 @@ pub(crate) struct InstallArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct InitArgs {
+pub struct InitArgs {
     /// software (default) or marketing
     #[arg(long, default_value = "software")]
     pub template: String,
@@ -802,7 +808,7 @@ pub(crate) struct InitArgs {
 
 /// `ralph run --parallel N`: many loops at once, one worktree per story.
 #[derive(Debug, Args, Default)]
-pub(crate) struct FanoutArgs {
+pub struct FanoutArgs {
     /// Run the open stories of ralph/prd.json (or each task given as an argument), at
     /// most N at once, each in its own worktree on the branch ralph/<story-id>
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -827,7 +833,7 @@ now; a story with `dependsOn` is in the wave after the last of the stories it na
 pass yet. --matrix lists wave 1 only: the fleet runs one wave at a time.";
 
 #[derive(Debug, Args)]
-pub(crate) struct PlanArgs {
+pub struct PlanArgs {
     /// Print a GitHub Actions matrix (one line of JSON) for a fleet of jobs
     #[arg(long)]
     pub matrix: bool,
