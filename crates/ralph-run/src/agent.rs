@@ -38,6 +38,10 @@ pub struct AgentReply {
     /// Why the cost the agent reported was not believed and the call was
     /// charged its whole cap instead ([`charge`]).
     pub overcharged: Option<&'static str>,
+    /// What the API's own usage cost, counted by ralph's meter
+    /// (`meter.rs`), when the agent's calls went through it; the reply's
+    /// `cost` is then never less ([`charge_metered`]).
+    pub metered: Option<Money>,
 }
 
 /// Claude Code's result when `--max-budget-usd` stopped it.
@@ -146,6 +150,17 @@ pub fn charge(
     reply
 }
 
+/// The reply charged the larger of what it reports (or was charged by
+/// [`charge`]) and what the meter counted of the API's own usage: an agent
+/// that prints `total_cost_usd: 0` is charged what its calls cost.
+pub fn charge_metered(mut reply: AgentReply, metered: Option<Money>) -> AgentReply {
+    if let Some(counted) = metered {
+        reply.cost = Some(reply.cost.map_or(counted, |said| said.max(counted)));
+        reply.metered = Some(counted);
+    }
+    reply
+}
+
 /// One denial in a line: the tool and what it was asked to touch or run.
 fn denial_line(item: &Value) -> String {
     let tool = item
@@ -208,6 +223,7 @@ pub fn parse_output(stdout: &str) -> AgentReply {
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
             limit: limit_of(&value, result),
             overcharged: None,
+            metered: None,
         };
     }
     AgentReply {
@@ -248,6 +264,9 @@ pub enum Finished {
         status: ExitStatus,
         stdout: String,
         stderr_tail: String,
+        /// The API's usage, when the agent's calls went through ralph's
+        /// meter (a sandboxed run under bubblewrap).
+        metered: Option<crate::meter::Metered>,
     },
     /// The caller asked to stop; the agent's process group was killed.
     Interrupted,
@@ -267,22 +286,39 @@ pub fn run_confined(
     stop: &AtomicBool,
     tick: impl FnMut(),
 ) -> std::io::Result<Finished> {
-    let process = match sandbox {
+    let mut process = match sandbox {
         Some(s) => s.command(command),
         None => shell(command)?,
     };
+    // The model's API through ralph's meter, where the sandbox lets the
+    // agent reach it and nothing else of the host (see `meter.rs`).
+    let meter = match sandbox.filter(|s| s.meterable()) {
+        Some(_) => Some(crate::meter::Meter::start(
+            crate::meter::upstream_from_env(),
+            crate::meter::key_from_env(),
+        )?),
+        None => None,
+    };
+    if let Some(meter) = &meter {
+        meter.point(&mut process);
+    }
+    let forward = meter.as_ref().map(crate::meter::Meter::port);
     // The sandbox's network (pasta) lives as long as the agent's process.
     let mut network = None;
     let connect = |leader: u32| match sandbox {
         Some(s) => {
-            network = s.connect(leader).map_err(std::io::Error::other)?;
+            network = s.connect(leader, forward).map_err(std::io::Error::other)?;
             Ok(())
         }
         None => Ok(()),
     };
     let finished = run_process(process, root, prompt, stop, tick, connect);
     drop(network);
+    let counted = meter.map(crate::meter::Meter::finish);
     let mut finished = finished?;
+    if let Finished::Exited { metered, .. } = &mut finished {
+        *metered = counted;
+    }
     // The agent's commits, made in its own git folder, join the project
     // once it is gone (nothing of it runs any more to change them).
     if let Some(s) = sandbox {
@@ -365,6 +401,7 @@ fn run_process(
         status,
         stdout,
         stderr_tail,
+        metered: None,
     })
 }
 
@@ -401,6 +438,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
         let spent = parse_output(
@@ -438,6 +476,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
         assert_eq!(
@@ -451,6 +490,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
     }
@@ -546,6 +586,7 @@ mod tests {
                 status,
                 stdout,
                 stderr_tail,
+                ..
             } => {
                 assert_eq!(
                     (status.code(), stdout.as_str(), stderr_tail.as_str()),

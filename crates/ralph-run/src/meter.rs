@@ -1,0 +1,705 @@
+//! The model's API, metered (issue 46): for a sandboxed `ralph run`, a small
+//! HTTP/1.1 forwarding proxy on `127.0.0.1` of the host, in threads of this
+//! process, is the agent's `ANTHROPIC_BASE_URL`. Each request goes on to the
+//! real endpoint (ralph's own `ANTHROPIC_BASE_URL`, else Anthropic's) and its
+//! answer streams back as it arrives, while the `usage` the API itself
+//! reports is counted per model: the agent prints its own cost, but it does
+//! not write the API's answers. When ralph holds `ANTHROPIC_API_KEY`, the
+//! proxy adds it and the agent is given [`PLACEHOLDER_KEY`] instead.
+//!
+//! The pure parts (usage out of a JSON body, out of an event stream) are
+//! [`json_usage`] and [`SseTally`]; pricing is the core's
+//! (`decide::pricing::price_metered`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use ralph_core::money::ModelTokens;
+
+/// The key the sandboxed agent holds when ralph holds the real one: it
+/// opens nothing, the proxy replaces it.
+pub const PLACEHOLDER_KEY: &str = "ralph-meter-placeholder-the-real-key-stays-with-ralph";
+
+/// Where the API is when ralph's environment names none.
+const ANTHROPIC: &str = "https://api.anthropic.com";
+/// The most a request's head and body may hold.
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 64 * 1024 * 1024;
+/// The most of a JSON answer kept to read its usage (the whole answer still
+/// streams to the client).
+const MAX_JSON_KEPT: usize = 16 * 1024 * 1024;
+/// The longest event-stream line kept (usage events are a few hundred bytes).
+const MAX_LINE: usize = 1024 * 1024;
+/// How long, once the agent has exited, its answers still in flight are
+/// waited for (each is counted as far as it went).
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Tokens the API reported, one entry per message it answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metered {
+    pub messages: Vec<(String, ModelTokens)>,
+}
+
+impl Metered {
+    /// Per model, summed, for the price table.
+    pub fn per_model(&self) -> Vec<(String, ModelTokens)> {
+        let mut out: Vec<(String, ModelTokens)> = Vec::new();
+        for (model, tokens) in &self.messages {
+            match out.iter_mut().find(|(m, _)| m == model) {
+                Some((_, sum)) => sum.add(tokens),
+                None => out.push((model.clone(), *tokens)),
+            }
+        }
+        out
+    }
+}
+
+/// One `usage` object's tokens (a 1-hour cache write is priced apart).
+pub fn tokens_of(usage: &Value) -> ModelTokens {
+    let field = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let written = field("cache_creation_input_tokens");
+    let hour = usage
+        .get("cache_creation")
+        .and_then(|c| c.get("ephemeral_1h_input_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(written);
+    ModelTokens {
+        input: field("input_tokens"),
+        output: field("output_tokens"),
+        cache_write: written - hour,
+        cache_write_1h: hour,
+        cache_read: field("cache_read_input_tokens"),
+    }
+}
+
+/// Column by column, the larger: `message_delta`'s counts are the
+/// message's totals so far, never an increment over `message_start`'s.
+fn larger(a: ModelTokens, b: ModelTokens) -> ModelTokens {
+    ModelTokens {
+        input: a.input.max(b.input),
+        output: a.output.max(b.output),
+        cache_write: a.cache_write.max(b.cache_write),
+        cache_write_1h: a.cache_write_1h.max(b.cache_write_1h),
+        cache_read: a.cache_read.max(b.cache_read),
+    }
+}
+
+/// The usage of a whole JSON answer (a message, not streamed), and its
+/// model (else `asked`, the request's); `None` when it reports none.
+pub fn json_usage(body: &[u8], asked: &str) -> Option<(String, ModelTokens)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let usage = value.get("usage").filter(|u| u.is_object())?;
+    let model = value.get("model").and_then(Value::as_str).unwrap_or(asked);
+    Some((model.to_owned(), tokens_of(usage)))
+}
+
+/// The usage of an event stream, read as its bytes arrive: each
+/// `message_start` opens a message (`message.usage`, `message.model`), each
+/// `message_delta` raises its counts (`usage`).
+#[derive(Debug, Default)]
+pub struct SseTally {
+    line: Vec<u8>,
+    /// The line in hand grew past [`MAX_LINE`]: skipped to its end.
+    skipping: bool,
+    asked: String,
+    messages: Vec<(String, ModelTokens)>,
+}
+
+impl SseTally {
+    /// A tally for an answer to a request that named `asked` as its model.
+    pub fn new(asked: &str) -> Self {
+        Self {
+            asked: asked.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Reads the next bytes; whether a usage was counted in them.
+    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+        let mut counted = false;
+        for &byte in bytes {
+            if byte == b'\n' {
+                if !self.skipping {
+                    let line = std::mem::take(&mut self.line);
+                    counted |= self.event_line(&line);
+                }
+                self.line.clear();
+                self.skipping = false;
+            } else if self.line.len() >= MAX_LINE {
+                self.skipping = true;
+                self.line.clear();
+            } else if !self.skipping {
+                self.line.push(byte);
+            }
+        }
+        counted
+    }
+
+    /// The messages counted so far.
+    pub fn messages(&self) -> &[(String, ModelTokens)] {
+        &self.messages
+    }
+
+    fn event_line(&mut self, line: &[u8]) -> bool {
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return false;
+        };
+        let Ok(value) = serde_json::from_slice::<Value>(data) else {
+            return false;
+        };
+        match value.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                let message = value.get("message");
+                let model = message
+                    .and_then(|m| m.get("model"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(&self.asked);
+                let usage = message.and_then(|m| m.get("usage"));
+                let tokens = usage.map(tokens_of).unwrap_or_default();
+                self.messages.push((model.to_owned(), tokens));
+                true
+            }
+            Some("message_delta") => {
+                let Some(usage) = value.get("usage") else {
+                    return false;
+                };
+                let tokens = tokens_of(usage);
+                match self.messages.last_mut() {
+                    Some((_, counted)) => *counted = larger(*counted, tokens),
+                    // A delta with no start: counted as a message of its own.
+                    None => self.messages.push((self.asked.clone(), tokens)),
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The API ralph itself talks to: its `ANTHROPIC_BASE_URL`, else Anthropic's.
+pub fn upstream_from_env() -> String {
+    let named = std::env::var("ANTHROPIC_BASE_URL").unwrap_or_default();
+    let base = if named.trim().is_empty() {
+        ANTHROPIC
+    } else {
+        named.trim()
+    };
+    base.trim_end_matches('/').to_owned()
+}
+
+/// The key ralph holds (`ANTHROPIC_API_KEY`), if any.
+pub fn key_from_env() -> Option<String> {
+    std::env::var("ANTHROPIC_API_KEY")
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+}
+
+/// What every connection shares: where to, the key, and the counts (one
+/// list of messages per connection).
+struct Shared {
+    upstream: String,
+    key: Option<String>,
+    agent: ureq::Agent,
+    counts: Mutex<Vec<Vec<(String, ModelTokens)>>>,
+    connections: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The running proxy: listening until [`Meter::finish`].
+pub struct Meter {
+    port: u16,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Meter {
+    /// Listens on an ephemeral port of `127.0.0.1`, forwarding to
+    /// `upstream` (a base URL), adding `key` when given.
+    pub fn start(upstream: String, key: Option<String>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .user_agent(ureq::config::AutoHeaderValue::None)
+            .build()
+            .into();
+        let shared = Arc::new(Shared {
+            upstream,
+            key,
+            agent,
+            counts: Mutex::new(Vec::new()),
+            connections: Mutex::new(Vec::new()),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let accept = {
+            let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
+            std::thread::spawn(move || accept_loop(&listener, &shared, &stop))
+        };
+        Ok(Self {
+            port,
+            shared,
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The base URL the agent is given.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Points the agent's process at the meter: its base URL, and the
+    /// placeholder for the key ralph holds.
+    pub fn point(&self, process: &mut std::process::Command) {
+        process.env("ANTHROPIC_BASE_URL", self.base_url());
+        if self.shared.key.is_some() {
+            process.env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY);
+        }
+    }
+
+    /// Stops listening, waits (at most [`DRAIN`]) for the answers still in
+    /// flight, and gives what was counted.
+    pub fn finish(mut self) -> Metered {
+        self.stop_listening();
+        let deadline = Instant::now() + DRAIN;
+        loop {
+            let running = {
+                let mut connections = lock(&self.shared.connections);
+                connections.retain(|c| !c.is_finished());
+                connections.len()
+            };
+            if running == 0 || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Metered {
+            messages: lock(&self.shared.counts).concat(),
+        }
+    }
+
+    fn stop_listening(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            // Wakes the accept loop so that it sees the flag.
+            let _ = TcpStream::connect_timeout(
+                &std::net::SocketAddr::from(([127, 0, 0, 1], self.port)),
+                Duration::from_secs(1),
+            );
+            let _ = accept.join();
+        }
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        self.stop_listening();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
+    for stream in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        let slot = {
+            let mut counts = lock(&shared.counts);
+            counts.push(Vec::new());
+            counts.len() - 1
+        };
+        let for_thread = Arc::clone(shared);
+        let handle = std::thread::spawn(move || {
+            // A broken connection loses only its own answer; what it
+            // counted before stays counted.
+            let _ = serve(stream, &for_thread, slot);
+        });
+        lock(&shared.connections).push(handle);
+    }
+}
+
+/// A request as the client sent it.
+struct Request {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// Headers that belong to one connection, never forwarded either way
+/// (and those the proxy sets itself).
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "expect",
+    "accept-encoding",
+];
+
+/// Whether a request header goes on to the API: not hop-by-hop, nor the
+/// client's key when ralph adds its own.
+pub fn forwarded(name: &str, adds_key: bool) -> bool {
+    let name = name.to_ascii_lowercase();
+    !HOP_BY_HOP.contains(&name.as_str())
+        && !(adds_key && matches!(name.as_str(), "x-api-key" | "authorization"))
+}
+
+fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()> {
+    client.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut writer = client;
+    let request = read_request(&mut reader, &mut writer)?;
+    let asked = serde_json::from_slice::<Value>(&request.body)
+        .ok()
+        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "(no model named)".to_owned());
+    let answer = match forward(shared, request) {
+        Ok(answer) => answer,
+        Err(e) => {
+            let body = serde_json::json!({"type": "error", "error": {"type": "api_error",
+                "message": format!("ralph's meter could not reach the API: {e}")}})
+            .to_string();
+            let head = format!(
+                "HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            writer.write_all(head.as_bytes())?;
+            return writer.write_all(body.as_bytes());
+        }
+    };
+    relay(answer, &mut writer, shared, slot, &asked)
+}
+
+fn read_request(
+    reader: &mut BufReader<TcpStream>,
+    writer: &mut TcpStream,
+) -> std::io::Result<Request> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let mut head_bytes = 0usize;
+    let mut next_line = |reader: &mut BufReader<TcpStream>| -> std::io::Result<String> {
+        let mut line = String::new();
+        let n = reader
+            .by_ref()
+            .take((MAX_HEAD - head_bytes.min(MAX_HEAD)) as u64)
+            .read_line(&mut line)?;
+        head_bytes += n;
+        if n == 0 || !line.ends_with('\n') {
+            return Err(bad("a request head cut short or too long"));
+        }
+        Ok(line.trim_end().to_owned())
+    };
+    let first = next_line(reader)?;
+    let mut words = first.split_whitespace();
+    let (Some(method), Some(target)) = (words.next(), words.next()) else {
+        return Err(bad("no request line"));
+    };
+    if !target.starts_with('/') {
+        return Err(bad("only a path may be asked for"));
+    }
+    let (method, target) = (method.to_owned(), target.to_owned());
+    let mut headers = Vec::new();
+    loop {
+        let line = next_line(reader)?;
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    if header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    let body = if header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+    {
+        read_chunked(reader)?
+    } else {
+        let length: usize = header("content-length")
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| bad("a content-length that is no number"))
+            })
+            .transpose()?
+            .unwrap_or(0);
+        if length > MAX_BODY {
+            return Err(bad("a request body too large"));
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    Ok(Request {
+        method,
+        target,
+        headers,
+        body,
+    })
+}
+
+fn read_chunked(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let mut body = Vec::new();
+    loop {
+        let mut size_line = String::new();
+        reader.by_ref().take(1024).read_line(&mut size_line)?;
+        let hex = size_line.trim().split(';').next().unwrap_or("");
+        let size =
+            usize::from_str_radix(hex, 16).map_err(|_| bad("a chunk size that is no number"))?;
+        if size == 0 {
+            // Trailers, up to the empty line.
+            loop {
+                let mut line = String::new();
+                if reader.by_ref().take(8192).read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        if body.len().saturating_add(size) > MAX_BODY {
+            return Err(bad("a request body too large"));
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        let mut crlf = String::new();
+        reader.by_ref().take(8).read_line(&mut crlf)?;
+    }
+}
+
+/// The request sent on to the API: the same method, path, headers (but
+/// those of the connection, and the client's key when ralph adds its own)
+/// and body; answers asked uncompressed, so their usage can be read.
+fn forward(
+    shared: &Shared,
+    request: Request,
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    let mut builder = ureq::http::Request::builder()
+        .method(request.method.as_str())
+        .uri(format!("{}{}", shared.upstream, request.target));
+    for (name, value) in &request.headers {
+        if forwarded(name, shared.key.is_some()) {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+    }
+    builder = builder.header("accept-encoding", "identity");
+    if let Some(key) = &shared.key {
+        builder = builder.header("x-api-key", key.as_str());
+    }
+    if request.body.is_empty() {
+        shared.agent.run(builder.body(())?)
+    } else {
+        shared.agent.run(builder.body(request.body)?)
+    }
+}
+
+/// The answer back to the client as it arrives (chunked, then the
+/// connection closed), its usage counted on the way. A client that went
+/// away does not stop the count: the rest is still read.
+fn relay(
+    answer: ureq::http::Response<ureq::Body>,
+    client: &mut TcpStream,
+    shared: &Shared,
+    slot: usize,
+    asked: &str,
+) -> std::io::Result<()> {
+    let (parts, body) = answer.into_parts();
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        parts.status.as_u16(),
+        parts.status.canonical_reason().unwrap_or("")
+    );
+    for (name, value) in &parts.headers {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            head.push_str(&format!(
+                "{name}: {}\r\n",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+    }
+    head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    let kind = parts
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let streamed = kind.contains("text/event-stream");
+    let mut tally = SseTally::new(asked);
+    let mut kept = Vec::new();
+    let mut client_here = client.write_all(head.as_bytes()).is_ok();
+    let mut reader = body.into_reader();
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let n = reader.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        let bytes = &buffer[..n];
+        if streamed {
+            if tally.feed(bytes) {
+                lock(&shared.counts)[slot] = tally.messages().to_vec();
+            }
+        } else if kept.len() + n <= MAX_JSON_KEPT {
+            kept.extend_from_slice(bytes);
+        }
+        if client_here {
+            client_here = write_chunk(client, bytes).is_ok();
+        }
+    }
+    if !streamed && let Some(message) = json_usage(&kept, asked) {
+        lock(&shared.counts)[slot] = vec![message];
+    }
+    if client_here {
+        client.write_all(b"0\r\n\r\n")?;
+        client.flush()?;
+    }
+    Ok(())
+}
+
+fn write_chunk(client: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    client.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
+    client.write_all(bytes)?;
+    client.write_all(b"\r\n")?;
+    client.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(input: u64, output: u64, cache_write: u64, cache_read: u64) -> ModelTokens {
+        ModelTokens {
+            input,
+            output,
+            cache_write,
+            cache_write_1h: 0,
+            cache_read,
+        }
+    }
+
+    #[test]
+    fn a_json_answer_gives_its_usage_and_model() {
+        let body = br#"{"type":"message","model":"claude-sonnet-4-5","usage":{"input_tokens":12,"output_tokens":30,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"cache_creation":{"ephemeral_1h_input_tokens":40}}}"#;
+        let (model, counted) = json_usage(body, "asked").unwrap();
+        assert_eq!(model, "claude-sonnet-4-5");
+        assert_eq!(
+            counted,
+            ModelTokens {
+                input: 12,
+                output: 30,
+                cache_write: 60,
+                cache_write_1h: 40,
+                cache_read: 2000,
+            }
+        );
+        assert_eq!(
+            json_usage(br#"{"input_tokens":42}"#, "m"),
+            None,
+            "count_tokens"
+        );
+        assert_eq!(json_usage(b"not json", "m"), None);
+        let unnamed = json_usage(br#"{"usage":{"output_tokens":3}}"#, "asked").unwrap();
+        assert_eq!(unnamed, ("asked".to_owned(), tokens(0, 3, 0, 0)));
+    }
+
+    #[test]
+    fn a_stream_counts_each_message_start_raised_by_its_deltas_in_any_cut() {
+        let stream = "event: message_start\n\
+            data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-opus-4-1\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1,\"cache_creation_input_tokens\":5,\"cache_read_input_tokens\":700}}}\n\n\
+            event: content_block_delta\n\
+            data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage: {\\\"output_tokens\\\": 1}\"}}\n\n\
+            event: message_delta\n\
+            data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40}}\n\n\
+            event: message_delta\n\
+            data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":10,\"output_tokens\":55}}\n\n\
+            event: message_start\n\
+            data:{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+        let expected = vec![
+            ("claude-opus-4-1".to_owned(), tokens(10, 55, 5, 700)),
+            ("asked".to_owned(), tokens(3, 1, 0, 0)),
+        ];
+        let whole = {
+            let mut t = SseTally::new("asked");
+            assert!(t.feed(stream.as_bytes()));
+            t.messages().to_vec()
+        };
+        assert_eq!(whole, expected);
+        // Byte by byte, as a slow network hands it over: the same.
+        let mut t = SseTally::new("asked");
+        for b in stream.as_bytes() {
+            t.feed(std::slice::from_ref(b));
+        }
+        assert_eq!(t.messages(), expected.as_slice());
+    }
+
+    #[test]
+    fn an_overlong_line_is_skipped_and_the_next_one_read() {
+        let mut t = SseTally::new("m");
+        t.feed(&vec![b'x'; MAX_LINE + 10]);
+        t.feed(b"\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n");
+        assert_eq!(t.messages(), [("m".to_owned(), tokens(0, 7, 0, 0))]);
+    }
+
+    #[test]
+    fn usage_is_summed_per_model() {
+        let metered = Metered {
+            messages: vec![
+                ("a".into(), tokens(1, 2, 3, 4)),
+                ("b".into(), tokens(1, 1, 1, 1)),
+                ("a".into(), tokens(10, 20, 30, 40)),
+            ],
+        };
+        assert_eq!(
+            metered.per_model(),
+            [
+                ("a".to_owned(), tokens(11, 22, 33, 44)),
+                ("b".to_owned(), tokens(1, 1, 1, 1))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_clients_key_and_the_connections_headers_stay_behind() {
+        assert!(forwarded("anthropic-version", true));
+        assert!(
+            forwarded("X-Api-Key", false),
+            "OAuth or the client's own key"
+        );
+        assert!(!forwarded("X-Api-Key", true));
+        assert!(!forwarded("Authorization", true));
+        assert!(!forwarded("Connection", false));
+        assert!(!forwarded("Host", false));
+        assert!(!forwarded("accept-encoding", false));
+    }
+}

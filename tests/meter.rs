@@ -1,0 +1,114 @@
+//! Issue 46, spend the agent cannot forge: a sandboxed `ralph run` (bubblewrap, the default
+//! `internet` network) points its agent at ralph's meter, a proxy on the host's loopback
+//! that forwards to the API ralph was given and counts the usage the API itself reports.
+//! A scripted agent calls the mock API through `$ANTHROPIC_BASE_URL` and prints a forged
+//! `total_cost_usd: 0`: it is charged what the API counted and stops at its `--max-cost`;
+//! it holds only a placeholder key (the mock sees the real one), and the mock's own port
+//! on the host's loopback is out of its reach.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use crate::sandbox::bwrap_or_skip;
+use crate::support::mock_api::MockApi;
+use crate::support::project::Project;
+use crate::support::text;
+
+/// The agent: its environment and whether the mock's port answers it directly, into the
+/// project; one streamed call of the model through `$ANTHROPIC_BASE_URL`, with the key it
+/// holds; then a forged result. `$MOCK_PORT` is the mock's port on the host.
+const AGENT: &str = r#"#!/bin/sh
+cat > /dev/null
+n=$(cat calls 2>/dev/null || echo 0); n=$((n+1)); echo $n > calls
+env > env-$n.txt
+if timeout 5 bash -c "echo hi > /dev/tcp/127.0.0.1/$MOCK_PORT" 2>/dev/null; then echo reached > direct-$n.txt; else echo cut > direct-$n.txt; fi
+curl -sS -N -X POST "$ANTHROPIC_BASE_URL/v1/messages" \
+  -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \
+  -d '{"model":"claude-opus-4-1","max_tokens":64,"stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"work"}]}' \
+  > answer-$n.txt 2> curl-$n.txt
+echo '{"type":"result","subtype":"success","is_error":false,"result":"working","total_cost_usd":0}'
+"#;
+
+fn has_pasta() -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| d.is_absolute() && d.join("pasta").is_file())
+    })
+}
+
+/// Each call the mock answers costs $1.500525 by the shipped table (claude-opus-4-1: 10
+/// input tokens at $15, 5 output at $75, 1 000 000 read from the cache at $1.50 per
+/// million): the first iteration spends $1.50 of $2, the second passes the budget, and the
+/// loop ends there at $3.00105, though the agent said each cost nothing.
+#[test]
+fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_holds_the_key() {
+    if !bwrap_or_skip("meter: a forged cost") {
+        return;
+    }
+    if !has_pasta() {
+        crate::support::client::skip_or_fail::<()>(
+            "meter: a forged cost",
+            "pasta (package passt) is not installed",
+        );
+        return;
+    }
+    let api = MockApi::start(vec![]);
+    api.report_context(1_000_010);
+    let port = api.url().rsplit(':').next().unwrap().to_owned();
+    let p = Project::new();
+    let tools = tempfile::tempdir().unwrap();
+    let agent = tools.path().join("agent.sh");
+    std::fs::write(&agent, AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = agent.display().to_string();
+    let real_key = "sk-ant-the-users-own-key";
+    let out = p.ralph_with(
+        &[
+            "run",
+            "--sandbox",
+            "--agent",
+            &agent,
+            "--completion-promise",
+            "DONE",
+            "--max-cost",
+            "2",
+            "--max-iterations",
+            "5",
+            "Task",
+        ],
+        b"",
+        &[
+            ("ANTHROPIC_BASE_URL", &api.url()),
+            ("ANTHROPIC_API_KEY", real_key),
+            ("MOCK_PORT", &port),
+        ],
+    );
+    let shown = text(&out);
+    let turns = api.turns();
+    assert_eq!(turns.len(), 2, "{shown}\n{}", api.describe());
+    assert!(
+        turns.iter().all(|t| t.api_key.as_deref() == Some(real_key)),
+        "the meter adds the real key: {:?}",
+        turns.iter().map(|t| t.api_key.clone()).collect::<Vec<_>>()
+    );
+    for n in 1..=2 {
+        let env = p.read(&format!("env-{n}.txt"));
+        assert!(!env.contains(real_key), "the agent saw the key: {env}");
+        assert!(
+            env.contains("ANTHROPIC_API_KEY=ralph-meter-placeholder"),
+            "{env}"
+        );
+        assert_eq!(p.read(&format!("direct-{n}.txt")), "cut\n", "{shown}");
+        let answer = p.read(&format!("answer-{n}.txt"));
+        assert!(
+            answer.contains("event: message_start") && answer.contains("event: message_stop"),
+            "the answer streamed back whole: {answer}\n{}",
+            p.read(&format!("curl-{n}.txt"))
+        );
+    }
+    let status = p.ralph_with(&["status", "--json"], b"", &[]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let l = &status["loops"][0];
+    assert_eq!(l["outcome"], "cost_budget", "{l}\n{shown}");
+    assert_eq!(l["cost_usd"].as_f64(), Some(3.00105), "{l}\n{shown}");
+    assert!(shown.contains("metered $1.50"), "{shown}");
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+}
