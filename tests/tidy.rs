@@ -42,7 +42,7 @@ const CRATES: [(&str, &[&[&str]]); 7] = [
     (
         "crates/ralph-run/src",
         &[
-            &["presets", "reset_wait", "sandbox"],
+            &["presets", "reset_wait", "sandbox", "meter"],
             &["agent"],
             &["moves"],
             &["driver"],

@@ -365,8 +365,8 @@ const HOP_BY_HOP: &[&str] = &[
 /// client's key when ralph adds its own.
 pub fn forwarded(name: &str, adds_key: bool) -> bool {
     let name = name.to_ascii_lowercase();
-    !HOP_BY_HOP.contains(&name.as_str())
-        && !(adds_key && matches!(name.as_str(), "x-api-key" | "authorization"))
+    let the_clients_key = adds_key && matches!(name.as_str(), "x-api-key" | "authorization");
+    !HOP_BY_HOP.contains(&name.as_str()) && !the_clients_key
 }
 
 fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()> {
