@@ -112,3 +112,96 @@ fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_
     assert!(shown.contains("metered $1.50"), "{shown}");
     assert_eq!(out.status.code(), Some(3), "{shown}");
 }
+
+/// The real Claude Code client (pinned), as `ralph run --sandbox --agent claude` starts it,
+/// with the default network: the mock API on the host's loopback is out of its reach but
+/// for the meter's port, so its calls go through the meter, the loop completes, and what it
+/// spent is never less than what the mock's answers report, priced by the shipped table.
+#[test]
+#[cfg_attr(
+    no_claude_client,
+    ignore = "Claude Code client not installed: npm ci --prefix tests/client"
+)]
+fn the_real_client_sandboxed_on_the_default_network_completes_through_the_meter() {
+    use crate::support::mock_api::{LoggedRequest, Reply};
+    use crate::support::{describe, sandbox_or_skip};
+    if !bwrap_or_skip("meter: the real client") || !has_pasta() {
+        crate::support::client::skip_or_fail::<()>(
+            "meter: the real client",
+            "bubblewrap or pasta (package passt) is not installed",
+        );
+        return;
+    }
+    let sandbox = sandbox_or_skip!("meter: the real client");
+    let notes = sandbox.project().join("notes.txt");
+    let api = MockApi::start(vec![
+        Reply::write("Writing the notes.", notes.to_str().unwrap(), "notes\n"),
+        Reply::text("Wrote notes.txt.\n<promise>DONE</promise>"),
+    ]);
+    api.report_context(50_010);
+    let args = [
+        "run",
+        "--sandbox",
+        "--agent",
+        "claude",
+        "--completion-promise",
+        "DONE",
+        "--verify",
+        "test -f notes.txt",
+        "--max-iterations",
+        "3",
+        "Write notes.txt",
+    ];
+    let done = sandbox.ralph_with_client(&api, &args, &[]);
+    let said = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{}\n{}",
+        describe(&done),
+        api.describe()
+    );
+    if std::env::var_os("RALPH_SHOW_RUNS").is_some() {
+        eprintln!("{}\n{}", describe(&done), api.describe());
+    }
+    assert!(
+        said.contains("completed") && said.contains("metered $"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes\n");
+    // Every answer of the mock's reports 10 input tokens, 5 output and the rest read from
+    // the cache, for the model asked.
+    let messages: Vec<LoggedRequest> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/messages")
+        .collect();
+    assert!(!messages.is_empty(), "{}", api.describe());
+    assert!(
+        messages
+            .iter()
+            .all(|r| r.api_key.as_deref() == Some("test")),
+        "the meter sends ralph's key"
+    );
+    let mut usage: Vec<(String, ralph_core::money::ModelTokens)> = Vec::new();
+    for r in &messages {
+        let tokens = ralph_core::money::ModelTokens {
+            input: 10,
+            output: 5,
+            cache_read: 50_000,
+            ..Default::default()
+        };
+        match usage.iter_mut().find(|(m, _)| m == r.model()) {
+            Some((_, sum)) => sum.add(&tokens),
+            None => usage.push((r.model().to_owned(), tokens)),
+        }
+    }
+    let (expected, _) = ralph_core::decide::pricing::price_metered(&usage);
+    let status = sandbox.ralph_with_client(&api, &["status", "--json"], &[]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let spent = status["loops"][0]["cost_usd"].as_f64().unwrap_or(0.0);
+    assert!(
+        spent * 1e6 >= expected.0 as f64 - 0.5,
+        "spent {spent}, the API counted {}: {said}",
+        expected.decimal()
+    );
+}
