@@ -702,4 +702,78 @@ mod tests {
         assert!(!forwarded("Host", false));
         assert!(!forwarded("accept-encoding", false));
     }
+
+    /// An upstream that sends its answer's head and `message_start`, then waits for the
+    /// client to have read that through the meter before it sends the rest: a meter that
+    /// held the stream back would never let the test go on (the read times out, it fails).
+    #[test]
+    fn the_meter_streams_each_event_as_it_comes_and_sends_ralphs_key() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", upstream.local_addr().unwrap());
+        let (go_on, wait) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = upstream.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line.trim().is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut out = stream;
+            let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n";
+            let rest = "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n";
+            out.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            )
+            .unwrap();
+            out.write_all(start.as_bytes()).unwrap();
+            out.flush().unwrap();
+            wait.recv().unwrap();
+            out.write_all(rest.as_bytes()).unwrap();
+            head
+        });
+        let meter = Meter::start(url, Some("sk-real".to_owned())).unwrap();
+        let mut client = TcpStream::connect(("127.0.0.1", meter.port())).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let body = r#"{"model":"claude-haiku-4-5","stream":true}"#;
+        write!(
+            client,
+            "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: placeholder\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("message_start") {
+            let n = client
+                .read(&mut buffer)
+                .expect("the first event, before the rest was sent");
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        go_on.send(()).unwrap();
+        client.read_to_end(&mut seen).unwrap();
+        let seen = String::from_utf8_lossy(&seen);
+        assert!(seen.starts_with("HTTP/1.1 200 OK\r\n"), "{seen}");
+        assert!(
+            seen.contains("message_delta") && seen.ends_with("0\r\n\r\n"),
+            "{seen}"
+        );
+        let head = server.join().unwrap().to_ascii_lowercase();
+        assert!(
+            head.contains("x-api-key: sk-real") && !head.contains("placeholder"),
+            "{head}"
+        );
+        assert!(head.contains("accept-encoding: identity"), "{head}");
+        assert_eq!(
+            meter.finish().messages,
+            [("claude-haiku-4-5".to_owned(), tokens(7, 9, 0, 0))]
+        );
+    }
 }
