@@ -369,6 +369,34 @@ pub fn forwarded(name: &str, adds_key: bool) -> bool {
     !HOP_BY_HOP.contains(&name.as_str()) && !the_clients_key
 }
 
+/// Endpoints whose cost no answer reports as `usage` (a batch is paid for
+/// when it runs, long after its answer; the legacy text completions report
+/// none): refused, so the key ralph adds never buys what the meter cannot see.
+pub fn unmetered_endpoint(target: &str) -> bool {
+    let path = target
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(target)
+        .to_ascii_lowercase();
+    // A path written another way (`//v1/complete`, `/v1/%63omplete`,
+    // `/x/../v1/complete`) is refused too: the client writes none such.
+    let oblique = ["//", "/.", "%", "\\"].iter().any(|w| path.contains(w));
+    oblique || path.starts_with("/v1/messages/batches") || path.starts_with("/v1/complete")
+}
+
+/// An answer of ralph's own, never the API's: `status` and Anthropic's error shape.
+fn refuse(client: &mut TcpStream, status: &str, message: &str) -> std::io::Result<()> {
+    let body =
+        serde_json::json!({"type": "error", "error": {"type": "api_error", "message": message}})
+            .to_string();
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    client.write_all(head.as_bytes())?;
+    client.write_all(body.as_bytes())
+}
+
 fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()> {
     client.set_read_timeout(Some(Duration::from_secs(120)))?;
     let mut reader = BufReader::new(client.try_clone()?);
@@ -378,18 +406,18 @@ fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()>
         .ok()
         .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| "(no model named)".to_owned());
+    if unmetered_endpoint(&request.target) {
+        return refuse(
+            &mut writer,
+            "403 Forbidden",
+            "ralph's meter does not forward this endpoint: its cost is reported in no answer it could count",
+        );
+    }
     let answer = match forward(shared, request) {
         Ok(answer) => answer,
         Err(e) => {
-            let body = serde_json::json!({"type": "error", "error": {"type": "api_error",
-                "message": format!("ralph's meter could not reach the API: {e}")}})
-            .to_string();
-            let head = format!(
-                "HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            writer.write_all(head.as_bytes())?;
-            return writer.write_all(body.as_bytes());
+            let why = format!("ralph's meter could not reach the API: {e}");
+            return refuse(&mut writer, "502 Bad Gateway", &why);
         }
     };
     relay(answer, &mut writer, shared, slot, &asked)
@@ -701,6 +729,19 @@ mod tests {
         assert!(!forwarded("Connection", false));
         assert!(!forwarded("Host", false));
         assert!(!forwarded("accept-encoding", false));
+    }
+
+    #[test]
+    fn endpoints_whose_cost_no_answer_reports_are_refused() {
+        assert!(unmetered_endpoint("/v1/messages/batches"));
+        assert!(unmetered_endpoint("/v1/messages/batches/b1/results?x=1"));
+        assert!(unmetered_endpoint("/v1/complete"));
+        assert!(unmetered_endpoint("//v1/complete"));
+        assert!(unmetered_endpoint("/V1/%63omplete"));
+        assert!(unmetered_endpoint("/x/../v1/complete"));
+        assert!(!unmetered_endpoint("/v1/messages?beta=true"));
+        assert!(!unmetered_endpoint("/v1/messages/count_tokens"));
+        assert!(!unmetered_endpoint("/v1/models"));
     }
 
     /// An upstream that sends its answer's head and `message_start`, then waits for the
