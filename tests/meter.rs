@@ -3,8 +3,9 @@
 //! that forwards to the API ralph was given and counts the usage the API itself reports.
 //! A scripted agent calls the mock API through `$ANTHROPIC_BASE_URL` and prints a forged
 //! `total_cost_usd: 0`: it is charged what the API counted and stops at its `--max-cost`;
-//! it holds only a placeholder key (the mock sees the real one), and the mock's own port
-//! on the host's loopback is out of its reach.
+//! it holds only a placeholder key (the mock sees the real one), a request with another key
+//! or to the Message Batches API is refused, and the mock's own port on the host's loopback
+//! is out of its reach.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -25,6 +26,9 @@ curl -sS -N -X POST "$ANTHROPIC_BASE_URL/v1/messages" \
   -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \
   -d '{"model":"claude-opus-4-1","max_tokens":64,"stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"work"}]}' \
   > answer-$n.txt 2> curl-$n.txt
+guessed=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H 'x-api-key: guessed' -d '{}')
+batch=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$ANTHROPIC_BASE_URL/v1/messages/batches" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}')
+echo "guessed $guessed, batch $batch" > refused-$n.txt
 echo '{"type":"result","subtype":"success","is_error":false,"result":"working","total_cost_usd":0}'
 "#;
 
@@ -84,6 +88,7 @@ fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_
     let shown = text(&out);
     let turns = api.turns();
     assert_eq!(turns.len(), 2, "{shown}\n{}", api.describe());
+    assert_eq!(api.requests().len(), 2, "nothing else reached the API");
     assert!(
         turns.iter().all(|t| t.api_key.as_deref() == Some(real_key)),
         "the meter adds the real key: {:?}",
@@ -97,6 +102,11 @@ fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_
             "{env}"
         );
         assert_eq!(p.read(&format!("direct-{n}.txt")), "cut\n", "{shown}");
+        assert_eq!(
+            p.read(&format!("refused-{n}.txt")),
+            "guessed 401, batch 403\n",
+            "another key, and an endpoint whose cost no answer reports"
+        );
         let answer = p.read(&format!("answer-{n}.txt"));
         assert!(
             answer.contains("event: message_start") && answer.contains("event: message_stop"),

@@ -5,7 +5,8 @@
 //! answer streams back as it arrives, while the `usage` the API itself
 //! reports is counted per model: the agent prints its own cost, but it does
 //! not write the API's answers. When ralph holds `ANTHROPIC_API_KEY`, the
-//! proxy adds it and the agent is given [`PLACEHOLDER_KEY`] instead.
+//! proxy adds it and the agent is given a placeholder instead
+//! ([`PLACEHOLDER_PREFIX`]).
 //!
 //! The pure parts (usage out of a JSON body, out of an event stream) are
 //! [`json_usage`] and [`SseTally`]; pricing is the core's
@@ -22,9 +23,11 @@ use serde_json::Value;
 
 use ralph_core::money::ModelTokens;
 
-/// The key the sandboxed agent holds when ralph holds the real one: it
-/// opens nothing, the proxy replaces it.
-pub const PLACEHOLDER_KEY: &str = "ralph-meter-placeholder-the-real-key-stays-with-ralph";
+/// How the key the sandboxed agent holds begins, when ralph holds the real
+/// one: a random word of this run's meter, which opens nothing but the
+/// meter (another process on this machine, without it, is refused the
+/// real key the meter adds).
+pub const PLACEHOLDER_PREFIX: &str = "ralph-meter-placeholder-";
 
 /// Where the API is when ralph's environment names none.
 const ANTHROPIC: &str = "https://api.anthropic.com";
@@ -206,6 +209,8 @@ pub fn key_from_env() -> Option<String> {
 struct Shared {
     upstream: String,
     key: Option<String>,
+    /// The placeholder the agent holds in the key's place (with a key only).
+    placeholder: Option<String>,
     agent: ureq::Agent,
     counts: Mutex<Vec<Vec<(String, ModelTokens)>>>,
     connections: Mutex<Vec<JoinHandle<()>>>,
@@ -236,9 +241,14 @@ impl Meter {
             .user_agent(ureq::config::AutoHeaderValue::None)
             .build()
             .into();
+        let placeholder = match key {
+            Some(_) => Some(placeholder()?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             upstream,
             key,
+            placeholder,
             agent,
             counts: Mutex::new(Vec::new()),
             connections: Mutex::new(Vec::new()),
@@ -265,12 +275,17 @@ impl Meter {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The key the agent is given in place of ralph's, if ralph holds one.
+    pub fn placeholder(&self) -> Option<&str> {
+        self.shared.placeholder.as_deref()
+    }
+
     /// Points the agent's process at the meter: its base URL, and the
     /// placeholder for the key ralph holds.
     pub fn point(&self, process: &mut std::process::Command) {
         process.env("ANTHROPIC_BASE_URL", self.base_url());
-        if self.shared.key.is_some() {
-            process.env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY);
+        if let Some(placeholder) = self.placeholder() {
+            process.env("ANTHROPIC_API_KEY", placeholder);
         }
     }
 
@@ -312,6 +327,28 @@ impl Drop for Meter {
     fn drop(&mut self) {
         self.stop_listening();
     }
+}
+
+/// A fresh placeholder: [`PLACEHOLDER_PREFIX`] and 128 random bits.
+fn placeholder() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{PLACEHOLDER_PREFIX}{hex}"))
+}
+
+/// Whether a request may use the key ralph adds: it carries this meter's
+/// placeholder (`x-api-key`, or `Authorization: Bearer`); any request when
+/// ralph adds none.
+pub fn admitted(headers: &[(String, String)], placeholder: Option<&str>) -> bool {
+    let Some(placeholder) = placeholder else {
+        return true;
+    };
+    headers.iter().any(|(name, value)| {
+        let name = name.to_ascii_lowercase();
+        (name == "x-api-key" && value == placeholder)
+            || (name == "authorization" && value.strip_prefix("Bearer ") == Some(placeholder))
+    })
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
@@ -406,6 +443,13 @@ fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()>
         .ok()
         .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| "(no model named)".to_owned());
+    if !admitted(&request.headers, shared.placeholder.as_deref()) {
+        return refuse(
+            &mut writer,
+            "401 Unauthorized",
+            "ralph's meter answers only the agent it was started for",
+        );
+    }
     if unmetered_endpoint(&request.target) {
         return refuse(
             &mut writer,
@@ -413,6 +457,7 @@ fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()>
             "ralph's meter does not forward this endpoint: its cost is reported in no answer it could count",
         );
     }
+    let head_only = request.method.eq_ignore_ascii_case("HEAD");
     let answer = match forward(shared, request) {
         Ok(answer) => answer,
         Err(e) => {
@@ -420,6 +465,9 @@ fn serve(client: TcpStream, shared: &Shared, slot: usize) -> std::io::Result<()>
             return refuse(&mut writer, "502 Bad Gateway", &why);
         }
     };
+    if head_only {
+        return relay_head(&answer, &mut writer);
+    }
     relay(answer, &mut writer, shared, slot, &asked)
 }
 
@@ -562,20 +610,11 @@ fn relay(
     asked: &str,
 ) -> std::io::Result<()> {
     let (parts, body) = answer.into_parts();
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\n",
-        parts.status.as_u16(),
-        parts.status.canonical_reason().unwrap_or("")
+    let head = status_and_headers(
+        parts.status,
+        &parts.headers,
+        "transfer-encoding: chunked\r\n",
     );
-    for (name, value) in &parts.headers {
-        if !HOP_BY_HOP.contains(&name.as_str()) {
-            head.push_str(&format!(
-                "{name}: {}\r\n",
-                String::from_utf8_lossy(value.as_bytes())
-            ));
-        }
-    }
-    head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
     let kind = parts
         .headers
         .get("content-type")
@@ -613,6 +652,41 @@ fn relay(
         client.flush()?;
     }
     Ok(())
+}
+
+/// The answer's status line and headers (but the connection's own), then
+/// `framing` and the close.
+fn status_and_headers(
+    status: ureq::http::StatusCode,
+    headers: &ureq::http::HeaderMap,
+    framing: &str,
+) -> String {
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for (name, value) in headers {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            head.push_str(&format!(
+                "{name}: {}\r\n",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+    }
+    head.push_str(framing);
+    head.push_str("connection: close\r\n\r\n");
+    head
+}
+
+/// The answer to a `HEAD`: its head alone, no body.
+fn relay_head(
+    answer: &ureq::http::Response<ureq::Body>,
+    client: &mut TcpStream,
+) -> std::io::Result<()> {
+    let head = status_and_headers(answer.status(), answer.headers(), "");
+    client.write_all(head.as_bytes())?;
+    client.flush()
 }
 
 fn write_chunk(client: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
@@ -732,6 +806,23 @@ mod tests {
     }
 
     #[test]
+    fn only_the_agent_holding_this_meters_placeholder_is_given_the_key() {
+        let h = |name: &str, value: &str| vec![(name.to_owned(), value.to_owned())];
+        assert!(admitted(&h("X-Api-Key", "ph-1"), Some("ph-1")));
+        assert!(admitted(&h("authorization", "Bearer ph-1"), Some("ph-1")));
+        assert!(!admitted(&h("x-api-key", "ph-2"), Some("ph-1")));
+        assert!(
+            !admitted(&[], Some("ph-1")),
+            "another process on this machine"
+        );
+        assert!(
+            admitted(&[], None),
+            "no key added: the client's own credentials"
+        );
+        assert_ne!(placeholder().unwrap(), placeholder().unwrap());
+    }
+
+    #[test]
     fn endpoints_whose_cost_no_answer_reports_are_refused() {
         assert!(unmetered_endpoint("/v1/messages/batches"));
         assert!(unmetered_endpoint("/v1/messages/batches/b1/results?x=1"));
@@ -778,6 +869,8 @@ mod tests {
             head
         });
         let meter = Meter::start(url, Some("sk-real".to_owned())).unwrap();
+        let placeholder = meter.placeholder().unwrap().to_owned();
+        assert!(placeholder.starts_with(PLACEHOLDER_PREFIX) && placeholder.len() > 40);
         let mut client = TcpStream::connect(("127.0.0.1", meter.port())).unwrap();
         client
             .set_read_timeout(Some(Duration::from_secs(60)))
@@ -785,7 +878,7 @@ mod tests {
         let body = r#"{"model":"claude-haiku-4-5","stream":true}"#;
         write!(
             client,
-            "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: placeholder\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: {placeholder}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -808,7 +901,7 @@ mod tests {
         );
         let head = server.join().unwrap().to_ascii_lowercase();
         assert!(
-            head.contains("x-api-key: sk-real") && !head.contains("placeholder"),
+            head.contains("x-api-key: sk-real") && !head.contains(PLACEHOLDER_PREFIX),
             "{head}"
         );
         assert!(head.contains("accept-encoding: identity"), "{head}");
