@@ -87,7 +87,13 @@ fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_
     );
     let shown = text(&out);
     let turns = api.turns();
-    assert_eq!(turns.len(), 2, "{shown}\n{}", api.describe());
+    assert_eq!(
+        turns.len(),
+        2,
+        "{shown}\n{}\ncurl: {}",
+        api.describe(),
+        p.read_or_empty("curl-1.txt")
+    );
     assert_eq!(api.requests().len(), 2, "nothing else reached the API");
     assert!(
         turns.iter().all(|t| t.api_key.as_deref() == Some(real_key)),
@@ -120,6 +126,10 @@ fn a_sandboxed_agent_forging_its_cost_is_charged_what_the_api_counted_and_never_
     assert_eq!(l["outcome"], "cost_budget", "{l}\n{shown}");
     assert_eq!(l["cost_usd"].as_f64(), Some(3.00105), "{l}\n{shown}");
     assert!(shown.contains("metered $1.50"), "{shown}");
+    assert!(
+        shown.contains("Its calls to the model's API go through ralph's meter"),
+        "{shown}"
+    );
     assert_eq!(out.status.code(), Some(3), "{shown}");
 }
 

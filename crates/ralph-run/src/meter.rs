@@ -281,9 +281,11 @@ impl Meter {
     }
 
     /// Points the agent's process at the meter: its base URL, and the
-    /// placeholder for the key ralph holds.
+    /// placeholder for the key ralph holds; its port, which the sandbox
+    /// waits for before the agent starts (`sandbox/bwrap.rs`).
     pub fn point(&self, process: &mut std::process::Command) {
         process.env("ANTHROPIC_BASE_URL", self.base_url());
+        process.env("RALPH_METER_PORT", self.port.to_string());
         if let Some(placeholder) = self.placeholder() {
             process.env("ANTHROPIC_API_KEY", placeholder);
         }

@@ -129,6 +129,11 @@ pub fn arming_line(confinement: Option<&Confinement>) -> Option<String> {
             {
                 line.push_str(" ⚠ pasta is not on PATH, so the agent shares this machine's network, its loopback and abstract sockets too: install passt (Debian/Ubuntu: apt-get install passt), or give --sandbox-network none.");
             }
+            // As `Sandbox::meterable`: bubblewrap with a network (without
+            // pasta, `internet` is the host's).
+            if matches!(tool, Tool::Bubblewrap(_)) && confinement.network != Network::None {
+                line.push_str(" Its calls to the model's API go through ralph's meter, which counts the usage the API reports: each iteration is charged that or what the agent reports, whichever is more.");
+            }
             line
         }
         Err(e) => format!("⚠ {e}"),
