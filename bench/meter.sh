@@ -93,4 +93,4 @@ hyperfine -N --warmup "$WARMUP" --runs "$RUNS" \
 cat "$work/meter.md"
 # One metered run's lines, to show the iteration was charged through the meter.
 rm -rf "$work/project/.claude/ralph"
-"$RALPH" run --sandbox $task | grep 'iteration'
+"$RALPH" run --sandbox $task | grep '^✓ iteration'

@@ -557,6 +557,29 @@ mod tests {
     }
 
     #[test]
+    fn the_meters_count_is_charged_when_it_is_more_than_the_report() {
+        let forged = parse_output(r#"{"type":"result","result":"x","total_cost_usd":0}"#);
+        let metered = charge_metered(forged.clone(), Some(Money(1_500_525)));
+        assert_eq!(
+            (metered.cost, metered.metered),
+            (Some(Money(1_500_525)), Some(Money(1_500_525)))
+        );
+        let dear = parse_output(r#"{"type":"result","result":"x","total_cost_usd":2}"#);
+        assert_eq!(
+            charge_metered(dear, Some(Money(5))).cost,
+            Some(Money(2_000_000)),
+            "the client's larger report stands"
+        );
+        let silent = charge_metered(parse_output("plain text"), Some(Money(7)));
+        assert_eq!(silent.cost, Some(Money(7)), "an agent that reports nothing");
+        assert_eq!(
+            charge_metered(forged, None).cost,
+            Some(Money(0)),
+            "not metered"
+        );
+    }
+
+    #[test]
     fn reads_permission_denials() {
         let json = r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not write it","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"/p/notes.txt","content":"x"}},{"tool_name":"Bash","tool_use_id":"t2","tool_input":{"command":"echo hi > f\u001b[2K\nrm -rf /"}}]}"#;
         let reply = parse_output(json);
