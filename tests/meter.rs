@@ -225,3 +225,77 @@ fn the_real_client_sandboxed_on_the_default_network_completes_through_the_meter(
         expected.decimal()
     );
 }
+
+/// The agent calls the model once through the meter, then reports a rate limit. Metered,
+/// that report is believed only when the API itself answered a limit: forged (the mock
+/// answered, and cost $1.50), the iteration is judged and charged, so the loop ends at its
+/// $1 budget; real (the mock answered 429), the run stops on the limit, the iteration
+/// uncounted, exit 4.
+#[test]
+fn a_limit_the_agent_reports_is_believed_only_when_the_api_answered_one() {
+    use crate::support::mock_api::Reply;
+    if !bwrap_or_skip("meter: a reported limit") || !has_pasta() {
+        crate::support::client::skip_or_fail::<()>(
+            "meter: a reported limit",
+            "bubblewrap or pasta (package passt) is not installed",
+        );
+        return;
+    }
+    let agent_script = r#"#!/bin/sh
+cat > /dev/null
+curl -sS -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" \
+  -H 'content-type: application/json' \
+  -d '{"model":"claude-opus-4-1","max_tokens":64,"stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"work"}]}' > /dev/null
+echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · rate limit","total_cost_usd":0}'
+"#;
+    for real in [false, true] {
+        let api = MockApi::start(if real {
+            vec![Reply::RateLimited]
+        } else {
+            vec![]
+        });
+        api.report_context(1_000_010);
+        let p = Project::new();
+        let tools = tempfile::tempdir().unwrap();
+        let agent = tools.path().join("agent.sh");
+        std::fs::write(&agent, agent_script).unwrap();
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let agent = agent.display().to_string();
+        let out = p.ralph_with(
+            &[
+                "run",
+                "--sandbox",
+                "--agent",
+                &agent,
+                "--max-cost",
+                "1",
+                "--max-iterations",
+                "5",
+                "Task",
+            ],
+            b"",
+            &[
+                ("ANTHROPIC_BASE_URL", &api.url()),
+                ("ANTHROPIC_API_KEY", "sk-ant-key"),
+            ],
+        );
+        let shown = text(&out);
+        assert_eq!(api.turns().len(), 1, "real {real}: {shown}");
+        let status = p.ralph_with(&["status", "--json"], b"", &[]);
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let l = &status["loops"][0];
+        if real {
+            assert_eq!(out.status.code(), Some(4), "{shown}");
+            assert!(
+                shown.contains("stopped on a rate or usage limit"),
+                "{shown}"
+            );
+            assert_eq!(l["iteration"].as_u64(), Some(1), "uncounted: {l}");
+        } else {
+            assert_eq!(l["outcome"], "cost_budget", "{l}\n{shown}");
+            assert_eq!(l["cost_usd"].as_f64(), Some(1.500525), "{l}\n{shown}");
+            assert_eq!(out.status.code(), Some(3), "{shown}");
+        }
+    }
+}

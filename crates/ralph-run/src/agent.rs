@@ -152,11 +152,20 @@ pub fn charge(
 
 /// The reply charged the larger of what it reports (or was charged by
 /// [`charge`]) and what the meter counted of the API's own usage: an agent
-/// that prints `total_cost_usd: 0` is charged what its calls cost.
-pub fn charge_metered(mut reply: AgentReply, metered: Option<Money>) -> AgentReply {
+/// that prints `total_cost_usd: 0` is charged what its calls cost. Nor is a
+/// rate or usage limit it reports believed unless the API answered one
+/// through the meter (`api_limited`): the iteration is judged and charged.
+pub fn charge_metered(
+    mut reply: AgentReply,
+    metered: Option<Money>,
+    api_limited: bool,
+) -> AgentReply {
     if let Some(counted) = metered {
         reply.cost = Some(reply.cost.map_or(counted, |said| said.max(counted)));
         reply.metered = Some(counted);
+        if !api_limited {
+            reply.limit = None;
+        }
     }
     reply
 }
@@ -559,23 +568,33 @@ mod tests {
     #[test]
     fn the_meters_count_is_charged_when_it_is_more_than_the_report() {
         let forged = parse_output(r#"{"type":"result","result":"x","total_cost_usd":0}"#);
-        let metered = charge_metered(forged.clone(), Some(Money(1_500_525)));
+        let metered = charge_metered(forged.clone(), Some(Money(1_500_525)), false);
         assert_eq!(
             (metered.cost, metered.metered),
             (Some(Money(1_500_525)), Some(Money(1_500_525)))
         );
         let dear = parse_output(r#"{"type":"result","result":"x","total_cost_usd":2}"#);
         assert_eq!(
-            charge_metered(dear, Some(Money(5))).cost,
+            charge_metered(dear, Some(Money(5)), false).cost,
             Some(Money(2_000_000)),
             "the client's larger report stands"
         );
-        let silent = charge_metered(parse_output("plain text"), Some(Money(7)));
+        let silent = charge_metered(parse_output("plain text"), Some(Money(7)), false);
         assert_eq!(silent.cost, Some(Money(7)), "an agent that reports nothing");
         assert_eq!(
-            charge_metered(forged, None).cost,
+            charge_metered(forged, None, false).cost,
             Some(Money(0)),
             "not metered"
+        );
+        let limited = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"x"}"#;
+        let said = |api_limited| charge_metered(parse_output(limited), Some(Money(1)), api_limited);
+        assert_eq!(said(false).limit, None, "the API answered no limit");
+        assert!(said(true).limit.is_some());
+        assert!(
+            charge_metered(parse_output(limited), None, false)
+                .limit
+                .is_some(),
+            "not metered: believed as before"
         );
     }
 

@@ -461,8 +461,9 @@ impl Driver {
         let cap = agent::call_cap(&self.setup.agent, left);
         let reply = agent::charge(agent::parse_output(&stdout), cap, status, &stdout);
         // What the API itself counted, priced, when the calls went through the meter.
+        let api_limited = metered.as_ref().is_some_and(|m| m.limited);
         let metered = metered.map(|m| ralph_core::decide::pricing::price_metered(&m.per_model()).0);
-        let reply = agent::charge_metered(reply, metered);
+        let reply = agent::charge_metered(reply, metered, api_limited);
         if let Some(why) = reply.limit.clone() {
             // Not the agent's failure, nor a turn: nothing is judged or counted.
             if let Some(first) = self.wait_for_reset {

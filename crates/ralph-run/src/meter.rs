@@ -47,6 +47,9 @@ const DRAIN: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metered {
     pub messages: Vec<(String, ModelTokens)>,
+    /// The API itself answered a rate or usage limit ([`says_limit`]): only
+    /// then is an agent that reports one believed.
+    pub limited: bool,
 }
 
 impl Metered {
@@ -94,6 +97,17 @@ fn larger(a: ModelTokens, b: ModelTokens) -> ModelTokens {
     }
 }
 
+/// Whether an answer is the API's rate or usage limit: HTTP 429, or an
+/// error (a JSON body, a stream's `error` event) of type
+/// `rate_limit_error` or `billing_error`, as Claude Code reads them.
+pub fn says_limit(status: u16, error: Option<&Value>) -> bool {
+    let kind = error
+        .and_then(|e| e.get("error"))
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str);
+    status == 429 || matches!(kind, Some("rate_limit_error" | "billing_error"))
+}
+
 /// The usage of a whole JSON answer (a message, not streamed), and its
 /// model (else `asked`, the request's); `None` when it reports none.
 pub fn json_usage(body: &[u8], asked: &str) -> Option<(String, ModelTokens)> {
@@ -113,6 +127,8 @@ pub struct SseTally {
     skipping: bool,
     asked: String,
     messages: Vec<(String, ModelTokens)>,
+    /// An `error` event said a rate or usage limit.
+    limited: bool,
 }
 
 impl SseTally {
@@ -150,6 +166,11 @@ impl SseTally {
         &self.messages
     }
 
+    /// Whether an `error` event of the stream said a rate or usage limit.
+    pub fn limited(&self) -> bool {
+        self.limited
+    }
+
     fn event_line(&mut self, line: &[u8]) -> bool {
         let Some(data) = line.strip_prefix(b"data:") else {
             return false;
@@ -168,6 +189,10 @@ impl SseTally {
                 let tokens = usage.map(tokens_of).unwrap_or_default();
                 self.messages.push((model.to_owned(), tokens));
                 true
+            }
+            Some("error") => {
+                self.limited |= says_limit(0, Some(&value));
+                false
             }
             Some("message_delta") => {
                 let Some(usage) = value.get("usage") else {
@@ -214,6 +239,8 @@ struct Shared {
     agent: ureq::Agent,
     counts: Mutex<Vec<Vec<(String, ModelTokens)>>>,
     connections: Mutex<Vec<JoinHandle<()>>>,
+    /// Some answer was the API's rate or usage limit.
+    limited: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -252,6 +279,7 @@ impl Meter {
             agent,
             counts: Mutex::new(Vec::new()),
             connections: Mutex::new(Vec::new()),
+            limited: AtomicBool::new(false),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -309,6 +337,7 @@ impl Meter {
         }
         Metered {
             messages: lock(&self.shared.counts).concat(),
+            limited: self.shared.limited.load(Ordering::SeqCst),
         }
     }
 
@@ -649,6 +678,10 @@ fn relay(
     if !streamed && let Some(message) = json_usage(&kept, asked) {
         lock(&shared.counts)[slot] = vec![message];
     }
+    let error = serde_json::from_slice::<Value>(&kept).ok();
+    if tally.limited() || says_limit(parts.status.as_u16(), error.as_ref()) {
+        shared.limited.store(true, Ordering::SeqCst);
+    }
     if client_here {
         client.write_all(b"0\r\n\r\n")?;
         client.flush()?;
@@ -768,6 +801,25 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_is_the_apis_429_or_its_rate_or_billing_error() {
+        let error = |kind: &str| serde_json::json!({"type": "error", "error": {"type": kind}});
+        assert!(says_limit(429, None));
+        assert!(says_limit(400, Some(&error("billing_error"))));
+        assert!(says_limit(200, Some(&error("rate_limit_error"))));
+        assert!(!says_limit(529, Some(&error("overloaded_error"))));
+        assert!(!says_limit(200, None));
+        let mut t = SseTally::new("m");
+        t.feed(
+            b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n",
+        );
+        assert!(!t.limited());
+        t.feed(
+            b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}\n",
+        );
+        assert!(t.limited());
+    }
+
+    #[test]
     fn an_overlong_line_is_skipped_and_the_next_one_read() {
         let mut t = SseTally::new("m");
         t.feed(&vec![b'x'; MAX_LINE + 10]);
@@ -778,6 +830,7 @@ mod tests {
     #[test]
     fn usage_is_summed_per_model() {
         let metered = Metered {
+            limited: false,
             messages: vec![
                 ("a".into(), tokens(1, 2, 3, 4)),
                 ("b".into(), tokens(1, 1, 1, 1)),
