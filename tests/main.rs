@@ -42,6 +42,7 @@ mod honesty;
 mod hook;
 mod hosts;
 mod install;
+mod meter;
 mod notify;
 mod parallel;
 mod prd;

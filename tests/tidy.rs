@@ -64,7 +64,7 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
     (
         "crates/ralph-run/src",
         &[
-            &["presets", "reset_wait", "sandbox"],
+            &["presets", "reset_wait", "sandbox", "meter"],
             &["agent"],
             &["moves"],
             &["driver"],

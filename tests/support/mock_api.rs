@@ -75,6 +75,8 @@ pub(crate) struct LoggedRequest {
     pub body: Value,
     /// Whether this request is a model turn (see the module docs).
     pub is_turn: bool,
+    /// Its `x-api-key` header, as the mock received it.
+    pub api_key: Option<String>,
     /// The content of the watched file when the request arrived (`None`: no file watched,
     /// or it did not exist).
     pub watched_file: Option<String>,
@@ -286,6 +288,7 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
 
     let mut content_length = 0usize;
     let mut chunked = false;
+    let mut api_key = None;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
@@ -301,6 +304,8 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 content_length = value.parse().unwrap_or(0);
             } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
                 chunked = true;
+            } else if name == "x-api-key" {
+                api_key = Some(value.to_owned());
             }
         }
     }
@@ -329,6 +334,7 @@ fn serve(stream: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             path: path.clone(),
             body: json_body.clone(),
             is_turn,
+            api_key,
             watched_file,
         });
         let other = s

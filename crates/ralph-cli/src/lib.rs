@@ -560,7 +560,8 @@ pub struct RunArgs {
     pub sandbox: bool,
     /// With --sandbox: `internet` (the default) reaches its model and the internet but not this
     /// machine's loopback, ports or abstract sockets (bubblewrap: through pasta, when
-    /// installed; containers: the engine's bridge); `none` cuts the agent off the network;
+    /// installed, with the one port of ralph's meter of its model's API forwarded;
+    /// containers: the engine's bridge); `none` cuts the agent off the network;
     /// `host` shares this machine's network, its local services too (`open`: `internet`)
     #[arg(long, value_name = "internet|none|host", value_parser = ["internet", "none", "host", "open"], requires = "sandbox")]
     pub sandbox_network: Option<String>,

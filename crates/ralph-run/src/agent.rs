@@ -38,6 +38,10 @@ pub struct AgentReply {
     /// Why the cost the agent reported was not believed and the call was
     /// charged its whole cap instead ([`charge`]).
     pub overcharged: Option<&'static str>,
+    /// What the API's own usage cost, counted by ralph's meter
+    /// (`meter.rs`), when the agent's calls went through it; the reply's
+    /// `cost` is then never less ([`charge_metered`]).
+    pub metered: Option<Money>,
 }
 
 /// Claude Code's result when `--max-budget-usd` stopped it.
@@ -146,6 +150,26 @@ pub(crate) fn charge(
     reply
 }
 
+/// The reply charged the larger of what it reports (or was charged by
+/// [`charge`]) and what the meter counted of the API's own usage: an agent
+/// that prints `total_cost_usd: 0` is charged what its calls cost. Nor is a
+/// rate or usage limit it reports believed unless the API answered one
+/// through the meter (`api_limited`): the iteration is judged and charged.
+pub(crate) fn charge_metered(
+    mut reply: AgentReply,
+    metered: Option<Money>,
+    api_limited: bool,
+) -> AgentReply {
+    if let Some(counted) = metered {
+        reply.cost = Some(reply.cost.map_or(counted, |said| said.max(counted)));
+        reply.metered = Some(counted);
+        if !api_limited {
+            reply.limit = None;
+        }
+    }
+    reply
+}
+
 /// One denial in a line: the tool and what it was asked to touch or run.
 fn denial_line(item: &Value) -> String {
     let tool = item
@@ -208,6 +232,7 @@ pub(crate) fn parse_output(stdout: &str) -> AgentReply {
             cost: value.get("total_cost_usd").and_then(Money::from_json_up),
             limit: limit_of(&value, result),
             overcharged: None,
+            metered: None,
         };
     }
     AgentReply {
@@ -244,6 +269,9 @@ pub enum Finished {
         status: ExitStatus,
         stdout: String,
         stderr_tail: String,
+        /// The API's usage, when the agent's calls went through ralph's
+        /// meter (a sandboxed run under bubblewrap).
+        metered: Option<crate::meter::Metered>,
     },
     /// The caller asked to stop; the agent's process group was killed.
     Interrupted,
@@ -263,22 +291,39 @@ pub fn run_confined(
     stop: &AtomicBool,
     tick: impl FnMut(),
 ) -> std::io::Result<Finished> {
-    let process = match sandbox {
+    let mut process = match sandbox {
         Some(s) => s.command(command),
         None => shell(command)?,
     };
+    // The model's API through ralph's meter, where the sandbox lets the
+    // agent reach it and nothing else of the host (see `meter.rs`).
+    let meter = match sandbox.filter(|s| s.meterable()) {
+        Some(_) => Some(crate::meter::Meter::start(
+            crate::meter::upstream_from_env(),
+            crate::meter::key_from_env(),
+        )?),
+        None => None,
+    };
+    if let Some(meter) = &meter {
+        meter.point(&mut process);
+    }
+    let forward = meter.as_ref().map(crate::meter::Meter::port);
     // The sandbox's network (pasta) lives as long as the agent's process.
     let mut network = None;
     let connect = |leader: u32| match sandbox {
         Some(s) => {
-            network = s.connect(leader).map_err(std::io::Error::other)?;
+            network = s.connect(leader, forward).map_err(std::io::Error::other)?;
             Ok(())
         }
         None => Ok(()),
     };
     let finished = run_process(process, root, prompt, stop, tick, connect);
     drop(network);
+    let counted = meter.map(crate::meter::Meter::finish);
     let mut finished = finished?;
+    if let Finished::Exited { metered, .. } = &mut finished {
+        *metered = counted;
+    }
     // The agent's commits, made in its own git folder, join the project
     // once it is gone (nothing of it runs any more to change them); first,
     // any `.git` it made in the work tree leaves it, whatever the import says.
@@ -363,6 +408,7 @@ fn run_process(
         status,
         stdout,
         stderr_tail,
+        metered: None,
     })
 }
 
@@ -399,6 +445,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
         let spent = parse_output(
@@ -436,6 +483,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
         assert_eq!(
@@ -449,6 +497,7 @@ mod tests {
                 cost: None,
                 limit: None,
                 overcharged: None,
+                metered: None,
             }
         );
     }
@@ -518,6 +567,39 @@ mod tests {
     }
 
     #[test]
+    fn the_meters_count_is_charged_when_it_is_more_than_the_report() {
+        let forged = parse_output(r#"{"type":"result","result":"x","total_cost_usd":0}"#);
+        let metered = charge_metered(forged.clone(), Some(Money(1_500_525)), false);
+        assert_eq!(
+            (metered.cost, metered.metered),
+            (Some(Money(1_500_525)), Some(Money(1_500_525)))
+        );
+        let dear = parse_output(r#"{"type":"result","result":"x","total_cost_usd":2}"#);
+        assert_eq!(
+            charge_metered(dear, Some(Money(5)), false).cost,
+            Some(Money(2_000_000)),
+            "the client's larger report stands"
+        );
+        let silent = charge_metered(parse_output("plain text"), Some(Money(7)), false);
+        assert_eq!(silent.cost, Some(Money(7)), "an agent that reports nothing");
+        assert_eq!(
+            charge_metered(forged, None, false).cost,
+            Some(Money(0)),
+            "not metered"
+        );
+        let limited = r#"{"type":"result","is_error":true,"api_error_status":429,"result":"x"}"#;
+        let said = |api_limited| charge_metered(parse_output(limited), Some(Money(1)), api_limited);
+        assert_eq!(said(false).limit, None, "the API answered no limit");
+        assert!(said(true).limit.is_some());
+        assert!(
+            charge_metered(parse_output(limited), None, false)
+                .limit
+                .is_some(),
+            "not metered: believed as before"
+        );
+    }
+
+    #[test]
     fn reads_permission_denials() {
         let json = r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not write it","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"/p/notes.txt","content":"x"}},{"tool_name":"Bash","tool_use_id":"t2","tool_input":{"command":"echo hi > f\u001b[2K\nrm -rf /"}}]}"#;
         let reply = parse_output(json);
@@ -547,6 +629,7 @@ mod tests {
                 status,
                 stdout,
                 stderr_tail,
+                ..
             } => {
                 assert_eq!(
                     (status.code(), stdout.as_str(), stderr_tail.as_str()),

@@ -183,6 +183,16 @@ pub enum RunEnd {
     },
 }
 
+/// The figures, and what ralph's meter counted of the API's own usage this
+/// iteration, when the agent's calls went through it.
+fn with_metered(figures: String, reply: &AgentReply) -> String {
+    match (reply.metered, figures.is_empty()) {
+        (None, _) => figures,
+        (Some(m), true) => format!("metered {}", m.dollars()),
+        (Some(m), false) => format!("{figures} · metered {}", m.dollars()),
+    }
+}
+
 /// The figures, and a word when a dollar budget is set but the agent does
 /// not report what it cost (only Claude Code's JSON output does).
 fn cost_unknown(figures: String, state: &LoopState, reply: &AgentReply) -> String {
@@ -435,7 +445,7 @@ impl Driver {
             held_out: state.guards.holdout.as_deref().map(Path::new),
         });
         let command = &self.setup.agent;
-        let (status, stdout, stderr_tail) = match finished {
+        let (status, stdout, stderr_tail, metered) = match finished {
             Err(e) => {
                 let why = format!("could not start the agent `{command}`: {e}");
                 return Ok(Event::Ended(self.give_up(why, state.iteration)));
@@ -445,10 +455,15 @@ impl Driver {
                 status,
                 stdout,
                 stderr_tail,
-            }) => (status, stdout, stderr_tail),
+                metered,
+            }) => (status, stdout, stderr_tail, metered),
         };
         let cap = agent::call_cap(&self.setup.agent, left);
         let reply = agent::charge(agent::parse_output(&stdout), cap, status, &stdout);
+        // What the API itself counted, priced, when the calls went through the meter.
+        let api_limited = metered.as_ref().is_some_and(|m| m.limited);
+        let metered = metered.map(|m| ralph_core::decide::pricing::price_metered(&m.per_model()).0);
+        let reply = agent::charge_metered(reply, metered, api_limited);
         if let Some(why) = reply.limit.clone() {
             // Not the agent's failure, nor a turn: nothing is judged or counted.
             if let Some(first) = self.wait_for_reset {
@@ -610,7 +625,10 @@ impl Driver {
                     label,
                     next,
                     promise_refused: refused != messages::Refused::Not,
-                    figures: cost_unknown(messages::guard_figures(state, &progress), state, &reply),
+                    figures: with_metered(
+                        cost_unknown(messages::guard_figures(state, &progress), state, &reply),
+                        &reply,
+                    ),
                     went_on: messages::went_on_after(state, refused),
                     reply,
                     raised,
@@ -706,6 +724,7 @@ mod tests {
             status: exit_status(0),
             stdout: stdout.to_owned(),
             stderr_tail: String::new(),
+            metered: None,
         })
     }
 
@@ -883,6 +902,7 @@ mod tests {
             status: exit_status(1),
             stdout: String::new(),
             stderr_tail: "model overloaded\x1b[2K".into(),
+            metered: None,
         })]);
         match driver.next(&mut agent).unwrap() {
             Event::Ended(RunEnd::GaveUp {

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod fleet;
+pub mod meter;
 pub mod presets;
 pub mod reset_wait;
 pub mod sandbox;

@@ -303,6 +303,9 @@ fn judged_line(
     if let Some(cost) = cost {
         figures.push_str(&format!(" · spent {} in all", cost.dollars()));
     }
+    if let Some(metered) = reply.metered {
+        figures.push_str(&format!(" · metered {}", metered.dollars()));
+    }
     format!(
         "✓ iteration {label} done in {}{figures}{}",
         format_duration(secs),

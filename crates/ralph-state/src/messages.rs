@@ -564,7 +564,7 @@ pub fn spends_in_run(agent: &str) -> String {
         "API-priced `claude -p` usage (on subscription plans, the separate credit for print mode), in the dollars each run reports".to_owned()
     } else {
         format!(
-            "whatever `{}` bills; ralph counts only the cost an agent reports",
+            "whatever `{}` bills; ralph counts the cost an agent reports, and, sandboxed under bubblewrap, what its meter counts of the model's API",
             printable(agent.split_whitespace().next().unwrap_or(agent))
         )
     }

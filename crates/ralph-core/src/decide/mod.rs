@@ -7,7 +7,7 @@ pub mod gate_place;
 pub mod observation;
 pub mod path_words;
 pub mod prd_turn;
-pub(crate) mod pricing;
+pub mod pricing;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };

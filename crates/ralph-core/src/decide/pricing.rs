@@ -161,6 +161,23 @@ impl PriceTable {
     }
 }
 
+/// What tokens the API itself reported cost (`ralph run`'s meter): by the
+/// shipped table with the user's over it (the shipped one alone when the
+/// user's cannot be read), a model the table does not know at its dearest
+/// rate; the models it had to guess, for the run to tell.
+pub fn price_metered(usage: &[(String, ModelTokens)]) -> (Money, Vec<String>) {
+    let table =
+        PriceTable::load(user_file_from_env().as_deref()).or_else(|_| PriceTable::shipped());
+    match table {
+        Ok(table) => {
+            let priced = table.price(usage);
+            (priced.cost, priced.unknown)
+        }
+        // The shipped table is part of the binary: it always reads.
+        Err(_) => (Money(0), Vec::new()),
+    }
+}
+
 /// The user's price table: `$XDG_CONFIG_HOME/ralph/prices.json`, else
 /// `~/.config/ralph/prices.json`.
 pub(crate) fn user_file(config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {

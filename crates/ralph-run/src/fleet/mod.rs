@@ -443,7 +443,7 @@ pub struct SummaryRow {
 impl SummaryRow {
     /// The story `id`'s row, from its record (whose own `story` field a
     /// planted file may have set: the table names the id ralph checked).
-    pub fn of(id: &str, record: &StoryRecord) -> Self {
+    pub(crate) fn of(id: &str, record: &StoryRecord) -> Self {
         Self {
             story: id.to_owned(),
             outcome: record.state.as_str().to_owned(),

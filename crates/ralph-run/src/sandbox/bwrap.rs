@@ -83,9 +83,14 @@ pub fn args(reach: &Reach, network: Network, command: &str) -> Vec<OsString> {
 }
 
 /// Waits (at most ten seconds) for the default route the user-mode network
-/// sets up in the sandbox's own namespace, then runs `$1`: an agent started
-/// before would find no network and fail its first call to its model.
-const WAIT_FOR_ROUTE: &str = "i=0; while [ $i -lt 200 ] && ! grep -q '^[^[:space:]]*[[:space:]]*00000000' /proc/net/route 2>/dev/null; do sleep 0.05; i=$((i+1)); done; exec sh -c \"$1\"";
+/// sets up in the sandbox's own namespace, and (at most ten more) for the
+/// port of ralph's meter (`RALPH_METER_PORT`, set by ralph: `meter.rs`) to
+/// listen on the sandbox's side, which pasta sets up after the route, then
+/// runs `$1`: an agent started before would find no network and fail its
+/// first call to its model.
+const WAIT_FOR_ROUTE: &str = "i=0; while [ $i -lt 200 ] && ! grep -q '^[^[:space:]]*[[:space:]]*00000000' /proc/net/route 2>/dev/null; do sleep 0.05; i=$((i+1)); done; \
+    if [ -n \"$RALPH_METER_PORT\" ]; then hex=$(printf '%04X' \"$RALPH_METER_PORT\"); i=0; while [ $i -lt 200 ] && ! grep -qE \"^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A\" /proc/net/tcp /proc/net/tcp6 2>/dev/null; do sleep 0.05; i=$((i+1)); done; fi; \
+    exec sh -c \"$1\"";
 
 #[derive(Default)]
 struct Args(Vec<OsString>);

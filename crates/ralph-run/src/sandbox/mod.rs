@@ -136,6 +136,11 @@ pub fn arming_line(confinement: Option<&Confinement>) -> Option<String> {
             {
                 line.push_str(" ⚠ pasta is not on PATH, so the agent shares this machine's network, its loopback and abstract sockets too: install passt (Debian/Ubuntu: apt-get install passt), or give --sandbox-network none.");
             }
+            // As `Sandbox::meterable`: bubblewrap with a network (without
+            // pasta, `internet` is the host's).
+            if matches!(tool, Tool::Bubblewrap(_)) && confinement.network != Network::None {
+                line.push_str(" Its calls to the model's API go through ralph's meter, which counts the usage the API reports: each iteration is charged that or what the agent reports, whichever is more.");
+            }
             line
         }
         Err(e) => format!("⚠ {e}"),
@@ -241,15 +246,36 @@ impl Sandbox {
         }
     }
 
+    /// Whether the agent's calls to its model go through ralph's meter:
+    /// under bubblewrap with a network that reaches the meter's port on the
+    /// host's loopback and nothing else of it (`internet` with pasta, which
+    /// forwards that one port) or all of it (`host`). Not under `none` (no
+    /// network, the model's API included), nor `sandbox-exec` or a container
+    /// engine (their agent reaches the API around any meter).
+    pub(crate) fn meterable(&self) -> bool {
+        matches!(self.tool, Tool::Bubblewrap(_))
+            && match self.network() {
+                Network::Internet => self.pasta.is_some(),
+                Network::Host => true,
+                Network::None => false,
+            }
+    }
+
     /// Once the sandbox led by `leader` (bubblewrap's process) has started:
     /// for `internet`, pasta gives its own network namespace a user-mode
     /// network that reaches out through this machine's sockets, but with no
     /// port of the host's forwarded in (`-T none -U none`) and the gateway
-    /// address not mapped to the host's loopback (`--no-map-gw`). The agent
+    /// address not mapped to the host's loopback (`--no-map-gw`); but
+    /// `forward`, the meter's port, whose connections on the sandbox's own
+    /// loopback reach the same port on the host's (`-T PORT`). The agent
     /// waits for its route ([`bwrap::args`]); pasta is ended with the agent
     /// (the [`Pasta`] returned is dropped then). Without it the agent has no network (never the host's).
     #[cfg(target_os = "linux")]
-    pub fn connect(&self, leader: u32) -> Result<Option<Pasta>, SandboxError> {
+    pub fn connect(
+        &self,
+        leader: u32,
+        forward: Option<u16>,
+    ) -> Result<Option<Pasta>, SandboxError> {
         let Some(pasta) = self
             .pasta
             .as_deref()
@@ -274,7 +300,9 @@ impl Sandbox {
         // in the background outlives it, one per iteration.
         let mut child = ralph_fs::process::found_program(pasta)
             .args(["--quiet", "--foreground", "--config-net", "--no-map-gw"])
-            .args(["-t", "none", "-u", "none", "-T", "none", "-U", "none"])
+            .args(["-t", "none", "-u", "none", "-U", "none"])
+            .arg("-T")
+            .arg(forward.map_or_else(|| "none".to_owned(), |port| port.to_string()))
             .arg("--runas")
             .arg(uid.to_string())
             .arg(inner.to_string())
@@ -290,7 +318,11 @@ impl Sandbox {
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub fn connect(&self, _leader: u32) -> Result<Option<Pasta>, SandboxError> {
+    pub fn connect(
+        &self,
+        _leader: u32,
+        _forward: Option<u16>,
+    ) -> Result<Option<Pasta>, SandboxError> {
         Ok(None)
     }
 

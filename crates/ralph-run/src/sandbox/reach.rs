@@ -78,7 +78,7 @@ pub struct Reach {
 
 /// What the machine says, read at the edge ([`Reach::gather`]) or given by a test.
 #[derive(Debug, Clone, Default)]
-pub struct ReachFacts {
+pub(crate) struct ReachFacts {
     pub project: PathBuf,
     pub home: PathBuf,
     pub state_dir: Option<PathBuf>,

@@ -145,7 +145,7 @@ impl Confinement {
     pub fn limits(&self) -> String {
         let network = match self.network {
             Network::Internet => {
-                "the internet but not this machine's loopback, ports or abstract sockets (where pasta is installed; else the host's network)"
+                "the internet but not this machine's loopback, ports or abstract sockets, but for ralph's meter of its model's calls (where pasta is installed; else the host's network)"
             }
             Network::None => "no network",
             Network::Host => "the host's network, its loopback and abstract sockets too",
