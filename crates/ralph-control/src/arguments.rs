@@ -313,7 +313,7 @@ fn strip_outer_quotes(text: &str) -> String {
 /// What `/ralph-cancel`, `/ralph-pause` or `/ralph-resume` was given: one
 /// loop by name, or all of them (neither: the session's own loop).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoopTargets {
+pub struct Targets {
     pub name: Option<String>,
     pub all: bool,
 }
@@ -321,9 +321,9 @@ pub struct LoopTargets {
 /// The selection typed after a slash command, split on whitespace: nothing,
 /// `NAME`, `--name NAME`, `--name=NAME` or `--all`; anything else is
 /// refused rather than guessed.
-pub fn selection(raw: &str) -> Result<LoopTargets, ArgumentsError> {
+pub fn selection(raw: &str) -> Result<Targets, ArgumentsError> {
     let words: Vec<&str> = raw.split_whitespace().collect();
-    let mut out = LoopTargets::default();
+    let mut out = Targets::default();
     match words.as_slice() {
         [] => {}
         ["--all"] => out.all = true,
@@ -491,11 +491,11 @@ mod tests {
 
     #[test]
     fn a_selection_is_a_name_or_all_and_nothing_else() {
-        let named = |n: &str| LoopTargets {
+        let named = |n: &str| Targets {
             name: Some(n.to_owned()),
             all: false,
         };
-        assert_eq!(selection("  ").unwrap(), LoopTargets::default());
+        assert_eq!(selection("  ").unwrap(), Targets::default());
         assert_eq!(selection("x").unwrap(), named("x"));
         assert_eq!(selection("--name x").unwrap(), named("x"));
         assert_eq!(selection("--name=x").unwrap(), named("x"));

@@ -2,7 +2,7 @@
 //! names, with the text each tells the user. The binary parses, calls, and prints what comes
 //! back.
 
-use crate::arguments::LoopTargets;
+use crate::arguments::Targets;
 use crate::commands::{self, Cancelled, CommandError};
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::Registry;
@@ -15,7 +15,7 @@ use ralph_state::time::Timestamp;
 pub fn cancel(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &LoopTargets,
+    selection: &Targets,
     session: Option<&str>,
     now: Timestamp,
 ) -> (Vec<String>, Result<(), CommandError>) {
@@ -73,7 +73,7 @@ pub struct Toggled {
 pub fn pause_or_resume(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &LoopTargets,
+    selection: &Targets,
     active: bool,
     session: Option<&str>,
     now: Timestamp,
@@ -98,7 +98,7 @@ const MAX_NAMED: usize = 3;
 fn not_resumed_here(
     project: &Project,
     registry: Option<&Registry>,
-    selection: &LoopTargets,
+    selection: &Targets,
 ) -> Vec<String> {
     let Ok(scan) = Scan::read(project, registry) else {
         return Vec::new();
@@ -188,7 +188,7 @@ mod tests {
             outcome.unwrap_err().to_string(),
             "could not cancel:\n  `b`: unreadable"
         );
-        let named = LoopTargets {
+        let named = Targets {
             name: Some("gone".into()),
             all: false,
         };
@@ -221,7 +221,7 @@ mod tests {
         for name in ["a", "b", "c", "d", "e"] {
             std::fs::write(p.loop_path(name), planted).unwrap();
         }
-        let all = LoopTargets {
+        let all = Targets {
             name: None,
             all: true,
         };
@@ -248,7 +248,7 @@ mod tests {
             told.text[4],
             "… and 1 more loop file not armed here (`ralph status` lists them)."
         );
-        let one = LoopTargets {
+        let one = Targets {
             name: Some("d".into()),
             all: false,
         };

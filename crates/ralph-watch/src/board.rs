@@ -58,7 +58,7 @@ pub struct Gate {
 
 /// One loop's records, as the shell read them.
 #[derive(Debug, Clone)]
-pub struct LoopRecords {
+pub struct RecordsRead {
     pub report: LoopReport,
     /// The `--parallel` story it belongs to.
     pub story: Option<String>,
@@ -99,7 +99,7 @@ impl Board {
     /// The board for `sources`, at `now`, keeping the selection and mode of `previous`.
     pub fn build(
         title: String,
-        sources: &[LoopRecords],
+        sources: &[RecordsRead],
         now: Timestamp,
         previous: &Board,
     ) -> Board {
@@ -142,7 +142,7 @@ impl Board {
     }
 }
 
-fn row(source: &LoopRecords, now: Timestamp) -> BoardRow {
+fn row(source: &RecordsRead, now: Timestamp) -> BoardRow {
     let r = &source.report;
     let live = matches!(r.state, LoopStatus::Active | LoopStatus::Paused);
     let last = r.recent.last();
@@ -350,9 +350,9 @@ mod tests {
         };
         guidance::say(&project, Some(&registry), say, Timestamp(1)).unwrap();
         let reports = control::report(&project, Some(&registry), 0, 10, Timestamp(90)).unwrap();
-        let sources: Vec<LoopRecords> = reports
+        let sources: Vec<RecordsRead> = reports
             .into_iter()
-            .map(|report| LoopRecords {
+            .map(|report| RecordsRead {
                 report,
                 story: Some("US-001".into()),
             })

@@ -12,7 +12,7 @@ use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
 
-use crate::board::LoopRecords;
+use crate::board::RecordsRead;
 
 /// What is watched: a project, maybe one loop of it.
 #[derive(Debug, Clone)]
@@ -30,14 +30,14 @@ const RECENT_READ: usize = 10;
 
 impl Watched {
     /// The project's loops, then each `--parallel` story's loop; `--name` keeps one.
-    pub fn sources(&self, now: Timestamp) -> Vec<LoopRecords> {
+    pub fn sources(&self, now: Timestamp) -> Vec<RecordsRead> {
         let registry = self.registry.as_ref();
-        let mut out: Vec<LoopRecords> =
+        let mut out: Vec<RecordsRead> =
             control::report(&self.project, registry, HISTORY_SHOWN, RECENT_READ, now)
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|r| self.name.as_deref().is_none_or(|n| n == r.name))
-                .map(|report| LoopRecords {
+                .map(|report| RecordsRead {
                     report,
                     story: None,
                 })
@@ -52,7 +52,7 @@ impl Watched {
                 reports
                     .into_iter()
                     .filter(|r| r.name == name)
-                    .map(|report| LoopRecords {
+                    .map(|report| RecordsRead {
                         report,
                         story: Some(id.clone()),
                     }),

@@ -6,7 +6,7 @@
 use std::io::{BufRead, IsTerminal, Read, Write};
 
 use ralph_control::CommandError;
-use ralph_control::arguments::{self, LoopTargets};
+use ralph_control::arguments::{self, Targets};
 use ralph_control::arming::{self, ArmOptions, TypedTask};
 use ralph_control::cancel_pause::{self, Toggled};
 use ralph_control::revive::{self, Raise};
@@ -191,11 +191,11 @@ pub(super) fn read_stdin() -> Result<String, EdgeError> {
 
 /// The loops a command names: `--name` / `--all`, or with `--raw-arguments` a slash
 /// command's text on stdin (nothing, `NAME`, `--name NAME`, `--name=NAME` or `--all`).
-fn selection(args: SelectArgs) -> Result<LoopTargets, Failure> {
+fn selection(args: SelectArgs) -> Result<Targets, Failure> {
     if args.raw_arguments {
         return Ok(arguments::selection(&read_stdin()?)?);
     }
-    Ok(LoopTargets {
+    Ok(Targets {
         name: args.name,
         all: args.all,
     })
@@ -206,14 +206,14 @@ pub(super) fn cancel(args: SelectArgs) -> CmdResult {
 }
 
 /// `ralph cancel` for `session` (the hook passes the one its event names).
-pub(super) fn cancel_as(selection: &LoopTargets, session: Option<String>) -> CmdResult {
+pub(super) fn cancel_as(selection: &Targets, session: Option<String>) -> CmdResult {
     cancel_in(&crate::env::project(), selection, session)
 }
 
 /// `ralph cancel` in `project` (this one, or a `--parallel` story's worktree for `ralph watch`).
 pub(super) fn cancel_in(
     project: &ralph_state::storage::store::Project,
-    selection: &LoopTargets,
+    selection: &Targets,
     session: Option<String>,
 ) -> CmdResult {
     let (lines, outcome) = cancel_pause::cancel(
@@ -236,7 +236,7 @@ pub(super) fn pause_or_resume(args: SelectArgs, active: bool) -> CmdResult {
 
 /// `ralph pause` / `ralph resume` for `session`; returns the loops it changed.
 pub(super) fn pause_or_resume_as(
-    selection: &LoopTargets,
+    selection: &Targets,
     active: bool,
     session: Option<String>,
 ) -> Result<Vec<String>, Failure> {
@@ -246,7 +246,7 @@ pub(super) fn pause_or_resume_as(
 /// `ralph pause` / `ralph resume` in `project` (for `ralph watch`, maybe a story's worktree).
 pub(super) fn pause_or_resume_in(
     project: &ralph_state::storage::store::Project,
-    selection: &LoopTargets,
+    selection: &Targets,
     active: bool,
     session: Option<String>,
 ) -> Result<Vec<String>, Failure> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
-use ralph_control::arguments::LoopTargets;
+use ralph_control::arguments::Targets;
 use ralph_control::revive::{self, Raise};
 use ralph_state::time::Timestamp;
 use ralph_watch::board::{Board, BoardRow};
@@ -155,7 +155,7 @@ fn perform(
     project: &ralph_state::storage::store::Project,
     action: Action,
 ) -> Result<(), Failure> {
-    let selection = LoopTargets {
+    let selection = Targets {
         name: Some(row.name.clone()),
         all: false,
     };
