@@ -46,6 +46,25 @@ pub const NAMESPACE: &str = "refs/ralph/";
 /// restore: a loop file rolled back would be a loop rewound behind ralph.
 const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
 
+/// [`secret_name`]'s rules as pathspec excludes (case ignored, in any
+/// folder): what the staging of a loop's kept index ([`stage_kept`]) and
+/// every restore leave alone, decided by name with no listing of the tree.
+const SECRET_EXCLUDES: [&str; 13] = [
+    ":(exclude,icase,glob)**/.env*",
+    ":(exclude,icase,glob)**/*.pem",
+    ":(exclude,icase,glob)**/*.key",
+    ":(exclude,icase,glob)**/*.p12",
+    ":(exclude,icase,glob)**/*.pfx",
+    ":(exclude,icase,glob)**/id_rsa*",
+    ":(exclude,icase,glob)**/id_dsa*",
+    ":(exclude,icase,glob)**/id_ecdsa*",
+    ":(exclude,icase,glob)**/id_ed25519*",
+    ":(exclude,icase,glob)**/*credentials*",
+    ":(exclude,icase,glob)**/.npmrc",
+    ":(exclude,icase,glob)**/.pypirc",
+    ":(exclude,icase,glob)**/.netrc",
+];
+
 /// The largest file a checkpoint holds: a larger one that is untracked or
 /// changed is left out (a data file rewritten every turn would otherwise
 /// add its size to the store at every stop).
@@ -236,6 +255,114 @@ pub fn snapshot(
     })
 }
 
+/// The work tree as a loop's kept index recorded it at one stop: its tree
+/// in the private store, and the large files left out of it this time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    pub tree: String,
+    pub left_out: Vec<LeftOut>,
+}
+
+/// Stages the work tree into the loop's own private index `index`, kept
+/// between its stops in a private folder of ralph's (seeded once from the
+/// user's index, its marks cleared): `git add -A -v`, which stats every
+/// file but hashes only what changed since the last stop, and names what
+/// it changed; then `git write-tree`, only when it changed something (else
+/// the tree is `last`, the one this index wrote at the previous stop). Two
+/// git processes at most, no listing of the tree of its own: secrets are
+/// left out by name ([`SECRET_EXCLUDES`]), `.claude/` and the paths of
+/// `leave_out` (left out before) by pathspec; a file the add took that is
+/// larger than [`LARGE_FILE_BYTES`] (one `stat` of each path it named) is
+/// taken out of the index again (one more git process, at that stop only)
+/// and returned, for the caller to leave out from then on.
+pub fn stage_kept(
+    root: &Path,
+    objects: &Objects,
+    index: &Path,
+    last: Option<&str>,
+    leave_out: &[String],
+) -> Result<Staged, FsError> {
+    let deadline = Instant::now() + TIME_LIMIT;
+    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
+    let mut add = kept.git().map_err(start_error)?;
+    // `add '…'` untranslated, whatever the user's language.
+    add.env("LC_ALL", "C").env("LANGUAGE", "C");
+    add.args(["add", "-A", "-v", "--ignore-errors"])
+        .args(OUTSIDE_CLAUDE)
+        .args(SECRET_EXCLUDES)
+        .args(leave_out.iter().map(|p| format!(":(exclude,literal){p}")));
+    // Exit 1: a file that could not be read was skipped, or `.claude/` is ignored.
+    let said = run(add, deadline, &[0, 1], "stage the work tree")?;
+    let large = large_among(root, &said);
+    if large.len() > MAX_LEFT_OUT {
+        return Err(git_error(
+            "leave out large files",
+            format!("more than {MAX_LEFT_OUT} of them"),
+        ));
+    }
+    if !large.is_empty() {
+        let mut remove = kept.git().map_err(start_error)?;
+        remove.args(["update-index", "--force-remove", "-z", "--stdin"]);
+        let list: Vec<u8> = large
+            .iter()
+            .flat_map(|l| l.path.bytes().chain(std::iter::once(0)))
+            .collect();
+        crate::git_runner::run_with_input(remove, &list, deadline, MAX_OUTPUT)
+            .ok_or_else(|| git_error("leave out large files", "git did not answer"))?;
+    }
+    let tree = match last {
+        Some(last) if said.is_empty() && tree_diff::is_object_id(last) => last.to_owned(),
+        _ => {
+            let mut write = kept.git().map_err(start_error)?;
+            write.arg("write-tree");
+            one_line(run(write, deadline, &[0], "write the tree")?)
+        }
+    };
+    if !tree_diff::is_object_id(&tree) {
+        return Err(git_error("write the tree", "git wrote no tree"));
+    }
+    Ok(Staged {
+        tree,
+        left_out: large,
+    })
+}
+
+/// The regular files larger than [`LARGE_FILE_BYTES`] among the paths `git
+/// add -v` said it added (`add '<path>'` lines; a line that starts no such
+/// entry continues the path before it, whose name held a line break).
+fn large_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
+    let text = String::from_utf8_lossy(said);
+    let mut paths: Vec<String> = Vec::new();
+    let mut adding = false;
+    for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
+        if let Some(path) = line.strip_prefix("add '") {
+            paths.push(path.to_owned());
+            adding = true;
+        } else if line.starts_with("remove '") {
+            adding = false;
+        } else if adding && let Some(last) = paths.last_mut() {
+            last.push('\n');
+            last.push_str(line);
+        }
+    }
+    let mut large: Vec<LeftOut> = paths
+        .into_iter()
+        .filter_map(|p| p.strip_suffix('\'').map(str::to_owned))
+        .filter(|p| !p.is_empty())
+        .filter_map(|path| {
+            let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
+            (meta.is_file() && meta.len() > LARGE_FILE_BYTES).then(|| LeftOut {
+                bytes: meta.len(),
+                path,
+                why: Why::Large,
+            })
+        })
+        .collect();
+    large.sort_by(|a, b| a.path.cmp(&b.path));
+    large.dedup_by(|a, b| a.path == b.path);
+    large
+}
+
 /// What `git ls-files` lists as untracked or changed (ignored files aside;
 /// `.claude/` is dropped by [`classify`], cheaper than an exclude pathspec).
 const CHANGED: [&str; 7] = [
@@ -318,8 +445,9 @@ fn classify(root: &Path, listed: Vec<String>) -> Vec<LeftOut> {
     left
 }
 
-/// Whether `commit` is a commit the private store (or the project's
-/// objects it borrows) holds.
+/// Whether `commit` is a commit or a tree (what a loop's kept index
+/// records, [`stage_kept`]) the private store (or the project's objects it
+/// borrows) holds.
 pub fn holds(root: &Path, objects: &Objects, commit: &str) -> bool {
     if !tree_diff::is_object_id(commit) {
         return false;
@@ -335,7 +463,7 @@ pub fn holds(root: &Path, objects: &Objects, commit: &str) -> bool {
         &[0],
         "read a checkpoint",
     )
-    .is_ok_and(|out| one_line(out) == "commit")
+    .is_ok_and(|out| ["commit", "tree"].contains(&one_line(out).as_str()))
 }
 
 /// The total size of the files under `dir` (links not followed).
@@ -428,7 +556,11 @@ pub fn restore(
 ) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
-    let mut paths: Vec<String> = OUTSIDE_CLAUDE.iter().map(|p| (*p).to_owned()).collect();
+    let mut paths: Vec<String> = OUTSIDE_CLAUDE
+        .iter()
+        .chain(&SECRET_EXCLUDES)
+        .map(|p| (*p).to_owned())
+        .collect();
     paths.extend(
         current
             .left_out
@@ -659,6 +791,69 @@ mod tests {
                 why: Why::Secret
             }]
         );
+    }
+
+    /// The files of `tree` (in the private store), one per line.
+    #[cfg(unix)]
+    fn files_of(root: &Path, objects: &Objects, tree: &str) -> Vec<String> {
+        let mut command = git_command(root, &[]).unwrap();
+        objects.apply(&mut command);
+        command.args(["ls-tree", "-r", "--name-only", tree]);
+        let out = run(command, Instant::now() + TIME_LIMIT, &[0], "list").unwrap();
+        String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
+    #[test]
+    fn a_kept_index_stages_only_what_changed_and_leaves_secrets_and_large_files_out() {
+        let dir = repo();
+        let root = dir.path();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(root, &store);
+        let index = store.path().join("index");
+        std::fs::create_dir(root.join("sub")).unwrap();
+        for secret in [
+            ".env.local",
+            "sub/Server.PEM",
+            "sub/id_rsa",
+            "aws_credentials.json",
+        ] {
+            std::fs::write(root.join(secret), "secret\n").unwrap();
+        }
+        std::fs::write(root.join("sub/new.txt"), "new\n").unwrap();
+        let index_before = std::fs::read(root.join(".git/index")).unwrap();
+        let first = stage_kept(root, &objects, &index, None, &[]).unwrap();
+        assert_eq!(
+            files_of(root, &objects, &first.tree),
+            [".gitignore", "a.txt", "sub/new.txt"]
+        );
+        assert!(first.left_out.is_empty());
+        // Nothing changed: the add says nothing and the last tree stands.
+        let again = stage_kept(root, &objects, &index, Some("f".repeat(40).as_str()), &[]);
+        assert_eq!(again.unwrap().tree, "f".repeat(40));
+        // A large file is staged once, taken out again and named.
+        let big = std::fs::File::create(root.join("data.bin")).unwrap();
+        big.set_len(LARGE_FILE_BYTES + 1).unwrap();
+        std::fs::write(root.join("a.txt"), "two\n").unwrap();
+        let third = stage_kept(root, &objects, &index, Some(&first.tree), &[]).unwrap();
+        assert_ne!(third.tree, first.tree);
+        assert_eq!(
+            files_of(root, &objects, &third.tree),
+            [".gitignore", "a.txt", "sub/new.txt"]
+        );
+        assert_eq!(third.left_out.len(), 1);
+        assert_eq!(third.left_out[0].path, "data.bin");
+        let left = ["data.bin".to_owned()];
+        let fourth = stage_kept(root, &objects, &index, Some(&third.tree), &left).unwrap();
+        assert_eq!(fourth.tree, third.tree, "left out from then on");
+        assert_eq!(
+            std::fs::read(root.join(".git/index")).unwrap(),
+            index_before
+        );
+        assert!(holds(root, &objects, &third.tree));
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack

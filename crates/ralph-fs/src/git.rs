@@ -53,13 +53,53 @@ pub fn progress_fingerprint(
     edit_proven: Option<u64>,
 ) -> Option<String> {
     std::fs::symlink_metadata(root.join(".git")).ok()?;
-    if let Some(offset) = edit_proven {
-        let proven = format!("edit-{offset}");
-        if previous != Some(proven.as_str()) {
-            return Some(proven);
-        }
+    if let Some(proven) = edit_fingerprint(previous, edit_proven) {
+        return Some(proven);
     }
     working_tree(root, STATUS_TIME_LIMIT)
+}
+
+/// The fingerprint a file edit the transcript proves gives, without reading
+/// the tree: `None` when there is none, or when the previous stop already
+/// stood on the same edit (then the tree decides).
+pub fn edit_fingerprint(previous: Option<&str>, edit_proven: Option<u64>) -> Option<String> {
+    let proven = format!("edit-{}", edit_proven?);
+    (previous != Some(proven.as_str())).then_some(proven)
+}
+
+/// The no-progress fingerprint of a work tree a loop's kept index staged
+/// (`checkpoint::stage_kept`): its tree and HEAD as the repository's files
+/// name it (read here, no git process), so a commit is progress too. Only
+/// ever equal to another staged fingerprint.
+pub fn staged_fingerprint(root: &Path, tree: &str) -> String {
+    fingerprint(&format!("staged {tree}\n{}", head_stamp(root)))
+}
+
+/// What `.git/HEAD` says and what the branch it names points at (its loose
+/// ref, else the packed refs' size and time): enough to tell that HEAD
+/// moved. Read without following a link; empty where `.git` is no folder.
+fn head_stamp(root: &Path) -> String {
+    let dot_git = root.join(".git");
+    let read = |path: &Path| crate::safe_fs::read_text(path, 4096).unwrap_or_default();
+    let head = read(&dot_git.join("HEAD"));
+    let named = head
+        .trim()
+        .strip_prefix("ref: ")
+        .filter(|r| r.starts_with("refs/") && !r.split('/').any(|p| p.is_empty() || p == ".."))
+        .map(|r| read(&dot_git.join(r)))
+        .unwrap_or_default();
+    let packed = std::fs::symlink_metadata(dot_git.join("packed-refs"))
+        .ok()
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{}:{modified}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{head}\0{named}\0{packed}")
 }
 
 /// `git -C root …` with the hardening of [`crate::git`]: no program the

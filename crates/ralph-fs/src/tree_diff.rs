@@ -285,6 +285,48 @@ pub(crate) fn stage_with(
     Ok((private, left))
 }
 
+/// The private index a loop keeps at `index` between its stops (a file in
+/// a private folder of ralph's, `checkpoint::stage_kept`), so that git's
+/// stat cache stays warm: every stat field checked ([`STAT_CHECKS`]), as a
+/// distrusted staging. When it does not exist yet it is seeded from the
+/// user's index with its assume-unchanged and skip-worktree marks cleared
+/// (a mark set later in the user's index never reaches it); a seed that
+/// fails is removed, and git starts the index empty.
+pub(crate) fn kept_index(
+    root: &Path,
+    deadline: Instant,
+    env: Vec<(&'static str, PathBuf)>,
+    index: PathBuf,
+) -> Result<PrivateIndex, FsError> {
+    let mut overrides = crate::git::status_overrides(root, deadline)
+        .ok_or_else(|| git_error("read the repository's configuration", "git did not answer"))?;
+    overrides.extend(
+        STAT_CHECKS
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    let folder = tempfile::Builder::new()
+        .prefix("ralph-index-")
+        .tempdir()
+        .map_err(|source| FsError::Io {
+            action: "create a private folder for",
+            path: root.to_owned(),
+            source,
+        })?;
+    let private = PrivateIndex {
+        root: root.to_owned(),
+        overrides,
+        env,
+        deadline,
+        index,
+        folder,
+    };
+    if safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
+        let _ = std::fs::remove_file(&private.index);
+    }
+    Ok(private)
+}
+
 fn git_error(what: &'static str, detail: impl Into<String>) -> FsError {
     FsError::Git {
         what,

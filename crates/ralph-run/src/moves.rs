@@ -15,7 +15,6 @@ use ralph_core::loop_file::lifecycle::{LogEntry, Logged, Loop};
 use ralph_core::loop_file::storage::registry::Registry;
 use ralph_core::loop_file::storage::store::{self, LoopFile, Project, StoreError};
 use ralph_core::time::Timestamp;
-use ralph_fs::git;
 
 /// Where a run stands with its loop before an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,14 +73,10 @@ pub fn judge(
         claim: None,
         log: None,
     };
-    Ok(Some(engine::step(
-        project,
-        live,
-        Some(registry),
-        turn,
-        now,
-        lock,
-    )?))
+    let (step, effects) = engine::step(project, live, Some(registry), turn, now, lock)?;
+    // The lock is let go: the checkpoint is kept now.
+    effects.perform();
+    Ok(Some(step))
 }
 
 /// Why the driver could not read, take, hand back or end its loop.
@@ -388,15 +383,10 @@ fn observe(
         tokens_used: reply
             .tokens
             .map(|t| state.progress.tokens_used.saturating_add(t)),
-        tree_fingerprint: (state.guards.no_progress_after.is_set() || state.gate_alone())
-            .then(|| {
-                git::progress_fingerprint(
-                    &project.root,
-                    state.progress.tree_fingerprint.as_deref(),
-                    None,
-                )
-            })
-            .flatten(),
+        // Read by `engine::step` under the lock (the kept index's tree, which
+        // is the checkpoint too; else `git status`).
+        tree_pending: (state.guards.no_progress_after.is_set() || state.gate_alone())
+            && std::fs::symlink_metadata(project.root.join(".git")).is_ok(),
         ran_tool: None,
         tree_unchanged: false,
         block_cap: 0,

@@ -18,6 +18,10 @@ pub struct Observation {
     pub tokens_used: Option<u64>,
     /// A fingerprint of the working tree and HEAD, when the project is a git repository.
     pub tree_fingerprint: Option<String>,
+    /// The fingerprint waits for the work tree, which `engine::step` reads
+    /// under the lock: staged into the loop's kept index when it keeps
+    /// checkpoints (that tree is the checkpoint too), else `git status`.
+    pub tree_pending: bool,
     /// Whether the turn that just ended ran any tool, when known.
     pub ran_tool: Option<bool>,
     /// The transcript proves the turn ran no tool and holds its reply (the
