@@ -1147,6 +1147,51 @@ mod tests {
         (tmp, project, Loop { file, text, state })
     }
 
+    /// A turn of a loop in a git project: `step` returns the iteration's
+    /// checkpoint as an effect and does not keep it; performing it does.
+    #[cfg(unix)] // git, which the Windows tests under Wine lack
+    #[test]
+    fn a_turn_returns_its_checkpoint_as_an_effect_and_does_not_keep_it() {
+        let (_tmp, project, registry) = project();
+        let mut init = ralph_fs::git_runner::command(&project.root, &[]).unwrap();
+        init.args(["init", "-q"]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        ralph_fs::git_runner::run_until(init, deadline, &[0], 4096).expect("git init");
+        std::fs::write(project.root.join("a.txt"), "one\n").unwrap();
+        let request = ArmRequest {
+            name: "l".into(),
+            prompt: "task".into(),
+            max_iterations: 5.into(),
+            ..ArmRequest::default()
+        };
+        crate::control::arm(&project, &registry, &request, Timestamp(0)).unwrap();
+        let file = project.loop_files().unwrap().remove(0);
+        let text = store::read_to_string(&file.path).unwrap();
+        let state = LoopState::parse(&text).unwrap();
+        let live = Loop { file, text, state };
+        let turn = Turn {
+            seen: Observation {
+                reply: Some("working on it".into()),
+                ..Observation::default()
+            },
+            transcript: None,
+            driver: "s1".into(),
+            claim: None,
+            log: None,
+        };
+        let lock = project.lock().unwrap();
+        let (step, effects) = step(&project, &live, Some(&registry), turn, Timestamp(1), lock)
+            .expect("the turn is written");
+        assert!(matches!(step, Step::Continued { .. }), "{step:?}");
+        let keep = effects.checkpoint.as_ref().expect("a checkpoint to keep");
+        assert_eq!(keep.source(), &checkpoints::Source::Stage);
+        let label = keep.iteration().to_string();
+        let kept = checkpoints::Kept::latest(&registry, &project.root, "l").unwrap();
+        assert_eq!(kept.commit(&label), None, "step kept no checkpoint itself");
+        effects.perform();
+        assert!(kept.commit(&label).is_some(), "performed, it is kept");
+    }
+
     #[test]
     fn work_without_the_lock_goes_on_when_the_loop_is_untouched() {
         let (_tmp, project, live) = armed();

@@ -61,12 +61,17 @@ impl Kept {
             return None;
         }
         registry.ensure_private(&dir.join("objects")).ok()?;
+        let kept = Kept { dir };
         if fresh {
             let borrowed = checkpoint::project_objects(root).ok()?;
-            safe_fs::create_new(&dir.join("borrows"), borrowed.to_str()?.as_bytes()).ok()?;
+            safe_fs::create_new(&kept.dir.join("borrows"), borrowed.to_str()?.as_bytes()).ok()?;
             safe_fs::replace(&loop_dir.join("latest"), nonce.as_bytes()).ok()?;
+            // What the stops leave out by name or size, named from the first
+            // (one listing of the tree, at this stop only): each stop's
+            // staging lists nothing, and names only the large files it met.
+            kept.note_left_out(&checkpoint::would_leave_out(root));
         }
-        Some(Kept { dir })
+        Some(kept)
     }
 
     /// The newest arming of loop `name` that kept checkpoints.
