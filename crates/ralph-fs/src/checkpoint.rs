@@ -47,8 +47,8 @@ pub const NAMESPACE: &str = "refs/ralph/";
 const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
 
 /// [`secret_name`]'s rules as pathspec excludes (case ignored, in any
-/// folder): what the staging of a loop's kept index ([`stage_kept`]) and
-/// every restore leave alone, decided by name with no listing of the tree.
+/// folder): what every restore leaves alone, whatever a checkpoint holds.
+/// (Not for staging: each exclude costs a match per file of the tree.)
 const SECRET_EXCLUDES: [&str; 13] = [
     ":(exclude,icase,glob)**/.env*",
     ":(exclude,icase,glob)**/*.pem",
@@ -269,12 +269,16 @@ pub struct Staged {
 /// file but hashes only what changed since the last stop, and names what
 /// it changed; then `git write-tree`, only when it changed something (else
 /// the tree is `last`, the one this index wrote at the previous stop). Two
-/// git processes at most, no listing of the tree of its own: secrets are
-/// left out by name ([`SECRET_EXCLUDES`]), `.claude/` and the paths of
-/// `leave_out` (left out before) by pathspec; a file the add took that is
-/// larger than [`LARGE_FILE_BYTES`] (one `stat` of each path it named) is
-/// taken out of the index again (one more git process, at that stop only)
-/// and returned, for the caller to leave out from then on.
+/// git processes, and no listing of the tree of its own.
+///
+/// What a checkpoint leaves out is decided without a walk of the tree: new
+/// files by ignore rules of ralph's ([`ignore_rules`], beside the index:
+/// the user's own, secrets' names and the paths left out so far, which git
+/// checks only against untracked files, at no cost per tracked one), and
+/// `.claude/` by pathspec. A file the add took all the same (a tracked one
+/// changed, or a file that grew past [`LARGE_FILE_BYTES`]: one `stat` of
+/// each path it named) is taken out of the index again (one more git
+/// process, at that stop only), added to the rules and returned.
 pub fn stage_kept(
     root: &Path,
     objects: &Objects,
@@ -283,32 +287,30 @@ pub fn stage_kept(
     leave_out: &[String],
 ) -> Result<Staged, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
+    let rules = index.with_file_name("ignore");
+    if safe_fs::kind_at(&rules).is_none() {
+        let text = ignore_rules(root, deadline, leave_out);
+        safe_fs::create_new(&rules, &text)?;
+    }
     let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
     let mut add = kept.git().map_err(start_error)?;
     // `add '…'` untranslated, whatever the user's language.
     add.env("LC_ALL", "C").env("LANGUAGE", "C");
-    add.args(["add", "-A", "-v", "--ignore-errors"])
-        .args(OUTSIDE_CLAUDE)
-        .args(SECRET_EXCLUDES)
-        .args(leave_out.iter().map(|p| format!(":(exclude,literal){p}")));
+    add.arg("-c")
+        .arg(format!("core.excludesFile={}", rules.display()))
+        .args(["add", "-A", "-v", "--ignore-errors"])
+        .args(OUTSIDE_CLAUDE);
     // Exit 1: a file that could not be read was skipped, or `.claude/` is ignored.
     let said = run(add, deadline, &[0, 1], "stage the work tree")?;
-    let large = large_among(root, &said);
-    if large.len() > MAX_LEFT_OUT {
+    let left = left_out_among(root, &said);
+    if left.len() > MAX_LEFT_OUT {
         return Err(git_error(
-            "leave out large files",
+            "leave out large files and secrets",
             format!("more than {MAX_LEFT_OUT} of them"),
         ));
     }
-    if !large.is_empty() {
-        let mut remove = kept.git().map_err(start_error)?;
-        remove.args(["update-index", "--force-remove", "-z", "--stdin"]);
-        let list: Vec<u8> = large
-            .iter()
-            .flat_map(|l| l.path.bytes().chain(std::iter::once(0)))
-            .collect();
-        crate::git_runner::run_with_input(remove, &list, deadline, MAX_OUTPUT)
-            .ok_or_else(|| git_error("leave out large files", "git did not answer"))?;
+    if !left.is_empty() {
+        take_out(&kept, &rules, &left, deadline)?;
     }
     let tree = match last {
         Some(last) if said.is_empty() && tree_diff::is_object_id(last) => last.to_owned(),
@@ -323,14 +325,115 @@ pub fn stage_kept(
     }
     Ok(Staged {
         tree,
-        left_out: large,
+        left_out: left,
     })
 }
 
-/// The regular files larger than [`LARGE_FILE_BYTES`] among the paths `git
-/// add -v` said it added (`add '<path>'` lines; a line that starts no such
-/// entry continues the path before it, whose name held a line break).
-fn large_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
+/// Takes `left` out of the kept index (one `git update-index`) and adds
+/// each path to the ignore rules, so that no later stop stages it.
+fn take_out(
+    kept: &PrivateIndex,
+    rules: &Path,
+    left: &[LeftOut],
+    deadline: Instant,
+) -> Result<(), FsError> {
+    let mut remove = kept.git().map_err(start_error)?;
+    remove.args(["update-index", "--force-remove", "-z", "--stdin"]);
+    let list: Vec<u8> = left
+        .iter()
+        .flat_map(|l| l.path.bytes().chain(std::iter::once(0)))
+        .collect();
+    crate::git_runner::run_with_input(remove, &list, deadline, MAX_OUTPUT)
+        .ok_or_else(|| git_error("leave out large files and secrets", "git did not answer"))?;
+    let more: String = left
+        .iter()
+        .filter_map(|l| literal_rule(&l.path))
+        .map(|r| r + "\n")
+        .collect();
+    safe_fs::append(rules, more.as_bytes())
+}
+
+/// [`secret_name`]'s rules in the words of a `.gitignore` (any folder).
+const SECRET_RULES: [&str; 13] = [
+    ".env*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*credentials*",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+];
+
+/// The ignore rules a loop's kept index stages with (`core.excludesFile`,
+/// which replaces the user's own for that one git process): the user's own
+/// rules first (the file `core.excludesFile` names, else git's default
+/// one), then the secrets' names (any case), then each path of
+/// `leave_out`. Read once, as the index is made: one `git config`.
+fn ignore_rules(root: &Path, deadline: Instant, leave_out: &[String]) -> Vec<u8> {
+    let named = git_command(root, &[]).ok().and_then(|mut command| {
+        command.args(["config", "--path", "--get", "core.excludesFile"]);
+        run(command, deadline, &[0], "read core.excludesFile").ok()
+    });
+    let users = named
+        .map(|out| root.join(one_line(out)))
+        .filter(|p| !p.as_os_str().is_empty())
+        .or_else(tree_diff::default_excludes_file);
+    let mut text = users
+        .and_then(|p| safe_fs::read_capped(&p, 1024 * 1024).ok())
+        .unwrap_or_default();
+    text.push(b'\n');
+    for rule in SECRET_RULES {
+        text.extend(any_case(rule).bytes());
+        text.push(b'\n');
+    }
+    for rule in leave_out.iter().filter_map(|p| literal_rule(p)) {
+        text.extend(rule.bytes());
+        text.push(b'\n');
+    }
+    text
+}
+
+/// `rule` matching in any case: each letter as `[xX]`.
+fn any_case(rule: &str) -> String {
+    rule.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The ignore rule that matches exactly `path` (relative to the root):
+/// anchored, every wildcard escaped; `None` for a name with a line break,
+/// which no rule can hold.
+fn literal_rule(path: &str) -> Option<String> {
+    if path.is_empty() || path.contains(['\n', '\r']) {
+        return None;
+    }
+    let mut rule = String::from("/");
+    for c in path.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ' ' | '!' | '#') {
+            rule.push('\\');
+        }
+        rule.push(c);
+    }
+    Some(rule)
+}
+
+/// The regular files among the paths `git add -v` said it added (`add
+/// '<path>'` lines; a line that starts no such entry continues the path
+/// before it, whose name held a line break) that a checkpoint leaves out:
+/// names that look like secrets, files larger than [`LARGE_FILE_BYTES`].
+fn left_out_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
     let text = String::from_utf8_lossy(said);
     let mut paths: Vec<String> = Vec::new();
     let mut adding = false;
@@ -345,22 +448,12 @@ fn large_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
             last.push_str(line);
         }
     }
-    let mut large: Vec<LeftOut> = paths
+    let listed = paths
         .into_iter()
         .filter_map(|p| p.strip_suffix('\'').map(str::to_owned))
         .filter(|p| !p.is_empty())
-        .filter_map(|path| {
-            let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
-            (meta.is_file() && meta.len() > LARGE_FILE_BYTES).then(|| LeftOut {
-                bytes: meta.len(),
-                path,
-                why: Why::Large,
-            })
-        })
         .collect();
-    large.sort_by(|a, b| a.path.cmp(&b.path));
-    large.dedup_by(|a, b| a.path == b.path);
-    large
+    classify(root, listed)
 }
 
 /// What `git ls-files` lists as untracked or changed (ignored files aside;
@@ -846,13 +939,22 @@ mod tests {
         );
         assert_eq!(third.left_out.len(), 1);
         assert_eq!(third.left_out[0].path, "data.bin");
-        let left = ["data.bin".to_owned()];
-        let fourth = stage_kept(root, &objects, &index, Some(&third.tree), &left).unwrap();
+        let fourth = stage_kept(root, &objects, &index, Some(&third.tree), &[]).unwrap();
         assert_eq!(fourth.tree, third.tree, "left out from then on");
+        assert!(fourth.left_out.is_empty());
         assert_eq!(
             std::fs::read(root.join(".git/index")).unwrap(),
             index_before
         );
+        // A tracked file with a secret's name, changed: taken out again.
+        git(root, &["add", "-f", ".env.local"]);
+        std::fs::remove_file(&index).unwrap();
+        let seeded = stage_kept(root, &objects, &index, None, &[]).unwrap();
+        assert!(files_of(root, &objects, &seeded.tree).contains(&".env.local".to_owned()));
+        std::fs::write(root.join(".env.local"), "TOKEN=new\n").unwrap();
+        let changed = stage_kept(root, &objects, &index, Some(&seeded.tree), &[]).unwrap();
+        assert_eq!(changed.left_out[0].why, Why::Secret);
+        assert!(!files_of(root, &objects, &changed.tree).contains(&".env.local".to_owned()));
         assert!(holds(root, &objects, &third.tree));
     }
 

@@ -61,7 +61,7 @@ const MAX_RULES_BYTES: u64 = 1024 * 1024;
 
 /// git's own default for `core.excludesFile`: `$XDG_CONFIG_HOME/git/ignore`,
 /// else `$HOME/.config/git/ignore`.
-fn default_excludes_file() -> Option<PathBuf> {
+pub(crate) fn default_excludes_file() -> Option<PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
