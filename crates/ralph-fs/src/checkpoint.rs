@@ -292,7 +292,11 @@ pub fn stage_kept(
         let text = ignore_rules(root, deadline, leave_out);
         safe_fs::create_new(&rules, &text)?;
     }
+    let fresh = safe_fs::kind_at(index).is_none();
     let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
+    if fresh {
+        skip_tracked_secrets(&kept, deadline)?;
+    }
     let mut add = kept.git().map_err(start_error)?;
     // `add '…'` untranslated, whatever the user's language.
     add.env("LC_ALL", "C").env("LANGUAGE", "C");
@@ -327,6 +331,30 @@ pub fn stage_kept(
         tree,
         left_out: left,
     })
+}
+
+/// Marks the tracked files of a newly seeded kept index whose names look
+/// like secrets skip-worktree (in that index only: one listing and one
+/// `git update-index`, once per index), so that no `git add` of it reads
+/// them: a checkpoint holds them as your index had them then, never their
+/// bytes since.
+fn skip_tracked_secrets(kept: &PrivateIndex, deadline: Instant) -> Result<(), FsError> {
+    let listed = kept
+        .listing(&["ls-files", "-z", "--", "."])
+        .ok_or_else(|| git_error("list the tracked files", "git did not answer in time"))?;
+    let secrets: Vec<u8> = listed
+        .iter()
+        .filter(|p| secret_name(p))
+        .flat_map(|p| p.bytes().chain(std::iter::once(0)))
+        .collect();
+    if secrets.is_empty() {
+        return Ok(());
+    }
+    let mut mark = kept.git().map_err(start_error)?;
+    mark.args(["update-index", "--skip-worktree", "-z", "--stdin"]);
+    crate::git_runner::run_with_input(mark, &secrets, deadline, MAX_OUTPUT)
+        .map(|_| ())
+        .ok_or_else(|| git_error("leave out tracked secrets", "git did not answer"))
 }
 
 /// Takes `left` out of the kept index (one `git update-index`) and adds
@@ -946,15 +974,15 @@ mod tests {
             std::fs::read(root.join(".git/index")).unwrap(),
             index_before
         );
-        // A tracked file with a secret's name, changed: taken out again.
+        // A tracked file with a secret's name: kept as the user's index had it.
         git(root, &["add", "-f", ".env.local"]);
         std::fs::remove_file(&index).unwrap();
         let seeded = stage_kept(root, &objects, &index, None, &[]).unwrap();
         assert!(files_of(root, &objects, &seeded.tree).contains(&".env.local".to_owned()));
         std::fs::write(root.join(".env.local"), "TOKEN=new\n").unwrap();
         let changed = stage_kept(root, &objects, &index, Some(&seeded.tree), &[]).unwrap();
-        assert_eq!(changed.left_out[0].why, Why::Secret);
-        assert!(!files_of(root, &objects, &changed.tree).contains(&".env.local".to_owned()));
+        assert_eq!(changed.tree, seeded.tree, "its change is never read");
+        assert!(changed.left_out.is_empty());
         assert!(holds(root, &objects, &third.tree));
     }
 
