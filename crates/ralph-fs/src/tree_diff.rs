@@ -322,7 +322,7 @@ pub(crate) fn kept_index(
         folder,
     };
     if safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
-        let _ = std::fs::remove_file(&private.index);
+        safe_fs::remove(&private.index);
     }
     Ok(private)
 }

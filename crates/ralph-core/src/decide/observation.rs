@@ -9,6 +9,8 @@ pub use ralph_fs::fingerprint::{fingerprint, fingerprint_words};
 pub use ralph_fs::gate::Verification;
 
 /// What the shell observed for this Stop.
+// Plain facts, each its own yes or no: a state machine would say less.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
     /// The text of the reply that just finished (`None`: no text, e.g. a tool call).

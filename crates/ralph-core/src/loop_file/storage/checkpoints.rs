@@ -176,7 +176,7 @@ impl Kept {
         }
         let last_file = self.dir.join("tree");
         let last = safe_fs::read_text(&last_file, 256).ok();
-        let _ = std::fs::remove_file(&last_file);
+        safe_fs::remove(&last_file);
         let leave: Vec<String> = self.left_out().into_iter().map(|n| n.path).collect();
         let index = self.dir.join("index");
         let objects = self.objects()?;
