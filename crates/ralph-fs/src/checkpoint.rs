@@ -296,6 +296,11 @@ pub fn stage_kept(
     let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
     if fresh {
         skip_tracked_secrets(&kept, deadline)?;
+        // A seed copied from the user's index keeps its version: to 4 (a
+        // speed-up only, so a failure is no error).
+        let mut version = kept.git().map_err(start_error)?;
+        version.args(["update-index", "--index-version", "4"]);
+        let _ = run(version, deadline, &[0], "compress the kept index");
     }
     let mut add = kept.git().map_err(start_error)?;
     // `add '…'` untranslated, whatever the user's language.

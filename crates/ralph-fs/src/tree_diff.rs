@@ -285,6 +285,19 @@ pub(crate) fn stage_with(
     Ok((private, left))
 }
 
+/// What makes an index kept between stops cheap to read and write again,
+/// in git's own words (read by nothing but ralph's git processes): no
+/// checksum written (`index.skipHash`), paths stored compressed (version 4,
+/// for an index git starts), and git's cache of untracked folders (each
+/// folder's listing kept with its stat data and the ignore rules' ids, so
+/// a folder whose stat did not change is not read again; the user's own
+/// index never gets one from ralph).
+const KEPT_INDEX: &[(&str, &str)] = &[
+    ("index.skipHash", "true"),
+    ("index.version", "4"),
+    ("core.untrackedCache", "true"),
+];
+
 /// The private index a loop keeps at `index` between its stops (a file in
 /// a private folder of ralph's, `checkpoint::stage_kept`), so that git's
 /// stat cache stays warm: every stat field checked ([`STAT_CHECKS`]), as a
@@ -303,6 +316,7 @@ pub(crate) fn kept_index(
     overrides.extend(
         STAT_CHECKS
             .iter()
+            .chain(KEPT_INDEX)
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
     let folder = tempfile::Builder::new()
