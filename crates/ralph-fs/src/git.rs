@@ -75,20 +75,30 @@ pub fn staged_fingerprint(root: &Path, tree: &str) -> String {
     fingerprint(&format!("staged {tree}\n{}", head_stamp(root)))
 }
 
-/// What `.git/HEAD` says and what the branch it names points at (its loose
-/// ref, else the packed refs' size and time): enough to tell that HEAD
-/// moved. Read without following a link; empty where `.git` is no folder.
+/// What `HEAD` says and what the branch it names points at (its loose ref,
+/// else the packed refs' size and time): enough to tell that HEAD moved.
+/// A linked worktree's `.git` file leads to its own folder (`gitdir:`) and
+/// that one to the shared one (`commondir`), where the branches are. Read
+/// without following a link; what cannot be read is left empty.
 fn head_stamp(root: &Path) -> String {
-    let dot_git = root.join(".git");
     let read = |path: &Path| crate::safe_fs::read_text(path, 4096).unwrap_or_default();
-    let head = read(&dot_git.join("HEAD"));
+    let dot_git = root.join(".git");
+    let own = match read(&dot_git).trim().strip_prefix("gitdir: ") {
+        Some(linked) => root.join(linked),
+        None => dot_git,
+    };
+    let common = match read(&own.join("commondir")).trim() {
+        "" => own.clone(),
+        shared => own.join(shared),
+    };
+    let head = read(&own.join("HEAD"));
     let named = head
         .trim()
         .strip_prefix("ref: ")
         .filter(|r| r.starts_with("refs/") && !r.split('/').any(|p| p.is_empty() || p == ".."))
-        .map(|r| read(&dot_git.join(r)))
+        .map(|r| read(&common.join(r)))
         .unwrap_or_default();
-    let packed = std::fs::symlink_metadata(dot_git.join("packed-refs"))
+    let packed = std::fs::symlink_metadata(common.join("packed-refs"))
         .ok()
         .map(|m| {
             let modified = m
@@ -326,6 +336,29 @@ mod tests {
 
     // Needs git, which the Windows tests under Wine do not have.
     #[cfg(unix)]
+    /// A commit moves the staged fingerprint though the tree is the same,
+    /// in a repository and in a linked worktree of it.
+    #[cfg(unix)]
+    #[test]
+    fn a_commit_moves_the_staged_fingerprint_in_a_linked_worktree_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("main");
+        std::fs::create_dir(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "one\n").unwrap();
+        git_in(&root, &["add", "-A"]);
+        git_in(&root, &["commit", "-qm", "one"]);
+        let linked = dir.path().join("linked");
+        git_in(&root, &["worktree", "add", "-q", linked.to_str().unwrap()]);
+        for at in [&root, &linked] {
+            let before = staged_fingerprint(at, "t");
+            assert_eq!(staged_fingerprint(at, "t"), before);
+            git_in(at, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+            assert_ne!(staged_fingerprint(at, "t"), before, "{}", at.display());
+            assert_ne!(staged_fingerprint(at, "u"), staged_fingerprint(at, "t"));
+        }
+    }
+
     #[test]
     fn a_repository_configured_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();
