@@ -130,9 +130,8 @@ impl Repo {
     }
 
     /// One Stop; the parsed answer (Null when silent) and whether it read the
-    /// working tree for the no-progress signal (`git status`). The checkpoint
-    /// every counted stop keeps (`git add` into a private index, issue 41)
-    /// is not that signal and is measured on its own (docs/performance.md).
+    /// working tree: `git status`, or `git add` into the loop's kept index,
+    /// whose tree is both the no-progress signal and the checkpoint (issue 47).
     fn stop(&self, reply: &str) -> (Value, bool) {
         let _ = std::fs::remove_file(self.outside.path().join("git-calls"));
         let event = json!({"session_id": "s1", "cwd": self.root(), "transcript_path": self.transcript(), "last_assistant_message": reply});
@@ -144,10 +143,24 @@ impl Repo {
         } else {
             serde_json::from_str(json).expect("valid JSON")
         };
-        let calls =
-            std::fs::read_to_string(self.outside.path().join("git-calls")).unwrap_or_default();
-        let read_status = calls.lines().any(|l| l.split(' ').any(|w| w == "status"));
-        (answer, read_status)
+        (answer, self.tree_reads() > 0)
+    }
+
+    /// The git processes the last stop started, one line each.
+    fn git_calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.outside.path().join("git-calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// How often the last stop read the working tree (`git status`, `git add`).
+    fn tree_reads(&self) -> usize {
+        self.git_calls()
+            .iter()
+            .filter(|l| l.split(' ').any(|w| w == "status" || w == "add"))
+            .count()
     }
 
     /// Whether the last stop staged the work tree for a checkpoint (`git add`).
@@ -229,7 +242,7 @@ fn ended_with(answer: &Value, words: &str) -> bool {
 }
 
 #[test]
-fn a_proven_edit_is_progress_and_runs_no_git() {
+fn a_proven_edit_is_progress_and_reads_the_tree_only_for_its_checkpoint() {
     let r = Repo::new();
     r.start(&["--no-progress-after", "2"]);
     let (first, ran_git) = r.stop("look");
@@ -247,9 +260,49 @@ fn a_proven_edit_is_progress_and_runs_no_git() {
         ]);
         let (answer, ran_git) = r.stop("edited");
         assert_eq!(answer["decision"], "block", "turn {turn}: {answer}");
-        assert!(!ran_git, "an editing turn must not read the working tree");
+        assert!(ran_git, "the checkpoint stages the tree");
+        assert_eq!(
+            r.tree_reads(),
+            1,
+            "an editing turn reads the tree once, for its checkpoint: {:?}",
+            r.git_calls()
+        );
         assert_eq!(r.no_progress_count(), 0);
     }
+}
+
+/// The hot path (issue 47): a looping stop whose turn changed files, with
+/// the no-progress check and checkpoints on, forks at most two git
+/// processes (`git add` into the loop's kept index and `git write-tree`,
+/// whose tree is the fingerprint and the checkpoint), no `git status`; a
+/// turn that changed nothing forks one.
+#[test]
+fn a_looping_turn_forks_at_most_two_git_processes() {
+    let r = Repo::new();
+    r.start(&["--no-progress-after", "3"]);
+    assert!(r.blocks("look"), "the first stop seeds the kept index");
+    let mut trees = Vec::new();
+    for turn in 0..3 {
+        r.project
+            .write("src/b.txt", &format!("made by a script {turn}\n"));
+        let id = format!("b{turn}");
+        r.append(&[tool_call(&id, "Bash"), tool_result(&id, false)]);
+        let (answer, _) = r.stop("ran a script");
+        assert_eq!(answer["decision"], "block", "{answer}");
+        let calls = r.git_calls();
+        assert!(calls.len() <= 2, "turn {turn} forked {calls:?}");
+        assert!(!calls.iter().any(|c| c.contains("status")), "{calls:?}");
+        assert_eq!(r.no_progress_count(), 0, "turn {turn}");
+        let kept = r.checkpoints();
+        trees.push(kept.last().map(|(_, t)| t.clone()));
+    }
+    assert!(trees.iter().all(Option::is_some), "{trees:?}");
+    trees.dedup();
+    assert_eq!(trees.len(), 3, "each changed tree is its own checkpoint");
+    r.append(&[tool_call("b9", "Bash"), tool_result("b9", false)]);
+    assert!(r.blocks("ran the tests"));
+    assert!(r.git_calls().len() <= 1, "{:?}", r.git_calls());
+    assert_eq!(r.no_progress_count(), 1, "nothing changed");
 }
 
 #[test]

@@ -293,7 +293,7 @@ fn armed_tree(
     project: &Project,
     protect: &[String],
     scope: &[String],
-) -> Result<Option<ralph_fs::tree_diff::Snapshot>, CommandError> {
+) -> Result<Option<ralph_fs::tree_diff::TreeSnapshot>, CommandError> {
     if protect.is_empty() && scope.is_empty() {
         return Ok(None);
     }

@@ -241,7 +241,7 @@ pub struct ArmRequest {
     /// `--protect`, `--scope`: globs, and the work tree they are compared with.
     pub protect: Vec<String>,
     pub scope: Vec<String>,
-    pub armed_tree: Option<ralph_fs::tree_diff::Snapshot>,
+    pub armed_tree: Option<ralph_fs::tree_diff::TreeSnapshot>,
     /// What a gate protects by default (within `protect`), for the arming text.
     pub default_protect: DefaultProtect,
     /// `--holdout`: the SHA-256 of the held-out set at arming.

@@ -29,8 +29,9 @@ pub struct RolledBack {
 
 /// Puts checkpoint `to` of loop `name` (else the only live loop, else the
 /// most recently ended) back into the work tree. The checkpoint is the
-/// commit the per-user record names, read from ralph's private store:
-/// nothing in the project (a ref, a history record) chooses it.
+/// tree (an older arming's: the commit) the per-user record names, read
+/// from ralph's private store: nothing in the project (a ref, a history
+/// record) chooses it.
 pub fn rollback(
     project: &Project,
     registry: Option<&Registry>,
@@ -50,7 +51,7 @@ pub fn rollback(
     })?;
     if !checkpoint::holds(&project.root, &objects, &target) {
         return Err(refused(&format!(
-            "checkpoint `{}` is recorded as commit {target}, which its store no longer holds; nothing was rolled back",
+            "checkpoint `{}` is recorded as {target}, which its store no longer holds; nothing was rolled back",
             ralph_fs::display::line(to)
         )));
     }

@@ -46,6 +46,25 @@ pub const NAMESPACE: &str = "refs/ralph/";
 /// restore: a loop file rolled back would be a loop rewound behind ralph.
 const OUTSIDE_CLAUDE: [&str; 3] = ["--", ".", ":(exclude).claude"];
 
+/// [`secret_name`]'s rules as pathspec excludes (case ignored, in any
+/// folder): what every restore leaves alone, whatever a checkpoint holds.
+/// (Not for staging: each exclude costs a match per file of the tree.)
+const SECRET_EXCLUDES: [&str; 13] = [
+    ":(exclude,icase,glob)**/.env*",
+    ":(exclude,icase,glob)**/*.pem",
+    ":(exclude,icase,glob)**/*.key",
+    ":(exclude,icase,glob)**/*.p12",
+    ":(exclude,icase,glob)**/*.pfx",
+    ":(exclude,icase,glob)**/id_rsa*",
+    ":(exclude,icase,glob)**/id_dsa*",
+    ":(exclude,icase,glob)**/id_ecdsa*",
+    ":(exclude,icase,glob)**/id_ed25519*",
+    ":(exclude,icase,glob)**/*credentials*",
+    ":(exclude,icase,glob)**/.npmrc",
+    ":(exclude,icase,glob)**/.pypirc",
+    ":(exclude,icase,glob)**/.netrc",
+];
+
 /// The largest file a checkpoint holds: a larger one that is untracked or
 /// changed is left out (a data file rewritten every turn would otherwise
 /// add its size to the store at every stop).
@@ -131,7 +150,7 @@ pub struct LeftOut {
 
 /// The work tree as git objects in the private store, what it left out,
 /// and the private index that recorded it (removed when this is dropped).
-pub struct Snapshot {
+pub struct WorkTreeCopy {
     pub tree: String,
     pub commit: String,
     pub left_out: Vec<LeftOut>,
@@ -203,7 +222,7 @@ pub fn snapshot(
     objects: &Objects,
     message: &str,
     distrust: bool,
-) -> Result<Snapshot, FsError> {
+) -> Result<WorkTreeCopy, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let staging = if distrust { &DISTRUSTED } else { &STAGING };
     let found = std::cell::RefCell::new(Vec::new());
@@ -228,12 +247,246 @@ pub fn snapshot(
         commit.env(key, value);
     }
     let commit = one_line(run(commit, deadline, &[0], "write the commit")?);
-    Ok(Snapshot {
+    Ok(WorkTreeCopy {
         tree,
         commit,
         left_out: found.into_inner(),
         index,
     })
+}
+
+/// The work tree as a loop's kept index recorded it at one stop: its tree
+/// in the private store, and the large files left out of it this time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    pub tree: String,
+    pub left_out: Vec<LeftOut>,
+}
+
+/// Stages the work tree into the loop's own private index `index`, kept
+/// between its stops in a private folder of ralph's (seeded once from the
+/// user's index, its marks cleared): `git add -A -v`, which stats every
+/// file but hashes only what changed since the last stop, and names what
+/// it changed; then `git write-tree`, only when it changed something (else
+/// the tree is `last`, the one this index wrote at the previous stop). Two
+/// git processes, and no listing of the tree of its own.
+///
+/// What a checkpoint leaves out is decided without a walk of the tree: new
+/// files by ignore rules of ralph's ([`ignore_rules`], beside the index:
+/// the user's own, secrets' names and the paths left out so far, which git
+/// checks only against untracked files, at no cost per tracked one), and
+/// `.claude/` by pathspec. A file the add took all the same (a tracked one
+/// changed, or a file that grew past [`LARGE_FILE_BYTES`]: one `stat` of
+/// each path it named) is taken out of the index again (one more git
+/// process, at that stop only), added to the rules and returned.
+pub fn stage_kept(
+    root: &Path,
+    objects: &Objects,
+    index: &Path,
+    last: Option<&str>,
+    leave_out: &[String],
+) -> Result<Staged, FsError> {
+    let deadline = Instant::now() + TIME_LIMIT;
+    let rules = index.with_file_name("ignore");
+    if safe_fs::kind_at(&rules).is_none() {
+        let text = ignore_rules(root, deadline, leave_out);
+        safe_fs::create_new(&rules, &text)?;
+    }
+    let fresh = safe_fs::kind_at(index).is_none();
+    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
+    if fresh {
+        skip_tracked_secrets(&kept, deadline)?;
+        // A seed copied from the user's index keeps its version: to 4 (a
+        // speed-up only, so a failure is no error).
+        let mut version = kept.git().map_err(start_error)?;
+        version.args(["update-index", "--index-version", "4"]);
+        let _ = run(version, deadline, &[0], "compress the kept index");
+    }
+    let mut add = kept.git().map_err(start_error)?;
+    // `add '…'` untranslated, whatever the user's language.
+    add.env("LC_ALL", "C").env("LANGUAGE", "C");
+    add.arg("-c")
+        .arg(format!("core.excludesFile={}", rules.display()))
+        .args(["add", "-A", "-v", "--ignore-errors"])
+        .args(OUTSIDE_CLAUDE);
+    // Exit 1: a file that could not be read was skipped, or `.claude/` is ignored.
+    let said = run(add, deadline, &[0, 1], "stage the work tree")?;
+    let left = left_out_among(root, &said);
+    if left.len() > MAX_LEFT_OUT {
+        return Err(git_error(
+            "leave out large files and secrets",
+            format!("more than {MAX_LEFT_OUT} of them"),
+        ));
+    }
+    if !left.is_empty() {
+        take_out(&kept, &rules, &left, deadline)?;
+    }
+    let tree = match last {
+        Some(last) if said.is_empty() && tree_diff::is_object_id(last) => last.to_owned(),
+        _ => {
+            let mut write = kept.git().map_err(start_error)?;
+            write.arg("write-tree");
+            one_line(run(write, deadline, &[0], "write the tree")?)
+        }
+    };
+    if !tree_diff::is_object_id(&tree) {
+        return Err(git_error("write the tree", "git wrote no tree"));
+    }
+    Ok(Staged {
+        tree,
+        left_out: left,
+    })
+}
+
+/// Marks the tracked files of a newly seeded kept index whose names look
+/// like secrets skip-worktree (in that index only: one listing and one
+/// `git update-index`, once per index), so that no `git add` of it reads
+/// them: a checkpoint holds them as your index had them then, never their
+/// bytes since.
+fn skip_tracked_secrets(kept: &PrivateIndex, deadline: Instant) -> Result<(), FsError> {
+    let listed = kept
+        .listing(&["ls-files", "-z", "--", "."])
+        .ok_or_else(|| git_error("list the tracked files", "git did not answer in time"))?;
+    let secrets: Vec<u8> = listed
+        .iter()
+        .filter(|p| secret_name(p))
+        .flat_map(|p| p.bytes().chain(std::iter::once(0)))
+        .collect();
+    if secrets.is_empty() {
+        return Ok(());
+    }
+    let mut mark = kept.git().map_err(start_error)?;
+    mark.args(["update-index", "--skip-worktree", "-z", "--stdin"]);
+    crate::git_runner::run_with_input(mark, &secrets, deadline, MAX_OUTPUT)
+        .map(|_| ())
+        .ok_or_else(|| git_error("leave out tracked secrets", "git did not answer"))
+}
+
+/// Takes `left` out of the kept index (one `git update-index`) and adds
+/// each path to the ignore rules, so that no later stop stages it.
+fn take_out(
+    kept: &PrivateIndex,
+    rules: &Path,
+    left: &[LeftOut],
+    deadline: Instant,
+) -> Result<(), FsError> {
+    let mut remove = kept.git().map_err(start_error)?;
+    remove.args(["update-index", "--force-remove", "-z", "--stdin"]);
+    let list: Vec<u8> = left
+        .iter()
+        .flat_map(|l| l.path.bytes().chain(std::iter::once(0)))
+        .collect();
+    crate::git_runner::run_with_input(remove, &list, deadline, MAX_OUTPUT)
+        .ok_or_else(|| git_error("leave out large files and secrets", "git did not answer"))?;
+    let more: String = left
+        .iter()
+        .filter_map(|l| literal_rule(&l.path))
+        .map(|r| r + "\n")
+        .collect();
+    safe_fs::append(rules, more.as_bytes())
+}
+
+/// [`secret_name`]'s rules in the words of a `.gitignore` (any folder).
+const SECRET_RULES: [&str; 13] = [
+    ".env*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*credentials*",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+];
+
+/// The ignore rules a loop's kept index stages with (`core.excludesFile`,
+/// which replaces the user's own for that one git process): the user's own
+/// rules first (the file `core.excludesFile` names, else git's default
+/// one), then the secrets' names (any case), then each path of
+/// `leave_out`. Read once, as the index is made: one `git config`.
+fn ignore_rules(root: &Path, deadline: Instant, leave_out: &[String]) -> Vec<u8> {
+    let named = git_command(root, &[]).ok().and_then(|mut command| {
+        command.args(["config", "--path", "--get", "core.excludesFile"]);
+        run(command, deadline, &[0], "read core.excludesFile").ok()
+    });
+    let users = named
+        .map(|out| root.join(one_line(out)))
+        .filter(|p| !p.as_os_str().is_empty())
+        .or_else(tree_diff::default_excludes_file);
+    let mut text = users
+        .and_then(|p| safe_fs::read_capped(&p, 1024 * 1024).ok())
+        .unwrap_or_default();
+    text.push(b'\n');
+    for rule in SECRET_RULES {
+        text.extend(any_case(rule).bytes());
+        text.push(b'\n');
+    }
+    for rule in leave_out.iter().filter_map(|p| literal_rule(p)) {
+        text.extend(rule.bytes());
+        text.push(b'\n');
+    }
+    text
+}
+
+/// `rule` matching in any case: each letter as `[xX]`.
+fn any_case(rule: &str) -> String {
+    rule.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The ignore rule that matches exactly `path` (relative to the root):
+/// anchored, every wildcard escaped; `None` for a name with a line break,
+/// which no rule can hold.
+fn literal_rule(path: &str) -> Option<String> {
+    if path.is_empty() || path.contains(['\n', '\r']) {
+        return None;
+    }
+    let mut rule = String::from("/");
+    for c in path.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ' ' | '!' | '#') {
+            rule.push('\\');
+        }
+        rule.push(c);
+    }
+    Some(rule)
+}
+
+/// The regular files among the paths `git add -v` said it added (`add
+/// '<path>'` lines; a line that starts no such entry continues the path
+/// before it, whose name held a line break) that a checkpoint leaves out:
+/// names that look like secrets, files larger than [`LARGE_FILE_BYTES`].
+fn left_out_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
+    let text = String::from_utf8_lossy(said);
+    let mut paths: Vec<String> = Vec::new();
+    let mut adding = false;
+    for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
+        if let Some(path) = line.strip_prefix("add '") {
+            paths.push(path.to_owned());
+            adding = true;
+        } else if line.starts_with("remove '") {
+            adding = false;
+        } else if adding && let Some(last) = paths.last_mut() {
+            last.push('\n');
+            last.push_str(line);
+        }
+    }
+    let listed = paths
+        .into_iter()
+        .filter_map(|p| p.strip_suffix('\'').map(str::to_owned))
+        .filter(|p| !p.is_empty())
+        .collect();
+    classify(root, listed)
 }
 
 /// What `git ls-files` lists as untracked or changed (ignored files aside;
@@ -318,8 +571,9 @@ fn classify(root: &Path, listed: Vec<String>) -> Vec<LeftOut> {
     left
 }
 
-/// Whether `commit` is a commit the private store (or the project's
-/// objects it borrows) holds.
+/// Whether `commit` is a commit or a tree (what a loop's kept index
+/// records, [`stage_kept`]) the private store (or the project's objects it
+/// borrows) holds.
 pub fn holds(root: &Path, objects: &Objects, commit: &str) -> bool {
     if !tree_diff::is_object_id(commit) {
         return false;
@@ -335,7 +589,7 @@ pub fn holds(root: &Path, objects: &Objects, commit: &str) -> bool {
         &[0],
         "read a checkpoint",
     )
-    .is_ok_and(|out| one_line(out) == "commit")
+    .is_ok_and(|out| ["commit", "tree"].contains(&one_line(out).as_str()))
 }
 
 /// The total size of the files under `dir` (links not followed).
@@ -423,12 +677,16 @@ pub fn remove(root: &Path, references: &[String]) -> Result<(), FsError> {
 pub fn restore(
     root: &Path,
     objects: &Objects,
-    current: &Snapshot,
+    current: &WorkTreeCopy,
     target: &str,
 ) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
-    let mut paths: Vec<String> = OUTSIDE_CLAUDE.iter().map(|p| (*p).to_owned()).collect();
+    let mut paths: Vec<String> = OUTSIDE_CLAUDE
+        .iter()
+        .chain(&SECRET_EXCLUDES)
+        .map(|p| (*p).to_owned())
+        .collect();
     paths.extend(
         current
             .left_out
@@ -659,6 +917,78 @@ mod tests {
                 why: Why::Secret
             }]
         );
+    }
+
+    /// The files of `tree` (in the private store), one per line.
+    #[cfg(unix)]
+    fn files_of(root: &Path, objects: &Objects, tree: &str) -> Vec<String> {
+        let mut command = git_command(root, &[]).unwrap();
+        objects.apply(&mut command);
+        command.args(["ls-tree", "-r", "--name-only", tree]);
+        let out = run(command, Instant::now() + TIME_LIMIT, &[0], "list").unwrap();
+        String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[cfg(unix)] // git and sh, which the Windows tests under Wine lack
+    #[test]
+    fn a_kept_index_stages_only_what_changed_and_leaves_secrets_and_large_files_out() {
+        let dir = repo();
+        let root = dir.path();
+        let store = tempfile::tempdir().unwrap();
+        let objects = objects(root, &store);
+        let index = store.path().join("index");
+        std::fs::create_dir(root.join("sub")).unwrap();
+        for secret in [
+            ".env.local",
+            "sub/Server.PEM",
+            "sub/id_rsa",
+            "aws_credentials.json",
+        ] {
+            std::fs::write(root.join(secret), "secret\n").unwrap();
+        }
+        std::fs::write(root.join("sub/new.txt"), "new\n").unwrap();
+        let index_before = std::fs::read(root.join(".git/index")).unwrap();
+        let first = stage_kept(root, &objects, &index, None, &[]).unwrap();
+        assert_eq!(
+            files_of(root, &objects, &first.tree),
+            [".gitignore", "a.txt", "sub/new.txt"]
+        );
+        assert!(first.left_out.is_empty());
+        // Nothing changed: the add says nothing and the last tree stands.
+        let again = stage_kept(root, &objects, &index, Some("f".repeat(40).as_str()), &[]);
+        assert_eq!(again.unwrap().tree, "f".repeat(40));
+        // A large file is staged once, taken out again and named.
+        let big = std::fs::File::create(root.join("data.bin")).unwrap();
+        big.set_len(LARGE_FILE_BYTES + 1).unwrap();
+        std::fs::write(root.join("a.txt"), "two\n").unwrap();
+        let third = stage_kept(root, &objects, &index, Some(&first.tree), &[]).unwrap();
+        assert_ne!(third.tree, first.tree);
+        assert_eq!(
+            files_of(root, &objects, &third.tree),
+            [".gitignore", "a.txt", "sub/new.txt"]
+        );
+        assert_eq!(third.left_out.len(), 1);
+        assert_eq!(third.left_out[0].path, "data.bin");
+        let fourth = stage_kept(root, &objects, &index, Some(&third.tree), &[]).unwrap();
+        assert_eq!(fourth.tree, third.tree, "left out from then on");
+        assert!(fourth.left_out.is_empty());
+        assert_eq!(
+            std::fs::read(root.join(".git/index")).unwrap(),
+            index_before
+        );
+        // A tracked file with a secret's name: kept as the user's index had it.
+        git(root, &["add", "-f", ".env.local"]);
+        std::fs::remove_file(&index).unwrap();
+        let seeded = stage_kept(root, &objects, &index, None, &[]).unwrap();
+        assert!(files_of(root, &objects, &seeded.tree).contains(&".env.local".to_owned()));
+        std::fs::write(root.join(".env.local"), "TOKEN=new\n").unwrap();
+        let changed = stage_kept(root, &objects, &index, Some(&seeded.tree), &[]).unwrap();
+        assert_eq!(changed.tree, seeded.tree, "its change is never read");
+        assert!(changed.left_out.is_empty());
+        assert!(holds(root, &objects, &third.tree));
     }
 
     #[cfg(unix)] // git and sh, which the Windows tests under Wine lack

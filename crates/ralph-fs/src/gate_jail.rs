@@ -124,7 +124,7 @@ pub enum JailPlan {
 
 impl JailPlan {
     /// How the gate ran, in a few words, for the receipt and the notices.
-    pub fn words(&self, network: GateNetwork) -> String {
+    pub(crate) fn words(&self, network: GateNetwork) -> String {
         match self {
             Self::Jailed { .. } => match network {
                 GateNetwork::None => "sandboxed (bubblewrap), no network".to_owned(),

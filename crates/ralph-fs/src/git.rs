@@ -35,31 +35,62 @@ use crate::fingerprint::fingerprint;
 
 /// The longest the working-tree fallback may take (every git process it starts);
 /// past it the breaker skips this stop rather than hold the session.
-pub(crate) const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
+pub const STATUS_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The most of `git status` output kept: past it, the stop is skipped.
 const MAX_STATUS_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The no-progress fingerprint after this turn; `None` when `root` is not a
-/// git work tree or the working tree could not be read in time (the
-/// breaker then neither counts nor resets at this stop).
-///
-/// `previous` is the fingerprint stored at the last stop; `edit_proven` is
-/// the transcript offset up to which a successful file edit was proven
-/// since then, if one was.
-pub fn progress_fingerprint(
-    root: &Path,
-    previous: Option<&str>,
-    edit_proven: Option<u64>,
-) -> Option<String> {
-    std::fs::symlink_metadata(root.join(".git")).ok()?;
-    if let Some(offset) = edit_proven {
-        let proven = format!("edit-{offset}");
-        if previous != Some(proven.as_str()) {
-            return Some(proven);
-        }
-    }
-    working_tree(root, STATUS_TIME_LIMIT)
+/// The fingerprint a file edit the transcript proves gives, without reading
+/// the tree: `None` when there is none, or when the previous stop already
+/// stood on the same edit (then the tree decides).
+pub fn edit_fingerprint(previous: Option<&str>, edit_proven: Option<u64>) -> Option<String> {
+    let proven = format!("edit-{}", edit_proven?);
+    (previous != Some(proven.as_str())).then_some(proven)
+}
+
+/// The no-progress fingerprint of a work tree a loop's kept index staged
+/// (`checkpoint::stage_kept`): its tree and HEAD as the repository's files
+/// name it (read here, no git process), so a commit is progress too. Only
+/// ever equal to another staged fingerprint.
+pub fn staged_fingerprint(root: &Path, tree: &str) -> String {
+    fingerprint(&format!("staged {tree}\n{}", head_stamp(root)))
+}
+
+/// What `HEAD` says and what the branch it names points at (its loose ref,
+/// else the packed refs' size and time): enough to tell that HEAD moved.
+/// A linked worktree's `.git` file leads to its own folder (`gitdir:`) and
+/// that one to the shared one (`commondir`), where the branches are. Read
+/// without following a link; what cannot be read is left empty.
+fn head_stamp(root: &Path) -> String {
+    let read = |path: &Path| crate::safe_fs::read_text(path, 4096).unwrap_or_default();
+    let dot_git = root.join(".git");
+    let own = match read(&dot_git).trim().strip_prefix("gitdir: ") {
+        Some(linked) => root.join(linked),
+        None => dot_git,
+    };
+    let common = match read(&own.join("commondir")).trim() {
+        "" => own.clone(),
+        shared => own.join(shared),
+    };
+    let head = read(&own.join("HEAD"));
+    let named = head
+        .trim()
+        .strip_prefix("ref: ")
+        .filter(|r| r.starts_with("refs/") && !r.split('/').any(|p| p.is_empty() || p == ".."))
+        .map(|r| read(&common.join(r)))
+        .unwrap_or_default();
+    let packed = std::fs::symlink_metadata(common.join("packed-refs"))
+        .ok()
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{}:{modified}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{head}\0{named}\0{packed}")
 }
 
 /// `git -C root …` with the hardening of [`crate::git`]: no program the
@@ -132,7 +163,7 @@ fn porcelain_status(root: &Path, limit: Duration, extra: &[&str]) -> Option<Stri
 /// and HEAD object names, and the size and modification time of each
 /// changed file (nothing is hashed by content). `None` when git cannot run
 /// or does not answer within `limit`.
-pub(crate) fn working_tree(root: &Path, limit: Duration) -> Option<String> {
+pub fn working_tree(root: &Path, limit: Duration) -> Option<String> {
     let status = porcelain_status(root, limit, &["--no-renames"])?;
     let mut summary = status.clone();
     for path in changed_paths(&status) {
@@ -253,6 +284,25 @@ mod tests {
         assert_ne!(tree(dir.path()).unwrap(), committed);
     }
 
+    /// The no-progress fingerprint after this turn; `None` when `root` is not a
+    /// git work tree or the working tree could not be read in time (the
+    /// breaker then neither counts nor resets at this stop).
+    ///
+    /// `previous` is the fingerprint stored at the last stop; `edit_proven` is
+    /// the transcript offset up to which a successful file edit was proven
+    /// since then, if one was.
+    fn progress_fingerprint(
+        root: &Path,
+        previous: Option<&str>,
+        edit_proven: Option<u64>,
+    ) -> Option<String> {
+        std::fs::symlink_metadata(root.join(".git")).ok()?;
+        if let Some(proven) = edit_fingerprint(previous, edit_proven) {
+            return Some(proven);
+        }
+        working_tree(root, STATUS_TIME_LIMIT)
+    }
+
     #[cfg(unix)]
     #[test]
     fn proven_edits_decide_without_the_tree() {
@@ -286,6 +336,29 @@ mod tests {
 
     // Needs git, which the Windows tests under Wine do not have.
     #[cfg(unix)]
+    /// A commit moves the staged fingerprint though the tree is the same,
+    /// in a repository and in a linked worktree of it.
+    #[cfg(unix)]
+    #[test]
+    fn a_commit_moves_the_staged_fingerprint_in_a_linked_worktree_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("main");
+        std::fs::create_dir(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "one\n").unwrap();
+        git_in(&root, &["add", "-A"]);
+        git_in(&root, &["commit", "-qm", "one"]);
+        let linked = dir.path().join("linked");
+        git_in(&root, &["worktree", "add", "-q", linked.to_str().unwrap()]);
+        for at in [&root, &linked] {
+            let before = staged_fingerprint(at, "t");
+            assert_eq!(staged_fingerprint(at, "t"), before);
+            git_in(at, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+            assert_ne!(staged_fingerprint(at, "t"), before, "{}", at.display());
+            assert_ne!(staged_fingerprint(at, "u"), staged_fingerprint(at, "t"));
+        }
+    }
+
     #[test]
     fn a_repository_configured_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();

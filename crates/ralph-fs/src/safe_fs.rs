@@ -623,6 +623,16 @@ pub fn remove_entry(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes the regular file at `path` (a link is never followed, nor
+/// removed); nothing there is no error. Best effort: whether it went.
+pub fn remove(path: &Path) -> bool {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => fs::remove_file(path).is_ok(),
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}
+
 /// Copies a regular file into a new file created exclusively.
 pub fn copy_new(from: &Path, to: &Path) -> Result<(), FsError> {
     let mut source = open_read(from)?;

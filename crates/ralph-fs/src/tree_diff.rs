@@ -61,7 +61,7 @@ const MAX_RULES_BYTES: u64 = 1024 * 1024;
 
 /// git's own default for `core.excludesFile`: `$XDG_CONFIG_HOME/git/ignore`,
 /// else `$HOME/.config/git/ignore`.
-fn default_excludes_file() -> Option<PathBuf> {
+pub(crate) fn default_excludes_file() -> Option<PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -91,7 +91,7 @@ const STAT_CHECKS: &[(&str, &str)] = &[
 
 /// The work tree at one moment, as git recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct TreeSnapshot {
     /// The id of the tree object (tracked and untracked files, not ignored ones).
     pub tree: String,
     /// Paths that differ from HEAD's tree (all of them before the first commit),
@@ -114,7 +114,7 @@ pub fn is_object_id(id: &str) -> bool {
 /// The work tree under `root` as a tree object, with the paths that differ
 /// from HEAD. `None` when `root` is not in a git work tree or git did not
 /// answer within `limit`.
-pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
+pub fn snapshot(root: &Path, limit: Duration) -> Option<TreeSnapshot> {
     let scratch = stage(root, Instant::now() + limit, &COMPARED).ok()?;
     let tree = scratch.run(&["write-tree"])?;
     let tree = String::from_utf8_lossy(&tree).trim().to_owned();
@@ -137,7 +137,7 @@ pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
         .filter(|entry| entry.starts_with("160000 "))
         .filter_map(|entry| entry.split_once('\t').map(|(_, path)| path.to_owned()))
         .collect();
-    Some(Snapshot {
+    Some(TreeSnapshot {
         tree,
         dirty,
         excludes,
@@ -149,7 +149,7 @@ pub fn snapshot(root: &Path, limit: Duration) -> Option<Snapshot> {
 /// the work tree now: changed, added or removed. `None` when git could not
 /// tell within `limit` (the tree object missing, say).
 ///
-/// `excludes`, the ignore rules a [`Snapshot`] recorded: a file that only a
+/// `excludes`, the ignore rules a [`TreeSnapshot`] recorded: a file that only a
 /// rule added since then (to `.git/info/exclude` or `core.excludesFile`,
 /// neither of them in the tree) hides is staged all the same, so it counts
 /// as the change it is.
@@ -283,6 +283,62 @@ pub(crate) fn stage_with(
     let left = leave_out(&private)?;
     private.add_all(staging, &left)?;
     Ok((private, left))
+}
+
+/// What makes an index kept between stops cheap to read and write again,
+/// in git's own words (read by nothing but ralph's git processes): no
+/// checksum written (`index.skipHash`), paths stored compressed (version 4,
+/// for an index git starts), and git's cache of untracked folders (each
+/// folder's listing kept with its stat data and the ignore rules' ids, so
+/// a folder whose stat did not change is not read again; the user's own
+/// index never gets one from ralph).
+const KEPT_INDEX: &[(&str, &str)] = &[
+    ("index.skipHash", "true"),
+    ("index.version", "4"),
+    ("core.untrackedCache", "true"),
+];
+
+/// The private index a loop keeps at `index` between its stops (a file in
+/// a private folder of ralph's, `checkpoint::stage_kept`), so that git's
+/// stat cache stays warm: every stat field checked ([`STAT_CHECKS`]), as a
+/// distrusted staging. When it does not exist yet it is seeded from the
+/// user's index with its assume-unchanged and skip-worktree marks cleared
+/// (a mark set later in the user's index never reaches it); a seed that
+/// fails is removed, and git starts the index empty.
+pub(crate) fn kept_index(
+    root: &Path,
+    deadline: Instant,
+    env: Vec<(&'static str, PathBuf)>,
+    index: PathBuf,
+) -> Result<PrivateIndex, FsError> {
+    let mut overrides = crate::git::status_overrides(root, deadline)
+        .ok_or_else(|| git_error("read the repository's configuration", "git did not answer"))?;
+    overrides.extend(
+        STAT_CHECKS
+            .iter()
+            .chain(KEPT_INDEX)
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    let folder = tempfile::Builder::new()
+        .prefix("ralph-index-")
+        .tempdir()
+        .map_err(|source| FsError::Io {
+            action: "create a private folder for",
+            path: root.to_owned(),
+            source,
+        })?;
+    let private = PrivateIndex {
+        root: root.to_owned(),
+        overrides,
+        env,
+        deadline,
+        index,
+        folder,
+    };
+    if safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
+        safe_fs::remove(&private.index);
+    }
+    Ok(private)
 }
 
 fn git_error(what: &'static str, detail: impl Into<String>) -> FsError {

@@ -8,7 +8,6 @@ use crate::agent::AgentReply;
 use ralph_control::{self as control, CommandError};
 use ralph_core::decide::engine::{self, Step, Turn};
 use ralph_core::decide::{Observation, Outcome};
-use ralph_fs::git;
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::run_owner::RunOwner;
 use ralph_state::fields::state::LoopState;
@@ -74,14 +73,10 @@ pub fn judge(
         claim: None,
         log: None,
     };
-    Ok(Some(engine::step(
-        project,
-        live,
-        Some(registry),
-        turn,
-        now,
-        lock,
-    )?))
+    let (step, effects) = engine::step(project, live, Some(registry), turn, now, lock)?;
+    // The lock is let go: the checkpoint is kept now.
+    effects.perform();
+    Ok(Some(step))
 }
 
 /// Why the driver could not read, take, hand back or end its loop.
@@ -389,15 +384,10 @@ fn observe(
         tokens_used: reply
             .tokens
             .map(|t| state.progress.tokens_used.saturating_add(t)),
-        tree_fingerprint: (state.guards.no_progress_after.is_set() || state.gate_alone())
-            .then(|| {
-                git::progress_fingerprint(
-                    &project.root,
-                    state.progress.tree_fingerprint.as_deref(),
-                    None,
-                )
-            })
-            .flatten(),
+        // Read by `engine::step` under the lock (the kept index's tree, which
+        // is the checkpoint too; else `git status`).
+        tree_pending: (state.guards.no_progress_after.is_set() || state.gate_alone())
+            && std::fs::symlink_metadata(project.root.join(".git")).is_ok(),
         ran_tool: None,
         tree_unchanged: false,
         block_cap: 0,

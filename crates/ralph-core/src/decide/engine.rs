@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::decide::effects::Effects;
 use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::reply::transcript::Appended;
@@ -73,7 +74,9 @@ pub enum Step {
 }
 
 /// One turn: decide (running the verification gate if the promise asks for
-/// it), then write what was decided and log it.
+/// it), then write what was decided and log it. The lock is let go before
+/// it returns; what is left to do (the checkpoint) comes back as
+/// [`Effects`], for the caller to perform.
 pub fn step(
     project: &Project,
     live: &Loop,
@@ -81,7 +84,7 @@ pub fn step(
     turn: Turn,
     now: Timestamp,
     lock: ProjectLock,
-) -> Result<Step, LoopFileError> {
+) -> Result<(Step, Effects), LoopFileError> {
     let Turn {
         mut seen,
         transcript,
@@ -94,6 +97,7 @@ pub fn step(
     seen.tokens_used = seen
         .tokens_used
         .map(|t| t.min(ralph_state::fields::state::MAX_TOKENS));
+    let staged = read_tree(project, live, registry, &mut seen);
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
     if live.state.active && live.state.paths.any() {
         seen.changed_paths = changed_paths(&project.root, &live.state.paths);
@@ -108,11 +112,11 @@ pub fn step(
     }
     let (lock, seen) = match prd_stories(project, live, registry, seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
-        Relocked::Changed(step) => return Ok(step),
+        Relocked::Changed(step) => return Ok((step, Effects::default())),
     };
     let (lock, judged) = match judge(project, live, registry, seen, lock)? {
         Relocked::Same(lock, judged) => (lock, judged),
-        Relocked::Changed(step) => return Ok(step),
+        Relocked::Changed(step) => return Ok((step, Effects::default())),
     };
     let written = Written {
         entry: turn_entry(&live.state, &judged.seen, &driver, now),
@@ -135,20 +139,65 @@ pub fn step(
         mailbox.take_raised();
     }
     drop(lock);
-    // The iteration's work tree, kept once the turn is written and the lock
-    // is let go (git may take a moment in a large tree).
-    if matches!(step, Step::Continued { .. }) {
-        let state = &live.state;
-        checkpoints::take(
-            &project.root,
-            registry,
-            &live.file.name,
-            state,
-            state.iteration,
-            no_tool_ran,
-        );
+    // The iteration's work tree, kept by the caller once the turn is written
+    // and the lock is let go.
+    let effects = Effects {
+        checkpoint: checkpoint_of(project, live, registry, &step, staged, no_tool_ran),
+    };
+    Ok((step, effects))
+}
+
+/// The work tree the no-progress fingerprint waits for
+/// ([`Observation::tree_pending`]), read under the lock: staged into the
+/// loop's kept index when it keeps checkpoints (`git add` and at most a
+/// `git write-tree`, and that tree is this stop's checkpoint: returned),
+/// else one `git status`.
+fn read_tree(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &mut Observation,
+) -> Option<String> {
+    if !seen.tree_pending {
+        return None;
     }
-    Ok(step)
+    let root = &project.root;
+    let staged = checkpoints::stage(root, registry, &live.file.name, &live.state);
+    seen.tree_fingerprint = match &staged {
+        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
+        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
+    };
+    staged
+}
+
+/// The checkpoint a counted stop keeps (one that goes on or ends the loop):
+/// the tree staged at this stop, the previous one when the turn ran no
+/// tool, else staged after the lock.
+fn checkpoint_of(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    step: &Step,
+    staged: Option<String>,
+    no_tool_ran: bool,
+) -> Option<checkpoints::Keep> {
+    if !matches!(step, Step::Continued { .. } | Step::Ended { .. }) {
+        return None;
+    }
+    let source = match staged {
+        Some(tree) => checkpoints::Source::Staged(tree),
+        None if no_tool_ran => checkpoints::Source::Previous,
+        None => checkpoints::Source::Stage,
+    };
+    let state = &live.state;
+    checkpoints::plan(
+        &project.root,
+        registry,
+        &live.file.name,
+        state,
+        state.iteration,
+        source,
+    )
 }
 
 /// Whether this stop's promise met `ralph say --gate` guidance.
@@ -710,10 +759,9 @@ fn end(
     })
 }
 
-/// The checkpoint of the last iteration, taken as the loop ends; when a
-/// breaker or a budget ended it, the sentence that names the last one
-/// whose check passed, and a breaker's hand-over (both read before the log
-/// moves into the history).
+/// When a breaker or a budget ended the loop, the sentence that names the
+/// last checkpoint whose check passed, and a breaker's hand-over (both read
+/// before the log moves into the history).
 fn ended_checkpoint(
     project: &Project,
     live: &Loop,
@@ -724,21 +772,22 @@ fn ended_checkpoint(
 ) -> (Option<String>, Option<String>) {
     let state = &live.state;
     let name = &live.file.name;
-    let no_tool_ran = seen.tree_unchanged;
-    let kept = checkpoints::take(
+    if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
+        return (None, None);
+    }
+    // This iteration's checkpoint is kept after the lock (the turn's effect).
+    let source = checkpoints::Source::Stage;
+    let kept = checkpoints::plan(
         &project.root,
         registry,
         name,
         state,
         state.iteration,
-        no_tool_ran,
+        source,
     )
     .is_some();
-    if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
-        return (None, None);
-    }
     let passed = seen.check.as_ref().is_some_and(|c| c.passed);
-    let green = checkpoints::last_green(project, registry, name, state, passed);
+    let green = checkpoints::last_green(project, registry, name, state, passed, kept);
     let handover = match outcome {
         Outcome::Guard(tripped) if handover::wanted(tripped) => {
             let mut log = store::read_log_tail(&project.log_path(name), 200);
@@ -1088,6 +1137,45 @@ mod tests {
         let text = store::read_to_string(&file.path).unwrap();
         let state = LoopState::parse(&text).unwrap();
         (tmp, project, Loop { file, text, state })
+    }
+
+    /// A turn of a loop in a git project: `step` returns the iteration's
+    /// checkpoint as an effect and does not keep it; performing it does.
+    #[cfg(unix)] // git, which the Windows tests under Wine lack
+    #[test]
+    fn a_turn_returns_its_checkpoint_as_an_effect_and_does_not_keep_it() {
+        let (_tmp, project, registry) = project();
+        let mut init = ralph_fs::git_runner::command(&project.root, &[]).unwrap();
+        init.args(["init", "-q"]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        ralph_fs::git_runner::run_until(init, deadline, &[0], 4096).expect("git init");
+        std::fs::write(project.root.join("a.txt"), "one\n").unwrap();
+        arm_plain(&project, &registry, "l", None, 5);
+        let file = project.loop_files().unwrap().remove(0);
+        let text = store::read_to_string(&file.path).unwrap();
+        let state = LoopState::parse(&text).unwrap();
+        let live = Loop { file, text, state };
+        let turn = Turn {
+            seen: Observation {
+                reply: Some("working on it".into()),
+                ..Observation::default()
+            },
+            transcript: None,
+            driver: "s1".into(),
+            claim: None,
+            log: None,
+        };
+        let lock = project.lock().unwrap();
+        let (step, effects) = step(&project, &live, Some(&registry), turn, Timestamp(1), lock)
+            .expect("the turn is written");
+        assert!(matches!(step, Step::Continued { .. }), "{step:?}");
+        let keep = effects.checkpoint.as_ref().expect("a checkpoint to keep");
+        assert_eq!(keep.source(), &checkpoints::Source::Stage);
+        let label = keep.iteration().to_string();
+        let kept = checkpoints::Kept::latest(&registry, &project.root, "l").unwrap();
+        assert_eq!(kept.commit(&label), None, "step kept no checkpoint itself");
+        effects.perform();
+        assert!(kept.commit(&label).is_some(), "performed, it is kept");
     }
 
     #[test]

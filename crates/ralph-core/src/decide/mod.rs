@@ -2,6 +2,7 @@
 //! what was observed (the reply, the clock, the guard figures). It touches
 //! no file and no clock of its own, so every rule is tested directly.
 
+pub mod effects;
 pub mod engine;
 pub mod gate_place;
 pub mod observation;

@@ -9,6 +9,8 @@ pub use ralph_fs::gate::Verification;
 use ralph_state::time::Timestamp;
 
 /// What the shell observed for this Stop.
+// Plain facts, each its own yes or no: a state machine would say less.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
     /// The text of the reply that just finished (`None`: no text, e.g. a tool call).
@@ -18,6 +20,10 @@ pub struct Observation {
     pub tokens_used: Option<u64>,
     /// A fingerprint of the working tree and HEAD, when the project is a git repository.
     pub tree_fingerprint: Option<String>,
+    /// The fingerprint waits for the work tree, which `engine::step` reads
+    /// under the lock: staged into the loop's kept index when it keeps
+    /// checkpoints (that tree is the checkpoint too), else `git status`.
+    pub tree_pending: bool,
     /// Whether the turn that just ended ran any tool, when known.
     pub ran_tool: Option<bool>,
     /// The transcript proves the turn ran no tool and holds its reply (the

@@ -233,7 +233,9 @@ impl Drive<'_> {
             log,
         };
         let registry = pick.armings.registry();
-        let step = engine::step(project, live, registry, turn, ctx.now, lock)?;
+        let (step, effects) = engine::step(project, live, registry, turn, ctx.now, lock)?;
+        // The lock is let go: what the turn left to do is done now.
+        effects.perform();
         let answer = match step {
             Step::Passed if queued => {
                 Answer::Notice(messages::queued_goes_first(&live.file.name, &live.state))

@@ -137,13 +137,10 @@ pub(super) fn observe(
     refusal.tell(notices);
     // Only a guard that is on sees the figures; the offset moves on either way.
     let appended = scanned.as_ref().filter(|_| wants.transcript);
-    let tree = wants
-        .progress
-        .then(|| {
-            let from_event = reply.as_deref().filter(|_| reply_from_event);
-            tree_fingerprint(project, state, appended, from_event)
-        })
-        .flatten();
+    let tree = wants.progress.then(|| {
+        let from_event = reply.as_deref().filter(|_| reply_from_event);
+        tree_fingerprint(project, state, appended, from_event)
+    });
     let priced = appended.filter(|_| wants.cost).map(|a| price(a, notices));
     let queued = scanned.as_ref().is_some_and(|a| a.queued > 0);
     let tree_unchanged = scanned.as_ref().is_some_and(|a| {
@@ -189,7 +186,7 @@ struct Figures<'a> {
     appended: Option<&'a Appended>,
     /// This stop's cost, and the largest reply's alone.
     priced: Option<(Money, Money)>,
-    tree: Option<String>,
+    tree: Option<TreeSeen>,
     /// The transcript proves the turn ran no tool.
     tree_unchanged: bool,
     queued: bool,
@@ -225,7 +222,11 @@ impl Figures<'_> {
             cost_usd: priced.map(|(cost, _)| state.progress.counts.cost_usd.plus(cost)),
             now: Some(ctx.now),
             tokens_used: appended.map(|a| state.progress.tokens_used.saturating_add(a.tokens)),
-            tree_fingerprint: tree,
+            tree_pending: matches!(tree, Some(TreeSeen::Pending)),
+            tree_fingerprint: match tree {
+                Some(TreeSeen::Known(fingerprint)) => Some(fingerprint),
+                _ => None,
+            },
             ran_tool: appended.and_then(|a| a.ran_tool),
             tree_unchanged,
             block_cap: ctx.block_cap,
@@ -300,8 +301,9 @@ fn price(appended: &Appended, notices: &mut Vec<String>) -> (Money, Money) {
 }
 
 /// The cheapest signal that decides: an edit the transcript proves, then
-/// (only when that cannot tell) the working tree and HEAD through one
-/// `git status`. A transcript that lags the Stop event proves nothing, so
+/// (only when that cannot tell) the working tree and HEAD, which the engine
+/// reads under the lock (staged into the loop's kept index, which is its
+/// checkpoint too; else one `git status`). A transcript that lags the Stop event proves nothing, so
 /// the tree is read: a lag can delay the breaker, never end a loop falsely.
 ///
 /// A turn that ran no tool at all cannot have changed the tree through the
@@ -316,18 +318,31 @@ fn tree_fingerprint(
     state: &LoopState,
     appended: Option<&Appended>,
     reply_from_event: Option<&str>,
-) -> Option<String> {
+) -> TreeSeen {
     if let (Some(a), Some(previous)) = (appended, &state.progress.tree_fingerprint)
         && turn_ran_nothing(a, reply_from_event, state.progress.counts.replies_behind)
     {
-        return Some(previous.clone());
+        return TreeSeen::Known(previous.clone());
+    }
+    if std::fs::symlink_metadata(project.root.join(".git")).is_err() {
+        return TreeSeen::NotGit;
     }
     let edit_proven = appended.filter(|a| a.edit_proven).map(|a| a.end_offset);
-    git::progress_fingerprint(
-        &project.root,
-        state.progress.tree_fingerprint.as_deref(),
-        edit_proven,
-    )
+    match git::edit_fingerprint(state.progress.tree_fingerprint.as_deref(), edit_proven) {
+        Some(proven) => TreeSeen::Known(proven),
+        None => TreeSeen::Pending,
+    }
+}
+
+/// What the hook knows of the work tree before the engine runs.
+enum TreeSeen {
+    /// The fingerprint, without reading the tree (no tool ran, or an edit
+    /// the transcript proves).
+    Known(String),
+    /// The engine reads the tree ([`Observation::tree_pending`]).
+    Pending,
+    /// No git work tree: no fingerprint.
+    NotGit,
 }
 
 /// Whether the turn provably ran no tool (see [`tree_fingerprint`]): the

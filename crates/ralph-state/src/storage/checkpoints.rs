@@ -3,8 +3,11 @@
 //! folder (`Registry::checkpoint_place`), a folder per loop and arming:
 //! `checkpoints/<project>/<loop>/<nonce>/` holds the private object store
 //! (`objects/`, borrowing the project's), `record` (each checkpoint's label
-//! and commit id, the only list a rollback trusts), `left-out` (the files
-//! checkpoints left out) and `borrows` (the project's object folder);
+//! and tree id, or commit id for an arming of an older ralph: the only list
+//! a rollback trusts), `left-out` (the files checkpoints left out),
+//! `borrows` (the project's object folder), and the loop's kept index
+//! (`index`, its stat cache warm from one stop to the next) with the tree
+//! it wrote last (`tree`);
 //! `<loop>/latest` names the newest arming. Which one was the last whose
 //! `--check` passed; and their pruning when the loop's history goes.
 
@@ -58,12 +61,17 @@ impl Kept {
             return None;
         }
         registry.ensure_private(&dir.join("objects")).ok()?;
+        let kept = Kept { dir };
         if fresh {
             let borrowed = checkpoint::project_objects(root).ok()?;
-            safe_fs::create_new(&dir.join("borrows"), borrowed.to_str()?.as_bytes()).ok()?;
+            safe_fs::create_new(&kept.dir.join("borrows"), borrowed.to_str()?.as_bytes()).ok()?;
             safe_fs::replace(&loop_dir.join("latest"), nonce.as_bytes()).ok()?;
+            // What the stops leave out by name or size, named from the first
+            // (one listing of the tree, at this stop only): each stop's
+            // staging lists nothing, and names only the large files it met.
+            kept.note_left_out(&checkpoint::would_leave_out(root));
         }
-        Some(Kept { dir })
+        Some(kept)
     }
 
     /// The newest arming of loop `name` that kept checkpoints.
@@ -156,6 +164,34 @@ impl Kept {
     pub fn bytes(&self) -> u64 {
         checkpoint::size_of(&self.dir.join("objects"))
     }
+
+    /// Stages the work tree into this arming's kept index (`index`, beside
+    /// the store): the tree, or `None` (the store full, git failing). The
+    /// tree the index wrote last (`tree`) is taken out before git runs and
+    /// written back after, so a stop that fails half way never leaves a
+    /// tree that the index no longer matches.
+    fn stage(&self, root: &Path) -> Option<String> {
+        if self.bytes() > MAX_STORE_BYTES {
+            return None;
+        }
+        let last_file = self.dir.join("tree");
+        let last = safe_fs::read_text(&last_file, 256).ok();
+        safe_fs::remove(&last_file);
+        let leave: Vec<String> = self.left_out().into_iter().map(|n| n.path).collect();
+        let index = self.dir.join("index");
+        let objects = self.objects()?;
+        let staged = checkpoint::stage_kept(
+            root,
+            &objects,
+            &index,
+            last.as_deref().map(str::trim),
+            &leave,
+        )
+        .ok()?;
+        self.note_left_out(&staged.left_out);
+        safe_fs::replace(&last_file, staged.tree.as_bytes()).ok()?;
+        Some(staged.tree)
+    }
 }
 
 /// The per-user folder of the project at `root`'s checkpoints.
@@ -164,40 +200,106 @@ fn place(registry: &Registry, root: &Path) -> Option<PathBuf> {
     Some(registry.checkpoint_place(&canonical))
 }
 
-/// Records the work tree as the checkpoint of iteration `iteration` of the
-/// loop `name`; best effort (not a git project, no per-user folder, a name
-/// that is not plain, the store full, git failing or slow: no checkpoint,
-/// and the loop goes on as before). The label when one was kept.
-/// `unchanged`: the turn ran no tool (the transcript shows it), so the
-/// tree is the previous checkpoint's: its commit is recorded again, rather
-/// than every file of the tree staged anew (80 ms at 30,000 files).
-pub fn take(
+/// Where this stop's checkpoint takes its tree from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The tree staged at this stop already (its no-progress fingerprint).
+    Staged(String),
+    /// The turn ran no tool (the transcript shows it), so the tree is the
+    /// previous checkpoint's: recorded again, nothing staged.
+    Previous,
+    /// Nothing staged yet: staged when the checkpoint is kept.
+    Stage,
+}
+
+/// A checkpoint to keep once the turn is written and the loop's lock let
+/// go, one of a turn's effects (`decide::effects`): the record of the
+/// arming's checkpoints gets the line `<iteration> <tree>`.
+pub struct Keep {
+    kept: Kept,
+    root: PathBuf,
+    iteration: u64,
+    source: Source,
+}
+
+impl std::fmt::Debug for Keep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keep")
+            .field("iteration", &self.iteration)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Keep {
+    /// The iteration whose checkpoint this is.
+    pub fn iteration(&self) -> u64 {
+        self.iteration
+    }
+
+    /// Where its tree comes from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Records the checkpoint; best effort (git failing or slow, the store
+    /// full: no checkpoint, and the loop goes on as before). Its label when
+    /// one was kept.
+    pub fn perform(self) -> Option<String> {
+        let label = self.iteration.to_string();
+        let previous = match self.source {
+            Source::Previous => self
+                .iteration
+                .checked_sub(1)
+                .and_then(|p| self.kept.commit(&p.to_string())),
+            _ => None,
+        };
+        let tree = match (self.source, previous) {
+            (_, Some(previous)) => previous,
+            (Source::Staged(tree), None) => tree,
+            (Source::Previous | Source::Stage, None) => self.kept.stage(&self.root)?,
+        };
+        self.kept.append(&label, &tree).map(|()| label)
+    }
+}
+
+/// The checkpoint of iteration `iteration` of the loop `name`, to keep
+/// after the lock (`None` when it can keep none: not a git project, no
+/// per-user folder, a name that is not plain).
+pub fn plan(
     root: &Path,
     registry: Option<&Registry>,
     name: &str,
     state: &LoopState,
     iteration: u64,
-    unchanged: bool,
-) -> Option<String> {
+    source: Source,
+) -> Option<Keep> {
     if !checkpoint::in_repository(root) {
         return None;
     }
     let kept = Kept::open(registry?, root, name, state.nonce.as_deref()?, true)?;
-    let label = iteration.to_string();
-    let previous = iteration
-        .checked_sub(1)
-        .filter(|_| unchanged)
-        .and_then(|p| kept.commit(&p.to_string()));
-    if let Some(previous) = previous {
-        return kept.append(&label, &previous).map(|()| label);
-    }
-    if kept.bytes() > MAX_STORE_BYTES {
+    Some(Keep {
+        kept,
+        root: root.to_owned(),
+        iteration,
+        source,
+    })
+}
+
+/// Stages the work tree into the loop's kept index at this stop, for its
+/// checkpoint and its no-progress fingerprint at once: the tree, or `None`
+/// when the loop keeps no checkpoints or git failed (the caller reads the
+/// tree with `git status` instead).
+pub fn stage(
+    root: &Path,
+    registry: Option<&Registry>,
+    name: &str,
+    state: &LoopState,
+) -> Option<String> {
+    if !checkpoint::in_repository(root) {
         return None;
     }
-    let message = format!("ralph {name}: the work tree after iteration {iteration}");
-    let snapshot = checkpoint::snapshot(root, &kept.objects()?, &message, false).ok()?;
-    kept.note_left_out(&snapshot.left_out);
-    kept.append(&label, &snapshot.commit).map(|()| label)
+    Kept::open(registry?, root, name, state.nonce.as_deref()?, true)?.stage(root)
 }
 
 /// The last iteration of the loop whose `--check` passed and whose
@@ -209,6 +311,7 @@ pub fn last_green(
     name: &str,
     state: &LoopState,
     this_turn_passed: bool,
+    this_turn_kept: bool,
 ) -> Option<u64> {
     let kept = Kept::open(
         registry?,
@@ -217,11 +320,15 @@ pub fn last_green(
         state.nonce.as_deref()?,
         false,
     )?;
-    let kept: Vec<u64> = kept
+    let mut kept: Vec<u64> = kept
         .entries()
         .iter()
         .filter_map(|(l, _)| l.parse().ok())
         .collect();
+    if this_turn_kept {
+        // Kept after the lock, as the turn's effect.
+        kept.push(state.iteration);
+    }
     let mut green: Vec<u64> = crate::storage::store::read_log_tail(&project.log_path(name), 10_000)
         .iter()
         .filter(|e| e["check"]["passed"] == serde_json::Value::Bool(true))

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The hot path side by side (issue 47): one looping Stop (blocking, counted, a checkpoint kept)
+# of an armed loop, with two ralph binaries, in a git repository of N files (bench/make-repo.sh),
+# one file edited before every run, in ONE hyperfine run together with the floor (`sh -c
+# /bin/true`) and a `git status` of the same repository. Also counts the git processes one such
+# stop starts, with a counting `git` first on PATH (in a folder outside the repository). Prints a
+# markdown table.
+#
+# usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]
+#   BASE_RALPH  a ralph built from main before the change
+#   NEW_RALPH   this ralph
+#   N           files in the repository (default 30000)
+# env:   RALPH_BENCH_CACHE=/some/dir   keep the generated repository there and reuse it
+#        RALPH_BENCH_RUNS=20           timed runs per command
+set -euo pipefail
+base=${1:?usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]}
+new=${2:?usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]}
+n=${3:-30000}
+runs=${RALPH_BENCH_RUNS:-20}
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${RALPH_BENCH_CACHE:-$(mktemp -d)}
+command -v hyperfine >/dev/null || { echo "bench: hyperfine is needed" >&2; exit 1; }
+repo=$cache/repo-$n
+"$here/make-repo.sh" "$repo" "$n"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$repo/.claude"
+git -C "$repo" checkout -q -- .
+
+# One armed loop per binary (its own session and per-user state): no stuck breaker (the reply is
+# the same at every stop) and no block cap, so every timed stop blocks and counts an iteration.
+arm() {
+  local bin=$1 who=$2
+  (cd "$repo" && XDG_STATE_HOME=$work/state-$who HOME=$work "$bin" start --session-id "$who" \
+    --name "$who" --max-iterations 0 --completion-promise DONE --stuck-after 0 Task >/dev/null)
+  printf '{"session_id":"%s","cwd":"%s","last_assistant_message":"working"}' "$who" "$repo" \
+    >"$work/event-$who.json"
+}
+stop_cmd() {
+  local bin=$1 who=$2
+  echo "cd '$repo' && CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 XDG_STATE_HOME='$work/state-$who' HOME='$work' '$bin' hook stop <'$work/event-$who.json' | grep -q block"
+}
+arm "$base" base
+arm "$new" new
+edit="date +%s%N >> '$repo/d000/f000000.txt'"
+
+# The git processes of one looping stop (after a first stop that seeds what it keeps).
+mkdir -p "$work/bin"
+printf '#!/bin/sh\necho "$*" >> "%s/git-calls"\nexec %s "$@"\n' "$work" "$(command -v git)" \
+  >"$work/bin/git"
+chmod +x "$work/bin/git"
+count() {
+  local who=$1 bin=$2
+  sh -c "$(stop_cmd "$bin" "$who")"
+  sh -c "$edit"
+  rm -f "$work/git-calls"
+  PATH="$work/bin:$PATH" sh -c "$(stop_cmd "$bin" "$who")"
+  wc -l <"$work/git-calls" | tr -d ' '
+}
+base_gits=$(count base "$base")
+new_gits=$(count new "$new")
+
+hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" --export-json "$work/all.json" \
+  -n "floor: sh -c /bin/true" "sh -c /bin/true" \
+  -n "git status" "git -C '$repo' status --porcelain=v2 --untracked-files=all" \
+  -n "looping stop, base" "sh -c \"$(stop_cmd "$base" base)\"" \
+  -n "looping stop, new" "sh -c \"$(stop_cmd "$new" new)\"" >&2
+git -C "$repo" checkout -q -- . && rm -rf "$repo/.claude"
+
+python3 - "$work/all.json" "$n" "$base_gits" "$new_gits" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+floor = results[0]["mean"]
+gits = {"looping stop, base": sys.argv[3], "looping stop, new": sys.argv[4], "git status": "1"}
+print(f"| {int(sys.argv[2]):,} files, one file edited before each run | mean | median | max | × floor | git processes |")
+print("|---|---:|---:|---:|---:|---:|")
+for r in results:
+    print(f"| {r['command']} | {r['mean']*1000:.1f} ms | {r['median']*1000:.1f} ms | "
+          f"{r['max']*1000:.1f} ms | {r['mean']/floor:.1f} | {gits.get(r['command'], '–')} |")
+PY
