@@ -498,3 +498,44 @@ fn every_money_figure_is_the_sum_of_what_each_iteration_reported() {
         "never a sum of totals"
     );
 }
+
+/// A loop ended by a command or by `ralph run`, not a stop, tells its last word too, once its
+/// lock is let go (issue 47: no global courier; whoever ended the loop sends what ending it
+/// returned): `ralph cancel`, and a run whose agent used up its iterations.
+#[test]
+fn cancel_and_a_runs_ending_send_the_ended_loops_last_word() {
+    let p = Project::new();
+    let (base, posted) = webhook();
+    let url = format!("{base}/hooks/ralph");
+    arm(&p, &["--notify-url", &url]);
+    let out = p.ralph_in(&["cancel", "--name", "ralph"], p.root(), b"", &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let got = posted.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got.body["outcome"], "cancelled");
+    assert_eq!(notify_lines(&p), vec!["url: posted (HTTP 200)".to_owned()]);
+
+    let run = Project::new();
+    run.write("agent.sh", "cat > /dev/null; echo working");
+    let out = run.ralph_in(
+        &[
+            "run",
+            "--agent",
+            "sh agent.sh",
+            "--max-iterations",
+            "1",
+            "--notify-url",
+            &url,
+            "Tidy the docs",
+        ],
+        run.root(),
+        b"",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let got = posted.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got.body["outcome"], "max_iterations");
+    assert_eq!(
+        notify_lines(&run),
+        vec!["url: posted (HTTP 200)".to_owned()]
+    );
+}

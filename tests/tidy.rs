@@ -39,6 +39,7 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
             &["scan", "ownership"],
         ],
     ),
+    ("crates/ralph-notify/src", &[]),
     (CORE, &[&["reply"], &["decide"], &["hook"]]),
     (
         "crates/ralph-control/src",
@@ -59,7 +60,6 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
             &["session"],
         ],
     ),
-    ("crates/ralph-notify/src", &[]),
     ("crates/ralph-install/src", &[&["additions"]]),
     (
         "crates/ralph-run/src",
@@ -745,7 +745,7 @@ fn the_checks_see_what_they_look_for() {
     assert_eq!(kept, ["fn a() {}", "fn c() {}"]);
     assert!(is_plain_path("fields/state.rs"));
     assert!(!is_plain_path("tests/<area>.rs"));
-    let core = CRATES[2].1;
+    let core = CRATES[3].1;
     assert_eq!(floor(core, "hook"), Some(2));
     assert_eq!(public_item("    pub fn f(x: u8) {"), Some(("fn", "f")));
     assert_eq!(public_item("pub(crate) struct S;"), None);

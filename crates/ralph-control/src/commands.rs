@@ -9,7 +9,7 @@ use ralph_state::error::LoopFileError;
 use ralph_state::fields::frontmatter::{quote, scalar};
 use ralph_state::fields::outcome::Outcome;
 use ralph_state::fields::state::LoopState;
-use ralph_state::lifecycle::{self, LogEntry, Logged, Loop};
+use ralph_state::lifecycle::{self, LogEntry, Logged, Loop, Tell};
 use ralph_state::scan::{LoopEntry, Scan};
 use ralph_state::storage::registry::{self, Registry, RegistryError};
 use ralph_state::storage::store::{self, LoopFile, Project, ProjectLock, StoreError};
@@ -435,13 +435,20 @@ pub(crate) fn arm_or_keep(
     let (text, state) = new_loop_text(project, req, &nonce, now)?;
     let lock = project.lock()?;
     let path = project.loop_path(&req.name);
-    if let Some(kept) = make_room(&lock, project, registry, req, &state, now)? {
-        return Ok(kept);
-    }
-    let root = registry::canonical_root(project)?;
-    registry.record(&root, &req.name, &nonce, &state, now)?;
-    lifecycle::create(&lock, &path, &text)?;
+    // The last word of each loop `--force` ended, sent once the lock is let
+    // go, whether or not the new loop then arms.
+    let mut tells = Vec::new();
+    let armed = match make_room(&lock, project, registry, req, &state, now, &mut tells) {
+        Err(e) => Err(e),
+        Ok(Some(kept)) => return Ok(kept),
+        Ok(None) => registry::canonical_root(project)
+            .map_err(CommandError::from)
+            .and_then(|root| Ok(registry.record(&root, &req.name, &nonce, &state, now)?))
+            .and_then(|()| Ok(lifecycle::create(&lock, &path, &text)?)),
+    };
     drop(lock);
+    send_all(tells);
+    armed?;
     ralph_state::storage::checkpoints::prune(project, Some(registry));
     Ok(Armed {
         path,
@@ -508,6 +515,7 @@ fn make_room(
     req: &ArmRequest,
     state: &LoopState,
     now: Timestamp,
+    tells: &mut Vec<Tell>,
 ) -> Result<Option<Armed>, CommandError> {
     for entry in Scan::read(project, Some(registry))?.entries {
         if entry.file().name != req.name && !same_session(&entry, req) {
@@ -516,7 +524,7 @@ fn make_room(
         if !req.force {
             return keep_or_refuse(project, &entry, req, state).map(Some);
         }
-        end(
+        let (_, tell) = end(
             lock,
             project,
             Some(registry),
@@ -525,6 +533,7 @@ fn make_room(
             "replaced by a new loop (--force)",
             now,
         )?;
+        tells.extend(tell);
     }
     Ok(None)
 }
@@ -642,7 +651,8 @@ fn check_promise(option: &'static str, value: Option<&str>) -> Result<(), Comman
 
 /// Ends a live loop: records the outcome in the file, then moves it (and its
 /// log) into the history, and forgets its registry record. Returns the
-/// history record's path.
+/// history record's path, and the loop's last word to send once the lock is
+/// let go ([`send_all`]).
 fn end(
     lock: &ProjectLock,
     project: &Project,
@@ -651,7 +661,7 @@ fn end(
     outcome: Outcome,
     why: &str,
     now: Timestamp,
-) -> Result<PathBuf, CommandError> {
+) -> Result<(PathBuf, Option<Tell>), CommandError> {
     let text = match entry {
         LoopEntry::Unreadable {
             text: None, why, ..
@@ -759,6 +769,7 @@ pub fn cancel(
     } else {
         pick(&lives, name, session)?
     };
+    let mut tells = Vec::new();
     for entry in chosen {
         if let Some(run) = driven_by_an_ancestor(entry) {
             done.failed.push((
@@ -779,15 +790,25 @@ pub fn cancel(
             "cancelled by the user",
             now,
         ) {
-            Ok(record) => {
+            Ok((record, tell)) => {
                 let iteration = entry.state().map_or(0, |s| s.iteration);
                 done.ended
                     .push((entry.file().name.clone(), iteration, record));
+                tells.extend(tell);
             }
             Err(e) => done.failed.push((entry.file().name.clone(), e.to_string())),
         }
     }
+    drop(lock);
+    send_all(tells);
     Ok(done)
+}
+
+/// Sends each loop's last word, after the project's lock is let go.
+fn send_all(tells: Vec<Tell>) {
+    for tell in tells {
+        tell.send(Some(ralph_notify::send));
+    }
 }
 
 /// The `ralph run` that drives `entry`, when this process runs under it
@@ -819,8 +840,10 @@ pub fn end_driven(
     else {
         return Ok(None);
     };
-    let record = end(&lock, project, registry, entry, outcome, why, now)?;
+    let (record, tell) = end(&lock, project, registry, entry, outcome, why, now)?;
     let iteration = entry.state().map_or(0, |s| s.iteration);
+    drop(lock);
+    send_all(tell.into_iter().collect());
     Ok(Some((iteration, record)))
 }
 

@@ -144,6 +144,7 @@ mod tests {
             state_home: Some(state),
             block_cap: 8,
             now: Timestamp(60),
+            courier: None,
         }
     }
 

@@ -89,7 +89,7 @@ pub fn end_if_tampered(
         why: &why,
         now,
     };
-    let record = lifecycle::end_file(
+    let (record, tell) = lifecycle::end_file(
         &lock,
         project,
         Some(registry),
@@ -98,6 +98,10 @@ pub fn end_if_tampered(
         Some(&live.state),
         ending,
     )?;
+    drop(lock);
+    if let Some(tell) = tell {
+        tell.send(Some(ralph_notify::send));
+    }
     Ok(Some((why, record)))
 }
 

@@ -6,7 +6,9 @@
 //! the other hooks in `ralph-control` (above); files, processes and git come
 //! from `ralph-fs`. `ralph run` (`ralph-run`), the HTML report
 //! (`ralph-report`), the other hosts' installers (`ralph-install`) and the
-//! courier of notifications (`ralph-notify`) are crates of their own.
+//! courier of notifications (`ralph-notify`) are crates of their own: a
+//! stop that ends a loop returns its last word in the turn's effects, and
+//! the binary sends it.
 //!
 //! The folders read as the architecture, lowest first; a module imports only
 //! from its own folder and the ones listed before it (`tests/tidy.rs` checks):

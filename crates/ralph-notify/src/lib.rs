@@ -1,7 +1,6 @@
 //! The courier of a loop's last word (`ralph_state::fields::notice`):
 //! a desktop notification (`--notify`) and a JSON POST to a webhook
-//! (`--notify-url`). None delays its caller by more than [`BUDGET`] (the
-//! hook answers right after).
+//! (`--notify-url`). None delays its caller by more than [`BUDGET`].
 //!
 //! Internal to ralph: its API is the `ralph` command and the plugin, not this
 //! crate; `pub` here names only what another of ralph's crates uses.
@@ -10,8 +9,10 @@
 //! caller waits for at most [`BUDGET`], name lookup and TLS included
 //! (docs/decisions/http-client.md). Desktop notifications are handed to `notify-send`
 //! (Linux), `osascript` (macOS) or PowerShell (Windows), detached; the
-//! terminal bell, when stderr is a terminal, is the floor. The binary names
-//! [`send`] as the core's courier when it starts.
+//! terminal bell, when stderr is a terminal, is the floor. Whoever ends a
+//! loop hands [`send`] its last word once the project's lock is let go
+//! (`lifecycle::Tell::send`): the Stop hook through the binary, the commands
+//! and `ralph run` themselves.
 
 use std::io::{IsTerminal, Write};
 use std::process::Stdio;
@@ -98,7 +99,7 @@ fn exact_decimal<S: serde::Serializer>(cost: &Option<Money>, s: S) -> Result<S::
     }
 }
 
-/// The core's courier: tells `ending` as `settings` ask; returns what happened to each
+/// The courier: tells `ending` as `settings` ask; returns what happened to each
 /// channel (`("url", …)`, `("desktop", …)`), within [`BUDGET`] in all.
 pub fn send(settings: &Settings, ending: &EndNotice) -> Vec<(&'static str, Delivery)> {
     let message = &Message::ended(ending);

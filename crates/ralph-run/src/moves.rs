@@ -75,7 +75,7 @@ pub fn judge(
     };
     let (step, effects) = engine::step(project, live, Some(registry), turn, now, lock)?;
     // The lock is let go: the checkpoint is kept now.
-    effects.perform();
+    effects.perform(Some(ralph_notify::send));
     Ok(Some(step))
 }
 

@@ -322,7 +322,8 @@ pub struct Ending<'a> {
 
 /// Ends a loop file whose state may not parse (the CLI's cancel): the
 /// outcome is written when the file can be rewritten, else it is moved as
-/// it is; then logged, archived and forgotten. Returns the record's path.
+/// it is; then logged, archived and forgotten. Returns the record's path,
+/// and what to tell once the lock is let go.
 pub fn end_file(
     _lock: &ProjectLock,
     project: &Project,
@@ -331,7 +332,7 @@ pub fn end_file(
     text: &str,
     state: Option<&LoopState>,
     ending: Ending<'_>,
-) -> Result<PathBuf, StoreError> {
+) -> Result<(PathBuf, Option<Tell>), StoreError> {
     let Ending { outcome, why, now } = ending;
     if let Ok(updated) = rewrite::set_fields(&file.path, text, &end_fields(outcome, now))
         && state.is_some()
@@ -350,53 +351,74 @@ pub fn end_file(
         state.and_then(|s| s.nonce.as_deref()),
         now,
     )?;
-    if let Some(state) = state {
-        tell(project, &file.name, state, ending, &record);
-    }
-    Ok(record)
+    let tell = state.and_then(|state| Tell::of(project, &file.name, state, ending, &record));
+    Ok((record, tell))
 }
 
-/// Tells the user the loop ended, as its file asks (`notify`,
-/// `notify_url`), and logs what became of each notification beside the
-/// record. Never fails and never takes longer than the courier's budget.
-fn tell(
-    project: &Project,
-    name: &str,
-    state: &LoopState,
-    ending: Ending<'_>,
-    record: &std::path::Path,
-) {
-    if !state.notify.any() {
-        return;
-    }
-    let stem = record
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
-    let log = record.with_file_name(format!("{stem}.log.jsonl"));
-    let ending = crate::fields::notice::EndNotice {
-        loop_name: name.to_owned(),
-        project: project.root.display().to_string(),
-        outcome: ending.outcome,
-        why: ending.why.to_owned(),
-        iterations: state.iteration,
-        cost: crate::fields::notice::logged_cost(&log),
-    };
-    for (channel, delivery) in crate::fields::notice::deliver(&state.notify, &ending) {
-        let words = match delivery {
-            crate::fields::notice::Delivery::Posted(status) => {
-                format!("{channel}: posted (HTTP {status})")
-            }
-            crate::fields::notice::Delivery::HandedOff(program) => {
-                format!("{channel}: handed to {program}")
-            }
-            crate::fields::notice::Delivery::Failed(why) => {
-                format!("{channel}: failed: {why}")
-            }
+/// A loop's last word, as its file asks for it (`notify`, `notify_url`):
+/// what ending a loop leaves to tell, sent by whoever ended it once the
+/// project's lock is let go ([`Tell::send`]), never under it.
+#[must_use = "a loop's last word is sent by whoever ended it, after the lock"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tell {
+    settings: crate::fields::notice::Settings,
+    notice: crate::fields::notice::EndNotice,
+    /// The ended loop's decision log, in the history: where each delivery is logged.
+    log: PathBuf,
+}
+
+impl Tell {
+    /// What to tell of the loop `name` that ended as `ending`, its record at
+    /// `record`; `None` when its file asks for no notification.
+    fn of(
+        project: &Project,
+        name: &str,
+        state: &LoopState,
+        ending: Ending<'_>,
+        record: &std::path::Path,
+    ) -> Option<Self> {
+        if !state.notify.any() {
+            return None;
+        }
+        let stem = record
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let log = record.with_file_name(format!("{stem}.log.jsonl"));
+        let notice = crate::fields::notice::EndNotice {
+            loop_name: name.to_owned(),
+            project: project.root.display().to_string(),
+            outcome: ending.outcome,
+            why: ending.why.to_owned(),
+            iterations: state.iteration,
+            cost: crate::fields::notice::logged_cost(&log),
         };
-        let line = LogEntry::new(Timestamp::now(), Logged::Notify, words).line();
-        // Best effort, like every log line; never through a link.
-        let _ = ralph_fs::safe_fs::append(&log, format!("{line}\n").as_bytes());
+        Some(Self {
+            settings: state.notify.clone(),
+            notice,
+            log,
+        })
+    }
+
+    /// Tells it through `courier` (`None`: each channel is logged as not
+    /// sent) and logs what became of each channel beside the record. Never
+    /// fails and never takes longer than the courier's budget.
+    pub fn send(self, courier: Option<crate::fields::notice::Courier>) {
+        use crate::fields::notice::Delivery;
+        let deliveries = match courier {
+            Some(courier) => courier(&self.settings, &self.notice),
+            None => crate::fields::notice::undelivered(&self.settings),
+        };
+        for (channel, delivery) in deliveries {
+            let words = match delivery {
+                Delivery::Posted(status) => format!("{channel}: posted (HTTP {status})"),
+                Delivery::HandedOff(program) => format!("{channel}: handed to {program}"),
+                Delivery::Failed(why) => format!("{channel}: failed: {why}"),
+            };
+            let line = LogEntry::new(Timestamp::now(), Logged::Notify, words).line();
+            // Best effort, like every log line; never through a link.
+            let _ = ralph_fs::safe_fs::append(&self.log, format!("{line}\n").as_bytes());
+        }
     }
 }
 
@@ -484,8 +506,8 @@ impl Loop {
     /// Ends the loop as `outcome`: writes it (with `extra` fields, such as
     /// the final token count), logs `entry` (its `why` is the reason given),
     /// moves the file and its log into the history and forgets its registry
-    /// record. Returns the record's path and the sentence that says why it
-    /// ended.
+    /// record. Returns the record's path, the sentence that says why it
+    /// ended, and what to tell once the lock is let go.
     #[allow(clippy::too_many_arguments)]
     pub fn end(
         &self,
@@ -496,7 +518,7 @@ impl Loop {
         mut entry: LogEntry,
         extra: Vec<(&'static str, String)>,
         now: Timestamp,
-    ) -> Result<(PathBuf, String), LoopFileError> {
+    ) -> Result<(PathBuf, String, Option<Tell>), LoopFileError> {
         entry.decision = Logged::End;
         entry.outcome = Some(outcome);
         let mut fields = end_fields(outcome, now);
@@ -521,8 +543,8 @@ impl Loop {
             why: &entry.why,
             now,
         };
-        tell(project, &self.file.name, &self.state, ending, &record);
-        Ok((record, notice))
+        let tell = Tell::of(project, &self.file.name, &self.state, ending, &record);
+        Ok((record, notice, tell))
     }
 
     /// Writes a new nonce into the file and records the loop as armed on
@@ -700,7 +722,7 @@ mod tests {
         let lock = project.lock().unwrap();
         let entry =
             LogEntry::new(Timestamp(5), Logged::End, "the agent gave the promise").iteration(1);
-        let (record, notice) = live
+        let (record, notice, tell) = live
             .end(
                 &lock,
                 &project,
@@ -712,6 +734,10 @@ mod tests {
             )
             .unwrap();
         assert!(!live.file.path.exists());
+        assert_eq!(
+            tell, None,
+            "a loop that asks for no notification has nothing to tell"
+        );
         let text = std::fs::read_to_string(&record).unwrap();
         assert!(text.contains("\noutcome: completed\n"), "{text}");
         assert!(!LoopState::parse(&text).unwrap().active);

@@ -29,7 +29,5 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = ralph_fs::gate_box::serve_if_asked() {
         return std::process::ExitCode::from(code);
     }
-    // The core says what to tell when a loop ends; this crate sends it.
-    ralph_state::fields::notice::set_courier(ralph_notify::send);
     cmd::run(<ralph_cli::Cli as clap::Parser>::parse())
 }

@@ -3,12 +3,17 @@
 //! these as data; its caller (the Stop hook, `ralph run`'s driver) performs
 //! them after, so no other ralph process waits on them.
 //!
-//! The checkpoint is the one effect today. When the no-progress check needs
+//! Two effects: the loop's last word when the turn ended it (its webhook or
+//! desktop notification, sent through the courier the caller names: the
+//! libraries below the binary hold none), and the checkpoint. When the
+//! no-progress check needs
 //! the tree, the work tree is staged under the lock (the staged tree is the
 //! fingerprint the decision compares), and what is left after it is one
 //! line appended to the per-user record; when it does not, the staging
 //! itself happens here, after the lock.
 
+use ralph_state::fields::notice::Courier;
+use ralph_state::lifecycle::Tell;
 use ralph_state::storage::checkpoints::Keep;
 
 /// A turn's effects, performed by [`Effects::perform`] after the lock.
@@ -17,14 +22,20 @@ use ralph_state::storage::checkpoints::Keep;
 pub struct Effects {
     /// The iteration's checkpoint, when the loop keeps one at this stop.
     pub checkpoint: Option<Keep>,
+    /// The loop's last word, when the turn ended a loop that asks for one.
+    pub tell: Option<Tell>,
 }
 
 impl Effects {
     /// Performs every effect, best effort (each says nothing when it fails:
     /// the turn is written either way).
-    pub fn perform(self) {
+    /// `courier`: who sends the loop's last word (`None`: logged as not sent).
+    pub fn perform(self, courier: Option<Courier>) {
         if let Some(checkpoint) = self.checkpoint {
             checkpoint.perform();
+        }
+        if let Some(tell) = self.tell {
+            tell.send(courier);
         }
     }
 }

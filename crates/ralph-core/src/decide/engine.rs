@@ -16,6 +16,7 @@ use ralph_state::fields::frontmatter::quote;
 use ralph_state::fields::state::FRESH_WAITING;
 use ralph_state::fields::state::{LoopState, Progress};
 use ralph_state::handover;
+use ralph_state::lifecycle::Tell;
 use ralph_state::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
 use ralph_state::messages;
 use ralph_state::storage::checkpoints;
@@ -57,6 +58,8 @@ pub enum Step {
         detail: String,
         record: PathBuf,
         notice: String,
+        /// The loop's last word, moved into the turn's [`Effects`] by `step`.
+        tell: Option<Tell>,
     },
     /// The loop goes on: `reason` is the prompt with its footer.
     Continued {
@@ -126,7 +129,7 @@ pub fn step(
     };
     let no_tool_ran = judged.seen.tree_unchanged;
     let gate_met = gate_met(&live.state, &judged.seen);
-    let step = apply(project, live, registry, judged, written, &lock, now)?;
+    let mut step = apply(project, live, registry, judged, written, &lock, now)?;
     if let Some(mailbox) = &mailbox
         && gate_met
     {
@@ -141,8 +144,13 @@ pub fn step(
     drop(lock);
     // The iteration's work tree, kept by the caller once the turn is written
     // and the lock is let go.
+    let tell = match &mut step {
+        Step::Ended { tell, .. } => tell.take(),
+        _ => None,
+    };
     let effects = Effects {
         checkpoint: checkpoint_of(project, live, registry, &step, staged, no_tool_ran),
+        tell,
     };
     Ok((step, effects))
 }
@@ -736,7 +744,8 @@ fn end(
     log.cost_usd = (state.guards.max_cost_usd.is_some() || spent.0 > 0).then_some(spent);
     log.why.clone_from(&detail);
     let (green, handover) = ended_checkpoint(project, live, registry, seen, outcome, &log);
-    let (record, mut notice) = live.end(lock, project, registry, outcome, log, fields, now)?;
+    let (record, mut notice, tell) =
+        live.end(lock, project, registry, outcome, log, fields, now)?;
     let more = (outcome == Outcome::MaxIterations)
         .then(|| messages::add_iterations(&live.file.name, &live.state));
     for line in green
@@ -756,6 +765,7 @@ fn end(
         detail,
         record,
         notice,
+        tell,
     })
 }
 
@@ -1174,7 +1184,7 @@ mod tests {
         let label = keep.iteration().to_string();
         let kept = checkpoints::Kept::latest(&registry, &project.root, "l").unwrap();
         assert_eq!(kept.commit(&label), None, "step kept no checkpoint itself");
-        effects.perform();
+        effects.perform(None);
         assert!(kept.commit(&label).is_some(), "performed, it is kept");
     }
 

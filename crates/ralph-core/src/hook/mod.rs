@@ -235,7 +235,7 @@ impl Drive<'_> {
         let registry = pick.armings.registry();
         let (step, effects) = engine::step(project, live, registry, turn, ctx.now, lock)?;
         // The lock is let go: what the turn left to do is done now.
-        effects.perform();
+        effects.perform(ctx.courier);
         let answer = match step {
             Step::Passed if queued => {
                 Answer::Notice(messages::queued_goes_first(&live.file.name, &live.state))
@@ -304,6 +304,7 @@ mod tests {
             state_home: Some(state),
             block_cap: 0,
             now: Timestamp(60),
+            courier: None,
         }
     }
 

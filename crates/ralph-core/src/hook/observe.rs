@@ -412,6 +412,7 @@ mod tests {
             state_home: None,
             block_cap,
             now: Timestamp(0),
+            courier: None,
         }
     }
 

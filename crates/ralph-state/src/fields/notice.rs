@@ -1,12 +1,11 @@
 //! What a loop tells when it ends, as its file records it: a desktop
 //! notification (`notify`) and a JSON POST to a webhook (`notify_url`), the
 //! message they carry and what became of each. Sending is not done here:
-//! the binary hands the core a [`Courier`] (the `ralph-notify` crate, with
-//! its HTTP client) when it starts, so the crate a stop links holds no
-//! network code. A notification is best effort: one that fails is logged and
-//! never changes the loop.
-
-use std::sync::OnceLock;
+//! ending a loop returns its last word as data (`lifecycle::Tell`), and
+//! whoever ended it sends it after the lock through a [`Courier`] it names
+//! (the `ralph-notify` crate, with its HTTP client), so the crate a stop
+//! links holds no network code and no global. A notification is best
+//! effort: one that fails is logged and never changes the loop.
 
 use crate::money::Money;
 
@@ -124,22 +123,14 @@ pub enum Delivery {
 }
 
 /// Who carries a loop's last word: tells `ending` as `settings` ask and
-/// says what became of each channel (`("url", …)`, `("desktop", …)`).
-pub(crate) type Courier = fn(&Settings, &EndNotice) -> Vec<(&'static str, Delivery)>;
+/// says what became of each channel (`("url", …)`, `("desktop", …)`). The
+/// binary and `ralph run` name `ralph_notify::send`; the libraries below it
+/// only hand over what to tell ([`crate::lifecycle::Tell`]).
+pub type Courier = fn(&Settings, &EndNotice) -> Vec<(&'static str, Delivery)>;
 
-static COURIER: OnceLock<Courier> = OnceLock::new();
-
-/// Names the courier, once, as the process starts (the binary's `main`).
-pub fn set_courier(courier: Courier) {
-    let _ = COURIER.set(courier);
-}
-
-/// Sends through the courier; without one, each channel asked for is
+/// What became of each channel without a courier (a test, a fuzz target):
 /// logged as failed rather than passed over in silence.
-pub fn deliver(settings: &Settings, ending: &EndNotice) -> Vec<(&'static str, Delivery)> {
-    if let Some(courier) = COURIER.get() {
-        return courier(settings, ending);
-    }
+pub(crate) fn undelivered(settings: &Settings) -> Vec<(&'static str, Delivery)> {
     let none = || Delivery::Failed("this program sends no notifications".to_owned());
     let mut out = Vec::new();
     if settings.desktop {

@@ -19,6 +19,9 @@ pub struct Environment {
     /// `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` (default 8; 0 disables the cap).
     pub block_cap: u64,
     pub now: Timestamp,
+    /// Who sends a loop's last word when a stop ends it (the binary names
+    /// `ralph_notify::send`); `None`: each notification is logged as not sent.
+    pub courier: Option<crate::fields::notice::Courier>,
 }
 
 /// Claude Code's default consecutive-block cap.
@@ -41,6 +44,7 @@ impl Environment {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(DEFAULT_BLOCK_CAP),
             now: Timestamp::now(),
+            courier: None,
         }
     }
 

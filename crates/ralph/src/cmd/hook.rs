@@ -32,7 +32,12 @@ pub(super) fn stop(host: Option<Host>) -> ExitCode {
     let watchdog_host = host.unwrap_or(Host::Claude);
     std::thread::spawn(move || watchdog(started, deadline, watchdog_host));
     // Parsed as it is read: a huge reply is never held twice over.
-    let reply = hook::stop_reader_for_host(std::io::stdin().lock(), &Environment::from_env(), host);
+    // A stop that ends a loop hands back its last word; this binary names who sends it.
+    let ctx = Environment {
+        courier: Some(ralph_notify::send),
+        ..Environment::from_env()
+    };
+    let reply = hook::stop_reader_for_host(std::io::stdin().lock(), &ctx, host);
     answer_once(&reply);
     ExitCode::SUCCESS
 }
