@@ -800,3 +800,41 @@ fn uncommitted_edits_under_assume_unchanged_survive_a_rollback_and_its_undo() {
     assert_eq!(p.read("keep.txt"), "my uncommitted edit\n");
     assert_eq!(p.read("a.txt"), "mine too\n");
 }
+
+/// A checkpoint borrows the objects it shares with the project from `.git/objects`, which an
+/// agent running as the user can write. One rewritten in place (same name, other bytes; git
+/// does not hash a loose object again when it reads it) refuses the rollback, and nothing of
+/// the work tree is touched (issue 46).
+#[cfg(unix)]
+#[test]
+fn a_borrowed_object_rewritten_in_place_refuses_the_rollback() {
+    let p = git_project(&["one", "two"]);
+    let out = run(&p, &["--max-iterations", "2", "Task"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let blob = git(p.root(), &["hash-object", ".gitignore"])
+        .trim()
+        .to_owned();
+    p.write("planted.txt", "the agent's bytes\n");
+    let planted = git(p.root(), &["hash-object", "-w", "planted.txt"])
+        .trim()
+        .to_owned();
+    let object = |id: &str| p.path(&format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+    let mut perms = std::fs::metadata(object(&blob)).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(object(&blob), perms).unwrap();
+    std::fs::copy(object(&planted), object(&blob)).unwrap();
+    let before = p.read("a.txt");
+
+    let out = p.ralph_with(&["rollback", "--to", "1", "--name", "work"], b"", &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "its object {blob} no longer holds what it was recorded with"
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(p.read("a.txt"), before, "nothing was put back");
+    assert!(p.exists("work-2.txt"));
+}

@@ -22,7 +22,7 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
             &["safe_fs", "process"],
             &["git_runner", "git_config", "gate_box", "gate_jail"],
             &["git", "gate"],
-            &["tree_diff"],
+            &["tree_diff", "object_check"],
             &["checkpoint", "gate_tree"],
         ],
     ),

@@ -682,6 +682,25 @@ pub fn restore(
 ) -> Result<(), FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
     let overrides = overrides(root, deadline)?;
+    // Its objects as they were recorded, or nothing is put back: a borrowed one may have
+    // been rewritten in place in the project's store.
+    let git = || {
+        crate::git_runner::command(root, &overrides).map(|mut command| {
+            objects.apply(&mut command);
+            command
+        })
+    };
+    crate::object_check::verify(&git, target, deadline).map_err(|why| match why {
+        crate::object_check::Unverified::Unread(what) => {
+            git_error("check the checkpoint", format!("could not {what} in time"))
+        }
+        crate::object_check::Unverified::Altered(name) => git_error(
+            "put the checkpoint back",
+            format!(
+                "its object {name} no longer holds what it was recorded with (rewritten in the project's .git/objects?); nothing was put back"
+            ),
+        ),
+    })?;
     let mut paths: Vec<String> = OUTSIDE_CLAUDE
         .iter()
         .chain(&SECRET_EXCLUDES)
