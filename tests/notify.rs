@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::project::{LOOP, Project};
 use crate::support::{describe, held_until, wait_for_file};
 
 /// How long a stop may take before the test calls it hung: never what decides a pass (a
 /// saturated machine can take seconds to start a debug binary).
 const HANG_GUARD: Duration = Duration::from_secs(60);
-use crate::support::project::{LOOP, Project};
 
 /// One request as the test server read it: its request line and its JSON body.
 struct Posted {
