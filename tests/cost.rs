@@ -1020,7 +1020,7 @@ fn ralph_cancel_ends_a_run_waiting_for_a_reset_promptly() {
         assert!(cancel.status.success(), "{}", text(&cancel));
     });
     assert!(
-        took < std::time::Duration::from_secs(10),
+        took < std::time::Duration::from_secs(120),
         "ended within a few polls, not after the 10-minute wait: {shown}"
     );
     assert!(
@@ -1043,7 +1043,7 @@ fn ralph_pause_ends_a_run_waiting_for_a_reset_and_hands_the_loop_back() {
         let pause = p.ralph(&["pause", "--name", "ralph"], "");
         assert!(pause.status.success(), "{}", text(&pause));
     });
-    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert!(took < std::time::Duration::from_secs(120), "{shown}");
     assert!(shown.contains("is paused; handed back"), "{shown}");
     assert_eq!(code, Some(3), "only a completed loop exits 0: {shown}");
     let l = p.the_loop();
@@ -1066,7 +1066,7 @@ fn ctrl_c_pauses_a_run_waiting_for_a_reset() {
             .unwrap();
         assert!(kill.success());
     });
-    assert!(took < std::time::Duration::from_secs(10), "{shown}");
+    assert!(took < std::time::Duration::from_secs(120), "{shown}");
     assert_eq!(code, Some(130), "{shown}");
     assert!(shown.contains("was paused at iteration 1"), "{shown}");
     assert_eq!(p.the_loop()["state"], "paused");
@@ -1090,7 +1090,8 @@ fn a_wait_for_a_reset_past_the_time_budget_ends_the_loop_as_time_budget() {
     let out = child.wait_with_output().unwrap();
     let shown = text(&out);
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
+        // Not the 2-minute wait (a hang guard, not a race).
+        started.elapsed() < std::time::Duration::from_secs(100),
         "{shown}"
     );
     assert_eq!(out.status.code(), Some(3), "{shown}");

@@ -47,6 +47,7 @@ mod notify;
 mod parallel;
 mod prd;
 mod progress;
+mod readme;
 mod recover;
 mod report;
 mod robustness;

@@ -505,13 +505,14 @@ fn a_verify_timeout_kills_the_group_without_a_kill_binary() {
             .contains("timed out after 2s"),
         "{answer}"
     );
-    assert!(took < Duration::from_secs(10), "a 2 s limit took {took:?}");
+    // A hang guard: the words above say the 2 s limit decided.
+    assert!(took < Duration::from_secs(45), "a 2 s limit took {took:?}");
     let grandchild: u32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while alive(grandchild) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -552,7 +553,8 @@ fn the_hook_answers_by_its_deadline_with_one_allow() {
     ];
     let (out, took) = hook_with_open_stdin(&p, &env);
     assert!(out.status.success());
-    assert!(took < Duration::from_secs(20), "{took:?}");
+    // A hang guard: stdin never closes, so only the 1 s deadline can end the hook.
+    assert!(took < Duration::from_secs(120), "{took:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count(), 1, "exactly one JSON object: {text}");
     let answer: Value = serde_json::from_str(&text).unwrap();

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::project::Project;
-use crate::support::{describe, repo_root};
+use crate::support::{describe, held_until, repo_root, wait_for_file};
 
 /// A loop that hit its token budget at iteration 5, with a failing gate on
 /// the way, a cost per iteration and a receipt: every series the page has.
@@ -492,6 +492,7 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
     budget_loop(&p, "task");
     let bin = tempfile::tempdir().unwrap();
     let seen = bin.path().join("seen");
+    let (release, finished) = (bin.path().join("release"), bin.path().join("finished"));
     let opener = bin.path().join(if cfg!(target_os = "macos") {
         "open"
     } else {
@@ -501,24 +502,21 @@ fn open_hands_the_page_to_the_opener_and_does_not_wait() {
         &opener,
         // Written whole, then renamed: the test never reads a file the shell has only created.
         format!(
-            "#!/bin/sh\necho \"$1\" > '{seen}.part' && mv '{seen}.part' '{seen}'\nsleep 5\n",
-            seen = seen.display()
+            "#!/bin/sh\necho \"$1\" > '{seen}.part' && mv '{seen}.part' '{seen}'\n{held}",
+            seen = seen.display(),
+            held = held_until(&release, &finished)
         ),
     )
     .unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.path().display());
-    let started = Instant::now();
     let out = p.ralph_in(&["report", "--open"], p.root(), b"", &[("PATH", &path)]);
     assert!(out.status.success(), "{}", describe(&out));
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "ralph waited for the opener"
-    );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !seen.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // The opener is held until the test lets it go: had ralph waited for it, it would
+    // have finished by now.
+    assert!(!finished.exists(), "ralph waited for the opener");
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for_file(&seen), "the opener never ran");
     let opened = std::fs::read_to_string(&seen).unwrap();
     assert!(
         opened
@@ -570,6 +568,17 @@ fn open_without_a_browser_says_so_and_names_the_file() {
     assert!(said.contains("could not start"), "{said}");
 }
 
+/// `line` with the figure after `elapsed ` (a wall-clock count of seconds) put as `…`.
+fn without_elapsed(line: &str) -> String {
+    match line.split_once(" elapsed ") {
+        Some((head, tail)) => {
+            let rest = tail.trim_start_matches(|c: char| c.is_ascii_digit() || "hms".contains(c));
+            format!("{head} elapsed …{rest}")
+        }
+        None => line.to_owned(),
+    }
+}
+
 #[test]
 fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
     let p = Project::new();
@@ -588,10 +597,16 @@ fn status_keeps_its_text_and_links_the_report_when_a_loop_ended() {
     );
     assert!(out.status.success(), "{}", describe(&out));
     // The status's text without its closing `Hooks:` line (which binary the hooks run).
+    // The live loop's `elapsed Ns` is the wall clock's: it ticks between the two calls
+    // (more so on a loaded machine), so it is compared as `elapsed …`.
     let status = || {
         let out = p.ralph_in(&["status"], p.root(), b"", &[]).stdout;
         let text = String::from_utf8_lossy(&out).into_owned();
-        let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with("Hooks: ")).collect();
+        let kept: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with("Hooks: "))
+            .map(without_elapsed)
+            .collect();
         kept.join("\n") + "\n"
     };
     let before = status();

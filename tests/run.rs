@@ -214,7 +214,7 @@ fn abort_promise_ends_the_run() {
 #[test]
 fn ctrl_c_stops_the_agent_and_pauses_the_loop_and_a_second_run_finishes_it() {
     let p = Project::with_agent(&["first", "never seen", "<promise>DONE</promise>"]);
-    std::fs::write(p.path(".agent/delay-2"), "30").unwrap();
+    std::fs::write(p.path(".agent/delay-2"), "600").unwrap();
     let child = p
         .command(&[
             "run",
@@ -231,7 +231,7 @@ fn ctrl_c_stops_the_agent_and_pauses_the_loop_and_a_second_run_finishes_it() {
     let started = Instant::now();
     while !p.path(".agent/prompt-2").exists() {
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(120),
             "the second iteration never started"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -246,8 +246,9 @@ fn ctrl_c_stops_the_agent_and_pauses_the_loop_and_a_second_run_finishes_it() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     assert!(
-        interrupted_at.elapsed() < Duration::from_secs(15),
-        "the 30 s agent must have been stopped"
+        // Far below the agent's 600 s: it was stopped (a hang guard, not a race).
+        interrupted_at.elapsed() < Duration::from_secs(120),
+        "the 600 s agent must have been stopped"
     );
     assert!(
         text(&out).contains("was paused at iteration 2, its count and spend kept"),
@@ -348,7 +349,7 @@ fn a_run_owns_its_loop_so_sessions_do_not_drive_it() {
         .unwrap();
     let started = Instant::now();
     while !p.path(".agent/prompt-1").exists() {
-        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(120));
         std::thread::sleep(Duration::from_millis(20));
     }
     let before = std::fs::read_to_string(p.path(".claude/ralph-loop.local.md")).unwrap();

@@ -99,3 +99,25 @@ pub(crate) use sandbox_or_skip;
 pub(crate) fn blocked(answer: &Value) -> bool {
     answer["decision"] == "block"
 }
+
+/// A stand-in program's tail that holds it until the test lets it go: it waits for `release`
+/// to exist (two minutes at most, a hang guard), then creates `finished`. A `ralph` that
+/// returns while `finished` is still absent did not wait for the program, whatever the load:
+/// no wall-clock bound decides it.
+pub(crate) fn held_until(release: &Path, finished: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{release}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n: > '{finished}'\n",
+        release = release.display(),
+        finished = finished.display()
+    )
+}
+
+/// Waits until `path` exists: polled, with two minutes as a hang guard only (a saturated
+/// machine may take seconds to start a process); whether it appeared is the caller's check.
+pub(crate) fn wait_for_file(path: &Path) -> bool {
+    let guard = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !path.exists() && std::time::Instant::now() < guard {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    path.exists()
+}

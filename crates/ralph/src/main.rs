@@ -29,5 +29,72 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = ralph_fs::gate_box::serve_if_asked() {
         return std::process::ExitCode::from(code);
     }
-    cmd::run(<ralph_cli::Cli as clap::Parser>::parse())
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(host) = stop_hook_host(&args) {
+        return cmd::stop_hook(host);
+    }
+    cmd::run(<ralph_cli::Cli as clap::Parser>::parse_from(args))
+}
+
+/// `ralph hook stop [--host H]`, read without clap. The Stop hook runs at every stop of every
+/// session, and building clap's command tree (every subcommand, every flag and its help) cost
+/// a stop without a loop about 80 of its 200 page faults, and every stop about 0.1 MiB of peak
+/// RSS (docs/performance.md, "Peak RSS at a 200 MB transcript"). Only these exact spellings take
+/// this path; anything else (`--help`, a host clap must refuse, another flag) goes through clap.
+fn stop_hook_host(args: &[std::ffi::OsString]) -> Option<Option<ralph_core::hook::host::Host>> {
+    use ralph_core::hook::host::Host;
+    let words: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_str())
+        .collect::<Option<_>>()?;
+    match words.as_slice() {
+        ["hook", "stop"] => Some(None),
+        ["hook", "stop", "--host", name] => Host::from_name(name).map(Some),
+        ["hook", "stop", flag] => flag
+            .strip_prefix("--host=")
+            .and_then(Host::from_name)
+            .map(Some),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_hook_host;
+    use ralph_core::hook::host::Host;
+
+    fn read(words: &[&str]) -> Option<Option<Host>> {
+        let args: Vec<std::ffi::OsString> = std::iter::once("ralph")
+            .chain(words.iter().copied())
+            .map(Into::into)
+            .collect();
+        stop_hook_host(&args)
+    }
+
+    #[test]
+    fn the_stop_hook_is_read_without_clap_only_in_its_exact_spellings() {
+        assert_eq!(read(&["hook", "stop"]), Some(None));
+        assert_eq!(
+            read(&["hook", "stop", "--host", "codex"]),
+            Some(Some(Host::Codex))
+        );
+        assert_eq!(
+            read(&["hook", "stop", "--host=gemini"]),
+            Some(Some(Host::Gemini))
+        );
+        // clap's to answer: its help, its errors, every other command.
+        for other in [
+            &["hook", "stop", "--help"][..],
+            &["hook", "stop", "--host", "nope"],
+            &["hook", "stop", "--host="],
+            &["hook", "stop", "--host"],
+            &["hook", "stop", "extra", "words"],
+            &["hook", "prompt"],
+            &["status"],
+            &[],
+        ] {
+            assert_eq!(read(other), None, "{other:?}");
+        }
+    }
 }

@@ -49,6 +49,11 @@ pub(crate) use capture::emit;
 
 use ralph_cli::{Cli, Command, HookCommand, PrdCommand};
 
+/// The Stop hook, its arguments read without clap (`main.rs`).
+pub(crate) fn stop_hook(host: Option<ralph_core::hook::host::Host>) -> ExitCode {
+    hook::stop(host)
+}
+
 pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Hook(HookCommand::Stop(args)) => return hook::stop(args.host),
