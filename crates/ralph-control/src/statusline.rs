@@ -123,29 +123,7 @@ mod tests {
     /// The loop `l`, armed for session `s1`, and the context that finds it
     /// (the Stop hook's test project, with Claude Code's block cap).
     fn armed(tmp: &tempfile::TempDir) -> Environment {
-        let root = tmp.path().join("p");
-        std::fs::create_dir_all(root.join(".claude")).unwrap();
-        let state = tmp.path().join("state");
-        let registry = ralph_state::storage::registry::locate(Some(&state), None).unwrap();
-        let project = ralph_state::storage::store::Project { root: root.clone() };
-        ralph_state::test_support::arm_task(
-            &project,
-            &registry,
-            "l",
-            Some("s1"),
-            5,
-            Some("DONE"),
-            "Fix the parser",
-        );
-        Environment {
-            project_dir: Some(root),
-            process_cwd: None,
-            home: None,
-            state_home: Some(state),
-            block_cap: 8,
-            now: Timestamp(60),
-            courier: None,
-        }
+        ralph_state::test_support::armed_environment(tmp, 8)
     }
 
     #[test]

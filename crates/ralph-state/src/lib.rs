@@ -117,4 +117,36 @@ pub mod test_support {
         crate::lifecycle::create(&lock, &project.loop_path(name), &text).unwrap();
         state
     }
+
+    /// A project in `tmp` with the loop `l` armed for session `s1` (at most 5 iterations,
+    /// the promise `DONE`, the task "Fix the parser"), and the environment a hook of that
+    /// project sees at second 60, with `block_cap`.
+    pub fn armed_environment(
+        tmp: &tempfile::TempDir,
+        block_cap: u64,
+    ) -> crate::storage::environment::Environment {
+        let root = tmp.path().join("p");
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        let state = tmp.path().join("state");
+        let registry = crate::storage::registry::locate(Some(&state), None).unwrap();
+        let project = crate::storage::store::Project { root: root.clone() };
+        arm_task(
+            &project,
+            &registry,
+            "l",
+            Some("s1"),
+            5,
+            Some("DONE"),
+            "Fix the parser",
+        );
+        crate::storage::environment::Environment {
+            project_dir: Some(root),
+            process_cwd: None,
+            home: None,
+            state_home: Some(state),
+            block_cap,
+            now: crate::time::Timestamp(60),
+            courier: None,
+        }
+    }
 }

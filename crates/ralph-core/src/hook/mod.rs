@@ -279,33 +279,11 @@ fn with_notices(answer: Answer, notices: Vec<String>) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_state::time::Timestamp;
 
     /// A project in `tmp` with the loop `l` armed for session `s1`, and the
     /// environment a hook of that project sees.
     pub(super) fn armed(tmp: &tempfile::TempDir) -> Environment {
-        let root = tmp.path().join("p");
-        std::fs::create_dir_all(root.join(".claude")).unwrap();
-        let state = tmp.path().join("state");
-        let registry = registry::locate(Some(&state), None).unwrap();
-        ralph_state::test_support::arm_task(
-            &Project { root: root.clone() },
-            &registry,
-            "l",
-            Some("s1"),
-            5,
-            Some("DONE"),
-            "Fix the parser",
-        );
-        Environment {
-            project_dir: Some(root),
-            process_cwd: None,
-            home: None,
-            state_home: Some(state),
-            block_cap: 0,
-            now: Timestamp(60),
-            courier: None,
-        }
+        ralph_state::test_support::armed_environment(tmp, 0)
     }
 
     fn event(session: &str, reply: &str) -> Vec<u8> {
