@@ -11,7 +11,7 @@
 //! write is done. With the guard, a pause compiles:
 //!
 //! ```
-//! use ralph_core::loop_file::{lifecycle::Loop, storage::store::Project};
+//! use ralph_state::{lifecycle::Loop, storage::store::Project};
 //! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
 //!     let lock = project.lock()?;
 //!     live.write(&lock, &[("active", "false".to_owned())])?;
@@ -20,10 +20,10 @@
 //! ```
 //!
 //! and the same write without it is refused by the compiler (both run with
-//! the crate's tests, `cargo test -p ralph-loop-core`):
+//! the crate's tests, `cargo test -p ralph-loop-state`):
 //!
 //! ```compile_fail
-//! use ralph_core::loop_file::{lifecycle::Loop, storage::store::Project};
+//! use ralph_state::{lifecycle::Loop, storage::store::Project};
 //! fn pause(project: &Project, live: &Loop) -> Result<(), Box<dyn std::error::Error>> {
 //!     live.write(&[("active", "false".to_owned())])?;
 //!     Ok(())
