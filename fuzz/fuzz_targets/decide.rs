@@ -89,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
         tree_fingerprint: (b.byte() % 2 == 0).then(|| "t".into()),
         ran_tool: [None, Some(true), Some(false)][usize::from(b.byte() % 3)],
         tree_unchanged: b.byte() % 2 == 0,
+        tree_pending: b.byte() % 2 == 0,
         block_cap: b.u64(),
         verification: None,
         check: None,

@@ -89,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
         state_home: Some(root.join("state")),
         block_cap: if mode & 32 != 0 { 0 } else { 8 },
         now: Timestamp(1_796_000_000),
+        courier: None,
     };
     let answer = hook::stop(&payload, &ctx);
     let rendered = answer.render();
