@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::describe;
 use crate::support::project::{LOOP, Project};
-use crate::support::{describe, held_until, wait_for_file};
+#[cfg(unix)]
+use crate::support::{held_until, wait_for_file};
 
 /// How long a stop may take before the test calls it hung: never what decides a pass (a
 /// saturated machine can take seconds to start a debug binary).

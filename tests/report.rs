@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::project::Project;
-use crate::support::{describe, held_until, repo_root, wait_for_file};
+use crate::support::{describe, repo_root};
+#[cfg(unix)]
+use crate::support::{held_until, wait_for_file};
 
 /// A loop that hit its token budget at iteration 5, with a failing gate on
 /// the way, a cost per iteration and a receipt: every series the page has.

@@ -291,6 +291,7 @@ mod tests {
     /// `previous` is the fingerprint stored at the last stop; `edit_proven` is
     /// the transcript offset up to which a successful file edit was proven
     /// since then, if one was.
+    #[cfg(unix)]
     fn progress_fingerprint(
         root: &Path,
         previous: Option<&str>,
@@ -334,8 +335,6 @@ mod tests {
         assert_ne!(seen, after_edit);
     }
 
-    // Needs git, which the Windows tests under Wine do not have.
-    #[cfg(unix)]
     /// A commit moves the staged fingerprint though the tree is the same,
     /// in a repository and in a linked worktree of it.
     #[cfg(unix)]
@@ -359,6 +358,8 @@ mod tests {
         }
     }
 
+    // Needs git, which the Windows tests under Wine do not have.
+    #[cfg(unix)]
     #[test]
     fn a_repository_configured_program_never_runs() {
         let dir = tempfile::tempdir().unwrap();
