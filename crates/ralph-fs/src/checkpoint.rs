@@ -692,7 +692,7 @@ pub fn restore(
     };
     crate::object_check::verify(&git, target, deadline).map_err(|why| match why {
         crate::object_check::Unverified::Unread(what) => {
-            git_error("check the checkpoint", format!("could not {what} in time"))
+            git_error(what, "git failed or did not answer in time")
         }
         crate::object_check::Unverified::Altered(name) => git_error(
             "put the checkpoint back",

@@ -17,7 +17,7 @@ use sha2::Digest as _;
 const BATCH_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Why a tree could not be vouched for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Unverified {
     /// git could not list or read the objects in time.
     Unread(&'static str),
@@ -62,11 +62,14 @@ pub(crate) fn verify(
         BATCH_BYTES,
     )
     .ok_or(Unverified::Unread("size the checkpoint's objects"))?;
-    for batch in batches(&names, &sizes) {
+    for (batch, bytes) in batches(&names, &sizes) {
+        // Its objects and a header line each: a tracked file larger than a batch (the user's
+        // own, which checkpoints keep as the index has it) is read whole, alone.
+        let cap = bytes.saturating_add(128 * batch.len() as u64);
         let read = run(
             &["cat-file", "--batch"],
             Some(lines(&batch).as_bytes()),
-            BATCH_BYTES * 2,
+            cap,
         )
         .ok_or(Unverified::Unread("read the checkpoint's objects"))?;
         check_batch(&read, batch.len())?;
@@ -93,8 +96,9 @@ fn lines(names: &[String]) -> String {
 }
 
 /// `names` cut into runs whose objects (sizes from `git cat-file --batch-check`) hold at
-/// most [`BATCH_BYTES`] together; an object larger alone is a run of its own.
-fn batches(names: &[String], sizes: &[u8]) -> Vec<Vec<String>> {
+/// most [`BATCH_BYTES`] together (an object larger alone is a run of its own), each with the
+/// bytes its objects hold.
+fn batches(names: &[String], sizes: &[u8]) -> Vec<(Vec<String>, u64)> {
     let sizes: Vec<u64> = String::from_utf8_lossy(sizes)
         .lines()
         .map(|l| {
@@ -104,15 +108,15 @@ fn batches(names: &[String], sizes: &[u8]) -> Vec<Vec<String>> {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out: Vec<Vec<String>> = Vec::new();
-    let mut held = 0u64;
+    let mut out: Vec<(Vec<String>, u64)> = Vec::new();
     for (name, size) in names.iter().zip(sizes.iter().chain(std::iter::repeat(&0))) {
-        if out.is_empty() || held.saturating_add(*size) > BATCH_BYTES {
-            out.push(Vec::new());
-            held = 0;
+        match out.last_mut() {
+            Some((run, held)) if held.saturating_add(*size) <= BATCH_BYTES => {
+                run.push(name.clone());
+                *held = held.saturating_add(*size);
+            }
+            _ => out.push((vec![name.clone()], *size)),
         }
-        held = held.saturating_add(*size);
-        out.last_mut().expect("a run").push(name.clone());
     }
     out
 }
@@ -125,30 +129,21 @@ fn check_batch(mut read: &[u8], expected: usize) -> Result<(), Unverified> {
         let end = read
             .iter()
             .position(|b| *b == b'\n')
-            .ok_or(unread_clone(&unread))?;
+            .ok_or(unread.clone())?;
         let header = String::from_utf8_lossy(&read[..end]).into_owned();
         let mut parts = header.split(' ');
         let (name, kind, size) = (parts.next(), parts.next(), parts.next());
         let (Some(name), Some(kind), Some(size)) = (name, kind, size) else {
             return Err(unread);
         };
-        let size: usize = size.parse().map_err(|_| unread_clone(&unread))?;
-        let body = read
-            .get(end + 1..end + 1 + size)
-            .ok_or(unread_clone(&unread))?;
+        let size: usize = size.parse().map_err(|_| unread.clone())?;
+        let body = read.get(end + 1..end + 1 + size).ok_or(unread.clone())?;
         if object_name(kind, body, name.len()) != name {
             return Err(Unverified::Altered(name.to_owned()));
         }
         read = read.get(end + 2 + size..).unwrap_or_default();
     }
     Ok(())
-}
-
-fn unread_clone(u: &Unverified) -> Unverified {
-    match u {
-        Unverified::Unread(what) => Unverified::Unread(what),
-        Unverified::Altered(name) => Unverified::Altered(name.clone()),
-    }
 }
 
 /// The name git gives an object of `kind` holding `body`: SHA-1 for a 40-digit name,
@@ -208,8 +203,15 @@ mod tests {
         let runs = batches(&names, sizes.as_bytes());
         assert_eq!(
             runs,
-            vec![vec!["a".to_owned()], vec!["b".to_owned(), "c".to_owned()]]
+            vec![
+                (vec!["a".to_owned()], big),
+                (vec!["b".to_owned(), "c".to_owned()], 25)
+            ]
         );
+        // One object larger than a batch is a run of its own, with its whole size.
+        let huge = BATCH_BYTES * 3;
+        let runs = batches(&names[..1], format!("a blob {huge}\n").as_bytes());
+        assert_eq!(runs, vec![(vec!["a".to_owned()], huge)]);
     }
 
     #[cfg(unix)]
