@@ -635,11 +635,40 @@ pub fn remove(path: &Path) -> bool {
 
 /// Copies a regular file into a new file created exclusively.
 pub fn copy_new(from: &Path, to: &Path) -> Result<(), FsError> {
+    copy_new_dated(from, to, Dated::Now)
+}
+
+/// The modification time a copy gets.
+pub(crate) enum Dated {
+    /// The time of the copy, as any new file.
+    Now,
+    /// The source's (never later than now): a copied git index then tells
+    /// the files changed in the second it was written as git's own would.
+    AsSource,
+    /// The first second of 1970: git takes every entry of a copied index as
+    /// possibly changed since it was written and compares each file's
+    /// bytes, whatever stat data the entry holds.
+    Epoch,
+}
+
+/// [`copy_new`], with the copy's modification time as `dated` says.
+pub(crate) fn copy_new_dated(from: &Path, to: &Path, dated: Dated) -> Result<(), FsError> {
     let mut source = open_read(from)?;
+    let modified = match dated {
+        Dated::Now => None,
+        Dated::AsSource => source.metadata().and_then(|m| m.modified()).ok(),
+        // Not 0: git reads an index dated 0 as of no known time, never racy.
+        Dated::Epoch => Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1)),
+    };
     let mut target = guarded(OpenOptions::new().write(true).create_new(true), false)
         .open(to)
         .map_err(io_err("create", to))?;
     io::copy(&mut source, &mut target).map_err(io_err("copy into", to))?;
+    if let Some(modified) = modified {
+        target
+            .set_modified(modified.min(SystemTime::now()))
+            .map_err(io_err("date", to))?;
+    }
     target.sync_all().map_err(io_err("sync", to))
 }
 
@@ -897,6 +926,28 @@ mod tests {
         assert_eq!(fs::read(&copy).unwrap(), b"one\ntwo\n");
         assert!(copy_new(&p, &copy).is_err(), "never overwrites");
         assert!(create_new(&copy, b"x").is_err());
+    }
+
+    #[test]
+    fn a_dated_copy_keeps_the_sources_time_or_takes_1970s() {
+        let d = dir();
+        let p = d.path().join("index");
+        fs::write(&p, "entries").unwrap();
+        let then = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+        let modified = |name: &str| fs::metadata(d.path().join(name)).unwrap().modified().unwrap();
+        copy_new_dated(&p, &d.path().join("kept"), Dated::AsSource).unwrap();
+        assert_eq!(modified("kept"), then);
+        copy_new_dated(&p, &d.path().join("old"), Dated::Epoch).unwrap();
+        assert_eq!(modified("old"), SystemTime::UNIX_EPOCH + Duration::from_secs(1));
+        copy_new_dated(&p, &d.path().join("new"), Dated::Now).unwrap();
+        assert!(modified("new") > then);
+        assert_eq!(fs::read(d.path().join("old")).unwrap(), b"entries");
     }
 
     /// Windows refuses a rename over a read-only file (Unix replaces it);

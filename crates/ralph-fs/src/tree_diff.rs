@@ -389,16 +389,26 @@ impl PrivateIndex {
             })
     }
 
-    /// Copies the user's index into the private one (exclusively created)
-    /// and, when it is `distrust`ed, clears the marks that would make `git
-    /// add` skip a file.
+    /// Copies the user's index into the private one (exclusively created).
+    /// A trusted copy keeps the index's modification time, so that git
+    /// still re-reads a file changed in the second the index was written
+    /// (a copy dated now would take its stat data as settled). A
+    /// `distrust`ed copy trusts no stat data at all: the agent can write the
+    /// user's index, and an entry naming the old object with the new file's
+    /// stat data (ctime included) would make `git add` keep the old bytes.
+    /// It is dated 1970, so git compares every file's bytes with its entry,
+    /// and its assume-unchanged and skip-worktree marks are cleared.
     fn seed(&self, distrust: bool) -> bool {
         let Some(user_index) = self.user_index() else {
             return false;
         };
         let fits = std::fs::symlink_metadata(&user_index)
             .is_ok_and(|m| m.is_file() && m.len() <= MAX_INDEX_BYTES);
-        if !fits || safe_fs::copy_new(&user_index, &self.index).is_err() {
+        let dated = match distrust {
+            true => safe_fs::Dated::Epoch,
+            false => safe_fs::Dated::AsSource,
+        };
+        if !fits || safe_fs::copy_new_dated(&user_index, &self.index, dated).is_err() {
             return false;
         }
         !distrust || self.clear_marks()
@@ -661,6 +671,56 @@ pub(crate) mod tests {
         let changed = changed_since(root, &snap.tree, None, TREE_TIME_LIMIT).unwrap();
         assert_eq!(before, user_state(root));
         assert_eq!(changed, [".gitignore", "added", "lib.txt", "tests/t.sh"]);
+    }
+
+    #[test]
+    fn an_index_entry_forged_to_name_the_old_bytes_with_the_new_stat_data_is_still_a_change() {
+        let dir = repo();
+        let root = dir.path();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let old = git_in(root, &["rev-parse", ":lib.txt"]);
+        // New bytes of the same size, dated in the past, so that the entry
+        // git writes for them is settled in any index written since.
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        set_modified(&root.join("lib.txt"), past);
+        // No checksum to forge (`index.skipHash`): git reads such an index.
+        git_in(root, &["-c", "index.skipHash=true", "add", "lib.txt"]);
+        let new = git_in(root, &["rev-parse", ":lib.txt"]);
+        // The forgery: the entry names the old object again, with the new
+        // file's stat data, and the index is dated ahead.
+        let index_path = root.join(".git/index");
+        let index = std::fs::read(&index_path).unwrap();
+        let (old, new) = (raw_id(old.trim()), raw_id(new.trim()));
+        let at = index.windows(new.len()).position(|w| w == new).unwrap();
+        let mut forged = index.clone();
+        forged[at..at + old.len()].copy_from_slice(&old);
+        std::fs::write(&index_path, forged).unwrap();
+        let ahead = std::time::SystemTime::now() + Duration::from_secs(3600);
+        set_modified(&index_path, ahead);
+        assert_eq!(
+            git_in(root, &["status", "--porcelain"]),
+            "",
+            "the forged entry fools git itself"
+        );
+        let changed = changed_since(root, &snap.tree, None, TREE_TIME_LIMIT).unwrap();
+        assert_eq!(changed, ["lib.txt"]);
+    }
+
+    fn set_modified(path: &Path, when: std::time::SystemTime) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
+    fn raw_id(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
