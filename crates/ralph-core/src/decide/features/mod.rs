@@ -37,17 +37,17 @@ pub(super) use stories::story_verdicts;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Features {
     /// `--prd`: the stories file is read at each stop of an active loop.
-    pub(crate) stories: bool,
+    stories: bool,
     /// `--protect`/`--scope` (or a gate's default protection): the paths
     /// changed since arming are compared at each stop of an active loop.
-    pub(crate) paths: bool,
+    paths: bool,
     /// A git project, a per-user folder and an arming: each counted stop
     /// keeps a checkpoint, and a breaker's ending names the last green one.
-    pub(crate) checkpoints: bool,
+    checkpoints: bool,
     /// `--verify`: a completion through a passing gate leaves a receipt.
-    pub(crate) receipt: bool,
+    receipt: bool,
     /// A dollar budget: the Stop hook prices the turn's tokens.
-    pub(crate) pricing: bool,
+    pricing: bool,
 }
 
 impl Features {
@@ -106,10 +106,11 @@ impl<'a> Extras<'a> {
         (self.project, self.live, self.registry)
     }
 
-    /// What the features observe under the lock before the decision: the
-    /// work tree the no-progress fingerprint waits for (staged into the
-    /// loop's kept index when it keeps checkpoints: that tree is returned,
-    /// this stop's checkpoint), and the paths changed since arming.
+    /// What is observed under the lock before the decision: the work tree
+    /// when the no-progress fingerprint waits for it (a guard's, not a
+    /// feature's: one `git status`; staged into the loop's kept index
+    /// instead when it keeps checkpoints, and that tree, this stop's
+    /// checkpoint, is returned), and the paths changed since arming.
     pub(super) fn observe(&self, seen: &mut Observation) -> Option<String> {
         let staged = checkpoints::read_tree(self, seen);
         if self.on.paths {
@@ -190,17 +191,19 @@ impl Ending<'_> {
         gate_output: Option<Vec<u8>>,
         now: Timestamp,
     ) -> Vec<String> {
-        let receipt = if self.extras.on.receipt {
-            receipt::keep(self.extras, self.seen, gate_output, record, now)
-        } else {
-            None
-        };
-        self.green
-            .into_iter()
-            .chain(handover::write(record, self.handover))
-            .chain(more)
-            .chain(receipt)
-            .collect()
+        let mut lines: Vec<String> = self.green.into_iter().collect();
+        lines.extend(handover::write(record, self.handover));
+        lines.extend(more);
+        if self.extras.on.receipt {
+            lines.extend(receipt::keep(
+                self.extras,
+                self.seen,
+                gate_output,
+                record,
+                now,
+            ));
+        }
+        lines
     }
 }
 
