@@ -307,7 +307,7 @@ mod tests {
     }
 
     #[test]
-    fn checkpoints_need_a_git_project_an_arming_and_a_per_user_folder() {
+    fn a_plain_arming_outside_git_has_no_feature_and_checkpoints_need_git_and_a_per_user_folder() {
         let (_tmp, project, registry) = ralph_state::test_support::project();
         ralph_state::test_support::arm_plain(&project, &registry, "l", None, 5);
         let file = project.loop_files().unwrap().remove(0);
@@ -315,7 +315,8 @@ mod tests {
         let state = LoopState::parse(&text).unwrap();
         let live = Loop { file, text, state };
         let here = |registry| Features::here(&project, &live, registry);
-        assert!(!here(Some(&registry)).checkpoints, "not a git project");
+        // A loop armed plain, outside git: nothing at all.
+        assert_eq!(here(Some(&registry)), Features::default());
         std::fs::create_dir(project.root.join(".git")).unwrap();
         assert!(here(Some(&registry)).checkpoints, "a git project");
         assert!(!here(None).checkpoints, "no per-user folder");
