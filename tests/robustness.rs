@@ -552,3 +552,96 @@ fn one_looping_stop_lists_claude_once_and_opens_each_file_once() {
         assert_eq!(count, 1, "{what}: {count}, not 1\n{calls}");
     }
 }
+
+/// A plain loop (no `--prd`, `--protect`, `--scope`, `--verify` or dollar
+/// budget, not in a git project) walks none of a turn's optional features
+/// at a blocking stop: it starts no process, opens nothing of the PRD, the
+/// receipts, the checkpoints, the hand-over or the price table, and looks at
+/// the project's `.git` once (the one look that tells the seam there are no
+/// checkpoints to keep). The transcript holds a priced reply, so a stop that
+/// priced it would open the price table. Traced by strace on the real binary.
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(no_strace, ignore = "strace not installed: apt-get install strace")]
+fn a_plain_loops_blocking_stop_walks_none_of_the_optional_features() {
+    let Some(strace) = strace() else { return };
+    let dir = project();
+    let root = dir.path();
+    arm(root);
+    let started = state(root).started_at.expect("armed").0;
+    let reply = json!({"type": "assistant", "uuid": "u1", "timestamp":
+        ralph_state::time::Timestamp(started + 1).to_string(), "sessionId": SESSION,
+        "message": {"id": "m1", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-6", "content": [{"type": "text", "text": "second turn"}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 1000, "output_tokens": 1000}}});
+    let mut first = hook(root).spawn().expect("spawn ralph hook stop");
+    first
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "first turn"))
+        .expect("write the event");
+    assert!(first.wait_with_output().expect("wait").status.success());
+    std::fs::write(root.join("no-transcript.jsonl"), format!("{reply}\n")).expect("transcript");
+
+    let trace = root.join("stop.strace");
+    let hook_cmd = hook(root);
+    let mut traced = Command::new(strace);
+    traced
+        .args(["-f", "-qq", "-e", "trace=execve,open,openat,%%stat", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(hook_cmd.get_program())
+        .args(hook_cmd.get_args())
+        .current_dir(root)
+        .envs(
+            hook_cmd
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = traced.spawn().expect("spawn strace ralph hook stop");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&event(root, "second turn"))
+        .expect("write the event");
+    let out = child.wait_with_output().expect("wait for strace");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a JSON answer ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(answer["decision"], "block", "the stop loops: {answer}");
+
+    let calls = std::fs::read_to_string(&trace).expect("read the trace");
+    let lines =
+        |needle: &str| -> Vec<&str> { calls.lines().filter(|l| l.contains(needle)).collect() };
+    let started: Vec<&str> = lines("execve(");
+    assert_eq!(started.len(), 1, "only ralph itself runs: {started:#?}");
+    for feature in [
+        "prd.json",
+        "/receipts",
+        "/checkpoints",
+        "handover",
+        "prices.json",
+        "/gates/",
+    ] {
+        let touched = lines(feature);
+        assert!(
+            touched.is_empty(),
+            "a plain stop touched {feature}: {touched:#?}"
+        );
+    }
+    let git = lines(&format!("\"{}\"", root.join(".git").display()));
+    assert_eq!(git.len(), 1, "one look at .git, by the seam: {git:#?}");
+    assert!(
+        lines(&format!("{}/", root.join(".git").display())).is_empty(),
+        "nothing under .git"
+    );
+}

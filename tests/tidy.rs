@@ -574,6 +574,54 @@ fn the_binary_never_uses_the_panicking_print_macros() {
     assert!(found.is_empty(), "print macros in the binary: {found:#?}");
 }
 
+/// The optional features of a turn (`--prd` stories, `--protect`/`--scope`, checkpoints,
+/// receipts, the hand-over) are reached from the engine only through their seam,
+/// `decide/features/`, which does nothing for a feature the loop does not have: the engine
+/// names none of their modules, so a plain loop's stop cannot walk one by a call of its own.
+#[test]
+fn the_engine_reaches_the_optional_features_only_through_their_seam() {
+    let engine = "decide/engine.rs";
+    let source = std::fs::read_to_string(repo_root().join(CORE).join(engine)).expect("engine");
+    // Each feature's modules, in ralph-core and the crates below (the stories' words in
+    // `messages::stories` are the prompt's, not the feature's).
+    let internals = [
+        "checkpoints",
+        "checkpoint",
+        "receipt",
+        "prd_turn",
+        "fields::stories",
+        "handover",
+        "tree_diff",
+        "protect_defaults",
+        "globs",
+        "pricing",
+    ];
+    let mut named = Vec::new();
+    for (n, line) in production_lines(&source) {
+        let path = |module: &str| {
+            line.contains(&format!("{module}::"))
+                || line.contains(&format!("::{module};"))
+                || line.contains(&format!("::{module},"))
+                || line.contains(&format!("::{module}}}"))
+        };
+        if internals.iter().any(|module| path(module)) {
+            named.push(format!("{engine}:{n}: {}", line.trim()));
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "the engine names an optional feature's module; call it through `features::Extras`: {named:#?}"
+    );
+    let words = architecture()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        words.contains("a plain loop's stop walks none of the optional features"),
+        "ARCHITECTURE.md no longer states the seam's rule"
+    );
+}
+
 #[test]
 fn the_pure_modules_touch_no_file_clock_process_or_environment() {
     let pure = [

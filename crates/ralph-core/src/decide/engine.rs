@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::decide::effects::Effects;
+use crate::decide::features::{self, Extras};
 use crate::decide::gate_place;
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::reply::transcript::Appended;
@@ -15,11 +16,9 @@ use ralph_state::error::LoopFileError;
 use ralph_state::fields::frontmatter::quote;
 use ralph_state::fields::state::FRESH_WAITING;
 use ralph_state::fields::state::{LoopState, Progress};
-use ralph_state::handover;
 use ralph_state::lifecycle::Tell;
 use ralph_state::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
 use ralph_state::messages;
-use ralph_state::storage::checkpoints;
 use ralph_state::storage::guidance::{Guidance, Mailbox, Question};
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::{self, DecisionLog, Project, ProjectLock};
@@ -80,6 +79,11 @@ pub enum Step {
 /// it), then write what was decided and log it. The lock is let go before
 /// it returns; what is left to do (the checkpoint) comes back as
 /// [`Effects`], for the caller to perform.
+///
+/// In order: what the loop's optional features observe, its stories, the
+/// decision (and its gate), the turn written (an ending adds what its
+/// features say), the effects. Each optional feature is one call on
+/// `features::Extras`, which does nothing for a feature the loop does not have.
 pub fn step(
     project: &Project,
     live: &Loop,
@@ -100,20 +104,17 @@ pub fn step(
     seen.tokens_used = seen
         .tokens_used
         .map(|t| t.min(ralph_state::fields::state::MAX_TOKENS));
-    let staged = read_tree(project, live, registry, &mut seen);
-    // `--protect`/`--scope`: the paths changed since arming, for both drivers.
-    if live.state.active && live.state.paths.any() {
-        seen.changed_paths = changed_paths(&project.root, &live.state.paths);
-        seen.dependency_only =
-            dependency_only(&project.root, &live.state.paths, &seen.changed_paths);
-    }
+    // The loop's optional features, read once: each call on them below does
+    // nothing for a feature the loop does not have.
+    let extras = Extras::of(project, live, registry);
+    let staged = extras.observe(&mut seen);
     let mailbox = registry.and_then(|r| Mailbox::of_project(r, project, &live.file.name));
     if live.state.active
         && let Some(mailbox) = &mailbox
     {
         seen.gate_guidance = mailbox.open_gate();
     }
-    let (lock, seen) = match prd_stories(project, live, registry, seen, lock)? {
+    let (lock, seen) = match extras.stories(seen, lock)? {
         Relocked::Same(lock, seen) => (lock, seen),
         Relocked::Changed(step) => return Ok((step, Effects::default())),
     };
@@ -129,7 +130,7 @@ pub fn step(
     };
     let no_tool_ran = judged.seen.tree_unchanged;
     let gate_met = gate_met(&live.state, &judged.seen);
-    let mut step = apply(project, live, registry, judged, written, &lock, now)?;
+    let mut step = apply(&extras, judged, written, &lock, now)?;
     if let Some(mailbox) = &mailbox
         && gate_met
     {
@@ -149,63 +150,10 @@ pub fn step(
         _ => None,
     };
     let effects = Effects {
-        checkpoint: checkpoint_of(project, live, registry, &step, staged, no_tool_ran),
+        checkpoint: extras.checkpoint(&step, staged, no_tool_ran),
         tell,
     };
     Ok((step, effects))
-}
-
-/// The work tree the no-progress fingerprint waits for
-/// ([`Observation::tree_pending`]), read under the lock: staged into the
-/// loop's kept index when it keeps checkpoints (`git add` and at most a
-/// `git write-tree`, and that tree is this stop's checkpoint: returned),
-/// else one `git status`.
-fn read_tree(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
-    seen: &mut Observation,
-) -> Option<String> {
-    if !seen.tree_pending {
-        return None;
-    }
-    let root = &project.root;
-    let staged = checkpoints::stage(root, registry, &live.file.name, &live.state);
-    seen.tree_fingerprint = match &staged {
-        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
-        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
-    };
-    staged
-}
-
-/// The checkpoint a counted stop keeps (one that goes on or ends the loop):
-/// the tree staged at this stop, the previous one when the turn ran no
-/// tool, else staged after the lock.
-fn checkpoint_of(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
-    step: &Step,
-    staged: Option<String>,
-    no_tool_ran: bool,
-) -> Option<checkpoints::Keep> {
-    if !matches!(step, Step::Continued { .. } | Step::Ended { .. }) {
-        return None;
-    }
-    let source = match staged {
-        Some(tree) => checkpoints::Source::Staged(tree),
-        None if no_tool_ran => checkpoints::Source::Previous,
-        None => checkpoints::Source::Stage,
-    };
-    let state = &live.state;
-    checkpoints::plan(
-        &project.root,
-        registry,
-        &live.file.name,
-        state,
-        state.iteration,
-        source,
-    )
 }
 
 /// Whether this stop's promise met `ralph say --gate` guidance.
@@ -237,7 +185,7 @@ struct Judged {
 /// result, or the loop changed meanwhile and this stop was let through.
 /// Returned once per gate, never stored: boxing would only allocate.
 #[allow(clippy::large_enum_variant)]
-enum Relocked<T> {
+pub(super) enum Relocked<T> {
     Same(ProjectLock, T),
     Changed(Step),
 }
@@ -245,7 +193,7 @@ enum Relocked<T> {
 /// Runs `work` without the lock (a gate or a story's checks may run for
 /// minutes, and other ralph processes work meanwhile), takes the lock again
 /// and makes sure the loop is still the one judged.
-fn unlocked<T>(
+pub(super) fn unlocked<T>(
     lock: ProjectLock,
     project: &Project,
     live: &Loop,
@@ -260,112 +208,6 @@ fn unlocked<T>(
         None => Relocked::Same(lock, out),
     })
 }
-
-/// A `--prd` loop's stories at this stop: those that turned to passing have
-/// their commands run (without the lock); a refused one is set back. A
-/// paused loop passes without reading anything.
-fn prd_stories(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
-    mut seen: Observation,
-    lock: ProjectLock,
-) -> Result<Relocked<Observation>, LoopFileError> {
-    let state = &live.state;
-    let Some(prd) = state.prd.as_ref().filter(|_| state.active) else {
-        return Ok(Relocked::Same(lock, seen));
-    };
-    let stories = crate::decide::prd_turn::read(&project.root, prd)?;
-    let turned = crate::decide::prd_turn::turned(&state.progress.prd_passed, &stories);
-    let mut found = ralph_state::fields::stories::PrdSeen {
-        file: prd.path.clone(),
-        stories: stories.clone(),
-        refused: Vec::new(),
-        checked: Vec::new(),
-        changed: prd
-            .criteria
-            .as_deref()
-            .map(|armed| ralph_state::fields::stories::changed_criteria(armed, &stories))
-            .unwrap_or_default(),
-    };
-    let mut lock = lock;
-    let paths_refusal = crate::decide::prd_turn::paths_refusal(
-        decide::path_violations_but(state, &seen.changed_paths, &seen.dependency_only),
-        &turned,
-    )
-    .or_else(|| crate::decide::prd_turn::criteria_refusal(prd, &stories, &turned));
-    if let Some(refused) = paths_refusal {
-        // `--protect`/`--scope`, or criteria changed since arming, refuse
-        // the stories before any check runs.
-        found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
-        found.refused = refused;
-    } else if !turned.is_empty() {
-        let checks = || story_checks(project, registry, live, prd, &turned);
-        let (relocked, (refused, gate, ran)) =
-            match unlocked(lock, project, live, "the story checks", checks)? {
-                Relocked::Same(relocked, out) => (relocked, out),
-                Relocked::Changed(step) => return Ok(Relocked::Changed(step)),
-            };
-        lock = relocked;
-        if !refused.is_empty() {
-            found.stories = crate::decide::prd_turn::set_back(&project.root, &prd.path, &refused)?;
-        }
-        found.checked = crate::decide::prd_turn::passed_checks(&turned, &refused);
-        found.refused = refused;
-        if gate.is_some() {
-            seen.gate_ran = ran;
-        }
-        seen.verification = gate;
-    }
-    seen.prd = Some(found);
-    Ok(Relocked::Same(lock, seen))
-}
-
-/// The commands of the stories that turned to passing, and the loop's
-/// `--verify`, run in the gate's place: who was refused, the gate's
-/// verdict, and how it ran.
-fn story_checks(
-    project: &Project,
-    registry: Option<&Registry>,
-    live: &Loop,
-    prd: &ralph_state::fields::state::PrdLoop,
-    turned: &[&ralph_state::fields::stories::Story],
-) -> StoryChecks {
-    let state = &live.state;
-    let verify = state.guards.verify.as_deref();
-    if !crate::decide::prd_turn::any_check(turned, verify) {
-        return (Vec::new(), None, None);
-    }
-    let place = gate_place::Place::of(
-        &project.root,
-        registry,
-        &live.file.name,
-        &state.guards,
-        &state.paths,
-        ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
-    );
-    let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
-    let prepared = gate_place::prepare(&place, timeout);
-    let ran = Some(prepared.ran);
-    let (refused, gate) = match prepared.dir {
-        Ok(dir) => crate::decide::prd_turn::run_checks(
-            &dir,
-            prd,
-            turned,
-            verify,
-            (timeout, &place.confinement),
-        ),
-        Err(failed) => crate::decide::prd_turn::none_run(turned, verify, &failed),
-    };
-    (refused, gate, ran)
-}
-
-/// What [`story_checks`] found.
-type StoryChecks = (
-    Vec<ralph_state::fields::stories::StoryRefusal>,
-    Option<crate::decide::Verification>,
-    Option<ralph_state::storage::receipt::GateRan>,
-);
 
 /// Decides; when the decision asks for the `--verify` gate or the
 /// `--check` command, runs it without the lock and decides again with its
@@ -427,14 +269,13 @@ fn judge(
 /// Writes what was decided (the file rewritten, or the loop ended into the
 /// history), keeps the arming record in step, and logs the turn.
 fn apply(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
+    extras: &Extras<'_>,
     judged: Judged,
     written: Written<'_>,
     lock: &ProjectLock,
     now: Timestamp,
 ) -> Result<Step, LoopFileError> {
+    let (project, live, registry) = extras.turn();
     let Judged {
         decision,
         seen,
@@ -475,7 +316,7 @@ fn apply(
                 detail,
                 gate_output,
             };
-            return end(lock, project, live, registry, &seen, claim, log, ended, now);
+            return end(lock, extras, &seen, claim, log, ended, now);
         }
         Decision::Continue {
             next,
@@ -497,55 +338,6 @@ fn apply(
     };
     entry.append_via(decision_log.as_mut(), project, &live.file.name);
     Ok(step)
-}
-
-/// The paths that differ from the work tree at arming, or `Unknown` when
-/// git could not tell (or no tree was recorded).
-fn changed_paths(
-    root: &std::path::Path,
-    rules: &ralph_state::fields::state::PathRules,
-) -> decide::ChangedPaths {
-    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
-    rules
-        .armed_tree
-        .as_deref()
-        .and_then(|tree| {
-            let excludes = rules.armed_excludes.as_deref();
-            ralph_fs::tree_diff::changed_since(root, tree, excludes, limit)
-        })
-        .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
-}
-
-/// The changed, protected manifests whose only change is in their
-/// dependency lists (`protect_defaults::dependency_only_change`): the file
-/// as armed (from the armed tree) against the file now.
-fn dependency_only(
-    root: &std::path::Path,
-    rules: &ralph_state::fields::state::PathRules,
-    changed: &decide::ChangedPaths,
-) -> Vec<String> {
-    use ralph_state::protect_defaults::{dependency_only_change, is_manifest};
-    let (decide::ChangedPaths::Known(paths), Some(tree)) = (changed, rules.armed_tree.as_deref())
-    else {
-        return Vec::new();
-    };
-    let protect = ralph_state::globs::Globs::new(&rules.protect);
-    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
-    paths
-        .iter()
-        .filter(|p| is_manifest(p) && protect.matches(p))
-        .filter(|p| {
-            let before = ralph_fs::tree_diff::file_in_tree(root, tree, p, limit);
-            let after = ralph_fs::safe_fs::read_text(&root.join(p.as_str()), 8 * 1024 * 1024);
-            match (before, after) {
-                (Some(before), Ok(after)) => {
-                    dependency_only_change(p, &String::from_utf8_lossy(&before), &after)
-                }
-                _ => false,
-            }
-        })
-        .cloned()
-        .collect()
 }
 
 /// `Step::Changed` when the loop file is no longer the one judged (it was
@@ -580,48 +372,8 @@ fn turn_entry(state: &LoopState, seen: &Observation, driver: &str, now: Timestam
     log.stories = seen
         .prd
         .as_ref()
-        .and_then(|prd| story_verdicts(prd, state.guards.verify.as_deref()));
+        .and_then(|prd| features::story_verdicts(prd, state.guards.verify.as_deref()));
     log
-}
-
-/// The story commands that ran at this stop, as one logged verdict:
-/// `US-001 passed; US-002 failed (exit 1)`; `None` when none ran. (A
-/// refusal by `--protect`/`--scope`, changed criteria or the loop's own
-/// `--verify` ran no story command.)
-fn story_verdicts(
-    prd: &ralph_state::fields::stories::PrdSeen,
-    loop_verify: Option<&str>,
-) -> Option<VerificationEntry> {
-    use ralph_state::fields::stories::StoryRefusal;
-    let mut passed = true;
-    let mut said: Vec<String> = prd
-        .checked
-        .iter()
-        .map(|id| format!("{id} passed"))
-        .collect();
-    for refusal in &prd.refused {
-        match refusal {
-            StoryRefusal::Failed {
-                id,
-                command,
-                verification,
-            } if command != decide::PATHS_CHECK
-                && command != decide::CRITERIA_CHECK
-                && Some(command.as_str()) != loop_verify =>
-            {
-                passed = false;
-                said.push(format!("{id} failed ({})", verification.status));
-            }
-            _ => {}
-        }
-    }
-    (!said.is_empty()).then(|| VerificationEntry {
-        passed,
-        status: said.join("; "),
-        failures: None,
-        exit_code: None,
-        tail: None,
-    })
 }
 
 /// A paused loop: nothing is counted; the transcript read so far is
@@ -704,12 +456,9 @@ fn wait(
 
 /// The loop ends: its record keeps the final token count (the budget that
 /// ended it, say), and it moves into the history.
-#[allow(clippy::too_many_arguments)]
 fn end(
     lock: &ProjectLock,
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
+    extras: &Extras<'_>,
     seen: &Observation,
     claim: Option<(&'static str, String)>,
     mut log: LogEntry,
@@ -721,6 +470,7 @@ fn end(
         detail,
         gate_output,
     } = ended;
+    let (project, live, registry) = extras.turn();
     let state = &live.state;
     let mut fields: Vec<(&'static str, String)> = claim.into_iter().collect();
     if let Some(tokens) = seen
@@ -743,20 +493,13 @@ fn end(
     let spent = seen.cost_usd.unwrap_or(state.progress.counts.cost_usd);
     log.cost_usd = (state.guards.max_cost_usd.is_some() || spent.0 > 0).then_some(spent);
     log.why.clone_from(&detail);
-    let (green, handover) = ended_checkpoint(project, live, registry, seen, outcome, &log);
+    // Read before the log moves into the history.
+    let extra = extras.ending(seen, outcome, &log);
     let (record, mut notice, tell) =
         live.end(lock, project, registry, outcome, log, fields, now)?;
     let more = (outcome == Outcome::MaxIterations)
         .then(|| messages::add_iterations(&live.file.name, &live.state));
-    for line in green
-        .into_iter()
-        .chain(write_handover(&record, handover))
-        .chain(more)
-    {
-        notice.push('\n');
-        notice.push_str(&line);
-    }
-    if let Some(line) = keep_receipt(project, live, registry, seen, gate_output, &record, now) {
+    for line in extra.told(&record, more, gate_output, now) {
         notice.push('\n');
         notice.push_str(&line);
     }
@@ -769,71 +512,6 @@ fn end(
     })
 }
 
-/// When a breaker or a budget ended the loop, the sentence that names the
-/// last checkpoint whose check passed, and a breaker's hand-over (both read
-/// before the log moves into the history).
-fn ended_checkpoint(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
-    seen: &Observation,
-    outcome: Outcome,
-    entry: &LogEntry,
-) -> (Option<String>, Option<String>) {
-    let state = &live.state;
-    let name = &live.file.name;
-    if !matches!(outcome, Outcome::Guard(_) | Outcome::MaxIterations) {
-        return (None, None);
-    }
-    // This iteration's checkpoint is kept after the lock (the turn's effect).
-    let source = checkpoints::Source::Stage;
-    let kept = checkpoints::plan(
-        &project.root,
-        registry,
-        name,
-        state,
-        state.iteration,
-        source,
-    )
-    .is_some();
-    let passed = seen.check.as_ref().is_some_and(|c| c.passed);
-    let green = checkpoints::last_green(project, registry, name, state, passed, kept);
-    let handover = match outcome {
-        Outcome::Guard(tripped) if handover::wanted(tripped) => {
-            let mut log = store::read_log_tail(&project.log_path(name), 200);
-            log.extend(serde_json::from_str(&entry.line()).ok());
-            Some(handover::render(&handover::HandoverFacts {
-                name,
-                state,
-                tripped,
-                detail: &entry.why,
-                log: &log,
-                last_green: green,
-                checkpoints: kept,
-            }))
-        }
-        _ => None,
-    };
-    let sentence = green.map(|n| checkpoints::green_sentence(name, n));
-    (sentence, handover)
-}
-
-/// Writes a breaker's hand-over beside the history record; the line that
-/// says where (or why it could not be written).
-fn write_handover(record: &std::path::Path, text: Option<String>) -> Option<String> {
-    let text = text?;
-    let path = record.with_extension(&handover::SUFFIX[1..]);
-    Some(
-        match ralph_fs::safe_fs::create_new(&path, text.as_bytes()) {
-            Ok(()) => format!(
-                "Hand-over for the next agent or person: {}",
-                ralph_fs::display::line(&path.display().to_string())
-            ),
-            Err(e) => format!("The hand-over could not be written: {e}"),
-        },
-    )
-}
-
 /// A turn written: what it was, its log line, and the fields written.
 type Done = (Step, LogEntry, Vec<(&'static str, String)>);
 
@@ -842,63 +520,6 @@ struct Ended {
     outcome: Outcome,
     detail: String,
     gate_output: Option<Vec<u8>>,
-}
-
-/// A completion through a passing gate leaves a receipt (`receipt.rs`):
-/// its line for the notice, or why it could not be kept. Best effort: the
-/// loop has ended either way.
-fn keep_receipt(
-    project: &Project,
-    live: &Loop,
-    registry: Option<&Registry>,
-    seen: &Observation,
-    output: Option<Vec<u8>>,
-    record: &std::path::Path,
-    now: Timestamp,
-) -> Option<String> {
-    let verdict = seen.verification.as_ref().filter(|v| v.passed)?;
-    let command = live.state.guards.verify.as_deref()?;
-    let receipt = ralph_state::storage::receipt::build(ralph_state::storage::receipt::Passed {
-        name: &live.file.name,
-        root: &project.root,
-        command,
-        verdict,
-        output,
-        iteration: live.state.iteration,
-        record,
-        now: now.to_string(),
-        paths: paths_held(&live.state, seen),
-        gate: seen.gate_ran.clone(),
-    });
-    let line = ralph_state::storage::receipt::one_line(&receipt);
-    Some(
-        match registry.map(|r| ralph_state::storage::receipt::save(r, &receipt)) {
-            Some(Ok(_)) => line,
-            Some(Err(e)) => format!("{line} (not kept: {e})"),
-            None => format!("{line} (not kept: no per-user state folder)"),
-        },
-    )
-}
-
-/// What `--protect` and `--scope` held at a completion, for its receipt.
-fn paths_held(
-    state: &LoopState,
-    seen: &Observation,
-) -> Option<ralph_state::storage::receipt::PathsHeld> {
-    let rules = &state.paths;
-    let decide::ChangedPaths::Known(changed) = &seen.changed_paths else {
-        return None;
-    };
-    let (protected, outside) =
-        decide::path_violations_but(state, &seen.changed_paths, &seen.dependency_only)?;
-    Some(ralph_state::storage::receipt::PathsHeld {
-        protect: rules.protect.clone(),
-        scope: rules.scope.clone(),
-        armed_tree: rules.armed_tree.clone().unwrap_or_default(),
-        changed: changed.clone(),
-        protect_held: protected.is_empty(),
-        scope_held: outside.is_empty(),
-    })
 }
 
 /// What `decide` said for a turn that goes on.
@@ -1138,6 +759,7 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ralph_state::storage::checkpoints;
     use ralph_state::test_support::{arm_plain, project};
 
     fn armed() -> (tempfile::TempDir, Project, Loop) {

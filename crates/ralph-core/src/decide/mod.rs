@@ -4,6 +4,7 @@
 
 pub mod effects;
 pub mod engine;
+pub(crate) mod features;
 pub mod gate_place;
 pub mod observation;
 pub mod path_words;

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::decide::features::Features;
 use crate::decide::{Observation, Verification};
 use crate::reply::event::StopEvent;
 use crate::reply::transcript::{self, Appended};
@@ -29,7 +30,9 @@ impl Wants {
         // A gate-alone loop runs its gate when the turn changed the tree:
         // it needs the fingerprint the no-progress breaker takes.
         let progress = state.guards.no_progress_after.is_set() || state.gate_alone();
-        let cost = state.guards.max_cost_usd.is_some();
+        // Pricing is an optional feature, asked of the engine's seam; only
+        // the hook prices (its turn's tokens come from the transcript).
+        let cost = Features::prices(state);
         Self {
             progress,
             cost,
