@@ -940,11 +940,19 @@ mod tests {
             .unwrap()
             .set_modified(then)
             .unwrap();
-        let modified = |name: &str| fs::metadata(d.path().join(name)).unwrap().modified().unwrap();
+        let modified = |name: &str| {
+            fs::metadata(d.path().join(name))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
         copy_new_dated(&p, &d.path().join("kept"), Dated::AsSource).unwrap();
         assert_eq!(modified("kept"), then);
         copy_new_dated(&p, &d.path().join("old"), Dated::Epoch).unwrap();
-        assert_eq!(modified("old"), SystemTime::UNIX_EPOCH + Duration::from_secs(1));
+        assert_eq!(
+            modified("old"),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1)
+        );
         copy_new_dated(&p, &d.path().join("new"), Dated::Now).unwrap();
         assert!(modified("new") > then);
         assert_eq!(fs::read(d.path().join("old")).unwrap(), b"entries");

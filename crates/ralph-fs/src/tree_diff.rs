@@ -404,9 +404,10 @@ impl PrivateIndex {
         };
         let fits = std::fs::symlink_metadata(&user_index)
             .is_ok_and(|m| m.is_file() && m.len() <= MAX_INDEX_BYTES);
-        let dated = match distrust {
-            true => safe_fs::Dated::Epoch,
-            false => safe_fs::Dated::AsSource,
+        let dated = if distrust {
+            safe_fs::Dated::Epoch
+        } else {
+            safe_fs::Dated::AsSource
         };
         if !fits || safe_fs::copy_new_dated(&user_index, &self.index, dated).is_err() {
             return false;
