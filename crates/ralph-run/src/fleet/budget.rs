@@ -13,6 +13,7 @@ use std::path::Path;
 
 use ralph_fs::safe_fs;
 use ralph_state::money::Money;
+use ralph_state::storage::fleet::{RECORDS, read_record};
 
 use crate::fleet::error::FleetError;
 use crate::fleet::valid_id;
@@ -157,8 +158,11 @@ pub fn record_spent(
     dir: &Path,
     story: &str,
 ) -> Result<Money, FleetError> {
-    let records = project.root.join(crate::fleet::RECORDS);
-    let spent = crate::fleet::git::read_record(&records, story)
+    let records = project.root.join(RECORDS);
+    let spent = safe_fs::check_dir(&project.root, RECORDS)
+        .unwrap_or(false)
+        .then(|| read_record(&records, story))
+        .flatten()
         .map(|r| r.cost_usd)
         .unwrap_or_default();
     write(dir, story, true, spent)?;
