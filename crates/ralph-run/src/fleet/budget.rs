@@ -12,11 +12,11 @@
 use std::path::Path;
 
 use ralph_fs::safe_fs;
+use ralph_state::fields::stories::valid_id;
 use ralph_state::money::Money;
 use ralph_state::storage::fleet::{RECORDS, read_record};
 
 use crate::fleet::error::FleetError;
-use crate::fleet::valid_id;
 
 /// The ledger's suffixes: a job's share when it started, what it spent.
 const RESERVED: &str = "reserved";

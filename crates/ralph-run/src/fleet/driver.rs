@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 use crate::fleet::child::{ChildFlags, StoryGate};
 use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
-    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Story, SummaryRow, Trip, valid_id,
+    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Story, SummaryRow, Trip,
 };
 use ralph_control::approval::{Secret, StoryCommands};
 use ralph_core::decide::gate_place;
 use ralph_fs::process::GroupChild;
 use ralph_fs::safe_fs;
 use ralph_state::fields::outcome::{self as ended, RecordedOutcome};
+use ralph_state::fields::stories::valid_id;
 use ralph_state::storage::fleet::{
     self as story_records, RECORDS, StoryRecord, WORKTREES, branch, loop_name,
 };

@@ -28,7 +28,7 @@ pub(crate) const NOTES_CAP: u64 = 64 * 1024;
 /// The promise a story's loop gives when nothing else was chosen.
 pub(crate) const DEFAULT_PROMISE: &str = "DONE";
 
-pub use ralph_state::fields::stories::{PrdError, Story, valid_id};
+pub use ralph_state::fields::stories::{PrdError, Story};
 use ralph_state::storage::fleet::{StoryRecord, StoryState, branch, loop_name};
 
 /// The mark before a story's line: home, stopped, or left to fix.
@@ -414,6 +414,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ralph_state::fields::stories::valid_id;
 
     const PRD_TEXT: &str = r#"{"project":"x","branchName":"ralph/f","userStories":[
         {"id":"US-002","title":"Two","priority":2,"passes":false,"notes":""},
