@@ -255,4 +255,34 @@ mod tests {
         );
         assert_eq!(sum(&ledger), (Money(700_000), Money(400_000)));
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_a_job_spent_is_read_from_its_record_never_through_a_link() {
+        use ralph_state::storage::fleet::{StoryRecord, write_record};
+        let spending = |root: &Path| {
+            let dir = root.join(RECORDS);
+            std::fs::create_dir_all(&dir).unwrap();
+            let record = StoryRecord {
+                cost_usd: Money(1_500_000),
+                ..StoryRecord::ended("US-1", "completed", 1, 0, 0)
+            };
+            write_record(&dir, "US-1", &record).unwrap();
+        };
+        let ledger = tempfile::tempdir().unwrap();
+        let project = |root: &Path| ralph_state::storage::store::Project {
+            root: root.to_owned(),
+        };
+        let real = tempfile::tempdir().unwrap();
+        spending(real.path());
+        let spent = record_spent(&project(real.path()), ledger.path(), "US-1").unwrap();
+        assert_eq!(spent, Money(1_500_000));
+
+        // The records folder a link to another project's: nothing is read through it.
+        let linked = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(linked.path().join(".claude/ralph")).unwrap();
+        std::os::unix::fs::symlink(real.path().join(RECORDS), linked.path().join(RECORDS)).unwrap();
+        let spent = record_spent(&project(linked.path()), ledger.path(), "US-1").unwrap();
+        assert_eq!(spent, Money(0));
+    }
 }
