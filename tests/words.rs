@@ -1,7 +1,7 @@
 //! Issue 37 through the real binary: what ralph prints when a loop is armed, goes on and
 //! ends, for a loop with a promise, with `--prd` and with neither, holds no escaped control
 //! sequence and no sentence about a promise, a limit or a budget the loop does not have.
-//! (Every builder is walked in `crates/ralph-core/src/report/words.rs`; these are the same
+//! (Every builder is walked in `crates/ralph-run/src/words.rs`; these are the same
 //! rules on what the binary really prints.)
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test

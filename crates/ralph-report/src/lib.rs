@@ -13,15 +13,13 @@ mod html;
 mod model;
 pub mod open;
 mod text;
-#[cfg(test)]
-mod words;
 
 use std::path::{Path, PathBuf};
 
 use ralph_control::{self as control, LoopReport};
 use ralph_fs::safe_fs::{self, FsError};
-use ralph_run::fleet;
 use ralph_state::fields::outcome::LoopStatus;
+use ralph_state::storage::fleet;
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
@@ -107,26 +105,12 @@ pub fn gather(
     })
 }
 
-/// The stories' records of a `--parallel` run, by id; only from a real
-/// folder, only files named by a valid story id.
+/// The stories' records of a `--parallel` run, by id (`fleet::read_records`:
+/// only from a real folder, only files named by a valid story id).
 fn stories(project: &Project) -> Vec<model::StoryRow> {
-    if !safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false) {
-        return Vec::new();
-    }
-    let dir = project.root.join(fleet::RECORDS);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
-        .filter(|id| fleet::valid_id(id))
-        .collect();
-    ids.sort();
-    ids.iter()
-        .filter_map(|id| ralph_run::fleet::git::read_record(&dir, id))
-        .map(|r| model::StoryRow::from(&r))
+    fleet::read_records(&project.root)
+        .iter()
+        .map(model::StoryRow::from)
         .collect()
 }
 

@@ -10,9 +10,9 @@
 use serde_json::Value;
 
 use ralph_control::LoopReport;
-use ralph_run::fleet::StoryRecord;
 use ralph_state::fields::limit::Limit;
 use ralph_state::money::Money;
+use ralph_state::storage::fleet::StoryRecord;
 use ralph_state::time::Timestamp;
 
 /// Everything one HTML file shows.

@@ -20,6 +20,8 @@ pub mod screen;
 
 mod driver;
 mod moves;
+#[cfg(test)]
+mod words;
 
 pub use driver::{Agent, Call, Driver, Event, Iteration, ResetWait, RunEnd, Setup};
 pub use moves::*;

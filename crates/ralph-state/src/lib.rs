@@ -19,8 +19,9 @@
 //!   whole file as one typed `LoopState`.
 //! - `storage`: where loops and their records live. The project's loop
 //!   files and their lock (`store`), the per-user arming record
-//!   (`registry`), receipts, checkpoints, the usage window, and the
-//!   environment a command runs in.
+//!   (`registry`), receipts, checkpoints, the usage window, the
+//!   environment a command runs in, and a fleet's worktrees and story
+//!   records (`fleet`).
 //! - a loop's life: its proven rewrites (`rewrite`), the one place that
 //!   writes a loop file (`lifecycle`), the one classification of a
 //!   project's loop files as armed, paused, foreign or unreadable (`scan`),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use ralph_control as control;
-use ralph_run::fleet;
+use ralph_state::storage::fleet;
 use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
@@ -63,10 +63,10 @@ impl Watched {
 
     /// Each story worktree's project and loop name.
     fn stories(&self) -> Vec<(String, Project, String)> {
-        fleet::git::story_ids(&self.project.root)
+        fleet::story_ids(&self.project.root)
             .into_iter()
             .filter_map(|id| {
-                let (project, name) = fleet::git::story_loop(&self.project.root, &id)?;
+                let (project, name) = fleet::story_loop(&self.project.root, &id)?;
                 Some((id, project, name))
             })
             .collect()
@@ -76,7 +76,7 @@ impl Watched {
     pub fn project_of(&self, story: Option<&str>) -> Option<Project> {
         match story {
             None => Some(self.project.clone()),
-            Some(id) => fleet::git::story_loop(&self.project.root, id).map(|(p, _)| p),
+            Some(id) => fleet::story_loop(&self.project.root, id).map(|(p, _)| p),
         }
     }
 

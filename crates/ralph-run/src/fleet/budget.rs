@@ -12,10 +12,11 @@
 use std::path::Path;
 
 use ralph_fs::safe_fs;
+use ralph_state::fields::stories::valid_id;
 use ralph_state::money::Money;
+use ralph_state::storage::fleet::{RECORDS, read_record};
 
 use crate::fleet::error::FleetError;
-use crate::fleet::valid_id;
 
 /// The ledger's suffixes: a job's share when it started, what it spent.
 const RESERVED: &str = "reserved";
@@ -157,8 +158,11 @@ pub fn record_spent(
     dir: &Path,
     story: &str,
 ) -> Result<Money, FleetError> {
-    let records = project.root.join(crate::fleet::RECORDS);
-    let spent = crate::fleet::git::read_record(&records, story)
+    let records = project.root.join(RECORDS);
+    let spent = safe_fs::check_dir(&project.root, RECORDS)
+        .unwrap_or(false)
+        .then(|| read_record(&records, story))
+        .flatten()
         .map(|r| r.cost_usd)
         .unwrap_or_default();
     write(dir, story, true, spent)?;
@@ -250,5 +254,35 @@ mod tests {
             }
         );
         assert_eq!(sum(&ledger), (Money(700_000), Money(400_000)));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_a_job_spent_is_read_from_its_record_never_through_a_link() {
+        use ralph_state::storage::fleet::{StoryRecord, write_record};
+        let spending = |root: &Path| {
+            let dir = root.join(RECORDS);
+            std::fs::create_dir_all(&dir).unwrap();
+            let record = StoryRecord {
+                cost_usd: Money(1_500_000),
+                ..StoryRecord::ended("US-1", "completed", 1, 0, 0)
+            };
+            write_record(&dir, "US-1", &record).unwrap();
+        };
+        let ledger = tempfile::tempdir().unwrap();
+        let project = |root: &Path| ralph_state::storage::store::Project {
+            root: root.to_owned(),
+        };
+        let real = tempfile::tempdir().unwrap();
+        spending(real.path());
+        let spent = record_spent(&project(real.path()), ledger.path(), "US-1").unwrap();
+        assert_eq!(spent, Money(1_500_000));
+
+        // The records folder a link to another project's: nothing is read through it.
+        let linked = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(linked.path().join(".claude/ralph")).unwrap();
+        std::os::unix::fs::symlink(real.path().join(RECORDS), linked.path().join(RECORDS)).unwrap();
+        let spent = record_spent(&project(linked.path()), ledger.path(), "US-1").unwrap();
+        assert_eq!(spent, Money(0));
     }
 }

@@ -18,14 +18,17 @@ use std::time::{Duration, Instant};
 use crate::fleet::child::{ChildFlags, StoryGate};
 use crate::fleet::git::{self as fg, FleetError};
 use crate::fleet::{
-    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Story, StoryRecord, SummaryRow, Trip,
-    valid_id,
+    self, AfterRun, Homecoming, MergeMode, Next, PrdError, Story, SummaryRow, Trip,
 };
 use ralph_control::approval::{Secret, StoryCommands};
 use ralph_core::decide::gate_place;
 use ralph_fs::process::GroupChild;
 use ralph_fs::safe_fs;
 use ralph_state::fields::outcome::{self as ended, RecordedOutcome};
+use ralph_state::fields::stories::valid_id;
+use ralph_state::storage::fleet::{
+    self as story_records, RECORDS, StoryRecord, WORKTREES, branch, loop_name,
+};
 use ralph_state::storage::store::Project;
 use ralph_state::time::format_duration;
 
@@ -148,7 +151,7 @@ pub fn run(
     let base = fg::current_branch(&root)?;
     let (stories, from_prd, done) = select(&root, &request, tell)?;
     fg::ensure_excluded(&root)?;
-    let records = project.ensure_dir(fleet::RECORDS)?;
+    let records = project.ensure_dir(RECORDS)?;
     let gate_confinement =
         ralph_state::gate_sandbox::confinement(&request.guards, request.child.sandbox.is_some());
     let mut gate = request.guards.clone();
@@ -306,15 +309,15 @@ impl Fleet<'_> {
     fn triage(&mut self, stories: Vec<Story>) -> VecDeque<Story> {
         let mut queue = VecDeque::new();
         for story in stories {
-            let record = fg::read_record(&self.records, &story.id);
+            let record = story_records::read_record(&self.records, &story.id);
             let merging = self.merge != MergeMode::None;
             match (fleet::next(record.as_ref(), merging), record) {
                 (Next::Skip, record) => self.event(&format!(
                     "{}: {} earlier (branch {}); skipped. To run it again, delete {}/{}.json",
                     story.id,
                     record.as_ref().map_or("", |r| r.state.as_str()),
-                    fleet::branch(&story.id),
-                    fleet::RECORDS,
+                    branch(&story.id),
+                    RECORDS,
                     story.id
                 )),
                 (Next::BringHome, Some(record)) if self.has_own_worktree(&story.id) => {
@@ -337,7 +340,7 @@ impl Fleet<'_> {
     /// Whether git lists ralph's worktree for the story, on its branch.
     fn has_own_worktree(&self, id: &str) -> bool {
         let root = &self.project.root;
-        fg::is_registered(root, &fg::worktree_path(root, id), &fleet::branch(id))
+        fg::is_registered(root, &fg::worktree_path(root, id), &branch(id))
     }
 
     /// Runs the queued stories, `n` at a time, until none is left running;
@@ -417,7 +420,7 @@ impl Fleet<'_> {
                     "▶ {}: started in {} on {}",
                     story.id,
                     self.shown(&slot.worktree),
-                    fleet::branch(&story.id)
+                    branch(&story.id)
                 ));
                 pool.running.push(slot);
             }
@@ -470,7 +473,7 @@ impl Fleet<'_> {
         command
             .arg("run")
             .arg("--name")
-            .arg(fleet::loop_name(&story.id))
+            .arg(loop_name(&story.id))
             .args(self.child.args(&self.promise, StoryGate::from(story)))
             .current_dir(&worktree)
             .env("CLAUDE_PROJECT_DIR", &worktree)
@@ -497,7 +500,7 @@ impl Fleet<'_> {
     /// A child run ended: read how its loop ended, keep its history, and
     /// bring a completed story home.
     fn ended(&mut self, slot: &Slot, code: Option<i32>) -> StoryRecord {
-        let name = fleet::loop_name(&slot.story.id);
+        let name = loop_name(&slot.story.id);
         let last = fg::last_run(&slot.worktree, &name);
         fg::keep_history(&slot.worktree, &self.project);
         let completed = last.outcome == Some(RecordedOutcome::Known(ended::Outcome::Completed));
@@ -521,7 +524,7 @@ impl Fleet<'_> {
 
     /// Brings a completed story home and records how that went.
     fn bring_home(&mut self, story: &Story, worktree: &Path, record: StoryRecord) -> StoryRecord {
-        let branch = fleet::branch(&story.id);
+        let branch = branch(&story.id);
         let home = self.homecoming(story, worktree, &branch);
         if matches!(home, Homecoming::Merged) {
             self.after_merge(story, worktree);
@@ -617,13 +620,13 @@ impl Fleet<'_> {
 
     /// Records how the story stands, tells it, and adds its summary row.
     fn finish(&mut self, story: &Story, record: StoryRecord) {
-        if let Err(e) = fg::write_record(&self.records, &story.id, &record) {
+        if let Err(e) = story_records::write_record(&self.records, &story.id, &record) {
             self.notes
                 .push(format!("⚠ {}: its record was not written: {e}", story.id));
         }
         let line = format!(
             "{} {}: {} after {}, {}",
-            record.state.mark(),
+            fleet::mark(record.state),
             story.id,
             record.state.as_str(),
             ralph_state::plural::iterations(record.iterations),
@@ -742,11 +745,11 @@ pub struct StoryPlan {
 /// `ralph plan`: the PRD's stories still to do, in waves.
 pub fn plan(project: &Project) -> Result<StoryPlan, FleetError> {
     let all = read_stories(&project.root)?;
-    let records = project.root.join(fleet::RECORDS);
-    let has_records = safe_fs::check_dir(&project.root, fleet::RECORDS).unwrap_or(false);
+    let records = project.root.join(RECORDS);
+    let has_records = safe_fs::check_dir(&project.root, RECORDS).unwrap_or(false);
     let planned = |s: &Story| {
         let state = has_records
-            .then(|| fg::read_record(&records, &s.id))
+            .then(|| story_records::read_record(&records, &s.id))
             .flatten()
             .map_or_else(|| "open".to_owned(), |r| r.state.as_str().to_owned());
         Planned {
@@ -770,8 +773,8 @@ pub fn plan(project: &Project) -> Result<StoryPlan, FleetError> {
 /// lost.
 pub fn clean(project: &Project, tell: &mut dyn FnMut(String)) -> Result<(), FleetError> {
     let root = &project.root;
-    let dir = root.join(fleet::WORKTREES);
-    if !safe_fs::check_dir(root, fleet::WORKTREES)? {
+    let dir = root.join(WORKTREES);
+    if !safe_fs::check_dir(root, WORKTREES)? {
         tell("No worktrees to remove.".to_owned());
         return Ok(());
     }
@@ -787,7 +790,7 @@ pub fn clean(project: &Project, tell: &mut dyn FnMut(String)) -> Result<(), Flee
     for name in &names {
         let path = dir.join(name);
         let shown = project.shown(&path);
-        let branch = fleet::branch(name);
+        let branch = branch(name);
         // What the loop left uncommitted goes onto its branch first: the
         // branch staying is only true of work that is on it.
         match keep_uncommitted(root, &path, name, &branch) {

@@ -3,7 +3,7 @@
 //! written back under the project's lock. Every git process runs through
 //! `ralph_fs::git_runner` (no program the repository's configuration names runs:
 //! hooks, fsmonitor, filters, merge drivers, signers, pager, editor), every
-//! story branch was checked by `fleet::valid_id`, and the base branch,
+//! story branch was checked by `valid_id`, and the base branch,
 //! read from the repository's HEAD, by `git_runner::is_branch_name`; each reaches
 //! git as `refs/heads/<name>` or after `--end-of-options`/`--`.
 
@@ -12,52 +12,17 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 pub use crate::fleet::error::FleetError;
-use crate::fleet::{self, MergeMode, StoryRecord};
+use crate::fleet::{self, MergeMode};
 use ralph_fs::safe_fs;
 use ralph_state::fields::outcome::RecordedOutcome;
 use ralph_state::fields::state::LoopState;
+use ralph_state::storage::fleet::{WORKTREES, branch};
 use ralph_state::storage::store::Project;
 
 /// Lines ralph adds to `.git/info/exclude` (never to the user's
 /// `.gitignore`: the rule `ralph init` follows too): its worktrees, its
 /// records, and each worktree's loop file.
 const EXCLUDES: &[&str] = &["/.ralph/", "/.claude/ralph/", "/.claude/*.local.md"];
-
-/// A story's worktree as a project, and its loop's name, when its worktree
-/// is a real folder (never through a link): where `ralph say --story` and
-/// `ralph watch` find a `--parallel` story's loop.
-pub fn story_loop(
-    root: &std::path::Path,
-    id: &str,
-) -> Option<(ralph_state::storage::store::Project, String)> {
-    if !fleet::valid_id(id) {
-        return None;
-    }
-    let rel = std::path::Path::new(fleet::WORKTREES).join(id);
-    ralph_fs::safe_fs::check_dir(root, &rel).ok()?.then(|| {
-        let project = ralph_state::storage::store::Project {
-            root: root.join(rel),
-        };
-        (project, fleet::loop_name(id))
-    })
-}
-
-/// Every story worktree `ralph run --parallel` keeps, by id, sorted.
-pub fn story_ids(root: &std::path::Path) -> Vec<String> {
-    if !ralph_fs::safe_fs::check_dir(root, fleet::WORKTREES).unwrap_or(false) {
-        return Vec::new();
-    }
-    let Ok(read) = std::fs::read_dir(root.join(fleet::WORKTREES)) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = read
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|id| fleet::valid_id(id))
-        .collect();
-    ids.sort();
-    ids
-}
 
 /// Runs `git -C root args…` hardened, every filter and merge driver the
 /// configuration defines blanked (a command that checks out, adds, rebases
@@ -316,7 +281,7 @@ pub fn prune(root: &Path) -> Result<(), FleetError> {
 
 /// The story's worktree folder.
 pub(crate) fn worktree_path(root: &Path, id: &str) -> PathBuf {
-    root.join(fleet::WORKTREES).join(id)
+    root.join(WORKTREES).join(id)
 }
 
 /// The story's worktree, ready for its child run: ralph's folder, the
@@ -328,9 +293,9 @@ pub(crate) fn prepare_worktree(
     id: &str,
     base: &str,
 ) -> Result<PathBuf, FleetError> {
-    project.ensure_dir(fleet::WORKTREES)?;
+    project.ensure_dir(WORKTREES)?;
     let worktree = worktree_path(&project.root, id);
-    worktree_for(&project.root, &worktree, &fleet::branch(id), base)?;
+    worktree_for(&project.root, &worktree, &branch(id), base)?;
     safe_fs::ensure_dir(&worktree, ".claude")?;
     Ok(worktree)
 }
@@ -443,22 +408,6 @@ pub(crate) fn keep_history(worktree: &Path, project: &Project) {
     }
 }
 
-/// The story's record in `dir`, if there is one that reads.
-pub fn read_record(dir: &Path, id: &str) -> Option<StoryRecord> {
-    let text = safe_fs::read_text(&dir.join(format!("{id}.json")), safe_fs::SMALL_FILE_CAP).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// Writes the record of the story `id` (checked by `fleet::valid_id`;
-/// never the record's own `story` field, which a planted file may have
-/// set) into `dir`, replacing the one before.
-pub(crate) fn write_record(dir: &Path, id: &str, record: &StoryRecord) -> Result<(), FleetError> {
-    let path = dir.join(format!("{id}.json"));
-    let json = serde_json::to_string_pretty(record).unwrap_or_default();
-    safe_fs::replace(&path, json.as_bytes())?;
-    Ok(())
-}
-
 /// Ctrl-C for a child run: SIGINT to its process group (it leads one), so
 /// that `ralph run` stops its agent and records its loop as cancelled.
 pub fn interrupt(child: &mut Child) {
@@ -555,18 +504,5 @@ mod tests {
         assert_eq!(std::fs::read_dir(&kept).unwrap().count(), 3);
         let mine = std::fs::read_to_string(kept.join("20261130T030000Z-US-2.md")).unwrap();
         assert_eq!(mine, "mine");
-    }
-
-    #[test]
-    fn a_record_is_written_under_the_id_it_was_given() {
-        let dir = tempfile::tempdir().unwrap();
-        let planted = StoryRecord {
-            story: "../elsewhere".into(),
-            ..StoryRecord::ended("US-1", "completed", 1, 0, 0)
-        };
-        write_record(dir.path(), "US-1", &planted).unwrap();
-        assert_eq!(read_record(dir.path(), "US-1"), Some(planted));
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert_eq!(read_record(dir.path(), "US-2"), None);
     }
 }

@@ -13,18 +13,10 @@ pub mod error;
 pub mod git;
 pub mod screen;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Where the stories live, relative to the project root.
 pub const PRD: &str = ralph_state::fields::stories::DEFAULT_PRD;
-/// The folder ralph owns for the worktrees, one per story. Not under
-/// `.claude/`: Claude Code refuses edits to any path under a `.claude`
-/// folder even with `--permission-mode acceptEdits`, so an agent could not
-/// edit a single file of its worktree there (found by the e2e test).
-pub const WORKTREES: &str = ".ralph/worktrees";
-/// The folder ralph owns for each story's record (one JSON file per story).
-pub const RECORDS: &str = ".claude/ralph/stories";
 /// Where each story's loop writes what it learnt, one file a story
 /// (`ralph/notes/<id>.md`, on its branch): no two stories share a file, so
 /// no merge loses a note; ralph appends each to [`PROGRESS`] once merged.
@@ -36,11 +28,16 @@ pub(crate) const NOTES_CAP: u64 = 64 * 1024;
 /// The promise a story's loop gives when nothing else was chosen.
 pub(crate) const DEFAULT_PROMISE: &str = "DONE";
 
-pub use ralph_state::fields::stories::{PrdError, Story, valid_id};
+pub use ralph_state::fields::stories::{PrdError, Story};
+use ralph_state::storage::fleet::{StoryRecord, StoryState, branch, loop_name};
 
-/// The branch a story's loop works on.
-pub fn branch(id: &str) -> String {
-    format!("ralph/{id}")
+/// The mark before a story's line: home, stopped, or left to fix.
+pub(crate) fn mark(state: StoryState) -> &'static str {
+    match state {
+        StoryState::Merged | StoryState::Ready => "✓",
+        StoryState::Cancelled => "⏹",
+        _ => "✗",
+    }
 }
 
 /// The story's notes file, relative to the project root.
@@ -57,11 +54,6 @@ pub(crate) fn progress_entry(story: &Story, notes: &str) -> String {
         notes_file(&story.id),
         notes.trim()
     )
-}
-
-/// The story's loop name (loop names take no `.`).
-pub fn loop_name(id: &str) -> String {
-    id.replace('.', "_")
 }
 
 /// The stories of `ralph/prd.json`, in file order (see `stories::parse`).
@@ -150,103 +142,6 @@ pub fn matrix(open: &[Story]) -> Value {
 /// bytes (`stories::set_passes`). Errors name the file and the field.
 pub fn set_passes(prd: &str, id: &str) -> Result<String, PrdError> {
     ralph_state::fields::stories::set_passes(PRD, prd, id, true)
-}
-
-/// How a story stands, as its record says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoryState {
-    /// Merged into the base branch; `passes` is true.
-    Merged,
-    /// Its loop completed, its checks passed on the rebased branch, and it
-    /// was left on its branch (`--merge none`, e.g. for a pull request).
-    Ready,
-    /// Its loop completed, but rebasing onto the base conflicted.
-    Conflict,
-    /// Its loop completed, but the verify command failed after the rebase.
-    VerifyFailed,
-    /// Its loop completed, but the merge into the base was refused.
-    MergeFailed,
-    /// Its loop ended otherwise (limit, budget, breaker, abort, failure).
-    Ended,
-    /// Ctrl-C stopped it.
-    Cancelled,
-}
-
-impl StoryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Merged => "merged",
-            Self::Ready => "ready",
-            Self::Conflict => "conflict",
-            Self::VerifyFailed => "verify_failed",
-            Self::MergeFailed => "merge_failed",
-            Self::Ended => "ended",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// The mark before the story's line: home, stopped, or left to fix.
-    pub(crate) fn mark(self) -> &'static str {
-        match self {
-            Self::Merged | Self::Ready => "✓",
-            Self::Cancelled => "⏹",
-            _ => "✗",
-        }
-    }
-
-    /// Whether the loop itself completed (only bringing it home is left).
-    pub(crate) fn loop_completed(self) -> bool {
-        matches!(
-            self,
-            Self::Merged | Self::Ready | Self::Conflict | Self::VerifyFailed | Self::MergeFailed
-        )
-    }
-}
-
-/// What ralph keeps about one story between runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoryRecord {
-    pub story: String,
-    pub state: StoryState,
-    /// The loop's outcome as its history says (`completed`, `max_iterations`…).
-    pub outcome: String,
-    pub iterations: u64,
-    pub tokens: u64,
-    pub seconds: u64,
-    pub branch: String,
-    /// What to do about it, for the user.
-    pub note: String,
-    /// What its loop spent, when its agent reported a cost (absent in
-    /// records written before the dollar budget).
-    #[serde(default)]
-    pub cost_usd: ralph_state::money::Money,
-}
-
-impl StoryRecord {
-    /// A story whose loop ended with `outcome` (its history's word), before
-    /// anything is decided about it.
-    pub fn ended(id: &str, outcome: &str, iterations: u64, tokens: u64, seconds: u64) -> Self {
-        Self {
-            story: id.to_owned(),
-            state: StoryState::Ended,
-            outcome: outcome.to_owned(),
-            iterations,
-            tokens,
-            seconds,
-            branch: branch(id),
-            note: String::new(),
-            cost_usd: ralph_state::money::Money(0),
-        }
-    }
-
-    /// A story whose loop could not be started, and why.
-    pub fn not_started(id: &str, why: &crate::fleet::error::FleetError) -> Self {
-        Self {
-            note: why.to_string(),
-            ..Self::ended(id, "not_started", 0, 0, 0)
-        }
-    }
 }
 
 /// What a finished child run means for its story.
@@ -519,6 +414,7 @@ pub fn table(rows: &[SummaryRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ralph_state::fields::stories::valid_id;
 
     const PRD_TEXT: &str = r#"{"project":"x","branchName":"ralph/f","userStories":[
         {"id":"US-002","title":"Two","priority":2,"passes":false,"notes":""},
@@ -819,9 +715,9 @@ mod tests {
         );
         assert!(!all_home(&rows));
         assert!(all_home(&[]));
-        assert_eq!(StoryState::Ready.mark(), "✓");
-        assert_eq!(StoryState::Cancelled.mark(), "⏹");
-        assert_eq!(StoryState::VerifyFailed.mark(), "✗");
+        assert_eq!(mark(StoryState::Ready), "✓");
+        assert_eq!(mark(StoryState::Cancelled), "⏹");
+        assert_eq!(mark(StoryState::VerifyFailed), "✗");
         let not = StoryRecord::not_started("a", &crate::fleet::error::FleetError::NotAllRemoved);
         assert_eq!(
             (not.outcome.as_str(), not.note.as_str()),

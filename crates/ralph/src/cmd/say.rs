@@ -3,7 +3,7 @@
 //! (`control::guidance`).
 
 use ralph_control::guidance::{self, Say};
-use ralph_run::fleet;
+use ralph_state::storage::fleet;
 use ralph_state::storage::store::Project;
 use ralph_state::time::Timestamp;
 
@@ -46,7 +46,7 @@ pub(crate) fn say_as(
     }
     let now = Timestamp::now();
     if let Some(id) = &args.story {
-        let Some((story, name)) = fleet::git::story_loop(&project.root, id) else {
+        let Some((story, name)) = fleet::story_loop(&project.root, id) else {
             return Err(Failure::usage(format!(
                 "no story `{}` of `ralph run --parallel` here (its worktree {}/{} is missing); nothing was queued",
                 ralph_fs::display::line(id),
@@ -74,9 +74,9 @@ pub(crate) fn say_as(
     // `--all`: this project's loops, then every story's.
     let mut lines = Vec::new();
     let mut first_error = None;
-    let stories = fleet::git::story_ids(&project.root)
+    let stories = fleet::story_ids(&project.root)
         .into_iter()
-        .filter_map(|id| fleet::git::story_loop(&project.root, &id));
+        .filter_map(|id| fleet::story_loop(&project.root, &id));
     let targets =
         std::iter::once((project.clone(), None)).chain(stories.map(|(p, n)| (p, Some(n))));
     for (target, name) in targets {

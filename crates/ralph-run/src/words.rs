@@ -2,10 +2,10 @@
 //! of loop (a promise, `--prd`, neither; with and without an iteration
 //! limit and a budget): none shows an escaped control sequence (`\n` as two
 //! characters), and none speaks of a promise, an iteration limit or a budget
-//! the loop does not have. Test only; it sits on the top floor so that it
-//! sees every builder: the arming text, the footer, the status line, the
-//! session notices, the end notice, `ralph status`, the report and the
-//! webhook.
+//! the loop does not have. Test only; it sits in the top library crate
+//! (the report is its dev-dependency) so that it sees every builder: the
+//! arming text, the footer, the status line, the session notices, the end
+//! notice, `ralph status`, `ralph run`'s screen, the report and the webhook.
 
 use ralph_control::arming::{self, ArmOptions, TypedTask};
 use ralph_control::{listing as control_report, status_text, test_support};
@@ -133,10 +133,9 @@ fn every_text(kind: &Kind) -> Vec<(String, String)> {
     for line in status_text::status(&project, &reports, |n| format!("report of {n}")) {
         out.push(("ralph status".into(), line.replace(&root, "PROJECT")));
     }
-    let page = crate::render(&crate::Report {
-        loops: vec![crate::model::loop_view(&reports[0], &[])],
-        ..crate::Report::default()
-    });
+    let scope = ralph_report::ReportScope::Name("l".to_owned());
+    let report = ralph_report::gather(&project, Some(&registry), &scope, Timestamp(60)).unwrap();
+    let page = ralph_report::render(&report);
     out.push(("the report (its text)".into(), visible_text(&page)));
     out
 }
@@ -199,14 +198,14 @@ fn notices(state: &LoopState) -> Vec<(String, String)> {
     if let Some(limit) = state.guards.max_tokens {
         out.push(("footer tokens", decide::token_note(0, 0, 1, limit)));
     }
-    let mut screen = ralph_run::screen::Screen::new(n);
-    let it = ralph_run::Iteration {
+    let mut screen = crate::screen::Screen::new(n);
+    let it = crate::Iteration {
         label: "1/10".into(),
         next: 2,
         promise_refused: false,
         figures: messages::guard_figures(state, &state.progress),
         went_on: messages::went_on(state),
-        reply: ralph_run::agent::AgentReply::default(),
+        reply: crate::agent::AgentReply::default(),
         raised: Vec::new(),
     };
     out.push(("ralph run, an iteration", screen.iterated(&it, 40)));
