@@ -759,6 +759,7 @@ fn progress_fields(old: &Progress, new: &Progress) -> Vec<(&'static str, String)
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use ralph_state::storage::checkpoints;
     use ralph_state::test_support::{arm_plain, project};
 
