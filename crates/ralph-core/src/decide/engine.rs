@@ -4,24 +4,24 @@
 //! the history record, and logs the decision. Both drivers share this, so
 //! both follow exactly the same rules.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::decide::effects::Effects;
 use crate::decide::features::{self, Extras};
 use crate::decide::gate_place;
+pub use crate::decide::stepped::Step;
+use crate::decide::stepped::{Relocked, unlocked};
 use crate::decide::{self, Decision, Observation, Outcome};
 use crate::reply::transcript::Appended;
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::frontmatter::quote;
 use ralph_state::fields::state::FRESH_WAITING;
 use ralph_state::fields::state::{LoopState, Progress};
-use ralph_state::lifecycle::Tell;
 use ralph_state::lifecycle::{GuidanceEntry, LogEntry, Logged, Loop, VerificationEntry};
 use ralph_state::messages;
 use ralph_state::storage::guidance::{Guidance, Mailbox, Question};
 use ralph_state::storage::registry::Registry;
-use ralph_state::storage::store::{self, DecisionLog, Project, ProjectLock};
+use ralph_state::storage::store::{DecisionLog, Project, ProjectLock};
 use ralph_state::time::Timestamp;
 
 /// What the driver observed for this turn.
@@ -37,42 +37,6 @@ pub struct Turn {
     /// does, to tell an unwritable log before the turn); else it is opened
     /// when the entry is written.
     pub log: Option<DecisionLog>,
-}
-
-// One value per turn, returned once: boxing the progress would cost an
-// allocation per stop and save nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// The loop is paused; nothing was counted.
-    Passed,
-    /// Background work will wake the session: this stop went through,
-    /// uncounted; `notice` says so.
-    Waiting { notice: String },
-    /// The loop changed on disk while the verification ran; nothing was written.
-    Changed { notice: String },
-    /// The loop ended and was moved into the history.
-    Ended {
-        outcome: Outcome,
-        detail: String,
-        record: PathBuf,
-        notice: String,
-        /// The loop's last word, moved into the turn's [`Effects`] by `step`.
-        tell: Option<Tell>,
-    },
-    /// The loop goes on: `reason` is the prompt with its footer.
-    Continued {
-        next: u64,
-        reason: String,
-        status: String,
-        /// What refused the promise (or a story's passes) at this stop, if anything.
-        refused: messages::Refused,
-        /// The guard figures after this turn.
-        progress: Progress,
-        /// Each bound the user raised since the last continuation, old and new
-        /// (`iterations 3 → 23`): told in `reason` and `status` this once.
-        raised: Vec<String>,
-    },
 }
 
 /// One turn: decide (running the verification gate if the promise asks for
@@ -179,34 +143,6 @@ struct Judged {
     decision: Decision,
     seen: Observation,
     gate_output: Option<Vec<u8>>,
-}
-
-/// Work done with the lock dropped: the lock taken again and the work's
-/// result, or the loop changed meanwhile and this stop was let through.
-/// Returned once per gate, never stored: boxing would only allocate.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Relocked<T> {
-    Same(ProjectLock, T),
-    Changed(Step),
-}
-
-/// Runs `work` without the lock (a gate or a story's checks may run for
-/// minutes, and other ralph processes work meanwhile), takes the lock again
-/// and makes sure the loop is still the one judged.
-pub(super) fn unlocked<T>(
-    lock: ProjectLock,
-    project: &Project,
-    live: &Loop,
-    what: &str,
-    work: impl FnOnce() -> T,
-) -> Result<Relocked<T>, LoopFileError> {
-    drop(lock);
-    let out = work();
-    let lock = project.lock()?;
-    Ok(match changed_meanwhile(live, what) {
-        Some(changed) => Relocked::Changed(changed),
-        None => Relocked::Same(lock, out),
-    })
 }
 
 /// Decides; when the decision asks for the `--verify` gate or the
@@ -338,20 +274,6 @@ fn apply(
     };
     entry.append_via(decision_log.as_mut(), project, &live.file.name);
     Ok(step)
-}
-
-/// `Step::Changed` when the loop file is no longer the one judged (it was
-/// cancelled or advanced while a check ran without the lock).
-fn changed_meanwhile(live: &Loop, what: &str) -> Option<Step> {
-    (store::read_to_string(&live.file.path).ok().as_deref() != Some(live.text.as_str())).then(|| {
-        Step::Changed {
-            notice: format!(
-                "⚠ ralph `{}`: the loop changed while {} ran (cancelled or advanced elsewhere); this stop was allowed.",
-                ralph_fs::display::line(&live.file.name),
-                ralph_fs::display::line(what)
-            ),
-        }
-    })
 }
 
 /// The log entry's fields every turn has.
@@ -761,6 +683,7 @@ mod tests {
     use super::*;
     #[cfg(unix)]
     use ralph_state::storage::checkpoints;
+    use ralph_state::storage::store;
     use ralph_state::test_support::{arm_plain, project};
 
     fn armed() -> (tempfile::TempDir, Project, Loop) {

@@ -10,6 +10,7 @@ pub mod observation;
 pub mod path_words;
 pub mod prd_turn;
 pub mod pricing;
+pub(crate) mod stepped;
 pub use crate::decide::observation::{
     ChangedPaths, Observation, Verification, fingerprint, fingerprint_words,
 };

@@ -16,7 +16,7 @@ mod receipt;
 mod stories;
 
 use crate::decide::Observation;
-use crate::decide::engine::{Relocked, Step};
+use crate::decide::stepped::{Relocked, Step};
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::outcome::Outcome;
 use ralph_state::fields::state::LoopState;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Extras;
-use crate::decide::engine::{Relocked, unlocked};
+use crate::decide::stepped::{Relocked, unlocked};
 use crate::decide::{self, Observation, Verification, gate_place, prd_turn};
 use ralph_state::error::LoopFileError;
 use ralph_state::fields::state::PrdLoop;
