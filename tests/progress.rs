@@ -306,6 +306,35 @@ fn a_looping_turn_forks_at_most_two_git_processes() {
 }
 
 #[test]
+fn a_looping_turn_with_protect_or_scope_reads_what_changed_without_a_copy_of_the_users_index() {
+    for rule in [["--protect", "tests/**"], ["--scope", "src/**"]] {
+        let r = Repo::new();
+        r.start(&[rule[0], rule[1], "--no-progress-after", "3"]);
+        assert!(r.blocks("look"), "the first stop seeds what it keeps");
+        for turn in 0..2 {
+            r.project
+                .write("src/b.txt", &format!("made by a script {turn}\n"));
+            let id = format!("b{turn}");
+            r.append(&[tool_call(&id, "Bash"), tool_result(&id, false)]);
+            let (answer, _) = r.stop("ran a script");
+            assert_eq!(answer["decision"], "block", "{answer}");
+            let calls = r.git_calls();
+            // The kept index's `git add` and `git write-tree`, the comparison's
+            // `git add` and `git diff-index`: nothing listed, copied or read back.
+            assert!(calls.len() <= 4, "{rule:?}, turn {turn} forked {calls:?}");
+            let words = ["status", "ls-files", "cat-file", "update-index"];
+            assert!(
+                !calls
+                    .iter()
+                    .any(|c| c.split(' ').any(|w| words.contains(&w))),
+                "{rule:?}: {calls:?}"
+            );
+            assert_eq!(r.no_progress_count(), 0, "turn {turn}");
+        }
+    }
+}
+
+#[test]
 fn an_edit_reverted_within_the_turn_still_counts_as_progress() {
     // Documented: a successful Edit is progress by the rule, even when the
     // tree ends up as it was.

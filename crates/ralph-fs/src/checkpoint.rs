@@ -293,7 +293,7 @@ pub fn stage_kept(
         safe_fs::create_new(&rules, &text)?;
     }
     let fresh = safe_fs::kind_at(index).is_none();
-    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
+    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned(), true)?;
     if fresh {
         skip_tracked_secrets(&kept, deadline)?;
         // A seed copied from the user's index keeps its version: to 4 (a

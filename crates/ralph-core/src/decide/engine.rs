@@ -103,7 +103,7 @@ pub fn step(
     let staged = read_tree(project, live, registry, &mut seen);
     // `--protect`/`--scope`: the paths changed since arming, for both drivers.
     if live.state.active && live.state.paths.any() {
-        seen.changed_paths = changed_paths(&project.root, &live.state.paths);
+        seen.changed_paths = changed_paths(project, live, registry);
         seen.dependency_only =
             dependency_only(&project.root, &live.state.paths, &seen.changed_paths);
     }
@@ -500,18 +500,23 @@ fn apply(
 }
 
 /// The paths that differ from the work tree at arming, or `Unknown` when
-/// git could not tell (or no tree was recorded).
+/// git could not tell (or no tree was recorded): through the arming's own
+/// comparison index, else a copy of the user's index.
 fn changed_paths(
-    root: &std::path::Path,
-    rules: &ralph_state::fields::state::PathRules,
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
 ) -> decide::ChangedPaths {
+    let (root, rules) = (&project.root, &live.state.paths);
     let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     rules
         .armed_tree
         .as_deref()
         .and_then(|tree| {
             let excludes = rules.armed_excludes.as_deref();
-            ralph_fs::tree_diff::changed_since(root, tree, excludes, limit)
+            let name = &live.file.name;
+            checkpoints::changed_since(root, registry, name, &live.state, tree, excludes)
+                .or_else(|| ralph_fs::tree_diff::changed_since(root, tree, excludes, limit))
         })
         .map_or(decide::ChangedPaths::Unknown, decide::ChangedPaths::Known)
 }
