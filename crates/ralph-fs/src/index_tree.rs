@@ -21,13 +21,13 @@ use sha1::Digest as _;
 use crate::safe_fs;
 
 /// The largest index read.
-const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+pub(crate) const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
 
 /// One file of the index: its mode, its object id and its path.
-struct Entry<'a> {
-    mode: u32,
-    id: [u8; 20],
-    path: std::borrow::Cow<'a, [u8]>,
+pub(crate) struct Entry<'a> {
+    pub(crate) mode: u32,
+    pub(crate) id: [u8; 20],
+    pub(crate) path: std::borrow::Cow<'a, [u8]>,
 }
 
 /// The tree of the index at `index`, each of its tree objects written into
@@ -42,7 +42,7 @@ pub(crate) fn write_tree(index: &Path, objects: &Path) -> Option<String> {
 
 /// The entries of an index file (`DIRC`, versions 2 to 4); `None` for an
 /// entry a tree cannot hold as it is.
-fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
+pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
     let word = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };

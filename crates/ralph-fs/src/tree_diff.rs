@@ -176,7 +176,9 @@ pub fn changed_since(
 /// from then on git's stat cache stays warm and a stop hashes only what
 /// changed since the last one. The
 /// arming's ignore rules `excludes` are listed with only when the rule files
-/// may differ from what they were at arming ([`rules_as_armed`]). `None`
+/// may differ from what they were at arming ([`rules_as_armed`]), and the
+/// index is compared with the armed tree by ralph ([`armed_diff`]), by `git
+/// diff-index` where it cannot be. `None`
 /// when git could not tell; when its `git add` failed, the index (and a
 /// lock git left) is removed too, so the next comparison starts afresh.
 pub fn changed_since_kept(
@@ -207,7 +209,104 @@ pub fn changed_since_kept(
     {
         kept.add_hidden(rules)?;
     }
-    kept.names(&["diff-index", "--cached", tree])
+    armed_diff(root, tree, &kept).or_else(|| kept.names(&["diff-index", "--cached", tree]))
+}
+
+/// The paths that differ between the armed tree `tree` and the kept index,
+/// compared by ralph (no `git diff-index`): the index's entries against a
+/// listing of the tree (`git ls-tree -r`, made once per arming and kept
+/// beside the index, its first line the tree's id), [`BOOKKEEPING`] left
+/// out. Only at the top of a repository of its own, for a SHA-1 tree;
+/// `None` otherwise, or when the index cannot be read for certain.
+fn armed_diff(root: &Path, tree: &str, kept: &PrivateIndex) -> Option<Vec<String>> {
+    if tree.len() != 40 || !safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir()) {
+        return None;
+    }
+    let listing_file = kept.path().with_file_name("armed-listing");
+    let listing = match safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES) {
+        Ok(bytes) if bytes.starts_with(format!("{tree}\n").as_bytes()) => bytes[41..].to_vec(),
+        _ => {
+            let listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+            safe_fs::remove(&listing_file);
+            let mut text = format!("{tree}\n").into_bytes();
+            text.extend_from_slice(&listed);
+            let _ = safe_fs::create_new(&listing_file, &text);
+            listed
+        }
+    };
+    let mut armed = armed_entries(&listing)?;
+    let bytes = safe_fs::read_capped(kept.path(), crate::index_tree::MAX_INDEX_BYTES).ok()?;
+    let entries = crate::index_tree::entries(&bytes)?;
+    let mut now: Vec<Listed<'_>> = entries
+        .iter()
+        .map(|e| (e.path.as_ref(), e.mode, e.id))
+        .collect();
+    armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    now.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut changed = Vec::new();
+    let (mut a, mut n) = (armed.iter().peekable(), now.iter().peekable());
+    loop {
+        let path = match (a.peek(), n.peek()) {
+            (None, None) => break,
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                let differs = x.1 != y.1 || x.2 != y.2;
+                let path = x.0;
+                a.next();
+                n.next();
+                if !differs {
+                    continue;
+                }
+                path
+            }
+            (Some(x), Some(y)) if x.0 < y.0 => a.next().map(|x| x.0)?,
+            (Some(_) | None, Some(_)) => n.next().map(|y| y.0)?,
+            (Some(_), None) => a.next().map(|x| x.0)?,
+        };
+        if !bookkeeping(path) {
+            changed.push(String::from_utf8_lossy(path).into_owned());
+        }
+    }
+    Some(changed)
+}
+
+/// A file of a tree or an index: its path, mode and SHA-1 object id.
+type Listed<'a> = (&'a [u8], u32, [u8; 20]);
+
+/// The entries of `git ls-tree -r -z` (`<mode> <type> <id>\t<path>`), as
+/// (path, mode, id); `None` for one that does not read so (a SHA-256 id).
+fn armed_entries(listing: &[u8]) -> Option<Vec<Listed<'_>>> {
+    listing
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let tab = entry.iter().position(|b| *b == b'\t')?;
+            let head = std::str::from_utf8(&entry[..tab]).ok()?;
+            let mut parts = head.split(' ');
+            let mode = u32::from_str_radix(parts.next()?, 8).ok()?;
+            let _kind = parts.next()?;
+            let id = parts.next().filter(|id| id.len() == 40)?;
+            let mut bytes = [0u8; 20];
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
+            }
+            Some((&entry[tab + 1..], mode, bytes))
+        })
+        .collect()
+}
+
+/// Whether `path` is ralph's bookkeeping ([`BOOKKEEPING`], as git's
+/// pathspecs match it: a literal one also matches what is under it, a
+/// glob's `*` crosses no `/`).
+fn bookkeeping(path: &[u8]) -> bool {
+    let under = |literal: &[u8]| {
+        path == literal || (path.starts_with(literal) && path.get(literal.len()) == Some(&b'/'))
+    };
+    let child = path
+        .strip_prefix(b".claude/")
+        .filter(|rest| !rest.contains(&b'/'));
+    under(b".claude/ralph")
+        || under(b".claude/settings.local.json")
+        || child.is_some_and(|name| name.ends_with(b"-loop.local.md") || name.starts_with(b"."))
 }
 
 /// Whether the repository's own ignore rules (`.git/info/exclude`, then
@@ -841,6 +940,58 @@ pub(crate) mod tests {
         assert_eq!(git_in(root, &["rev-parse", ":tests/t.sh"]), armed);
         let changed = kept_changes(root, keep.path(), &snap).unwrap();
         assert_eq!(changed, ["tests/t.sh"]);
+    }
+
+    #[test]
+    fn ralphs_diff_against_the_armed_tree_is_git_diff_index_s() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = repo();
+        let root = dir.path();
+        let write = |path: &str, text: &str| {
+            let file = root.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        };
+        let bookkeeping_and_more = [
+            ".claude/commands/x.md",
+            ".claude/ralph/state",
+            ".claude/a-loop.local.md",
+            ".claude/.tmp123",
+            ".claude/.d/y",
+            ".claude/settings.local.json",
+            ".claude/sub/b-loop.local.md",
+            ".claude/ralphs",
+            "a-b",
+            "a/b",
+            "a.c",
+        ];
+        for path in bookkeeping_and_more {
+            write(path, "armed");
+        }
+        std::os::unix::fs::symlink("lib.txt", root.join("link")).unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        for path in bookkeeping_and_more {
+            write(path, "changed");
+            write(&format!("{path}-new"), "new");
+        }
+        write(".claude/.e/z", "new");
+        std::fs::set_permissions(root.join("lib.txt"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::remove_file(root.join("link")).unwrap();
+        std::os::unix::fs::symlink("tests/t.sh", root.join("link")).unwrap();
+        std::fs::remove_file(root.join("tests/t.sh")).unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let index = keep.path().join("index");
+        let kept = kept_index(root, deadline, Vec::new(), index, false).unwrap();
+        kept.add_all(&COMPARED, &[]).unwrap();
+        let ours = armed_diff(root, &snap.tree, &kept).unwrap();
+        let gits = kept.names(&["diff-index", "--cached", &snap.tree]).unwrap();
+        assert_eq!(ours, gits);
+        assert!(ours.len() > 10, "{ours:?}");
+        // Kept for the next stop: the same answer without listing again.
+        assert!(keep.path().join("armed-listing").exists());
+        assert_eq!(armed_diff(root, &snap.tree, &kept).unwrap(), gits);
     }
 
     #[test]
