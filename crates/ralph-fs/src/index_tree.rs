@@ -162,7 +162,7 @@ fn store_tree(body: &[u8], objects: &Path) -> Option<[u8; 20]> {
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
         return Some(id);
     }
-    std::fs::create_dir_all(&folder).ok()?;
+    safe_fs::ensure_dir(objects, &name[..2]).ok()?;
     let mut file = tempfile::Builder::new()
         .prefix("tmp_obj_")
         .tempfile_in(&folder)
@@ -209,7 +209,19 @@ fn hex(id: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree_diff::tests::git_in;
+
+    /// `git ARGS` in `dir` (a test's repository), its stdout.
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
 
     /// The tree ralph writes from the repository's index against git's own,
     /// at each index version, and git reads every object ralph wrote.
