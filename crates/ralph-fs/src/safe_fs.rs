@@ -643,6 +643,24 @@ pub fn copy_new(from: &Path, to: &Path) -> Result<(), FsError> {
     target.sync_all().map_err(io_err("sync", to))
 }
 
+/// [`copy_new`], the copy keeping the source's modification time. A copy of
+/// a git index needs it: git tells a file rewritten in the second its index
+/// was written (same size, same times to the second) only by comparing the
+/// file's time with the index file's own, which a fresh copy would move on.
+pub(crate) fn copy_new_keeping_time(from: &Path, to: &Path) -> Result<(), FsError> {
+    let mut source = open_read(from)?;
+    let modified = source
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(io_err("inspect", from))?;
+    let mut target = guarded(OpenOptions::new().write(true).create_new(true), false)
+        .open(to)
+        .map_err(io_err("create", to))?;
+    io::copy(&mut source, &mut target).map_err(io_err("copy into", to))?;
+    target.set_modified(modified).map_err(io_err("date", to))?;
+    target.sync_all().map_err(io_err("sync", to))
+}
+
 /// Flushes a folder's entries (a rename) to disk; best effort.
 pub fn sync_dir(dir: &Path) {
     #[cfg(unix)]
@@ -897,6 +915,22 @@ mod tests {
         assert_eq!(fs::read(&copy).unwrap(), b"one\ntwo\n");
         assert!(copy_new(&p, &copy).is_err(), "never overwrites");
         assert!(create_new(&copy, b"x").is_err());
+        // A copy of an index keeps its time (git's same-second check reads it).
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let dated = d.path().join("dated");
+        copy_new_keeping_time(&p, &dated).unwrap();
+        assert_eq!(fs::metadata(&dated).unwrap().modified().unwrap(), old);
+        assert_eq!(fs::read(&dated).unwrap(), b"one\ntwo\n");
+        assert!(
+            copy_new_keeping_time(&p, &dated).is_err(),
+            "never overwrites"
+        );
     }
 
     /// Windows refuses a rename over a read-only file (Unix replaces it);

@@ -569,7 +569,7 @@ impl PrivateIndex {
         };
         let fits = std::fs::symlink_metadata(&user_index)
             .is_ok_and(|m| m.is_file() && m.len() <= MAX_INDEX_BYTES);
-        if !fits || safe_fs::copy_new(&user_index, &self.index).is_err() {
+        if !fits || safe_fs::copy_new_keeping_time(&user_index, &self.index).is_err() {
             return false;
         }
         !distrust || self.clear_marks()
