@@ -6,12 +6,16 @@
 # stop starts, with a counting `git` first on PATH (in a folder outside the repository). Prints a
 # markdown table.
 #
+# With RALPH_BENCH_PROTECT=1 it also arms one loop per binary with `--protect 'tests/**'`, whose
+# every stop reads the paths changed since arming, and times their looping stops in the same run.
+#
 # usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]
 #   BASE_RALPH  a ralph built from main before the change
 #   NEW_RALPH   this ralph
 #   N           files in the repository (default 30000)
 # env:   RALPH_BENCH_CACHE=/some/dir   keep the generated repository there and reuse it
 #        RALPH_BENCH_RUNS=20           timed runs per command
+#        RALPH_BENCH_PROTECT=1         the `--protect` rows too
 set -euo pipefail
 base=${1:?usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]}
 new=${2:?usage: bench/hot-path.sh BASE_RALPH NEW_RALPH [N]}
@@ -31,8 +35,9 @@ git -C "$repo" checkout -q -- .
 # the same at every stop) and no block cap, so every timed stop blocks and counts an iteration.
 arm() {
   local bin=$1 who=$2
+  shift 2
   (cd "$repo" && XDG_STATE_HOME=$work/state-$who HOME=$work "$bin" start --session-id "$who" \
-    --name "$who" --max-iterations 0 --completion-promise DONE --stuck-after 0 Task >/dev/null)
+    --name "$who" --max-iterations 0 --completion-promise DONE --stuck-after 0 "$@" Task >/dev/null)
   printf '{"session_id":"%s","cwd":"%s","last_assistant_message":"working"}' "$who" "$repo" \
     >"$work/event-$who.json"
 }
@@ -42,6 +47,11 @@ stop_cmd() {
 }
 arm "$base" base
 arm "$new" new
+protect=${RALPH_BENCH_PROTECT:-}
+if [[ -n $protect ]]; then
+  arm "$base" pbase --protect 'tests/**'
+  arm "$new" pnew --protect 'tests/**'
+fi
 edit="date +%s%N >> '$repo/d000/f000000.txt'"
 
 # The git processes of one looping stop (after a first stop that seeds what it keeps).
@@ -57,24 +67,34 @@ count() {
   PATH="$work/bin:$PATH" sh -c "$(stop_cmd "$bin" "$who")"
   wc -l <"$work/git-calls" | tr -d ' '
 }
-base_gits=$(count base "$base")
-new_gits=$(count new "$new")
+gits=("looping stop, base=$(count base "$base")" "looping stop, new=$(count new "$new")")
+rows=(-n "looping stop, base" "sh -c \"$(stop_cmd "$base" base)\""
+  -n "looping stop, new" "sh -c \"$(stop_cmd "$new" new)\"")
+if [[ -n $protect ]]; then
+  gits+=("looping stop, --protect, base=$(count pbase "$base")"
+    "looping stop, --protect, new=$(count pnew "$new")")
+  rows+=(-n "looping stop, --protect, base" "sh -c \"$(stop_cmd "$base" pbase)\""
+    -n "looping stop, --protect, new" "sh -c \"$(stop_cmd "$new" pnew)\"")
+fi
 
 hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" --export-json "$work/all.json" \
   -n "floor: sh -c /bin/true" "sh -c /bin/true" \
   -n "git status" "git -C '$repo' status --porcelain=v2 --untracked-files=all" \
-  -n "looping stop, base" "sh -c \"$(stop_cmd "$base" base)\"" \
-  -n "looping stop, new" "sh -c \"$(stop_cmd "$new" new)\"" >&2
+  "${rows[@]}" >&2
 git -C "$repo" checkout -q -- . && rm -rf "$repo/.claude"
 
-python3 - "$work/all.json" "$n" "$base_gits" "$new_gits" <<'PY'
+python3 - "$work/all.json" "$n" "${gits[@]}" <<'PY'
 import json, sys
 results = json.load(open(sys.argv[1]))["results"]
 floor = results[0]["mean"]
-gits = {"looping stop, base": sys.argv[3], "looping stop, new": sys.argv[4], "git status": "1"}
-print(f"| {int(sys.argv[2]):,} files, one file edited before each run | mean | median | max | × floor | git processes |")
-print("|---|---:|---:|---:|---:|---:|")
+gits = dict(a.split("=", 1) for a in sys.argv[3:])
+gits["git status"] = "1"
+print(f"| {int(sys.argv[2]):,} files, one file edited before each run | mean | median | max "
+      "| CPU (user + system) | × floor | git processes |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for r in results:
+    cpu = (r["user"] + r["system"]) * 1000
     print(f"| {r['command']} | {r['mean']*1000:.1f} ms | {r['median']*1000:.1f} ms | "
-          f"{r['max']*1000:.1f} ms | {r['mean']/floor:.1f} | {gits.get(r['command'], '–')} |")
+          f"{r['max']*1000:.1f} ms | {cpu:.1f} ms | {r['mean']/floor:.1f} | "
+          f"{gits.get(r['command'], '–')} |")
 PY

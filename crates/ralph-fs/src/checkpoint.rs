@@ -267,9 +267,11 @@ pub struct Staged {
 /// between its stops in a private folder of ralph's (seeded once from the
 /// user's index, its marks cleared): `git add -A -v`, which stats every
 /// file but hashes only what changed since the last stop, and names what
-/// it changed; then `git write-tree`, only when it changed something (else
-/// the tree is `last`, the one this index wrote at the previous stop). Two
-/// git processes, and no listing of the tree of its own.
+/// it changed; then its tree, only when it changed something (else the tree
+/// is `last`, the one this index wrote at the previous stop), written by
+/// ralph from the index (`index_tree`), by `git write-tree` at an arming's
+/// first stop or when ralph cannot write it for certain. One git process
+/// (two at most), and no listing of the tree of its own.
 ///
 /// What a checkpoint leaves out is decided without a walk of the tree: new
 /// files by ignore rules of ralph's ([`ignore_rules`], beside the index:
@@ -293,7 +295,7 @@ pub fn stage_kept(
         safe_fs::create_new(&rules, &text)?;
     }
     let fresh = safe_fs::kind_at(index).is_none();
-    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned())?;
+    let kept = tree_diff::kept_index(root, deadline, objects.env(), index.to_owned(), true)?;
     if fresh {
         skip_tracked_secrets(&kept, deadline)?;
         // A seed copied from the user's index keeps its version: to 4 (a
@@ -321,9 +323,17 @@ pub fn stage_kept(
     if !left.is_empty() {
         take_out(&kept, &rules, &left, deadline)?;
     }
-    let tree = match last {
-        Some(last) if said.is_empty() && tree_diff::is_object_id(last) => last.to_owned(),
-        _ => {
+    // The last tree a SHA-1 id: the store is SHA-1, and ralph writes the
+    // tree itself (`index_tree`), git only for what it cannot write for certain.
+    let sha1 = last.is_some_and(|l| l.len() == 40 && tree_diff::is_object_id(l));
+    let unchanged = last.filter(|l| said.is_empty() && tree_diff::is_object_id(l));
+    let written = || {
+        sha1.then(|| crate::index_tree::write_tree(index, &objects.private))
+            .flatten()
+    };
+    let tree = match unchanged.map(str::to_owned).or_else(written) {
+        Some(tree) => tree,
+        None => {
             let mut write = kept.git().map_err(start_error)?;
             write.arg("write-tree");
             one_line(run(write, deadline, &[0], "write the tree")?)

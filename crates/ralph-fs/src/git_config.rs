@@ -51,6 +51,35 @@ pub(crate) fn drivers_without_git(root: &Path) -> Option<Vec<String>> {
     Some(drivers)
 }
 
+/// Whether no configuration file git reads for `root` can set
+/// `core.excludesFile`, known without starting git: the repository's
+/// `.git/config` (a plain folder's, no linked worktree) and the user's and
+/// the system's files neither name it nor include another file, and no
+/// setting comes from the environment. `false` whenever in doubt.
+pub(crate) fn excludes_file_unset(root: &Path) -> bool {
+    let dot_git = root.join(".git");
+    let plain = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(dot_git.join("commondir")).is_err();
+    if !plain || std::env::var_os("GIT_CONFIG_COUNT").is_some() {
+        return false;
+    }
+    let silent = |text: &[u8]| {
+        let text = String::from_utf8_lossy(text).to_ascii_lowercase();
+        !text.contains("excludesfile") && !text.contains("include")
+    };
+    let repository = match safe_fs::read_capped(&dot_git.join("config"), CONFIG_CAP) {
+        Ok(bytes) => silent(&bytes),
+        Err(e) => e.is_not_found(),
+    };
+    repository
+        && user_config_files()
+            .iter()
+            .all(|path| match std::fs::read(path) {
+                Ok(bytes) => silent(&bytes),
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
+}
+
 /// The user's and the system's configuration files, where git looks for
 /// them (`GIT_CONFIG_GLOBAL`/`GIT_CONFIG_SYSTEM` win, as in git).
 fn user_config_files() -> Vec<PathBuf> {

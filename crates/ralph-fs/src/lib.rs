@@ -22,6 +22,7 @@ pub mod gate_tree;
 pub mod git;
 pub mod git_config;
 pub mod git_runner;
+mod index_tree;
 mod object_check;
 pub mod process;
 pub mod safe_fs;

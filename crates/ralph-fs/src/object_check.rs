@@ -148,7 +148,7 @@ fn check_batch(mut read: &[u8], expected: usize) -> Result<(), Unverified> {
 
 /// The name git gives an object of `kind` holding `body`: SHA-1 for a 40-digit name,
 /// SHA-256 for a 64-digit one.
-fn object_name(kind: &str, body: &[u8], digits: usize) -> String {
+pub(crate) fn object_name(kind: &str, body: &[u8], digits: usize) -> String {
     let header = format!("{kind} {}\0", body.len());
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
     if digits == 64 {

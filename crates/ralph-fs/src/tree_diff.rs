@@ -169,6 +169,176 @@ pub fn changed_since(
     scratch.names(&["diff-index", "--cached", tree])
 }
 
+/// [`changed_since`], through an index of its own that the caller keeps at
+/// `index` between stops (a file in a private folder of ralph's, one per
+/// arming, [`kept_index`]): started empty (the first stop hashes every file;
+/// nothing of the user's index is read), every stat field checked, so that
+/// from then on git's stat cache stays warm and a stop hashes only what
+/// changed since the last one. The
+/// arming's ignore rules `excludes` are listed with only when the rule files
+/// may differ from what they were at arming ([`rules_as_armed`]), and the
+/// index is compared with the armed tree by ralph ([`armed_diff`]), by `git
+/// diff-index` where it cannot be. `None`
+/// when git could not tell; when its `git add` failed, the index (and a
+/// lock git left) is removed too, so the next comparison starts afresh.
+pub fn changed_since_kept(
+    root: &Path,
+    tree: &str,
+    excludes: Option<&str>,
+    index: &Path,
+    limit: Duration,
+) -> Option<Vec<String>> {
+    if !is_object_id(tree) {
+        return None;
+    }
+    let deadline = Instant::now() + limit;
+    // Never seeded from the user's index, whose stat data the agent can
+    // forge (an entry with a file's new size, times and ctime, and the
+    // armed blob's id, is not hashed again): its first stop hashes every file.
+    let kept = kept_index(root, deadline, Vec::new(), index.to_owned(), false).ok()?;
+    if kept.add_all(&COMPARED, &[]).is_err() {
+        // Half done, or a lock a killed git left: the next one starts afresh.
+        safe_fs::remove(index);
+        let mut lock = index.as_os_str().to_owned();
+        lock.push(".lock");
+        safe_fs::remove(Path::new(&lock));
+        return None;
+    }
+    if let Some(rules) = excludes
+        && !rules_as_armed(root, rules)
+    {
+        kept.add_hidden(rules)?;
+    }
+    armed_diff(root, tree, &kept).or_else(|| kept.names(&["diff-index", "--cached", tree]))
+}
+
+/// The paths that differ between the armed tree `tree` and the kept index,
+/// compared by ralph (no `git diff-index`): the index's entries against a
+/// listing of the tree (`git ls-tree -r`, made once per arming and kept
+/// beside the index, its first line the tree's id), [`BOOKKEEPING`] left
+/// out. Only at the top of a repository of its own, for a SHA-1 tree;
+/// `None` otherwise, or when the index cannot be read for certain.
+fn armed_diff(root: &Path, tree: &str, kept: &PrivateIndex) -> Option<Vec<String>> {
+    if tree.len() != 40 || !safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir()) {
+        return None;
+    }
+    let listing_file = kept.path().with_file_name("armed-listing");
+    let listing = match safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES) {
+        Ok(bytes) if bytes.starts_with(format!("{tree}\n").as_bytes()) => bytes[41..].to_vec(),
+        _ => {
+            let listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+            safe_fs::remove(&listing_file);
+            let mut text = format!("{tree}\n").into_bytes();
+            text.extend_from_slice(&listed);
+            let _ = safe_fs::create_new(&listing_file, &text);
+            listed
+        }
+    };
+    let mut armed = armed_entries(&listing)?;
+    let bytes = safe_fs::read_capped(kept.path(), crate::index_tree::MAX_INDEX_BYTES).ok()?;
+    let entries = crate::index_tree::entries(&bytes)?;
+    let mut now: Vec<Listed<'_>> = entries
+        .iter()
+        .map(|e| (e.path.as_ref(), e.mode, e.id))
+        .collect();
+    armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    now.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut changed = Vec::new();
+    let (mut a, mut n) = (armed.iter().peekable(), now.iter().peekable());
+    loop {
+        let path = match (a.peek(), n.peek()) {
+            (None, None) => break,
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                let differs = x.1 != y.1 || x.2 != y.2;
+                let path = x.0;
+                a.next();
+                n.next();
+                if !differs {
+                    continue;
+                }
+                path
+            }
+            (Some(x), Some(y)) if x.0 < y.0 => a.next().map(|x| x.0)?,
+            (Some(_) | None, Some(_)) => n.next().map(|y| y.0)?,
+            (Some(_), None) => a.next().map(|x| x.0)?,
+        };
+        if !bookkeeping(path) {
+            changed.push(String::from_utf8_lossy(path).into_owned());
+        }
+    }
+    Some(changed)
+}
+
+/// A file of a tree or an index: its path, mode and SHA-1 object id.
+type Listed<'a> = (&'a [u8], u32, [u8; 20]);
+
+/// The entries of `git ls-tree -r -z` (`<mode> <type> <id>\t<path>`), as
+/// (path, mode, id); `None` for one that does not read so (a SHA-256 id).
+fn armed_entries(listing: &[u8]) -> Option<Vec<Listed<'_>>> {
+    listing
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let tab = entry.iter().position(|b| *b == b'\t')?;
+            let head = std::str::from_utf8(&entry[..tab]).ok()?;
+            let mut parts = head.split(' ');
+            let mode = u32::from_str_radix(parts.next()?, 8).ok()?;
+            let _kind = parts.next()?;
+            let id = parts.next().filter(|id| id.len() == 40)?;
+            let mut bytes = [0u8; 20];
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
+            }
+            Some((&entry[tab + 1..], mode, bytes))
+        })
+        .collect()
+}
+
+/// Whether `path` is ralph's bookkeeping ([`BOOKKEEPING`], as git's
+/// pathspecs match it: a literal one also matches what is under it, a
+/// glob's `*` crosses no `/`).
+fn bookkeeping(path: &[u8]) -> bool {
+    let under = |literal: &[u8]| {
+        path == literal || (path.starts_with(literal) && path.get(literal.len()) == Some(&b'/'))
+    };
+    let child = path
+        .strip_prefix(b".claude/")
+        .filter(|rest| !rest.contains(&b'/'));
+    under(b".claude/ralph")
+        || under(b".claude/settings.local.json")
+        || child.is_some_and(|name| name.ends_with(b"-loop.local.md") || name.starts_with(b"."))
+}
+
+/// Whether the repository's own ignore rules (`.git/info/exclude`, then
+/// git's default `core.excludesFile`, read as [`PrivateIndex::exclude_rules`]
+/// reads them) hash to `armed`, the blob recorded at arming, known without
+/// git: then no rule of theirs added since hides a file, and listing with
+/// the armed rules would stage nothing more. `false` whenever that cannot be
+/// known so (a linked worktree, `core.excludesFile` set or an include in a
+/// configuration file: `git_config::excludes_file_unset`).
+fn rules_as_armed(root: &Path, armed: &str) -> bool {
+    if !is_object_id(armed) || !crate::git_config::excludes_file_unset(root) {
+        return false;
+    }
+    let info = root.join(".git/info/exclude");
+    let mut rules = Vec::new();
+    for file in std::iter::once(info).chain(default_excludes_file()) {
+        if let Ok(bytes) = safe_fs::read_capped(&file, MAX_RULES_BYTES) {
+            rules.extend_from_slice(&bytes);
+            rules.push(b'\n');
+        }
+    }
+    // A negated rule makes the order matter, and git orders the two files
+    // (`info/exclude` wins) where the armed blob, listed with as one file,
+    // does not (its later lines win): no such rule, no difference.
+    let negated = rules
+        .split(|b| *b == b'\n')
+        .any(|line| line.starts_with(b"!"));
+    !negated
+        && crate::object_check::object_name("blob", &rules, armed.len())
+            == armed.to_ascii_lowercase()
+}
+
 /// The largest file [`file_in_tree`] reads (a manifest, not a data file).
 const MAX_BLOB_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -301,15 +471,16 @@ const KEPT_INDEX: &[(&str, &str)] = &[
 /// The private index a loop keeps at `index` between its stops (a file in
 /// a private folder of ralph's, `checkpoint::stage_kept`), so that git's
 /// stat cache stays warm: every stat field checked ([`STAT_CHECKS`]), as a
-/// distrusted staging. When it does not exist yet it is seeded from the
-/// user's index with its assume-unchanged and skip-worktree marks cleared
-/// (a mark set later in the user's index never reaches it); a seed that
-/// fails is removed, and git starts the index empty.
+/// distrusted staging. When it does not exist yet and `seed` says so, it is
+/// seeded from the user's index with its assume-unchanged and skip-worktree
+/// marks cleared (a mark set later in the user's index never reaches it); a
+/// seed that fails is removed, and git starts the index empty.
 pub(crate) fn kept_index(
     root: &Path,
     deadline: Instant,
     env: Vec<(&'static str, PathBuf)>,
     index: PathBuf,
+    seed: bool,
 ) -> Result<PrivateIndex, FsError> {
     let mut overrides = crate::git::status_overrides(root, deadline)
         .ok_or_else(|| git_error("read the repository's configuration", "git did not answer"))?;
@@ -335,7 +506,7 @@ pub(crate) fn kept_index(
         index,
         folder,
     };
-    if safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
+    if seed && safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
         safe_fs::remove(&private.index);
     }
     Ok(private)
@@ -739,6 +910,207 @@ pub(crate) mod tests {
         assert!(unseen.is_empty(), "today's rules hide it: {unseen:?}");
         let seen = changed_since(root, &snap.tree, Some(&rules), TREE_TIME_LIMIT).unwrap();
         assert_eq!(seen, ["tests/conftest.sh"]);
+    }
+
+    /// [`changed_since_kept`] with its index in `keep` (a private folder).
+    fn kept_changes(root: &Path, keep: &Path, snap: &TreeSnapshot) -> Option<Vec<String>> {
+        let excludes = snap.excludes.as_deref();
+        changed_since_kept(
+            root,
+            &snap.tree,
+            excludes,
+            &keep.join("index"),
+            TREE_TIME_LIMIT,
+        )
+    }
+
+    #[test]
+    fn a_kept_comparison_sees_what_a_fresh_one_sees_whatever_the_users_index_says() {
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        git_in(root, &["update-index", "--assume-unchanged", "tests/t.sh"]);
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+        assert!(keep.path().join("index").exists(), "the index is kept");
+        git_in(root, &["update-index", "--skip-worktree", "lib.txt"]);
+        let stamp = std::fs::metadata(root.join("tests/t.sh"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::fs::write(root.join("tests/t.sh"), "true   1 1\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("tests/t.sh"))
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        std::fs::write(root.join("added"), "").unwrap();
+        std::fs::create_dir_all(root.join(".claude/commands")).unwrap();
+        std::fs::write(root.join(".claude/commands/x.md"), "x").unwrap();
+        std::fs::write(root.join(".claude/ralph-loop.local.md"), "x").unwrap();
+        let before = user_state(root);
+        let changed = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(before, user_state(root), "the user's git state moved");
+        assert_eq!(
+            changed,
+            [".claude/commands/x.md", "added", "lib.txt", "tests/t.sh"]
+        );
+        // Put back as armed: no change any more.
+        std::fs::write(root.join("tests/t.sh"), "test 1 = 1\n").unwrap();
+        std::fs::write(root.join("lib.txt"), "one\n").unwrap();
+        std::fs::remove_file(root.join("added")).unwrap();
+        std::fs::remove_dir_all(root.join(".claude/commands")).unwrap();
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+    }
+
+    #[test]
+    fn a_kept_comparison_is_not_fooled_by_stat_data_forged_in_the_users_index() {
+        use sha1::Digest as _;
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let armed = git_in(root, &["rev-parse", "HEAD:tests/t.sh"]);
+        // Same size, an old modification time; the user's index then holds
+        // the file's true stat data (its ctime too) with the armed blob's id.
+        let file = root.join("tests/t.sh");
+        std::fs::write(&file, "exit 0 # ok\n").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        git_in(root, &["add", "tests/t.sh"]);
+        let new = git_in(root, &["rev-parse", ":tests/t.sh"]);
+        let hex = |id: &str| {
+            (0..20)
+                .map(|i| u8::from_str_radix(&id.trim()[2 * i..2 * i + 2], 16).unwrap())
+                .collect::<Vec<u8>>()
+        };
+        let mut index = std::fs::read(root.join(".git/index")).unwrap();
+        let at = index.windows(20).position(|w| w == hex(&new)).unwrap();
+        index[at..at + 20].copy_from_slice(&hex(&armed));
+        let body = index.len() - 20;
+        let sum = sha1::Sha1::digest(&index[..body]);
+        index[body..].copy_from_slice(&sum);
+        std::fs::write(root.join(".git/index"), &index).unwrap();
+        assert_eq!(git_in(root, &["rev-parse", ":tests/t.sh"]), armed);
+        let changed = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(changed, ["tests/t.sh"]);
+    }
+
+    #[test]
+    fn ralphs_diff_against_the_armed_tree_is_git_diff_index_s() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = repo();
+        let root = dir.path();
+        let write = |path: &str, text: &str| {
+            let file = root.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        };
+        let bookkeeping_and_more = [
+            ".claude/commands/x.md",
+            ".claude/ralph/state",
+            ".claude/a-loop.local.md",
+            ".claude/.tmp123",
+            ".claude/.d/y",
+            ".claude/settings.local.json",
+            ".claude/sub/b-loop.local.md",
+            ".claude/ralphs",
+            "a-b",
+            "a/b",
+            "a.c",
+        ];
+        for path in bookkeeping_and_more {
+            write(path, "armed");
+        }
+        std::os::unix::fs::symlink("lib.txt", root.join("link")).unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        for path in bookkeeping_and_more {
+            write(path, "changed");
+            write(&format!("{path}-new"), "new");
+        }
+        write(".claude/.e/z", "new");
+        std::fs::set_permissions(root.join("lib.txt"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::remove_file(root.join("link")).unwrap();
+        std::os::unix::fs::symlink("tests/t.sh", root.join("link")).unwrap();
+        std::fs::remove_file(root.join("tests/t.sh")).unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let index = keep.path().join("index");
+        let kept = kept_index(root, deadline, Vec::new(), index, false).unwrap();
+        kept.add_all(&COMPARED, &[]).unwrap();
+        let ours = armed_diff(root, &snap.tree, &kept).unwrap();
+        let gits = kept.names(&["diff-index", "--cached", &snap.tree]).unwrap();
+        assert_eq!(ours, gits);
+        assert!(ours.len() > 10, "{ours:?}");
+        // Kept for the next stop: the same answer without listing again.
+        assert!(keep.path().join("armed-listing").exists());
+        assert_eq!(armed_diff(root, &snap.tree, &kept).unwrap(), gits);
+    }
+
+    #[test]
+    fn a_kept_comparison_sees_a_file_hidden_by_a_rule_added_since_arming() {
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let armed = snap.excludes.clone().unwrap();
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+        std::fs::write(root.join("tests/conftest.sh"), "exit 0\n").unwrap();
+        std::fs::write(root.join("new.log"), "still ignored").unwrap();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\nconftest.sh\n").unwrap();
+        assert!(!rules_as_armed(root, &armed), "the rules changed");
+        let seen = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(seen, ["tests/conftest.sh"]);
+    }
+
+    #[test]
+    fn rules_as_armed_only_when_they_hash_to_the_armed_blob_and_negate_nothing() {
+        let dir = repo();
+        let root = dir.path();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+        let armed = snapshot(root, TREE_TIME_LIMIT).unwrap().excludes.unwrap();
+        // The test's own user configuration may name an excludes file: then never.
+        let knowable = crate::git_config::excludes_file_unset(root);
+        assert_eq!(rules_as_armed(root, &armed), knowable);
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n*.txt\n").unwrap();
+        assert!(!rules_as_armed(root, &armed));
+        std::fs::write(root.join(".git/info/exclude"), "!keep.log\n").unwrap();
+        let negated = snapshot(root, TREE_TIME_LIMIT).unwrap().excludes.unwrap();
+        assert!(!rules_as_armed(root, &negated));
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+        std::fs::write(root.join(".git/config"), "[include]\n\tpath = elsewhere\n").unwrap();
+        assert!(!rules_as_armed(root, &armed), "an include may name one");
+    }
+
+    #[test]
+    fn a_kept_comparison_that_fails_gives_no_answer_and_starts_afresh() {
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        let index = keep.path().join("index");
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        assert!(kept_changes(root, keep.path(), &snap).is_some());
+        let missing = "0123456789012345678901234567890123456789";
+        assert_eq!(
+            changed_since_kept(root, missing, None, &index, TREE_TIME_LIMIT),
+            None
+        );
+        assert!(index.exists(), "the index itself is sound");
+        // A lock a killed git left behind costs one answer, not every one.
+        assert!(kept_changes(root, keep.path(), &snap).is_some());
+        std::fs::write(keep.path().join("index.lock"), "").unwrap();
+        assert_eq!(kept_changes(root, keep.path(), &snap), None);
+        assert!(!keep.path().join("index.lock").exists());
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! a rollback trusts), `left-out` (the files checkpoints left out),
 //! `borrows` (the project's object folder), and the loop's kept index
 //! (`index`, its stat cache warm from one stop to the next) with the tree
-//! it wrote last (`tree`);
+//! it wrote last (`tree`), and, for `--protect`/`--scope`, the index the
+//! paths changed since arming are read through (`compared`);
 //! `<loop>/latest` names the newest arming. Which one was the last whose
 //! `--check` passed; and their pruning when the loop's history goes.
 
@@ -300,6 +301,29 @@ pub fn stage(
         return None;
     }
     Kept::open(registry?, root, name, state.nonce.as_deref()?, true)?.stage(root)
+}
+
+/// The paths changed since the tree `tree` recorded at arming (with its
+/// ignore rules `excludes`), read through the arming's own comparison index
+/// (`compared`, beside its store: `tree_diff::changed_since_kept`, its stat
+/// cache warm from one stop to the next). `None` when the loop keeps no
+/// such folder (not a git project, no per-user folder) or git could not
+/// tell: the caller compares through a copy of the user's index instead.
+pub fn changed_since(
+    root: &Path,
+    registry: Option<&Registry>,
+    name: &str,
+    state: &LoopState,
+    tree: &str,
+    excludes: Option<&str>,
+) -> Option<Vec<String>> {
+    if !checkpoint::in_repository(root) {
+        return None;
+    }
+    let kept = Kept::open(registry?, root, name, state.nonce.as_deref()?, true)?;
+    let index = kept.dir.join("compared");
+    let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
+    ralph_fs::tree_diff::changed_since_kept(root, tree, excludes, &index, limit)
 }
 
 /// The last iteration of the loop whose `--check` passed and whose

@@ -114,7 +114,7 @@ impl<'a> Extras<'a> {
     pub(super) fn observe(&self, seen: &mut Observation) -> Option<String> {
         let staged = checkpoints::read_tree(self, seen);
         if self.on.paths {
-            paths::observe(self.project, &self.live.state.paths, seen);
+            paths::observe(self.project, self.live, self.registry, seen);
         }
         staged
     }

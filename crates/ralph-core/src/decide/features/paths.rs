@@ -5,26 +5,39 @@
 
 use crate::decide::{self, ChangedPaths, Observation};
 use ralph_state::fields::state::{LoopState, PathRules};
+use ralph_state::lifecycle::Loop;
+use ralph_state::storage::checkpoints;
 use ralph_state::storage::receipt::PathsHeld;
+use ralph_state::storage::registry::Registry;
 use ralph_state::storage::store::Project;
 
 /// The paths changed since arming, and the protected manifests among them
 /// whose only change is in their dependency lists.
-pub(super) fn observe(project: &Project, rules: &PathRules, seen: &mut Observation) {
-    seen.changed_paths = changed_paths(&project.root, rules);
+pub(super) fn observe(
+    project: &Project,
+    live: &Loop,
+    registry: Option<&Registry>,
+    seen: &mut Observation,
+) {
+    let rules = &live.state.paths;
+    seen.changed_paths = changed_paths(project, live, registry);
     seen.dependency_only = dependency_only(&project.root, rules, &seen.changed_paths);
 }
 
 /// The paths that differ from the work tree at arming, or `Unknown` when
-/// git could not tell (or no tree was recorded).
-fn changed_paths(root: &std::path::Path, rules: &PathRules) -> ChangedPaths {
+/// git could not tell (or no tree was recorded): through the arming's own
+/// comparison index, else a copy of the user's index.
+fn changed_paths(project: &Project, live: &Loop, registry: Option<&Registry>) -> ChangedPaths {
+    let (root, rules) = (&project.root, &live.state.paths);
     let limit = ralph_fs::tree_diff::TREE_TIME_LIMIT;
     rules
         .armed_tree
         .as_deref()
         .and_then(|tree| {
             let excludes = rules.armed_excludes.as_deref();
-            ralph_fs::tree_diff::changed_since(root, tree, excludes, limit)
+            let name = &live.file.name;
+            checkpoints::changed_since(root, registry, name, &live.state, tree, excludes)
+                .or_else(|| ralph_fs::tree_diff::changed_since(root, tree, excludes, limit))
         })
         .map_or(ChangedPaths::Unknown, ChangedPaths::Known)
 }

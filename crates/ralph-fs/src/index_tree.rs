@@ -1,0 +1,335 @@
+//! The tree of a loop's kept index written by ralph, not by `git write-tree`:
+//! one git process fewer at every looping stop that changed a file.
+//!
+//! The index is ralph's own (in the per-user state folder, where the agent
+//! cannot write), so it is read as it is: its entries (versions 2 to 4, the
+//! paths of version 4 compressed) give each file's mode, object id and path,
+//! and the trees are built from them as git builds them (entries in the
+//! index's order, which is the tree order; a folder's entry `40000 name`).
+//! Each tree object not yet in the private store is written there as a
+//! loose object, zlib-framed with stored (uncompressed) blocks, which git
+//! reads like any other. Only SHA-1 objects; anything this does not know
+//! for certain (an entry being merged or only intended to be added, a
+//! sparse folder entry, a mode git would not write, a short read) answers
+//! `None`, and the caller runs `git write-tree` instead.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use sha1::Digest as _;
+
+use crate::safe_fs;
+
+/// The largest index read.
+pub(crate) const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+
+/// One file of the index: its mode, its object id and its path.
+pub(crate) struct Entry<'a> {
+    pub(crate) mode: u32,
+    pub(crate) id: [u8; 20],
+    pub(crate) path: std::borrow::Cow<'a, [u8]>,
+}
+
+/// The tree of the index at `index`, each of its tree objects written into
+/// the object folder `objects` when missing there; its id in hex, or
+/// `None` when this cannot write it for certain.
+pub(crate) fn write_tree(index: &Path, objects: &Path) -> Option<String> {
+    let bytes = safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?;
+    let entries = entries(&bytes)?;
+    let (id, _) = build(&entries, 0, objects)?;
+    Some(hex(&id))
+}
+
+/// The entries of an index file (`DIRC`, versions 2 to 4); `None` for an
+/// entry a tree cannot hold as it is.
+pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    };
+    if bytes.get(..4)? != b"DIRC" {
+        return None;
+    }
+    let version = word(4)?;
+    let count = usize::try_from(word(8)?).ok()?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let mut at = 12;
+    let mut previous: Vec<u8> = Vec::new();
+    let mut out = Vec::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
+        let start = at;
+        let mode = word(at + 24)?;
+        let id: [u8; 20] = bytes.get(at + 40..at + 60)?.try_into().ok()?;
+        let flags = u16::from_be_bytes(bytes.get(at + 60..at + 62)?.try_into().ok()?);
+        at += 62;
+        if flags & 0x4000 != 0 {
+            // Extended flags (version 3 and later): intent-to-add is no
+            // file of the tree yet; skip-worktree is one as the index has it.
+            let extended = u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?);
+            if version < 3 || extended & 0x2000 != 0 {
+                return None;
+            }
+            at += 2;
+        }
+        let stage = (flags >> 12) & 0x3;
+        let path = if version == 4 {
+            let (strip, used) = varint(bytes.get(at..)?)?;
+            at += used;
+            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
+            let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
+            let mut path = previous[..keep].to_vec();
+            path.extend_from_slice(&bytes[at..end]);
+            at = end + 1;
+            previous.clone_from(&path);
+            std::borrow::Cow::Owned(path)
+        } else {
+            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
+            let path = std::borrow::Cow::Borrowed(&bytes[at..end]);
+            // At least one NUL, the entry padded to a multiple of eight.
+            at = start + (end - start + 8) / 8 * 8;
+            path
+        };
+        let known = matches!(mode, 0o100_644 | 0o100_755 | 0o120_000 | 0o160_000);
+        if stage != 0 || !known || path.is_empty() || path.ends_with(b"/") {
+            return None;
+        }
+        out.push(Entry { mode, id, path });
+    }
+    Some(out)
+}
+
+/// git's offset varint (version 4's path compression): each byte's high
+/// bit says another follows, and each follower adds one before the shift.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = u64::from(*bytes.first()? & 0x7f);
+    let mut used = 1;
+    while bytes[used - 1] & 0x80 != 0 {
+        let next = *bytes.get(used)?;
+        value = value.checked_add(1)?.checked_mul(128)? | u64::from(next & 0x7f);
+        used += 1;
+    }
+    Some((value, used))
+}
+
+/// The tree of `entries` (all under one folder, whose path with its `/` is
+/// `depth` bytes long), written when missing; its id, and how many entries
+/// it took.
+fn build(entries: &[Entry<'_>], depth: usize, objects: &Path) -> Option<([u8; 20], usize)> {
+    let mut body = Vec::new();
+    let mut taken = 0;
+    while taken < entries.len() {
+        let rest = entries[taken].path.get(depth..)?;
+        match rest.iter().position(|b| *b == b'/') {
+            None => {
+                let entry = &entries[taken];
+                body.extend_from_slice(format!("{:o} ", entry.mode).as_bytes());
+                body.extend_from_slice(rest);
+                body.push(0);
+                body.extend_from_slice(&entry.id);
+                taken += 1;
+            }
+            Some(slash) => {
+                let folder = &entries[taken].path[..=depth + slash];
+                let within = entries[taken..]
+                    .iter()
+                    .take_while(|e| e.path.starts_with(folder))
+                    .count();
+                let (id, used) = build(&entries[taken..taken + within], folder.len(), objects)?;
+                if used != within || slash == 0 {
+                    return None;
+                }
+                body.extend_from_slice(b"40000 ");
+                body.extend_from_slice(&rest[..slash]);
+                body.push(0);
+                body.extend_from_slice(&id);
+                taken += within;
+            }
+        }
+    }
+    let id = store_tree(&body, objects)?;
+    Some((id, taken))
+}
+
+/// Writes the tree object `body` into `objects` (unless it is there), its id.
+fn store_tree(body: &[u8], objects: &Path) -> Option<[u8; 20]> {
+    let mut object = format!("tree {}\0", body.len()).into_bytes();
+    object.extend_from_slice(body);
+    let id: [u8; 20] = sha1::Sha1::digest(&object).into();
+    let name = hex(&id);
+    let folder = objects.join(&name[..2]);
+    let path = folder.join(&name[2..]);
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return Some(id);
+    }
+    safe_fs::ensure_dir(objects, &name[..2]).ok()?;
+    let mut file = tempfile::Builder::new()
+        .prefix("tmp_obj_")
+        .tempfile_in(&folder)
+        .ok()?;
+    file.write_all(&stored_zlib(&object)).ok()?;
+    match file.persist_noclobber(&path) {
+        Ok(_) => Some(id),
+        // Written meanwhile by another stop: the same bytes, by its name.
+        Err(_) if path.is_file() => Some(id),
+        Err(_) => None,
+    }
+}
+
+/// `data` as a zlib stream of stored (uncompressed) deflate blocks.
+fn stored_zlib(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + data.len() / 65535 * 5 + 16);
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut blocks = data.chunks(65535).peekable();
+    if blocks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        out.push(u8::from(blocks.peek().is_none()));
+        let len = u16::try_from(block.len()).unwrap_or(u16::MAX);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for byte in data {
+        a = (a + u32::from(*byte)) % 65521;
+        b = (b + a) % 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    out
+}
+
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(unix)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `git ARGS` in `dir` (a test's repository), its stdout.
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The tree ralph writes from the repository's index against git's own,
+    /// at each index version, and git reads every object ralph wrote.
+    fn same_as_git(root: &Path) {
+        for version in ["2", "3", "4"] {
+            git_in(root, &["update-index", "--index-version", version]);
+            let store = tempfile::tempdir().unwrap();
+            let ours = write_tree(&root.join(".git/index"), store.path()).unwrap();
+            let theirs = git_in(root, &["write-tree"]);
+            assert_eq!(ours, theirs.trim(), "index version {version}");
+            // Every tree object ralph wrote reads back as the same tree.
+            let objects = store.path().to_str().unwrap().to_owned();
+            let listed = std::process::Command::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(["ls-tree", "-r", "-t", &ours])
+                .env("GIT_OBJECT_DIRECTORY", &objects)
+                .env(
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                    root.join(".git/objects"),
+                )
+                .output()
+                .unwrap();
+            assert!(listed.status.success());
+            let fsck = std::process::Command::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(["cat-file", "-p", &ours])
+                .env("GIT_OBJECT_DIRECTORY", &objects)
+                .output()
+                .unwrap();
+            assert!(fsck.status.success(), "git reads ralph's tree object");
+        }
+    }
+
+    #[test]
+    fn the_tree_is_git_s_own_for_files_folders_links_and_odd_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        for (path, text) in [
+            ("a-b", "1"),
+            ("a.c", "2"),
+            ("a/b", "3"),
+            ("a/c/d/e.txt", "4"),
+            ("a0", "5"),
+            ("z/y", "6"),
+            ("ü n i/c o d e", "7"),
+        ] {
+            let file = root.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        }
+        std::os::unix::fs::symlink("a/b", root.join("link")).unwrap();
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        // A long tree: more than one stored block.
+        for i in 0..3000 {
+            std::fs::write(root.join(format!("z/file-with-a-long-name-{i:05}")), "x").unwrap();
+        }
+        git_in(root, &["add", "-A"]);
+        // A gitlink, and an entry the sparse checkout skips: both in the tree.
+        git_in(
+            root,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                "160000,4b825dc642cb6eb9a060e54bf8d69288fbee4904,sub",
+            ],
+        );
+        git_in(root, &["update-index", "--skip-worktree", "a.c"]);
+        same_as_git(root);
+    }
+
+    #[test]
+    fn an_empty_index_is_the_empty_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        git_in(dir.path(), &["init", "-q"]);
+        git_in(dir.path(), &["read-tree", "--empty"]);
+        same_as_git(dir.path());
+    }
+
+    #[test]
+    fn what_it_cannot_write_for_certain_is_left_to_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::write(root.join("new.txt"), "x").unwrap();
+        git_in(root, &["add", "-N", "new.txt"]);
+        let store = tempfile::tempdir().unwrap();
+        assert_eq!(write_tree(&root.join(".git/index"), store.path()), None);
+        std::fs::write(root.join(".git/index"), b"DIRC\0\0\0\x02\0\0\0\x05").unwrap();
+        assert_eq!(write_tree(&root.join(".git/index"), store.path()), None);
+        assert_eq!(write_tree(&root.join("missing"), store.path()), None);
+    }
+
+    #[test]
+    fn stored_blocks_are_a_zlib_stream_git_reads() {
+        assert_eq!(
+            stored_zlib(b""),
+            [0x78, 0x01, 1, 0, 0, 0xff, 0xff, 0, 0, 0, 1]
+        );
+        assert_eq!(varint(&[0x05]), Some((5, 1)));
+        // git's own encoding of 128: 0x80 0x00.
+        assert_eq!(varint(&[0x80, 0x00]), Some((128, 2)));
+        assert_eq!(varint(&[0x80]), None);
+    }
+}
