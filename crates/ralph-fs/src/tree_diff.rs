@@ -192,10 +192,24 @@ pub fn changed_since_kept(
         return None;
     }
     let deadline = Instant::now() + limit;
+    compare_kept(root, tree, excludes, index, deadline, Vec::new()).map(|(changed, _)| changed)
+}
+
+/// [`changed_since_kept`] before `deadline`, with `env` given to every git
+/// process (where new objects go: `one_staging`'s scratch folder); also
+/// whether files hidden by ignore rules added since arming were staged.
+pub(crate) fn compare_kept(
+    root: &Path,
+    tree: &str,
+    excludes: Option<&str>,
+    index: &Path,
+    deadline: Instant,
+    env: Vec<(&'static str, PathBuf)>,
+) -> Option<(Vec<String>, bool)> {
     // Never seeded from the user's index, whose stat data the agent can
     // forge (an entry with a file's new size, times and ctime, and the
     // armed blob's id, is not hashed again): its first stop hashes every file.
-    let kept = kept_index(root, deadline, Vec::new(), index.to_owned(), false).ok()?;
+    let kept = kept_index(root, deadline, env, index.to_owned(), false).ok()?;
     if kept.add_all(&COMPARED, &[]).is_err() {
         // Half done, or a lock a killed git left: the next one starts afresh.
         safe_fs::remove(index);
@@ -204,12 +218,13 @@ pub fn changed_since_kept(
         safe_fs::remove(Path::new(&lock));
         return None;
     }
-    if let Some(rules) = excludes
-        && !rules_as_armed(root, rules)
-    {
+    let hidden = excludes.filter(|rules| !rules_as_armed(root, rules));
+    if let Some(rules) = hidden {
         kept.add_hidden(rules)?;
     }
-    armed_diff(root, tree, &kept).or_else(|| kept.names(&["diff-index", "--cached", tree]))
+    armed_diff(root, tree, &kept)
+        .or_else(|| kept.names(&["diff-index", "--cached", tree]))
+        .map(|changed| (changed, hidden.is_some()))
 }
 
 /// The paths that differ between the armed tree `tree` and the kept index,

@@ -112,6 +112,12 @@ impl<'a> Extras<'a> {
     /// instead when it keeps checkpoints, and that tree, this stop's
     /// checkpoint, is returned), and the paths changed since arming.
     pub(super) fn observe(&self, seen: &mut Observation) -> Option<String> {
+        // Both at one `git add` where it can be (issue 47's hot path).
+        if self.on.paths
+            && let Some(staged) = checkpoints::read_tree_and_paths(self, seen)
+        {
+            return staged;
+        }
         let staged = checkpoints::read_tree(self, seen);
         if self.on.paths {
             paths::observe(self.project, self.live, self.registry, seen);
