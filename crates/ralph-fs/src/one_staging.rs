@@ -354,3 +354,108 @@ fn cannot(detail: &str) -> FsError {
         detail: detail.to_owned(),
     }
 }
+
+#[cfg(unix)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree_diff::tests::{git_in, repo_ignoring};
+
+    /// Whether the object folder `folder` holds `id` as a loose object.
+    fn holds(folder: &Path, id: &str) -> bool {
+        folder.join(&id[..2]).join(&id[2..]).is_file()
+    }
+
+    /// The files of the checkpoint tree `tree` (objects in the store, or
+    /// borrowed from the project's).
+    fn files_of(root: &Path, objects: &Objects, tree: &str) -> Vec<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .env("GIT_OBJECT_DIRECTORY", &objects.private)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects.borrowed)
+            .args(["ls-tree", "-r", "--name-only", "-z", tree])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ls-tree {tree}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn a_secret_and_a_large_file_are_changes_but_in_no_checkpoint_and_not_in_its_store() {
+        let dir = repo_ignoring("target/\n");
+        let root = dir.path();
+        let limit = crate::tree_diff::TREE_TIME_LIMIT;
+        let armed = crate::tree_diff::snapshot(root, limit).unwrap();
+        let arming = tempfile::tempdir().unwrap();
+        let objects = Objects {
+            private: safe_fs::ensure_dir(arming.path(), "objects").unwrap(),
+            borrowed: root.join(".git/objects"),
+        };
+        std::fs::write(root.join(".env"), "TOKEN=hunter2\n").unwrap();
+        std::fs::write(root.join("tests/t.sh"), "test 2 = 2\n").unwrap();
+        let large = vec![b'x'; usize::try_from(LARGE_FILE_BYTES).unwrap() + 1];
+        std::fs::write(root.join("data.bin"), &large).unwrap();
+        let stop = || {
+            stage_shared(
+                root,
+                &objects,
+                arming.path(),
+                &armed.tree,
+                armed.excludes.as_deref(),
+                &[],
+                true,
+            )
+            .unwrap()
+        };
+        let shared = stop();
+        for path in [".env", "data.bin", "tests/t.sh"] {
+            assert!(shared.changed.contains(&path.to_owned()), "{shared:?}");
+        }
+        let staged = shared.checkpoint.unwrap();
+        let files = files_of(root, &objects, &staged.tree);
+        assert!(files.contains(&"tests/t.sh".to_owned()), "{files:?}");
+        assert!(files.contains(&"lib.txt".to_owned()), "{files:?}");
+        assert!(
+            !files.iter().any(|f| f == ".env" || f == "data.bin"),
+            "{files:?}"
+        );
+        let left: Vec<&str> = staged.left_out.iter().map(|l| l.path.as_str()).collect();
+        assert_eq!(left, ["data.bin"]);
+        let id_of = |path: &str| git_in(root, &["hash-object", path]).trim().to_owned();
+        let store = &objects.private;
+        assert!(
+            holds(store, &id_of("tests/t.sh")),
+            "the changed file's bytes"
+        );
+        assert!(
+            !holds(store, &id_of(".env")),
+            "a secret's bytes in the store"
+        );
+        assert!(
+            !holds(store, &id_of("data.bin")),
+            "a large file's bytes in the store"
+        );
+        // The next stop: the secret changed again, still seen, still left out.
+        std::fs::write(root.join(".env"), "TOKEN=swordfish\n").unwrap();
+        let shared = stop();
+        assert!(shared.changed.contains(&".env".to_owned()), "{shared:?}");
+        let files = files_of(root, &objects, &shared.checkpoint.unwrap().tree);
+        assert!(
+            !files.iter().any(|f| f == ".env" || f == "data.bin"),
+            "{files:?}"
+        );
+        assert!(
+            !holds(store, &id_of(".env")),
+            "a secret's bytes in the store"
+        );
+        // Nothing of the user's git state moved.
+        assert_eq!(git_in(root, &["status", "--porcelain"]).lines().count(), 3);
+    }
+}
