@@ -36,7 +36,7 @@ const MAX_LEFT_OUT: usize = 500;
 /// checkpoint (`None` when it could not be written from the comparison's
 /// index: the caller stages the loop's kept index for it instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shared {
+pub struct OneStaging {
     pub changed: Vec<String>,
     pub checkpoint: Option<Staged>,
 }
@@ -56,7 +56,7 @@ pub fn stage_shared(
     excludes: Option<&str>,
     leave_out: &[String],
     room: bool,
-) -> Result<Shared, FsError> {
+) -> Result<OneStaging, FsError> {
     let deadline = Instant::now() + crate::tree_diff::TREE_TIME_LIMIT;
     if armed.len() != 40 || !crate::tree_diff::is_object_id(armed) || !own_repository(root) {
         return Err(cannot(
@@ -104,7 +104,7 @@ pub fn stage_shared(
     };
     keep_aside(&scratch, &held, &objects.private, &fresh);
     let (changed, _) = compared.ok_or_else(|| cannot("git could not compare the work tree"))?;
-    Ok(Shared {
+    Ok(OneStaging {
         changed,
         checkpoint,
     })
@@ -336,7 +336,7 @@ fn keep_aside(scratch: &Path, held: &Path, private: &Path, fresh: &HashSet<[u8; 
         let moved = safe_fs::kind_at(&stored).is_none()
             && safe_fs::kind_at(&target).is_none()
             && safe_fs::ensure_dir(held, &name[..2]).is_ok()
-            && std::fs::rename(&source, &target).is_ok();
+            && safe_fs::move_entry(&source, &target).is_ok();
         if !moved {
             safe_fs::remove(&source);
         }
