@@ -85,24 +85,31 @@ pub fn stage_shared(
     let index = dir.join("compared");
     let compared = crate::tree_diff::compare_kept(root, armed, excludes, &index, deadline, env);
     let fresh = loose_ids(&scratch);
-    let checkpoint = match &compared {
+    let written = match &compared {
         // A file only ignore rules added since arming hide is in the
         // comparison's index but not the checkpoint's: the caller stages it.
         Some((_, false)) if room => {
             let held_ids = loose_ids(&held);
+            let loose = [&fresh, &held_ids];
             checkpoint(
                 root,
                 objects,
                 &index,
                 &pinned,
                 leave_out,
-                [&fresh, &held_ids],
+                loose,
                 [&scratch, &held],
             )
         }
         _ => None,
     };
-    keep_aside(&scratch, &held, &objects.private, &fresh);
+    // A full store takes no checkpoint again: nothing new is kept for one.
+    let (checkpoint, dropped) = match written {
+        Some((staged, large)) => (Some(staged), large),
+        None if !room => (None, fresh.clone()),
+        None => (None, HashSet::new()),
+    };
+    keep_aside(&scratch, &held, &objects.private, &fresh, &dropped);
     let (changed, _) = compared.ok_or_else(|| cannot("git could not compare the work tree"))?;
     Ok(OneStaging {
         changed,
@@ -199,7 +206,7 @@ fn parse_id(hex: &str) -> Option<[u8; 20]> {
 /// large files not pinned as they are, then the pinned `.claude/` and
 /// secrets' entries; each object it names that only `loose` (the new
 /// objects, then the held ones, in the folders `folders`) holds linked into
-/// the store.
+/// the store; with the ids of the large files it left out.
 fn checkpoint(
     root: &Path,
     objects: &Objects,
@@ -208,12 +215,13 @@ fn checkpoint(
     leave_out: &[String],
     loose: [&HashSet<[u8; 20]>; 2],
     folders: [&PathBuf; 2],
-) -> Option<Staged> {
+) -> Option<(Staged, HashSet<[u8; 20]>)> {
     let bytes = safe_fs::read_capped(index, index_tree::MAX_INDEX_BYTES).ok()?;
     let entries = index_tree::entries(&bytes)?;
     let leave: HashSet<&[u8]> = leave_out.iter().map(|p| p.as_bytes()).collect();
     let mut kept: Vec<Entry<'_>> = Vec::with_capacity(entries.len() + pinned.len());
     let mut left = Vec::new();
+    let mut large = HashSet::new();
     for entry in entries {
         let path = String::from_utf8_lossy(&entry.path).into_owned();
         if entry.path.as_ref() == b".claude"
@@ -237,6 +245,7 @@ fn checkpoint(
                     bytes: bytes.max(u64::from(entry.size)),
                     why: Why::Large,
                 });
+                large.insert(entry.id);
                 continue;
             }
         }
@@ -265,10 +274,11 @@ fn checkpoint(
         }
     }
     let tree = index_tree::write_entries(&kept, &objects.private)?;
-    Some(Staged {
+    let staged = Staged {
         tree,
         left_out: left,
-    })
+    };
+    Some((staged, large))
 }
 
 /// Whether a pinned entry is there only for its size (kept by the loop
@@ -325,15 +335,23 @@ fn link_object(from: &Path, to: &Path, id: &[u8; 20]) -> Option<()> {
 }
 
 /// Moves the new objects `fresh` of `scratch` that the store `private`
-/// did not take into `held`, and drops the others (the scratch folder is
-/// empty again for the next stop, whose new objects it then lists).
-fn keep_aside(scratch: &Path, held: &Path, private: &Path, fresh: &HashSet<[u8; 20]>) {
+/// did not take into `held`, but those of `dropped` (large files' bytes,
+/// which no checkpoint takes): the others go (the scratch folder is empty
+/// again for the next stop, whose new objects it then lists).
+fn keep_aside(
+    scratch: &Path,
+    held: &Path,
+    private: &Path,
+    fresh: &HashSet<[u8; 20]>,
+    dropped: &HashSet<[u8; 20]>,
+) {
     for id in fresh {
         let name = index_tree::hex(id);
         let source = scratch.join(&name[..2]).join(&name[2..]);
         let target = held.join(&name[..2]).join(&name[2..]);
         let stored = private.join(&name[..2]).join(&name[2..]);
-        let moved = safe_fs::kind_at(&stored).is_none()
+        let moved = !dropped.contains(id)
+            && safe_fs::kind_at(&stored).is_none()
             && safe_fs::kind_at(&target).is_none()
             && safe_fs::ensure_dir(held, &name[..2]).is_ok()
             && safe_fs::move_entry(&source, &target).is_ok();
@@ -441,6 +459,12 @@ mod tests {
         assert!(
             !holds(store, &id_of("data.bin")),
             "a large file's bytes in the store"
+        );
+        let held = arming.path().join("held-objects");
+        assert!(holds(&held, &id_of(".env")), "a secret's bytes held");
+        assert!(
+            !holds(&held, &id_of("data.bin")),
+            "a large file's bytes kept"
         );
         // The next stop: the secret changed again, still seen, still left out.
         std::fs::write(root.join(".env"), "TOKEN=swordfish\n").unwrap();
