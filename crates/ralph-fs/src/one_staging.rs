@@ -218,7 +218,7 @@ fn checkpoint(
 ) -> Option<(Staged, HashSet<[u8; 20]>)> {
     let bytes = safe_fs::read_capped(index, index_tree::MAX_INDEX_BYTES).ok()?;
     let entries = index_tree::entries(&bytes)?;
-    let leave: HashSet<&[u8]> = leave_out.iter().map(|p| p.as_bytes()).collect();
+    let leave: HashSet<&[u8]> = leave_out.iter().map(String::as_bytes).collect();
     let mut kept: Vec<Entry<'_>> = Vec::with_capacity(entries.len() + pinned.len());
     let mut left = Vec::new();
     let mut large = HashSet::new();
@@ -237,7 +237,9 @@ fn checkpoint(
                 .iter()
                 .any(|p| p.path == entry.path && p.id == entry.id && p.mode == entry.mode);
             let meta = std::fs::symlink_metadata(root.join(&path)).ok();
-            let bytes = meta.filter(|m| m.is_file()).map_or(0, |m| m.len());
+            let bytes = meta
+                .filter(std::fs::Metadata::is_file)
+                .map_or(0, |m| m.len());
             if !as_pinned && (bytes > LARGE_FILE_BYTES || u64::from(entry.size) > LARGE_FILE_BYTES)
             {
                 left.push(LeftOut {
