@@ -218,13 +218,13 @@ pub(crate) fn compare_kept(
         safe_fs::remove(Path::new(&lock));
         return None;
     }
-    let hidden = excludes.filter(|rules| !rules_as_armed(root, rules));
-    if let Some(rules) = hidden {
-        kept.add_hidden(rules)?;
+    let mut hidden = false;
+    if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
+        hidden = kept.add_hidden(rules)?;
     }
     armed_diff(root, tree, &kept)
         .or_else(|| kept.names(&["diff-index", "--cached", tree]))
-        .map(|changed| (changed, hidden.is_some()))
+        .map(|changed| (changed, hidden))
 }
 
 /// The paths that differ between the armed tree `tree` and the kept index,
@@ -686,8 +686,9 @@ impl PrivateIndex {
 
     /// Stages the untracked files the ignore rules `rules` (a blob from
     /// [`Self::exclude_rules`]) and the work tree's `.gitignore` files do
-    /// not hide, whatever the repository's own rules say now.
-    fn add_hidden(&self, rules: &str) -> Option<()> {
+    /// not hide, whatever the repository's own rules say now: whether there
+    /// were any.
+    fn add_hidden(&self, rules: &str) -> Option<bool> {
         if !is_object_id(rules) {
             return None;
         }
@@ -711,7 +712,7 @@ impl PrivateIndex {
             .filter(|p| !p.ends_with('/'))
             .collect();
         if hidden.is_empty() {
-            return Some(());
+            return Some(false);
         }
         let mut add = self.git().ok()?;
         add.args(["update-index", "--add", "-z", "--stdin"]);
@@ -719,7 +720,7 @@ impl PrivateIndex {
             .iter()
             .flat_map(|p| p.bytes().chain(std::iter::once(0)))
             .collect();
-        git_runner::run_with_input(add, &list, self.deadline, MAX_LISTING_BYTES).map(|_| ())
+        git_runner::run_with_input(add, &list, self.deadline, MAX_LISTING_BYTES).map(|_| true)
     }
 
     /// The paths (relative to the root, [`BOOKKEEPING`] left out) a diff
