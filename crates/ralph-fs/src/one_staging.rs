@@ -233,9 +233,13 @@ fn checkpoint(
         }
         let new = loose.iter().any(|set| set.contains(&entry.id));
         if new || u64::from(entry.size) > LARGE_FILE_BYTES {
-            let as_pinned = pinned
-                .iter()
-                .any(|p| p.path == entry.path && p.id == entry.id && p.mode == entry.mode);
+            // As the user's index had it, and its bytes in a store already
+            // (a pin forged in `.git/index` never brings a large file's new
+            // bytes into the store).
+            let as_pinned = !new
+                && pinned
+                    .iter()
+                    .any(|p| p.path == entry.path && p.id == entry.id && p.mode == entry.mode);
             let meta = std::fs::symlink_metadata(root.join(&path)).ok();
             let bytes = meta
                 .filter(std::fs::Metadata::is_file)
