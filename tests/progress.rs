@@ -345,6 +345,40 @@ fn a_looping_turn_with_protect_or_scope_forks_at_most_two_git_processes() {
 }
 
 #[test]
+fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
+    // One staging serves the checkpoint and the comparison (issue 47).
+    for rule in [["--protect", "tests/**"], ["--scope", "src/**"]] {
+        let r = Repo::new();
+        r.start(&[rule[0], rule[1], "--no-progress-after", "3"]);
+        assert!(r.blocks("look"), "the first stop seeds what it keeps");
+        let mut trees = Vec::new();
+        for turn in 0..2 {
+            r.project
+                .write("src/b.txt", &format!("made by a script {turn}\n"));
+            let id = format!("b{turn}");
+            r.append(&[tool_call(&id, "Bash"), tool_result(&id, false)]);
+            let (answer, _) = r.stop("ran a script");
+            assert_eq!(answer["decision"], "block", "{answer}");
+            let calls = r.git_calls();
+            let adds = calls
+                .iter()
+                .filter(|c| c.split(' ').any(|w| w == "add"))
+                .count();
+            assert_eq!(adds, 1, "{rule:?}, turn {turn} forked {calls:?}");
+            assert_eq!(calls.len(), 1, "{rule:?}, turn {turn} forked {calls:?}");
+            trees.push(r.checkpoints().last().map(|(_, t)| t.clone()));
+        }
+        assert!(trees.iter().all(Option::is_some), "{rule:?}: {trees:?}");
+        trees.dedup();
+        assert_eq!(
+            trees.len(),
+            2,
+            "{rule:?}: each changed tree is its own checkpoint"
+        );
+    }
+}
+
+#[test]
 fn an_edit_reverted_within_the_turn_still_counts_as_progress() {
     // Documented: a successful Edit is progress by the rule, even when the
     // tree ends up as it was.

@@ -24,6 +24,7 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
             &["git", "gate", "index_tree", "object_check"],
             &["tree_diff"],
             &["checkpoint", "gate_tree"],
+            &["one_staging"],
         ],
     ),
     (

@@ -121,7 +121,7 @@ impl Objects {
 
 /// `path` as the one entry of git's list of alternate object folders
 /// (`:`-separated): quoted C-style when it holds a `:` or starts with `"`.
-fn one_alternate(path: &Path) -> PathBuf {
+pub(crate) fn one_alternate(path: &Path) -> PathBuf {
     let text = path.to_string_lossy();
     if !text.contains(':') && !text.starts_with('"') {
         return path.to_owned();

@@ -26,6 +26,8 @@ pub(crate) const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
 /// One file of the index: its mode, its object id and its path.
 pub(crate) struct Entry<'a> {
     pub(crate) mode: u32,
+    /// The file's size as git recorded it (its low 32 bits).
+    pub(crate) size: u32,
     pub(crate) id: [u8; 20],
     pub(crate) path: std::borrow::Cow<'a, [u8]>,
 }
@@ -38,6 +40,14 @@ pub(crate) fn write_tree(index: &Path, objects: &Path) -> Option<String> {
     let entries = entries(&bytes)?;
     let (id, _) = build(&entries, 0, objects)?;
     Some(hex(&id))
+}
+
+/// The tree of `entries` (in the index's order, each path once), each of
+/// its tree objects written into `objects` when missing there; its id in
+/// hex, or `None` when this cannot write it for certain.
+pub(crate) fn write_entries(entries: &[Entry<'_>], objects: &Path) -> Option<String> {
+    let (id, used) = build(entries, 0, objects)?;
+    (used == entries.len()).then(|| hex(&id))
 }
 
 /// The entries of an index file (`DIRC`, versions 2 to 4); `None` for an
@@ -60,6 +70,7 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
     for _ in 0..count {
         let start = at;
         let mode = word(at + 24)?;
+        let size = word(at + 36)?;
         let id: [u8; 20] = bytes.get(at + 40..at + 60)?.try_into().ok()?;
         let flags = u16::from_be_bytes(bytes.get(at + 60..at + 62)?.try_into().ok()?);
         at += 62;
@@ -94,7 +105,12 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
         if stage != 0 || !known || path.is_empty() || path.ends_with(b"/") {
             return None;
         }
-        out.push(Entry { mode, id, path });
+        out.push(Entry {
+            mode,
+            size,
+            id,
+            path,
+        });
     }
     Some(out)
 }
@@ -200,7 +216,7 @@ fn stored_zlib(data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn hex(id: &[u8]) -> String {
+pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 

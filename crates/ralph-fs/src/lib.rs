@@ -24,6 +24,7 @@ pub mod git_config;
 pub mod git_runner;
 mod index_tree;
 mod object_check;
+pub mod one_staging;
 pub mod process;
 pub mod safe_fs;
 pub mod tree_diff;

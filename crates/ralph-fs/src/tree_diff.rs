@@ -192,10 +192,24 @@ pub fn changed_since_kept(
         return None;
     }
     let deadline = Instant::now() + limit;
+    compare_kept(root, tree, excludes, index, deadline, Vec::new()).map(|(changed, _)| changed)
+}
+
+/// [`changed_since_kept`] before `deadline`, with `env` given to every git
+/// process (where new objects go: `one_staging`'s scratch folder); also
+/// whether files hidden by ignore rules added since arming were staged.
+pub(crate) fn compare_kept(
+    root: &Path,
+    tree: &str,
+    excludes: Option<&str>,
+    index: &Path,
+    deadline: Instant,
+    env: Vec<(&'static str, PathBuf)>,
+) -> Option<(Vec<String>, bool)> {
     // Never seeded from the user's index, whose stat data the agent can
     // forge (an entry with a file's new size, times and ctime, and the
     // armed blob's id, is not hashed again): its first stop hashes every file.
-    let kept = kept_index(root, deadline, Vec::new(), index.to_owned(), false).ok()?;
+    let kept = kept_index(root, deadline, env, index.to_owned(), false).ok()?;
     if kept.add_all(&COMPARED, &[]).is_err() {
         // Half done, or a lock a killed git left: the next one starts afresh.
         safe_fs::remove(index);
@@ -204,12 +218,13 @@ pub fn changed_since_kept(
         safe_fs::remove(Path::new(&lock));
         return None;
     }
-    if let Some(rules) = excludes
-        && !rules_as_armed(root, rules)
-    {
-        kept.add_hidden(rules)?;
+    let mut hidden = false;
+    if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
+        hidden = kept.add_hidden(rules)?;
     }
-    armed_diff(root, tree, &kept).or_else(|| kept.names(&["diff-index", "--cached", tree]))
+    armed_diff(root, tree, &kept)
+        .or_else(|| kept.names(&["diff-index", "--cached", tree]))
+        .map(|changed| (changed, hidden))
 }
 
 /// The paths that differ between the armed tree `tree` and the kept index,
@@ -671,8 +686,9 @@ impl PrivateIndex {
 
     /// Stages the untracked files the ignore rules `rules` (a blob from
     /// [`Self::exclude_rules`]) and the work tree's `.gitignore` files do
-    /// not hide, whatever the repository's own rules say now.
-    fn add_hidden(&self, rules: &str) -> Option<()> {
+    /// not hide, whatever the repository's own rules say now: whether there
+    /// were any.
+    fn add_hidden(&self, rules: &str) -> Option<bool> {
         if !is_object_id(rules) {
             return None;
         }
@@ -696,7 +712,7 @@ impl PrivateIndex {
             .filter(|p| !p.ends_with('/'))
             .collect();
         if hidden.is_empty() {
-            return Some(());
+            return Some(false);
         }
         let mut add = self.git().ok()?;
         add.args(["update-index", "--add", "-z", "--stdin"]);
@@ -704,7 +720,7 @@ impl PrivateIndex {
             .iter()
             .flat_map(|p| p.bytes().chain(std::iter::once(0)))
             .collect();
-        git_runner::run_with_input(add, &list, self.deadline, MAX_LISTING_BYTES).map(|_| ())
+        git_runner::run_with_input(add, &list, self.deadline, MAX_LISTING_BYTES).map(|_| true)
     }
 
     /// The paths (relative to the root, [`BOOKKEEPING`] left out) a diff

@@ -193,6 +193,57 @@ impl Kept {
         safe_fs::replace(&last_file, staged.tree.as_bytes()).ok()?;
         Some(staged.tree)
     }
+
+    /// Stages the work tree once for both the comparison with the armed
+    /// tree `armed` and this stop's checkpoint (`one_staging`): the paths
+    /// changed, and the tree when it could be written so. The tree the kept
+    /// index wrote last (`tree`) is taken out, since this one is not that
+    /// index's. `None` when one staging cannot serve (the caller stages twice).
+    fn stage_shared(&self, root: &Path, armed: &str, excludes: Option<&str>) -> Option<Shared> {
+        let room = self.bytes() <= MAX_STORE_BYTES;
+        safe_fs::remove(&self.dir.join("tree"));
+        let leave: Vec<String> = self.left_out().into_iter().map(|n| n.path).collect();
+        let objects = self.objects()?;
+        let shared = ralph_fs::one_staging::stage_shared(
+            root, &objects, &self.dir, armed, excludes, &leave, room,
+        )
+        .ok()?;
+        if let Some(staged) = &shared.checkpoint {
+            self.note_left_out(&staged.left_out);
+        }
+        Some(Shared {
+            changed: shared.changed,
+            tree: shared.checkpoint.map(|s| s.tree),
+        })
+    }
+}
+
+/// What one staging of a looping stop gave (`stage_shared`).
+pub struct Shared {
+    /// The paths changed since arming.
+    pub changed: Vec<String>,
+    /// This stop's checkpoint, when it could be written from that staging.
+    pub tree: Option<String>,
+}
+
+/// One staging for this stop's checkpoint and the paths changed since the
+/// tree `armed` recorded at arming (ignore rules `excludes`), when the loop
+/// keeps both: `None` when it cannot serve (not a git project, no per-user
+/// folder, one of `one_staging`'s cases), and the caller stages twice
+/// ([`stage`], [`changed_since`]).
+pub fn stage_shared(
+    root: &Path,
+    registry: Option<&Registry>,
+    name: &str,
+    state: &LoopState,
+    armed: &str,
+    excludes: Option<&str>,
+) -> Option<Shared> {
+    if !checkpoint::in_repository(root) {
+        return None;
+    }
+    let kept = Kept::open(registry?, root, name, state.nonce.as_deref()?, true)?;
+    kept.stage_shared(root, armed, excludes)
 }
 
 /// The per-user folder of the project at `root`'s checkpoints.

@@ -33,6 +33,41 @@ pub(super) fn read_tree(extras: &Extras<'_>, seen: &mut Observation) -> Option<S
     staged
 }
 
+/// [`read_tree`] and the paths changed since arming at one staging, when
+/// the loop keeps checkpoints and compares paths (`kept::stage_shared`):
+/// `None` when that cannot serve, and the caller reads each its own way.
+/// The checkpoint's tree is staged into the kept index when the shared
+/// staging could not write it.
+pub(super) fn read_tree_and_paths(
+    extras: &Extras<'_>,
+    seen: &mut Observation,
+) -> Option<Option<String>> {
+    let Extras {
+        on,
+        project,
+        live,
+        registry,
+    } = extras;
+    if !seen.tree_pending || !on.checkpoints {
+        return None;
+    }
+    let rules = &live.state.paths;
+    let armed = rules.armed_tree.as_deref()?;
+    let excludes = rules.armed_excludes.as_deref();
+    let root = &project.root;
+    let (name, state) = (&live.file.name, &live.state);
+    let shared = kept::stage_shared(root, *registry, name, state, armed, excludes)?;
+    let staged = shared
+        .tree
+        .or_else(|| kept::stage(root, *registry, name, state));
+    seen.tree_fingerprint = match &staged {
+        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
+        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
+    };
+    super::paths::observe_known(project, live, shared.changed, seen);
+    Some(staged)
+}
+
 /// The checkpoint a counted stop keeps: the tree staged at this stop, the
 /// previous one when the turn ran no tool, else staged after the lock.
 pub(super) fn keep(

@@ -110,8 +110,14 @@ impl<'a> Extras<'a> {
     /// when the no-progress fingerprint waits for it (a guard's, not a
     /// feature's: one `git status`; staged into the loop's kept index
     /// instead when it keeps checkpoints, and that tree, this stop's
-    /// checkpoint, is returned), and the paths changed since arming.
+    /// checkpoint, is returned), and the paths changed since arming (both
+    /// at one `git add` when the loop keeps checkpoints and compares paths).
     pub(super) fn observe(&self, seen: &mut Observation) -> Option<String> {
+        if self.on.paths
+            && let Some(staged) = checkpoints::read_tree_and_paths(self, seen)
+        {
+            return staged;
+        }
         let staged = checkpoints::read_tree(self, seen);
         if self.on.paths {
             paths::observe(self.project, self.live, self.registry, seen);

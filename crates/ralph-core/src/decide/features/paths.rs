@@ -24,6 +24,18 @@ pub(super) fn observe(
     seen.dependency_only = dependency_only(&project.root, rules, &seen.changed_paths);
 }
 
+/// [`observe`], with the paths changed since arming already read (by the
+/// staging a checkpoint shares, `checkpoints::read_tree_and_paths`).
+pub(super) fn observe_known(
+    project: &Project,
+    live: &Loop,
+    changed: Vec<String>,
+    seen: &mut Observation,
+) {
+    seen.changed_paths = ChangedPaths::Known(changed);
+    seen.dependency_only = dependency_only(&project.root, &live.state.paths, &seen.changed_paths);
+}
+
 /// The paths that differ from the work tree at arming, or `Unknown` when
 /// git could not tell (or no tree was recorded): through the arming's own
 /// comparison index, else a copy of the user's index.
