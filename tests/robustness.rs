@@ -482,52 +482,9 @@ fn one_looping_stop_lists_claude_once_and_opens_each_file_once() {
     let root = dir.path();
     arm(root);
     // A first stop claims the loop; the second is the plain looping one.
-    let mut first = hook(root).spawn().expect("spawn ralph hook stop");
-    first
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&event(root, "first turn"))
-        .expect("write the event");
-    assert!(first.wait_with_output().expect("wait").status.success());
-
-    let trace = root.join("stop.strace");
-    let hook_cmd = hook(root);
-    let mut traced = Command::new(strace);
-    traced
-        // musl's `opendir` and `open` use the `open` system call, glibc's `openat`.
-        .args(["-f", "-qq", "-e", "trace=open,openat,getdents64", "-o"])
-        .arg(&trace)
-        .arg("--")
-        .arg(hook_cmd.get_program())
-        .args(hook_cmd.get_args())
-        .current_dir(root)
-        .envs(
-            hook_cmd
-                .get_envs()
-                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = traced.spawn().expect("spawn strace ralph hook stop");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&event(root, "second turn"))
-        .expect("write the event");
-    let out = child.wait_with_output().expect("wait for strace");
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not a JSON answer ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    // musl's `opendir` and `open` use the `open` system call, glibc's `openat`.
+    let (answer, calls) = first_then_traced_stop(root, &strace, "trace=open,openat,getdents64");
     assert_eq!(answer["decision"], "block", "the stop loops");
-
-    let calls = std::fs::read_to_string(&trace).expect("read the trace");
     let opened = |needle: &str| -> usize {
         calls
             .lines()
@@ -574,6 +531,47 @@ fn a_plain_loops_blocking_stop_walks_none_of_the_optional_features() {
         "message": {"id": "m1", "type": "message", "role": "assistant",
             "model": "claude-sonnet-4-6", "content": [{"type": "text", "text": "second turn"}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1000, "output_tokens": 1000}}});
+    let transcript = root.join("no-transcript.jsonl");
+    let (answer, calls) = stop_after(root, &strace, "trace=execve,open,openat,%%stat", || {
+        std::fs::write(&transcript, format!("{reply}\n")).expect("transcript");
+    });
+    assert_eq!(answer["decision"], "block", "the stop loops: {answer}");
+    let lines =
+        |needle: &str| -> Vec<&str> { calls.lines().filter(|l| l.contains(needle)).collect() };
+    let started: Vec<&str> = lines("execve(");
+    assert_eq!(started.len(), 1, "only ralph itself runs: {started:#?}");
+    for feature in [
+        "prd.json",
+        "/receipts",
+        "/checkpoints",
+        "handover",
+        "prices.json",
+        "/gates/",
+    ] {
+        let touched = lines(feature);
+        assert!(
+            touched.is_empty(),
+            "a plain stop touched {feature}: {touched:#?}"
+        );
+    }
+    let git = lines(&format!("\"{}\"", root.join(".git").display()));
+    assert_eq!(git.len(), 1, "one look at .git, by the seam: {git:#?}");
+    assert!(
+        lines(&format!("{}/", root.join(".git").display())).is_empty(),
+        "nothing under .git"
+    );
+}
+
+/// A first stop (which claims the loop), then a second one traced by strace
+/// with `filter`: its answer and the trace.
+#[cfg(target_os = "linux")]
+fn first_then_traced_stop(root: &Path, strace: &Path, filter: &str) -> (Value, String) {
+    stop_after(root, strace, filter, || {})
+}
+
+/// [`first_then_traced_stop`], with `between` run after the first stop.
+#[cfg(target_os = "linux")]
+fn stop_after(root: &Path, strace: &Path, filter: &str, between: impl FnOnce()) -> (Value, String) {
     let mut first = hook(root).spawn().expect("spawn ralph hook stop");
     first
         .stdin
@@ -582,13 +580,12 @@ fn a_plain_loops_blocking_stop_walks_none_of_the_optional_features() {
         .write_all(&event(root, "first turn"))
         .expect("write the event");
     assert!(first.wait_with_output().expect("wait").status.success());
-    std::fs::write(root.join("no-transcript.jsonl"), format!("{reply}\n")).expect("transcript");
-
+    between();
     let trace = root.join("stop.strace");
     let hook_cmd = hook(root);
     let mut traced = Command::new(strace);
     traced
-        .args(["-f", "-qq", "-e", "trace=execve,open,openat,%%stat", "-o"])
+        .args(["-f", "-qq", "-e", filter, "-o"])
         .arg(&trace)
         .arg("--")
         .arg(hook_cmd.get_program())
@@ -617,31 +614,6 @@ fn a_plain_loops_blocking_stop_walks_none_of_the_optional_features() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert_eq!(answer["decision"], "block", "the stop loops: {answer}");
-
     let calls = std::fs::read_to_string(&trace).expect("read the trace");
-    let lines =
-        |needle: &str| -> Vec<&str> { calls.lines().filter(|l| l.contains(needle)).collect() };
-    let started: Vec<&str> = lines("execve(");
-    assert_eq!(started.len(), 1, "only ralph itself runs: {started:#?}");
-    for feature in [
-        "prd.json",
-        "/receipts",
-        "/checkpoints",
-        "handover",
-        "prices.json",
-        "/gates/",
-    ] {
-        let touched = lines(feature);
-        assert!(
-            touched.is_empty(),
-            "a plain stop touched {feature}: {touched:#?}"
-        );
-    }
-    let git = lines(&format!("\"{}\"", root.join(".git").display()));
-    assert_eq!(git.len(), 1, "one look at .git, by the seam: {git:#?}");
-    assert!(
-        lines(&format!("{}/", root.join(".git").display())).is_empty(),
-        "nothing under .git"
-    );
+    (answer, calls)
 }

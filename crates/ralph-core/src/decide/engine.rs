@@ -170,14 +170,7 @@ fn judge(
         }
     };
     let run = || {
-        let place = gate_place::Place::of(
-            &project.root,
-            registry,
-            &live.file.name,
-            &state.guards,
-            &state.paths,
-            ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
-        );
+        let place = gate_place::Place::of_loop(&project.root, registry, live);
         let timeout = Duration::from_secs(timeout);
         gate_place::run_keeping(gate_place::prepare(&place, timeout), &command, timeout)
     };

@@ -63,6 +63,26 @@ impl<'a> Place<'a> {
             confinement,
         }
     }
+
+    /// The place of the loop `live`'s gates in `root`, confined as its
+    /// settings say.
+    pub(crate) fn of_loop(
+        root: &'a Path,
+        registry: Option<&Registry>,
+        live: &'a ralph_state::lifecycle::Loop,
+    ) -> Self {
+        let state = &live.state;
+        let confinement =
+            ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some());
+        Self::of(
+            root,
+            registry,
+            &live.file.name,
+            &state.guards,
+            &state.paths,
+            confinement,
+        )
+    }
 }
 
 /// The folder a gate runs in, prepared, or the verdict of a gate that

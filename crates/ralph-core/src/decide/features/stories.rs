@@ -91,14 +91,7 @@ fn story_checks(extras: &Extras<'_>, prd: &PrdLoop, turned: &[&Story]) -> StoryC
     if !prd_turn::any_check(turned, verify) {
         return (Vec::new(), None, None);
     }
-    let place = gate_place::Place::of(
-        &project.root,
-        registry,
-        &live.file.name,
-        &state.guards,
-        &state.paths,
-        ralph_state::gate_sandbox::confinement(&state.guards, state.sandbox.is_some()),
-    );
+    let place = gate_place::Place::of_loop(&project.root, registry, live);
     let timeout = Duration::from_secs(state.guards.verify_timeout_secs);
     let prepared = gate_place::prepare(&place, timeout);
     let ran = Some(prepared.ran);
