@@ -2,21 +2,24 @@
 //! one: what `--protect` and `--scope` compare against (the tree recorded
 //! when the loop was armed).
 //!
-//! Nothing of the user's git state moves: git writes into a scratch index
-//! (`GIT_INDEX_FILE`), a copy of `.git/index` made with `O_EXCL` in a
-//! private temporary folder, so the stat cache spares hashing files that
-//! did not change. The objects `git add` and `git write-tree` store are new
-//! loose objects, which nothing references and which `git gc` prunes in
-//! time; HEAD, the branch, the index, the stash and the reflog stay as they
-//! were. Every git process goes through `git_runner` (no program the
-//! repository's configuration names runs).
+//! Nothing of the user's git state moves. A loop that keeps a per-user
+//! folder compares through an index of its own kept there per arming
+//! ([`changed_since_kept`], never seeded from the user's index; its new
+//! objects go where its caller says: `one_staging.rs`). Otherwise git
+//! writes into a scratch index (`GIT_INDEX_FILE`), a copy of `.git/index`
+//! made with `O_EXCL` in a private temporary folder; the objects `git add`
+//! stores there are new loose objects of the project, which nothing
+//! references and which `git gc` prunes in time. HEAD, the branch, the
+//! index, the stash and the reflog stay as they were. Every git process
+//! goes through `git_runner` (no program the repository's configuration
+//! names runs).
 //!
-//! The copy is not trusted to say what changed, because the agent can
-//! write the user's index: an entry marked assume-unchanged or
-//! skip-worktree is cleared in the copy first (else `git add` would skip
-//! that file), and git compares each file's ctime too (`core.trustctime`,
-//! which no file can set back), so a file rewritten to its old size and
-//! modification time is still hashed again. Tracked and untracked files
+//! A copy is not trusted to say what changed, because the agent can write
+//! the user's index: an entry marked assume-unchanged or skip-worktree is
+//! cleared in the copy first (else `git add` would skip that file), and the
+//! copy is dated 1970, so git trusts none of its stat data and compares
+//! every file's bytes with its entry (an entry naming the old object beside
+//! the new file's stat data is still seen). Tracked and untracked files
 //! count, ignored ones do not; ralph's own files in `.claude/` (its loop
 //! files and `.claude/ralph/`) and the client's `settings.local.json` are
 //! left out of every list of changed paths ([`BOOKKEEPING`]).
