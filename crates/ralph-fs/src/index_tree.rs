@@ -102,7 +102,7 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
             path
         };
         let known = matches!(mode, 0o100_644 | 0o100_755 | 0o120_000 | 0o160_000);
-        if stage != 0 || !known || path.is_empty() || path.ends_with(b"/") {
+        if stage != 0 || !known || !tree_path(&path) {
             return None;
         }
         out.push(Entry {
@@ -113,6 +113,25 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
         });
     }
     Some(out)
+}
+
+/// The most folders deep a path of a tree ralph writes goes (each is one
+/// level of [`build`]'s recursion).
+const MAX_DEPTH: usize = 1024;
+
+/// Whether `path` is one a tree can hold as git writes them: no empty, `.`
+/// or `..` part, no `.git` folder or file, and at most [`MAX_DEPTH`] parts.
+/// An index the agent could write (the user's, read for pinned entries)
+/// may say anything; such an entry is refused, never written into a tree.
+pub(crate) fn tree_path(path: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in path.split(|b| *b == b'/') {
+        parts += 1;
+        if part.is_empty() || part == b"." || part == b".." || part.eq_ignore_ascii_case(b".git") {
+            return false;
+        }
+    }
+    parts <= MAX_DEPTH
 }
 
 /// git's offset varint (version 4's path compression): each byte's high
@@ -335,6 +354,32 @@ mod tests {
         std::fs::write(root.join(".git/index"), b"DIRC\0\0\0\x02\0\0\0\x05").unwrap();
         assert_eq!(write_tree(&root.join(".git/index"), store.path()), None);
         assert_eq!(write_tree(&root.join("missing"), store.path()), None);
+    }
+
+    #[test]
+    fn a_path_a_tree_cannot_hold_safely_is_refused() {
+        for good in [
+            &b"a"[..],
+            b"src/lib.rs",
+            b".claude/settings.json",
+            b".github/x",
+        ] {
+            assert!(tree_path(good), "{}", String::from_utf8_lossy(good));
+        }
+        let deep = [b"a/".repeat(MAX_DEPTH), b"a".to_vec()].concat();
+        for bad in [
+            &b""[..],
+            b"/abs",
+            b"a//b",
+            b"a/",
+            b".claude/../../etc/passwd",
+            b"./x",
+            b".git/config",
+            b"sub/.GIT/hooks/pre-commit",
+            &deep,
+        ] {
+            assert!(!tree_path(bad), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

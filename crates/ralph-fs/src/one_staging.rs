@@ -181,6 +181,9 @@ fn read_pinned(line: &[u8]) -> Option<Entry<'static>> {
     let rest = &line[mode_end + 1..];
     let id = parse_id(std::str::from_utf8(rest.get(..40)?).ok()?)?;
     let path = rest.get(41..)?.to_vec();
+    if !index_tree::tree_path(&path) {
+        return None;
+    }
     Some(Entry {
         mode,
         size: 0,
