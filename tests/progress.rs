@@ -346,8 +346,14 @@ fn a_looping_turn_with_protect_or_scope_forks_at_most_two_git_processes() {
 
 #[test]
 fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
-    // One staging serves the checkpoint and the comparison (issue 47).
-    for rule in [["--protect", "tests/**"], ["--scope", "src/**"]] {
+    // One staging serves the checkpoint and the comparison (issue 47), at a
+    // turn the tree tells (Bash) and at one the transcript proves (Edit).
+    let cases = [
+        (["--protect", "tests/**"], "Bash"),
+        (["--scope", "src/**"], "Bash"),
+        (["--protect", "tests/**"], "Edit"),
+    ];
+    for (rule, tool) in cases {
         let r = Repo::new();
         r.start(&[rule[0], rule[1], "--no-progress-after", "3"]);
         assert!(r.blocks("look"), "the first stop seeds what it keeps");
@@ -356,7 +362,7 @@ fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
             r.project
                 .write("src/b.txt", &format!("made by a script {turn}\n"));
             let id = format!("b{turn}");
-            r.append(&[tool_call(&id, "Bash"), tool_result(&id, false)]);
+            r.append(&[tool_call(&id, tool), tool_result(&id, false)]);
             let (answer, _) = r.stop("ran a script");
             assert_eq!(answer["decision"], "block", "{answer}");
             let calls = r.git_calls();
@@ -364,8 +370,12 @@ fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
                 .iter()
                 .filter(|c| c.split(' ').any(|w| w == "add"))
                 .count();
-            assert_eq!(adds, 1, "{rule:?}, turn {turn} forked {calls:?}");
-            assert_eq!(calls.len(), 1, "{rule:?}, turn {turn} forked {calls:?}");
+            assert_eq!(adds, 1, "{rule:?} {tool}, turn {turn} forked {calls:?}");
+            assert_eq!(
+                calls.len(),
+                1,
+                "{rule:?} {tool}, turn {turn} forked {calls:?}"
+            );
             trees.push(r.checkpoints().last().map(|(_, t)| t.clone()));
         }
         assert!(trees.iter().all(Option::is_some), "{rule:?}: {trees:?}");

@@ -26,18 +26,28 @@ pub(super) fn read_tree(extras: &Extras<'_>, seen: &mut Observation) -> Option<S
         .checkpoints
         .then(|| kept::stage(root, *registry, &live.file.name, &live.state))
         .flatten();
-    seen.tree_fingerprint = match &staged {
-        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
-        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
-    };
+    seen.tree_fingerprint = fingerprint(root, staged.as_deref());
     staged
 }
 
-/// [`read_tree`] and the paths changed since arming at one staging, when
-/// the loop keeps checkpoints and compares paths (`kept::stage_shared`):
-/// `None` when that cannot serve, and the caller reads each its own way.
-/// The checkpoint's tree is staged into the kept index when the shared
-/// staging could not write it.
+/// The no-progress fingerprint of the tree `staged` at this stop, else of
+/// the work tree as one `git status` reads it.
+fn fingerprint(root: &std::path::Path, staged: Option<&str>) -> Option<String> {
+    match staged {
+        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
+        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
+    }
+}
+
+/// The paths changed since arming and this stop's checkpoint at one
+/// staging, when the loop keeps checkpoints and compares paths
+/// (`kept::stage_shared`), with [`read_tree`]'s fingerprint when the turn
+/// waits for it: `None` when that cannot serve, and the caller reads each
+/// its own way. A turn whose edit the transcript proved needs the paths
+/// all the same, so the one staging serves it too (its checkpoint then
+/// needs no staging of its own after the lock). When the shared staging
+/// could not write the checkpoint, the kept index is staged for it here
+/// only if the fingerprint waits for it, else after the lock as before.
 pub(super) fn read_tree_and_paths(
     extras: &Extras<'_>,
     seen: &mut Observation,
@@ -48,7 +58,7 @@ pub(super) fn read_tree_and_paths(
         live,
         registry,
     } = extras;
-    if !seen.tree_pending || !on.checkpoints {
+    if !on.checkpoints {
         return None;
     }
     let rules = &live.state.paths;
@@ -57,13 +67,14 @@ pub(super) fn read_tree_and_paths(
     let root = &project.root;
     let (name, state) = (&live.file.name, &live.state);
     let shared = kept::stage_shared(root, *registry, name, state, armed, excludes)?;
-    let staged = shared
-        .tree
-        .or_else(|| kept::stage(root, *registry, name, state));
-    seen.tree_fingerprint = match &staged {
-        Some(tree) => Some(ralph_fs::git::staged_fingerprint(root, tree)),
-        None => ralph_fs::git::working_tree(root, ralph_fs::git::STATUS_TIME_LIMIT),
+    let staged = match shared.tree {
+        Some(tree) => Some(tree),
+        None if seen.tree_pending => kept::stage(root, *registry, name, state),
+        None => None,
     };
+    if seen.tree_pending {
+        seen.tree_fingerprint = fingerprint(root, staged.as_deref());
+    }
     super::paths::observe_known(project, live, shared.changed, seen);
     Some(staged)
 }
