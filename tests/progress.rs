@@ -163,12 +163,14 @@ impl Repo {
             .count()
     }
 
-    /// Whether the last stop staged the work tree for a checkpoint (`git add`).
+    /// Whether the last stop staged the work tree for a checkpoint: a status
+    /// of the loop's kept index (its own ignore rules), or `git add`.
     fn staged(&self) -> bool {
-        std::fs::read_to_string(self.outside.path().join("git-calls"))
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.split(' ').any(|w| w == "add"))
+        self.git_calls().iter().any(|l| {
+            let words: Vec<&str> = l.split(' ').collect();
+            words.contains(&"add")
+                || (words.contains(&"status") && l.contains("core.excludesFile="))
+        })
     }
 
     /// The commits of the loop's checkpoints, by iteration, as the per-user
@@ -273,11 +275,12 @@ fn a_proven_edit_is_progress_and_reads_the_tree_only_for_its_checkpoint() {
 
 /// The hot path (issue 47): a looping stop whose turn changed files, with
 /// the no-progress check and checkpoints on, forks at most two git
-/// processes (`git add` into the loop's kept index and `git write-tree`,
-/// whose tree is the fingerprint and the checkpoint), no `git status`; a
-/// turn that changed nothing forks one.
+/// processes (a status of the loop's kept index and an update of what it
+/// named; ralph writes the tree, which is the fingerprint and the
+/// checkpoint), no status of the user's index; a turn that changed nothing
+/// forks one.
 #[test]
-fn a_looping_turn_forks_one_git_process() {
+fn a_looping_turn_forks_at_most_two_git_processes() {
     let r = Repo::new();
     r.start(&["--no-progress-after", "3"]);
     assert!(r.blocks("look"), "the first stop seeds the kept index");
@@ -290,9 +293,13 @@ fn a_looping_turn_forks_one_git_process() {
         let (answer, _) = r.stop("ran a script");
         assert_eq!(answer["decision"], "block", "{answer}");
         let calls = r.git_calls();
-        // The kept index's `git add`; ralph writes its tree.
-        assert!(calls.len() <= 1, "turn {turn} forked {calls:?}");
-        assert!(!calls.iter().any(|c| c.contains("status")), "{calls:?}");
+        // The kept index's status and update; ralph writes its tree.
+        assert!(calls.len() <= 2, "turn {turn} forked {calls:?}");
+        let kept_index = |c: &String| {
+            c.contains(" update-index ")
+                || (c.contains("core.excludesFile=") && c.contains(" status "))
+        };
+        assert!(calls.iter().all(kept_index), "{calls:?}");
         assert_eq!(r.no_progress_count(), 0, "turn {turn}");
         let kept = r.checkpoints();
         trees.push(kept.last().map(|(_, t)| t.clone()));
@@ -320,15 +327,16 @@ fn a_looping_turn_with_protect_or_scope_forks_at_most_two_git_processes() {
             let (answer, _) = r.stop("ran a script");
             assert_eq!(answer["decision"], "block", "{answer}");
             let calls = r.git_calls();
-            // The kept index's `git add` and the comparison's (ralph writes
-            // the tree and compares it with the armed one): nothing listed,
-            // copied or read back.
+            // The comparison's one staging (a status of its kept index and
+            // an update of what it named; ralph writes the tree and
+            // compares it with the armed one): nothing listed, copied or
+            // read back.
             assert!(calls.len() <= 2, "{rule:?}, turn {turn} forked {calls:?}");
             let words = [
-                "status",
+                "add",
+                "read-tree",
                 "ls-files",
                 "cat-file",
-                "update-index",
                 "write-tree",
                 "diff-index",
                 "ls-tree",
@@ -345,7 +353,7 @@ fn a_looping_turn_with_protect_or_scope_forks_at_most_two_git_processes() {
 }
 
 #[test]
-fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
+fn a_looping_turn_with_protect_and_checkpoints_stages_once() {
     // One staging serves the checkpoint and the comparison (issue 47), at a
     // turn the tree tells (Bash) and at one the transcript proves (Edit).
     let cases = [
@@ -366,16 +374,19 @@ fn a_looping_turn_with_protect_and_checkpoints_runs_one_git_add() {
             let (answer, _) = r.stop("ran a script");
             assert_eq!(answer["decision"], "block", "{answer}");
             let calls = r.git_calls();
-            let adds = calls
-                .iter()
-                .filter(|c| c.split(' ').any(|w| w == "add"))
-                .count();
-            assert_eq!(adds, 1, "{rule:?} {tool}, turn {turn} forked {calls:?}");
-            assert_eq!(
-                calls.len(),
-                1,
-                "{rule:?} {tool}, turn {turn} forked {calls:?}"
-            );
+            let count = |word: &str| {
+                calls
+                    .iter()
+                    .filter(|c| c.split(' ').any(|w| w == word))
+                    .count()
+            };
+            // One status of the kept index and one update of the file it
+            // names: no `git add` of its own for the checkpoint.
+            let said = format!("{rule:?} {tool}, turn {turn} forked {calls:?}");
+            assert_eq!(count("status"), 1, "{said}");
+            assert_eq!(count("update-index"), 1, "{said}");
+            assert_eq!(count("add"), 0, "{said}");
+            assert_eq!(calls.len(), 2, "{said}");
             trees.push(r.checkpoints().last().map(|(_, t)| t.clone()));
         }
         assert!(trees.iter().all(Option::is_some), "{rule:?}: {trees:?}");

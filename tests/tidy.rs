@@ -22,6 +22,7 @@ const CRATES: [(&str, &[&[&str]]); 10] = [
             &["safe_fs", "process"],
             &["git_runner", "git_config", "gate_box", "gate_jail"],
             &["git", "gate", "index_tree", "object_check"],
+            &["same_second", "status_staging"],
             &["tree_diff"],
             &["checkpoint", "gate_tree"],
             &["one_staging"],

@@ -178,16 +178,32 @@ pub fn plain(part: &str) -> bool {
 /// `*.pem`, `*.key`, `*.p12`, `*.pfx`, `id_rsa*` and the other ssh keys,
 /// `*credentials*`, `.npmrc`, `.pypirc`, `.netrc`, `.git-credentials`.
 pub(crate) fn secret_name(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
-    name.starts_with(".env")
-        || [".pem", ".key", ".p12", ".pfx"]
+    secret_path(path.as_bytes())
+}
+
+/// [`secret_name`] of a path's bytes, with no allocation (a stop asks it
+/// of every file of the tree); case is ignored.
+pub(crate) fn secret_path(path: &[u8]) -> bool {
+    let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+    let starts = |p: &[u8]| {
+        name.get(..p.len())
+            .is_some_and(|n| n.eq_ignore_ascii_case(p))
+    };
+    let ends =
+        |s: &[u8]| name.len() >= s.len() && name[name.len() - s.len()..].eq_ignore_ascii_case(s);
+    starts(b".env")
+        || [&b".pem"[..], b".key", b".p12", b".pfx"]
             .iter()
-            .any(|x| name.ends_with(x))
-        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
+            .any(|x| ends(x))
+        || [&b"id_rsa"[..], b"id_dsa", b"id_ecdsa", b"id_ed25519"]
             .iter()
-            .any(|k| name.starts_with(k))
-        || name.contains("credentials")
-        || [".npmrc", ".pypirc", ".netrc"].contains(&name.as_str())
+            .any(|k| starts(k))
+        || name
+            .windows(11)
+            .any(|w| w.eq_ignore_ascii_case(b"credentials"))
+        || [&b".npmrc"[..], b".pypirc", b".netrc"]
+            .iter()
+            .any(|w| name.eq_ignore_ascii_case(w))
 }
 
 /// The project's object folder, absolute (`.git/objects`, or where git
@@ -265,19 +281,21 @@ pub struct Staged {
 
 /// Stages the work tree into the loop's own private index `index`, kept
 /// between its stops in a private folder of ralph's (seeded once from the
-/// user's index, its marks cleared): `git add -A -v`, which stats every
-/// file but hashes only what changed since the last stop, and names what
-/// it changed; then its tree, only when it changed something (else the tree
-/// is `last`, the one this index wrote at the previous stop), written by
-/// ralph from the index (`index_tree`), by `git write-tree` at an arming's
-/// first stop or when ralph cannot write it for certain. One git process
-/// (two at most), and no listing of the tree of its own.
+/// user's index, its marks cleared): a `git status` of it and a `git
+/// update-index` of what that names ([`stage_changes`]), which stat every
+/// file but hash only what changed since the last stop; then its tree,
+/// only when it changed something (else the tree is `last`, the one this
+/// index wrote at the previous stop), written by ralph from the index
+/// (`index_tree`), by `git write-tree` at an arming's first stop or when
+/// ralph cannot write it for certain. One git process when nothing
+/// changed, two when something did, and no listing of the tree of its own.
 ///
 /// What a checkpoint leaves out is decided without a walk of the tree: new
 /// files by ignore rules of ralph's ([`ignore_rules`], beside the index:
 /// the user's own, secrets' names and the paths left out so far, which git
 /// checks only against untracked files, at no cost per tracked one), and
-/// `.claude/` by pathspec. A file the add took all the same (a tracked one
+/// `.claude/` by leaving what the status names there alone. A file staged
+/// all the same (a tracked one
 /// changed, or a file that grew past [`LARGE_FILE_BYTES`]: one `stat` of
 /// each path it named) is taken out of the index again (one more git
 /// process, at that stop only), added to the rules and returned.
@@ -289,6 +307,7 @@ pub fn stage_kept(
     leave_out: &[String],
 ) -> Result<Staged, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
+    let _smudged_after = crate::same_second::Guard::new(index);
     let rules = index.with_file_name("ignore");
     if safe_fs::kind_at(&rules).is_none() {
         let text = ignore_rules(root, deadline, leave_out);
@@ -304,16 +323,8 @@ pub fn stage_kept(
         version.args(["update-index", "--index-version", "4"]);
         let _ = run(version, deadline, &[0], "compress the kept index");
     }
-    let mut add = kept.git().map_err(start_error)?;
-    // `add '…'` untranslated, whatever the user's language.
-    add.env("LC_ALL", "C").env("LANGUAGE", "C");
-    add.arg("-c")
-        .arg(format!("core.excludesFile={}", rules.display()))
-        .args(["add", "-A", "-v", "--ignore-errors"])
-        .args(OUTSIDE_CLAUDE);
-    // Exit 1: a file that could not be read was skipped, or `.claude/` is ignored.
-    let said = run(add, deadline, &[0, 1], "stage the work tree")?;
-    let left = left_out_among(root, &said);
+    let changes = stage_changes(root, &kept, &rules, deadline)?;
+    let left = classify(root, changes.staged);
     if left.len() > MAX_LEFT_OUT {
         return Err(git_error(
             "leave out large files and secrets",
@@ -326,7 +337,7 @@ pub fn stage_kept(
     // The last tree a SHA-1 id: the store is SHA-1, and ralph writes the
     // tree itself (`index_tree`), git only for what it cannot write for certain.
     let sha1 = last.is_some_and(|l| l.len() == 40 && tree_diff::is_object_id(l));
-    let unchanged = last.filter(|l| said.is_empty() && tree_diff::is_object_id(l));
+    let unchanged = last.filter(|l| !changes.any && tree_diff::is_object_id(l));
     let written = || {
         sha1.then(|| crate::index_tree::write_tree(index, &objects.private))
             .flatten()
@@ -345,6 +356,57 @@ pub fn stage_kept(
     Ok(Staged {
         tree,
         left_out: left,
+    })
+}
+
+/// What one staging of a kept index did: the paths it staged that may be
+/// files now (to leave out when large or secret), and whether it changed
+/// the index at all (a removal too).
+struct Changes {
+    staged: Vec<String>,
+    any: bool,
+}
+
+/// Stages the work tree but `.claude/` into the kept index, new files
+/// checked against the ignore rules `rules`: by a status of the index and
+/// an update of what it names where that applies (`status_staging`), else
+/// (or when that fails: an unreadable file, which `git add` skips) by `git
+/// add -A -v`.
+fn stage_changes(
+    root: &Path,
+    kept: &PrivateIndex,
+    rules: &Path,
+    deadline: Instant,
+) -> Result<Changes, FsError> {
+    if crate::status_staging::applies(root) {
+        let listing = crate::status_staging::Listing {
+            seed: None,
+            excludes_file: Some(rules),
+            wanted: |path| path != b".claude" && !path.starts_with(b".claude/"),
+        };
+        let git = || kept.git();
+        if let Ok(paths) = crate::status_staging::stage(&kept.as_kept(&git), &listing) {
+            return Ok(Changes {
+                any: !paths.is_empty(),
+                staged: paths
+                    .iter()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect(),
+            });
+        }
+    }
+    let mut add = kept.git().map_err(start_error)?;
+    // `add '…'` untranslated, whatever the user's language.
+    add.env("LC_ALL", "C").env("LANGUAGE", "C");
+    add.arg("-c")
+        .arg(format!("core.excludesFile={}", rules.display()))
+        .args(["add", "-A", "-v", "--ignore-errors"])
+        .args(OUTSIDE_CLAUDE);
+    // Exit 1: a file that could not be read was skipped, or `.claude/` is ignored.
+    let said = run(add, deadline, &[0, 1], "stage the work tree")?;
+    Ok(Changes {
+        any: !said.is_empty(),
+        staged: added_among(&said),
     })
 }
 
@@ -472,11 +534,10 @@ fn literal_rule(path: &str) -> Option<String> {
     Some(rule)
 }
 
-/// The regular files among the paths `git add -v` said it added (`add
-/// '<path>'` lines; a line that starts no such entry continues the path
-/// before it, whose name held a line break) that a checkpoint leaves out:
-/// names that look like secrets, files larger than [`LARGE_FILE_BYTES`].
-fn left_out_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
+/// The paths `git add -v` said it added (`add '<path>'` lines; a line
+/// that starts no such entry continues the path before it, whose name held
+/// a line break).
+fn added_among(said: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(said);
     let mut paths: Vec<String> = Vec::new();
     let mut adding = false;
@@ -491,12 +552,11 @@ fn left_out_among(root: &Path, said: &[u8]) -> Vec<LeftOut> {
             last.push_str(line);
         }
     }
-    let listed = paths
+    paths
         .into_iter()
         .filter_map(|p| p.strip_suffix('\'').map(str::to_owned))
         .filter(|p| !p.is_empty())
-        .collect();
-    classify(root, listed)
+        .collect()
 }
 
 /// What `git ls-files` lists as untracked or changed (ignored files aside;

@@ -32,6 +32,19 @@ pub(crate) struct Entry<'a> {
     pub(crate) path: std::borrow::Cow<'a, [u8]>,
 }
 
+/// `entries` with paths of their own (a version 4 index's are already).
+pub(crate) fn owned(entries: Vec<Entry<'_>>) -> Vec<Entry<'static>> {
+    entries
+        .into_iter()
+        .map(|e| Entry {
+            mode: e.mode,
+            size: e.size,
+            id: e.id,
+            path: std::borrow::Cow::Owned(e.path.into_owned()),
+        })
+        .collect()
+}
+
 /// The tree of the index at `index`, each of its tree objects written into
 /// the object folder `objects` when missing there; its id in hex, or
 /// `None` when this cannot write it for certain.
@@ -136,7 +149,7 @@ pub(crate) fn tree_path(path: &[u8]) -> bool {
 
 /// git's offset varint (version 4's path compression): each byte's high
 /// bit says another follows, and each follower adds one before the shift.
-fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+pub(crate) fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = u64::from(*bytes.first()? & 0x7f);
     let mut used = 1;
     while bytes[used - 1] & 0x80 != 0 {
@@ -145,6 +158,18 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
         used += 1;
     }
     Some((value, used))
+}
+
+/// A file's mode as a tree writes it, with its space: only the modes an
+/// index entry ralph reads may have.
+fn mode_word(mode: u32) -> Option<&'static [u8]> {
+    match mode {
+        0o100_644 => Some(b"100644 "),
+        0o100_755 => Some(b"100755 "),
+        0o120_000 => Some(b"120000 "),
+        0o160_000 => Some(b"160000 "),
+        _ => None,
+    }
 }
 
 /// The tree of `entries` (all under one folder, whose path with its `/` is
@@ -158,7 +183,7 @@ fn build(entries: &[Entry<'_>], depth: usize, objects: &Path) -> Option<([u8; 20
         match rest.iter().position(|b| *b == b'/') {
             None => {
                 let entry = &entries[taken];
-                body.extend_from_slice(format!("{:o} ", entry.mode).as_bytes());
+                body.extend_from_slice(mode_word(entry.mode)?);
                 body.extend_from_slice(rest);
                 body.push(0);
                 body.extend_from_slice(&entry.id);
@@ -236,7 +261,13 @@ fn stored_zlib(data: &[u8]) -> Vec<u8> {
 }
 
 pub(crate) fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(id.len() * 2);
+    for byte in id {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 #[cfg(unix)]

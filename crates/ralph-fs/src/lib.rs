@@ -27,4 +27,6 @@ mod object_check;
 pub mod one_staging;
 pub mod process;
 pub mod safe_fs;
+mod same_second;
+mod status_staging;
 pub mod tree_diff;

@@ -1,14 +1,14 @@
-//! One `git add` for a looping stop that keeps a checkpoint and compares
+//! One staging for a looping stop that keeps a checkpoint and compares
 //! the paths changed since arming (`--protect`, `--scope`): the comparison
-//! index (`compared`, never seeded from the user's index) stages everything
-//! the comparison must see, and the checkpoint's tree is written by ralph
+//! index (`compared`, seeded from the armed tree, never from the user's
+//! index; `status_staging`) stages everything the comparison must see, and the checkpoint's tree is written by ralph
 //! from that same index (`index_tree`) with the checkpoint's exclusions
 //! applied here: `.claude/`, tracked files with a secret's name and tracked
 //! files over 10 MiB as the user's index had them at the arming's first
 //! such stop (`pinned`, the only read of the user's index, for the
 //! checkpoint alone), every other secret's name and large file left out.
 //!
-//! Where the bytes go: the `git add` writes its new objects into a scratch
+//! Where the bytes go: the staging writes its new objects into a scratch
 //! object folder beside the store (`compared-objects`), with the store,
 //! `held-objects` and the project's objects as alternates (an object any of
 //! them holds is not written again). After the stop, each new object a
@@ -22,12 +22,33 @@
 //! answers an error and the caller stages twice, as before.
 
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::checkpoint::{LARGE_FILE_BYTES, LeftOut, Objects, Staged, Why, secret_name};
+use crate::checkpoint::{LARGE_FILE_BYTES, LeftOut, Objects, Staged, Why, secret_path};
 use crate::index_tree::{self, Entry};
 use crate::safe_fs::{self, FsError};
+
+/// A set of object ids, hashed by their first eight bytes: they are
+/// hashes already (a stop looks up every file's id).
+type Ids = HashSet<[u8; 20], BuildHasherDefault<IdHasher>>;
+
+/// [`Ids`]'s hasher: an id's first eight bytes.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for (i, byte) in bytes.iter().take(8).enumerate() {
+            self.0 ^= u64::from(*byte) << (8 * i);
+        }
+    }
+}
 
 /// The most files one checkpoint leaves out; past it, no checkpoint.
 const MAX_LEFT_OUT: usize = 500;
@@ -83,18 +104,21 @@ pub fn stage_shared(
         ),
     ];
     let index = dir.join("compared");
-    let compared = crate::tree_diff::compare_kept(root, armed, excludes, &index, deadline, env);
+    // Every read of the index this stop (the checkpoint's too) comes first.
+    let _smudged_after = crate::same_second::Guard::new(&index);
+    let mut compared = crate::tree_diff::compare_kept(root, armed, excludes, &index, deadline, env);
     let fresh = loose_ids(&scratch);
-    let written = match &compared {
+    let entries = compared.as_mut().and_then(|c| c.entries.take());
+    let written = match (&compared, entries) {
         // A file only ignore rules added since arming hide is in the
         // comparison's index but not the checkpoint's: the caller stages it.
-        Some((_, false)) if room => {
+        (Some(c), Some(entries)) if room && !c.hidden => {
             let held_ids = loose_ids(&held);
             let loose = [&fresh, &held_ids];
             checkpoint(
                 root,
                 objects,
-                &index,
+                entries,
                 &pinned,
                 leave_out,
                 loose,
@@ -107,12 +131,12 @@ pub fn stage_shared(
     let (checkpoint, dropped) = match written {
         Some((staged, large)) => (Some(staged), large),
         None if !room => (None, fresh.clone()),
-        None => (None, HashSet::new()),
+        None => (None, Ids::default()),
     };
     keep_aside(&scratch, &held, &objects.private, &fresh, &dropped);
-    let (changed, _) = compared.ok_or_else(|| cannot("git could not compare the work tree"))?;
+    let compared = compared.ok_or_else(|| cannot("git could not compare the work tree"))?;
     Ok(OneStaging {
-        changed,
+        changed: compared.changed,
         checkpoint,
     })
 }
@@ -136,7 +160,7 @@ fn own_repository(root: &Path) -> bool {
 fn pinned_kind(path: &[u8], size: u32) -> bool {
     path == b".claude"
         || path.starts_with(b".claude/")
-        || secret_name(&String::from_utf8_lossy(path))
+        || secret_path(path)
         || u64::from(size) > LARGE_FILE_BYTES
 }
 
@@ -204,8 +228,8 @@ fn parse_id(hex: &str) -> Option<[u8; 20]> {
     Some(id)
 }
 
-/// The checkpoint's tree, from the comparison's index at `index`: its
-/// entries but `.claude/`, secrets' names, the paths `leave_out` names and
+/// The checkpoint's tree, from the comparison's index (its `entries`):
+/// those but `.claude/`, secrets' names, the paths `leave_out` names and
 /// large files not pinned as they are, then the pinned `.claude/` and
 /// secrets' entries; each object it names that only `loose` (the new
 /// objects, then the held ones, in the folders `folders`) holds linked into
@@ -213,29 +237,27 @@ fn parse_id(hex: &str) -> Option<[u8; 20]> {
 fn checkpoint(
     root: &Path,
     objects: &Objects,
-    index: &Path,
+    entries: Vec<Entry<'static>>,
     pinned: &[Entry<'static>],
     leave_out: &[String],
-    loose: [&HashSet<[u8; 20]>; 2],
+    loose: [&Ids; 2],
     folders: [&PathBuf; 2],
-) -> Option<(Staged, HashSet<[u8; 20]>)> {
-    let bytes = safe_fs::read_capped(index, index_tree::MAX_INDEX_BYTES).ok()?;
-    let entries = index_tree::entries(&bytes)?;
+) -> Option<(Staged, Ids)> {
     let leave: HashSet<&[u8]> = leave_out.iter().map(String::as_bytes).collect();
     let mut kept: Vec<Entry<'_>> = Vec::with_capacity(entries.len() + pinned.len());
     let mut left = Vec::new();
-    let mut large = HashSet::new();
+    let mut large = Ids::default();
     for entry in entries {
-        let path = String::from_utf8_lossy(&entry.path).into_owned();
         if entry.path.as_ref() == b".claude"
             || entry.path.starts_with(b".claude/")
-            || secret_name(&path)
+            || secret_path(&entry.path)
             || leave.contains(entry.path.as_ref())
         {
             continue;
         }
         let new = loose.iter().any(|set| set.contains(&entry.id));
         if new || u64::from(entry.size) > LARGE_FILE_BYTES {
+            let path = String::from_utf8_lossy(&entry.path).into_owned();
             // As the user's index had it, and its bytes in a store already
             // (a pin forged in `.git/index` never brings a large file's new
             // bytes into the store).
@@ -293,14 +315,12 @@ fn checkpoint(
 /// Whether a pinned entry is there only for its size (kept by the loop
 /// above when the file is as pinned, not added again).
 fn pinned_kind_large_only(p: &Entry<'_>) -> bool {
-    !(p.path.as_ref() == b".claude"
-        || p.path.starts_with(b".claude/")
-        || secret_name(&String::from_utf8_lossy(&p.path)))
+    !(p.path.as_ref() == b".claude" || p.path.starts_with(b".claude/") || secret_path(&p.path))
 }
 
 /// The ids of the loose objects in the object folder `folder`.
-fn loose_ids(folder: &Path) -> HashSet<[u8; 20]> {
-    let mut ids = HashSet::new();
+fn loose_ids(folder: &Path) -> Ids {
+    let mut ids = Ids::default();
     let Ok(fans) = std::fs::read_dir(folder) else {
         return ids;
     };
@@ -347,13 +367,7 @@ fn link_object(from: &Path, to: &Path, id: &[u8; 20]) -> Option<()> {
 /// did not take into `held`, but those of `dropped` (large files' bytes,
 /// which no checkpoint takes): the others go (the scratch folder is empty
 /// again for the next stop, whose new objects it then lists).
-fn keep_aside(
-    scratch: &Path,
-    held: &Path,
-    private: &Path,
-    fresh: &HashSet<[u8; 20]>,
-    dropped: &HashSet<[u8; 20]>,
-) {
+fn keep_aside(scratch: &Path, held: &Path, private: &Path, fresh: &Ids, dropped: &Ids) {
     for id in fresh {
         let name = index_tree::hex(id);
         let source = scratch.join(&name[..2]).join(&name[2..]);

@@ -180,6 +180,20 @@ pub(crate) fn open_read(path: &Path) -> Result<File, FsError> {
     open_checked(path, OpenOptions::new().read(true), false)
 }
 
+/// Writes each of `patches` (an offset and its bytes) into the regular file
+/// at `path`, where it is, without following a link: for a file of
+/// ralph's own whose few changed bytes are cheaper written in place than
+/// the file written again (a kept index's smudged records).
+pub(crate) fn patch(path: &Path, patches: &[(u64, &[u8])]) -> Result<(), FsError> {
+    let mut file = open_checked(path, OpenOptions::new().write(true), false)?;
+    for (at, bytes) in patches {
+        file.seek(SeekFrom::Start(*at))
+            .and_then(|_| file.write_all(bytes))
+            .map_err(io_err("write", path))?;
+    }
+    Ok(())
+}
+
 /// Opens a regular file for reading, following links: only for paths that
 /// come from the client (the transcript), never for a project's own paths.
 /// It still never blocks and accepts only a regular file.
@@ -554,11 +568,18 @@ pub fn open_lock(path: &Path) -> Result<File, FsError> {
 /// the old content, then cut to its length. Truncating to zero first would
 /// free and reallocate the file's block at every stop, which costs a
 /// journal commit (about 0.4 ms here, a tenth of a whole stop).
-pub fn write_holder(mut file: &File, pid: u32) -> io::Result<()> {
-    let text = pid.to_string();
+pub fn write_holder(file: &File, pid: u32) -> io::Result<()> {
+    write_over(file, pid.to_string().as_bytes())
+}
+
+/// Writes `bytes` as the whole content of an open file, over the old
+/// content, then cut to its length (no new file, so no new inode, at every
+/// stop; a reader may see it half written, so only for a figure that can
+/// be worked out again).
+pub fn write_over(mut file: &File, bytes: &[u8]) -> io::Result<()> {
     file.seek(SeekFrom::Start(0))?;
-    file.write_all(text.as_bytes())?;
-    file.set_len(text.len() as u64)
+    file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)
 }
 
 /// The pid written into a lock file by its holder, if one reads back.

@@ -195,12 +195,22 @@ pub fn changed_since_kept(
         return None;
     }
     let deadline = Instant::now() + limit;
-    compare_kept(root, tree, excludes, index, deadline, Vec::new()).map(|(changed, _)| changed)
+    let _smudged_after = crate::same_second::Guard::new(index);
+    compare_kept(root, tree, excludes, index, deadline, Vec::new()).map(|c| c.changed)
+}
+
+/// What [`compare_kept`] found.
+pub(crate) struct Compared {
+    /// The paths changed since arming.
+    pub changed: Vec<String>,
+    /// Whether files hidden by ignore rules added since arming were staged.
+    pub hidden: bool,
+    /// The kept index's entries as the comparison read them (once a stop).
+    pub entries: Option<Vec<crate::index_tree::Entry<'static>>>,
 }
 
 /// [`changed_since_kept`] before `deadline`, with `env` given to every git
-/// process (where new objects go: `one_staging`'s scratch folder); also
-/// whether files hidden by ignore rules added since arming were staged.
+/// process (where new objects go: `one_staging`'s scratch folder).
 pub(crate) fn compare_kept(
     root: &Path,
     tree: &str,
@@ -208,12 +218,22 @@ pub(crate) fn compare_kept(
     index: &Path,
     deadline: Instant,
     env: Vec<(&'static str, PathBuf)>,
-) -> Option<(Vec<String>, bool)> {
+) -> Option<Compared> {
     // Never seeded from the user's index, whose stat data the agent can
     // forge (an entry with a file's new size, times and ctime, and the
     // armed blob's id, is not hashed again): its first stop hashes every file.
     let kept = kept_index(root, deadline, env, index.to_owned(), false).ok()?;
-    if kept.add_all(&COMPARED, &[]).is_err() {
+    let staged = if crate::status_staging::applies(root) {
+        let listing = crate::status_staging::Listing {
+            seed: Some(tree),
+            excludes_file: None,
+            wanted: |_| true,
+        };
+        crate::status_staging::stage(&kept.as_kept(&|| kept.git()), &listing).map(|_| ())
+    } else {
+        kept.add_all(&COMPARED, &[])
+    };
+    if staged.is_err() {
         // Half done, or a lock a killed git left: the next one starts afresh.
         safe_fs::remove(index);
         let mut lock = index.as_os_str().to_owned();
@@ -225,9 +245,18 @@ pub(crate) fn compare_kept(
     if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
         hidden = kept.add_hidden(rules)?;
     }
-    armed_diff(root, tree, &kept)
-        .or_else(|| kept.names(&["diff-index", "--cached", tree]))
-        .map(|changed| (changed, hidden))
+    let entries = safe_fs::read_capped(kept.path(), crate::index_tree::MAX_INDEX_BYTES)
+        .ok()
+        .and_then(|bytes| crate::index_tree::entries(&bytes).map(crate::index_tree::owned));
+    let changed = entries
+        .as_deref()
+        .and_then(|entries| armed_diff(root, tree, &kept, entries))
+        .or_else(|| kept.names(&["diff-index", "--cached", tree]))?;
+    Some(Compared {
+        changed,
+        hidden,
+        entries,
+    })
 }
 
 /// The paths that differ between the armed tree `tree` and the kept index,
@@ -235,26 +264,36 @@ pub(crate) fn compare_kept(
 /// listing of the tree (`git ls-tree -r`, made once per arming and kept
 /// beside the index, its first line the tree's id), [`BOOKKEEPING`] left
 /// out. Only at the top of a repository of its own, for a SHA-1 tree;
-/// `None` otherwise, or when the index cannot be read for certain.
-fn armed_diff(root: &Path, tree: &str, kept: &PrivateIndex) -> Option<Vec<String>> {
+/// `None` otherwise, or when the listing cannot be read for certain.
+fn armed_diff(
+    root: &Path,
+    tree: &str,
+    kept: &PrivateIndex,
+    entries: &[crate::index_tree::Entry<'_>],
+) -> Option<Vec<String>> {
     if tree.len() != 40 || !safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir()) {
         return None;
     }
-    let listing_file = kept.path().with_file_name("armed-listing");
-    let listing = match safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES) {
-        Ok(bytes) if bytes.starts_with(format!("{tree}\n").as_bytes()) => bytes[41..].to_vec(),
-        _ => {
-            let listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+    let listing_file = kept.path().with_file_name("armed-entries");
+    let head = format!("{ARMED_ENTRIES} {tree}\n");
+    let kept_listing = safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES)
+        .ok()
+        .filter(|bytes| bytes.starts_with(head.as_bytes()));
+    let listed;
+    let mut armed = match &kept_listing {
+        Some(bytes) => decode_entries(&bytes[head.len()..])?,
+        None => {
+            listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+            let armed = armed_entries(&listed)?;
             safe_fs::remove(&listing_file);
-            let mut text = format!("{tree}\n").into_bytes();
-            text.extend_from_slice(&listed);
-            let _ = safe_fs::create_new(&listing_file, &text);
-            listed
+            // What an older ralph kept instead (the listing as text).
+            safe_fs::remove(&kept.path().with_file_name("armed-listing"));
+            let mut bytes = head.into_bytes();
+            encode_entries(&armed, &mut bytes);
+            let _ = safe_fs::create_new(&listing_file, &bytes);
+            armed
         }
     };
-    let mut armed = armed_entries(&listing)?;
-    let bytes = safe_fs::read_capped(kept.path(), crate::index_tree::MAX_INDEX_BYTES).ok()?;
-    let entries = crate::index_tree::entries(&bytes)?;
     let mut now: Vec<Listed<'_>> = entries
         .iter()
         .map(|e| (e.path.as_ref(), e.mode, e.id))
@@ -293,23 +332,65 @@ type Listed<'a> = (&'a [u8], u32, [u8; 20]);
 /// The entries of `git ls-tree -r -z` (`<mode> <type> <id>\t<path>`), as
 /// (path, mode, id); `None` for one that does not read so (a SHA-256 id).
 fn armed_entries(listing: &[u8]) -> Option<Vec<Listed<'_>>> {
+    // Read byte by byte (a stop reads some 30,000 of them in a large tree).
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
     listing
         .split(|b| *b == 0)
         .filter(|entry| !entry.is_empty())
         .map(|entry| {
-            let tab = entry.iter().position(|b| *b == b'\t')?;
-            let head = std::str::from_utf8(&entry[..tab]).ok()?;
-            let mut parts = head.split(' ');
-            let mode = u32::from_str_radix(parts.next()?, 8).ok()?;
-            let _kind = parts.next()?;
-            let id = parts.next().filter(|id| id.len() == 40)?;
+            let space = entry.iter().position(|b| *b == b' ').filter(|at| *at > 0)?;
+            let mut mode = 0u32;
+            for digit in &entry[..space] {
+                let value = u32::from(digit.checked_sub(b'0').filter(|d| *d < 8)?);
+                mode = mode.checked_mul(8)?.checked_add(value)?;
+            }
+            let kind = space + 1 + entry[space + 1..].iter().position(|b| *b == b' ')?;
+            let id = entry.get(kind + 1..kind + 41)?;
+            if entry.get(kind + 41) != Some(&b'\t') {
+                return None;
+            }
             let mut bytes = [0u8; 20];
             for (i, byte) in bytes.iter_mut().enumerate() {
-                *byte = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
+                *byte = hex(id[2 * i])? << 4 | hex(id[2 * i + 1])?;
             }
-            Some((&entry[tab + 1..], mode, bytes))
+            Some((&entry[kind + 42..], mode, bytes))
         })
         .collect()
+}
+
+/// The first word of `armed-entries`, the armed tree's files as a kept
+/// comparison reads them at every stop: this word and the tree's id on the
+/// first line, then each file as its mode (4 bytes), its id (20), its
+/// path's length (4, big-endian) and its path.
+const ARMED_ENTRIES: &str = "ralph-armed-entries-1";
+
+/// `entries` in `armed-entries`' form, after `out`.
+fn encode_entries(entries: &[Listed<'_>], out: &mut Vec<u8>) {
+    for (path, mode, id) in entries {
+        out.extend_from_slice(&mode.to_be_bytes());
+        out.extend_from_slice(id);
+        out.extend_from_slice(&u32::try_from(path.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(path);
+    }
+}
+
+/// The files of `armed-entries` (after its first line); `None` when it
+/// does not read so.
+fn decode_entries(mut bytes: &[u8]) -> Option<Vec<Listed<'_>>> {
+    let mut entries = Vec::new();
+    while !bytes.is_empty() {
+        let mode = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+        let id: [u8; 20] = bytes.get(4..24)?.try_into().ok()?;
+        let len = usize::try_from(u32::from_be_bytes(bytes.get(24..28)?.try_into().ok()?)).ok()?;
+        let path = bytes.get(28..28usize.checked_add(len)?)?;
+        entries.push((path, mode, id));
+        bytes = &bytes[28 + len..];
+    }
+    Some(entries)
 }
 
 /// Whether `path` is ralph's bookkeeping ([`BOOKKEEPING`], as git's
@@ -400,7 +481,8 @@ const COMPARED: Staging = Staging {
 };
 
 /// A private index holding the work tree, in a private temporary folder
-/// (removed, with the index in it, when this is dropped).
+/// (removed, with the index in it, when this is dropped), or kept by the
+/// caller between stops (no folder of its own).
 pub(crate) struct PrivateIndex {
     root: PathBuf,
     overrides: Vec<(String, String)>,
@@ -408,7 +490,7 @@ pub(crate) struct PrivateIndex {
     env: Vec<(&'static str, PathBuf)>,
     deadline: Instant,
     index: PathBuf,
-    folder: tempfile::TempDir,
+    folder: Option<tempfile::TempDir>,
 }
 
 /// The work tree under `root` staged into a private index (`git add`, as
@@ -453,13 +535,14 @@ pub(crate) fn stage_with(
             path: root.to_owned(),
             source,
         })?;
+    let fresh = folder.path().join("fresh-index");
     let mut private = PrivateIndex {
         root: root.to_owned(),
         overrides,
         env,
         deadline,
         index: folder.path().join("index"),
-        folder,
+        folder: Some(folder),
     };
     if private.seed(staging.distrust)
         && let Ok(left) = leave_out(&private)
@@ -467,7 +550,7 @@ pub(crate) fn stage_with(
     {
         return Ok((private, left));
     }
-    private.index = private.folder.path().join("fresh-index");
+    private.index = fresh;
     let left = leave_out(&private)?;
     private.add_all(staging, &left)?;
     Ok((private, left))
@@ -479,11 +562,13 @@ pub(crate) fn stage_with(
 /// for an index git starts), and git's cache of untracked folders (each
 /// folder's listing kept with its stat data and the ignore rules' ids, so
 /// a folder whose stat did not change is not read again; the user's own
-/// index never gets one from ralph).
+/// index never gets one from ralph), kept for the listing of every
+/// untracked file (`status_staging`'s, which stages them one by one).
 const KEPT_INDEX: &[(&str, &str)] = &[
     ("index.skipHash", "true"),
     ("index.version", "4"),
     ("core.untrackedCache", "true"),
+    ("status.showUntrackedFiles", "all"),
 ];
 
 /// The private index a loop keeps at `index` between its stops (a file in
@@ -508,21 +593,13 @@ pub(crate) fn kept_index(
             .chain(KEPT_INDEX)
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
-    let folder = tempfile::Builder::new()
-        .prefix("ralph-index-")
-        .tempdir()
-        .map_err(|source| FsError::Io {
-            action: "create a private folder for",
-            path: root.to_owned(),
-            source,
-        })?;
     let private = PrivateIndex {
         root: root.to_owned(),
         overrides,
         env,
         deadline,
         index,
-        folder,
+        folder: None,
     };
     if seed && safe_fs::kind_at(&private.index).is_none() && !private.seed(true) {
         safe_fs::remove(&private.index);
@@ -541,6 +618,19 @@ impl PrivateIndex {
     /// The index file.
     pub(crate) fn path(&self) -> &Path {
         &self.index
+    }
+
+    /// This index as `status_staging` works on it, with `git` (this
+    /// index's [`Self::git`]).
+    pub(crate) fn as_kept<'a>(
+        &'a self,
+        git: &'a dyn Fn() -> std::io::Result<Command>,
+    ) -> crate::status_staging::Kept<'a> {
+        crate::status_staging::Kept {
+            index: &self.index,
+            deadline: self.deadline,
+            git,
+        }
     }
 
     /// The configuration overrides every git process of the staging had.
@@ -696,7 +786,18 @@ impl PrivateIndex {
             return None;
         }
         let text = self.run(&["cat-file", "blob", rules])?;
-        let file = self.folder.path().join("armed-excludes");
+        // A kept index has no folder of its own: one for this file alone.
+        let own = match &self.folder {
+            Some(_) => None,
+            None => Some(
+                tempfile::Builder::new()
+                    .prefix("ralph-rules-")
+                    .tempdir()
+                    .ok()?,
+            ),
+        };
+        let folder = self.folder.as_ref().or(own.as_ref())?;
+        let file = folder.path().join("armed-excludes");
         safe_fs::create_new(&file, &text).ok()?;
         let from = format!("--exclude-from={}", file.display());
         let args = [
@@ -943,6 +1044,73 @@ pub(crate) mod tests {
         )
     }
 
+    /// Sets the modification time of `path` (a file or a folder) to `time`.
+    fn put_back(path: &Path, time: std::time::SystemTime) {
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_kept_comparison_sees_changes_whose_times_were_put_back() {
+        // The kept index's stat data and its cache of untracked folders
+        // (`status_staging`) are trusted only while every stat field
+        // matches: a file rewritten to the same size and a file added to a
+        // folder, each with the old modification time put back, are still
+        // changes (their ctime moved, or they are in the second the index
+        // was written), and so is a file taken away the same way.
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+        let modified = |p: &str| std::fs::metadata(root.join(p)).unwrap().modified().unwrap();
+        let (lib, tests) = (modified("lib.txt"), modified("tests"));
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        put_back(&root.join("lib.txt"), lib);
+        std::fs::write(root.join("tests/new.sh"), "true\n").unwrap();
+        put_back(&root.join("tests"), tests);
+        let seen = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(seen, ["lib.txt", "tests/new.sh"]);
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), seen);
+        std::fs::remove_file(root.join("tests/new.sh")).unwrap();
+        put_back(&root.join("tests"), tests);
+        std::fs::remove_file(root.join("tests/t.sh")).unwrap();
+        put_back(&root.join("tests"), tests);
+        let seen = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(seen, ["lib.txt", "tests/t.sh"]);
+    }
+
+    #[test]
+    fn a_change_made_in_the_second_the_kept_index_recorded_it_is_still_seen() {
+        // git compares stat data to the second and takes a record as racy
+        // only by its modification time: a file rewritten to the same size,
+        // or a folder given a file, in the second a stop recorded them, with
+        // the old modification time put back, would match their records.
+        // `same_second` smudges what changed in that second.
+        let dir = repo();
+        let root = dir.path();
+        let keep = tempfile::tempdir().unwrap();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_577_836_800);
+        for path in ["lib.txt", "tests/t.sh", "tests"] {
+            put_back(&root.join(path), old);
+        }
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+        // Their change times are now; recorded now; changed again now.
+        for path in ["lib.txt", "tests"] {
+            put_back(&root.join(path), old);
+        }
+        assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        put_back(&root.join("lib.txt"), old);
+        std::fs::write(root.join("tests/new.sh"), "true\n").unwrap();
+        put_back(&root.join("tests"), old);
+        let seen = kept_changes(root, keep.path(), &snap).unwrap();
+        assert_eq!(seen, ["lib.txt", "tests/new.sh"]);
+    }
+
     #[test]
     fn a_kept_comparison_sees_what_a_fresh_one_sees_whatever_the_users_index_says() {
         let dir = repo();
@@ -1050,6 +1218,19 @@ pub(crate) mod tests {
         }
         std::os::unix::fs::symlink("lib.txt", root.join("link")).unwrap();
         let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        // An index staged by status at arming (seeded, then `git add`),
+        // staged again below after the changes (a status and an update).
+        let keep = tempfile::tempdir().unwrap();
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let by_status = keep.path().join("by-status");
+        let status_kept = kept_index(root, deadline, Vec::new(), by_status.clone(), false).unwrap();
+        let listing = crate::status_staging::Listing {
+            seed: Some(&snap.tree),
+            excludes_file: None,
+            wanted: |_| true,
+        };
+        let git = || status_kept.git();
+        crate::status_staging::stage(&status_kept.as_kept(&git), &listing).unwrap();
         for path in bookkeeping_and_more {
             write(path, "changed");
             write(&format!("{path}-new"), "new");
@@ -1060,18 +1241,29 @@ pub(crate) mod tests {
         std::fs::remove_file(root.join("link")).unwrap();
         std::os::unix::fs::symlink("tests/t.sh", root.join("link")).unwrap();
         std::fs::remove_file(root.join("tests/t.sh")).unwrap();
-        let keep = tempfile::tempdir().unwrap();
-        let deadline = Instant::now() + TREE_TIME_LIMIT;
         let index = keep.path().join("index");
-        let kept = kept_index(root, deadline, Vec::new(), index, false).unwrap();
+        let kept = kept_index(root, deadline, Vec::new(), index.clone(), false).unwrap();
         kept.add_all(&COMPARED, &[]).unwrap();
-        let ours = armed_diff(root, &snap.tree, &kept).unwrap();
+        let read = |index: &Path| {
+            let bytes = std::fs::read(index).unwrap();
+            let entries = crate::index_tree::entries(&bytes).unwrap();
+            crate::index_tree::owned(entries)
+        };
+        let added = read(&index);
+        let ours = armed_diff(root, &snap.tree, &kept, &added).unwrap();
         let gits = kept.names(&["diff-index", "--cached", &snap.tree]).unwrap();
         assert_eq!(ours, gits);
         assert!(ours.len() > 10, "{ours:?}");
         // Kept for the next stop: the same answer without listing again.
-        assert!(keep.path().join("armed-listing").exists());
-        assert_eq!(armed_diff(root, &snap.tree, &kept).unwrap(), gits);
+        assert!(keep.path().join("armed-entries").exists());
+        assert_eq!(armed_diff(root, &snap.tree, &kept, &added).unwrap(), gits);
+        // A status of the index staged at arming, and an update of what it
+        // names, stage what `git add -A` staged.
+        let staged = crate::status_staging::stage(&status_kept.as_kept(&git), &listing).unwrap();
+        assert!(staged.len() > 10, "{staged:?}");
+        let key = |e: &crate::index_tree::Entry<'_>| (e.path.to_vec(), e.mode, e.id);
+        let by_status: Vec<_> = read(&by_status).iter().map(key).collect();
+        assert_eq!(by_status, added.iter().map(key).collect::<Vec<_>>());
     }
 
     #[test]

@@ -1,0 +1,376 @@
+//! git's stat cache, made to notice what happens in the second it records.
+//!
+//! git compares stat data to the second (the builds Debian and most
+//! distributions ship are made without `USE_NSEC`) and takes a record as
+//! "racy", to be checked again, only by its modification time, which the
+//! agent sets back at will. A file rewritten to the same size, or a folder
+//! given a new file, in the second git recorded it, with the old
+//! modification time put back, matches the record in every field git
+//! compares: the change would never be seen by a kept index
+//! (`status_staging`, `git add`). Its change time (ctime) moved, but only
+//! within that second.
+//!
+//! So after each staging, ralph smudges the records of its own kept index
+//! whose change time is not older than the second before the staging
+//! began: a file's recorded size is set to 0 (git's own mark for a racy
+//! entry: its bytes are compared again) and a cached folder listing's (or
+//! an ignore file's) times are set to 0 (it is listed or read again). Only
+//! what changed in the last second or two pays; the index is ralph's own,
+//! written under git's lock (`index.lock`, made exclusively).
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::safe_fs;
+
+/// The bytes of one stat record in the untracked cache: ctime, mtime, dev,
+/// ino, uid, gid, size.
+const STAT_BYTES: usize = 36;
+
+/// Smudges a kept index's records changed since it was made
+/// ([`smudge_recent`]) when dropped: made before a staging begins, and
+/// held until every use of the index is done, whichever way that ends.
+pub(crate) struct Guard {
+    index: PathBuf,
+    since: u32,
+}
+
+impl Guard {
+    /// For the kept index at `index`, staged from now on. Its start is the
+    /// second before now, as the kernel may date a change up to a tick
+    /// behind the clock read here.
+    pub(crate) fn new(index: &Path) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self {
+            index: index.to_owned(),
+            since: u32::try_from(now.saturating_sub(1)).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        smudge_recent(&self.index, self.since);
+    }
+}
+
+/// Smudges, in the index at `index` (a kept index of ralph's), every record
+/// whose change time is at or after `since` (seconds since the epoch, as
+/// git records them), once every use of the index this stop is done (git's
+/// lock taken only when there is one). When the index cannot be read or
+/// written for certain it is removed: the next staging starts afresh,
+/// which trusts no record.
+fn smudge_recent(index: &Path, since: u32) {
+    if safe_fs::kind_at(index).is_none() {
+        return;
+    }
+    if let Ok(bytes) = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES)
+        && read(&bytes, since).is_some_and(|(_, recent)| recent.is_empty())
+    {
+        return;
+    }
+    let mut lock = index.as_os_str().to_owned();
+    lock.push(".lock");
+    let lock = Path::new(&lock);
+    let done = safe_fs::create_new_unsynced(lock, b"").is_ok() && {
+        let done = smudge_locked(index, since);
+        safe_fs::remove(lock);
+        done
+    };
+    if !done {
+        safe_fs::remove(index);
+    }
+}
+
+/// The length of the index's object ids (SHA-1 or SHA-256: the one that
+/// reads the whole index) and the bytes of its records changed at or after
+/// `since` that a smudge sets to zero.
+fn read(bytes: &[u8], since: u32) -> Option<(usize, Vec<Range<usize>>)> {
+    [20, 32]
+        .into_iter()
+        .find_map(|len| recent(bytes, since, len).map(|ranges| (len, ranges)))
+}
+
+fn smudge_locked(index: &Path, since: u32) -> bool {
+    let Ok(mut bytes) = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES) else {
+        return false;
+    };
+    let Some((hash_len, changed)) = read(&bytes, since) else {
+        return false;
+    };
+    if changed.is_empty() {
+        return true;
+    }
+    for range in &changed {
+        bytes[range.clone()].fill(0);
+    }
+    // An index written with `index.skipHash` ends in zeros: its changed
+    // bytes are written in place. Any other gets its checksum again, and
+    // is replaced whole.
+    let body = bytes.len() - hash_len;
+    if bytes[body..].iter().all(|b| *b == 0) {
+        return write_in_place(index, &bytes, &changed);
+    }
+    if hash_len != 20 {
+        return false;
+    }
+    let sum: [u8; 20] = <sha1::Sha1 as sha1::Digest>::digest(&bytes[..body]).into();
+    bytes[body..].copy_from_slice(&sum);
+    safe_fs::replace_unsynced(index, &bytes).is_ok()
+}
+
+/// Writes the `changed` ranges of `bytes` into the file `index` (ralph's
+/// own, under git's lock), where they are.
+fn write_in_place(index: &Path, bytes: &[u8], changed: &[Range<usize>]) -> bool {
+    let patches: Option<Vec<(u64, &[u8])>> = changed
+        .iter()
+        .map(|range| Some((u64::try_from(range.start).ok()?, bytes.get(range.clone())?)))
+        .collect();
+    patches.is_some_and(|patches| safe_fs::patch(index, &patches).is_ok())
+}
+
+/// The bytes a smudge of the records of the index `bytes` (ids of
+/// `hash_len` bytes) changed at or after `since` sets to zero: a file's
+/// size, a folder's or an ignore file's ctime and mtime. `None` for an
+/// index this does not read for certain.
+pub(crate) fn recent(bytes: &[u8], since: u32, hash_len: usize) -> Option<Vec<Range<usize>>> {
+    if bytes.get(..4)? != b"DIRC" {
+        return None;
+    }
+    let version = word(bytes, 4)?;
+    let count = word(bytes, 8)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let mut at = 12;
+    let mut smudged = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = word(bytes, start + 24)?;
+        let flags_at = start + 40 + hash_len;
+        let flags = u16::from_be_bytes(bytes.get(flags_at..flags_at + 2)?.try_into().ok()?);
+        at = flags_at + 2;
+        if flags & 0x4000 != 0 {
+            at += 2;
+        }
+        if version == 4 {
+            let (_, used) = crate::index_tree::varint(bytes.get(at..)?)?;
+            at += used;
+            at += bytes.get(at..)?.iter().position(|b| *b == 0)? + 1;
+        } else {
+            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
+            at = start + (end - start + 8) / 8 * 8;
+        }
+        if mode != 0o160_000 && word(bytes, start)? >= since && word(bytes, start + 36)? != 0 {
+            smudged.push(start + 36..start + 40);
+        }
+    }
+    let end = bytes.len().checked_sub(hash_len)?;
+    while at < end {
+        let size = usize::try_from(word(bytes, at + 4)?).ok()?;
+        let data = at + 8..at.checked_add(8)?.checked_add(size)?;
+        if data.end > end {
+            return None;
+        }
+        if bytes.get(at..at + 4)? == b"UNTR" {
+            let within = untracked(bytes.get(data.clone())?, since, hash_len)?;
+            smudged.extend(
+                within
+                    .into_iter()
+                    .map(|r| r.start + data.start..r.end + data.start),
+            );
+        }
+        at = data.end;
+    }
+    (at == end).then_some(smudged)
+}
+
+/// The stat records of an untracked cache extension (`UNTR`, as git's
+/// `write_untracked_extension` lays it out) changed at or after `since`:
+/// those of the two ignore files and of each listed folder; the bytes of
+/// their ctime and mtime, from the start of `data`.
+fn untracked(data: &[u8], since: u32, hash_len: usize) -> Option<Vec<Range<usize>>> {
+    let (ident, used) = crate::index_tree::varint(data)?;
+    let mut at = used.checked_add(usize::try_from(ident).ok()?)?;
+    let mut records = vec![at, at + STAT_BYTES];
+    at += 2 * STAT_BYTES + 4 + 2 * hash_len;
+    at += data.get(at..)?.iter().position(|b| *b == 0)? + 1;
+    let (folders, used) = crate::index_tree::varint(data.get(at..)?)?;
+    at += used;
+    if folders > 0 {
+        for _ in 0..folders {
+            let (names, used) = crate::index_tree::varint(data.get(at..)?)?;
+            at += used;
+            let (_, used) = crate::index_tree::varint(data.get(at..)?)?;
+            at += used;
+            // The folder's name, then the names of its untracked files.
+            for _ in 0..=names {
+                at += data.get(at..)?.iter().position(|b| *b == 0)? + 1;
+            }
+        }
+        let (valid, used) = ewah_ones(data.get(at..)?)?;
+        at += used;
+        let (_, used) = ewah_ones(data.get(at..)?)?;
+        at += used;
+        let (hashed, used) = ewah_ones(data.get(at..)?)?;
+        at += used;
+        records.extend((0..valid).map(|i| at + i * STAT_BYTES));
+        at += valid.checked_mul(STAT_BYTES)? + hashed.checked_mul(hash_len)? + 1;
+    }
+    if at != data.len() {
+        return None;
+    }
+    let mut smudged = Vec::new();
+    for record in records {
+        if word(data, record)? >= since {
+            // ctime and mtime, seconds and nanoseconds.
+            smudged.push(record..record + 16);
+        }
+    }
+    Some(smudged)
+}
+
+/// How many bits an EWAH-compressed bitmap (git's `ewah_serialize`) sets,
+/// and its length in bytes.
+fn ewah_ones(bytes: &[u8]) -> Option<(usize, usize)> {
+    let words = usize::try_from(word(bytes, 4)?).ok()?;
+    let len = words.checked_mul(8)?.checked_add(12)?;
+    if bytes.len() < len {
+        return None;
+    }
+    let long =
+        |i: usize| u64::from_be_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap_or([0; 8]));
+    let (mut ones, mut i) = (0usize, 0);
+    while i < words {
+        // A run-length word: bit 0 the run's bit, 32 bits its length in
+        // words, 31 bits how many literal words follow.
+        let marker = long(i);
+        let literals = usize::try_from(marker >> 33).ok()?;
+        if marker & 1 == 1 {
+            let run = usize::try_from((marker >> 1) & 0xffff_ffff).ok()?;
+            ones = ones.checked_add(run.checked_mul(64)?)?;
+        }
+        let last = i.checked_add(literals)?;
+        if last >= words {
+            return None;
+        }
+        for j in i + 1..=last {
+            ones += long(j).count_ones() as usize;
+        }
+        i = last + 1;
+    }
+    Some((ones, len))
+}
+
+fn word(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+#[cfg(unix)] // git, which the Windows tests under Wine lack
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree_diff::tests::git_in;
+
+    /// A repository whose index (`version`, with no checksum when
+    /// `skip_hash`) git wrote with an untracked cache; its files dated 2020,
+    /// so git marks none of them racy itself.
+    fn indexed(version: &str, skip_hash: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::create_dir_all(root.join("notes")).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800);
+        for (path, text) in [
+            ("a.txt", "a\n"),
+            ("src/b.rs", "b\n"),
+            ("src/deep/c.rs", "c\n"),
+        ] {
+            std::fs::write(root.join(path), text).unwrap();
+            std::fs::File::open(root.join(path))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        git_in(root, &["add", "-A"]);
+        git_in(root, &["config", "index.skipHash", &skip_hash.to_string()]);
+        git_in(root, &["update-index", "--index-version", version]);
+        std::fs::write(root.join("notes/untracked.md"), "n\n").unwrap();
+        let cached = [
+            "-c",
+            "core.untrackedCache=true",
+            "-c",
+            "status.showUntrackedFiles=all",
+        ];
+        git_in(root, &[&cached[..], &["status", "--porcelain"]].concat());
+        let index = root.join(".git/index");
+        (dir, index)
+    }
+
+    #[test]
+    fn every_record_changed_since_a_second_is_smudged_and_git_still_reads_the_index() {
+        for (version, skip_hash) in [("2", false), ("4", true), ("4", false)] {
+            let (dir, index) = indexed(version, skip_hash);
+            let sum = std::fs::read(&index).unwrap();
+            let zeros = sum[sum.len() - 20..].iter().all(|b| *b == 0);
+            assert_eq!(zeros, skip_hash, "version {version}");
+            let bytes = std::fs::read(&index).unwrap();
+            assert!(bytes.windows(4).any(|w| w == b"UNTR"), "version {version}");
+            // Nothing was changed in the future; everything since 1970.
+            assert_eq!(recent(&bytes, u32::MAX, 20), Some(Vec::new()));
+            let all = recent(&bytes, 0, 20).unwrap().len();
+            // Three files, the two ignore files' records, and the root,
+            // `notes`, `src` and `src/deep` listed.
+            assert_eq!(all, 3 + 2 + 4, "version {version}");
+            smudge_recent(&index, 0);
+            assert!(index.exists());
+            drop(Guard::new(&index));
+            let listed = git_in(dir.path(), &["ls-files", "--debug"]);
+            assert_eq!(listed.matches("size: 0").count(), 3, "{listed}");
+            let cached = [
+                "-c",
+                "core.untrackedCache=true",
+                "-c",
+                "status.showUntrackedFiles=all",
+            ];
+            let status = git_in(
+                dir.path(),
+                &[&cached[..], &["status", "--porcelain"]].concat(),
+            );
+            assert_eq!(
+                status,
+                "A  a.txt\nA  src/b.rs\nA  src/deep/c.rs\n?? notes/untracked.md\n"
+            );
+            assert!(!dir.path().join(".git/index.lock").exists());
+        }
+    }
+
+    #[test]
+    fn an_index_it_does_not_read_for_certain_is_refused() {
+        let (_dir, index) = indexed("4", false);
+        let bytes = std::fs::read(&index).unwrap();
+        assert_eq!(recent(&bytes, 0, 32), None, "SHA-256 ids");
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 30);
+        assert_eq!(recent(&cut, 0, 20), None);
+        let mut longer = bytes.clone();
+        let at = longer.len() - 20;
+        longer.splice(at..at, *b"junk");
+        assert_eq!(recent(&longer, 0, 20), None);
+        assert_eq!(recent(b"DIRC", 0, 20), None);
+    }
+
+    #[test]
+    fn an_index_it_cannot_smudge_is_dropped() {
+        let (_dir, index) = indexed("2", true);
+        std::fs::write(index.with_extension("lock"), "").unwrap();
+        smudge_recent(&index, 0);
+        assert!(!index.exists(), "dropped: the next staging starts afresh");
+    }
+}

@@ -1,0 +1,237 @@
+//! A kept index brought up to the work tree with one `git status` and, only
+//! when something changed, one `git update-index` of just those paths: what
+//! `git add -A` does, for less (issue 47's hot path).
+//!
+//! Why it is cheaper: `git add -A` lists every folder of the tree at every
+//! stop (it cannot use git's untracked cache), and the index it starts from
+//! has no cache of its trees, so nothing lets it skip a folder. `git status`
+//! on the kept index uses the untracked cache the index keeps (a folder
+//! whose stat data and ignore files did not change is not listed again),
+//! and its comparison with HEAD skips every folder whose cached tree is
+//! still valid: the index is seeded once per arming by `git read-tree` of
+//! the armed tree, which records those trees (then a `git add -A`), and an
+//! update invalidates only the folders above what it changed. The stat of
+//! every tracked file, what `git status` itself costs, stays.
+//!
+//! What it trusts is what `git add` trusted: the index is ralph's own (in
+//! the per-user state folder), every stat field is checked (ctime
+//! included), and a folder's cached listing is used only while its stat
+//! data (ctime too, which nothing but the kernel sets) and its ignore files
+//! are unchanged. git compares those to the second: what changed in the
+//! second a record was made is smudged after the staging (`same_second`),
+//! so git reads it again at the next one. The status writes the
+//! stat data it refreshed back into the index (`GIT_OPTIONAL_LOCKS=1`, for
+//! that index only), so a file is hashed again only after it changed.
+//!
+//! Only at the top of a repository of its own (where status names paths
+//! from the root, as `git add -- .` staged them); elsewhere the caller
+//! stages with `git add`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::git_runner;
+use crate::safe_fs::{self, FsError};
+
+/// The kept index a staging works on: its file, when every git process
+/// must have answered, and git set up for it (hardened, `GIT_INDEX_FILE`
+/// and where objects go: `tree_diff::PrivateIndex::git`).
+pub(crate) struct Kept<'a> {
+    pub index: &'a Path,
+    pub deadline: Instant,
+    pub git: &'a dyn Fn() -> std::io::Result<Command>,
+}
+
+/// The most of one status listing read (paths, NUL-separated).
+const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Whether a kept index at `root` can be staged by status: `root` holds
+/// its repository's folder.
+pub(crate) fn applies(root: &Path) -> bool {
+    safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir())
+}
+
+/// How [`stage`] reads the work tree.
+pub(crate) struct Listing<'a> {
+    /// The tree an index that does not exist yet is seeded from (`git
+    /// read-tree`, then `git add -A` of the whole tree, which hashes every
+    /// file once; `wanted` and `excludes_file` apply from the next staging
+    /// on, so only a staging that wants every path seeds).
+    pub seed: Option<&'a str>,
+    /// The ignore rules file the status reads for `core.excludesFile`.
+    pub excludes_file: Option<&'a Path>,
+    /// Whether a path the status names is staged (else its entry, or its
+    /// absence, stays as the index has it).
+    pub wanted: fn(&[u8]) -> bool,
+}
+
+/// Stages the work tree into `kept` as `git add -A -- .` would, but the
+/// paths `listing` does not want. The paths it staged (changed, added or
+/// removed since the index last held them; none named at a seeded
+/// index's first staging), or an error when git failed or did not answer
+/// in time.
+pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8>>, FsError> {
+    let mut lock = kept.index.as_os_str().to_owned();
+    lock.push(".lock");
+    if safe_fs::kind_at(Path::new(&lock)).is_some() {
+        // A lock a killed git left: the status would quietly not write, so
+        // fail as `git add` would, and the caller starts afresh.
+        return Err(error("stage the work tree", "the kept index is locked"));
+    }
+    if let Some(seed) = listing.seed
+        && safe_fs::kind_at(kept.index).is_none()
+    {
+        // The first staging of an arming: the seed, then `git add -A` of
+        // the whole tree, which hashes every file once either way (two git
+        // processes, as at every later stop). The paths it staged are not
+        // listed: a seeded staging's caller reads the index itself.
+        if seed_from(kept, seed).is_none() {
+            safe_fs::remove(kept.index);
+        }
+        let mut add = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
+        add.args(["add", "-A", "--ignore-errors", "--", "."]);
+        git_runner::run_until(add, kept.deadline, &[0], MAX_LISTING_BYTES).ok_or_else(|| {
+            error(
+                "stage the work tree",
+                "git failed or did not answer in time",
+            )
+        })?;
+        return Ok(Vec::new());
+    }
+    let mut status = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
+    if let Some(file) = listing.excludes_file {
+        let mut rule = std::ffi::OsString::from("core.excludesFile=");
+        rule.push(file);
+        status.arg("-c").arg(rule);
+    }
+    status.env("GIT_OPTIONAL_LOCKS", "1").args([
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--no-renames",
+        "--ignore-submodules=dirty",
+    ]);
+    let listed = git_runner::run_until(status, kept.deadline, &[0], MAX_LISTING_BYTES)
+        .ok_or_else(|| error("list what changed", "git failed or did not answer in time"))?;
+    let mut changed = to_stage(&listed)
+        .ok_or_else(|| error("list what changed", "git's status could not be read"))?;
+    changed.retain(|p| (listing.wanted)(p));
+    if changed.is_empty() {
+        return Ok(changed);
+    }
+    let mut update = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
+    update.args([
+        "update-index",
+        "--add",
+        "--remove",
+        "--replace",
+        "-z",
+        "--stdin",
+    ]);
+    let list: Vec<u8> = changed
+        .iter()
+        .flat_map(|p| p.iter().copied().chain(std::iter::once(0)))
+        .collect();
+    git_runner::run_with_input(update, &list, kept.deadline, MAX_LISTING_BYTES)
+        .ok_or_else(|| error("stage what changed", "git failed or did not answer in time"))?;
+    Ok(changed)
+}
+
+/// `git read-tree` of `tree` into the kept index (which it creates): its
+/// entries and the cache of its trees, with no sparse-checkout marks.
+fn seed_from(kept: &Kept<'_>, tree: &str) -> Option<()> {
+    // An object id, never an option.
+    if tree.is_empty() || !tree.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut read = (kept.git)().ok()?;
+    read.args(["read-tree", "--no-sparse-checkout", tree]);
+    git_runner::run_until(read, kept.deadline, &[0], MAX_LISTING_BYTES).map(|_| ())
+}
+
+/// The paths a `git status --porcelain=v2 -z` listing says differ between
+/// the index and the work tree (changed, removed, of another type) or are
+/// untracked and not ignored: what `git add -A` would stage. `None` for a
+/// listing this does not read for certain (an unmerged entry, a line of
+/// another shape).
+fn to_stage(listed: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut paths = Vec::new();
+    let mut records = listed.split(|b| *b == 0).filter(|r| !r.is_empty());
+    while let Some(record) = records.next() {
+        match record.first()? {
+            b'1' | b'2' => {
+                // `1 XY sub mH mI mW hH hI path`; `2` adds a score before the
+                // path and its old path as the next record.
+                let fields = if record[0] == b'1' { 8 } else { 9 };
+                let mut parts = record.splitn(fields + 1, |b| *b == b' ');
+                let worktree = parts.nth(1)?.get(1)?;
+                let path = parts.nth(fields - 2)?;
+                if record[0] == b'2' {
+                    records.next()?;
+                }
+                if *worktree != b'.' {
+                    paths.push(path.to_vec());
+                }
+            }
+            b'?' => {
+                let path = record.strip_prefix(b"? ")?;
+                // A nested repository is listed as its folder.
+                paths.push(path.strip_suffix(b"/").unwrap_or(path).to_vec());
+            }
+            b'#' | b'!' => {}
+            _ => return None,
+        }
+    }
+    Some(paths)
+}
+
+fn error(what: &'static str, detail: impl Into<String>) -> FsError {
+    FsError::Git {
+        what,
+        detail: detail.into(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_names_what_add_would_stage() {
+        let listed = b"1 .M N... 100644 100644 100644 aa bb src/a.rs\0\
+            1 M. N... 100644 100644 100644 aa bb staged-only.rs\0\
+            1 .D N... 100644 100644 000000 aa bb gone.rs\0\
+            1 .T N... 100644 100644 120000 aa bb now a link\0\
+            2 .M N... 100644 100644 100644 aa bb R100 new name\0old name\0\
+            ? new file.txt\0\
+            ? nested/\0\
+            ! ignored\0";
+        let paths: Vec<String> = to_stage(listed)
+            .unwrap()
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "src/a.rs",
+                "gone.rs",
+                "now a link",
+                "new name",
+                "new file.txt",
+                "nested"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_listing_it_cannot_read_for_certain_is_no_answer() {
+        assert!(to_stage(b"u UU N... 100644 100644 100644 100644 a b c d\0").is_none());
+        assert!(to_stage(b"1 .M\0").is_none());
+        assert!(to_stage(b"2 .M N... 100644 100644 100644 aa bb R100 new\0").is_none());
+        assert!(to_stage(b"x what\0").is_none());
+        assert_eq!(to_stage(b"").unwrap(), Vec::<Vec<u8>>::new());
+    }
+}
