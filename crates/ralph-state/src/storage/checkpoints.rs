@@ -25,6 +25,10 @@ use ralph_fs::safe_fs;
 /// The most one arming's store may hold; past it, no more checkpoints.
 pub(crate) const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
 
+/// How often (in stops) the store's size is walked while under half of
+/// [`MAX_STORE_BYTES`] ([`Kept::has_room`]).
+const SIZE_WALK_EVERY: u32 = 16;
+
 /// The most of a record or a left-out list read.
 const MAX_RECORD_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -166,13 +170,43 @@ impl Kept {
         checkpoint::size_of(&self.dir.join("objects"))
     }
 
+    /// Whether the store holds at most [`MAX_STORE_BYTES`]. A walk of it
+    /// costs a `stat` per object, and a store holds thousands, so its size
+    /// is walked at one stop in [`SIZE_WALK_EVERY`], and at every stop once
+    /// a walk found it past half the limit; in between, the last walk's
+    /// figure stands (kept in `store-size` as `<bytes> <stops since>`,
+    /// written over in place: a figure half written does not read, and the
+    /// store is walked again). So
+    /// the store passes the limit only if the stops between two walks add
+    /// more than half of it.
+    fn has_room(&self) -> bool {
+        let file = self.dir.join("store-size");
+        let noted = safe_fs::read_text(&file, 64).ok().and_then(|text| {
+            let mut words = text.split_whitespace();
+            Some((
+                words.next()?.parse::<u64>().ok()?,
+                words.next()?.parse::<u32>().ok()?,
+            ))
+        });
+        let (bytes, since) = match noted {
+            Some((bytes, since)) if since + 1 < SIZE_WALK_EVERY && bytes <= MAX_STORE_BYTES / 2 => {
+                (bytes, since + 1)
+            }
+            _ => (self.bytes(), 0),
+        };
+        if let Ok(noted) = safe_fs::open_lock(&file) {
+            let _ = safe_fs::write_over(&noted, format!("{bytes} {since}\n").as_bytes());
+        }
+        bytes <= MAX_STORE_BYTES
+    }
+
     /// Stages the work tree into this arming's kept index (`index`, beside
     /// the store): the tree, or `None` (the store full, git failing). The
     /// tree the index wrote last (`tree`) is taken out before git runs and
     /// written back after, so a stop that fails half way never leaves a
     /// tree that the index no longer matches.
     fn stage(&self, root: &Path) -> Option<String> {
-        if self.bytes() > MAX_STORE_BYTES {
+        if !self.has_room() {
             return None;
         }
         let last_file = self.dir.join("tree");
@@ -200,7 +234,7 @@ impl Kept {
     /// index wrote last (`tree`) is taken out, since this one is not that
     /// index's. `None` when one staging cannot serve (the caller stages twice).
     fn stage_shared(&self, root: &Path, armed: &str, excludes: Option<&str>) -> Option<Shared> {
-        let room = self.bytes() <= MAX_STORE_BYTES;
+        let room = self.has_room();
         safe_fs::remove(&self.dir.join("tree"));
         let leave: Vec<String> = self.left_out().into_iter().map(|n| n.path).collect();
         let objects = self.objects()?;
@@ -562,4 +596,43 @@ fn nonces(project: &Project) -> Vec<String> {
             Some(line.trim().trim_matches(['"', '\'']).to_owned())
         })
         .collect()
+}
+
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_walked_at_one_stop_in_sixteen_while_under_half_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept {
+            dir: dir.path().to_owned(),
+        };
+        std::fs::create_dir_all(dir.path().join("objects/ab")).unwrap();
+        std::fs::write(dir.path().join("objects/ab/one"), [0u8; 10]).unwrap();
+        let noted = || std::fs::read_to_string(dir.path().join("store-size")).unwrap();
+        assert!(kept.has_room());
+        assert_eq!(noted(), "10 0\n");
+        std::fs::write(dir.path().join("objects/ab/two"), [0u8; 5]).unwrap();
+        for stop in 1..SIZE_WALK_EVERY {
+            assert!(kept.has_room());
+            assert_eq!(
+                noted(),
+                format!("10 {stop}\n"),
+                "the last walk's figure stands"
+            );
+        }
+        assert!(kept.has_room());
+        assert_eq!(noted(), "15 0\n", "walked again");
+        // Past half the limit (or a figure that does not read): every stop walks.
+        for text in [
+            format!("{} 3\n", MAX_STORE_BYTES / 2 + 1),
+            "what\n".to_owned(),
+        ] {
+            std::fs::write(dir.path().join("store-size"), text).unwrap();
+            assert!(kept.has_room());
+            assert_eq!(noted(), "15 0\n");
+        }
+    }
 }
