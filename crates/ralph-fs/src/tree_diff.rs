@@ -1241,6 +1241,11 @@ pub(crate) mod tests {
         std::fs::remove_file(root.join("link")).unwrap();
         std::os::unix::fs::symlink("tests/t.sh", root.join("link")).unwrap();
         std::fs::remove_file(root.join("tests/t.sh")).unwrap();
+        // A file that became a folder, and a folder that became a file.
+        std::fs::remove_file(root.join("a.c")).unwrap();
+        write("a.c/inner", "new");
+        std::fs::remove_dir_all(root.join("a")).unwrap();
+        write("a", "a file now");
         let index = keep.path().join("index");
         let kept = kept_index(root, deadline, Vec::new(), index.clone(), false).unwrap();
         kept.add_all(&COMPARED, &[]).unwrap();
