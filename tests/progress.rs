@@ -788,3 +788,36 @@ fn a_turn_without_tools_is_trusted_only_when_the_transcript_holds_it() {
     ]);
     assert!(r.stop("Running it.").1);
 }
+
+#[test]
+fn a_protected_test_rewritten_in_the_second_the_stop_recorded_it_is_still_refused() {
+    // git compares stat times to the second and calls a record racy by its
+    // mtime alone (`fs/same_second.rs`): the agent's background process
+    // rewrites a protected test to the same size in the second a stop
+    // recorded it, its old mtime put back. The stop that claims completion
+    // still sees the change (a build of the third round completed here).
+    let r = Repo::new();
+    r.project.write("tests/t.sh", "test 1 = 1\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "tests"]);
+    r.start(&["--protect", "tests/**", "--completion-promise", "DONE"]);
+    let file = r.root().join("tests/t.sh");
+    let put_back = |time| {
+        std::fs::File::open(&file)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+    };
+    let old = std::fs::metadata(&file).unwrap().modified().unwrap();
+    put_back(old); // its ctime is now, the second the next stop records it
+    assert!(r.blocks("looking"));
+    std::fs::write(&file, "test 1 = 2\n").unwrap();
+    put_back(old);
+    let (answer, _) = r.stop("<promise>DONE</promise>");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    let reason = answer["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("Protected paths differ") && reason.contains("tests/t.sh"),
+        "{reason}"
+    );
+}
