@@ -216,8 +216,17 @@ fn untracked(data: &[u8], since: u32, hash_len: usize) -> Option<Vec<Range<usize
         at += used;
         let (hashed, used) = ewah_ones(data.get(at..)?)?;
         at += used;
+        // The stat records, then the ignore files' ids, then a NUL: checked
+        // before a record is counted (a bitmap may claim any number).
+        let stats = valid.checked_mul(STAT_BYTES)?;
+        let rest = stats
+            .checked_add(hashed.checked_mul(hash_len)?)?
+            .checked_add(1)?;
+        if at.checked_add(rest)? != data.len() {
+            return None;
+        }
         records.extend((0..valid).map(|i| at + i * STAT_BYTES));
-        at += valid.checked_mul(STAT_BYTES)? + hashed.checked_mul(hash_len)? + 1;
+        at += rest;
     }
     if at != data.len() {
         return None;
@@ -364,6 +373,58 @@ mod tests {
         longer.splice(at..at, *b"junk");
         assert_eq!(recent(&longer, 0, 20), None);
         assert_eq!(recent(b"DIRC", 0, 20), None);
+    }
+
+    #[test]
+    fn a_bitmap_claiming_more_folders_than_the_extension_holds_is_refused() {
+        // An untracked cache of one folder, its "valid" bitmap made of
+        // `words`, then one stat record, no ignore file's id, and a NUL.
+        let cache = |words: &[u64]| {
+            let mut data = vec![0u8]; // no ident
+            data.extend([0u8; 2 * STAT_BYTES + 4 + 2 * 20]);
+            data.push(0); // the per-folder ignore file's name, empty
+            data.extend([1, 0, 0, 0]); // one folder: no untracked, no subfolder, name ""
+            let bitmap = |words: &[u64]| {
+                let mut b = 1u32.to_be_bytes().to_vec();
+                b.extend(u32::try_from(words.len()).unwrap().to_be_bytes());
+                for word in words {
+                    b.extend(word.to_be_bytes());
+                }
+                b.extend(0u32.to_be_bytes());
+                b
+            };
+            data.extend(bitmap(words));
+            data.extend(bitmap(&[]));
+            data.extend(bitmap(&[]));
+            data.extend([0u8; STAT_BYTES + 1]);
+            data
+        };
+        // One literal word with one bit: the folder's record reads (with
+        // the two ignore files' records, all changed since 1970).
+        assert_eq!(
+            untracked(&cache(&[1 << 33, 1]), 0, 20).map(|r| r.len()),
+            Some(3)
+        );
+        // A run of 2^32 words of ones (2^38 bits): refused before anything
+        // is counted or kept.
+        assert_eq!(untracked(&cache(&[(0xffff_ffff << 1) | 1]), 0, 20), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_index_bytes_read_without_a_panic(
+            cut in 0usize..4096,
+            flips in proptest::collection::vec((0usize..4096, proptest::num::u8::ANY), 0..8),
+        ) {
+            let (_dir, index) = indexed("4", true);
+            let mut bytes = std::fs::read(&index).unwrap();
+            for (at, value) in flips {
+                let len = bytes.len();
+                bytes[at % len] = value;
+            }
+            bytes.truncate(bytes.len().saturating_sub(cut % 64));
+            let _ = read(&bytes, 0);
+        }
     }
 
     #[test]
