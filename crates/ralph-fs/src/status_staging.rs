@@ -226,6 +226,13 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_listing_reads_without_a_panic(listed in proptest::collection::vec(0u8..=255, 0..512)) {
+            let _ = to_stage(&listed);
+        }
+    }
+
     #[test]
     fn a_listing_it_cannot_read_for_certain_is_no_answer() {
         assert!(to_stage(b"u UU N... 100644 100644 100644 100644 a b c d\0").is_none());
