@@ -412,7 +412,7 @@ fn stage_changes(
 
 /// Marks the tracked files of a newly seeded kept index whose names look
 /// like secrets skip-worktree (in that index only: one listing and one
-/// `git update-index`, once per index), so that no `git add` of it reads
+/// `git update-index`, once per index), so that no staging of it reads
 /// them: a checkpoint holds them as your index had them then, never their
 /// bytes since.
 fn skip_tracked_secrets(kept: &PrivateIndex, deadline: Instant) -> Result<(), FsError> {

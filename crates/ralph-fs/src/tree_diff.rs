@@ -174,15 +174,16 @@ pub fn changed_since(
 
 /// [`changed_since`], through an index of its own that the caller keeps at
 /// `index` between stops (a file in a private folder of ralph's, one per
-/// arming, [`kept_index`]): started empty (the first stop hashes every file;
-/// nothing of the user's index is read), every stat field checked, so that
-/// from then on git's stat cache stays warm and a stop hashes only what
-/// changed since the last one. The
+/// arming, [`kept_index`]): seeded from the armed tree (the first stop
+/// hashes every file; nothing of the user's index is read) and staged by
+/// status (`status_staging`), every stat field checked, so that from then
+/// on git's stat cache stays warm and a stop hashes only what changed
+/// since the last one. The
 /// arming's ignore rules `excludes` are listed with only when the rule files
 /// may differ from what they were at arming ([`rules_as_armed`]), and the
 /// index is compared with the armed tree by ralph ([`armed_diff`]), by `git
 /// diff-index` where it cannot be. `None`
-/// when git could not tell; when its `git add` failed, the index (and a
+/// when git could not tell; when its staging failed, the index (and a
 /// lock git left) is removed too, so the next comparison starts afresh.
 pub fn changed_since_kept(
     root: &Path,
@@ -1052,6 +1053,16 @@ pub(crate) mod tests {
             .unwrap();
     }
 
+    /// Rewrites `lib.txt` to the same size and adds `tests/new.sh`, then
+    /// puts back the modification times `lib` (of `lib.txt`) and `tests`
+    /// (of its folder).
+    fn edit_and_put_back(root: &Path, lib: std::time::SystemTime, tests: std::time::SystemTime) {
+        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
+        put_back(&root.join("lib.txt"), lib);
+        std::fs::write(root.join("tests/new.sh"), "true\n").unwrap();
+        put_back(&root.join("tests"), tests);
+    }
+
     #[test]
     fn a_kept_comparison_sees_changes_whose_times_were_put_back() {
         // The kept index's stat data and its cache of untracked folders
@@ -1067,10 +1078,7 @@ pub(crate) mod tests {
         assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
         let modified = |p: &str| std::fs::metadata(root.join(p)).unwrap().modified().unwrap();
         let (lib, tests) = (modified("lib.txt"), modified("tests"));
-        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
-        put_back(&root.join("lib.txt"), lib);
-        std::fs::write(root.join("tests/new.sh"), "true\n").unwrap();
-        put_back(&root.join("tests"), tests);
+        edit_and_put_back(root, lib, tests);
         let seen = kept_changes(root, keep.path(), &snap).unwrap();
         assert_eq!(seen, ["lib.txt", "tests/new.sh"]);
         assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), seen);
@@ -1103,10 +1111,7 @@ pub(crate) mod tests {
             put_back(&root.join(path), old);
         }
         assert_eq!(kept_changes(root, keep.path(), &snap).unwrap(), [""; 0]);
-        std::fs::write(root.join("lib.txt"), "two\n").unwrap();
-        put_back(&root.join("lib.txt"), old);
-        std::fs::write(root.join("tests/new.sh"), "true\n").unwrap();
-        put_back(&root.join("tests"), old);
+        edit_and_put_back(root, old, old);
         let seen = kept_changes(root, keep.path(), &snap).unwrap();
         assert_eq!(seen, ["lib.txt", "tests/new.sh"]);
     }

@@ -8,9 +8,9 @@ use ralph_state::storage::checkpoints as kept;
 
 /// The work tree the no-progress fingerprint waits for
 /// ([`Observation::tree_pending`]), read under the lock: staged into the
-/// loop's kept index when it keeps checkpoints (`git add` and at most a
-/// `git write-tree`, and that tree is this stop's checkpoint: returned),
-/// else one `git status`.
+/// loop's kept index when it keeps checkpoints (a `git status` of it and a
+/// `git update-index` of what changed; that tree is this stop's
+/// checkpoint: returned), else one `git status`.
 pub(super) fn read_tree(extras: &Extras<'_>, seen: &mut Observation) -> Option<String> {
     if !seen.tree_pending {
         return None;

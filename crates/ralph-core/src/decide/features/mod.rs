@@ -111,7 +111,7 @@ impl<'a> Extras<'a> {
     /// feature's: one `git status`; staged into the loop's kept index
     /// instead when it keeps checkpoints, and that tree, this stop's
     /// checkpoint, is returned), and the paths changed since arming (both
-    /// at one `git add` when the loop keeps checkpoints and compares paths).
+    /// at one staging when the loop keeps checkpoints and compares paths).
     pub(super) fn observe(&self, seen: &mut Observation) -> Option<String> {
         if self.on.paths
             && let Some(staged) = checkpoints::read_tree_and_paths(self, seen)
