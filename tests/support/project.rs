@@ -194,10 +194,32 @@ pub(crate) fn run_ralph(args: &[&str], cwd: &Path, stdin: &[u8], env: &[(&str, &
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
+    let mut child = spawn_despite_wine(&mut cmd);
     // The process may answer before reading everything; a closed pipe is fine.
     let _ = child.stdin.take().unwrap().write_all(stdin);
     child.wait_with_output().unwrap()
+}
+
+/// Wine's process creation, in the Windows tests, sometimes fails on a loaded machine with
+/// ERROR_INTERNAL_ERROR (1359) before the program runs at all: that, and only that, is tried
+/// again, a few times, so a test never fails for want of a process. Any other error, and
+/// every error off Windows, fails the test at once.
+fn spawn_despite_wine(cmd: &mut Command) -> std::process::Child {
+    const WINE_INTERNAL_ERROR: i32 = 1359;
+    let mut tries = 0u64;
+    loop {
+        match cmd.spawn() {
+            Ok(child) => return child,
+            Err(e)
+                if cfg!(windows) && e.raw_os_error() == Some(WINE_INTERNAL_ERROR) && tries < 8 =>
+            {
+                tries += 1;
+                eprintln!("wine could not create the process ({e}); trying again ({tries} of 8)");
+                std::thread::sleep(std::time::Duration::from_millis(100 * tries));
+            }
+            Err(e) => panic!("spawn {cmd:?}: {e}"),
+        }
+    }
 }
 
 /// `ralph ARGS` in `cwd` on a terminal, with `env` and the environment scrubbed, `keys`
