@@ -381,6 +381,7 @@ fn stage_changes(
     if crate::status_staging::applies(root) {
         let listing = crate::status_staging::Listing {
             seed: None,
+            after_seed: None,
             excludes_file: Some(rules),
             wanted: |path| path != b".claude" && !path.starts_with(b".claude/"),
         };

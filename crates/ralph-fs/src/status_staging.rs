@@ -55,10 +55,15 @@ pub(crate) fn applies(root: &Path) -> bool {
 /// How [`stage`] reads the work tree.
 pub(crate) struct Listing<'a> {
     /// The tree an index that does not exist yet is seeded from (`git
-    /// read-tree`, then `git add -A` of the whole tree, which hashes every
-    /// file once; `wanted` and `excludes_file` apply from the next staging
-    /// on, so only a staging that wants every path seeds).
+    /// read-tree`, which records the tree's entries and the cache of its
+    /// trees), then staged by status like any other: the status's refresh
+    /// hashes every file once and keeps that cache (a `git add -A` would
+    /// invalidate every folder of it, and each later status would then
+    /// compare all of HEAD with the index).
     pub seed: Option<&'a str>,
+    /// Called with the index just seeded, before anything stages into it
+    /// (it holds the seed's entries exactly).
+    pub after_seed: Option<&'a dyn Fn(&Path)>,
     /// The ignore rules file the status reads for `core.excludesFile`.
     pub excludes_file: Option<&'a Path>,
     /// Whether a path the status names is staged (else its entry, or its
@@ -82,22 +87,26 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8
     if let Some(seed) = listing.seed
         && safe_fs::kind_at(kept.index).is_none()
     {
-        // The first staging of an arming: the seed, then `git add -A` of
-        // the whole tree, which hashes every file once either way (two git
-        // processes, as at every later stop). The paths it staged are not
-        // listed: a seeded staging's caller reads the index itself.
+        // The first staging of an arming. A seed that fails leaves no
+        // index: `git add -A` stages the whole tree into a new one (its
+        // paths are not listed; a seeded staging's caller reads the index).
         if seed_from(kept, seed).is_none() {
             safe_fs::remove(kept.index);
+            let mut add = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
+            add.args(["add", "-A", "--ignore-errors", "--", "."]);
+            git_runner::run_until(add, kept.deadline, &[0], MAX_LISTING_BYTES).ok_or_else(
+                || {
+                    error(
+                        "stage the work tree",
+                        "git failed or did not answer in time",
+                    )
+                },
+            )?;
+            return Ok(Vec::new());
         }
-        let mut add = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
-        add.args(["add", "-A", "--ignore-errors", "--", "."]);
-        git_runner::run_until(add, kept.deadline, &[0], MAX_LISTING_BYTES).ok_or_else(|| {
-            error(
-                "stage the work tree",
-                "git failed or did not answer in time",
-            )
-        })?;
-        return Ok(Vec::new());
+        if let Some(after_seed) = listing.after_seed {
+            after_seed(kept.index);
+        }
     }
     let mut status = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
     if let Some(file) = listing.excludes_file {

@@ -225,8 +225,10 @@ pub(crate) fn compare_kept(
     // armed blob's id, is not hashed again): its first stop hashes every file.
     let kept = kept_index(root, deadline, env, index.to_owned(), false).ok()?;
     let staged = if crate::status_staging::applies(root) {
+        let after_seed = |seeded: &Path| keep_armed_entries(seeded, tree);
         let listing = crate::status_staging::Listing {
             seed: Some(tree),
+            after_seed: Some(&after_seed),
             excludes_file: None,
             wanted: |_| true,
         };
@@ -285,13 +287,8 @@ fn armed_diff(
         Some(bytes) => decode_entries(&bytes[head.len()..])?,
         None => {
             listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
-            let armed = armed_entries(&listed)?;
-            safe_fs::remove(&listing_file);
-            // What an older ralph kept instead (the listing as text).
-            safe_fs::remove(&kept.path().with_file_name("armed-listing"));
-            let mut bytes = head.into_bytes();
-            encode_entries(&armed, &mut bytes);
-            let _ = safe_fs::create_new(&listing_file, &bytes);
+            let mut armed = armed_entries(&listed)?;
+            write_armed_entries(&listing_file, tree, &mut armed);
             armed
         }
     };
@@ -299,6 +296,8 @@ fn armed_diff(
         .iter()
         .map(|e| (e.path.as_ref(), e.mode, e.id))
         .collect();
+    // Both are in this order already (an index's, and `armed-entries` as
+    // this ralph writes it): the sort only checks, in one pass.
     armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
     now.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut changed = Vec::new();
@@ -325,6 +324,36 @@ fn armed_diff(
         }
     }
     Some(changed)
+}
+
+/// Writes `armed-entries` beside a kept index just seeded from `tree`,
+/// which holds the tree's files exactly: what [`armed_diff`] reads at every
+/// stop, with no `git ls-tree`. Nothing when the index does not read so (the
+/// comparison then lists the tree with git).
+fn keep_armed_entries(index: &Path, tree: &str) {
+    let Ok(bytes) = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES) else {
+        return;
+    };
+    let Some(entries) = crate::index_tree::entries(&bytes) else {
+        return;
+    };
+    let mut listed: Vec<Listed<'_>> = entries
+        .iter()
+        .map(|e| (e.path.as_ref(), e.mode, e.id))
+        .collect();
+    write_armed_entries(&index.with_file_name("armed-entries"), tree, &mut listed);
+}
+
+/// `armed` (the files of the tree `tree`), sorted by path, as the kept
+/// listing `file` (made anew).
+fn write_armed_entries(file: &Path, tree: &str, armed: &mut [Listed<'_>]) {
+    armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    safe_fs::remove(file);
+    // What an older ralph kept instead (the listing as text).
+    safe_fs::remove(&file.with_file_name("armed-listing"));
+    let mut bytes = format!("{ARMED_ENTRIES} {tree}\n").into_bytes();
+    encode_entries(armed, &mut bytes);
+    let _ = safe_fs::create_new(file, &bytes);
 }
 
 /// A file of a tree or an index: its path, mode and SHA-1 object id.
@@ -1033,6 +1062,69 @@ pub(crate) mod tests {
         assert_eq!(seen, ["tests/conftest.sh"]);
     }
 
+    /// The folders of an index's cache of trees (its `TREE` extension), each
+    /// with whether git may still trust it (a count of entries, not -1).
+    fn cached_trees(index: &[u8]) -> Vec<(String, bool)> {
+        let at = index.windows(4).rposition(|w| w == b"TREE").unwrap();
+        let len = u32::from_be_bytes(index[at + 4..at + 8].try_into().unwrap());
+        let data = &index[at + 8..at + 8 + len as usize];
+        let (mut p, mut out) = (0, Vec::new());
+        while p < data.len() {
+            let nul = p + data[p..].iter().position(|b| *b == 0).unwrap();
+            let path = String::from_utf8_lossy(&data[p..nul]).into_owned();
+            let nl = nul + data[nul..].iter().position(|b| *b == b'\n').unwrap();
+            let counts = std::str::from_utf8(&data[nul + 1..nl]).unwrap();
+            let valid = !counts.starts_with('-');
+            p = nl + 1 + if valid { 20 } else { 0 };
+            out.push((path, valid));
+        }
+        out
+    }
+
+    #[test]
+    fn a_kept_index_seeded_after_changes_stages_them_and_keeps_the_cache_of_its_other_folders() {
+        let dir = repo();
+        let root = dir.path();
+        for folder in ["one", "two"] {
+            std::fs::create_dir_all(root.join(folder)).unwrap();
+            std::fs::write(root.join(folder).join("a"), "armed\n").unwrap();
+        }
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        // Changed before the first stop, which seeds the index.
+        std::fs::write(root.join("one/a"), "changed\n").unwrap();
+        std::fs::write(root.join("one/new"), "new\n").unwrap();
+        std::fs::remove_file(root.join("tests/t.sh")).unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let index = keep.path().join("compared");
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let compared = compare_kept(root, &snap.tree, None, &index, deadline, Vec::new()).unwrap();
+        assert_eq!(compared.changed, ["one/a", "one/new", "tests/t.sh"]);
+        // The armed files were listed from the seed, in path order: no `git ls-tree`.
+        let listing = std::fs::read(keep.path().join("armed-entries")).unwrap();
+        assert!(listing.starts_with(format!("{ARMED_ENTRIES} {}\n", snap.tree).as_bytes()));
+        let armed = decode_entries(&listing[ARMED_ENTRIES.len() + 42..]).unwrap();
+        let paths: Vec<&[u8]> = armed.iter().map(|e| e.0).collect();
+        assert_eq!(paths, [&b".gitignore"[..], b"lib.txt", b"one/a", b"tests/t.sh", b"two/a"]);
+        // The seed's cache of trees still holds every folder nothing changed
+        // in (so git's status skips them when it compares HEAD with the
+        // index); `git add -A` of the whole tree would have dropped it all.
+        let trees = cached_trees(&std::fs::read(&index).unwrap());
+        let valid = |name: &str| trees.iter().find(|(p, _)| p == name).unwrap().1;
+        assert!(valid("two"), "{trees:?}");
+        assert!(!valid("one") && !valid("tests") && !valid(""), "{trees:?}");
+        // The index holds what `git add -A` stages.
+        let added = keep.path().join("added");
+        let kept = kept_index(root, deadline, Vec::new(), added.clone(), false).unwrap();
+        kept.add_all(&COMPARED, &[]).unwrap();
+        let files = |index: &Path| {
+            let bytes = std::fs::read(index).unwrap();
+            let entries = crate::index_tree::entries(&bytes).unwrap();
+            let key = |e: &crate::index_tree::Entry<'_>| (e.path.to_vec(), e.mode, e.id);
+            entries.iter().map(key).collect::<Vec<_>>()
+        };
+        assert_eq!(files(&index), files(&added));
+    }
+
     /// [`changed_since_kept`] with its index in `keep` (a private folder).
     fn kept_changes(root: &Path, keep: &Path, snap: &TreeSnapshot) -> Option<Vec<String>> {
         let excludes = snap.excludes.as_deref();
@@ -1231,6 +1323,7 @@ pub(crate) mod tests {
         let status_kept = kept_index(root, deadline, Vec::new(), by_status.clone(), false).unwrap();
         let listing = crate::status_staging::Listing {
             seed: Some(&snap.tree),
+            after_seed: None,
             excludes_file: None,
             wanted: |_| true,
         };
