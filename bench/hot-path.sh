@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The hot path side by side (issue 47): one looping Stop (blocking, counted, a checkpoint kept)
-# of an armed loop, with two ralph binaries, in a git repository of N files (bench/make-repo.sh),
-# one file edited before every run, in ONE hyperfine run together with the floor (`sh -c
-# /bin/true`) and a `git status` of the same repository. Also counts the git processes one such
+# of an armed loop, run as Claude Code runs a hook (`sh -c`, the event on its stdin), with two
+# ralph binaries, in a git repository of N files (bench/make-repo.sh), one file edited before
+# every run, in ONE hyperfine run together with the floor (`sh -c /bin/true`) and a `git status`
+# of the same repository. That every timed stop blocked is checked after the run. Also counts the git processes one such
 # stop starts, with a counting `git` first on PATH (in a folder outside the repository). Prints a
 # markdown table.
 #
@@ -43,7 +44,8 @@ arm() {
 }
 stop_cmd() {
   local bin=$1 who=$2
-  echo "cd '$repo' && CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 XDG_STATE_HOME='$work/state-$who' HOME='$work' '$bin' hook stop <'$work/event-$who.json' | grep -q block"
+  # As Claude Code runs a hook (`sh -c`), its answer kept for the check after the run.
+  echo "cd '$repo' && CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 XDG_STATE_HOME='$work/state-$who' HOME='$work' '$bin' hook stop <'$work/event-$who.json' >'$work/answer-$who'"
 }
 arm "$base" base
 arm "$new" new
@@ -82,6 +84,16 @@ hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" --export-json
   -n "git status" "git -C '$repo' status --porcelain=v2 --untracked-files=all" \
   "${rows[@]}" >&2
 git -C "$repo" checkout -q -- . && rm -rf "$repo/.claude"
+# Every timed stop blocked and counted an iteration: the last answer blocks, at an iteration
+# past the warm-up and timed runs (arming is iteration 1; the count above added two stops).
+for who in base new ${protect:+pbase pnew}; do
+  iteration=$(grep -o 'iteration [0-9]*' "$work/answer-$who" | head -1 | cut -d' ' -f2)
+  if ! grep -q '"decision":"block"' "$work/answer-$who" || ((${iteration:-0} < runs + 3 + 3)); then
+    echo "bench: the $who loop's last stop did not block at iteration $((runs + 6)) or later:" >&2
+    cat "$work/answer-$who" >&2
+    exit 1
+  fi
+done
 
 python3 - "$work/all.json" "$n" "${gits[@]}" <<'PY'
 import json, sys

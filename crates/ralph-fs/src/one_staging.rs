@@ -105,8 +105,11 @@ pub fn stage_shared(
     ];
     let index = dir.join("compared");
     // Every read of the index this stop (the checkpoint's too) comes first.
-    let _smudged_after = crate::same_second::Guard::new(&index);
+    let mut smudged_after = crate::same_second::Guard::new(&index);
     let mut compared = crate::tree_diff::compare_kept(root, armed, excludes, &index, deadline, env);
+    if let Some(read) = compared.as_mut().and_then(|c| c.read.take()) {
+        smudged_after.seen(read);
+    }
     let fresh = loose_ids(&scratch);
     let entries = compared.as_mut().and_then(|c| c.entries.take());
     let written = match (&compared, entries) {
@@ -244,16 +247,18 @@ fn checkpoint(
     folders: [&PathBuf; 2],
 ) -> Option<(Staged, Ids)> {
     let leave: HashSet<&[u8]> = leave_out.iter().map(String::as_bytes).collect();
-    let mut kept: Vec<Entry<'_>> = Vec::with_capacity(entries.len() + pinned.len());
+    // The entries' own vector, filtered in place (a second copy of some
+    // 30,000 entries is memory the kernel must hand over page by page).
+    let mut kept: Vec<Entry<'_>> = entries;
     let mut left = Vec::new();
     let mut large = Ids::default();
-    for entry in entries {
+    kept.retain(|entry| {
         if entry.path.as_ref() == b".claude"
             || entry.path.starts_with(b".claude/")
             || secret_path(&entry.path)
             || leave.contains(entry.path.as_ref())
         {
-            continue;
+            return false;
         }
         let new = loose.iter().any(|set| set.contains(&entry.id));
         if new || u64::from(entry.size) > LARGE_FILE_BYTES {
@@ -277,11 +282,11 @@ fn checkpoint(
                     why: Why::Large,
                 });
                 large.insert(entry.id);
-                continue;
+                return false;
             }
         }
-        kept.push(entry);
-    }
+        true
+    });
     if left.len() > MAX_LEFT_OUT {
         return None;
     }

@@ -33,6 +33,8 @@ const STAT_BYTES: usize = 36;
 pub(crate) struct Guard {
     index: PathBuf,
     since: u32,
+    /// The index as the stop last read it ([`Guard::seen`]).
+    seen: Option<(Vec<u8>, Stamp)>,
 }
 
 impl Guard {
@@ -46,13 +48,21 @@ impl Guard {
         Self {
             index: index.to_owned(),
             since: u32::try_from(now.saturating_sub(1)).unwrap_or(u32::MAX),
+            seen: None,
         }
+    }
+
+    /// The index's bytes as read after its staging ([`read_stamped`]): the
+    /// smudge uses them, not a read of its own, while the file keeps that
+    /// stamp.
+    pub(crate) fn seen(&mut self, read: (Vec<u8>, Stamp)) {
+        self.seen = Some(read);
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        smudge_recent(&self.index, self.since);
+        smudge_recent(&self.index, self.since, self.seen.take());
     }
 }
 
@@ -62,12 +72,16 @@ impl Drop for Guard {
 /// lock taken only when there is one). When the index cannot be read or
 /// written for certain it is removed: the next staging starts afresh,
 /// which trusts no record.
-fn smudge_recent(index: &Path, since: u32) {
+fn smudge_recent(index: &Path, since: u32, seen: Option<(Vec<u8>, Stamp)>) {
     if safe_fs::kind_at(index).is_none() {
         return;
     }
-    if let Ok(bytes) = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES)
-        && read(&bytes, since).is_some_and(|(_, recent)| recent.is_empty())
+    let seen = match seen {
+        Some((bytes, stamp)) if stamp_of(index).as_ref() == Some(&stamp) => Some((bytes, stamp)),
+        _ => read_stamped(index),
+    };
+    if let Some((bytes, _)) = &seen
+        && read(bytes, since).is_some_and(|(_, recent)| recent.is_empty())
     {
         return;
     }
@@ -75,13 +89,48 @@ fn smudge_recent(index: &Path, since: u32) {
     lock.push(".lock");
     let lock = Path::new(&lock);
     let done = safe_fs::create_new_unsynced(lock, b"").is_ok() && {
-        let done = smudge_locked(index, since);
+        // What was read before the lock serves when the file is still the
+        // one read then (no writer could have slipped in unseen: any write
+        // or replacement moves its stamp); else it is read again.
+        let unchanged = seen.filter(|(_, stamp)| stamp_of(index).as_ref() == Some(stamp));
+        let done = smudge_locked(index, since, unchanged.map(|(bytes, _)| bytes));
         safe_fs::remove(lock);
         done
     };
     if !done {
         safe_fs::remove(index);
     }
+}
+
+/// What tells one version of a file from another without reading it: its
+/// size, its modification and change times and, on Unix, its inode.
+#[derive(PartialEq, Eq)]
+pub(crate) struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    changed: (i64, i64, u64, u64),
+}
+
+fn stamp_of(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some(Stamp {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        #[cfg(unix)]
+        changed: {
+            use std::os::unix::fs::MetadataExt;
+            (meta.ctime(), meta.ctime_nsec(), meta.ino(), meta.dev())
+        },
+    })
+}
+
+/// The index's bytes with the stamp it had before they were read (the
+/// same stamp after the read, or `None`: it changed while being read).
+pub(crate) fn read_stamped(index: &Path) -> Option<(Vec<u8>, Stamp)> {
+    let before = stamp_of(index)?;
+    let bytes = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok()?;
+    (stamp_of(index)? == before).then_some((bytes, before))
 }
 
 /// The length of the index's object ids (SHA-1 or SHA-256: the one that
@@ -93,8 +142,12 @@ fn read(bytes: &[u8], since: u32) -> Option<(usize, Vec<Range<usize>>)> {
         .find_map(|len| recent(bytes, since, len).map(|ranges| (len, ranges)))
 }
 
-fn smudge_locked(index: &Path, since: u32) -> bool {
-    let Ok(mut bytes) = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES) else {
+/// [`smudge_recent`] under the lock, of `seen` (the index's bytes, when
+/// read before and still current) or of the index read now.
+fn smudge_locked(index: &Path, since: u32, seen: Option<Vec<u8>>) -> bool {
+    let Some(mut bytes) = seen.or_else(|| {
+        safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok()
+    }) else {
         return false;
     };
     let Some((hash_len, changed)) = read(&bytes, since) else {
@@ -337,7 +390,7 @@ mod tests {
             // Three files, the two ignore files' records, and the root,
             // `notes`, `src` and `src/deep` listed.
             assert_eq!(all, 3 + 2 + 4, "version {version}");
-            smudge_recent(&index, 0);
+            smudge_recent(&index, 0, None);
             assert!(index.exists());
             drop(Guard::new(&index));
             let listed = git_in(dir.path(), &["ls-files", "--debug"]);
@@ -431,7 +484,7 @@ mod tests {
     fn an_index_it_cannot_smudge_is_dropped() {
         let (_dir, index) = indexed("2", true);
         std::fs::write(index.with_extension("lock"), "").unwrap();
-        smudge_recent(&index, 0);
+        smudge_recent(&index, 0, None);
         assert!(!index.exists(), "dropped: the next staging starts afresh");
     }
 }

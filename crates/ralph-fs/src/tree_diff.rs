@@ -196,8 +196,12 @@ pub fn changed_since_kept(
         return None;
     }
     let deadline = Instant::now() + limit;
-    let _smudged_after = crate::same_second::Guard::new(index);
-    compare_kept(root, tree, excludes, index, deadline, Vec::new()).map(|c| c.changed)
+    let mut smudged_after = crate::same_second::Guard::new(index);
+    let mut compared = compare_kept(root, tree, excludes, index, deadline, Vec::new())?;
+    if let Some(read) = compared.read.take() {
+        smudged_after.seen(read);
+    }
+    Some(compared.changed)
 }
 
 /// What [`compare_kept`] found.
@@ -208,6 +212,9 @@ pub(crate) struct Compared {
     pub hidden: bool,
     /// The kept index's entries as the comparison read them (once a stop).
     pub entries: Option<Vec<crate::index_tree::Entry<'static>>>,
+    /// The kept index's bytes those entries were read from, for its
+    /// [`crate::same_second::Guard`] (so the smudge reads it no more).
+    pub read: Option<(Vec<u8>, crate::same_second::Stamp)>,
 }
 
 /// [`changed_since_kept`] before `deadline`, with `env` given to every git
@@ -248,9 +255,10 @@ pub(crate) fn compare_kept(
     if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
         hidden = kept.add_hidden(rules)?;
     }
-    let entries = safe_fs::read_capped(kept.path(), crate::index_tree::MAX_INDEX_BYTES)
-        .ok()
-        .and_then(|bytes| crate::index_tree::entries(&bytes).map(crate::index_tree::owned));
+    let read = crate::same_second::read_stamped(kept.path());
+    let entries = read
+        .as_ref()
+        .and_then(|(bytes, _)| crate::index_tree::entries(bytes).map(crate::index_tree::owned));
     let changed = entries
         .as_deref()
         .and_then(|entries| armed_diff(root, tree, &kept, entries))
@@ -259,6 +267,7 @@ pub(crate) fn compare_kept(
         changed,
         hidden,
         entries,
+        read,
     })
 }
 
@@ -282,30 +291,44 @@ fn armed_diff(
     let kept_listing = safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES)
         .ok()
         .filter(|bytes| bytes.starts_with(head.as_bytes()));
-    let listed;
-    let mut armed = match &kept_listing {
-        Some(bytes) => decode_entries(&bytes[head.len()..])?,
-        None => {
-            listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
-            let mut armed = armed_entries(&listed)?;
-            write_armed_entries(&listing_file, tree, &mut armed);
-            armed
+    let now = || entries.iter().map(|e| Some((e.path.as_ref(), e.mode, e.id)));
+    if let Some(bytes) = &kept_listing {
+        let body = &bytes[head.len()..];
+        // Read as it is stored, in one pass: both are in path order (an
+        // index's, and `armed-entries` as this ralph writes it).
+        if let Some(changed) = sorted_diff(listed_entries(body), now()) {
+            return Some(changed);
         }
-    };
-    let mut now: Vec<Listed<'_>> = entries
-        .iter()
-        .map(|e| (e.path.as_ref(), e.mode, e.id))
-        .collect();
-    // Both are in this order already (an index's, and `armed-entries` as
-    // this ralph writes it): the sort only checks, in one pass.
-    armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    now.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // One an older ralph wrote in the tree's order, or that does not read.
+        let mut armed = decode_entries(body)?;
+        let mut current: Vec<Listed<'_>> = now().flatten().collect();
+        armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        current.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        return sorted_diff(armed.into_iter().map(Some), current.into_iter().map(Some));
+    }
+    let listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+    let mut armed = armed_entries(&listed)?;
+    write_armed_entries(&listing_file, tree, &mut armed);
+    let mut current: Vec<Listed<'_>> = now().flatten().collect();
+    current.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    sorted_diff(armed.into_iter().map(Some), current.into_iter().map(Some))
+}
+
+/// The paths (but [`BOOKKEEPING`]) whose mode or id differ between
+/// `armed` and `now`, each in path order, or that only one of them holds;
+/// `None` when an entry does not read or is out of order (both are checked
+/// as they are read).
+fn sorted_diff<'a>(
+    armed: impl Iterator<Item = Option<Listed<'a>>>,
+    now: impl Iterator<Item = Option<Listed<'a>>>,
+) -> Option<Vec<String>> {
+    let (mut a, mut n) = (in_order(armed).peekable(), in_order(now).peekable());
     let mut changed = Vec::new();
-    let (mut a, mut n) = (armed.iter().peekable(), now.iter().peekable());
     loop {
         let path = match (a.peek(), n.peek()) {
             (None, None) => break,
-            (Some(x), Some(y)) if x.0 == y.0 => {
+            (Some(None), _) | (_, Some(None)) => return None,
+            (Some(Some(x)), Some(Some(y))) if x.0 == y.0 => {
                 let differs = x.1 != y.1 || x.2 != y.2;
                 let path = x.0;
                 a.next();
@@ -315,15 +338,31 @@ fn armed_diff(
                 }
                 path
             }
-            (Some(x), Some(y)) if x.0 < y.0 => a.next().map(|x| x.0)?,
-            (Some(_) | None, Some(_)) => n.next().map(|y| y.0)?,
-            (Some(_), None) => a.next().map(|x| x.0)?,
+            (Some(Some(x)), Some(Some(y))) if x.0 < y.0 => a.next()??.0,
+            (Some(_) | None, Some(_)) => n.next()??.0,
+            (Some(_), None) => a.next()??.0,
         };
         if !bookkeeping(path) {
             changed.push(String::from_utf8_lossy(path).into_owned());
         }
     }
     Some(changed)
+}
+
+/// `entries` with each one out of path order (not after the one before)
+/// turned into `None`, as one that does not read is.
+fn in_order<'a>(
+    entries: impl Iterator<Item = Option<Listed<'a>>>,
+) -> impl Iterator<Item = Option<Listed<'a>>> {
+    let mut last: Option<&'a [u8]> = None;
+    entries.map(move |entry| {
+        let entry = entry?;
+        if last.is_some_and(|last| last >= entry.0) {
+            return None;
+        }
+        last = Some(entry.0);
+        Some(entry)
+    })
 }
 
 /// Writes `armed-entries` beside a kept index just seeded from `tree`,
@@ -410,17 +449,36 @@ fn encode_entries(entries: &[Listed<'_>], out: &mut Vec<u8>) {
 
 /// The files of `armed-entries` (after its first line); `None` when it
 /// does not read so.
-fn decode_entries(mut bytes: &[u8]) -> Option<Vec<Listed<'_>>> {
-    let mut entries = Vec::new();
-    while !bytes.is_empty() {
-        let mode = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
-        let id: [u8; 20] = bytes.get(4..24)?.try_into().ok()?;
-        let len = usize::try_from(u32::from_be_bytes(bytes.get(24..28)?.try_into().ok()?)).ok()?;
-        let path = bytes.get(28..28usize.checked_add(len)?)?;
-        entries.push((path, mode, id));
-        bytes = &bytes[28 + len..];
+fn decode_entries(bytes: &[u8]) -> Option<Vec<Listed<'_>>> {
+    // Each entry takes 28 bytes and its path: room for all, never grown.
+    let mut entries = Vec::with_capacity(bytes.len() / 28);
+    for entry in listed_entries(bytes) {
+        entries.push(entry?);
     }
     Some(entries)
+}
+
+/// The entries of `armed-entries` (after its first line) one by one, as
+/// [`encode_entries`] wrote them; `None` for bytes that do not read so,
+/// and nothing after them.
+fn listed_entries(mut bytes: &[u8]) -> impl Iterator<Item = Option<Listed<'_>>> {
+    std::iter::from_fn(move || {
+        if bytes.is_empty() {
+            return None;
+        }
+        let entry = decode_one(bytes);
+        bytes = entry.map_or(&[][..], |(_, rest)| rest);
+        Some(entry.map(|(listed, _)| listed))
+    })
+}
+
+/// The first entry of `bytes` and what follows it.
+fn decode_one(bytes: &[u8]) -> Option<(Listed<'_>, &[u8])> {
+    let mode = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    let id: [u8; 20] = bytes.get(4..24)?.try_into().ok()?;
+    let len = usize::try_from(u32::from_be_bytes(bytes.get(24..28)?.try_into().ok()?)).ok()?;
+    let end = 28usize.checked_add(len)?;
+    Some(((bytes.get(28..end)?, mode, id), &bytes[end..]))
 }
 
 /// Whether `path` is ralph's bookkeeping ([`BOOKKEEPING`], as git's
@@ -1105,6 +1163,14 @@ pub(crate) mod tests {
         let armed = decode_entries(&listing[ARMED_ENTRIES.len() + 42..]).unwrap();
         let paths: Vec<&[u8]> = armed.iter().map(|e| e.0).collect();
         assert_eq!(paths, [&b".gitignore"[..], b"lib.txt", b"one/a", b"tests/t.sh", b"two/a"]);
+        // A listing out of path order (as no ralph writes it) is sorted first.
+        let mut reversed = armed.clone();
+        reversed.reverse();
+        let mut bytes = format!("{ARMED_ENTRIES} {}\n", snap.tree).into_bytes();
+        encode_entries(&reversed, &mut bytes);
+        std::fs::write(keep.path().join("armed-entries"), bytes).unwrap();
+        let again = compare_kept(root, &snap.tree, None, &index, deadline, Vec::new()).unwrap();
+        assert_eq!(again.changed, compared.changed);
         // The seed's cache of trees still holds every folder nothing changed
         // in (so git's status skips them when it compares HEAD with the
         // index); `git add -A` of the whole tree would have dropped it all.
@@ -1123,6 +1189,25 @@ pub(crate) mod tests {
             entries.iter().map(key).collect::<Vec<_>>()
         };
         assert_eq!(files(&index), files(&added));
+    }
+
+    #[test]
+    fn a_diff_of_listings_in_path_order_names_what_differs_and_refuses_what_is_out_of_order() {
+        let entry = |path: &'static str, id: u8| Some((path.as_bytes(), 0o100_644, [id; 20]));
+        let armed = vec![entry("a", 1), entry("b", 1), entry("c", 1)];
+        let now = vec![
+            entry(".claude/x-loop.local.md", 1),
+            entry("a", 1),
+            entry("b", 2),
+            entry("d", 1),
+        ];
+        let diff = sorted_diff(armed.clone().into_iter(), now.into_iter()).unwrap();
+        assert_eq!(diff, ["b", "c", "d"]);
+        let shuffled = vec![entry("b", 1), entry("a", 1)];
+        assert!(sorted_diff(shuffled.into_iter(), armed.clone().into_iter()).is_none());
+        let twice = vec![entry("a", 1), entry("a", 1)];
+        assert!(sorted_diff(armed.clone().into_iter(), twice.into_iter()).is_none());
+        assert!(sorted_diff(vec![None].into_iter(), armed.into_iter()).is_none());
     }
 
     /// [`changed_since_kept`] with its index in `keep` (a private folder).
