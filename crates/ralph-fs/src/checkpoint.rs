@@ -307,7 +307,7 @@ pub fn stage_kept(
     leave_out: &[String],
 ) -> Result<Staged, FsError> {
     let deadline = Instant::now() + TIME_LIMIT;
-    let _smudged_after = crate::same_second::Guard::new(index);
+    let mut smudged_after = crate::same_second::Guard::new(index);
     let rules = index.with_file_name("ignore");
     if safe_fs::kind_at(&rules).is_none() {
         let text = ignore_rules(root, deadline, leave_out);
@@ -338,11 +338,17 @@ pub fn stage_kept(
     // tree itself (`index_tree`), git only for what it cannot write for certain.
     let sha1 = last.is_some_and(|l| l.len() == 40 && tree_diff::is_object_id(l));
     let unchanged = last.filter(|l| !changes.any && tree_diff::is_object_id(l));
-    let written = || {
-        sha1.then(|| crate::index_tree::write_tree(index, &objects.private))
-            .flatten()
+    let mut written = || {
+        if !sha1 {
+            return None;
+        }
+        // The bytes serve the same-second smudge too (no read of its own).
+        let read = crate::same_second::read_stamped(index)?;
+        let tree = crate::index_tree::tree_of(&read.0, &objects.private);
+        smudged_after.seen(read);
+        tree
     };
-    let tree = match unchanged.map(str::to_owned).or_else(written) {
+    let tree = match unchanged.map(str::to_owned).or_else(&mut written) {
         Some(tree) => tree,
         None => {
             let mut write = kept.git().map_err(start_error)?;

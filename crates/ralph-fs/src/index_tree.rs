@@ -45,12 +45,11 @@ pub(crate) fn owned(entries: Vec<Entry<'_>>) -> Vec<Entry<'static>> {
         .collect()
 }
 
-/// The tree of the index at `index`, each of its tree objects written into
-/// the object folder `objects` when missing there; its id in hex, or
-/// `None` when this cannot write it for certain.
-pub(crate) fn write_tree(index: &Path, objects: &Path) -> Option<String> {
-    let bytes = safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?;
-    let entries = entries(&bytes)?;
+/// The tree of the index whose bytes are `index`, each of its tree objects
+/// written into the object folder `objects` when missing there; its id in
+/// hex, or `None` when this cannot write it for certain.
+pub(crate) fn tree_of(index: &[u8], objects: &Path) -> Option<String> {
+    let entries = entries(index)?;
     let (id, _) = build(&entries, 0, objects)?;
     Some(hex(&id))
 }
@@ -275,6 +274,11 @@ pub(crate) fn hex(id: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`tree_of`] of the index file at `index`.
+    fn write_tree(index: &Path, objects: &Path) -> Option<String> {
+        tree_of(&safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?, objects)
+    }
 
     /// `git ARGS` in `dir` (a test's repository), its stdout.
     fn git_in(dir: &Path, args: &[&str]) -> String {

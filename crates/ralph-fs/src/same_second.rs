@@ -145,9 +145,9 @@ fn read(bytes: &[u8], since: u32) -> Option<(usize, Vec<Range<usize>>)> {
 /// [`smudge_recent`] under the lock, of `seen` (the index's bytes, when
 /// read before and still current) or of the index read now.
 fn smudge_locked(index: &Path, since: u32, seen: Option<Vec<u8>>) -> bool {
-    let Some(mut bytes) = seen.or_else(|| {
-        safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok()
-    }) else {
+    let Some(mut bytes) =
+        seen.or_else(|| safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok())
+    else {
         return false;
     };
     let Some((hash_len, changed)) = read(&bytes, since) else {

@@ -9,9 +9,11 @@
 //! whose stat data and ignore files did not change is not listed again),
 //! and its comparison with HEAD skips every folder whose cached tree is
 //! still valid: the index is seeded once per arming by `git read-tree` of
-//! the armed tree, which records those trees (then a `git add -A`), and an
-//! update invalidates only the folders above what it changed. The stat of
-//! every tracked file, what `git status` itself costs, stays.
+//! the armed tree, which records those trees, and staged by status from the
+//! first stop on (a status's refresh keeps that cache, where a `git add -A`
+//! would drop all of it), and an update invalidates only the folders above
+//! what it changed. The stat of every tracked file, what `git status`
+//! itself costs, stays.
 //!
 //! What it trusts is what `git add` trusted: the index is ralph's own (in
 //! the per-user state folder), every stat field is checked (ctime

@@ -291,7 +291,11 @@ fn armed_diff(
     let kept_listing = safe_fs::read_capped(&listing_file, MAX_LISTING_BYTES)
         .ok()
         .filter(|bytes| bytes.starts_with(head.as_bytes()));
-    let now = || entries.iter().map(|e| Some((e.path.as_ref(), e.mode, e.id)));
+    let now = || {
+        entries
+            .iter()
+            .map(|e| Some((e.path.as_ref(), e.mode, e.id)))
+    };
     if let Some(bytes) = &kept_listing {
         let body = &bytes[head.len()..];
         // Read as it is stored, in one pass: both are in path order (an
@@ -1162,7 +1166,16 @@ pub(crate) mod tests {
         assert!(listing.starts_with(format!("{ARMED_ENTRIES} {}\n", snap.tree).as_bytes()));
         let armed = decode_entries(&listing[ARMED_ENTRIES.len() + 42..]).unwrap();
         let paths: Vec<&[u8]> = armed.iter().map(|e| e.0).collect();
-        assert_eq!(paths, [&b".gitignore"[..], b"lib.txt", b"one/a", b"tests/t.sh", b"two/a"]);
+        assert_eq!(
+            paths,
+            [
+                &b".gitignore"[..],
+                b"lib.txt",
+                b"one/a",
+                b"tests/t.sh",
+                b"two/a"
+            ]
+        );
         // A listing out of path order (as no ralph writes it) is sorted first.
         let mut reversed = armed.clone();
         reversed.reverse();
@@ -1400,7 +1413,7 @@ pub(crate) mod tests {
         }
         std::os::unix::fs::symlink("lib.txt", root.join("link")).unwrap();
         let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
-        // An index staged by status at arming (seeded, then `git add`),
+        // An index staged at arming (seeded, then staged by status),
         // staged again below after the changes (a status and an update).
         let keep = tempfile::tempdir().unwrap();
         let deadline = Instant::now() + TREE_TIME_LIMIT;
