@@ -83,6 +83,39 @@ hyperfine -N --warmup 3 --runs "$runs" --prepare "sh -c \"$edit\"" --export-json
   -n "floor: sh -c /bin/true" "sh -c /bin/true" \
   -n "git status" "git -C '$repo' status --porcelain=v2 --untracked-files=all" \
   "${rows[@]}" >&2
+# The same commands again, interleaved: each round edits the file and runs every command once,
+# in turn, so that a slow minute of a shared machine falls on all of them alike (hyperfine runs
+# each command's runs together). Medians of the wall time and of the CPU time (user + system,
+# children included).
+names=("floor: sh -c /bin/true" "git status")
+commands=("sh -c /bin/true" "git -C '$repo' status --porcelain=v2 --untracked-files=all")
+for ((i = 0; i < ${#rows[@]}; i += 3)); do
+  names+=("${rows[i + 1]}")
+  commands+=("${rows[i + 2]}")
+done
+python3 - "$edit" "${RALPH_BENCH_ROUNDS:-$runs}" "${names[@]}" -- "${commands[@]}" >"$work/interleaved.md" <<'PY'
+import resource, shlex, statistics, subprocess, sys, time
+edit, rounds, rest = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+split = rest.index("--")
+names, commands = rest[:split], [shlex.split(c) for c in rest[split + 1:]]
+walls = {n: [] for n in names}
+cpus = {n: [] for n in names}
+for _ in range(rounds):
+    for name, argv in zip(names, commands):
+        subprocess.run(["sh", "-c", edit], check=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        walls[name].append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+floor = statistics.median(walls[names[0]])
+print(f"| interleaved, {rounds} rounds | median wall | median CPU | × floor |")
+print("|---|---:|---:|---:|")
+for name in names:
+    wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+    print(f"| {name} | {wall*1000:.1f} ms | {cpu*1000:.1f} ms | {wall/floor:.1f} |")
+PY
 git -C "$repo" checkout -q -- . && rm -rf "$repo/.claude"
 # Every timed stop blocked and counted an iteration: the last answer blocks, at an iteration
 # past the warm-up and timed runs (arming is iteration 1; the count above added two stops).
@@ -110,3 +143,5 @@ for r in results:
           f"{r['max']*1000:.1f} ms | {cpu:.1f} ms | {r['mean']/floor:.1f} | "
           f"{gits.get(r['command'], '–')} |")
 PY
+echo
+cat "$work/interleaved.md"
