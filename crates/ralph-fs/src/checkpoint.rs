@@ -295,10 +295,10 @@ pub struct Staged {
 /// the user's own, secrets' names and the paths left out so far, which git
 /// checks only against untracked files, at no cost per tracked one), and
 /// `.claude/` by leaving what the status names there alone. A file staged
-/// all the same (a tracked one
-/// changed, or a file that grew past [`LARGE_FILE_BYTES`]: one `stat` of
-/// each path it named) is taken out of the index again (one more git
-/// process, at that stop only), added to the rules and returned.
+/// all the same (a tracked one changed, or a file that grew past
+/// [`LARGE_FILE_BYTES`]: one `stat` of each path it named) is taken out of
+/// the index again (one more git process, at that stop only), added to the
+/// rules and returned.
 pub fn stage_kept(
     root: &Path,
     objects: &Objects,

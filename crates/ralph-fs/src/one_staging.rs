@@ -1,12 +1,13 @@
 //! One staging for a looping stop that keeps a checkpoint and compares
 //! the paths changed since arming (`--protect`, `--scope`): the comparison
 //! index (`compared`, seeded from the armed tree, never from the user's
-//! index; `status_staging`) stages everything the comparison must see, and the checkpoint's tree is written by ralph
-//! from that same index (`index_tree`) with the checkpoint's exclusions
-//! applied here: `.claude/`, tracked files with a secret's name and tracked
-//! files over 10 MiB as the user's index had them at the arming's first
-//! such stop (`pinned`, the only read of the user's index, for the
-//! checkpoint alone), every other secret's name and large file left out.
+//! index; `status_staging`) stages everything the comparison must see, and
+//! the checkpoint's tree is written by ralph from that same index
+//! (`index_tree`) with the checkpoint's exclusions applied here:
+//! `.claude/`, tracked files with a secret's name and tracked files over
+//! 10 MiB as the user's index had them at the arming's first such stop
+//! (`pinned`, the only read of the user's index, for the checkpoint
+//! alone), every other secret's name and large file left out.
 //!
 //! Where the bytes go: the staging writes its new objects into a scratch
 //! object folder beside the store (`compared-objects`), with the store,

@@ -76,12 +76,24 @@ fn smudge_recent(index: &Path, since: u32, seen: Option<(Vec<u8>, Stamp)>) {
     if safe_fs::kind_at(index).is_none() {
         return;
     }
-    let seen = match seen {
+    let current = match seen {
         Some((bytes, stamp)) if stamp_of(index).as_ref() == Some(&stamp) => Some((bytes, stamp)),
         _ => read_stamped(index),
     };
-    if let Some((bytes, _)) = &seen
-        && read(bytes, since).is_some_and(|(_, recent)| recent.is_empty())
+    let found = current.and_then(|(bytes, stamp)| {
+        let (hash_len, recent) = read(&bytes, since)?;
+        Some((
+            stamp,
+            Smudge {
+                bytes,
+                hash_len,
+                recent,
+            },
+        ))
+    });
+    if found
+        .as_ref()
+        .is_some_and(|(_, smudge)| smudge.recent.is_empty())
     {
         return;
     }
@@ -89,17 +101,27 @@ fn smudge_recent(index: &Path, since: u32, seen: Option<(Vec<u8>, Stamp)>) {
     lock.push(".lock");
     let lock = Path::new(&lock);
     let done = safe_fs::create_new_unsynced(lock, b"").is_ok() && {
-        // What was read before the lock serves when the file is still the
-        // one read then (no writer could have slipped in unseen: any write
-        // or replacement moves its stamp); else it is read again.
-        let unchanged = seen.filter(|(_, stamp)| stamp_of(index).as_ref() == Some(stamp));
-        let done = smudge_locked(index, since, unchanged.map(|(bytes, _)| bytes));
+        // What was read and found before the lock serves when the file is
+        // still the one read then (no writer could have slipped in unseen:
+        // any write or replacement moves its stamp); else it is read again.
+        let unchanged = found
+            .filter(|(stamp, _)| stamp_of(index).as_ref() == Some(stamp))
+            .map(|(_, smudge)| smudge);
+        let done = smudge_locked(index, since, unchanged);
         safe_fs::remove(lock);
         done
     };
     if !done {
         safe_fs::remove(index);
     }
+}
+
+/// An index's bytes, the length of its object ids and the ranges of its
+/// records a smudge sets to zero ([`read`]).
+struct Smudge {
+    bytes: Vec<u8>,
+    hash_len: usize,
+    recent: Vec<Range<usize>>,
 }
 
 /// What tells one version of a file from another without reading it: its
@@ -142,15 +164,23 @@ fn read(bytes: &[u8], since: u32) -> Option<(usize, Vec<Range<usize>>)> {
         .find_map(|len| recent(bytes, since, len).map(|ranges| (len, ranges)))
 }
 
-/// [`smudge_recent`] under the lock, of `seen` (the index's bytes, when
-/// read before and still current) or of the index read now.
-fn smudge_locked(index: &Path, since: u32, seen: Option<Vec<u8>>) -> bool {
-    let Some(mut bytes) =
-        seen.or_else(|| safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok())
+/// [`smudge_recent`] under the lock, of `found` (what was found before it,
+/// in bytes still current) or of the index read now.
+fn smudge_locked(index: &Path, since: u32, found: Option<Smudge>) -> bool {
+    let Some(Smudge {
+        mut bytes,
+        hash_len,
+        recent: changed,
+    }) = found.or_else(|| {
+        let bytes = safe_fs::read_capped(index, crate::index_tree::MAX_INDEX_BYTES).ok()?;
+        let (hash_len, recent) = read(&bytes, since)?;
+        Some(Smudge {
+            bytes,
+            hash_len,
+            recent,
+        })
+    })
     else {
-        return false;
-    };
-    let Some((hash_len, changed)) = read(&bytes, since) else {
         return false;
     };
     if changed.is_empty() {

@@ -75,9 +75,9 @@ pub(crate) struct Listing<'a> {
 
 /// Stages the work tree into `kept` as `git add -A -- .` would, but the
 /// paths `listing` does not want. The paths it staged (changed, added or
-/// removed since the index last held them; none named at a seeded
-/// index's first staging), or an error when git failed or did not answer
-/// in time.
+/// removed since the index last held them; none named when a seed that
+/// failed was replaced by a `git add -A`), or an error when git failed or
+/// did not answer in time.
 pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8>>, FsError> {
     let mut lock = kept.index.as_os_str().to_owned();
     lock.push(".lock");

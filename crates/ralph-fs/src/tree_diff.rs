@@ -283,7 +283,7 @@ fn armed_diff(
     kept: &PrivateIndex,
     entries: &[crate::index_tree::Entry<'_>],
 ) -> Option<Vec<String>> {
-    if tree.len() != 40 || !safe_fs::kind_at(&root.join(".git")).is_some_and(|k| k.is_dir()) {
+    if tree.len() != 40 || !crate::status_staging::applies(root) {
         return None;
     }
     let listing_file = kept.path().with_file_name("armed-entries");
@@ -296,24 +296,25 @@ fn armed_diff(
             .iter()
             .map(|e| Some((e.path.as_ref(), e.mode, e.id)))
     };
-    if let Some(bytes) = &kept_listing {
-        let body = &bytes[head.len()..];
-        // Read as it is stored, in one pass: both are in path order (an
-        // index's, and `armed-entries` as this ralph writes it).
-        if let Some(changed) = sorted_diff(listed_entries(body), now()) {
-            return Some(changed);
-        }
-        // One an older ralph wrote in the tree's order, or that does not read.
-        let mut armed = decode_entries(body)?;
-        let mut current: Vec<Listed<'_>> = now().flatten().collect();
-        armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        current.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        return sorted_diff(armed.into_iter().map(Some), current.into_iter().map(Some));
+    let body = kept_listing.as_deref().map(|bytes| &bytes[head.len()..]);
+    // Read as it is stored, in one pass: both are in path order (an
+    // index's, and `armed-entries` as this ralph writes it).
+    if let Some(changed) = body.and_then(|body| sorted_diff(listed_entries(body), now())) {
+        return Some(changed);
     }
-    let listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
-    let mut armed = armed_entries(&listed)?;
-    write_armed_entries(&listing_file, tree, &mut armed);
+    // A listing an older ralph wrote in the tree's order, or none yet.
+    let listed;
+    let mut armed = match body {
+        Some(body) => decode_entries(body)?,
+        None => {
+            listed = kept.run(&["ls-tree", "-r", "-z", "--full-tree", tree])?;
+            let mut armed = armed_entries(&listed)?;
+            write_armed_entries(&listing_file, tree, &mut armed);
+            armed
+        }
+    };
     let mut current: Vec<Listed<'_>> = now().flatten().collect();
+    armed.sort_unstable_by(|a, b| a.0.cmp(b.0));
     current.sort_unstable_by(|a, b| a.0.cmp(b.0));
     sorted_diff(armed.into_iter().map(Some), current.into_iter().map(Some))
 }

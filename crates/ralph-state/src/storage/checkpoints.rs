@@ -189,7 +189,8 @@ impl Kept {
             ))
         });
         let (bytes, since) = match noted {
-            Some((bytes, since)) if since + 1 < SIZE_WALK_EVERY && bytes <= MAX_STORE_BYTES / 2 => {
+            // `since` below the period, so one more never wraps.
+            Some((bytes, since)) if since < SIZE_WALK_EVERY - 1 && bytes <= MAX_STORE_BYTES / 2 => {
                 (bytes, since + 1)
             }
             _ => (self.bytes(), 0),
