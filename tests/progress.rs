@@ -380,13 +380,15 @@ fn a_looping_turn_with_protect_and_checkpoints_stages_once() {
                     .filter(|c| c.split(' ').any(|w| w == word))
                     .count()
             };
-            // One status of the kept index and one update of the file it
-            // names: no `git add` of its own for the checkpoint.
+            // One status of the kept index and, for the new file, one
+            // update of it: no `git add` of its own for the checkpoint. The
+            // file only edited at the next turn ralph stages itself (Linux).
             let said = format!("{rule:?} {tool}, turn {turn} forked {calls:?}");
+            let updates = usize::from(turn == 0 || !cfg!(target_os = "linux"));
             assert_eq!(count("status"), 1, "{said}");
-            assert_eq!(count("update-index"), 1, "{said}");
+            assert_eq!(count("update-index"), updates, "{said}");
             assert_eq!(count("add"), 0, "{said}");
-            assert_eq!(calls.len(), 2, "{said}");
+            assert_eq!(calls.len(), 1 + updates, "{said}");
             trees.push(r.checkpoints().last().map(|(_, t)| t.clone()));
         }
         assert!(trees.iter().all(Option::is_some), "{rule:?}: {trees:?}");

@@ -323,7 +323,8 @@ pub fn stage_kept(
         version.args(["update-index", "--index-version", "4"]);
         let _ = run(version, deadline, &[0], "compress the kept index");
     }
-    let changes = stage_changes(root, &kept, &rules, deadline)?;
+    let mut changes = stage_changes(root, &kept, &rules, deadline)?;
+    let mut written = changes.written.take();
     let left = classify(root, changes.staged);
     if left.len() > MAX_LEFT_OUT {
         return Err(git_error(
@@ -342,8 +343,12 @@ pub fn stage_kept(
         if !sha1 {
             return None;
         }
-        // The bytes serve the same-second smudge too (no read of its own).
-        let read = crate::same_second::read_stamped(index)?;
+        // The bytes serve the same-second smudge too (no read of its own);
+        // those ralph staged, while nothing wrote the index since.
+        let read = written
+            .take()
+            .filter(|(_, stamp)| crate::same_second::stamp_of(index).as_ref() == Some(stamp))
+            .or_else(|| crate::same_second::read_stamped(index))?;
         let tree = crate::index_tree::tree_of(&read.0, &objects.private);
         smudged_after.seen(read);
         tree
@@ -371,6 +376,8 @@ pub fn stage_kept(
 struct Changes {
     staged: Vec<String>,
     any: bool,
+    /// The index as ralph wrote it (`status_staging::Staged::written`).
+    written: Option<crate::own_staging::Written>,
 }
 
 /// Stages the work tree but `.claude/` into the kept index, new files
@@ -392,13 +399,15 @@ fn stage_changes(
             wanted: |path| path != b".claude" && !path.starts_with(b".claude/"),
         };
         let git = || kept.git();
-        if let Ok(paths) = crate::status_staging::stage(&kept.as_kept(&git), &listing) {
+        if let Ok(staged) = crate::status_staging::stage(&kept.as_kept(&git), &listing) {
             return Ok(Changes {
-                any: !paths.is_empty(),
-                staged: paths
+                any: !staged.paths.is_empty(),
+                staged: staged
+                    .paths
                     .iter()
                     .map(|p| String::from_utf8_lossy(p).into_owned())
                     .collect(),
+                written: staged.written,
             });
         }
     }
@@ -414,6 +423,7 @@ fn stage_changes(
     Ok(Changes {
         any: !said.is_empty(),
         staged: added_among(&said),
+        written: None,
     })
 }
 

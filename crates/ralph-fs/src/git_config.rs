@@ -52,20 +52,29 @@ pub(crate) fn drivers_without_git(root: &Path) -> Option<Vec<String>> {
 }
 
 /// Whether no configuration file git reads for `root` can set
-/// `core.excludesFile`, known without starting git: the repository's
-/// `.git/config` (a plain folder's, no linked worktree) and the user's and
-/// the system's files neither name it nor include another file, and no
-/// setting comes from the environment. `false` whenever in doubt.
+/// `core.excludesFile` ([`silent_on`]).
 pub(crate) fn excludes_file_unset(root: &Path) -> bool {
+    silent_on(root, "excludesfile")
+}
+
+/// Whether no configuration file git reads for `root` can set a key whose
+/// name holds `word` (in lower case), known without starting git: the
+/// repository's `.git/config` (a plain folder's, no linked worktree) and
+/// the user's and the system's files neither name it nor include another
+/// file, and no setting comes from the environment. `false` whenever in doubt.
+pub(crate) fn silent_on(root: &Path, word: &str) -> bool {
     let dot_git = root.join(".git");
     let plain = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir())
         && std::fs::symlink_metadata(dot_git.join("commondir")).is_err();
-    if !plain || std::env::var_os("GIT_CONFIG_COUNT").is_some() {
+    let from_environment = ["GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some());
+    if !plain || from_environment {
         return false;
     }
     let silent = |text: &[u8]| {
         let text = String::from_utf8_lossy(text).to_ascii_lowercase();
-        !text.contains("excludesfile") && !text.contains("include")
+        !text.contains(word) && !text.contains("include")
     };
     let repository = match safe_fs::read_capped(&dot_git.join("config"), CONFIG_CAP) {
         Ok(bytes) => silent(&bytes),

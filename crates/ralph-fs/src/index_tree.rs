@@ -56,15 +56,88 @@ pub(crate) fn tree_of(index: &[u8], objects: &Path) -> Option<String> {
 
 /// The tree of `entries` (in the index's order, each path once), each of
 /// its tree objects written into `objects` when missing there; its id in
-/// hex, or `None` when this cannot write it for certain.
-pub(crate) fn write_entries(entries: &[Entry<'_>], objects: &Path) -> Option<String> {
-    let (id, used) = build(entries, 0, objects)?;
+/// hex, or `None` when this cannot write it for certain. A folder `known`
+/// names (its path with its `/`) is that tree, not read again: only one
+/// whose entries are those of a cached tree of the index they came from.
+pub(crate) fn write_entries(
+    entries: &[Entry<'_>],
+    objects: &Path,
+    known: &dyn Fn(&[u8]) -> Option<[u8; 20]>,
+) -> Option<String> {
+    let (id, used) = build_known(entries, 0, objects, known)?;
     (used == entries.len()).then(|| hex(&id))
+}
+
+/// A folder's path with its `/`, and the id of its tree.
+pub(crate) type CachedTree = (Vec<u8>, [u8; 20]);
+
+/// [`entries`] of the index `bytes`, and the folders whose tree it caches
+/// as valid (git's `TREE` extension: a folder whose entries did not change
+/// since its tree was recorded) with those trees' ids; none when it has no
+/// such extension or it does not read so.
+pub(crate) fn entries_and_cached_trees(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, Vec<CachedTree>)> {
+    let (entries, end) = walk(bytes)?;
+    let mut found = Vec::new();
+    if let Some(data) = extension(bytes, end, *b"TREE")
+        && read_cached(data, b"", &mut found).is_none()
+    {
+        found.clear();
+    }
+    Some((entries, found))
+}
+
+/// One cached tree of a `TREE` extension's `data` and those under it (its
+/// folder's path `folder`, with its `/`, or empty at the top), the valid
+/// ones but the top pushed to `found`; what follows it.
+fn read_cached<'d>(data: &'d [u8], folder: &[u8], found: &mut Vec<CachedTree>) -> Option<&'d [u8]> {
+    let nul = data.iter().position(|b| *b == 0)?;
+    let newline = nul + 1 + data.get(nul + 1..)?.iter().position(|b| *b == b'\n')?;
+    let counts = std::str::from_utf8(&data[nul + 1..newline]).ok()?;
+    let (entries, subtrees) = counts.split_once(' ')?;
+    let entries: i64 = entries.parse().ok()?;
+    let subtrees: usize = subtrees.parse().ok()?;
+    let mut rest = &data[newline + 1..];
+    let mut path = folder.to_vec();
+    if nul > 0 {
+        path.extend_from_slice(&data[..nul]);
+        path.push(b'/');
+    }
+    if entries >= 0 {
+        let id: [u8; 20] = rest.get(..20)?.try_into().ok()?;
+        rest = &rest[20..];
+        if !path.is_empty() {
+            found.push((path.clone(), id));
+        }
+    }
+    for _ in 0..subtrees {
+        rest = read_cached(rest, &path, found)?;
+    }
+    Some(rest)
+}
+
+/// The data of the extension `signature` of the index `bytes` whose
+/// entries end at `end` (SHA-1: its last 20 bytes are its checksum).
+fn extension(bytes: &[u8], end: usize, signature: [u8; 4]) -> Option<&[u8]> {
+    let mut rest = bytes.get(end..bytes.len().checked_sub(20)?)?;
+    while rest.len() >= 8 {
+        let len = usize::try_from(u32::from_be_bytes(rest[4..8].try_into().ok()?)).ok()?;
+        let data = rest.get(8..8usize.checked_add(len)?)?;
+        if rest[..4] == signature {
+            return Some(data);
+        }
+        rest = &rest[8 + len..];
+    }
+    None
 }
 
 /// The entries of an index file (`DIRC`, versions 2 to 4); `None` for an
 /// entry a tree cannot hold as it is.
 pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
+    walk(bytes).map(|(entries, _)| entries)
+}
+
+/// [`entries`], and where they end in `bytes`.
+fn walk(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, usize)> {
     let word = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
@@ -101,7 +174,9 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
             at += used;
             let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
             let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
-            let mut path = previous[..keep].to_vec();
+            // One allocation per path, of its length.
+            let mut path = Vec::with_capacity(keep + (end - at));
+            path.extend_from_slice(&previous[..keep]);
             path.extend_from_slice(&bytes[at..end]);
             at = end + 1;
             previous.clone_from(&path);
@@ -124,7 +199,7 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
             path,
         });
     }
-    Some(out)
+    Some((out, at))
 }
 
 /// The most folders deep a path of a tree ralph writes goes (each is one
@@ -175,6 +250,17 @@ fn mode_word(mode: u32) -> Option<&'static [u8]> {
 /// `depth` bytes long), written when missing; its id, and how many entries
 /// it took.
 fn build(entries: &[Entry<'_>], depth: usize, objects: &Path) -> Option<([u8; 20], usize)> {
+    build_known(entries, depth, objects, &|_| None)
+}
+
+/// [`build`], a folder `known` names taken as that tree (when the store
+/// `objects` holds it: a tree ralph wrote there), its entries not read.
+fn build_known(
+    entries: &[Entry<'_>],
+    depth: usize,
+    objects: &Path,
+    known: &dyn Fn(&[u8]) -> Option<[u8; 20]>,
+) -> Option<([u8; 20], usize)> {
     let mut body = Vec::new();
     let mut taken = 0;
     while taken < entries.len() {
@@ -194,7 +280,16 @@ fn build(entries: &[Entry<'_>], depth: usize, objects: &Path) -> Option<([u8; 20
                     .iter()
                     .take_while(|e| e.path.starts_with(folder))
                     .count();
-                let (id, used) = build(&entries[taken..taken + within], folder.len(), objects)?;
+                let stored = known(folder).filter(|id| holds(objects, id));
+                let (id, used) = match stored {
+                    Some(id) => (id, within),
+                    None => build_known(
+                        &entries[taken..taken + within],
+                        folder.len(),
+                        objects,
+                        known,
+                    )?,
+                };
                 if used != within || slash == 0 {
                     return None;
                 }
@@ -210,23 +305,55 @@ fn build(entries: &[Entry<'_>], depth: usize, objects: &Path) -> Option<([u8; 20
     Some((id, taken))
 }
 
+/// Whether the object folder `objects` holds the object `id` loose.
+fn holds(objects: &Path, id: &[u8; 20]) -> bool {
+    let name = hex(id);
+    std::fs::symlink_metadata(objects.join(&name[..2]).join(&name[2..])).is_ok_and(|m| m.is_file())
+}
+
 /// Writes the tree object `body` into `objects` (unless it is there), its id.
 fn store_tree(body: &[u8], objects: &Path) -> Option<[u8; 20]> {
     let mut object = format!("tree {}\0", body.len()).into_bytes();
     object.extend_from_slice(body);
-    let id: [u8; 20] = sha1::Sha1::digest(&object).into();
+    store_object(&object, objects, &[])
+}
+
+/// The SHA-1 id of the object whose header and body are `object`.
+pub(crate) fn object_id(object: &[u8]) -> [u8; 20] {
+    sha1::Sha1::digest(object).into()
+}
+
+/// Writes `object` (its header, `<kind> <size>\0`, and its body) into the
+/// object folder `objects` as a loose object, unless that folder or one of
+/// `also` holds it loose already; its id.
+pub(crate) fn store_object(
+    object: &[u8],
+    objects: &Path,
+    also: &[std::path::PathBuf],
+) -> Option<[u8; 20]> {
+    let id = object_id(object);
     let name = hex(&id);
     let folder = objects.join(&name[..2]);
     let path = folder.join(&name[2..]);
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+    let held = |objects: &Path| {
+        std::fs::symlink_metadata(objects.join(&name[..2]).join(&name[2..]))
+            .is_ok_and(|m| m.is_file())
+    };
+    if std::iter::once(objects)
+        .chain(also.iter().map(std::path::PathBuf::as_path))
+        .any(held)
+    {
         return Some(id);
     }
-    safe_fs::ensure_dir(objects, &name[..2]).ok()?;
+    // Most stops write into folders that exist: one stat, not a mkdir.
+    if !std::fs::symlink_metadata(&folder).is_ok_and(|m| m.is_dir()) {
+        safe_fs::ensure_dir(objects, &name[..2]).ok()?;
+    }
     let mut file = tempfile::Builder::new()
         .prefix("tmp_obj_")
         .tempfile_in(&folder)
         .ok()?;
-    file.write_all(&stored_zlib(&object)).ok()?;
+    file.write_all(&stored_zlib(object)).ok()?;
     match file.persist_noclobber(&path) {
         Ok(_) => Some(id),
         // Written meanwhile by another stop: the same bytes, by its name.
@@ -275,7 +402,43 @@ pub(crate) fn hex(id: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// [`tree_of`] of the index file at `index`.
+    #[test]
+    fn a_cached_tree_the_store_holds_is_used_and_one_it_lacks_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git_in(root, &["init", "-q"]);
+        for path in ["a/x.txt", "a/b/y.txt", "c/z.txt", "top.txt"] {
+            std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+            std::fs::write(root.join(path), path).unwrap();
+        }
+        git_in(root, &["add", "-A"]);
+        let theirs = git_in(root, &["write-tree"]).trim().to_owned();
+        let bytes = std::fs::read(root.join(".git/index")).unwrap();
+        let (entries, cached) = entries_and_cached_trees(&bytes).unwrap();
+        let folders: Vec<&[u8]> = cached.iter().map(|(f, _)| f.as_slice()).collect();
+        assert_eq!(folders, [&b"a/"[..], b"a/b/", b"c/"]);
+        let known = |folder: &[u8]| cached.iter().find(|(f, _)| f == folder).map(|(_, id)| *id);
+        // An empty store: every tree written, the same tree as git's.
+        let store = tempfile::tempdir().unwrap();
+        assert_eq!(
+            write_entries(&entries, store.path(), &known).unwrap(),
+            theirs
+        );
+        // A cached tree the store holds is taken as it is, its entries not
+        // read: one named wrongly (as `c/`'s) shows it.
+        let c = cached[2].1;
+        let wrong = |folder: &[u8]| if folder == b"a/" { Some(c) } else { None };
+        let taken = write_entries(&entries, store.path(), &wrong).unwrap();
+        assert_ne!(taken, theirs);
+        let other = tempfile::tempdir().unwrap();
+        assert_eq!(
+            write_entries(&entries, other.path(), &wrong).unwrap(),
+            theirs,
+            "not held: built"
+        );
+    }
+
+    /// [`tree_of`] of the index file at `index`.    /// [`tree_of`] of the index file at `index`.
     fn write_tree(index: &Path, objects: &Path) -> Option<String> {
         tree_of(&safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?, objects)
     }

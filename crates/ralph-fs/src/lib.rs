@@ -25,6 +25,7 @@ pub mod git_runner;
 mod index_tree;
 mod object_check;
 pub mod one_staging;
+mod own_staging;
 pub mod process;
 pub mod safe_fs;
 mod same_second;

@@ -122,7 +122,7 @@ pub fn stage_shared(
             checkpoint(
                 root,
                 objects,
-                entries,
+                (entries, &c.cached),
                 &pinned,
                 leave_out,
                 loose,
@@ -241,7 +241,7 @@ fn parse_id(hex: &str) -> Option<[u8; 20]> {
 fn checkpoint(
     root: &Path,
     objects: &Objects,
-    entries: Vec<Entry<'static>>,
+    (entries, cached): (Vec<Entry<'static>>, &[index_tree::CachedTree]),
     pinned: &[Entry<'static>],
     leave_out: &[String],
     loose: [&Ids; 2],
@@ -253,7 +253,15 @@ fn checkpoint(
     let mut kept: Vec<Entry<'_>> = entries;
     let mut left = Vec::new();
     let mut large = Ids::default();
-    kept.retain(|entry| {
+    // The folders whose entries here differ from the comparison index's: a
+    // cached tree of theirs is not the checkpoint's.
+    let mut differ: HashSet<Vec<u8>> = HashSet::new();
+    let mut mark = |path: &[u8]| {
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            differ.insert(path[..=at].to_vec());
+        }
+    };
+    let mut keeps = |entry: &Entry<'_>| {
         if entry.path.as_ref() == b".claude"
             || entry.path.starts_with(b".claude/")
             || secret_path(&entry.path)
@@ -287,21 +295,27 @@ fn checkpoint(
             }
         }
         true
+    };
+    kept.retain(|entry| {
+        let keep = keeps(entry);
+        if !keep {
+            mark(&entry.path);
+        }
+        keep
     });
     if left.len() > MAX_LEFT_OUT {
         return None;
     }
-    kept.extend(
-        pinned
-            .iter()
-            .filter(|p| !pinned_kind_large_only(p))
-            .map(|p| Entry {
-                mode: p.mode,
-                size: 0,
-                id: p.id,
-                path: std::borrow::Cow::Borrowed(p.path.as_ref()),
-            }),
-    );
+    let added = pinned.iter().filter(|p| !pinned_kind_large_only(p));
+    for entry in added.clone() {
+        mark(&entry.path);
+    }
+    kept.extend(added.map(|p| Entry {
+        mode: p.mode,
+        size: 0,
+        id: p.id,
+        path: std::borrow::Cow::Borrowed(p.path.as_ref()),
+    }));
     kept.sort_by(|a, b| a.path.cmp(&b.path));
     kept.dedup_by(|a, b| a.path == b.path);
     for entry in &kept {
@@ -310,7 +324,18 @@ fn checkpoint(
             link_object(folders[at], &objects.private, &entry.id)?;
         }
     }
-    let tree = index_tree::write_entries(&kept, &objects.private)?;
+    // A folder the checkpoint holds as the index does, whose tree the index
+    // caches and the store holds, is not hashed again.
+    let cached: std::collections::HashMap<&[u8], [u8; 20]> = cached
+        .iter()
+        .map(|(folder, id)| (folder.as_slice(), *id))
+        .collect();
+    let known = |folder: &[u8]| {
+        (!differ.contains(folder))
+            .then(|| cached.get(folder).copied())
+            .flatten()
+    };
+    let tree = index_tree::write_entries(&kept, &objects.private, &known)?;
     let staged = Staged {
         tree,
         left_out: left,
@@ -432,6 +457,68 @@ mod tests {
             .filter(|p| !p.is_empty())
             .map(str::to_owned)
             .collect()
+    }
+
+    #[test]
+    fn a_checkpoint_that_reuses_cached_trees_is_the_one_written_from_scratch() {
+        let dir = repo_ignoring("target/\n");
+        let root = dir.path();
+        let write = |path: &str, text: &str| {
+            std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+            std::fs::write(root.join(path), text).unwrap();
+        };
+        // A secret untracked at arming, in a folder whose tree the
+        // comparison's index caches: never in a checkpoint.
+        for (path, text) in [
+            ("src/a.txt", "a\n"),
+            ("src/deep/b.txt", "b\n"),
+            ("docs/x.md", "x\n"),
+            ("conf/app.txt", "app\n"),
+            ("conf/.env.local", "TOKEN=1\n"),
+        ] {
+            write(path, text);
+        }
+        let limit = crate::tree_diff::TREE_TIME_LIMIT;
+        let armed = crate::tree_diff::snapshot(root, limit).unwrap();
+        let stop = |arming: &Path| {
+            let objects = Objects {
+                private: safe_fs::ensure_dir(arming, "objects").unwrap(),
+                borrowed: root.join(".git/objects"),
+            };
+            let staged = stage_shared(
+                root,
+                &objects,
+                arming,
+                &armed.tree,
+                armed.excludes.as_deref(),
+                &[],
+                true,
+            )
+            .unwrap();
+            (staged.checkpoint.unwrap().tree, objects)
+        };
+        let warm = tempfile::tempdir().unwrap();
+        stop(warm.path());
+        let edits: [&[(&str, &str)]; 3] = [
+            &[("src/deep/b.txt", "b, edited\n")],
+            &[("docs/x.md", "x, edited\n"), ("docs/new.md", "new\n")],
+            &[
+                ("conf/app.txt", "app, edited\n"),
+                ("src/a.txt", "a, edited\n"),
+            ],
+        ];
+        for edit in edits {
+            for (path, text) in edit {
+                write(path, text);
+            }
+            let (reused, objects) = stop(warm.path());
+            let cold = tempfile::tempdir().unwrap();
+            let (fresh, _) = stop(cold.path());
+            assert_eq!(reused, fresh, "after {edit:?}");
+            let files = files_of(root, &objects, &reused);
+            assert!(files.contains(&"conf/app.txt".to_owned()), "{files:?}");
+            assert!(!files.contains(&"conf/.env.local".to_owned()), "{files:?}");
+        }
     }
 
     #[test]

@@ -633,6 +633,29 @@ pub fn move_entry(from: &Path, to: &Path) -> io::Result<()> {
     fs::rename(from, to)
 }
 
+/// Moves the regular file `from` over `to` (`rename(2)`, which replaces it
+/// whole): git's lock protocol, for files of ralph's own (a kept index
+/// written under its `.lock`).
+pub(crate) fn rename_over(from: &Path, to: &Path) -> io::Result<()> {
+    if !fs::symlink_metadata(from)?.is_file() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    fs::rename(from, to)
+}
+
+/// Opens the folder `path` for opening what is beneath it (`openat2`):
+/// the top of a project, as its user named it (a link there is followed,
+/// as the user's own path; none below it is).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // `openat2` is Linux's
+pub(crate) fn open_folder(path: &Path) -> Result<File, FsError> {
+    let folder = File::open(path).map_err(io_err("open", path))?;
+    let meta = folder.metadata().map_err(io_err("inspect", path))?;
+    if !meta.is_dir() {
+        return Err(wrong_kind(path, meta.file_type(), "a folder"));
+    }
+    Ok(folder)
+}
+
 /// Removes the entry at `path`: a link or file itself, a folder with all it holds, never
 /// following a link. Nothing there is not an error.
 pub fn remove_entry(path: &Path) -> io::Result<()> {

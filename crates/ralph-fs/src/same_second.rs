@@ -134,7 +134,8 @@ pub(crate) struct Stamp {
     changed: (i64, i64, u64, u64),
 }
 
-fn stamp_of(path: &Path) -> Option<Stamp> {
+/// `path`'s [`Stamp`] now (not following a link).
+pub(crate) fn stamp_of(path: &Path) -> Option<Stamp> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     Some(Stamp {
         len: meta.len(),

@@ -1,6 +1,8 @@
 //! A kept index brought up to the work tree with one `git status` and, only
 //! when something changed, one `git update-index` of just those paths: what
-//! `git add -A` does, for less (issue 47's hot path).
+//! `git add -A` does, for less (issue 47's hot path). When the only changes
+//! are edits of tracked files, and the index's new objects go to a folder of
+//! ralph's, ralph stages them itself (`own_staging`): the status alone.
 //!
 //! Why it is cheaper: `git add -A` lists every folder of the tree at every
 //! stop (it cannot use git's untracked cache), and the index it starts from
@@ -40,9 +42,15 @@ use crate::safe_fs::{self, FsError};
 /// must have answered, and git set up for it (hardened, `GIT_INDEX_FILE`
 /// and where objects go: `tree_diff::PrivateIndex::git`).
 pub(crate) struct Kept<'a> {
+    /// The top of the repository (the work tree staged).
+    pub root: &'a Path,
     pub index: &'a Path,
     pub deadline: Instant,
     pub git: &'a dyn Fn() -> std::io::Result<Command>,
+    /// Where git writes the index's new objects, when not into the
+    /// repository's own folder: then a stop that only edited files stages
+    /// them itself (`own_staging`), with no `git update-index`.
+    pub objects: Option<crate::own_staging::ObjectFolders>,
 }
 
 /// The most of one status listing read (paths, NUL-separated).
@@ -73,12 +81,21 @@ pub(crate) struct Listing<'a> {
     pub wanted: fn(&[u8]) -> bool,
 }
 
+/// What a staging did.
+pub(crate) struct Staged {
+    /// The paths it staged (changed, added or removed since the index last
+    /// held them; none named when a seed that failed was replaced by a `git
+    /// add -A`).
+    pub paths: Vec<Vec<u8>>,
+    /// The index as ralph wrote it, when it staged the files itself: a
+    /// read of it saved while the file keeps that stamp.
+    pub written: Option<crate::own_staging::Written>,
+}
+
 /// Stages the work tree into `kept` as `git add -A -- .` would, but the
-/// paths `listing` does not want. The paths it staged (changed, added or
-/// removed since the index last held them; none named when a seed that
-/// failed was replaced by a `git add -A`), or an error when git failed or
-/// did not answer in time.
-pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8>>, FsError> {
+/// paths `listing` does not want: what it staged, or an error when git
+/// failed or did not answer in time.
+pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, FsError> {
     let mut lock = kept.index.as_os_str().to_owned();
     lock.push(".lock");
     if safe_fs::kind_at(Path::new(&lock)).is_some() {
@@ -104,7 +121,10 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8
                     )
                 },
             )?;
-            return Ok(Vec::new());
+            return Ok(Staged {
+                paths: Vec::new(),
+                written: None,
+            });
         }
         if let Some(after_seed) = listing.after_seed {
             after_seed(kept.index);
@@ -125,11 +145,30 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8
     ]);
     let listed = git_runner::run_until(status, kept.deadline, &[0], MAX_LISTING_BYTES)
         .ok_or_else(|| error("list what changed", "git failed or did not answer in time"))?;
-    let mut changed = to_stage(&listed)
+    let mut listed = to_stage(&listed)
         .ok_or_else(|| error("list what changed", "git's status could not be read"))?;
-    changed.retain(|p| (listing.wanted)(p));
-    if changed.is_empty() {
-        return Ok(changed);
+    listed.retain(|change| (listing.wanted)(&change.path));
+    let edited: Option<Vec<crate::own_staging::Modified<'_>>> = listed
+        .iter()
+        .map(|change| {
+            change.edited.map(|mode| crate::own_staging::Modified {
+                path: &change.path,
+                mode,
+            })
+        })
+        .collect();
+    let written = match (&kept.objects, edited) {
+        (Some(objects), Some(files)) => {
+            crate::own_staging::stage(kept.root, kept.index, objects, &files)
+        }
+        _ => None,
+    };
+    let changed: Vec<Vec<u8>> = listed.into_iter().map(|change| change.path).collect();
+    if changed.is_empty() || written.is_some() {
+        return Ok(Staged {
+            paths: changed,
+            written,
+        });
     }
     let mut update = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
     update.args([
@@ -146,7 +185,10 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Vec<Vec<u8
         .collect();
     git_runner::run_with_input(update, &list, kept.deadline, MAX_LISTING_BYTES)
         .ok_or_else(|| error("stage what changed", "git failed or did not answer in time"))?;
-    Ok(changed)
+    Ok(Staged {
+        paths: changed,
+        written: None,
+    })
 }
 
 /// `git read-tree` of `tree` into the kept index (which it creates): its
@@ -161,12 +203,21 @@ fn seed_from(kept: &Kept<'_>, tree: &str) -> Option<()> {
     git_runner::run_until(read, kept.deadline, &[0], MAX_LISTING_BYTES).map(|_| ())
 }
 
+/// One path a staging takes from the status.
+struct Change {
+    path: Vec<u8>,
+    /// The file's mode in the work tree when it is a tracked file whose
+    /// bytes (or only its executable bit) changed, and nothing else: a
+    /// regular file before and after, no submodule.
+    edited: Option<u32>,
+}
+
 /// The paths a `git status --porcelain=v2 -z` listing says differ between
 /// the index and the work tree (changed, removed, of another type) or are
 /// untracked and not ignored: what `git add -A` would stage. `None` for a
 /// listing this does not read for certain (an unmerged entry, a line of
 /// another shape).
-fn to_stage(listed: &[u8]) -> Option<Vec<Vec<u8>>> {
+fn to_stage(listed: &[u8]) -> Option<Vec<Change>> {
     let mut paths = Vec::new();
     let mut records = listed.split(|b| *b == 0).filter(|r| !r.is_empty());
     while let Some(record) = records.next() {
@@ -175,20 +226,39 @@ fn to_stage(listed: &[u8]) -> Option<Vec<Vec<u8>>> {
                 // `1 XY sub mH mI mW hH hI path`; `2` adds a score before the
                 // path and its old path as the next record.
                 let fields = if record[0] == b'1' { 8 } else { 9 };
-                let mut parts = record.splitn(fields + 1, |b| *b == b' ');
-                let worktree = parts.nth(1)?.get(1)?;
-                let path = parts.nth(fields - 2)?;
+                let parts: Vec<&[u8]> = record.splitn(fields + 1, |b| *b == b' ').collect();
+                let worktree = *parts.get(1)?.get(1)?;
+                let path = *parts.get(fields)?;
                 if record[0] == b'2' {
                     records.next()?;
                 }
-                if *worktree != b'.' {
-                    paths.push(path.to_vec());
+                let regular = |mode: &[u8]| matches!(mode, b"100644" | b"100755");
+                let edited = (record[0] == b'1'
+                    && worktree == b'M'
+                    && parts[2].starts_with(b"N")
+                    && regular(parts[4])
+                    && regular(parts[5]))
+                .then(|| {
+                    if parts[5] == b"100755" {
+                        0o100_755
+                    } else {
+                        0o100_644
+                    }
+                });
+                if worktree != b'.' {
+                    paths.push(Change {
+                        path: path.to_vec(),
+                        edited,
+                    });
                 }
             }
             b'?' => {
                 let path = record.strip_prefix(b"? ")?;
                 // A nested repository is listed as its folder.
-                paths.push(path.strip_suffix(b"/").unwrap_or(path).to_vec());
+                paths.push(Change {
+                    path: path.strip_suffix(b"/").unwrap_or(path).to_vec(),
+                    edited: None,
+                });
             }
             b'#' | b'!' => {}
             _ => return None,
@@ -216,23 +286,31 @@ mod tests {
             1 .D N... 100644 100644 000000 aa bb gone.rs\0\
             1 .T N... 100644 100644 120000 aa bb now a link\0\
             2 .M N... 100644 100644 100644 aa bb R100 new name\0old name\0\
+            1 .M N... 100644 100644 100755 aa bb run.sh\0\
+            1 .M N... 120000 120000 120000 aa bb a link\0\
+            1 .M SC.. 160000 160000 160000 aa bb module\0\
             ? new file.txt\0\
             ? nested/\0\
             ! ignored\0";
-        let paths: Vec<String> = to_stage(listed)
+        let listed: Vec<(String, Option<u32>)> = to_stage(listed)
             .unwrap()
             .iter()
-            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .map(|c| (String::from_utf8_lossy(&c.path).into_owned(), c.edited))
             .collect();
+        let edited = |path: &str, mode| (path.to_owned(), Some(mode));
+        let other = |path: &str| (path.to_owned(), None);
         assert_eq!(
-            paths,
+            listed,
             [
-                "src/a.rs",
-                "gone.rs",
-                "now a link",
-                "new name",
-                "new file.txt",
-                "nested"
+                edited("src/a.rs", 0o100_644),
+                other("gone.rs"),
+                other("now a link"),
+                other("new name"),
+                edited("run.sh", 0o100_755),
+                other("a link"),
+                other("module"),
+                other("new file.txt"),
+                other("nested"),
             ]
         );
     }
@@ -250,6 +328,6 @@ mod tests {
         assert!(to_stage(b"1 .M\0").is_none());
         assert!(to_stage(b"2 .M N... 100644 100644 100644 aa bb R100 new\0").is_none());
         assert!(to_stage(b"x what\0").is_none());
-        assert_eq!(to_stage(b"").unwrap(), Vec::<Vec<u8>>::new());
+        assert!(to_stage(b"").unwrap().is_empty());
     }
 }

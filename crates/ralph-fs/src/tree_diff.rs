@@ -212,6 +212,10 @@ pub(crate) struct Compared {
     pub hidden: bool,
     /// The kept index's entries as the comparison read them (once a stop).
     pub entries: Option<Vec<crate::index_tree::Entry<'static>>>,
+    /// The folders whose tree the kept index caches as valid, with those
+    /// trees (it is seeded by `git read-tree` of the armed tree, and git
+    /// and `own_staging` mark a folder invalid when they change it).
+    pub cached: Vec<crate::index_tree::CachedTree>,
     /// The kept index's bytes those entries were read from, for its
     /// [`crate::same_second::Guard`] (so the smudge reads it no more).
     pub read: Option<(Vec<u8>, crate::same_second::Stamp)>,
@@ -239,26 +243,32 @@ pub(crate) fn compare_kept(
             excludes_file: None,
             wanted: |_| true,
         };
-        crate::status_staging::stage(&kept.as_kept(&|| kept.git()), &listing).map(|_| ())
+        crate::status_staging::stage(&kept.as_kept(&|| kept.git()), &listing)
+            .map(|staged| staged.written)
     } else {
-        kept.add_all(&COMPARED, &[])
+        kept.add_all(&COMPARED, &[]).map(|()| None)
     };
-    if staged.is_err() {
+    let Ok(written) = staged else {
         // Half done, or a lock a killed git left: the next one starts afresh.
         safe_fs::remove(index);
         let mut lock = index.as_os_str().to_owned();
         lock.push(".lock");
         safe_fs::remove(Path::new(&lock));
         return None;
-    }
+    };
     let mut hidden = false;
     if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
         hidden = kept.add_hidden(rules)?;
     }
-    let read = crate::same_second::read_stamped(kept.path());
-    let entries = read
+    // The bytes ralph wrote, while nothing wrote the index since.
+    let read = written
+        .filter(|(_, stamp)| crate::same_second::stamp_of(kept.path()).as_ref() == Some(stamp))
+        .or_else(|| crate::same_second::read_stamped(kept.path()));
+    let (entries, cached) = read
         .as_ref()
-        .and_then(|(bytes, _)| crate::index_tree::entries(bytes).map(crate::index_tree::owned));
+        .and_then(|(bytes, _)| crate::index_tree::entries_and_cached_trees(bytes))
+        .map(|(entries, cached)| (Some(crate::index_tree::owned(entries)), cached))
+        .unwrap_or_default();
     let changed = entries
         .as_deref()
         .and_then(|entries| armed_diff(root, tree, &kept, entries))
@@ -267,6 +277,7 @@ pub(crate) fn compare_kept(
         changed,
         hidden,
         entries,
+        cached,
         read,
     })
 }
@@ -660,6 +671,10 @@ pub(crate) fn stage_with(
 const KEPT_INDEX: &[(&str, &str)] = &[
     ("index.skipHash", "true"),
     ("index.version", "4"),
+    // No extension `own_staging` does not write (a user's `index.threads`
+    // would add them).
+    ("index.recordEndOfIndexEntries", "false"),
+    ("index.recordOffsetTable", "false"),
     ("core.untrackedCache", "true"),
     ("status.showUntrackedFiles", "all"),
 ];
@@ -720,9 +735,11 @@ impl PrivateIndex {
         git: &'a dyn Fn() -> std::io::Result<Command>,
     ) -> crate::status_staging::Kept<'a> {
         crate::status_staging::Kept {
+            root: &self.root,
             index: &self.index,
             deadline: self.deadline,
             git,
+            objects: crate::own_staging::ObjectFolders::of(&self.env),
         }
     }
 
@@ -1462,10 +1479,81 @@ pub(crate) mod tests {
         // A status of the index staged at arming, and an update of what it
         // names, stage what `git add -A` staged.
         let staged = crate::status_staging::stage(&status_kept.as_kept(&git), &listing).unwrap();
-        assert!(staged.len() > 10, "{staged:?}");
+        assert!(staged.paths.len() > 10, "{:?}", staged.paths);
         let key = |e: &crate::index_tree::Entry<'_>| (e.path.to_vec(), e.mode, e.id);
         let by_status: Vec<_> = read(&by_status).iter().map(key).collect();
         assert_eq!(by_status, added.iter().map(key).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_stop_that_only_edited_files_stages_them_with_the_status_alone() {
+        let dir = repo();
+        let root = dir.path();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let objects = keep.path().join("objects");
+        std::fs::create_dir(&objects).unwrap();
+        let env = vec![
+            ("GIT_OBJECT_DIRECTORY", objects.clone()),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                root.join(".git/objects"),
+            ),
+        ];
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let index = keep.path().join("index");
+        let kept = kept_index(root, deadline, env, index.clone(), false).unwrap();
+        let listing = crate::status_staging::Listing {
+            seed: Some(&snap.tree),
+            after_seed: None,
+            excludes_file: None,
+            wanted: |_| true,
+        };
+        let calls = std::cell::Cell::new(0);
+        let git = || {
+            calls.set(calls.get() + 1);
+            kept.git()
+        };
+        crate::status_staging::stage(&kept.as_kept(&git), &listing).unwrap();
+        let stop = |edit: &dyn Fn()| {
+            edit();
+            calls.set(0);
+            let staged = crate::status_staging::stage(&kept.as_kept(&git), &listing).unwrap();
+            let staged: Vec<String> = staged
+                .paths
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            (staged, calls.get())
+        };
+        // Edited files (longer: the status sees them whatever the clock):
+        // the status alone, the entries as git would stage them.
+        let edited = stop(&|| {
+            std::fs::write(root.join("lib.txt"), "one, and more\n").unwrap();
+            std::fs::write(root.join("tests/t.sh"), "test 2 = 2 # more\n").unwrap();
+        });
+        // (Where the user's own configuration might convert line ends, git's
+        // update still stages them: one more process.)
+        let here = cfg!(target_os = "linux") && crate::git_config::silent_on(root, "autocrlf");
+        let processes = if here { 1 } else { 2 };
+        assert_eq!(
+            edited,
+            (
+                vec!["lib.txt".to_owned(), "tests/t.sh".to_owned()],
+                processes
+            )
+        );
+        let diff = kept.run(&["diff-files", "--name-only"]).unwrap();
+        assert!(diff.is_empty(), "{}", String::from_utf8_lossy(&diff));
+        let tree = String::from_utf8(kept.run(&["write-tree"]).unwrap()).unwrap();
+        let shown = kept
+            .run(&["show", &format!("{}:lib.txt", tree.trim())])
+            .unwrap();
+        assert_eq!(shown, b"one, and more\n");
+        // A new file: git's update, as before.
+        let added = stop(&|| std::fs::write(root.join("new.txt"), "new\n").unwrap());
+        assert_eq!(added, (vec!["new.txt".to_owned()], 2));
+        assert!(kept.run(&["diff-files", "--name-only"]).unwrap().is_empty());
     }
 
     #[test]
