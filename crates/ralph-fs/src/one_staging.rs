@@ -270,29 +270,10 @@ fn checkpoint(
             return false;
         }
         let new = loose.iter().any(|set| set.contains(&entry.id));
-        if new || u64::from(entry.size) > LARGE_FILE_BYTES {
-            let path = String::from_utf8_lossy(&entry.path).into_owned();
-            // As the user's index had it, and its bytes in a store already
-            // (a pin forged in `.git/index` never brings a large file's new
-            // bytes into the store).
-            let as_pinned = !new
-                && pinned
-                    .iter()
-                    .any(|p| p.path == entry.path && p.id == entry.id && p.mode == entry.mode);
-            let meta = std::fs::symlink_metadata(root.join(&path)).ok();
-            let bytes = meta
-                .filter(std::fs::Metadata::is_file)
-                .map_or(0, |m| m.len());
-            if !as_pinned && (bytes > LARGE_FILE_BYTES || u64::from(entry.size) > LARGE_FILE_BYTES)
-            {
-                left.push(LeftOut {
-                    path,
-                    bytes: bytes.max(u64::from(entry.size)),
-                    why: Why::Large,
-                });
-                large.insert(entry.id);
-                return false;
-            }
+        if let Some(large_file) = large_left_out(root, entry, new, pinned) {
+            left.push(large_file);
+            large.insert(entry.id);
+            return false;
         }
         true
     };
@@ -324,8 +305,24 @@ fn checkpoint(
             link_object(folders[at], &objects.private, &entry.id)?;
         }
     }
-    // A folder the checkpoint holds as the index does, whose tree the index
-    // caches and the store holds, is not hashed again.
+    let tree = write_tree(&kept, cached, &differ, &objects.private)?;
+    let staged = Staged {
+        tree,
+        left_out: left,
+    };
+    Some((staged, large))
+}
+
+/// The tree of the checkpoint's entries `kept`, written into `store`: a
+/// folder the checkpoint holds as the comparison's index does (not one of
+/// `differ`), whose tree that index caches (`cached`) and the store holds,
+/// is not hashed again.
+fn write_tree(
+    kept: &[Entry<'_>],
+    cached: &[index_tree::CachedTree],
+    differ: &HashSet<Vec<u8>>,
+    store: &Path,
+) -> Option<String> {
     let cached: std::collections::HashMap<&[u8], [u8; 20]> = cached
         .iter()
         .map(|(folder, id)| (folder.as_slice(), *id))
@@ -335,12 +332,39 @@ fn checkpoint(
             .then(|| cached.get(folder).copied())
             .flatten()
     };
-    let tree = index_tree::write_entries(&kept, &objects.private, &known)?;
-    let staged = Staged {
-        tree,
-        left_out: left,
-    };
-    Some((staged, large))
+    index_tree::write_entries(kept, store, &known)
+}
+
+/// The entry `entry` of the comparison's index (`new` when only a new or
+/// held object names its bytes) as a large file the checkpoint leaves
+/// out, when it is one and not pinned as it is.
+fn large_left_out(
+    root: &Path,
+    entry: &Entry<'_>,
+    new: bool,
+    pinned: &[Entry<'static>],
+) -> Option<LeftOut> {
+    if !new && u64::from(entry.size) <= LARGE_FILE_BYTES {
+        return None;
+    }
+    let path = String::from_utf8_lossy(&entry.path).into_owned();
+    // As the user's index had it, and its bytes in a store already (a pin
+    // forged in `.git/index` never brings a large file's new bytes into
+    // the store).
+    let as_pinned = !new
+        && pinned
+            .iter()
+            .any(|p| p.path == entry.path && p.id == entry.id && p.mode == entry.mode);
+    let meta = std::fs::symlink_metadata(root.join(&path)).ok();
+    let bytes = meta
+        .filter(std::fs::Metadata::is_file)
+        .map_or(0, |m| m.len());
+    let large = bytes > LARGE_FILE_BYTES || u64::from(entry.size) > LARGE_FILE_BYTES;
+    (!as_pinned && large).then(|| LeftOut {
+        path,
+        bytes: bytes.max(u64::from(entry.size)),
+        why: Why::Large,
+    })
 }
 
 /// Whether a pinned entry is there only for its size (kept by the loop

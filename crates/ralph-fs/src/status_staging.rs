@@ -105,30 +105,14 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
     }
     if let Some(seed) = listing.seed
         && safe_fs::kind_at(kept.index).is_none()
+        && !seed_or_add_all(kept, listing, seed)?
     {
-        // The first staging of an arming. A seed that fails leaves no
-        // index: `git add -A` stages the whole tree into a new one (its
-        // paths are not listed; a seeded staging's caller reads the index).
-        if seed_from(kept, seed).is_none() {
-            safe_fs::remove(kept.index);
-            let mut add = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
-            add.args(["add", "-A", "--ignore-errors", "--", "."]);
-            git_runner::run_until(add, kept.deadline, &[0], MAX_LISTING_BYTES).ok_or_else(
-                || {
-                    error(
-                        "stage the work tree",
-                        "git failed or did not answer in time",
-                    )
-                },
-            )?;
-            return Ok(Staged {
-                paths: Vec::new(),
-                written: None,
-            });
-        }
-        if let Some(after_seed) = listing.after_seed {
-            after_seed(kept.index);
-        }
+        // The seed failed and `git add -A` staged the whole tree: its paths
+        // are not listed (a seeded staging's caller reads the index).
+        return Ok(Staged {
+            paths: Vec::new(),
+            written: None,
+        });
     }
     let mut status = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
     if let Some(file) = listing.excludes_file {
@@ -148,21 +132,7 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
     let mut listed = to_stage(&listed)
         .ok_or_else(|| error("list what changed", "git's status could not be read"))?;
     listed.retain(|change| (listing.wanted)(&change.path));
-    let edited: Option<Vec<crate::own_staging::Modified<'_>>> = listed
-        .iter()
-        .map(|change| {
-            change.edited.map(|mode| crate::own_staging::Modified {
-                path: &change.path,
-                mode,
-            })
-        })
-        .collect();
-    let written = match (&kept.objects, edited) {
-        (Some(objects), Some(files)) => {
-            crate::own_staging::stage(kept.root, kept.index, objects, &files)
-        }
-        _ => None,
-    };
+    let written = stage_edited(kept, &listed);
     let changed: Vec<Vec<u8>> = listed.into_iter().map(|change| change.path).collect();
     if changed.is_empty() || written.is_some() {
         return Ok(Staged {
@@ -189,6 +159,46 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
         paths: changed,
         written: None,
     })
+}
+
+/// The first staging of an arming: the kept index seeded from `seed`
+/// (`true`, and `listing`'s `after_seed` called), or, when that fails, the
+/// whole tree staged into a new one by `git add -A` (`false`).
+fn seed_or_add_all(kept: &Kept<'_>, listing: &Listing<'_>, seed: &str) -> Result<bool, FsError> {
+    if seed_from(kept, seed).is_some() {
+        if let Some(after_seed) = listing.after_seed {
+            after_seed(kept.index);
+        }
+        return Ok(true);
+    }
+    // A seed that fails leaves no index.
+    safe_fs::remove(kept.index);
+    let mut add = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
+    add.args(["add", "-A", "--ignore-errors", "--", "."]);
+    git_runner::run_until(add, kept.deadline, &[0], MAX_LISTING_BYTES).ok_or_else(|| {
+        error(
+            "stage the work tree",
+            "git failed or did not answer in time",
+        )
+    })?;
+    Ok(false)
+}
+
+/// `listed` staged by ralph itself (`own_staging`) when every one is an
+/// edited file and the index's objects go to a folder of ralph's: the
+/// index as written, or `None` (git's update is then the staging).
+fn stage_edited(kept: &Kept<'_>, listed: &[Change]) -> Option<crate::own_staging::Written> {
+    let objects = kept.objects.as_ref()?;
+    let files: Option<Vec<crate::own_staging::Modified<'_>>> = listed
+        .iter()
+        .map(|change| {
+            change.edited.map(|mode| crate::own_staging::Modified {
+                path: &change.path,
+                mode,
+            })
+        })
+        .collect();
+    crate::own_staging::stage(kept.root, kept.index, objects, &files?)
 }
 
 /// `git read-tree` of `tree` into the kept index (which it creates): its
