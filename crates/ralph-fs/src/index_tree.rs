@@ -90,6 +90,44 @@ pub(crate) fn entries_and_cached_trees(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, 
 /// folder's path `folder`, with its `/`, or empty at the top), the valid
 /// ones but the top pushed to `found`; what follows it.
 fn read_cached<'d>(data: &'d [u8], folder: &[u8], found: &mut Vec<CachedTree>) -> Option<&'d [u8]> {
+    let (node, mut rest) = tree_node(data)?;
+    let path = node.path(folder);
+    if let Some(id) = node.id
+        && !path.is_empty()
+    {
+        found.push((path.clone(), id));
+    }
+    for _ in 0..node.subtrees {
+        rest = read_cached(rest, &path, found)?;
+    }
+    Some(rest)
+}
+
+/// One record of a `TREE` extension (git's cache of trees): a folder's
+/// name, how many entries and folders its tree holds, and its id when it is
+/// valid (the count of entries `-1` marks one invalid, with no id).
+pub(crate) struct TreeNode<'d> {
+    pub(crate) name: &'d [u8],
+    pub(crate) entries: i64,
+    pub(crate) subtrees: usize,
+    pub(crate) id: Option<[u8; 20]>,
+}
+
+impl TreeNode<'_> {
+    /// The folder's path with its `/` (empty at the top), in `folder`.
+    pub(crate) fn path(&self, folder: &[u8]) -> Vec<u8> {
+        let mut path = folder.to_vec();
+        if !self.name.is_empty() {
+            path.extend_from_slice(self.name);
+            path.push(b'/');
+        }
+        path
+    }
+}
+
+/// The record at the start of a `TREE` extension's `data` (not the ones
+/// under it), and what follows it; `None` when it does not read so.
+pub(crate) fn tree_node(data: &[u8]) -> Option<(TreeNode<'_>, &[u8])> {
     let nul = data.iter().position(|b| *b == 0)?;
     let newline = nul + 1 + data.get(nul + 1..)?.iter().position(|b| *b == b'\n')?;
     let counts = std::str::from_utf8(&data[nul + 1..newline]).ok()?;
@@ -97,22 +135,18 @@ fn read_cached<'d>(data: &'d [u8], folder: &[u8], found: &mut Vec<CachedTree>) -
     let entries: i64 = entries.parse().ok()?;
     let subtrees: usize = subtrees.parse().ok()?;
     let mut rest = &data[newline + 1..];
-    let mut path = folder.to_vec();
-    if nul > 0 {
-        path.extend_from_slice(&data[..nul]);
-        path.push(b'/');
-    }
+    let mut id = None;
     if entries >= 0 {
-        let id: [u8; 20] = rest.get(..20)?.try_into().ok()?;
+        id = Some(rest.get(..20)?.try_into().ok()?);
         rest = &rest[20..];
-        if !path.is_empty() {
-            found.push((path.clone(), id));
-        }
     }
-    for _ in 0..subtrees {
-        rest = read_cached(rest, &path, found)?;
-    }
-    Some(rest)
+    let node = TreeNode {
+        name: &data[..nul],
+        entries,
+        subtrees,
+        id,
+    };
+    Some((node, rest))
 }
 
 /// The data of the extension `signature` of the index `bytes` whose

@@ -373,35 +373,19 @@ fn invalidate<'d>(
     files: &[Modified<'_>],
     out: &mut Vec<u8>,
 ) -> Option<&'d [u8]> {
-    let nul = data.iter().position(|b| *b == 0)?;
-    let name = &data[..nul];
-    let newline = nul + 1 + data.get(nul + 1..)?.iter().position(|b| *b == b'\n')?;
-    let counts = std::str::from_utf8(&data[nul + 1..newline]).ok()?;
-    let (entries, subtrees) = counts.split_once(' ')?;
-    let entries: i64 = entries.parse().ok()?;
-    let subtrees: usize = subtrees.parse().ok()?;
-    let mut rest = &data[newline + 1..];
-    let mut path = folder.to_vec();
-    path.extend_from_slice(name);
-    if !folder.is_empty() || !name.is_empty() {
-        path.push(b'/');
-    }
+    let (node, mut rest) = crate::index_tree::tree_node(data)?;
+    let path = node.path(folder);
     let touched = files.iter().any(|f| f.path.starts_with(&path));
-    out.extend_from_slice(name);
+    out.extend_from_slice(node.name);
     out.push(0);
-    if entries >= 0 {
-        let id = rest.get(..20)?;
-        rest = &rest[20..];
-        if touched {
-            out.extend_from_slice(format!("-1 {subtrees}\n").as_bytes());
-        } else {
-            out.extend_from_slice(format!("{entries} {subtrees}\n").as_bytes());
-            out.extend_from_slice(id);
+    match node.id {
+        Some(id) if !touched => {
+            out.extend_from_slice(format!("{} {}\n", node.entries, node.subtrees).as_bytes());
+            out.extend_from_slice(&id);
         }
-    } else {
-        out.extend_from_slice(format!("-1 {subtrees}\n").as_bytes());
+        _ => out.extend_from_slice(format!("-1 {}\n", node.subtrees).as_bytes()),
     }
-    for _ in 0..subtrees {
+    for _ in 0..node.subtrees {
         rest = invalidate(rest, &path, files, out)?;
     }
     Some(rest)
@@ -457,6 +441,11 @@ mod tests {
         let out = command.args(args).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {out:?}");
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The files whose entry in `index` does not match them.
+    fn unstaged(root: &Path, index: &Path, objects: &Path) -> String {
+        git(root, index, objects, KEPT, &["diff-files", "--name-only"])
     }
 
     /// What a kept index is written with (as `tree_diff::KEPT_INDEX`).
@@ -590,16 +579,7 @@ mod tests {
                 .lines()
                 .all(|l| l.starts_with("? ") || l.starts_with("1 M."))
         );
-        assert_eq!(
-            git(
-                &root,
-                &index,
-                &objects,
-                KEPT,
-                &["diff-files", "--name-only"]
-            ),
-            ""
-        );
+        assert_eq!(unstaged(&root, &index, &objects), "");
         // Its trees are those of the work tree: the blobs are where git reads them.
         let tree = git(&root, &index, &objects, KEPT, &["write-tree"]);
         assert_eq!(tree, git(&root, &theirs, &objects, KEPT, &["write-tree"]));
@@ -731,16 +711,7 @@ mod tests {
             &["update-index", "--index-version", "4"],
         );
         assert!(staged(dir.path(), &root, &index, &files));
-        assert_eq!(
-            git(
-                &root,
-                &index,
-                &objects,
-                KEPT,
-                &["diff-files", "--name-only"]
-            ),
-            ""
-        );
+        assert_eq!(unstaged(&root, &index, &objects), "");
     }
 
     #[test]
@@ -771,22 +742,23 @@ mod tests {
             }
             out
         };
-        let before = [
-            node("", "4 3", true),
-            node("a", "2 1", true),
-            node("b", "1 0", true),
-            node("c", "1 0", true),
-            node("e", "-1 0", false),
-        ]
-        .concat();
-        let after = [
-            node("", "-1 3", false),
-            node("a", "-1 1", false),
-            node("b", "-1 0", false),
-            node("c", "1 0", true),
-            node("e", "-1 0", false),
-        ]
-        .concat();
+        // Each folder before and after: the top and those above the file
+        // marked invalid, `c` kept, `e` invalid already.
+        let folders = [
+            ("", ("4 3", true), ("-1 3", false)),
+            ("a", ("2 1", true), ("-1 1", false)),
+            ("b", ("1 0", true), ("-1 0", false)),
+            ("c", ("1 0", true), ("1 0", true)),
+            ("e", ("-1 0", false), ("-1 0", false)),
+        ];
+        let before: Vec<u8> = folders
+            .iter()
+            .flat_map(|(f, (c, v), _)| node(f, c, *v))
+            .collect();
+        let after: Vec<u8> = folders
+            .iter()
+            .flat_map(|(f, _, (c, v))| node(f, c, *v))
+            .collect();
         let mut out = Vec::new();
         assert_eq!(invalidate(&before, b"", &files, &mut out), Some(&[][..]));
         assert_eq!(out, after);
