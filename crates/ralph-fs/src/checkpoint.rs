@@ -345,10 +345,7 @@ pub fn stage_kept(
         }
         // The bytes serve the same-second smudge too (no read of its own);
         // those ralph staged, while nothing wrote the index since.
-        let read = written
-            .take()
-            .filter(|(_, stamp)| crate::same_second::stamp_of(index).as_ref() == Some(stamp))
-            .or_else(|| crate::same_second::read_stamped(index))?;
+        let read = crate::same_second::current(index, written.take())?;
         let tree = crate::index_tree::tree_of(&read.0, &objects.private);
         smudged_after.seen(read);
         tree

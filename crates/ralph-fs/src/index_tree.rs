@@ -172,56 +172,31 @@ pub(crate) fn entries(bytes: &[u8]) -> Option<Vec<Entry<'_>>> {
 
 /// [`entries`], and where they end in `bytes`.
 fn walk(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, usize)> {
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    if bytes.get(..4)? != b"DIRC" {
-        return None;
-    }
-    let version = word(4)?;
-    let count = usize::try_from(word(8)?).ok()?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
+    let version = header(bytes)?;
+    let count = usize::try_from(word(bytes, 8)?).ok()?;
     let mut at = 12;
     let mut previous: Vec<u8> = Vec::new();
     let mut out = Vec::with_capacity(count.min(1 << 20));
     for _ in 0..count {
-        let start = at;
-        let mode = word(at + 24)?;
-        let size = word(at + 36)?;
+        let mode = word(bytes, at + 24)?;
+        let size = word(bytes, at + 36)?;
         let id: [u8; 20] = bytes.get(at + 40..at + 60)?.try_into().ok()?;
-        let flags = u16::from_be_bytes(bytes.get(at + 60..at + 62)?.try_into().ok()?);
-        at += 62;
-        if flags & 0x4000 != 0 {
-            // Extended flags (version 3 and later): intent-to-add is no
-            // file of the tree yet; skip-worktree is one as the index has it.
-            let extended = u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?);
-            if version < 3 || extended & 0x2000 != 0 {
-                return None;
-            }
-            at += 2;
+        let step = step_entry(bytes, at, version, 20, &mut previous)?;
+        at = step.next;
+        if let Some(extended) = step.extended
+            && (version < 3 || extended & 0x2000 != 0)
+        {
+            // Intent-to-add is no file of the tree yet; skip-worktree is
+            // one as the index has it.
+            return None;
         }
-        let stage = (flags >> 12) & 0x3;
         let path = if version == 4 {
-            let (strip, used) = varint(bytes.get(at..)?)?;
-            at += used;
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
             // One allocation per path, of its length.
-            let mut path = Vec::with_capacity(keep + (end - at));
-            path.extend_from_slice(&previous[..keep]);
-            path.extend_from_slice(&bytes[at..end]);
-            at = end + 1;
-            previous.clone_from(&path);
-            std::borrow::Cow::Owned(path)
+            std::borrow::Cow::Owned(previous.clone())
         } else {
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let path = std::borrow::Cow::Borrowed(&bytes[at..end]);
-            // At least one NUL, the entry padded to a multiple of eight.
-            at = start + (end - start + 8) / 8 * 8;
-            path
+            std::borrow::Cow::Borrowed(&bytes[step.name])
         };
+        let stage = (step.flags >> 12) & 0x3;
         let known = matches!(mode, 0o100_644 | 0o100_755 | 0o120_000 | 0o160_000);
         if stage != 0 || !known || !tree_path(&path) {
             return None;
@@ -234,6 +209,82 @@ fn walk(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, usize)> {
         });
     }
     Some((out, at))
+}
+
+/// The big-endian word at `at` in `bytes`.
+pub(crate) fn word(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The version of the index `bytes` (`DIRC`, 2 to 4), `None` for another.
+pub(crate) fn header(bytes: &[u8]) -> Option<u32> {
+    let version = word(bytes, 4)?;
+    (bytes.get(..4)? == b"DIRC" && (2..=4).contains(&version)).then_some(version)
+}
+
+/// One entry of an index, stepped over ([`step_entry`]).
+pub(crate) struct Step {
+    /// Its flags (stage, extended, assume-valid, the name's length).
+    pub(crate) flags: u16,
+    /// Its extended flags (intent-to-add, skip-worktree), when it has them.
+    pub(crate) extended: Option<u16>,
+    /// Where its name is stored: the whole path before version 4, what
+    /// follows the previous path's kept part in version 4.
+    pub(crate) name: std::ops::Range<usize>,
+    /// Where the next entry (or the extensions) begins.
+    pub(crate) next: usize,
+}
+
+/// Steps over the entry at `at` of an index of `version` whose object ids
+/// are `hash_len` bytes long, its path made in `path` (which holds the
+/// previous entry's: version 4 keeps part of it); `None` for bytes that do
+/// not read so.
+pub(crate) fn step_entry(
+    bytes: &[u8],
+    at: usize,
+    version: u32,
+    hash_len: usize,
+    path: &mut Vec<u8>,
+) -> Option<Step> {
+    let flags_at = at.checked_add(40 + hash_len)?;
+    let flags = u16::from_be_bytes(bytes.get(flags_at..flags_at + 2)?.try_into().ok()?);
+    let mut name_at = flags_at + 2;
+    let mut extended = None;
+    if flags & 0x4000 != 0 {
+        extended = Some(u16::from_be_bytes(
+            bytes.get(name_at..name_at + 2)?.try_into().ok()?,
+        ));
+        name_at += 2;
+    }
+    if version == 4 {
+        // How much of the path before to keep (a varint, which may be a
+        // zero byte), then the rest of the path and its NUL.
+        let (strip, used) = varint(bytes.get(name_at..)?)?;
+        name_at += used;
+        let end = name_at + bytes.get(name_at..)?.iter().position(|b| *b == 0)?;
+        let keep = path.len().checked_sub(usize::try_from(strip).ok()?)?;
+        path.truncate(keep);
+        path.extend_from_slice(&bytes[name_at..end]);
+        let name = name_at..end;
+        return Some(Step {
+            flags,
+            extended,
+            name,
+            next: end + 1,
+        });
+    }
+    let end = name_at + bytes.get(name_at..)?.iter().position(|b| *b == 0)?;
+    path.clear();
+    path.extend_from_slice(&bytes[name_at..end]);
+    Some(Step {
+        flags,
+        extended,
+        name: name_at..end,
+        // At least one NUL, the entry padded to a multiple of eight.
+        next: at + (end - at + 8) / 8 * 8,
+    })
 }
 
 /// The most folders deep a path of a tree ralph writes goes (each is one
@@ -369,13 +420,9 @@ pub(crate) fn store_object(
     let name = hex(&id);
     let folder = objects.join(&name[..2]);
     let path = folder.join(&name[2..]);
-    let held = |objects: &Path| {
-        std::fs::symlink_metadata(objects.join(&name[..2]).join(&name[2..]))
-            .is_ok_and(|m| m.is_file())
-    };
     if std::iter::once(objects)
         .chain(also.iter().map(std::path::PathBuf::as_path))
-        .any(held)
+        .any(|folder| holds(folder, &id))
     {
         return Some(id);
     }

@@ -105,16 +105,33 @@ fn stage_as_they_are(
     objects: &ObjectFolders,
     files: &[Modified<'_>],
 ) -> Option<Written> {
-    let (bytes, stamp) = crate::same_second::read_stamped(index)?;
-    let mut records = Vec::with_capacity(files.len());
-    for file in files {
-        let (record, blob) = read_file(root, file)?;
+    let (mut bytes, stamp) = crate::same_second::read_stamped(index)?;
+    // The index is read for certain before any file is: an index this
+    // cannot write costs no read and leaves no object.
+    let (found, extensions) = walk(&bytes, files)?;
+    let tail = new_extensions(&bytes, extensions, files)?;
+    let top = open_top(root)?;
+    for (file, at) in files.iter().zip(found) {
+        let (record, blob) = read_file(&top, file)?;
         crate::index_tree::store_object(&blob, &objects.write, &objects.also)?;
-        records.push(record);
+        // The entry stays where it is, its record written over.
+        bytes[at..at + 60].copy_from_slice(&record);
     }
-    let staged = patched(bytes, files, &records)?;
-    let written = write_locked(index, &staged, &stamp)?;
-    Some((staged, written))
+    bytes.truncate(extensions);
+    bytes.extend_from_slice(&tail);
+    let written = write_locked(index, &bytes, &stamp)?;
+    Some((bytes, written))
+}
+
+/// The top of the repository, opened for what is read beneath it.
+#[cfg(target_os = "linux")]
+fn open_top(root: &Path) -> Option<std::fs::File> {
+    crate::safe_fs::open_folder(root).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_top(_root: &Path) -> Option<std::fs::File> {
+    None
 }
 
 /// Whether nothing converts a file's bytes on their way into the index but
@@ -132,12 +149,12 @@ fn conversions_off(root: &Path) -> bool {
 /// of its entry, as git's `fill_stat_data` and the blob's id make them.
 type Record = [u8; 60];
 
-/// Reads `file` beneath `root` (no link followed anywhere on its path):
+/// Reads `file` beneath the folder `top` (no link followed anywhere on its path):
 /// its record and its blob's bytes, or `None` when it is not a regular
 /// file of the status's mode and at most [`MAX_FILE_BYTES`], lies under a
 /// `.gitattributes`, or changed while read.
 #[cfg(target_os = "linux")]
-fn read_file(root: &Path, file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
+fn read_file(top: &std::fs::File, file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
     use std::io::Read as _;
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::MetadataExt as _;
@@ -146,11 +163,10 @@ fn read_file(root: &Path, file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
         return None;
     }
     let path = std::ffi::OsStr::from_bytes(file.path);
-    let top = crate::safe_fs::open_folder(root).ok()?;
-    if under_attributes(&top, file.path) {
+    if under_attributes(top, file.path) {
         return None;
     }
-    let fd = beneath(&top, path, rustix::fs::OFlags::RDONLY)?;
+    let fd = beneath(top, path, rustix::fs::OFlags::RDONLY)?;
     let mut opened = std::fs::File::from(fd);
     let before = opened.metadata().ok()?;
     let executable = before.mode() & 0o100 != 0;
@@ -204,7 +220,7 @@ fn read_file(root: &Path, file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn read_file(_root: &Path, _file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
+fn read_file(_top: &std::fs::File, _file: &Modified<'_>) -> Option<(Record, Vec<u8>)> {
     None
 }
 
@@ -253,27 +269,20 @@ fn under_attributes(top: &std::fs::File, path: &[u8]) -> bool {
     })
 }
 
-/// The index `bytes` with each of `files` given its `records` (in the same
-/// order) and the cached trees of their folders invalidated; `None` when
-/// the index does not read so for certain ([`walk`], [`rewrite_extensions`]).
-fn patched(mut bytes: Vec<u8>, files: &[Modified<'_>], records: &[Record]) -> Option<Vec<u8>> {
-    let (found, extensions) = walk(&bytes, files)?;
+/// The extensions and the (empty) checksum that end the index `bytes`
+/// once `files` are staged, from `extensions` (where its entries end) on:
+/// the cached trees of their folders invalidated; `None` when the index
+/// carries a checksum (`index.skipHash` writes none) or an extension this
+/// does not write ([`rewrite_extensions`]).
+fn new_extensions(bytes: &[u8], extensions: usize, files: &[Modified<'_>]) -> Option<Vec<u8>> {
     let body = bytes.len().checked_sub(20)?;
-    // `index.skipHash`: a kept index carries no checksum to compute.
     if extensions > body || bytes[body..].iter().any(|b| *b != 0) {
         return None;
     }
     let mut tail = Vec::with_capacity(bytes.len() - extensions);
     rewrite_extensions(&bytes[extensions..body], files, &mut tail)?;
     tail.extend_from_slice(&[0u8; 20]);
-    // The entries stay where they are (a few records written over), the
-    // extensions after them are written anew: the index is not copied.
-    for (at, record) in found.iter().zip(records) {
-        bytes[*at..*at + 60].copy_from_slice(record);
-    }
-    bytes.truncate(extensions);
-    bytes.extend_from_slice(&tail);
-    Some(bytes)
+    Some(tail)
 }
 
 /// Where the entry of each of `files` starts in the index `bytes` (in the
@@ -281,46 +290,21 @@ fn patched(mut bytes: Vec<u8>, files: &[Modified<'_>], records: &[Record]) -> Op
 /// this does not read, a file not in it once as a plain entry (stage 0, no
 /// flag), or any `.gitattributes` entry (its rules might apply).
 fn walk(bytes: &[u8], files: &[Modified<'_>]) -> Option<(Vec<usize>, usize)> {
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    if bytes.get(..4)? != b"DIRC" {
-        return None;
-    }
-    let version = word(4)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = word(8)?;
+    let version = crate::index_tree::header(bytes)?;
+    let count = crate::index_tree::word(bytes, 8)?;
     let mut found = vec![None; files.len()];
     let mut at = 12usize;
     let mut path: Vec<u8> = Vec::new();
     for _ in 0..count {
         let start = at;
-        let flags = u16::from_be_bytes(bytes.get(at + 60..at + 62)?.try_into().ok()?);
-        at += if flags & 0x4000 == 0 { 62 } else { 64 };
-        if version == 4 {
-            // How much of the path before to keep (a varint, which may be
-            // a zero byte), then the rest of the path and its NUL.
-            let (strip, used) = crate::index_tree::varint(bytes.get(at..)?)?;
-            at += used;
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let keep = path.len().checked_sub(usize::try_from(strip).ok()?)?;
-            path.truncate(keep);
-            path.extend_from_slice(&bytes[at..end]);
-            at = end + 1;
-        } else {
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            path.clear();
-            path.extend_from_slice(&bytes[at..end]);
-            at = start + (end - start + 8) / 8 * 8;
-        }
+        let step = crate::index_tree::step_entry(bytes, at, version, 20, &mut path)?;
+        at = step.next;
         if path == b".gitattributes" || path.ends_with(b"/.gitattributes") {
             return None;
         }
         if let Some(i) = files.iter().position(|f| f.path == path.as_slice()) {
             // Stage 0, no extended flag, not marked assume-valid.
-            let plain = flags & 0xf000 == 0;
+            let plain = step.flags & 0xf000 == 0;
             if !plain || found[i].replace(start).is_some() {
                 return None;
             }
@@ -780,8 +764,11 @@ mod tests {
             let files = [Modified { path: b"a", mode: 0o100_644 }];
             let mut index = b"DIRC\0\0\0\x04\0\0\0\x02".to_vec();
             index.extend_from_slice(&bytes);
-            let _ = patched(index, &files, &[[0; 60]]);
-            let _ = patched(bytes, &files, &[[0; 60]]);
+            for bytes in [&index, &bytes] {
+                if let Some((_, end)) = walk(bytes, &files) {
+                    let _ = new_extensions(bytes, end, &files);
+                }
+            }
         }
     }
 }

@@ -21,6 +21,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::index_tree::word;
 use crate::safe_fs;
 
 /// The bytes of one stat record in the untracked cache: ctime, mtime, dev,
@@ -76,10 +77,7 @@ fn smudge_recent(index: &Path, since: u32, seen: Option<(Vec<u8>, Stamp)>) {
     if safe_fs::kind_at(index).is_none() {
         return;
     }
-    let current = match seen {
-        Some((bytes, stamp)) if stamp_of(index).as_ref() == Some(&stamp) => Some((bytes, stamp)),
-        _ => read_stamped(index),
-    };
+    let current = current(index, seen);
     let found = current.and_then(|(bytes, stamp)| {
         let (hash_len, recent) = read(&bytes, since)?;
         Some((
@@ -156,6 +154,15 @@ pub(crate) fn read_stamped(index: &Path) -> Option<(Vec<u8>, Stamp)> {
     (stamp_of(index)? == before).then_some((bytes, before))
 }
 
+/// The index's bytes with their stamp: `known` (bytes read or written
+/// earlier this stop) while the file still has that stamp (any write or
+/// replacement moves it), else read now.
+pub(crate) fn current(index: &Path, known: Option<(Vec<u8>, Stamp)>) -> Option<(Vec<u8>, Stamp)> {
+    known
+        .filter(|(_, stamp)| stamp_of(index).as_ref() == Some(stamp))
+        .or_else(|| read_stamped(index))
+}
+
 /// The length of the index's object ids (SHA-1 or SHA-256: the one that
 /// reads the whole index) and the bytes of its records changed at or after
 /// `since` that a smudge sets to zero.
@@ -220,33 +227,15 @@ fn write_in_place(index: &Path, bytes: &[u8], changed: &[Range<usize>]) -> bool 
 /// size, a folder's or an ignore file's ctime and mtime. `None` for an
 /// index this does not read for certain.
 pub(crate) fn recent(bytes: &[u8], since: u32, hash_len: usize) -> Option<Vec<Range<usize>>> {
-    if bytes.get(..4)? != b"DIRC" {
-        return None;
-    }
-    let version = word(bytes, 4)?;
+    let version = crate::index_tree::header(bytes)?;
     let count = word(bytes, 8)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
     let mut at = 12;
     let mut smudged = Vec::new();
+    let mut path = Vec::new();
     for _ in 0..count {
         let start = at;
         let mode = word(bytes, start + 24)?;
-        let flags_at = start + 40 + hash_len;
-        let flags = u16::from_be_bytes(bytes.get(flags_at..flags_at + 2)?.try_into().ok()?);
-        at = flags_at + 2;
-        if flags & 0x4000 != 0 {
-            at += 2;
-        }
-        if version == 4 {
-            let (_, used) = crate::index_tree::varint(bytes.get(at..)?)?;
-            at += used;
-            at += bytes.get(at..)?.iter().position(|b| *b == 0)? + 1;
-        } else {
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            at = start + (end - start + 8) / 8 * 8;
-        }
+        at = crate::index_tree::step_entry(bytes, at, version, hash_len, &mut path)?.next;
         if mode != 0o160_000 && word(bytes, start)? >= since && word(bytes, start + 36)? != 0 {
             smudged.push(start + 36..start + 40);
         }
@@ -355,12 +344,6 @@ fn ewah_ones(bytes: &[u8]) -> Option<(usize, usize)> {
         i = last + 1;
     }
     Some((ones, len))
-}
-
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(
-        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
 }
 
 #[cfg(unix)] // git, which the Windows tests under Wine lack

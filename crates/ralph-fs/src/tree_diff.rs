@@ -261,9 +261,7 @@ pub(crate) fn compare_kept(
         hidden = kept.add_hidden(rules)?;
     }
     // The bytes ralph wrote, while nothing wrote the index since.
-    let read = written
-        .filter(|(_, stamp)| crate::same_second::stamp_of(kept.path()).as_ref() == Some(stamp))
-        .or_else(|| crate::same_second::read_stamped(kept.path()));
+    let read = crate::same_second::current(kept.path(), written);
     let (entries, cached) = read
         .as_ref()
         .and_then(|(bytes, _)| crate::index_tree::entries_and_cached_trees(bytes))
