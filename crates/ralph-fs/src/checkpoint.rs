@@ -346,13 +346,16 @@ pub fn stage_kept(
         // The bytes serve the same-second smudge too (no read of its own);
         // those ralph staged, while nothing wrote the index since.
         let read = crate::same_second::current(index, written.take())?;
-        let tree = crate::index_tree::tree_of(&read.0, &objects.private);
+        let tree = crate::index_tree::tree_of(&read.0, &changes.aside, &objects.private);
         smudged_after.seen(read);
         tree
     };
     let tree = match unchanged.map(str::to_owned).or_else(&mut written) {
         Some(tree) => tree,
         None => {
+            // git writes the index as it is: the edits kept aside go in first.
+            let git = || kept.git();
+            crate::status_staging::settle(&kept.as_kept(&git), &changes.aside)?;
             let mut write = kept.git().map_err(start_error)?;
             write.arg("write-tree");
             one_line(run(write, deadline, &[0], "write the tree")?)
@@ -373,8 +376,10 @@ pub fn stage_kept(
 struct Changes {
     staged: Vec<String>,
     any: bool,
-    /// The index as ralph wrote it (`status_staging::Staged::written`).
+    /// The index as ralph left it (`status_staging::Staged::written`).
     written: Option<crate::own_staging::Written>,
+    /// The edits ralph kept beside it (`status_staging::Staged::aside`).
+    aside: Vec<crate::index_tree::Edit>,
 }
 
 /// Stages the work tree but `.claude/` into the kept index, new files
@@ -405,6 +410,7 @@ fn stage_changes(
                     .map(|p| String::from_utf8_lossy(p).into_owned())
                     .collect(),
                 written: staged.written,
+                aside: staged.aside,
             });
         }
     }
@@ -421,6 +427,7 @@ fn stage_changes(
         any: !said.is_empty(),
         staged: added_among(&said),
         written: None,
+        aside: Vec::new(),
     })
 }
 

@@ -45,13 +45,51 @@ pub(crate) fn owned(entries: Vec<Entry<'_>>) -> Vec<Entry<'static>> {
         .collect()
 }
 
-/// The tree of the index whose bytes are `index`, each of its tree objects
+/// The tree of the index whose bytes are `index`, with the edits `aside`
+/// (kept beside it by `own_staging`) applied, each of its tree objects
 /// written into the object folder `objects` when missing there; its id in
 /// hex, or `None` when this cannot write it for certain.
-pub(crate) fn tree_of(index: &[u8], objects: &Path) -> Option<String> {
-    let entries = entries(index)?;
+pub(crate) fn tree_of(index: &[u8], aside: &[Edit], objects: &Path) -> Option<String> {
+    let mut entries = entries(index)?;
+    apply_edits(&mut entries, aside)?;
     let (id, _) = build(&entries, 0, objects)?;
     Some(hex(&id))
+}
+
+/// An edited file as `own_staging` keeps it beside an index, not in it: what its
+/// entry (found by its path, once, in a plain entry) becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edit {
+    pub path: Vec<u8>,
+    pub mode: u32,
+    /// The file's size, its low 32 bits (as git records it).
+    pub size: u32,
+    pub id: [u8; 20],
+}
+
+/// `entries` (an index's, in its order) with `edits` applied
+/// (each one's mode, size and id); the paths whose mode or id it changed,
+/// or `None` when an edit's path is not one entry's.
+pub(crate) fn apply_edits(entries: &mut [Entry<'_>], edits: &[Edit]) -> Option<Vec<Vec<u8>>> {
+    let mut changed = Vec::new();
+    for edit in edits {
+        let at = entries
+            .binary_search_by(|e| e.path.as_ref().cmp(edit.path.as_slice()))
+            .ok()?;
+        let once = |i: Option<usize>| {
+            i.and_then(|i| entries.get(i))
+                .is_none_or(|e| e.path.as_ref() != edit.path.as_slice())
+        };
+        if !once(at.checked_sub(1)) || !once(at.checked_add(1)) {
+            return None;
+        }
+        let entry = &mut entries[at];
+        if (entry.mode, entry.id) != (edit.mode, edit.id) {
+            changed.push(edit.path.clone());
+        }
+        (entry.mode, entry.size, entry.id) = (edit.mode, edit.size, edit.id);
+    }
+    Some(changed)
 }
 
 /// The tree of `entries` (in the index's order, each path once), each of
@@ -71,19 +109,42 @@ pub(crate) fn write_entries(
 /// A folder's path with its `/`, and the id of its tree.
 pub(crate) type CachedTree = (Vec<u8>, [u8; 20]);
 
-/// [`entries`] of the index `bytes`, and the folders whose tree it caches
-/// as valid (git's `TREE` extension: a folder whose entries did not change
-/// since its tree was recorded) with those trees' ids; none when it has no
-/// such extension or it does not read so.
-pub(crate) fn entries_and_cached_trees(bytes: &[u8]) -> Option<(Vec<Entry<'_>>, Vec<CachedTree>)> {
+/// An index as read for a tree: its entries and what it caches of trees.
+pub(crate) struct IndexRead<'a> {
+    pub entries: Vec<Entry<'a>>,
+    /// The folders but the top whose tree it caches as valid (git's `TREE`
+    /// extension: a folder whose entries did not change since its tree was
+    /// recorded) with those trees' ids; none when it has no such extension
+    /// or it does not read so.
+    pub cached: Vec<CachedTree>,
+    /// The tree it holds whole, when it caches it: the top folder's, valid
+    /// and of every entry.
+    pub whole: Option<[u8; 20]>,
+}
+
+/// The [`IndexRead`] of the index `bytes`, `None` when they do not read so.
+pub(crate) fn read_index(bytes: &[u8]) -> Option<IndexRead<'_>> {
     let (entries, end) = walk(bytes)?;
+    let count = i64::from(word(bytes, 8)?);
+    let (cached, top) = cached_trees(bytes, end).unwrap_or_default();
+    let whole = top
+        .filter(|top| top.entries == count)
+        .and_then(|top| top.id);
+    Some(IndexRead {
+        entries,
+        cached,
+        whole,
+    })
+}
+
+/// The valid cached trees of the index `bytes` whose entries end at `end`
+/// (but the top's), and the record of the top's; `None` when it has no
+/// `TREE` extension or it does not read so.
+fn cached_trees(bytes: &[u8], end: usize) -> Option<(Vec<CachedTree>, Option<TreeNode<'_>>)> {
+    let data = extension(bytes, end, *b"TREE")?;
     let mut found = Vec::new();
-    if let Some(data) = extension(bytes, end, *b"TREE")
-        && read_cached(data, b"", &mut found).is_none()
-    {
-        found.clear();
-    }
-    Some((entries, found))
+    read_cached(data, b"", &mut found)?;
+    Some((found, tree_node(data).map(|(top, _)| top)))
 }
 
 /// One cached tree of a `TREE` extension's `data` and those under it (its
@@ -484,6 +545,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn edits_apply_to_the_one_entry_of_their_path_and_name_what_they_changed() {
+        let entry = |path: &'static [u8], id: u8| Entry {
+            mode: 0o100_644,
+            size: 1,
+            id: [id; 20],
+            path: std::borrow::Cow::Borrowed(path),
+        };
+        let edit = |path: &[u8], mode: u32, id: u8| Edit {
+            path: path.to_vec(),
+            mode,
+            size: 9,
+            id: [id; 20],
+        };
+        let mut entries = vec![entry(b"a", 1), entry(b"b/c", 2), entry(b"d", 3)];
+        // The same bytes again (its size on disk differs): not a change.
+        let edits = [edit(b"a", 0o100_644, 1), edit(b"b/c", 0o100_644, 7)];
+        let changed = apply_edits(&mut entries, &edits).unwrap();
+        assert_eq!(changed, [b"b/c".to_vec()]);
+        assert_eq!((entries[1].id, entries[1].size), ([7; 20], 9));
+        assert_eq!(entries[0].size, 9);
+        // A mode alone is a change.
+        let changed = apply_edits(&mut entries, &[edit(b"d", 0o100_755, 3)]).unwrap();
+        assert_eq!(changed, [b"d".to_vec()]);
+        // A path no entry has, or two entries have, is not applied.
+        assert!(apply_edits(&mut entries, &[edit(b"e", 0o100_644, 1)]).is_none());
+        let mut twice = vec![entry(b"a", 1), entry(b"a", 2)];
+        assert!(apply_edits(&mut twice, &[edit(b"a", 0o100_644, 1)]).is_none());
+    }
+
+    #[test]
     fn a_cached_tree_the_store_holds_is_used_and_one_it_lacks_is_written() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -495,7 +586,13 @@ mod tests {
         git_in(root, &["add", "-A"]);
         let theirs = git_in(root, &["write-tree"]).trim().to_owned();
         let bytes = std::fs::read(root.join(".git/index")).unwrap();
-        let (entries, cached) = entries_and_cached_trees(&bytes).unwrap();
+        let IndexRead {
+            entries,
+            cached,
+            whole,
+        } = read_index(&bytes).unwrap();
+        // git's write-tree cached the top's tree too: the tree held whole.
+        assert_eq!(hex(&whole.unwrap()), theirs);
         let folders: Vec<&[u8]> = cached.iter().map(|(f, _)| f.as_slice()).collect();
         assert_eq!(folders, [&b"a/"[..], b"a/b/", b"c/"]);
         let known = |folder: &[u8]| cached.iter().find(|(f, _)| f == folder).map(|(_, id)| *id);
@@ -519,9 +616,13 @@ mod tests {
         );
     }
 
-    /// [`tree_of`] of the index file at `index`.    /// [`tree_of`] of the index file at `index`.
+    /// [`tree_of`] of the index file at `index`.
     fn write_tree(index: &Path, objects: &Path) -> Option<String> {
-        tree_of(&safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?, objects)
+        tree_of(
+            &safe_fs::read_capped(index, MAX_INDEX_BYTES).ok()?,
+            &[],
+            objects,
+        )
     }
 
     /// `git ARGS` in `dir` (a test's repository), its stdout.

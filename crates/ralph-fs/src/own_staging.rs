@@ -23,7 +23,13 @@
 //!   `index_tree` writes trees) into the folder git would write it to,
 //!   unless that or one of its alternates has it loose;
 //! - the index is written whole under git's own lock (`index.lock`, made
-//!   exclusively, then renamed over the index), as git writes it.
+//!   exclusively, then renamed over the index), as git writes it;
+//! - or, while the files read are small beside the index, it is not
+//!   written at all: the edits are kept beside it for this stop
+//!   (`index_tree::Edit`, applied to its entries where they are read), the status
+//!   names the files again at the next stop and they are read again. A
+//!   large index is then not rewritten for a small edit (2 MB at 30,000
+//!   files, the largest cost left in such a stop).
 //!
 //! Anything else (more than [`MAX_FILES`] files, an entry not found or
 //! flagged, an extension other than the cached trees and the untracked
@@ -79,23 +85,47 @@ pub(crate) struct Modified<'a> {
     pub mode: u32,
 }
 
-/// The index as a staging wrote it: its bytes, and the stamp the file had
+/// The index as a staging left it: its bytes, and the stamp the file had
 /// just after (so a later read can be saved while it keeps it).
 pub(crate) type Written = (Vec<u8>, crate::same_second::Stamp);
 
+/// What a staging here did: the index as it is on disk now, and the edits
+/// kept beside it rather than written into it (none when it was written).
+pub(crate) struct OwnStaged {
+    pub index: Written,
+    pub aside: Vec<crate::index_tree::Edit>,
+}
+
+/// How many times the bytes of the files read at a stop the index must be
+/// for them to be kept beside it, not written into it: reading them again
+/// at every stop then costs less than writing the index once.
+const ASIDE_SHARE: usize = 2;
+
 /// Stages `files` into the kept index `index` of the repository at `root`,
-/// their blobs into `objects`; the index as written, or `None` when this
-/// could not do it for certain (the index is then as it was).
+/// their blobs into `objects`: the index written with them, or as it was
+/// with them kept beside it ([`OwnStaged`]); `None` when this could not
+/// do it for certain (the index is then as it was).
 pub(crate) fn stage(
     root: &Path,
     index: &Path,
     objects: &ObjectFolders,
     files: &[Modified<'_>],
-) -> Option<Written> {
+) -> Option<OwnStaged> {
     if files.is_empty() || files.len() > MAX_FILES || !conversions_off(root) {
         return None;
     }
-    stage_as_they_are(root, index, objects, files)
+    stage_as_they_are(root, index, objects, files, Aside::WhenSmall)
+}
+
+/// Whether a staging may keep its edits beside the index.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Aside {
+    /// When the files read are small beside the index ([`ASIDE_SHARE`]).
+    WhenSmall,
+    /// Never: the index is written with them.
+    #[cfg_attr(not(all(test, target_os = "linux")), allow(dead_code))]
+    // the write path's own tests
+    Never,
 }
 
 /// [`stage`] once it is known that no configuration converts a file.
@@ -104,23 +134,56 @@ fn stage_as_they_are(
     index: &Path,
     objects: &ObjectFolders,
     files: &[Modified<'_>],
-) -> Option<Written> {
+    aside: Aside,
+) -> Option<OwnStaged> {
     let (mut bytes, stamp) = crate::same_second::read_stamped(index)?;
     // The index is read for certain before any file is: an index this
     // cannot write costs no read and leaves no object.
     let (found, extensions) = walk(&bytes, files)?;
     let tail = new_extensions(&bytes, extensions, files)?;
     let top = open_top(root)?;
-    for (file, at) in files.iter().zip(found) {
+    let mut records = Vec::with_capacity(files.len());
+    let mut read = 0usize;
+    for file in files {
         let (record, blob) = read_file(&top, file)?;
         crate::index_tree::store_object(&blob, &objects.write, &objects.also)?;
+        read = read.saturating_add(blob.len());
+        records.push(record);
+    }
+    if aside == Aside::WhenSmall && read.saturating_mul(ASIDE_SHARE) <= bytes.len() {
+        let aside = files
+            .iter()
+            .zip(&records)
+            .map(|(file, record)| edit_of(file, record))
+            .collect();
+        return Some(OwnStaged {
+            index: (bytes, stamp),
+            aside,
+        });
+    }
+    for (record, at) in records.iter().zip(found) {
         // The entry stays where it is, its record written over.
-        bytes[at..at + 60].copy_from_slice(&record);
+        bytes[at..at + 60].copy_from_slice(record);
     }
     bytes.truncate(extensions);
     bytes.extend_from_slice(&tail);
     let written = write_locked(index, &bytes, &stamp)?;
-    Some((bytes, written))
+    Some(OwnStaged {
+        index: (bytes, written),
+        aside: Vec::new(),
+    })
+}
+
+/// What `file`'s entry becomes, from its `record`.
+fn edit_of(file: &Modified<'_>, record: &Record) -> crate::index_tree::Edit {
+    let mut id = [0u8; 20];
+    id.copy_from_slice(&record[40..]);
+    crate::index_tree::Edit {
+        path: file.path.to_vec(),
+        mode: file.mode,
+        size: u32::from_be_bytes([record[36], record[37], record[38], record[39]]),
+        id,
+    }
 }
 
 /// The top of the repository, opened for what is read beneath it.
@@ -539,9 +602,39 @@ mod tests {
                 mode: 0o100_644,
             },
         ];
-        stage_as_they_are(&root, &index, &folders(dir.path()), &files).unwrap();
+        let before = std::fs::read(&index).unwrap();
+        let aside = stage_as_they_are(
+            &root,
+            &index,
+            &folders(dir.path()),
+            &files,
+            Aside::WhenSmall,
+        )
+        .unwrap();
+        // Small files beside a large index: kept beside it, the index as it was.
+        assert_eq!(aside.index.0, before);
+        assert_eq!(std::fs::read(&index).unwrap(), before);
+        assert_eq!(aside.aside.len(), 2);
+        let written =
+            stage_as_they_are(&root, &index, &folders(dir.path()), &files, Aside::Never).unwrap();
+        assert!(written.aside.is_empty());
+        assert_eq!(written.index.0, std::fs::read(&index).unwrap());
         let update = ["update-index", "--", "a/b/y.txt", "run.sh"];
         git(&root, &theirs, &objects, KEPT, &update);
+        // The edits kept aside, applied, are the entries git's update makes.
+        let fields = |e: &crate::index_tree::Entry<'_>| (e.path.to_vec(), e.mode, e.size, e.id);
+        let mut applied = crate::index_tree::entries(&before).unwrap();
+        let changed = crate::index_tree::apply_edits(&mut applied, &aside.aside).unwrap();
+        assert_eq!(changed, [b"a/b/y.txt".to_vec(), b"run.sh".to_vec()]);
+        let theirs_now = std::fs::read(&theirs).unwrap();
+        assert_eq!(
+            applied.iter().map(fields).collect::<Vec<_>>(),
+            crate::index_tree::entries(&theirs_now)
+                .unwrap()
+                .iter()
+                .map(fields)
+                .collect::<Vec<_>>()
+        );
 
         let debug = ["ls-files", "-s", "--debug"];
         let ours_listed = git(&root, &index, &objects, KEPT, &debug);
@@ -588,7 +681,7 @@ mod tests {
     /// done: when it was not, the index is as it was.
     fn staged(dir: &Path, root: &Path, index: &Path, files: &[Modified<'_>]) -> bool {
         let before = std::fs::read(index).unwrap();
-        let done = stage_as_they_are(root, index, &folders(dir), files).is_some();
+        let done = stage_as_they_are(root, index, &folders(dir), files, Aside::Never).is_some();
         if !done {
             assert_eq!(std::fs::read(index).unwrap(), before);
         }

@@ -87,9 +87,14 @@ pub(crate) struct Staged {
     /// held them; none named when a seed that failed was replaced by a `git
     /// add -A`).
     pub paths: Vec<Vec<u8>>,
-    /// The index as ralph wrote it, when it staged the files itself: a
+    /// The index as ralph left it, when it staged the files itself: a
     /// read of it saved while the file keeps that stamp.
     pub written: Option<crate::own_staging::Written>,
+    /// The edits ralph staged beside that index rather than into it: what
+    /// reads its entries applies them (`index_tree::apply_edits`), and
+    /// anything that hands the index to git settles them first
+    /// ([`settle`]).
+    pub aside: Vec<crate::index_tree::Edit>,
 }
 
 /// Stages the work tree into `kept` as `git add -A -- .` would, but the
@@ -112,6 +117,7 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
         return Ok(Staged {
             paths: Vec::new(),
             written: None,
+            aside: Vec::new(),
         });
     }
     let mut status = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
@@ -132,13 +138,38 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
     let mut listed = to_stage(&listed)
         .ok_or_else(|| error("list what changed", "git's status could not be read"))?;
     listed.retain(|change| (listing.wanted)(&change.path));
-    let written = stage_edited(kept, &listed);
+    let own = stage_edited(kept, &listed);
     let changed: Vec<Vec<u8>> = listed.into_iter().map(|change| change.path).collect();
-    if changed.is_empty() || written.is_some() {
+    if let Some(own) = own {
         return Ok(Staged {
             paths: changed,
-            written,
+            written: Some(own.index),
+            aside: own.aside,
         });
+    }
+    update(kept, changed.iter().map(Vec::as_slice))?;
+    Ok(Staged {
+        paths: changed,
+        written: None,
+        aside: Vec::new(),
+    })
+}
+
+/// The edits a staging kept beside the index (`aside`) staged into it by
+/// git, before git reads the index for anything: else it would see the
+/// files as they were.
+pub(crate) fn settle(kept: &Kept<'_>, aside: &[crate::index_tree::Edit]) -> Result<(), FsError> {
+    update(kept, aside.iter().map(|edit| edit.path.as_slice()))
+}
+
+/// `git update-index` of `paths` into `kept` (added, removed or replaced
+/// as the work tree has them); nothing for none.
+fn update<'p>(kept: &Kept<'_>, paths: impl Iterator<Item = &'p [u8]>) -> Result<(), FsError> {
+    let list: Vec<u8> = paths
+        .flat_map(|p| p.iter().copied().chain(std::iter::once(0)))
+        .collect();
+    if list.is_empty() {
+        return Ok(());
     }
     let mut update = (kept.git)().map_err(|e| error("start git", e.to_string()))?;
     update.args([
@@ -149,16 +180,9 @@ pub(crate) fn stage(kept: &Kept<'_>, listing: &Listing<'_>) -> Result<Staged, Fs
         "-z",
         "--stdin",
     ]);
-    let list: Vec<u8> = changed
-        .iter()
-        .flat_map(|p| p.iter().copied().chain(std::iter::once(0)))
-        .collect();
     git_runner::run_with_input(update, &list, kept.deadline, MAX_LISTING_BYTES)
-        .ok_or_else(|| error("stage what changed", "git failed or did not answer in time"))?;
-    Ok(Staged {
-        paths: changed,
-        written: None,
-    })
+        .map(|_| ())
+        .ok_or_else(|| error("stage what changed", "git failed or did not answer in time"))
 }
 
 /// The first staging of an arming: the kept index seeded from `seed`
@@ -186,8 +210,9 @@ fn seed_or_add_all(kept: &Kept<'_>, listing: &Listing<'_>, seed: &str) -> Result
 
 /// `listed` staged by ralph itself (`own_staging`) when every one is an
 /// edited file and the index's objects go to a folder of ralph's: the
-/// index as written, or `None` (git's update is then the staging).
-fn stage_edited(kept: &Kept<'_>, listed: &[Change]) -> Option<crate::own_staging::Written> {
+/// index as left and the edits kept beside it, or `None` (git's update is
+/// then the staging).
+fn stage_edited(kept: &Kept<'_>, listed: &[Change]) -> Option<crate::own_staging::OwnStaged> {
     let objects = kept.objects.as_ref()?;
     let files: Option<Vec<crate::own_staging::Modified<'_>>> = listed
         .iter()

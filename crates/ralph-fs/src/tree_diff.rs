@@ -244,11 +244,11 @@ pub(crate) fn compare_kept(
             wanted: |_| true,
         };
         crate::status_staging::stage(&kept.as_kept(&|| kept.git()), &listing)
-            .map(|staged| staged.written)
+            .map(|staged| (staged.written, staged.aside))
     } else {
-        kept.add_all(&COMPARED, &[]).map(|()| None)
+        kept.add_all(&COMPARED, &[]).map(|()| (None, Vec::new()))
     };
-    let Ok(written) = staged else {
+    let Ok((written, aside)) = staged else {
         // Half done, or a lock a killed git left: the next one starts afresh.
         safe_fs::remove(index);
         let mut lock = index.as_os_str().to_owned();
@@ -260,23 +260,76 @@ pub(crate) fn compare_kept(
     if let Some(rules) = excludes.filter(|rules| !rules_as_armed(root, rules)) {
         hidden = kept.add_hidden(rules)?;
     }
-    // The bytes ralph wrote, while nothing wrote the index since.
+    // The bytes ralph read or wrote, while nothing wrote the index since.
     let read = crate::same_second::current(kept.path(), written);
-    let (entries, cached) = read
+    let staged = read
         .as_ref()
-        .and_then(|(bytes, _)| crate::index_tree::entries_and_cached_trees(bytes))
-        .map(|(entries, cached)| (Some(crate::index_tree::owned(entries)), cached))
-        .unwrap_or_default();
-    let changed = entries
-        .as_deref()
-        .and_then(|entries| armed_diff(root, tree, &kept, entries))
-        .or_else(|| kept.names(&["diff-index", "--cached", tree]))?;
+        .and_then(|(bytes, _)| staged_entries(bytes, &aside, tree));
+    let (entries, cached, changed) = match staged {
+        Some(staged) => (Some(staged.entries), staged.cached, staged.changed),
+        None => (None, Vec::new(), None),
+    };
+    let changed = changed
+        .or_else(|| {
+            let entries = entries.as_deref()?;
+            armed_diff(root, tree, &kept, entries)
+        })
+        .or_else(|| {
+            // git reads the index as it is: the edits kept aside go in first.
+            let git = || kept.git();
+            crate::status_staging::settle(&kept.as_kept(&git), &aside).ok()?;
+            kept.names(&["diff-index", "--cached", tree])
+        })?;
     Some(Compared {
         changed,
         hidden,
         entries,
         cached,
         read,
+    })
+}
+
+/// The kept index as a stop staged it: its entries, the edits kept
+/// aside applied ([`crate::index_tree::apply_edits`]), the folders whose
+/// tree it caches (but those above such an edit), and the paths changed
+/// since arming when the index (before those edits) still holds the armed
+/// tree whole: then only an edit can differ, and no listing of the armed
+/// tree is read.
+struct StagedEntries {
+    entries: Vec<crate::index_tree::Entry<'static>>,
+    cached: Vec<crate::index_tree::CachedTree>,
+    changed: Option<Vec<String>>,
+}
+
+/// [`StagedEntries`] of the kept index `bytes` with the edits `aside`,
+/// compared with the armed tree `tree`; `None` when they do not read so.
+fn staged_entries(
+    bytes: &[u8],
+    aside: &[crate::index_tree::Edit],
+    tree: &str,
+) -> Option<StagedEntries> {
+    let crate::index_tree::IndexRead {
+        entries,
+        mut cached,
+        whole,
+    } = crate::index_tree::read_index(bytes)?;
+    let mut entries = crate::index_tree::owned(entries);
+    let edited = crate::index_tree::apply_edits(&mut entries, aside)?;
+    cached.retain(|(folder, _)| !aside.iter().any(|edit| edit.path.starts_with(folder)));
+    let armed = whole.is_some_and(|id| crate::index_tree::hex(&id) == tree);
+    let changed = armed.then(|| {
+        let mut changed: Vec<String> = edited
+            .iter()
+            .filter(|path| !bookkeeping(path))
+            .map(|path| String::from_utf8_lossy(path).into_owned())
+            .collect();
+        changed.sort_unstable();
+        changed
+    });
+    Some(StagedEntries {
+        entries,
+        cached,
+        changed,
     })
 }
 
@@ -1483,21 +1536,29 @@ pub(crate) mod tests {
         assert_eq!(by_status, added.iter().map(key).collect::<Vec<_>>());
     }
 
+    /// git's environment for a kept index whose new objects go to a folder
+    /// of its own (`objects` in `keep`, made here), as `one_staging`'s do,
+    /// the repository's read as alternates.
+    fn objects_of_their_own(root: &Path, keep: &Path) -> Vec<(&'static str, PathBuf)> {
+        let objects = keep.join("objects");
+        std::fs::create_dir(&objects).unwrap();
+        vec![
+            ("GIT_OBJECT_DIRECTORY", objects),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                root.join(".git/objects"),
+            ),
+        ]
+    }
+
     #[test]
     fn a_stop_that_only_edited_files_stages_them_with_the_status_alone() {
         let dir = repo();
         let root = dir.path();
         let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
         let keep = tempfile::tempdir().unwrap();
+        let env = objects_of_their_own(root, keep.path());
         let objects = keep.path().join("objects");
-        std::fs::create_dir(&objects).unwrap();
-        let env = vec![
-            ("GIT_OBJECT_DIRECTORY", objects.clone()),
-            (
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                root.join(".git/objects"),
-            ),
-        ];
         let deadline = Instant::now() + TREE_TIME_LIMIT;
         let index = keep.path().join("index");
         let kept = kept_index(root, deadline, env, index.clone(), false).unwrap();
@@ -1513,16 +1574,18 @@ pub(crate) mod tests {
             kept.git()
         };
         crate::status_staging::stage(&kept.as_kept(&git), &listing).unwrap();
+        let last = std::cell::RefCell::new(None);
         let stop = |edit: &dyn Fn()| {
             edit();
             calls.set(0);
             let staged = crate::status_staging::stage(&kept.as_kept(&git), &listing).unwrap();
-            let staged: Vec<String> = staged
+            let paths: Vec<String> = staged
                 .paths
                 .iter()
                 .map(|p| String::from_utf8_lossy(p).into_owned())
                 .collect();
-            (staged, calls.get())
+            last.replace(Some(staged));
+            (paths, calls.get())
         };
         // Edited files (longer: the status sees them whatever the clock):
         // the status alone, the entries as git would stage them.
@@ -1541,9 +1604,23 @@ pub(crate) mod tests {
                 processes
             )
         );
+        // Small files beside the index: kept aside, not written; the tree
+        // with them applied is the one git writes once they are settled.
+        let staged = last.take().unwrap();
+        let aside = staged.aside;
+        assert_eq!(aside.len(), if here { 2 } else { 0 });
+        let bytes = std::fs::read(&index).unwrap();
+        let ours = crate::index_tree::tree_of(&bytes, &aside, &objects);
+        let diff = kept.run(&["diff-files", "--name-only"]).unwrap();
+        let unstaged = if here { "lib.txt\ntests/t.sh\n" } else { "" };
+        assert_eq!(String::from_utf8_lossy(&diff), unstaged);
+        crate::status_staging::settle(&kept.as_kept(&git), &aside).unwrap();
         let diff = kept.run(&["diff-files", "--name-only"]).unwrap();
         assert!(diff.is_empty(), "{}", String::from_utf8_lossy(&diff));
         let tree = String::from_utf8(kept.run(&["write-tree"]).unwrap()).unwrap();
+        if here {
+            assert_eq!(ours.unwrap(), tree.trim());
+        }
         let shown = kept
             .run(&["show", &format!("{}:lib.txt", tree.trim())])
             .unwrap();
@@ -1552,6 +1629,47 @@ pub(crate) mod tests {
         let added = stop(&|| std::fs::write(root.join("new.txt"), "new\n").unwrap());
         assert_eq!(added, (vec!["new.txt".to_owned()], 2));
         assert!(kept.run(&["diff-files", "--name-only"]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_comparison_of_edits_kept_aside_names_what_git_diff_index_names() {
+        let dir = repo();
+        let root = dir.path();
+        let snap = snapshot(root, TREE_TIME_LIMIT).unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let private = objects_of_their_own(root, keep.path());
+        let env = || private.clone();
+        let index = keep.path().join("compared");
+        let deadline = Instant::now() + TREE_TIME_LIMIT;
+        let compare = || compare_kept(root, &snap.tree, None, &index, deadline, env()).unwrap();
+        // What `git add -A` and `git diff-index` name, in an index of their own.
+        let gits = || {
+            let added = keep.path().join("added");
+            let _ = std::fs::remove_file(&added);
+            let kept = kept_index(root, deadline, env(), added, false).unwrap();
+            kept.add_all(&COMPARED, &[]).unwrap();
+            kept.names(&["diff-index", "--cached", &snap.tree]).unwrap()
+        };
+        assert!(compare().changed.is_empty());
+        let listing = keep.path().join("armed-entries");
+        let here = cfg!(target_os = "linux") && crate::git_config::silent_on(root, "autocrlf");
+        let edit = |path: &str, text: &str| {
+            std::fs::write(root.join(path), text).unwrap();
+            let _ = std::fs::remove_file(&listing);
+            let compared = compare();
+            assert_eq!(compared.changed, gits(), "after {path}");
+            // The index still holds the armed tree, the edits beside it: no
+            // listing of the armed tree was needed (nor made) to compare.
+            assert_eq!(listing.exists(), !here, "after {path}");
+            compared.changed
+        };
+        assert_eq!(edit("lib.txt", "one, and more\n"), ["lib.txt"]);
+        assert_eq!(
+            edit("tests/t.sh", "test 2 = 2 # more\n"),
+            ["lib.txt", "tests/t.sh"]
+        );
+        // Back as armed (other bytes on disk than at the last stop): not changed.
+        assert_eq!(edit("lib.txt", "one\n"), ["tests/t.sh"]);
     }
 
     #[test]
