@@ -264,8 +264,10 @@ pub(crate) struct UserTerminal {
 }
 
 impl UserTerminal {
-    /// Opens the terminal in `p`'s folder, as `p`'s user; returns once a loop armed after
-    /// it is younger by whole seconds (what the check can tell apart).
+    /// Opens the terminal in `p`'s folder, as `p`'s user; returns once its shell answers
+    /// and a loop armed from now on is younger than its session by what the check tells
+    /// apart (two whole seconds, the session's start read in whole seconds rounded up),
+    /// however long the shell took to start.
     pub(crate) fn open(p: &Project) -> Self {
         let mut cmd = Command::new("script");
         super::scrub(&mut cmd);
@@ -290,14 +292,38 @@ impl UserTerminal {
                 shown.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
-        std::thread::sleep(std::time::Duration::from_millis(2200));
-        Self {
+        let mut terminal = Self {
             child,
             stdin,
             screen,
             marks: tempfile::tempdir().unwrap(),
             count: 0,
+        };
+        // The shell answering proves its session has begun: by now at the latest.
+        let ready = terminal.marks.path().join("ready");
+        let line = format!(": > '{}'\n", ready.display());
+        terminal.stdin.write_all(line.as_bytes()).unwrap();
+        terminal.stdin.flush().unwrap();
+        let started = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "the terminal's shell never answered"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        let whole_seconds = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        // The check's session start may be this second or the next (rounded up).
+        let began = whole_seconds() + 1;
+        while whole_seconds() < began + 2 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        terminal
     }
 
     /// Types `ralph ARGS` (in the project), then `keys`; waits for it to end. Its exit
