@@ -271,7 +271,10 @@ impl HostSandbox {
         }
     }
 
-    /// Gemini's chat records (the newest session file under its home).
+    /// Gemini's chat records: every session file under its home, oldest first. Gemini
+    /// starts a file at each reset of the chat (a fresh context), named by the minute: a
+    /// run that crosses a minute's end leaves two files of one session (within a minute,
+    /// one file it appends to).
     fn gemini_chat(&self) -> String {
         let mut found = Vec::new();
         let mut dirs = vec![self.home().join(".gemini/tmp")];
@@ -287,11 +290,12 @@ impl HostSandbox {
                 }
             }
         }
+        // `session-YYYY-MM-DDTHH-MM-<id>.jsonl`: in name order, in time order.
         found.sort();
         found
-            .last()
+            .iter()
             .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-            .unwrap_or_default()
+            .collect()
     }
 }
 

@@ -361,9 +361,10 @@ fn watch_without_a_terminal_points_at_status_json() {
 fn watch_keys_pause_resume_add_iterations_and_cancel_with_a_confirmation() {
     let p = Project::new();
     // The user's terminal, open before the loop began: `+` raises a bound only on one
-    // such (issue 46). The check goes by whole seconds.
+    // such (issue 46). The check goes by whole seconds. `tmux new-session -d` returns
+    // once the pane (the session's leader) has started.
     let tmux = Tmux::start(&p, 150, 30);
-    std::thread::sleep(Duration::from_millis(2200));
+    crate::support::project::until_younger_loops_tell_apart();
     let out = p
         .command(&["start", "--max-iterations", "20", "Write the guide"])
         .output()

@@ -250,6 +250,23 @@ pub(crate) fn run_on_terminal(
     child.wait_with_output().unwrap()
 }
 
+/// Returns once a loop armed from now on began two whole seconds after a terminal session
+/// that has already begun, as ralph's check of a user's terminal reads both (the session's
+/// start in whole seconds, rounded up: this second or the next). Goes by the clock, never
+/// by a fixed sleep: however late the session began, it began before this call.
+pub(crate) fn until_younger_loops_tell_apart() {
+    let whole_seconds = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let latest_session_start = whole_seconds() + 1;
+    while whole_seconds() < latest_session_start + 2 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A terminal of the user's, open before a loop begins: `script` runs `sh` on a
 /// pseudo-terminal of its own (the shell leads its session, which begins when the terminal
 /// opens), and each [`UserTerminal::ralph`] types a command line and the keys that answer
@@ -266,8 +283,7 @@ pub(crate) struct UserTerminal {
 impl UserTerminal {
     /// Opens the terminal in `p`'s folder, as `p`'s user; returns once its shell answers
     /// and a loop armed from now on is younger than its session by what the check tells
-    /// apart (two whole seconds, the session's start read in whole seconds rounded up),
-    /// however long the shell took to start.
+    /// apart ([`until_younger_loops_tell_apart`]), however long the shell took to start.
     pub(crate) fn open(p: &Project) -> Self {
         let mut cmd = Command::new("script");
         super::scrub(&mut cmd);
@@ -312,17 +328,7 @@ impl UserTerminal {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let whole_seconds = || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-        };
-        // The check's session start may be this second or the next (rounded up).
-        let began = whole_seconds() + 1;
-        while whole_seconds() < began + 2 {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        until_younger_loops_tell_apart();
         terminal
     }
 
