@@ -122,9 +122,9 @@ pub(crate) fn stage(
 enum Aside {
     /// When the files read are small beside the index ([`ASIDE_SHARE`]).
     WhenSmall,
-    /// Never: the index is written with them.
+    /// Never: the index is written with them (the write path's own tests,
+    /// which run on Linux alone).
     #[cfg_attr(not(all(test, target_os = "linux")), allow(dead_code))]
-    // the write path's own tests
     Never,
 }
 
